@@ -85,7 +85,7 @@ class WindowSpec:
 
     def pane_of(self, ts: float) -> int:
         """Index ``j`` of the pane ``[j * pane, (j + 1) * pane)`` holding event time ``ts`` (s)."""
-        return math.floor(ts * 1000.0) // self.pane_ms
+        return math.floor(event_ms(ts)) // self.pane_ms
 
     def first_window_of_pane(self, pane: int) -> int:
         """Smallest window index ``k`` whose span contains pane ``pane``."""
@@ -98,6 +98,16 @@ class WindowSpec:
 
     def to_dict(self) -> dict[str, int]:
         return {"size_ms": self.size_ms, "slide_ms": self.slide_ms, "grace_ms": self.grace_ms}
+
+
+def event_ms(ts: float) -> float:
+    """Event time in milliseconds, resolved to the microsecond.
+
+    ``ts * 1000`` of a decimal timestamp such as ``4.35`` is not exact in binary floating point
+    (4349.999...); rounding to 1e-3 ms puts such events on the side of a window boundary their
+    decimal value says, for epoch-scale timestamps too (float spacing there is ~2e-4 ms).
+    """
+    return round(ts * 1000.0, 3)
 
 
 def _seconds(ms: int) -> int | float:
@@ -179,7 +189,7 @@ class WindowManager:
         first = spec.first_window_of_pane(pane)
         if state.first_window is None or first < state.first_window:
             state.first_window = first
-        ts_ms = event.ts * 1000.0
+        ts_ms = event_ms(event.ts)
         if ts_ms > state.max_ms:
             state.max_ms = ts_ms
             self._close_by_watermark(key, state)

@@ -60,36 +60,51 @@ class IdsMonitor(Accumulator):
 
 
 def reference(events, size, slide, grace):
-    """Expected {(model, segment, start): sorted ids} and late ids, by brute force."""
+    """Expected {(model, segment, start): sorted ids} and late ids, by brute force in exact
+    integer milliseconds (events carry their decimal time as ``Ev.ts_ms``)."""
+    size, slide, grace = round(size * 1000), round(slide * 1000), round(grace * 1000)
     windows: dict[tuple, list[int]] = {}
+    ev_ms = {ev.id: round(ev.ts * 1000) for ev in events}
     max_ts: dict[tuple, float] = {}
     late = []
     for ev in events:
         key = (ev.model, ev.segment)
         wm = max_ts[key] - grace if key in max_ts else -math.inf
-        ks = [k for k in range(math.floor((ev.ts - size) / slide) - 1, math.floor(ev.ts / slide) + 2)
-              if k * slide <= ev.ts < k * slide + size]
+        t = ev_ms[ev.id]
+        ks = [k for k in range(math.floor((t - size) / slide) - 1, math.floor(t / slide) + 2)
+              if k * slide <= t < k * slide + size]
         open_ks = [k for k in ks if k * slide + size > wm]
         if not open_ks:
             late.append(ev.id)
             continue
         for k in open_ks:
-            windows.setdefault((ev.model, ev.segment, k * slide), []).append(ev.id)
-        max_ts[key] = max(max_ts.get(key, -math.inf), ev.ts)
+            start = k * slide
+            start_s = start // 1000 if start % 1000 == 0 else start / 1000
+            windows.setdefault((ev.model, ev.segment, start_s), []).append(ev.id)
+        max_ts[key] = max(max_ts.get(key, -math.inf), t)
     return {k: sorted(v) for k, v in windows.items()}, sorted(late)
 
 
-geometries = st.sampled_from([(10, 10), (10, 5), (12, 4), (9, 6), (1, 1), (60, 15)])
+geometries = st.sampled_from([(10, 10), (10, 5), (12, 4), (9, 6), (1, 1), (60, 15), (0.25, 0.05), (0.07, 0.07)])
+# event times in whole seconds (many boundary hits) or in milliseconds (decimal fractions)
+# or a millisecond either side of a multiple of 50 ms, where off-by-one closing would show
+times = st.one_of(
+    st.integers(0, 200).map(float),
+    st.integers(0, 200_000).map(lambda ms: ms / 1000),
+    st.tuples(st.integers(0, 400), st.sampled_from([-1, 0, 1])).map(lambda p: max(0, p[0] * 50 + p[1]) / 1000),
+)
 event_lists = st.lists(
-    st.tuples(st.integers(0, 200), st.sampled_from(["a", "b"]), st.sampled_from(["", "eu"])),
+    st.tuples(times, st.sampled_from(["a", "b"]), st.sampled_from(["", "eu"])),
     max_size=60,
 )
 
 
-@given(geometries, st.integers(0, 15), event_lists, st.integers(0, 3))
+@settings(max_examples=400)
+@given(geometries, st.sampled_from([0, 0, 1, 2, 15]), event_lists, st.integers(0, 3))
 def test_windows_match_bruteforce_reference(geometry, grace, raw, checkpoint_every):
     size, slide = geometry
-    events = [Ev(float(t), m, s, i) for i, (t, m, s) in enumerate(raw)]
+    events = [Ev(t, m, s, i) for i, (t, m, s) in enumerate(raw)]
+    grace = grace * min(size, 1)
     wm = WindowManager(IdsMonitor, size, slide, grace)
     late = []
     snaps = []
@@ -109,7 +124,7 @@ def test_windows_match_bruteforce_reference(geometry, grace, raw, checkpoint_eve
     assert sorted(late) == expected_late
     assert len(got) == len(snaps), "a window was emitted twice"
     for s in snaps:
-        assert s["window"]["end"] - s["window"]["start"] == size
+        assert s["window"]["end"] - s["window"]["start"] == pytest.approx(size)
         assert s["count"] == len(s["metrics"]["ids"])
         assert s["final"] is True
     assert wm.open_panes() == 0
@@ -199,3 +214,12 @@ def test_checkpoint_rejects_other_geometry_and_garbage():
         WindowManager(IdsMonitor, 10).load_dict(bad)
     with pytest.raises(ValueError):
         WindowManager(IdsMonitor, 10).load_dict({"type": "WindowManager"})
+
+
+@pytest.mark.parametrize("ts", [16.15, 32.05, 64.1, 1700000000.15])
+def test_decimal_timestamps_on_a_boundary_fall_in_the_window_they_name(ts):
+    # ts * 1000 is just below the boundary in binary floating point for these values
+    wm = WindowManager(IdsMonitor, 0.05)
+    wm.add(Ev(ts, "m", "", 0))
+    [snap] = wm.flush()
+    assert snap["window"]["start"] == pytest.approx(ts, abs=1e-9)
