@@ -18,6 +18,11 @@ Per key ``(model, segment)``:
 Snapshots follow the contract's schema ``streammetrics.snapshot/1``. With ``cumulative=True``
 an all-time snapshot per key (``"final": false``, ``"cumulative": true``) follows each close.
 
+With ``batch=True`` events are queued per pane and handed to the monitor's vectorised
+``update_events(events)`` just before the pane is needed (a window closes, a checkpoint is
+taken, or the queue reaches ``max_pending``): per-event work is then an append, and the result
+is the same as updating per event, because a pane is only read after its queue is drained.
+
 Everything is deterministic given the same events in the same order (and the same clock for
 idle closes), and the whole state round-trips through :meth:`WindowManager.to_dict`, which is
 what lets the Kafka service checkpoint and re-emit byte-identical snapshots after a crash.
@@ -118,10 +123,11 @@ def _seconds(ms: int) -> int | float:
 class _KeyState:
     """Open panes and bookkeeping for one stream key."""
 
-    __slots__ = ("panes", "max_ms", "next_window", "late", "last_seen", "cumulative", "first_window")
+    __slots__ = ("panes", "pending", "max_ms", "next_window", "late", "last_seen", "cumulative", "first_window")
 
     def __init__(self) -> None:
         self.panes: dict[int, Any] = {}  # pane index -> monitor
+        self.pending: dict[int, list[Any]] = {}  # pane index -> queued events (batch mode)
         self.max_ms: float = -math.inf  # largest event time seen (ms)
         self.next_window: int | None = None  # lowest window index not yet closed
         self.late = 0
@@ -133,8 +139,8 @@ class _KeyState:
 class WindowManager:
     """Per-key event-time windows over monitors; see the module docstring for the semantics.
 
-    ``monitor_factory()`` returns an empty monitor: an accumulator with ``update_event(event)``,
-    ``merge``, ``copy``, ``snapshot()``, ``to_dict()`` and ``count``; ``monitor_loader(d)``
+    ``monitor_factory()`` returns an empty monitor: an accumulator with ``update_event(event)``
+    (and ``update_events(events)`` for ``batch=True``), ``merge``, ``copy``, ``snapshot()``, ``to_dict()`` and ``count``; ``monitor_loader(d)``
     rebuilds one from ``to_dict()`` (default :func:`streammetrics.from_dict`).
     Events need ``ts`` (epoch seconds), ``model`` and ``segment`` attributes.
     """
@@ -149,6 +155,8 @@ class WindowManager:
         *,
         cumulative: bool = False,
         include_state: bool = True,
+        batch: bool = False,
+        max_pending: int = 4096,
         clock: Callable[[], float] = time.monotonic,
         monitor_loader: Callable[[Mapping[str, Any]], Any] | None = None,
     ) -> None:
@@ -158,6 +166,8 @@ class WindowManager:
         self.idle_close = idle_close
         self.cumulative = cumulative
         self.include_state = include_state
+        self.batch = batch
+        self.max_pending = max_pending
         self._factory = monitor_factory
         self._loader = monitor_loader
         self._clock = clock
@@ -178,14 +188,22 @@ class WindowManager:
         if state.next_window is not None and spec.last_window_of_pane(pane) < state.next_window:
             state.late += 1
             return False
-        monitor = state.panes.get(pane)
-        if monitor is None:
-            monitor = state.panes[pane] = self._factory()
-        monitor.update_event(event)
-        if self.cumulative:
-            if state.cumulative is None:
-                state.cumulative = self._factory()
-            state.cumulative.update_event(event)
+        if self.batch:
+            queue = state.pending.get(pane)
+            if queue is None:
+                queue = state.pending[pane] = []
+            queue.append(event)
+            if len(queue) >= self.max_pending:
+                self._drain_pane(state, pane)
+        else:
+            monitor = state.panes.get(pane)
+            if monitor is None:
+                monitor = state.panes[pane] = self._factory()
+            monitor.update_event(event)
+            if self.cumulative:
+                if state.cumulative is None:
+                    state.cumulative = self._factory()
+                state.cumulative.update_event(event)
         first = spec.first_window_of_pane(pane)
         if state.first_window is None or first < state.first_window:
             state.first_window = first
@@ -200,6 +218,22 @@ class WindowManager:
         add = self.add
         return [ev for ev in events if not add(ev)]
 
+    # ----------------------------------------------------------------- batch mode
+    def _drain_pane(self, state: _KeyState, pane: int) -> None:
+        events = state.pending.pop(pane)
+        monitor = state.panes.get(pane)
+        if monitor is None:
+            monitor = state.panes[pane] = self._factory()
+        monitor.update_events(events)
+        if self.cumulative:
+            if state.cumulative is None:
+                state.cumulative = self._factory()
+            state.cumulative.update_events(events)
+
+    def _drain_key(self, state: _KeyState) -> None:
+        for pane in sorted(state.pending):
+            self._drain_pane(state, pane)
+
     # ----------------------------------------------------------------- closing
     def _close_by_watermark(self, key: tuple[str, str], state: _KeyState) -> None:
         spec = self.spec
@@ -213,6 +247,8 @@ class WindowManager:
 
     def _close_through(self, key: tuple[str, str], state: _KeyState, last: int) -> None:
         """Close windows ``next_window .. last`` (those holding events emit a snapshot)."""
+        if state.pending:
+            self._drain_key(state)
         spec = self.spec
         s, w = spec.panes_per_slide, spec.panes_per_window
         k = state.next_window
@@ -245,7 +281,8 @@ class WindowManager:
         if self.idle_close is not None:
             now = self._clock() if now is None else now
             for key, state in self._keys.items():
-                if state.panes and now - state.last_seen >= self.idle_close:
+                if (state.panes or state.pending) and now - state.last_seen >= self.idle_close:
+                    self._drain_key(state)
                     self._close_through(key, state, self.spec.last_window_of_pane(max(state.panes)))
         ready, self._ready = self._ready, []
         return ready
@@ -253,6 +290,7 @@ class WindowManager:
     def flush(self) -> list[dict[str, Any]]:
         """Close every open window of every key (end of input) and return all ready snapshots."""
         for key, state in self._keys.items():
+            self._drain_key(state)
             if state.panes:
                 self._close_through(key, state, self.spec.last_window_of_pane(max(state.panes)))
         ready, self._ready = self._ready, []
@@ -289,13 +327,14 @@ class WindowManager:
 
     def open_panes(self) -> int:
         """Number of panes held in memory across all keys."""
-        return sum(len(s.panes) for s in self._keys.values())
+        return sum(len(s.panes.keys() | s.pending.keys()) for s in self._keys.values())
 
     # ----------------------------------------------------------------- checkpoint
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe checkpoint of every key's open panes and bookkeeping (not the ready queue)."""
         keys = []
         for (model, segment), st in self._keys.items():
+            self._drain_key(st)
             keys.append({
                 "model": model,
                 "segment": segment,

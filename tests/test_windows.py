@@ -39,6 +39,11 @@ class IdsMonitor(Accumulator):
         self.total_weight += 1.0
         return self
 
+    def update_events(self, evs: list[Ev]) -> "IdsMonitor":
+        for ev in evs:
+            self.update_event(ev)
+        return self
+
     def snapshot(self) -> dict[str, Any]:
         return {"ids": sorted(self.ids)}
 
@@ -100,12 +105,14 @@ event_lists = st.lists(
 
 
 @settings(max_examples=400)
-@given(geometries, st.sampled_from([0, 0, 1, 2, 15]), event_lists, st.integers(0, 3))
-def test_windows_match_bruteforce_reference(geometry, grace, raw, checkpoint_every):
+@given(geometries, st.sampled_from([0, 0, 1, 2, 15]), event_lists, st.integers(0, 3), st.sampled_from([None, 1, 3]))
+def test_windows_match_bruteforce_reference(geometry, grace, raw, checkpoint_every, batch):
+    """batch=None: per-event updates; otherwise queued per pane, drained at max_pending=batch."""
     size, slide = geometry
     events = [Ev(t, m, s, i) for i, (t, m, s) in enumerate(raw)]
     grace = grace * min(size, 1)
-    wm = WindowManager(IdsMonitor, size, slide, grace)
+    options = {} if batch is None else {"batch": True, "max_pending": batch}
+    wm = WindowManager(IdsMonitor, size, slide, grace, **options)
     late = []
     snaps = []
     for i, ev in enumerate(events):
@@ -114,7 +121,7 @@ def test_windows_match_bruteforce_reference(geometry, grace, raw, checkpoint_eve
         snaps += wm.poll()
         if checkpoint_every and i % (checkpoint_every + 1) == 0:
             # a checkpoint round trip at any point changes nothing
-            restored = WindowManager(IdsMonitor, size, slide, grace)
+            restored = WindowManager(IdsMonitor, size, slide, grace, **options)
             restored.load_dict(json.loads(json.dumps(wm.to_dict())))
             wm = restored
     snaps += wm.flush()
