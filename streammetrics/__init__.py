@@ -11,3 +11,8 @@ __version__ = "0.1.0"
 __all__ = ["Accumulator", "from_dict", "registered_types", "__version__"]
 
 # --- accumulators (each module registers its types with from_dict on import) ---
+from .confusion import ConfusionMatrix  # noqa: E402
+from .multilabel import MultilabelConfusion  # noqa: E402
+from .exceptions import UndefinedMetricWarning  # noqa: E402
+
+__all__ += ["ConfusionMatrix", "MultilabelConfusion", "UndefinedMetricWarning"]
