@@ -168,7 +168,7 @@ def as_float_array(values: Any, name: str, *, finite: bool = True) -> np.ndarray
         bad = ~np.isfinite(arr)
         if bad.any():
             i = int(np.argmax(bad))
-            raise ValueError(f"{name}[{i}] must be finite, got {arr[i]!r}")
+            raise ValueError(f"{name}[{i}] must be finite, got {arr[i].item()!r}")
     return arr
 
 
@@ -183,7 +183,7 @@ def as_weight_array(sample_weight: Any, n: int, name: str = "sample_weight") -> 
         neg = arr < 0
         if neg.any():
             i = int(np.argmax(neg))
-            raise ValueError(f"{name}[{i}] must be non-negative, got {arr[i]!r}")
+            raise ValueError(f"{name}[{i}] must be non-negative, got {arr[i].item()!r}")
     return arr
 
 
@@ -197,7 +197,7 @@ def as_label_array(values: Any, name: str) -> np.ndarray:
     if kind == "f":
         if len(arr) and not np.isfinite(arr).all():
             i = int(np.argmax(~np.isfinite(arr)))
-            raise ValueError(f"{name}[{i}] must not be NaN or infinite, got {arr[i]!r}")
+            raise ValueError(f"{name}[{i}] must not be NaN or infinite, got {arr[i].item()!r}")
         if len(arr) and np.all(arr == np.round(arr)) and np.all(np.abs(arr) < 2**53):
             return arr.astype(np.int64)
         return arr
