@@ -1,0 +1,211 @@
+"""The ``streammetrics`` command line: ``replay`` (files), ``consume`` (Kafka) and ``demo``.
+
+``replay`` needs nothing but this package; ``consume`` and ``demo`` need the ``kafka`` /
+``demo`` extras and are imported only when called.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import IO, Any, Callable, Sequence
+
+from .windows import parse_duration
+
+__all__ = ["main", "build_parser", "snapshot_line"]
+
+EXAMPLES_REPLAY = """\
+examples:
+  streammetrics replay predictions.jsonl --window 60s
+  streammetrics replay predictions.jsonl --window 5m --slide 1m --grace 30s --output snapshots.jsonl
+  cat events.jsonl | streammetrics replay - --task regression --field y_pred=prediction
+  streammetrics replay events.jsonl --task multiclass --classes cat,dog,bird
+  streammetrics replay --sample            # the small sample file shipped with streammetrics
+"""
+
+EXAMPLES_CONSUME = """\
+examples:
+  streammetrics consume --bootstrap-servers localhost:9092 --topic predictions \\
+      --output-topic snapshots --dlq-topic predictions-dlq --state-dir /var/lib/streammetrics
+  streammetrics consume --bootstrap-servers broker:9093 --topic predictions --output-topic snapshots \\
+      --kafka security_protocol=SASL_SSL --kafka sasl_mechanism=SCRAM-SHA-512 \\
+      --kafka sasl_plain_username=svc --kafka sasl_plain_password=$PASSWORD
+"""
+
+
+def snapshot_line(snapshot: dict[str, Any]) -> str:
+    """A snapshot as one canonical JSON line: compact, keys in schema order, no NaN."""
+    return json.dumps(snapshot, separators=(",", ":"), allow_nan=False)
+
+
+def _field_map(pairs: Sequence[str]) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, source = pair.partition("=")
+        if not sep or not name or not source:
+            raise argparse.ArgumentTypeError(f"--field takes NAME=SOURCE (e.g. y_true=label), got {pair!r}")
+        fields[name.strip()] = source.strip()
+    return fields
+
+
+def _duration(name: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            return parse_duration(text, name)
+        except (TypeError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
+def _label_list(text: str) -> list:
+    """``a,b,c`` -> labels; items that look like integers become ints."""
+    out: list = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            out.append(int(item))
+        except ValueError:
+            out.append(item)
+    if not out:
+        raise argparse.ArgumentTypeError("expected a comma-separated list such as cat,dog,bird")
+    return out
+
+
+def _add_task_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("task and windows")
+    g.add_argument("--task", choices=["binary", "multiclass", "labels", "regression"], default="binary",
+                   help="prediction task (default: binary)")
+    g.add_argument("--window", type=_duration("--window"), default=60.0, metavar="DURATION",
+                   help="window size, e.g. 60s, 5m (default: 60s)")
+    g.add_argument("--slide", type=_duration("--slide"), default=None, metavar="DURATION",
+                   help="hop between window starts (default: the window size: tumbling windows)")
+    g.add_argument("--grace", type=_duration("--grace"), default=0.0, metavar="DURATION",
+                   help="how late an event may arrive behind its key's newest event (default: 0s)")
+    g.add_argument("--threshold", type=float, default=0.5,
+                   help="binary task: score >= threshold is a positive prediction (default: 0.5)")
+    g.add_argument("--classes", type=_label_list, default=None, metavar="A,B,C",
+                   help="multiclass task: the classes, in the order of score arrays")
+    g.add_argument("--labels", type=_label_list, default=None, metavar="A,B,C",
+                   help="labels task: fix the label set (default: discovered)")
+    g.add_argument("--field", action="append", default=[], metavar="NAME=SOURCE",
+                   help="read field NAME from the event key SOURCE, e.g. --field y_true=label (repeatable)")
+    g.add_argument("--cumulative", action="store_true",
+                   help="also emit an all-time snapshot per key after each closed window")
+    g.add_argument("--no-state", action="store_true",
+                   help="leave the accumulator state out of snapshots (smaller output)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="streammetrics",
+        description="Windowed model-quality metrics over streams of prediction events.",
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser(
+        "replay", help="replay a JSONL file of prediction events into windowed snapshots (no broker)",
+        description="Read prediction events (one JSON object, or an array of them, per line) and write "
+                    "one snapshot per closed window as JSON lines. Rejected lines are reported on stderr.",
+        epilog=EXAMPLES_REPLAY, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("file", nargs="?", help="JSONL file of events, '-' for standard input")
+    p.add_argument("--sample", action="store_true", help="replay the sample file shipped with streammetrics")
+    p.add_argument("--output", "-o", default="-", metavar="FILE", help="snapshots JSONL (default: stdout)")
+    p.add_argument("--quiet", "-q", action="store_true", help="do not list rejected lines on stderr")
+    p.add_argument("--progress", choices=["auto", "on", "off"], default="auto",
+                   help="progress bar on stderr (auto: only on a terminal)")
+    _add_task_options(p)
+
+    c = sub.add_parser(
+        "consume", help="the Kafka service: prediction events in, snapshots out",
+        description="Consume prediction events from a Kafka topic in a consumer group, publish one snapshot "
+                    "per closed window to the output topic, route bad and late messages to the dead-letter "
+                    "topic. SIGTERM/SIGINT stop it cleanly.",
+        epilog=EXAMPLES_CONSUME, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_consume_options(c)
+    _add_task_options(c)
+
+    d = sub.add_parser(
+        "demo", help="run everything locally: a broker, a drifting model's predictions, the service, live metrics",
+        description="Start a local Kafka-protocol broker (unless --bootstrap-servers is given), stream synthetic "
+                    "predictions from a model that drifts, run the service and show each window's metrics.",
+    )
+    _add_demo_options(d)
+    return parser
+
+
+def _add_consume_options(c: argparse.ArgumentParser) -> None:
+    g = c.add_argument_group("kafka")
+    g.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT[,HOST:PORT]")
+    g.add_argument("--topic", required=True, help="input topic of prediction events")
+    g.add_argument("--output-topic", required=True, help="topic for snapshots (key model|segment|window_start)")
+    g.add_argument("--group-id", default="streammetrics", help="consumer group (default: streammetrics)")
+    g.add_argument("--dlq-topic", default=None, help="dead-letter topic for bad and late messages")
+    g.add_argument("--state-dir", default=None, metavar="DIR",
+                   help="where window state and input offsets are checkpointed (exact results across restarts)")
+    g.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                   help="serve Prometheus /metrics and /healthz on this port")
+    g.add_argument("--idle-close", type=_duration("--idle-close"), default=30.0, metavar="DURATION",
+                   help="close a key's windows after this long without its events (default: 30s; 0 disables)")
+    g.add_argument("--kafka", action="append", default=[], metavar="OPTION=VALUE",
+                   help="extra kafka-python client option, e.g. security_protocol=SSL (repeatable)")
+    g.add_argument("--log-level", default="WARNING", help="logging level (default: WARNING)")
+
+
+def _add_demo_options(d: argparse.ArgumentParser) -> None:
+    d.add_argument("--bootstrap-servers", default=None, help="use this broker instead of starting one")
+    d.add_argument("--events", type=int, default=60_000, help="events to produce (default: 60000)")
+    d.add_argument("--duration", type=_duration("--duration"), default=600.0,
+                   help="event-time span of the synthetic stream (default: 10m)")
+    d.add_argument("--rate", type=float, default=20_000.0, help="events per second of wall time (default: 20000)")
+    d.add_argument("--window", type=_duration("--window"), default=60.0, help="window size (default: 60s)")
+    d.add_argument("--produce-only", action="store_true", help="only produce the synthetic events, then exit")
+    d.add_argument("--topic", default="predictions")
+    d.add_argument("--output-topic", default="snapshots")
+    d.add_argument("--report", default=None, metavar="FILE", help="write an HTML report at the end")
+
+
+def _version() -> str:
+    from . import __version__
+
+    return f"streammetrics {__version__}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "replay":
+            from .replay import run_replay
+
+            return run_replay(args, parser)
+        if args.command == "consume":
+            from consumers.service import run_consume
+
+            return run_consume(args)
+        if args.command == "demo":
+            from consumers.demo import run_demo
+
+            return run_demo(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # e.g. `streammetrics replay ... | head`
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
+    parser.error(f"unknown command {args.command!r}")
+    return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
