@@ -142,6 +142,9 @@ class WindowManager:
     ``monitor_factory()`` returns an empty monitor: an accumulator with ``update_event(event)``
     (and ``update_events(events)`` for ``batch=True``), ``merge``, ``copy``, ``snapshot()``, ``to_dict()`` and ``count``; ``monitor_loader(d)``
     rebuilds one from ``to_dict()`` (default :func:`streammetrics.from_dict`).
+    ``event_codec = (encode, decode)`` lets batch-mode checkpoints store queued events as
+    JSON instead of draining them, so that a run restored from a checkpoint drains exactly
+    where an uninterrupted run would and reproduces its snapshots bit for bit.
     Events need ``ts`` (epoch seconds), ``model`` and ``segment`` attributes.
     """
 
@@ -157,6 +160,7 @@ class WindowManager:
         include_state: bool = True,
         batch: bool = False,
         max_pending: int = 4096,
+        event_codec: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None = None,
         clock: Callable[[], float] = time.monotonic,
         monitor_loader: Callable[[Mapping[str, Any]], Any] | None = None,
     ) -> None:
@@ -168,6 +172,7 @@ class WindowManager:
         self.include_state = include_state
         self.batch = batch
         self.max_pending = max_pending
+        self._codec = event_codec
         self._factory = monitor_factory
         self._loader = monitor_loader
         self._clock = clock
@@ -333,8 +338,10 @@ class WindowManager:
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe checkpoint of every key's open panes and bookkeeping (not the ready queue)."""
         keys = []
+        encode = self._codec[0] if self._codec else None
         for (model, segment), st in self._keys.items():
-            self._drain_key(st)
+            if encode is None:
+                self._drain_key(st)
             keys.append({
                 "model": model,
                 "segment": segment,
@@ -343,6 +350,8 @@ class WindowManager:
                 "first_window": st.first_window,
                 "late": st.late,
                 "panes": [[j, m.to_dict()] for j, m in sorted(st.panes.items())],
+                "pending": [[j, [encode(e) for e in q]] for j, q in sorted(st.pending.items())]
+                if encode else [],
                 "cumulative": None if st.cumulative is None else st.cumulative.to_dict(),
             })
         return {"type": "WindowManager", "version": 1, "spec": self.spec.to_dict(), "keys": keys}
@@ -370,6 +379,10 @@ class WindowManager:
                 st.late = int(item["late"])
                 st.last_seen = now
                 st.panes = {int(j): load(m) for j, m in item["panes"]}
+                pending = item.get("pending", [])
+                if pending and not self._codec:
+                    raise ValueError("checkpoint holds queued events but no event_codec was given")
+                st.pending = {int(j): [self._codec[1](e) for e in q] for j, q in pending} if pending else {}
                 st.cumulative = None if item["cumulative"] is None else load(item["cumulative"])
                 keys[(model, segment)] = st
         except (KeyError, TypeError, ValueError) as exc:
