@@ -643,7 +643,10 @@ class ConfusionMatrix(Accumulator):
         headers = ["precision", "recall", "f1-score", "support"]
         tp, pred, true = self._class_sums(labels)
         p, r, f1, s = _cls.prf(tp, pred, true, average=None, zero_division=zero_division)
-        support: list = [int(v) for v in s] if self._unit else s.tolist()
+        # scikit-learn prints supports as ints only without sample weights and when some
+        # event is predicted right (else its tp sums start as float zeros)
+        int_support = self._unit and any(t == p for t, p in self._cells)
+        support: list = [int(v) for v in s] if int_support else s.tolist()
         rows = list(zip(target_names, p.tolist(), r.tolist(), f1.tolist(), support))
 
         if output_dict:
@@ -662,7 +665,7 @@ class ConfusionMatrix(Accumulator):
                 report += row_fmt.format(*row, width=width, digits=digits)
             report += "\n"
 
-        total_support = sum(support) if self._unit else float(np.sum(s))
+        total_support = sum(support) if int_support else float(np.sum(s))
         for average in ("micro", "macro", "weighted"):
             line_heading = "accuracy" if average == "micro" and micro_is_accuracy else average + " avg"
             avg_p, avg_r, avg_f1, _ = _cls.prf(tp, pred, true, average=average, zero_division=zero_division)
