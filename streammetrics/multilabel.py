@@ -90,6 +90,12 @@ class MultilabelConfusion(Accumulator):
     def _config(self) -> dict[str, Any]:
         return {"labels": list(self._labels)}
 
+    @classmethod
+    def _from_config(cls, config: Mapping[str, Any]) -> "MultilabelConfusion":
+        if set(config) != {"labels"} or not isinstance(config["labels"], list):
+            raise ValueError(f"config must be {{'labels': [label, ...]}}, got {dict(config)!r}")
+        return cls(config["labels"])
+
     def _state(self) -> dict[str, Any]:
         return {
             "count": self.count,
@@ -266,8 +272,10 @@ class MultilabelConfusion(Accumulator):
                     bad[i, j] = False
                     ones[i, j] = v == 1
         if bad.any():
-            i, j = np.argwhere(bad)[0]
-            raise ValueError(f"{name}[{i}][{j}] must be 0 or 1, got {arr[i, j]!r}")
+            i, j = np.argwhere(bad)[0].tolist()
+            value = arr[i, j]
+            value = value.item() if isinstance(value, np.generic) else value
+            raise ValueError(f"{name}[{i}][{j}] must be 0 or 1, got {value!r}")
         return ones
 
     def update_many(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> "MultilabelConfusion":
