@@ -14,5 +14,7 @@ __all__ = ["Accumulator", "from_dict", "registered_types", "__version__"]
 from .confusion import ConfusionMatrix  # noqa: E402
 from .multilabel import MultilabelConfusion  # noqa: E402
 from .exceptions import UndefinedMetricWarning  # noqa: E402
+from .regression import Regression  # noqa: E402
 
 __all__ += ["ConfusionMatrix", "MultilabelConfusion", "UndefinedMetricWarning"]
+__all__ += ["Regression"]
