@@ -18,3 +18,5 @@ from .regression import Regression  # noqa: E402
 
 __all__ += ["ConfusionMatrix", "MultilabelConfusion", "UndefinedMetricWarning"]
 __all__ += ["Regression"]
+from .binary_scores import BinaryScores  # noqa: E402
+__all__ += ["BinaryScores"]

@@ -1,0 +1,416 @@
+"""``BinaryScores``: ranking and probabilistic metrics of a binary score stream.
+
+State: two weighted score histograms (negatives, positives) over a fixed binning
+(:mod:`streammetrics.binning`), the number of events and summed weight per class, and
+the exact running sums behind log loss and the Brier score. Every ranking metric
+(ROC AUC and its guaranteed bounds, partial AUC, ROC and precision-recall curves,
+average precision, confusion at a threshold) is computed from the histograms by
+:mod:`streammetrics.ranking`, exactly as scikit-learn computes it from the events when
+``exact=True`` (one level per distinct score), and from the bins otherwise.
+
+The default binning (64 bins per octave of the distance to 0 or 1, dedicated bins for
+0.0 and 1.0, log-relative beyond) is data-independent, so merging adds histograms; on
+probability streams crowded near 0 or 1 and on unbounded margins alike it keeps the
+ROC AUC within about 1e-6 of the exact value with a few thousand bins (see
+``benchmarks/bench_auc_accuracy.py``), and :meth:`BinaryScores.roc_auc_bounds` says how
+far off it can be at most.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Mapping
+
+import numpy as np
+
+from . import ranking
+from ._base import Accumulator
+from ._validation import (
+    as_float_array,
+    as_label_array,
+    as_weight_array,
+    check_number,
+    check_same_length,
+    check_weight,
+    to_builtin_label,
+)
+from .binning import Binning, make_binning, binning_from_config
+from .exceptions import UndefinedMetricWarning
+from .histogram import (
+    MAX_TOTAL_WEIGHT,
+    ScoreHistogram,
+    add_grouped,
+    aligned,
+    histograms_from_json,
+    histograms_to_json,
+)
+
+__all__ = ["BinaryScores"]
+
+_INF = math.inf
+_EPS = float(np.finfo(np.float64).eps)  # scikit-learn's log_loss clipping for float64
+_ONE_MINUS_EPS = 1.0 - _EPS
+_log = math.log
+
+
+def _y_value(y_true: Any, name: str) -> int:
+    """0 or 1 from 0/1, True/False (or numpy / float equivalents); else a clear error."""
+    try:
+        label = to_builtin_label(y_true, name)
+    except TypeError:
+        raise TypeError(f"{name} must be 0, 1, True or False, got {y_true!r}") from None
+    if label.__class__ is not str and (label == 0 or label == 1):
+        return int(label)
+    raise ValueError(f"{name} must be 0, 1, True or False, got {y_true!r}")
+
+
+def _as_binary_array(y_true: Any, name: str) -> np.ndarray:
+    """Validated 0/1 labels (bools, 0/1 ints or floats, or objects of those) as uint8."""
+    y = as_label_array(y_true, name)
+    kind = y.dtype.kind
+    if kind == "b":
+        return y.view(np.uint8)
+    if kind == "O":
+        return np.fromiter(
+            (_y_value(v, f"{name}[{i}]") for i, v in enumerate(y)), dtype=np.uint8, count=len(y)
+        )
+    if kind in "iuf":
+        if len(y) and (y.min() < 0 or y.max() > 1 or kind == "f"):
+            i = int(np.argmax((y != 0) & (y != 1)))
+            raise ValueError(f"{name}[{i}] must be 0, 1, True or False, got {y[i].item()!r}")
+        return y.astype(np.uint8)
+    raise TypeError(f"{name} must hold 0, 1, True or False, got dtype {y.dtype}")
+
+
+class BinaryScores(Accumulator):
+    """ROC AUC (with guaranteed bounds), curves, average precision, log loss and Brier
+    score of a stream of ``(y_true, score, weight)`` events.
+
+    ``y_true`` is 0/1 or bool; ``score`` any finite real (probability or margin),
+    higher meaning "more positive". ``bins`` (a power of two, default 64) is the number
+    of bins per octave of the default log-relative grid (see
+    :class:`~streammetrics.binning.LogGridBinning`); ``exact=True`` keeps every
+    distinct score instead (``bins`` is then ignored) so that every ranking output
+    equals scikit-learn's. Memory is bounded by the binning, not the stream, unless
+    ``exact=True``.
+
+    Where scikit-learn raises on an empty or all-zero-weight input, the scalar metrics
+    return nan with an :class:`~streammetrics.exceptions.UndefinedMetricWarning` and the
+    curves raise ``ValueError``.
+    """
+
+    type_name = "BinaryScores"
+
+    def __init__(self, bins: int | None = 64, exact: bool = False) -> None:
+        self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]
+        self._key = self._binning.key
+        self._reset_state()
+
+    # ------------------------------------------------------------------ state
+    def _reset_state(self) -> None:
+        self._neg = ScoreHistogram(self._binning)
+        self._pos = ScoreHistogram(self._binning)
+        self._hists = (self._neg.weights, self._pos.weights)
+        self._events = [0, 0]  # events per class (zero weights included)
+        self._weights = [0.0, 0.0]  # summed weight per class
+        self._log_loss_sum = 0.0  # sum of w * -log(clip(p of the true class))
+        self._brier_sum = 0.0  # sum of w * (y - s)**2
+        self._outside: list[float] | None = None  # [min, max] of scores outside [0, 1]
+
+    @property
+    def count(self) -> int:  # type: ignore[override]
+        """Number of events seen (zero-weight events included)."""
+        return self._events[0] + self._events[1]
+
+    @property
+    def total_weight(self) -> float:  # type: ignore[override]
+        """Summed weight of the events seen."""
+        return self._weights[0] + self._weights[1]
+
+    @property
+    def bins(self) -> int | None:
+        """Bins per octave of the log grid (None when ``exact``)."""
+        return None if self._binning.exact else self._binning.bins  # type: ignore[attr-defined]
+
+    @property
+    def exact(self) -> bool:
+        """True when every distinct score is kept."""
+        return self._binning.exact
+
+    def _config(self) -> dict[str, Any]:
+        return {"bins": self.bins, "exact": self.exact}
+
+    def _state(self) -> dict[str, Any]:
+        return {
+            "events": list(self._events),
+            "weights": list(self._weights),
+            "log_loss_sum": self._log_loss_sum,
+            "brier_sum": self._brier_sum,
+            "outside_unit": None if self._outside is None else list(self._outside),
+            "histogram": histograms_to_json([self._neg, self._pos], ["neg", "pos"]),
+        }
+
+    def _load_state(self, state: Mapping[str, Any]) -> None:
+        expected = {"events", "weights", "log_loss_sum", "brier_sum", "outside_unit", "histogram"}
+        if set(state) != expected:
+            raise ValueError(f"state keys must be {sorted(expected)}, got {sorted(map(str, state))}")
+        events, weights = state["events"], state["weights"]
+        if not (isinstance(events, list) and len(events) == 2
+                and all(type(v) is int and v >= 0 for v in events)):
+            raise ValueError(f"events must be [negatives, positives] non-negative ints, got {events!r}")
+        if not isinstance(weights, list) or len(weights) != 2:
+            raise ValueError(f"weights must be [negatives, positives], got {weights!r}")
+        weights = [check_weight(w, f"weights[{i}]") for i, w in enumerate(weights)]
+        sums = [check_weight(state[k], k) for k in ("log_loss_sum", "brier_sum")]
+        outside = state["outside_unit"]
+        if outside is not None:
+            if not isinstance(outside, list) or len(outside) != 2:
+                raise ValueError(f"outside_unit must be null or [min, max], got {outside!r}")
+            outside = [check_number(v, f"outside_unit[{i}]") for i, v in enumerate(outside)]
+            if outside[0] > outside[1] or any(0.0 <= v <= 1.0 for v in outside):
+                raise ValueError(f"outside_unit must be [min, max] of scores outside [0, 1], got {outside!r}")
+        neg, pos = histograms_from_json(state["histogram"], self._binning, ["neg", "pos"])
+        for c, (h, n, w) in enumerate(zip((neg, pos), events, weights)):
+            if w > MAX_TOTAL_WEIGHT:
+                raise ValueError(f"weights[{c}] exceeds {MAX_TOTAL_WEIGHT:g}")
+            if len(h) > n:
+                raise ValueError(f"{len(h)} weighted bins cannot come from events[{c}] = {n}")
+            if abs(h.total() - w) > 1e-9 * max(1.0, w):
+                raise ValueError(f"weights[{c}] = {w!r} differs from the histogram's total {h.total()!r}")
+        self._neg, self._pos = neg, pos
+        self._hists = (neg.weights, pos.weights)
+        self._events = list(events)
+        self._weights = weights
+        self._log_loss_sum, self._brier_sum = sums
+        self._outside = outside
+
+    def _merge_state(self, other: Accumulator) -> None:
+        assert isinstance(other, BinaryScores)
+        totals = [a + b for a, b in zip(self._weights, other._weights)]
+        if max(totals) > MAX_TOTAL_WEIGHT:
+            raise ValueError(f"merged class weight would exceed {MAX_TOTAL_WEIGHT:g}")
+        self._neg.merge(other._neg)
+        self._pos.merge(other._pos)
+        self._events = [a + b for a, b in zip(self._events, other._events)]
+        self._weights = totals
+        self._log_loss_sum += other._log_loss_sum
+        self._brier_sum += other._brier_sum
+        if other._outside is not None:
+            self._see_outside(*other._outside)
+
+    def copy(self) -> "BinaryScores":
+        new = BinaryScores.__new__(BinaryScores)
+        new.__dict__.update(self.__dict__)
+        new._neg, new._pos = self._neg.copy(), self._pos.copy()
+        new._hists = (new._neg.weights, new._pos.weights)
+        new._events = list(self._events)
+        new._weights = list(self._weights)
+        new._outside = None if self._outside is None else list(self._outside)
+        return new
+
+    def _see_outside(self, lo: float, hi: float) -> None:
+        if self._outside is None:
+            self._outside = [lo, hi]
+        else:
+            self._outside = [min(self._outside[0], lo), max(self._outside[1], hi)]
+
+    # ------------------------------------------------------------------ updates
+    def update(self, y_true: Any, score: float, weight: float = 1.0) -> "BinaryScores":
+        """Add one event: ``y_true`` in {0, 1, False, True}, a finite ``score`` and a
+        finite ``weight >= 0``. Pure Python: dict counters and ``math.log``."""
+        cls = y_true.__class__
+        if (cls is int or cls is bool) and (y_true == 1 or y_true == 0):
+            y = 1 if y_true else 0
+        else:
+            y = _y_value(y_true, "y_true")
+        if score.__class__ is not float or not -_INF < score < _INF:
+            score = check_number(score, "score")
+        if weight.__class__ is not float or not 0.0 <= weight < _INF:
+            weight = check_weight(weight)
+        weights = self._weights
+        total = weights[y] + weight
+        if total > MAX_TOTAL_WEIGHT:
+            raise ValueError(f"weight {weight!r} would make the class weight exceed {MAX_TOTAL_WEIGHT:g}")
+        if weight:
+            k = self._key(score)
+            h = self._hists[y]
+            h[k] = h.get(k, 0.0) + weight
+        if 0.0 <= score <= 1.0:
+            p = score if y else 1.0 - score
+            if p < _EPS:
+                p = _EPS
+            elif p > _ONE_MINUS_EPS:
+                p = _ONE_MINUS_EPS
+            self._log_loss_sum -= weight * _log(p)
+            d = y - score
+            self._brier_sum += weight * d * d
+        else:  # log loss and Brier score are undefined from now on; remember why
+            out = self._outside
+            if out is None:
+                self._outside = [score, score]
+            elif score < out[0]:
+                out[0] = score
+            elif score > out[1]:
+                out[1] = score
+        weights[y] = total
+        self._events[y] += 1
+        return self
+
+    def update_many(self, y_true: Any, scores: Any, sample_weight: Any = None) -> "BinaryScores":
+        """Add a batch (lists, numpy arrays, pandas Series), validated in full before any
+        change: one vectorised key transform and one ``np.bincount`` per batch."""
+        y = _as_binary_array(y_true, "y_true")
+        s = as_float_array(scores, "scores")
+        n = check_same_length(y_true=y, scores=s)
+        w = as_weight_array(sample_weight, n)
+        if n == 0:
+            return self
+        class_w = np.bincount(y, weights=w, minlength=2).astype(np.float64)
+        totals = [self._weights[c] + float(class_w[c]) for c in (0, 1)]
+        if max(totals) > MAX_TOTAL_WEIGHT:
+            raise ValueError(f"sample_weight would make a class weight exceed {MAX_TOTAL_WEIGHT:g}")
+        keys = self._binning.keys(s)
+        lo, hi = float(s.min()), float(s.max())
+        ll, brier, outside = self._probability_sums(y, s, w, lo, hi)
+        # ---- nothing below can fail
+        add_grouped((self._neg, self._pos), keys, y, w)
+        class_n = np.bincount(y, minlength=2)
+        self._events[0] += int(class_n[0])
+        self._events[1] += int(class_n[1])
+        self._weights = totals
+        self._log_loss_sum += ll
+        self._brier_sum += brier
+        if outside is not None:
+            self._see_outside(*outside)
+        return self
+
+    @staticmethod
+    def _probability_sums(
+        y: np.ndarray, s: np.ndarray, w: np.ndarray | None, lo: float, hi: float
+    ) -> tuple[float, float, tuple[float, float] | None]:
+        """Batch log-loss and Brier sums over the events with a score in [0, 1], and the
+        [min, max] of the scores outside it (None if none)."""
+        yf = y.astype(np.float64)
+        # probability of the true class: |(1 - y) - s| is s for y = 1 and 1 - s for y = 0
+        p = np.subtract(1.0, yf)
+        p -= s
+        np.abs(p, out=p)
+        np.clip(p, _EPS, _ONE_MINUS_EPS, out=p)
+        np.log(p, out=p)
+        d = np.subtract(yf, s, out=yf)
+        np.multiply(d, d, out=d)
+        outside = None
+        if lo >= 0.0 and hi <= 1.0:
+            weight = w
+        else:
+            inside = (s >= 0.0) & (s <= 1.0)
+            weight = inside.astype(np.float64) if w is None else np.where(inside, w, 0.0)
+            out_s = s[~inside]
+            outside = (float(out_s.min()), float(out_s.max()))
+        if weight is None:
+            return -float(p.sum()), float(d.sum()), outside
+        return -float(np.dot(weight, p)), float(np.dot(weight, d)), outside
+
+    # ------------------------------------------------------------------ levels
+    def _levels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(keys, neg, pos)``: non-empty levels in ascending score order."""
+        keys, w = aligned(self._neg, self._pos)
+        return keys, w[0], w[1]
+
+    def _one_class(self) -> bool:
+        return not (self._events[0] and self._events[1])
+
+    # ------------------------------------------------------------------ ranking
+    def roc_auc(self, max_fpr: float | None = None) -> float:
+        """ROC AUC (``sklearn.metrics.roc_auc_score``): pairs of tied scores, and with bins
+        pairs in one bin, count half. ``max_fpr`` gives the McClish-standardised partial
+        AUC. nan with an UndefinedMetricWarning when only one class has been seen."""
+        ranking._check_max_fpr(max_fpr)
+        if self._one_class():
+            return ranking.warn_one_class()
+        _, neg, pos = self._levels()
+        return ranking.roc_auc(neg, pos, max_fpr)
+
+    def roc_auc_bounds(self) -> tuple[float, float]:
+        """``(low, high)`` guaranteed to contain the exact ROC AUC of the events seen:
+        pairs in one bin count all wrong / all right (exactly half in bins that hold a
+        single distinct score, such as the 0.0 and 1.0 bins). ``(auc, auc)`` when
+        ``exact``; ``(nan, nan)`` where :meth:`roc_auc` is nan."""
+        auc = self.roc_auc()
+        if math.isnan(auc) or self._binning.exact:
+            return auc, auc
+        keys, neg, pos = self._levels()
+        return ranking.roc_auc_bounds(neg, pos, self._binning.singleton(keys))
+
+    def roc_curve(self, drop_intermediate: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(fpr, tpr, thresholds)`` as ``sklearn.metrics.roc_curve``. With bins a
+        threshold is the smallest score of a bin: events at or above it are those in that
+        bin or higher ones."""
+        keys, neg, pos = self._levels()
+        return ranking.roc_curve(neg, pos, self._binning.lowest(keys), drop_intermediate)
+
+    def precision_recall_curve(
+        self, drop_intermediate: bool = False
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(precision, recall, thresholds)`` as ``sklearn.metrics.precision_recall_curve``
+        (thresholds as in :meth:`roc_curve`)."""
+        keys, neg, pos = self._levels()
+        return ranking.precision_recall_curve(
+            neg, pos, self._binning.lowest(keys), drop_intermediate
+        )
+
+    def average_precision(self) -> float:
+        """``sklearn.metrics.average_precision_score``: the step sum
+        ``sum((R[n] - R[n-1]) * P[n])``, not a trapezoid."""
+        _, neg, pos = self._levels()
+        return ranking.average_precision(neg, pos)
+
+    def confusion_at(self, threshold: float) -> "ConfusionMatrix":  # noqa: F821
+        """ConfusionMatrix (labels [0, 1]) of the predictions ``score >= threshold``.
+
+        Exact when ``exact``, and with bins when ``threshold`` is the smallest score of its
+        bin (every threshold of :meth:`roc_curve`, and 0, 0.5, 1); otherwise the events of
+        the threshold's bin are all predicted positive. Cells of zero weight are left out.
+        """
+        from .confusion import ConfusionMatrix
+
+        t = check_number(threshold, "threshold")
+        keys, neg, pos = self._levels()
+        above = keys >= self._key(t)
+        cells = {
+            (0, 0): float(neg[~above].sum()),
+            (0, 1): float(neg[above].sum()),
+            (1, 0): float(pos[~above].sum()),
+            (1, 1): float(pos[above].sum()),
+        }
+        cells = {cell: w for cell, w in cells.items() if w > 0}
+        return ConfusionMatrix._from_counts([0, 1], cells, self.count)
+
+    # ------------------------------------------------------------------ probabilities
+    def _probability_metric(self, name: str, total: float) -> float:
+        if self._outside is not None:
+            lo, hi = self._outside
+            raise ValueError(
+                f"{name} is defined for scores in [0, 1] (probabilities), but scores "
+                f"outside it were seen (from {lo!r} to {hi!r})"
+            )
+        if not self.total_weight > 0:
+            warnings.warn(
+                f"No event with a non-zero weight: {name} is not defined.",
+                UndefinedMetricWarning,
+                stacklevel=3,
+            )
+            return math.nan
+        return total / self.total_weight
+
+    def log_loss(self) -> float:
+        """``sklearn.metrics.log_loss(y_true, scores, sample_weight=..., labels=[0, 1])``:
+        the weighted mean of ``-log(p)``, ``p`` the probability given to the true class
+        clipped to ``[eps, 1 - eps]`` (float64 eps, 2.2e-16). ValueError once a score
+        outside [0, 1] has been seen."""
+        return self._probability_metric("log_loss", self._log_loss_sum)
+
+    def brier_score(self) -> float:
+        """``sklearn.metrics.brier_score_loss``: the weighted mean of ``(y - score)**2``.
+        ValueError once a score outside [0, 1] has been seen."""
+        return self._probability_metric("brier_score", self._brier_sum)
