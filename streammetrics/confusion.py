@@ -2,9 +2,12 @@
 scikit-learn derives from one (accuracy, balanced accuracy, precision, recall, F-beta,
 Jaccard, specificity, Matthews correlation, Cohen's kappa, classification report).
 
-State: a dict ``{(true label, predicted label): summed weight}`` plus ``count`` and
-``total_weight``. An event with weight 0 still creates its cell, so its labels count as
-seen, as they do for scikit-learn's ``unique_labels``.
+State: per cell ``(true label, predicted label)`` the number of unit-weight events (an
+exact int) and the summed weight of the other events, plus the number of those. A
+default-weight event is then one dict update, and unit-weight streams are exact integer
+counts; ``count`` and ``total_weight`` are derived. An event with weight 0 still creates
+its cell, so its labels count as seen, as they do for scikit-learn's ``unique_labels``.
+``to_dict`` writes each cell's total weight.
 
 Labels are int, str or bool (numpy scalars become Python ones, integral floats become
 ints, other finite floats are kept). One accumulator holds labels of a single kind: all
@@ -40,6 +43,7 @@ from .exceptions import UndefinedMetricWarning
 __all__ = ["ConfusionMatrix"]
 
 _INF = math.inf
+_ONE = 1.0  # the default weight object: `weight is _ONE` skips validation per event
 _KINDS = {bool: "bool", int: "number", float: "number", str: "str"}
 _FAST_CLASS = {"bool": bool, "number": int, "str": str}
 _DTYPE_KINDS = {"b": "bool", "i": "number", "u": "number", "f": "number", "U": "str"}
@@ -107,15 +111,31 @@ class ConfusionMatrix(Accumulator):
 
     # ------------------------------------------------------------------ state
     def _reset_state(self) -> None:
-        self._cells: dict[tuple, float] = {}
-        self.count = 0
-        self.total_weight = 0.0
+        self._n: dict[tuple, int] = {}  # cell -> number of events of weight exactly 1
+        self._w: dict[tuple, float] = {}  # cell -> summed weight of the other events
+        self._n_weighted = 0  # number of events in self._w
         self._unit = True  # every weight so far was exactly 1 (report prints int supports)
         self._set_kind(self._fixed_kind)
 
     def _set_kind(self, kind: str | None) -> None:
         self._kind = kind
         self._fast = _FAST_CLASS[kind] if kind is not None else None
+
+    @property
+    def count(self) -> int:  # type: ignore[override]
+        return sum(self._n.values()) + self._n_weighted
+
+    @property
+    def total_weight(self) -> float:  # type: ignore[override]
+        return float(sum(self._n.values())) + math.fsum(self._w.values())
+
+    @property
+    def _cells(self) -> dict[tuple, float]:
+        """Total weight per cell."""
+        cells = {key: float(n) for key, n in self._n.items()}
+        for key, w in self._w.items():
+            cells[key] = cells.get(key, 0.0) + w
+        return cells
 
     def _config(self) -> dict[str, Any]:
         return {"labels": None if self._fixed is None else list(self._fixed)}
@@ -175,9 +195,10 @@ class ConfusionMatrix(Accumulator):
             raise ValueError(f"total_weight={total!r} differs from the sum of the cells {cell_total!r}")
         if unit and (cell_total != count or any(not float(w).is_integer() for w in cells.values())):
             raise ValueError("unit_weights=True but the cells are not counts of unit-weight events")
-        self._cells = dict(cells)
-        self.count = count
-        self.total_weight = float(total)
+        if unit:  # unit-weight events only: the cells are their counts
+            self._n, self._w, self._n_weighted = {k: int(w) for k, w in cells.items()}, {}, 0
+        else:
+            self._n, self._w, self._n_weighted = {}, dict(cells), count
         self._unit = unit
         self._set_kind(kinds.pop() if kinds else None)
 
@@ -210,11 +231,10 @@ class ConfusionMatrix(Accumulator):
             raise ValueError(
                 f"cannot merge a ConfusionMatrix of {other._kind} labels into one of {self._kind} labels"
             )
-        cells = self._cells
-        for key, w in other._cells.items():
-            cells[key] = cells.get(key, 0.0) + w
-        self.count += other.count
-        self.total_weight += other.total_weight
+        for mine, theirs in ((self._n, other._n), (self._w, other._w)):
+            for key, v in theirs.items():
+                mine[key] = mine.get(key, 0) + v
+        self._n_weighted += other._n_weighted
         self._unit = self._unit and other._unit
         if self._kind is None:
             self._set_kind(other._kind)
@@ -222,29 +242,39 @@ class ConfusionMatrix(Accumulator):
     def copy(self) -> "ConfusionMatrix":
         new = ConfusionMatrix.__new__(ConfusionMatrix)
         new.__dict__.update(self.__dict__)
-        new._cells = dict(self._cells)
+        new._n = dict(self._n)
+        new._w = dict(self._w)
         return new
 
     # ---------------------------------------------------------------- updates
-    def update(self, y_true: Hashable, y_pred: Hashable, weight: float = 1.0) -> "ConfusionMatrix":
-        """Add one event (true label, predicted label, weight); returns ``self``."""
+    def update(self, y_true: Hashable, y_pred: Hashable, weight: float = _ONE) -> "ConfusionMatrix":
+        """Add one event (true label, predicted label, weight=1.0); returns ``self``."""
+        allowed = self._allowed
+        if (
+            weight is _ONE
+            and y_true.__class__ is self._fast is y_pred.__class__
+            and (allowed is None or (y_true in allowed and y_pred in allowed))
+        ):  # hot path: known label kind, default weight
+            key = (y_true, y_pred)
+            n = self._n
+            n[key] = n.get(key, 0) + 1
+            return self
         if weight.__class__ is not float or not 0.0 <= weight < _INF:
             weight = check_weight(weight)
         fast = self._fast
-        allowed = self._allowed
         if (
             y_true.__class__ is not fast
             or y_pred.__class__ is not fast
             or (allowed is not None and (y_true not in allowed or y_pred not in allowed))
         ):
             y_true, y_pred = self._admit(y_true, y_pred)
-        if weight != 1.0:
-            self._unit = False
         key = (y_true, y_pred)
-        cells = self._cells
-        cells[key] = cells.get(key, 0.0) + weight
-        self.count += 1
-        self.total_weight += weight
+        if weight == 1.0:
+            self._n[key] = self._n.get(key, 0) + 1
+        else:
+            self._unit = False
+            self._w[key] = self._w.get(key, 0.0) + weight
+            self._n_weighted += 1
         return self
 
     def _admit(self, y_true: Any, y_pred: Any) -> tuple[Hashable, Hashable]:
@@ -293,19 +323,21 @@ class ConfusionMatrix(Accumulator):
         labels, ct, cp = _codes(t, p)
         k = len(labels)
         code = ct * k + cp
-        if k * k <= 4 * n + 65536:
-            occupied = np.bincount(code, minlength=k * k)
-            sums = occupied.astype(np.float64) if w is None else np.bincount(code, weights=w, minlength=k * k)
-            cells_idx = np.flatnonzero(occupied)
-            pair_codes = cells_idx
-            sums = sums[cells_idx]
+        if w is None:
+            unit_cells = _cell_sums(code, k, None)
+            other_cells = (np.empty(0, dtype=np.intp), np.empty(0))
+            n_other = 0
         else:
-            pair_codes, inverse = np.unique(code, return_inverse=True)
-            sums = np.bincount(inverse, weights=w, minlength=len(pair_codes)).astype(np.float64)
-        rows = (pair_codes // k).tolist()
-        cols = (pair_codes % k).tolist()
+            is_unit = w == 1.0
+            n_other = int(n - np.count_nonzero(is_unit))
+            unit_cells = _cell_sums(code[is_unit], k, None)
+            other_cells = _cell_sums(code[~is_unit], k, w[~is_unit]) if n_other else (
+                np.empty(0, dtype=np.intp), np.empty(0))
         if self._allowed is not None:
-            used = set(rows) | set(cols)
+            used = set()
+            for pair_codes, _ in (unit_cells, other_cells):
+                used.update((pair_codes // k).tolist())
+                used.update((pair_codes % k).tolist())
             for c in sorted(used):
                 if labels[c] not in self._allowed:
                     for name, codes in (("y_true", ct), ("y_pred", cp)):
@@ -316,17 +348,14 @@ class ConfusionMatrix(Accumulator):
                                 f"{name}[{i}]={labels[c]!r} is not one of labels {self._fixed!r}"
                             )
         # ---- commit: nothing below can fail
-        cells = self._cells
-        for r, c, s in zip(rows, cols, sums.tolist()):
-            key = (labels[r], labels[c])
-            cells[key] = cells.get(key, 0.0) + s
-        self.count += n
-        if w is None:
-            self.total_weight += float(n)
-        else:
-            self.total_weight += float(w.sum())
-            if self._unit and not bool((w == 1.0).all()):
-                self._unit = False
+        for store, (pair_codes, sums) in ((self._n, unit_cells), (self._w, other_cells)):
+            zero = 0 if store is self._n else 0.0
+            for r, c, v in zip((pair_codes // k).tolist(), (pair_codes % k).tolist(), sums.tolist()):
+                key = (labels[r], labels[c])
+                store[key] = store.get(key, zero) + v
+        self._n_weighted += n_other
+        if n_other:
+            self._unit = False
         if self._kind is None:
             self._set_kind(kt)
         return self
@@ -687,6 +716,23 @@ class ConfusionMatrix(Accumulator):
                 report_dict["accuracy"] = report_dict["accuracy"]["precision"]
             return report_dict
         return report
+
+
+def _cell_sums(code: np.ndarray, k: int, w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(occupied pair codes, their event counts if ``w`` is None else summed weights)."""
+    if len(code) == 0:
+        return np.empty(0, dtype=np.intp), np.empty(0, dtype=np.int64 if w is None else np.float64)
+    if k * k <= 4 * len(code) + 65536:
+        occupied = np.bincount(code, minlength=k * k)
+        pair_codes = np.flatnonzero(occupied)
+        if w is None:
+            return pair_codes, occupied[pair_codes]
+        return pair_codes, np.bincount(code, weights=w, minlength=k * k)[pair_codes]
+    pair_codes, inverse = np.unique(code, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if w is None:
+        return pair_codes, np.bincount(inverse, minlength=len(pair_codes))
+    return pair_codes, np.bincount(inverse, weights=w, minlength=len(pair_codes))
 
 
 def _codes(t: np.ndarray, p: np.ndarray) -> tuple[list, np.ndarray, np.ndarray]:
