@@ -193,7 +193,7 @@ class ConfusionMatrix(Accumulator):
         cell_total = math.fsum(cells.values())
         if abs(cell_total - total) > 1e-9 * max(1.0, total):
             raise ValueError(f"total_weight={total!r} differs from the sum of the cells {cell_total!r}")
-        if unit and (cell_total != count or any(not float(w).is_integer() for w in cells.values())):
+        if unit and (cell_total != count or any(w < 1 or not float(w).is_integer() for w in cells.values())):
             raise ValueError("unit_weights=True but the cells are not counts of unit-weight events")
         if unit:  # unit-weight events only: the cells are their counts
             self._n, self._w, self._n_weighted = {k: int(w) for k, w in cells.items()}, {}, 0

@@ -265,6 +265,9 @@ def _mutate(path, value):
         _mutate(["state", "unit_weights"], "yes"),
         _mutate(["state", "unit_weights"], True),  # cells are not unit counts
         _mutate(["state", "cells"], {"0": 1}),
+        {"type": "ConfusionMatrix", "version": 1, "config": {"labels": None},  # unit but 0-weight cell
+         "state": {"count": 2, "total_weight": 2.0, "unit_weights": True,
+                   "cells": [[0, 0, 2.0], [0, 1, 0.0]]}},
         _mutate(["state", "cells", 0], [0, 0]),
         _mutate(["state", "cells", 0], [0, 0, -1.0]),
         _mutate(["state", "cells", 0], [[0], 0, 1.0]),
