@@ -40,6 +40,7 @@ from .regression import Regression
 __all__ = ["Monitor", "BinaryMonitor", "MulticlassMonitor", "LabelMonitor", "RegressionMonitor", "make_monitor"]
 
 _NAN = math.nan
+_LABEL_KINDS = {bool: "bool", int: "number", float: "number", str: "str"}
 
 
 def json_number(value: Any) -> float | int | None:
@@ -347,6 +348,16 @@ class LabelMonitor(Monitor):
 
     def _config(self) -> dict[str, Any]:
         return {"labels": self.confusion._config()["labels"]}
+
+    @staticmethod
+    def event_tag(event: Event) -> str:
+        """The label kind ("bool", "number" or "str") of the event; ValueError if ``y_true``
+        and ``y_pred`` differ in kind. Windows keep one kind per stream key."""
+        t, p = _LABEL_KINDS.get(event.y_true.__class__), _LABEL_KINDS.get(event.y_pred.__class__)
+        if t is None or t != p:
+            raise ValueError(f"y_true={event.y_true!r} and y_pred={event.y_pred!r} must be labels of one kind "
+                             "(all str, all numbers or all bool)")
+        return t
 
     def update_event(self, event: Event) -> "LabelMonitor":
         self.confusion.update(event.y_true, event.y_pred, event.weight)

@@ -123,7 +123,8 @@ def _seconds(ms: int) -> int | float:
 class _KeyState:
     """Open panes and bookkeeping for one stream key."""
 
-    __slots__ = ("panes", "pending", "max_ms", "next_window", "late", "last_seen", "cumulative", "first_window")
+    __slots__ = ("panes", "pending", "max_ms", "next_window", "late", "last_seen", "cumulative", "first_window",
+                 "tag")
 
     def __init__(self) -> None:
         self.panes: dict[int, Any] = {}  # pane index -> monitor
@@ -134,6 +135,7 @@ class _KeyState:
         self.last_seen = 0.0  # processing time of the last event
         self.cumulative: Any = None
         self.first_window: int | None = None
+        self.tag: Any = None  # the key's event tag (see WindowManager), fixed by its first event
 
 
 class WindowManager:
@@ -142,6 +144,10 @@ class WindowManager:
     ``monitor_factory()`` returns an empty monitor: an accumulator with ``update_event(event)``
     (and ``update_events(events)`` for ``batch=True``), ``merge``, ``copy``, ``snapshot()``, ``to_dict()`` and ``count``; ``monitor_loader(d)``
     rebuilds one from ``to_dict()`` (default :func:`streammetrics.from_dict`).
+    A monitor may define ``event_tag(event)``: every event of a key must then have the tag of
+    the key's first event (e.g. the label kind of a ``LabelMonitor``: str and int labels
+    cannot share a confusion matrix), checked in :meth:`add` before anything changes, so a
+    mismatch can never surface later when queued events are applied or panes merged.
     ``event_codec = (encode, decode)`` lets batch-mode checkpoints store queued events as
     JSON instead of draining them, so that a run restored from a checkpoint drains exactly
     where an uninterrupted run would and reproduces its snapshots bit for bit.
@@ -178,15 +184,23 @@ class WindowManager:
         self._clock = clock
         self._keys: dict[tuple[str, str], _KeyState] = {}
         self._ready: list[dict[str, Any]] = []
+        self._event_tag = getattr(monitor_factory(), "event_tag", None)
 
     # ----------------------------------------------------------------- events
     def add(self, event: Any) -> bool:
         """Apply ``event`` to its key's pane; False (and counted as late) if every window it
-        belongs to has already closed. Returns True when the event was applied."""
+        belongs to has already closed. Returns True when the event was applied. Raises
+        ValueError, changing nothing, when the monitor's ``event_tag`` refuses the event."""
         key = (event.model, event.segment)
         state = self._keys.get(key)
+        if self._event_tag is not None:
+            tag = self._event_tag(event)
+            if state is not None and state.tag is not None and tag != state.tag:
+                raise ValueError(f"event of kind {tag!r} in a stream of kind {state.tag!r}")
         if state is None:
             state = self._keys[key] = _KeyState()
+        if self._event_tag is not None and state.tag is None:
+            state.tag = tag
         spec = self.spec
         pane = spec.pane_of(event.ts)
         state.last_seen = self._clock()
@@ -349,6 +363,7 @@ class WindowManager:
                 "next_window": st.next_window,
                 "first_window": st.first_window,
                 "late": st.late,
+                "tag": st.tag,
                 "panes": [[j, m.to_dict()] for j, m in sorted(st.panes.items())],
                 "pending": [[j, [encode(e) for e in q]] for j, q in sorted(st.pending.items())]
                 if encode else [],
@@ -377,6 +392,7 @@ class WindowManager:
                 st.next_window = None if item["next_window"] is None else int(item["next_window"])
                 st.first_window = None if item["first_window"] is None else int(item["first_window"])
                 st.late = int(item["late"])
+                st.tag = item.get("tag")
                 st.last_seen = now
                 st.panes = {int(j): load(m) for j, m in item["panes"]}
                 pending = item.get("pending", [])

@@ -279,3 +279,24 @@ def test_batch_checkpoints_with_codec_reproduce_the_uninterrupted_run_exactly(ti
         return out + wm.flush()
 
     assert run(cut) == run(None)
+
+
+class TaggedMonitor(IdsMonitor):
+    type_name = "tests.TaggedMonitor"
+
+    @staticmethod
+    def event_tag(ev):
+        return ev.id % 2
+
+
+def test_event_tag_mismatch_raises_before_changing_anything():
+    wm = WindowManager(TaggedMonitor, 10)
+    assert wm.add(Ev(1, "m", "", 0))
+    before = wm.to_dict()
+    with pytest.raises(ValueError, match="kind"):
+        wm.add(Ev(2, "m", "", 1))
+    assert wm.to_dict() == before
+    assert wm.add(Ev(2, "other", "", 1))  # another key has its own tag
+    restored = WindowManager(TaggedMonitor, 10).load_dict(json.loads(json.dumps(wm.to_dict())))
+    with pytest.raises(ValueError):
+        restored.add(Ev(3, "other", "", 2))
