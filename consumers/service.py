@@ -1,0 +1,413 @@
+"""``streammetrics consume``: the Kafka service.
+
+Reads prediction events from a topic in a consumer group, updates per-partition windowed
+monitors, publishes each closed window's snapshot to the output topic (key
+``model|segment|window_start``) and sends every bad or late event to the dead-letter topic.
+
+Exactly-once *results* under crashes (``--state-dir``), without Kafka transactions:
+
+1. records are applied in offset order to the partition's :class:`WindowManager` (batch
+   mode, deterministic: see :mod:`streammetrics.windows`);
+2. every ``checkpoint_interval`` seconds (and on revocation and clean stop) the producer is
+   flushed, so every snapshot and dead letter derived so far is acknowledged by the broker;
+3. then each partition's window state and next offset are written atomically
+   (:mod:`consumers.checkpoint`) and the offsets committed to the group (for lag tools);
+4. on (re)assignment the partition's checkpoint is loaded and the consumer seeks to its
+   offset.
+
+A crash between 2 and 3 re-reads records whose snapshots were already published: they are
+re-published byte for byte under the same keys (windows are deterministic and re-emitting
+a window yields the same key and content), so a compacted output topic, or any consumer
+keeping the last value per key, sees exactly the snapshots of an uninterrupted run. No event
+is lost (nothing is committed before its effects are published) or counted twice (state and
+offset are saved together). Idle closing depends on wall time, so it is the one part that can
+differ after a restart; set ``--idle-close 0`` where bit-exact replays matter more than
+timely reporting of quiet keys.
+
+Each partition has its own windows, so every (model, segment) key must live in one
+partition: produce with the message key ``model|segment`` (as ``demo`` does). A key seen on
+two partitions is logged.
+
+Nothing in a message can stop the service: undecodable, malformed and late events become
+dead letters carrying the original bytes as value and ``streammetrics.*`` headers with the
+reason, the field and the source topic/partition/offset.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from streammetrics.cli import snapshot_line
+from streammetrics.events import Event, EventParser, Rejection
+from streammetrics.monitors import make_monitor
+from streammetrics.windows import WindowManager
+
+from .checkpoint import EVENT_CODEC, CheckpointStore
+
+__all__ = ["ServiceConfig", "MetricsService", "run_consume", "snapshot_key", "consumer_settings"]
+
+log = logging.getLogger("streammetrics.consume")
+
+
+def snapshot_key(snapshot: dict[str, Any]) -> bytes:
+    """Kafka key of a snapshot: ``model|segment|window_start`` (``|cumulative`` for all-time ones)."""
+    k = snapshot["key"]
+    tail = "cumulative" if snapshot.get("cumulative") else json.dumps(snapshot["window"]["start"])
+    return f"{k['model']}|{k['segment']}|{tail}".encode()
+
+
+def consumer_settings(**overrides: Any) -> dict[str, Any]:
+    """kafka-python consumer settings the service uses (fast group joins, manual commits)."""
+    settings = {
+        "enable_auto_commit": False,
+        "auto_offset_reset": "earliest",
+        "session_timeout_ms": 6000,
+        "heartbeat_interval_ms": 1000,
+        "max_poll_interval_ms": 300_000,
+        "key_deserializer": None,
+        "value_deserializer": None,
+    }
+    settings.update(overrides)
+    return settings
+
+
+@dataclass
+class ServiceConfig:
+    """Everything ``consume`` needs; mirrors its command-line flags."""
+
+    bootstrap_servers: str
+    topic: str
+    output_topic: str
+    group_id: str = "streammetrics"
+    dlq_topic: str | None = None
+    state_dir: str | None = None
+    metrics_port: int | None = None
+    metrics_host: str = "0.0.0.0"
+    task: str = "binary"
+    window: float = 60.0
+    slide: float | None = None
+    grace: float = 0.0
+    idle_close: float | None = 30.0
+    threshold: float = 0.5
+    classes: list | None = None
+    labels: list | None = None
+    fields: dict[str, str] = field(default_factory=dict)
+    cumulative: bool = False
+    include_state: bool = True
+    checkpoint_interval: float = 1.0
+    max_poll_records: int = 5000
+    kafka_options: dict[str, Any] = field(default_factory=dict)
+
+    def monitor_factory(self) -> Callable[[], Any]:
+        task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
+
+        def factory() -> Any:
+            return make_monitor(task, threshold=threshold, classes=classes, labels=labels)
+
+        factory()  # configuration errors surface at start-up
+        return factory
+
+
+class _Partition:
+    """Windows and position of one assigned input partition."""
+
+    __slots__ = ("tp", "windows", "next_offset", "saved_offset")
+
+    def __init__(self, tp: Any, windows: WindowManager, next_offset: int | None) -> None:
+        self.tp = tp
+        self.windows = windows
+        self.next_offset = next_offset  # next offset to apply (None: whatever comes first)
+        self.saved_offset = next_offset  # offset of the last checkpoint
+
+
+class MetricsService:
+    """The consume loop; see the module docstring. ``run()`` blocks until :meth:`stop`."""
+
+    def __init__(self, config: ServiceConfig, *, clock: Callable[[], float] = time.monotonic) -> None:
+        from kafka import KafkaConsumer, KafkaProducer  # the optional `kafka` extra
+
+        from .observability import ServiceMetrics
+
+        self.config = config
+        self._clock = clock
+        self.parser = EventParser(config.task, classes=config.labels if config.task == "labels" else config.classes,
+                                  fields=config.fields)
+        self._factory = config.monitor_factory()
+        self.metrics = ServiceMetrics()
+        self.store = CheckpointStore(config.state_dir, config.group_id, config.topic) if config.state_dir else None
+        self.partitions: dict[Any, _Partition] = {}
+        self._key_partition: dict[tuple[str, str], int] = {}
+        self._stop = threading.Event()
+        self._last_checkpoint = clock()
+        self._last_idle_check = clock()
+        self._server = None
+        client = dict(config.kafka_options)
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=config.bootstrap_servers,
+            group_id=config.group_id,
+            **consumer_settings(max_poll_records=config.max_poll_records, **client),
+        )
+        self.producer = KafkaProducer(
+            bootstrap_servers=config.bootstrap_servers,
+            acks="all",
+            linger_ms=5,
+            max_in_flight_requests_per_connection=1,  # keeps each key's snapshots in order
+            **client,
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+    def stop(self) -> None:
+        """Ask the loop to finish its batch, checkpoint, commit and return."""
+        self._stop.set()
+
+    def run(self) -> None:
+        from kafka import ConsumerRebalanceListener
+
+        service = self
+
+        class Listener(ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked: Any) -> None:
+                service._revoke(revoked)
+
+            def on_partitions_assigned(self, assigned: Any) -> None:
+                service._assign(assigned)
+
+        if self.config.metrics_port is not None:
+            from .observability import MetricsServer
+
+            self._server = MetricsServer(self.metrics, self.config.metrics_port, self.config.metrics_host).start()
+            log.info("metrics on :%d/metrics", self._server.port)
+        self.consumer.subscribe([self.config.topic], listener=Listener())
+        try:
+            while not self._stop.is_set():
+                self.poll_once()
+            self.checkpoint()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        try:
+            self.consumer.close(autocommit=False)
+        finally:
+            self.producer.close()
+            if self._server is not None:
+                self._server.stop()
+
+    # ------------------------------------------------------------------ rebalancing
+    def _new_windows(self) -> WindowManager:
+        c = self.config
+        return WindowManager(
+            self._factory, c.window, c.slide, c.grace, c.idle_close or None,
+            cumulative=c.cumulative, include_state=c.include_state, batch=True,
+            event_codec=EVENT_CODEC, clock=self._clock,
+        )
+
+    def _assign(self, assigned: Any) -> None:
+        for tp in assigned:
+            windows = self._new_windows()
+            offset = None
+            if self.store is not None:
+                saved = self.store.load(tp.partition)
+                if saved is not None:
+                    windows.load_dict(saved["windows"])
+                    offset = saved["offset"]
+                    self.consumer.seek(tp, offset)
+            self.partitions[tp] = _Partition(tp, windows, offset)
+            log.info("assigned %s[%d] from offset %s", tp.topic, tp.partition, offset)
+
+    def _revoke(self, revoked: Any) -> None:
+        mine = [tp for tp in revoked if tp in self.partitions]
+        if mine:
+            self.checkpoint(mine)
+        for tp in mine:
+            del self.partitions[tp]
+            log.info("revoked %s[%d]", tp.topic, tp.partition)
+
+    # ------------------------------------------------------------------ processing
+    def poll_once(self, timeout_ms: int = 200) -> int:
+        """One poll: apply its records, publish closed windows, checkpoint when due.
+        Returns the number of records applied."""
+        batches = self.consumer.poll(timeout_ms=timeout_ms, max_records=self.config.max_poll_records)
+        self.metrics.last_poll = time.monotonic()
+        applied = 0
+        for tp, records in batches.items():
+            part = self.partitions.get(tp)
+            if part is None:  # revoked while the batch was in flight
+                continue
+            for rec in records:
+                if part.next_offset is not None and rec.offset < part.next_offset:
+                    continue  # already covered by the checkpoint
+                self._apply(part, rec)
+                part.next_offset = rec.offset + 1
+                applied += 1
+            self._publish_ready(part)
+            self.metrics.messages.inc(len(records))
+        now = self._clock()
+        if self.config.idle_close and now - self._last_idle_check >= min(1.0, self.config.idle_close / 4):
+            self._last_idle_check = now
+            for part in self.partitions.values():
+                self._publish_ready(part)
+        if now - self._last_checkpoint >= self.config.checkpoint_interval:
+            self.checkpoint()
+        self._update_lag()
+        return applied
+
+    def _apply(self, part: _Partition, rec: Any) -> None:
+        value = rec.value
+        if value is None:
+            self._dead_letter(rec, "message has no value (tombstone)", None, None)
+            return
+        items = self.parser.parse_value(value)
+        windows = part.windows
+        applied = 0
+        for index, item in enumerate(items):
+            if item.__class__ is Event:
+                try:
+                    if windows.add(item):
+                        applied += 1
+                        self._check_key_partition(item, rec.partition)
+                    else:
+                        self.metrics.late_events.inc()
+                        self._dead_letter(rec, "late event: every window holding its time has closed",
+                                          "ts", index if len(items) > 1 else None)
+                except ValueError as exc:
+                    self.metrics.bad_events.labels("monitor").inc()
+                    self._dead_letter(rec, str(exc), None, index if len(items) > 1 else None)
+            else:
+                assert isinstance(item, Rejection)
+                self.metrics.bad_events.labels(_reason_class(item.reason)).inc()
+                idx = item.index if item.index is not None else (index if len(items) > 1 else None)
+                self._dead_letter(rec, item.reason, item.field, idx)
+        if applied:
+            self.metrics.events.inc(applied)
+
+    def _check_key_partition(self, event: Event, partition: int) -> None:
+        key = (event.model, event.segment)
+        seen = self._key_partition.setdefault(key, partition)
+        if seen != partition:
+            self._key_partition[key] = partition
+            log.warning("key model=%r segment=%r seen on partitions %d and %d: produce with key "
+                        "'model|segment' so that each key lives in one partition", key[0], key[1], seen, partition)
+
+    def _publish_ready(self, part: _Partition) -> None:
+        for snap in part.windows.poll():
+            self.producer.send(self.config.output_topic, key=snapshot_key(snap),
+                               value=snapshot_line(snap).encode())
+            self.metrics.observe_snapshot(snap)
+
+    def _dead_letter(self, rec: Any, reason: str, field_name: str | None, index: int | None) -> None:
+        if not self.config.dlq_topic:
+            log.debug("dropped bad event at %s[%d]@%d: %s", rec.topic, rec.partition, rec.offset, reason)
+            return
+        headers = [
+            ("streammetrics.reason", reason.encode()),
+            ("streammetrics.source", f"{rec.topic}/{rec.partition}/{rec.offset}".encode()),
+            ("streammetrics.topic", rec.topic.encode()),
+            ("streammetrics.partition", str(rec.partition).encode()),
+            ("streammetrics.offset", str(rec.offset).encode()),
+        ]
+        if field_name is not None:
+            headers.append(("streammetrics.field", field_name.encode()))
+        if index is not None:
+            headers.append(("streammetrics.index", str(index).encode()))
+        self.producer.send(self.config.dlq_topic, key=rec.key, value=rec.value, headers=headers)
+        self.metrics.dead_letters.inc()
+
+    # ------------------------------------------------------------------ checkpoints
+    def checkpoint(self, tps: list | None = None) -> None:
+        """Flush the producer, then save each partition's windows and offset, then commit."""
+        from kafka.structs import OffsetAndMetadata
+
+        parts = [self.partitions[tp] for tp in (tps if tps is not None else list(self.partitions))
+                 if tp in self.partitions]
+        self.producer.flush()
+        commits = {}
+        for part in parts:
+            if part.next_offset is None or part.next_offset == part.saved_offset:
+                continue
+            if self.store is not None:
+                self.store.save(part.tp.partition, part.next_offset, part.windows.to_dict())
+            part.saved_offset = part.next_offset
+            commits[part.tp] = OffsetAndMetadata(part.next_offset, "", -1)
+        if commits:
+            try:
+                self.consumer.commit(commits)
+            except Exception as exc:  # a commit failure (e.g. rebalance) is safe: the checkpoint decides
+                log.warning("offset commit failed (%s); checkpoints still hold the offsets", exc)
+        self._last_checkpoint = self._clock()
+        self.metrics.last_checkpoint.set(time.time())
+
+    def _update_lag(self) -> None:
+        for tp, part in self.partitions.items():
+            high = self.consumer.highwater(tp)
+            if high is not None and part.next_offset is not None:
+                self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(high - part.next_offset, 0))
+
+
+def _reason_class(reason: str) -> str:
+    """A low-cardinality label for a rejection reason (the Prometheus label must not explode)."""
+    for word in ("json", "missing", "must", "unknown", "array", "object"):
+        if word in reason.lower():
+            return word
+    return "other"
+
+
+def _kafka_options(pairs: list[str]) -> dict[str, Any]:
+    """``--kafka name=value`` pairs as kafka-python keyword arguments (ints and booleans parsed)."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--kafka takes OPTION=VALUE (e.g. security_protocol=SSL), got {pair!r}")
+        v: Any = value
+        if value.lower() in ("true", "false"):
+            v = value.lower() == "true"
+        else:
+            try:
+                v = int(value)
+            except ValueError:
+                pass
+        options[name.strip()] = v
+    return options
+
+
+def config_from_args(args: Any) -> ServiceConfig:
+    from streammetrics.cli import _field_map
+
+    return ServiceConfig(
+        bootstrap_servers=args.bootstrap_servers, topic=args.topic, output_topic=args.output_topic,
+        group_id=args.group_id, dlq_topic=args.dlq_topic, state_dir=args.state_dir,
+        metrics_port=args.metrics_port, task=args.task, window=args.window, slide=args.slide,
+        grace=args.grace, idle_close=args.idle_close or None, threshold=args.threshold,
+        classes=args.classes, labels=args.labels, fields=_field_map(args.field),
+        cumulative=args.cumulative, include_state=not args.no_state,
+        kafka_options=_kafka_options(args.kafka),
+    )
+
+
+def run_consume(args: Any) -> int:
+    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
+                        format='{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":%(message)r}')
+    try:
+        config = config_from_args(args)
+        service = MetricsService(config)
+    except ImportError as exc:
+        print(f"streammetrics consume needs the kafka extra: pip install 'streammetrics[kafka]' ({exc})")
+        return 2
+    except ValueError as exc:
+        print(f"streammetrics consume: {exc}")
+        return 2
+
+    def on_signal(signum: int, frame: Any) -> None:
+        log.info("signal %d: stopping", signum)
+        service.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    service.run()
+    return 0
