@@ -141,6 +141,8 @@ class MetricsService:
         self.metrics = ServiceMetrics()
         self.store = CheckpointStore(config.state_dir, config.group_id, config.topic) if config.state_dir else None
         self.partitions: dict[Any, _Partition] = {}
+        #: plain totals of what the loop did (also exported as Prometheus counters)
+        self.counts = {"messages": 0, "events": 0, "rejected": 0, "late": 0, "snapshots": 0, "dead_letters": 0}
         self._key_partition: dict[tuple[str, str], int] = {}
         self._stop = threading.Event()
         self._last_checkpoint = clock()
@@ -247,6 +249,7 @@ class MetricsService:
                 applied += 1
             self._publish_ready(part)
             self.metrics.messages.inc(len(records))
+            self.counts["messages"] += len(records)
         now = self._clock()
         if self.config.idle_close and now - self._last_idle_check >= min(1.0, self.config.idle_close / 4):
             self._last_idle_check = now
@@ -272,18 +275,22 @@ class MetricsService:
                         applied += 1
                         self._check_key_partition(item, rec.partition)
                     else:
+                        self.counts["late"] += 1
                         self.metrics.late_events.inc()
                         self._dead_letter(rec, "late event: every window holding its time has closed",
                                           "ts", index if len(items) > 1 else None)
                 except ValueError as exc:
+                    self.counts["rejected"] += 1
                     self.metrics.bad_events.labels("monitor").inc()
                     self._dead_letter(rec, str(exc), None, index if len(items) > 1 else None)
             else:
                 assert isinstance(item, Rejection)
+                self.counts["rejected"] += 1
                 self.metrics.bad_events.labels(_reason_class(item.reason)).inc()
                 idx = item.index if item.index is not None else (index if len(items) > 1 else None)
                 self._dead_letter(rec, item.reason, item.field, idx)
         if applied:
+            self.counts["events"] += applied
             self.metrics.events.inc(applied)
 
     def _check_key_partition(self, event: Event, partition: int) -> None:
@@ -299,6 +306,7 @@ class MetricsService:
             self.producer.send(self.config.output_topic, key=snapshot_key(snap),
                                value=snapshot_line(snap).encode())
             self.metrics.observe_snapshot(snap)
+            self.counts["snapshots"] += 1
 
     def _dead_letter(self, rec: Any, reason: str, field_name: str | None, index: int | None) -> None:
         if not self.config.dlq_topic:
@@ -317,6 +325,7 @@ class MetricsService:
             headers.append(("streammetrics.index", str(index).encode()))
         self.producer.send(self.config.dlq_topic, key=rec.key, value=rec.value, headers=headers)
         self.metrics.dead_letters.inc()
+        self.counts["dead_letters"] += 1
 
     # ------------------------------------------------------------------ checkpoints
     def checkpoint(self, tps: list | None = None) -> None:
@@ -341,6 +350,16 @@ class MetricsService:
                 log.warning("offset commit failed (%s); checkpoints still hold the offsets", exc)
         self._last_checkpoint = self._clock()
         self.metrics.last_checkpoint.set(time.time())
+
+    def caught_up(self) -> bool:
+        """True when every assigned partition is read to its high watermark and no window is open."""
+        if not self.partitions:
+            return False
+        for tp, part in list(self.partitions.items()):
+            high = self.consumer.highwater(tp)
+            if high is None or (part.next_offset or 0) < high or part.windows.open_panes():
+                return False
+        return True
 
     def _update_lag(self) -> None:
         for tp, part in self.partitions.items():
