@@ -145,6 +145,7 @@ class MetricsService:
         self.counts = {"messages": 0, "events": 0, "rejected": 0, "late": 0, "snapshots": 0, "dead_letters": 0}
         self._key_partition: dict[tuple[str, str], int] = {}
         self._stop = threading.Event()
+        self._caught_up = False
         self._last_checkpoint = clock()
         self._last_idle_check = clock()
         self._server = None
@@ -258,6 +259,7 @@ class MetricsService:
         if now - self._last_checkpoint >= self.config.checkpoint_interval:
             self.checkpoint()
         self._update_lag()
+        self._caught_up = self._compute_caught_up()
         return applied
 
     def _apply(self, part: _Partition, rec: Any) -> None:
@@ -352,7 +354,11 @@ class MetricsService:
         self.metrics.last_checkpoint.set(time.time())
 
     def caught_up(self) -> bool:
-        """True when every assigned partition is read to its high watermark and no window is open."""
+        """True when, at the end of the last poll, every assigned partition was read to its high
+        watermark and no window was open (computed in the loop; safe to read from any thread)."""
+        return self._caught_up
+
+    def _compute_caught_up(self) -> bool:
         if not self.partitions:
             return False
         for tp, part in list(self.partitions.items()):
