@@ -18,6 +18,7 @@ far off it can be at most.
 from __future__ import annotations
 
 import math
+import struct
 import warnings
 from typing import Any, Mapping
 
@@ -34,7 +35,7 @@ from ._validation import (
     check_weight,
     to_builtin_label,
 )
-from .binning import Binning, make_binning, binning_from_config
+from .binning import Binning, LogGridBinning, make_binning
 from .exceptions import UndefinedMetricWarning
 from .histogram import (
     MAX_TOTAL_WEIGHT,
@@ -51,6 +52,12 @@ _INF = math.inf
 _EPS = float(np.finfo(np.float64).eps)  # scikit-learn's log_loss clipping for float64
 _ONE_MINUS_EPS = 1.0 - _EPS
 _log = math.log
+_frexp = math.frexp
+_LN2 = math.log(2.0)
+_RENORMALISE = 2.0**-800  # p >= eps = 2**-52, so products stay far above the subnormals
+_ONE = 1.0  # the default weight: ``weight is _ONE`` selects the unit-weight fast path
+_pack = struct.Struct("<d").pack
+_unpack = struct.Struct("<q").unpack
 
 
 def _y_value(y_true: Any, name: str) -> int:
@@ -103,19 +110,33 @@ class BinaryScores(Accumulator):
 
     def __init__(self, bins: int | None = 64, exact: bool = False) -> None:
         self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]
-        self._key = self._binning.key
         self._reset_state()
 
     # ------------------------------------------------------------------ state
     def _reset_state(self) -> None:
         self._neg = ScoreHistogram(self._binning)
         self._pos = ScoreHistogram(self._binning)
-        self._hists = (self._neg.weights, self._pos.weights)
         self._events = [0, 0]  # events per class (zero weights included)
-        self._weights = [0.0, 0.0]  # summed weight per class
-        self._log_loss_sum = 0.0  # sum of w * -log(clip(p of the true class))
-        self._brier_sum = 0.0  # sum of w * (y - s)**2
-        self._outside: list[float] | None = None  # [min, max] of scores outside [0, 1]
+        # events added with an explicit weight, and their summed weight, per class: the
+        # other events have weight 1, so class weight = events - wevents + wsum
+        self._wevents = [0, 0]
+        self._wsum = [0.0, 0.0]
+        # [sum of w * -log(p), sum of w * (y - s)**2, mantissa, exponent]: p is the clipped
+        # probability of the true class; the unit-weight path multiplies p into
+        # mantissa * 2**exponent instead of adding logs (one multiply per event)
+        self._sums: list = [0.0, 0.0, 1.0, 0]
+        self._outside: list[float] = []  # [min, max] of the scores seen outside [0, 1]
+        self._bind()
+
+    def _bind(self) -> None:
+        """Cache the containers and constants the per-event path uses in one tuple (one
+        attribute lookup per event); called whenever a container is replaced."""
+        b = self._binning
+        self._fast = (
+            ((self._neg.weights, self._pos.weights), self._events, self._sums,
+             b._shift, b._round, b._c)
+            if isinstance(b, LogGridBinning) else None
+        )
 
     @property
     def count(self) -> int:  # type: ignore[override]
@@ -125,7 +146,10 @@ class BinaryScores(Accumulator):
     @property
     def total_weight(self) -> float:  # type: ignore[override]
         """Summed weight of the events seen."""
-        return self._weights[0] + self._weights[1]
+        return self._class_weight(0) + self._class_weight(1)
+
+    def _class_weight(self, c: int) -> float:
+        return (self._events[c] - self._wevents[c]) + self._wsum[c]
 
     @property
     def bins(self) -> int | None:
@@ -143,10 +167,10 @@ class BinaryScores(Accumulator):
     def _state(self) -> dict[str, Any]:
         return {
             "events": list(self._events),
-            "weights": list(self._weights),
-            "log_loss_sum": self._log_loss_sum,
-            "brier_sum": self._brier_sum,
-            "outside_unit": None if self._outside is None else list(self._outside),
+            "weights": [self._class_weight(0), self._class_weight(1)],
+            "log_loss_sum": self._log_loss_sum(),
+            "brier_sum": self._sums[1],
+            "outside_unit": list(self._outside) or None,
             "histogram": histograms_to_json([self._neg, self._pos], ["neg", "pos"]),
         }
 
@@ -168,7 +192,9 @@ class BinaryScores(Accumulator):
                 raise ValueError(f"outside_unit must be null or [min, max], got {outside!r}")
             outside = [check_number(v, f"outside_unit[{i}]") for i, v in enumerate(outside)]
             if outside[0] > outside[1] or any(0.0 <= v <= 1.0 for v in outside):
-                raise ValueError(f"outside_unit must be [min, max] of scores outside [0, 1], got {outside!r}")
+                raise ValueError(
+                    f"outside_unit must be [min, max] of scores outside [0, 1], got {outside!r}"
+                )
         neg, pos = histograms_from_json(state["histogram"], self._binning, ["neg", "pos"])
         for c, (h, n, w) in enumerate(zip((neg, pos), events, weights)):
             if w > MAX_TOTAL_WEIGHT:
@@ -178,62 +204,109 @@ class BinaryScores(Accumulator):
             if abs(h.total() - w) > 1e-9 * max(1.0, w):
                 raise ValueError(f"weights[{c}] = {w!r} differs from the histogram's total {h.total()!r}")
         self._neg, self._pos = neg, pos
-        self._hists = (neg.weights, pos.weights)
         self._events = list(events)
-        self._weights = weights
-        self._log_loss_sum, self._brier_sum = sums
-        self._outside = outside
+        self._wevents = list(events)
+        self._wsum = weights
+        self._sums = [sums[0], sums[1], 1.0, 0]
+        self._outside = outside or []
+        self._bind()
 
     def _merge_state(self, other: Accumulator) -> None:
         assert isinstance(other, BinaryScores)
-        totals = [a + b for a, b in zip(self._weights, other._weights)]
-        if max(totals) > MAX_TOTAL_WEIGHT:
+        if max(self._class_weight(c) + other._class_weight(c) for c in (0, 1)) > MAX_TOTAL_WEIGHT:
             raise ValueError(f"merged class weight would exceed {MAX_TOTAL_WEIGHT:g}")
         self._neg.merge(other._neg)
         self._pos.merge(other._pos)
-        self._events = [a + b for a, b in zip(self._events, other._events)]
-        self._weights = totals
-        self._log_loss_sum += other._log_loss_sum
-        self._brier_sum += other._brier_sum
-        if other._outside is not None:
+        for i in (0, 1):
+            self._events[i] += other._events[i]
+            self._wevents[i] += other._wevents[i]
+            self._wsum[i] += other._wsum[i]
+        self._sums[0] += other._log_loss_sum()
+        self._sums[1] += other._sums[1]
+        if other._outside:
             self._see_outside(*other._outside)
 
     def copy(self) -> "BinaryScores":
         new = BinaryScores.__new__(BinaryScores)
         new.__dict__.update(self.__dict__)
         new._neg, new._pos = self._neg.copy(), self._pos.copy()
-        new._hists = (new._neg.weights, new._pos.weights)
         new._events = list(self._events)
-        new._weights = list(self._weights)
-        new._outside = None if self._outside is None else list(self._outside)
+        new._wevents = list(self._wevents)
+        new._wsum = list(self._wsum)
+        new._sums = list(self._sums)
+        new._outside = list(self._outside)
+        new._bind()
         return new
 
+    def __deepcopy__(self, memo: dict) -> "BinaryScores":
+        return self.copy()
+
+    def _log_loss_sum(self) -> float:
+        """Sum of ``w * -log(p)`` over the events with a score in [0, 1]."""
+        _, _, mantissa, exponent = self._sums
+        return self._sums[0] - (_log(mantissa) + exponent * _LN2)
+
     def _see_outside(self, lo: float, hi: float) -> None:
-        if self._outside is None:
-            self._outside = [lo, hi]
-        else:
-            self._outside = [min(self._outside[0], lo), max(self._outside[1], hi)]
+        out = self._outside
+        out[:] = [lo, hi] if not out else [min(out[0], lo), max(out[1], hi)]
 
     # ------------------------------------------------------------------ updates
-    def update(self, y_true: Any, score: float, weight: float = 1.0) -> "BinaryScores":
+    def update(self, y_true: Any, score: float, weight: float = _ONE) -> "BinaryScores":
         """Add one event: ``y_true`` in {0, 1, False, True}, a finite ``score`` and a
-        finite ``weight >= 0``. Pure Python: dict counters and ``math.log``."""
-        cls = y_true.__class__
-        if (cls is int or cls is bool) and (y_true == 1 or y_true == 0):
-            y = 1 if y_true else 0
+        finite ``weight >= 0``. Pure Python (dict counters, ``math.log``); the common case
+        (default weight, a float score strictly inside (0, 1), log grid) is inlined."""
+        if y_true is True:
+            y = 1
+        elif y_true is False:
+            y = 0
+        elif y_true.__class__ is int and (y_true == 0 or y_true == 1):
+            y = y_true
         else:
             y = _y_value(y_true, "y_true")
+        fast = self._fast
+        if fast is None or weight is not _ONE or score.__class__ is not float:
+            return self._update_general(y, score, weight)
+        hists, events, sums, shift, rnd, c = fast
+        if 0.0 < score < 0.5:  # key: see LogGridBinning
+            q = 1.0 - score
+            k = (_unpack(_pack(score))[0] + rnd) >> shift
+        elif 0.5 <= score < 1.0:
+            q = 1.0 - score
+            k = c - ((_unpack(_pack(q))[0] + rnd) >> shift)
+        else:  # 0, 1, outside [0, 1], or not finite
+            return self._update_general(y, score, weight)
+        h = hists[y]
+        h[k] = h.get(k, 0.0) + 1.0
+        if y:  # p: probability of the true class, clipped as scikit-learn; d = |y - s|
+            p = score
+            d = q
+        else:
+            p = q
+            d = score
+        if p < _EPS:
+            p = _EPS
+        elif p > _ONE_MINUS_EPS:
+            p = _ONE_MINUS_EPS
+        m = sums[2] * p
+        if m < _RENORMALISE:  # keep the product's mantissa normal: m * 2**e
+            m, e = _frexp(m)
+            sums[3] += e
+        sums[2] = m
+        sums[1] += d * d
+        events[y] += 1
+        return self
+
+    def _update_general(self, y: int, score: Any, weight: Any) -> "BinaryScores":
+        """:meth:`update` for any validated ``y`` and unvalidated score and weight."""
         if score.__class__ is not float or not -_INF < score < _INF:
             score = check_number(score, "score")
         if weight.__class__ is not float or not 0.0 <= weight < _INF:
             weight = check_weight(weight)
-        weights = self._weights
-        total = weights[y] + weight
-        if total > MAX_TOTAL_WEIGHT:
+        if self._class_weight(y) + weight > MAX_TOTAL_WEIGHT:
             raise ValueError(f"weight {weight!r} would make the class weight exceed {MAX_TOTAL_WEIGHT:g}")
         if weight:
-            k = self._key(score)
-            h = self._hists[y]
+            k = self._binning.key(score)
+            h = (self._neg.weights, self._pos.weights)[y]
             h[k] = h.get(k, 0.0) + weight
         if 0.0 <= score <= 1.0:
             p = score if y else 1.0 - score
@@ -241,19 +314,15 @@ class BinaryScores(Accumulator):
                 p = _EPS
             elif p > _ONE_MINUS_EPS:
                 p = _ONE_MINUS_EPS
-            self._log_loss_sum -= weight * _log(p)
             d = y - score
-            self._brier_sum += weight * d * d
+            sums = self._sums
+            sums[0] -= weight * _log(p)
+            sums[1] += weight * d * d
         else:  # log loss and Brier score are undefined from now on; remember why
-            out = self._outside
-            if out is None:
-                self._outside = [score, score]
-            elif score < out[0]:
-                out[0] = score
-            elif score > out[1]:
-                out[1] = score
-        weights[y] = total
+            self._see_outside(score, score)
         self._events[y] += 1
+        self._wevents[y] += 1
+        self._wsum[y] += weight
         return self
 
     def update_many(self, y_true: Any, scores: Any, sample_weight: Any = None) -> "BinaryScores":
@@ -265,21 +334,22 @@ class BinaryScores(Accumulator):
         w = as_weight_array(sample_weight, n)
         if n == 0:
             return self
-        class_w = np.bincount(y, weights=w, minlength=2).astype(np.float64)
-        totals = [self._weights[c] + float(class_w[c]) for c in (0, 1)]
-        if max(totals) > MAX_TOTAL_WEIGHT:
+        class_n = np.bincount(y, minlength=2)
+        class_w = class_n if w is None else np.bincount(y, weights=w, minlength=2)
+        if max(self._class_weight(c) + float(class_w[c]) for c in (0, 1)) > MAX_TOTAL_WEIGHT:
             raise ValueError(f"sample_weight would make a class weight exceed {MAX_TOTAL_WEIGHT:g}")
         keys = self._binning.keys(s)
         lo, hi = float(s.min()), float(s.max())
         ll, brier, outside = self._probability_sums(y, s, w, lo, hi)
         # ---- nothing below can fail
         add_grouped((self._neg, self._pos), keys, y, w)
-        class_n = np.bincount(y, minlength=2)
-        self._events[0] += int(class_n[0])
-        self._events[1] += int(class_n[1])
-        self._weights = totals
-        self._log_loss_sum += ll
-        self._brier_sum += brier
+        for c in (0, 1):
+            self._events[c] += int(class_n[c])
+            if w is not None:
+                self._wevents[c] += int(class_n[c])
+                self._wsum[c] += float(class_w[c])
+        self._sums[0] += ll
+        self._sums[1] += brier
         if outside is not None:
             self._see_outside(*outside)
         return self
@@ -376,7 +446,7 @@ class BinaryScores(Accumulator):
 
         t = check_number(threshold, "threshold")
         keys, neg, pos = self._levels()
-        above = keys >= self._key(t)
+        above = keys >= self._binning.key(t)
         cells = {
             (0, 0): float(neg[~above].sum()),
             (0, 1): float(neg[above].sum()),
@@ -388,7 +458,7 @@ class BinaryScores(Accumulator):
 
     # ------------------------------------------------------------------ probabilities
     def _probability_metric(self, name: str, total: float) -> float:
-        if self._outside is not None:
+        if self._outside:
             lo, hi = self._outside
             raise ValueError(
                 f"{name} is defined for scores in [0, 1] (probabilities), but scores "
@@ -408,9 +478,9 @@ class BinaryScores(Accumulator):
         the weighted mean of ``-log(p)``, ``p`` the probability given to the true class
         clipped to ``[eps, 1 - eps]`` (float64 eps, 2.2e-16). ValueError once a score
         outside [0, 1] has been seen."""
-        return self._probability_metric("log_loss", self._log_loss_sum)
+        return self._probability_metric("log_loss", self._log_loss_sum())
 
     def brier_score(self) -> float:
         """``sklearn.metrics.brier_score_loss``: the weighted mean of ``(y - score)**2``.
         ValueError once a score outside [0, 1] has been seen."""
-        return self._probability_metric("brier_score", self._brier_sum)
+        return self._probability_metric("brier_score", self._sums[1])
