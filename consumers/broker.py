@@ -315,7 +315,7 @@ def _accepts_connections(host: str, port: int) -> bool:
 def _fetch_cluster_id(bootstrap: str, deadline: float) -> str | None:
     """Cluster id reported in broker metadata, or ``None`` if metadata is not served yet."""
     admin_client = _kafka_admin_class()
-    budget_ms = int(max(0.2, min(5.0, deadline - time.monotonic())) * 1000)
+    budget_ms = int(max(0.2, min(1.0, deadline - time.monotonic())) * 1000)
     try:
         admin = admin_client(bootstrap_servers=bootstrap, client_id="streammetrics-broker-probe",
                              bootstrap_timeout_ms=budget_ms, request_timeout_ms=budget_ms)
