@@ -109,6 +109,7 @@ def _divide(
     average: str | None,
     warn_for: Sequence[str],
     zero_division: Any,
+    result_size: int | None = None,
 ) -> np.ndarray:
     """numerator / denominator with 0/0 -> ``zero_division`` (scikit-learn's ``_prf_divide``)."""
     mask = denominator == 0
@@ -119,7 +120,8 @@ def _divide(
         return result
     result[mask] = check_zero_division(zero_division)
     if zero_division == "warn" and metric in warn_for:
-        _warn_prf(average, modifier, f"{metric.capitalize()} is", result.shape[0])
+        size = result.shape[0] if result_size is None else result_size
+        _warn_prf(average, modifier, f"{metric.capitalize()} is", size)
     return result
 
 
@@ -166,11 +168,13 @@ def prf(
     warn_for: Sequence[str] = ("precision", "recall", "f-score"),
     zero_division: Any = "warn",
     sample_weight: np.ndarray | None = None,
+    n_samples: int | None = None,
 ) -> tuple[Any, Any, Any, np.ndarray]:
     """Precision, recall, F-beta and support from per-class (or per-sample) counts.
 
     ``average`` is None (per-class arrays) or "binary"/"micro"/"macro"/"weighted"/"samples"
-    (floats); for "samples" the rows are samples and ``sample_weight`` their weights.
+    (floats); for "samples" the rows are (groups of identical) samples, ``sample_weight``
+    their weights and ``n_samples`` the number of events (it words the warnings).
     """
     check_zero_division(zero_division)
     tp, fp, fn = _counts(tp, pred, true)
@@ -181,8 +185,8 @@ def prf(
         pred_sum = np.reshape(np.sum(pred_sum), (1,))
         true_sum = np.reshape(np.sum(true_sum), (1,))
     beta2 = beta**2
-    precision = _divide(tp, pred_sum, "precision", "predicted", average, warn_for, zero_division)
-    recall = _divide(tp, true_sum, "recall", "true", average, warn_for, zero_division)
+    precision = _divide(tp, pred_sum, "precision", "predicted", average, warn_for, zero_division, n_samples)
+    recall = _divide(tp, true_sum, "recall", "true", average, warn_for, zero_division, n_samples)
     if math.isinf(beta):
         f_score = recall
     elif beta == 0:
@@ -190,7 +194,8 @@ def prf(
     else:
         denom = beta2 * true_sum + pred_sum
         f_score = _divide(
-            (1 + beta2) * tp, denom, "f-score", "true nor predicted", average, warn_for, zero_division
+            (1 + beta2) * tp, denom, "f-score", "true nor predicted", average, warn_for, zero_division,
+            n_samples,
         )
     if average is None:
         return precision, recall, f_score, true_sum
@@ -216,6 +221,7 @@ def jaccard(
     average: str | None,
     zero_division: Any = "warn",
     sample_weight: np.ndarray | None = None,
+    n_samples: int | None = None,
 ) -> Any:
     """Jaccard index tp / (tp + fp + fn) (scikit-learn's ``jaccard_score``)."""
     check_zero_division(zero_division, allow_nan=False)
@@ -226,7 +232,8 @@ def jaccard(
         numerator = np.sum(numerator, keepdims=True)
         denominator = np.sum(denominator, keepdims=True)
     result = _divide(
-        numerator, denominator, "jaccard", "true or predicted", average, ("jaccard",), zero_division
+        numerator, denominator, "jaccard", "true or predicted", average, ("jaccard",), zero_division,
+        n_samples,
     )
     if average is None:
         return result

@@ -399,7 +399,7 @@ class MultilabelConfusion(Accumulator):
         if average == "samples":
             tp, pred, true, sw = self._sample_rows()
             return _cls.prf(tp, pred, true, beta=beta, average="samples", warn_for=warn_for,
-                            zero_division=zero_division, sample_weight=sw)[which]
+                            zero_division=zero_division, sample_weight=sw, n_samples=self.count)[which]
         tp, pred, true = self._sums(labels)
         return _cls.prf(tp, pred, true, beta=beta, average=average, warn_for=warn_for,
                         zero_division=zero_division)[which]
@@ -436,7 +436,7 @@ class MultilabelConfusion(Accumulator):
         if average == "samples":
             tp, pred, true, sw = self._sample_rows()
             return _cls.jaccard(tp, pred, true, average="samples", zero_division=zero_division,
-                                sample_weight=sw)
+                                sample_weight=sw, n_samples=self.count)
         tp, pred, true = self._sums(labels)
         return _cls.jaccard(tp, pred, true, average=average, zero_division=zero_division)
 

@@ -247,3 +247,12 @@ def _mutate(path, value):
 def test_from_dict_rejects_malformed_dicts(d):
     with pytest.raises(ValueError):
         sm.from_dict(d)
+
+
+@pytest.mark.parametrize("n_events", [1, 3])
+def test_samples_warning_wording_follows_the_number_of_events(n_events):
+    # identical events share one histogram entry; the wording must still follow n_events
+    T = np.zeros((n_events, 2), dtype=int)
+    acc = MultilabelConfusion(2).update_many(T, T)
+    for ours, theirs in ((acc.precision, skm.precision_score), (acc.jaccard, skm.jaccard_score)):
+        assert_same(run(ours, average="samples"), run(theirs, T, T, average="samples"))
