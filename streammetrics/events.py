@@ -12,10 +12,11 @@ Rules (field names before remapping with ``fields=``):
 ``ts``     epoch seconds (int or float, not bool, finite) or an ISO-8601 string
            (``datetime.fromisoformat``, plus a trailing ``Z``); a string without a zone is UTC.
            Years 1 to 9999 only (catches epoch *milliseconds*, a common producer mistake).
-``model``  non-empty string, at most ``MAX_NAME_LENGTH`` characters; with the ``segment`` it
+``model``  non-empty string, at most ``MAX_NAME_LENGTH`` characters, without ``|`` (the
+           separator of snapshot keys ``model|segment|window_start``); with the ``segment`` it
            is the stream key ``Event.key``
-``segment``  optional string (default ``""``; ``null`` counts as absent), same length limit
-``weight``   optional number, finite and >= 0, not bool (default 1.0; ``null`` = absent)
+``segment``  optional string (default ``""``; ``null`` counts as absent), same limits
+``weight``   optional number from 0 to ``MAX_WEIGHT`` (1e15), not bool (default 1.0; ``null`` = absent)
 ``id``       optional string (or integer, kept as its decimal string; ``null`` = absent)
 =========  =====================================================================================
 
@@ -47,13 +48,15 @@ from typing import Any, Hashable, Mapping, Sequence
 
 from ._validation import labels_from_json
 
-__all__ = ["Event", "Rejection", "EventParser", "TASKS", "FIELDS", "MAX_NAME_LENGTH"]
+__all__ = ["Event", "Rejection", "EventParser", "TASKS", "FIELDS", "MAX_NAME_LENGTH", "MAX_WEIGHT"]
 
 TASKS = ("binary", "multiclass", "labels", "regression")
 #: every field name of the contract (the keys ``fields=`` may remap)
 FIELDS = ("ts", "model", "segment", "y_true", "score", "scores", "y_pred", "weight", "id")
 #: longest accepted ``model``, ``segment`` and ``id`` (they end up in keys and snapshots)
 MAX_NAME_LENGTH = 1000
+#: largest event weight accepted: sums of any realistic number of events stay far from overflow
+MAX_WEIGHT = 1e15
 
 _TS_MIN = -62135596800.0  # 0001-01-01T00:00:00Z
 _TS_MAX = 253402300800.0  # 10000-01-01T00:00:00Z (exclusive)
@@ -356,6 +359,7 @@ class EventParser:
         else:
             classes_text = repr(classes[:10])[:-1] + f", ... ({n_classes} classes)]"
         max_len = MAX_NAME_LENGTH
+        max_weight = MAX_WEIGHT
         encodable = _encodable
         missing = _MISSING
         new_event = Event
@@ -375,6 +379,10 @@ class EventParser:
                 return Rejection(f"field '{key}' must be valid Unicode, got a lone surrogate", key)
             what = "a string" if optional else "a non-empty string"
             return Rejection(f"field '{key}' must be {what}, got {_describe(v)}", key)
+
+        def reject_bar(key: str, v: str) -> Rejection:
+            return Rejection(f"field '{key}' must not contain '|' (it separates model, segment and window "
+                             f"in snapshot keys), got {_describe(v)}", key)
 
         def number_reason(key: str, v: Any) -> Rejection:
             return Rejection(f"field '{key}' must be a finite number, got {_describe(v)}", key)
@@ -487,6 +495,8 @@ class EventParser:
                         model = str(model)
                     else:
                         return reject_name(k_model, model, False)
+                if "|" in model:
+                    return reject_bar(k_model, model)
                 segment = get(k_segment)
                 if segment.__class__ is not str or len(segment) > max_len or (
                         not segment.isascii() and not encodable(segment)):
@@ -496,15 +506,17 @@ class EventParser:
                         segment = str(segment)
                     else:
                         return reject_name(k_segment, segment, True)
+                if "|" in segment:
+                    return reject_bar(k_segment, segment)
                 # --- weight, id
                 weight = get(k_weight)
-                if weight.__class__ is not float or not 0.0 <= weight < _INF:
+                if weight.__class__ is not float or not 0.0 <= weight <= max_weight:
                     if weight is None:
                         weight = 1.0
                     else:
                         w = _as_finite(weight)
-                        if w is None or w < 0.0:
-                            return Rejection(f"field '{k_weight}' must be a finite number >= 0, got "
+                        if w is None or not 0.0 <= w <= max_weight:
+                            return Rejection(f"field '{k_weight}' must be a number from 0 to {max_weight:g}, got "
                                              f"{_describe(weight)}", k_weight)
                         weight = w
                 ident = get(k_id)

@@ -122,7 +122,8 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         argparser.error("give a JSONL FILE, '-' for standard input, or --sample")
     try:
         fields = _field_map(args.field)
-        parser = EventParser(args.task, classes=args.classes, fields=fields)
+        parser = EventParser(args.task, classes=args.labels if args.task == "labels" else args.classes,
+                             fields=fields)
 
         def factory() -> Any:
             return make_monitor(args.task, threshold=args.threshold, classes=args.classes, labels=args.labels)

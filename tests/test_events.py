@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from datetime import datetime, timezone
 
@@ -177,12 +178,12 @@ REJECTIONS = [
     ("binary", {"segment": 3}, "field 'segment' must be a string, got 3", "segment"),
     ("binary", {"segment": "\udfff"}, "field 'segment' must be valid Unicode, got a lone surrogate", "segment"),
     ("binary", {"segment": ["eu"]}, "field 'segment' must be a string, got an array", "segment"),
-    ("binary", {"weight": -1}, "field 'weight' must be a finite number >= 0, got -1", "weight"),
-    ("binary", {"weight": -0.5}, "field 'weight' must be a finite number >= 0, got -0.5", "weight"),
-    ("binary", {"weight": True}, "field 'weight' must be a finite number >= 0, got true", "weight"),
-    ("binary", {"weight": "2"}, "field 'weight' must be a finite number >= 0, got '2'", "weight"),
-    ("binary", {"weight": float("nan")}, "field 'weight' must be a finite number >= 0, got nan", "weight"),
-    ("binary", {"weight": float("inf")}, "field 'weight' must be a finite number >= 0, got inf", "weight"),
+    ("binary", {"weight": -1}, "field 'weight' must be a number from 0 to 1e+15, got -1", "weight"),
+    ("binary", {"weight": -0.5}, "field 'weight' must be a number from 0 to 1e+15, got -0.5", "weight"),
+    ("binary", {"weight": True}, "field 'weight' must be a number from 0 to 1e+15, got true", "weight"),
+    ("binary", {"weight": "2"}, "field 'weight' must be a number from 0 to 1e+15, got '2'", "weight"),
+    ("binary", {"weight": float("nan")}, "field 'weight' must be a number from 0 to 1e+15, got nan", "weight"),
+    ("binary", {"weight": float("inf")}, "field 'weight' must be a number from 0 to 1e+15, got inf", "weight"),
     ("binary", {"id": 1.5}, "field 'id' must be a string, got 1.5", "id"),
     ("binary", {"id": True}, "field 'id' must be a string, got true", "id"),
     ("binary", {"id": "i" * (MAX_NAME_LENGTH + 1)},
@@ -416,3 +417,15 @@ def test_mapping_that_raises_is_a_rejection_not_an_exception():
 
     r = parser("binary").parse(Hostile(VALID["binary"]))
     assert r.__class__ is Rejection and r.reason == "unparseable event (RuntimeError)"
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("model", "a|b", "must not contain '|'"),
+    ("segment", "eu|west", "must not contain '|'"),
+    ("weight", 1e16, "from 0 to 1e\\+15"),
+])
+def test_names_with_key_separator_and_huge_weights_are_rejected(field, value, match):
+    event = {"ts": 1, "model": "m", "segment": "s", "y_true": 1, "score": 0.5, field: value}
+    rejection = EventParser("binary").parse(event)
+    assert isinstance(rejection, Rejection) and rejection.field == field
+    assert re.search(match, rejection.reason)
