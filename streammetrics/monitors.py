@@ -186,6 +186,7 @@ class BinaryMonitor(Monitor):
         self.exact = bool(exact)
         self.scores = BinaryScores(exact=self.exact)
         self.confusion = ConfusionMatrix(labels=[0, 1])
+        self.score_sum = 0.0  # sum of weight * score, for mean_score
 
     def _config(self) -> dict[str, Any]:
         return {"threshold": self.threshold, "exact": self.exact}
@@ -194,6 +195,7 @@ class BinaryMonitor(Monitor):
         y, s, w = event.y_true, event.score, event.weight
         self.scores.update(y, s, w)
         self.confusion.update(y, 1 if s >= self.threshold else 0, w)
+        self.score_sum += w * s
         return self
 
     def update_events(self, events: Sequence[Event]) -> "BinaryMonitor":
@@ -202,7 +204,27 @@ class BinaryMonitor(Monitor):
         w = _weights(events)
         self.scores.update_many(y, s, w)
         self.confusion.update_many(y, (s >= self.threshold).astype(np.int64), w)
+        self.score_sum += float(s.sum() if w is None else np.dot(w, s))
         return self
+
+    def _state(self) -> dict[str, Any]:
+        return {**super()._state(), "score_sum": self.score_sum}
+
+    def _load_state(self, state: Mapping[str, Any]) -> None:
+        state = dict(state)
+        score_sum = state.pop("score_sum", None)
+        if type(score_sum) not in (int, float) or not math.isfinite(score_sum):
+            raise ValueError(f"state['score_sum'] must be a finite number, got {score_sum!r}")
+        super()._load_state(state)
+        self.score_sum = float(score_sum)
+
+    def _merge_state(self, other: Accumulator) -> None:
+        super()._merge_state(other)
+        self.score_sum += other.score_sum  # type: ignore[attr-defined]
+
+    def _reset_state(self) -> None:
+        super()._reset_state()
+        self.score_sum = 0.0
 
     def snapshot(self) -> dict[str, Any]:
         cm, sc = self.confusion, self.scores
@@ -227,7 +249,7 @@ class BinaryMonitor(Monitor):
             "brier_score": _quiet(sc.brier_score),
             "positive_rate": json_number(m[1].sum() / total) if total > 0 else None,
             "predicted_positive_rate": json_number(m[:, 1].sum() / total) if total > 0 else None,
-            "mean_score": _quiet(sc.mean_score),
+            "mean_score": json_number(self.score_sum / total) if total > 0 else None,
         }
 
 
@@ -250,7 +272,7 @@ def _class_report(cm: ConfusionMatrix, labels: list) -> dict[str, Any]:
         p = cm.precision(labels=labels, average=None, zero_division=_NAN)
         r = cm.recall(labels=labels, average=None, zero_division=_NAN)
         f = cm.f1(labels=labels, average=None, zero_division=_NAN)
-    support = cm.matrix(labels).sum(axis=1)
+        support = cm.matrix(labels).sum(axis=1)
     return {
         str(label): {
             "precision": json_number(p[i]),
