@@ -20,3 +20,6 @@ __all__ += ["ConfusionMatrix", "MultilabelConfusion", "UndefinedMetricWarning"]
 __all__ += ["Regression"]
 from .binary_scores import BinaryScores  # noqa: E402
 __all__ += ["BinaryScores"]
+from .multiclass_scores import MulticlassScores  # noqa: E402
+from .multilabel_scores import MultilabelScores  # noqa: E402
+__all__ += ["MulticlassScores", "MultilabelScores"]
