@@ -360,6 +360,14 @@ class BinaryScores(Accumulator):
     ) -> tuple[float, float, tuple[float, float] | None]:
         """Batch log-loss and Brier sums over the events with a score in [0, 1], and the
         [min, max] of the scores outside it (None if none)."""
+        outside = None
+        weight = w
+        if lo < 0.0 or hi > 1.0:  # those events count with weight 0; clip them to stay finite
+            inside = (s >= 0.0) & (s <= 1.0)
+            out_s = s[~inside]
+            outside = (float(out_s.min()), float(out_s.max()))
+            weight = inside.astype(np.float64) if w is None else np.where(inside, w, 0.0)
+            s = np.clip(s, 0.0, 1.0)
         yf = y.astype(np.float64)
         # probability of the true class: |(1 - y) - s| is s for y = 1 and 1 - s for y = 0
         p = np.subtract(1.0, yf)
@@ -369,14 +377,6 @@ class BinaryScores(Accumulator):
         np.log(p, out=p)
         d = np.subtract(yf, s, out=yf)
         np.multiply(d, d, out=d)
-        outside = None
-        if lo >= 0.0 and hi <= 1.0:
-            weight = w
-        else:
-            inside = (s >= 0.0) & (s <= 1.0)
-            weight = inside.astype(np.float64) if w is None else np.where(inside, w, 0.0)
-            out_s = s[~inside]
-            outside = (float(out_s.min()), float(out_s.max()))
         if weight is None:
             return -float(p.sum()), float(d.sum()), outside
         return -float(np.dot(weight, p)), float(np.dot(weight, d)), outside
