@@ -407,10 +407,11 @@ def config_from_args(args: Any) -> ServiceConfig:
     return ServiceConfig(
         bootstrap_servers=args.bootstrap_servers, topic=args.topic, output_topic=args.output_topic,
         group_id=args.group_id, dlq_topic=args.dlq_topic, state_dir=args.state_dir,
-        metrics_port=args.metrics_port, task=args.task, window=args.window, slide=args.slide,
+        metrics_port=args.metrics_port, metrics_host=args.metrics_host, task=args.task, window=args.window, slide=args.slide,
         grace=args.grace, idle_close=args.idle_close or None, threshold=args.threshold,
         classes=args.classes, labels=args.labels, fields=_field_map(args.field),
         cumulative=args.cumulative, include_state=not args.no_state,
+        checkpoint_interval=args.checkpoint_interval, max_poll_records=args.max_poll_records,
         kafka_options=_kafka_options(args.kafka),
     )
 

@@ -155,6 +155,11 @@ def _add_consume_options(c: argparse.ArgumentParser) -> None:
                    help="serve Prometheus /metrics and /healthz on this port")
     g.add_argument("--idle-close", type=_duration("--idle-close"), default=30.0, metavar="DURATION",
                    help="close a key's windows after this long without its events (default: 30s; 0 disables)")
+    g.add_argument("--checkpoint-interval", type=_duration("--checkpoint-interval"), default=1.0,
+                   metavar="DURATION", help="how often state is checkpointed and offsets committed (default: 1s)")
+    g.add_argument("--max-poll-records", type=int, default=5000, metavar="N",
+                   help="most records applied per poll (default: 5000)")
+    g.add_argument("--metrics-host", default="0.0.0.0", help="address for --metrics-port (default: 0.0.0.0)")
     g.add_argument("--kafka", action="append", default=[], metavar="OPTION=VALUE",
                    help="extra kafka-python client option, e.g. security_protocol=SSL (repeatable)")
     g.add_argument("--log-level", default="WARNING", help="logging level (default: WARNING)")
@@ -165,7 +170,7 @@ def _add_demo_options(d: argparse.ArgumentParser) -> None:
     d.add_argument("--events", type=int, default=60_000, help="events to produce (default: 60000)")
     d.add_argument("--duration", type=_duration("--duration"), default=600.0,
                    help="event-time span of the synthetic stream (default: 10m)")
-    d.add_argument("--rate", type=float, default=20_000.0, help="events per second of wall time (default: 20000)")
+    d.add_argument("--rate", type=float, default=5_000.0, help="events per second of wall time (default: 5000)")
     d.add_argument("--window", type=_duration("--window"), default=60.0, help="window size (default: 60s)")
     d.add_argument("--produce-only", action="store_true", help="only produce the synthetic events, then exit")
     d.add_argument("--topic", default="predictions")
