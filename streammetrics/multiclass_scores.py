@@ -201,11 +201,13 @@ class _Columns:
         kind = arr.dtype.kind
         if kind == "b":
             raise TypeError(f"{name} must hold real numbers, got booleans")
-        if kind == "O":
-            for (i, j), v in np.ndenumerate(arr):
-                check_number(v, f"{name}[{i}][{j}]")
-        elif kind not in "iuf":
-            raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+        if kind not in "iuf":  # name the first element that is not a real number
+            objects = np.asarray(values, dtype=object) if kind != "O" else arr
+            if objects.shape == arr.shape:
+                for (i, j), v in np.ndenumerate(objects):
+                    check_number(v, f"{name}[{i}][{j}]")
+            if kind != "O":
+                raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
         arr = np.ascontiguousarray(arr, dtype=np.float64)
         bad = ~np.isfinite(arr)
         if bad.any():
