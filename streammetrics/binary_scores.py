@@ -40,8 +40,12 @@ from .exceptions import UndefinedMetricWarning
 from .histogram import (
     MAX_TOTAL_WEIGHT,
     ScoreHistogram,
-    add_grouped,
+    aggregate,
     aligned,
+    coarsen_all,
+    coarsen_table,
+    collapse,
+    insert_table,
     histograms_from_json,
     histograms_to_json,
 )
@@ -54,6 +58,7 @@ _ONE_MINUS_EPS = 1.0 - _EPS
 _log = math.log
 _frexp = math.frexp
 _LN2 = math.log(2.0)
+_CHUNK = 1 << 16  # batch arithmetic in cache-sized blocks
 _RENORMALISE = 2.0**-800  # p >= eps = 2**-52, so products stay far above the subnormals
 _ONE = 1.0  # the default weight: ``weight is _ONE`` selects the unit-weight fast path
 _pack = struct.Struct("<d").pack
@@ -94,12 +99,21 @@ class BinaryScores(Accumulator):
     score of a stream of ``(y_true, score, weight)`` events.
 
     ``y_true`` is 0/1 or bool; ``score`` any finite real (probability or margin),
-    higher meaning "more positive". ``bins`` (a power of two, default 64) is the number
-    of bins per octave of the default log-relative grid (see
-    :class:`~streammetrics.binning.LogGridBinning`); ``exact=True`` keeps every
-    distinct score instead (``bins`` is then ignored) so that every ranking output
-    equals scikit-learn's. Memory is bounded by the binning, not the stream, unless
-    ``exact=True``.
+    higher meaning "more positive".
+
+    By default scores are binned on the log-relative grid of
+    :class:`~streammetrics.binning.LogGridBinning`, which needs no configuration for any
+    finite score. ``bins`` (a power of two, default 1024) is its finest resolution in
+    bins per octave; whenever the two histograms would hold more than ``max_bins``
+    (default 4096) keys in all, the grid is coarsened to half as many bins per octave
+    (the grids are nested, so bins merge exactly), down to 1 bin per octave. Memory is
+    thus bounded, small streams are binned finely, and the resolution in force
+    (:attr:`bins_per_octave`) depends only on the events seen, so states built on any
+    split of a stream merge into the state of the whole stream.
+
+    ``exact=True`` keeps every distinct score instead (``bins`` and ``max_bins`` are then
+    ignored; memory grows with the distinct scores) and every ranking output equals
+    scikit-learn's.
 
     Where scikit-learn raises on an empty or all-zero-weight input, the scalar metrics
     return nan with an :class:`~streammetrics.exceptions.UndefinedMetricWarning` and the
@@ -108,12 +122,24 @@ class BinaryScores(Accumulator):
 
     type_name = "BinaryScores"
 
-    def __init__(self, bins: int | None = 64, exact: bool = False) -> None:
+    def __init__(
+        self, bins: int | None = 1024, exact: bool = False, max_bins: int | None = 4096
+    ) -> None:
         self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]
+        if exact:
+            self._finest, self._max_bins = None, None
+        else:
+            if type(max_bins) is not int:
+                raise TypeError(f"max_bins must be an int, got {max_bins!r}")
+            if max_bins < 1:
+                raise ValueError(f"max_bins must be at least 1, got {max_bins!r}")
+            self._finest, self._max_bins = bins, max_bins
         self._reset_state()
 
     # ------------------------------------------------------------------ state
     def _reset_state(self) -> None:
+        if not self._binning.exact:
+            self._binning = LogGridBinning(self._finest)  # type: ignore[arg-type]
         self._neg = ScoreHistogram(self._binning)
         self._pos = ScoreHistogram(self._binning)
         self._events = [0, 0]  # events per class (zero weights included)
@@ -125,7 +151,9 @@ class BinaryScores(Accumulator):
         # probability of the true class; the unit-weight path multiplies p into
         # mantissa * 2**exponent instead of adding logs (one multiply per event)
         self._sums: list = [0.0, 0.0, 1.0, 0]
-        self._outside: list[float] = []  # [min, max] of the scores seen outside [0, 1]
+        # [lowest score below 0, highest score above 1] seen (None: none), because log loss
+        # and Brier score are undefined once either has been seen
+        self._outside: list[float | None] = [None, None]
         self._bind()
 
     def _bind(self) -> None:
@@ -153,8 +181,18 @@ class BinaryScores(Accumulator):
 
     @property
     def bins(self) -> int | None:
-        """Bins per octave of the log grid (None when ``exact``)."""
+        """Finest resolution of the log grid, in bins per octave (None when ``exact``)."""
+        return self._finest
+
+    @property
+    def bins_per_octave(self) -> int | None:
+        """Resolution in force: ``bins`` halved as often as ``max_bins`` required."""
         return None if self._binning.exact else self._binning.bins  # type: ignore[attr-defined]
+
+    @property
+    def max_bins(self) -> int | None:
+        """Bound on the keys held by the two histograms (None when ``exact``)."""
+        return self._max_bins
 
     @property
     def exact(self) -> bool:
@@ -162,7 +200,7 @@ class BinaryScores(Accumulator):
         return self._binning.exact
 
     def _config(self) -> dict[str, Any]:
-        return {"bins": self.bins, "exact": self.exact}
+        return {"bins": self._finest, "exact": self.exact, "max_bins": self._max_bins}
 
     def _state(self) -> dict[str, Any]:
         return {
@@ -170,12 +208,14 @@ class BinaryScores(Accumulator):
             "weights": [self._class_weight(0), self._class_weight(1)],
             "log_loss_sum": self._log_loss_sum(),
             "brier_sum": self._sums[1],
-            "outside_unit": list(self._outside) or None,
+            "outside_unit": None if self._outside == [None, None] else list(self._outside),
+            "bins_per_octave": self.bins_per_octave,
             "histogram": histograms_to_json([self._neg, self._pos], ["neg", "pos"]),
         }
 
     def _load_state(self, state: Mapping[str, Any]) -> None:
-        expected = {"events", "weights", "log_loss_sum", "brier_sum", "outside_unit", "histogram"}
+        expected = {"events", "weights", "log_loss_sum", "brier_sum", "outside_unit",
+                    "bins_per_octave", "histogram"}
         if set(state) != expected:
             raise ValueError(f"state keys must be {sorted(expected)}, got {sorted(map(str, state))}")
         events, weights = state["events"], state["weights"]
@@ -187,15 +227,29 @@ class BinaryScores(Accumulator):
         weights = [check_weight(w, f"weights[{i}]") for i, w in enumerate(weights)]
         sums = [check_weight(state[k], k) for k in ("log_loss_sum", "brier_sum")]
         outside = state["outside_unit"]
-        if outside is not None:
-            if not isinstance(outside, list) or len(outside) != 2:
-                raise ValueError(f"outside_unit must be null or [min, max], got {outside!r}")
-            outside = [check_number(v, f"outside_unit[{i}]") for i, v in enumerate(outside)]
-            if outside[0] > outside[1] or any(0.0 <= v <= 1.0 for v in outside):
+        if outside is None:
+            outside = [None, None]
+        else:
+            if not isinstance(outside, list) or len(outside) != 2 or outside == [None, None]:
+                raise ValueError(f"outside_unit must be null or [lowest, highest], got {outside!r}")
+            outside = [None if v is None else check_number(v, f"outside_unit[{i}]")
+                       for i, v in enumerate(outside)]
+            if (outside[0] is not None and outside[0] >= 0) or (outside[1] is not None and outside[1] <= 1):
                 raise ValueError(
-                    f"outside_unit must be [min, max] of scores outside [0, 1], got {outside!r}"
+                    f"outside_unit must be [lowest score < 0 or null, highest score > 1 or null], "
+                    f"got {outside!r}"
                 )
-        neg, pos = histograms_from_json(state["histogram"], self._binning, ["neg", "pos"])
+        binning = self._binning
+        if not binning.exact:
+            bpo = state["bins_per_octave"]
+            if type(bpo) is not int or bpo > self._finest:  # type: ignore[operator]
+                raise ValueError(f"bins_per_octave must be an int <= bins, got {bpo!r}")
+            binning = LogGridBinning(bpo)
+        elif state["bins_per_octave"] is not None:
+            raise ValueError("bins_per_octave must be null for an exact BinaryScores")
+        neg, pos = histograms_from_json(state["histogram"], binning, ["neg", "pos"])
+        if not binning.exact and binning.bins > 1 and len(neg) + len(pos) > self._max_bins:
+            raise ValueError(f"the histograms hold more than max_bins={self._max_bins} keys")
         for c, (h, n, w) in enumerate(zip((neg, pos), events, weights)):
             if w > MAX_TOTAL_WEIGHT:
                 raise ValueError(f"weights[{c}] exceeds {MAX_TOTAL_WEIGHT:g}")
@@ -203,28 +257,36 @@ class BinaryScores(Accumulator):
                 raise ValueError(f"{len(h)} weighted bins cannot come from events[{c}] = {n}")
             if abs(h.total() - w) > 1e-9 * max(1.0, w):
                 raise ValueError(f"weights[{c}] = {w!r} differs from the histogram's total {h.total()!r}")
+        self._binning = binning
         self._neg, self._pos = neg, pos
         self._events = list(events)
         self._wevents = list(events)
         self._wsum = weights
         self._sums = [sums[0], sums[1], 1.0, 0]
-        self._outside = outside or []
+        self._outside = outside
         self._bind()
 
     def _merge_state(self, other: Accumulator) -> None:
         assert isinstance(other, BinaryScores)
         if max(self._class_weight(c) + other._class_weight(c) for c in (0, 1)) > MAX_TOTAL_WEIGHT:
             raise ValueError(f"merged class weight would exceed {MAX_TOTAL_WEIGHT:g}")
-        self._neg.merge(other._neg)
-        self._pos.merge(other._pos)
+        other_hists = [other._neg, other._pos]
+        if not self.exact:  # bring both to the coarser of the two grids, add, then collapse
+            other_hists = [h.copy() for h in other_hists]
+            while other_hists[0].binning.bins > self._binning.bins:
+                coarsen_all(other_hists)
+            while self._binning.bins > other_hists[0].binning.bins:
+                self._binning = coarsen_all([self._neg, self._pos])
+        self._neg.merge(other_hists[0])
+        self._pos.merge(other_hists[1])
+        self._collapse()
         for i in (0, 1):
             self._events[i] += other._events[i]
             self._wevents[i] += other._wevents[i]
             self._wsum[i] += other._wsum[i]
         self._sums[0] += other._log_loss_sum()
         self._sums[1] += other._sums[1]
-        if other._outside:
-            self._see_outside(*other._outside)
+        self._see_outside(*other._outside)
 
     def copy(self) -> "BinaryScores":
         new = BinaryScores.__new__(BinaryScores)
@@ -246,9 +308,19 @@ class BinaryScores(Accumulator):
         _, _, mantissa, exponent = self._sums
         return self._sums[0] - (_log(mantissa) + exponent * _LN2)
 
-    def _see_outside(self, lo: float, hi: float) -> None:
+    def _collapse(self) -> None:
+        """Coarsen the grid while the histograms hold more than ``max_bins`` keys."""
+        if self._max_bins is not None:
+            self._binning = collapse([self._neg, self._pos], self._max_bins)
+        self._bind()
+
+    def _see_outside(self, low: float | None, high: float | None) -> None:
+        """Remember a score below 0 (``low``) and/or above 1 (``high``)."""
         out = self._outside
-        out[:] = [lo, hi] if not out else [min(out[0], lo), max(out[1], hi)]
+        if low is not None and (out[0] is None or low < out[0]):
+            out[0] = low
+        if high is not None and (out[1] is None or high > out[1]):
+            out[1] = high
 
     # ------------------------------------------------------------------ updates
     def update(self, y_true: Any, score: float, weight: float = _ONE) -> "BinaryScores":
@@ -276,7 +348,12 @@ class BinaryScores(Accumulator):
         else:  # 0, 1, outside [0, 1], or not finite
             return self._update_general(y, score, weight)
         h = hists[y]
-        h[k] = h.get(k, 0.0) + 1.0
+        try:
+            h[k] += 1.0
+        except KeyError:  # a new bin: coarsen the grid if the histograms are now too big
+            h[k] = 1.0
+            if len(hists[0]) + len(hists[1]) > self._max_bins:
+                self._collapse()
         if y:  # p: probability of the true class, clipped as scikit-learn; d = |y - s|
             p = score
             d = q
@@ -307,7 +384,8 @@ class BinaryScores(Accumulator):
         if weight:
             k = self._binning.key(score)
             h = (self._neg.weights, self._pos.weights)[y]
-            h[k] = h.get(k, 0.0) + weight
+            old = h.get(k)
+            h[k] = weight if old is None else old + weight
         if 0.0 <= score <= 1.0:
             p = score if y else 1.0 - score
             if p < _EPS:
@@ -319,10 +397,16 @@ class BinaryScores(Accumulator):
             sums[0] -= weight * _log(p)
             sums[1] += weight * d * d
         else:  # log loss and Brier score are undefined from now on; remember why
-            self._see_outside(score, score)
+            if score < 0.0:
+                self._see_outside(score, None)
+            else:
+                self._see_outside(None, score)
         self._events[y] += 1
         self._wevents[y] += 1
         self._wsum[y] += weight
+        if weight and old is None and self._max_bins is not None:
+            if len(self._neg) + len(self._pos) > self._max_bins:
+                self._collapse()
         return self
 
     def update_many(self, y_true: Any, scores: Any, sample_weight: Any = None) -> "BinaryScores":
@@ -334,15 +418,27 @@ class BinaryScores(Accumulator):
         w = as_weight_array(sample_weight, n)
         if n == 0:
             return self
-        class_n = np.bincount(y, minlength=2)
-        class_w = class_n if w is None else np.bincount(y, weights=w, minlength=2)
+        positives = int(np.count_nonzero(y))
+        class_n = (n - positives, positives)
+        if w is None:
+            class_w = class_n
+        else:
+            pos_w = float(np.dot(w, y.view(bool)))
+            class_w = (float(w.sum()) - pos_w, pos_w)
         if max(self._class_weight(c) + float(class_w[c]) for c in (0, 1)) > MAX_TOTAL_WEIGHT:
             raise ValueError(f"sample_weight would make a class weight exceed {MAX_TOTAL_WEIGHT:g}")
-        keys = self._binning.keys(s)
+        binning = self._binning
+        keys, table = aggregate(binning.keys(s), y, 2, w)
+        if not binning.exact:  # the batch alone may already need a coarser grid
+            while np.count_nonzero(table) > self._max_bins and binning.bins > 1:
+                binning, keys, table = coarsen_table(binning, keys, table)  # type: ignore[arg-type]
         lo, hi = float(s.min()), float(s.max())
         ll, brier, outside = self._probability_sums(y, s, w, lo, hi)
         # ---- nothing below can fail
-        add_grouped((self._neg, self._pos), keys, y, w)
+        while self._binning.bins is not None and self._binning.bins > binning.bins:  # type: ignore[attr-defined]
+            self._binning = coarsen_all([self._neg, self._pos])
+        insert_table((self._neg, self._pos), keys, table)
+        self._collapse()
         for c in (0, 1):
             self._events[c] += int(class_n[c])
             if w is not None:
@@ -359,27 +455,33 @@ class BinaryScores(Accumulator):
         y: np.ndarray, s: np.ndarray, w: np.ndarray | None, lo: float, hi: float
     ) -> tuple[float, float, tuple[float, float] | None]:
         """Batch log-loss and Brier sums over the events with a score in [0, 1], and the
-        [min, max] of the scores outside it (None if none)."""
-        outside = None
-        weight = w
-        if lo < 0.0 or hi > 1.0:  # those events count with weight 0; clip them to stay finite
-            inside = (s >= 0.0) & (s <= 1.0)
-            out_s = s[~inside]
-            outside = (float(out_s.min()), float(out_s.max()))
-            weight = inside.astype(np.float64) if w is None else np.where(inside, w, 0.0)
-            s = np.clip(s, 0.0, 1.0)
-        yf = y.astype(np.float64)
-        # probability of the true class: |(1 - y) - s| is s for y = 1 and 1 - s for y = 0
-        p = np.subtract(1.0, yf)
-        p -= s
-        np.abs(p, out=p)
-        np.clip(p, _EPS, _ONE_MINUS_EPS, out=p)
-        np.log(p, out=p)
-        d = np.subtract(yf, s, out=yf)
-        np.multiply(d, d, out=d)
-        if weight is None:
-            return -float(p.sum()), float(d.sum()), outside
-        return -float(np.dot(weight, p)), float(np.dot(weight, d)), outside
+        lowest score below 0 / highest above 1 (None if none); in cache-sized chunks."""
+        unit = lo >= 0.0 and hi <= 1.0
+        log_sum = brier_sum = 0.0
+        for start in range(0, len(s), _CHUNK):
+            sc = s[start : start + _CHUNK]
+            weight = None if w is None else w[start : start + _CHUNK]
+            if not unit:  # events outside [0, 1] count with weight 0; clip to stay finite
+                inside = (sc >= 0.0) & (sc <= 1.0)
+                weight = inside.astype(np.float64) if weight is None else np.where(inside, weight, 0.0)
+                sc = np.clip(sc, 0.0, 1.0)
+            yf = y[start : start + _CHUNK].astype(np.float64)
+            # probability of the true class: |(1 - y) - s| is s for y = 1, 1 - s for y = 0
+            p = np.subtract(1.0, yf)
+            p -= sc
+            np.abs(p, out=p)
+            np.clip(p, _EPS, _ONE_MINUS_EPS, out=p)
+            np.log(p, out=p)
+            d = np.subtract(yf, sc, out=yf)
+            d *= d
+            if weight is None:
+                log_sum -= float(p.sum())
+                brier_sum += float(d.sum())
+            else:
+                log_sum -= float(np.dot(weight, p))
+                brier_sum += float(np.dot(weight, d))
+        outside = None if unit else (lo if lo < 0.0 else None, hi if hi > 1.0 else None)
+        return log_sum, brier_sum, outside
 
     # ------------------------------------------------------------------ levels
     def _levels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -458,11 +560,11 @@ class BinaryScores(Accumulator):
 
     # ------------------------------------------------------------------ probabilities
     def _probability_metric(self, name: str, total: float) -> float:
-        if self._outside:
+        if self._outside != [None, None]:
             lo, hi = self._outside
             raise ValueError(
                 f"{name} is defined for scores in [0, 1] (probabilities), but scores "
-                f"outside it were seen (from {lo!r} to {hi!r})"
+                f"outside it were seen (lowest below 0: {lo!r}, highest above 1: {hi!r})"
             )
         if not self.total_weight > 0:
             warnings.warn(

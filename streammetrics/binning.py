@@ -239,6 +239,29 @@ class LogGridBinning(Binning):
             out[region] = self._edge(u) - self._edge(u - 1) <= spacing
         return out
 
+    def coarser(self) -> "LogGridBinning":
+        """The grid with half as many bins per octave: each of its bins is the union of
+        two adjacent bins of this one (the grids are nested)."""
+        if self.bins == 1:
+            raise ValueError("a grid with 1 bin per octave cannot be coarsened")
+        return LogGridBinning(self.bins // 2)
+
+    def coarsen_keys(self, keys: np.ndarray) -> np.ndarray:
+        """Keys of :meth:`coarser` for the scores of ``keys``: ``coarser().key(s)`` from
+        ``self.key(s)``, exactly, since ``ceil(ceil(a / 2**S) / 2) == ceil(a / 2**(S + 1))``."""
+        k = np.asarray(keys, dtype=np.int64)
+        c, c2 = self._c, self.coarser()._c
+        out = np.empty_like(k)
+        neg = k < 0
+        low = (k >= 0) & (k <= self._half)
+        mid = (k > self._half) & (k <= c)
+        high = k > c
+        out[neg] = -((-k[neg] + 1) >> 1)
+        out[low] = (k[low] + 1) >> 1
+        out[mid] = c2 - ((c - k[mid] + 1) >> 1)
+        out[high] = c2 + ((k[high] - c + 1) >> 1)
+        return out
+
     def check_keys(self, keys: np.ndarray, name: str) -> None:
         if len(keys) == 0:
             return

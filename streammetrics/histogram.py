@@ -23,13 +23,18 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .binning import Binning
+from .binning import Binning, LogGridBinning
 
 __all__ = [
     "ScoreHistogram",
     "aligned",
     "summed",
     "add_grouped",
+    "aggregate",
+    "coarsen_table",
+    "insert_table",
+    "coarsen_all",
+    "collapse",
     "histograms_to_json",
     "histograms_from_json",
 ]
@@ -119,6 +124,104 @@ def summed(hists: Iterable[ScoreHistogram], binning: Binning) -> ScoreHistogram:
     return out
 
 
+def aggregate(
+    keys: np.ndarray, groups: np.ndarray | None, n_groups: int, weights: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(keys, table)``: the distinct keys of a batch (ascending) and a
+    ``(len(keys), n_groups)`` table of the summed weight of each (key, group), rows with
+    no weight dropped. One ``np.bincount`` over the key range, or a sort when the range
+    is much wider than the batch (and for the float keys of an exact binning)."""
+    n = len(keys)
+    if n == 0:
+        return keys[:0], np.zeros((0, n_groups))
+    if keys.dtype.kind == "f":  # exact binning: distinct scores by sorting
+        uniq, index = np.unique(keys, return_inverse=True)
+        return _tabulate(uniq, index.reshape(-1), groups, n_groups, weights, grouped=False)
+    lo, hi = int(keys.min()), int(keys.max())
+    span = hi - lo + 1
+    if span <= max(n // 4, 1 << 16):
+        index = _chunked_index(keys, lo, None, groups, n_groups)
+        return _tabulate(np.arange(lo, hi + 1), index, groups, n_groups, weights)
+    # compress the empty gaps of the key range (keys of scores < 0, in (0, 1) and > 1 lie
+    # far apart): index events within the occupied blocks of 1024 consecutive keys
+    occupied = np.zeros((span >> 10) + 1, dtype=bool)
+    for start in range(0, n, _CHUNK):
+        occupied[(keys[start : start + _CHUNK] - lo) >> 10] = True
+    blocks = np.flatnonzero(occupied)
+    if len(blocks) << 10 <= max(4 * n, 1 << 16):
+        rank = np.zeros(len(occupied), dtype=np.int64)
+        rank[blocks] = np.arange(len(blocks)) << 10
+        index = _chunked_index(keys, lo, rank, groups, n_groups)
+        row_keys = ((blocks[:, None] << 10) + np.arange(1024)).reshape(-1) + lo
+        return _tabulate(row_keys, index, groups, n_groups, weights)
+    uniq, index = np.unique(keys, return_inverse=True)  # few keys spread wide: sort
+    return _tabulate(uniq, index.reshape(-1), groups, n_groups, weights, grouped=False)
+
+
+_CHUNK = 1 << 16  # element-wise work in cache-sized blocks
+
+
+def _chunked_index(
+    keys: np.ndarray, lo: int, rank: np.ndarray | None, groups: np.ndarray | None, n_groups: int
+) -> np.ndarray:
+    """``(row of key) * n_groups + group`` per event, row = ``key - lo`` or, with ``rank``,
+    the key's position among the occupied blocks."""
+    out = np.empty(len(keys), dtype=np.int64)
+    for start in range(0, len(keys), _CHUNK):
+        o = out[start : start + _CHUNK]
+        np.subtract(keys[start : start + _CHUNK], lo, out=o)
+        if rank is not None:
+            blocks = o >> 10
+            o &= 1023
+            o |= rank[blocks]
+        if groups is not None and n_groups > 1:
+            o *= n_groups
+            np.add(o, groups[start : start + _CHUNK], out=o, casting="unsafe")
+    return out
+
+
+def _tabulate(
+    row_keys: np.ndarray,
+    index: np.ndarray,
+    groups: np.ndarray | None,
+    n_groups: int,
+    weights: np.ndarray | None,
+    grouped: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """bincount of events by (row, group) (``grouped``: index already holds the group);
+    rows with no weight dropped."""
+    if not grouped and groups is not None and n_groups > 1:
+        index = index * n_groups + groups
+    table = np.bincount(index, weights=weights, minlength=len(row_keys) * n_groups)
+    table = table.reshape(-1, n_groups)
+    rows = np.flatnonzero(table.any(axis=1))
+    return row_keys[rows], table[rows].astype(np.float64)
+
+
+def coarsen_table(
+    binning: LogGridBinning, keys: np.ndarray, table: np.ndarray
+) -> tuple[LogGridBinning, np.ndarray, np.ndarray]:
+    """The table of :func:`aggregate` on ``binning.coarser()`` (adjacent bins summed)."""
+    coarse = binning.coarsen_keys(keys)
+    if not len(coarse):
+        return binning.coarser(), coarse, table
+    starts = np.flatnonzero(np.concatenate(([True], coarse[1:] != coarse[:-1])))
+    return binning.coarser(), coarse[starts], np.add.reduceat(table, starts, axis=0)
+
+
+def insert_table(hists: Sequence[ScoreHistogram], keys: np.ndarray, table: np.ndarray) -> None:
+    """Add an :func:`aggregate` table to the histograms (column ``j`` to ``hists[j]``)."""
+    for j, h in enumerate(hists):
+        col = table[:, j]
+        nz = np.flatnonzero(col)
+        if not len(nz):
+            continue
+        w = h.weights
+        get = w.get
+        for k, v in zip(keys[nz].tolist(), col[nz].tolist()):
+            w[k] = get(k, 0.0) + v
+
+
 def add_grouped(
     hists: Sequence[ScoreHistogram],
     keys: np.ndarray,
@@ -126,36 +229,42 @@ def add_grouped(
     weights: np.ndarray | None,
 ) -> None:
     """Add a batch of keyed events to ``hists[groups[i]]`` (all to ``hists[0]`` if ``groups``
-    is None), with one ``np.bincount`` over ``(key, group)`` and one dict update per
-    non-empty cell. Inputs must be validated: this cannot fail half-way."""
-    n = len(keys)
-    if n == 0:
-        return
-    g = len(hists)
-    if keys.dtype.kind == "f":  # exact binning: aggregate distinct scores by sorting
-        uniq, index = np.unique(keys, return_inverse=True)
-        index = index.reshape(-1)
-    else:
-        lo, hi = int(keys.min()), int(keys.max())
-        if hi - lo < max(4 * n, 1 << 16):  # dense: bincount over the key range
-            uniq, index = None, keys - lo
-        else:  # sparse batch over a wide range: sort instead of allocating the range
-            uniq, index = np.unique(keys, return_inverse=True)
-            index = index.reshape(-1)
-    if groups is not None and g > 1:
-        index = index * g + groups
-    size = (len(uniq) if uniq is not None else hi - lo + 1) * g
-    table = np.bincount(index, weights=weights, minlength=size).reshape(-1, g)
-    for j, h in enumerate(hists):
-        col = table[:, j]
-        nz = np.flatnonzero(col)
-        if not len(nz):
-            continue
-        ks = (uniq[nz] if uniq is not None else nz + lo).tolist()
-        w = h.weights
-        get = w.get
-        for k, v in zip(ks, col[nz].tolist()):
-            w[k] = get(k, 0.0) + v
+    is None): :func:`aggregate` then one dict update per non-empty (key, group). Inputs
+    must be validated: this cannot fail half-way."""
+    insert_table(hists, *aggregate(keys, groups, len(hists), weights))
+
+
+def coarsen_all(hists: Sequence[ScoreHistogram]) -> LogGridBinning:
+    """Move every histogram (all on one LogGridBinning) to the coarser grid; return it."""
+    binning = hists[0].binning
+    assert isinstance(binning, LogGridBinning)
+    coarse = binning.coarser()
+    for h in hists:
+        if h.weights:
+            keys = np.fromiter(h.weights.keys(), dtype=np.int64, count=len(h.weights))
+            vals = np.fromiter(h.weights.values(), dtype=np.float64, count=len(h.weights))
+            order = np.argsort(keys)
+            _, k, v = coarsen_table(binning, keys[order], vals[order, None])
+            h.weights = dict(zip(k.tolist(), v[:, 0].tolist()))
+        h.binning = coarse
+    return coarse
+
+
+def collapse(hists: Sequence[ScoreHistogram], max_bins: int) -> Binning:
+    """Coarsen the histograms' grid (halving the bins per octave) until they hold at most
+    ``max_bins`` keys in all, or the grid has 1 bin per octave; return the binning.
+
+    The result depends only on the events (and the starting grid), not on how they were
+    split or ordered: coarsening happens exactly when the events seen so far fill more
+    than ``max_bins`` bins, so merged and per-event histograms agree."""
+    binning = hists[0].binning
+    while (
+        isinstance(binning, LogGridBinning)
+        and binning.bins > 1
+        and sum(len(h) for h in hists) > max_bins
+    ):
+        binning = coarsen_all(hists)
+    return binning
 
 
 # ----------------------------------------------------------------------------- JSON

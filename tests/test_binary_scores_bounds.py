@@ -156,7 +156,7 @@ def test_bounds_are_exact_when_every_bin_holds_one_score(stream):
     binning = LogGridBinning(64)
     s = binning.lowest(binning.keys(s))  # each event moved to the lowest score of its bin
     assume(len(set(y[w > 0] if w is not None else y)) == 2)
-    binned = sm.BinaryScores().update_many(y, s, w)
+    binned = sm.BinaryScores(bins=64).update_many(y, s, w)
     exact = sm.BinaryScores(exact=True).update_many(y, s, w)
     assert binned.roc_auc() == pytest.approx(exact.roc_auc(), abs=1e-12)
     fpr, tpr, thr = binned.roc_curve(drop_intermediate=False)

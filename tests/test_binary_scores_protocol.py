@@ -49,6 +49,15 @@ def events(draw, max_size=60):
     return y, s, w
 
 
+CONFIGS = st.sampled_from([
+    {"exact": True},
+    {},
+    {"bins": 64, "max_bins": 6},  # small budgets force the grid to coarsen mid-stream
+    {"bins": 1024, "max_bins": 25},
+    {"bins": 2, "max_bins": 1},
+])
+
+
 def exact_part(acc: sm.BinaryScores) -> dict:
     """The state without the two float sums (which depend on the order of additions)."""
     state = acc.to_dict()
@@ -75,32 +84,32 @@ def per_event(y, s, w, **config) -> sm.BinaryScores:
 
 
 # ----------------------------------------------------------------------------- state
-@given(events(), st.booleans())
-def test_per_event_equals_batch(stream, exact):
+@given(events(), CONFIGS)
+def test_per_event_equals_batch(stream, config):
     y, s, w = stream
-    a = per_event(y, s, w, exact=exact)
-    b = sm.BinaryScores(exact=exact)
+    a = per_event(y, s, w, **config)
+    b = sm.BinaryScores(**config)
     assert b.update_many(y, s, w) is b
     assert_same_state(a, b)
     assert a.count == b.count == len(y)
     assert a.total_weight == b.total_weight == (len(y) if w is None else sum(w))
 
 
-@given(events(), st.booleans(), st.data())
-def test_merge_any_split_any_order_equals_whole(stream, exact, data):
+@given(events(), CONFIGS, st.data())
+def test_merge_any_split_any_order_equals_whole(stream, config, data):
     y, s, w = stream
     n = len(y)
     cuts = sorted(data.draw(st.lists(st.integers(0, n), max_size=5)))
     bounds = [0, *cuts, n]
     parts = [
-        sm.BinaryScores(exact=exact).update_many(
+        sm.BinaryScores(**config).update_many(
             y[lo:hi], s[lo:hi], None if w is None else w[lo:hi]
         )
         for lo, hi in zip(bounds[:-1], bounds[1:])
     ]
-    whole = sm.BinaryScores(exact=exact).update_many(y, s, w)
+    whole = sm.BinaryScores(**config).update_many(y, s, w)
     order = data.draw(st.permutations(range(len(parts))))
-    left = sm.BinaryScores(exact=exact)
+    left = sm.BinaryScores(**config)
     for i in order:
         left.merge(parts[i])
     assert_same_state(left, whole)
@@ -109,10 +118,10 @@ def test_merge_any_split_any_order_equals_whole(stream, exact, data):
         assert_same_state((parts[0] + parts[1]) + parts[2], parts[0] + (parts[1] + parts[2]))
 
 
-@given(events(), st.booleans())
-def test_round_trip_through_json(stream, exact):
+@given(events(), CONFIGS)
+def test_round_trip_through_json(stream, config):
     y, s, w = stream
-    acc = sm.BinaryScores(exact=exact).update_many(y, s, w)
+    acc = sm.BinaryScores(**config).update_many(y, s, w)
     text = json.dumps(acc.to_dict(), allow_nan=False)
     back = sm.from_dict(json.loads(text))
     assert isinstance(back, sm.BinaryScores)
@@ -190,7 +199,39 @@ def test_merge_requires_same_configuration():
         sm.BinaryScores().merge(sm.BinaryScores(exact=True))
     with pytest.raises(ValueError, match="same type"):
         sm.BinaryScores().merge(sm.ConfusionMatrix())
-    assert sm.BinaryScores(bins=32, exact=True).to_dict()["config"] == {"bins": None, "exact": True}
+    with pytest.raises(ValueError, match="configuration"):
+        sm.BinaryScores(max_bins=100).merge(sm.BinaryScores())
+    expected = {"bins": None, "exact": True, "max_bins": None}
+    assert sm.BinaryScores(bins=32, exact=True).to_dict()["config"] == expected
+
+
+@given(events(max_size=120), st.sampled_from([1, 5, 40]))
+def test_grid_coarsens_to_stay_within_max_bins(stream, max_bins):
+    y, s, w = stream
+    acc = per_event(y, s, w, bins=256, max_bins=max_bins)
+    stored = len(acc._neg) + len(acc._pos)
+    assert stored <= max_bins or acc.bins_per_octave == 1
+    assert acc.bins_per_octave <= 256
+    if acc.bins_per_octave < 256:  # it coarsened only because the finer grid overflowed
+        finer = sm.BinaryScores(bins=2 * acc.bins_per_octave, max_bins=10**9).update_many(y, s, w)
+        assert len(finer._neg) + len(finer._pos) > max_bins
+    # the coarse histogram is the fine one with adjacent bins merged
+    fine = sm.BinaryScores(bins=256, max_bins=10**9).update_many(y, s, w)
+    coarse = fine.copy()
+    while coarse.bins_per_octave > acc.bins_per_octave:
+        coarse._binning = sm.histogram.coarsen_all([coarse._neg, coarse._pos])
+    assert coarse._neg == acc._neg and coarse._pos == acc._pos
+
+
+def test_small_streams_keep_the_finest_grid_and_big_ones_stay_bounded():
+    rng = np.random.default_rng(5)
+    small = sm.BinaryScores().update_many(rng.random(500) < 0.5, rng.random(500))
+    assert small.bins_per_octave == 1024
+    n = 200_000
+    big = sm.BinaryScores().update_many(rng.random(n) < 0.5, 1 / (1 + np.exp(-rng.normal(0, 20, n))))
+    assert big.bins_per_octave < 1024
+    assert len(big._neg) + len(big._pos) <= 4096
+    assert len(json.dumps(big.to_dict())) < 128 * 1024
 
 
 def test_constructor_validation():
@@ -200,6 +241,10 @@ def test_constructor_validation():
     for bad in ("64", 64.0, None):
         with pytest.raises(TypeError, match="bins"):
             sm.BinaryScores(bins=bad)
+        with pytest.raises(TypeError, match="max_bins"):
+            sm.BinaryScores(max_bins=bad)
+    with pytest.raises(ValueError, match="max_bins"):
+        sm.BinaryScores(max_bins=0)
     with pytest.raises(TypeError, match="exact"):
         sm.BinaryScores(exact=1)
 
@@ -273,8 +318,10 @@ def test_log_loss_guard_for_scores_outside_unit_interval():
             broken.brier_score()
         assert 0.0 <= broken.roc_auc() <= 1.0  # ranking metrics still work on margins
     batch = sm.BinaryScores().update_many([0, 1, 1], [0.1, 1.5, 0.3])
-    with pytest.raises(ValueError, match="1.5"):
+    with pytest.raises(ValueError, match="below 0: None, highest above 1: 1.5"):
         batch.log_loss()
+    mixed = batch + sm.BinaryScores().update(0, -4.0).update(1, -1.0)
+    assert mixed.to_dict()["state"]["outside_unit"] == [-4.0, 1.5]
 
 
 def test_undefined_probability_metrics_warn():
@@ -305,6 +352,11 @@ def _mutations():
         setter(("config", "bins"), 63),
         setter(("config", "bins"), "64"),
         setter(("config", "exact"), "yes"),
+        setter(("config", "max_bins"), None),
+        setter(("config", "max_bins"), 2),
+        setter(("state", "bins_per_octave"), 2048),
+        setter(("state", "bins_per_octave"), 48),
+        setter(("state", "bins_per_octave"), None),
         setter(("state", "events"), [-1, 3]),
         setter(("state", "events"), [1, 1.5]),
         setter(("state", "events"), [0, 0]),
@@ -315,6 +367,8 @@ def _mutations():
         setter(("state", "brier_sum"), "0"),
         setter(("state", "outside_unit"), [0.5, 2.0]),
         setter(("state", "outside_unit"), [3.0, 2.0]),
+        setter(("state", "outside_unit"), [None, None]),
+        setter(("state", "outside_unit"), [None, 0.5]),
         setter(("state", "outside_unit"), "__import__('os')"),
         setter((*hist, "neg"), [1, 0, 0]),
         setter((*hist, "neg"), ["1", 0, 0, 1]),
@@ -323,7 +377,7 @@ def _mutations():
         setter((*hist, "key_deltas"), [5, -1, 3, 1]),
         setter((*hist, "key_deltas"), [10**12, 1, 1, 1]),
         setter((*hist, "key_deltas"), [1.5, 1, 1, 1]),
-        setter((*hist, "key_deltas"), [130816, 1, 1, 1]),
+        setter((*hist, "key_deltas"), [LogGridBinning(1024).key(1 - 2**-53) - 1, 1, 1, 1]),
         setter((*hist, "pos"), [0, 0.5, 2, 1e308]),
         setter((*hist, "scores"), [0.1, 0.2, 0.3, 0.4]),
         setter(hist, {"key_deltas": []}),
