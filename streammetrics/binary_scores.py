@@ -206,8 +206,9 @@ class BinaryScores(Accumulator):
         return {
             "events": list(self._events),
             "weights": [self._class_weight(0), self._class_weight(1)],
-            "log_loss_sum": self._log_loss_sum(),
-            "brier_sum": self._sums[1],
+            # once a score outside [0, 1] was seen the sums are meaningless: stored as 0
+            "log_loss_sum": self._log_loss_sum() if self._outside == [None, None] else 0.0,
+            "brier_sum": self._sums[1] if self._outside == [None, None] else 0.0,
             "outside_unit": None if self._outside == [None, None] else list(self._outside),
             "bins_per_octave": self.bins_per_octave,
             "histogram": histograms_to_json([self._neg, self._pos], ["neg", "pos"]),
@@ -433,7 +434,12 @@ class BinaryScores(Accumulator):
             while np.count_nonzero(table) > self._max_bins and binning.bins > 1:
                 binning, keys, table = coarsen_table(binning, keys, table)  # type: ignore[arg-type]
         lo, hi = float(s.min()), float(s.max())
-        ll, brier, outside = self._probability_sums(y, s, w, lo, hi)
+        if lo >= 0.0 and hi <= 1.0 and self._outside == [None, None]:
+            ll, brier = self._probability_sums(y, s, w)
+            outside = None
+        else:  # log loss and Brier score are undefined from now on: no need for their sums
+            ll = brier = 0.0
+            outside = (lo if lo < 0.0 else None, hi if hi > 1.0 else None)
         # ---- nothing below can fail
         while self._binning.bins is not None and self._binning.bins > binning.bins:  # type: ignore[attr-defined]
             self._binning = coarsen_all([self._neg, self._pos])
@@ -451,20 +457,11 @@ class BinaryScores(Accumulator):
         return self
 
     @staticmethod
-    def _probability_sums(
-        y: np.ndarray, s: np.ndarray, w: np.ndarray | None, lo: float, hi: float
-    ) -> tuple[float, float, tuple[float, float] | None]:
-        """Batch log-loss and Brier sums over the events with a score in [0, 1], and the
-        lowest score below 0 / highest above 1 (None if none); in cache-sized chunks."""
-        unit = lo >= 0.0 and hi <= 1.0
+    def _probability_sums(y: np.ndarray, s: np.ndarray, w: np.ndarray | None) -> tuple[float, float]:
+        """Batch log-loss and Brier sums of scores in [0, 1], in cache-sized chunks."""
         log_sum = brier_sum = 0.0
         for start in range(0, len(s), _CHUNK):
             sc = s[start : start + _CHUNK]
-            weight = None if w is None else w[start : start + _CHUNK]
-            if not unit:  # events outside [0, 1] count with weight 0; clip to stay finite
-                inside = (sc >= 0.0) & (sc <= 1.0)
-                weight = inside.astype(np.float64) if weight is None else np.where(inside, weight, 0.0)
-                sc = np.clip(sc, 0.0, 1.0)
             yf = y[start : start + _CHUNK].astype(np.float64)
             # probability of the true class: |(1 - y) - s| is s for y = 1, 1 - s for y = 0
             p = np.subtract(1.0, yf)
@@ -474,14 +471,14 @@ class BinaryScores(Accumulator):
             np.log(p, out=p)
             d = np.subtract(yf, sc, out=yf)
             d *= d
-            if weight is None:
+            if w is None:
                 log_sum -= float(p.sum())
                 brier_sum += float(d.sum())
             else:
+                weight = w[start : start + _CHUNK]
                 log_sum -= float(np.dot(weight, p))
                 brier_sum += float(np.dot(weight, d))
-        outside = None if unit else (lo if lo < 0.0 else None, hi if hi > 1.0 else None)
-        return log_sum, brier_sum, outside
+        return log_sum, brier_sum
 
     # ------------------------------------------------------------------ levels
     def _levels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
