@@ -141,7 +141,8 @@ class _Columns:
             values = scores
         elif isinstance(scores, Mapping):
             return self._mapping_row(scores, name)
-        elif isinstance(scores, np.ndarray):
+        elif isinstance(scores, np.ndarray) or hasattr(scores, "__array__"):  # numpy, pandas
+            scores = np.asarray(scores)
             if scores.ndim != 1:
                 raise ValueError(f"{name} must be one row of {k} scores, got shape {scores.shape}")
             if scores.dtype.kind == "b":
@@ -712,7 +713,7 @@ class MulticlassScores(Accumulator):
         k = len(self._cols.names)
         if not self.count:
             nan = warn_no_events("roc_auc")
-            return (np.full(k, nan),) * 3 if average is None else (nan, nan, nan)
+            return tuple(np.full(k, nan) for _ in range(3)) if average is None else (nan, nan, nan)
         if multi_class == "ovo":
             return self._ovo(average, bounds)
         class_w = np.asarray(self._weights, dtype=np.float64)

@@ -468,7 +468,7 @@ class MultilabelScores(Accumulator):
         n = len(self._cols.names)
         if not self._count:
             nan = warn_no_events("roc_auc")
-            return (np.full(n, nan),) * 3 if average is None else (nan, nan, nan)
+            return tuple(np.full(n, nan) for _ in range(3)) if average is None else (nan, nan, nan)
         if average == "samples":
             if self._rows[0]:
                 ranking.warn_one_class()

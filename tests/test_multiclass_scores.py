@@ -476,6 +476,12 @@ def test_mapping_and_sequence_rows_give_the_same_state():
     assert a.to_dict()["state"]["cells"] == [[1, 2, 2.0]]
 
 
+def test_pandas_rows_and_numpy_scalar_scores():
+    a = sm.MulticlassScores(["x", "y"]).update("x", pd.Series([0.75, 0.25]))
+    b = sm.MulticlassScores(["x", "y"]).update("x", [np.float32(0.75), np.float64(0.25)])
+    assert a == b and a.count == 1
+
+
 def test_label_kinds_and_numpy_scalars():
     acc = sm.MulticlassScores([False, True])
     acc.update(np.bool_(True), np.array([0.3, 0.7])).update_many(np.array([False, True]), [[1, 0], [0, 1]])

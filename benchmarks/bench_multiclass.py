@@ -1,0 +1,119 @@
+"""Benchmark: MulticlassScores and MultilabelScores speed, accuracy of the default bins, state size.
+
+    python benchmarks/bench_multiclass.py [--quick] [--repeat N]
+
+* per event: ``MulticlassScores.update`` (K = 5, probability rows as lists) next to river's
+  ``CrossEntropy.update`` (dict rows), the closest river metric (river has no multiclass AUC);
+* batch: ``MulticlassScores.update_many`` and ``MultilabelScores.update_many`` throughput,
+  and ``sklearn.metrics.roc_auc_score`` (OvR and OvO) on the same arrays for reference;
+* accuracy: default-bins ROC AUC (OvR macro/weighted, OvO, micro; multilabel macro/micro)
+  against scikit-learn's exact value, the guaranteed bounds, and the JSON state size.
+
+Each timing is the best of ``--repeat`` runs (the machine is shared).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+from sklearn import metrics as skm
+
+import streammetrics as sm
+
+
+def best_of(repeat: int, fn) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def softmax_stream(rng, n: int, k: int, signal: float = 1.5):
+    y = rng.integers(0, k, n)
+    logits = rng.normal(size=(n, k)) + signal * np.eye(k)[y]
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return y, p / p.sum(axis=1, keepdims=True)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
+    parser.add_argument("--repeat", type=int, default=None, help="runs per timing (best is kept)")
+    args = parser.parse_args(argv)
+    n_events = 20_000 if args.quick else 200_000
+    n_batch = 100_000 if args.quick else 1_000_000
+    repeat = args.repeat or (2 if args.quick else 3)
+    rng = np.random.default_rng(42)
+    k = 5
+
+    # ------------------------------------------------------------------ per event
+    y, p = softmax_stream(rng, n_events, k)
+    yl, pl = y.tolist(), p.tolist()
+    pd_rows = [dict(enumerate(r)) for r in pl]
+
+    def ours_events():
+        acc = sm.MulticlassScores(list(range(k)))
+        update = acc.update
+        for t, row in zip(yl, pl):
+            update(t, row)
+
+    def river_events():
+        from river import metrics
+
+        m = metrics.CrossEntropy()
+        for t, row in zip(yl, pd_rows):
+            m.update(t, row)
+
+    t_ours = best_of(repeat, ours_events)
+    print(f"per event, K={k}, {n_events} events")
+    print(f"  MulticlassScores.update        {1e6 * t_ours / n_events:7.2f} us/event")
+    try:
+        t_river = best_of(repeat, river_events)
+        print(f"  river CrossEntropy.update      {1e6 * t_river / n_events:7.2f} us/event")
+    except ImportError:
+        print("  river not installed")
+
+    # ------------------------------------------------------------------ batches
+    yb, pb = softmax_stream(rng, n_batch, k)
+    t_many = best_of(repeat, lambda: sm.MulticlassScores(list(range(k))).update_many(yb, pb))
+    t_ovr = best_of(1, lambda: skm.roc_auc_score(yb, pb, multi_class="ovr"))
+    t_ovo = best_of(1, lambda: skm.roc_auc_score(yb, pb, multi_class="ovo"))
+    print(f"batch, K={k}, {n_batch} events")
+    print(f"  MulticlassScores.update_many   {n_batch / t_many / 1e6:7.2f} M events/s")
+    print(f"  sklearn roc_auc_score ovr      {n_batch / t_ovr / 1e6:7.2f} M events/s")
+    print(f"  sklearn roc_auc_score ovo      {n_batch / t_ovo / 1e6:7.2f} M events/s")
+    n_labels = 10
+    Y = (rng.random((n_batch // 4, n_labels)) < 0.3).astype(np.int8)
+    S = np.clip(0.35 * Y + rng.random(Y.shape) * 0.65, 0.0, 1.0)
+    t_ml = best_of(repeat, lambda: sm.MultilabelScores(n_labels).update_many(Y, S))
+    print(f"  MultilabelScores.update_many   {len(Y) / t_ml / 1e6:7.2f} M events/s (L={n_labels})")
+
+    # ------------------------------------------------------------------ accuracy
+    print("accuracy of the default bins (exact value from scikit-learn)")
+    for kk in (3, 5, 10):
+        yy, pp = softmax_stream(rng, n_batch, kk)
+        acc = sm.MulticlassScores(list(range(kk))).update_many(yy, pp)
+        size = len(json.dumps(acc.to_dict()))
+        for mc, average in (("ovr", "macro"), ("ovr", "weighted"), ("ovr", "micro"), ("ovo", "macro")):
+            exact = skm.roc_auc_score(yy, pp, multi_class=mc, average=average)
+            low, high = acc.roc_auc_bounds(mc, average)
+            value = acc.roc_auc(mc, average)
+            print(f"  K={kk:2d} {mc}/{average:8s} exact {exact:.9f} ours {value:.9f} "
+                  f"|err| {abs(value - exact):.1e} bounds [{low:.6f}, {high:.6f}] "
+                  f"contains {low <= exact <= high}  state {size / 1024:7.1f} KiB")
+    ml = sm.MultilabelScores(n_labels).update_many(Y, S)
+    size = len(json.dumps(ml.to_dict()))
+    for average in ("macro", "micro", "weighted"):
+        exact = skm.roc_auc_score(Y, S, average=average)
+        low, high = ml.roc_auc_bounds(average)
+        value = ml.roc_auc(average)
+        print(f"  multilabel L={n_labels} {average:8s} exact {exact:.9f} ours {value:.9f} "
+              f"|err| {abs(value - exact):.1e} contains {low <= exact <= high}  state {size / 1024:7.1f} KiB")
+
+
+if __name__ == "__main__":
+    main()
