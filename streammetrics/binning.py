@@ -239,6 +239,9 @@ class LogGridBinning(Binning):
             out[region] = self._edge(u) - self._edge(u - 1) <= spacing
         return out
 
+    def __reduce__(self) -> tuple:  # the per-event ``key`` closure is rebuilt, not pickled
+        return (LogGridBinning, (self.bins,))
+
     def coarser(self) -> "LogGridBinning":
         """The grid with half as many bins per octave: each of its bins is the union of
         two adjacent bins of this one (the grids are nested)."""
@@ -282,6 +285,9 @@ class ExactBinning(Binning):
 
     def __init__(self) -> None:
         self.key = _exact_key
+
+    def __reduce__(self) -> tuple:
+        return (ExactBinning, ())
 
     def keys(self, scores: np.ndarray) -> np.ndarray:
         return np.asarray(scores, dtype=np.float64) + 0.0

@@ -12,6 +12,14 @@ keys in ascending score order with one weight row per histogram, ready for the
 functions of :mod:`streammetrics.ranking` (``neg, pos`` per ascending score level).
 One-vs-rest, one-vs-one and micro averages combine histograms with :func:`summed`.
 
+Batches go through :func:`aggregate` (one ``np.bincount`` over the key range, with the
+empty gaps between the key regions compressed away) and :func:`insert_table`.
+:func:`collapse` bounds memory: it moves histograms on a
+:class:`~streammetrics.binning.LogGridBinning` to the nested grid with half as many
+bins per octave while they hold more than ``max_bins`` keys; since it coarsens exactly
+when the events seen so far need it, the result does not depend on how a stream was
+split, batched or merged.
+
 :func:`histograms_to_json` / :func:`histograms_from_json` store several histograms of
 one binning on a shared key list, in a compact JSON-safe form: integral weights are
 written as ints, log-grid keys as differences from the previous key, exact scores as
