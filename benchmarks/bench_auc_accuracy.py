@@ -163,7 +163,7 @@ def main() -> None:
         f"state <= {TARGET_STATE // 1024} KiB as JSON": all(r["state"] <= TARGET_STATE for r in rows),
     }
     for what, ok in checks.items():
-        print(f"target {what}: {'met' if ok else 'MISSED'}")
+        print(f"target {what}: {'met' if ok else 'MISSED'}{' (--quick sizes)' if args.quick else ''}")
 
 
 if __name__ == "__main__":
