@@ -21,7 +21,9 @@ The key is read off the IEEE-754 bits of ``s`` (or of ``1 - s``, computed exactl
 ``s`` in ``[0.5, 1]``) - exponent and top ``log2(bins)`` mantissa bits, rounded up - so
 it is computed exactly, with no transcendental function, by pure Python per event and
 by numpy per batch alike: both give the same key for every float, and the mapping is
-exactly monotone. At most ``4145 * bins`` keys exist, so the state is bounded.
+exactly monotone. At most ``6139 * bins`` keys exist, so the state is bounded; the grids
+for ``bins`` and ``bins // 2`` are nested (:meth:`LogGridBinning.coarsen_keys`), which lets
+accumulators trade resolution for memory (:func:`streammetrics.histogram.collapse`).
 
 :class:`ExactBinning` keeps every distinct score (the key is the score itself).
 """
