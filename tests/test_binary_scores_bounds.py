@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import math
-import struct
 import warnings
 
 import numpy as np
@@ -34,10 +33,6 @@ near_edges = st.one_of(
     st.integers(1, 2**20).map(lambda k: 1 + k * 2.0**-52),
 )
 bins_per_octave = st.sampled_from([1, 2, 8, 64, 256, 1 << 20])
-
-
-def bits(x: float) -> int:
-    return struct.unpack("<q", struct.pack("<d", x))[0]
 
 
 # ----------------------------------------------------------------------------- binning
