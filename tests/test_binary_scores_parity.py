@@ -105,6 +105,18 @@ def same_array(a, b, tol=TOL) -> bool:
     return bool(np.all(both_nan | close))
 
 
+def same_scalar(ours, our_notes, theirs, their_notes) -> None:
+    """Equal values and warnings; where scikit-learn raises on a degenerate input (e.g.
+    ``max_fpr`` with no negative weight: "At least 2 points are needed") we return nan
+    with an UndefinedMetricWarning instead (documented)."""
+    if isinstance(theirs, Exception):
+        assert math.isnan(ours)
+        assert any(name == "UndefinedMetricWarning" for name, _ in our_notes)
+        return
+    assert same_value(ours, theirs), (ours, theirs)
+    assert our_notes == their_notes
+
+
 def sk_defined(w) -> bool:
     """scikit-learn raises when every weight is zero (we return nan / raise instead)."""
     return w is None or bool(np.any(w != 0))
@@ -118,8 +130,7 @@ def test_roc_auc_matches_sklearn(data):
     assume(sk_defined(w))
     ours, our_notes = run(acc.roc_auc)
     theirs, their_notes = run(skm.roc_auc_score, y, s, sample_weight=w)
-    assert same_value(ours, theirs), (ours, theirs)
-    assert our_notes == their_notes
+    same_scalar(ours, our_notes, theirs, their_notes)
     bounds, _ = run(acc.roc_auc_bounds)
     assert bounds == (ours, ours) or math.isnan(ours)
 
@@ -142,8 +153,16 @@ def test_partial_roc_auc_matches_sklearn(data, max_fpr):
     assume(sk_defined(w))
     ours, our_notes = run(acc.roc_auc, max_fpr=max_fpr)
     theirs, their_notes = run(skm.roc_auc_score, y, s, sample_weight=w, max_fpr=max_fpr)
-    assert same_value(ours, theirs), (ours, theirs)
-    assert our_notes == their_notes
+    same_scalar(ours, our_notes, theirs, their_notes)
+
+
+def test_partial_auc_without_negative_weight_is_nan_where_sklearn_raises():
+    acc = sm.BinaryScores(exact=True).update_many([0, 1], [0.0, 0.0], [0.0, 0.25])
+    with pytest.raises(ValueError, match="At least 2 points"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        skm.roc_auc_score([0, 1], [0.0, 0.0], sample_weight=[0.0, 0.25], max_fpr=0.5)
+    with pytest.warns(sm.UndefinedMetricWarning, match="No negative samples"):
+        assert math.isnan(acc.roc_auc(max_fpr=0.5))
 
 
 def test_partial_auc_rejects_bad_max_fpr():
@@ -190,8 +209,7 @@ def test_average_precision_matches_sklearn(data):
     assume(sk_defined(w))
     ours, our_notes = run(acc.average_precision)
     theirs, their_notes = run(skm.average_precision_score, y, s, sample_weight=w)
-    assert same_value(ours, theirs), (ours, theirs)
-    assert our_notes == their_notes
+    same_scalar(ours, our_notes, theirs, their_notes)
 
 
 def test_average_precision_is_a_step_sum():
