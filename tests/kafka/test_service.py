@@ -200,34 +200,50 @@ def _run_until_caught_up(cmd, bootstrap, output, n_expected, timeout=90.0):
 @pytest.mark.slow
 def test_sigkill_at_random_points_gives_the_snapshots_of_an_uninterrupted_run(
         bootstrap_servers, new_topic, unique_name, make_producer, tmp_path):
-    topic = new_topic(2)
-    events = list(generate_events(30_000, duration=20 * WINDOW, seed=9))
-    produce(make_producer(linger_ms=50), topic, with_closers(events))
-    n_windows = len(expected_windows(events))
+    topic, out = new_topic(2), new_topic(1)
+    events = with_closers(list(generate_events(30_000, duration=20 * WINDOW, seed=9)))
+    n_windows = len(expected_windows(events[:-3]))
+    producer = make_producer(linger_ms=20)
 
-    # reference: one uninterrupted process
-    ref_out = new_topic(1)
-    _run_until_caught_up(consume_cmd(bootstrap_servers, topic, ref_out, unique_name("ref"), str(tmp_path / "ref"),
-                                     "--max-poll-records", "300"), bootstrap_servers, ref_out, n_windows)
-    reference = snapshots_by_key(read_topic(bootstrap_servers, ref_out))
-    assert len(reference) == n_windows and all(len(v) == 1 for v in reference.values())
+    def produce_slowly() -> None:  # ~12 s of traffic, so that kills land mid-stream
+        for i in range(0, len(events), 500):
+            produce(producer, topic, events[i:i + 500])
+            time.sleep(0.2)
 
-    # the same stream, killed with SIGKILL at random moments and restarted each time
-    out = new_topic(1)
+    feeder = threading.Thread(target=produce_slowly)
+    feeder.start()
+    # the stream, killed with SIGKILL at random moments and restarted each time
     group, state = unique_name("crash"), str(tmp_path / "crash")
     cmd = consume_cmd(bootstrap_servers, topic, out, group, state, "--max-poll-records", "300",
                       "--checkpoint-interval", "0.2s")
     rng = random.Random(int.from_bytes(os.urandom(4), "little"))
     kills = []
-    for _ in range(4):
+    checkpoints = tmp_path / "crash"
+    while feeder.is_alive() or len(kills) < 3:
+        started = time.time()
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        delay = rng.uniform(2.0, 7.0)
+        # once this process is applying records (it wrote a checkpoint), kill it at a random moment;
+        # after the feed ends a restart may have nothing left to checkpoint: give it time to join
+        wait_for(lambda: any(p.stat().st_mtime > started for p in checkpoints.rglob("*.json"))
+                 or (not feeder.is_alive() and time.time() - started > 8), 60,
+                 "a checkpoint of the restarted process")
+        delay = rng.uniform(0.0, 2.0)
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         kills.append((round(delay, 2), len(read_topic(bootstrap_servers, out, 5))))
+    feeder.join()
     _run_until_caught_up(cmd, bootstrap_servers, out, n_windows)
     crashed = snapshots_by_key(read_topic(bootstrap_servers, out))
+    # some kill must have hit while windows were still being published
+    assert any(0 < published < n_windows for _, published in kills), kills
+
+    # reference: one uninterrupted process over the same topic
+    ref_out = new_topic(1)
+    _run_until_caught_up(consume_cmd(bootstrap_servers, topic, ref_out, unique_name("ref"), str(tmp_path / "ref"),
+                                     "--max-poll-records", "300"), bootstrap_servers, ref_out, n_windows)
+    reference = snapshots_by_key(read_topic(bootstrap_servers, ref_out))
+    assert len(reference) == n_windows and all(len(v) == 1 for v in reference.values())
     assert set(crashed) == set(reference), kills
     for key, values in crashed.items():
         # re-published windows are byte-identical to the uninterrupted run's
