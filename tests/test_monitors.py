@@ -183,3 +183,41 @@ def test_monitor_protocol_round_trip_merge_and_config_mismatch():
     with pytest.raises(ValueError):
         sm.from_dict(bad)
     assert both.copy().reset().count == 0 and both.count == 2
+
+
+probability_rows = st.lists(
+    st.tuples(st.sampled_from(["cat", "dog", "eel"]),
+              st.tuples(st.integers(1, 20), st.integers(1, 20), st.integers(1, 20)),
+              st.sampled_from([1.0, 2.0])),
+    min_size=1, max_size=40,
+)
+
+
+@given(probability_rows)
+def test_multiclass_monitor_matches_sklearn(rows):
+    classes = ["cat", "dog", "eel"]
+    mon = MulticlassMonitor(classes)
+    events = []
+    for y, raw, w in rows:
+        total = sum(raw)
+        events.append({"y_true": y, "scores": {c: v / total for c, v in zip(classes, raw)}, "weight": w})
+    mon.update_many(events[: len(events) // 2])
+    for ev in events[len(events) // 2:]:
+        mon.update(ev)
+    snap = mon.snapshot()
+    json.dumps(snap, allow_nan=False)
+    y = [r[0] for r in rows]
+    prob = np.array([[v / sum(r[1]) for v in r[1]] for r in rows])
+    w = np.array([r[2] for r in rows])
+    pred = [classes[i] for i in prob.argmax(axis=1)]
+    kw = {"sample_weight": w}
+    assert close(snap["accuracy"], sk(skm.accuracy_score, y, pred, **kw))
+    assert close(snap["macro_f1"], sk(skm.f1_score, y, pred, labels=classes, average="macro",
+                                      zero_division=np.nan, **kw))
+    assert close(snap["log_loss"], sk(skm.log_loss, y, prob, labels=classes, **kw))
+    assert close(snap["top_k_accuracy"], sk(skm.top_k_accuracy_score, y, prob, k=2, labels=classes, **kw))
+    if len(set(y)) == 3:
+        exact = skm.roc_auc_score(y, prob, multi_class="ovr", average="macro", labels=classes, **kw)
+        low, high = mon.scores.roc_auc_bounds(multi_class="ovr", average="macro")
+        assert low <= exact <= high and low <= snap["roc_auc"] <= high
+    assert snap["count"] == len(rows)
