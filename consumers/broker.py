@@ -221,10 +221,14 @@ class EmbeddedBroker:
                    "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
         env = dict(os.environ, NO_COLOR="1")
         with open(self._log_path, "ab") as log_file:
-            self._proc = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                env=env, start_new_session=True, preexec_fn=_die_with_parent_hook(),
-            )
+            try:
+                self._proc = subprocess.Popen(
+                    command, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                    env=env, start_new_session=True, preexec_fn=_die_with_parent_hook(),
+                )
+            except OSError as exc:
+                self._remove_log()
+                raise BrokerError(f"cannot run the tansu binary {binary!r}: {exc}") from exc
         # Also stops the broker if the owner is garbage-collected or the interpreter exits.
         self._finalizer = weakref.finalize(self, _stop_process, self._proc, 5.0)
 

