@@ -40,6 +40,8 @@ from .regression import Regression
 __all__ = ["Monitor", "BinaryMonitor", "MulticlassMonitor", "LabelMonitor", "RegressionMonitor", "make_monitor"]
 
 _NAN = math.nan
+_INF = math.inf
+_BINARY_TRUTH = (int, bool, float)
 _LABEL_KINDS = {bool: "bool", int: "number", float: "number", str: "str"}
 
 
@@ -71,6 +73,9 @@ class Monitor(Accumulator):
     task: ClassVar[str] = ""
     #: attribute names of the sub-accumulators, in state order
     parts: ClassVar[tuple[str, ...]] = ()
+    #: the event fields the task reads; others (ts, model, segment, id: the window engine's
+    #: business) are ignored by ``update``
+    fields: ClassVar[tuple[str, ...]] = ("y_true", "weight")
 
     def _parser(self) -> EventParser:
         parser = self.__dict__.get("_event_parser")
@@ -84,6 +89,8 @@ class Monitor(Accumulator):
     def _parse(self, event: Any) -> Event:
         if isinstance(event, Event):
             return event
+        if isinstance(event, Mapping):
+            event = {k: event[k] for k in self.fields if k in event}
         parsed = self._parser().parse(event)
         if isinstance(parsed, Rejection):
             raise ValueError(f"event rejected: {parsed.reason}")
@@ -180,6 +187,7 @@ class BinaryMonitor(Monitor):
     type_name = "BinaryMonitor"
     task = "binary"
     parts = ("scores", "confusion")
+    fields = ("y_true", "score", "weight")
 
     def __init__(self, threshold: float = 0.5, exact: bool = False) -> None:
         self.threshold = check_number(threshold, "threshold")
@@ -191,11 +199,29 @@ class BinaryMonitor(Monitor):
     def _config(self) -> dict[str, Any]:
         return {"threshold": self.threshold, "exact": self.exact}
 
+    def update(self, event: Mapping[str, Any] | Event) -> "BinaryMonitor":
+        """Add one event; an ``{"y_true": 0/1, "score": float}`` dict takes an inlined fast path."""
+        if event.__class__ is dict and "weight" not in event:
+            y = event.get("y_true")
+            s = event.get("score")
+            if y.__class__ in _BINARY_TRUTH and (y == 0 or y == 1) and s.__class__ is float and -_INF < s < _INF:
+                y = 1 if y else 0
+                self.scores.update(y, s)
+                self.confusion.update(y, 1 if s >= self.threshold else 0)
+                self.score_sum += s
+                return self
+        return super().update(event)  # type: ignore[return-value]
+
     def update_event(self, event: Event) -> "BinaryMonitor":
         y, s, w = event.y_true, event.score, event.weight
-        self.scores.update(y, s, w)
-        self.confusion.update(y, 1 if s >= self.threshold else 0, w)
-        self.score_sum += w * s
+        if w == 1.0:  # the accumulators' unweighted fast paths
+            self.scores.update(y, s)
+            self.confusion.update(y, 1 if s >= self.threshold else 0)
+            self.score_sum += s
+        else:
+            self.scores.update(y, s, w)
+            self.confusion.update(y, 1 if s >= self.threshold else 0, w)
+            self.score_sum += w * s
         return self
 
     def update_events(self, events: Sequence[Event]) -> "BinaryMonitor":
@@ -314,6 +340,7 @@ class MulticlassMonitor(Monitor):
     type_name = "MulticlassMonitor"
     task = "multiclass"
     parts = ("scores",)
+    fields = ("y_true", "scores", "weight")
 
     def __init__(self, classes: Sequence[Hashable]) -> None:
         self.scores = MulticlassScores(classes)
@@ -364,6 +391,7 @@ class LabelMonitor(Monitor):
     type_name = "LabelMonitor"
     task = "labels"
     parts = ("confusion",)
+    fields = ("y_true", "y_pred", "weight")
 
     def __init__(self, labels: Sequence[Hashable] | None = None) -> None:
         self.confusion = ConfusionMatrix(labels=labels)
@@ -404,6 +432,7 @@ class RegressionMonitor(Monitor):
     type_name = "RegressionMonitor"
     task = "regression"
     parts = ("regression",)
+    fields = ("y_true", "y_pred", "weight")
 
     def __init__(self) -> None:
         self.regression = Regression()

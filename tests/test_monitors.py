@@ -221,3 +221,27 @@ def test_multiclass_monitor_matches_sklearn(rows):
         low, high = mon.scores.roc_auc_bounds(multi_class="ovr", average="macro")
         assert low <= exact <= high and low <= snap["roc_auc"] <= high
     assert snap["count"] == len(rows)
+
+
+@given(st.lists(st.fixed_dictionaries(
+    {"y_true": st.sampled_from([0, 1, True, False, 0.0, 1.0]), "score": st.floats(-5, 5)},
+    optional={"weight": st.sampled_from([1.0, 2.0, 0.0]), "ts": st.sampled_from(["bogus", 1.5]),
+              "model": st.sampled_from(["m", ""])}), max_size=30))
+def test_binary_monitor_fast_and_general_paths_agree(events):
+    fast, general = BinaryMonitor(), BinaryMonitor()
+    for ev in events:
+        fast.update(ev)  # plain dicts take the inlined path when they can
+        general.update({**ev, "weight": ev.get("weight", 1.0)})  # a weight key sends it through the parser
+    assert fast.to_dict() == general.to_dict()
+
+
+@pytest.mark.parametrize("event,field", [
+    ({"y_true": 1, "score": float("nan")}, "score"), ({"y_true": 2, "score": 0.5}, "y_true"),
+    ({"y_true": np.array([0, 1]), "score": 0.5}, "y_true"), ({"y_true": 1, "score": True}, "score"),
+    ({"y_true": 1}, "score"),
+])
+def test_binary_monitor_update_names_the_bad_field(event, field):
+    mon = BinaryMonitor()
+    with pytest.raises(ValueError, match=field):
+        mon.update(event)
+    assert mon.count == 0
