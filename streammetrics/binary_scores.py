@@ -169,7 +169,7 @@ class BinaryScores(Accumulator):
         attribute lookup per event); called whenever a container is replaced."""
         b = self._binning
         self._fast = (
-            ((self._neg.weights, self._pos.weights), self._events, self._sums,
+            ((self._neg.weights, self._pos.weights), self._events, self._sums, self._outside,
              b._shift, b._round, b._c)
             if isinstance(b, LogGridBinning) else None
         )
@@ -350,14 +350,24 @@ class BinaryScores(Accumulator):
         fast = self._fast
         if fast is None or weight is not _ONE or score.__class__ is not float:
             return self._update_general(y, score, weight)
-        hists, events, sums, shift, rnd, c = fast
+        hists, events, sums, outside, shift, rnd, c = fast
         if 0.0 < score < 0.5:  # key: see LogGridBinning
             q = 1.0 - score
             k = (_unpack(_pack(score))[0] + rnd) >> shift
         elif 0.5 <= score < 1.0:
             q = 1.0 - score
             k = c - ((_unpack(_pack(q))[0] + rnd) >> shift)
-        else:  # 0, 1, outside [0, 1], or not finite
+        elif 1.0 < score < _INF:  # a margin: log loss and Brier score become undefined
+            q = None
+            k = c + ((_unpack(_pack(score - 1.0))[0] + rnd) >> shift)
+            if outside[1] is None or score > outside[1]:
+                outside[1] = score
+        elif -_INF < score < 0.0:
+            q = None
+            k = -((_unpack(_pack(-score))[0] + rnd) >> shift)
+            if outside[0] is None or score < outside[0]:
+                outside[0] = score
+        else:  # exactly 0 or 1 (and -0.0), or not finite
             return self._update_general(y, score, weight)
         h = hists[y]
         try:
@@ -366,6 +376,9 @@ class BinaryScores(Accumulator):
             h[k] = 1.0
             if len(hists[0]) + len(hists[1]) > self._max_bins:
                 self._collapse()
+        events[y] += 1
+        if q is None:
+            return self
         if y:  # p: probability of the true class, clipped as scikit-learn; d = |y - s|
             p = score
             d = q
@@ -382,7 +395,6 @@ class BinaryScores(Accumulator):
             sums[3] += e
         sums[2] = m
         sums[1] += d * d
-        events[y] += 1
         return self
 
     def _update_general(self, y: int, score: Any, weight: Any) -> "BinaryScores":
