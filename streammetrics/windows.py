@@ -124,7 +124,7 @@ class _KeyState:
     """Open panes and bookkeeping for one stream key."""
 
     __slots__ = ("panes", "pending", "max_ms", "next_window", "late", "last_seen", "cumulative", "first_window",
-                 "tag")
+                 "tag", "open_from", "close_at", "first_pane_bound")
 
     def __init__(self) -> None:
         self.panes: dict[int, Any] = {}  # pane index -> monitor
@@ -136,6 +136,11 @@ class _KeyState:
         self.cumulative: Any = None
         self.first_window: int | None = None
         self.tag: Any = None  # the key's event tag (see WindowManager), fixed by its first event
+        # derived from next_window, for the per-event path: panes below open_from are late, and
+        # stream time (ms) reaching close_at closes the next window
+        self.open_from: float = -math.inf
+        self.close_at: float = -math.inf
+        self.first_pane_bound: float = -math.inf
 
 
 class WindowManager:
@@ -185,6 +190,8 @@ class WindowManager:
         self._keys: dict[tuple[str, str], _KeyState] = {}
         self._ready: list[dict[str, Any]] = []
         self._event_tag = getattr(monitor_factory(), "event_tag", None)
+        self._pane_ms = float(self.spec.pane_ms)
+        self._idle = idle_close is not None
 
     # ----------------------------------------------------------------- events
     def add(self, event: Any) -> bool:
@@ -201,10 +208,11 @@ class WindowManager:
             state = self._keys[key] = _KeyState()
         if self._event_tag is not None and state.tag is None:
             state.tag = tag
-        spec = self.spec
-        pane = spec.pane_of(event.ts)
-        state.last_seen = self._clock()
-        if state.next_window is not None and spec.last_window_of_pane(pane) < state.next_window:
+        ts_ms = round(event.ts * 1000.0, 3)  # event_ms(), inlined
+        pane = int(ts_ms // self._pane_ms)
+        if self._idle:
+            state.last_seen = self._clock()
+        if pane < state.open_from:
             state.late += 1
             return False
         if self.batch:
@@ -223,19 +231,27 @@ class WindowManager:
                 if state.cumulative is None:
                     state.cumulative = self._factory()
                 state.cumulative.update_event(event)
-        first = spec.first_window_of_pane(pane)
-        if state.first_window is None or first < state.first_window:
-            state.first_window = first
-        ts_ms = event_ms(event.ts)
+        if state.first_window is None or pane < state.first_pane_bound:
+            state.first_window = self.spec.first_window_of_pane(pane)
+            # first_window_of_pane(p) < first_window  <=>  p < first_window * slide + (size - slide)
+            state.first_pane_bound = (state.first_window * self.spec.panes_per_slide
+                                      + self.spec.panes_per_window - self.spec.panes_per_slide)
         if ts_ms > state.max_ms:
             state.max_ms = ts_ms
-            self._close_by_watermark(key, state)
+            if ts_ms >= state.close_at:
+                self._close_by_watermark(key, state)
         return True
 
     def add_many(self, events: Iterable[Any]) -> list[Any]:
         """Add each event; return the late ones (not applied)."""
         add = self.add
         return [ev for ev in events if not add(ev)]
+
+    def _set_next_window(self, state: _KeyState, k: int) -> None:
+        spec = self.spec
+        state.next_window = k
+        state.open_from = k * spec.panes_per_slide
+        state.close_at = k * spec.slide_ms + spec.size_ms + spec.grace_ms
 
     # ----------------------------------------------------------------- batch mode
     def _drain_pane(self, state: _KeyState, pane: int) -> None:
@@ -260,7 +276,7 @@ class WindowManager:
         # window k ends at k*slide + size: closed once watermark >= end
         last_closable = math.floor((watermark - spec.size_ms) / spec.slide_ms)
         if state.next_window is None:  # first event of the key: nothing was open before
-            state.next_window = last_closable + 1
+            self._set_next_window(state, last_closable + 1)
         elif last_closable >= state.next_window:
             self._close_through(key, state, last_closable)
 
@@ -289,7 +305,7 @@ class WindowManager:
             for j in [p for p in state.panes if p < next_lo]:
                 del state.panes[j]
             k += 1
-        state.next_window = last + 1
+        self._set_next_window(state, last + 1)
         if closed_any and self.cumulative and state.cumulative is not None:
             start = (state.first_window or 0) * spec.slide_ms
             end = last * spec.slide_ms + spec.size_ms
@@ -389,8 +405,13 @@ class WindowManager:
                 if not isinstance(model, str) or not isinstance(segment, str):
                     raise ValueError("model and segment must be strings")
                 st.max_ms = -math.inf if item["max_ms"] is None else float(item["max_ms"])
-                st.next_window = None if item["next_window"] is None else int(item["next_window"])
-                st.first_window = None if item["first_window"] is None else int(item["first_window"])
+                if item["next_window"] is not None:
+                    self._set_next_window(st, int(item["next_window"]))
+                if item["first_window"] is not None:
+                    spec = self.spec
+                    st.first_window = int(item["first_window"])
+                    st.first_pane_bound = (st.first_window * spec.panes_per_slide + spec.panes_per_window
+                                           - spec.panes_per_slide)
                 st.late = int(item["late"])
                 st.tag = item.get("tag")
                 st.last_seen = now

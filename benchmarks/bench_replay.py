@@ -1,0 +1,93 @@
+"""``streammetrics replay`` throughput against a bare ``json.loads`` loop over the same
+JSONL file, in one run; and the replay's peak memory for two stream lengths.
+
+    python benchmarks/bench_replay.py [--events 1000000] [--quick]
+
+The bare loop reads the file in binary line by line and ``json.loads`` each line; replay
+does that plus parsing, windowing (60 s tumbling windows, three keys, a million events an
+hour of event time) and every binary metric, and writes the snapshots (to /dev/null here).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from streammetrics.events import EventParser
+from streammetrics.monitors import BinaryMonitor
+from streammetrics.replay import replay_lines
+from streammetrics.synthetic import generate_events, write_jsonl
+from streammetrics.windows import WindowManager
+
+PEAK_PROBE = r"""
+import resource, sys
+from streammetrics.cli import main
+main(["replay", sys.argv[1], "--output", "/dev/null", "--quiet"])
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def bare_loop(path: str) -> int:
+    n = 0
+    loads = json.loads
+    with open(path, "rb") as fh:
+        for line in fh:
+            loads(line)
+            n += 1
+    return n
+
+
+def replay(path: str) -> int:
+    windows = WindowManager(BinaryMonitor, 60, batch=True)
+    with open(path, "rb") as fh, open(os.devnull, "w") as sink:
+        stats = replay_lines(fh, EventParser("binary"), windows, sink.write)
+    return stats.events
+
+
+def timed(fn, path: str, repeats: int) -> tuple[float, int]:
+    best, n = float("inf"), 0
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        n = fn(path)
+        best = min(best, time.perf_counter() - t0)
+    return best, n
+
+
+def peak_kib(path: str) -> int:
+    out = subprocess.run([sys.executable, "-c", PEAK_PROBE, path], capture_output=True, text=True, check=True)
+    return int(out.stdout.split()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    n = 50_000 if args.quick else args.events
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "events.jsonl")
+        small = os.path.join(tmp, "small.jsonl")
+        # a million events an hour (~280/s over three keys: ~1,500 events per key and window)
+        rate = 1_000_000 / 3600
+        write_jsonl(path, generate_events(n, duration=n / rate, seed=1))
+        write_jsonl(small, generate_events(n // 10, duration=n / 10 / rate, seed=1))
+        size = os.path.getsize(path)
+        t_bare, n_bare = timed(bare_loop, path, args.repeats)
+        t_replay, n_replay = timed(replay, path, args.repeats)
+        assert n_bare == n_replay == n
+        peak_small, peak_large = peak_kib(small), peak_kib(path)
+    print(f"{n:,} events, {size / 2**20:.0f} MiB of JSONL, best of {args.repeats}")
+    print(f"{'':<36} {'events/s':>12} {'ratio':>7}")
+    print(f"{'bare loop: json.loads per line':<36} {n / t_bare:>12,.0f} {1.0:>7.2f}")
+    print(f"{'streammetrics replay (binary, 60s)':<36} {n / t_replay:>12,.0f} {t_bare / t_replay:>7.2f}")
+    print(f"peak RSS of `streammetrics replay`: {peak_small / 1024:.0f} MiB for {n // 10:,} events, "
+          f"{peak_large / 1024:.0f} MiB for {n:,} events")
+
+
+if __name__ == "__main__":
+    main()
