@@ -25,6 +25,12 @@ examples:
   streammetrics replay --sample            # the small sample file shipped with streammetrics
 """
 
+EXAMPLES_REPORT = """\
+examples:
+  streammetrics replay predictions.jsonl -o snapshots.jsonl && streammetrics report snapshots.jsonl -o report.html
+  streammetrics report kafka://localhost:9092/snapshots --alert 'roc_auc<0.85' --alert 'f1<0.6'
+"""
+
 EXAMPLES_CONSUME = """\
 examples:
   streammetrics consume --bootstrap-servers localhost:9092 --topic predictions \\
@@ -133,6 +139,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_consume_options(c)
     _add_task_options(c)
 
+    r = sub.add_parser(
+        "report", help="an HTML report of snapshots: metrics over time, curves, confusion matrix, alerts",
+        description="Build one self-contained HTML file (charts inlined, no network access) from snapshots: a "
+                    "JSONL file written by `replay`, or a snapshot topic read to its end.",
+        epilog=EXAMPLES_REPORT, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    r.add_argument("source", help="snapshots JSONL file ('-' for stdin) or kafka://HOST:PORT/TOPIC")
+    r.add_argument("--output", "-o", default="report.html", metavar="FILE", help="HTML file (default: report.html)")
+    r.add_argument("--alert", action="append", default=[], metavar="RULE",
+                   help="mark windows where a metric crosses a bound, e.g. 'roc_auc<0.8' or 'log_loss>0.5' "
+                        "(repeatable)")
+    r.add_argument("--title", default=None, help="report title")
+
     d = sub.add_parser(
         "demo", help="run everything locally: a broker, a drifting model's predictions, the service, live metrics",
         description="Start a local Kafka-protocol broker (unless --bootstrap-servers is given), stream synthetic "
@@ -175,7 +194,8 @@ def _add_demo_options(d: argparse.ArgumentParser) -> None:
     d.add_argument("--produce-only", action="store_true", help="only produce the synthetic events, then exit")
     d.add_argument("--topic", default="predictions")
     d.add_argument("--output-topic", default="snapshots")
-    d.add_argument("--report", default=None, metavar="FILE", help="write an HTML report at the end")
+    d.add_argument("--report", default="streammetrics-demo-report.html", metavar="FILE",
+                   help="HTML report written at the end (default: streammetrics-demo-report.html; '' for none)")
 
 
 def _version() -> str:
@@ -196,6 +216,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from consumers.service import run_consume
 
             return run_consume(args)
+        if args.command == "report":
+            from .report import run_report
+
+            return run_report(args)
         if args.command == "demo":
             from consumers.demo import run_demo
 
