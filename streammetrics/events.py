@@ -64,6 +64,7 @@ _INF = math.inf
 _UTC = timezone.utc
 _fromiso = datetime.fromisoformat
 _loads = json.loads
+_scan_once = json.JSONDecoder().scan_once
 _MISSING: Any = object()
 
 
@@ -321,7 +322,14 @@ class EventParser:
                 except UnicodeDecodeError as exc:
                     return [Rejection(f"value is not valid UTF-8 (byte {exc.start})")]
             try:
-                decoded = _loads(value)
+                try:
+                    # the json module's C scanner, without json.loads' Python wrappers; anything it
+                    # does not take cleanly (leading space, trailing data, errors) goes to json.loads
+                    decoded, end = _scan_once(value, 0)
+                    if end != len(value) and not value[end:].isspace():  # type: ignore[index]
+                        raise ValueError("trailing data")
+                except (StopIteration, ValueError):
+                    decoded = _loads(value)
             except json.JSONDecodeError as exc:
                 if value[:1] != "\ufeff":  # type: ignore[index]
                     return [Rejection(f"invalid JSON: {exc.msg} at char {exc.pos}")]
@@ -527,7 +535,7 @@ class EventParser:
                         ident = str(ident)
                     else:
                         return Rejection(f"field '{k_id}' must be a string, got {_describe(ident)}", k_id)
-                if ident is not None and (len(ident) > max_len or not encodable(ident)):
+                if ident is not None and (len(ident) > max_len or (not ident.isascii() and not encodable(ident))):
                     return reject_name(k_id, ident, True)
                 # --- truth
                 y_true = get(k_true, missing)

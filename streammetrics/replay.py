@@ -20,6 +20,8 @@ from .windows import WindowManager
 
 __all__ = ["run_replay", "replay_lines", "sample_path", "ReplayStats"]
 
+_BLANK_START = frozenset([b"", b" ", b"\t", b"\r", b"\n", "", " ", "\t", "\r", "\n"])
+
 
 def sample_path() -> str:
     """Path of the sample events file shipped with the package."""
@@ -85,7 +87,7 @@ def replay_lines(
             done += len(line)
             if lineno & 0x3FFF == 0:
                 progress.draw(done, stats)
-        if not line.strip():
+        if line[:1] in _BLANK_START and not line.strip():  # skip blank lines without a copy per line
             continue
         for item in parse(line):
             if item.__class__ is Event:

@@ -39,6 +39,7 @@ __all__ = ["WindowManager", "WindowSpec", "parse_duration", "SNAPSHOT_SCHEMA"]
 SNAPSHOT_SCHEMA = "streammetrics.snapshot/1"
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
+_floor = math.floor
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
 
 
@@ -90,7 +91,7 @@ class WindowSpec:
 
     def pane_of(self, ts: float) -> int:
         """Index ``j`` of the pane ``[j * pane, (j + 1) * pane)`` holding event time ``ts`` (s)."""
-        return math.floor(event_ms(ts)) // self.pane_ms
+        return event_us(ts) // (self.pane_ms * 1000)
 
     def first_window_of_pane(self, pane: int) -> int:
         """Smallest window index ``k`` whose span contains pane ``pane``."""
@@ -105,14 +106,15 @@ class WindowSpec:
         return {"size_ms": self.size_ms, "slide_ms": self.slide_ms, "grace_ms": self.grace_ms}
 
 
-def event_ms(ts: float) -> float:
-    """Event time in milliseconds, resolved to the microsecond.
+def event_us(ts: float) -> int:
+    """Event time in whole microseconds (nearest).
 
-    ``ts * 1000`` of a decimal timestamp such as ``4.35`` is not exact in binary floating point
-    (4349.999...); rounding to 1e-3 ms puts such events on the side of a window boundary their
-    decimal value says, for epoch-scale timestamps too (float spacing there is ~2e-4 ms).
+    ``ts * 1000`` of a decimal timestamp such as ``16.15`` is not exact in binary floating
+    point (16149.999...); rounding to the microsecond puts such events on the side of a window
+    boundary their decimal value says, for epoch-scale timestamps too (float spacing there is
+    ~0.25 us). Window arithmetic is then exact integer arithmetic.
     """
-    return round(ts * 1000.0, 3)
+    return _floor(ts * 1e6 + 0.5)
 
 
 def _seconds(ms: int) -> int | float:
@@ -123,13 +125,13 @@ def _seconds(ms: int) -> int | float:
 class _KeyState:
     """Open panes and bookkeeping for one stream key."""
 
-    __slots__ = ("panes", "pending", "max_ms", "next_window", "late", "last_seen", "cumulative", "first_window",
+    __slots__ = ("panes", "pending", "max_us", "next_window", "late", "last_seen", "cumulative", "first_window",
                  "tag", "open_from", "close_at", "first_pane_bound")
 
     def __init__(self) -> None:
         self.panes: dict[int, Any] = {}  # pane index -> monitor
         self.pending: dict[int, list[Any]] = {}  # pane index -> queued events (batch mode)
-        self.max_ms: float = -math.inf  # largest event time seen (ms)
+        self.max_us: float = -math.inf  # largest event time seen (us)
         self.next_window: int | None = None  # lowest window index not yet closed
         self.late = 0
         self.last_seen = 0.0  # processing time of the last event
@@ -137,7 +139,7 @@ class _KeyState:
         self.first_window: int | None = None
         self.tag: Any = None  # the key's event tag (see WindowManager), fixed by its first event
         # derived from next_window, for the per-event path: panes below open_from are late, and
-        # stream time (ms) reaching close_at closes the next window
+        # stream time (us) reaching close_at closes the next window
         self.open_from: float = -math.inf
         self.close_at: float = -math.inf
         self.first_pane_bound: float = -math.inf
@@ -190,7 +192,7 @@ class WindowManager:
         self._keys: dict[tuple[str, str], _KeyState] = {}
         self._ready: list[dict[str, Any]] = []
         self._event_tag = getattr(monitor_factory(), "event_tag", None)
-        self._pane_ms = float(self.spec.pane_ms)
+        self._pane_us = self.spec.pane_ms * 1000
         self._idle = idle_close is not None
 
     # ----------------------------------------------------------------- events
@@ -208,8 +210,8 @@ class WindowManager:
             state = self._keys[key] = _KeyState()
         if self._event_tag is not None and state.tag is None:
             state.tag = tag
-        ts_ms = round(event.ts * 1000.0, 3)  # event_ms(), inlined
-        pane = int(ts_ms // self._pane_ms)
+        ts_us = _floor(event.ts * 1e6 + 0.5)  # event_us(), inlined
+        pane = ts_us // self._pane_us
         if self._idle:
             state.last_seen = self._clock()
         if pane < state.open_from:
@@ -236,9 +238,9 @@ class WindowManager:
             # first_window_of_pane(p) < first_window  <=>  p < first_window * slide + (size - slide)
             state.first_pane_bound = (state.first_window * self.spec.panes_per_slide
                                       + self.spec.panes_per_window - self.spec.panes_per_slide)
-        if ts_ms > state.max_ms:
-            state.max_ms = ts_ms
-            if ts_ms >= state.close_at:
+        if ts_us > state.max_us:
+            state.max_us = ts_us
+            if ts_us >= state.close_at:
                 self._close_by_watermark(key, state)
         return True
 
@@ -251,7 +253,7 @@ class WindowManager:
         spec = self.spec
         state.next_window = k
         state.open_from = k * spec.panes_per_slide
-        state.close_at = k * spec.slide_ms + spec.size_ms + spec.grace_ms
+        state.close_at = (k * spec.slide_ms + spec.size_ms + spec.grace_ms) * 1000
 
     # ----------------------------------------------------------------- batch mode
     def _drain_pane(self, state: _KeyState, pane: int) -> None:
@@ -272,9 +274,9 @@ class WindowManager:
     # ----------------------------------------------------------------- closing
     def _close_by_watermark(self, key: tuple[str, str], state: _KeyState) -> None:
         spec = self.spec
-        watermark = state.max_ms - spec.grace_ms
-        # window k ends at k*slide + size: closed once watermark >= end
-        last_closable = math.floor((watermark - spec.size_ms) / spec.slide_ms)
+        watermark = state.max_us - spec.grace_ms * 1000
+        # window k ends at k*slide + size: closed once watermark >= end (exact integer arithmetic)
+        last_closable = (watermark - spec.size_ms * 1000) // (spec.slide_ms * 1000)
         if state.next_window is None:  # first event of the key: nothing was open before
             self._set_next_window(state, last_closable + 1)
         elif last_closable >= state.next_window:
@@ -375,7 +377,7 @@ class WindowManager:
             keys.append({
                 "model": model,
                 "segment": segment,
-                "max_ms": None if st.max_ms == -math.inf else st.max_ms,
+                "max_us": None if st.max_us == -math.inf else st.max_us,
                 "next_window": st.next_window,
                 "first_window": st.first_window,
                 "late": st.late,
@@ -404,7 +406,9 @@ class WindowManager:
                 model, segment = item["model"], item["segment"]
                 if not isinstance(model, str) or not isinstance(segment, str):
                     raise ValueError("model and segment must be strings")
-                st.max_ms = -math.inf if item["max_ms"] is None else float(item["max_ms"])
+                if item["max_us"] is not None and type(item["max_us"]) is not int:
+                    raise ValueError("max_us must be an integer")
+                st.max_us = -math.inf if item["max_us"] is None else item["max_us"]
                 if item["next_window"] is not None:
                     self._set_next_window(st, int(item["next_window"]))
                 if item["first_window"] is not None:
