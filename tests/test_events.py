@@ -429,3 +429,30 @@ def test_names_with_key_separator_and_huge_weights_are_rejected(field, value, ma
     rejection = EventParser("binary").parse(event)
     assert isinstance(rejection, Rejection) and rejection.field == field
     assert re.search(match, rejection.reason)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3),
+    max_leaves=10,
+)
+
+
+@given(json_values, st.sampled_from(["", " ", "\n", "\r\n", " \t"]), st.sampled_from(["", " ", "\n"]),
+       st.sampled_from(["", "x", "}", ",1"]))
+def test_parse_value_decodes_exactly_like_json_loads(value, lead, trail, junk):
+    text = lead + json.dumps(value) + trail + junk
+    parser = EventParser("binary", require_key=False)
+    try:
+        decoded = json.loads(text)
+    except json.JSONDecodeError:
+        [rejection] = parser.parse_value(text)
+        assert isinstance(rejection, Rejection) and "invalid JSON" in rejection.reason
+        return
+    expected = [parser.parse(x) for x in decoded] if isinstance(decoded, list) else [parser.parse(decoded)]
+    got = parser.parse_value(text.encode())
+
+    def key(item):
+        return (item.reason, item.field) if isinstance(item, Rejection) else item.to_dict()
+
+    assert [key(g) for g in got] == [key(e) for e in expected]
