@@ -116,11 +116,12 @@ class ServiceConfig:
 class _Partition:
     """Windows and position of one assigned input partition."""
 
-    __slots__ = ("tp", "windows", "next_offset", "saved_offset")
+    __slots__ = ("tp", "windows", "next_offset", "saved_offset", "known_keys")
 
     def __init__(self, tp: Any, windows: WindowManager, next_offset: int | None) -> None:
         self.tp = tp
         self.windows = windows
+        self.known_keys = 0  # keys of `windows` already checked against other partitions
         self.next_offset = next_offset  # next offset to apply (None: whatever comes first)
         self.saved_offset = next_offset  # offset of the last checkpoint
 
@@ -149,18 +150,17 @@ class MetricsService:
         self._last_checkpoint = clock()
         self._last_idle_check = clock()
         self._server = None
-        client = dict(config.kafka_options)
+        consumer_options, producer_options = split_client_options(config.kafka_options)
         self.consumer = KafkaConsumer(
             bootstrap_servers=config.bootstrap_servers,
             group_id=config.group_id,
-            **consumer_settings(max_poll_records=config.max_poll_records, **client),
+            **consumer_settings(max_poll_records=config.max_poll_records, **consumer_options),
         )
         self.producer = KafkaProducer(
             bootstrap_servers=config.bootstrap_servers,
-            acks="all",
-            linger_ms=5,
-            max_in_flight_requests_per_connection=1,  # keeps each key's snapshots in order
-            **client,
+            **{"acks": "all", "linger_ms": 5,
+               "max_in_flight_requests_per_connection": 1,  # keeps each key's snapshots in order
+               **producer_options},
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -242,12 +242,14 @@ class MetricsService:
             part = self.partitions.get(tp)
             if part is None:  # revoked while the batch was in flight
                 continue
+            apply = self._apply
             for rec in records:
                 if part.next_offset is not None and rec.offset < part.next_offset:
                     continue  # already covered by the checkpoint
-                self._apply(part, rec)
+                apply(part, rec)
                 part.next_offset = rec.offset + 1
                 applied += 1
+            self._check_new_keys(part)
             self._publish_ready(part)
             self.metrics.messages.inc(len(records))
             self.counts["messages"] += len(records)
@@ -275,7 +277,6 @@ class MetricsService:
                 try:
                     if windows.add(item):
                         applied += 1
-                        self._check_key_partition(item, rec.partition)
                     else:
                         self.counts["late"] += 1
                         self.metrics.late_events.inc()
@@ -295,13 +296,20 @@ class MetricsService:
             self.counts["events"] += applied
             self.metrics.events.inc(applied)
 
-    def _check_key_partition(self, event: Event, partition: int) -> None:
-        key = (event.model, event.segment)
-        seen = self._key_partition.setdefault(key, partition)
-        if seen != partition:
-            self._key_partition[key] = partition
-            log.warning("key model=%r segment=%r seen on partitions %d and %d: produce with key "
-                        "'model|segment' so that each key lives in one partition", key[0], key[1], seen, partition)
+    def _check_new_keys(self, part: _Partition) -> None:
+        """Warn when a (model, segment) key new to this partition was already seen on another."""
+        keys = part.windows.keys
+        if len(keys) == part.known_keys:
+            return
+        partition = part.tp.partition
+        for key in keys[part.known_keys:]:
+            seen = self._key_partition.setdefault(key, partition)
+            if seen != partition:
+                self._key_partition[key] = partition
+                log.warning("key model=%r segment=%r seen on partitions %d and %d: produce with key "
+                            "'model|segment' so that each key lives in one partition",
+                            key[0], key[1], seen, partition)
+        part.known_keys = len(keys)
 
     def _publish_ready(self, part: _Partition) -> None:
         for snap in part.windows.poll():
@@ -382,6 +390,20 @@ def _reason_class(reason: str) -> str:
     return "other"
 
 
+def split_client_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``--kafka`` options for the consumer and for the producer (TLS/SASL settings go to both);
+    ValueError naming any option neither kafka-python client knows."""
+    from kafka import KafkaConsumer, KafkaProducer
+
+    consumer = {k: v for k, v in options.items() if k in KafkaConsumer.DEFAULT_CONFIG}
+    producer = {k: v for k, v in options.items() if k in KafkaProducer.DEFAULT_CONFIG}
+    unknown = sorted(set(options) - set(consumer) - set(producer))
+    if unknown:
+        raise ValueError(f"unknown --kafka option(s) {unknown}: see kafka-python's KafkaConsumer and "
+                         "KafkaProducer settings (e.g. security_protocol, ssl_cafile, sasl_mechanism)")
+    return consumer, producer
+
+
 def _kafka_options(pairs: list[str]) -> dict[str, Any]:
     """``--kafka name=value`` pairs as kafka-python keyword arguments (ints and booleans parsed)."""
     options: dict[str, Any] = {}
@@ -416,9 +438,37 @@ def config_from_args(args: Any) -> ServiceConfig:
     )
 
 
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per log line: ts, level, logger, msg (and exc when there is one)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {"ts": round(record.created, 3), "level": record.levelname, "logger": record.name,
+                 "msg": record.getMessage()}
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def configure_logging(level_name: str) -> None:
+    """Structured logs on stderr at ``level_name``; kafka-python's own loggers stay quiet (errors
+    only) unless DEBUG is asked for, since it logs every broker hiccup at WARNING or more."""
+    level = getattr(logging, str(level_name).upper(), None)
+    if not isinstance(level, int):
+        raise ValueError(f"--log-level must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {level_name!r}")
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonLogFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    logging.getLogger("kafka").setLevel(logging.DEBUG if level <= logging.DEBUG else logging.CRITICAL)
+
+
 def run_consume(args: Any) -> int:
-    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
-                        format='{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":%(message)r}')
+    try:
+        configure_logging(args.log_level)
+    except ValueError as exc:
+        print(f"streammetrics consume: {exc}")
+        return 2
     try:
         config = config_from_args(args)
         service = MetricsService(config)

@@ -320,3 +320,16 @@ def test_sigterm_checkpoints_commits_and_exits_zero(bootstrap_servers, new_topic
     assert sum(snap["count"] for snap in restored.flush()) == 500
     consumer = make_consumer(group_id=group)
     assert consumer.committed(TopicPartition(topic, 0)) == 500
+
+
+def test_kafka_options_go_to_the_client_that_knows_them():
+    from consumers.service import _kafka_options, split_client_options
+
+    options = _kafka_options(["security_protocol=SASL_SSL", "check_crcs=false", "linger_ms=20"])
+    consumer, producer = split_client_options(options)
+    assert consumer == {"security_protocol": "SASL_SSL", "check_crcs": False}
+    assert producer == {"security_protocol": "SASL_SSL", "linger_ms": 20}
+    with pytest.raises(ValueError, match="no_such_option"):
+        split_client_options({"no_such_option": 1})
+    with pytest.raises(ValueError, match="OPTION=VALUE"):
+        _kafka_options(["security_protocol"])
