@@ -1,0 +1,195 @@
+"""``streammetrics report``: one self-contained HTML page of metric snapshots.
+
+Snapshots (contract section 3) come from a JSONL file written by ``replay``, standard input or
+a Kafka snapshot topic (``kafka://HOST:PORT/TOPIC``, read to its end). Per stream key the page
+shows the main metrics per window (ROC AUC with its guaranteed bounds as a band), windows where
+an ``--alert`` rule fires, the ROC and precision-recall curves of the latest window and of the
+whole period rebuilt from the snapshot state, and the latest window's confusion matrix; a
+summary table with each key's latest values and their change comes first.
+
+Charts are drawn with matplotlib (the optional ``report`` extra) and inlined as SVG: the file
+needs no network and no scripts.
+
+Modules: :mod:`.sources` (reading), :mod:`.alerts` (rules), :mod:`.history` (per-key series,
+monitors), :mod:`.charts` (matplotlib), :mod:`.page` (HTML).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import IO, Any, Iterable, Sequence
+
+from .alerts import AlertRule, check_metrics, evaluate, known_metrics, parse_rule, parse_rules
+from .history import TASK_TITLES, KeyHistory, group_by_key
+from .sources import LoadResult, SourceError, WindowSnapshot, from_dicts, read_source
+
+__all__ = [
+    "write_report", "build_report", "run_report", "read_source", "parse_rule", "AlertRule", "ReportResult",
+    "MissingDependency", "SourceError", "INSTALL_HINT",
+]
+
+INSTALL_HINT = "pip install 'streammetrics[report]'"
+DEFAULT_TITLE = "streammetrics report"
+
+
+class MissingDependency(ImportError):
+    """matplotlib (the ``report`` extra) is not installed."""
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    """What a written report holds."""
+
+    path: str
+    keys: int
+    windows: int
+    alerts: int
+    skipped: int
+    charts: int
+
+
+def require_matplotlib() -> None:
+    """``MissingDependency`` with the install command when matplotlib cannot be imported."""
+    try:
+        importlib.import_module("matplotlib")
+    except ImportError as exc:
+        raise MissingDependency(f"streammetrics report needs matplotlib ({exc}); install it with: {INSTALL_HINT}") \
+            from None
+
+
+def _rules(alerts: Iterable[str | AlertRule]) -> list[AlertRule]:
+    rules: dict[str, AlertRule] = {}
+    for rule in alerts:
+        parsed = rule if isinstance(rule, AlertRule) else parse_rule(rule)
+        rules.setdefault(parsed.text, parsed)
+    return list(rules.values())
+
+
+def _unique_anchors(histories: Sequence[KeyHistory]) -> list[str]:
+    anchors: list[str] = []
+    for h in histories:
+        anchor, n = f"key-{h.slug}", 2
+        while anchor in anchors:
+            anchor, n = f"key-{h.slug}-{n}", n + 1
+        anchors.append(anchor)
+    return anchors
+
+
+def build_report(loaded: LoadResult | Sequence[WindowSnapshot], *, alerts: Iterable[str | AlertRule] = (),
+                 title: str | None = None, source: str | None = None) -> tuple[str, ReportResult]:
+    """The report's HTML and a summary (``path`` empty). ``ValueError`` for an empty input,
+    a malformed rule or a rule on a metric no snapshot has; ``MissingDependency`` without matplotlib."""
+    require_matplotlib()
+    from .. import __version__
+    from .charts import charts_for
+    from .page import render_page
+
+    if not isinstance(loaded, LoadResult):
+        loaded = LoadResult(snapshots=list(loaded))
+    rules = _rules(alerts)
+    order = {task: i for i, task in enumerate(TASK_TITLES)}
+    histories = sorted(group_by_key(loaded.snapshots), key=lambda h: order.get(h.task, len(order)))  # stable
+    if not histories:
+        raise ValueError("no snapshots to report on")
+    all_windows = [w for h in histories for w in h.windows]
+    check_metrics(rules, known_metrics(all_windows))
+    for h in histories:
+        h.alerts = evaluate(rules, h.windows)
+    sections = []
+    for h, anchor in zip(histories, _unique_anchors(histories)):
+        sections.append((h, anchor, charts_for(h, anchor)))
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    page = render_page(title or DEFAULT_TITLE, histories, sections, rules, source=source, loaded=loaded,
+                       generated=generated, version=__version__)
+    result = ReportResult(path="", keys=len(histories), windows=len(all_windows),
+                          alerts=sum(len(h.alerts) for h in histories), skipped=loaded.skipped,
+                          charts=sum(len(c) for _, _, c in sections))
+    return page, result
+
+
+def _write_atomically(path: str, text: str) -> None:
+    """Write ``text`` to a temporary file next to ``path`` and rename it over ``path``."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a report is an ordinary file
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_report(snapshots: Iterable[dict[str, Any]] | LoadResult, path: str, *,
+                 alerts: Iterable[str | AlertRule] = (), title: str | None = None,
+                 source: str | None = None) -> ReportResult:
+    """Write the HTML report of ``snapshots`` (decoded snapshot dicts, malformed ones skipped) to ``path``.
+
+    ``alerts`` are rules such as ``"roc_auc<0.8"``. Raises ``ValueError`` (no usable snapshot, bad
+    rule), ``MissingDependency`` (no matplotlib) or ``OSError`` (path not writable)."""
+    loaded = snapshots if isinstance(snapshots, LoadResult) else from_dicts(snapshots)
+    page, result = build_report(loaded, alerts=alerts, title=title, source=source)
+    _write_atomically(path, page)
+    return ReportResult(**{**result.__dict__, "path": path})
+
+
+def _warn_skipped(loaded: LoadResult, source: str, err: IO[str]) -> None:
+    if not loaded.skipped:
+        return
+    print(f"streammetrics report: warning: skipped {loaded.skipped} malformed snapshot"
+          f"{'s' if loaded.skipped != 1 else ''} in {source}:", file=err)
+    for problem in loaded.problems:
+        print(f"  {problem}", file=err)
+    if loaded.skipped > len(loaded.problems):
+        print(f"  ... and {loaded.skipped - len(loaded.problems)} more", file=err)
+
+
+def run_report(args: argparse.Namespace, *, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
+    """``streammetrics report SOURCE -o FILE [--alert RULE]... [--title T]``.
+
+    Exit codes: 0 written; 1 unreadable or empty source, unwritable output; 2 matplotlib missing,
+    bad ``--alert`` rule or unknown metric, malformed ``kafka://`` source."""
+    out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
+
+    def fail(message: str, code: int) -> int:
+        print(f"streammetrics report: error: {message}", file=err)
+        return code
+
+    try:
+        require_matplotlib()
+        rules = parse_rules(args.alert or [])
+    except MissingDependency as exc:
+        return fail(str(exc), 2)
+    except ValueError as exc:
+        return fail(str(exc), 2)
+    try:
+        loaded = read_source(args.source)
+    except ValueError as exc:  # a malformed kafka:// URL
+        return fail(str(exc), 2)
+    except SourceError as exc:
+        return fail(str(exc), 1)
+    _warn_skipped(loaded, args.source, err)
+    if not loaded.snapshots:
+        return fail(f"no snapshots in {args.source}" + (" (every line was malformed)" if loaded.skipped else ""), 1)
+    try:
+        check_metrics(rules, known_metrics(loaded.snapshots))
+        result = write_report(loaded, args.output, alerts=rules, title=args.title, source=args.source)
+    except ValueError as exc:
+        return fail(str(exc), 2)
+    except OSError as exc:
+        return fail(f"cannot write {args.output}: {exc.strerror or exc}", 1)
+    print(f"report written to {result.path}: {result.keys} keys, {result.windows} windows, {result.charts} charts, "
+          f"{result.alerts} alert{'s' if result.alerts != 1 else ''}", file=out)
+    return 0

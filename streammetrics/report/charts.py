@@ -1,0 +1,429 @@
+"""The report's charts, drawn with matplotlib and returned as inline SVG text.
+
+Only the object-oriented API is used (``matplotlib.figure.Figure``, no pyplot): no global
+figure state and no GUI backend; ``savefig(format="svg")`` renders through matplotlib's SVG
+backend. Text stays text in the SVG (``svg.fonttype = "none"``): smaller files, searchable
+titles. Each SVG gets ids salted with its chart id, so several can share one HTML page.
+
+Every chart function takes a :class:`~streammetrics.report.history.KeyHistory` and returns a
+:class:`Chart` (or None when the data for it is missing).
+"""
+from __future__ import annotations
+
+import html
+import io
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Sequence
+
+import matplotlib
+import numpy as np
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from .history import KeyHistory, quiet
+
+__all__ = ["Chart", "charts_for"]
+
+UTC = timezone.utc
+ALERT_COLOR = "#d62728"
+#: colour-blind-safe hues (Okabe-Ito), alert red kept for alerts
+COLORS = {
+    "roc_auc": "#0072b2", "f1": "#e69f00", "precision": "#009e73", "recall": "#cc79a7", "accuracy": "#56b4e9",
+    "log_loss": "#6a3d9a", "brier_score": "#b15928", "macro_f1": "#e69f00", "top_k_accuracy": "#999999",
+    "macro_precision": "#009e73", "macro_recall": "#cc79a7", "rmse": "#0072b2", "mae": "#e69f00",
+    "max_error": "#999999", "r2": "#009e73", "count": "#8da0cb",
+}
+CYCLE = ["#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442", "#000000",
+         "#999999", "#6a3d9a"]
+LATEST_COLOR, PERIOD_COLOR = "#e69f00", "#0072b2"
+LABELS = {
+    "roc_auc": "ROC AUC", "f1": "F1", "precision": "precision", "recall": "recall", "accuracy": "accuracy",
+    "log_loss": "log loss", "brier_score": "Brier score", "macro_f1": "macro F1", "top_k_accuracy": "top-2 accuracy",
+    "macro_precision": "macro precision", "macro_recall": "macro recall", "rmse": "RMSE", "mae": "MAE",
+    "max_error": "max error", "r2": "R²", "mse": "MSE", "mape": "MAPE", "rmsle": "RMSLE", "count": "events",
+}
+#: figure sizes (inches) by layout slot; the page scales SVGs to their grid cell
+SIZES = {"wide": (12.8, 3.4), "half": (6.4, 3.4), "third": (4.3, 3.7)}
+MAX_CLASS_LINES = 10
+RC = {"svg.fonttype": "none", "font.size": 9, "axes.titlesize": 10, "axes.titleweight": "bold",
+      "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3,
+      "legend.fontsize": 8, "legend.framealpha": 0.85}
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One rendered chart: a stable id, its kind, a title, the SVG markup and a caption."""
+
+    id: str
+    kind: str
+    title: str
+    svg: str
+    size: str = "half"
+    caption: str = ""
+
+
+def label_of(metric: str) -> str:
+    return LABELS.get(metric, metric.replace("_", " "))
+
+
+# ---------------------------------------------------------------------- rendering
+#: ids and references to them in matplotlib's SVG; prefixed with the chart id so that many SVGs
+#: can share one HTML document without duplicate ids
+_ID_REF = re.compile(r'(\bid="|url\(#|href="#)([^")]+)')
+_UNUSED_ID = re.compile(r'\s\bid="([^"]+)"')
+
+
+def _namespace_ids(svg: str, prefix: str) -> str:
+    """Drop the ids nothing refers to (matplotlib's group ids) and prefix the others."""
+    used = {m.group(2) for m in _ID_REF.finditer(svg) if m.group(1) != 'id="'}
+    svg = _UNUSED_ID.sub(lambda m: m.group(0) if m.group(1) in used else "", svg)
+    return _ID_REF.sub(lambda m: f"{m.group(1)}{prefix}-{m.group(2)}", svg)
+
+
+def _render(fig: Figure, chart_id: str, title: str) -> str:
+    """The figure as SVG markup for inlining (no XML prolog; ids unique per chart; labelled ``title``)."""
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.hashsalt": chart_id}):
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]
+    svg = re.sub(r"<metadata>.*?</metadata>\s*", "", svg, count=1, flags=re.S)
+    svg = _namespace_ids(svg, chart_id)
+    return svg.replace("<svg ", f'<svg role="img" aria-label="{html.escape(title)}" ', 1)
+
+
+def _figure(size: str) -> tuple[Figure, Any]:
+    fig = Figure(figsize=SIZES[size], layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def _chart(fig: Figure, chart_id: str, kind: str, title: str, size: str, caption: str = "") -> Chart:
+    return Chart(id=chart_id, kind=kind, title=title, svg=_render(fig, chart_id, title), size=size, caption=caption)
+
+
+# ---------------------------------------------------------------------- time series
+def _mids(history: KeyHistory) -> list[datetime]:
+    return [datetime.fromtimestamp((w.start + w.end) / 2, tz=UTC) for w in history.windows]
+
+
+def _time_axis(ax: Any, history: KeyHistory) -> None:
+    """UTC date ticks; every time chart of a key spans the same interval, so they line up."""
+    ax.set_xlim(datetime.fromtimestamp(history.windows[0].start, tz=UTC),
+                datetime.fromtimestamp(history.latest.end, tz=UTC))
+    locator = AutoDateLocator(tz=UTC, minticks=3, maxticks=10)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(ConciseDateFormatter(locator, tz=UTC))
+    ax.set_xlabel("window (UTC)")
+
+
+def _marker_size(n: int) -> float:
+    return 4.0 if n <= 40 else 2.5 if n <= 150 else 0.0
+
+
+def _alert_layers(ax: Any, history: KeyHistory, drawn: Sequence[str]) -> list[Any]:
+    """Shade every alerted window; ring the points and draw the bound of rules on ``drawn`` metrics.
+    Returns extra legend handles."""
+    handles: list[Any] = []
+    alerted = history.alerted()
+    for w in alerted:
+        ax.axvspan(datetime.fromtimestamp(w.start, tz=UTC), datetime.fromtimestamp(w.end, tz=UTC),
+                   color=ALERT_COLOR, alpha=0.10, lw=0, zorder=0)
+    if alerted:
+        handles.append(Patch(color=ALERT_COLOR, alpha=0.25, label="alert fired"))
+    rules = {a.rule.text: a.rule for a in history.alerts if a.rule.metric in drawn}
+    for text, rule in rules.items():
+        hits = [a for a in history.alerts if a.rule.text == text]
+        xs = [datetime.fromtimestamp((a.window.start + a.window.end) / 2, tz=UTC) for a in hits]
+        handles.append(ax.scatter(xs, [a.value for a in hits], s=70, facecolors="none", edgecolors=ALERT_COLOR,
+                                  linewidths=1.5, zorder=5, label=f"alert {text}"))
+        ax.axhline(rule.threshold, color=ALERT_COLOR, lw=0.9, ls="--", zorder=1)
+    return handles
+
+
+def _finish_legend(ax: Any, size: str, extra: Sequence[Any] = ()) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    for h in extra:
+        if h.get_label() not in labels:
+            handles.append(h)
+            labels.append(h.get_label())
+    if not handles:
+        return
+    if size == "wide":
+        ax.legend(handles, labels, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    else:
+        ax.legend(handles, labels, loc="best")
+
+
+def _clamp_unit(ax: Any) -> None:
+    """Keep a 0..1 metric axis within [0, 1] (plus room for markers) after autoscaling."""
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(max(lo, -0.02), min(hi, 1.02))
+
+
+def metric_lines(history: KeyHistory, chart_id: str, kind: str, title: str, metrics: Sequence[str], *,
+                 size: str = "half", unit: bool = False, ylabel: str = "", band: tuple[str, str] | None = None,
+                 caption: str = "") -> Chart | None:
+    """One line per metric over the windows (gaps where undefined), alerts marked.
+
+    ``band=(low, high)`` shades the interval between two metrics (ROC AUC's guaranteed bounds)."""
+    present = [m for m in metrics if any(not math.isnan(v) for v in history.series(m))]
+    if not present:
+        return None
+    x = _mids(history)
+    ms = _marker_size(len(x))
+    fig, ax = _figure(size)
+    if band is not None:
+        low, high = (np.array(history.series(b)) for b in band)
+        if not np.all(np.isnan(low)):
+            ax.fill_between(x, low, high, color=COLORS.get(present[0], CYCLE[0]), alpha=0.25, lw=0, zorder=2,
+                            label=f"{label_of(present[0])} guaranteed bounds")
+    for i, metric in enumerate(present):
+        ax.plot(x, history.series(metric), marker="o", ms=ms, lw=1.6, zorder=3,
+                color=COLORS.get(metric, CYCLE[i % len(CYCLE)]), label=label_of(metric))
+    extra = _alert_layers(ax, history, present)
+    if unit:
+        _clamp_unit(ax)
+    _time_axis(ax, history)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    _finish_legend(ax, size, extra)
+    return _chart(fig, chart_id, kind, title, size, caption)
+
+
+def class_lines(history: KeyHistory, chart_id: str, kind: str, metric: str, *, size: str = "half") -> Chart | None:
+    """Per-class ``metric`` over the windows; with many classes the lowest-latest ones only."""
+    classes = history.classes
+    if not classes:
+        return None
+    series = {c: history.class_series(c, metric) for c in classes}
+    shown = classes
+    caption = ""
+    if len(classes) > MAX_CLASS_LINES:
+        last = {c: next((v for v in reversed(s) if not math.isnan(v)), math.inf) for c, s in series.items()}
+        shown = sorted(classes, key=lambda c: last[c])[:MAX_CLASS_LINES]
+        caption = f"the {MAX_CLASS_LINES} classes with the lowest latest {metric} of {len(classes)}"
+    x = _mids(history)
+    title = f"Per-class {metric} over time"
+    fig, ax = _figure(size)
+    for i, c in enumerate(shown):
+        ax.plot(x, series[c], marker="o", ms=_marker_size(len(x)), lw=1.4, color=CYCLE[i % len(CYCLE)], label=str(c))
+    extra = _alert_layers(ax, history, ())
+    _clamp_unit(ax)
+    _time_axis(ax, history)
+    ax.set_ylabel(metric)
+    ax.set_title(title)
+    _finish_legend(ax, size, extra)
+    return _chart(fig, chart_id, kind, title, size, caption)
+
+
+def count_bars(history: KeyHistory, chart_id: str, *, size: str = "half") -> Chart:
+    """Events per window as bars, one bar per window, alerts shaded."""
+    fig, ax = _figure(size)
+    starts = [datetime.fromtimestamp(w.start, tz=UTC) for w in history.windows]
+    widths = [(w.end - w.start) / 86400.0 for w in history.windows]  # matplotlib dates are in days
+    ax.bar(starts, [w.count for w in history.windows], width=widths, align="edge", color=COLORS["count"],
+           edgecolor="white", lw=0.5, label="events", zorder=3)
+    extra = _alert_layers(ax, history, ())
+    _time_axis(ax, history)
+    ax.set_ylabel("events")
+    title = "Events per window"
+    ax.set_title(title)
+    _finish_legend(ax, size, extra)
+    late = history.late
+    caption = f"{late:,} late events dropped for this key" if late else ""
+    return _chart(fig, chart_id, "count", title, size, caption)
+
+
+# ---------------------------------------------------------------------- curves
+def _curve_sources(history: KeyHistory) -> list[tuple[str, Any, str]]:
+    """(legend name, monitor, colour) for the whole period and the latest window, where state exists."""
+    out = []
+    if history.period is not None:
+        mon, used = history.period
+        out.append((f"whole period ({used} windows)", mon, PERIOD_COLOR))
+    if history.latest_monitor is not None:
+        out.append(("latest window", history.latest_monitor, LATEST_COLOR))
+    return out
+
+
+def _finite(*arrays: np.ndarray) -> bool:
+    return all(len(a) > 0 and np.all(np.isfinite(a)) for a in arrays)
+
+
+def _undefined_note(ax: Any, names: list[str]) -> None:
+    if names:
+        ax.text(0.5, 0.04, "undefined (one class only): " + ", ".join(names), transform=ax.transAxes,
+                ha="center", fontsize=8, color="#555555")
+
+
+def roc_chart(history: KeyHistory, chart_id: str, *, size: str = "third") -> Chart | None:
+    """ROC curves of the latest window and of the whole period (binary keys with state)."""
+    sources = _curve_sources(history)
+    if not sources:
+        return None
+    fig, ax = _figure(size)
+    ax.plot([0, 1], [0, 1], ls=":", color="#888888", lw=1, label="chance")
+    undefined = []
+    for name, mon, color in sources:
+        fpr, tpr, _ = quiet(mon.scores.roc_curve)
+        if not _finite(fpr, tpr):
+            undefined.append(name)
+            continue
+        auc = quiet(mon.scores.roc_auc)
+        ax.plot(fpr, tpr, color=color, lw=1.8, label=f"{name}, AUC {auc:.3f}")
+    _undefined_note(ax, undefined)
+    ax.set(xlim=(0, 1), ylim=(0, 1.01), xlabel="false positive rate", ylabel="true positive rate")
+    ax.set_aspect("equal", adjustable="box")
+    title = "ROC curve"
+    ax.set_title(title)
+    ax.legend(loc="lower right")
+    return _chart(fig, chart_id, "roc", title, size)
+
+
+def pr_chart(history: KeyHistory, chart_id: str, *, size: str = "third") -> Chart | None:
+    """Precision-recall curves of the latest window and of the whole period, positive-rate baseline."""
+    sources = _curve_sources(history)
+    if not sources:
+        return None
+    fig, ax = _figure(size)
+    undefined = []
+    for name, mon, color in sources:
+        precision, recall, _ = quiet(mon.scores.precision_recall_curve)
+        if not _finite(precision, recall) or mon.scores.total_weight <= 0:
+            undefined.append(name)
+            continue
+        ap = quiet(mon.scores.average_precision)
+        ax.plot(recall, precision, drawstyle="steps-post", color=color, lw=1.8, label=f"{name}, AP {ap:.3f}")
+        rate = mon.snapshot().get("positive_rate")
+        if rate is not None:
+            ax.axhline(rate, color=color, ls=":", lw=1)
+    _undefined_note(ax, undefined)
+    ax.set(xlim=(0, 1), ylim=(0, 1.02), xlabel="recall", ylabel="precision")
+    ax.set_aspect("equal", adjustable="box")
+    title = "Precision-recall curve"
+    ax.set_title(title)
+    ax.legend(loc="lower left")
+    return _chart(fig, chart_id, "pr", title, size, caption="dotted: positive rate (a random ranking's precision)")
+
+
+def _confusion_of(history: KeyHistory, monitor: Any) -> tuple[np.ndarray, list] | None:
+    """(matrix, labels) of a monitor's confusion matrix (rows true, columns predicted)."""
+    if history.task == "binary":
+        return monitor.confusion.matrix([0, 1]), ["0 (negative)", "1 (positive)"]
+    if history.task == "multiclass":
+        labels = list(monitor.classes)
+        return monitor.scores.confusion().matrix(labels), labels
+    if history.task == "labels":
+        labels = list(monitor.confusion.labels)
+        return (monitor.confusion.matrix(labels), labels) if labels else None
+    return None
+
+
+def confusion_chart(history: KeyHistory, chart_id: str, *, size: str = "third") -> Chart | None:
+    """Heatmap of the latest window's confusion matrix: counts and row (true-class) shares."""
+    monitor = history.latest_monitor
+    found = _confusion_of(history, monitor) if monitor is not None else None
+    if found is None:
+        return None
+    matrix, labels = found
+    fig, ax = _figure(size)
+    totals = matrix.sum(axis=1, keepdims=True)
+    shares = np.divide(matrix, totals, out=np.zeros_like(matrix, dtype=float), where=totals > 0)
+    image = ax.imshow(shares, cmap="Blues", vmin=0, vmax=1)
+    fig.colorbar(image, ax=ax, shrink=0.8, label="share of the true class")
+    n = len(labels)
+    if n <= 12:
+        for i in range(n):
+            for j in range(n):
+                count = matrix[i, j]
+                text = f"{count:,.0f}" if float(count).is_integer() else f"{count:,.1f}"
+                ax.text(j, i, f"{text}\n{shares[i, j]:.0%}", ha="center", va="center",
+                        fontsize=9 if n <= 4 else 7, color="white" if shares[i, j] > 0.55 else "#222222")
+    ticks = range(n)
+    ax.set_xticks(ticks, [str(label) for label in labels], rotation=0 if n <= 4 else 45,
+                  ha="center" if n <= 4 else "right")
+    ax.set_yticks(ticks, [str(label) for label in labels])
+    ax.set(xlabel="predicted", ylabel="true")
+    ax.grid(False)
+    title = "Confusion matrix, latest window"
+    ax.set_title(title)
+    caption = "" if history.task != "binary" else f"threshold {getattr(monitor, 'threshold', 0.5):g}"
+    return _chart(fig, chart_id, "confusion", title, size, caption)
+
+
+# ---------------------------------------------------------------------- per task
+def _auc_band_caption(history: KeyHistory) -> str:
+    low, high = np.array(history.series("roc_auc_low")), np.array(history.series("roc_auc_high"))
+    widths = high - low
+    if np.all(np.isnan(widths)):
+        return ""
+    return f"band: ROC AUC guaranteed bounds (widest {np.nanmax(widths):.2g})"
+
+
+def _binary(history: KeyHistory, cid: Any) -> list[Chart | None]:
+    return [
+        metric_lines(history, cid("quality"), "quality", "Ranking and classification quality per window",
+                     ["roc_auc", "f1", "precision", "recall", "accuracy"], size="wide", unit=True,
+                     band=("roc_auc_low", "roc_auc_high"), caption=_auc_band_caption(history)),
+        metric_lines(history, cid("loss"), "loss", "Probabilistic loss per window (lower is better)",
+                     ["log_loss", "brier_score"]),
+        count_bars(history, cid("count")),
+        roc_chart(history, cid("roc")),
+        pr_chart(history, cid("pr")),
+        confusion_chart(history, cid("confusion")),
+    ]
+
+
+def _multiclass(history: KeyHistory, cid: Any) -> list[Chart | None]:
+    return [
+        metric_lines(history, cid("quality"), "quality", "Quality per window",
+                     ["accuracy", "macro_f1", "roc_auc", "top_k_accuracy"], size="wide", unit=True,
+                     caption="ROC AUC: one-vs-rest, macro average"),
+        class_lines(history, cid("class-recall"), "class-recall", "recall"),
+        class_lines(history, cid("class-precision"), "class-precision", "precision"),
+        metric_lines(history, cid("loss"), "loss", "Log loss per window (lower is better)", ["log_loss"],
+                     size="third"),
+        count_bars(history, cid("count"), size="third"),
+        confusion_chart(history, cid("confusion")),
+    ]
+
+
+def _labels(history: KeyHistory, cid: Any) -> list[Chart | None]:
+    return [
+        metric_lines(history, cid("quality"), "quality", "Quality per window",
+                     ["accuracy", "macro_f1", "macro_precision", "macro_recall"], size="wide", unit=True),
+        class_lines(history, cid("class-recall"), "class-recall", "recall"),
+        class_lines(history, cid("class-precision"), "class-precision", "precision"),
+        count_bars(history, cid("count")),
+        confusion_chart(history, cid("confusion"), size="half"),
+    ]
+
+
+def _regression(history: KeyHistory, cid: Any) -> list[Chart | None]:
+    return [
+        metric_lines(history, cid("errors"), "errors", "Errors per window (lower is better)",
+                     ["rmse", "mae", "max_error"], size="wide", ylabel="target units"),
+        metric_lines(history, cid("r2"), "r2", "R² per window (higher is better)", ["r2"]),
+        count_bars(history, cid("count")),
+    ]
+
+
+def _generic(history: KeyHistory, cid: Any) -> list[Chart | None]:
+    return [count_bars(history, cid("count"))]
+
+
+_BY_TASK = {"binary": _binary, "multiclass": _multiclass, "labels": _labels, "regression": _regression}
+
+
+def charts_for(history: KeyHistory, id_prefix: str) -> list[Chart]:
+    """Every chart of a key's section; ids are ``<id_prefix>-<kind>``."""
+    def cid(kind: str) -> str:
+        return f"{id_prefix}-{kind}"
+
+    with matplotlib.rc_context(RC):
+        charts = _BY_TASK.get(history.task, _generic)(history, cid)
+    return [c for c in charts if c is not None]

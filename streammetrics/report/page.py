@@ -1,0 +1,250 @@
+"""The report's HTML: one self-contained page (inline CSS and SVG, no scripts, no fetches)."""
+from __future__ import annotations
+
+import html
+from collections import defaultdict
+from datetime import datetime, timezone
+from typing import Iterable, Sequence
+
+from .alerts import Alert, AlertRule
+from .charts import Chart, label_of
+from .history import SUMMARY_METRICS, TASK_TITLES, Change, KeyHistory
+from .sources import LoadResult
+
+__all__ = ["render_page", "format_value", "format_delta"]
+
+MAX_LISTED_WINDOWS = 6
+_TASK_ORDER = {task: i for i, task in enumerate(TASK_TITLES)}
+
+CSS = """
+:root { --fg:#1d2330; --muted:#5b6475; --line:#d9dde5; --bg:#f6f7f9; --better:#1a7f37; --worse:#c62828;
+        --alert:#d62728; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif;
+       color: var(--fg); background: var(--bg); }
+header { background: #1d2330; color: #fff; padding: 18px 28px; }
+header h1 { margin: 0 0 4px; font-size: 22px; }
+header p { margin: 0; color: #c7cedb; }
+main { padding: 8px 28px 28px; max-width: 1500px; margin: 0 auto; }
+h2 { font-size: 18px; margin: 22px 0 8px; }
+h3 { font-size: 15px; margin: 14px 0 6px; color: var(--muted); }
+section.card { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 4px 18px 14px;
+               margin-top: 16px; }
+table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
+th, td { padding: 5px 8px; border-bottom: 1px solid var(--line); text-align: right; vertical-align: top; }
+th { font-weight: 600; color: var(--muted); font-size: 12px; white-space: nowrap; }
+th:first-child, td:first-child, td.text, th.text { text-align: left; }
+td .v { display: block; font-weight: 600; }
+td .d { display: block; font-size: 12px; white-space: nowrap; }
+td:first-child { white-space: nowrap; }
+.better { color: var(--better); } .worse { color: var(--worse); } .same, .changed, .n-a { color: var(--muted); }
+td.alerts { text-align: left; font-size: 12px; max-width: 340px; }
+.alert-tag { color: var(--alert); font-weight: 600; }
+.none { color: var(--muted); }
+.meta { color: var(--muted); margin: 0 0 8px; }
+.note { background: #fff8e1; border-left: 4px solid #f0b429; padding: 6px 10px; margin: 8px 0; }
+.charts { display: grid; grid-template-columns: repeat(6, minmax(0, 1fr)); gap: 12px; }
+figure.chart { margin: 0; background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 6px; }
+figure.chart.wide { grid-column: span 6; } figure.chart.half { grid-column: span 3; }
+figure.chart.third { grid-column: span 2; }
+figure.chart svg { width: 100%; height: auto; display: block; }
+figcaption { font-size: 12px; color: var(--muted); padding: 2px 4px 0; }
+.task { font-size: 12px; font-weight: 500; color: var(--muted); border: 1px solid var(--line); border-radius: 10px;
+        padding: 1px 8px; margin-left: 8px; vertical-align: middle; }
+a { color: #0b5fa5; }
+footer { color: var(--muted); font-size: 12px; padding: 0 28px 24px; max-width: 1500px; margin: 0 auto; }
+"""
+
+
+def esc(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def format_time(ts: float, seconds: bool = False) -> str:
+    """An epoch time as ``YYYY-MM-DD HH:MM[:SS]`` (UTC)."""
+    fmt = "%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M"
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime(fmt)
+
+
+def format_value(value: float | None, metric: str = "") -> str:
+    """A metric value for the table: thousands separators for counts, 3 decimals for rates."""
+    if value is None:
+        return "–"
+    if metric in ("count", "total_weight") or abs(value) >= 1000:
+        return f"{value:,.0f}"
+    if abs(value) >= 100:
+        return f"{value:.1f}"
+    return f"{value:.3f}"
+
+
+def format_delta(change: Change) -> tuple[str, str]:
+    """(text, css class) of a change: arrow, signed difference, coloured better/worse."""
+    delta = change.delta
+    if delta is None:
+        return "–", "n-a"
+    shown = format_value(abs(delta), change.metric)
+    if delta == 0 or float(shown.replace(",", "")) == 0:
+        return "= 0", "same"
+    arrow, sign = ("▲", "+") if delta > 0 else ("▼", "−")
+    return f"{arrow} {sign}{shown}", change.verdict()
+
+
+def _window_seconds(history: KeyHistory) -> bool:
+    return any(w.start % 60 or w.end % 60 for w in history.windows)
+
+
+def _window_list(windows: Sequence, seconds: bool) -> str:
+    times = [format_time(w.start, seconds)[11:] for w in windows[:MAX_LISTED_WINDOWS]]
+    more = len(windows) - MAX_LISTED_WINDOWS
+    return ", ".join(times) + (f" … (+{more} more)" if more > 0 else "")
+
+
+def _alerts_cell(history: KeyHistory) -> str:
+    if not history.alerts:
+        return '<td class="alerts none">none</td>'
+    by_rule: dict[str, list[Alert]] = defaultdict(list)
+    for a in history.alerts:
+        by_rule[a.rule.text].append(a)
+    seconds = _window_seconds(history)
+    items = [f'<span class="alert-tag">{esc(rule)}</span> ×{len(hits)}: '
+             f'{esc(_window_list([a.window for a in hits], seconds))}'
+             for rule, hits in by_rule.items()]
+    return f'<td class="alerts">{"<br>".join(items)}</td>'
+
+
+def _summary_row(history: KeyHistory, anchor: str, metrics: Sequence[str]) -> str:
+    cells = [f'<td class="text"><a href="#{anchor}">{esc(history.label)}</a></td>',
+             f'<td>{len(history.windows)}</td>',
+             f'<td class="text">{esc(format_time(history.latest.start, _window_seconds(history)))}</td>']
+    for metric in metrics:
+        change = history.change(metric)
+        delta, css = format_delta(change)
+        cells.append(f'<td data-metric="{esc(metric)}"><span class="v">{format_value(change.value, metric)}</span>'
+                     f'<span class="d {css}">{esc(delta)}</span></td>')
+    cells.append(_alerts_cell(history))
+    return (f'<tr data-key="{esc(history.model)}|{esc(history.segment)}" data-alerts="{len(history.alerts)}">'
+            + "".join(cells) + "</tr>")
+
+
+def _summary(histories: Sequence[KeyHistory], anchors: dict[int, str]) -> str:
+    parts = ['<section class="card" id="summary"><h2>Summary</h2>',
+             '<p class="meta">Latest window of each key; below each value its change against the previous window '
+             '(<span class="better">green: better</span>, <span class="worse">red: worse</span>; higher is better '
+             'for AUC, F1, precision, recall, accuracy, R²; lower for log loss, Brier score and errors).</p>']
+    by_task: dict[str, list[KeyHistory]] = defaultdict(list)
+    for h in histories:
+        by_task[h.task].append(h)
+    for task, group in sorted(by_task.items(), key=lambda item: _TASK_ORDER.get(item[0], len(_TASK_ORDER))):
+        metrics = SUMMARY_METRICS.get(task, ("count",))
+        head = "".join(f'<th data-metric="{esc(m)}">{esc(label_of(m))}</th>' for m in metrics)
+        rows = "".join(_summary_row(h, anchors[id(h)], metrics) for h in group)
+        parts.append(f'<h3>{esc(TASK_TITLES.get(task, task))}</h3>'
+                     f'<table class="summary" data-task="{esc(task)}"><thead><tr><th class="text">model / segment</th>'
+                     f'<th>windows</th><th class="text">latest window (UTC)</th>{head}'
+                     f'<th class="text">alerts</th></tr></thead><tbody>{rows}</tbody></table>')
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _alerts_section(histories: Sequence[KeyHistory], rules: Sequence[AlertRule], anchors: dict[int, str]) -> str:
+    parts = ['<section class="card" id="alerts"><h2>Alerts</h2>']
+    if not rules:
+        parts.append('<p class="meta">No alert rules given (<code>--alert \'roc_auc&lt;0.8\'</code>).</p></section>')
+        return "".join(parts)
+    fired = sum(len(h.alerts) for h in histories)
+    rules_text = ", ".join(f"<code>{esc(r.text)}</code>" for r in rules)
+    parts.append(f'<p class="meta">Rules: {rules_text}. {fired} window alert{"s" if fired != 1 else ""} fired.</p>')
+    rows = []
+    for h in histories:
+        seconds = _window_seconds(h)
+        for rule in rules:
+            hits = [a for a in h.alerts if a.rule == rule]
+            if hits:
+                worst = min(hits, key=lambda a: a.value) if rule.op in ("<", "<=") else max(hits, key=lambda a: a.value)
+                windows = ", ".join(format_time(a.window.start, seconds)[11:] for a in hits)
+                rows.append(f'<tr class="alert" data-key="{esc(h.model)}|{esc(h.segment)}" data-rule="{esc(rule.text)}">'
+                            f'<td class="text"><a href="#{anchors[id(h)]}">{esc(h.label)}</a></td>'
+                            f'<td class="text"><span class="alert-tag">{esc(rule.text)}</span></td>'
+                            f'<td>{len(hits)}</td><td>{format_value(worst.value, rule.metric)}</td>'
+                            f'<td class="text">{esc(windows)}</td></tr>')
+    if rows:
+        parts.append('<table class="alerts"><thead><tr><th class="text">model / segment</th><th class="text">rule</th>'
+                     '<th>windows</th><th>worst value</th><th class="text">window starts (UTC)</th></tr></thead>'
+                     f'<tbody>{"".join(rows)}</tbody></table>')
+    else:
+        parts.append('<p class="none" id="no-alerts">No rule fired in any window.</p>')
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _key_meta(history: KeyHistory) -> str:
+    first, last = history.windows[0], history.latest
+    size = last.end - last.start
+    seconds = _window_seconds(history)
+    slides = [b.start - a.start for a, b in zip(history.windows, history.windows[1:]) if b.start > a.start]
+    hop = f" every {min(slides):g} s" if slides and min(slides) < size else ""
+    bits = [f"{len(history.windows)} window{'s' if len(history.windows) != 1 else ''} of {size:g} s{hop}",
+            f"{format_time(first.start, seconds)} → {format_time(last.end, seconds)} UTC",
+            f"{history.total_events():,} events", f"{history.late:,} late"]
+    if history.cumulative:
+        bits.append(f"{len(history.cumulative)} cumulative snapshots not charted")
+    return " · ".join(bits)
+
+
+def _key_notes(history: KeyHistory) -> list[str]:
+    notes = []
+    if not history.has_state and history.task in ("binary", "multiclass", "labels"):
+        notes.append("These snapshots carry no monitor state (written with <code>--no-state</code>): the ROC and "
+                     "precision-recall curves and the confusion matrix need it. Re-run <code>replay</code> / "
+                     "<code>consume</code> without <code>--no-state</code> to get them.")
+    elif history.has_state and history.latest.state is None:
+        notes.append("The latest window has no monitor state: its curves and confusion matrix are missing.")
+    notes.extend(esc(p) for p in history.problems[:5])
+    return notes
+
+
+def _figure(chart: Chart) -> str:
+    """A chart in its grid cell; the title is drawn in the SVG, the caption adds what it cannot say."""
+    caption = f"<figcaption>{esc(chart.caption)}</figcaption>" if chart.caption else ""
+    return (f'<figure class="chart {chart.size}" id="{esc(chart.id)}" data-chart="{esc(chart.kind)}" '
+            f'title="{esc(chart.title)}">{chart.svg}{caption}</figure>')
+
+
+def _key_section(history: KeyHistory, anchor: str, charts: Sequence[Chart]) -> str:
+    notes = "".join(f'<p class="note">{n}</p>' for n in _key_notes(history))
+    return (f'<section class="card key" id="{anchor}" data-model="{esc(history.model)}" '
+            f'data-segment="{esc(history.segment)}" data-task="{esc(history.task)}">'
+            f'<h2>{esc(history.label)}<span class="task">{esc(TASK_TITLES.get(history.task, history.task))}</span></h2>'
+            f'<p class="meta">{esc(_key_meta(history))}</p>{notes}'
+            f'<div class="charts">{"".join(_figure(c) for c in charts)}</div></section>')
+
+
+def _header(title: str, histories: Sequence[KeyHistory], source: str | None, loaded: LoadResult | None) -> str:
+    windows = [w for h in histories for w in h.windows]
+    start, end = min(w.start for w in windows), max(w.end for w in windows)
+    bits = [f"{len(histories)} key{'s' if len(histories) != 1 else ''}", f"{len(windows)} windows",
+            f"{format_time(start)} → {format_time(end)} UTC"]
+    if source:
+        bits.insert(0, f"source {source}")
+    if loaded is not None and loaded.skipped:
+        bits.append(f"{loaded.skipped} malformed snapshot{'s' if loaded.skipped != 1 else ''} skipped")
+    return f'<header><h1>{esc(title)}</h1><p>{esc(" · ".join(bits))}</p></header>'
+
+
+def render_page(title: str, histories: Sequence[KeyHistory], sections: Iterable[tuple[KeyHistory, str, list[Chart]]],
+                rules: Sequence[AlertRule], *, source: str | None = None, loaded: LoadResult | None = None,
+                generated: str = "", version: str = "") -> str:
+    """The whole HTML document. ``sections`` yields (history, anchor id, charts) per key."""
+    sections = list(sections)
+    anchors = {id(h): anchor for h, anchor, _ in sections}
+    body = "".join(_key_section(h, anchor, charts) for h, anchor, charts in sections)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f'<meta name="generator" content="streammetrics {esc(version)}">'
+        f'<title>{esc(title)}</title><style>{CSS}</style></head><body>'
+        f'{_header(title, histories, source, loaded)}<main>'
+        f'{_summary(histories, anchors)}{_alerts_section(histories, rules, anchors)}{body}</main>'
+        f'<footer>streammetrics {esc(version)} · snapshot schema streammetrics.snapshot/1 · generated {esc(generated)} '
+        '· times in UTC · charts drawn with matplotlib</footer></body></html>\n'
+    )
