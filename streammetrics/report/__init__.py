@@ -174,6 +174,9 @@ def run_report(args: argparse.Namespace, *, out: IO[str] | None = None, err: IO[
         return fail(str(exc), 2)
     except ValueError as exc:
         return fail(str(exc), 2)
+    directory = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(directory):  # fail before reading a topic and drawing every chart
+        return fail(f"cannot write {args.output}: directory {directory} does not exist", 1)
     try:
         loaded = read_source(args.source)
     except ValueError as exc:  # a malformed kafka:// URL

@@ -128,6 +128,11 @@ class KeyHistory:
     problems: list[str] = field(default_factory=list)
 
     @property
+    def key(self) -> tuple[str, str]:
+        """The stream key ``(model, segment)``."""
+        return (self.model, self.segment)
+
+    @property
     def label(self) -> str:
         """``model / segment`` (just the model when the segment is empty)."""
         return f"{self.model} / {self.segment}" if self.segment else self.model
