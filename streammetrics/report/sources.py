@@ -199,26 +199,34 @@ def read_kafka(bootstrap_servers: str, topic: str, *, timeout: float = 60.0) -> 
         if not partitions:
             raise SourceError(f"topic {topic!r} does not exist on {bootstrap_servers}")
         tps = [TopicPartition(topic, p) for p in sorted(partitions)]
-        values = _read_to_end(consumer, tps, timeout, f"kafka://{bootstrap_servers}/{topic}")
+        values, replaced = _read_to_end(consumer, tps, timeout, f"kafka://{bootstrap_servers}/{topic}")
     except KafkaError as exc:
         raise SourceError(f"error reading {topic!r} from {bootstrap_servers}: {exc}") from None
     finally:
         consumer.close()
-    result = LoadResult()
+    result = LoadResult(duplicates=replaced)
     for where, value in values:
         try:
-            result.snapshots.append(parse_snapshot(json.loads(value)))
+            obj = json.loads(value)
         except ValueError as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+            result.skip(where, f"not JSON ({exc})")
+            continue
+        try:
+            result.snapshots.append(parse_snapshot(obj))
+        except ValueError as exc:
             result.skip(where, str(exc))
     return _deduplicate(result)
 
 
-def _read_to_end(consumer: Any, tps: list, timeout: float, name: str) -> list[tuple[str, bytes]]:
-    """Poll ``tps`` from the beginning until each reaches the high watermark seen at first fetch;
-    return ``(where, value)`` of the last record per key (plus every unkeyed record)."""
+def _read_to_end(consumer: Any, tps: list, timeout: float, name: str) -> tuple[list[tuple[str, bytes]], int]:
+    """Poll ``tps`` from the beginning until each reaches the high watermark seen at first fetch.
+
+    Returns ``(where, value)`` of the last record per key (plus every unkeyed record) and the
+    number of records replaced by a later one with the same key."""
     consumer.assign(tps)
     consumer.seek_to_beginning(*tps)
     by_key: dict[Any, tuple[str, bytes]] = {}
+    replaced = 0
     ends: dict[Any, int] = {}
     pending = set(tps)
     deadline = time.monotonic() + timeout
@@ -230,7 +238,7 @@ def _read_to_end(consumer: Any, tps: list, timeout: float, name: str) -> list[tu
             for rec in records:
                 where = f"partition {tp.partition} offset {rec.offset}"
                 slot = rec.key if rec.key is not None else ("unkeyed", tp.partition, rec.offset)
-                by_key.pop(slot, None)
+                replaced += by_key.pop(slot, None) is not None
                 if rec.value is not None:  # a null value (tombstone) deletes the key
                     by_key[slot] = (where, rec.value)
         for tp in list(pending):
@@ -238,4 +246,4 @@ def _read_to_end(consumer: Any, tps: list, timeout: float, name: str) -> list[tu
                 ends[tp] = consumer.highwater(tp)
             if tp in ends and consumer.position(tp) >= ends[tp]:
                 pending.discard(tp)
-    return list(by_key.values())
+    return list(by_key.values()), replaced
