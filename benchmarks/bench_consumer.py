@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -34,6 +33,10 @@ from consumers.broker import EmbeddedBroker, create_topics  # noqa: E402
 from consumers.service import MetricsService, ServiceConfig  # noqa: E402
 
 
+#: the fetch settings the service uses (consumers.service.consumer_settings / ServiceConfig)
+SAME_SETTINGS = {"max_poll_records": ServiceConfig.max_poll_records}
+
+
 def service_rate(bootstrap: str, topic: str, events: int, run: int) -> float:
     """Events/s of the service over ``topic``, first record to last event applied."""
     output = f"{topic}-snapshots-{run}"
@@ -41,20 +44,20 @@ def service_rate(bootstrap: str, topic: str, events: int, run: int) -> float:
     with tempfile.TemporaryDirectory() as state:
         config = ServiceConfig(bootstrap_servers=bootstrap, topic=topic, output_topic=output,
                                group_id=f"bench-{topic}-{run}", state_dir=state, idle_close=None)
-        service = MetricsService(config)
-        thread = threading.Thread(target=service.run, daemon=True)
-        thread.start()
+        # the service's own loop (MetricsService.run is start + poll_once until stopped), driven
+        # here on the main thread, like the bare loop, so the clock adds no thread switches
+        service = MetricsService(config).start()
         counts = service.counts
         try:
             while counts["messages"] == 0:
-                time.sleep(0.001)
+                service.poll_once()
             start = time.perf_counter()
             while counts["events"] + counts["late"] + counts["rejected"] < events:
-                time.sleep(0.001)
+                service.poll_once()
             seconds = time.perf_counter() - start
+            service.checkpoint()
         finally:
-            service.stop()
-            thread.join(timeout=60)
+            service.close()
     if counts["events"] != events:
         raise RuntimeError(f"service applied {counts['events']} of {events} events: {counts}")
     return events / seconds
@@ -75,7 +78,8 @@ def main() -> None:
         bootstrap = broker.bootstrap_servers
         for name, filled in (("single-event messages", fill_single_events(bootstrap, "bench-single", n_single)),
                              ("arrays of 100 events", fill_batched_events(bootstrap, "bench-batched", n_batched))):
-            bare = max(bare_consume(bootstrap, filled.topic, filled.events).events_per_s for _ in range(repeat))
+            bare = max(bare_consume(bootstrap, filled.topic, filled.events, **SAME_SETTINGS).events_per_s
+                       for _ in range(repeat))
             ours = max(service_rate(bootstrap, filled.topic, filled.events, run) for run in range(repeat))
             rows.append((name, filled.events, bare, ours))
     print(f"record CRC32C in {crc32c_implementation()}; best of {repeat}")

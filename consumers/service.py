@@ -168,7 +168,8 @@ class MetricsService:
         """Ask the loop to finish its batch, checkpoint, commit and return."""
         self._stop.set()
 
-    def run(self) -> None:
+    def start(self) -> "MetricsService":
+        """Serve metrics (if configured) and join the group; :meth:`poll_once` then does the work."""
         from kafka import ConsumerRebalanceListener
 
         service = self
@@ -186,6 +187,11 @@ class MetricsService:
             self._server = MetricsServer(self.metrics, self.config.metrics_port, self.config.metrics_host).start()
             log.info("metrics on :%d/metrics", self._server.port)
         self.consumer.subscribe([self.config.topic], listener=Listener())
+        return self
+
+    def run(self) -> None:
+        """Run until :meth:`stop`: poll, apply, publish, checkpoint; then a last checkpoint and close."""
+        self.start()
         try:
             while not self._stop.is_set():
                 self.poll_once()
@@ -224,9 +230,11 @@ class MetricsService:
             log.info("assigned %s[%d] from offset %s", tp.topic, tp.partition, offset)
 
     def _revoke(self, revoked: Any) -> None:
+        # kafka-python runs this on its IO thread, where a blocking commit is refused: save the
+        # checkpoints (the source of truth for the next owner) and leave the commit to it
         mine = [tp for tp in revoked if tp in self.partitions]
         if mine:
-            self.checkpoint(mine)
+            self.checkpoint(mine, commit=False)
         for tp in mine:
             del self.partitions[tp]
             log.info("revoked %s[%d]", tp.topic, tp.partition)
@@ -243,12 +251,16 @@ class MetricsService:
             if part is None:  # revoked while the batch was in flight
                 continue
             apply = self._apply
+            events = 0
             for rec in records:
                 if part.next_offset is not None and rec.offset < part.next_offset:
                     continue  # already covered by the checkpoint
-                apply(part, rec)
+                events += apply(part, rec)
                 part.next_offset = rec.offset + 1
                 applied += 1
+            if events:
+                self.counts["events"] += events
+                self.metrics.events.inc(events)
             self._check_new_keys(part)
             self._publish_ready(part)
             self.metrics.messages.inc(len(records))
@@ -264,11 +276,12 @@ class MetricsService:
         self._caught_up = self._compute_caught_up()
         return applied
 
-    def _apply(self, part: _Partition, rec: Any) -> None:
+    def _apply(self, part: _Partition, rec: Any) -> int:
+        """Apply one record's events; dead-letter the bad and late ones. Returns events applied."""
         value = rec.value
         if value is None:
             self._dead_letter(rec, "message has no value (tombstone)", None, None)
-            return
+            return 0
         items = self.parser.parse_value(value)
         windows = part.windows
         applied = 0
@@ -292,9 +305,7 @@ class MetricsService:
                 self.metrics.bad_events.labels(_reason_class(item.reason)).inc()
                 idx = item.index if item.index is not None else (index if len(items) > 1 else None)
                 self._dead_letter(rec, item.reason, item.field, idx)
-        if applied:
-            self.counts["events"] += applied
-            self.metrics.events.inc(applied)
+        return applied
 
     def _check_new_keys(self, part: _Partition) -> None:
         """Warn when a (model, segment) key new to this partition was already seen on another."""
@@ -338,7 +349,7 @@ class MetricsService:
         self.counts["dead_letters"] += 1
 
     # ------------------------------------------------------------------ checkpoints
-    def checkpoint(self, tps: list | None = None) -> None:
+    def checkpoint(self, tps: list | None = None, commit: bool = True) -> None:
         """Flush the producer, then save each partition's windows and offset, then commit."""
         from kafka.structs import OffsetAndMetadata
 
@@ -353,7 +364,7 @@ class MetricsService:
                 self.store.save(part.tp.partition, part.next_offset, part.windows.to_dict())
             part.saved_offset = part.next_offset
             commits[part.tp] = OffsetAndMetadata(part.next_offset, "", -1)
-        if commits:
+        if commits and commit:
             try:
                 self.consumer.commit(commits)
             except Exception as exc:  # a commit failure (e.g. rebalance) is safe: the checkpoint decides
