@@ -3,23 +3,40 @@
 Every accumulator follows one protocol (see :mod:`streammetrics._base`): ``update`` one
 event, ``update_many`` a batch, ``merge`` another, ``copy``/``reset``, ``count`` and
 ``total_weight``, and a versioned JSON-safe ``to_dict`` that :func:`from_dict` reads back.
+
+=========================  =====================================================
+accumulator                what it gives
+=========================  =====================================================
+``ConfusionMatrix``        hard-label metrics (accuracy ... classification report)
+``MultilabelConfusion``    the same for indicator rows (``average="samples"`` too)
+``BinaryScores``           ROC AUC with guaranteed bounds, curves, AP, log loss, Brier
+``MulticlassScores``       top-k accuracy, log loss, OvR/OvO ROC AUC, arg-max confusion
+``MultilabelScores``       per-label ROC AUC and average precision, all averages
+``Regression``             MSE, RMSE, MAE, R², RMSLE, MAPE, max error
+=========================  =====================================================
+
+Monitors (``BinaryMonitor``, ``MulticlassMonitor``, ``LabelMonitor``,
+``RegressionMonitor``) bundle them per prediction task and take whole event dicts;
+:mod:`streammetrics.windows` runs them over event-time windows per stream key.
 """
 from ._base import Accumulator, from_dict, registered_types
+from .binary_scores import BinaryScores
+from .concurrent import SharedMonitor
+from .confusion import ConfusionMatrix
+from .exceptions import UndefinedMetricWarning
+from .monitors import BinaryMonitor, LabelMonitor, MulticlassMonitor, RegressionMonitor, make_monitor
+from .multiclass_scores import MulticlassScores
+from .multilabel import MultilabelConfusion
+from .multilabel_scores import MultilabelScores
+from .regression import Regression
+from .windows import WindowManager
 
 __version__ = "0.1.0"
 
-__all__ = ["Accumulator", "from_dict", "registered_types", "__version__"]
-
-# --- accumulators (each module registers its types with from_dict on import) ---
-from .confusion import ConfusionMatrix  # noqa: E402
-from .multilabel import MultilabelConfusion  # noqa: E402
-from .exceptions import UndefinedMetricWarning  # noqa: E402
-from .regression import Regression  # noqa: E402
-
-__all__ += ["ConfusionMatrix", "MultilabelConfusion", "UndefinedMetricWarning"]
-__all__ += ["Regression"]
-from .binary_scores import BinaryScores  # noqa: E402
-__all__ += ["BinaryScores"]
-from .multiclass_scores import MulticlassScores  # noqa: E402
-from .multilabel_scores import MultilabelScores  # noqa: E402
-__all__ += ["MulticlassScores", "MultilabelScores"]
+__all__ = [
+    "Accumulator", "from_dict", "registered_types", "__version__",
+    "ConfusionMatrix", "MultilabelConfusion", "BinaryScores", "MulticlassScores", "MultilabelScores",
+    "Regression", "UndefinedMetricWarning",
+    "BinaryMonitor", "MulticlassMonitor", "LabelMonitor", "RegressionMonitor", "make_monitor",
+    "SharedMonitor", "WindowManager",
+]
