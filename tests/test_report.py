@@ -610,3 +610,41 @@ def test_malformed_state_is_a_note_not_a_crash(sample: Path) -> None:
     assert "unusable state" in section.text
     assert {"roc", "pr"} <= set(charts(section))  # the whole period still has the other windows
     assert "confusion" not in charts(section)
+
+
+def test_rolling_mean_ignores_gaps() -> None:
+    from streammetrics.report.charts import rolling_mean, smoothing_span
+
+    out = rolling_mean([1.0, 2.0, 3.0, math.nan, 5.0, math.nan, math.nan, math.nan], 3)
+    assert out[:4].tolist() == [1.5, 2.0, 2.5, 4.0]  # each the mean of the defined neighbours
+    assert math.isnan(out[4]) and math.isnan(out[6])  # fewer than half of the span defined
+    assert smoothing_span(150) == 1 and smoothing_span(1440) == 24
+
+
+def test_window_ranges_join_adjacent_windows(sample: Path) -> None:
+    from streammetrics.report.page import window_ranges
+
+    windows = group_by_key(from_dicts(load_lines(sample)).snapshots)[0].windows
+    picked = [windows[i] for i in (0, 1, 2, 5, 7, 8)]
+    start = windows[0].start
+    assert [(a - start, b - start) for a, b in window_ranges(picked)] == [(0, 180), (300, 360), (420, 540)]
+
+
+def test_many_windows_are_smoothed_and_alert_times_compressed(tmp_path: Path) -> None:
+    from streammetrics.synthetic import DriftingModel, generate_events
+
+    model = DriftingModel("long", "run", base_rate=0.3, separation=(3.0, 1.0))
+    events = write_events(tmp_path / "long-events.jsonl", list(generate_events(4000, duration=200 * 60, models=(model,))))
+    snaps = replay(tmp_path, "long", str(events))
+    windows = load_lines(snaps)
+    assert len(windows) == 200
+    out = tmp_path / "long.html"
+    assert cli.main(["report", str(snaps), "-o", str(out), "--alert", "roc_auc<0.8"]) == 0
+    doc = parse_html(out.read_text(encoding="utf-8"))
+    quality = charts(sections(doc)[("long", "run")])["quality"]
+    assert "rolling mean over 3 windows" in quality.find("figcaption").text
+    row = doc.find("table", class_="alerts").find("tr", data_key="long|run")
+    fired = [w for w in windows if w["metrics"]["roc_auc"] is not None and w["metrics"]["roc_auc"] < 0.8]
+    assert int(row.find_all("td")[2].text) == len(fired) > 12
+    when = row.find_all("td")[4].text
+    assert "–" in when and ("more)" in when or when.count(",") < len(fired) - 1)

@@ -3,7 +3,8 @@
 Only the object-oriented API is used (``matplotlib.figure.Figure``, no pyplot): no global
 figure state and no GUI backend; ``savefig(format="svg")`` renders through matplotlib's SVG
 backend. Text stays text in the SVG (``svg.fonttype = "none"``): smaller files, searchable
-titles. Each SVG gets ids salted with its chart id, so several can share one HTML page.
+titles. The ids inside each SVG are prefixed with its chart id (unreferenced ones dropped), so
+many SVGs share one HTML page without clashes.
 
 Every chart function takes a :class:`~streammetrics.report.history.KeyHistory` and returns a
 :class:`Chart` (or None when the data for it is missing).
@@ -49,6 +50,8 @@ LABELS = {
 #: figure sizes (inches) by layout slot; the page scales SVGs to their grid cell
 SIZES = {"wide": (12.8, 3.4), "half": (6.4, 3.4), "third": (4.3, 3.7)}
 MAX_CLASS_LINES = 10
+#: beyond this many windows, lines show a rolling mean over the faint per-window values
+SMOOTH_ABOVE = 150
 RC = {"svg.fonttype": "none", "font.size": 9, "axes.titlesize": 10, "axes.titleweight": "bold",
       "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3,
       "legend.fontsize": 8, "legend.framealpha": 0.85}
@@ -121,7 +124,38 @@ def _time_axis(ax: Any, history: KeyHistory) -> None:
 
 
 def _marker_size(n: int) -> float:
-    return 4.0 if n <= 40 else 2.5 if n <= 150 else 0.0
+    return 4.0 if n <= 40 else 2.5 if n <= SMOOTH_ABOVE else 0.0
+
+
+def smoothing_span(n: int) -> int:
+    """Windows per rolling mean for ``n`` windows: 1 (none) up to SMOOTH_ABOVE, then about n/60."""
+    return 1 if n <= SMOOTH_ABOVE else max(2, round(n / 60))
+
+
+def rolling_mean(values: Sequence[float], span: int) -> np.ndarray:
+    """Centred rolling mean over ``span`` windows, ignoring NaNs (NaN where under half are defined)."""
+    v = np.asarray(values, dtype=float)
+    if span <= 1:
+        return v
+    ok = ~np.isnan(v)
+    kernel = np.ones(span)
+    sums = np.convolve(np.where(ok, v, 0.0), kernel, mode="same")
+    counts = np.convolve(ok.astype(float), kernel, mode="same")
+    return np.divide(sums, counts, out=np.full_like(v, np.nan), where=counts >= span / 2)
+
+
+def _plot_series(ax: Any, x: Sequence[datetime], values: Sequence[float], color: str, label: str,
+                 span: int, lw: float = 1.6) -> None:
+    """One metric's line; with many windows a faint line per window under a labelled rolling mean."""
+    if span <= 1:
+        ax.plot(x, values, marker="o", ms=_marker_size(len(x)), lw=lw, zorder=3, color=color, label=label)
+        return
+    ax.plot(x, values, lw=0.6, alpha=0.3, zorder=2, color=color)
+    ax.plot(x, rolling_mean(values, span), lw=lw, zorder=3, color=color, label=label)
+
+
+def _smoothing_caption(span: int) -> str:
+    return f"lines: rolling mean over {span} windows; faint: each window" if span > 1 else ""
 
 
 def _alert_layers(ax: Any, history: KeyHistory, drawn: Sequence[str]) -> list[Any]:
@@ -138,8 +172,9 @@ def _alert_layers(ax: Any, history: KeyHistory, drawn: Sequence[str]) -> list[An
     for text, rule in rules.items():
         hits = [a for a in history.alerts if a.rule.text == text]
         xs = [datetime.fromtimestamp((a.window.start + a.window.end) / 2, tz=UTC) for a in hits]
-        handles.append(ax.scatter(xs, [a.value for a in hits], s=70, facecolors="none", edgecolors=ALERT_COLOR,
-                                  linewidths=1.5, zorder=5, label=f"alert {text}"))
+        ring = 70 if len(history.windows) <= SMOOTH_ABOVE else 25
+        handles.append(ax.scatter(xs, [a.value for a in hits], s=ring, facecolors="none", edgecolors=ALERT_COLOR,
+                                  linewidths=1.5 if ring > 30 else 1.0, zorder=5, label=f"alert {text}"))
         ax.axhline(rule.threshold, color=ALERT_COLOR, lw=0.9, ls="--", zorder=1)
     return handles
 
@@ -174,7 +209,7 @@ def metric_lines(history: KeyHistory, chart_id: str, kind: str, title: str, metr
     if not present:
         return None
     x = _mids(history)
-    ms = _marker_size(len(x))
+    span = smoothing_span(len(x))
     fig, ax = _figure(size)
     if band is not None:
         low, high = (np.array(history.series(b)) for b in band)
@@ -182,9 +217,10 @@ def metric_lines(history: KeyHistory, chart_id: str, kind: str, title: str, metr
             ax.fill_between(x, low, high, color=COLORS.get(present[0], CYCLE[0]), alpha=0.25, lw=0, zorder=2,
                             label=f"{label_of(present[0])} guaranteed bounds")
     for i, metric in enumerate(present):
-        ax.plot(x, history.series(metric), marker="o", ms=ms, lw=1.6, zorder=3,
-                color=COLORS.get(metric, CYCLE[i % len(CYCLE)]), label=label_of(metric))
+        _plot_series(ax, x, history.series(metric), COLORS.get(metric, CYCLE[i % len(CYCLE)]), label_of(metric), span)
     extra = _alert_layers(ax, history, present)
+    bound = "dashed red line: the alert rule's bound" if any(a.rule.metric in present for a in history.alerts) else ""
+    caption = "; ".join(filter(None, [caption, _smoothing_caption(span), bound]))
     if unit:
         _clamp_unit(ax)
     _time_axis(ax, history)
@@ -207,10 +243,12 @@ def class_lines(history: KeyHistory, chart_id: str, kind: str, metric: str, *, s
         shown = sorted(classes, key=lambda c: last[c])[:MAX_CLASS_LINES]
         caption = f"the {MAX_CLASS_LINES} classes with the lowest latest {metric} of {len(classes)}"
     x = _mids(history)
+    span = smoothing_span(len(x))
+    caption = "; ".join(filter(None, [caption, _smoothing_caption(span)]))
     title = f"Per-class {metric} over time"
     fig, ax = _figure(size)
     for i, c in enumerate(shown):
-        ax.plot(x, series[c], marker="o", ms=_marker_size(len(x)), lw=1.4, color=CYCLE[i % len(CYCLE)], label=str(c))
+        _plot_series(ax, x, series[c], CYCLE[i % len(CYCLE)], str(c), span, lw=1.4)
     extra = _alert_layers(ax, history, ())
     _clamp_unit(ax)
     _time_axis(ax, history)
@@ -225,8 +263,10 @@ def count_bars(history: KeyHistory, chart_id: str, *, size: str = "half") -> Cha
     fig, ax = _figure(size)
     starts = [datetime.fromtimestamp(w.start, tz=UTC) for w in history.windows]
     widths = [(w.end - w.start) / 86400.0 for w in history.windows]  # matplotlib dates are in days
+    many = len(starts) > 60  # white gaps between bars would hide thin bars
     ax.bar(starts, [w.count for w in history.windows], width=widths, align="edge", color=COLORS["count"],
-           edgecolor="white", lw=0.5, label="events", zorder=3)
+           edgecolor="none" if many else "white", lw=0 if many else 0.5, antialiased=not many, label="events",
+           zorder=3)
     extra = _alert_layers(ax, history, ())
     _time_axis(ax, history)
     ax.set_ylabel("events")

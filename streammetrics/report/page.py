@@ -4,16 +4,16 @@ from __future__ import annotations
 import html
 from collections import defaultdict
 from datetime import datetime, timezone
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from .alerts import Alert, AlertRule
 from .charts import Chart, label_of
 from .history import SUMMARY_METRICS, TASK_TITLES, Change, KeyHistory
-from .sources import LoadResult
+from .sources import LoadResult, WindowSnapshot
 
 __all__ = ["render_page", "format_value", "format_delta"]
 
-MAX_LISTED_WINDOWS = 6
+MAX_LISTED_RANGES = 12
 _TASK_ORDER = {task: i for i, task in enumerate(TASK_TITLES)}
 
 CSS = """
@@ -93,10 +93,37 @@ def _window_seconds(history: KeyHistory) -> bool:
     return any(w.start % 60 or w.end % 60 for w in history.windows)
 
 
-def _window_list(windows: Sequence, seconds: bool) -> str:
-    times = [format_time(w.start, seconds)[11:] for w in windows[:MAX_LISTED_WINDOWS]]
-    more = len(windows) - MAX_LISTED_WINDOWS
-    return ", ".join(times) + (f" … (+{more} more)" if more > 0 else "")
+def _clock(history: KeyHistory) -> Any:
+    """A short formatter for the key's window times: the clock time, with the date only when the
+    key spans several UTC days, with seconds only when windows are not whole minutes."""
+    seconds = _window_seconds(history)
+    same_day = format_time(history.windows[0].start)[:10] == format_time(history.latest.end - 1e-6)[:10]
+
+    def clock(ts: float) -> str:
+        text = format_time(ts, seconds)
+        return text[11:] if same_day else text[5:]
+
+    return clock
+
+
+def window_ranges(windows: Sequence[WindowSnapshot]) -> list[tuple[float, float]]:
+    """Time-ordered windows as (start, end) runs: adjacent or overlapping windows join one run."""
+    runs: list[list[float]] = []
+    for w in windows:
+        if runs and w.start <= runs[-1][1]:
+            runs[-1][1] = max(runs[-1][1], w.end)
+        else:
+            runs.append([w.start, w.end])
+    return [(a, b) for a, b in runs]
+
+
+def _ranges_text(history: KeyHistory, windows: Sequence[WindowSnapshot], limit: int = MAX_LISTED_RANGES) -> str:
+    """``00:04–00:05, 00:13–00:15`` (at most ``limit`` runs, then how many more)."""
+    clock = _clock(history)
+    runs = window_ranges(windows)
+    text = ", ".join(f"{clock(a)}–{clock(b)}" for a, b in runs[:limit])
+    more = len(runs) - limit
+    return text + (f" … (+{more} more)" if more > 0 else "")
 
 
 def _alerts_cell(history: KeyHistory) -> str:
@@ -105,9 +132,8 @@ def _alerts_cell(history: KeyHistory) -> str:
     by_rule: dict[str, list[Alert]] = defaultdict(list)
     for a in history.alerts:
         by_rule[a.rule.text].append(a)
-    seconds = _window_seconds(history)
     items = [f'<span class="alert-tag">{esc(rule)}</span> ×{len(hits)}: '
-             f'{esc(_window_list([a.window for a in hits], seconds))}'
+             f'{esc(_ranges_text(history, [a.window for a in hits], limit=4))}'
              for rule, hits in by_rule.items()]
     return f'<td class="alerts">{"<br>".join(items)}</td>'
 
@@ -156,12 +182,11 @@ def _alerts_section(histories: Sequence[KeyHistory], rules: Sequence[AlertRule],
     parts.append(f'<p class="meta">Rules: {rules_text}. {fired} window alert{"s" if fired != 1 else ""} fired.</p>')
     rows = []
     for h in histories:
-        seconds = _window_seconds(h)
         for rule in rules:
             hits = [a for a in h.alerts if a.rule == rule]
             if hits:
                 worst = min(hits, key=lambda a: a.value) if rule.op in ("<", "<=") else max(hits, key=lambda a: a.value)
-                windows = ", ".join(format_time(a.window.start, seconds)[11:] for a in hits)
+                windows = _ranges_text(h, [a.window for a in hits])
                 rows.append(f'<tr class="alert" data-key="{esc(h.model)}|{esc(h.segment)}" data-rule="{esc(rule.text)}">'
                             f'<td class="text"><a href="#{anchors[id(h)]}">{esc(h.label)}</a></td>'
                             f'<td class="text"><span class="alert-tag">{esc(rule.text)}</span></td>'
@@ -169,7 +194,7 @@ def _alerts_section(histories: Sequence[KeyHistory], rules: Sequence[AlertRule],
                             f'<td class="text">{esc(windows)}</td></tr>')
     if rows:
         parts.append('<table class="alerts"><thead><tr><th class="text">model / segment</th><th class="text">rule</th>'
-                     '<th>windows</th><th>worst value</th><th class="text">window starts (UTC)</th></tr></thead>'
+                     '<th>windows</th><th>worst value</th><th class="text">when (UTC)</th></tr></thead>'
                      f'<tbody>{"".join(rows)}</tbody></table>')
     else:
         parts.append('<p class="none" id="no-alerts">No rule fired in any window.</p>')
