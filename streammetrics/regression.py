@@ -127,7 +127,7 @@ class Regression(Accumulator):
     (0.375, 0.5, 0.9486)
     """
 
-    type_name = "regression"
+    type_name = "Regression"
 
     __slots__ = (
         "count", "total_weight", "_hi", "_lo", "_m2", "_sse", "_sae", "_sle", "_ape",

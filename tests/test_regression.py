@@ -459,7 +459,7 @@ def test_accepts_lists_arrays_series_ints_and_numpy_scalars():
 def test_to_dict_round_trip_and_json_safety_even_after_overflow():
     acc = Regression().update_many([1.0, 2.5, -0.5], [1.0, 2.0, 0.5], [1.0, 2.0, 0.5])
     d = acc.to_dict()
-    assert d["type"] == "regression" and d["version"] == 1
+    assert d["type"] == "Regression" and d["version"] == 1
     back = sm.from_dict(json.loads(json.dumps(d, allow_nan=False)))
     assert isinstance(back, Regression) and back.to_dict() == d
     assert Regression.from_dict(d) == acc
@@ -516,5 +516,5 @@ def test_repr_and_copy_independence():
 
 
 def test_registered_and_exported():
-    assert sm.registered_types()["regression"] is Regression
+    assert sm.registered_types()["Regression"] is Regression
     assert sm.Regression is Regression
