@@ -189,9 +189,11 @@ def read_kafka(bootstrap_servers: str, topic: str, *, timeout: float = 60.0) -> 
         from kafka.errors import KafkaError
     except ImportError:
         raise SourceError("reading from Kafka needs kafka-python: pip install 'streammetrics[kafka]'") from None
+    settings: dict[str, Any] = {"group_id": None, "enable_auto_commit": False, "auto_offset_reset": "earliest"}
+    if "bootstrap_timeout_ms" in KafkaConsumer.DEFAULT_CONFIG:  # kafka-python 3.0.12 has it (default 30 s)
+        settings["bootstrap_timeout_ms"] = int(min(timeout, 10.0) * 1000)
     try:
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers.split(","), group_id=None,
-                                 enable_auto_commit=False, auto_offset_reset="earliest")
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers.split(","), **settings)
     except KafkaError as exc:
         raise SourceError(f"cannot connect to Kafka at {bootstrap_servers}: {exc}") from None
     try:

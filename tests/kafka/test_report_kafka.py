@@ -70,3 +70,11 @@ def test_unknown_and_empty_topics(bootstrap_servers: str, new_topic, tmp_path: P
     assert cli.main(["report", f"kafka://{bootstrap_servers}/{empty}", "-o", str(out)]) == 1
     assert "no snapshots in kafka://" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_unreachable_broker_is_a_source_error() -> None:
+    from consumers.broker import free_port
+    from streammetrics.report.sources import SourceError
+
+    with pytest.raises(SourceError, match="cannot connect to Kafka"):
+        read_kafka(f"127.0.0.1:{free_port()}", "snapshots", timeout=1.0)
