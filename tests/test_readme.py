@@ -18,5 +18,6 @@ def test_readme_opens_with_the_two_commands_ci_runs():
 
 def test_readme_library_examples_run():
     blocks = re.findall(r"```python\n(.*?)```", README, re.S)
-    for code in blocks[:2]:  # the library tour and the monitor example (the others need a model or a file)
-        exec(compile(code, "README.md", "exec"), {})
+    namespace: dict = {}
+    for code in blocks[:2]:  # the library tour, then the monitor example (the others need a model or a file)
+        exec(compile(code, "README.md", "exec"), namespace)
