@@ -18,7 +18,8 @@ import pytest
 
 from streammetrics import cli
 
-pytest.importorskip("matplotlib")
+if not os.environ.get("CI"):  # in CI the test extra must provide matplotlib: fail, do not skip
+    pytest.importorskip("matplotlib", reason="the report needs matplotlib: pip install 'streammetrics[report]'")
 
 from matplotlib.image import imread  # noqa: E402  (PNG decoding through Pillow)
 
@@ -96,3 +97,14 @@ def test_screenshot_shows_header_charts_and_alerts(shot: np.ndarray) -> None:
     assert near(shot[:60], HEADER_NAVY) > 0.5 * 60 * WIDTH  # the dark title bar on top
     assert near(shot, AUC_BLUE) > 2000  # ROC AUC lines and the ROC curves (whole period)
     assert near(shot, ALERT_RED, tolerance=20) > 200  # alert tags in the tables, rings and bounds in charts
+
+
+def test_missing_chromium_skips_locally_and_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(os.path, "exists", lambda path: False)
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="chromium not installed"):
+        chromium_binary()
+    monkeypatch.setenv("CI", "1")
+    with pytest.raises(pytest.fail.Exception, match="CI is set"):
+        chromium_binary()
