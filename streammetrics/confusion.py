@@ -221,7 +221,7 @@ class ConfusionMatrix(Accumulator):
             key = (to_builtin_label(t, "counts key"), to_builtin_label(p, "counts key"))
             cells[key] = cells.get(key, 0.0) + check_weight(w, f"counts[{key!r}]")
         total = math.fsum(cells.values())
-        unit = total == count and all(w.is_integer() for w in cells.values())
+        unit = total == count and all(w >= 1 and w.is_integer() for w in cells.values())
         cm._set_cells(cells, count, total, unit)
         return cm
 

@@ -298,3 +298,10 @@ def test_metrics_warn_with_the_user_warning_family():
         assert cm.f1(pos_label=1) == 0.0
     assert [w.category for w in caught] == [sm.UndefinedMetricWarning]
     assert issubclass(sm.UndefinedMetricWarning, UserWarning)
+
+
+def test_from_counts_with_a_zero_weight_cell_is_not_unit_weights():
+    # weights [0, 2]: the cells sum to the event count, yet they are not counts of unit-weight events
+    cm = ConfusionMatrix._from_counts([0, 1], {(0, 0): 0.0, (1, 1): 2.0}, 2)
+    assert cm.count == 2 and cm.total_weight == 2.0
+    assert "2.0" in cm.classification_report()  # supports print as weights, as scikit-learn does
