@@ -17,7 +17,7 @@ import re
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 
