@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 import threading
@@ -164,10 +165,12 @@ def run_demo(args: Any, out: TextIO = sys.stdout) -> int:
 
 
 def _write_report(snapshots: list, path: str, out: TextIO) -> None:
+    """The HTML report of the demo's snapshots; without matplotlib, say how to get it."""
     try:
         from streammetrics.report import write_report
+
+        write_report(snapshots, path, title="streammetrics demo")
     except ImportError as exc:
         print(f"(no report: {exc})", file=out)
         return
-    write_report(snapshots, path)
-    print(f"report written to {path}", file=out)
+    print(f"report written to {os.path.abspath(path)}", file=out)
