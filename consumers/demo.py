@@ -30,6 +30,9 @@ BAD_MESSAGES = [
     json.dumps({"ts": 1767225700, "model": "fraud-v1", "segment": "web", "y_true": 3, "score": 0.4}).encode(),
 ]
 
+#: alert rules of the demo's report
+DEMO_ALERTS = ("roc_auc<0.85", "log_loss>0.6")
+
 HEADER = (f"{'window (UTC)':<13} {'model':<9} {'segment':<7} {'events':>6}  {'ROC AUC':>7} {'[bounds]':<17} "
           f"{'F1':>5} {'prec':>5} {'recall':>6} {'logloss':>7} {'brier':>6}")
 
@@ -169,7 +172,8 @@ def _write_report(snapshots: list, path: str, out: TextIO) -> None:
     try:
         from streammetrics.report import write_report
 
-        write_report(snapshots, path, title="streammetrics demo")
+        # fraud-v2/web's ranking quality decays through the stream: the alert marks where
+        write_report(snapshots, path, title="streammetrics demo", alerts=DEMO_ALERTS)
     except ImportError as exc:
         print(f"(no report: {exc})", file=out)
         return
