@@ -503,6 +503,91 @@ class BinaryScores(Accumulator):
                 brier_sum += float(np.dot(weight, d))
         return log_sum, brier_sum
 
+    # ------------------------------------------------------------------ removal
+    def remove(self, y_true: Any, score: float, weight: float = 1.0) -> "BinaryScores":
+        """Undo one earlier ``update(y_true, score, weight)``; returns ``self``.
+
+        Not part of the accumulator protocol: it lets sliding windows (e.g. river's
+        ``utils.Rolling``) subtract the event that leaves the window. What is removed:
+
+        * the event's weight from its bin (``h[key(score)] -= weight``; a bin that falls
+          to at most 1e-9 of its weight before the removal is rounding residue and is
+          dropped) and from its class's event count and weight;
+        * its log-loss term ``-log p`` (``p`` the clipped probability of the true class):
+          a unit-weight removal divides the running product ``mantissa * 2**exponent``
+          by ``p`` (one rounding per removal, relative, so the error of the log-loss sum
+          stays ~1e-16 per removal whatever the magnitude of the stream's history),
+          a weighted one subtracts ``weight * -log p`` from the sum of weighted terms;
+          the Brier term ``weight * (y - score)**2`` is subtracted from its sum. Both
+          sums are clamped at 0 against rounding.
+
+        Unit-weight histograms hold integral counts, so ``update`` then ``remove`` gives
+        the same histograms and counts as never adding the event, and the log-loss and
+        Brier sums within rounding. Not undone: the grid's coarsening (a removal never
+        refines ``bins_per_octave`` back, except when the accumulator becomes empty, which
+        restores a fresh state), and the record of scores outside [0, 1], which keeps
+        ``log_loss``/``brier_score`` undefined until the accumulator is empty or reset.
+
+        ``ValueError`` (state unchanged) when the event cannot have been added: no event
+        of that class left, or (weight > 0) less weight in the score's bin than
+        ``weight`` (detected per bin: with ``exact=True`` per distinct score).
+        """
+        y = 1 if y_true is True else 0 if y_true is False else _y_value(y_true, "y_true")
+        s = check_number(score, "score")
+        w = check_weight(weight)
+        events, wevents, wsum = self._events, self._wevents, self._wsum
+        unit = w == 1.0 and events[y] - wevents[y] > 0  # one of the default-weight events
+        if events[y] == 0 or (not unit and (wevents[y] == 0 or w > wsum[y] * (1.0 + 1e-9))):
+            raise ValueError(
+                f"cannot remove an event (y_true={y}, score={s!r}, weight={w!r}) that was never "
+                f"added: {events[y] - wevents[y]} unit-weight and {wevents[y]} weighted event(s) "
+                f"of class {y} (weight {wsum[y]!r}) remain"
+            )
+        h = (self._neg.weights, self._pos.weights)[y]
+        k = self._binning.key(s)
+        old = h.get(k) if w else 0.0
+        if w and (old is None or w > old * (1.0 + 1e-9)):
+            raise ValueError(
+                f"cannot remove an event (y_true={y}, score={s!r}, weight={w!r}) that was never "
+                f"added: its bin holds weight {old or 0.0!r} of class {y}"
+            )
+        # ---- nothing below can fail
+        if w:
+            new = old - w
+            if new <= 1e-9 * old:
+                del h[k]
+            else:
+                h[k] = new
+        events[y] -= 1
+        if not unit:
+            wevents[y] -= 1
+            wsum[y] = wsum[y] - w if wevents[y] and wsum[y] > w else 0.0
+        if events[0] + events[1] == 0:
+            self._reset_state()  # empty: the state of a new accumulator (finest grid)
+            return self
+        if events[y] == 0:
+            h.clear()  # drop residue of float weights
+        if 0.0 <= s <= 1.0:
+            p = s if y else 1.0 - s
+            if p < _EPS:
+                p = _EPS
+            elif p > _ONE_MINUS_EPS:
+                p = _ONE_MINUS_EPS
+            d = y - s
+            sums = self._sums
+            if unit:
+                m = sums[2] / p
+                if m > 1.0:  # keep the mantissa in (0, 1]
+                    m, e = _frexp(m)
+                    sums[3] += e
+                sums[2] = m
+            else:
+                sums[0] += w * _log(p)
+            sums[1] = max(sums[1] - w * d * d, 0.0)
+            if self._log_loss_sum() < 0.0:  # rounding below the true sum (>= 0)
+                sums[0], sums[2], sums[3] = 0.0, 1.0, 0
+        return self
+
     # ------------------------------------------------------------------ levels
     def _levels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(keys, neg, pos)``: non-empty levels in ascending score order."""

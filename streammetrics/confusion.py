@@ -360,6 +360,61 @@ class ConfusionMatrix(Accumulator):
             self._set_kind(kt)
         return self
 
+    # ---------------------------------------------------------------- removal
+    def remove(self, y_true: Hashable, y_pred: Hashable, weight: float = 1.0) -> "ConfusionMatrix":
+        """Undo one earlier ``update(y_true, y_pred, weight)``; returns ``self``.
+
+        Not part of the accumulator protocol: it lets sliding windows (e.g. river's
+        ``utils.Rolling``) subtract the event that leaves the window, ``cell -= weight``.
+        Unit-weight events are exact integer counts, so ``update`` then ``remove`` leaves
+        the state exactly as if the event had never been added (a cell that empties
+        disappears, and with ``labels=None`` so do labels no other event uses). Weighted
+        events are float sums: a cell whose weight falls to at most 1e-9 of its value
+        before the removal is rounding residue and is dropped (a zero-weight event's cell
+        is dropped when its weight is 0); once no weighted event remains, the weighted
+        sums are cleared exactly.
+
+        ``ValueError`` (state unchanged) when the event cannot have been added: a label
+        of another kind, no event in the cell ``(y_true, y_pred)``, or a weight larger
+        than the cell holds.
+        """
+        w = check_weight(weight)
+        t = to_builtin_label(y_true, "y_true")
+        p = to_builtin_label(y_pred, "y_pred")
+        for name, v in (("y_true", t), ("y_pred", p)):
+            if self._kind is not None and _kind(v) != self._kind:
+                raise ValueError(
+                    f"cannot remove {name}={v!r}, a {_kind(v)} label: this ConfusionMatrix "
+                    f"holds {self._kind} labels"
+                )
+        key = (t, p)
+        n = self._n.get(key, 0)
+        if w == 1.0 and n:  # a unit-weight event: exact integer count
+            if n == 1:
+                del self._n[key]
+            else:
+                self._n[key] = n - 1
+        else:
+            old = self._w.get(key)
+            if old is None or self._n_weighted == 0 or w > old * (1.0 + 1e-9):
+                held = n + (old or 0.0)
+                raise ValueError(
+                    f"cannot remove an event (y_true={t!r}, y_pred={p!r}, weight={w!r}) that was "
+                    f"never added: the cell holds weight {held!r}"
+                )
+            new = old - w
+            if new <= 1e-9 * old:
+                del self._w[key]
+            else:
+                self._w[key] = new
+            self._n_weighted -= 1
+            if self._n_weighted == 0:  # only unit-weight events remain: drop float residue
+                self._w.clear()
+                self._unit = True
+        if not self._n and not self._w:
+            self._reset_state()  # empty: forget the label kind too, as a new accumulator
+        return self
+
     # ------------------------------------------------------------ accessors
     @property
     def labels(self) -> list:

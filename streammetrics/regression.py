@@ -230,6 +230,105 @@ class Regression(Accumulator):
         )
         return self
 
+    # ------------------------------------------------------------------ removal
+    def remove(self, y_true: float, y_pred: float, weight: float = 1.0) -> "Regression":
+        """Undo one earlier ``update(y_true, y_pred, weight)``; returns ``self``.
+
+        Not part of the accumulator protocol: it lets sliding windows (e.g. river's
+        ``utils.Rolling``) subtract the event that leaves the window. With ``W' = W - w``
+        and ``d = y_true - y_pred``: the sums lose the event's terms (``sse -= w·d²``,
+        ... clamped at 0), and the Welford step is reversed exactly in exact arithmetic::
+
+            mean' = mean - w·(y - mean)/W'        m2' = m2 - w·(W/W')·(y - mean)²
+
+        (the mean kept as a double-double, as in :meth:`update`).
+
+        Numerical caveat: the reversal subtracts, so it loses what the subtraction
+        cancels: after removing values much larger than those that remain, the mean and
+        m2 carry an absolute error of a few ulps of the removed terms (and so does R²);
+        an m2 that falls to at most 1e-12 of its value before the removal is taken as
+        rounding residue and set to 0 (constant remaining ``y_true``, as :meth:`update`
+        computes it). When no weight is left every sum is reset exactly to 0, and an
+        accumulator with no event left is a fresh one.
+
+        ``max_error`` cannot be reversed: removing an event whose ``|d|`` equals the
+        current maximum makes it unknown, stored as nan (``max_error()`` returns nan)
+        until no positive-weight event is left or :meth:`reset`.
+
+        ``ValueError`` (state unchanged) when the event cannot have been added: no event
+        left, no event with a value <= -1 left for one that has such a value, a weight
+        larger than the total weight (beyond a relative rounding tolerance of 1e-9), or
+        ``|d|`` above ``max_error``. The float sums are not checked: their rounding
+        depends on the whole history of the stream.
+        """
+        yt = check_number(y_true, "y_true")
+        yp = check_number(y_pred, "y_pred")
+        w = check_weight(weight)
+        log_ok = yt > -1.0 and yp > -1.0
+        d = yt - yp
+        ad = abs(d)
+        at = abs(yt)
+        ape = ad / (at if at > EPS else EPS)
+        if log_ok:
+            ld = _log1p(yt) - _log1p(yp)
+            sle = w * (ld * ld)
+        else:
+            sle = 0.0
+        reason = None
+        if self.count == 0:
+            reason = "no event is left"
+        elif not log_ok and self._log_invalid == 0:
+            reason = "no event with a value <= -1 is left"
+        elif w:
+            tol = 1.0 + 1e-9
+            if w > self.total_weight * tol:
+                reason = f"its weight exceeds the total weight {self.total_weight!r}"
+            elif ad > self._max_error:  # exact maxima; False when max_error is nan (unknown)
+                reason = f"|y_true - y_pred| = {ad!r} exceeds max_error {self._max_error!r}"
+        if reason is not None:
+            raise ValueError(
+                f"cannot remove an event (y_true={yt!r}, y_pred={yp!r}, weight={w!r}) that was "
+                f"never added: {reason}"
+            )
+        # ---- nothing below can fail
+        self.count -= 1
+        if not log_ok:
+            self._log_invalid -= 1
+        if self.count == 0:
+            self._reset_state()
+            return self
+        if w == 0.0:
+            return self
+        w0 = self.total_weight
+        wt = w0 - w
+        if wt <= 1e-12 * w0:  # no positive weight left: the sums of no event
+            count, log_invalid = self.count, self._log_invalid
+            self._reset_state()
+            self.count, self._log_invalid = count, log_invalid
+            return self
+        self._sse = max(self._sse - w * (d * d), 0.0)
+        self._sae = max(self._sae - w * ad, 0.0)
+        self._ape = max(self._ape - w * ape, 0.0)
+        self._sle = max(self._sle - sle, 0.0)
+        if ad >= self._max_error:
+            self._max_error = math.nan  # the maximum of the remaining events is unknown
+        # reversed weighted Welford step on the double-double mean hi + lo
+        hi = self._hi
+        lo = self._lo
+        delta = (yt - hi) - lo  # y - mean (after the event was added)
+        inc = -(delta * (w / wt))
+        s = hi + inc
+        bp = s - hi
+        lo += (hi - (s - bp)) + (inc - bp)
+        hi = s + lo
+        self._lo = lo - (hi - s)
+        self._hi = hi
+        m2 = self._m2
+        new_m2 = m2 - delta * delta * (w * (w0 / wt))
+        self._m2 = new_m2 if new_m2 > 1e-12 * m2 else 0.0
+        self.total_weight = wt
+        return self
+
     # ------------------------------------------------------------------ metrics
     def _mean_of(self, total: float, metric: str) -> float:
         if self.count == 0:
