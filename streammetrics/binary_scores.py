@@ -529,8 +529,10 @@ class BinaryScores(Accumulator):
         ``log_loss``/``brier_score`` undefined until the accumulator is empty or reset.
 
         ``ValueError`` (state unchanged) when the event cannot have been added: no event
-        of that class left, or (weight > 0) less weight in the score's bin than
-        ``weight`` (detected per bin: with ``exact=True`` per distinct score).
+        of that class left, (weight > 0) less weight in the score's bin than ``weight``
+        (detected per bin: with ``exact=True`` per distinct score), or the class's last
+        (weighted) event leaving weight behind. A zero-weight event is otherwise
+        indistinguishable from the other events of its class.
         """
         y = 1 if y_true is True else 0 if y_true is False else _y_value(y_true, "y_true")
         s = check_number(score, "score")
@@ -550,6 +552,18 @@ class BinaryScores(Accumulator):
             raise ValueError(
                 f"cannot remove an event (y_true={y}, score={s!r}, weight={w!r}) that was never "
                 f"added: its bin holds weight {old or 0.0!r} of class {y}"
+            )
+        # the last event (weighted event) of the class must take all its weight with it
+        left = None
+        if events[y] == 1:
+            left = sum(h.values()) - w
+        elif not unit and wevents[y] == 1:
+            left = wsum[y] - w
+        if left is not None and left > 1e-9 * (w + (events[y] - wevents[y]) + wsum[y]):
+            raise ValueError(
+                f"cannot remove an event (y_true={y}, score={s!r}, weight={w!r}) that was never "
+                f"added: it would be the last {'weighted ' if events[y] > 1 else ''}event of "
+                f"class {y}, but weight {left!r} would remain"
             )
         # ---- nothing below can fail
         if w:

@@ -375,8 +375,8 @@ class ConfusionMatrix(Accumulator):
         sums are cleared exactly.
 
         ``ValueError`` (state unchanged) when the event cannot have been added: a label
-        of another kind, no event in the cell ``(y_true, y_pred)``, or a weight larger
-        than the cell holds.
+        of another kind, no event in the cell ``(y_true, y_pred)``, a weight larger than
+        the cell holds, or the last weighted event leaving weight behind.
         """
         w = check_weight(weight)
         t = to_builtin_label(y_true, "y_true")
@@ -402,6 +402,14 @@ class ConfusionMatrix(Accumulator):
                     f"cannot remove an event (y_true={t!r}, y_pred={p!r}, weight={w!r}) that was "
                     f"never added: the cell holds weight {held!r}"
                 )
+            if self._n_weighted == 1:  # the last weighted event takes all their weight
+                left = math.fsum(self._w.values()) - w
+                if left > 1e-9 * (left + w):
+                    raise ValueError(
+                        f"cannot remove an event (y_true={t!r}, y_pred={p!r}, weight={w!r}) that "
+                        f"was never added: it would be the last weighted event, but weight "
+                        f"{left!r} would remain"
+                    )
             new = old - w
             if new <= 1e-9 * old:
                 del self._w[key]

@@ -257,8 +257,8 @@ class Regression(Accumulator):
 
         ``ValueError`` (state unchanged) when the event cannot have been added: no event
         left, no event with a value <= -1 left for one that has such a value, a weight
-        larger than the total weight (beyond a relative rounding tolerance of 1e-9), or
-        ``|d|`` above ``max_error``. The float sums are not checked: their rounding
+        larger than the total weight (beyond a relative rounding tolerance of 1e-9), the
+        last event leaving weight behind, or ``|d|`` above ``max_error``. The float sums are not checked: their rounding
         depends on the whole history of the stream.
         """
         yt = check_number(y_true, "y_true")
@@ -279,6 +279,8 @@ class Regression(Accumulator):
             reason = "no event is left"
         elif not log_ok and self._log_invalid == 0:
             reason = "no event with a value <= -1 is left"
+        elif self.count == 1 and self.total_weight - w > 1e-9 * (self.total_weight + w):
+            reason = f"it would be the last event, but weight {self.total_weight - w!r} would remain"
         elif w:
             tol = 1.0 + 1e-9
             if w > self.total_weight * tol:
