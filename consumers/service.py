@@ -34,6 +34,7 @@ reason, the field and the source topic/partition/offset.
 """
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import signal
@@ -250,14 +251,30 @@ class MetricsService:
             part = self.partitions.get(tp)
             if part is None:  # revoked while the batch was in flight
                 continue
-            apply = self._apply
-            events = 0
+            apply, parse_value, add = self._apply_items, self.parser.parse_value, part.windows.add
+            first = -1 if part.next_offset is None else part.next_offset
+            events = done = 0
             for rec in records:
-                if part.next_offset is not None and rec.offset < part.next_offset:
+                if rec.offset < first:
                     continue  # already covered by the checkpoint
-                events += apply(part, rec)
-                part.next_offset = rec.offset + 1
-                applied += 1
+                done += 1
+                value = rec.value
+                items = None if value is None else parse_value(value)
+                # the common record, one valid event for an open window, inline; the rest in _apply_items
+                if items is not None and len(items) == 1 and items[0].__class__ is Event:
+                    try:
+                        if add(items[0]):
+                            events += 1
+                            continue
+                    except ValueError:
+                        pass
+                    else:  # late: add() counted it and changed nothing else
+                        self._late(rec, None)
+                        continue
+                events += apply(part, rec, items)
+            if done:
+                part.next_offset = records[-1].offset + 1
+                applied += done
             if events:
                 self.counts["events"] += events
                 self.metrics.events.inc(events)
@@ -276,13 +293,12 @@ class MetricsService:
         self._caught_up = self._compute_caught_up()
         return applied
 
-    def _apply(self, part: _Partition, rec: Any) -> int:
-        """Apply one record's events; dead-letter the bad and late ones. Returns events applied."""
-        value = rec.value
-        if value is None:
+    def _apply_items(self, part: _Partition, rec: Any, items: list | None) -> int:
+        """Apply one record's parsed ``items`` (None: the record had no value); dead-letter the bad
+        and late ones. Returns the number of events applied."""
+        if items is None:
             self._dead_letter(rec, "message has no value (tombstone)", None, None)
             return 0
-        items = self.parser.parse_value(value)
         windows = part.windows
         applied = 0
         for index, item in enumerate(items):
@@ -291,10 +307,7 @@ class MetricsService:
                     if windows.add(item):
                         applied += 1
                     else:
-                        self.counts["late"] += 1
-                        self.metrics.late_events.inc()
-                        self._dead_letter(rec, "late event: every window holding its time has closed",
-                                          "ts", index if len(items) > 1 else None)
+                        self._late(rec, index if len(items) > 1 else None)
                 except ValueError as exc:
                     self.counts["rejected"] += 1
                     self.metrics.bad_events.labels("monitor").inc()
@@ -306,6 +319,11 @@ class MetricsService:
                 idx = item.index if item.index is not None else (index if len(items) > 1 else None)
                 self._dead_letter(rec, item.reason, item.field, idx)
         return applied
+
+    def _late(self, rec: Any, index: int | None) -> None:
+        self.counts["late"] += 1
+        self.metrics.late_events.inc()
+        self._dead_letter(rec, "late event: every window holding its time has closed", "ts", index)
 
     def _check_new_keys(self, part: _Partition) -> None:
         """Warn when a (model, segment) key new to this partition was already seen on another."""
@@ -474,6 +492,20 @@ def configure_logging(level_name: str) -> None:
     logging.getLogger("kafka").setLevel(logging.DEBUG if level <= logging.DEBUG else logging.CRITICAL)
 
 
+def tune_gc() -> None:
+    """Garbage-collector settings for a long-running consume process.
+
+    The loop allocates several short-lived containers per event (decoded JSON, the event) while
+    window state (histograms, queued events) lives for minutes; with the default thresholds the
+    collector rescans that state every few thousand events. ``gc.freeze()`` moves everything
+    alive at start-up to the permanent generation, and the youngest generation is collected every
+    20,000 allocations instead of 700 (at most a few MB of garbage cycles wait longer).
+    """
+    gc.freeze()
+    gen0, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(max(gen0, 20_000), max(gen1, 50), max(gen2, 50))
+
+
 def run_consume(args: Any) -> int:
     try:
         configure_logging(args.log_level)
@@ -496,5 +528,6 @@ def run_consume(args: Any) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    tune_gc()
     service.run()
     return 0
