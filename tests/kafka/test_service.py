@@ -183,6 +183,18 @@ def test_bad_and_late_messages_go_to_the_dead_letter_topic_with_reason_and_sourc
     assert service.counts["late"] == 1
 
 
+def stop(proc: subprocess.Popen) -> str:
+    """SIGTERM ``proc`` and return its output; SIGKILL it (and fail) if it does not exit in 30 s."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        out = proc.communicate(timeout=30)[0]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError("the service did not stop within 30 s of SIGTERM") from None
+    return (out or b"").decode()
+
+
 def _run_until_caught_up(cmd, bootstrap, output, n_expected, timeout=90.0):
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
@@ -191,8 +203,7 @@ def _run_until_caught_up(cmd, bootstrap, output, n_expected, timeout=90.0):
         assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
         time.sleep(1.5)  # a last checkpoint
     finally:
-        proc.send_signal(signal.SIGTERM)
-        out = proc.communicate(timeout=30)[0].decode()
+        out = stop(proc)
     assert proc.returncode == 0, out[-3000:]
     return out
 
@@ -222,15 +233,17 @@ def test_sigkill_at_random_points_gives_the_snapshots_of_an_uninterrupted_run(
     while feeder.is_alive() or len(kills) < 3:
         started = time.time()
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        # once this process is applying records (it wrote a checkpoint), kill it at a random moment;
-        # after the feed ends a restart may have nothing left to checkpoint: give it time to join
-        wait_for(lambda: any(p.stat().st_mtime > started for p in checkpoints.rglob("*.json"))
-                 or (not feeder.is_alive() and time.time() - started > 8), 60,
-                 "a checkpoint of the restarted process")
-        delay = rng.uniform(0.0, 2.0)
-        time.sleep(delay)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
+        try:
+            # once this process is applying records (it wrote a checkpoint), kill it at a random moment;
+            # after the feed ends a restart may have nothing left to checkpoint: give it time to join
+            wait_for(lambda: any(p.stat().st_mtime > started for p in checkpoints.rglob("*.json"))
+                     or (not feeder.is_alive() and time.time() - started > 8), 60,
+                     "a checkpoint of the restarted process")
+            delay = rng.uniform(0.0, 2.0)
+            time.sleep(delay)
+        finally:
+            proc.send_signal(signal.SIGKILL)  # also when the test fails: no process outlives it
+            proc.wait(timeout=10)
         kills.append((round(delay, 2), len(read_topic(bootstrap_servers, out, 5))))
     feeder.join()
     _run_until_caught_up(cmd, bootstrap_servers, out, n_windows)
@@ -268,15 +281,12 @@ def test_two_processes_in_one_group_produce_the_same_snapshots_as_one(
     first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     time.sleep(1.0)
     second = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
+    try:  # the finally below stops both, whatever happens
         wait_for(lambda: len(snapshots_by_key(read_topic(bootstrap_servers, pair_out, 5))) >= n_windows,
                  120, "the pair's snapshots")
         time.sleep(1.5)
     finally:
-        logs = []
-        for proc in (first, second):
-            proc.send_signal(signal.SIGTERM)
-            logs.append(proc.communicate(timeout=30)[0].decode())
+        logs = [stop(proc) for proc in (first, second)]
     assert first.returncode == 0 and second.returncode == 0, logs
     assert all("assigned" in log for log in logs), logs  # both processes owned partitions
     pair = snapshots_by_key(read_topic(bootstrap_servers, pair_out))
@@ -309,8 +319,7 @@ def test_sigterm_checkpoints_commits_and_exits_zero(bootstrap_servers, new_topic
         health = urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2)
         assert health.status == 200 and health.read() == b"ok\n"
     finally:
-        proc.send_signal(signal.SIGTERM)
-        out = proc.communicate(timeout=30)[0].decode()
+        out = stop(proc)
     assert proc.returncode == 0, out
     [checkpoint] = list(state.rglob("0.json"))
     saved = json.loads(checkpoint.read_text())
