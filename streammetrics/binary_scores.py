@@ -447,8 +447,9 @@ class BinaryScores(Accumulator):
         if w is None:
             class_w = class_n
         else:
-            pos_w = float(np.dot(w, y.view(bool)))
-            class_w = (float(w.sum()) - pos_w, pos_w)
+            positive = y.view(bool)
+            # each class summed on its own: total - positives can round to a tiny negative
+            class_w = (float(w[~positive].sum()), float(w[positive].sum()))
         if max(self._class_weight(c) + float(class_w[c]) for c in (0, 1)) > MAX_TOTAL_WEIGHT:
             raise ValueError(f"sample_weight would make a class weight exceed {MAX_TOTAL_WEIGHT:g}")
         binning = self._binning
