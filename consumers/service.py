@@ -38,6 +38,7 @@ import gc
 import json
 import logging
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -510,17 +511,24 @@ def run_consume(args: Any) -> int:
     try:
         configure_logging(args.log_level)
     except ValueError as exc:
-        print(f"streammetrics consume: {exc}")
+        print(f"streammetrics consume: {exc}", file=sys.stderr)
         return 2
     try:
         config = config_from_args(args)
         service = MetricsService(config)
     except ImportError as exc:
-        print(f"streammetrics consume needs the kafka extra: pip install 'streammetrics[kafka]' ({exc})")
+        print(f"streammetrics consume needs the kafka extra: pip install 'streammetrics[kafka]' ({exc})",
+              file=sys.stderr)
         return 2
     except ValueError as exc:
-        print(f"streammetrics consume: {exc}")
+        print(f"streammetrics consume: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # kafka.errors.KafkaError and friends: nothing to consume from
+        if type(exc).__module__.startswith("kafka"):
+            print(f"streammetrics consume: cannot connect to Kafka at {args.bootstrap_servers}: {exc}",
+                  file=sys.stderr)
+            return 1
+        raise
 
     def on_signal(signum: int, frame: Any) -> None:
         log.info("signal %d: stopping", signum)
