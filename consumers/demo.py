@@ -120,7 +120,14 @@ def run_demo(args: Any, out: TextIO = sys.stdout) -> int:
             print("starting a local Kafka-protocol broker (tansu, in memory) ...", file=out, flush=True)
             broker = EmbeddedBroker().start()
             bootstrap = broker.bootstrap_servers
-        create_topics(bootstrap, {args.topic: 3, args.output_topic: 1, dlq_topic: 1})
+        try:
+            create_topics(bootstrap, {args.topic: 3, args.output_topic: 1, dlq_topic: 1},
+                          timeout=15 if args.bootstrap_servers else 30)
+        except Exception as exc:  # kafka-python errors, BrokerError: the demo has nothing to run on
+            if not type(exc).__module__.startswith(("kafka", "consumers")):
+                raise
+            print(f"streammetrics demo: cannot use the Kafka broker at {bootstrap}: {exc}", file=sys.stderr)
+            return 1
         if args.produce_only:
             n = produce_events(bootstrap, args.topic, args.events, args.duration, args.rate)
             print(f"produced {n} events to {args.topic} on {bootstrap}", file=out)

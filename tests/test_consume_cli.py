@@ -35,3 +35,10 @@ def test_bad_options_name_the_option(extra, message):
 def test_missing_required_flags_are_reported_by_argparse():
     out = consume("--topic", "a")
     assert out.returncode == 2 and "--bootstrap-servers" in out.stderr
+
+
+def test_demo_with_an_unreachable_broker_says_so():
+    out = subprocess.run([sys.executable, "-m", "streammetrics.cli", "demo", "--bootstrap-servers",
+                          f"127.0.0.1:{free_port()}"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1
+    assert "cannot use the Kafka broker" in out.stderr and "Traceback" not in out.stderr
