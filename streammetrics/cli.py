@@ -9,8 +9,7 @@ import argparse
 import json
 import os
 import sys
-import time
-from typing import IO, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from .windows import parse_duration
 
