@@ -197,3 +197,12 @@ def test_replay_memory_is_flat_in_the_stream_length():
     small_kib, large_kib = map(int, out.stdout.split())
     # a million events (10x more, ~70 MiB of JSON) may not raise the peak by more than 16 MiB
     assert large_kib - small_kib < 16 * 1024, (small_kib, large_kib)
+
+
+def test_progress_bar_on_request_and_off_when_not_a_terminal(tmp_path, capsys):
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in generate_events(40_000, duration=600.0, seed=2)))
+    code, _, err = run_cli(["replay", str(path), "--no-state", "--progress", "on"], capsys)
+    assert code == 0 and "\r[" in err and "100.0%" in err and "40,000 lines" in err
+    code, _, err = run_cli(["replay", str(path), "--no-state"], capsys)  # auto: stderr is not a TTY here
+    assert code == 0 and "\r[" not in err
