@@ -52,7 +52,7 @@ import operator
 import warnings
 from functools import reduce
 from itertools import combinations
-from typing import Any, Hashable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -268,7 +268,43 @@ def check_average(average: Any, options: tuple, what: str) -> None:
 
 
 # ----------------------------------------------------------------------------- accumulator
-class MulticlassScores(Accumulator):
+class _ScoreColumns(Accumulator):
+    """Configuration shared by the accumulators of one score per column (class or label):
+    the column names (config key :attr:`columns_key`), the binning, and the merge check."""
+
+    #: config key of the column names: "classes" or "labels"
+    columns_key: ClassVar[str] = "classes"
+    _cols: Any
+    _binning: Binning
+
+    @property
+    def bins(self) -> int | None:
+        """Bins per octave of the log grid (None when ``exact``)."""
+        return None if self._binning.exact else self._binning.bins  # type: ignore[attr-defined]
+
+    @property
+    def exact(self) -> bool:
+        """True when every distinct score is kept."""
+        return self._binning.exact
+
+    def _config(self) -> dict[str, Any]:
+        return {self.columns_key: labels_to_json(self._cols.names), "bins": self.bins, "exact": self.exact}
+
+    @classmethod
+    def _from_config(cls, config: Mapping[str, Any]) -> Any:
+        key = cls.columns_key
+        if set(config) != {key, "bins", "exact"} or not isinstance(config[key], list):
+            raise ValueError(f"config must be {{'{key}': [...], 'bins', 'exact'}}, got {dict(config)!r}")
+        binning = binning_from_config({"bins": config["bins"], "exact": config["exact"]})
+        return cls(config[key], bins=binning.config()["bins"], exact=binning.exact)
+
+    def _check_mergeable(self, other: Accumulator) -> None:
+        super()._check_mergeable(other)
+        if self._cols.kind != other._cols.kind:  # type: ignore[attr-defined]
+            raise ValueError(f"cannot merge {type(self).__name__} over {self.columns_key} of different kinds")
+
+
+class MulticlassScores(_ScoreColumns):
     """Top-k accuracy, log loss, ROC AUC (one-vs-rest / one-vs-one, with guaranteed
     bounds), average precision and the arg-max confusion matrix of a stream of
     ``(y_true, scores, weight)`` events.
@@ -320,31 +356,6 @@ class MulticlassScores(Accumulator):
     def total_weight(self) -> float:  # type: ignore[override]
         """Summed weight of the events seen."""
         return float(sum(self._weights))
-
-    @property
-    def bins(self) -> int | None:
-        """Bins per octave of the log grid (None when ``exact``)."""
-        return None if self._binning.exact else self._binning.bins  # type: ignore[attr-defined]
-
-    @property
-    def exact(self) -> bool:
-        """True when every distinct score is kept."""
-        return self._binning.exact
-
-    def _config(self) -> dict[str, Any]:
-        return {"classes": labels_to_json(self._cols.names), "bins": self.bins, "exact": self.exact}
-
-    @classmethod
-    def _from_config(cls, config: Mapping[str, Any]) -> "MulticlassScores":
-        if set(config) != {"classes", "bins", "exact"} or not isinstance(config["classes"], list):
-            raise ValueError(f"config must be {{'classes': [...], 'bins', 'exact'}}, got {dict(config)!r}")
-        binning = binning_from_config({"bins": config["bins"], "exact": config["exact"]})
-        return cls(config["classes"], bins=binning.config()["bins"], exact=binning.exact)
-
-    def _check_mergeable(self, other: Accumulator) -> None:
-        super()._check_mergeable(other)
-        if self._cols.kind != other._cols.kind:  # type: ignore[attr-defined]
-            raise ValueError("cannot merge MulticlassScores over classes of different kinds")
 
     def _state(self) -> dict[str, Any]:
         k = len(self._cols.names)

@@ -39,8 +39,8 @@ import numpy as np
 
 from . import ranking
 from ._base import Accumulator
-from ._validation import as_weight_array, check_weight, labels_to_json
-from .binning import Binning, binning_from_config, make_binning
+from ._validation import as_weight_array, check_weight
+from .binning import Binning, make_binning
 from .histogram import (
     MAX_TOTAL_WEIGHT,
     ScoreHistogram,
@@ -52,6 +52,7 @@ from .histogram import (
 )
 from .multiclass_scores import (
     _Columns,
+    _ScoreColumns,
     average_intervals,
     average_scores,
     binary_auc,
@@ -140,7 +141,7 @@ def _row_stats_batch(T: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return P, L - P, U2, AP
 
 
-class MultilabelScores(Accumulator):
+class MultilabelScores(_ScoreColumns):
     """ROC AUC (with guaranteed bounds) and average precision of multilabel score rows.
 
     ``labels`` is the number of labels ``n`` (labels are then ``0 .. n-1``, the columns of
@@ -152,6 +153,7 @@ class MultilabelScores(Accumulator):
     """
 
     type_name = "MultilabelScores"
+    columns_key = "labels"
 
     def __init__(self, labels: int | Sequence[Hashable], bins: int | None = 64, exact: bool = False) -> None:
         if isinstance(labels, numbers.Integral) and not isinstance(labels, bool):
@@ -199,29 +201,6 @@ class MultilabelScores(Accumulator):
     def total_weight(self) -> float:  # type: ignore[override]
         """Summed weight of the events seen."""
         return self._total
-
-    @property
-    def bins(self) -> int | None:
-        return None if self._binning.exact else self._binning.bins  # type: ignore[attr-defined]
-
-    @property
-    def exact(self) -> bool:
-        return self._binning.exact
-
-    def _config(self) -> dict[str, Any]:
-        return {"labels": labels_to_json(self._cols.names), "bins": self.bins, "exact": self.exact}
-
-    @classmethod
-    def _from_config(cls, config: Mapping[str, Any]) -> "MultilabelScores":
-        if set(config) != {"labels", "bins", "exact"} or not isinstance(config["labels"], list):
-            raise ValueError(f"config must be {{'labels': [...], 'bins', 'exact'}}, got {dict(config)!r}")
-        binning = binning_from_config({"bins": config["bins"], "exact": config["exact"]})
-        return cls(config["labels"], bins=binning.config()["bins"], exact=binning.exact)
-
-    def _check_mergeable(self, other: Accumulator) -> None:
-        super()._check_mergeable(other)
-        if self._cols.kind != other._cols.kind:  # type: ignore[attr-defined]
-            raise ValueError("cannot merge MultilabelScores over labels of different kinds")
 
     def _state(self) -> dict[str, Any]:
         return {
