@@ -24,6 +24,7 @@ __all__ = [
     "as_label_array",
     "as_float_array",
     "as_weight_array",
+    "indicator_values",
     "check_same_length",
     "to_builtin_label",
     "labels_to_json",
@@ -208,6 +209,29 @@ def as_label_array(values: Any, name: str) -> np.ndarray:
     for i, v in enumerate(arr):
         out[i] = to_builtin_label(v, f"{name}[{i}]")
     return out
+
+
+def indicator_values(arr: np.ndarray, name: str) -> np.ndarray:
+    """A validated 2-D indicator array (entries 0/1, bool, or 0.0/1.0) as a contiguous bool
+    matrix; ValueError naming the first other entry as ``name[i][j]``."""
+    if arr.dtype.kind == "b":
+        return np.ascontiguousarray(arr)
+    if arr.dtype.kind in "iuf":
+        ones = arr == 1
+        bad = ~(ones | (arr == 0))
+    else:
+        ones = np.zeros(arr.shape, dtype=bool)
+        bad = np.ones(arr.shape, dtype=bool)
+        for (i, j), v in np.ndenumerate(arr):
+            if v.__class__ is not str and (v == 1 or v == 0):
+                bad[i, j] = False
+                ones[i, j] = v == 1
+    if bad.any():
+        i, j = np.argwhere(bad)[0].tolist()
+        value = arr[i, j]
+        value = value.item() if isinstance(value, np.generic) else value
+        raise ValueError(f"{name}[{i}][{j}] must be 0 or 1, got {value!r}")
+    return ones
 
 
 # ----------------------------------------------------------------------------- JSON

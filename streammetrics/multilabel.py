@@ -29,7 +29,7 @@ import numpy as np
 
 from . import _classification as _cls
 from ._base import Accumulator
-from ._validation import as_weight_array, check_weight, to_builtin_label
+from ._validation import as_weight_array, check_weight, indicator_values, to_builtin_label
 from .confusion import _kind
 
 __all__ = ["MultilabelConfusion"]
@@ -259,24 +259,7 @@ class MultilabelConfusion(Accumulator):
             raise ValueError(
                 f"{name} must have shape (n, {len(self._labels)}), got {arr.shape}"
             )
-        if arr.dtype.kind == "b":
-            return arr
-        if arr.dtype.kind in "iuf":
-            ones = arr == 1
-            bad = ~(ones | (arr == 0))
-        else:
-            ones = np.zeros(arr.shape, dtype=bool)
-            bad = np.ones(arr.shape, dtype=bool)
-            for (i, j), v in np.ndenumerate(arr):
-                if v.__class__ is not str and (v == 1 or v == 0):
-                    bad[i, j] = False
-                    ones[i, j] = v == 1
-        if bad.any():
-            i, j = np.argwhere(bad)[0].tolist()
-            value = arr[i, j]
-            value = value.item() if isinstance(value, np.generic) else value
-            raise ValueError(f"{name}[{i}][{j}] must be 0 or 1, got {value!r}")
-        return ones
+        return indicator_values(arr, name)
 
     def update_many(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> "MultilabelConfusion":
         """Add a batch: indicator matrices (n, n_labels) or sequences of label sets."""

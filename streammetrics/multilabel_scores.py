@@ -39,7 +39,7 @@ import numpy as np
 
 from . import ranking
 from ._base import Accumulator
-from ._validation import as_weight_array, check_weight
+from ._validation import as_weight_array, check_weight, indicator_values
 from .binning import Binning, make_binning
 from .histogram import (
     MAX_TOTAL_WEIGHT,
@@ -380,24 +380,7 @@ class MultilabelScores(_ScoreColumns):
             return np.zeros((0, n_labels), dtype=bool)
         if arr.ndim != 2 or arr.shape[1] != n_labels:
             raise ValueError(f"{name} must have shape (n, {n_labels}), got {arr.shape}")
-        if arr.dtype.kind == "b":
-            return np.ascontiguousarray(arr)
-        if arr.dtype.kind in "iuf":
-            ones = arr == 1
-            bad = ~(ones | (arr == 0))
-        else:
-            ones = np.zeros(arr.shape, dtype=bool)
-            bad = np.ones(arr.shape, dtype=bool)
-            for (i, j), v in np.ndenumerate(arr):
-                if v.__class__ is not str and (v == 1 or v == 0):
-                    bad[i, j] = False
-                    ones[i, j] = v == 1
-        if bad.any():
-            i, j = np.argwhere(bad)[0].tolist()
-            value = arr[i, j]
-            value = value.item() if isinstance(value, np.generic) else value
-            raise ValueError(f"{name}[{i}][{j}] must be 0 or 1, got {value!r}")
-        return ones
+        return indicator_values(arr, name)
 
     def update_many(self, y_true: Any, score_matrix: Any, sample_weight: Any = None) -> "MultilabelScores":
         """Add a batch: an ``(n, L)`` indicator matrix (or a sequence of label sets), an
