@@ -328,9 +328,9 @@ class MetricsService:
 
     def _check_new_keys(self, part: _Partition) -> None:
         """Warn when a (model, segment) key new to this partition was already seen on another."""
-        keys = part.windows.keys
-        if len(keys) == part.known_keys:
+        if part.windows.key_count == part.known_keys:
             return
+        keys = part.windows.keys
         partition = part.tp.partition
         for key in keys[part.known_keys:]:
             seen = self._key_partition.setdefault(key, partition)

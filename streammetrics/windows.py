@@ -356,7 +356,12 @@ class WindowManager:
     # ----------------------------------------------------------------- introspection
     @property
     def keys(self) -> list[tuple[str, str]]:
+        """The stream keys seen, in order of their first event."""
         return list(self._keys)
+
+    @property
+    def key_count(self) -> int:
+        return len(self._keys)
 
     def late_count(self, model: str, segment: str = "") -> int:
         state = self._keys.get((model, segment))
