@@ -2,7 +2,7 @@
 
 Two families:
 
-* per-event checks (``check_weight``, ``check_number``, ``check_label``) are plain
+* per-event checks (``check_weight``, ``check_number``, ``to_builtin_label``) are plain
   Python with a fast path for the common built-in types: no numpy work per event;
 * batch checks (``as_*_array``) convert array-likes once and validate the whole batch
   before the caller mutates anything, naming the argument and the first bad element.
@@ -20,7 +20,6 @@ import numpy as np
 __all__ = [
     "check_weight",
     "check_number",
-    "check_label",
     "as_label_array",
     "as_float_array",
     "as_weight_array",
@@ -111,13 +110,6 @@ def to_builtin_label(label: Any, name: str = "label") -> Hashable:
     raise TypeError(
         f"{name} must be an int, str, bool or finite float, got {type(label).__name__} {_describe(label)}"
     )
-
-
-def check_label(label: Any, name: str = "label") -> Hashable:
-    """Fast per-event label check: built-in int/str/bool pass through untouched."""
-    if label.__class__ in _LABEL_TYPES:
-        return label
-    return to_builtin_label(label, name)
 
 
 # ----------------------------------------------------------------------------- batches

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
 __all__ = ["WindowManager", "WindowSpec", "parse_duration", "SNAPSHOT_SCHEMA"]
 
@@ -89,10 +89,6 @@ class WindowSpec:
     def panes_per_slide(self) -> int:
         return self.slide_ms // self.pane_ms
 
-    def pane_of(self, ts: float) -> int:
-        """Index ``j`` of the pane ``[j * pane, (j + 1) * pane)`` holding event time ``ts`` (s)."""
-        return event_us(ts) // (self.pane_ms * 1000)
-
     def first_window_of_pane(self, pane: int) -> int:
         """Smallest window index ``k`` whose span contains pane ``pane``."""
         # window k holds panes [k*s, k*s + w) with s = panes_per_slide, w = panes_per_window
@@ -104,17 +100,6 @@ class WindowSpec:
 
     def to_dict(self) -> dict[str, int]:
         return {"size_ms": self.size_ms, "slide_ms": self.slide_ms, "grace_ms": self.grace_ms}
-
-
-def event_us(ts: float) -> int:
-    """Event time in whole microseconds (nearest).
-
-    ``ts * 1000`` of a decimal timestamp such as ``16.15`` is not exact in binary floating
-    point (16149.999...); rounding to the microsecond puts such events on the side of a window
-    boundary their decimal value says, for epoch-scale timestamps too (float spacing there is
-    ~0.25 us). Window arithmetic is then exact integer arithmetic.
-    """
-    return _floor(ts * 1e6 + 0.5)
 
 
 def _seconds(ms: int) -> int | float:
@@ -210,7 +195,11 @@ class WindowManager:
             state = self._keys[key] = _KeyState()
         if self._event_tag is not None and state.tag is None:
             state.tag = tag
-        ts_us = _floor(event.ts * 1e6 + 0.5)  # event_us(), inlined
+        # event time in whole microseconds (nearest): ts * 1000 of a decimal timestamp such as 16.15
+        # is not exact in binary (16149.999...); rounding to the microsecond puts the event on the
+        # side of a window boundary its decimal value says, epoch-scale timestamps included (float
+        # spacing there is ~0.25 us), and the window arithmetic below is exact integer arithmetic
+        ts_us = _floor(event.ts * 1e6 + 0.5)
         pane = ts_us // self._pane_us
         if self._idle:
             state.last_seen = self._clock()
@@ -243,11 +232,6 @@ class WindowManager:
             if ts_us >= state.close_at:
                 self._close_by_watermark(key, state)
         return True
-
-    def add_many(self, events: Iterable[Any]) -> list[Any]:
-        """Add each event; return the late ones (not applied)."""
-        add = self.add
-        return [ev for ev in events if not add(ev)]
 
     def _set_next_window(self, state: _KeyState, k: int) -> None:
         spec = self.spec
