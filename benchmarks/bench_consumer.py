@@ -10,8 +10,8 @@ arrays of 100 events (``benchmarks/bench_kafka_baseline.py``), then reads each t
   checkpoints every second under a temporary state dir, snapshots published): from its first
   record until every event has been applied.
 
-Both use the same consumer settings and the same garbage-collector settings (those of
-``streammetrics consume``); the ratio is service events/s over bare events/s, best of
+Both use the same fetch settings (``max_poll_records`` and ``FETCH_SETTINGS``) and the same
+garbage-collector settings (those of ``streammetrics consume``); the ratio is service events/s over bare events/s, best of
 ``--repeat`` interleaved runs each.
 """
 from __future__ import annotations
@@ -32,11 +32,11 @@ from bench_kafka_baseline import (  # noqa: E402
 )
 
 from consumers.broker import EmbeddedBroker, create_topics  # noqa: E402
-from consumers.service import MetricsService, ServiceConfig, tune_gc  # noqa: E402
+from consumers.service import FETCH_SETTINGS, MetricsService, ServiceConfig, tune_gc  # noqa: E402
 
 
 #: the fetch settings the service uses (consumers.service.consumer_settings / ServiceConfig)
-SAME_SETTINGS = {"max_poll_records": ServiceConfig.max_poll_records}
+SAME_SETTINGS = {"max_poll_records": ServiceConfig.max_poll_records, **FETCH_SETTINGS}
 
 
 def service_rate(bootstrap: str, topic: str, events: int, run: int) -> float:
@@ -87,6 +87,8 @@ def main() -> None:
                 our_runs.append(service_rate(bootstrap, filled.topic, filled.events, run))
             bare, ours = max(bare_runs), max(our_runs)
             rows.append((name, filled.events, bare, ours))
+            print(f"{name}: bare loop {', '.join(f'{r:,.0f}' for r in bare_runs)} ev/s; "
+                  f"service {', '.join(f'{r:,.0f}' for r in our_runs)} ev/s", flush=True)
     print(f"record CRC32C in {crc32c_implementation()}; best of {repeat}")
     print(f"{'topic':<24}{'events':>10}{'bare loop ev/s':>16}{'service ev/s':>14}{'ratio':>7}")
     for name, events, bare, ours in rows:

@@ -127,7 +127,7 @@ class _KeyState:
         # stream time (us) reaching close_at closes the next window
         self.open_from: float = -math.inf
         self.close_at: float = -math.inf
-        self.first_pane_bound: float = -math.inf
+        self.first_pane_bound: float = math.inf  # panes below it start an earlier first window
 
 
 class WindowManager:
@@ -185,16 +185,9 @@ class WindowManager:
         """Apply ``event`` to its key's pane; False (and counted as late) if every window it
         belongs to has already closed. Returns True when the event was applied. Raises
         ValueError, changing nothing, when the monitor's ``event_tag`` refuses the event."""
-        key = (event.model, event.segment)
-        state = self._keys.get(key)
-        if self._event_tag is not None:
-            tag = self._event_tag(event)
-            if state is not None and state.tag is not None and tag != state.tag:
-                raise ValueError(f"event of kind {tag!r} in a stream of kind {state.tag!r}")
-        if state is None:
-            state = self._keys[key] = _KeyState()
-        if self._event_tag is not None and state.tag is None:
-            state.tag = tag
+        state = self._keys.get((event.model, event.segment))
+        if state is None or self._event_tag is not None:
+            state = self._key_state(event, state)
         # event time in whole microseconds (nearest): ts * 1000 of a decimal timestamp such as 16.15
         # is not exact in binary (16149.999...); rounding to the microsecond puts the event on the
         # side of a window boundary its decimal value says, epoch-scale timestamps included (float
@@ -222,16 +215,33 @@ class WindowManager:
                 if state.cumulative is None:
                     state.cumulative = self._factory()
                 state.cumulative.update_event(event)
-        if state.first_window is None or pane < state.first_pane_bound:
-            state.first_window = self.spec.first_window_of_pane(pane)
-            # first_window_of_pane(p) < first_window  <=>  p < first_window * slide + (size - slide)
-            state.first_pane_bound = (state.first_window * self.spec.panes_per_slide
-                                      + self.spec.panes_per_window - self.spec.panes_per_slide)
+        if pane < state.first_pane_bound:  # +inf until the key's first event
+            self._set_first_window(state, self.spec.first_window_of_pane(pane))
         if ts_us > state.max_us:
             state.max_us = ts_us
             if ts_us >= state.close_at:
-                self._close_by_watermark(key, state)
+                self._close_by_watermark((event.model, event.segment), state)
         return True
+
+    def _key_state(self, event: Any, state: _KeyState | None) -> _KeyState:
+        """The state of ``event``'s key, created on its first event; with an ``event_tag``, the
+        event's tag checked against the key's (ValueError before anything changes)."""
+        tag = None
+        if self._event_tag is not None:
+            tag = self._event_tag(event)
+            if state is not None and state.tag is not None and tag != state.tag:
+                raise ValueError(f"event of kind {tag!r} in a stream of kind {state.tag!r}")
+        if state is None:
+            state = self._keys[(event.model, event.segment)] = _KeyState()
+        if state.tag is None:
+            state.tag = tag
+        return state
+
+    def _set_first_window(self, state: _KeyState, k: int) -> None:
+        spec = self.spec
+        state.first_window = k
+        # first_window_of_pane(p) < k  <=>  p < k * slide + (size - slide)   (in panes)
+        state.first_pane_bound = k * spec.panes_per_slide + spec.panes_per_window - spec.panes_per_slide
 
     def _set_next_window(self, state: _KeyState, k: int) -> None:
         spec = self.spec
@@ -401,10 +411,7 @@ class WindowManager:
                 if item["next_window"] is not None:
                     self._set_next_window(st, int(item["next_window"]))
                 if item["first_window"] is not None:
-                    spec = self.spec
-                    st.first_window = int(item["first_window"])
-                    st.first_pane_bound = (st.first_window * spec.panes_per_slide + spec.panes_per_window
-                                           - spec.panes_per_slide)
+                    self._set_first_window(st, int(item["first_window"]))
                 st.late = int(item["late"])
                 st.tag = item.get("tag")
                 st.last_seen = now

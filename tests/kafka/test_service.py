@@ -342,3 +342,21 @@ def test_kafka_options_go_to_the_client_that_knows_them():
         split_client_options({"no_such_option": 1})
     with pytest.raises(ValueError, match="OPTION=VALUE"):
         _kafka_options(["security_protocol"])
+
+
+def test_consumer_fetch_wait_is_short_by_default_and_kafka_options_override_it(bootstrap_servers, new_topic):
+    # kafka-python keeps one fetch per broker in flight; with the 500 ms default a backlog read
+    # stalls whenever the other partitions have nothing new (see consumers.service.FETCH_SETTINGS)
+    from consumers.service import FETCH_SETTINGS
+
+    topic = new_topic()
+    waits = []
+    for options in ({}, {"fetch_max_wait_ms": 500}):
+        service = MetricsService(ServiceConfig(bootstrap_servers=bootstrap_servers, topic=topic,
+                                               output_topic=topic + "-out", kafka_options=options))
+        try:
+            waits.append(service.consumer.config["fetch_max_wait_ms"])
+        finally:
+            service.close()
+    assert waits == [FETCH_SETTINGS["fetch_max_wait_ms"], 500]
+    assert FETCH_SETTINGS["fetch_max_wait_ms"] < 500  # kafka-python's default
