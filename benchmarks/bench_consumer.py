@@ -8,11 +8,16 @@ arrays of 100 events (``benchmarks/bench_kafka_baseline.py``), then reads each t
 * with the bare loop: poll and ``json.loads`` only;
 * with the service (``consumers.service.MetricsService``, binary task, 60 s windows,
   checkpoints every second under a temporary state dir, snapshots published): from its first
-  record until every event has been applied.
+  record until every event has been applied; when msgspec (the ``fast`` extra) is installed,
+  once as configured and once with it turned off ("json only"), decoding like the bare loop.
 
 Both use the same fetch settings (``max_poll_records`` and ``FETCH_SETTINGS``) and the same
-garbage-collector settings (those of ``streammetrics consume``); the ratio is service events/s over bare events/s, best of
-``--repeat`` interleaved runs each.
+garbage-collector settings (those of ``streammetrics consume``). Reported: events/s on the wall
+clock (the target: service over bare loop) and events per CPU-second of this process, best of
+``--repeat`` interleaved runs each. The wall clock includes the reads' idle time, when the
+consumer waits for the broker's fetch responses; it varies between runs of the same reader
+(kafka-python keeps one fetch per broker in flight, see ``consumers/NOTES.md``), hence best-of
+and the CPU figures, which vary little.
 """
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_kafka_baseline import (  # noqa: E402
+    ReadRate,
     bare_consume,
     crc32c_implementation,
     fill_batched_events,
@@ -33,14 +39,16 @@ from bench_kafka_baseline import (  # noqa: E402
 
 from consumers.broker import EmbeddedBroker, create_topics  # noqa: E402
 from consumers.service import FETCH_SETTINGS, MetricsService, ServiceConfig, tune_gc  # noqa: E402
+from streammetrics.events import EventParser  # noqa: E402
 
 
 #: the fetch settings the service uses (consumers.service.consumer_settings / ServiceConfig)
 SAME_SETTINGS = {"max_poll_records": ServiceConfig.max_poll_records, **FETCH_SETTINGS}
 
 
-def service_rate(bootstrap: str, topic: str, events: int, run: int) -> float:
-    """Events/s of the service over ``topic``, first record to last event applied."""
+def service_rate(bootstrap: str, topic: str, events: int, run: str, *, json_only: bool = False) -> ReadRate:
+    """The service's read of ``topic``, first record to last event applied; ``json_only`` turns
+    off the msgspec decoder (the ``fast`` extra) if it is installed."""
     output = f"{topic}-snapshots-{run}"
     create_topics(bootstrap, {output: 1})
     with tempfile.TemporaryDirectory() as state:
@@ -48,51 +56,63 @@ def service_rate(bootstrap: str, topic: str, events: int, run: int) -> float:
                                group_id=f"bench-{topic}-{run}", state_dir=state, idle_close=None)
         # the service's own loop (MetricsService.run is start + poll_once until stopped), driven
         # here on the main thread, like the bare loop, so the clock adds no thread switches
-        service = MetricsService(config).start()
+        service = MetricsService(config)
+        if json_only:
+            service.parser.fast_decode = None
+        service.start()
         counts = service.counts
         try:
             while counts["messages"] == 0:
                 service.poll_once()
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             while counts["events"] + counts["late"] + counts["rejected"] < events:
                 service.poll_once()
-            seconds = time.perf_counter() - start
+            seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
             service.checkpoint()
         finally:
             service.close()
     if counts["events"] != events:
         raise RuntimeError(f"service applied {counts['events']} of {events} events: {counts}")
-    return events / seconds
+    return ReadRate(events, counts["messages"], seconds, cpu_seconds)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument("--batched-events", type=int, default=1_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     n_single = 20_000 if args.quick else args.messages
     n_batched = 100_000 if args.quick else args.batched_events
     repeat = 1 if args.quick else args.repeat
     tune_gc()  # as `streammetrics consume` does; process-wide, so the bare loop gets it too
+    fast = EventParser("binary").fast_decode is not None
+    services = {"service": False, "service, json only": True} if fast else {"service (json only)": True}
     rows = []
     with EmbeddedBroker() as broker:
         bootstrap = broker.bootstrap_servers
         for name, filled in (("single-event messages", fill_single_events(bootstrap, "bench-single", n_single)),
                              ("arrays of 100 events", fill_batched_events(bootstrap, "bench-batched", n_batched))):
-            bare_runs, our_runs = [], []
+            runs: dict[str, list[ReadRate]] = {"bare loop": [], **{s: [] for s in services}}
             for run in range(repeat):  # interleaved, so that load from elsewhere hits both alike
-                bare_runs.append(bare_consume(bootstrap, filled.topic, filled.events, **SAME_SETTINGS).events_per_s)
-                our_runs.append(service_rate(bootstrap, filled.topic, filled.events, run))
-            bare, ours = max(bare_runs), max(our_runs)
-            rows.append((name, filled.events, bare, ours))
-            print(f"{name}: bare loop {', '.join(f'{r:,.0f}' for r in bare_runs)} ev/s; "
-                  f"service {', '.join(f'{r:,.0f}' for r in our_runs)} ev/s", flush=True)
-    print(f"record CRC32C in {crc32c_implementation()}; best of {repeat}")
-    print(f"{'topic':<24}{'events':>10}{'bare loop ev/s':>16}{'service ev/s':>14}{'ratio':>7}")
-    for name, events, bare, ours in rows:
-        print(f"{name:<24}{events:>10,}{bare:>16,.0f}{ours:>14,.0f}{ours / bare:>7.2f}")
+                runs["bare loop"].append(bare_consume(bootstrap, filled.topic, filled.events, **SAME_SETTINGS))
+                for i, (service, json_only) in enumerate(services.items()):
+                    runs[service].append(service_rate(bootstrap, filled.topic, filled.events, f"{run}-{i}",
+                                                      json_only=json_only))
+            for reader, reads in runs.items():
+                print(f"{name}, {reader}: {', '.join(f'{r.events_per_s:,.0f}' for r in reads)} ev/s; "
+                      f"{', '.join(f'{r.events_per_cpu_s:,.0f}' for r in reads)} ev/CPU-s", flush=True)
+            bare = max(r.events_per_s for r in runs["bare loop"])
+            bare_cpu = max(r.events_per_cpu_s for r in runs["bare loop"])
+            for reader, reads in runs.items():
+                rate, cpu_rate = max(r.events_per_s for r in reads), max(r.events_per_cpu_s for r in reads)
+                rows.append((name, filled.events, reader, rate, rate / bare, cpu_rate, cpu_rate / bare_cpu))
+    print(f"\nrecord CRC32C in {crc32c_implementation()}; msgspec {'installed' if fast else 'not installed'}; "
+          f"best of {repeat}; ratio = over the bare loop's; CPU = this process, all threads")
+    print(f"{'topic':<24}{'events':>10}  {'reader':<20}{'events/s':>11}{'ratio':>7}{'events/CPU-s':>14}{'ratio':>7}")
+    for name, events, reader, rate, ratio, cpu_rate, cpu_ratio in rows:
+        print(f"{name:<24}{events:>10,}  {reader:<20}{rate:>11,.0f}{ratio:>7.2f}{cpu_rate:>14,.0f}{cpu_ratio:>7.2f}")
 
 
 if __name__ == "__main__":

@@ -52,10 +52,15 @@ class ReadRate:
     events: int
     messages: int
     seconds: float
+    cpu_seconds: float = 0.0  # CPU time of this process (all threads) over the same interval
 
     @property
     def events_per_s(self) -> float:
         return self.events / self.seconds if self.seconds > 0 else float("inf")
+
+    @property
+    def events_per_cpu_s(self) -> float:
+        return self.events / self.cpu_seconds if self.cpu_seconds > 0 else float("inf")
 
 
 def prediction_events(n: int, seed: int = 11) -> Iterator[dict]:
@@ -150,19 +155,19 @@ def bare_consume(bootstrap: str, topic: str, expected_events: int, *, timeout: f
         consumer.seek_to_beginning(*partitions)
         loads = json.loads
         events = messages = 0
-        start = None
+        start = cpu_start = None
         deadline = time.monotonic() + timeout
         while events < expected_events:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"read {events} of {expected_events} events of {topic!r} in {timeout} s")
             for records in consumer.poll(timeout_ms=500).values():
                 if start is None:
-                    start = time.perf_counter()
+                    start, cpu_start = time.perf_counter(), time.process_time()
                 for record in records:
                     value = loads(record.value)
                     events += len(value) if type(value) is list else 1
                 messages += len(records)
-        return ReadRate(events, messages, time.perf_counter() - start)
+        return ReadRate(events, messages, time.perf_counter() - start, time.process_time() - cpu_start)
     finally:
         consumer.close(autocommit=False)
 

@@ -9,7 +9,7 @@ import time
 from datetime import datetime, timezone
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import streammetrics as sm
@@ -438,21 +438,113 @@ json_values = st.recursive(
 )
 
 
-@given(json_values, st.sampled_from(["", " ", "\n", "\r\n", " \t"]), st.sampled_from(["", " ", "\n"]),
+@given(json_values, st.sampled_from(["", " ", "\n", "\r\n", " \t", "\x0c"]), st.sampled_from(["", " ", "\n", "\x0c"]),
        st.sampled_from(["", "x", "}", ",1"]))
 def test_parse_value_decodes_exactly_like_json_loads(value, lead, trail, junk):
     text = lead + json.dumps(value) + trail + junk
-    parser = EventParser("binary", require_key=False)
+    for fast_json in (False, True):
+        parser = EventParser("binary", require_key=False, fast_json=fast_json)
+        try:
+            decoded = json.loads(text)
+        except json.JSONDecodeError:
+            [rejection] = parser.parse_value(text)
+            assert isinstance(rejection, Rejection) and "invalid JSON" in rejection.reason
+            continue
+        expected = [parser.parse(x) for x in decoded] if isinstance(decoded, list) else [parser.parse(decoded)]
+        got = parser.parse_value(text.encode())
+
+        def key(item):
+            return (item.reason, item.field) if isinstance(item, Rejection) else item.to_dict()
+
+        assert [key(g) for g in got] == [key(e) for e in expected]
+
+
+# --------------------------------------------------------------------------- msgspec, the optional decoder
+def _exact(value):
+    """A value with its types, float bits and key order spelled out (== on floats is too lenient)."""
+    if isinstance(value, dict):
+        return ("dict", [(k, _exact(v)) for k, v in value.items()])
+    if isinstance(value, list):
+        return ("list", [_exact(v) for v in value])
+    if isinstance(value, float):
+        return ("float", value.hex() if math.isfinite(value) else repr(value))
+    return (type(value).__name__, value)
+
+
+number_texts = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.integers(min_value=-(10 ** 40), max_value=10 ** 40).map(str),
+    st.builds(lambda sign, whole, frac, exp: f"{sign}{whole}.{frac}e{exp}", st.sampled_from(["", "-"]),
+              st.integers(0, 10 ** 20), st.integers(0, 10 ** 25), st.integers(-340, 320)),
+    st.sampled_from(["NaN", "Infinity", "-Infinity", "1e400", "-0", "-0.0", "4.9e-324", "2.4703282292062328e-324",
+                     "18446744073709551615", "18446744073709551616", "-9223372036854775809", "1" * 4301]),
+)
+texts = st.text(st.characters(codec=None), max_size=6)  # surrogates included (escaped by json.dumps)
+json_texts = st.recursive(
+    st.one_of(number_texts, texts.map(json.dumps), texts.map(lambda t: json.dumps(t, ensure_ascii=False)),
+              st.sampled_from(["true", "false", "null"])),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4).map(lambda items: "[" + ",".join(items) + "]"),
+        # pairs, not a dict: keys may repeat (the last one wins, in the first one's place)
+        st.lists(st.tuples(st.sampled_from(["ts", "a", "b", "\u00e9", "\ud800"]), children), max_size=4)
+        .map(lambda pairs: "{" + ",".join(f'"{k}":{v}' for k, v in pairs) + "}"),
+    ),
+    max_leaves=10,
+)
+
+
+def _with_noise(text: str, data) -> bytes:
+    """``text`` as UTF-8 (surrogates kept as in a broken producer), maybe with a byte changed or
+    whitespace around it."""
+    raw = text.encode("utf-8", "surrogatepass")
+    how = data.draw(st.sampled_from(["as is", "spaces", "byte", "bom"]))
+    if how == "spaces":
+        raw = data.draw(st.sampled_from([b" ", b"\n", b"\x0c", b""])) + raw + data.draw(st.sampled_from([b" ", b"\r\n", b"\x0c", b""]))
+    elif how == "byte" and raw:
+        i = data.draw(st.integers(0, len(raw) - 1))
+        raw = raw[:i] + bytes([data.draw(st.integers(0, 255))]) + raw[i + 1:]
+    elif how == "bom":
+        raw = "\ufeff".encode() + raw
+    return raw
+
+
+@settings(max_examples=500)
+@given(json_texts, st.data())
+def test_msgspec_decodes_like_json_loads_or_refuses(text, data):
+    """Where msgspec decodes a value at all, it is json's value exactly (types, float bits, key order)."""
+    from streammetrics.events import _FAST_DECODE as fast_decode
+
+    if fast_decode is None:
+        pytest.skip("msgspec is not installed")
+    raw = _with_noise(text, data)
     try:
-        decoded = json.loads(text)
-    except json.JSONDecodeError:
-        [rejection] = parser.parse_value(text)
-        assert isinstance(rejection, Rejection) and "invalid JSON" in rejection.reason
+        fast = fast_decode(raw)
+    except Exception:  # refused: parse_value falls back to json
         return
-    expected = [parser.parse(x) for x in decoded] if isinstance(decoded, list) else [parser.parse(decoded)]
-    got = parser.parse_value(text.encode())
+    reference = json.loads(raw.decode("utf-8"))
+    assert _exact(fast) == _exact(reference), raw
 
-    def key(item):
-        return (item.reason, item.field) if isinstance(item, Rejection) else item.to_dict()
 
-    assert [key(g) for g in got] == [key(e) for e in expected]
+event_fields = st.sampled_from(["ts", "model", "segment", "y_true", "score", "scores", "y_pred", "weight", "id"])
+
+
+@settings(max_examples=500)
+@given(st.sampled_from(sorted(parsers)), st.lists(st.tuples(event_fields, number_texts | json_texts), max_size=3),
+       st.booleans(), st.data())
+def test_parse_value_results_do_not_depend_on_msgspec(name, changes, as_array, data):
+    """Events and rejection reasons are the same with and without the msgspec decoder."""
+    pytest.importorskip("msgspec")
+    base = parsers[name]
+    task = base.task
+    fast = EventParser(task, classes=base.classes, fields=base.fields, fast_json=True)
+    slow = EventParser(task, classes=base.classes, fields=base.fields, fast_json=False)
+    assert fast.fast_decode is not None and slow.fast_decode is None
+    valid = VALID[task] if task != "multiclass" or base.classes == CLASSES else {**BASE, "y_true": 0, "scores": [0.5, 0.3, 0.2]}
+    pairs = [(base.fields.get(k, k), json.dumps(v)) for k, v in valid.items()]
+    pairs += [(base.fields.get(k, k), v) for k, v in changes]
+    text = "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in pairs) + "}"
+    if as_array:
+        text = "[" + text + "," + json.dumps(valid) + "]"
+    raw = _with_noise(text, data)
+    assert repr(fast.parse_value(raw)) == repr(slow.parse_value(raw)), raw
+
