@@ -17,7 +17,8 @@ clock (the target: service over bare loop) and events per CPU-second of this pro
 ``--repeat`` interleaved runs each. The wall clock includes the reads' idle time, when the
 consumer waits for the broker's fetch responses; it varies between runs of the same reader
 (kafka-python keeps one fetch per broker in flight, see ``consumers/NOTES.md``), hence best-of
-and the CPU figures, which vary little.
+and the CPU figures, which vary little. The best wall-clock and the best CPU figure of a reader
+may come from different runs.
 """
 from __future__ import annotations
 
@@ -109,7 +110,7 @@ def main() -> None:
                 rate, cpu_rate = max(r.events_per_s for r in reads), max(r.events_per_cpu_s for r in reads)
                 rows.append((name, filled.events, reader, rate, rate / bare, cpu_rate, cpu_rate / bare_cpu))
     print(f"\nrecord CRC32C in {crc32c_implementation()}; msgspec {'installed' if fast else 'not installed'}; "
-          f"best of {repeat}; ratio = over the bare loop's; CPU = this process, all threads")
+          f"best of {repeat} (wall and CPU each); ratio = over the bare loop's; CPU = this process, all threads")
     print(f"{'topic':<24}{'events':>10}  {'reader':<20}{'events/s':>11}{'ratio':>7}{'events/CPU-s':>14}{'ratio':>7}")
     for name, events, reader, rate, ratio, cpu_rate, cpu_ratio in rows:
         print(f"{name:<24}{events:>10,}  {reader:<20}{rate:>11,.0f}{ratio:>7.2f}{cpu_rate:>14,.0f}{cpu_ratio:>7.2f}")

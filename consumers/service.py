@@ -266,6 +266,7 @@ class MetricsService:
             if part is None:  # revoked while the batch was in flight
                 continue
             apply, parse_value, add = self._apply_items, self.parser.parse_value, part.windows.add
+            polled = len(records)
             first = part.next_offset
             if first is not None and records[0].offset < first:  # (records come in offset order)
                 records = [rec for rec in records if rec.offset >= first]  # covered by the checkpoint
@@ -293,8 +294,8 @@ class MetricsService:
                 self.metrics.events.inc(events)
             self._check_new_keys(part)
             self._publish_ready(part)
-            self.metrics.messages.inc(len(records))
-            self.counts["messages"] += len(records)
+            self.metrics.messages.inc(polled)
+            self.counts["messages"] += polled
         now = self._clock()
         if self.config.idle_close and now - self._last_idle_check >= min(1.0, self.config.idle_close / 4):
             self._last_idle_check = now

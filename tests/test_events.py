@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import streammetrics as sm
-from streammetrics.events import MAX_NAME_LENGTH, Event, EventParser, Rejection
+from streammetrics.events import MAX_NAME_LENGTH, MAX_NESTING, Event, EventParser, Rejection
 
 TS = 1_700_000_000.25
 BASE = {"ts": TS, "model": "m1", "segment": "eu", "id": "p1"}
@@ -332,7 +332,7 @@ def test_parse_value_object_array_and_bad_values():
         b"{} {}": "invalid JSON: Extra data at char 3",
         b"\xff{}": "value is not valid UTF-8 (byte 0)",
         "{}".encode("utf-16"): "value is not valid UTF-8 (byte 0)",
-        b"[" * 100_000: "invalid JSON: RecursionError",
+        b"[" * 100_000: f"invalid JSON: nested deeper than {MAX_NESTING} levels",
         b"1" * 5000: "invalid JSON: ValueError",
         b"null": "event must be a JSON object, got null",
         b"\"text\"": "event must be a JSON object, got 'text'",
@@ -548,3 +548,41 @@ def test_parse_value_results_do_not_depend_on_msgspec(name, changes, as_array, d
     raw = _with_noise(text, data)
     assert repr(fast.parse_value(raw)) == repr(slow.parse_value(raw)), raw
 
+
+
+@pytest.mark.parametrize("depth", [3, MAX_NESTING - 1, MAX_NESTING, MAX_NESTING + 1, 993, 996, 998, 5000])
+@pytest.mark.parametrize("kind", [bytes, str, memoryview])
+def test_nesting_limit_decides_alike_with_either_decoder_and_any_stack(depth, kind):
+    """json's and msgspec's own recursion limits (near 1,000, shifting with the caller's stack) never
+    decide: MAX_NESTING does, before either runs."""
+    extra = "[" * (depth - 2) + "]" * (depth - 2)  # inside an event inside an array: `depth` levels
+    text = "[" + json.dumps(VALID["binary"])[:-1] + ', "x": ' + extra + "}]"
+    value = text if kind is str else kind(text.encode())
+    too_deep = [Rejection(f"invalid JSON: nested deeper than {MAX_NESTING} levels")]
+
+    def deeper(levels):  # the same call, made from `levels` frames further down the stack
+        return deeper(levels - 1) if levels else EventParser("binary", fast_json=fast_json).parse_value(value)
+
+    for fast_json in (True, False):
+        for frames in (0, 40):
+            got = deeper(frames)
+            if depth <= MAX_NESTING:
+                assert [type(r) for r in got] == [Event], (fast_json, frames)
+            else:
+                assert got == too_deep, (fast_json, frames)
+    bare = "[" * depth + "]" * depth
+    for fast_json in (True, False):
+        got = EventParser("binary", fast_json=fast_json).parse_value(bare)
+        assert got == (too_deep if depth > MAX_NESTING else [Rejection("event must be a JSON object, got an array",
+                                                                      index=0)] if depth > 1 else [])
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting():
+    plain = {**VALID["binary"], "note": "[" * 2000, "tags": ["{" * 900]}
+    escaped = {**VALID["binary"], "note": "[" * 2000 + '\\"{{', "tags": ["]" * 900]}
+    values = [json.dumps(plain), json.dumps(plain).encode(), json.dumps([plain] * 600).encode(),
+              json.dumps(escaped), json.dumps(escaped).encode(), json.dumps([escaped] * 600).encode()]
+    for value in values:
+        for fast_json in (True, False):
+            got = EventParser("binary", fast_json=fast_json).parse_value(value)
+            assert got and all(type(r) is Event for r in got), got[:1]
