@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from typing import Any
 
+from streammetrics._files import write_atomically
 from streammetrics.events import Event
 
 __all__ = ["CheckpointStore", "encode_event", "decode_event", "EVENT_CODEC"]
@@ -84,33 +84,7 @@ class CheckpointStore:
              "windows": windows},
             separators=(",", ":"), allow_nan=False,
         ).encode()
-        fd, tmp = tempfile.mkstemp(prefix=f".{partition}.", suffix=".tmp", dir=self.directory)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(payload)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path(partition))
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-        _fsync_dir(self.directory)
-
-
-def _fsync_dir(directory: str) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        write_atomically(self.path(partition), payload, durable=True)
 
 
 def _safe(name: str) -> str:

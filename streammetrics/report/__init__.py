@@ -19,11 +19,11 @@ import argparse
 import importlib
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import IO, Any, Iterable, Sequence
 
+from .._files import write_atomically
 from .alerts import AlertRule, check_metrics, evaluate, known_metrics, parse_rule, parse_rules
 from .history import TASK_TITLES, KeyHistory, group_by_key
 from .sources import LoadResult, SourceError, WindowSnapshot, from_dicts, read_source
@@ -112,25 +112,6 @@ def build_report(loaded: LoadResult | Sequence[WindowSnapshot], *, alerts: Itera
     return page, result
 
 
-def _write_atomically(path: str, text: str) -> None:
-    """Write ``text`` to a temporary file next to ``path`` and rename it over ``path``."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a report is an ordinary file
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def write_report(snapshots: Iterable[dict[str, Any]] | LoadResult, path: str, *,
                  alerts: Iterable[str | AlertRule] = (), title: str | None = None,
                  source: str | None = None) -> ReportResult:
@@ -140,7 +121,9 @@ def write_report(snapshots: Iterable[dict[str, Any]] | LoadResult, path: str, *,
     rule), ``MissingDependency`` (no matplotlib) or ``OSError`` (path not writable)."""
     loaded = snapshots if isinstance(snapshots, LoadResult) else from_dicts(snapshots)
     page, result = build_report(loaded, alerts=alerts, title=title, source=source)
-    _write_atomically(path, page)
+    umask = os.umask(0)
+    os.umask(umask)
+    write_atomically(path, page.encode("utf-8"), mode=0o666 & ~umask)  # an ordinary file, not 0600
     return ReportResult(**{**result.__dict__, "path": path})
 
 
