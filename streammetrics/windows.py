@@ -207,14 +207,8 @@ class WindowManager:
             if len(queue) >= self.max_pending:
                 self._drain_pane(state, pane)
         else:
-            monitor = state.panes.get(pane)
-            if monitor is None:
-                monitor = state.panes[pane] = self._factory()
-            monitor.update_event(event)
-            if self.cumulative:
-                if state.cumulative is None:
-                    state.cumulative = self._factory()
-                state.cumulative.update_event(event)
+            for monitor in self._monitors_of(state, pane):
+                monitor.update_event(event)
         if pane < state.first_pane_bound:  # +inf until the key's first event
             self._set_first_window(state, self.spec.first_window_of_pane(pane))
         if ts_us > state.max_us:
@@ -252,14 +246,20 @@ class WindowManager:
     # ----------------------------------------------------------------- batch mode
     def _drain_pane(self, state: _KeyState, pane: int) -> None:
         events = state.pending.pop(pane)
+        for monitor in self._monitors_of(state, pane):
+            monitor.update_events(events)
+
+    def _monitors_of(self, state: _KeyState, pane: int) -> tuple[Any, ...]:
+        """The monitors an event of ``pane`` updates, created when missing: the pane's, and the
+        key's all-time one when ``cumulative``."""
         monitor = state.panes.get(pane)
         if monitor is None:
             monitor = state.panes[pane] = self._factory()
-        monitor.update_events(events)
-        if self.cumulative:
-            if state.cumulative is None:
-                state.cumulative = self._factory()
-            state.cumulative.update_events(events)
+        if not self.cumulative:
+            return (monitor,)
+        if state.cumulative is None:
+            state.cumulative = self._factory()
+        return (monitor, state.cumulative)
 
     def _drain_key(self, state: _KeyState) -> None:
         for pane in sorted(state.pending):
