@@ -373,7 +373,7 @@ class EventParser:
             except Exception:  # noqa: BLE001 - refused: json below decides, with its exact reason
                 pass
             else:
-                return [self.parse(decoded)] if decoded.__class__ is not list else self._parse_decoded(decoded)
+                return self._parse_decoded(decoded)
         try:
             if value.__class__ is not str:
                 try:
