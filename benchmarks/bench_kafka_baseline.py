@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from consumers.broker import EmbeddedBroker, create_topics
-from streammetrics.synthetic import generate_events
+from streammetrics.stream.synthetic import generate_events
 
 #: Consumer settings compared by ``main``. kafka-python verifies each record batch's CRC32C,
 #: in pure Python unless the optional ``crc32c`` C extension is installed.

@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from streammetrics.events import EventParser
 from streammetrics.monitors import BinaryMonitor
-from streammetrics.synthetic import generate_events
+from streammetrics.stream.events import EventParser
+from streammetrics.stream.synthetic import generate_events
 
 
 def best_of(repeats: int, fn) -> float:

@@ -18,11 +18,11 @@ import sys
 import tempfile
 import time
 
-from streammetrics.events import EventParser
 from streammetrics.monitors import BinaryMonitor
-from streammetrics.replay import replay_lines
-from streammetrics.synthetic import generate_events, write_jsonl
-from streammetrics.windows import WindowManager
+from streammetrics.stream.events import EventParser
+from streammetrics.stream.replay import replay_lines
+from streammetrics.stream.synthetic import generate_events, write_jsonl
+from streammetrics.stream.windows import WindowManager
 
 PEAK_PROBE = r"""
 import resource, sys

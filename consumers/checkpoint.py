@@ -19,8 +19,8 @@ import json
 import os
 from typing import Any
 
-from streammetrics._files import write_atomically
-from streammetrics.events import Event
+from streammetrics.core.files import write_atomically
+from streammetrics.stream.events import Event
 
 __all__ = ["CheckpointStore", "encode_event", "decode_event", "EVENT_CODEC"]
 

@@ -3,7 +3,7 @@
 1. start a local Kafka-protocol broker (tansu, memory storage, free loopback port) unless
    ``--bootstrap-servers`` names one;
 2. create the topics and produce synthetic predictions from models whose quality drifts
-   (:mod:`streammetrics.synthetic`), keyed ``model|segment``, paced at ``--rate`` events/s,
+   (:mod:`streammetrics.stream.synthetic`), keyed ``model|segment``, paced at ``--rate`` events/s,
    plus a few malformed messages that end up in the dead-letter topic;
 3. run the service (:class:`consumers.service.MetricsService`) in a thread;
 4. read the snapshot topic and print one line per closed window as it is published;
@@ -20,7 +20,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
-from streammetrics.synthetic import generate_events
+from streammetrics.stream.synthetic import generate_events
 
 __all__ = ["run_demo", "produce_events", "format_row", "HEADER"]
 

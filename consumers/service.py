@@ -7,7 +7,7 @@ monitors, publishes each closed window's snapshot to the output topic (key
 Exactly-once *results* under crashes (``--state-dir``), without Kafka transactions:
 
 1. records are applied in offset order to the partition's :class:`WindowManager` (batch
-   mode, deterministic: see :mod:`streammetrics.windows`);
+   mode, deterministic: see :mod:`streammetrics.stream.windows`);
 2. every ``checkpoint_interval`` seconds (and on revocation and clean stop) the producer is
    flushed, so every snapshot and dead letter derived so far is acknowledged by the broker;
 3. then each partition's window state and next offset are written atomically
@@ -44,51 +44,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from streammetrics.cli import snapshot_line
-from streammetrics.events import Event, EventParser, Rejection
 from streammetrics.monitors import make_monitor
-from streammetrics.windows import WindowManager
+from streammetrics.stream.events import Event, EventParser, Rejection, parse_field_map
+from streammetrics.stream.snapshots import snapshot_key, snapshot_line
+from streammetrics.stream.windows import WindowManager
 
-from .broker import FAST_GROUP_CONSUMER_CONFIG
 from .checkpoint import EVENT_CODEC, CheckpointStore
+from .settings import FETCH_SETTINGS, consumer_settings
 
 __all__ = ["ServiceConfig", "MetricsService", "run_consume", "snapshot_key", "consumer_settings",
            "FETCH_SETTINGS"]
 
 log = logging.getLogger("streammetrics.consume")
-
-
-def snapshot_key(snapshot: dict[str, Any]) -> bytes:
-    """Kafka key of a snapshot: ``model|segment|window_start`` (``|cumulative`` for all-time ones)."""
-    k = snapshot["key"]
-    tail = "cumulative" if snapshot.get("cumulative") else json.dumps(snapshot["window"]["start"])
-    return f"{k['model']}|{k['segment']}|{tail}".encode()
-
-
-#: Fetch settings of the service's consumer, shared with the bare loop of
-#: ``benchmarks/bench_consumer.py``. kafka-python keeps one fetch request in flight per broker,
-#: and leaves out of it the partition whose records it is still handing out; when the other
-#: partitions have no new data the broker holds that fetch for ``fetch_max_wait_ms`` (long
-#: polling) and the busy partition cannot be fetched meanwhile. Reading a backlog, the default
-#: 500 ms made the consumer sit idle ~40% of the time (two empty 200 ms polls per 5,000
-#: records); 100 ms bounds each stall, and an idle consumer then sends 10 fetches/s per broker.
-FETCH_SETTINGS: dict[str, Any] = {"fetch_max_wait_ms": 100}
-
-
-def consumer_settings(**overrides: Any) -> dict[str, Any]:
-    """kafka-python consumer settings the service uses (fast group joins, manual commits, short
-    fetch waits; see :data:`FETCH_SETTINGS`)."""
-    settings = {
-        "enable_auto_commit": False,
-        "auto_offset_reset": "earliest",
-        **FAST_GROUP_CONSUMER_CONFIG,  # ~3 s group joins instead of ~23 s
-        **FETCH_SETTINGS,
-        "max_poll_interval_ms": 300_000,
-        "key_deserializer": None,
-        "value_deserializer": None,
-    }
-    settings.update(overrides)
-    return settings
 
 
 @dataclass
@@ -467,14 +434,12 @@ def _kafka_options(pairs: list[str]) -> dict[str, Any]:
 
 
 def config_from_args(args: Any) -> ServiceConfig:
-    from streammetrics.cli import _field_map
-
     return ServiceConfig(
         bootstrap_servers=args.bootstrap_servers, topic=args.topic, output_topic=args.output_topic,
         group_id=args.group_id, dlq_topic=args.dlq_topic, state_dir=args.state_dir,
         metrics_port=args.metrics_port, metrics_host=args.metrics_host, task=args.task, window=args.window, slide=args.slide,
         grace=args.grace, idle_close=args.idle_close or None, threshold=args.threshold,
-        classes=args.classes, labels=args.labels, fields=_field_map(args.field),
+        classes=args.classes, labels=args.labels, fields=parse_field_map(args.field),
         cumulative=args.cumulative, include_state=not args.no_state,
         checkpoint_interval=args.checkpoint_interval, max_poll_records=args.max_poll_records,
         kafka_options=_kafka_options(args.kafka),

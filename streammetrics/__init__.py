@@ -1,6 +1,6 @@
 """streammetrics: incremental, mergeable model-quality metrics for prediction streams.
 
-Every accumulator follows one protocol (see :mod:`streammetrics._base`): ``update`` one
+Every accumulator follows one protocol (see :mod:`streammetrics.core.accumulator`): ``update`` one
 event, ``update_many`` a batch, ``merge`` another, ``copy``/``reset``, ``count`` and
 ``total_weight``, and a versioned JSON-safe ``to_dict`` that :func:`from_dict` reads back.
 
@@ -17,19 +17,25 @@ accumulator                what it gives
 
 Monitors (``BinaryMonitor``, ``MulticlassMonitor``, ``LabelMonitor``,
 ``RegressionMonitor``) bundle them per prediction task and take whole event dicts;
-:mod:`streammetrics.windows` runs them over event-time windows per stream key.
+:mod:`streammetrics.stream.windows` runs them over event-time windows per stream key.
 """
-from ._base import Accumulator, from_dict, registered_types
-from .binary_scores import BinaryScores
-from .concurrent import SharedMonitor
-from .confusion import ConfusionMatrix
-from .exceptions import UndefinedMetricWarning
-from .monitors import BinaryMonitor, LabelMonitor, MulticlassMonitor, RegressionMonitor, make_monitor
-from .multiclass_scores import MulticlassScores
-from .multilabel import MultilabelConfusion
-from .multilabel_scores import MultilabelScores
-from .regression import Regression
-from .windows import WindowManager
+from streammetrics.core.accumulator import Accumulator, from_dict, registered_types
+from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.metrics.binary_scores import BinaryScores
+from streammetrics.metrics.confusion import ConfusionMatrix
+from streammetrics.metrics.multiclass_scores import MulticlassScores
+from streammetrics.metrics.multilabel_confusion import MultilabelConfusion
+from streammetrics.metrics.multilabel_scores import MultilabelScores
+from streammetrics.metrics.regression import Regression
+from streammetrics.monitors import (
+    BinaryMonitor,
+    LabelMonitor,
+    MulticlassMonitor,
+    RegressionMonitor,
+    make_monitor,
+)
+from streammetrics.monitors.shared import SharedMonitor
+from streammetrics.stream.windows import WindowManager
 
 __version__ = "0.1.0"
 

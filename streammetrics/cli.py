@@ -6,14 +6,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
-from .windows import parse_duration
+from streammetrics.stream.windows import parse_duration
 
-__all__ = ["main", "build_parser", "snapshot_line"]
+__all__ = ["main", "build_parser"]
 
 EXAMPLES_REPLAY = """\
 examples:
@@ -38,21 +37,6 @@ examples:
       --kafka security_protocol=SASL_SSL --kafka sasl_mechanism=SCRAM-SHA-512 \\
       --kafka sasl_plain_username=svc --kafka sasl_plain_password=$PASSWORD
 """
-
-
-def snapshot_line(snapshot: dict[str, Any]) -> str:
-    """A snapshot as one canonical JSON line: compact, keys in schema order, no NaN."""
-    return json.dumps(snapshot, separators=(",", ":"), allow_nan=False)
-
-
-def _field_map(pairs: Sequence[str]) -> dict[str, str]:
-    fields: dict[str, str] = {}
-    for pair in pairs:
-        name, sep, source = pair.partition("=")
-        if not sep or not name or not source:
-            raise argparse.ArgumentTypeError(f"--field takes NAME=SOURCE (e.g. y_true=label), got {pair!r}")
-        fields[name.strip()] = source.strip()
-    return fields
 
 
 def _duration(name: str) -> Callable[[str], float]:
@@ -198,7 +182,7 @@ def _add_demo_options(d: argparse.ArgumentParser) -> None:
 
 
 def _version() -> str:
-    from . import __version__
+    from streammetrics import __version__
 
     return f"streammetrics {__version__}"
 
@@ -208,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "replay":
-            from .replay import run_replay
+            from streammetrics.stream.replay import run_replay
 
             return run_replay(args, parser)
         if args.command == "consume":
@@ -216,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_consume(args)
         if args.command == "report":
-            from .report import run_report
+            from streammetrics.report import run_report
 
             return run_report(args)
         if args.command == "demo":

@@ -72,12 +72,12 @@ except ImportError as exc:  # pragma: no cover - exercised by simulating a missi
         "pip install 'streammetrics[river]'"
     ) from exc
 
-from .._base import Accumulator
-from ..binary_scores import BinaryScores
-from ..confusion import ConfusionMatrix
-from ..exceptions import UndefinedMetricWarning
-from ..multiclass_scores import MulticlassScores
-from ..regression import Regression
+from streammetrics.core.accumulator import Accumulator
+from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.metrics.binary_scores import BinaryScores
+from streammetrics.metrics.confusion import ConfusionMatrix
+from streammetrics.metrics.multiclass_scores import MulticlassScores
+from streammetrics.metrics.regression import Regression
 
 __all__ = [
     "RiverMetric",

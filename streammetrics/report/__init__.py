@@ -23,10 +23,23 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import IO, Any, Iterable, Sequence
 
-from .._files import write_atomically
-from .alerts import AlertRule, check_metrics, evaluate, known_metrics, parse_rule, parse_rules
-from .history import TASK_TITLES, KeyHistory, group_by_key
-from .sources import LoadResult, SourceError, WindowSnapshot, from_dicts, read_source
+from streammetrics.core.files import write_atomically
+from streammetrics.report.alerts import (
+    AlertRule,
+    check_metrics,
+    evaluate,
+    known_metrics,
+    parse_rule,
+    parse_rules,
+)
+from streammetrics.report.history import TASK_TITLES, KeyHistory, group_by_key
+from streammetrics.report.sources import (
+    LoadResult,
+    SourceError,
+    WindowSnapshot,
+    from_dicts,
+    read_source,
+)
 
 __all__ = [
     "write_report", "build_report", "run_report", "read_source", "parse_rule", "AlertRule", "ReportResult",
@@ -85,9 +98,9 @@ def build_report(loaded: LoadResult | Sequence[WindowSnapshot], *, alerts: Itera
     """The report's HTML and a summary (``path`` empty). ``ValueError`` for an empty input,
     a malformed rule or a rule on a metric no snapshot has; ``MissingDependency`` without matplotlib."""
     require_matplotlib()
-    from .. import __version__
-    from .charts import charts_for
-    from .page import render_page
+    from streammetrics import __version__
+    from streammetrics.report.charts import charts_for
+    from streammetrics.report.page import render_page
 
     if not isinstance(loaded, LoadResult):
         loaded = LoadResult(snapshots=list(loaded))

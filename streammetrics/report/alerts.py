@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from .sources import WindowSnapshot
+from streammetrics.report.sources import WindowSnapshot
 
 __all__ = ["AlertRule", "Alert", "parse_rule", "parse_rules", "check_metrics", "known_metrics", "metric_value"]
 

@@ -25,7 +25,7 @@ from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from .history import KeyHistory, quiet
+from streammetrics.report.history import KeyHistory, quiet
 
 __all__ = ["Chart", "charts_for"]
 

@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Iterable, Sequence
 
-from .. import from_dict
-from .. import monitors as _monitors  # registers the monitor types with from_dict
-from .alerts import Alert, metric_value
-from .sources import WindowSnapshot
+from streammetrics import from_dict
+from streammetrics import (
+    monitors as _monitors,  # registers the monitor types with from_dict
+)
+from streammetrics.report.alerts import Alert, metric_value
+from streammetrics.report.sources import WindowSnapshot
 
 __all__ = ["KeyHistory", "Change", "group_by_key", "direction", "TASK_TITLES", "SUMMARY_METRICS"]
 

@@ -6,10 +6,15 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from typing import Any, Iterable, Sequence
 
-from .alerts import Alert, AlertRule
-from .charts import Chart, label_of
-from .history import SUMMARY_METRICS, TASK_TITLES, Change, KeyHistory
-from .sources import LoadResult, WindowSnapshot
+from streammetrics.report.alerts import Alert, AlertRule
+from streammetrics.report.charts import Chart, label_of
+from streammetrics.report.history import (
+    SUMMARY_METRICS,
+    TASK_TITLES,
+    Change,
+    KeyHistory,
+)
+from streammetrics.report.sources import LoadResult, WindowSnapshot
 
 __all__ = ["render_page", "format_value", "format_delta"]
 

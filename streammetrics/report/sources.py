@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Iterable, Mapping
 from urllib.parse import urlsplit
 
-from ..windows import SNAPSHOT_SCHEMA
+from streammetrics.stream.snapshots import SNAPSHOT_SCHEMA
 
 __all__ = [
     "WindowSnapshot", "LoadResult", "SourceError", "parse_snapshot", "from_dicts", "read_jsonl",

@@ -1,0 +1,1 @@
+"""Protocol, declared state, input checks, exceptions: what every layer above builds on."""

@@ -1,0 +1,1 @@
+"""Pure formulas on arrays and histograms: ranking, binning, classification metrics."""

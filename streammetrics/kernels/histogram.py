@@ -1,0 +1,349 @@
+"""Weighted score histograms: the mergeable state behind every ranking metric.
+
+A :class:`ScoreHistogram` holds, for one group of events (e.g. the negatives of a
+binary task, or the events of true class ``c`` scored for class ``k``), the summed
+weight of their scores per key of a :class:`~streammetrics.kernels.binning.Binning` - a
+``dict`` key -> weight, updated in pure Python per event and through one
+``np.bincount`` per batch. Keys with no weight are not stored (zero-weight events are
+ignored, as scikit-learn ignores them in ranking metrics).
+
+Ranking metrics need two histograms aligned on common keys: :func:`aligned` returns the
+keys in ascending score order with one weight row per histogram, ready for the
+functions of :mod:`streammetrics.kernels.ranking` (``neg, pos`` per ascending score level).
+One-vs-rest, one-vs-one and micro averages combine histograms with :func:`summed`.
+
+Batches go through :func:`aggregate` (one ``np.bincount`` over the key range, with the
+empty gaps between the key regions compressed away) and :func:`insert_table`.
+:func:`collapse` bounds memory: it moves histograms on a
+:class:`~streammetrics.kernels.binning.LogGridBinning` to the nested grid with half as many
+bins per octave while they hold more than ``max_bins`` keys; since it coarsens exactly
+when the events seen so far need it, the result does not depend on how a stream was
+split, batched or merged.
+
+:func:`histograms_to_json` / :func:`histograms_from_json` store several histograms of
+one binning on a shared key list, in a compact JSON-safe form: integral weights are
+written as ints, log-grid keys as differences from the previous key, exact scores as
+floats (which JSON round-trips exactly).
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from streammetrics.kernels.binning import Binning, LogGridBinning
+
+__all__ = [
+    "ScoreHistogram",
+    "aligned",
+    "summed",
+    "add_grouped",
+    "aggregate",
+    "coarsen_table",
+    "insert_table",
+    "coarsen_all",
+    "collapse",
+    "histograms_to_json",
+    "histograms_from_json",
+]
+
+#: above this, summed weights could overflow float64 in derived sums; updates refuse it
+MAX_TOTAL_WEIGHT = 1e300
+
+
+class ScoreHistogram:
+    """Summed weight per score key of one group of events (see the module docstring)."""
+
+    __slots__ = ("binning", "weights")
+
+    def __init__(self, binning: Binning) -> None:
+        self.binning = binning
+        #: key -> summed weight (> 0); keys are ints (log grid) or float scores (exact)
+        self.weights: dict[Any, float] = {}
+
+    def add(self, score: float, weight: float = 1.0) -> None:
+        """Add one event; ``score`` must be a finite float, ``weight`` a finite float >= 0."""
+        if weight:
+            k = self.binning.key(score)
+            w = self.weights
+            w[k] = w.get(k, 0.0) + weight
+
+    def add_many(self, scores: np.ndarray, weights: np.ndarray | None = None) -> None:
+        """Add a validated batch (finite float64 scores, optional weights >= 0)."""
+        add_grouped([self], self.binning.keys(scores), None, weights)
+
+    def merge(self, other: "ScoreHistogram") -> None:
+        """Add the weights of ``other`` (same binning) to ``self``."""
+        if other.binning != self.binning:
+            raise ValueError(f"cannot merge histograms over {other.binning!r} and {self.binning!r}")
+        w = self.weights
+        for k, v in other.weights.items():
+            w[k] = w.get(k, 0.0) + v
+
+    def copy(self) -> "ScoreHistogram":
+        new = ScoreHistogram(self.binning)
+        new.weights = dict(self.weights)
+        return new
+
+    def total(self) -> float:
+        """Summed weight of all keys."""
+        return float(sum(self.weights.values()))
+
+    def __len__(self) -> int:
+        return len(self.weights)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ScoreHistogram):
+            return NotImplemented
+        return self.binning == other.binning and self.weights == other.weights
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ScoreHistogram({self.binning!r}, {len(self.weights)} keys, weight={self.total():g})"
+
+
+def aligned(*hists: ScoreHistogram) -> tuple[np.ndarray, np.ndarray]:
+    """``(keys, weights)``: the union of the histograms' keys in ascending score order and
+    a ``(len(hists), len(keys))`` float64 array of their weights (0 where absent)."""
+    binning = hists[0].binning
+    if any(h.binning != binning for h in hists):
+        raise ValueError("histograms over different binnings cannot be aligned")
+    dtype = np.float64 if binning.exact else np.int64
+    union: set = set()
+    for h in hists:
+        union.update(h.weights)
+    keys = np.fromiter(union, dtype=dtype, count=len(union))
+    keys.sort()
+    out = np.zeros((len(hists), len(keys)), dtype=np.float64)
+    for row, h in zip(out, hists):
+        if h.weights:
+            k = np.fromiter(h.weights.keys(), dtype=dtype, count=len(h.weights))
+            v = np.fromiter(h.weights.values(), dtype=np.float64, count=len(h.weights))
+            row[np.searchsorted(keys, k)] = v
+    return keys, out
+
+
+def summed(hists: Iterable[ScoreHistogram], binning: Binning) -> ScoreHistogram:
+    """A new histogram holding the sum of ``hists`` (e.g. all classes but one, for OvR)."""
+    out = ScoreHistogram(binning)
+    for h in hists:
+        out.merge(h)
+    return out
+
+
+def aggregate(
+    keys: np.ndarray, groups: np.ndarray | None, n_groups: int, weights: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(keys, table)``: the distinct keys of a batch (ascending) and a
+    ``(len(keys), n_groups)`` table of the summed weight of each (key, group), rows with
+    no weight dropped. One ``np.bincount`` over the key range, or a sort when the range
+    is much wider than the batch (and for the float keys of an exact binning)."""
+    n = len(keys)
+    if n == 0:
+        return keys[:0], np.zeros((0, n_groups))
+    if keys.dtype.kind == "f":  # exact binning: distinct scores by sorting
+        uniq, index = np.unique(keys, return_inverse=True)
+        return _tabulate(uniq, index.reshape(-1), groups, n_groups, weights, grouped=False)
+    lo, hi = int(keys.min()), int(keys.max())
+    span = hi - lo + 1
+    if span <= max(n // 4, 1 << 16):
+        index = _chunked_index(keys, lo, None, groups, n_groups)
+        return _tabulate(np.arange(lo, hi + 1), index, groups, n_groups, weights)
+    # compress the empty gaps of the key range (keys of scores < 0, in (0, 1) and > 1 lie
+    # far apart): index events within the occupied blocks of 1024 consecutive keys
+    occupied = np.zeros((span >> 10) + 1, dtype=bool)
+    for start in range(0, n, _CHUNK):
+        occupied[(keys[start : start + _CHUNK] - lo) >> 10] = True
+    blocks = np.flatnonzero(occupied)
+    if len(blocks) << 10 <= max(4 * n, 1 << 16):
+        rank = np.zeros(len(occupied), dtype=np.int64)
+        rank[blocks] = np.arange(len(blocks)) << 10
+        index = _chunked_index(keys, lo, rank, groups, n_groups)
+        row_keys = ((blocks[:, None] << 10) + np.arange(1024)).reshape(-1) + lo
+        return _tabulate(row_keys, index, groups, n_groups, weights)
+    uniq, index = np.unique(keys, return_inverse=True)  # few keys spread wide: sort
+    return _tabulate(uniq, index.reshape(-1), groups, n_groups, weights, grouped=False)
+
+
+_CHUNK = 1 << 16  # element-wise work in cache-sized blocks
+
+
+def _chunked_index(
+    keys: np.ndarray, lo: int, rank: np.ndarray | None, groups: np.ndarray | None, n_groups: int
+) -> np.ndarray:
+    """``(row of key) * n_groups + group`` per event, row = ``key - lo`` or, with ``rank``,
+    the key's position among the occupied blocks."""
+    out = np.empty(len(keys), dtype=np.int64)
+    for start in range(0, len(keys), _CHUNK):
+        o = out[start : start + _CHUNK]
+        np.subtract(keys[start : start + _CHUNK], lo, out=o)
+        if rank is not None:
+            blocks = o >> 10
+            o &= 1023
+            o |= rank[blocks]
+        if groups is not None and n_groups > 1:
+            o *= n_groups
+            np.add(o, groups[start : start + _CHUNK], out=o, casting="unsafe")
+    return out
+
+
+def _tabulate(
+    row_keys: np.ndarray,
+    index: np.ndarray,
+    groups: np.ndarray | None,
+    n_groups: int,
+    weights: np.ndarray | None,
+    grouped: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """bincount of events by (row, group) (``grouped``: index already holds the group);
+    rows with no weight dropped."""
+    if not grouped and groups is not None and n_groups > 1:
+        index = index * n_groups + groups
+    table = np.bincount(index, weights=weights, minlength=len(row_keys) * n_groups)
+    table = table.reshape(-1, n_groups)
+    rows = np.flatnonzero(table.any(axis=1))
+    return row_keys[rows], table[rows].astype(np.float64)
+
+
+def coarsen_table(
+    binning: LogGridBinning, keys: np.ndarray, table: np.ndarray
+) -> tuple[LogGridBinning, np.ndarray, np.ndarray]:
+    """The table of :func:`aggregate` on ``binning.coarser()`` (adjacent bins summed)."""
+    coarse = binning.coarsen_keys(keys)
+    if not len(coarse):
+        return binning.coarser(), coarse, table
+    starts = np.flatnonzero(np.concatenate(([True], coarse[1:] != coarse[:-1])))
+    return binning.coarser(), coarse[starts], np.add.reduceat(table, starts, axis=0)
+
+
+def insert_table(hists: Sequence[ScoreHistogram], keys: np.ndarray, table: np.ndarray) -> None:
+    """Add an :func:`aggregate` table to the histograms (column ``j`` to ``hists[j]``)."""
+    for j, h in enumerate(hists):
+        col = table[:, j]
+        nz = np.flatnonzero(col)
+        if not len(nz):
+            continue
+        w = h.weights
+        get = w.get
+        for k, v in zip(keys[nz].tolist(), col[nz].tolist()):
+            w[k] = get(k, 0.0) + v
+
+
+def add_grouped(
+    hists: Sequence[ScoreHistogram],
+    keys: np.ndarray,
+    groups: np.ndarray | None,
+    weights: np.ndarray | None,
+) -> None:
+    """Add a batch of keyed events to ``hists[groups[i]]`` (all to ``hists[0]`` if ``groups``
+    is None): :func:`aggregate` then one dict update per non-empty (key, group). Inputs
+    must be validated: this cannot fail half-way."""
+    insert_table(hists, *aggregate(keys, groups, len(hists), weights))
+
+
+def coarsen_all(hists: Sequence[ScoreHistogram]) -> LogGridBinning:
+    """Move every histogram (all on one LogGridBinning) to the coarser grid; return it."""
+    binning = hists[0].binning
+    assert isinstance(binning, LogGridBinning)
+    coarse = binning.coarser()
+    for h in hists:
+        if h.weights:
+            keys = np.fromiter(h.weights.keys(), dtype=np.int64, count=len(h.weights))
+            vals = np.fromiter(h.weights.values(), dtype=np.float64, count=len(h.weights))
+            order = np.argsort(keys)
+            _, k, v = coarsen_table(binning, keys[order], vals[order, None])
+            h.weights = dict(zip(k.tolist(), v[:, 0].tolist()))
+        h.binning = coarse
+    return coarse
+
+
+def collapse(hists: Sequence[ScoreHistogram], max_bins: int) -> Binning:
+    """Coarsen the histograms' grid (halving the bins per octave) until they hold at most
+    ``max_bins`` keys in all, or the grid has 1 bin per octave; return the binning.
+
+    The result depends only on the events (and the starting grid), not on how they were
+    split or ordered: coarsening happens exactly when the events seen so far fill more
+    than ``max_bins`` bins, so merged and per-event histograms agree."""
+    binning = hists[0].binning
+    while (
+        isinstance(binning, LogGridBinning)
+        and binning.bins > 1
+        and sum(len(h) for h in hists) > max_bins
+    ):
+        binning = coarsen_all(hists)
+    return binning
+
+
+# ----------------------------------------------------------------------------- JSON
+def _compact(values: np.ndarray) -> list:
+    """Floats as a JSON list, integral ones (below 2**53) written as ints."""
+    out = values.tolist()
+    if len(values) and np.all((values == np.floor(values)) & (np.abs(values) < 2.0**53)):
+        return [int(v) for v in out]
+    return [int(v) if v.is_integer() and abs(v) < 2.0**53 else v for v in out]
+
+
+def histograms_to_json(hists: Sequence[ScoreHistogram], names: Sequence[str]) -> dict[str, Any]:
+    """JSON-safe dict of several histograms of one binning on a shared key list:
+    ``{"key_deltas" | "scores": [...], names[i]: [weights aligned on the keys]}``."""
+    keys, weights = aligned(*hists)
+    if hists[0].binning.exact:
+        out: dict[str, Any] = {"scores": keys.tolist()}
+    else:
+        out = {"key_deltas": np.diff(keys, prepend=0).tolist()}
+    for name, row in zip(names, weights):
+        out[name] = _compact(row)
+    return out
+
+
+def histograms_from_json(
+    data: Mapping[str, Any], binning: Binning, names: Sequence[str]
+) -> list[ScoreHistogram]:
+    """Inverse of :func:`histograms_to_json`; ``ValueError`` on anything malformed."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"histogram must be a mapping, got {type(data).__name__}")
+    key_field = "scores" if binning.exact else "key_deltas"
+    expected = {key_field, *names}
+    if set(data) != expected:
+        raise ValueError(f"histogram keys must be {sorted(expected)}, got {sorted(map(str, data))}")
+    raw = data[key_field]
+    if not isinstance(raw, list):
+        raise ValueError(f"histogram {key_field!r} must be a list")
+    if binning.exact:
+        keys = _number_array(raw, "histogram scores")
+        binning.check_keys(keys, "histogram scores")
+        keys = keys + 0.0
+    else:
+        if any(type(v) is not int for v in raw):
+            raise ValueError("histogram key_deltas must be ints")
+        if any(abs(v) > 1 << 40 for v in raw):
+            raise ValueError("histogram key_deltas out of range")
+        keys = np.cumsum(np.asarray(raw, dtype=np.int64)) if raw else np.zeros(0, np.int64)
+        binning.check_keys(keys, "histogram keys")
+    if len(keys) > 1 and not (np.diff(keys) > 0).all():
+        raise ValueError(f"histogram {key_field} must give strictly ascending keys")
+    hists = []
+    for name in names:
+        row = data[name]
+        if not isinstance(row, list) or len(row) != len(keys):
+            raise ValueError(f"histogram {name!r} must be a list of {len(keys)} weights")
+        w = _number_array(row, f"histogram {name}")
+        if len(w) and (w.min() < 0 or w.sum() > MAX_TOTAL_WEIGHT):
+            raise ValueError(f"histogram {name!r} weights must be non-negative with a finite sum")
+        h = ScoreHistogram(binning)
+        nz = np.flatnonzero(w)
+        h.weights = dict(zip(keys[nz].tolist(), w[nz].tolist()))
+        hists.append(h)
+    return hists
+
+
+def _number_array(values: list, name: str) -> np.ndarray:
+    for i, v in enumerate(values):
+        if type(v) not in (int, float):
+            raise ValueError(f"{name}[{i}] must be a number, got {v!r}")
+    arr = np.asarray(values, dtype=np.float64)
+    if len(arr) and not np.isfinite(arr).all():
+        i = int(np.argmax(~np.isfinite(arr)))
+        raise ValueError(f"{name}[{i}] must be finite, got {values[i]!r}")
+    return arr

@@ -1,0 +1,1 @@
+"""Accumulators: one mergeable metric state per module."""

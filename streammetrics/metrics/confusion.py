@@ -1,0 +1,814 @@
+"""``ConfusionMatrix``: a weighted confusion matrix of hard predictions, and every metric
+scikit-learn derives from one (accuracy, balanced accuracy, precision, recall, F-beta,
+Jaccard, specificity, Matthews correlation, Cohen's kappa, classification report).
+
+State: per cell ``(true label, predicted label)`` the number of unit-weight events (an
+exact int) and the summed weight of the other events, plus the number of those. A
+default-weight event is then one dict update, and unit-weight streams are exact integer
+counts; ``count`` and ``total_weight`` are derived. An event with weight 0 still creates
+its cell, so its labels count as seen, as they do for scikit-learn's ``unique_labels``.
+``to_dict`` writes each cell's total weight.
+
+Labels are int, str or bool (numpy scalars become Python ones, integral floats become
+ints, other finite floats are kept). One accumulator holds labels of a single kind: all
+bool, all numbers or all str. ``True == 1`` in Python, so bools and ints mixed in one
+dict would collide; mixing kinds raises ``ValueError`` instead (scikit-learn would
+coerce bools to ints, or raise for str/number mixes).
+
+Empty input: scikit-learn raises on empty input or all-zero weights. Here every
+metric of an accumulator whose ``total_weight`` is 0 returns NaN (an array of NaN for
+``average=None``) with an :class:`~streammetrics.core.exceptions.UndefinedMetricWarning`,
+except ``accuracy(normalize=False)`` (0.0, a well-defined sum), ``matrix()`` (zeros)
+and ``classification_report`` (raises ``ValueError``).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Hashable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from streammetrics.core.accumulator import Accumulator
+from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.validation import (
+    as_label_array,
+    as_weight_array,
+    check_same_length,
+    check_weight,
+    to_builtin_label,
+)
+from streammetrics.kernels import classification as _cls
+
+__all__ = ["ConfusionMatrix"]
+
+_INF = math.inf
+_ONE = 1.0  # the default weight object: `weight is _ONE` skips validation per event
+_KINDS = {bool: "bool", int: "number", float: "number", str: "str"}
+_FAST_CLASS = {"bool": bool, "number": int, "str": str}
+_DTYPE_KINDS = {"b": "bool", "i": "number", "u": "number", "f": "number", "U": "str"}
+# small non-negative int labels are counted with one bincount on a combined code
+_DIRECT_MAX_LABEL = 1024
+
+
+def _kind(label: Hashable) -> str:
+    return _KINDS[label.__class__]
+
+
+def _normalise(values: list) -> list:
+    """Python labels from ``ndarray.tolist()`` output (integral floats become ints)."""
+    return [int(v) if v.__class__ is float and v.is_integer() else v for v in values]
+
+
+def _array_kind(arr: np.ndarray, name: str) -> str | None:
+    kind = _DTYPE_KINDS.get(arr.dtype.kind)
+    if kind is not None or len(arr) == 0:
+        return kind
+    # object array of validated built-in labels: one kind throughout
+    first = _kind(arr[0])
+    for i, v in enumerate(arr):
+        if _KINDS[v.__class__] != first:
+            raise ValueError(
+                f"{name}[{i}] is {v!r}, a {_KINDS[v.__class__]} label, but {name}[0] is "
+                f"{arr[0]!r}, a {first} label; labels must be all bool, all numbers or all str"
+            )
+    return first
+
+
+class ConfusionMatrix(Accumulator):
+    """Weighted confusion matrix of hard predictions with scikit-learn's metrics.
+
+    ``labels=None`` discovers labels as they arrive; metrics then use the sorted labels
+    seen. With a list, events with other labels raise ``ValueError`` and metrics use that
+    list (in its order) wherever scikit-learn takes a ``labels`` argument.
+    """
+
+    type_name = "ConfusionMatrix"
+
+    def __init__(self, labels: Sequence[Hashable] | None = None) -> None:
+        if labels is None:
+            self._fixed: list | None = None
+            self._allowed: frozenset | None = None
+            self._fixed_kind: str | None = None
+        else:
+            if isinstance(labels, (str, bytes)) or not isinstance(labels, Iterable):
+                raise TypeError(f"labels must be a sequence of labels or None, got {labels!r}")
+            fixed = [to_builtin_label(v, f"labels[{i}]") for i, v in enumerate(labels)]
+            if not fixed:
+                raise ValueError("labels must hold at least one label")
+            kinds = {_kind(v) for v in fixed}
+            if len(kinds) > 1:
+                raise ValueError(
+                    f"labels mixes label kinds {sorted(kinds)}: {fixed!r}; "
+                    "use all bool, all numbers or all str"
+                )
+            if len(set(fixed)) != len(fixed):
+                raise ValueError(f"labels has duplicates: {fixed!r}")
+            self._fixed = fixed
+            self._allowed = frozenset(fixed)
+            self._fixed_kind = kinds.pop()
+        self._reset_state()
+
+    # ------------------------------------------------------------------ state
+    def _reset_state(self) -> None:
+        self._n: dict[tuple, int] = {}  # cell -> number of events of weight exactly 1
+        self._w: dict[tuple, float] = {}  # cell -> summed weight of the other events
+        self._n_weighted = 0  # number of events in self._w
+        self._unit = True  # every weight so far was exactly 1 (report prints int supports)
+        self._set_kind(self._fixed_kind)
+
+    def _set_kind(self, kind: str | None) -> None:
+        self._kind = kind
+        self._fast = _FAST_CLASS[kind] if kind is not None else None
+
+    @property
+    def count(self) -> int:  # type: ignore[override]
+        return sum(self._n.values()) + self._n_weighted
+
+    @property
+    def total_weight(self) -> float:  # type: ignore[override]
+        return float(sum(self._n.values())) + math.fsum(self._w.values())
+
+    @property
+    def _cells(self) -> dict[tuple, float]:
+        """Total weight per cell."""
+        cells = {key: float(n) for key, n in self._n.items()}
+        for key, w in self._w.items():
+            cells[key] = cells.get(key, 0.0) + w
+        return cells
+
+    def _config(self) -> dict[str, Any]:
+        return {"labels": None if self._fixed is None else list(self._fixed)}
+
+    def _state(self) -> dict[str, Any]:
+        cells = sorted(self._cells.items())
+        return {
+            "count": self.count,
+            "total_weight": self.total_weight,
+            "unit_weights": self._unit,
+            "cells": [[t, p, float(w)] for (t, p), w in cells],
+        }
+
+    def _load_state(self, state: Mapping[str, Any]) -> None:
+        expected = {"count", "total_weight", "unit_weights", "cells"}
+        if set(state) != expected:
+            raise ValueError(
+                f"state keys must be {sorted(expected)}, got {sorted(map(str, state))}"
+            )
+        count, total, unit, cells = (state[k] for k in ("count", "total_weight", "unit_weights", "cells"))
+        if type(count) is not int or count < 0:
+            raise ValueError(f"count must be a non-negative int, got {count!r}")
+        total = check_weight(total, "total_weight")
+        if type(unit) is not bool:
+            raise ValueError(f"unit_weights must be a bool, got {unit!r}")
+        if not isinstance(cells, list):
+            raise ValueError(f"cells must be a list of [true, pred, weight], got {type(cells).__name__}")
+        parsed: dict[tuple, float] = {}
+        for i, cell in enumerate(cells):
+            if not isinstance(cell, list) or len(cell) != 3:
+                raise ValueError(f"cells[{i}] must be a [true, pred, weight] list, got {cell!r}")
+            t = to_builtin_label(cell[0], f"cells[{i}][0]")
+            p = to_builtin_label(cell[1], f"cells[{i}][1]")
+            w = check_weight(cell[2], f"cells[{i}][2]")
+            key = (t, p)
+            if key in parsed or (t, p) != (cell[0], cell[1]):
+                raise ValueError(f"cells[{i}] repeats or mis-encodes the cell {key!r}")
+            parsed[key] = w
+        self._set_cells(parsed, count, total, unit)
+
+    def _set_cells(self, cells: dict[tuple, float], count: int, total: float, unit: bool) -> None:
+        """Validate and install a complete state (used by from_dict and _from_counts)."""
+        labels = {x for key in cells for x in key}
+        kinds = {_kind(x) for x in labels}
+        if self._fixed_kind is not None:
+            kinds.add(self._fixed_kind)
+        if len(kinds) > 1:
+            raise ValueError(f"cells mix label kinds {sorted(kinds)}")
+        if self._allowed is not None:
+            extra = [x for x in labels if x not in self._allowed or _kind(x) != self._fixed_kind]
+            if extra:
+                raise ValueError(f"cells hold labels {extra!r} outside labels {self._fixed!r}")
+        if len(cells) > count:
+            raise ValueError(f"{len(cells)} cells cannot come from count={count} events")
+        cell_total = math.fsum(cells.values())
+        if abs(cell_total - total) > 1e-9 * max(1.0, total):
+            raise ValueError(f"total_weight={total!r} differs from the sum of the cells {cell_total!r}")
+        if unit and (cell_total != count or any(w < 1 or not float(w).is_integer() for w in cells.values())):
+            raise ValueError("unit_weights=True but the cells are not counts of unit-weight events")
+        if unit:  # unit-weight events only: the cells are their counts
+            self._n, self._w, self._n_weighted = {k: int(w) for k, w in cells.items()}, {}, 0
+        else:
+            self._n, self._w, self._n_weighted = {}, dict(cells), count
+        self._unit = unit
+        self._set_kind(kinds.pop() if kinds else None)
+
+    @classmethod
+    def _from_counts(
+        cls,
+        labels: Sequence[Hashable] | None,
+        counts: Mapping[tuple[Hashable, Hashable], float],
+        count: int,
+    ) -> "ConfusionMatrix":
+        """A ConfusionMatrix holding ``counts`` {(true, pred): weight} of ``count`` events.
+
+        ``labels`` is the constructor argument (None: discovered). Every cell present,
+        even with weight 0, marks its labels as seen. Supports print as ints in the text
+        report when the cells are whole numbers summing to ``count``.
+        """
+        cm = cls(labels)
+        cells: dict[tuple, float] = {}
+        for (t, p), w in counts.items():
+            key = (to_builtin_label(t, "counts key"), to_builtin_label(p, "counts key"))
+            cells[key] = cells.get(key, 0.0) + check_weight(w, f"counts[{key!r}]")
+        total = math.fsum(cells.values())
+        unit = total == count and all(w >= 1 and w.is_integer() for w in cells.values())
+        cm._set_cells(cells, count, total, unit)
+        return cm
+
+    def _merge_state(self, other: "Accumulator") -> None:
+        assert isinstance(other, ConfusionMatrix)
+        if self._kind is not None and other._kind is not None and self._kind != other._kind:
+            raise ValueError(
+                f"cannot merge a ConfusionMatrix of {other._kind} labels into one of {self._kind} labels"
+            )
+        for mine, theirs in ((self._n, other._n), (self._w, other._w)):
+            for key, v in theirs.items():
+                mine[key] = mine.get(key, 0) + v
+        self._n_weighted += other._n_weighted
+        self._unit = self._unit and other._unit
+        if self._kind is None:
+            self._set_kind(other._kind)
+
+    def copy(self) -> "ConfusionMatrix":
+        new = ConfusionMatrix.__new__(ConfusionMatrix)
+        new.__dict__.update(self.__dict__)
+        new._n = dict(self._n)
+        new._w = dict(self._w)
+        return new
+
+    # ---------------------------------------------------------------- updates
+    def update(self, y_true: Hashable, y_pred: Hashable, weight: float = _ONE) -> "ConfusionMatrix":
+        """Add one event (true label, predicted label, weight=1.0); returns ``self``."""
+        allowed = self._allowed
+        if (
+            weight is _ONE
+            and y_true.__class__ is self._fast is y_pred.__class__
+            and (allowed is None or (y_true in allowed and y_pred in allowed))
+        ):  # hot path: known label kind, default weight
+            key = (y_true, y_pred)
+            n = self._n
+            n[key] = n.get(key, 0) + 1
+            return self
+        if weight.__class__ is not float or not 0.0 <= weight < _INF:
+            weight = check_weight(weight)
+        fast = self._fast
+        if (
+            y_true.__class__ is not fast
+            or y_pred.__class__ is not fast
+            or (allowed is not None and (y_true not in allowed or y_pred not in allowed))
+        ):
+            y_true, y_pred = self._admit(y_true, y_pred)
+        key = (y_true, y_pred)
+        if weight == 1.0:
+            self._n[key] = self._n.get(key, 0) + 1
+        else:
+            self._unit = False
+            self._w[key] = self._w.get(key, 0.0) + weight
+            self._n_weighted += 1
+        return self
+
+    def _admit(self, y_true: Any, y_pred: Any) -> tuple[Hashable, Hashable]:
+        """Slow path of :meth:`update`: normalise and check both labels (may set the kind)."""
+        t = to_builtin_label(y_true, "y_true")
+        p = to_builtin_label(y_pred, "y_pred")
+        kt, kp = _kind(t), _kind(p)
+        if kt != kp:
+            raise ValueError(
+                f"y_true={t!r} is a {kt} label but y_pred={p!r} is a {kp} label; "
+                "labels must be all bool, all numbers or all str"
+            )
+        if self._kind is not None and kt != self._kind:
+            raise ValueError(
+                f"y_true={t!r} and y_pred={p!r} are {kt} labels but this ConfusionMatrix "
+                f"holds {self._kind} labels"
+            )
+        if self._allowed is not None:
+            for name, v in (("y_true", t), ("y_pred", p)):
+                if v not in self._allowed:
+                    raise ValueError(f"{name}={v!r} is not one of labels {self._fixed!r}")
+        if self._kind is None:
+            self._set_kind(kt)
+        return t, p
+
+    def update_many(
+        self, y_true: Any, y_pred: Any, sample_weight: Any = None
+    ) -> "ConfusionMatrix":
+        """Add a batch (lists, numpy arrays, pandas Series); validated before any change."""
+        t = as_label_array(y_true, "y_true")
+        p = as_label_array(y_pred, "y_pred")
+        n = check_same_length(y_true=t, y_pred=p)
+        w = as_weight_array(sample_weight, n)
+        kt, kp = _array_kind(t, "y_true"), _array_kind(p, "y_pred")
+        if n == 0:
+            return self
+        if kt != kp:
+            raise ValueError(
+                f"y_true holds {kt} labels but y_pred holds {kp} labels; "
+                "labels must be all bool, all numbers or all str"
+            )
+        if self._kind is not None and kt != self._kind:
+            raise ValueError(
+                f"y_true and y_pred hold {kt} labels but this ConfusionMatrix holds {self._kind} labels"
+            )
+        labels, ct, cp = _codes(t, p)
+        k = len(labels)
+        code = ct * k + cp
+        if w is None:
+            unit_cells = _cell_sums(code, k, None)
+            other_cells = (np.empty(0, dtype=np.intp), np.empty(0))
+            n_other = 0
+        else:
+            is_unit = w == 1.0
+            n_other = int(n - np.count_nonzero(is_unit))
+            unit_cells = _cell_sums(code[is_unit], k, None)
+            other_cells = _cell_sums(code[~is_unit], k, w[~is_unit]) if n_other else (
+                np.empty(0, dtype=np.intp), np.empty(0))
+        if self._allowed is not None:
+            used = set()
+            for pair_codes, _ in (unit_cells, other_cells):
+                used.update((pair_codes // k).tolist())
+                used.update((pair_codes % k).tolist())
+            for c in sorted(used):
+                if labels[c] not in self._allowed:
+                    for name, codes in (("y_true", ct), ("y_pred", cp)):
+                        hits = np.flatnonzero(codes == c)
+                        if len(hits):
+                            i = int(hits[0])
+                            raise ValueError(
+                                f"{name}[{i}]={labels[c]!r} is not one of labels {self._fixed!r}"
+                            )
+        # ---- commit: nothing below can fail
+        for store, (pair_codes, sums) in ((self._n, unit_cells), (self._w, other_cells)):
+            zero = 0 if store is self._n else 0.0
+            for r, c, v in zip((pair_codes // k).tolist(), (pair_codes % k).tolist(), sums.tolist()):
+                key = (labels[r], labels[c])
+                store[key] = store.get(key, zero) + v
+        self._n_weighted += n_other
+        if n_other:
+            self._unit = False
+        if self._kind is None:
+            self._set_kind(kt)
+        return self
+
+    # ---------------------------------------------------------------- removal
+    def remove(self, y_true: Hashable, y_pred: Hashable, weight: float = 1.0) -> "ConfusionMatrix":
+        """Undo one earlier ``update(y_true, y_pred, weight)``; returns ``self``.
+
+        Not part of the accumulator protocol: it lets sliding windows (e.g. river's
+        ``utils.Rolling``) subtract the event that leaves the window, ``cell -= weight``.
+        Unit-weight events are exact integer counts, so ``update`` then ``remove`` leaves
+        the state exactly as if the event had never been added (a cell that empties
+        disappears, and with ``labels=None`` so do labels no other event uses). Weighted
+        events are float sums: a cell whose weight falls to at most 1e-9 of its value
+        before the removal is rounding residue and is dropped (a zero-weight event's cell
+        is dropped when its weight is 0); once no weighted event remains, the weighted
+        sums are cleared exactly.
+
+        ``ValueError`` (state unchanged) when the event cannot have been added: a label
+        of another kind, no event in the cell ``(y_true, y_pred)``, a weight larger than
+        the cell holds, or the last weighted event leaving weight behind.
+        """
+        w = check_weight(weight)
+        t = to_builtin_label(y_true, "y_true")
+        p = to_builtin_label(y_pred, "y_pred")
+        for name, v in (("y_true", t), ("y_pred", p)):
+            if self._kind is not None and _kind(v) != self._kind:
+                raise ValueError(
+                    f"cannot remove {name}={v!r}, a {_kind(v)} label: this ConfusionMatrix "
+                    f"holds {self._kind} labels"
+                )
+        key = (t, p)
+        n = self._n.get(key, 0)
+        if w == 1.0 and n:  # a unit-weight event: exact integer count
+            if n == 1:
+                del self._n[key]
+            else:
+                self._n[key] = n - 1
+        else:
+            old = self._w.get(key)
+            if old is None or self._n_weighted == 0 or w > old * (1.0 + 1e-9):
+                held = n + (old or 0.0)
+                raise ValueError(
+                    f"cannot remove an event (y_true={t!r}, y_pred={p!r}, weight={w!r}) that was "
+                    f"never added: the cell holds weight {held!r}"
+                )
+            if self._n_weighted == 1:  # the last weighted event takes all their weight
+                left = math.fsum(self._w.values()) - w
+                if left > 1e-9 * (left + w):
+                    raise ValueError(
+                        f"cannot remove an event (y_true={t!r}, y_pred={p!r}, weight={w!r}) that "
+                        f"was never added: it would be the last weighted event, but weight "
+                        f"{left!r} would remain"
+                    )
+            new = old - w
+            if new <= 1e-9 * old:
+                del self._w[key]
+            else:
+                self._w[key] = new
+            self._n_weighted -= 1
+            if self._n_weighted == 0:  # only unit-weight events remain: drop float residue
+                self._w.clear()
+                self._unit = True
+        if not self._n and not self._w:
+            self._reset_state()  # empty: forget the label kind too, as a new accumulator
+        return self
+
+    # ------------------------------------------------------------ accessors
+    @property
+    def labels(self) -> list:
+        """Labels the metrics use by default: the constructor list, else the sorted labels seen."""
+        return list(self._fixed) if self._fixed is not None else self._seen()
+
+    def _seen(self) -> list:
+        """Sorted labels seen in y_true or y_pred (scikit-learn's ``unique_labels``)."""
+        seen = set()
+        for t, p in self._cells:
+            seen.add(t)
+            seen.add(p)
+        return sorted(seen)
+
+    def counts(self) -> dict[tuple[Hashable, Hashable], float]:
+        """A copy of the cells ``{(true, pred): summed weight}``."""
+        return dict(self._cells)
+
+    def matrix(self, labels: Sequence[Hashable] | None = None) -> np.ndarray:
+        """Weights as a float64 array, rows true and columns predicted labels, in the
+        order of ``labels`` (default :attr:`labels`), like ``sklearn.metrics.confusion_matrix``."""
+        labels = self.labels if labels is None else self._check_labels_arg(labels)
+        cm = self._matrix(labels)
+        if cm.shape == (1, 1):
+            warnings.warn(
+                "A single label was found in 'y_true' and 'y_pred'. For the confusion "
+                "matrix to have the correct shape, use the 'labels' parameter to pass "
+                "all known labels.",
+                UserWarning,
+                stacklevel=2,
+            )
+        return cm
+
+    def _matrix(self, labels: Sequence[Hashable]) -> np.ndarray:
+        index = {label: i for i, label in enumerate(labels)}
+        cm = np.zeros((len(labels), len(labels)), dtype=np.float64)
+        for (t, p), w in self._cells.items():
+            i = index.get(t)
+            j = index.get(p)
+            if i is not None and j is not None:
+                cm[i, j] += w
+        return cm
+
+    @staticmethod
+    def _check_labels_arg(labels: Any) -> list:
+        if isinstance(labels, (str, bytes)) or not isinstance(labels, Iterable):
+            raise TypeError(f"labels must be a sequence of labels, got {labels!r}")
+        out = [to_builtin_label(v, f"labels[{i}]") for i, v in enumerate(labels)]
+        if not out:
+            raise ValueError("'labels' should contain at least one label.")
+        return out
+
+    def _class_sums(self, labels: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-label (tp, predicted, true) weight sums in the order of ``labels``."""
+        tp: dict = {}
+        pred: dict = {}
+        true: dict = {}
+        for (t, p), w in self._cells.items():
+            true[t] = true.get(t, 0.0) + w
+            pred[p] = pred.get(p, 0.0) + w
+            if t == p:
+                tp[t] = tp.get(t, 0.0) + w
+        return (
+            np.array([tp.get(x, 0.0) for x in labels], dtype=np.float64),
+            np.array([pred.get(x, 0.0) for x in labels], dtype=np.float64),
+            np.array([true.get(x, 0.0) for x in labels], dtype=np.float64),
+        )
+
+    # ------------------------------------------------------------- metrics
+    def _undefined(self) -> bool:
+        return self.total_weight == 0.0
+
+    def _setwise_labels(self, labels: Any, pos_label: Any, average: Any) -> list:
+        """scikit-learn's ``_check_set_wise_labels``: the labels a set-wise metric scores."""
+        _cls.check_average(average)
+        present = self._seen()
+        if average == "binary":
+            if len(present) <= 2:
+                if pos_label not in present and len(present) >= 2:
+                    raise ValueError(
+                        f"pos_label={pos_label!r} is not a valid label. It should be one of {present!r}"
+                    )
+                return [pos_label]
+            raise ValueError(
+                "Target is multiclass but average='binary'. Please choose another average "
+                "setting, one of [None, 'micro', 'macro', 'weighted']."
+            )
+        if pos_label not in (None, 1):
+            warnings.warn(
+                f"Note that pos_label (set to {pos_label!r}) is ignored when average != 'binary' "
+                f"(got {average!r}). You may use labels=[pos_label] to specify a single positive class.",
+                UserWarning,
+                stacklevel=3,
+            )
+        if average == "samples":
+            raise ValueError(
+                "Samplewise metrics are not available outside of multilabel classification."
+            )
+        return self.labels if labels is None else self._check_labels_arg(labels)
+
+    def _nan_result(self, what: str, average: Any, labels: list) -> Any:
+        _cls.warn_undefined_state(what)
+        return np.full(len(labels), np.nan) if average is None else math.nan
+
+    def _prf(self, which: int, what: str, beta: float, labels: Any, pos_label: Any,
+             average: Any, zero_division: Any, warn_for: tuple[str, ...]) -> Any:
+        _cls.check_zero_division(zero_division)
+        labels = self._setwise_labels(labels, pos_label, average)
+        if self._undefined():
+            return self._nan_result(what, average, labels)
+        tp, pred, true = self._class_sums(labels)
+        return _cls.prf(
+            tp, pred, true, beta=beta, average=average, warn_for=warn_for, zero_division=zero_division
+        )[which]
+
+    def precision(self, labels: Sequence[Hashable] | None = None, pos_label: Hashable = 1,
+                  average: str | None = "binary", zero_division: Any = "warn") -> Any:
+        """tp / (tp + fp), as ``sklearn.metrics.precision_score``."""
+        return self._prf(0, "precision", 1.0, labels, pos_label, average, zero_division, ("precision",))
+
+    def recall(self, labels: Sequence[Hashable] | None = None, pos_label: Hashable = 1,
+               average: str | None = "binary", zero_division: Any = "warn") -> Any:
+        """tp / (tp + fn), as ``sklearn.metrics.recall_score``."""
+        return self._prf(1, "recall", 1.0, labels, pos_label, average, zero_division, ("recall",))
+
+    def f1(self, labels: Sequence[Hashable] | None = None, pos_label: Hashable = 1,
+           average: str | None = "binary", zero_division: Any = "warn") -> Any:
+        """2 tp / (2 tp + fp + fn), as ``sklearn.metrics.f1_score``."""
+        return self._prf(2, "f1", 1.0, labels, pos_label, average, zero_division, ("f-score",))
+
+    def fbeta(self, beta: float, labels: Sequence[Hashable] | None = None, pos_label: Hashable = 1,
+              average: str | None = "binary", zero_division: Any = "warn") -> Any:
+        """(1 + b^2) tp / ((1 + b^2) tp + b^2 fn + fp), as ``sklearn.metrics.fbeta_score``."""
+        beta = _cls.check_beta(beta)
+        return self._prf(2, "fbeta", beta, labels, pos_label, average, zero_division, ("f-score",))
+
+    def jaccard(self, labels: Sequence[Hashable] | None = None, pos_label: Hashable = 1,
+                average: str | None = "binary", zero_division: Any = "warn") -> Any:
+        """tp / (tp + fp + fn), as ``sklearn.metrics.jaccard_score`` (zero_division: "warn", 0, 1)."""
+        _cls.check_zero_division(zero_division, allow_nan=False)
+        labels = self._setwise_labels(labels, pos_label, average)
+        if self._undefined():
+            return self._nan_result("jaccard", average, labels)
+        tp, pred, true = self._class_sums(labels)
+        return _cls.jaccard(tp, pred, true, average=average, zero_division=zero_division)
+
+    def specificity(self, labels: Sequence[Hashable] | None = None, pos_label: Hashable = 1,
+                    average: str | None = "binary", zero_division: Any = "warn") -> Any:
+        """tn / (tn + fp) per class (true negative rate), averaged like recall.
+
+        For binary data, ``specificity(pos_label=a)`` equals ``recall(pos_label=b)``,
+        the recall of the other label.
+        """
+        _cls.check_zero_division(zero_division)
+        labels = self._setwise_labels(labels, pos_label, average)
+        if self._undefined():
+            return self._nan_result("specificity", average, labels)
+        tp, pred, true = self._class_sums(labels)
+        total = float(np.sum(np.fromiter(self._cells.values(), dtype=np.float64, count=len(self._cells))))
+        return _cls.specificity(tp, pred, true, total, average=average, zero_division=zero_division)
+
+    def accuracy(self, normalize: bool = True) -> float:
+        """Weighted fraction (``normalize=False``: weighted count) of events with
+        y_true == y_pred, as ``sklearn.metrics.accuracy_score``."""
+        correct = math.fsum(w for (t, p), w in self._cells.items() if t == p)
+        if not normalize:
+            return float(correct)
+        if self._undefined():
+            _cls.warn_undefined_state("accuracy")
+            return math.nan
+        total = math.fsum(self._cells.values())
+        return correct / total
+
+    def balanced_accuracy(self, adjusted: bool = False) -> float:
+        """Mean per-class recall over classes present in y_true, as
+        ``sklearn.metrics.balanced_accuracy_score``; ``adjusted`` maps chance level to 0."""
+        if self._undefined():
+            _cls.warn_undefined_state("balanced_accuracy")
+            return math.nan
+        C = self.matrix(self._seen())
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_class = np.diag(C) / C.sum(axis=1)
+        if np.any(np.isnan(per_class)):
+            warnings.warn("y_pred contains classes not in y_true", UserWarning, stacklevel=2)
+            per_class = per_class[~np.isnan(per_class)]
+        score = np.mean(per_class)
+        if adjusted:
+            n_classes = per_class.shape[0]
+            chance = 1 / n_classes
+            score -= chance
+            score /= 1 - chance
+        return float(score)
+
+    def matthews_corrcoef(self) -> float:
+        """Multiclass Matthews correlation (R_K statistic) of the matrix, as
+        ``sklearn.metrics.matthews_corrcoef``; 0.0 when undefined."""
+        if self._undefined():
+            _cls.warn_undefined_state("matthews_corrcoef")
+            return math.nan
+        C = self.matrix(self._seen())
+        t_sum = C.sum(axis=1, dtype=np.float64)
+        p_sum = C.sum(axis=0, dtype=np.float64)
+        n_correct = np.trace(C, dtype=np.float64)
+        n_samples = p_sum.sum()
+        cov_ytyp = n_correct * n_samples - np.dot(t_sum, p_sum)
+        cov_ypyp = n_samples**2 - np.dot(p_sum, p_sum)
+        cov_ytyt = n_samples**2 - np.dot(t_sum, t_sum)
+        cov_ypyp_ytyt = cov_ypyp * cov_ytyt
+        if cov_ypyp_ytyt == 0:
+            return 0.0
+        return float(cov_ytyp / np.sqrt(cov_ypyp_ytyt))
+
+    def cohen_kappa(self, weights: str | None = None,
+                    labels: Sequence[Hashable] | None = None) -> float:
+        """Cohen's kappa (p_o - p_e) / (1 - p_e), as ``sklearn.metrics.cohen_kappa_score``;
+        ``weights`` None, "linear" or "quadratic" (by position in ``labels``, default
+        :attr:`labels`); NaN with a warning when undefined."""
+        if weights not in (None, "linear", "quadratic"):
+            raise ValueError(f"weights must be None, 'linear' or 'quadratic', got {weights!r}")
+        if labels is not None:
+            labels = self._check_labels_arg(labels)
+        if self._undefined():
+            _cls.warn_undefined_state("cohen_kappa")
+            return math.nan
+        if labels is None:
+            labels = self.labels
+        elif not any(t in set(labels) for t, _ in self._cells):
+            raise ValueError(
+                "At least one label in `labels` must be present in `y1` (even though "
+                "`cohen_kappa_score` is otherwise agnostic to the order of `y1` and `y2`)."
+            )
+        confusion = self.matrix(labels)
+        n_classes = confusion.shape[0]
+        sum0 = np.sum(confusion, axis=0)
+        sum1 = np.sum(confusion, axis=1)
+        numerator = np.outer(sum0, sum1)
+        denominator = np.sum(sum0)
+        if denominator == 0:
+            warnings.warn(
+                "`y2` contains no labels that are present in both `y1` and `labels`."
+                "`cohen_kappa_score` is undefined and set to the value defined by "
+                "the `replace_undefined_by` param, which is set to nan.",
+                UndefinedMetricWarning,
+                stacklevel=2,
+            )
+            return math.nan
+        expected = numerator / denominator
+        if weights is None:
+            w_mat = np.ones([n_classes, n_classes], dtype=np.float64)
+            np.fill_diagonal(w_mat, 0)
+        else:
+            w_mat = np.zeros([n_classes, n_classes], dtype=np.float64)
+            w_mat += np.arange(n_classes)
+            w_mat = np.abs(w_mat - w_mat.T) if weights == "linear" else (w_mat - w_mat.T) ** 2
+        numerator = np.sum(w_mat * confusion)
+        denominator = np.sum(w_mat * expected)
+        if denominator == 0:
+            warnings.warn(
+                "`y1`, `y2` and `labels` have only one label in common. "
+                "`cohen_kappa_score` is undefined and set to the value defined by the "
+                "the `replace_undefined_by` param, which is set to nan.",
+                UndefinedMetricWarning,
+                stacklevel=2,
+            )
+            return math.nan
+        return float(1 - numerator / denominator)
+
+    def classification_report(
+        self,
+        output_dict: bool = False,
+        digits: int = 2,
+        zero_division: Any = "warn",
+        labels: Sequence[Hashable] | None = None,
+        target_names: Sequence[str] | None = None,
+    ) -> str | dict:
+        """Per-class precision/recall/F1/support plus averages: the same text (or dict) as
+        ``sklearn.metrics.classification_report`` on the events seen."""
+        _cls.check_zero_division(zero_division)
+        if isinstance(digits, bool) or not isinstance(digits, int) or digits < 0:
+            raise ValueError(f"digits must be a non-negative int, got {digits!r}")
+        if self._undefined():
+            raise ValueError(
+                "classification_report needs at least one event with non-zero weight"
+            )
+        present = self._seen()
+        if labels is not None:
+            labels = self._check_labels_arg(labels)
+        elif self._fixed is not None:
+            labels = list(self._fixed)
+        labels_given = labels is not None
+        if labels is None:
+            labels = present
+        micro_is_accuracy = not labels_given or set(labels) >= set(present)
+        if target_names is not None and len(labels) != len(target_names):
+            if labels_given:
+                warnings.warn(
+                    f"labels size, {len(labels)}, does not match size of target_names, "
+                    f"{len(target_names)}",
+                    UserWarning,
+                    stacklevel=2,
+                )
+            else:
+                raise ValueError(
+                    f"Number of classes, {len(labels)}, does not match size of target_names, "
+                    f"{len(target_names)}. Try specifying the labels parameter"
+                )
+        if target_names is None:
+            target_names = ["%s" % label for label in labels]
+
+        headers = ["precision", "recall", "f1-score", "support"]
+        tp, pred, true = self._class_sums(labels)
+        p, r, f1, s = _cls.prf(tp, pred, true, average=None, zero_division=zero_division)
+        # scikit-learn prints supports as ints only without sample weights and when some
+        # event is predicted right (else its tp sums start as float zeros)
+        int_support = self._unit and any(t == p for t, p in self._cells)
+        support: list = [int(v) for v in s] if int_support else s.tolist()
+        rows = list(zip(target_names, p.tolist(), r.tolist(), f1.tolist(), support))
+
+        if output_dict:
+            report_dict: dict[str, Any] = {
+                row[0]: dict(zip(headers, [float(v) for v in row[1:]])) for row in rows
+            }
+        else:
+            longest_last_line_heading = "weighted avg"
+            name_width = max(len(cn) for cn in target_names)
+            width = max(name_width, len(longest_last_line_heading), digits)
+            head_fmt = "{:>{width}s} " + " {:>9}" * len(headers)
+            report = head_fmt.format("", *headers, width=width)
+            report += "\n\n"
+            row_fmt = "{:>{width}s} " + " {:>9.{digits}f}" * 3 + " {:>9}\n"
+            for row in rows:
+                report += row_fmt.format(*row, width=width, digits=digits)
+            report += "\n"
+
+        total_support = sum(support) if int_support else float(np.sum(s))
+        for average in ("micro", "macro", "weighted"):
+            line_heading = "accuracy" if average == "micro" and micro_is_accuracy else average + " avg"
+            avg_p, avg_r, avg_f1, _ = _cls.prf(tp, pred, true, average=average, zero_division=zero_division)
+            avg = [avg_p, avg_r, avg_f1, total_support]
+            if output_dict:
+                report_dict[line_heading] = dict(zip(headers, [float(v) for v in avg]))
+            elif line_heading == "accuracy":
+                row_fmt_accuracy = (
+                    "{:>{width}s} " + " {:>9.{digits}}" * 2 + " {:>9.{digits}f}" + " {:>9}\n"
+                )
+                report += row_fmt_accuracy.format(
+                    line_heading, "", "", *avg[2:], width=width, digits=digits
+                )
+            else:
+                report += row_fmt.format(line_heading, *avg, width=width, digits=digits)
+
+        if output_dict:
+            if "accuracy" in report_dict:
+                report_dict["accuracy"] = report_dict["accuracy"]["precision"]
+            return report_dict
+        return report
+
+
+def _cell_sums(code: np.ndarray, k: int, w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(occupied pair codes, their event counts if ``w`` is None else summed weights)."""
+    if len(code) == 0:
+        return np.empty(0, dtype=np.intp), np.empty(0, dtype=np.int64 if w is None else np.float64)
+    if k * k <= 4 * len(code) + 65536:
+        occupied = np.bincount(code, minlength=k * k)
+        pair_codes = np.flatnonzero(occupied)
+        if w is None:
+            return pair_codes, occupied[pair_codes]
+        return pair_codes, np.bincount(code, weights=w, minlength=k * k)[pair_codes]
+    pair_codes, inverse = np.unique(code, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if w is None:
+        return pair_codes, np.bincount(inverse, minlength=len(pair_codes))
+    return pair_codes, np.bincount(inverse, weights=w, minlength=len(pair_codes))
+
+
+def _codes(t: np.ndarray, p: np.ndarray) -> tuple[list, np.ndarray, np.ndarray]:
+    """(labels, codes of t, codes of p): labels[codes] are the Python labels."""
+    n = len(t)
+    if t.dtype.kind == "b" and p.dtype.kind == "b":
+        return [False, True], t.astype(np.intp), p.astype(np.intp)
+    if t.dtype.kind in "iu" and p.dtype.kind in "iu":
+        lo = min(int(t.min()), int(p.min()))
+        hi = max(int(t.max()), int(p.max()))
+        if lo >= 0 and hi < _DIRECT_MAX_LABEL and (hi + 1) ** 2 <= 4 * n + 65536:
+            return list(range(hi + 1)), t.astype(np.intp, copy=False), p.astype(np.intp, copy=False)
+    both = np.concatenate([t, p])
+    uniq, inverse = np.unique(both, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    return _normalise(uniq.tolist()), inverse[:n], inverse[n:]

@@ -1,0 +1,849 @@
+"""``MulticlassScores``: ranking and probabilistic metrics of a stream of score vectors.
+
+An event is a true class ``t`` (one of ``classes``), a row of ``K`` scores aligned with
+``classes`` (a sequence, or a mapping class -> score) and a weight.
+
+State (all mergeable by addition):
+
+* ``H[t][c]``: a :class:`~streammetrics.kernels.histogram.ScoreHistogram` of the column-``c``
+  scores of the events of true class ``t`` (``K * K`` histograms over one binning).
+  One-vs-rest for class ``c`` ranks ``pos = H[c][c]`` against
+  ``neg = sum(H[t][c] for t != c)``; the one-vs-one pair ``(a, b)`` (Hand & Till 2001)
+  ranks ``H[a][a]`` against ``H[b][a]`` and ``H[b][b]`` against ``H[a][b]``; the micro
+  average pools every column's ``pos`` and ``neg``. Average precision is one-vs-rest too.
+* per class: events seen (zero weights included: scikit-learn's "class present" test
+  counts them) and summed weight;
+* ``ranks[r]``: the weight of events whose true class has rank ``r`` in its row, where
+  ``rank = #{c: s_c > s_t} + #{c > t: s_c == s_t}`` (scikit-learn's ``top_k_accuracy_score``
+  sorts with a stable mergesort and reverses it, so among tied scores the higher class
+  index comes first); top-k accuracy is ``sum(ranks[:k]) / total weight`` for any ``k``;
+* the confusion cells ``(t, argmax)`` of the arg-max predictions (numpy's first max);
+* ``sum(w * -log(clip(s_t, eps, 1 - eps)))`` (scikit-learn's ``log_loss``, float64 eps),
+  the [min, max] of any score outside [0, 1], and the number of rows that fail each of
+  scikit-learn's "rows sum to 1" tests.
+
+Decisions where a stream accumulator cannot or should not copy scikit-learn (1.9):
+
+* Rows that do not sum to 1: ``roc_auc_score`` raises (``np.allclose(1, row sums)``);
+  here :meth:`MulticlassScores.roc_auc` computes from the scores as given (a ranking
+  of each column is well defined for margins too) and warns (``UserWarning``) with the
+  number of such rows. ``log_loss`` warns and does *not* renormalise, as scikit-learn.
+* Scores outside [0, 1]: ``log_loss`` raises ``ValueError`` at read time (scikit-learn
+  raises); every other metric is unaffected.
+* ``multi_class="ovo"`` with weights: scikit-learn refuses ``sample_weight``; here each
+  pairwise AUC is weighted and pairs are weighted by their weight share ("prevalence").
+  Classes with no weight are left out of the pairs (with unit weights: the classes
+  present, as scikit-learn). Fewer than two such classes: nan with a warning.
+* Two classes: scikit-learn's ``roc_auc_score`` and ``top_k_accuracy_score`` refuse a
+  two-column score matrix. ROC AUC and average precision here are the one-vs-rest
+  (and one-vs-one) values of the one-hot targets, ``roc_auc_score(np.eye(2)[y], scores)``;
+  ``top_k_accuracy`` follows scikit-learn's binary path on the score of ``classes[1]``
+  (``k=1``: ``s > 0.5`` predicts ``classes[1]``, or ``s > 0`` once a score of that column
+  outside [0, 1] has been seen; ``k >= 2``: every event is a hit).
+* scikit-learn requires sorted ``labels``; here columns follow ``classes`` in the order
+  given. With sorted classes every value is scikit-learn's with ``labels=classes``.
+* No event, or no weight: scikit-learn raises; metrics here return nan with an
+  :class:`~streammetrics.core.exceptions.UndefinedMetricWarning`.
+"""
+from __future__ import annotations
+
+import math
+import operator
+import warnings
+from functools import reduce
+from itertools import combinations
+from typing import Any, ClassVar, Hashable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from streammetrics.core.accumulator import Accumulator
+from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.validation import (
+    as_label_array,
+    as_weight_array,
+    check_number,
+    check_same_length,
+    check_weight,
+    labels_to_json,
+    to_builtin_label,
+)
+from streammetrics.kernels import ranking
+from streammetrics.kernels.binning import Binning, binning_from_config, make_binning
+from streammetrics.kernels.histogram import (
+    MAX_TOTAL_WEIGHT,
+    ScoreHistogram,
+    add_grouped,
+    aligned,
+    histograms_from_json,
+    histograms_to_json,
+    summed,
+)
+from streammetrics.metrics.confusion import ConfusionMatrix, _array_kind, _kind
+
+__all__ = ["MulticlassScores"]
+
+_INF = math.inf
+_EPS = float(np.finfo(np.float64).eps)  # log_loss clipping (float64 machine epsilon)
+_ONE_MINUS_EPS = 1.0 - _EPS
+#: log_loss warns unless |row sum - 1| <= 1e-8 + sqrt(eps) (xpx.isclose, rtol=sqrt(eps))
+_LOG_LOSS_SUM_TOL = 1e-8 + math.sqrt(_EPS)
+_FAST_CLASS = {"bool": bool, "number": int, "str": str}
+_ROW_BLOCK = 1 << 16  # rows per block in batch rank computations
+_log = math.log
+_add = operator.add
+
+
+# ----------------------------------------------------------------------------- helpers
+def check_label_list(labels: Any, name: str, minimum: int) -> list:
+    """Distinct int/str/bool labels of one kind (at least ``minimum``) as built-ins."""
+    if isinstance(labels, (str, bytes)) or not isinstance(labels, Iterable):
+        raise TypeError(f"{name} must be a sequence of labels, got {labels!r}")
+    out = [to_builtin_label(v, f"{name}[{i}]") for i, v in enumerate(labels)]
+    if len(out) < minimum:
+        raise ValueError(f"{name} must hold at least {minimum} labels, got {out!r}")
+    kinds = {_kind(v) for v in out}
+    if len(kinds) > 1:
+        raise ValueError(
+            f"{name} mixes label kinds {sorted(kinds)}: {out!r}; use all bool, all numbers or all str"
+        )
+    if len(set(out)) != len(out):
+        raise ValueError(f"{name} has duplicates: {out!r}")
+    return out
+
+
+class _Columns:
+    """Label names of score columns: lookups that keep bools and ints apart, and the
+    validation of one score row (sequence or mapping) and of a score matrix."""
+
+    __slots__ = ("names", "kind", "fast", "index", "what", "whats")
+
+    def __init__(self, names: list, what: str, whats: str) -> None:
+        self.names = names
+        self.kind = _kind(names[0])
+        self.fast = _FAST_CLASS[self.kind]
+        self.index = {v: i for i, v in enumerate(names)}
+        self.what, self.whats = what, whats  # "class", "classes": for messages
+
+    def find(self, label: Any, name: str) -> int | None:
+        """Column of ``label``, or None (``True`` never finds the int ``1``)."""
+        if label.__class__ is self.fast:
+            return self.index.get(label)
+        label = to_builtin_label(label, name)
+        if _kind(label) != self.kind:
+            return None
+        return self.index.get(label)
+
+    def row(self, scores: Any, name: str) -> list[float]:
+        """One validated row of finite floats, in column order."""
+        k = len(self.names)
+        cls = scores.__class__
+        if cls is list or cls is tuple:
+            values = scores
+        elif isinstance(scores, Mapping):
+            return self._mapping_row(scores, name)
+        elif isinstance(scores, np.ndarray) or hasattr(scores, "__array__"):  # numpy, pandas
+            scores = np.asarray(scores)
+            if scores.ndim != 1:
+                raise ValueError(f"{name} must be one row of {k} scores, got shape {scores.shape}")
+            if scores.dtype.kind == "b":
+                raise TypeError(f"{name} must hold real numbers, got booleans")
+            values = scores.tolist()
+        elif isinstance(scores, (str, bytes)) or not isinstance(scores, Sequence):
+            raise TypeError(
+                f"{name} must be a sequence of {k} scores or a mapping {self.what} -> score, "
+                f"got {type(scores).__name__}"
+            )
+        else:
+            values = list(scores)
+        if len(values) != k:
+            raise ValueError(
+                f"{name} has {len(values)} values, expected {k} (one per {self.what} in {self.names!r})"
+            )
+        out = list(values)
+        for i, v in enumerate(out):
+            if v.__class__ is not float or not -_INF < v < _INF:
+                out[i] = check_number(v, f"{name}[{i}]")
+        return out
+
+    def _mapping_row(self, scores: Mapping, name: str) -> list[float]:
+        out: list = [None] * len(self.names)
+        for key, v in scores.items():
+            try:
+                j = self.find(key, f"{name} key")
+            except (TypeError, ValueError):
+                j = None
+            if j is None:
+                raise ValueError(f"{name} has unknown {self.what} {key!r}; {self.whats} are {self.names!r}")
+            out[j] = check_number(v, f"{name}[{self.names[j]!r}]")
+        missing = [self.names[j] for j, v in enumerate(out) if v is None]
+        if missing:
+            raise ValueError(f"{name} is missing {self.whats} {missing!r} (needs one score per {self.what})")
+        return out
+
+    def matrix(self, values: Any, name: str) -> np.ndarray:
+        """Validated C-ordered float64 ``(n, K)`` matrix (an empty batch gives ``(0, K)``);
+        rows may also be given as a sequence of mappings."""
+        k = len(self.names)
+        if isinstance(values, (str, bytes)) or isinstance(values, Mapping):
+            raise TypeError(f"{name} must be an (n, {k}) array of scores, got {type(values).__name__}")
+        if isinstance(values, (list, tuple)) and values and isinstance(values[0], Mapping):
+            return np.array([self.row(r, f"{name}[{i}]") for i, r in enumerate(values)],
+                            dtype=np.float64).reshape(-1, k)
+        try:
+            arr = np.asarray(values)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{name} could not be read as an (n, {k}) matrix: {exc}") from None
+        if arr.size == 0 and arr.ndim in (1, 2):
+            return np.zeros((0, k), dtype=np.float64)
+        if arr.ndim != 2 or arr.shape[1] != k:
+            raise ValueError(
+                f"{name} must have shape (n, {k}) (one column per {self.what}), got {arr.shape}"
+            )
+        kind = arr.dtype.kind
+        if kind == "b":
+            raise TypeError(f"{name} must hold real numbers, got booleans")
+        if kind not in "iuf":  # name the first element that is not a real number
+            objects = np.asarray(values, dtype=object) if kind != "O" else arr
+            if objects.shape == arr.shape:
+                for (i, j), v in np.ndenumerate(objects):
+                    check_number(v, f"{name}[{i}][{j}]")
+            if kind != "O":
+                raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+        arr = np.ascontiguousarray(arr, dtype=np.float64)
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            i, j = np.argwhere(bad)[0].tolist()
+            raise ValueError(f"{name}[{i}][{j}] must be finite, got {arr[i, j].item()!r}")
+        return arr
+
+
+def average_scores(scores: np.ndarray, average: str | None, weights: np.ndarray | None) -> Any:
+    """The averaging of scikit-learn's ``_average_binary_score``: per-item ``scores`` as an
+    array (``average=None``), their mean, or their ``weights``-weighted mean where items of
+    weight 0 count as 0 (so that their nan does not spread)."""
+    if average is None:
+        return scores
+    if weights is None:
+        return float(np.mean(scores))
+    return float(np.average(np.where(weights == 0, 0.0, scores), weights=weights))
+
+
+def average_intervals(
+    lows: np.ndarray, highs: np.ndarray, average: str | None, weights: np.ndarray | None
+) -> tuple[Any, Any]:
+    """Average per-item bounds as :func:`average_scores` averages values (non-negative
+    weights keep the containment), widened by a bound on the float rounding of the mean."""
+    low = average_scores(lows, average, weights)
+    high = average_scores(highs, average, weights)
+    if average is None:
+        return low, high
+    if math.isnan(low) or math.isnan(high):
+        return math.nan, math.nan
+    slack = 4 * (len(lows) + 2) * _EPS
+    return max(0.0, low - slack), min(1.0, high + slack)
+
+
+def binary_auc(
+    binning: Binning, keys: np.ndarray, neg: np.ndarray, pos: np.ndarray, bounds: bool
+) -> tuple[float, float, float]:
+    """``(auc, low, high)`` of one binary ranking problem on aligned levels; the bounds are
+    ``(auc, auc)`` when ``bounds`` is false, the binning exact, or the AUC nan."""
+    auc = ranking.roc_auc(neg, pos)
+    if not bounds or binning.exact or math.isnan(auc):
+        return auc, auc, auc
+    low, high = ranking.roc_auc_bounds(neg, pos, binning.singleton(keys))
+    return auc, low, high
+
+
+def warn_no_events(name: str) -> float:
+    warnings.warn(
+        f"No event with a non-zero weight: {name} is not defined.", UndefinedMetricWarning, stacklevel=3
+    )
+    return math.nan
+
+
+def check_average(average: Any, options: tuple, what: str) -> None:
+    if average not in options:
+        raise ValueError(f"average must be one of {options} for {what}, got {average!r}")
+
+
+# ----------------------------------------------------------------------------- accumulator
+class _ScoreColumns(Accumulator):
+    """Configuration shared by the accumulators of one score per column (class or label):
+    the column names (config key :attr:`columns_key`), the binning, and the merge check."""
+
+    #: config key of the column names: "classes" or "labels"
+    columns_key: ClassVar[str] = "classes"
+    _cols: Any
+    _binning: Binning
+
+    @property
+    def bins(self) -> int | None:
+        """Bins per octave of the log grid (None when ``exact``)."""
+        return None if self._binning.exact else self._binning.bins  # type: ignore[attr-defined]
+
+    @property
+    def exact(self) -> bool:
+        """True when every distinct score is kept."""
+        return self._binning.exact
+
+    def _config(self) -> dict[str, Any]:
+        return {self.columns_key: labels_to_json(self._cols.names), "bins": self.bins, "exact": self.exact}
+
+    @classmethod
+    def _from_config(cls, config: Mapping[str, Any]) -> Any:
+        key = cls.columns_key
+        if set(config) != {key, "bins", "exact"} or not isinstance(config[key], list):
+            raise ValueError(f"config must be {{'{key}': [...], 'bins', 'exact'}}, got {dict(config)!r}")
+        binning = binning_from_config({"bins": config["bins"], "exact": config["exact"]})
+        return cls(config[key], bins=binning.config()["bins"], exact=binning.exact)
+
+    def _check_mergeable(self, other: Accumulator) -> None:
+        super()._check_mergeable(other)
+        if self._cols.kind != other._cols.kind:  # type: ignore[attr-defined]
+            raise ValueError(f"cannot merge {type(self).__name__} over {self.columns_key} of different kinds")
+
+
+class MulticlassScores(_ScoreColumns):
+    """Top-k accuracy, log loss, ROC AUC (one-vs-rest / one-vs-one, with guaranteed
+    bounds), average precision and the arg-max confusion matrix of a stream of
+    ``(y_true, scores, weight)`` events.
+
+    ``classes``: at least two distinct labels (int, str or bool, one kind); score rows
+    are aligned with them. ``bins`` / ``exact`` choose the score binning as for
+    :class:`~streammetrics.BinaryScores`: with ``exact=True`` every metric equals
+    scikit-learn's (see the module docstring for the few documented departures).
+    """
+
+    type_name = "MulticlassScores"
+
+    def __init__(self, classes: Sequence[Hashable], bins: int | None = 64, exact: bool = False) -> None:
+        self._cols = _Columns(check_label_list(classes, "classes", 2), "class", "classes")
+        self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]
+        self._reset_state()
+
+    # ------------------------------------------------------------------ state
+    def _reset_state(self) -> None:
+        k = len(self._cols.names)
+        self._h = [[ScoreHistogram(self._binning) for _ in range(k)] for _ in range(k)]
+        self._events = [0] * k  # events per true class (zero weights included)
+        self._weights = [0.0] * k  # summed weight per true class
+        self._ranks = [0.0] * k  # weight of events whose true class has rank r
+        # two classes: weight of top-1 hits of scikit-learn's binary rule at the thresholds
+        # 0.5 and 0, and whether a score of classes[1] outside [0, 1] was seen
+        self._top1: list | None = [0.0, 0.0, False] if k == 2 else None
+        self._log_loss_sum = 0.0
+        self._outside: list[float] | None = None  # [min, max] of scores outside [0, 1]
+        self._unnormalised = [0, 0]  # rows failing roc_auc's / log_loss's sum-to-1 test
+        self._cells: dict[tuple[int, int], float] = {}  # (true, argmax) -> weight
+        self._bind()
+
+    def _bind(self) -> None:
+        self._hw = [[h.weights for h in row] for row in self._h]
+        self._key = self._binning.key
+
+    @property
+    def classes(self) -> list:
+        """The classes, in score-column order."""
+        return list(self._cols.names)
+
+    @property
+    def count(self) -> int:  # type: ignore[override]
+        """Number of events seen (zero-weight events included)."""
+        return sum(self._events)
+
+    @property
+    def total_weight(self) -> float:  # type: ignore[override]
+        """Summed weight of the events seen."""
+        return float(sum(self._weights))
+
+    def _state(self) -> dict[str, Any]:
+        k = len(self._cols.names)
+        names = [f"t{t}" for t in range(k)]
+        return {
+            "events": list(self._events),
+            "weights": list(self._weights),
+            "ranks": list(self._ranks),
+            "binary_top1": None if self._top1 is None else list(self._top1),
+            "log_loss_sum": self._log_loss_sum,
+            "outside_unit": None if self._outside is None else list(self._outside),
+            "unnormalised_rows": list(self._unnormalised),
+            "cells": [[t, p, w] for (t, p), w in sorted(self._cells.items())],
+            "histograms": [
+                histograms_to_json([self._h[t][c] for t in range(k)], names) for c in range(k)
+            ],
+        }
+
+    def _load_state(self, state: Mapping[str, Any]) -> None:
+        expected = {"events", "weights", "ranks", "binary_top1", "log_loss_sum", "outside_unit",
+                    "unnormalised_rows", "cells", "histograms"}
+        if set(state) != expected:
+            raise ValueError(f"state keys must be {sorted(expected)}, got {sorted(map(str, state))}")
+        k = len(self._cols.names)
+        events = state["events"]
+        if not (isinstance(events, list) and len(events) == k
+                and all(type(v) is int and v >= 0 for v in events)):
+            raise ValueError(f"events must be a list of {k} non-negative ints, got {events!r}")
+        weights = _weight_list(state["weights"], k, "weights")
+        total, count = math.fsum(weights), sum(events)
+        if total > MAX_TOTAL_WEIGHT:
+            raise ValueError(f"weights sum to more than {MAX_TOTAL_WEIGHT:g}")
+        tol = 1e-9 * max(1.0, total)
+        ranks = _weight_list(state["ranks"], k, "ranks")
+        if abs(math.fsum(ranks) - total) > tol:
+            raise ValueError("ranks do not sum to the total weight")
+        top1 = state["binary_top1"]
+        if k == 2:
+            if not (isinstance(top1, list) and len(top1) == 3 and type(top1[2]) is bool):
+                raise ValueError(f"binary_top1 must be [hits at 0.5, hits at 0, bool], got {top1!r}")
+            top1 = [*_weight_list(top1[:2], 2, "binary_top1"), top1[2]]
+            if max(top1[:2]) > total + tol:
+                raise ValueError("binary_top1 hits exceed the total weight")
+        elif top1 is not None:
+            raise ValueError("binary_top1 must be null for more than two classes")
+        log_loss_sum = check_weight(state["log_loss_sum"], "log_loss_sum")
+        outside = _outside_from_json(state["outside_unit"])
+        unnorm = state["unnormalised_rows"]
+        if not (isinstance(unnorm, list) and len(unnorm) == 2
+                and all(type(v) is int and 0 <= v <= count for v in unnorm)):
+            raise ValueError(f"unnormalised_rows must be two ints in [0, {count}], got {unnorm!r}")
+        cells = self._cells_from_json(state["cells"], events, weights)
+        columns = state["histograms"]
+        if not isinstance(columns, list) or len(columns) != k:
+            raise ValueError(f"histograms must be a list of {k} column histograms")
+        names = [f"t{t}" for t in range(k)]
+        hists = [histograms_from_json(col, self._binning, names) for col in columns]
+        h = [[hists[c][t] for c in range(k)] for t in range(k)]
+        for t in range(k):
+            for c in range(k):
+                if len(h[t][c]) > events[t]:
+                    raise ValueError(f"histogram of class {t}, column {c} has more bins than events")
+                if abs(h[t][c].total() - weights[t]) > 1e-9 * max(1.0, weights[t]):
+                    raise ValueError(f"histogram of class {t}, column {c} does not sum to weights[{t}]")
+        self._h = h
+        self._events, self._weights, self._ranks, self._top1 = list(events), weights, ranks, top1
+        self._log_loss_sum, self._outside = log_loss_sum, outside
+        self._unnormalised, self._cells = list(unnorm), cells
+        self._bind()
+
+    def _cells_from_json(self, raw: Any, events: list, weights: list) -> dict[tuple[int, int], float]:
+        k = len(events)
+        if not isinstance(raw, list):
+            raise ValueError("cells must be a list of [true, argmax, weight]")
+        cells: dict[tuple[int, int], float] = {}
+        rows = [0.0] * k
+        for i, cell in enumerate(raw):
+            if not (isinstance(cell, list) and len(cell) == 3 and type(cell[0]) is int
+                    and type(cell[1]) is int and 0 <= cell[0] < k and 0 <= cell[1] < k):
+                raise ValueError(f"cells[{i}] must be [true index, argmax index, weight], got {cell!r}")
+            key = (cell[0], cell[1])
+            if key in cells or not events[key[0]]:
+                raise ValueError(f"cells[{i}] repeats a cell or names a class without events")
+            cells[key] = check_weight(cell[2], f"cells[{i}][2]")
+            rows[key[0]] += cells[key]
+        if len(cells) > sum(events):
+            raise ValueError("more cells than events")
+        for t in range(k):
+            if abs(rows[t] - weights[t]) > 1e-9 * max(1.0, weights[t]):
+                raise ValueError(f"cells of class {t} do not sum to weights[{t}]")
+        return cells
+
+    def _merge_state(self, other: Accumulator) -> None:
+        assert isinstance(other, MulticlassScores)
+        if math.fsum(self._weights) + math.fsum(other._weights) > MAX_TOTAL_WEIGHT:
+            raise ValueError(f"merged weight would exceed {MAX_TOTAL_WEIGHT:g}")
+        k = len(self._cols.names)
+        for t in range(k):
+            for c in range(k):
+                self._h[t][c].merge(other._h[t][c])
+            self._events[t] += other._events[t]
+            self._weights[t] += other._weights[t]
+            self._ranks[t] += other._ranks[t]
+        if self._top1 is not None and other._top1 is not None:
+            self._top1 = [self._top1[0] + other._top1[0], self._top1[1] + other._top1[1],
+                          self._top1[2] or other._top1[2]]
+        self._log_loss_sum += other._log_loss_sum
+        if other._outside is not None:
+            self._see_outside(*other._outside)
+        self._unnormalised = [a + b for a, b in zip(self._unnormalised, other._unnormalised)]
+        for key, w in other._cells.items():
+            self._cells[key] = self._cells.get(key, 0.0) + w
+
+    def copy(self) -> "MulticlassScores":
+        new = MulticlassScores.__new__(MulticlassScores)
+        new.__dict__.update(self.__dict__)
+        new._h = [[h.copy() for h in row] for row in self._h]
+        for name in ("_events", "_weights", "_ranks", "_unnormalised"):
+            setattr(new, name, list(getattr(self, name)))
+        new._top1 = None if self._top1 is None else list(self._top1)
+        new._outside = None if self._outside is None else list(self._outside)
+        new._cells = dict(self._cells)
+        new._bind()
+        return new
+
+    def _see_outside(self, lo: float, hi: float) -> None:
+        if self._outside is None:
+            self._outside = [lo, hi]
+        else:
+            self._outside = [min(self._outside[0], lo), max(self._outside[1], hi)]
+
+    # ------------------------------------------------------------------ updates
+    def _true_index(self, y_true: Any, name: str) -> int:
+        t = self._cols.find(y_true, name)
+        if t is None:
+            raise ValueError(f"{name}={to_builtin_label(y_true, name)!r} is not one of classes {self._cols.names!r}")
+        return t
+
+    def update(self, y_true: Hashable, scores: Any, weight: float = 1.0) -> "MulticlassScores":
+        """Add one event: ``y_true`` one of ``classes``, ``scores`` a sequence aligned with
+        ``classes`` or a mapping class -> score (finite numbers), ``weight >= 0``."""
+        cols = self._cols
+        t = cols.index.get(y_true) if y_true.__class__ is cols.fast else None
+        if t is None:
+            t = self._true_index(y_true, "y_true")
+        row = cols.row(scores, "scores")
+        if weight.__class__ is not float or not 0.0 <= weight < _INF:
+            weight = check_weight(weight)
+        total = self._weights[t] + weight
+        if total > MAX_TOTAL_WEIGHT:
+            raise ValueError(f"weight {weight!r} would make the class weight exceed {MAX_TOTAL_WEIGHT:g}")
+        # ---- nothing below can fail
+        if weight:
+            key = self._key
+            for d, s in zip(self._hw[t], row):
+                k = key(s)
+                d[k] = d.get(k, 0.0) + weight
+        st = row[t]
+        rank = 0
+        for c, s in enumerate(row):
+            if s > st or (s == st and c > t):
+                rank += 1
+        self._ranks[rank] += weight
+        lo, hi = min(row), max(row)
+        cell = (t, row.index(hi))
+        self._cells[cell] = self._cells.get(cell, 0.0) + weight
+        top1 = self._top1
+        if top1 is not None:
+            s1, is1 = row[1], t == 1
+            if (s1 > 0.5) == is1:
+                top1[0] += weight
+            if (s1 > 0.0) == is1:
+                top1[1] += weight
+            if not 0.0 <= s1 <= 1.0:
+                top1[2] = True
+        if lo >= 0.0 and hi <= 1.0:
+            p = st if st >= _EPS else _EPS
+            if p > _ONE_MINUS_EPS:
+                p = _ONE_MINUS_EPS
+            self._log_loss_sum -= weight * _log(p)
+        else:
+            bad = [s for s in row if not 0.0 <= s <= 1.0]
+            self._see_outside(min(bad), max(bad))
+        total_s = reduce(_add, row)
+        d = abs(1.0 - total_s)
+        if not d <= 1e-8 + 1e-5 * abs(total_s):
+            self._unnormalised[0] += 1
+        if not d <= _LOG_LOSS_SUM_TOL:
+            self._unnormalised[1] += 1
+        self._weights[t] = total
+        self._events[t] += 1
+        return self
+
+    def _encode(self, y_true: Any, name: str) -> np.ndarray:
+        """Class indices of a batch of labels (validated: each one of ``classes``)."""
+        y = as_label_array(y_true, name)
+        kind = _array_kind(y, name)
+        if len(y) == 0:
+            return np.zeros(0, dtype=np.intp)
+        cols = self._cols
+        uniq, inverse = np.unique(y, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        codes = np.empty(len(uniq), dtype=np.intp)
+        for j, label in enumerate(uniq.tolist()):
+            c = cols.index.get(label) if kind == cols.kind else None
+            if c is None:
+                i = int(np.argmax(inverse == j))
+                raise ValueError(f"{name}[{i}]={label!r} is not one of classes {cols.names!r}")
+            codes[j] = c
+        return codes[inverse]
+
+    def update_many(self, y_true: Any, score_matrix: Any, sample_weight: Any = None) -> "MulticlassScores":
+        """Add a batch: labels, an ``(n, K)`` score matrix (array, nested lists, DataFrame,
+        or a list of mappings) and optional weights; validated in full before any change."""
+        t = self._encode(y_true, "y_true")
+        S = self._cols.matrix(score_matrix, "score_matrix")
+        n = check_same_length(y_true=t, score_matrix=S)
+        w = as_weight_array(sample_weight, n)
+        if n == 0:
+            return self
+        k = len(self._cols.names)
+        class_w = np.bincount(t, weights=w, minlength=k).astype(np.float64)
+        totals = [a + b for a, b in zip(self._weights, class_w.tolist())]
+        if max(totals) > MAX_TOTAL_WEIGHT:
+            raise ValueError(f"sample_weight would make a class weight exceed {MAX_TOTAL_WEIGHT:g}")
+        keys = [self._binning.keys(np.ascontiguousarray(S[:, c])) for c in range(k)]
+        rows = np.arange(n)
+        st = S[rows, t]
+        rank = _ranks(S, t, st)
+        argmax = S.argmax(axis=1)
+        code = t * k + argmax
+        cell_w = np.bincount(code, weights=w, minlength=k * k)
+        cell_n = np.bincount(code, minlength=k * k)
+        top1 = None
+        if self._top1 is not None:
+            s1, is1 = S[:, 1], t == 1
+            hits = [(s1 > 0.5) == is1, (s1 > 0.0) == is1]
+            top1 = [float(h.sum()) if w is None else float(w[h].sum()) for h in hits]
+            top1.append(bool(((s1 < 0.0) | (s1 > 1.0)).any()))
+        inside = (S >= 0.0).all(axis=1) & (S <= 1.0).all(axis=1)
+        loss = -np.log(np.clip(st, _EPS, _ONE_MINUS_EPS))
+        ww = inside.astype(np.float64) if w is None else np.where(inside, w, 0.0)
+        log_loss = float(np.dot(ww, np.where(inside, loss, 0.0)))
+        outside = None
+        if not inside.all():
+            v = S[~inside]
+            v = v[(v < 0.0) | (v > 1.0)]
+            outside = (float(v.min()), float(v.max()))
+        total_s = S[:, 0].copy()
+        for c in range(1, k):  # left to right, as update() sums a row
+            total_s += S[:, c]
+        d = np.abs(1.0 - total_s)
+        unnorm = [int(np.count_nonzero(~(d <= 1e-8 + 1e-5 * np.abs(total_s)))),
+                  int(np.count_nonzero(~(d <= _LOG_LOSS_SUM_TOL)))]
+        rank_w = np.bincount(rank, weights=w, minlength=k)
+        # ---- commit: nothing below can fail
+        for c in range(k):
+            add_grouped([self._h[tt][c] for tt in range(k)], keys[c], t, w)
+        for r, v in enumerate(rank_w.tolist()):
+            self._ranks[r] += v
+        for c in np.flatnonzero(cell_n).tolist():
+            cell = (c // k, c % k)
+            self._cells[cell] = self._cells.get(cell, 0.0) + float(cell_w[c])
+        if top1 is not None:
+            mine = self._top1
+            self._top1 = [mine[0] + top1[0], mine[1] + top1[1], mine[2] or top1[2]]
+        self._log_loss_sum += log_loss
+        if outside is not None:
+            self._see_outside(*outside)
+        self._unnormalised = [a + b for a, b in zip(self._unnormalised, unnorm)]
+        for c, v in enumerate(np.bincount(t, minlength=k).tolist()):
+            self._events[c] += v
+        self._weights = totals
+        return self
+
+    # ------------------------------------------------------------------ metrics
+    def top_k_accuracy(self, k: int = 2, normalize: bool = True) -> float:
+        """``sklearn.metrics.top_k_accuracy_score(y_true, scores, k=k, labels=classes)``:
+        the weight share (``normalize=False``: the weight) of events whose true class is
+        among the ``k`` highest scores, tied scores ranking the higher class index first.
+        Two classes: scikit-learn's binary rule on the score of ``classes[1]``."""
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"k must be an int >= 1, got {k!r}")
+        if not isinstance(normalize, (bool, np.bool_)):
+            raise TypeError(f"normalize must be a bool, got {normalize!r}")
+        n_classes = len(self._cols.names)
+        if k >= n_classes:
+            warnings.warn(
+                f"'k' ({k}) greater than or equal to 'n_classes' ({n_classes}) will result in a "
+                "perfect score and is therefore meaningless.",
+                UndefinedMetricWarning,
+                stacklevel=2,
+            )
+        total = self.total_weight
+        if self._top1 is not None and k == 1:
+            hits = self._top1[1] if self._top1[2] else self._top1[0]
+        else:
+            hits = math.fsum(self._ranks[: min(k, n_classes)])
+        if not normalize:
+            return float(hits)
+        if not total > 0:
+            return warn_no_events("top_k_accuracy")
+        return hits / total
+
+    def log_loss(self) -> float:
+        """``sklearn.metrics.log_loss(y_true, scores, labels=classes, sample_weight=...)``:
+        the weighted mean of ``-log(clip(s_t, eps, 1 - eps))`` (float64 eps), ``s_t`` the
+        score of the true class, rows *not* renormalised (scikit-learn only warns, with a
+        ``UserWarning``, when a row does not sum to 1). ``ValueError`` once a score outside
+        [0, 1] has been seen."""
+        if self._outside is not None:
+            lo, hi = self._outside
+            raise ValueError(
+                "log_loss is defined for scores in [0, 1] (probabilities), but scores outside "
+                f"it were seen (from {lo!r} to {hi!r})"
+            )
+        total = self.total_weight
+        if not total > 0:
+            return warn_no_events("log_loss")
+        if self._unnormalised[1]:
+            warnings.warn(
+                "The y_prob values do not sum to one. Make sure to pass probabilities.",
+                UserWarning,
+                stacklevel=2,
+            )
+        return self._log_loss_sum / total
+
+    def confusion(self) -> ConfusionMatrix:
+        """:class:`~streammetrics.ConfusionMatrix` (``labels=classes``) of the arg-max
+        predictions (ties: the first maximal score, as ``numpy.argmax``)."""
+        names = self._cols.names
+        counts = {(names[t], names[p]): w for (t, p), w in self._cells.items()}
+        return ConfusionMatrix._from_counts(list(names), counts, self.count)
+
+    # ------------------------------------------------------------------ ranking
+    def _columns(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per score column ``c``: ``(keys, W)``, ``W[t]`` the class-``t`` weights per key."""
+        k = len(self._cols.names)
+        return [aligned(*(self._h[t][c] for t in range(k))) for c in range(k)]
+
+    def _ranking_inputs(self, name: str, multi_class: str | None, average: Any) -> None:
+        """Validate the arguments of the ranking metrics; warn for unnormalised rows."""
+        if multi_class is not None:
+            if multi_class not in ("ovr", "ovo"):
+                raise ValueError(f"multi_class must be 'ovr' or 'ovo', got {multi_class!r}")
+            if multi_class == "ovo":
+                if average is None:
+                    raise ValueError("average=None is not implemented for multi_class='ovo'.")
+                check_average(average, ("macro", "weighted"), "multi_class='ovo'")
+            else:
+                check_average(average, ("micro", "macro", "weighted", None), "multi_class='ovr'")
+            if self._unnormalised[0]:
+                warnings.warn(
+                    f"{self._unnormalised[0]} of {self.count} score rows do not sum to 1, which "
+                    "scikit-learn's roc_auc_score rejects ('Target scores need to be probabilities "
+                    f"for multiclass roc_auc'); {name} is computed from the scores as given.",
+                    UserWarning,
+                    stacklevel=3,
+                )
+        else:
+            check_average(average, ("micro", "macro", "weighted", None), name)
+
+    def _roc(self, multi_class: str, average: Any, bounds: bool) -> tuple[Any, Any, Any]:
+        """``(value, low, high)`` of the ROC AUC for ``multi_class`` / ``average``."""
+        self._ranking_inputs("roc_auc", multi_class, average)
+        k = len(self._cols.names)
+        if not self.count:
+            nan = warn_no_events("roc_auc")
+            return tuple(np.full(k, nan) for _ in range(3)) if average is None else (nan, nan, nan)
+        if multi_class == "ovo":
+            return self._ovo(average, bounds)
+        class_w = np.asarray(self._weights, dtype=np.float64)
+        if average == "weighted" and abs(float(class_w.sum())) <= 1e-8:
+            return 0.0, 0.0, 0.0  # scikit-learn: weights summing to ~0 give 0, unchecked
+        if average == "micro":
+            pos = summed((self._h[c][c] for c in range(k)), self._binning)
+            neg = summed((self._h[t][c] for c in range(k) for t in range(k) if t != c), self._binning)
+            keys, w = aligned(neg, pos)
+            return binary_auc(self._binning, keys, w[0], w[1], bounds)
+        parts = np.full((3, k), np.nan)
+        count = self.count
+        for c, (keys, W) in enumerate(self._columns()):
+            if not self._events[c] or self._events[c] == count:
+                ranking.warn_one_class()
+                continue
+            parts[:, c] = binary_auc(self._binning, keys, np.delete(W, c, axis=0).sum(axis=0), W[c], bounds)
+        weights = class_w if average == "weighted" else None
+        low, high = average_intervals(parts[1], parts[2], average, weights)
+        return average_scores(parts[0], average, weights), low, high
+
+    def _ovo(self, average: str, bounds: bool) -> tuple[float, float, float]:
+        """Hand & Till: the mean (or weight-share weighted mean) over pairs of classes with
+        weight of the two one-vs-one AUCs ``(A(a|b) + A(b|a)) / 2``."""
+        present = [c for c, w in enumerate(self._weights) if w > 0]
+        if len(present) < 2:
+            warnings.warn(
+                "ROC AUC (one-vs-one) needs at least two classes with a non-zero weight; "
+                f"got {len(present)}.",
+                UndefinedMetricWarning,
+                stacklevel=3,
+            )
+            return math.nan, math.nan, math.nan
+        columns = self._columns()
+        total = self.total_weight
+        pairs, prevalence = [], []
+        for a, b in combinations(present, 2):
+            ka, Wa = columns[a]
+            kb, Wb = columns[b]
+            ab = binary_auc(self._binning, ka, Wa[b], Wa[a], bounds)
+            ba = binary_auc(self._binning, kb, Wb[a], Wb[b], bounds)
+            pairs.append([(x + y) / 2 for x, y in zip(ab, ba)])
+            prevalence.append((self._weights[a] + self._weights[b]) / total)
+        parts = np.asarray(pairs).T
+        weights = np.asarray(prevalence) if average == "weighted" else None
+        low, high = average_intervals(parts[1], parts[2], average, weights)
+        return float(np.average(parts[0], weights=weights)), low, high
+
+    def roc_auc(self, multi_class: str = "ovr", average: str | None = "macro") -> Any:
+        """``sklearn.metrics.roc_auc_score(y_true, scores, multi_class=..., average=...,
+        labels=classes)``. ``"ovr"``: class ``c`` (column ``c``) against the rest, averaged
+        by ``"macro"`` (nan if a class is absent), ``"weighted"`` (by class weight),
+        ``"micro"`` (pooled) or ``None`` (an array); ``"ovo"``: Hand & Till's mean over
+        pairs of ``(A(a|b) + A(b|a)) / 2``, ``"weighted"`` by pair prevalence. Tied scores,
+        and with bins scores in one bin, count half a pair."""
+        return self._roc(multi_class, average, False)[0]
+
+    def roc_auc_bounds(self, multi_class: str = "ovr", average: str | None = "macro") -> tuple[Any, Any]:
+        """``(low, high)`` guaranteed to contain the exact :meth:`roc_auc` of the events seen:
+        each binary AUC is bounded as in :meth:`BinaryScores.roc_auc_bounds` and the bounds
+        are averaged with the same (non-negative) weights as the values. ``(auc, auc)``
+        when ``exact``; arrays for ``average=None``."""
+        value, low, high = self._roc(multi_class, average, not self.exact)
+        if self.exact:
+            return value, (value.copy() if isinstance(value, np.ndarray) else value)
+        return low, high
+
+    def average_precision(self, average: str | None = "macro") -> Any:
+        """``sklearn.metrics.average_precision_score`` of the one-hot targets (labels =
+        classes) against the score columns: per class the step sum
+        ``sum((R[n] - R[n-1]) * P[n])``, averaged by ``"macro"``, ``"weighted"`` (class
+        weight), ``"micro"`` (pooled) or ``None``. With all classes present and more than
+        two, this is ``average_precision_score(y_true, scores, average=...)``."""
+        self._ranking_inputs("average_precision", None, average)
+        k = len(self._cols.names)
+        if not self.count:
+            nan = warn_no_events("average_precision")
+            return np.full(k, nan) if average is None else nan
+        class_w = np.asarray(self._weights, dtype=np.float64)
+        if average == "weighted" and abs(float(class_w.sum())) <= 1e-8:
+            return 0.0
+        if average == "micro":
+            pos = summed((self._h[c][c] for c in range(k)), self._binning)
+            neg = summed((self._h[t][c] for c in range(k) for t in range(k) if t != c), self._binning)
+            _, w = aligned(neg, pos)
+            return ranking.average_precision(w[0], w[1])
+        values = np.array([
+            ranking.average_precision(np.delete(W, c, axis=0).sum(axis=0), W[c])
+            for c, (_, W) in enumerate(self._columns())
+        ])
+        return average_scores(values, average, class_w if average == "weighted" else None)
+
+
+def _ranks(S: np.ndarray, t: np.ndarray, st: np.ndarray) -> np.ndarray:
+    """Rank of the true class in each row: ``#{c: s_c > s_t} + #{c > t: s_c == s_t}``."""
+    n, k = S.shape
+    out = np.empty(n, dtype=np.intp)
+    cols = np.arange(k)
+    for lo in range(0, n, _ROW_BLOCK):
+        s = S[lo : lo + _ROW_BLOCK]
+        ref = st[lo : lo + _ROW_BLOCK, None]
+        above = s > ref
+        above |= (s == ref) & (cols > t[lo : lo + _ROW_BLOCK, None])
+        out[lo : lo + _ROW_BLOCK] = above.sum(axis=1)
+    return out
+
+
+def _weight_list(values: Any, n: int, name: str) -> list[float]:
+    if not isinstance(values, list) or len(values) != n:
+        raise ValueError(f"{name} must be a list of {n} weights, got {values!r}")
+    return [check_weight(v, f"{name}[{i}]") for i, v in enumerate(values)]
+
+
+def _outside_from_json(outside: Any) -> list[float] | None:
+    if outside is None:
+        return None
+    if not isinstance(outside, list) or len(outside) != 2:
+        raise ValueError(f"outside_unit must be null or [min, max], got {outside!r}")
+    out = [check_number(v, f"outside_unit[{i}]") for i, v in enumerate(outside)]
+    if out[0] > out[1] or any(0.0 <= v <= 1.0 for v in out):
+        raise ValueError(f"outside_unit must be [min, max] of scores outside [0, 1], got {out!r}")
+    return out

@@ -1,0 +1,448 @@
+"""``MultilabelConfusion``: per-label confusion counts of multilabel hard predictions, with
+scikit-learn's precision/recall/F-beta/Jaccard (micro, macro, weighted, samples, None),
+subset accuracy and Hamming loss, equal to scikit-learn on the indicator matrices.
+
+An event is a pair of rows, each either an indicator sequence aligned with ``labels``
+(0/1 or bools) or a ``set``/``frozenset`` of the labels present.
+
+State, all weighted sums: per label ``tp``, ``pred`` (predicted) and ``true`` (support);
+the weight of events predicted exactly right (subset accuracy); the weighted number of
+wrong label decisions (Hamming loss); and for ``average="samples"`` a histogram
+``{(tp, n_true, n_pred) of one event: [summed weight, number of zero-weight events]}``.
+Any per-sample score (precision tp/n_pred, recall tp/n_true, F-beta for any beta, Jaccard
+tp/(n_true + n_pred - tp)) is a function of that triple, so the samples average is exact
+for every beta and mergeable; zero-weight events are kept apart because scikit-learn
+scores them as 0/0 (``zero_division``, warning) before weighting them by 0.
+
+Empty input: as for :class:`~streammetrics.ConfusionMatrix`, metrics of an accumulator
+without any event of non-zero weight return NaN with an ``UndefinedMetricWarning``
+(scikit-learn raises).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from typing import Any, Hashable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from streammetrics.core.accumulator import Accumulator
+from streammetrics.core.validation import (
+    as_weight_array,
+    check_weight,
+    indicator_values,
+    to_builtin_label,
+)
+from streammetrics.kernels import classification as _cls
+from streammetrics.metrics.confusion import _kind
+
+__all__ = ["MultilabelConfusion"]
+
+_INF = math.inf
+_SETS = (set, frozenset)
+_BUILTIN = (int, str, bool, float)
+
+
+class MultilabelConfusion(Accumulator):
+    """Confusion counts for multilabel hard predictions.
+
+    ``labels`` is the number of labels ``n`` (labels are then the column indices
+    ``0 .. n-1``, as in scikit-learn's indicator matrices) or a sequence of distinct label
+    names (int, str or bool, one kind) giving the column order.
+    """
+
+    type_name = "MultilabelConfusion"
+
+    def __init__(self, labels: int | Sequence[Hashable]) -> None:
+        if isinstance(labels, numbers.Integral) and not isinstance(labels, bool):
+            if labels < 1:
+                raise ValueError(f"labels must be a positive number of labels, got {labels!r}")
+            names: list = list(range(int(labels)))
+        elif isinstance(labels, (str, bytes)) or not isinstance(labels, Iterable):
+            raise TypeError(f"labels must be an int or a sequence of labels, got {labels!r}")
+        else:
+            names = [to_builtin_label(v, f"labels[{i}]") for i, v in enumerate(labels)]
+            if not names:
+                raise ValueError("labels must hold at least one label")
+            kinds = {_kind(v) for v in names}
+            if len(kinds) > 1:
+                raise ValueError(f"labels mixes label kinds {sorted(kinds)}: {names!r}")
+            if len(set(names)) != len(names):
+                raise ValueError(f"labels has duplicates: {names!r}")
+        self._labels = names
+        self._kind = _kind(names[0])
+        self._index = {name: j for j, name in enumerate(names)}
+        self._reset_state()
+
+    @property
+    def labels(self) -> list:
+        """Label names in column order."""
+        return list(self._labels)
+
+    # ------------------------------------------------------------------ state
+    def _reset_state(self) -> None:
+        n = len(self._labels)
+        self._tp = [0.0] * n
+        self._pred = [0.0] * n
+        self._true = [0.0] * n
+        self._correct = 0.0
+        self._wrong = 0.0
+        self._samples: dict[tuple[int, int, int], list] = {}
+        self.count = 0
+        self.total_weight = 0.0
+
+    def _config(self) -> dict[str, Any]:
+        return {"labels": list(self._labels)}
+
+    @classmethod
+    def _from_config(cls, config: Mapping[str, Any]) -> "MultilabelConfusion":
+        if set(config) != {"labels"} or not isinstance(config["labels"], list):
+            raise ValueError(f"config must be {{'labels': [label, ...]}}, got {dict(config)!r}")
+        return cls(config["labels"])
+
+    def _state(self) -> dict[str, Any]:
+        return {
+            "count": self.count,
+            "total_weight": self.total_weight,
+            "tp": list(self._tp),
+            "pred": list(self._pred),
+            "true": list(self._true),
+            "subset_correct": self._correct,
+            "wrong_labels": self._wrong,
+            "samples": [[k[0], k[1], k[2], float(v[0]), v[1]] for k, v in sorted(self._samples.items())],
+        }
+
+    def _load_state(self, state: Mapping[str, Any]) -> None:
+        expected = {"count", "total_weight", "tp", "pred", "true", "subset_correct", "wrong_labels", "samples"}
+        if set(state) != expected:
+            raise ValueError(f"state keys must be {sorted(expected)}, got {sorted(map(str, state))}")
+        n = len(self._labels)
+        count = state["count"]
+        if type(count) is not int or count < 0:
+            raise ValueError(f"count must be a non-negative int, got {count!r}")
+        total = check_weight(state["total_weight"], "total_weight")
+        sums = {}
+        for name in ("tp", "pred", "true"):
+            values = state[name]
+            if not isinstance(values, list) or len(values) != n:
+                raise ValueError(f"{name} must be a list of {n} weights, got {values!r}")
+            sums[name] = [check_weight(v, f"{name}[{j}]") for j, v in enumerate(values)]
+        correct = check_weight(state["subset_correct"], "subset_correct")
+        wrong = check_weight(state["wrong_labels"], "wrong_labels")
+        groups = state["samples"]
+        if not isinstance(groups, list):
+            raise ValueError("samples must be a list of [tp, n_true, n_pred, weight, n_zero_weight]")
+        samples: dict[tuple[int, int, int], list] = {}
+        events = 0
+        for i, g in enumerate(groups):
+            if not isinstance(g, list) or len(g) != 5:
+                raise ValueError(f"samples[{i}] must be [tp, n_true, n_pred, weight, n_zero_weight], got {g!r}")
+            ni, nt, np_, w, nz = g
+            if not all(type(x) is int for x in (ni, nt, np_, nz)):
+                raise ValueError(f"samples[{i}] counts must be ints, got {g!r}")
+            if not (0 <= ni <= nt <= n and ni <= np_ <= n and nz >= 0):
+                raise ValueError(f"samples[{i}] is not a possible (tp, n_true, n_pred) of {n} labels: {g!r}")
+            key = (ni, nt, np_)
+            if key in samples:
+                raise ValueError(f"samples[{i}] repeats {key!r}")
+            samples[key] = [check_weight(w, f"samples[{i}][3]"), nz]
+            events += 1 if w > 0 else 0
+            events += nz
+        if events > count or (count > 0) != bool(samples):
+            raise ValueError(f"samples do not describe count={count} events")
+        tol = 1e-9 * max(1.0, total)
+        if abs(math.fsum(v[0] for v in samples.values()) - total) > tol:
+            raise ValueError("total_weight differs from the summed sample weights")
+        if correct > total + tol or any(
+            t > min(p, tr) + tol for t, p, tr in zip(sums["tp"], sums["pred"], sums["true"])
+        ):
+            raise ValueError("tp or subset_correct exceed the weights they count")
+        self._tp, self._pred, self._true = sums["tp"], sums["pred"], sums["true"]
+        self._correct, self._wrong, self._samples = correct, wrong, samples
+        self.count, self.total_weight = count, total
+
+    def _merge_state(self, other: "Accumulator") -> None:
+        assert isinstance(other, MultilabelConfusion)
+        for mine, theirs in ((self._tp, other._tp), (self._pred, other._pred), (self._true, other._true)):
+            for j, v in enumerate(theirs):
+                mine[j] += v
+        self._correct += other._correct
+        self._wrong += other._wrong
+        samples = self._samples
+        for key, (w, nz) in other._samples.items():
+            g = samples.get(key)
+            if g is None:
+                samples[key] = [w, nz]
+            else:
+                g[0] += w
+                g[1] += nz
+        self.count += other.count
+        self.total_weight += other.total_weight
+
+    # ---------------------------------------------------------------- updates
+    def _row(self, row: Any, name: str) -> set:
+        """Column indices of the labels present in one row (indicator sequence or set)."""
+        if row.__class__ in _SETS:
+            index = self._index
+            out = set()
+            kind = self._kind
+            for label in row:
+                if label.__class__ not in _BUILTIN:
+                    label = to_builtin_label(label, f"{name} element")
+                j = index.get(label) if _kind(label) == kind else None
+                if j is None:
+                    raise ValueError(f"{name} holds {label!r}, which is not one of labels {self._labels!r}")
+                out.add(j)
+            return out
+        if isinstance(row, np.ndarray):
+            if row.ndim != 1:
+                raise ValueError(f"{name} must be one row, got an array of shape {row.shape}")
+            row = row.tolist()
+        elif isinstance(row, (str, bytes)) or not isinstance(row, Sequence):
+            raise TypeError(
+                f"{name} must be an indicator sequence or a set of labels, got {type(row).__name__}"
+            )
+        if len(row) != len(self._labels):
+            raise ValueError(f"{name} has {len(row)} entries, expected {len(self._labels)} (one per label)")
+        out = set()
+        for j, v in enumerate(row):
+            if v == 1:
+                out.add(j)
+            elif v != 0:
+                raise ValueError(f"{name}[{j}] must be 0 or 1, got {v!r}")
+        return out
+
+    def update(self, y_true: Any, y_pred: Any, weight: float = 1.0) -> "MultilabelConfusion":
+        """Add one event: true and predicted rows (indicator sequences or label sets)."""
+        if weight.__class__ is not float or not 0.0 <= weight < _INF:
+            weight = check_weight(weight)
+        t = self._row(y_true, "y_true")
+        p = self._row(y_pred, "y_pred")
+        both = t & p
+        true, pred, tp = self._true, self._pred, self._tp
+        for j in t:
+            true[j] += weight
+        for j in p:
+            pred[j] += weight
+        for j in both:
+            tp[j] += weight
+        ni, nt, np_ = len(both), len(t), len(p)
+        if ni == nt == np_:
+            self._correct += weight
+        self._wrong += weight * (nt + np_ - 2 * ni)
+        key = (ni, nt, np_)
+        g = self._samples.get(key)
+        if g is None:
+            self._samples[key] = [weight, 1 if weight == 0.0 else 0]
+        else:
+            g[0] += weight
+            if weight == 0.0:
+                g[1] += 1
+        self.count += 1
+        self.total_weight += weight
+        return self
+
+    def _indicator(self, rows: Any, name: str) -> np.ndarray:
+        """(n, n_labels) bool matrix from an indicator array-like or a sequence of sets."""
+        if isinstance(rows, (str, bytes)):
+            raise TypeError(f"{name} must be an indicator matrix or a sequence of label sets")
+        if not hasattr(rows, "__array__") and not isinstance(rows, np.ndarray):
+            rows = list(rows)
+            if rows and any(r.__class__ in _SETS for r in rows):
+                out = np.zeros((len(rows), len(self._labels)), dtype=bool)
+                for i, r in enumerate(rows):
+                    out[i, list(self._row(r, f"{name}[{i}]"))] = True
+                return out
+        try:
+            arr = np.asarray(rows)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name} could not be read as an indicator matrix: {exc}") from None
+        if arr.size == 0:
+            return np.zeros((0, len(self._labels)), dtype=bool)
+        if arr.ndim != 2 or arr.shape[1] != len(self._labels):
+            raise ValueError(
+                f"{name} must have shape (n, {len(self._labels)}), got {arr.shape}"
+            )
+        return indicator_values(arr, name)
+
+    def update_many(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> "MultilabelConfusion":
+        """Add a batch: indicator matrices (n, n_labels) or sequences of label sets."""
+        T = self._indicator(y_true, "y_true")
+        P = self._indicator(y_pred, "y_pred")
+        if len(T) != len(P):
+            raise ValueError(f"inconsistent batch lengths: y_true has {len(T)}, y_pred has {len(P)}")
+        n = len(T)
+        w = as_weight_array(sample_weight, n)
+        if n == 0:
+            return self
+        I = T & P
+        nt = T.sum(axis=1)
+        np_ = P.sum(axis=1)
+        ni = I.sum(axis=1)
+        exact = (nt == ni) & (np_ == ni)
+        wrong = nt + np_ - 2 * ni
+        L = len(self._labels)
+        code = (ni * (L + 1) + nt) * (L + 1) + np_
+        keys, inverse = np.unique(code, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        if w is None:
+            add_true, add_pred, add_tp = T.sum(axis=0), P.sum(axis=0), I.sum(axis=0)
+            correct, wrong_sum, total = float(exact.sum()), float(wrong.sum()), float(n)
+            group_w = np.bincount(inverse, minlength=len(keys)).astype(np.float64)
+            group_zero = np.zeros(len(keys), dtype=np.int64)
+        else:
+            add_true, add_pred, add_tp = (w @ M.astype(np.float64) for M in (T, P, I))
+            correct = float(w[exact].sum())
+            wrong_sum = float(np.dot(w, wrong.astype(np.float64)))
+            total = float(w.sum())
+            group_w = np.bincount(inverse, weights=w, minlength=len(keys))
+            group_zero = np.bincount(inverse[w == 0], minlength=len(keys))
+        # ---- commit
+        for mine, add in ((self._true, add_true), (self._pred, add_pred), (self._tp, add_tp)):
+            for j, v in enumerate(add.tolist()):
+                mine[j] += v
+        self._correct += correct
+        self._wrong += wrong_sum
+        samples = self._samples
+        for c, gw, gz in zip(keys.tolist(), group_w.tolist(), group_zero.tolist()):
+            key = (c // (L + 1) ** 2, (c // (L + 1)) % (L + 1), c % (L + 1))
+            g = samples.get(key)
+            if g is None:
+                samples[key] = [gw, gz]
+            else:
+                g[0] += gw
+                g[1] += gz
+        self.count += n
+        self.total_weight += total
+        return self
+
+    # ------------------------------------------------------------- metrics
+    def matrix(self) -> np.ndarray:
+        """(n_labels, 2, 2) array [[tn, fp], [fn, tp]] per label, as
+        ``sklearn.metrics.multilabel_confusion_matrix``."""
+        tp, pred, true = self._sums(self._labels)
+        fp, fn = pred - tp, true - tp
+        tn = self.total_weight - tp - fp - fn
+        return np.stack([tn, fp, fn, tp]).T.reshape(-1, 2, 2)
+
+    def _sums(self, labels: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        idx = [self._index[x] for x in labels]
+        return (
+            np.array([self._tp[j] for j in idx], dtype=np.float64),
+            np.array([self._pred[j] for j in idx], dtype=np.float64),
+            np.array([self._true[j] for j in idx], dtype=np.float64),
+        )
+
+    def _labels_for(self, labels: Any, pos_label: Any, average: Any) -> list:
+        """scikit-learn's ``_check_set_wise_labels`` for multilabel-indicator targets."""
+        _cls.check_average(average)
+        if average == "binary":
+            raise ValueError(
+                "Target is multilabel-indicator but average='binary'. Please choose another "
+                "average setting, one of [None, 'micro', 'macro', 'weighted', 'samples']."
+            )
+        if pos_label not in (None, 1):
+            warnings.warn(
+                f"Note that pos_label (set to {pos_label!r}) is ignored when average != 'binary' "
+                f"(got {average!r}). You may use labels=[pos_label] to specify a single positive class.",
+                UserWarning,
+                stacklevel=3,
+            )
+        if labels is None:
+            return list(self._labels)
+        if isinstance(labels, (str, bytes)) or not isinstance(labels, Iterable):
+            raise TypeError(f"labels must be a sequence of labels, got {labels!r}")
+        out = [to_builtin_label(v, f"labels[{i}]") for i, v in enumerate(labels)]
+        unknown = [x for x in out if x not in self._index]
+        if unknown:
+            raise ValueError(f"labels {unknown!r} are not among this accumulator's labels {self._labels!r}")
+        if average == "samples" and sorted(self._index[x] for x in out) != list(range(len(self._labels))):
+            raise ValueError(
+                "average='samples' is available for all labels only (labels=None): the per-event "
+                "histogram is kept over every label"
+            )
+        return out
+
+    def _sample_rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per-sample (tp, pred, true, weight) rows: one per histogram key with positive weight,
+        plus an all-zero row of weight 0 for keys seen with zero-weight events (scikit-learn
+        multiplies a sample's counts by its weight, so those samples are 0/0)."""
+        tp, pred, true, weights = [], [], [], []
+        for (ni, nt, np_), (w, nz) in self._samples.items():
+            if w > 0:
+                tp.append(ni), pred.append(np_), true.append(nt), weights.append(w)
+            if nz:
+                tp.append(0), pred.append(0), true.append(0), weights.append(0.0)
+        return (np.array(tp, dtype=np.float64), np.array(pred, dtype=np.float64),
+                np.array(true, dtype=np.float64), np.array(weights, dtype=np.float64))
+
+    def _prf(self, which: int, what: str, beta: float, labels: Any, pos_label: Any,
+             average: Any, zero_division: Any, warn_for: tuple[str, ...]) -> Any:
+        _cls.check_zero_division(zero_division)
+        labels = self._labels_for(labels, pos_label, average)
+        if self.total_weight == 0.0:
+            _cls.warn_undefined_state(what)
+            return np.full(len(labels), np.nan) if average is None else math.nan
+        if average == "samples":
+            tp, pred, true, sw = self._sample_rows()
+            return _cls.prf(tp, pred, true, beta=beta, average="samples", warn_for=warn_for,
+                            zero_division=zero_division, sample_weight=sw, n_samples=self.count)[which]
+        tp, pred, true = self._sums(labels)
+        return _cls.prf(tp, pred, true, beta=beta, average=average, warn_for=warn_for,
+                        zero_division=zero_division)[which]
+
+    def precision(self, labels: Sequence[Hashable] | None = None, pos_label: Hashable = 1,
+                  average: str | None = "micro", zero_division: Any = "warn") -> Any:
+        """tp / (tp + fp), as ``sklearn.metrics.precision_score`` on indicator matrices."""
+        return self._prf(0, "precision", 1.0, labels, pos_label, average, zero_division, ("precision",))
+
+    def recall(self, labels: Sequence[Hashable] | None = None, pos_label: Hashable = 1,
+               average: str | None = "micro", zero_division: Any = "warn") -> Any:
+        """tp / (tp + fn), as ``sklearn.metrics.recall_score`` on indicator matrices."""
+        return self._prf(1, "recall", 1.0, labels, pos_label, average, zero_division, ("recall",))
+
+    def f1(self, labels: Sequence[Hashable] | None = None, pos_label: Hashable = 1,
+           average: str | None = "micro", zero_division: Any = "warn") -> Any:
+        """2 tp / (2 tp + fp + fn), as ``sklearn.metrics.f1_score`` on indicator matrices."""
+        return self._prf(2, "f1", 1.0, labels, pos_label, average, zero_division, ("f-score",))
+
+    def fbeta(self, beta: float, labels: Sequence[Hashable] | None = None, pos_label: Hashable = 1,
+              average: str | None = "micro", zero_division: Any = "warn") -> Any:
+        """(1 + b^2) tp / ((1 + b^2) tp + b^2 fn + fp), as ``sklearn.metrics.fbeta_score``."""
+        beta = _cls.check_beta(beta)
+        return self._prf(2, "fbeta", beta, labels, pos_label, average, zero_division, ("f-score",))
+
+    def jaccard(self, labels: Sequence[Hashable] | None = None, pos_label: Hashable = 1,
+                average: str | None = "micro", zero_division: Any = "warn") -> Any:
+        """tp / (tp + fp + fn), as ``sklearn.metrics.jaccard_score`` on indicator matrices."""
+        _cls.check_zero_division(zero_division, allow_nan=False)
+        labels = self._labels_for(labels, pos_label, average)
+        if self.total_weight == 0.0:
+            _cls.warn_undefined_state("jaccard")
+            return np.full(len(labels), np.nan) if average is None else math.nan
+        if average == "samples":
+            tp, pred, true, sw = self._sample_rows()
+            return _cls.jaccard(tp, pred, true, average="samples", zero_division=zero_division,
+                                sample_weight=sw, n_samples=self.count)
+        tp, pred, true = self._sums(labels)
+        return _cls.jaccard(tp, pred, true, average=average, zero_division=zero_division)
+
+    def accuracy(self, normalize: bool = True) -> float:
+        """Subset accuracy: weighted fraction (or weighted count) of events whose predicted
+        label set equals the true one, as ``sklearn.metrics.accuracy_score``."""
+        if not normalize:
+            return float(self._correct)
+        if self.total_weight == 0.0:
+            _cls.warn_undefined_state("accuracy")
+            return math.nan
+        return self._correct / self.total_weight
+
+    def hamming_loss(self) -> float:
+        """Weighted fraction of wrong label decisions, as ``sklearn.metrics.hamming_loss``:
+        sum(w * n_wrong) / (n_events * n_labels * mean(w))."""
+        if self.total_weight == 0.0:
+            _cls.warn_undefined_state("hamming_loss")
+            return math.nan
+        weight_average = self.total_weight / self.count
+        return self._wrong / (self.count * len(self._labels) * weight_average)

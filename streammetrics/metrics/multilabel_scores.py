@@ -1,0 +1,514 @@
+"""``MultilabelScores``: ROC AUC and average precision of multilabel score streams, with
+scikit-learn's averages for indicator targets (``micro``, ``macro``, ``weighted``,
+``samples``, ``None``).
+
+An event is a truth row (an indicator sequence of 0/1 per label, or a set of the labels
+present), a score row (a sequence aligned with ``labels`` or a mapping label -> score)
+and a weight.
+
+State (all mergeable by addition):
+
+* per label ``j``: two :class:`~streammetrics.kernels.histogram.ScoreHistogram` of the column-``j``
+  scores of the events where ``j`` is absent / present (``neg``, ``pos``); ``macro``,
+  ``weighted`` and ``None`` rank each label's ``pos`` against its ``neg``, ``micro``
+  pools all labels' histograms (scikit-learn ravels the indicator and score matrices);
+* per label the events where it is present / absent (zero weights included, for
+  scikit-learn's "one class present" test) and the weight where it is present (the
+  ``weighted`` average's weights);
+* ``samples``: scikit-learn scores each *row* as a binary problem over the labels, so the
+  per-row ROC AUC (Mann-Whitney: ``(#{pos > neg} + #{pos == neg} / 2) / (P N)``) and
+  average precision (``mean over positive labels i of #{pos >= s_i} / #{labels >= s_i}``,
+  scikit-learn's step sum) are computed exactly when the event arrives and kept as
+  weighted running sums, with the number of rows where they are undefined.
+
+scikit-learn's edge cases, mirrored: a label with one class present gives a nan ROC AUC
+with an ``UndefinedMetricWarning`` (so ``macro`` is nan; ``weighted`` zeroes labels without
+positives); a row with one class present makes the ``samples`` ROC AUC nan unless its weight
+is 0; a label or row without positives has average precision 0 with a ``UserWarning``;
+``weighted`` returns 0 when the positive weights sum to ~0 (``<= 1e-8``). With no event, or
+no weight, metrics return nan with a warning (scikit-learn raises).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from typing import Any, Hashable, Mapping, Sequence
+
+import numpy as np
+
+from streammetrics.core.accumulator import Accumulator
+from streammetrics.core.validation import (
+    as_weight_array,
+    check_weight,
+    indicator_values,
+)
+from streammetrics.kernels import ranking
+from streammetrics.kernels.binning import Binning, make_binning
+from streammetrics.kernels.histogram import (
+    MAX_TOTAL_WEIGHT,
+    ScoreHistogram,
+    add_grouped,
+    aligned,
+    histograms_from_json,
+    histograms_to_json,
+    summed,
+)
+from streammetrics.metrics.multiclass_scores import (
+    _Columns,
+    _ScoreColumns,
+    average_intervals,
+    average_scores,
+    binary_auc,
+    check_average,
+    check_label_list,
+    warn_no_events,
+)
+
+__all__ = ["MultilabelScores"]
+
+_INF = math.inf
+_SETS = (set, frozenset)
+_AVERAGES = ("micro", "macro", "weighted", "samples", None)
+_ROW_BLOCK = 1 << 18  # matrix cells per block in batch row statistics
+
+
+def _row_stats(truth: list[bool], row: list[float]) -> tuple[int, int, int, float]:
+    """``(P, N, U2, ap)`` of one row: positives, negatives, twice the Mann-Whitney count
+    ``2 #{pos > neg} + #{pos == neg}`` (ROC AUC ``U2 / (2 P N)``) and the average precision
+    (0 without positives)."""
+    n = len(row)
+    order = sorted(range(n), key=row.__getitem__, reverse=True)
+    n_pos = sum(truth)
+    n_neg = n - n_pos
+    ratio = [0.0] * n
+    u2 = tp = neg_above = 0
+    i = 0
+    while i < n:
+        s = row[order[i]]
+        j = i
+        pos_g = 0
+        while j < n and row[order[j]] == s:
+            pos_g += truth[order[j]]
+            j += 1
+        neg_g = j - i - pos_g
+        if pos_g:
+            tp += pos_g
+            r = tp / j  # precision at this threshold: positives / labels scored >= s
+            for q in order[i:j]:
+                ratio[q] = r
+            u2 += pos_g * (2 * (n_neg - neg_above - neg_g) + neg_g)
+        neg_above += neg_g
+        i = j
+    acc = 0.0
+    for j in range(n):  # label order, as the batch path adds them
+        if truth[j]:
+            acc += ratio[j]
+    return n_pos, n_neg, u2, (acc / n_pos if n_pos else 0.0)
+
+
+def _row_stats_batch(T: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_row_stats` for every row of a bool truth matrix ``T`` and scores ``S``
+    (sort each row, find tie groups with running max/min of their start/end positions)."""
+    n, L = S.shape
+    P = T.sum(axis=1).astype(np.int64)
+    U2 = np.zeros(n, dtype=np.int64)
+    AP = np.zeros(n, dtype=np.float64)
+    idx = np.arange(L)
+    step = max(1, _ROW_BLOCK // L)
+    for lo in range(0, n, step):
+        s, t = S[lo : lo + step], T[lo : lo + step]
+        m = len(s)
+        order = np.argsort(-s, axis=1, kind="stable")
+        ss = np.take_along_axis(s, order, axis=1)
+        ts = np.take_along_axis(t, order, axis=1)
+        new = np.ones((m, L), dtype=bool)
+        new[:, 1:] = ss[:, 1:] != ss[:, :-1]
+        last = np.ones((m, L), dtype=bool)
+        last[:, :-1] = new[:, 1:]
+        start = np.maximum.accumulate(np.where(new, idx, 0), axis=1)
+        end = np.minimum.accumulate(np.where(last, idx, L)[:, ::-1], axis=1)[:, ::-1]
+        tp_end = np.take_along_axis(np.cumsum(ts, axis=1), end, axis=1)
+        ratio = np.empty((m, L))
+        np.put_along_axis(ratio, order, tp_end / (end + 1), axis=1)
+        negc = np.zeros((m, L + 1), dtype=np.int64)
+        np.cumsum(~ts, axis=1, out=negc[:, 1:])
+        neg_end = np.take_along_axis(negc, end + 1, axis=1)
+        neg_start = np.take_along_axis(negc, start, axis=1)
+        contrib = 2 * (negc[:, -1:] - neg_end) + (neg_end - neg_start)
+        U2[lo : lo + step] = np.where(ts, contrib, 0).sum(axis=1)
+        acc = np.zeros(m)
+        for j in range(L):  # label order, as the per-event path adds them
+            acc += np.where(t[:, j], ratio[:, j], 0.0)
+        p = P[lo : lo + step]
+        AP[lo : lo + step] = np.where(p > 0, acc / np.maximum(p, 1), 0.0)
+    return P, L - P, U2, AP
+
+
+class MultilabelScores(_ScoreColumns):
+    """ROC AUC (with guaranteed bounds) and average precision of multilabel score rows.
+
+    ``labels`` is the number of labels ``n`` (labels are then ``0 .. n-1``, the columns of
+    scikit-learn's indicator matrices) or a sequence of distinct label names (int, str or
+    bool, one kind) giving the column order. ``bins`` / ``exact`` as for
+    :class:`~streammetrics.BinaryScores`; with ``exact=True`` every average equals
+    ``sklearn.metrics.roc_auc_score`` / ``average_precision_score`` on the indicator
+    matrix (``samples`` is exact in either mode).
+    """
+
+    type_name = "MultilabelScores"
+    columns_key = "labels"
+
+    def __init__(self, labels: int | Sequence[Hashable], bins: int | None = 64, exact: bool = False) -> None:
+        if isinstance(labels, numbers.Integral) and not isinstance(labels, bool):
+            if labels < 1:
+                raise ValueError(f"labels must be a positive number of labels, got {labels!r}")
+            names: list = list(range(int(labels)))
+        else:
+            names = check_label_list(labels, "labels", 1)
+        self._cols = _Columns(names, "label", "labels")
+        self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]
+        self._reset_state()
+
+    # ------------------------------------------------------------------ state
+    def _reset_state(self) -> None:
+        n = len(self._cols.names)
+        self._neg = [ScoreHistogram(self._binning) for _ in range(n)]
+        self._pos = [ScoreHistogram(self._binning) for _ in range(n)]
+        self._n_pos = [0] * n  # events with the label present (zero weights included)
+        self._n_neg = [0] * n
+        self._w_pos = [0.0] * n  # weight of events with the label present
+        self._count = 0
+        self._total = 0.0
+        self._auc_sum = 0.0  # sum of w * row ROC AUC over rows where it is defined
+        self._ap_sum = 0.0  # sum of w * row average precision
+        # rows with one class (ROC AUC undefined), those of them with weight > 0, and rows
+        # without a positive label (average precision 0 with a warning)
+        self._rows = [0, 0, 0]
+        self._bind()
+
+    def _bind(self) -> None:
+        self._hw = [(a.weights, b.weights) for a, b in zip(self._neg, self._pos)]
+        self._key = self._binning.key
+
+    @property
+    def labels(self) -> list:
+        """Label names in column order."""
+        return list(self._cols.names)
+
+    @property
+    def count(self) -> int:  # type: ignore[override]
+        """Number of events seen (zero-weight events included)."""
+        return self._count
+
+    @property
+    def total_weight(self) -> float:  # type: ignore[override]
+        """Summed weight of the events seen."""
+        return self._total
+
+    def _state(self) -> dict[str, Any]:
+        return {
+            "count": self._count,
+            "total_weight": self._total,
+            "positive_events": list(self._n_pos),
+            "negative_events": list(self._n_neg),
+            "positive_weights": list(self._w_pos),
+            "samples_roc_auc_sum": self._auc_sum,
+            "samples_average_precision_sum": self._ap_sum,
+            "one_class_rows": self._rows[:2],
+            "no_positive_rows": self._rows[2],
+            "histograms": [
+                histograms_to_json([a, b], ["neg", "pos"]) for a, b in zip(self._neg, self._pos)
+            ],
+        }
+
+    def _load_state(self, state: Mapping[str, Any]) -> None:
+        expected = {"count", "total_weight", "positive_events", "negative_events", "positive_weights",
+                    "samples_roc_auc_sum", "samples_average_precision_sum", "one_class_rows",
+                    "no_positive_rows", "histograms"}
+        if set(state) != expected:
+            raise ValueError(f"state keys must be {sorted(expected)}, got {sorted(map(str, state))}")
+        n = len(self._cols.names)
+        count = state["count"]
+        if type(count) is not int or count < 0:
+            raise ValueError(f"count must be a non-negative int, got {count!r}")
+        total = check_weight(state["total_weight"], "total_weight")
+        if total > MAX_TOTAL_WEIGHT:
+            raise ValueError(f"total_weight exceeds {MAX_TOTAL_WEIGHT:g}")
+        tol = 1e-9 * max(1.0, total)
+        events = {}
+        for name in ("positive_events", "negative_events"):
+            v = state[name]
+            if not (isinstance(v, list) and len(v) == n and all(type(x) is int and x >= 0 for x in v)):
+                raise ValueError(f"{name} must be a list of {n} non-negative ints, got {v!r}")
+            events[name] = v
+        if any(a + b != count for a, b in zip(events["positive_events"], events["negative_events"])):
+            raise ValueError("positive_events + negative_events must equal count for every label")
+        w_pos = state["positive_weights"]
+        if not isinstance(w_pos, list) or len(w_pos) != n:
+            raise ValueError(f"positive_weights must be a list of {n} weights, got {w_pos!r}")
+        w_pos = [check_weight(v, f"positive_weights[{j}]") for j, v in enumerate(w_pos)]
+        sums = [check_weight(state[k], k) for k in ("samples_roc_auc_sum", "samples_average_precision_sum")]
+        if max(sums) > total + tol:
+            raise ValueError("samples sums exceed the total weight")
+        one_class, no_pos = state["one_class_rows"], state["no_positive_rows"]
+        if not (isinstance(one_class, list) and len(one_class) == 2
+                and all(type(v) is int for v in one_class) and type(no_pos) is int
+                and 0 <= one_class[1] <= one_class[0] <= count and 0 <= no_pos <= one_class[0]):
+            raise ValueError(f"one_class_rows / no_positive_rows are inconsistent: {one_class!r}, {no_pos!r}")
+        raw = state["histograms"]
+        if not isinstance(raw, list) or len(raw) != n:
+            raise ValueError(f"histograms must be a list of {n} label histograms")
+        hists = [histograms_from_json(h, self._binning, ["neg", "pos"]) for h in raw]
+        for j, (neg, pos) in enumerate(hists):
+            if len(pos) > events["positive_events"][j] or len(neg) > events["negative_events"][j]:
+                raise ValueError(f"histogram of label {j} has more bins than events")
+            if abs(pos.total() - w_pos[j]) > 1e-9 * max(1.0, w_pos[j]) or w_pos[j] > total + tol:
+                raise ValueError(f"histogram of label {j} does not match positive_weights[{j}]")
+            if abs(neg.total() + pos.total() - total) > tol:
+                raise ValueError(f"histogram of label {j} does not sum to total_weight")
+        self._neg = [h[0] for h in hists]
+        self._pos = [h[1] for h in hists]
+        self._n_pos, self._n_neg = list(events["positive_events"]), list(events["negative_events"])
+        self._w_pos, self._count, self._total = w_pos, count, total
+        self._auc_sum, self._ap_sum = sums
+        self._rows = [one_class[0], one_class[1], no_pos]
+        self._bind()
+
+    def _merge_state(self, other: Accumulator) -> None:
+        assert isinstance(other, MultilabelScores)
+        if self._total + other._total > MAX_TOTAL_WEIGHT:
+            raise ValueError(f"merged weight would exceed {MAX_TOTAL_WEIGHT:g}")
+        for j in range(len(self._cols.names)):
+            self._neg[j].merge(other._neg[j])
+            self._pos[j].merge(other._pos[j])
+            self._n_pos[j] += other._n_pos[j]
+            self._n_neg[j] += other._n_neg[j]
+            self._w_pos[j] += other._w_pos[j]
+        self._count += other._count
+        self._total += other._total
+        self._auc_sum += other._auc_sum
+        self._ap_sum += other._ap_sum
+        self._rows = [a + b for a, b in zip(self._rows, other._rows)]
+
+    def copy(self) -> "MultilabelScores":
+        new = MultilabelScores.__new__(MultilabelScores)
+        new.__dict__.update(self.__dict__)
+        new._neg = [h.copy() for h in self._neg]
+        new._pos = [h.copy() for h in self._pos]
+        for name in ("_n_pos", "_n_neg", "_w_pos", "_rows"):
+            setattr(new, name, list(getattr(self, name)))
+        new._bind()
+        return new
+
+    # ------------------------------------------------------------------ updates
+    def _truth(self, row: Any, name: str) -> list[bool]:
+        """One truth row as bools in column order (indicator sequence or set of labels)."""
+        cols = self._cols
+        n = len(cols.names)
+        if row.__class__ in _SETS:
+            out = [False] * n
+            for label in row:
+                try:
+                    j = cols.find(label, f"{name} element")
+                except (TypeError, ValueError):
+                    j = None
+                if j is None:
+                    raise ValueError(f"{name} holds {label!r}, which is not one of labels {cols.names!r}")
+                out[j] = True
+            return out
+        if isinstance(row, np.ndarray):
+            if row.ndim != 1:
+                raise ValueError(f"{name} must be one row, got an array of shape {row.shape}")
+            row = row.tolist()
+        elif isinstance(row, (str, bytes)) or not isinstance(row, Sequence):
+            raise TypeError(f"{name} must be an indicator sequence or a set of labels, got {type(row).__name__}")
+        if len(row) != n:
+            raise ValueError(f"{name} has {len(row)} entries, expected {n} (one per label in {cols.names!r})")
+        out = []
+        for j, v in enumerate(row):
+            if v.__class__ is not str and (v == 1 or v == 0):
+                out.append(True if v == 1 else False)
+            else:
+                raise ValueError(f"{name}[{j}] must be 0 or 1, got {v!r}")
+        return out
+
+    def update(self, y_true: Any, scores: Any, weight: float = 1.0) -> "MultilabelScores":
+        """Add one event: a truth row (0/1 per label, or a set of labels), a score row
+        (sequence aligned with ``labels`` or mapping label -> score) and a weight."""
+        truth = self._truth(y_true, "y_true")
+        row = self._cols.row(scores, "scores")
+        if weight.__class__ is not float or not 0.0 <= weight < _INF:
+            weight = check_weight(weight)
+        if self._total + weight > MAX_TOTAL_WEIGHT:
+            raise ValueError(f"weight {weight!r} would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
+        n_pos, n_neg, u2, ap = _row_stats(truth, row)
+        # ---- nothing below can fail
+        key = self._key
+        for j, (present, s, hists) in enumerate(zip(truth, row, self._hw)):
+            if present:
+                self._n_pos[j] += 1
+                self._w_pos[j] += weight
+            else:
+                self._n_neg[j] += 1
+            if weight:
+                d = hists[present]
+                k = key(s)
+                d[k] = d.get(k, 0.0) + weight
+        if n_pos and n_neg:
+            self._auc_sum += weight * (u2 / (2 * n_pos * n_neg))
+        else:
+            self._rows[0] += 1
+            if weight:
+                self._rows[1] += 1
+            if not n_pos:
+                self._rows[2] += 1
+        self._ap_sum += weight * ap
+        self._count += 1
+        self._total += weight
+        return self
+
+    def _indicator(self, rows: Any, name: str) -> np.ndarray:
+        """``(n, L)`` bool matrix from an indicator array-like or a sequence of label sets."""
+        n_labels = len(self._cols.names)
+        if isinstance(rows, (str, bytes, Mapping)):
+            raise TypeError(f"{name} must be an indicator matrix or a sequence of label sets")
+        if isinstance(rows, (list, tuple)) and rows and any(r.__class__ in _SETS for r in rows):
+            return np.array([self._truth(r, f"{name}[{i}]") for i, r in enumerate(rows)],
+                            dtype=bool).reshape(-1, n_labels)
+        try:
+            arr = np.asarray(rows)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{name} could not be read as an indicator matrix: {exc}") from None
+        if arr.size == 0 and arr.ndim in (1, 2):
+            return np.zeros((0, n_labels), dtype=bool)
+        if arr.ndim != 2 or arr.shape[1] != n_labels:
+            raise ValueError(f"{name} must have shape (n, {n_labels}), got {arr.shape}")
+        return indicator_values(arr, name)
+
+    def update_many(self, y_true: Any, score_matrix: Any, sample_weight: Any = None) -> "MultilabelScores":
+        """Add a batch: an ``(n, L)`` indicator matrix (or a sequence of label sets), an
+        ``(n, L)`` score matrix and optional weights; validated in full before any change."""
+        T = self._indicator(y_true, "y_true")
+        S = self._cols.matrix(score_matrix, "score_matrix")
+        if len(T) != len(S):
+            raise ValueError(f"inconsistent batch lengths: y_true has {len(T)}, score_matrix has {len(S)}")
+        n = len(T)
+        w = as_weight_array(sample_weight, n)
+        if n == 0:
+            return self
+        batch_w = float(n) if w is None else float(w.sum())
+        if self._total + batch_w > MAX_TOTAL_WEIGHT:
+            raise ValueError(f"sample_weight would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
+        P, N, U2, AP = _row_stats_batch(T, S)
+        ww = np.ones(n) if w is None else w
+        defined = (P > 0) & (N > 0)
+        auc = U2[defined] / (2 * P[defined] * N[defined])
+        auc_sum = float(np.dot(ww[defined], auc))
+        ap_sum = float(np.dot(ww, AP))
+        rows = [int(np.count_nonzero(~defined)), int(np.count_nonzero(~defined & (ww > 0))),
+                int(np.count_nonzero(P == 0))]
+        n_pos = T.sum(axis=0).tolist()
+        w_pos = (ww @ T.astype(np.float64)).tolist()
+        keys = [self._binning.keys(np.ascontiguousarray(S[:, j])) for j in range(S.shape[1])]
+        # ---- commit: nothing below can fail
+        for j, (neg, pos) in enumerate(zip(self._neg, self._pos)):
+            add_grouped([neg, pos], keys[j], T[:, j].astype(np.intp), w)
+            self._n_pos[j] += n_pos[j]
+            self._n_neg[j] += n - n_pos[j]
+            self._w_pos[j] += w_pos[j]
+        self._auc_sum += auc_sum
+        self._ap_sum += ap_sum
+        self._rows = [a + b for a, b in zip(self._rows, rows)]
+        self._count += n
+        self._total += batch_w
+        return self
+
+    # ------------------------------------------------------------------ metrics
+    def _pooled(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(keys, [neg, pos])`` of all labels' histograms pooled (the micro average)."""
+        return aligned(summed(self._neg, self._binning), summed(self._pos, self._binning))
+
+    def _roc(self, average: Any, bounds: bool) -> tuple[Any, Any, Any]:
+        check_average(average, _AVERAGES, "multilabel roc_auc")
+        n = len(self._cols.names)
+        if not self._count:
+            nan = warn_no_events("roc_auc")
+            return tuple(np.full(n, nan) for _ in range(3)) if average is None else (nan, nan, nan)
+        if average == "samples":
+            if self._rows[0]:
+                ranking.warn_one_class()
+            if self._rows[1]:
+                return math.nan, math.nan, math.nan
+            if not self._total > 0:
+                nan = warn_no_events("roc_auc")
+                return nan, nan, nan
+            value = self._auc_sum / self._total
+            return value, value, value
+        w_pos = np.asarray(self._w_pos, dtype=np.float64)
+        if average == "weighted" and abs(float(w_pos.sum())) <= 1e-8:
+            return 0.0, 0.0, 0.0  # scikit-learn: weights summing to ~0 give 0, unchecked
+        if average == "micro":
+            if not (sum(self._n_pos) and sum(self._n_neg)):
+                nan = ranking.warn_one_class()
+                return nan, nan, nan
+            keys, w = self._pooled()
+            return binary_auc(self._binning, keys, w[0], w[1], bounds)
+        parts = np.full((3, n), np.nan)
+        for j, (neg, pos) in enumerate(zip(self._neg, self._pos)):
+            if not (self._n_pos[j] and self._n_neg[j]):
+                ranking.warn_one_class()
+                continue
+            keys, w = aligned(neg, pos)
+            parts[:, j] = binary_auc(self._binning, keys, w[0], w[1], bounds)
+        weights = w_pos if average == "weighted" else None
+        low, high = average_intervals(parts[1], parts[2], average, weights)
+        return average_scores(parts[0], average, weights), low, high
+
+    def roc_auc(self, average: str | None = "macro") -> Any:
+        """``sklearn.metrics.roc_auc_score(Y, scores, average=...)`` on the indicator matrix:
+        per label (``None``: an array; ``"macro"``: their mean; ``"weighted"``: weighted by
+        positive weight), ``"micro"`` (all labels pooled) or ``"samples"`` (the weighted mean
+        of the per-row AUCs over the labels). Tied scores, and with bins scores in one bin,
+        count half a pair."""
+        return self._roc(average, False)[0]
+
+    def roc_auc_bounds(self, average: str | None = "macro") -> tuple[Any, Any]:
+        """``(low, high)`` guaranteed to contain the exact :meth:`roc_auc`: per-label bounds
+        as in :meth:`BinaryScores.roc_auc_bounds`, averaged with the same weights.
+        ``"samples"`` is exact in every mode, as is everything when ``exact``."""
+        value, low, high = self._roc(average, not self.exact)
+        if self.exact or average == "samples":
+            return value, (value.copy() if isinstance(value, np.ndarray) else value)
+        return low, high
+
+    def average_precision(self, average: str | None = "macro") -> Any:
+        """``sklearn.metrics.average_precision_score(Y, scores, average=...)`` on the
+        indicator matrix: per label the step sum ``sum((R[n] - R[n-1]) * P[n])``, averaged
+        like :meth:`roc_auc` (``"samples"``: the weighted mean of the per-row values)."""
+        check_average(average, _AVERAGES, "multilabel average_precision")
+        n = len(self._cols.names)
+        if not self._count:
+            nan = warn_no_events("average_precision")
+            return np.full(n, nan) if average is None else nan
+        if average == "samples":
+            if self._rows[2]:
+                warnings.warn(
+                    "No positive class found in y_true, recall is set to one for all thresholds.",
+                    UserWarning,
+                    stacklevel=2,
+                )
+            if not self._total > 0:
+                return warn_no_events("average_precision")
+            return self._ap_sum / self._total
+        w_pos = np.asarray(self._w_pos, dtype=np.float64)
+        if average == "weighted" and abs(float(w_pos.sum())) <= 1e-8:
+            return 0.0
+        if average == "micro":
+            _, w = self._pooled()
+            return ranking.average_precision(w[0], w[1])
+        values = np.empty(n)
+        for j, (neg, pos) in enumerate(zip(self._neg, self._pos)):
+            _, w = aligned(neg, pos)
+            values[j] = ranking.average_precision(w[0], w[1])
+        return average_scores(values, average, w_pos if average == "weighted" else None)

@@ -1,0 +1,429 @@
+"""Event-time tumbling and hopping windows per stream key, built from panes.
+
+Time is cut into *panes* of ``gcd(size, slide)``; window ``k`` covers
+``[k * slide, k * slide + size)`` (aligned to the epoch) and is the merge of its panes, so a
+hopping window never holds a second copy of an event: each event updates exactly one pane.
+
+Per key ``(model, segment)``:
+
+* **stream time** is the largest event time seen; the **watermark** is stream time minus
+  ``grace``. A window closes (final snapshot emitted, panes no longer needed released) once the
+  watermark reaches its end.
+* **idle close**: after ``idle_close`` seconds of processing time without an event for the key,
+  every open window of the key closes, so a quiet stream still reports.
+* an event whose pane belongs only to closed windows is **late**: it is not applied, it is
+  counted for the key (``late`` in each snapshot) and :meth:`WindowManager.add` returns False
+  so that the caller can route it elsewhere (the service sends it to the dead-letter topic).
+
+Snapshots follow the contract's schema ``streammetrics.snapshot/1``. With ``cumulative=True``
+an all-time snapshot per key (``"final": false``, ``"cumulative": true``) follows each close.
+
+With ``batch=True`` events are queued per pane and handed to the monitor's vectorised
+``update_events(events)`` just before the pane is needed (a window closes, a checkpoint is
+taken, or the queue reaches ``max_pending``): per-event work is then an append, and the result
+is the same as updating per event, because a pane is only read after its queue is drained.
+
+Everything is deterministic given the same events in the same order (and the same clock for
+idle closes), and the whole state round-trips through :meth:`WindowManager.to_dict`, which is
+what lets the Kafka service checkpoint and re-emit byte-identical snapshots after a crash.
+"""
+from __future__ import annotations
+
+import math
+import re
+import time
+from typing import Any, Callable, Mapping
+
+from streammetrics.stream.snapshots import SNAPSHOT_SCHEMA
+
+__all__ = ["WindowManager", "WindowSpec", "parse_duration"]
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
+_floor = math.floor
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
+
+
+def parse_duration(text: str | float | int, name: str = "duration") -> float:
+    """Seconds in ``"500ms"``, ``"10s"``, ``"1.5m"``, ``"2h"``, ``"1d"`` or a plain number of seconds."""
+    if isinstance(text, bool):
+        raise TypeError(f"{name} must be a duration such as '60s', got {text!r}")
+    if isinstance(text, (int, float)):
+        seconds = float(text)
+    else:
+        m = _DURATION.match(str(text))
+        if not m:
+            raise ValueError(f"{name} must be a duration such as '500ms', '60s', '5m', '1h', got {text!r}")
+        seconds = float(m.group(1)) * _UNIT_MS[m.group(2)] / 1000.0
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"{name} must be a finite, non-negative duration, got {text!r}")
+    return seconds
+
+
+def _to_ms(seconds: float, name: str) -> int:
+    ms = round(seconds * 1000)
+    if abs(ms - seconds * 1000) > 1e-6:
+        raise ValueError(f"{name} must be a whole number of milliseconds, got {seconds!r} s")
+    return ms
+
+
+class WindowSpec:
+    """Window geometry in integer milliseconds: ``size``, ``slide`` and their pane ``gcd``."""
+
+    __slots__ = ("size_ms", "slide_ms", "pane_ms", "grace_ms")
+
+    def __init__(self, size: float, slide: float | None = None, grace: float = 0.0) -> None:
+        self.size_ms = _to_ms(size, "window")
+        self.slide_ms = self.size_ms if slide is None else _to_ms(slide, "slide")
+        self.grace_ms = _to_ms(grace, "grace")
+        if self.size_ms <= 0:
+            raise ValueError(f"window must be positive, got {size!r} s")
+        if self.slide_ms <= 0 or self.slide_ms > self.size_ms:
+            raise ValueError(f"slide must be positive and at most the window ({size!r} s), got {slide!r} s")
+        self.pane_ms = math.gcd(self.size_ms, self.slide_ms)
+
+    @property
+    def panes_per_window(self) -> int:
+        return self.size_ms // self.pane_ms
+
+    @property
+    def panes_per_slide(self) -> int:
+        return self.slide_ms // self.pane_ms
+
+    def first_window_of_pane(self, pane: int) -> int:
+        """Smallest window index ``k`` whose span contains pane ``pane``."""
+        # window k holds panes [k*s, k*s + w) with s = panes_per_slide, w = panes_per_window
+        s, w = self.panes_per_slide, self.panes_per_window
+        return -((w - 1 - pane) // s)  # ceil((pane - w + 1) / s)
+
+    def last_window_of_pane(self, pane: int) -> int:
+        return pane // self.panes_per_slide
+
+    def to_dict(self) -> dict[str, int]:
+        return {"size_ms": self.size_ms, "slide_ms": self.slide_ms, "grace_ms": self.grace_ms}
+
+
+def _seconds(ms: int) -> int | float:
+    """Epoch milliseconds as JSON seconds: an int when whole, else a float."""
+    return ms // 1000 if ms % 1000 == 0 else ms / 1000.0
+
+
+class _KeyState:
+    """Open panes and bookkeeping for one stream key."""
+
+    __slots__ = ("panes", "pending", "max_us", "next_window", "late", "last_seen", "cumulative", "first_window",
+                 "tag", "open_from", "close_at", "first_pane_bound")
+
+    def __init__(self) -> None:
+        self.panes: dict[int, Any] = {}  # pane index -> monitor
+        self.pending: dict[int, list[Any]] = {}  # pane index -> queued events (batch mode)
+        self.max_us: float = -math.inf  # largest event time seen (us)
+        self.next_window: int | None = None  # lowest window index not yet closed
+        self.late = 0
+        self.last_seen = 0.0  # processing time of the last event
+        self.cumulative: Any = None
+        self.first_window: int | None = None
+        self.tag: Any = None  # the key's event tag (see WindowManager), fixed by its first event
+        # derived from next_window, for the per-event path: panes below open_from are late, and
+        # stream time (us) reaching close_at closes the next window
+        self.open_from: float = -math.inf
+        self.close_at: float = -math.inf
+        self.first_pane_bound: float = math.inf  # panes below it start an earlier first window
+
+
+class WindowManager:
+    """Per-key event-time windows over monitors; see the module docstring for the semantics.
+
+    ``monitor_factory()`` returns an empty monitor: an accumulator with ``update_event(event)``
+    (and ``update_events(events)`` for ``batch=True``), ``merge``, ``copy``, ``snapshot()``, ``to_dict()`` and ``count``; ``monitor_loader(d)``
+    rebuilds one from ``to_dict()`` (default :func:`streammetrics.from_dict`).
+    A monitor may define ``event_tag(event)``: every event of a key must then have the tag of
+    the key's first event (e.g. the label kind of a ``LabelMonitor``: str and int labels
+    cannot share a confusion matrix), checked in :meth:`add` before anything changes, so a
+    mismatch can never surface later when queued events are applied or panes merged.
+    ``event_codec = (encode, decode)`` lets batch-mode checkpoints store queued events as
+    JSON instead of draining them, so that a run restored from a checkpoint drains exactly
+    where an uninterrupted run would and reproduces its snapshots bit for bit.
+    Events need ``ts`` (epoch seconds), ``model`` and ``segment`` attributes.
+    """
+
+    def __init__(
+        self,
+        monitor_factory: Callable[[], Any],
+        window: float,
+        slide: float | None = None,
+        grace: float = 0.0,
+        idle_close: float | None = None,
+        *,
+        cumulative: bool = False,
+        include_state: bool = True,
+        batch: bool = False,
+        max_pending: int = 4096,
+        event_codec: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        monitor_loader: Callable[[Mapping[str, Any]], Any] | None = None,
+    ) -> None:
+        self.spec = WindowSpec(window, slide, grace)
+        if idle_close is not None and not (idle_close > 0 and math.isfinite(idle_close)):
+            raise ValueError(f"idle_close must be a positive number of seconds, got {idle_close!r}")
+        self.idle_close = idle_close
+        self.cumulative = cumulative
+        self.include_state = include_state
+        self.batch = batch
+        self.max_pending = max_pending
+        self._codec = event_codec
+        self._factory = monitor_factory
+        self._loader = monitor_loader
+        self._clock = clock
+        self._keys: dict[tuple[str, str], _KeyState] = {}
+        self._ready: list[dict[str, Any]] = []
+        self._event_tag = getattr(monitor_factory(), "event_tag", None)
+        self._pane_us = self.spec.pane_ms * 1000
+        self._idle = idle_close is not None
+
+    # ----------------------------------------------------------------- events
+    def add(self, event: Any) -> bool:
+        """Apply ``event`` to its key's pane; False (and counted as late) if every window it
+        belongs to has already closed. Returns True when the event was applied. Raises
+        ValueError, changing nothing, when the monitor's ``event_tag`` refuses the event."""
+        state = self._keys.get((event.model, event.segment))
+        if state is None or self._event_tag is not None:
+            state = self._key_state(event, state)
+        # event time in whole microseconds (nearest): ts * 1000 of a decimal timestamp such as 16.15
+        # is not exact in binary (16149.999...); rounding to the microsecond puts the event on the
+        # side of a window boundary its decimal value says, epoch-scale timestamps included (float
+        # spacing there is ~0.25 us), and the window arithmetic below is exact integer arithmetic
+        ts_us = _floor(event.ts * 1e6 + 0.5)
+        pane = ts_us // self._pane_us
+        if self._idle:
+            state.last_seen = self._clock()
+        if pane < state.open_from:
+            state.late += 1
+            return False
+        if self.batch:
+            queue = state.pending.get(pane)
+            if queue is None:
+                queue = state.pending[pane] = []
+            queue.append(event)
+            if len(queue) >= self.max_pending:
+                self._drain_pane(state, pane)
+        else:
+            for monitor in self._monitors_of(state, pane):
+                monitor.update_event(event)
+        if pane < state.first_pane_bound:  # +inf until the key's first event
+            self._set_first_window(state, self.spec.first_window_of_pane(pane))
+        if ts_us > state.max_us:
+            state.max_us = ts_us
+            if ts_us >= state.close_at:
+                self._close_by_watermark((event.model, event.segment), state)
+        return True
+
+    def _key_state(self, event: Any, state: _KeyState | None) -> _KeyState:
+        """The state of ``event``'s key, created on its first event; with an ``event_tag``, the
+        event's tag checked against the key's (ValueError before anything changes)."""
+        tag = None
+        if self._event_tag is not None:
+            tag = self._event_tag(event)
+            if state is not None and state.tag is not None and tag != state.tag:
+                raise ValueError(f"event of kind {tag!r} in a stream of kind {state.tag!r}")
+        if state is None:
+            state = self._keys[(event.model, event.segment)] = _KeyState()
+        if state.tag is None:
+            state.tag = tag
+        return state
+
+    def _set_first_window(self, state: _KeyState, k: int) -> None:
+        spec = self.spec
+        state.first_window = k
+        # first_window_of_pane(p) < k  <=>  p < k * slide + (size - slide)   (in panes)
+        state.first_pane_bound = k * spec.panes_per_slide + spec.panes_per_window - spec.panes_per_slide
+
+    def _set_next_window(self, state: _KeyState, k: int) -> None:
+        spec = self.spec
+        state.next_window = k
+        state.open_from = k * spec.panes_per_slide
+        state.close_at = (k * spec.slide_ms + spec.size_ms + spec.grace_ms) * 1000
+
+    # ----------------------------------------------------------------- batch mode
+    def _drain_pane(self, state: _KeyState, pane: int) -> None:
+        events = state.pending.pop(pane)
+        for monitor in self._monitors_of(state, pane):
+            monitor.update_events(events)
+
+    def _monitors_of(self, state: _KeyState, pane: int) -> tuple[Any, ...]:
+        """The monitors an event of ``pane`` updates, created when missing: the pane's, and the
+        key's all-time one when ``cumulative``."""
+        monitor = state.panes.get(pane)
+        if monitor is None:
+            monitor = state.panes[pane] = self._factory()
+        if not self.cumulative:
+            return (monitor,)
+        if state.cumulative is None:
+            state.cumulative = self._factory()
+        return (monitor, state.cumulative)
+
+    def _drain_key(self, state: _KeyState) -> None:
+        for pane in sorted(state.pending):
+            self._drain_pane(state, pane)
+
+    # ----------------------------------------------------------------- closing
+    def _close_by_watermark(self, key: tuple[str, str], state: _KeyState) -> None:
+        spec = self.spec
+        watermark = state.max_us - spec.grace_ms * 1000
+        # window k ends at k*slide + size: closed once watermark >= end (exact integer arithmetic)
+        last_closable = (watermark - spec.size_ms * 1000) // (spec.slide_ms * 1000)
+        if state.next_window is None:  # first event of the key: nothing was open before
+            self._set_next_window(state, last_closable + 1)
+        elif last_closable >= state.next_window:
+            self._close_through(key, state, last_closable)
+
+    def _close_through(self, key: tuple[str, str], state: _KeyState, last: int) -> None:
+        """Close windows ``next_window .. last`` (those holding events emit a snapshot)."""
+        if state.pending:
+            self._drain_key(state)
+        spec = self.spec
+        s, w = spec.panes_per_slide, spec.panes_per_window
+        k = state.next_window
+        assert k is not None
+        if state.panes:
+            # skip windows that cannot hold any open pane
+            k = max(k, spec.first_window_of_pane(min(state.panes)))
+        closed_any = False
+        while k <= last and state.panes:
+            lo, hi = k * s, k * s + w
+            merged = None
+            for j in sorted(p for p in state.panes if lo <= p < hi):
+                merged = state.panes[j].copy() if merged is None else merged.merge(state.panes[j])
+            if merged is not None:
+                self._ready.append(self._snapshot(key, state, merged, lo * spec.pane_ms, hi * spec.pane_ms, True))
+                closed_any = True
+            # panes below the next window's start are no longer needed
+            next_lo = (k + 1) * s
+            for j in [p for p in state.panes if p < next_lo]:
+                del state.panes[j]
+            k += 1
+        self._set_next_window(state, last + 1)
+        if closed_any and self.cumulative and state.cumulative is not None:
+            start = (state.first_window or 0) * spec.slide_ms
+            end = last * spec.slide_ms + spec.size_ms
+            self._ready.append(self._snapshot(key, state, state.cumulative, start, end, False, cumulative=True))
+
+    def poll(self, now: float | None = None) -> list[dict[str, Any]]:
+        """Close idle keys (if ``idle_close`` is set) and return the snapshots ready since the last call."""
+        if self.idle_close is not None:
+            now = self._clock() if now is None else now
+            for key, state in self._keys.items():
+                if (state.panes or state.pending) and now - state.last_seen >= self.idle_close:
+                    self._drain_key(state)
+                    self._close_through(key, state, self.spec.last_window_of_pane(max(state.panes)))
+        ready, self._ready = self._ready, []
+        return ready
+
+    def flush(self) -> list[dict[str, Any]]:
+        """Close every open window of every key (end of input) and return all ready snapshots."""
+        for key, state in self._keys.items():
+            self._drain_key(state)
+            if state.panes:
+                self._close_through(key, state, self.spec.last_window_of_pane(max(state.panes)))
+        ready, self._ready = self._ready, []
+        return ready
+
+    # ----------------------------------------------------------------- snapshots
+    def _snapshot(
+        self, key: tuple[str, str], state: _KeyState, monitor: Any, start_ms: int, end_ms: int,
+        final: bool, cumulative: bool = False,
+    ) -> dict[str, Any]:
+        snap: dict[str, Any] = {
+            "schema": SNAPSHOT_SCHEMA,
+            "key": {"model": key[0], "segment": key[1]},
+            "window": {"start": _seconds(start_ms), "end": _seconds(end_ms)},
+            "final": final,
+            "count": monitor.count,
+            "late": state.late,
+            "metrics": monitor.snapshot(),
+        }
+        if cumulative:
+            snap["cumulative"] = True
+        if self.include_state:
+            snap["state"] = monitor.to_dict()
+        return snap
+
+    # ----------------------------------------------------------------- introspection
+    @property
+    def keys(self) -> list[tuple[str, str]]:
+        """The stream keys seen, in order of their first event."""
+        return list(self._keys)
+
+    @property
+    def key_count(self) -> int:
+        return len(self._keys)
+
+    def late_count(self, model: str, segment: str = "") -> int:
+        state = self._keys.get((model, segment))
+        return 0 if state is None else state.late
+
+    def open_panes(self) -> int:
+        """Number of panes held in memory across all keys."""
+        return sum(len(s.panes.keys() | s.pending.keys()) for s in self._keys.values())
+
+    # ----------------------------------------------------------------- checkpoint
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe checkpoint of every key's open panes and bookkeeping (not the ready queue)."""
+        keys = []
+        encode = self._codec[0] if self._codec else None
+        for (model, segment), st in self._keys.items():
+            if encode is None:
+                self._drain_key(st)
+            keys.append({
+                "model": model,
+                "segment": segment,
+                "max_us": None if st.max_us == -math.inf else st.max_us,
+                "next_window": st.next_window,
+                "first_window": st.first_window,
+                "late": st.late,
+                "tag": st.tag,
+                "panes": [[j, m.to_dict()] for j, m in sorted(st.panes.items())],
+                "pending": [[j, [encode(e) for e in q]] for j, q in sorted(st.pending.items())]
+                if encode else [],
+                "cumulative": None if st.cumulative is None else st.cumulative.to_dict(),
+            })
+        return {"type": "WindowManager", "version": 1, "spec": self.spec.to_dict(), "keys": keys}
+
+    def load_dict(self, data: Mapping[str, Any]) -> "WindowManager":
+        """Replace the state with a checkpoint from :meth:`to_dict` (same window geometry)."""
+        from streammetrics.core.accumulator import from_dict as _from_dict
+
+        load = self._loader or _from_dict
+        if not isinstance(data, Mapping) or data.get("type") != "WindowManager" or data.get("version") != 1:
+            raise ValueError("not a WindowManager checkpoint (type/version)")
+        if data.get("spec") != self.spec.to_dict():
+            raise ValueError(f"checkpoint window geometry {data.get('spec')} != {self.spec.to_dict()}")
+        keys: dict[tuple[str, str], _KeyState] = {}
+        now = self._clock()
+        try:
+            for item in data["keys"]:
+                st = _KeyState()
+                model, segment = item["model"], item["segment"]
+                if not isinstance(model, str) or not isinstance(segment, str):
+                    raise ValueError("model and segment must be strings")
+                if item["max_us"] is not None and type(item["max_us"]) is not int:
+                    raise ValueError("max_us must be an integer")
+                st.max_us = -math.inf if item["max_us"] is None else item["max_us"]
+                if item["next_window"] is not None:
+                    self._set_next_window(st, int(item["next_window"]))
+                if item["first_window"] is not None:
+                    self._set_first_window(st, int(item["first_window"]))
+                st.late = int(item["late"])
+                st.tag = item.get("tag")
+                st.last_seen = now
+                st.panes = {int(j): load(m) for j, m in item["panes"]}
+                pending = item.get("pending", [])
+                if pending and not self._codec:
+                    raise ValueError("checkpoint holds queued events but no event_codec was given")
+                st.pending = {int(j): [self._codec[1](e) for e in q] for j, q in pending} if pending else {}
+                st.cumulative = None if item["cumulative"] is None else load(item["cumulative"])
+                keys[(model, segment)] = st
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"malformed WindowManager checkpoint: {exc}") from None
+        self._keys = keys
+        self._ready = []
+        return self

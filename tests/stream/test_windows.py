@@ -1,0 +1,302 @@
+"""Window assignment, closing, lateness, idle close and checkpoints, checked against a
+brute-force reference that knows nothing about panes."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streammetrics.core.accumulator import Accumulator
+from streammetrics.stream.windows import WindowManager, WindowSpec, parse_duration
+
+
+@dataclass(frozen=True)
+class Ev:
+    ts: float
+    model: str
+    segment: str
+    id: int
+
+
+class IdsMonitor(Accumulator):
+    """Test monitor remembering which events it saw (order-insensitive)."""
+
+    type_name = "tests.IdsMonitor"
+
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+        self.count = 0
+        self.total_weight = 0.0
+
+    def update_event(self, ev: Ev) -> "IdsMonitor":
+        self.ids.append(ev.id)
+        self.count += 1
+        self.total_weight += 1.0
+        return self
+
+    def update_events(self, evs: list[Ev]) -> "IdsMonitor":
+        for ev in evs:
+            self.update_event(ev)
+        return self
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"ids": sorted(self.ids)}
+
+    def _state(self):
+        return {"ids": self.ids, "count": self.count}
+
+    def _load_state(self, state):
+        self.ids = [int(i) for i in state["ids"]]
+        self.count = int(state["count"])
+        self.total_weight = float(self.count)
+
+    def _merge_state(self, other):
+        self.ids = self.ids + other.ids
+        self.count += other.count
+        self.total_weight += other.total_weight
+
+    def _reset_state(self):
+        self.__init__()
+
+
+def reference(events, size, slide, grace):
+    """Expected {(model, segment, start): sorted ids} and late ids, by brute force in exact
+    integer milliseconds (events carry their decimal time as ``Ev.ts_ms``)."""
+    size, slide, grace = round(size * 1000), round(slide * 1000), round(grace * 1000)
+    windows: dict[tuple, list[int]] = {}
+    ev_ms = {ev.id: round(ev.ts * 1000) for ev in events}
+    max_ts: dict[tuple, float] = {}
+    late = []
+    for ev in events:
+        key = (ev.model, ev.segment)
+        wm = max_ts[key] - grace if key in max_ts else -math.inf
+        t = ev_ms[ev.id]
+        ks = [k for k in range(math.floor((t - size) / slide) - 1, math.floor(t / slide) + 2)
+              if k * slide <= t < k * slide + size]
+        open_ks = [k for k in ks if k * slide + size > wm]
+        if not open_ks:
+            late.append(ev.id)
+            continue
+        for k in open_ks:
+            start = k * slide
+            start_s = start // 1000 if start % 1000 == 0 else start / 1000
+            windows.setdefault((ev.model, ev.segment, start_s), []).append(ev.id)
+        max_ts[key] = max(max_ts.get(key, -math.inf), t)
+    return {k: sorted(v) for k, v in windows.items()}, sorted(late)
+
+
+geometries = st.sampled_from([(10, 10), (10, 5), (12, 4), (9, 6), (1, 1), (60, 15), (0.25, 0.05), (0.07, 0.07)])
+# event times in whole seconds (many boundary hits) or in milliseconds (decimal fractions)
+# or a millisecond either side of a multiple of 50 ms, where off-by-one closing would show
+times = st.one_of(
+    st.integers(0, 200).map(float),
+    st.integers(0, 200_000).map(lambda ms: ms / 1000),
+    st.tuples(st.integers(0, 400), st.sampled_from([-1, 0, 1])).map(lambda p: max(0, p[0] * 50 + p[1]) / 1000),
+)
+event_lists = st.lists(
+    st.tuples(times, st.sampled_from(["a", "b"]), st.sampled_from(["", "eu"])),
+    max_size=60,
+)
+
+
+@settings(max_examples=400)
+@given(geometries, st.sampled_from([0, 0, 1, 2, 15]), event_lists, st.integers(0, 3), st.sampled_from([None, 1, 3]))
+def test_windows_match_bruteforce_reference(geometry, grace, raw, checkpoint_every, batch):
+    """batch=None: per-event updates; otherwise queued per pane, drained at max_pending=batch."""
+    size, slide = geometry
+    events = [Ev(t, m, s, i) for i, (t, m, s) in enumerate(raw)]
+    grace = grace * min(size, 1)
+    codec = (lambda ev: [ev.ts, ev.model, ev.segment, ev.id], lambda v: Ev(*v))
+    options = {} if batch is None else {"batch": True, "max_pending": batch, "event_codec": codec}
+    wm = WindowManager(IdsMonitor, size, slide, grace, **options)
+    late = []
+    snaps = []
+    for i, ev in enumerate(events):
+        if not wm.add(ev):
+            late.append(ev.id)
+        snaps += wm.poll()
+        if checkpoint_every and i % (checkpoint_every + 1) == 0:
+            # a checkpoint round trip at any point changes nothing
+            restored = WindowManager(IdsMonitor, size, slide, grace, **options)
+            restored.load_dict(json.loads(json.dumps(wm.to_dict())))
+            wm = restored
+    snaps += wm.flush()
+    got = {(s["key"]["model"], s["key"]["segment"], s["window"]["start"]): s["metrics"]["ids"] for s in snaps}
+    expected, expected_late = reference(events, size, slide, grace)
+    assert got == expected
+    assert sorted(late) == expected_late
+    assert len(got) == len(snaps), "a window was emitted twice"
+    for s in snaps:
+        assert s["window"]["end"] - s["window"]["start"] == pytest.approx(size)
+        assert s["count"] == len(s["metrics"]["ids"])
+        assert s["final"] is True
+    assert wm.open_panes() == 0
+
+
+def test_window_closes_when_watermark_passes_end_and_releases_panes():
+    wm = WindowManager(IdsMonitor, 10, grace=2)
+    for i, t in enumerate([1, 5, 9, 11]):
+        assert wm.add(Ev(t, "m", "", i))
+    assert wm.poll() == []  # watermark 9 < 10
+    wm.add(Ev(12, "m", "", 4))  # watermark 10 -> [0, 10) closes
+    [snap] = wm.poll()
+    assert snap["window"] == {"start": 0, "end": 10}
+    assert snap["metrics"]["ids"] == [0, 1, 2]
+    assert snap["schema"] == "streammetrics.snapshot/1"
+    assert snap["key"] == {"model": "m", "segment": ""}
+    assert wm.open_panes() == 1
+    assert not wm.add(Ev(3, "m", "", 5))  # late
+    assert wm.late_count("m") == 1
+    [snap] = wm.flush()
+    assert snap["late"] == 1 and snap["metrics"]["ids"] == [3, 4]
+
+
+def test_hopping_window_is_merge_of_panes_without_copies():
+    wm = WindowManager(IdsMonitor, 60, 20)
+    wm.add(Ev(5, "m", "", 0))
+    assert wm.open_panes() == 1  # one pane, although three windows contain it
+    snaps = wm.flush()
+    assert [(s["window"]["start"], s["metrics"]["ids"]) for s in snaps] == [(-40, [0]), (-20, [0]), (0, [0])]
+
+
+def test_idle_close_with_injected_clock():
+    now = [1000.0]
+    wm = WindowManager(IdsMonitor, 10, idle_close=30, clock=lambda: now[0])
+    wm.add(Ev(3, "quiet", "", 0))
+    wm.add(Ev(100, "busy", "", 1))
+    now[0] += 29
+    assert wm.poll() == []
+    wm.add(Ev(101, "busy", "", 2))  # keeps "busy" alive
+    now[0] += 1
+    snaps = wm.poll()
+    assert [(s["key"]["model"], s["metrics"]["ids"]) for s in snaps] == [("quiet", [0])]
+    assert not wm.add(Ev(4, "quiet", "", 3))  # its window is closed now
+    assert wm.add(Ev(15, "quiet", "", 4))
+
+
+def test_cumulative_snapshot_follows_each_close():
+    wm = WindowManager(IdsMonitor, 10, cumulative=True)
+    for i, t in enumerate([1, 12, 25]):
+        wm.add(Ev(t, "m", "", i))
+    snaps = wm.poll()
+    finals = [s for s in snaps if s["final"]]
+    cumul = [s for s in snaps if s.get("cumulative")]
+    assert [s["metrics"]["ids"] for s in finals] == [[0], [1]]
+    assert [s["metrics"]["ids"] for s in cumul] == [[0, 1], [0, 1, 2]]
+    assert cumul[-1]["window"] == {"start": 0, "end": 20}
+
+
+@pytest.mark.parametrize("text,seconds", [("60s", 60), ("500ms", 0.5), ("5m", 300), ("1h", 3600), ("2", 2), (1.5, 1.5), ("1d", 86400)])
+def test_parse_duration(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "abc", "-1s", "1w", "nan", True])
+def test_parse_duration_rejects(text):
+    with pytest.raises((ValueError, TypeError), match="duration"):
+        parse_duration(text, "duration")
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(window=0), "window"), (dict(window=10, slide=20), "slide"), (dict(window=10, slide=0), "slide"),
+    (dict(window=0.0005), "milliseconds"),
+])
+def test_window_spec_rejects(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        WindowSpec(kwargs.pop("window"), **kwargs)
+
+
+def test_checkpoint_rejects_other_geometry_and_garbage():
+    wm = WindowManager(IdsMonitor, 10)
+    wm.add(Ev(1, "m", "", 0))
+    with pytest.raises(ValueError, match="geometry"):
+        WindowManager(IdsMonitor, 20).load_dict(wm.to_dict())
+    bad = wm.to_dict()
+    bad["keys"][0]["panes"] = [["x", {"type": "nope"}]]
+    with pytest.raises(ValueError):
+        WindowManager(IdsMonitor, 10).load_dict(bad)
+    with pytest.raises(ValueError):
+        WindowManager(IdsMonitor, 10).load_dict({"type": "WindowManager"})
+
+
+@pytest.mark.parametrize("ts", [16.15, 32.05, 64.1, 1700000000.15])
+def test_decimal_timestamps_on_a_boundary_fall_in_the_window_they_name(ts):
+    # ts * 1000 is just below the boundary in binary floating point for these values
+    wm = WindowManager(IdsMonitor, 0.05)
+    wm.add(Ev(ts, "m", "", 0))
+    [snap] = wm.flush()
+    assert snap["window"]["start"] == pytest.approx(ts, abs=1e-9)
+
+
+class SumMonitor(IdsMonitor):
+    """Records the batches it was updated with: drain points must not depend on checkpoints."""
+
+    type_name = "tests.SumMonitor"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[int]] = []
+
+    def update_events(self, evs):
+        self.batches.append([e.id for e in evs])
+        return super().update_events(evs)
+
+    def snapshot(self):
+        return {"ids": sorted(self.ids), "batches": self.batches}
+
+    def _state(self):
+        return {**super()._state(), "batches": self.batches}
+
+    def _load_state(self, state):
+        super()._load_state(state)
+        self.batches = [list(b) for b in state["batches"]]
+
+    def _merge_state(self, other):
+        super()._merge_state(other)
+        self.batches = self.batches + other.batches
+
+
+@given(st.lists(st.integers(0, 100), max_size=80), st.integers(0, 80))
+def test_batch_checkpoints_with_codec_reproduce_the_uninterrupted_run_exactly(times, cut):
+    codec = (lambda ev: [ev.ts, ev.model, ev.segment, ev.id], lambda v: Ev(*v))
+    events = [Ev(float(t), "m", "", i) for i, t in enumerate(times)]
+
+    def run(cut_at):
+        wm = WindowManager(SumMonitor, 10, 5, 3, batch=True, max_pending=4, event_codec=codec)
+        out = []
+        for i, ev in enumerate(events):
+            if i == cut_at:  # crash and restore from a checkpoint taken here
+                data = json.loads(json.dumps(wm.to_dict()))
+                wm = WindowManager(SumMonitor, 10, 5, 3, batch=True, max_pending=4, event_codec=codec)
+                wm.load_dict(data)
+            wm.add(ev)
+            out += wm.poll()
+        return out + wm.flush()
+
+    assert run(cut) == run(None)
+
+
+class TaggedMonitor(IdsMonitor):
+    type_name = "tests.TaggedMonitor"
+
+    @staticmethod
+    def event_tag(ev):
+        return ev.id % 2
+
+
+def test_event_tag_mismatch_raises_before_changing_anything():
+    wm = WindowManager(TaggedMonitor, 10)
+    assert wm.add(Ev(1, "m", "", 0))
+    before = wm.to_dict()
+    with pytest.raises(ValueError, match="kind"):
+        wm.add(Ev(2, "m", "", 1))
+    assert wm.to_dict() == before
+    assert wm.add(Ev(2, "other", "", 1))  # another key has its own tag
+    restored = WindowManager(TaggedMonitor, 10).load_dict(json.loads(json.dumps(wm.to_dict())))
+    with pytest.raises(ValueError):
+        restored.add(Ev(3, "other", "", 2))
