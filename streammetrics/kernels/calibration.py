@@ -45,11 +45,11 @@ import numpy as np
 from streammetrics.core.exceptions import UndefinedMetricWarning
 
 __all__ = [
-    "torch_linspace",
+    "NORMS",
     "calibration_error",
     "calibration_error_bounds",
     "reliability_curve",
-    "NORMS",
+    "torch_linspace",
 ]
 
 NORMS = ("l1", "l2", "max")

@@ -37,7 +37,7 @@ import numpy as np
 from streammetrics.core.exceptions import UndefinedMetricWarning
 from streammetrics.kernels import ranking
 
-__all__ = ["isotonic_fit", "calibrate", "expected_confusion", "estimated_metrics", "estimated_roc_auc"]
+__all__ = ["calibrate", "estimated_metrics", "estimated_roc_auc", "expected_confusion", "isotonic_fit"]
 
 
 def _pava(y: np.ndarray, w: np.ndarray) -> np.ndarray:

@@ -50,15 +50,15 @@ import numpy as np
 from streammetrics.core.exceptions import UndefinedMetricWarning
 
 __all__ = [
+    "PSI_EPS",
+    "group_masses",
+    "js",
     "ks",
     "ks_bounds",
+    "psi",
+    "quantile_groups",
     "wasserstein",
     "wasserstein_bounds",
-    "quantile_groups",
-    "group_masses",
-    "psi",
-    "js",
-    "PSI_EPS",
 ]
 
 #: share given to an empty group by :func:`psi` (Evidently's value)

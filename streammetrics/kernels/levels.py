@@ -24,7 +24,7 @@ import numpy as np
 
 from streammetrics.kernels.binning import Binning, LogGridBinning
 
-__all__ = ["level_bounds", "common_levels", "to_binning", "representative"]
+__all__ = ["common_levels", "level_bounds", "representative", "to_binning"]
 
 _DBL_MAX = float(np.finfo(np.float64).max)
 

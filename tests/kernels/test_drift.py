@@ -16,7 +16,12 @@ from streammetrics.core.exceptions import UndefinedMetricWarning
 from streammetrics.kernels import drift
 from streammetrics.kernels.binning import ExactBinning, LogGridBinning
 from streammetrics.kernels.histogram import ScoreHistogram
-from streammetrics.kernels.levels import common_levels, histogram_arrays, level_bounds, representative
+from streammetrics.kernels.levels import (
+    common_levels,
+    histogram_arrays,
+    level_bounds,
+    representative,
+)
 
 POOL = [0.0, 1e-9, 0.01, 0.1, 0.2, 0.25, 0.3, 0.5, 0.7, 0.9, 0.99, 1 - 1e-9, 1.0]
 scores_st = st.one_of(
@@ -158,7 +163,7 @@ def test_any_split_merged_gives_the_same_statistics(x, parts, rnd):
 
 @given(sample(weighted=True), sample(weighted=True), st.integers(1, 12))
 def test_psi_and_js_on_reference_quantile_groups(x, y, n_groups):
-    keys, a, b, _ = levels(x, y, ExactBinning())
+    _, a, b, _ = levels(x, y, ExactBinning())
     groups = drift.quantile_groups(b, n_groups)
     assert groups.min() == 0 and groups.max() < n_groups
     assert (np.diff(groups) >= 0).all()  # contiguous groups of ascending levels
