@@ -24,7 +24,16 @@ import numpy as np
 
 from streammetrics.kernels.binning import Binning, LogGridBinning
 
-__all__ = ["common_levels", "level_bounds", "representative", "to_binning"]
+__all__ = [
+    "clamp_bounds",
+    "common_binning",
+    "common_levels",
+    "histogram_arrays",
+    "level_bounds",
+    "raw_bounds",
+    "representative",
+    "to_binning",
+]
 
 _DBL_MAX = float(np.finfo(np.float64).max)
 
@@ -38,6 +47,19 @@ def _edge(binning: LogGridBinning, up: np.ndarray) -> np.ndarray:
 
 def level_bounds(binning: Binning, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(lo, hi)``: closed score intervals of ascending ``keys`` (see the module docstring)."""
+    return clamp_bounds(*raw_bounds(binning, keys))
+
+
+def clamp_bounds(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Clamp each ``hi`` below the next level's ``lo`` (ascending levels)."""
+    hi = hi.copy()
+    if len(hi) > 1:
+        hi[:-1] = np.minimum(hi[:-1], np.nextafter(lo[1:], -np.inf))
+    return lo, np.maximum(hi, lo)
+
+
+def raw_bounds(binning: Binning, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`level_bounds` of each key on its own (not clamped by the next level)."""
     keys = np.asarray(keys)
     lo = np.asarray(binning.lowest(keys), dtype=np.float64)
     if binning.exact or not len(keys):
@@ -67,8 +89,6 @@ def level_bounds(binning: Binning, keys: np.ndarray) -> tuple[np.ndarray, np.nda
     hi = np.minimum(hi, _DBL_MAX)
     single = binning.singleton(keys)
     hi[single] = lo[single]
-    if len(hi) > 1:  # never past the next level's smallest score
-        hi[:-1] = np.minimum(hi[:-1], np.nextafter(lo[1:], -np.inf))
     return lo, np.maximum(hi, lo)
 
 

@@ -60,10 +60,13 @@ from streammetrics.kernels import calibration, cbpe, drift
 from streammetrics.kernels.binning import Binning
 from streammetrics.kernels.histogram import ScoreHistogram, aligned
 from streammetrics.kernels.levels import (
-    common_levels,
+    clamp_bounds,
+    common_binning,
     histogram_arrays,
     level_bounds,
+    raw_bounds,
     representative,
+    to_binning,
 )
 from streammetrics.metrics.binary_scores import BinaryScores
 
@@ -158,6 +161,38 @@ class Reference:
         lo, hi = level_bounds(binning, keys)
         x = keys.astype(np.float64) if binning.exact else representative(lo, hi)
         self._fit = cbpe.isotonic_fit(x, table[0], table[1])
+        # the reference's (keys, weights, raw lo, raw hi) per binning windows came on
+        self._on: dict[Binning, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def _reference_on(self, binning: Binning) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        cached = self._on.get(binning)
+        if cached is None:
+            keys, w = to_binning(self._hist[0], self._hist[1], self._hist[2], binning)
+            cached = (keys, w, *raw_bounds(binning, keys))
+            if len(self._on) >= 8:  # a handful of grids at most: bins halve from 1024 to 1
+                self._on.clear()
+            self._on[binning] = cached
+        return cached
+
+    def _aligned(self, window: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, Binning]:
+        """``(keys, a, b, lo, hi, binning)``: window and reference on the union of their
+        levels over the common binning, with the levels' score intervals."""
+        wk, ww, wb = window_histogram(window)
+        binning = common_binning(wb, self._hist[2])
+        wk, ww = to_binning(wk, ww, wb, binning)
+        rk, rw, rlo, rhi = self._reference_on(binning)
+        keys = np.union1d(wk, rk) if len(wk) else rk
+        ia, ib = np.searchsorted(keys, wk), np.searchsorted(keys, rk)
+        a = np.zeros(len(keys))
+        b = np.zeros(len(keys))
+        a[ia] = ww
+        b[ib] = rw
+        lo = np.empty(len(keys))
+        hi = np.empty(len(keys))
+        lo[ia], hi[ia] = raw_bounds(binning, wk)
+        lo[ib], hi[ib] = rlo, rhi
+        lo, hi = clamp_bounds(lo, hi)
+        return keys, a, b, lo, hi, binning
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -219,8 +254,7 @@ class Reference:
     def drift(self, window: Any) -> dict[str, float]:
         """``drift_ks`` (+ ``_low``/``_high``), ``drift_wasserstein`` (+ bounds),
         ``drift_psi``, ``drift_js`` of the window's scores against the reference's."""
-        keys, a, b, binning = common_levels(window_histogram(window), self._hist)
-        lo, hi = level_bounds(binning, keys)
+        keys, a, b, lo, hi, binning = self._aligned(window)
         ks_low, ks_high = drift.ks_bounds(a, b, binning.singleton(keys))
         w_low, w_high = drift.wasserstein_bounds(lo, hi, a, b)
         groups = drift.quantile_groups(b, self.psi_groups)
