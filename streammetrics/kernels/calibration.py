@@ -31,7 +31,9 @@ strategy)``: ``(prob_true, prob_pred)`` per non-empty bin, bins from
 ``np.linspace(0, 1, n_bins + 1)`` (``uniform``) or ``np.percentile`` of the scores
 (``quantile``, linear interpolation between order statistics, computed from the levels'
 integral counts), an event going to bin ``searchsorted(edges[1:-1], s, "left")``. With
-non-integral weights the quantile edges are weighted inverted-CDF quantiles.
+non-integral weights the quantile edges are weighted inverted-CDF quantiles. On bins,
+:func:`reliability_curve_bounds` bounds each uniform bin's mean label and mean score (and
+says which bins certainly hold events).
 """
 from __future__ import annotations
 
@@ -49,6 +51,7 @@ __all__ = [
     "calibration_error",
     "calibration_error_bounds",
     "reliability_curve",
+    "reliability_curve_bounds",
     "torch_linspace",
 ]
 
@@ -238,3 +241,61 @@ def reliability_curve(
     total = np.bincount(ids, weights=w, minlength=n_bins)
     nz = total != 0
     return true[nz] / total[nz], sums[nz] / total[nz]
+
+
+def reliability_curve_bounds(
+    lo: np.ndarray, hi: np.ndarray, neg: np.ndarray, pos: np.ndarray, n_bins: int = 5
+) -> dict[str, np.ndarray]:
+    """Bounds on ``calibration_curve(strategy="uniform")`` of events whose scores lie in
+    their level's ``[lo, hi]``, per curve bin that may hold events: ``bin`` (index),
+    ``sure`` (it certainly holds events, so the curve has a point for it), and
+    ``true_low``/``true_high`` (mean label), ``pred_low``/``pred_high`` (mean score). A level
+    straddling bin edges may put any part of its weight in each bin it touches; equal low
+    and high when no level straddles an edge (pred bounds then span the levels' widths)."""
+    lo = np.asarray(lo, dtype=np.float64)
+    hi = np.asarray(hi, dtype=np.float64)
+    _check_unit(lo, hi)
+    neg = np.asarray(neg, dtype=np.float64)
+    pos = np.asarray(pos, dtype=np.float64)
+    w = neg + pos
+    keep = w > 0
+    lo, hi, neg, pos, w = lo[keep], hi[keep], neg[keep], pos[keep], w[keep]
+    if not len(w):
+        raise ValueError("the reliability curve needs at least one event with a non-zero weight")
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    inner = edges[1:-1]
+    first = np.searchsorted(inner, lo)
+    last = np.searchsorted(inner, hi)
+    sure = first == last
+    ws = np.bincount(first[sure], weights=w[sure], minlength=n_bins)
+    ps = np.bincount(first[sure], weights=pos[sure], minlength=n_bins)
+    s_lo = np.bincount(first[sure], weights=(w * lo)[sure], minlength=n_bins)
+    s_hi = np.bincount(first[sure], weights=(w * hi)[sure], minlength=n_bins)
+    nf = np.zeros(n_bins)
+    pf = np.zeros(n_bins)
+    v_lo = np.full(n_bins, np.inf)
+    v_hi = np.full(n_bins, -np.inf)
+    for k in np.flatnonzero(~sure):
+        for j in range(first[k], last[k] + 1):
+            nf[j] += neg[k]
+            pf[j] += pos[k]
+            v_lo[j] = min(v_lo[j], max(lo[k], edges[j]))
+            v_hi[j] = max(v_hi[j], min(hi[k], edges[j + 1]))
+    f = nf + pf
+    present = (ws > 0) | (f > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        true_low = np.where(ws > 0, ps / (ws + nf), np.where(nf > 0, 0.0, 1.0))
+        true_high = np.where(ws > 0, (ps + pf) / (ws + pf), np.where(pf > 0, 1.0, 0.0))
+        m_lo, m_hi = s_lo / ws, s_hi / ws
+        pred_low = np.where(ws > 0, np.where(f > 0, np.minimum(m_lo, (s_lo + f * v_lo) / (ws + f)), m_lo), v_lo)
+        pred_high = np.where(ws > 0, np.where(f > 0, np.maximum(m_hi, (s_hi + f * v_hi) / (ws + f)), m_hi), v_hi)
+    idx = np.flatnonzero(present)
+    slack = 1e-12
+    return {
+        "bin": idx,
+        "sure": ws[idx] > 0,
+        "true_low": np.maximum(true_low[idx] - slack, 0.0),
+        "true_high": np.minimum(true_high[idx] + slack, 1.0),
+        "pred_low": np.maximum(pred_low[idx] - slack, 0.0),
+        "pred_high": np.minimum(pred_high[idx] + slack, 1.0),
+    }

@@ -305,6 +305,25 @@ class Reference:
         low, high = calibration.calibration_error_bounds(lo, hi, table[0], table[1], self.ece_bins, self.ece_norm)
         return value, low, high
 
+    def reliability(self, window: Any, n_bins: int = 10, strategy: str = "uniform") -> dict[str, Any]:
+        """Reliability diagram of a labelled window: ``prob_true``/``prob_pred`` as
+        ``sklearn.calibration.calibration_curve`` (exact states; on bins with every event at
+        its bin's midpoint) and, on bins (``uniform`` only), per-bin ``bounds`` from
+        :func:`~streammetrics.kernels.calibration.reliability_curve_bounds` (None when exact)."""
+        scores = _scores_of(window) if isinstance(window, (Accumulator, Mapping)) else None
+        if scores is None:
+            raise TypeError("the reliability curve needs a labelled window (BinaryScores or BinaryMonitor)")
+        binning = scores._binning
+        keys, table = aligned(scores._neg, scores._pos)
+        lo, hi = level_bounds(binning, keys)
+        x = keys.astype(np.float64) if binning.exact else representative(lo, hi)
+        prob_true, prob_pred = calibration.reliability_curve(x, table[0], table[1], n_bins, strategy)
+        bounds = None
+        if not binning.exact and strategy == "uniform":
+            bounds = {k: v.tolist() for k, v in
+                      calibration.reliability_curve_bounds(lo, hi, table[0], table[1], n_bins).items()}
+        return {"prob_true": prob_true.tolist(), "prob_pred": prob_pred.tolist(), "bounds": bounds}
+
     def metrics(self, window: Any) -> dict[str, float | None]:
         """Every key of :data:`METRICS` for the window, JSON-safe (None where undefined:
         an empty window, or ``ece*`` of a window without labels); no warnings."""

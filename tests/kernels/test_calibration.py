@@ -126,3 +126,37 @@ def test_known_value():
     keys, neg, pos = np.array([0.2, 0.9]), np.array([1.0, 0.0]), np.array([1.0, 1.0])
     assert cal.calibration_error(keys, neg, pos, 10, "l1") == pytest.approx(0.3 * 2 / 3 + 0.1 / 3)
     assert cal.calibration_error(keys, neg, pos, 10, "max") == pytest.approx(0.3)
+
+
+@settings(max_examples=200)
+@given(labelled(weighted=True), st.integers(1, 12), st.sampled_from([1, 2, 8, 64, 1024]))
+def test_binned_reliability_bounds_hold_sklearns_curve(data, n_bins, bins):
+    y, s, w = data
+    binning = LogGridBinning(bins)
+    keys, neg, pos = levels_of(y, s, w, binning)
+    lo, hi = level_bounds(binning, keys)
+    b = cal.reliability_curve_bounds(lo, hi, neg, pos, n_bins)
+    # sklearn's curve of the raw events, generalised to weights (bin ids as sklearn)
+    ids = np.searchsorted(np.linspace(0, 1, n_bins + 1)[1:-1], s)
+    total = np.bincount(ids, weights=w, minlength=n_bins)
+    true = np.bincount(ids, weights=y * w, minlength=n_bins)
+    pred = np.bincount(ids, weights=s * w, minlength=n_bins)
+    raw_bins = np.flatnonzero(total)
+    assert set(b["bin"][b["sure"]]) <= set(raw_bins) <= set(b["bin"])
+    at = {j: i for i, j in enumerate(b["bin"])}
+    for j in raw_bins:
+        i = at[j]
+        assert b["true_low"][i] <= true[j] / total[j] <= b["true_high"][i]
+        assert b["pred_low"][i] <= pred[j] / total[j] <= b["pred_high"][i]
+    if np.all(w == 1):
+        prob_true, prob_pred = calibration_curve(y, s, n_bins=n_bins)
+        assert len(prob_true) == len(raw_bins)
+
+
+def test_reliability_bounds_collapse_on_exact_levels():
+    keys, neg, pos = np.array([0.1, 0.3, 0.9]), np.array([1.0, 1.0, 0.0]), np.array([0.0, 1.0, 2.0])
+    b = cal.reliability_curve_bounds(keys, keys, neg, pos, 5)
+    prob_true, prob_pred = cal.reliability_curve(keys, neg, pos, 5)
+    np.testing.assert_allclose(b["true_low"], prob_true, atol=1e-11)
+    np.testing.assert_allclose(b["pred_high"], prob_pred, atol=1e-11)
+    assert b["sure"].all()

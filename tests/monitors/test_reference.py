@@ -205,3 +205,26 @@ def test_margins_have_drift_but_no_calibration_error():
 def test_doctest():
     random.seed(0)
     assert doctest.testmod(reference_module, raise_on_error=False).failed == 0
+
+
+def test_reliability_of_a_labelled_window():
+    from sklearn.calibration import calibration_curve
+
+    rng = np.random.default_rng(5)
+    s = rng.random(400)
+    y = (rng.random(400) < s).astype(int)
+    ref = Reference.from_arrays(y, s)
+    exact = BinaryScores(exact=True).update_many(y, s)
+    for strategy in ("uniform", "quantile"):
+        got = ref.reliability(exact, 8, strategy)
+        expected = calibration_curve(y, s, n_bins=8, strategy=strategy)
+        np.testing.assert_allclose(got["prob_true"], expected[0], rtol=1e-12)
+        np.testing.assert_allclose(got["prob_pred"], expected[1], rtol=1e-12)
+        assert got["bounds"] is None
+    got = ref.reliability(BinaryScores(bins=4).update_many(y, s), 8)
+    b = got["bounds"]
+    expected = calibration_curve(y, s, n_bins=8)
+    sure = [i for i, flag in enumerate(b["sure"]) if flag]
+    assert len(sure) <= len(expected[0]) <= len(b["bin"])
+    with pytest.raises(TypeError, match="labelled"):
+        ref.reliability(ScoreHistogram(LogGridBinning(4)))
