@@ -59,7 +59,8 @@ def nannyml_formulas(y_pred, proba):
     fp = np.sum(np.where(y_pred == 1, 1 - proba, 0))
     fn = np.sum(np.where(y_pred == 0, proba, 0))
     tn = np.sum(np.where(y_pred == 0, 1 - proba, 0))
-    r = lambda a, b: a / b if b != 0 else 0
+    def r(a, b):
+        return a / b if b != 0 else 0
     return {"accuracy": (tp + tn) / len(y_pred), "precision": r(tp, tp + fp),
             "recall": r(tp, tp + fn), "f1": r(tp, tp + 0.5 * (fp + fn))}
 

@@ -41,7 +41,8 @@ def raw_metrics(ref_y, ref_s, y, s, threshold=0.5):
     pred = s >= threshold
     tp, fp = c[pred].sum(), (1 - c[pred]).sum()
     fn, tn = c[~pred].sum(), (1 - c[~pred]).sum()
-    r = lambda a, b: a / b if b != 0 else 0.0
+    def r(a, b):
+        return a / b if b != 0 else 0.0
     out = {
         "drift_ks": ks_2samp(s, ref_s).statistic,
         "drift_wasserstein": wasserstein_distance(s, ref_s),
