@@ -1,7 +1,9 @@
 """Label-free monitoring: streammetrics' Reference against NannyML on the same chunks.
 
 NannyML's synthetic car-loan dataset (shipped with NannyML): a labelled reference period
-of 50,000 predictions and an analysis period of 50,000 whose targets come separately.
+of 50,000 predictions and an analysis period of 50,000 whose targets come separately; and
+``shifted_margins``, generated here: 50,000 + 50,000 continuous miscalibrated scores (all
+distinct, so the default grid state is binned) under a growing covariate shift.
 Both libraries see the reference with labels and the analysis chunks (5,000 rows by
 default) without. Per chunk it prints the realised metric (scikit-learn on the chunk's
 targets), NannyML's CBPE estimate and ours, then each estimator's mean absolute error
@@ -75,11 +77,11 @@ def realised(y: np.ndarray, s: np.ndarray, pred: np.ndarray) -> dict[str, float]
     }
 
 
-def run_nannyml(ref: Any, ana: Any, size: int) -> list[dict[str, float]]:
+def run_nannyml(ref: Any, ana: Any, size: int, target: str) -> list[dict[str, float]]:
     import nannyml as nml
 
     est = nml.CBPE(
-        y_pred_proba="y_pred_proba", y_pred="y_pred", y_true="repaid",
+        y_pred_proba="y_pred_proba", y_pred="y_pred", y_true=target,
         timestamp_column_name="timestamp", metrics=list(METRICS), chunk_size=size,
         problem_type="classification_binary",
     )
@@ -111,26 +113,59 @@ def run_streammetrics(ry: np.ndarray, rs: np.ndarray, s: np.ndarray, size: int, 
     return out
 
 
+DATASETS = {  # name: (loader, target column)
+    "car_loan": ("load_synthetic_car_loan_dataset", "repaid"),  # shipped with NannyML
+    "shifted_margins": ("shifted_margins", "y"),  # generated below
+}
+
+
+def shifted_margins(n: int = 50_000, seed: int = 7) -> tuple[Any, Any, Any]:
+    """Continuous, miscalibrated scores (every score distinct) and covariate shift: a
+    latent ``x ~ N(mu, 1)``, ``y ~ Bernoulli(sigmoid(2 x))``, the model's score
+    ``sigmoid(1.2 x + noise)``; the reference has ``mu = 0``, the analysis period drifts
+    ``mu`` from 0 to 1 over its chunks. Returns NannyML's (reference, analysis, targets)."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+
+    def frame(mu: np.ndarray, start: int) -> Any:
+        x = rng.normal(mu, 1.0)
+        y = (rng.random(len(x)) < 1 / (1 + np.exp(-2 * x))).astype(int)
+        s = 1 / (1 + np.exp(-(1.2 * x + rng.normal(0, 0.5, len(x)))))
+        ts = pd.date_range("2024-01-01", periods=len(x), freq="min") + pd.Timedelta(minutes=start)
+        return pd.DataFrame({"id": np.arange(start, start + len(x)), "timestamp": ts, "y_pred_proba": s, "y": y})
+
+    ref = frame(np.zeros(n), 0)
+    ana = frame(np.linspace(0.0, 1.0, n), n)
+    return ref, ana.drop(columns=["y"]), ana[["id", "y"]]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--chunk-size", type=int, default=5000)
+    parser.add_argument("--dataset", choices=[*DATASETS, "all"], default="all")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
+    for name in DATASETS if args.dataset == "all" else [args.dataset]:
+        bench(name, args.chunk_size)
+
+
+def bench(dataset: str, size: int) -> None:
     import nannyml as nml
 
-    ref, ana, tgt = nml.load_synthetic_car_loan_dataset()
+    loader, target = DATASETS[dataset]
+    ref, ana, tgt = getattr(nml, loader)() if loader.startswith("load_") else shifted_margins()
     ana = ana.merge(tgt, on="id")
     for df in (ref, ana):
         df["y_pred"] = (df["y_pred_proba"] >= 0.5).astype(int)
-    ana_unlabelled = ana.drop(columns=["repaid"])
-    ry = ref["repaid"].to_numpy()
+    ana_unlabelled = ana.drop(columns=[target])
+    ry = ref[target].to_numpy()
     rs = ref["y_pred_proba"].to_numpy(dtype=np.float64)
     s = ana["y_pred_proba"].to_numpy(dtype=np.float64)
-    y = ana["repaid"].to_numpy()
-    size = args.chunk_size
+    y = ana[target].to_numpy()
     real = [realised(y[sl], s[sl], (s[sl] >= 0.5).astype(int)) for sl in chunks(len(s), size)]
 
-    nml_est, nml_t, nml_m = measured(lambda: run_nannyml(ref, ana_unlabelled, size))
+    nml_est, nml_t, nml_m = measured(lambda: run_nannyml(ref, ana_unlabelled, size, target))
     runs = {"nannyml": (nml_est, nml_t, nml_m)}
     for name, exact in (("sm exact", True), ("sm grid", False)):
         est, t, m = measured(lambda exact=exact: run_streammetrics(ry, rs, s, size, exact))
@@ -141,7 +176,7 @@ def main() -> None:
         else:
             grid_drift_bounds = [(e["drift_ks_low"], e["drift_ks_high"]) for e in est]
 
-    print(f"NannyML {nml.__version__}, synthetic car loan: reference {len(ref)}, analysis {len(ana)}, "
+    print(f"=== NannyML {nml.__version__}, {dataset}: reference {len(ref)}, analysis {len(ana)}, "
           f"{len(real)} chunks of {size}; predictions y_pred_proba >= 0.5\n")
     names = list(runs)
     for metric in METRICS:
