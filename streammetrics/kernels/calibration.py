@@ -58,6 +58,11 @@ __all__ = [
 NORMS = ("l1", "l2", "max")
 
 
+
+def _dot(x: np.ndarray, y: np.ndarray) -> float:
+    """``sum(x * y)`` without BLAS (``np.dot`` on a shared machine waits for its threads)."""
+    return float(np.sum(np.multiply(x, y)))
+
 def _check(n_bins: int, norm: str) -> None:
     if type(n_bins) is not int or n_bins < 1:
         raise ValueError(f"n_bins must be an int >= 1, got {n_bins!r}")
@@ -181,9 +186,9 @@ def calibration_error_bounds(
         return max(0.0, float(abs_lo.max()) - slack), min(1.0, float(abs_hi.max()) + slack)
     w_min, w_max = w_sure / total, (w_sure + w_free) / total
     if norm == "l1":
-        low, high = float(np.dot(abs_lo, w_min)), float(np.dot(abs_hi, w_max))
+        low, high = float(_dot(abs_lo, w_min)), float(_dot(abs_hi, w_max))
         return max(0.0, low - slack), min(1.0, high + slack)
-    low, high = float(np.dot(abs_lo**2, w_min)), float(np.dot(abs_hi**2, w_max))
+    low, high = float(_dot(abs_lo**2, w_min)), float(_dot(abs_hi**2, w_max))
     return max(0.0, math.sqrt(max(low, 0.0)) - slack), min(1.0, math.sqrt(high) + slack)
 
 

@@ -67,6 +67,11 @@ _EPS = float(np.finfo(np.float64).eps)
 _KS_EXACT_N = 10000  # scipy's MAX_AUTO_N
 
 
+
+def _dot(x: np.ndarray, y: np.ndarray) -> float:
+    """``sum(x * y)`` without BLAS (``np.dot`` on a shared machine waits for its threads)."""
+    return float(np.sum(np.multiply(x, y)))
+
 def _undefined(name: str) -> float:
     warnings.warn(
         f"{name}: the window or the reference has no event with a non-zero weight; "
@@ -133,7 +138,7 @@ def wasserstein(values: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
     keep = (np.asarray(a) > 0) | (np.asarray(b) > 0)
     values = np.asarray(values, dtype=np.float64)[keep]
     fa, fb = cdfs[0][keep], cdfs[1][keep]
-    return float(np.dot(np.abs(fa[:-1] - fb[:-1]), np.diff(values)))
+    return float(_dot(np.abs(fa[:-1] - fb[:-1]), np.diff(values)))
 
 
 def wasserstein_bounds(
@@ -153,11 +158,11 @@ def wasserstein_bounds(
     with np.errstate(over="ignore", invalid="ignore"):
         width = hi - lo
         gaps = lo[1:] - hi[:-1]  # F_a, F_b constant between levels
-        between = float(np.dot(np.abs(fa[:-1] - fb[:-1]), gaps))
+        between = float(_dot(np.abs(fa[:-1] - fb[:-1]), gaps))
         up_in = np.maximum(np.maximum(fa - pb, fb - pa), 0.0)
         low_in = np.maximum(np.maximum(pa - fb, pb - fa), 0.0)
-        high = between + float(np.dot(up_in, width))
-        low = between + float(np.dot(low_in, width))
+        high = between + float(_dot(up_in, width))
+        low = between + float(_dot(low_in, width))
     slack = (4 * len(lo) + 32) * _EPS
     return max(0.0, low * (1 - slack)), high * (1 + slack)
 
