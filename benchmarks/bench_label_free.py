@@ -34,7 +34,7 @@ os.environ.setdefault("NML_DISABLE_USAGE_LOGGING", "1")
 import numpy as np
 
 from streammetrics.kernels.binning import make_binning
-from streammetrics.kernels.histogram import ScoreHistogram
+from streammetrics.kernels.histogram import ScoreHistogram, add_grouped
 from streammetrics.monitors.reference import Reference
 
 METRICS = ("roc_auc", "accuracy", "precision", "recall", "f1")
@@ -108,7 +108,7 @@ def run_streammetrics(ry: np.ndarray, rs: np.ndarray, s: np.ndarray, size: int, 
     out = []
     for sl in chunks(len(s), size):
         window = ScoreHistogram(binning)  # label-free window: the scores only
-        window.add_many(s[sl])
+        add_grouped([window], binning.keys(s[sl]), None, None)
         out.append(reference.metrics(window))
     return out
 

@@ -29,6 +29,7 @@ metric                      definition (kernel)
 ==========================  =================================================================
 
 A window is a ``BinaryScores`` or ``BinaryMonitor`` (labelled: every metric), a
+``ScoreDistribution`` (anything with ``histogram()`` and ``bins_per_octave``), a
 :class:`~streammetrics.kernels.histogram.ScoreHistogram`, or a tuple
 ``(keys or scores, weights, binning)``. Reference and window may differ in binning: both
 exact stay exact, otherwise drift is computed on the coarser of their log grids.
@@ -57,7 +58,7 @@ import numpy as np
 from streammetrics.core.accumulator import Accumulator, from_dict
 from streammetrics.core.exceptions import UndefinedMetricWarning
 from streammetrics.kernels import calibration, cbpe, drift
-from streammetrics.kernels.binning import Binning
+from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning
 from streammetrics.kernels.histogram import ScoreHistogram, aligned
 from streammetrics.kernels.levels import (
     clamp_bounds,
@@ -95,17 +96,37 @@ def _scores_of(obj: Any) -> BinaryScores | None:
     return scores if isinstance(scores, BinaryScores) else None
 
 
+def _distribution_of(obj: Any) -> Histogram | None:
+    """``(keys, weights, binning)`` of a ScoreDistribution-like object: ``histogram()``
+    giving ``(smallest score per bin, weights)`` and ``bins_per_octave`` (None: exact)."""
+    hist = getattr(obj, "histogram", None)
+    if not callable(hist) or not hasattr(obj, "bins_per_octave"):
+        return None
+    bpo = obj.bins_per_octave
+    binning: Binning = ExactBinning() if bpo is None else LogGridBinning(bpo)
+    thresholds, weights = hist()
+    keys = binning.keys(np.asarray(thresholds, dtype=np.float64))
+    return keys, np.asarray(weights, dtype=np.float64), binning
+
+
 def window_histogram(window: Any) -> Histogram:
     """``(keys, weights, binning)`` (ascending keys) of the score distribution of a window
-    (see the module docstring for what a window may be)."""
-    scores = _scores_of(window) if isinstance(window, (Accumulator, Mapping)) else None
+    (see the module docstring for what a window may be). A monitor's label-free
+    ``predictions`` (a ScoreDistribution: every prediction, labelled or not) is preferred
+    to its labelled ``scores``."""
+    if isinstance(window, Mapping):
+        window = from_dict(window)
+    for obj in (getattr(window, "predictions", None), window):
+        found = _distribution_of(obj) if obj is not None else None
+        if found is not None:
+            return found
+    scores = _scores_of(window) if isinstance(window, Accumulator) else None
     if scores is not None:
         binning = scores._binning
         keys, table = aligned(scores._neg, scores._pos)
         return keys, table[0] + table[1], binning
-    hist = getattr(window, "histogram", window)  # e.g. a ScoreDistribution's histogram
-    if isinstance(hist, ScoreHistogram):
-        return (*histogram_arrays(hist.weights, hist.binning), hist.binning)
+    if isinstance(window, ScoreHistogram):
+        return (*histogram_arrays(window.weights, window.binning), window.binning)
     if isinstance(window, tuple) and len(window) == 3 and isinstance(window[2], Binning):
         keys, weights, binning = window
         keys = np.asarray(keys, dtype=np.float64 if binning.exact else np.int64)
@@ -121,7 +142,7 @@ def window_histogram(window: Any) -> Histogram:
             raise ValueError("window keys must be distinct")
         return keys, weights, binning
     raise TypeError(
-        "window must be a BinaryScores, BinaryMonitor, ScoreHistogram or a "
+        "window must be a BinaryScores, BinaryMonitor, ScoreDistribution, ScoreHistogram or a "
         f"(keys, weights, binning) tuple, got {type(window).__name__}"
     )
 
@@ -290,7 +311,7 @@ class Reference:
     def ece(self, window: Any) -> tuple[float, float, float]:
         """``(ece, low, high)`` of a labelled window (``BinaryScores`` / ``BinaryMonitor``):
         torchmetrics' binary calibration error with ``ece_bins`` / ``ece_norm``."""
-        scores = _scores_of(window) if isinstance(window, (Accumulator, Mapping)) else None
+        scores = _scores_of(window)
         if scores is None:
             raise TypeError("the calibration error needs a labelled window (BinaryScores or BinaryMonitor)")
         binning = scores._binning
@@ -310,7 +331,7 @@ class Reference:
         ``sklearn.calibration.calibration_curve`` (exact states; on bins with every event at
         its bin's midpoint) and, on bins (``uniform`` only), per-bin ``bounds`` from
         :func:`~streammetrics.kernels.calibration.reliability_curve_bounds` (None when exact)."""
-        scores = _scores_of(window) if isinstance(window, (Accumulator, Mapping)) else None
+        scores = _scores_of(window)
         if scores is None:
             raise TypeError("the reliability curve needs a labelled window (BinaryScores or BinaryMonitor)")
         binning = scores._binning
@@ -330,7 +351,7 @@ class Reference:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UndefinedMetricWarning)
             out: dict[str, float] = {**self.drift(window), **self.estimate(window)}
-            labelled = isinstance(window, (Accumulator, Mapping)) and _scores_of(window) is not None
+            labelled = _scores_of(window) is not None
             try:
                 e = self.ece(window) if labelled else (math.nan,) * 3
             except ValueError:  # scores outside [0, 1]: no calibration error

@@ -13,7 +13,7 @@ from sklearn.isotonic import IsotonicRegression
 from streammetrics.core.exceptions import UndefinedMetricWarning
 from streammetrics.kernels import cbpe
 from streammetrics.kernels.binning import ExactBinning
-from streammetrics.kernels.histogram import ScoreHistogram, aligned
+from streammetrics.kernels.histogram import ScoreHistogram, add_grouped, aligned
 
 POOL = [0.0, 0.05, 0.1, 0.2, 1 / 3, 0.5, 0.6, 0.8, 0.95, 1.0]
 scores_st = st.one_of(st.sampled_from(POOL), st.floats(0.0, 1.0))
@@ -32,8 +32,7 @@ def labelled(draw, weighted=False, min_size=1):
 def levels_of(y, s, w):
     b = ExactBinning()
     neg, pos = ScoreHistogram(b), ScoreHistogram(b)
-    neg.add_many(s[y == 0], w[y == 0])
-    pos.add_many(s[y == 1], w[y == 1])
+    add_grouped([neg, pos], b.keys(s), y, w)
     keys, table = aligned(neg, pos)
     return keys, table[0], table[1]
 

@@ -15,7 +15,7 @@ from scipy.stats import ks_2samp, wasserstein_distance
 from streammetrics.core.exceptions import UndefinedMetricWarning
 from streammetrics.kernels import drift
 from streammetrics.kernels.binning import ExactBinning, LogGridBinning
-from streammetrics.kernels.histogram import ScoreHistogram
+from streammetrics.kernels.histogram import ScoreHistogram, add_grouped
 from streammetrics.kernels.levels import (
     common_levels,
     histogram_arrays,
@@ -43,7 +43,7 @@ def sample(draw, min_size=1, weighted=False):
 
 def hist(s, w, binning):
     h = ScoreHistogram(binning)
-    h.add_many(s, w)
+    add_grouped([h], binning.keys(s), None, w)
     return (*histogram_arrays(h.weights, binning), binning)
 
 
@@ -133,13 +133,14 @@ def test_any_split_merged_gives_the_same_statistics(x, parts, rnd):
     ref = np.linspace(0, 1, 17) ** 2
     binning = LogGridBinning(64)
     whole = ScoreHistogram(binning)
-    whole.add_many(s, w)
+    add_grouped([whole], binning.keys(s), None, w)
     cut = sorted(rnd.sample(range(1, len(s)), min(parts - 1, len(s) - 1)))
     pieces = []
     for chunk in np.split(np.arange(len(s)), cut):
         h = ScoreHistogram(binning)
         for i in chunk:  # per-event path for the parts, batch path for the whole
-            h.add(float(s[i]), float(w[i]))
+            k = binning.key(float(s[i]))
+            h.weights[k] = h.weights.get(k, 0.0) + float(w[i])
         pieces.append(h)
     rnd.shuffle(pieces)
     merged = ScoreHistogram(binning)

@@ -17,7 +17,7 @@ import streammetrics.monitors.reference as reference_module
 from streammetrics.core.exceptions import UndefinedMetricWarning
 from streammetrics.kernels import calibration
 from streammetrics.kernels.binning import ExactBinning, LogGridBinning
-from streammetrics.kernels.histogram import ScoreHistogram
+from streammetrics.kernels.histogram import ScoreHistogram, add_grouped
 from streammetrics.metrics.binary_scores import BinaryScores
 from streammetrics.monitors import BinaryMonitor
 from streammetrics.monitors.reference import METRICS, Reference
@@ -138,7 +138,7 @@ def test_window_forms_agree():
     monitor = BinaryMonitor()
     monitor.update_many([{"y_true": int(a), "score": float(b)} for a, b in zip(y, s)])
     hist = ScoreHistogram(scores._binning)
-    hist.add_many(s)
+    add_grouped([hist], hist.binning.keys(s), None, None)
     label_free = {k: v for k, v in ref.metrics(scores).items() if not k.startswith("ece")}
     assert ref.metrics(monitor) == ref.metrics(scores)
     assert ref.metrics(monitor.to_dict()) == ref.metrics(scores)
@@ -229,3 +229,37 @@ def test_reliability_of_a_labelled_window():
     assert len(sure) <= len(expected[0]) <= len(b["bin"])
     with pytest.raises(TypeError, match="labelled"):
         ref.reliability(ScoreHistogram(LogGridBinning(4)))
+
+
+class _Distribution:
+    """Stand-in with ScoreDistribution's label-free interface (histogram(), bins_per_octave)."""
+
+    def __init__(self, hist, bins_per_octave):
+        self._hist, self.bins_per_octave = hist, bins_per_octave
+
+    def histogram(self):
+        keys = np.array(sorted(self._hist.weights))
+        return self._hist.binning.lowest(keys), np.array([self._hist.weights[k] for k in keys])
+
+
+class _Monitor:
+    def __init__(self, predictions, scores):
+        self.predictions, self.scores = predictions, scores
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_score_distribution_windows(exact):
+    rng = np.random.default_rng(6)
+    ref = Reference.from_arrays(rng.random(300) < 0.4, rng.random(300))
+    s = rng.random(80)
+    scores = BinaryScores(exact=exact).update_many((rng.random(80) < s).astype(int), s)
+    hist = ScoreHistogram(scores._binning)
+    add_grouped([hist], hist.binning.keys(s), None, None)
+    dist = _Distribution(hist, scores.bins_per_octave)
+    expected = ref.metrics(scores)
+    label_free = {k: v for k, v in expected.items() if not k.startswith("ece")}
+    got = ref.metrics(dist)
+    assert {k: v for k, v in got.items() if not k.startswith("ece")} == label_free
+    assert got["ece"] is None
+    # a monitor's predictions (every event) drive drift and estimates, its scores the ECE
+    assert ref.metrics(_Monitor(dist, scores)) == expected
