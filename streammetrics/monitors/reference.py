@@ -48,6 +48,7 @@ exact stay exact, otherwise drift is computed on the coarser of their log grids.
 """
 from __future__ import annotations
 
+import json
 import math
 import warnings
 from collections.abc import Iterable, Mapping
@@ -71,7 +72,7 @@ from streammetrics.kernels.levels import (
 )
 from streammetrics.metrics.binary_scores import BinaryScores
 
-__all__ = ["METRICS", "Reference", "window_histogram"]
+__all__ = ["METRICS", "Reference", "load_references", "window_histogram"]
 
 #: the keys of :meth:`Reference.metrics`
 METRICS = (
@@ -363,3 +364,90 @@ class Reference:
         return (f"Reference(count={self.count}, threshold={self.threshold}, "
                 f"psi_groups={self.psi_groups}, ece_bins={self.ece_bins}, ece_norm={self.ece_norm!r})")
 
+
+
+_BATCH = 1 << 16  # events parsed per batch by load_references
+
+
+def load_references(
+    path: str, *, fields: Mapping[str, str] | None = None, exact: bool = False, **options: Any
+) -> dict[tuple[str, str], Reference]:
+    """One :class:`Reference` per ``(model, segment)`` key from a JSONL file (contract
+    section 6, ``--reference FILE``): labelled binary prediction events (contract section 2,
+    ``fields`` remaps names as ``--field``), or snapshots (section 3) whose monitor states
+    are merged, or both. Of snapshots, the last one per ``(key, window start)`` counts (a
+    re-emitted window replaces the earlier one); a key's cumulative snapshot, when there is
+    one, is used instead of its windows. Blank lines are skipped; any other bad line raises
+    ``ValueError`` naming the line and the field. Events are read in batches of 65,536
+    lines, so memory is bounded by the references' states, not the file's size."""
+    from streammetrics.stream.events import EventParser
+    from streammetrics.stream.snapshots import SNAPSHOT_SCHEMA
+
+    parser = EventParser("binary", fields=fields)
+    accs: dict[tuple[str, str], BinaryScores] = {}
+    windows: dict[tuple[str, str], dict[Any, BinaryScores]] = {}
+    cumulative: dict[tuple[str, str], BinaryScores] = {}
+    batch: list[Any] = []
+
+    def flush() -> None:
+        groups: dict[tuple[str, str], list[Any]] = {}
+        for e in batch:
+            groups.setdefault(e.key, []).append(e)
+        for key, events in groups.items():
+            acc = accs.setdefault(key, BinaryScores(exact=exact))
+            w = np.array([e.weight for e in events], dtype=np.float64)
+            acc.update_many(
+                np.array([e.y_true for e in events], dtype=np.int64),
+                np.array([e.score for e in events], dtype=np.float64),
+                None if (w == 1.0).all() else w,
+            )
+        batch.clear()
+
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                raise ValueError(f"{path}:{lineno}: not JSON ({exc})") from None
+            if isinstance(obj, dict) and "schema" in obj:
+                if obj["schema"] != SNAPSHOT_SCHEMA:
+                    raise ValueError(f"{path}:{lineno}: unknown snapshot schema {obj['schema']!r}")
+                try:
+                    key = (str(obj["key"]["model"]), str(obj["key"]["segment"]))
+                    scores = _scores_of(obj["state"])
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise ValueError(f"{path}:{lineno}: bad snapshot ({exc})") from None
+                if scores is None:
+                    raise ValueError(f"{path}:{lineno}: the snapshot's state holds no binary scores")
+                if obj.get("cumulative"):
+                    cumulative[key] = scores
+                else:
+                    windows.setdefault(key, {})[json.dumps(obj.get("window"))] = scores
+                continue
+            event = parser.parse(obj)
+            if not hasattr(event, "key"):
+                raise ValueError(f"{path}:{lineno}: {event}")
+            if event.y_true is None:
+                raise ValueError(f"{path}:{lineno}: reference events must be labelled (no 'y_true')")
+            batch.append(event)
+            if len(batch) >= _BATCH:
+                flush()
+    flush()
+    for key, parts in windows.items():
+        if key in cumulative:
+            continue
+        for scores in parts.values():
+            _merge_into(accs, key, scores)
+    for key, scores in cumulative.items():
+        _merge_into(accs, key, scores)
+    return {key: Reference(acc, **options) for key, acc in accs.items() if acc.total_weight > 0}
+
+
+def _merge_into(accs: dict[tuple[str, str], BinaryScores], key: tuple[str, str], scores: BinaryScores) -> None:
+    acc = accs.get(key)
+    if acc is None:
+        accs[key] = scores.copy()
+    else:
+        acc.merge(scores)

@@ -263,3 +263,44 @@ def test_score_distribution_windows(exact):
     assert got["ece"] is None
     # a monitor's predictions (every event) drive drift and estimates, its scores the ECE
     assert ref.metrics(_Monitor(dist, scores)) == expected
+
+
+def test_load_references_from_events_and_snapshots(tmp_path):
+    import json
+
+    from streammetrics.monitors.reference import load_references
+    from streammetrics.stream.snapshots import SNAPSHOT_SCHEMA
+
+    rng = np.random.default_rng(8)
+    s = rng.random(300)
+    y = (rng.random(300) < s).astype(int)
+    events = [{"ts": 1.0 + i, "model": "m", "segment": "a", "y_true": int(y[i]), "score": float(s[i])}
+              for i in range(150)]
+    monitors = [BinaryMonitor(), BinaryMonitor()]
+    for i in range(150, 300):
+        monitors[i % 2].update({"y_true": int(y[i]), "score": float(s[i])})
+
+    def snap(mon, start, **extra):
+        return {"schema": SNAPSHOT_SCHEMA, "key": {"model": "m", "segment": "b"},
+                "window": {"start": start, "end": start + 60}, "final": True, "count": mon.count,
+                "late": 0, "metrics": {}, "state": mon.to_dict(), **extra}
+
+    lines = [json.dumps(e) for e in events]
+    lines += [json.dumps(snap(BinaryMonitor(), 0)), "", json.dumps(snap(monitors[0], 0)),  # re-emitted
+              json.dumps(snap(monitors[1], 60))]
+    path = tmp_path / "ref.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    refs = load_references(str(path), threshold=0.4)
+    assert set(refs) == {("m", "a"), ("m", "b")}
+    window = BinaryScores().update_many(y, s)
+    assert refs[("m", "a")].metrics(window) == Reference.from_arrays(y[:150], s[:150], threshold=0.4).metrics(window)
+    assert refs[("m", "b")].metrics(window) == Reference.from_arrays(y[150:], s[150:], threshold=0.4).metrics(window)
+    # a cumulative snapshot replaces the key's windows
+    both = monitors[0] + monitors[1]
+    path.write_text("\n".join([json.dumps(snap(monitors[0], 0)), json.dumps(snap(both, 0, cumulative=True))]))
+    assert load_references(str(path))[("m", "b")].to_dict() == Reference.from_states([both]).to_dict()
+    for bad, message in (('{"ts": 1, "model": "m", "score": 0.5}', "y_true"), ("{not json", "not JSON"),
+                         ('{"schema": "other/1"}', "schema")):
+        path.write_text(bad + "\n")
+        with pytest.raises(ValueError, match=message):
+            load_references(str(path))
