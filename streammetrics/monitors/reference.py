@@ -380,7 +380,7 @@ def load_references(
     one, is used instead of its windows. Blank lines are skipped; any other bad line raises
     ``ValueError`` naming the line and the field. Events are read in batches of 65,536
     lines, so memory is bounded by the references' states, not the file's size."""
-    from streammetrics.stream.events import EventParser
+    from streammetrics.stream.events import Event, EventParser
     from streammetrics.stream.snapshots import SNAPSHOT_SCHEMA
 
     parser = EventParser("binary", fields=fields)
@@ -427,7 +427,7 @@ def load_references(
                     windows.setdefault(key, {})[json.dumps(obj.get("window"))] = scores
                 continue
             event = parser.parse(obj)
-            if not hasattr(event, "key"):
+            if not isinstance(event, Event):
                 raise ValueError(f"{path}:{lineno}: {event}")
             if event.y_true is None:
                 raise ValueError(f"{path}:{lineno}: reference events must be labelled (no 'y_true')")
