@@ -58,6 +58,7 @@ import numpy as np
 
 from streammetrics.core.accumulator import Accumulator, from_dict
 from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.validation import check_number
 from streammetrics.kernels import calibration, cbpe, drift
 from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning
 from streammetrics.kernels.histogram import ScoreHistogram, aligned
@@ -173,7 +174,7 @@ class Reference:
             raise ValueError(f"psi_groups must be a positive int, got {psi_groups!r}")
         calibration._check(ece_bins, ece_norm)
         self.scores = scores.copy()
-        self.threshold = float(threshold)
+        self.threshold = check_number(threshold, "threshold")
         self.psi_groups = psi_groups
         self.ece_bins = ece_bins
         self.ece_norm = ece_norm

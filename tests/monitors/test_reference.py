@@ -304,3 +304,53 @@ def test_load_references_from_events_and_snapshots(tmp_path):
         path.write_text(bad + "\n")
         with pytest.raises(ValueError, match=message):
             load_references(str(path))
+
+
+@st.composite
+def weighted(draw, min_size=1, max_size=50):
+    y, s = draw(labelled(min_size, max_size))
+    w = np.array(draw(st.lists(st.floats(0.1, 5.0), min_size=len(s), max_size=len(s))))
+    return y, s, w
+
+
+def weighted_ecdf_gaps(x, wx, y, wy):
+    pts = np.sort(np.concatenate((x, y)))
+    ox, oy = np.argsort(x), np.argsort(y)
+    fx = (np.concatenate(([0.0], np.cumsum(wx[ox]))) / wx.sum())[np.searchsorted(x[ox], pts, "right")]
+    fy = (np.concatenate(([0.0], np.cumsum(wy[oy]))) / wy.sum())[np.searchsorted(y[oy], pts, "right")]
+    return float(np.max(np.abs(fx - fy)))
+
+
+@settings(max_examples=60)
+@given(weighted(min_size=2), weighted(), st.booleans())
+def test_weighted_streams_match_weighted_definitions(ref, window, ref_exact):
+    """Sample weights: weighted ECDFs, scipy's weighted Wasserstein, sklearn's weighted
+    isotonic fit, weighted CBPE sums and weight-for-count ECE; a reference on either
+    binning against an exact window."""
+    ry, rs, rw = ref
+    y, s, w = window
+    r = Reference.from_arrays(ry, rs, rw, exact=True)
+    got = r.metrics(BinaryScores(exact=True).update_many(y, s, w))
+    assert got["drift_ks"] == pytest.approx(weighted_ecdf_gaps(s, w, rs, rw), abs=1e-12)
+    assert got["drift_wasserstein"] == pytest.approx(wasserstein_distance(s, rs, w, rw), rel=1e-9, abs=1e-12)
+    c = IsotonicRegression(out_of_bounds="clip").fit(rs, ry, sample_weight=rw).predict(s)
+    pred = s >= 0.5
+    tp, fp = (w * c)[pred].sum(), (w * (1 - c))[pred].sum()
+    fn, tn = (w * c)[~pred].sum(), (w * (1 - c))[~pred].sum()
+    assert got["estimated_accuracy"] == pytest.approx((tp + tn) / w.sum(), abs=1e-9)
+    assert got["estimated_recall"] == pytest.approx(tp / (tp + fn) if tp + fn else 0.0, abs=1e-9)
+    assert got["estimated_precision"] == pytest.approx(tp / (tp + fp) if tp + fp else 0.0, abs=1e-9)
+    b = calibration.torch_linspace(15)
+    idx = np.searchsorted(b, s, side="right") - 1
+    cnt = np.bincount(idx, weights=w, minlength=16)
+    with np.errstate(invalid="ignore"):
+        conf = np.nan_to_num(np.bincount(idx, weights=s * w, minlength=16) / cnt)
+        acc = np.nan_to_num(np.bincount(idx, weights=y * w, minlength=16) / cnt)
+    assert got["ece"] == pytest.approx(float(np.sum(np.abs(acc - conf) * cnt / cnt.sum())), abs=1e-12)
+    if not ref_exact:  # a binned reference: bounds around the events' values
+        g = Reference.from_arrays(ry, rs, rw, bins=8).metrics(BinaryScores(exact=True).update_many(y, s, w))
+        raw_ks = weighted_ecdf_gaps(s, w, rs, rw)
+        raw_w = wasserstein_distance(s, rs, w, rw)
+        assert g["drift_ks_low"] - 1e-12 <= raw_ks <= g["drift_ks_high"] + 1e-12
+        tol = 1e-12 * (1 + raw_w)
+        assert g["drift_wasserstein_low"] - tol <= raw_w <= g["drift_wasserstein_high"] + tol
