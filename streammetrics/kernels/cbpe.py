@@ -6,7 +6,8 @@
    label, pooled by the pool-adjacent-violators algorithm, and :func:`calibrate` predicts by
    linear interpolation between the fitted points (``np.interp``), clipped to the fitted
    range; like scikit-learn, scores less than 1e-15 above the first of a run are pooled
-   into one point. On bins the fit is the same monotone fit with each bin at its midpoint.
+   into one point. On bins (:func:`isotonic_fit_bins`) it is the same monotone fit on the
+   bins' weights, constant across each bin and interpolated between bins.
    NannyML calibrates only when a cross-validated check on the reference rows says it
    helps (``needs_calibration``: random splits of the rows, which a histogram does not
    keep); we always calibrate, unless asked not to (``calibrated=None`` uses the scores).
@@ -37,7 +38,14 @@ import numpy as np
 from streammetrics.core.exceptions import UndefinedMetricWarning
 from streammetrics.kernels import ranking
 
-__all__ = ["calibrate", "estimated_metrics", "estimated_roc_auc", "expected_confusion", "isotonic_fit"]
+__all__ = [
+    "calibrate",
+    "estimated_metrics",
+    "estimated_roc_auc",
+    "expected_confusion",
+    "isotonic_fit",
+    "isotonic_fit_bins",
+]
 
 
 def _pava(y: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -70,6 +78,22 @@ def isotonic_fit(x: np.ndarray, neg: np.ndarray, pos: np.ndarray) -> tuple[np.nd
         raise ValueError("the reference has no labelled event with a non-zero weight")
     x, w, pos = _merge_close(x[keep], w[keep], pos[keep])
     return x, _pava(pos / w, w)
+
+
+def isotonic_fit_bins(
+    lo: np.ndarray, hi: np.ndarray, neg: np.ndarray, pos: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The isotonic fit on binned levels (scores in ``[lo, hi]``, ascending, disjoint) as
+    interpolation knots for :func:`calibrate`: the pooled value is constant across each
+    bin (every reference event of a bin gets it) and interpolated linearly between bins."""
+    lo = np.asarray(lo, dtype=np.float64)
+    hi = np.asarray(hi, dtype=np.float64)
+    w = np.asarray(neg, dtype=np.float64) + np.asarray(pos, dtype=np.float64)
+    keep = w > 0
+    if not keep.any():
+        raise ValueError("the reference has no labelled event with a non-zero weight")
+    y = _pava(np.asarray(pos, dtype=np.float64)[keep] / w[keep], w[keep])
+    return np.column_stack((lo[keep], hi[keep])).ravel(), np.repeat(y, 2)
 
 
 _RESOLUTION = float(np.finfo(np.float64).resolution)  # 1e-15

@@ -182,8 +182,10 @@ class Reference:
         keys, table = aligned(self.scores._neg, self.scores._pos)
         self._hist: Histogram = (keys, table[0] + table[1], binning)
         lo, hi = level_bounds(binning, keys)
-        x = keys.astype(np.float64) if binning.exact else representative(lo, hi)
-        self._fit = cbpe.isotonic_fit(x, table[0], table[1])
+        if binning.exact:
+            self._fit = cbpe.isotonic_fit(keys.astype(np.float64), table[0], table[1])
+        else:
+            self._fit = cbpe.isotonic_fit_bins(lo, hi, table[0], table[1])
         # the reference's (keys, weights, raw lo, raw hi) per binning windows came on
         self._on: dict[Binning, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
 

@@ -123,3 +123,32 @@ def test_empty_window_and_degenerate_calibration():
     # a single reference score calibrates every score to its mean label
     x, fit = cbpe.isotonic_fit(np.array([0.3]), np.array([3.0]), np.array([1.0]))
     assert np.array_equal(cbpe.calibrate(np.array([0.0, 0.9]), x, fit), [0.25, 0.25])
+
+
+@given(labelled(weighted=True), st.lists(st.floats(0.0, 1.0), min_size=1, max_size=30),
+       st.sampled_from([1, 4, 64]))
+def test_isotonic_fit_on_bins(ref, queries, bins):
+    from streammetrics.kernels.binning import LogGridBinning
+    from streammetrics.kernels.levels import level_bounds
+
+    y, s, w = ref
+    # distinct-score levels as bins of zero width: sklearn's fit, except its 1e-15 pooling
+    keys, neg, pos = levels_of(y, s, w)
+    if len(keys) < 2 or np.min(np.diff(keys)) >= 1e-15:
+        xk, yk = cbpe.isotonic_fit_bins(keys, keys, neg, pos)
+        model = IsotonicRegression(out_of_bounds="clip").fit(s, y, sample_weight=w)
+        t = np.array(queries)
+        np.testing.assert_allclose(cbpe.calibrate(t, xk, yk), model.predict(t), rtol=1e-12, atol=1e-12)
+    # on a grid: monotone, constant across each bin, and equal to the pooled weighted mean
+    binning = LogGridBinning(bins)
+    gneg, gpos = ScoreHistogram(binning), ScoreHistogram(binning)
+    add_grouped([gneg, gpos], binning.keys(s), y, w)
+    gkeys, table = aligned(gneg, gpos)
+    lo, hi = level_bounds(binning, gkeys)
+    xk, yk = cbpe.isotonic_fit_bins(lo, hi, table[0], table[1])
+    c = cbpe.calibrate(s, xk, yk)
+    order = np.argsort(s)
+    assert (np.diff(c[order]) >= -1e-12).all()
+    assert np.allclose(cbpe.calibrate(lo, xk, yk), cbpe.calibrate(hi, xk, yk))
+    # the isotonic fit preserves the weighted mean label
+    assert float(np.sum(w * c)) == pytest.approx(float(np.sum(w * y)), abs=1e-9 * (1 + w.sum()))
