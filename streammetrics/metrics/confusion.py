@@ -30,6 +30,7 @@ from typing import Any, Hashable, Iterable, Mapping, Sequence
 import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
+from streammetrics.core.state import Field, describe
 from streammetrics.core.exceptions import UndefinedMetricWarning
 from streammetrics.core.validation import (
     as_label_array,
@@ -75,6 +76,59 @@ def _array_kind(arr: np.ndarray, name: str) -> str | None:
     return first
 
 
+# ----------------------------------------------------------------------------- declared state
+def _merge_cells(mine: tuple, theirs: tuple, acc: Any) -> tuple:
+    n, w, n_weighted = mine
+    for key, v in theirs[0].items():
+        n[key] = n.get(key, 0) + v
+    for key, x in theirs[1].items():
+        w[key] = w.get(key, 0.0) + x
+    return n, w, n_weighted + theirs[2]
+
+
+def _encode_cells(value: tuple, acc: Any) -> tuple:
+    n, w, n_weighted = value
+    cells = {key: float(c) for key, c in n.items()}
+    for key, x in w.items():
+        cells[key] = cells.get(key, 0.0) + x
+    count = sum(n.values()) + n_weighted
+    total = float(sum(n.values())) + math.fsum(w.values())
+    return count, total, [[t, p, float(x)] for (t, p), x in sorted(cells.items())]
+
+
+def _decode_cells(raw: tuple, acc: "ConfusionMatrix", loaded: Mapping[str, Any]) -> tuple:
+    count, total, cells = raw
+    if type(count) is not int or count < 0:
+        raise ValueError(f"count must be a non-negative int, got {describe(count)}")
+    total = check_weight(total, "total_weight")
+    if not isinstance(cells, list):
+        raise ValueError(f"cells must be a list of [true, pred, weight], got {type(cells).__name__}")
+    if len(cells) > count:
+        raise ValueError(f"{len(cells)} cells cannot come from count={count} events")
+    parsed: dict[tuple, float] = {}
+    for i, cell in enumerate(cells):
+        if not isinstance(cell, list) or len(cell) != 3:
+            raise ValueError(f"cells[{i}] must be a [true, pred, weight] list, got {describe(cell)}")
+        t = to_builtin_label(cell[0], f"cells[{i}][0]")
+        p = to_builtin_label(cell[1], f"cells[{i}][1]")
+        w = check_weight(cell[2], f"cells[{i}][2]")
+        key = (t, p)
+        if key in parsed or (t, p) != (cell[0], cell[1]):
+            raise ValueError(f"cells[{i}] repeats or mis-encodes the cell {key!r}")
+        parsed[key] = w
+    return acc._check_cells(parsed, count, total, loaded["unit_weights"])
+
+
+_CONFUSION_STATE = (
+    Field("unit_weights", lambda acc: True, "flag_all", attrs="_unit"),
+    # unit-weight counts and weighted sums per (true, pred) cell, and the number of
+    # weighted events; written as the cells' total weights with count and total_weight
+    Field(("count", "total_weight", "cells"), lambda acc: ({}, {}, 0), attrs=("_n", "_w", "_n_weighted"),
+          merge=_merge_cells, copy=lambda v: (dict(v[0]), dict(v[1]), v[2]),
+          encode=_encode_cells, decode=_decode_cells),
+)
+
+
 class ConfusionMatrix(Accumulator):
     """Weighted confusion matrix of hard predictions with scikit-learn's metrics.
 
@@ -84,6 +138,7 @@ class ConfusionMatrix(Accumulator):
     """
 
     type_name = "ConfusionMatrix"
+    state_fields = _CONFUSION_STATE
 
     def __init__(self, labels: Sequence[Hashable] | None = None) -> None:
         if labels is None:
@@ -107,15 +162,25 @@ class ConfusionMatrix(Accumulator):
             self._fixed = fixed
             self._allowed = frozenset(fixed)
             self._fixed_kind = kinds.pop()
-        self._reset_state()
+        self.reset()
 
     # ------------------------------------------------------------------ state
-    def _reset_state(self) -> None:
-        self._n: dict[tuple, int] = {}  # cell -> number of events of weight exactly 1
-        self._w: dict[tuple, float] = {}  # cell -> summed weight of the other events
-        self._n_weighted = 0  # number of events in self._w
-        self._unit = True  # every weight so far was exactly 1 (report prints int supports)
-        self._set_kind(self._fixed_kind)
+    _n: dict[tuple, int]  # cell -> number of events of weight exactly 1
+    _w: dict[tuple, float]  # cell -> summed weight of the other events
+    _n_weighted: int  # number of events in self._w
+    _unit: bool  # every weight so far was exactly 1 (report prints int supports)
+
+    def _refresh(self) -> None:
+        """The label kind (derived: every label seen has a cell) and its fast-path class."""
+        cell = next(iter(self._n or self._w), None)
+        self._set_kind(self._fixed_kind if cell is None else _kind(cell[0]))
+
+    def _check_merge(self, other: Accumulator) -> None:
+        assert isinstance(other, ConfusionMatrix)
+        if self._kind is not None and other._kind is not None and self._kind != other._kind:
+            raise ValueError(
+                f"cannot merge a ConfusionMatrix of {other._kind} labels into one of {self._kind} labels"
+            )
 
     def _set_kind(self, kind: str | None) -> None:
         self._kind = kind
@@ -140,44 +205,10 @@ class ConfusionMatrix(Accumulator):
     def _config(self) -> dict[str, Any]:
         return {"labels": None if self._fixed is None else list(self._fixed)}
 
-    def _state(self) -> dict[str, Any]:
-        cells = sorted(self._cells.items())
-        return {
-            "count": self.count,
-            "total_weight": self.total_weight,
-            "unit_weights": self._unit,
-            "cells": [[t, p, float(w)] for (t, p), w in cells],
-        }
-
-    def _load_state(self, state: Mapping[str, Any]) -> None:
-        expected = {"count", "total_weight", "unit_weights", "cells"}
-        if set(state) != expected:
-            raise ValueError(
-                f"state keys must be {sorted(expected)}, got {sorted(map(str, state))}"
-            )
-        count, total, unit, cells = (state[k] for k in ("count", "total_weight", "unit_weights", "cells"))
-        if type(count) is not int or count < 0:
-            raise ValueError(f"count must be a non-negative int, got {count!r}")
-        total = check_weight(total, "total_weight")
-        if type(unit) is not bool:
-            raise ValueError(f"unit_weights must be a bool, got {unit!r}")
-        if not isinstance(cells, list):
-            raise ValueError(f"cells must be a list of [true, pred, weight], got {type(cells).__name__}")
-        parsed: dict[tuple, float] = {}
-        for i, cell in enumerate(cells):
-            if not isinstance(cell, list) or len(cell) != 3:
-                raise ValueError(f"cells[{i}] must be a [true, pred, weight] list, got {cell!r}")
-            t = to_builtin_label(cell[0], f"cells[{i}][0]")
-            p = to_builtin_label(cell[1], f"cells[{i}][1]")
-            w = check_weight(cell[2], f"cells[{i}][2]")
-            key = (t, p)
-            if key in parsed or (t, p) != (cell[0], cell[1]):
-                raise ValueError(f"cells[{i}] repeats or mis-encodes the cell {key!r}")
-            parsed[key] = w
-        self._set_cells(parsed, count, total, unit)
-
-    def _set_cells(self, cells: dict[tuple, float], count: int, total: float, unit: bool) -> None:
-        """Validate and install a complete state (used by from_dict and _from_counts)."""
+    def _check_cells(
+        self, cells: dict[tuple, float], count: int, total: float, unit: bool
+    ) -> tuple[dict, dict, int]:
+        """Validate a complete state; ``(unit counts, weights, weighted events)`` to install."""
         labels = {x for key in cells for x in key}
         kinds = {_kind(x) for x in labels}
         if self._fixed_kind is not None:
@@ -196,11 +227,8 @@ class ConfusionMatrix(Accumulator):
         if unit and (cell_total != count or any(w < 1 or not float(w).is_integer() for w in cells.values())):
             raise ValueError("unit_weights=True but the cells are not counts of unit-weight events")
         if unit:  # unit-weight events only: the cells are their counts
-            self._n, self._w, self._n_weighted = {k: int(w) for k, w in cells.items()}, {}, 0
-        else:
-            self._n, self._w, self._n_weighted = {}, dict(cells), count
-        self._unit = unit
-        self._set_kind(kinds.pop() if kinds else None)
+            return {k: int(w) for k, w in cells.items()}, {}, 0
+        return {}, dict(cells), count
 
     @classmethod
     def _from_counts(
@@ -222,29 +250,10 @@ class ConfusionMatrix(Accumulator):
             cells[key] = cells.get(key, 0.0) + check_weight(w, f"counts[{key!r}]")
         total = math.fsum(cells.values())
         unit = total == count and all(w >= 1 and w.is_integer() for w in cells.values())
-        cm._set_cells(cells, count, total, unit)
+        cm._n, cm._w, cm._n_weighted = cm._check_cells(cells, count, total, unit)
+        cm._unit = unit
+        cm._refresh()
         return cm
-
-    def _merge_state(self, other: "Accumulator") -> None:
-        assert isinstance(other, ConfusionMatrix)
-        if self._kind is not None and other._kind is not None and self._kind != other._kind:
-            raise ValueError(
-                f"cannot merge a ConfusionMatrix of {other._kind} labels into one of {self._kind} labels"
-            )
-        for mine, theirs in ((self._n, other._n), (self._w, other._w)):
-            for key, v in theirs.items():
-                mine[key] = mine.get(key, 0) + v
-        self._n_weighted += other._n_weighted
-        self._unit = self._unit and other._unit
-        if self._kind is None:
-            self._set_kind(other._kind)
-
-    def copy(self) -> "ConfusionMatrix":
-        new = ConfusionMatrix.__new__(ConfusionMatrix)
-        new.__dict__.update(self.__dict__)
-        new._n = dict(self._n)
-        new._w = dict(self._w)
-        return new
 
     # ---------------------------------------------------------------- updates
     def update(self, y_true: Hashable, y_pred: Hashable, weight: float = _ONE) -> "ConfusionMatrix":
@@ -420,7 +429,7 @@ class ConfusionMatrix(Accumulator):
                 self._w.clear()
                 self._unit = True
         if not self._n and not self._w:
-            self._reset_state()  # empty: forget the label kind too, as a new accumulator
+            self.reset()  # empty: forget the label kind too, as a new accumulator
         return self
 
     # ------------------------------------------------------------ accessors
