@@ -28,6 +28,7 @@ from typing import Any, Hashable, Iterable, Mapping, Sequence
 import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
+from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.core.validation import (
     as_weight_array,
     check_weight,
@@ -44,6 +45,68 @@ _SETS = (set, frozenset)
 _BUILTIN = (int, str, bool, float)
 
 
+# ----------------------------------------------------------------------------- declared state
+def _n(acc: Any) -> int:
+    return len(acc._labels)
+
+
+def _decode_samples(groups: Any, acc: Any, loaded: Mapping[str, Any]) -> dict[tuple[int, int, int], list]:
+    n, count, total = _n(acc), loaded["count"], loaded["total_weight"]
+    if not isinstance(groups, list):
+        raise ValueError("must be a list of [tp, n_true, n_pred, weight, n_zero_weight]")
+    if len(groups) > count:
+        raise ValueError(f"{len(groups)} groups cannot come from count={count} events")
+    samples: dict[tuple[int, int, int], list] = {}
+    events = 0
+    for i, g in enumerate(groups):
+        if not isinstance(g, list) or len(g) != 5:
+            raise ValueError(f"[{i}] must be [tp, n_true, n_pred, weight, n_zero_weight], got {describe(g)}")
+        ni, nt, np_, w, nz = g
+        if not all(type(x) is int for x in (ni, nt, np_, nz)):
+            raise ValueError(f"[{i}] counts must be ints, got {describe(g)}")
+        if not (0 <= ni <= nt <= n and ni <= np_ <= n and nz >= 0):
+            raise ValueError(f"[{i}] is not a possible (tp, n_true, n_pred) of {n} labels: {describe(g)}")
+        key = (ni, nt, np_)
+        if key in samples:
+            raise ValueError(f"[{i}] repeats {key!r}")
+        samples[key] = [check_weight(w, f"samples[{i}][3]"), nz]
+        events += 1 if w > 0 else 0
+        events += nz
+    if events > count or (count > 0) != bool(samples):
+        raise ValueError(f"do not describe count={count} events")
+    if abs(math.fsum(v[0] for v in samples.values()) - total) > 1e-9 * max(1.0, total):
+        raise ValueError("total_weight differs from the summed sample weights")
+    return samples
+
+
+def _merge_samples(mine: dict, theirs: dict, acc: Any) -> dict:
+    for key, (w, nz) in theirs.items():
+        g = mine.get(key)
+        if g is None:
+            mine[key] = [w, nz]
+        else:
+            g[0] += w
+            g[1] += nz
+    return mine
+
+
+_MULTILABEL_CONFUSION_STATE = (
+    Field("count", lambda acc: 0, "count", attrs="count"),
+    Field("total_weight", lambda acc: 0.0, "weight", attrs="total_weight"),
+    # per label: weight of true positives, of predictions, of truths (support)
+    Field("tp", lambda acc: [0.0] * _n(acc), "weights", decode=lambda raw, acc, ld: decode_list(raw, "weight", _n(acc))),
+    Field("pred", lambda acc: [0.0] * _n(acc), "weights", decode=lambda raw, acc, ld: decode_list(raw, "weight", _n(acc))),
+    Field("true", lambda acc: [0.0] * _n(acc), "weights", decode=lambda raw, acc, ld: decode_list(raw, "weight", _n(acc))),
+    # weight of events predicted exactly right; weighted number of wrong label decisions
+    Field("subset_correct", lambda acc: 0.0, "weight", attrs="_correct"),
+    Field("wrong_labels", lambda acc: 0.0, "weight", attrs="_wrong"),
+    # {(tp, n_true, n_pred): [summed weight, zero-weight events]}
+    Field("samples", lambda acc: {}, merge=_merge_samples, copy=lambda v: {k: list(g) for k, g in v.items()},
+          encode=lambda v, acc: [[k[0], k[1], k[2], float(g[0]), g[1]] for k, g in sorted(v.items())],
+          decode=_decode_samples),
+)
+
+
 class MultilabelConfusion(Accumulator):
     """Confusion counts for multilabel hard predictions.
 
@@ -53,6 +116,7 @@ class MultilabelConfusion(Accumulator):
     """
 
     type_name = "MultilabelConfusion"
+    state_fields = _MULTILABEL_CONFUSION_STATE
 
     def __init__(self, labels: int | Sequence[Hashable]) -> None:
         if isinstance(labels, numbers.Integral) and not isinstance(labels, bool):
@@ -73,7 +137,7 @@ class MultilabelConfusion(Accumulator):
         self._labels = names
         self._kind = _kind(names[0])
         self._index = {name: j for j, name in enumerate(names)}
-        self._reset_state()
+        self.reset()
 
     @property
     def labels(self) -> list:
@@ -81,104 +145,22 @@ class MultilabelConfusion(Accumulator):
         return list(self._labels)
 
     # ------------------------------------------------------------------ state
-    def _reset_state(self) -> None:
-        n = len(self._labels)
-        self._tp = [0.0] * n
-        self._pred = [0.0] * n
-        self._true = [0.0] * n
-        self._correct = 0.0
-        self._wrong = 0.0
-        self._samples: dict[tuple[int, int, int], list] = {}
-        self.count = 0
-        self.total_weight = 0.0
-
     def _config(self) -> dict[str, Any]:
         return {"labels": list(self._labels)}
+
+    def _check_state(self, loaded: dict[str, Any]) -> None:
+        total = loaded["total_weight"]
+        tol = 1e-9 * max(1.0, total)
+        if loaded["subset_correct"] > total + tol or any(
+            t > min(p, tr) + tol for t, p, tr in zip(loaded["tp"], loaded["pred"], loaded["true"])
+        ):
+            raise ValueError("tp or subset_correct exceed the weights they count")
 
     @classmethod
     def _from_config(cls, config: Mapping[str, Any]) -> "MultilabelConfusion":
         if set(config) != {"labels"} or not isinstance(config["labels"], list):
             raise ValueError(f"config must be {{'labels': [label, ...]}}, got {dict(config)!r}")
         return cls(config["labels"])
-
-    def _state(self) -> dict[str, Any]:
-        return {
-            "count": self.count,
-            "total_weight": self.total_weight,
-            "tp": list(self._tp),
-            "pred": list(self._pred),
-            "true": list(self._true),
-            "subset_correct": self._correct,
-            "wrong_labels": self._wrong,
-            "samples": [[k[0], k[1], k[2], float(v[0]), v[1]] for k, v in sorted(self._samples.items())],
-        }
-
-    def _load_state(self, state: Mapping[str, Any]) -> None:
-        expected = {"count", "total_weight", "tp", "pred", "true", "subset_correct", "wrong_labels", "samples"}
-        if set(state) != expected:
-            raise ValueError(f"state keys must be {sorted(expected)}, got {sorted(map(str, state))}")
-        n = len(self._labels)
-        count = state["count"]
-        if type(count) is not int or count < 0:
-            raise ValueError(f"count must be a non-negative int, got {count!r}")
-        total = check_weight(state["total_weight"], "total_weight")
-        sums = {}
-        for name in ("tp", "pred", "true"):
-            values = state[name]
-            if not isinstance(values, list) or len(values) != n:
-                raise ValueError(f"{name} must be a list of {n} weights, got {values!r}")
-            sums[name] = [check_weight(v, f"{name}[{j}]") for j, v in enumerate(values)]
-        correct = check_weight(state["subset_correct"], "subset_correct")
-        wrong = check_weight(state["wrong_labels"], "wrong_labels")
-        groups = state["samples"]
-        if not isinstance(groups, list):
-            raise ValueError("samples must be a list of [tp, n_true, n_pred, weight, n_zero_weight]")
-        samples: dict[tuple[int, int, int], list] = {}
-        events = 0
-        for i, g in enumerate(groups):
-            if not isinstance(g, list) or len(g) != 5:
-                raise ValueError(f"samples[{i}] must be [tp, n_true, n_pred, weight, n_zero_weight], got {g!r}")
-            ni, nt, np_, w, nz = g
-            if not all(type(x) is int for x in (ni, nt, np_, nz)):
-                raise ValueError(f"samples[{i}] counts must be ints, got {g!r}")
-            if not (0 <= ni <= nt <= n and ni <= np_ <= n and nz >= 0):
-                raise ValueError(f"samples[{i}] is not a possible (tp, n_true, n_pred) of {n} labels: {g!r}")
-            key = (ni, nt, np_)
-            if key in samples:
-                raise ValueError(f"samples[{i}] repeats {key!r}")
-            samples[key] = [check_weight(w, f"samples[{i}][3]"), nz]
-            events += 1 if w > 0 else 0
-            events += nz
-        if events > count or (count > 0) != bool(samples):
-            raise ValueError(f"samples do not describe count={count} events")
-        tol = 1e-9 * max(1.0, total)
-        if abs(math.fsum(v[0] for v in samples.values()) - total) > tol:
-            raise ValueError("total_weight differs from the summed sample weights")
-        if correct > total + tol or any(
-            t > min(p, tr) + tol for t, p, tr in zip(sums["tp"], sums["pred"], sums["true"])
-        ):
-            raise ValueError("tp or subset_correct exceed the weights they count")
-        self._tp, self._pred, self._true = sums["tp"], sums["pred"], sums["true"]
-        self._correct, self._wrong, self._samples = correct, wrong, samples
-        self.count, self.total_weight = count, total
-
-    def _merge_state(self, other: "Accumulator") -> None:
-        assert isinstance(other, MultilabelConfusion)
-        for mine, theirs in ((self._tp, other._tp), (self._pred, other._pred), (self._true, other._true)):
-            for j, v in enumerate(theirs):
-                mine[j] += v
-        self._correct += other._correct
-        self._wrong += other._wrong
-        samples = self._samples
-        for key, (w, nz) in other._samples.items():
-            g = samples.get(key)
-            if g is None:
-                samples[key] = [w, nz]
-            else:
-                g[0] += w
-                g[1] += nz
-        self.count += other.count
-        self.total_weight += other.total_weight
 
     # ---------------------------------------------------------------- updates
     def _row(self, row: Any, name: str) -> set:

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, ClassVar, Hashable, Iterable, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
+from streammetrics.core.state import Field
 from streammetrics.core.validation import check_number
 from streammetrics.metrics.binary_scores import BinaryScores
 from streammetrics.metrics.confusion import ConfusionMatrix
@@ -131,37 +132,23 @@ class Monitor(Accumulator):
     def total_weight(self) -> float:  # type: ignore[override]
         return getattr(self, self.parts[0]).total_weight
 
-    def _state(self) -> dict[str, Any]:
-        return {name: getattr(self, name).to_dict() for name in self.parts}
-
-    def _load_state(self, state: Mapping[str, Any]) -> None:
-        extra = set(state) - set(self.parts)
-        if extra:
-            raise ValueError(f"unknown state keys {sorted(extra)}")
-        for name in self.parts:
-            current = getattr(self, name)
-            loaded = type(current).from_dict(state[name])
-            if loaded._config() != current._config():
-                raise ValueError(f"state[{name!r}] has configuration {loaded._config()} != {current._config()}")
-            setattr(self, name, loaded)
-        counts = {getattr(self, name).count for name in self.parts}
+    def _check_state(self, loaded: dict[str, Any]) -> None:
+        counts = {loaded[name].count for name in self.parts}
         if len(counts) > 1:
             raise ValueError(f"sub-accumulators disagree on the event count: {sorted(counts)}")
 
-    def _merge_state(self, other: Accumulator) -> None:
-        for name in self.parts:
-            getattr(self, name).merge(getattr(other, name))
 
-    def _reset_state(self) -> None:
-        for name in self.parts:
-            getattr(self, name).reset()
+def part(name: str, make: Callable[[Any], Accumulator]) -> Field:
+    """A monitor's sub-accumulator as a declared state field (written as its ``to_dict()``)."""
 
-    def copy(self) -> "Monitor":
-        new = type(self).__new__(type(self))
-        new.__dict__.update(self.__dict__)
-        for name in self.parts:
-            setattr(new, name, getattr(self, name).copy())
-        return new
+    def decode(raw: Any, mon: Any, loaded: Mapping[str, Any]) -> Accumulator:
+        current = getattr(mon, name)
+        sub = type(current).from_dict(raw)
+        if sub._config() != current._config():
+            raise ValueError(f"has configuration {sub._config()} != {current._config()}")
+        return sub
+
+    return Field(name, make, "accumulator", attrs=name, decode=decode)
 
 
 def _weights(events: Sequence[Event]) -> np.ndarray | None:
@@ -188,13 +175,17 @@ class BinaryMonitor(Monitor):
     task = "binary"
     parts = ("scores", "confusion")
     fields = ("y_true", "score", "weight")
+    state_fields = (
+        part("scores", lambda m: BinaryScores(exact=m.exact)),
+        part("confusion", lambda m: ConfusionMatrix(labels=[0, 1])),
+        # sum of weight * score, for mean_score
+        Field("score_sum", lambda m: 0.0, "number", attrs="score_sum"),
+    )
 
     def __init__(self, threshold: float = 0.5, exact: bool = False) -> None:
         self.threshold = check_number(threshold, "threshold")
         self.exact = bool(exact)
-        self.scores = BinaryScores(exact=self.exact)
-        self.confusion = ConfusionMatrix(labels=[0, 1])
-        self.score_sum = 0.0  # sum of weight * score, for mean_score
+        self.reset()
 
     def _config(self) -> dict[str, Any]:
         return {"threshold": self.threshold, "exact": self.exact}
@@ -232,25 +223,6 @@ class BinaryMonitor(Monitor):
         self.confusion.update_many(y, (s >= self.threshold).astype(np.int64), w)
         self.score_sum += float(s.sum() if w is None else np.dot(w, s))
         return self
-
-    def _state(self) -> dict[str, Any]:
-        return {**super()._state(), "score_sum": self.score_sum}
-
-    def _load_state(self, state: Mapping[str, Any]) -> None:
-        state = dict(state)
-        score_sum = state.pop("score_sum", None)
-        if type(score_sum) not in (int, float) or not math.isfinite(score_sum):
-            raise ValueError(f"state['score_sum'] must be a finite number, got {score_sum!r}")
-        super()._load_state(state)
-        self.score_sum = float(score_sum)
-
-    def _merge_state(self, other: Accumulator) -> None:
-        super()._merge_state(other)
-        self.score_sum += other.score_sum  # type: ignore[attr-defined]
-
-    def _reset_state(self) -> None:
-        super()._reset_state()
-        self.score_sum = 0.0
 
     def snapshot(self) -> dict[str, Any]:
         cm, sc = self.confusion, self.scores
@@ -341,10 +313,11 @@ class MulticlassMonitor(Monitor):
     task = "multiclass"
     parts = ("scores",)
     fields = ("y_true", "scores", "weight")
+    state_fields = (part("scores", lambda m: MulticlassScores(m.classes)),)
 
     def __init__(self, classes: Sequence[Hashable]) -> None:
-        self.scores = MulticlassScores(classes)
-        self.classes = list(self.scores.classes)
+        self.classes = MulticlassScores(classes).classes
+        self.reset()
 
     def _config(self) -> dict[str, Any]:
         return {"classes": self.scores._config()["classes"]}
@@ -392,9 +365,11 @@ class LabelMonitor(Monitor):
     task = "labels"
     parts = ("confusion",)
     fields = ("y_true", "y_pred", "weight")
+    state_fields = (part("confusion", lambda m: ConfusionMatrix(labels=m._labels)),)
 
     def __init__(self, labels: Sequence[Hashable] | None = None) -> None:
-        self.confusion = ConfusionMatrix(labels=labels)
+        self._labels = ConfusionMatrix(labels=labels)._config()["labels"]
+        self.reset()
 
     def _config(self) -> dict[str, Any]:
         return {"labels": self.confusion._config()["labels"]}
@@ -433,9 +408,10 @@ class RegressionMonitor(Monitor):
     task = "regression"
     parts = ("regression",)
     fields = ("y_true", "y_pred", "weight")
+    state_fields = (part("regression", lambda m: Regression()),)
 
     def __init__(self) -> None:
-        self.regression = Regression()
+        self.reset()
 
     def update_event(self, event: Event) -> "RegressionMonitor":
         self.regression.update(event.y_true, event.y_pred, event.weight)
