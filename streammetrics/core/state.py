@@ -271,9 +271,12 @@ class Field:
         try:
             return self.decode(raw, acc, loaded)
         except ValueError as exc:
-            name = "/".join(self._keys)
             text = str(exc)
-            raise ValueError(f"state[{name!r}]{'' if text.startswith('[') else ': '}{text}") from None
+        except (TypeError, KeyError, IndexError, AttributeError, OverflowError) as exc:
+            text = f"{type(exc).__name__}: {exc}"
+        name = "/".join(self._keys)
+        text = text if len(text) <= 300 else text[:297] + "..."
+        raise ValueError(f"state[{name!r}]{'' if text.startswith('[') else ': '}{text}")
 
     def __repr__(self) -> str:
         return f"Field({self.key!r}, kind={self.kind!r}, attrs={self.attrs!r})"
