@@ -633,8 +633,11 @@ class BinaryScores(Accumulator):
     def roc_auc(self, max_fpr: float | None = None) -> float:
         """ROC AUC (``sklearn.metrics.roc_auc_score``): pairs of tied scores, and with bins
         pairs in one bin, count half. ``max_fpr`` gives the McClish-standardised partial
-        AUC. nan with an UndefinedMetricWarning when only one class has been seen."""
+        AUC. nan with an UndefinedMetricWarning when no event or only one class has been seen."""
         ranking._check_max_fpr(max_fpr)
+        if not self.count:
+            warnings.warn("No event: ROC AUC is not defined.", UndefinedMetricWarning, stacklevel=2)
+            return math.nan
         if self._one_class():
             return ranking.warn_one_class()
         _, neg, pos = self._levels()

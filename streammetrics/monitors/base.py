@@ -25,6 +25,7 @@ unknown, ``null``).
 """
 from __future__ import annotations
 
+import json
 import math
 import warnings
 from typing import Any, Callable, ClassVar, Iterable, Mapping, Sequence
@@ -69,6 +70,31 @@ def quiet_pair(fn: Any) -> tuple[float | None, float | None]:
         except ValueError:
             return None, None
     return json_number(low), json_number(high)
+
+
+_BUILTIN = (str, int, float, bool, type(None))
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars and arrays (and mappings / sequences of them) as the built-in values
+    the event parser reads: ``np.int64(1)`` -> ``1``, ``np.bool_(True)`` -> ``True``,
+    ``ndarray`` -> ``list`` (accumulators accept the same values directly)."""
+    cls = value.__class__
+    if cls in _BUILTIN:
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Mapping):  # a scores object: keys as JSON names them (1 -> "1", True -> "true")
+        return {_json_key(_plain(k)): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _json_key(key: Any) -> Any:
+    return key if key.__class__ is str or key.__class__ not in _BUILTIN else json.dumps(key)
 
 
 def batch_weights(events: Sequence[Event]) -> np.ndarray | None:
@@ -117,7 +143,7 @@ class Monitor(Accumulator):
         if isinstance(event, Event):
             return event
         if isinstance(event, Mapping):
-            event = {k: event[k] for k in self.fields if k in event}
+            event = {k: _plain(event[k]) for k in self.fields if k in event}
         parsed = self._parser().parse(event)
         if isinstance(parsed, Rejection):
             raise ValueError(f"event rejected: {parsed.reason}")
