@@ -87,7 +87,6 @@ _JSON_SPACE = " \t\n\r"  # the only whitespace RFC 8259 (and json.loads) allows 
 
 # for _too_deep: the characters that decide nesting, and JSON strings (escapes included)
 _NOT_MARK_BYTES = bytes(b for b in range(256) if b not in b'"[]{}\\')
-_NOT_MARK_TEXT = re.compile(r'[^"\[\]{}\\]+')
 _STRING_BYTES = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _DEPTH_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
