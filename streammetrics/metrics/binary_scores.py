@@ -33,8 +33,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
-from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.core.validation import (
     as_float_array,
     as_label_array,

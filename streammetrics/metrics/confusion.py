@@ -30,8 +30,8 @@ from typing import Any, Hashable, Iterable, Mapping, Sequence
 import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
-from streammetrics.core.state import Field, describe
 from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.state import Field, describe
 from streammetrics.core.validation import (
     as_label_array,
     as_weight_array,

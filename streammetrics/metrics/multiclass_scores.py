@@ -58,8 +58,8 @@ import numpy as np
 
 from streammetrics.core import state as _state_mod
 from streammetrics.core.accumulator import Accumulator
-from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.core.validation import (
     as_label_array,
     as_weight_array,

@@ -79,6 +79,10 @@ def _decode_samples(groups: Any, acc: Any, loaded: Mapping[str, Any]) -> dict[tu
     return samples
 
 
+def _decode_weights(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> list:
+    return decode_list(raw, "weight", _n(acc))
+
+
 def _merge_samples(mine: dict, theirs: dict, acc: Any) -> dict:
     for key, (w, nz) in theirs.items():
         g = mine.get(key)
@@ -94,9 +98,9 @@ _MULTILABEL_CONFUSION_STATE = (
     Field("count", lambda acc: 0, "count", attrs="count"),
     Field("total_weight", lambda acc: 0.0, "weight", attrs="total_weight"),
     # per label: weight of true positives, of predictions, of truths (support)
-    Field("tp", lambda acc: [0.0] * _n(acc), "weights", decode=lambda raw, acc, ld: decode_list(raw, "weight", _n(acc))),
-    Field("pred", lambda acc: [0.0] * _n(acc), "weights", decode=lambda raw, acc, ld: decode_list(raw, "weight", _n(acc))),
-    Field("true", lambda acc: [0.0] * _n(acc), "weights", decode=lambda raw, acc, ld: decode_list(raw, "weight", _n(acc))),
+    Field("tp", lambda acc: [0.0] * _n(acc), "weights", decode=_decode_weights),
+    Field("pred", lambda acc: [0.0] * _n(acc), "weights", decode=_decode_weights),
+    Field("true", lambda acc: [0.0] * _n(acc), "weights", decode=_decode_weights),
     # weight of events predicted exactly right; weighted number of wrong label decisions
     Field("subset_correct", lambda acc: 0.0, "weight", attrs="_correct"),
     Field("wrong_labels", lambda acc: 0.0, "weight", attrs="_wrong"),
@@ -258,10 +262,10 @@ class MultilabelConfusion(Accumulator):
         w = as_weight_array(sample_weight, n)
         if n == 0:
             return self
-        I = T & P
+        both = T & P
         nt = T.sum(axis=1)
         np_ = P.sum(axis=1)
-        ni = I.sum(axis=1)
+        ni = both.sum(axis=1)
         exact = (nt == ni) & (np_ == ni)
         wrong = nt + np_ - 2 * ni
         L = len(self._labels)
@@ -269,12 +273,12 @@ class MultilabelConfusion(Accumulator):
         keys, inverse = np.unique(code, return_inverse=True)
         inverse = inverse.reshape(-1)
         if w is None:
-            add_true, add_pred, add_tp = T.sum(axis=0), P.sum(axis=0), I.sum(axis=0)
+            add_true, add_pred, add_tp = T.sum(axis=0), P.sum(axis=0), both.sum(axis=0)
             correct, wrong_sum, total = float(exact.sum()), float(wrong.sum()), float(n)
             group_w = np.bincount(inverse, minlength=len(keys)).astype(np.float64)
             group_zero = np.zeros(len(keys), dtype=np.int64)
         else:
-            add_true, add_pred, add_tp = (w @ M.astype(np.float64) for M in (T, P, I))
+            add_true, add_pred, add_tp = (w @ M.astype(np.float64) for M in (T, P, both))
             correct = float(w[exact].sum())
             wrong_sum = float(np.dot(w, wrong.astype(np.float64)))
             total = float(w.sum())

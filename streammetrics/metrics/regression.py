@@ -44,8 +44,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
-from streammetrics.core.state import Field, describe
 from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.state import Field, describe
 from streammetrics.core.validation import (
     as_float_array,
     as_weight_array,

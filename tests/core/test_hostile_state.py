@@ -75,8 +75,10 @@ def _binary():
 
 @pytest.mark.parametrize("mutate,words", [
     (lambda s: s["histogram"].__setitem__("key_deltas", [10**30] + s["histogram"]["key_deltas"][1:]), ["histogram"]),
-    (lambda s: s["histogram"].__setitem__("key_deltas", [-(1 << 39)] + s["histogram"]["key_deltas"][1:]), ["histogram"]),
-    (lambda s: s["histogram"].__setitem__("key_deltas", [float("nan")] + s["histogram"]["key_deltas"][1:]), ["key_deltas"]),
+    (lambda s: s["histogram"].__setitem__("key_deltas", [-(1 << 39)] + s["histogram"]["key_deltas"][1:]),
+     ["histogram"]),
+    (lambda s: s["histogram"].__setitem__("key_deltas", [float("nan")] + s["histogram"]["key_deltas"][1:]),
+     ["key_deltas"]),
     (lambda s: s["histogram"].__setitem__("neg", s["histogram"]["neg"][:-1]), ["neg"]),
     (lambda s: s["histogram"].__setitem__("pos", [float("nan")] * len(s["histogram"]["pos"])), ["pos"]),
     (lambda s: s.__setitem__("events", [1, 2, 3]), ["events"]),

@@ -269,7 +269,7 @@ def test_hostile_dicts_raise_value_error_naming_the_field(name, i, monkeypatch):
     d = json.loads(json.dumps(good))
     d["state"]["extra"] = 1
     rejected(d, "extra")
-    for key, value in good["config"].items():
+    for key in good["config"]:
         d = json.loads(json.dumps(good))
         d["config"][key] = _deep(5000)
         rejected(d, "config")

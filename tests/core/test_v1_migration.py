@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import streammetrics as sm
-from streammetrics.stream.windows import WindowManager
 from streammetrics.monitors import make_monitor
+from streammetrics.stream.windows import WindowManager
 
 with open(os.path.join(os.path.dirname(__file__), "fixtures", "v1_states.json")) as fh:
     FIXTURES = json.load(fh)

@@ -1,10 +1,11 @@
 """ranking.trapezoid is numpy's trapezoid formula on every numpy the project supports."""
 import numpy as np
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from streammetrics.kernels.ranking import trapezoid
 
-_numpy_trapezoid = getattr(np, "trapezoid", None) or getattr(np, "trapz")
+_numpy_trapezoid = getattr(np, "trapezoid", None) or np.trapz
 
 floats = st.floats(0.0, 1.0, allow_nan=False)
 

@@ -27,6 +27,7 @@ from streammetrics.kernels.binning import (
 )
 from streammetrics.kernels.ranking import roc_auc_bounds
 
+
 def _reference_key(binning: LogGridBinning, s: float) -> int:
     """Slow, obviously-correct key: the table of LogGridBinning's class docstring."""
     def up(x: float) -> int:
