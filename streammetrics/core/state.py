@@ -205,7 +205,13 @@ KINDS: dict[str, Kind] = {
 class Field:
     """One declared state field (see the module docstring)."""
 
-    __slots__ = ("key", "attrs", "kind", "default", "merge", "copy", "encode", "decode", "_multi", "_keys")
+    __slots__ = ("key", "attrs", "kind", "default", "merge", "copy", "encode", "decode", "_multi", "_keys",
+                 "_attrs")
+
+    merge: Callable[[Any, Any, Any], Any]
+    copy: Callable[[Any], Any]
+    encode: Callable[[Any, Any], Any]
+    decode: Callable[..., Any]
 
     def __init__(
         self,
@@ -217,7 +223,7 @@ class Field:
         merge: Callable[[Any, Any, Any], Any] | None = None,
         copy: Callable[[Any], Any] | None = None,
         encode: Callable[[Any, Any], Any] | None = None,
-        decode: Callable[[Any, Any, Mapping[str, Any]], Any] | None = None,
+        decode: Callable[..., Any] | None = None,
     ) -> None:
         if kind not in KINDS:
             raise TypeError(f"unknown state field kind {kind!r}; known: {sorted(KINDS)}")
@@ -230,15 +236,16 @@ class Field:
             attrs = "_" + key
         self.attrs = attrs
         self._multi = isinstance(attrs, tuple)
+        self._attrs: tuple[str, ...] = attrs if isinstance(attrs, tuple) else (attrs,)
         self.kind = kind
         self.default = default
-        self.merge = merge or k.merge
-        self.copy = copy or k.copy
-        self.encode = encode or k.encode
-        self.decode = decode or k.decode
-        missing = [n for n in ("merge", "copy", "encode", "decode") if getattr(self, n) is None]
+        rules = {"merge": merge or k.merge, "copy": copy or k.copy, "encode": encode or k.encode,
+                 "decode": decode or k.decode}
+        missing = [n for n, rule in rules.items() if rule is None]
         if missing:
             raise TypeError(f"state field {key!r} of kind {kind!r} needs {missing}")
+        for name, rule in rules.items():
+            setattr(self, name, rule)
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -247,15 +254,15 @@ class Field:
 
     def get(self, acc: Any) -> Any:
         if self._multi:
-            return tuple(getattr(acc, a) for a in self.attrs)
-        return getattr(acc, self.attrs)  # type: ignore[arg-type]  # attrs is a str here
+            return tuple(getattr(acc, a) for a in self._attrs)
+        return getattr(acc, self._attrs[0])
 
     def set(self, acc: Any, value: Any) -> None:
         if self._multi:
-            for a, v in zip(self.attrs, value):
+            for a, v in zip(self._attrs, value):
                 setattr(acc, a, v)
         else:
-            setattr(acc, self.attrs, value)  # type: ignore[arg-type]  # attrs is a str here
+            setattr(acc, self._attrs[0], value)
 
     def to_json(self, acc: Any) -> Iterator[tuple[str, Any]]:
         """``(key, JSON value)`` pairs of this field."""
@@ -286,7 +293,8 @@ def decode_list(raw: Any, item: str, n: int | None = None) -> list:
     """A list of ``n`` (any number if None) values of kind ``item`` (``"count"``,
     ``"weight"``, ``"number"`` or ``"flag_all"``), validated; ValueError naming the index."""
     decode = KINDS[item].decode
-    assert decode is not None
+    if decode is None:
+        raise TypeError(f"kind {item!r} has no JSON decoder")
     if not isinstance(raw, list) or (n is not None and len(raw) != n):
         size = "" if n is None else f" of {n}"
         raise ValueError(f"must be a list{size}, got {describe(raw)}")

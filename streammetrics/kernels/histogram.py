@@ -86,7 +86,7 @@ class ScoreHistogram:
             return NotImplemented
         return self.binning == other.binning and self.weights == other.weights
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # mutable: not hashable
 
     def __repr__(self) -> str:
         return f"ScoreHistogram({self.binning!r}, {len(self.weights)} keys, weight={self.total():g})"

@@ -89,7 +89,7 @@ def roc_curve(
     an UndefinedMetricWarning when a class has no weight."""
     fps, tps, thr = cumulative(neg, pos, thresholds)
     _require_weight(fps)
-    return _roc_from_cumulative(fps, tps, thr, drop_intermediate)
+    return _roc_from_cumulative(fps, tps, thr, drop_intermediate)  # type: ignore[return-value]  # thr is an array: thresholds was
 
 
 def _roc_from_cumulative(
@@ -204,7 +204,7 @@ def precision_recall_curve(
     fps, tps, thr = cumulative(neg, pos, thresholds)
     _require_weight(fps)
     precision, recall, thr = _pr_from_cumulative(fps, tps, thr, drop_intermediate)
-    return precision, recall, thr
+    return precision, recall, thr  # type: ignore[return-value]  # thr is an array: thresholds was
 
 
 def _pr_from_cumulative(

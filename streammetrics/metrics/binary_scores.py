@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import struct
 import warnings
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Hashable, Mapping
 
 import numpy as np
 
@@ -58,6 +58,9 @@ from streammetrics.kernels.histogram import (
     histograms_to_json,
     insert_table,
 )
+
+if TYPE_CHECKING:  # the module imports ConfusionMatrix lazily (it imports this one)
+    from streammetrics.metrics.confusion import ConfusionMatrix
 
 __all__ = ["BinaryScores"]
 
@@ -266,10 +269,20 @@ class BinaryScores(Accumulator):
     type_name = "BinaryScores"
     state_fields = _BINARY_STATE
 
+    # the declared state (see _BINARY_STATE)
+    _events: list[int]
+    _wevents: list[int]
+    _wsum: list[float]
+    _sums: list
+    _outside: list[float | None]
+    _binning: Binning
+    _neg: ScoreHistogram
+    _pos: ScoreHistogram
+
     def __init__(
         self, bins: int | None = 1024, exact: bool = False, max_bins: int | None = 4096
     ) -> None:
-        self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]
+        self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]  # bins is None only with exact=True, which ignores it
         if exact:
             self._finest, self._max_bins = None, None
         else:
@@ -293,12 +306,12 @@ class BinaryScores(Accumulator):
         )
 
     @property
-    def count(self) -> int:  # type: ignore[override]
+    def count(self) -> int:  # type: ignore[override]  # a read-only property over the declared state
         """Number of events seen (zero-weight events included)."""
         return self._events[0] + self._events[1]
 
     @property
-    def total_weight(self) -> float:  # type: ignore[override]
+    def total_weight(self) -> float:  # type: ignore[override]  # a read-only property over the declared state
         """Summed weight of the events seen."""
         return self._class_weight(0) + self._class_weight(1)
 
@@ -313,7 +326,7 @@ class BinaryScores(Accumulator):
     @property
     def bins_per_octave(self) -> int | None:
         """Resolution in force: ``bins`` halved as often as ``max_bins`` required."""
-        return None if self._binning.exact else self._binning.bins  # type: ignore[attr-defined]
+        return None if self._binning.exact else self._binning.bins  # type: ignore[attr-defined]  # a LogGridBinning (or the same type) here
 
     @property
     def max_bins(self) -> int | None:
@@ -391,7 +404,7 @@ class BinaryScores(Accumulator):
             h[k] += 1.0
         except KeyError:  # a new bin: coarsen the grid if the histograms are now too big
             h[k] = 1.0
-            if len(hists[0]) + len(hists[1]) > self._max_bins:
+            if len(hists[0]) + len(hists[1]) > self._max_bins:  # type: ignore[operator]  # a log grid: an int
                 self._collapse()
         events[y] += 1
         if q is None:
@@ -461,6 +474,7 @@ class BinaryScores(Accumulator):
             return self
         positives = int(np.count_nonzero(y))
         class_n = (n - positives, positives)
+        class_w: tuple[float, float]
         if w is None:
             class_w = class_n
         else:
@@ -472,8 +486,8 @@ class BinaryScores(Accumulator):
         binning = self._binning
         keys, table = aggregate(binning.keys(s), y, 2, w)
         if not binning.exact:  # the batch alone may already need a coarser grid
-            while np.count_nonzero(table) > self._max_bins and binning.bins > 1:
-                binning, keys, table = coarsen_table(binning, keys, table)  # type: ignore[arg-type]
+            while np.count_nonzero(table) > self._max_bins and binning.bins > 1:  # type: ignore[attr-defined,operator]  # a log grid: bins, max_bins ints
+                binning, keys, table = coarsen_table(binning, keys, table)  # type: ignore[arg-type]  # a LogGridBinning
         lo, hi = float(s.min()), float(s.max())
         if lo >= 0.0 and hi <= 1.0 and self._outside == [None, None]:
             ll, brier = self._probability_sums(y, s, w)
@@ -482,7 +496,7 @@ class BinaryScores(Accumulator):
             ll = brier = 0.0
             outside = (lo if lo < 0.0 else None, hi if hi > 1.0 else None)
         # ---- nothing below can fail
-        while self._binning.bins is not None and self._binning.bins > binning.bins:  # type: ignore[attr-defined]
+        while self._binning.bins is not None and self._binning.bins > binning.bins:  # type: ignore[attr-defined]  # a LogGridBinning (or the same type) here
             self._binning = coarsen_all([self._neg, self._pos])
         insert_table((self._neg, self._pos), keys, table)
         self._collapse()
@@ -585,6 +599,7 @@ class BinaryScores(Accumulator):
             )
         # ---- nothing below can fail
         if w:
+            assert old is not None  # checked above
             new = old - w
             if new <= 1e-9 * old:
                 del h[k]
@@ -677,7 +692,7 @@ class BinaryScores(Accumulator):
         _, neg, pos = self._levels()
         return ranking.average_precision(neg, pos)
 
-    def confusion_at(self, threshold: float) -> "ConfusionMatrix":  # noqa: F821
+    def confusion_at(self, threshold: float) -> ConfusionMatrix:
         """ConfusionMatrix (labels [0, 1]) of the predictions ``score >= threshold``.
 
         Exact when ``exact``, and with bins when ``threshold`` is the smallest score of its
@@ -689,7 +704,7 @@ class BinaryScores(Accumulator):
         t = check_number(threshold, "threshold")
         keys, neg, pos = self._levels()
         above = keys >= self._binning.key(t)
-        cells = {
+        cells: dict[tuple[Hashable, Hashable], float] = {
             (0, 0): float(neg[~above].sum()),
             (0, 1): float(neg[above].sum()),
             (1, 0): float(pos[~above].sum()),

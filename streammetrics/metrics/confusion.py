@@ -187,11 +187,11 @@ class ConfusionMatrix(Accumulator):
         self._fast = _FAST_CLASS[kind] if kind is not None else None
 
     @property
-    def count(self) -> int:  # type: ignore[override]
+    def count(self) -> int:  # type: ignore[override]  # a read-only property over the declared state
         return sum(self._n.values()) + self._n_weighted
 
     @property
-    def total_weight(self) -> float:  # type: ignore[override]
+    def total_weight(self) -> float:  # type: ignore[override]  # a read-only property over the declared state
         return float(sum(self._n.values())) + math.fsum(self._w.values())
 
     @property

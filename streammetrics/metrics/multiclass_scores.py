@@ -282,7 +282,7 @@ class _ScoreColumns(Accumulator):
     @property
     def bins(self) -> int | None:
         """Bins per octave of the log grid (None when ``exact``)."""
-        return None if self._binning.exact else self._binning.bins  # type: ignore[attr-defined]
+        return None if self._binning.exact else self._binning.bins  # type: ignore[attr-defined]  # a LogGridBinning (or the same type) here
 
     @property
     def exact(self) -> bool:
@@ -298,11 +298,11 @@ class _ScoreColumns(Accumulator):
         if set(config) != {key, "bins", "exact"} or not isinstance(config[key], list):
             raise ValueError(f"config must be {{'{key}': [...], 'bins', 'exact'}}, got {dict(config)!r}")
         binning = binning_from_config({"bins": config["bins"], "exact": config["exact"]})
-        return cls(config[key], bins=binning.config()["bins"], exact=binning.exact)
+        return cls(config[key], bins=binning.config()["bins"], exact=binning.exact)  # type: ignore[call-arg]  # the subclasses take (columns, bins, exact)
 
     def _check_mergeable(self, other: Accumulator) -> None:
         super()._check_mergeable(other)
-        if self._cols.kind != other._cols.kind:  # type: ignore[attr-defined]
+        if self._cols.kind != other._cols.kind:  # type: ignore[attr-defined]  # a LogGridBinning (or the same type) here
             raise ValueError(f"cannot merge {type(self).__name__} over {self.columns_key} of different kinds")
 
 
@@ -475,9 +475,20 @@ class MulticlassScores(_ScoreColumns):
     type_name = "MulticlassScores"
     state_fields = _MULTICLASS_STATE
 
+    # the declared state (see _MULTICLASS_STATE)
+    _events: list[int]
+    _weights: list[float]
+    _ranks: list[float]
+    _top1: list | None
+    _log_loss_sum: float
+    _outside: list[float] | None
+    _unnormalised: list[int]
+    _cells: dict[tuple[int, int], float]
+    _h: list[list[ScoreHistogram]]
+
     def __init__(self, classes: Sequence[Hashable], bins: int | None = 64, exact: bool = False) -> None:
         self._cols = _Columns(check_label_list(classes, "classes", 2), "class", "classes")
-        self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]
+        self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]  # bins is None only with exact=True, which ignores it
         self.reset()
 
     # ------------------------------------------------------------------ state
@@ -505,12 +516,12 @@ class MulticlassScores(_ScoreColumns):
         return list(self._cols.names)
 
     @property
-    def count(self) -> int:  # type: ignore[override]
+    def count(self) -> int:  # type: ignore[override]  # a read-only property over the declared state
         """Number of events seen (zero-weight events included)."""
         return sum(self._events)
 
     @property
-    def total_weight(self) -> float:  # type: ignore[override]
+    def total_weight(self) -> float:  # type: ignore[override]  # a read-only property over the declared state
         """Summed weight of the events seen."""
         return float(sum(self._weights))
 
@@ -572,11 +583,11 @@ class MulticlassScores(_ScoreColumns):
         else:
             bad = [s for s in row if not 0.0 <= s <= 1.0]
             self._see_outside(min(bad), max(bad))
-        total_s = reduce(_add, row)
-        d = abs(1.0 - total_s)
-        if not d <= 1e-8 + 1e-5 * abs(total_s):
+        total_s: float = reduce(_add, row)
+        gap = abs(1.0 - total_s)
+        if not gap <= 1e-8 + 1e-5 * abs(total_s):
             self._unnormalised[0] += 1
-        if not d <= _LOG_LOSS_SUM_TOL:
+        if not gap <= _LOG_LOSS_SUM_TOL:
             self._unnormalised[1] += 1
         self._weights[t] = total
         self._events[t] += 1
@@ -654,6 +665,7 @@ class MulticlassScores(_ScoreColumns):
             self._cells[cell] = self._cells.get(cell, 0.0) + float(cell_w[c])
         if top1 is not None:
             mine = self._top1
+            assert mine is not None  # two classes: both are lists
             self._top1 = [mine[0] + top1[0], mine[1] + top1[1], mine[2] or top1[2]]
         self._log_loss_sum += log_loss
         if outside is not None:
@@ -757,7 +769,9 @@ class MulticlassScores(_ScoreColumns):
         k = len(self._cols.names)
         if not self.count:
             nan = warn_no_events("roc_auc")
-            return tuple(np.full(k, nan) for _ in range(3)) if average is None else (nan, nan, nan)
+            if average is None:
+                return np.full(k, nan), np.full(k, nan), np.full(k, nan)
+            return nan, nan, nan
         if multi_class == "ovo":
             return self._ovo(average, bounds)
         class_w = np.asarray(self._weights, dtype=np.float64)

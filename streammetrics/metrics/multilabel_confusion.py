@@ -122,6 +122,14 @@ class MultilabelConfusion(Accumulator):
     type_name = "MultilabelConfusion"
     state_fields = _MULTILABEL_CONFUSION_STATE
 
+    # the declared state (see _MULTILABEL_CONFUSION_STATE)
+    _tp: list[float]
+    _pred: list[float]
+    _true: list[float]
+    _correct: float
+    _wrong: float
+    _samples: dict[tuple[int, int, int], list]
+
     def __init__(self, labels: int | Sequence[Hashable]) -> None:
         if isinstance(labels, numbers.Integral) and not isinstance(labels, bool):
             if labels < 1:
@@ -275,7 +283,7 @@ class MultilabelConfusion(Accumulator):
         if w is None:
             add_true, add_pred, add_tp = T.sum(axis=0), P.sum(axis=0), both.sum(axis=0)
             correct, wrong_sum, total = float(exact.sum()), float(wrong.sum()), float(n)
-            group_w = np.bincount(inverse, minlength=len(keys)).astype(np.float64)
+            group_w: np.ndarray = np.bincount(inverse, minlength=len(keys)).astype(np.float64)
             group_zero = np.zeros(len(keys), dtype=np.int64)
         else:
             add_true, add_pred, add_tp = (w @ M.astype(np.float64) for M in (T, P, both))
@@ -357,9 +365,15 @@ class MultilabelConfusion(Accumulator):
         tp, pred, true, weights = [], [], [], []
         for (ni, nt, np_), (w, nz) in self._samples.items():
             if w > 0:
-                tp.append(ni), pred.append(np_), true.append(nt), weights.append(w)
+                tp.append(ni)
+                pred.append(np_)
+                true.append(nt)
+                weights.append(w)
             if nz:
-                tp.append(0), pred.append(0), true.append(0), weights.append(0.0)
+                tp.append(0)
+                pred.append(0)
+                true.append(0)
+                weights.append(0.0)
         return (np.array(tp, dtype=np.float64), np.array(pred, dtype=np.float64),
                 np.array(true, dtype=np.float64), np.array(weights, dtype=np.float64))
 

@@ -257,6 +257,18 @@ class MultilabelScores(_ScoreColumns):
 
     type_name = "MultilabelScores"
     state_fields = _MULTILABEL_STATE
+
+    # the declared state (see _MULTILABEL_STATE)
+    _count: int
+    _total: float
+    _n_pos: list[int]
+    _n_neg: list[int]
+    _w_pos: list[float]
+    _auc_sum: float
+    _ap_sum: float
+    _rows: list[int]
+    _neg: list[ScoreHistogram]
+    _pos: list[ScoreHistogram]
     columns_key = "labels"
 
     def __init__(self, labels: int | Sequence[Hashable], bins: int | None = 64, exact: bool = False) -> None:
@@ -267,7 +279,7 @@ class MultilabelScores(_ScoreColumns):
         else:
             names = check_label_list(labels, "labels", 1)
         self._cols = _Columns(names, "label", "labels")
-        self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]
+        self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]  # bins is None only with exact=True, which ignores it
         self.reset()
 
     # ------------------------------------------------------------------ state
@@ -286,12 +298,12 @@ class MultilabelScores(_ScoreColumns):
         return list(self._cols.names)
 
     @property
-    def count(self) -> int:  # type: ignore[override]
+    def count(self) -> int:  # type: ignore[override]  # a read-only property over the declared state
         """Number of events seen (zero-weight events included)."""
         return self._count
 
     @property
-    def total_weight(self) -> float:  # type: ignore[override]
+    def total_weight(self) -> float:  # type: ignore[override]  # a read-only property over the declared state
         """Summed weight of the events seen."""
         return self._total
 
@@ -428,7 +440,9 @@ class MultilabelScores(_ScoreColumns):
         n = len(self._cols.names)
         if not self._count:
             nan = warn_no_events("roc_auc")
-            return tuple(np.full(n, nan) for _ in range(3)) if average is None else (nan, nan, nan)
+            if average is None:
+                return np.full(n, nan), np.full(n, nan), np.full(n, nan)
+            return nan, nan, nan
         if average == "samples":
             if self._rows[0]:
                 ranking.warn_one_class()

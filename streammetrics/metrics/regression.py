@@ -178,6 +178,17 @@ class Regression(Accumulator):
     type_name = "Regression"
     state_fields = _REGRESSION_STATE
 
+    # the declared state (see _REGRESSION_STATE)
+    _hi: float
+    _lo: float
+    _m2: float
+    _sse: float
+    _sae: float
+    _sle: float
+    _ape: float
+    _max_error: float
+    _log_invalid: int
+
     __slots__ = (
         "count", "total_weight", "_hi", "_lo", "_m2", "_sse", "_sae", "_sle", "_ape",
         "_max_error", "_log_invalid",

@@ -105,8 +105,8 @@ class BinaryMonitor(Monitor):
     def update(self, event: Mapping[str, Any] | Event) -> "BinaryMonitor":
         """Add one event; an ``{"y_true": 0/1, "score": float}`` dict takes an inlined fast path."""
         if event.__class__ is dict and "weight" not in event:
-            y = event.get("y_true")  # type: ignore[union-attr]  # a dict, checked above
-            s = event.get("score")  # type: ignore[union-attr]  # a dict, checked above
+            y = event.get("y_true")
+            s = event.get("score")
             if y.__class__ in _BINARY_TRUTH and (y == 0 or y == 1) and s.__class__ is float and -_INF < s < _INF:
                 y = 1 if y else 0
                 self.predictions.update(s)
@@ -118,10 +118,11 @@ class BinaryMonitor(Monitor):
 
     def update_prediction(self, event: Event) -> "BinaryMonitor":
         w = event.weight
+        s: Any = event.score  # a float: the parser set it
         if w == 1.0:
-            self.predictions.update(event.score)
+            self.predictions.update(s)
         else:
-            self.predictions.update(event.score, w)
+            self.predictions.update(s, w)
         return self
 
     def update_predictions(self, events: Sequence[Event]) -> "BinaryMonitor":
@@ -130,7 +131,8 @@ class BinaryMonitor(Monitor):
         return self
 
     def update_outcome(self, event: Event) -> "BinaryMonitor":
-        y, s, w = event.y_true, event.score, event.weight
+        y, w = event.y_true, event.weight
+        s: Any = event.score  # a float: the parser set it
         if w == 1.0:  # the accumulators' unweighted fast paths
             self.scores.update(y, s)
             self.confusion.update(y, 1 if s >= self.threshold else 0)
@@ -149,7 +151,8 @@ class BinaryMonitor(Monitor):
         return self
 
     def update_event(self, event: Event) -> "BinaryMonitor":
-        y, s, w = event.y_true, event.score, event.weight
+        y, w = event.y_true, event.weight
+        s: Any = event.score  # a float: the parser set it
         if w == 1.0:  # the accumulators' unweighted fast paths
             self.predictions.update(s)
             self.scores.update(y, s)
