@@ -40,6 +40,7 @@ from streammetrics.core.validation import (
     to_builtin_label,
 )
 from streammetrics.kernels import classification as _cls
+from streammetrics.kernels.report_text import classification_report_of
 
 __all__ = ["ConfusionMatrix"]
 
@@ -741,53 +742,14 @@ class ConfusionMatrix(Accumulator):
         if target_names is None:
             target_names = ["%s" % label for label in labels]
 
-        headers = ["precision", "recall", "f1-score", "support"]
         tp, pred, true = self._class_sums(labels)
-        p, r, f1, s = _cls.prf(tp, pred, true, average=None, zero_division=zero_division)
         # scikit-learn prints supports as ints only without sample weights and when some
         # event is predicted right (else its tp sums start as float zeros)
         int_support = self._unit and any(t == p for t, p in self._cells)
-        support: list = [int(v) for v in s] if int_support else s.tolist()
-        rows = list(zip(target_names, p.tolist(), r.tolist(), f1.tolist(), support))
-
-        if output_dict:
-            report_dict: dict[str, Any] = {
-                row[0]: dict(zip(headers, [float(v) for v in row[1:]])) for row in rows
-            }
-        else:
-            longest_last_line_heading = "weighted avg"
-            name_width = max(len(cn) for cn in target_names)
-            width = max(name_width, len(longest_last_line_heading), digits)
-            head_fmt = "{:>{width}s} " + " {:>9}" * len(headers)
-            report = head_fmt.format("", *headers, width=width)
-            report += "\n\n"
-            row_fmt = "{:>{width}s} " + " {:>9.{digits}f}" * 3 + " {:>9}\n"
-            for row in rows:
-                report += row_fmt.format(*row, width=width, digits=digits)
-            report += "\n"
-
-        total_support = sum(support) if int_support else float(np.sum(s))
-        for average in ("micro", "macro", "weighted"):
-            line_heading = "accuracy" if average == "micro" and micro_is_accuracy else average + " avg"
-            avg_p, avg_r, avg_f1, _ = _cls.prf(tp, pred, true, average=average, zero_division=zero_division)
-            avg = [avg_p, avg_r, avg_f1, total_support]
-            if output_dict:
-                report_dict[line_heading] = dict(zip(headers, [float(v) for v in avg]))
-            elif line_heading == "accuracy":
-                row_fmt_accuracy = (
-                    "{:>{width}s} " + " {:>9.{digits}}" * 2 + " {:>9.{digits}f}" + " {:>9}\n"
-                )
-                report += row_fmt_accuracy.format(
-                    line_heading, "", "", *avg[2:], width=width, digits=digits
-                )
-            else:
-                report += row_fmt.format(line_heading, *avg, width=width, digits=digits)
-
-        if output_dict:
-            if "accuracy" in report_dict:
-                report_dict["accuracy"] = report_dict["accuracy"]["precision"]
-            return report_dict
-        return report
+        return classification_report_of(
+            list(target_names), tp, pred, true, int_support=int_support, micro_is_accuracy=micro_is_accuracy,
+            output_dict=output_dict, digits=digits, zero_division=zero_division,
+        )
 
 
 def _cell_sums(code: np.ndarray, k: int, w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
