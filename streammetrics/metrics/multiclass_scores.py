@@ -63,6 +63,7 @@ from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.core.validation import (
     as_label_array,
     as_weight_array,
+    asarray,
     check_number,
     check_same_length,
     check_weight,
@@ -192,7 +193,7 @@ class _Columns:
             return np.array([self.row(r, f"{name}[{i}]") for i, r in enumerate(values)],
                             dtype=np.float64).reshape(-1, k)
         try:
-            arr = np.asarray(values)
+            arr = asarray(values)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{name} could not be read as an (n, {k}) matrix: {exc}") from None
         if arr.size == 0 and arr.ndim in (1, 2):

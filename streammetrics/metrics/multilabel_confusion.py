@@ -31,6 +31,7 @@ from streammetrics.core.accumulator import Accumulator
 from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.core.validation import (
     as_weight_array,
+    asarray,
     check_weight,
     indicator_values,
     to_builtin_label,
@@ -249,7 +250,7 @@ class MultilabelConfusion(Accumulator):
                     out[i, list(self._row(r, f"{name}[{i}]"))] = True
                 return out
         try:
-            arr = np.asarray(rows)
+            arr = asarray(rows)
         except (TypeError, ValueError) as exc:
             raise TypeError(f"{name} could not be read as an indicator matrix: {exc}") from None
         if arr.size == 0:

@@ -41,6 +41,7 @@ from streammetrics.core.accumulator import Accumulator
 from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.core.validation import (
     as_weight_array,
+    asarray,
     check_weight,
     indicator_values,
 )
@@ -383,7 +384,7 @@ class MultilabelScores(_ScoreColumns):
             return np.array([self._truth(r, f"{name}[{i}]") for i, r in enumerate(rows)],
                             dtype=bool).reshape(-1, n_labels)
         try:
-            arr = np.asarray(rows)
+            arr = asarray(rows)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{name} could not be read as an indicator matrix: {exc}") from None
         if arr.size == 0 and arr.ndim in (1, 2):
