@@ -264,6 +264,10 @@ class BinaryScores(Accumulator):
     Where scikit-learn raises on an empty or all-zero-weight input, the scalar metrics
     return nan with an :class:`~streammetrics.core.exceptions.UndefinedMetricWarning` and the
     curves raise ``ValueError``.
+
+    >>> b = BinaryScores().update_many([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8])
+    >>> b.roc_auc(), [round(x, 6) for x in b.roc_auc_bounds()], round(b.log_loss(), 4)
+    (0.75, [0.75, 0.75], 0.4723)
     """
 
     type_name = "BinaryScores"

@@ -136,6 +136,10 @@ class ConfusionMatrix(Accumulator):
     ``labels=None`` discovers labels as they arrive; metrics then use the sorted labels
     seen. With a list, events with other labels raise ``ValueError`` and metrics use that
     list (in its order) wherever scikit-learn takes a ``labels`` argument.
+
+    >>> cm = ConfusionMatrix().update_many(["cat", "dog", "cat", "bird"], ["cat", "dog", "dog", "bird"])
+    >>> cm.accuracy(), round(cm.f1(average="macro"), 4), cm.labels
+    (0.75, 0.7778, ['bird', 'cat', 'dog'])
     """
 
     type_name = "ConfusionMatrix"

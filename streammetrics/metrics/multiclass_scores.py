@@ -471,6 +471,11 @@ class MulticlassScores(_ScoreColumns):
     are aligned with them. ``bins`` / ``exact`` choose the score binning as for
     :class:`~streammetrics.BinaryScores`: with ``exact=True`` every metric equals
     scikit-learn's (see the module docstring for the few documented departures).
+
+    >>> m = MulticlassScores(["a", "b", "c"])
+    >>> m = m.update_many(["a", "b", "c"], [[0.7, 0.2, 0.1], [0.3, 0.4, 0.3], [0.2, 0.5, 0.3]])
+    >>> round(m.top_k_accuracy(k=1), 4), m.top_k_accuracy(k=2), m.roc_auc()
+    (0.6667, 1.0, 0.75)
     """
 
     type_name = "MulticlassScores"

@@ -118,6 +118,10 @@ class MultilabelConfusion(Accumulator):
     ``labels`` is the number of labels ``n`` (labels are then the column indices
     ``0 .. n-1``, as in scikit-learn's indicator matrices) or a sequence of distinct label
     names (int, str or bool, one kind) giving the column order.
+
+    >>> m = MultilabelConfusion(["x", "y"]).update_many([[1, 0], [0, 1], [1, 1]], [[1, 0], [0, 0], [1, 1]])
+    >>> round(m.accuracy(), 4), round(m.f1(average="samples"), 4), round(m.hamming_loss(), 4)
+    (0.6667, 0.6667, 0.1667)
     """
 
     type_name = "MultilabelConfusion"

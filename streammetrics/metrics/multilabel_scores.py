@@ -254,6 +254,10 @@ class MultilabelScores(_ScoreColumns):
     :class:`~streammetrics.BinaryScores`; with ``exact=True`` every average equals
     ``sklearn.metrics.roc_auc_score`` / ``average_precision_score`` on the indicator
     matrix (``samples`` is exact in either mode).
+
+    >>> m = MultilabelScores(["x", "y"]).update_many([[1, 0], [0, 1], [1, 1]], [[0.9, 0.2], [0.3, 0.7], [0.6, 0.4]])
+    >>> m.roc_auc(), m.average_precision(average="micro")
+    (1.0, 1.0)
     """
 
     type_name = "MultilabelScores"
