@@ -250,14 +250,11 @@ def labels_to_json(labels: Sequence[Hashable]) -> list:
 
 
 def labels_from_json(values: Any, name: str = "labels") -> list:
+    """A JSON list of distinct labels (kinds may mix), validated by
+    :func:`streammetrics.core.labels.check_label_list`."""
+    from streammetrics.core.labels import check_label_list  # core.labels imports this module
+
     if not isinstance(values, list):
         raise ValueError(f"{name} must be a list, got {type(values).__name__}")
-    out = [to_builtin_label(v, f"{name}[{i}]") for i, v in enumerate(values)]
-    if len(set(map(_label_key, out))) != len(out):
-        raise ValueError(f"{name} has duplicates: {out!r}")
-    return out
+    return check_label_list(values, name, minimum=0, one_kind=False)
 
-
-def _label_key(label: Hashable) -> tuple:
-    # True == 1 in Python; keep bools distinct from ints when checking duplicates
-    return (label.__class__ is bool, label)

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Hashable, Iterable, Mapping, Sequence
+from typing import Any, Hashable, Mapping, Sequence
 
 import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
 from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.labels import LABEL_KINDS, check_label_list, label_kind
 from streammetrics.core.state import Field, describe
 from streammetrics.core.validation import (
     as_label_array,
@@ -46,15 +47,14 @@ __all__ = ["ConfusionMatrix"]
 
 _INF = math.inf
 _ONE = 1.0  # the default weight object: `weight is _ONE` skips validation per event
-_KINDS = {bool: "bool", int: "number", float: "number", str: "str"}
+_KINDS = LABEL_KINDS
 _FAST_CLASS = {"bool": bool, "number": int, "str": str}
 _DTYPE_KINDS = {"b": "bool", "i": "number", "u": "number", "f": "number", "U": "str"}
 # small non-negative int labels are counted with one bincount on a combined code
 _DIRECT_MAX_LABEL = 1024
 
 
-def _kind(label: Hashable) -> str:
-    return _KINDS[label.__class__]
+_kind = label_kind
 
 
 def _normalise(values: list) -> list:
@@ -151,22 +151,10 @@ class ConfusionMatrix(Accumulator):
             self._allowed: frozenset | None = None
             self._fixed_kind: str | None = None
         else:
-            if isinstance(labels, (str, bytes)) or not isinstance(labels, Iterable):
-                raise TypeError(f"labels must be a sequence of labels or None, got {labels!r}")
-            fixed = [to_builtin_label(v, f"labels[{i}]") for i, v in enumerate(labels)]
-            if not fixed:
-                raise ValueError("labels must hold at least one label")
-            kinds = {_kind(v) for v in fixed}
-            if len(kinds) > 1:
-                raise ValueError(
-                    f"labels mixes label kinds {sorted(kinds)}: {fixed!r}; "
-                    "use all bool, all numbers or all str"
-                )
-            if len(set(fixed)) != len(fixed):
-                raise ValueError(f"labels has duplicates: {fixed!r}")
+            fixed = check_label_list(labels, "labels")
             self._fixed = fixed
             self._allowed = frozenset(fixed)
-            self._fixed_kind = kinds.pop()
+            self._fixed_kind = _kind(fixed[0])
         self.reset()
 
     # ------------------------------------------------------------------ state
@@ -482,12 +470,8 @@ class ConfusionMatrix(Accumulator):
 
     @staticmethod
     def _check_labels_arg(labels: Any) -> list:
-        if isinstance(labels, (str, bytes)) or not isinstance(labels, Iterable):
-            raise TypeError(f"labels must be a sequence of labels, got {labels!r}")
-        out = [to_builtin_label(v, f"labels[{i}]") for i, v in enumerate(labels)]
-        if not out:
-            raise ValueError("'labels' should contain at least one label.")
-        return out
+        # scikit-learn's ``labels`` argument: any labels, repeats allowed
+        return check_label_list(labels, "labels", one_kind=False, distinct=False)
 
     def _class_sums(self, labels: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per-label (tp, predicted, true) weight sums in the order of ``labels``."""

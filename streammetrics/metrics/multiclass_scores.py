@@ -52,13 +52,14 @@ import operator
 import warnings
 from functools import reduce
 from itertools import combinations
-from typing import Any, ClassVar, Hashable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Hashable, Mapping, Sequence
 
 import numpy as np
 
 from streammetrics.core import state as _state_mod
 from streammetrics.core.accumulator import Accumulator
 from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.labels import check_label_list
 from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.core.validation import (
     as_label_array,
@@ -97,23 +98,6 @@ _add = operator.add
 
 
 # ----------------------------------------------------------------------------- helpers
-def check_label_list(labels: Any, name: str, minimum: int) -> list:
-    """Distinct int/str/bool labels of one kind (at least ``minimum``) as built-ins."""
-    if isinstance(labels, (str, bytes)) or not isinstance(labels, Iterable):
-        raise TypeError(f"{name} must be a sequence of labels, got {labels!r}")
-    out = [to_builtin_label(v, f"{name}[{i}]") for i, v in enumerate(labels)]
-    if len(out) < minimum:
-        raise ValueError(f"{name} must hold at least {minimum} labels, got {out!r}")
-    kinds = {_kind(v) for v in out}
-    if len(kinds) > 1:
-        raise ValueError(
-            f"{name} mixes label kinds {sorted(kinds)}: {out!r}; use all bool, all numbers or all str"
-        )
-    if len(set(out)) != len(out):
-        raise ValueError(f"{name} has duplicates: {out!r}")
-    return out
-
-
 class _Columns:
     """Label names of score columns: lookups that keep bools and ints apart, and the
     validation of one score row (sequence or mapping) and of a score matrix."""
@@ -493,7 +477,7 @@ class MulticlassScores(_ScoreColumns):
     _h: list[list[ScoreHistogram]]
 
     def __init__(self, classes: Sequence[Hashable], bins: int | None = 64, exact: bool = False) -> None:
-        self._cols = _Columns(check_label_list(classes, "classes", 2), "class", "classes")
+        self._cols = _Columns(check_label_list(classes, "classes", minimum=2), "class", "classes")
         self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]  # bins is None only with exact=True, which ignores it
         self.reset()
 

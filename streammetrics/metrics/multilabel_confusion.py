@@ -21,13 +21,13 @@ without any event of non-zero weight return NaN with an ``UndefinedMetricWarning
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 from typing import Any, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
+from streammetrics.core.labels import check_label_list
 from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.core.validation import (
     as_weight_array,
@@ -136,21 +136,7 @@ class MultilabelConfusion(Accumulator):
     _samples: dict[tuple[int, int, int], list]
 
     def __init__(self, labels: int | Sequence[Hashable]) -> None:
-        if isinstance(labels, numbers.Integral) and not isinstance(labels, bool):
-            if labels < 1:
-                raise ValueError(f"labels must be a positive number of labels, got {labels!r}")
-            names: list = list(range(int(labels)))
-        elif isinstance(labels, (str, bytes)) or not isinstance(labels, Iterable):
-            raise TypeError(f"labels must be an int or a sequence of labels, got {labels!r}")
-        else:
-            names = [to_builtin_label(v, f"labels[{i}]") for i, v in enumerate(labels)]
-            if not names:
-                raise ValueError("labels must hold at least one label")
-            kinds = {_kind(v) for v in names}
-            if len(kinds) > 1:
-                raise ValueError(f"labels mixes label kinds {sorted(kinds)}: {names!r}")
-            if len(set(names)) != len(names):
-                raise ValueError(f"labels has duplicates: {names!r}")
+        names = check_label_list(labels, "labels", allow_count=True)
         self._labels = names
         self._kind = _kind(names[0])
         self._index = {name: j for j, name in enumerate(names)}

@@ -31,13 +31,13 @@ no weight, metrics return nan with a warning (scikit-learn raises).
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 from typing import Any, Hashable, Mapping, Sequence
 
 import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
+from streammetrics.core.labels import check_label_list
 from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.core.validation import (
     as_weight_array,
@@ -63,7 +63,6 @@ from streammetrics.metrics.multiclass_scores import (
     average_scores,
     binary_auc,
     check_average,
-    check_label_list,
     warn_no_events,
 )
 
@@ -277,12 +276,7 @@ class MultilabelScores(_ScoreColumns):
     columns_key = "labels"
 
     def __init__(self, labels: int | Sequence[Hashable], bins: int | None = 64, exact: bool = False) -> None:
-        if isinstance(labels, numbers.Integral) and not isinstance(labels, bool):
-            if labels < 1:
-                raise ValueError(f"labels must be a positive number of labels, got {labels!r}")
-            names: list = list(range(int(labels)))
-        else:
-            names = check_label_list(labels, "labels", 1)
+        names = check_label_list(labels, "labels", allow_count=True)
         self._cols = _Columns(names, "label", "labels")
         self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]  # bins is None only with exact=True, which ignores it
         self.reset()

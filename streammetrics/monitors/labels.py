@@ -6,6 +6,7 @@ import math
 import warnings
 from typing import Any, Hashable, Mapping, Sequence
 
+from streammetrics.core.labels import LABEL_KINDS
 from streammetrics.core.state import Field, describe
 from streammetrics.core.validation import check_weight, to_builtin_label
 from streammetrics.metrics.confusion import ConfusionMatrix, _kind
@@ -15,7 +16,7 @@ from streammetrics.stream.events import Event
 __all__ = ["LabelMonitor", "class_report", "label_metrics"]
 
 _NAN = math.nan
-_LABEL_KINDS = {bool: "bool", int: "number", float: "number", str: "str"}
+_LABEL_KINDS = LABEL_KINDS
 
 
 def class_report(cm: ConfusionMatrix, labels: list) -> dict[str, Any]:
