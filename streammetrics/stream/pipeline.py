@@ -49,7 +49,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from streammetrics.stream.decoding import decode_value
+from streammetrics.stream.decoding import MAX_NESTING, decode_value
 from streammetrics.stream.events import EventParser
 from streammetrics.stream.records import EVENT_CODEC, Event, Rejection
 from streammetrics.stream.snapshots import snapshot_line
@@ -131,7 +131,8 @@ class Problem:
 
 
 class MessageResult:
-    """What one message did: ``applied`` events, and a :class:`Problem` per element not applied."""
+    """What one message did: ``applied`` events, and a :class:`Problem` per element not applied.
+    Read-only by convention: the result of the common case (one event applied) is shared."""
 
     __slots__ = ("applied", "problems")
 
@@ -146,6 +147,20 @@ class MessageResult:
 
     def __repr__(self) -> str:
         return f"MessageResult(applied={self.applied}, problems={self.problems!r})"
+
+
+class _NoProblems(list):  # type: ignore[type-arg]
+    """The empty, unchangeable problem list of the shared common-case result."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("this result is shared: copy its problems before changing them")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse  # type: ignore[assignment]
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
+
+
+#: the result of the common message (one event applied), shared: results are read, not changed
+_APPLIED_ONE = MessageResult(1, _NoProblems())
 
 
 class Pipeline:
@@ -190,7 +205,14 @@ class Pipeline:
         self._messages += 1
         if value is None:
             return self._refused(None, "tombstone", TOMBSTONE_REASON, None)
-        decoded = decode_value(value, self._fast)
+        fast = self._fast
+        if fast is not None and len(value) <= MAX_NESTING:  # too short to nest too deep: msgspec directly
+            try:
+                decoded = fast(value)
+            except Exception:  # noqa: BLE001 - refused: json decides, with its exact reason
+                decoded = decode_value(value, None)
+        else:
+            decoded = decode_value(value, fast)
         cls = decoded.__class__
         if cls is dict:
             item = self._parse(decoded)
@@ -198,7 +220,7 @@ class Pipeline:
                 try:
                     if self._add(item):
                         self._events += 1
-                        return MessageResult(1, [])
+                        return _APPLIED_ONE
                 except EventRejected as exc:
                     return self._refused(None, exc.code, exc.reason, exc.field)
                 self._late += 1
@@ -217,7 +239,7 @@ class Pipeline:
         try:
             if self._add(event):
                 self._events += 1
-                return MessageResult(1, [])
+                return _APPLIED_ONE
         except EventRejected as exc:
             return self._refused(None, exc.code, exc.reason, exc.field)
         self._late += 1

@@ -99,6 +99,7 @@ def replay_lines(
     """
     stats = ReplayStats()
     process = pipeline.process
+    events_before = pipeline.counters["events"]
     done = 0
     lineno = 0
     seen: dict[tuple[str, str | None], int] = {}
@@ -106,33 +107,35 @@ def replay_lines(
         if progress is not None:
             done += len(line)
             if lineno & 0x3FFF == 0:
+                stats.events = pipeline.counters["events"] - events_before
                 progress.draw(done, stats)
         if line[:1] in _BLANK_START and not line.strip():  # skip blank lines without a copy per line
             continue
-        res = process(line)
-        stats.events += res.applied
-        for problem in res.problems:
-            if problem.code == "late":
-                stats.late += 1
-            else:
-                stats.rejected += 1
-            kind = (problem.code, problem.field)
-            n = seen[kind] = seen.get(kind, 0) + 1
-            if n <= REPORT_LIMIT:
-                if report is not None:
-                    where = "" if problem.index is None else f"[{problem.index}] "
-                    report(lineno, where + problem.reason)
-            else:
-                stats.suppressed[kind] = stats.suppressed.get(kind, 0) + 1
-            if n >= ABORT_AFTER and stats.events == 0 and len(seen) == 1:
-                stats.aborted = problem
+        problems = process(line).problems
+        if problems:
+            for problem in problems:
+                if problem.code == "late":
+                    stats.late += 1
+                else:
+                    stats.rejected += 1
+                kind = (problem.code, problem.field)
+                n = seen[kind] = seen.get(kind, 0) + 1
+                if n <= REPORT_LIMIT:
+                    if report is not None:
+                        where = "" if problem.index is None else f"[{problem.index}] "
+                        report(lineno, where + problem.reason)
+                else:
+                    stats.suppressed[kind] = stats.suppressed.get(kind, 0) + 1
+                if n >= ABORT_AFTER and len(seen) == 1 and pipeline.counters["events"] == events_before:
+                    stats.aborted = problem
+                    break
+            if stats.aborted is not None:
                 break
-        if stats.aborted is not None:
-            break
         if lineno & 0x3FF == 0:
             for snap in pipeline.poll():
                 write(snapshot_line(snap))
                 stats.snapshots += 1
+    stats.events = pipeline.counters["events"] - events_before
     stats.lines = lineno
     for snap in pipeline.poll() + pipeline.flush():
         write(snapshot_line(snap))
