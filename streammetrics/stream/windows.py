@@ -51,12 +51,19 @@ from __future__ import annotations
 import math
 import re
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from streammetrics.stream.snapshots import SNAPSHOT_SCHEMA
 
-__all__ = ["WindowManager", "WindowSpec", "EventRejected", "parse_duration", "DEFAULT_MAX_FUTURE",
-           "DEFAULT_MAX_KEYS"]
+__all__ = [
+    "DEFAULT_MAX_FUTURE",
+    "DEFAULT_MAX_KEYS",
+    "EventRejected",
+    "WindowManager",
+    "WindowSpec",
+    "parse_duration",
+]
 
 #: default bound on how far ahead of the wall clock an event time may be (seconds)
 DEFAULT_MAX_FUTURE = 3600.0
@@ -68,7 +75,7 @@ _floor = math.floor
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
 
 
-def parse_duration(text: str | float | int, name: str = "duration") -> float:
+def parse_duration(text: str | float, name: str = "duration") -> float:
     """Seconds in ``"500ms"``, ``"10s"``, ``"1.5m"``, ``"2h"``, ``"1d"`` or a plain number of seconds."""
     if isinstance(text, bool):
         raise TypeError(f"{name} must be a duration such as '60s', got {text!r}")
@@ -94,7 +101,7 @@ def _to_ms(seconds: float, name: str) -> int:
 class WindowSpec:
     """Window geometry in integer milliseconds: ``size``, ``slide`` and their pane ``gcd``."""
 
-    __slots__ = ("size_ms", "slide_ms", "pane_ms", "grace_ms")
+    __slots__ = ("grace_ms", "pane_ms", "size_ms", "slide_ms")
 
     def __init__(self, size: float, slide: float | None = None, grace: float = 0.0) -> None:
         self.size_ms = _to_ms(size, "window")
@@ -146,8 +153,20 @@ class EventRejected(ValueError):
 class _KeyState:
     """Open panes and bookkeeping for one stream key."""
 
-    __slots__ = ("panes", "pending", "max_us", "next_window", "late", "last_seen", "cumulative", "first_window",
-                 "tag", "open_from", "close_at", "first_pane_bound")
+    __slots__ = (
+        "close_at",
+        "cumulative",
+        "first_pane_bound",
+        "first_window",
+        "last_seen",
+        "late",
+        "max_us",
+        "next_window",
+        "open_from",
+        "panes",
+        "pending",
+        "tag",
+    )
 
     def __init__(self) -> None:
         self.panes: dict[int, Any] = {}  # pane index -> monitor
@@ -524,7 +543,7 @@ class WindowManager:
                 "closed": [[m, g, nw, late] for (m, g), (nw, late) in self._closed.items()],
                 "forgotten_next": self._forgotten_next, "evicted": self.evicted}
 
-    def load_dict(self, data: Mapping[str, Any]) -> "WindowManager":
+    def load_dict(self, data: Mapping[str, Any]) -> WindowManager:
         """Replace the state with a checkpoint from :meth:`to_dict` (same window geometry)."""
         from streammetrics.core.accumulator import from_dict as _from_dict
 
