@@ -35,7 +35,10 @@ refused (:class:`EventRejected` code ``key_limit``, counted). With ``cumulative=
 not evicted (their all-time monitor is the point) and ``max_keys`` alone bounds them.
 
 Snapshots follow the contract's schema ``streammetrics.snapshot/1``. With ``cumulative=True``
-an all-time snapshot per key (``"final": false``, ``"cumulative": true``) follows each close.
+an all-time snapshot per key (``"final": false``, ``"cumulative": true``) follows each close:
+the key's events from its first window's start up to the end of the window just closed (the
+``window`` it carries), never an event past that end. Its ``late`` (like every snapshot's) is
+the key's running total of late events dropped, as the contract says.
 
 With ``batch=True`` events are queued per pane and handed to the monitor's vectorised
 ``update_events(events)`` just before the pane is needed (a window closes, a checkpoint is
@@ -383,16 +386,12 @@ class WindowManager:
             monitor.update_events(events)
 
     def _monitors_of(self, state: _KeyState, pane: int) -> tuple[Any, ...]:
-        """The monitors an event of ``pane`` updates, created when missing: the pane's, and the
-        key's all-time one when ``cumulative``."""
+        """The monitors an event of ``pane`` updates: the pane's, created when missing. (The
+        key's all-time monitor takes panes as they are released, see :meth:`_close_through`.)"""
         monitor = state.panes.get(pane)
         if monitor is None:
             monitor = state.panes[pane] = self._factory()
-        if not self.cumulative:
-            return (monitor,)
-        if state.cumulative is None:
-            state.cumulative = self._factory()
-        return (monitor, state.cumulative)
+        return (monitor,)
 
     def _drain_key(self, state: _KeyState) -> None:
         for pane in sorted(state.pending):
@@ -440,16 +439,26 @@ class WindowManager:
             # panes below the next window's start are no longer needed
             next_lo = (k + 1) * s
             if low < next_lo:
-                for j in [p for p in panes if p < next_lo]:
+                for j in sorted(p for p in panes if p < next_lo):
+                    if self.cumulative:  # released panes: every window holding them has closed
+                        if state.cumulative is None:
+                            state.cumulative = self._factory()
+                        state.cumulative.merge(panes[j])
                     del panes[j]
             k += 1
         self._set_next_window(state, last + 1)
         if not panes:
             self._emptied.append(key)
-        if closed_any and self.cumulative and state.cumulative is not None:
+        if closed_any and self.cumulative:
+            # all-time up to the end of window `last`: the released panes plus the open panes
+            # that window holds (hopping windows), never an event past its end
+            total = self._factory() if state.cumulative is None else state.cumulative.copy()
+            end_pane = last * s + w
+            for j in sorted(p for p in panes if p < end_pane):
+                total.merge(panes[j])
             start = (state.first_window or 0) * spec.slide_ms
             end = last * spec.slide_ms + spec.size_ms
-            self._ready.append(self._snapshot(key, state, state.cumulative, start, end, False, cumulative=True))
+            self._ready.append(self._snapshot(key, state, total, start, end, False, cumulative=True))
 
     def poll(self, now: float | None = None) -> list[dict[str, Any]]:
         """Close idle keys (if ``idle_close`` is set) and return the snapshots ready since the last call."""
@@ -538,6 +547,7 @@ class WindowManager:
                 "pending": [[j, [encode(e) for e in q]] for j, q in sorted(st.pending.items())]
                 if encode else [],
                 "cumulative": None if st.cumulative is None else st.cumulative.to_dict(),
+                "cumulative_released": True,  # the all-time monitor holds released panes only
             })
         return {"type": "WindowManager", "version": 1, "spec": self.spec.to_dict(), "keys": keys,
                 "closed": [[m, g, nw, late] for (m, g), (nw, late) in self._closed.items()],
@@ -559,7 +569,7 @@ class WindowManager:
                 st = _KeyState()
                 model, segment = item["model"], item["segment"]
                 if not isinstance(model, str) or not isinstance(segment, str):
-                    raise ValueError("model and segment must be strings")
+                    raise ValueError("model and segment must be strings")  # noqa: TRY004 - one error type for a bad checkpoint
                 if item["max_us"] is not None and type(item["max_us"]) is not int:
                     raise ValueError("max_us must be an integer")
                 st.max_us = -math.inf if item["max_us"] is None else item["max_us"]
@@ -575,6 +585,9 @@ class WindowManager:
                 if pending and not self._codec:
                     raise ValueError("checkpoint holds queued events but no event_codec was given")
                 st.pending = {int(j): [self._codec[1](e) for e in q] for j, q in pending} if pending else {}
+                if item["cumulative"] is not None and not item.get("cumulative_released"):
+                    raise ValueError("its all-time (--cumulative) state is from a version that also counted "
+                                     "open windows; start without this checkpoint")
                 st.cumulative = None if item["cumulative"] is None else load(item["cumulative"])
                 keys[(model, segment)] = st
         except (KeyError, TypeError, ValueError) as exc:
