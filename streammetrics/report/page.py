@@ -22,6 +22,8 @@ __all__ = ["render_page", "format_value", "format_delta"]
 MAX_LISTED_RANGES = 12
 #: skipped input lines listed on the page (stderr lists more)
 MAX_LISTED_PROBLEMS = 5
+#: key names longer than this are cut in the tables (whole in a tooltip and in their section's heading)
+MAX_NAME_CHARS = 80
 _TASK_ORDER = {task: i for i, task in enumerate(TASK_TITLES)}
 
 CSS = """
@@ -34,7 +36,7 @@ header { background: #1d2330; color: #fff; padding: 18px 28px; }
 header h1 { margin: 0 0 4px; font-size: 22px; }
 header p { margin: 0; color: #c7cedb; }
 main { padding: 8px 28px 28px; max-width: 1500px; margin: 0 auto; }
-h2 { font-size: 18px; margin: 22px 0 8px; }
+h2 { font-size: 18px; margin: 22px 0 8px; overflow-wrap: anywhere; }
 h3 { font-size: 15px; margin: 14px 0 6px; color: var(--muted); }
 section.card { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 4px 18px 14px;
                margin-top: 16px; }
@@ -64,8 +66,13 @@ footer { color: var(--muted); font-size: 12px; padding: 0 28px 24px; max-width: 
 """
 
 
+#: C0 control characters other than tab and newlines, and DEL, shown as U+FFFD (as browsers show NUL)
+_CONTROLS = {c: "\ufffd" for c in [*range(0, 9), 11, 12, *range(14, 32), 127]}
+
+
 def esc(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    """Text for HTML content or a quoted attribute: markup characters escaped, control characters replaced."""
+    return html.escape(str(text), quote=True).translate(_CONTROLS)
 
 
 def format_time(ts: float, seconds: bool = False) -> str:
@@ -147,8 +154,15 @@ def _alerts_cell(history: KeyHistory) -> str:
 
 
 def _key_link(history: KeyHistory, anchor: str | None) -> str:
-    """The key's label, linked to its section when it has one (charted keys)."""
-    return f'<a href="#{anchor}">{esc(history.label)}</a>' if anchor else esc(history.label)
+    """The key's label (cut to :data:`MAX_NAME_CHARS`, the whole name in a tooltip), linked to its
+    section when it has one (charted keys)."""
+    label = history.label
+    if len(label) > MAX_NAME_CHARS:
+        title = f' title="{esc(label)}"'
+        label = label[:MAX_NAME_CHARS - 1] + "…"
+    else:
+        title = ""
+    return f'<a href="#{anchor}"{title}>{esc(label)}</a>' if anchor else f'<span{title}>{esc(label)}</span>'
 
 
 def _summary_row(history: KeyHistory, anchor: str | None, metrics: Sequence[str]) -> str:
