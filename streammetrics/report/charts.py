@@ -528,9 +528,14 @@ CHARTS: dict[str, tuple[tuple[str, ChartFunction], ...]] = {
 _GENERIC: tuple[tuple[str, ChartFunction], ...] = (("count", events_bars),)
 
 
+#: chart kinds drawn from the monitor state (none without it)
+NEEDS_STATE = frozenset({"roc", "pr", "confusion"})
+
+
 def max_charts_of(history: KeyHistory) -> int:
     """The most charts :func:`charts_for` draws for ``history`` (some may be missing for lack of data)."""
-    return len(CHARTS.get(history.task, _GENERIC))
+    kinds = [kind for kind, _ in CHARTS.get(history.task, _GENERIC)]
+    return len(kinds) if history.has_state else sum(kind not in NEEDS_STATE for kind in kinds)
 
 
 def charts_for(history: KeyHistory, id_prefix: str) -> list[Chart]:

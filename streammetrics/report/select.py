@@ -67,8 +67,8 @@ def _worst(histories: Sequence[KeyHistory]) -> Iterator[tuple[KeyHistory, str]]:
                 if value is not None and not math.isnan(value):
                     scored.append((value, h))
         scored.sort(key=lambda item: item[0])
-        per_task.append(((h, f"#{rank} lowest latest {metric} ({value:.3g})")
-                         for rank, (value, h) in enumerate(scored, 1)))
+        per_task.append(iter([(h, f"#{rank} lowest latest {metric} ({value:.3g})")
+                              for rank, (value, h) in enumerate(scored, 1)]))
     for group in itertools.zip_longest(*per_task):
         yield from (item for item in group if item is not None)
 
