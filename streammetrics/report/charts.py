@@ -15,8 +15,8 @@ User text (class labels) never reaches matplotlib's mathtext (``text.parse_math`
 ``$\\foo$`` stays literal) and goes through :func:`chart_text` (control characters and lone
 surrogates dropped, cut to :data:`MAX_LABEL_CHARS`); the SVG backend escapes ``<`` and ``&``.
 
-Cost: figures have fixed margins (``subplots_adjust``) rather than constrained layout, which
-draws every figure twice; only the confusion matrix (colour bar, rotated labels) keeps it.
+Cost: figures have fixed margins (``subplots_adjust``; the confusion matrix's sized by its
+longest label) rather than constrained layout, which draws every figure twice.
 """
 from __future__ import annotations
 
@@ -128,12 +128,9 @@ def _render(fig: Figure, chart_id: str, title: str) -> str:
     return svg.replace("<svg ", f'<svg role="img" aria-label="{html.escape(title)}" ', 1)
 
 
-def _figure(size: str, constrained: bool = False) -> tuple[Figure, Any]:
-    """A figure of a layout slot with one axes: fixed margins, or constrained layout (one more draw)."""
-    if constrained:
-        fig = Figure(figsize=SIZES[size], layout="constrained")
-        return fig, fig.add_subplot()
-    (w, h), (left, right, bottom, top) = SIZES[size], MARGINS[size]
+def _figure(size: str, margins: tuple[float, float, float, float] | None = None) -> tuple[Figure, Any]:
+    """A figure of a layout slot with one axes and fixed margins (inches: left, right, bottom, top)."""
+    (w, h), (left, right, bottom, top) = SIZES[size], margins or MARGINS[size]
     fig = Figure(figsize=(w, h))
     fig.subplots_adjust(left=left / w, right=1 - right / w, bottom=bottom / h, top=1 - top / h)
     return fig, fig.add_subplot()
@@ -405,12 +402,16 @@ def confusion_chart(history: KeyHistory, chart_id: str, *, size: str = "third") 
     if found is None:
         return None
     matrix, labels = found
-    fig, ax = _figure(size, constrained=True)
+    n = len(labels)
+    names = [chart_text(label, 16) for label in labels] if n <= MAX_CONFUSION_LABELS else []
+    longest = max((len(name) for name in names), default=0)
+    left = min(max(0.6, 0.35 + 0.07 * longest), 1.5)  # room for the row labels (about 0.07 in per character)
+    bottom = 0.6 if n <= 4 else min(max(0.6, 0.45 + 0.05 * longest), 1.3)  # rotated column labels
+    fig, ax = _figure(size, margins=(left, 0.45, bottom, 0.36))
     totals = matrix.sum(axis=1, keepdims=True)
     shares = np.divide(matrix, totals, out=np.zeros_like(matrix, dtype=float), where=totals > 0)
     image = ax.imshow(shares, cmap="Blues", vmin=0, vmax=1)
     fig.colorbar(image, ax=ax, shrink=0.8, label="share of the true class")
-    n = len(labels)
     if n <= 12:
         for i in range(n):
             for j in range(n):
@@ -418,9 +419,8 @@ def confusion_chart(history: KeyHistory, chart_id: str, *, size: str = "third") 
                 text = f"{count:,.0f}" if float(count).is_integer() else f"{count:,.1f}"
                 ax.text(j, i, f"{text}\n{shares[i, j]:.0%}", ha="center", va="center",
                         fontsize=9 if n <= 4 else 7, color="white" if shares[i, j] > 0.55 else "#222222")
-    if n <= MAX_CONFUSION_LABELS:
+    if names:
         ticks = range(n)
-        names = [chart_text(label, 16) for label in labels]
         ax.set_xticks(ticks, names, rotation=0 if n <= 4 else 45, ha="center" if n <= 4 else "right")
         ax.set_yticks(ticks, names)
     else:
