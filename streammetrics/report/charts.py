@@ -70,7 +70,7 @@ MAX_CONFUSION_LABELS = 30
 MARGINS = {"wide": (0.8, 2.4, 0.62, 0.36), "half": (0.8, 0.2, 0.62, 0.36), "third": (0.72, 0.2, 0.6, 0.36)}
 #: beyond this many windows, lines show a rolling mean over the faint per-window values
 SMOOTH_ABOVE = 150
-RC = {"svg.fonttype": "none", "font.size": 9, "axes.titlesize": 10, "axes.titleweight": "bold",
+RC: dict[Any, Any] = {"svg.fonttype": "none", "font.size": 9, "axes.titlesize": 10, "axes.titleweight": "bold",
       "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3,
       "legend.fontsize": 8, "legend.framealpha": 0.85, "text.parse_math": False, "text.usetex": False}
 
