@@ -211,6 +211,6 @@ def run_report(args: argparse.Namespace, *, out: IO[str] | None = None, err: IO[
         return fail(str(exc), 2)
     except OSError as exc:
         return fail(f"cannot write {args.output}: {exc.strerror or exc}", 1)
-    print(f"report written to {result.path}: {result.keys} keys ({result.charted} charted), {result.windows} "
-          f"windows, {result.charts} charts, {result.alerts} alert{'s' if result.alerts != 1 else ''}", file=out)
+    print(f"report written to {result.path}: {result.keys} keys, {result.windows} windows, {result.charts} charts "
+          f"for {result.charted} keys, {result.alerts} alert{'s' if result.alerts != 1 else ''}", file=out)
     return 0

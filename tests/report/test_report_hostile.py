@@ -258,7 +258,8 @@ def test_fuzzed_snapshots_never_break_the_loader_or_the_tables(valid_lines: dict
     assert result.charts == 0 and result.skipped == loaded.skipped
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.slow
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_fuzzed_snapshots_always_render_with_charts(valid_lines: dict[str, list[str]], data: st.DataObject) -> None:
     task = data.draw(st.sampled_from(sorted(valid_lines)))

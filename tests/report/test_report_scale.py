@@ -60,7 +60,7 @@ def test_5000_keys_render_with_at_most_max_charts_for_the_keys_that_matter(sourc
                                                                          capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "r.html"
     assert cli.main(["report", str(source), "-o", str(out), "--alert", "roc_auc<0.6", "--max-charts", "12"]) == 0
-    assert "5000 keys (4 charted)" in capsys.readouterr().out
+    assert "5000 keys, 10000 windows, 12 charts for 4 keys" in capsys.readouterr().out
     doc = parse_html(out.read_text(encoding="utf-8"))
     figures = doc.find_all("figure", class_="chart")
     assert len(figures) == 12  # 4 keys x 3 charts (no state: no curves or confusion matrix)
