@@ -179,13 +179,18 @@ def _summary_row(history: KeyHistory, anchor: str | None, metrics: Sequence[str]
             f'data-charted="{1 if anchor else 0}">' + "".join(cells) + "</tr>")
 
 
-def _charted_note(histories: Sequence[KeyHistory], selection: Selection | None, charts: int) -> str:
+def _charted_note(histories: Sequence[KeyHistory], selection: Selection | None, charts: int,
+                  anchors: dict[int, str | None]) -> str:
+    """Which keys have charts and why, when not all do (a list of links to their sections)."""
     if selection is None or selection.all_keys:
         return ""
-    n = sum(1 for h in histories if selection.charted(h))
+    charted = [h for h in histories if anchors.get(id(h))]
+    n = len(charted)
+    links = "".join(f'<li>{_key_link(h, anchors[id(h)])}: {esc("; ".join(selection.why(h)))}</li>' for h in charted)
     return (f'<p class="note" id="charted-keys">Charts for {n:,} of {len(histories):,} keys ({charts:,} charts; '
             f'at most {selection.max_charts:,}, <code>--max-charts</code>), chosen from {esc(HOW_CHOSEN)}. '
-            'Every key is in this table; the names of charted keys link to their charts.</p>')
+            'Every key is in this table; the names of charted keys link to their charts.</p>'
+            f'<ul class="charted">{links}</ul>')
 
 
 def _summary(histories: Sequence[KeyHistory], anchors: dict[int, str | None], note: str = "") -> str:
@@ -321,7 +326,7 @@ def render_page(title: str, histories: Sequence[KeyHistory], sections: Iterable[
     anchors.update({id(h): anchor for h, anchor, _ in sections})
     body = "".join(_key_section(h, anchor, charts, selection.why(h) if selection else ())
                    for h, anchor, charts in sections)
-    note = _charted_note(histories, selection, sum(len(c) for _, _, c in sections))
+    note = _charted_note(histories, selection, sum(len(c) for _, _, c in sections), anchors)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'

@@ -70,6 +70,9 @@ def test_5000_keys_render_with_at_most_max_charts_for_the_keys_that_matter(sourc
     assert charted == {"m0017", WORST, LARGEST, "m4242"}
     note = doc.find("p", id="charted-keys").text
     assert "Charts for 4 of 5,000 keys (12 charts; at most 12" in note and "most events" in note
+    listed = doc.find("ul", class_="charted").find_all("a")
+    assert {a.text for a in listed} == {f"{m} / eu" for m in charted}
+    assert {a.attrs["href"][1:] for a in listed} == {s.attrs["id"] for s in sections(doc).values()}
     why = {m: s.find("p", class_="why").text for (m, _), s in sections(doc).items()}
     assert why["m0017"] == "Charted: alerts fired in 2 windows"
     assert why[WORST] == "Charted: #3 lowest latest roc_auc (0.61)"  # after the two alerted keys (0.55)
