@@ -105,3 +105,9 @@ def test_every_key_is_charted_when_they_fit_and_none_with_a_zero_budget(source: 
     capsys.readouterr()
     assert cli.main(["report", str(small), "-o", str(out), "--max-charts", "-1"]) == 2
     assert "--max-charts must be 0 or more" in capsys.readouterr().err
+
+
+def test_cli_help_states_the_default_budget(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["report", "--help"])
+    assert f"(default {DEFAULT_MAX_CHARTS})" in " ".join(capsys.readouterr().out.split())
