@@ -253,6 +253,9 @@ def test_fuzzed_snapshots_never_break_the_loader_or_the_tables(valid_lines: dict
     mixed = lines[:2] + bad + lines[2:]
     loaded = read_jsonl(mixed)
     _check_loaded(loaded, mixed)
+    plain = read_jsonl(mixed, fast=False)  # json only: the same verdicts as the msgspec path
+    assert (plain.skipped, plain.problems) == (loaded.skipped, loaded.problems)
+    assert [s.identity for s in plain.snapshots] == [s.identity for s in loaded.snapshots]
     page, result = build_report(loaded, max_charts=0)  # tables only: fast enough for many examples
     parse_html(page)
     assert result.charts == 0 and result.skipped == loaded.skipped
