@@ -110,6 +110,12 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
                         "that window's end)")
     g.add_argument("--no-state", action="store_true",
                    help="leave the accumulator state out of snapshots (smaller output)")
+    g.add_argument("--reference", default=None, metavar="FILE",
+                   help="JSONL of labelled events (or snapshots) of a trusted period, binary or multiclass: "
+                        "snapshots of keys with a reference carry drift, calibration and estimated performance "
+                        "(null for keys without one)")
+    g.add_argument("--max-references", type=_positive_int("--max-references"), default=10_000, metavar="N",
+                   help="most (model, segment) keys in the --reference file; more is an error (default: 10000)")
 
 
 def build_parser() -> argparse.ArgumentParser:
