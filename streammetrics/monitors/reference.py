@@ -73,7 +73,10 @@ from streammetrics.kernels.levels import (
 )
 from streammetrics.metrics.binary_scores import BinaryScores
 
-__all__ = ["DEFAULT_MAX_REFERENCES", "METRICS", "Reference", "load_references", "snapshot_metrics", "window_histogram"]
+__all__ = [
+    "DEFAULT_MAX_REFERENCES", "METRICS", "Reference", "load_references", "reliability", "snapshot_metrics",
+    "window_histogram",
+]
 
 #: most (model, segment) references ``load_references`` and a pipeline hold (``--max-references``)
 DEFAULT_MAX_REFERENCES = 10_000
@@ -352,23 +355,8 @@ class Reference:
         return value, low, high
 
     def reliability(self, window: Any, n_bins: int = 10, strategy: str = "uniform") -> dict[str, Any]:
-        """Reliability diagram of a labelled window: ``prob_true``/``prob_pred`` as
-        ``sklearn.calibration.calibration_curve`` (exact states; on bins with every event at
-        its bin's midpoint) and, on bins (``uniform`` only), per-bin ``bounds`` from
-        :func:`~streammetrics.kernels.calibration.reliability_curve_bounds` (None when exact)."""
-        scores = _scores_of(window)
-        if scores is None:
-            raise TypeError("the reliability curve needs a labelled window (BinaryScores or BinaryMonitor)")
-        binning = scores._binning
-        keys, table = aligned(scores._neg, scores._pos)
-        lo, hi = level_bounds(binning, keys)
-        x = keys.astype(np.float64) if binning.exact else representative(lo, hi)
-        prob_true, prob_pred = calibration.reliability_curve(x, table[0], table[1], n_bins, strategy)
-        bounds = None
-        if not binning.exact and strategy == "uniform":
-            bounds = {k: v.tolist() for k, v in
-                      calibration.reliability_curve_bounds(lo, hi, table[0], table[1], n_bins).items()}
-        return {"prob_true": prob_true.tolist(), "prob_pred": prob_pred.tolist(), "bounds": bounds}
+        """:func:`reliability` of a labelled window (the reference is not used)."""
+        return reliability(window, n_bins, strategy)
 
     def metrics(self, window: Any) -> dict[str, float | None]:
         """Every key of :data:`METRICS` for the window, JSON-safe (None where undefined:
@@ -388,6 +376,28 @@ class Reference:
         return (f"Reference(count={self.count}, threshold={self.threshold}, "
                 f"psi_groups={self.psi_groups}, ece_bins={self.ece_bins}, ece_norm={self.ece_norm!r})")
 
+
+
+def reliability(window: Any, n_bins: int = 10, strategy: str = "uniform") -> dict[str, Any]:
+    """Reliability diagram of a labelled window (``BinaryScores`` / ``BinaryMonitor`` or its
+    dict): ``prob_true``/``prob_pred`` as ``sklearn.calibration.calibration_curve`` (exact
+    states; on bins with every event at its bin's midpoint) and, on bins (``uniform`` only),
+    per-bin ``bounds`` from :func:`~streammetrics.kernels.calibration.reliability_curve_bounds`
+    (None when exact). ``TypeError`` for a window without labels, ``ValueError`` for scores
+    outside [0, 1]."""
+    scores = _scores_of(window)
+    if scores is None:
+        raise TypeError("the reliability curve needs a labelled window (BinaryScores or BinaryMonitor)")
+    binning = scores._binning
+    keys, table = aligned(scores._neg, scores._pos)
+    lo, hi = level_bounds(binning, keys)
+    x = keys.astype(np.float64) if binning.exact else representative(lo, hi)
+    prob_true, prob_pred = calibration.reliability_curve(x, table[0], table[1], n_bins, strategy)
+    bounds = None
+    if not binning.exact and strategy == "uniform":
+        bounds = {k: v.tolist() for k, v in
+                  calibration.reliability_curve_bounds(lo, hi, table[0], table[1], n_bins).items()}
+    return {"prob_true": prob_true.tolist(), "prob_pred": prob_pred.tolist(), "bounds": bounds}
 
 
 _BATCH = 1 << 16  # events parsed per batch by load_references
