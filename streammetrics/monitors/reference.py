@@ -326,7 +326,10 @@ class Reference:
     def estimate(self, window: Any) -> dict[str, float]:
         """CBPE estimates ``estimated_roc_auc``, ``estimated_accuracy``, ``estimated_precision``,
         ``estimated_recall``, ``estimated_f1`` of the window (its labels are not used)."""
-        keys, w, binning = window_histogram(window)
+        return self._estimate(window_histogram(window))
+
+    def _estimate(self, hist: Histogram) -> dict[str, float]:
+        keys, w, binning = hist
         lo, hi = level_bounds(binning, keys)
         x = keys.astype(np.float64) if binning.exact else representative(lo, hi)
         c = self.calibrated(x)
@@ -363,7 +366,8 @@ class Reference:
         an empty window, or ``ece*`` of a window without labels); no warnings."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UndefinedMetricWarning)
-            out: dict[str, float] = {**self.drift(window), **self.estimate(window)}
+            hist = window_histogram(window)  # once for both families
+            out: dict[str, float] = {**self._levels.drift(hist, self.psi_groups), **self._estimate(hist)}
             labelled = _scores_of(window) is not None
             try:
                 e = self.ece(window) if labelled else (math.nan,) * 3
