@@ -59,8 +59,12 @@ def test_pipeline_without_references_is_unchanged():
 def test_reference_limit_names_the_limit():
     refs = load_references(sample_path())
     assert len(refs) > 1
-    with pytest.raises(ValueError, match="more than 1 .*--max-references 1"):
-        Pipeline(PipelineConfig(references=refs, max_references=1))
+    Pipeline(PipelineConfig(references=refs, max_references=len(refs)))  # at the limit: fine
+    with pytest.raises(ValueError, match=f"more than {len(refs) - 1} .*--max-references {len(refs) - 1}"):
+        Pipeline(PipelineConfig(references=refs, max_references=len(refs) - 1))
+    assert len(load_references(sample_path(), max_references=len(refs))) == len(refs)
+    with pytest.raises(ValueError, match=f"--max-references {len(refs) - 1}"):
+        load_references(sample_path(), max_references=len(refs) - 1)
     with pytest.raises(TypeError, match="not a Reference"):
         Pipeline(PipelineConfig(references={("m", ""): object()}))
 
