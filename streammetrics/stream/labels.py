@@ -94,7 +94,7 @@ class Label:
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not Label:
             return NotImplemented
-        return (self.id, self.y_true, self.ts) == (other.id, other.y_true, other.ts)  # type: ignore[attr-defined]
+        return (self.id, self.y_true, self.ts) == (other.id, other.y_true, other.ts)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -198,7 +198,8 @@ class LabelJoin:
             return out
         if ident in self._labels:
             self.counts["duplicate"] += 1
-            out.append(JoinOutput(REJECTED, label, "duplicate", f"duplicate label for id {ident!r}: it already has one"))
+            out.append(JoinOutput(REJECTED, label, "duplicate",
+                                  f"duplicate label for id {ident!r}: it already has one"))
             return out
         preds = self.store.take(ident)
         if not preds and ident in self._expired_ids:
