@@ -104,15 +104,18 @@ class Label:
 
 class JoinOutput:
     """One outcome of the join: ``kind`` (module docstring), ``event`` (an Event or a Label),
-    ``code`` (machine-readable, for expiries and rejections) and ``reason`` (one line)."""
+    ``code`` (machine-readable, for expiries and rejections), ``reason`` (one line) and, for
+    predictions, the ``tag`` given with it to :meth:`LabelJoin.add_prediction`."""
 
-    __slots__ = ("code", "event", "kind", "reason")
+    __slots__ = ("code", "event", "kind", "reason", "tag")
 
-    def __init__(self, kind: str, event: Any, code: str | None = None, reason: str | None = None) -> None:
+    def __init__(self, kind: str, event: Any, code: str | None = None, reason: str | None = None,
+                 tag: int | None = None) -> None:
         self.kind = kind
         self.event = event
         self.code = code
         self.reason = reason
+        self.tag = tag
 
     def __repr__(self) -> str:
         extra = f", code={self.code!r}" if self.code else ""
@@ -165,8 +168,9 @@ class LabelJoin:
         self.watermark_us = t
         return self._expire(t - self.ttl_us)
 
-    def add_prediction(self, event: Event) -> list[JoinOutput]:
-        """A prediction awaiting its label (its ``y_true`` is ignored)."""
+    def add_prediction(self, event: Event, tag: int | None = None) -> list[JoinOutput]:
+        """A prediction awaiting its label (its ``y_true`` is ignored). ``tag`` (an integer,
+        e.g. the prediction's first window) is kept with it and returned on its outputs."""
         out = list(self.advance(event.ts))
         ident = event.id
         if not isinstance(ident, str):
@@ -174,18 +178,18 @@ class LabelJoin:
             out.append(JoinOutput(REJECTED, event, "missing_id", "prediction without y_true needs an 'id'"))
             return out
         self.counts["predictions"] += 1
-        out.append(JoinOutput(PENDING, event))
+        out.append(JoinOutput(PENDING, event, tag=tag))
         rec = self._labels.get(ident)
         if rec is not None:
             rec[4] = True
             self.counts["joined"] += 1
-            out.append(JoinOutput(JOINED, _joined(event, rec[0])))
+            out.append(JoinOutput(JOINED, _joined(event, rec[0]), tag=tag))
         elif self.watermark_us is not None and ts_us(event.ts) < self.watermark_us - self.ttl_us:
-            self._expire_prediction(event, "ttl", out)
+            self._expire_prediction(event, tag, "ttl", out)
         else:
-            for old in self.store.put(event):
+            for old, old_tag in self.store.put(event, tag):
                 self.counts["evicted"] += 1
-                self._expire_prediction(old, "evicted", out)
+                self._expire_prediction(old, old_tag, "evicted", out)
         return out
 
     def add_label(self, label: Label) -> list[JoinOutput]:
@@ -217,9 +221,9 @@ class LabelJoin:
             self._forget_label(ident, "ttl", out)
             return out
         heapq.heappush(self._label_heap, (t, seq, ident))
-        for p in preds:
+        for p, tag in preds:
             self.counts["joined"] += 1
-            out.append(JoinOutput(JOINED, _joined(p, label.y_true)))
+            out.append(JoinOutput(JOINED, _joined(p, label.y_true), tag=tag))
         if len(self._labels) > self.max_labels:
             _, _, oldest = heapq.heappop(self._label_heap)
             self._forget_label(oldest, "evicted", out)
@@ -229,8 +233,8 @@ class LabelJoin:
     def _expire(self, before_us: int) -> list[JoinOutput] | tuple[()]:
         out: list[JoinOutput] = []
         if self.store.next_deadline_us() < before_us:
-            for p in self.store.expire(before_us):
-                self._expire_prediction(p, "ttl", out)
+            for p, tag in self.store.expire(before_us):
+                self._expire_prediction(p, tag, "ttl", out)
         heap = self._label_heap
         while heap and heap[0][0] < before_us:
             _, _, ident = heapq.heappop(heap)
@@ -242,10 +246,10 @@ class LabelJoin:
                 del self._expired_ids[ident]
         return out or _NONE
 
-    def _expire_prediction(self, p: Event, code: str, out: list[JoinOutput]) -> None:
+    def _expire_prediction(self, p: Event, tag: int | None, code: str, out: list[JoinOutput]) -> None:
         self.counts["expired"] += 1
         out.append(JoinOutput(EXPIRED, p, code, f"prediction {p.id!r} (ts={p.ts!r}) expired without a label"
-                              + (" (pending store full)" if code == "evicted" else "")))
+                              + (" (pending store full)" if code == "evicted" else ""), tag))
         ident = p.id
         assert isinstance(ident, str)
         seq = self._seq

@@ -33,7 +33,7 @@ same arrival numbers and counters, hence the same answers afterwards.
 ...     _ = store.put(Event(ts=float(i), model="m", score=0.5, id=f"p{i}"))
 >>> len(store), store.spilled   # the third put moved the first two to SQLite
 (3, 2)
->>> [e.id for e in store.take("p0")], [e.id for e in store.expire(2_000_000)]
+>>> [e.id for e, _ in store.take("p0")], [e.id for e, _ in store.expire(2_000_000)]
 (['p0'], ['p1'])
 >>> store.close()
 """
@@ -61,13 +61,19 @@ DEFAULT_MEMORY_BUDGET = 100_000
 DEFAULT_MAX_PENDING = 50_000_000
 
 _floor = math.floor
-_COLUMNS = "seq, id, ts, model, segment, score, scores, y_pred, weight"
+#: a stored record: (ts_us, seq, prediction, tag)
+Record = tuple[int, int, Event, "int | None"]
+_COLUMNS = "seq, id, ts, model, segment, score, scores, y_pred, weight, tag"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS {table} (
     seq INTEGER PRIMARY KEY, id TEXT NOT NULL, ts_us INTEGER NOT NULL, ts REAL NOT NULL,
     model TEXT NOT NULL, segment TEXT NOT NULL, score REAL, scores BLOB, y_pred TEXT,
-    weight REAL NOT NULL)
+    weight REAL NOT NULL, tag INTEGER)
 """
+
+
+_INSERT = ("INSERT INTO {table} (seq, id, ts_us, ts, model, segment, score, scores, y_pred, weight, tag) "
+           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
 
 def ts_us(ts: float) -> int:
@@ -75,33 +81,35 @@ def ts_us(ts: float) -> int:
     return _floor(ts * 1e6 + 0.5)
 
 
-def _row(seq: int, e: Event) -> tuple[Any, ...]:
-    """A record as a SQLite row (ts_us after seq and id)."""
-    return (seq, e.id, ts_us(e.ts), e.ts, e.model, e.segment, e.score,
+def _row(rec: Record) -> tuple[Any, ...]:
+    """A record as a SQLite row (ts_us after seq and id, tag last)."""
+    t, seq, e, tag = rec
+    return (seq, e.id, t, e.ts, e.model, e.segment, e.score,
             None if e.scores is None else array("d", e.scores).tobytes(),
-            None if e.y_pred is None else json.dumps(e.y_pred), e.weight)
+            None if e.y_pred is None else json.dumps(e.y_pred), e.weight, tag)
 
 
-def _event(row: tuple[Any, ...]) -> tuple[int, int, Event]:
-    """(ts_us, seq, Event) from a row of ``_COLUMNS``."""
-    seq, ident, ts, model, segment, score, scores, y_pred, weight = row
+def _event(row: tuple[Any, ...]) -> Record:
+    """A record from a row of ``_COLUMNS``."""
+    seq, ident, ts, model, segment, score, scores, y_pred, weight, tag = row
     ev = Event(ts, model, segment, None, score,
                None if scores is None else tuple(array("d", scores)),
                None if y_pred is None else json.loads(y_pred), weight, ident)
-    return (ts_us(ts), seq, ev)
+    return (ts_us(ts), seq, ev, tag)
 
 
-def _record_json(seq: int, e: Event) -> list[Any]:
+def _record_json(rec: Record) -> list[Any]:
+    _, seq, e, tag = rec
     return [seq, e.id, e.ts, e.model, e.segment, e.score,
-            None if e.scores is None else list(e.scores), e.y_pred, e.weight]
+            None if e.scores is None else list(e.scores), e.y_pred, e.weight, tag]
 
 
-def _record_from_json(item: Any) -> tuple[int, int, Event]:
-    if not isinstance(item, list) or len(item) != 9:
-        raise ValueError(f"a record must be a list of 9 values, got {item!r:.80}")
-    seq, ident, ts, model, segment, score, scores, y_pred, weight = item
+def _record_from_json(item: Any) -> Record:
+    if not isinstance(item, list) or len(item) != 10:
+        raise ValueError(f"a record must be a list of 10 values, got {item!r:.80}")
+    seq, ident, ts, model, segment, score, scores, y_pred, weight, tag = item
     if type(seq) is not int or not isinstance(ident, str) or not isinstance(model, str) \
-            or not isinstance(segment, str):
+            or not isinstance(segment, str) or (tag is not None and type(tag) is not int):
         raise ValueError(f"bad record {item!r:.80}")
     for name, v in (("ts", ts), ("weight", weight), ("score", score)):
         if (v is not None or name != "score") and (type(v) not in (int, float) or not math.isfinite(v)):
@@ -112,7 +120,7 @@ def _record_from_json(item: Any) -> tuple[int, int, Event]:
         scores = tuple(float(v) for v in scores)
     ev = Event(float(ts), model, segment, None, None if score is None else float(score), scores, y_pred,
                float(weight), ident)
-    return (ts_us(ev.ts), seq, ev)
+    return (ts_us(ev.ts), seq, ev, tag)
 
 
 def _remove_dir(path: str) -> None:
@@ -136,8 +144,8 @@ class PendingStore:
         self.max_pending = max_pending
         self.directory = directory
         self.cache_kib = cache_kib
-        self._mem: dict[str, list[tuple[int, int, Event]]] = {}  # id -> records (arrival order)
-        self._heap: list[tuple[int, int, Event]] = []  # (ts_us, seq, event); may hold stale entries
+        self._mem: dict[str, list[Record]] = {}  # id -> records (arrival order)
+        self._heap: list[Record] = []  # by (ts_us, seq); may hold stale entries
         self._mem_count = 0
         self._stale = 0
         self._conn: sqlite3.Connection | None = None
@@ -164,14 +172,16 @@ class PendingStore:
         return self._disk_count
 
     # ----------------------------------------------------------------- operations
-    def put(self, event: Event) -> list[Event]:
-        """Add a pending prediction (``event.id`` must be a string). Returns the predictions
-        removed early to stay within ``max_pending`` (oldest first; usually none)."""
+    def put(self, event: Event, tag: int | None = None) -> list[tuple[Event, int | None]]:
+        """Add a pending prediction (``event.id`` must be a string) with an optional integer
+        ``tag`` returned with it (the window engine's first window of the prediction). Returns
+        the (prediction, tag) pairs removed early to stay within ``max_pending`` (oldest
+        first; usually none)."""
         if not isinstance(event.id, str):
             raise TypeError(f"a pending prediction needs a string id, got {event.id!r}")
         if self._mem_count >= self.memory_budget:
             self._spill()
-        rec = (ts_us(event.ts), self.seq, event)
+        rec = (ts_us(event.ts), self.seq, event, tag)
         self.seq += 1
         recs = self._mem.get(event.id)
         if recs is None:
@@ -186,8 +196,8 @@ class PendingStore:
             return out
         return []
 
-    def take(self, ident: str) -> list[Event]:
-        """Remove and return every pending prediction with id ``ident``, in arrival order."""
+    def take(self, ident: str) -> list[tuple[Event, int | None]]:
+        """Remove and return every pending (prediction, tag) with id ``ident``, in arrival order."""
         recs = self._mem.pop(ident, None)
         if recs is not None:
             self._mem_count -= len(recs)
@@ -201,11 +211,12 @@ class PendingStore:
                 disk = [_event(r) for r in rows]
                 recs = disk if recs is None else recs + disk
                 recs.sort(key=lambda r: r[1])
-        return [] if recs is None else [r[2] for r in recs]
+        return [] if recs is None else [(r[2], r[3]) for r in recs]
 
-    def expire(self, before_us: int) -> list[Event]:
-        """Remove and return the predictions with event time (us) ``< before_us``, oldest first."""
-        out: list[tuple[int, int, Event]] = []
+    def expire(self, before_us: int) -> list[tuple[Event, int | None]]:
+        """Remove and return the (prediction, tag) pairs with event time (us) ``< before_us``,
+        oldest first."""
+        out: list[Record] = []
         heap = self._heap
         while heap and heap[0][0] < before_us:
             rec = heapq.heappop(heap)
@@ -221,7 +232,7 @@ class PendingStore:
             out.extend(_event(r) for r in rows)
             self._refresh_disk_min()
         out.sort(key=lambda r: (r[0], r[1]))
-        return [r[2] for r in out]
+        return [(r[2], r[3]) for r in out]
 
     def next_deadline_us(self) -> float:
         """A lower bound of the oldest pending event time (us), +inf when empty: nothing
@@ -246,11 +257,11 @@ class PendingStore:
         self._disk_min = math.inf
 
     # ----------------------------------------------------------------- memory tier
-    def _is_live(self, rec: tuple[int, int, Event]) -> bool:
+    def _is_live(self, rec: Record) -> bool:
         recs = self._mem.get(rec[2].id)  # type: ignore[arg-type]
         return recs is not None and any(r[1] == rec[1] for r in recs)
 
-    def _drop_live(self, rec: tuple[int, int, Event]) -> bool:
+    def _drop_live(self, rec: Record) -> bool:
         """Remove ``rec`` (popped from the heap) from the id map; False if it was stale."""
         ident = rec[2].id
         recs = self._mem.get(ident)  # type: ignore[arg-type]
@@ -278,7 +289,7 @@ class PendingStore:
         self._mem_count = 0
         self._stale = 0
 
-    def _memory_records(self) -> list[tuple[int, int, Event]]:
+    def _memory_records(self) -> list[Record]:
         return sorted((r for recs in self._mem.values() for r in recs), key=lambda r: r[1])
 
     # ----------------------------------------------------------------- disk tier
@@ -302,14 +313,13 @@ class PendingStore:
             conn.execute("CREATE INDEX IF NOT EXISTS pending_id ON pending(id)")
             conn.execute("CREATE INDEX IF NOT EXISTS pending_ts ON pending(ts_us, seq)")
 
-    def _insert(self, recs: Iterable[tuple[int, int, Event]]) -> int:
+    def _insert(self, recs: Iterable[Record]) -> int:
         conn = self._db()
-        rows = sorted((_row(r[1], r[2]) for r in recs), key=lambda row: row[1])  # by id: index locality
+        rows = sorted((_row(r) for r in recs), key=lambda row: row[1])  # by id: index locality
         if not rows:
             return 0
         conn.execute("BEGIN")
-        conn.executemany("INSERT INTO pending (seq, id, ts_us, ts, model, segment, score, scores, y_pred, weight) "
-                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        conn.executemany(_INSERT.format(table="pending"), rows)
         conn.execute("COMMIT")
         self._disk_count += len(rows)
         self._disk_min = min(self._disk_min, min(row[2] for row in rows))
@@ -329,16 +339,16 @@ class PendingStore:
         (low,) = self._conn.execute("SELECT MIN(ts_us) FROM pending").fetchone()
         self._disk_min = math.inf if low is None else low
 
-    def _pop_oldest(self, n: int) -> list[Event]:
+    def _pop_oldest(self, n: int) -> list[tuple[Event, int | None]]:
         """Remove the ``n`` oldest records (by time, then arrival) across both tiers."""
-        mem: list[tuple[int, int, Event]] = []
+        mem: list[Record] = []
         while self._heap and len(mem) < n:
             rec = heapq.heappop(self._heap)
             if self._is_live(rec):
                 mem.append(rec)
             else:
                 self._stale -= 1
-        disk: list[tuple[int, int, Event]] = []
+        disk: list[Record] = []
         if self._disk_count:
             assert self._conn is not None
             disk = [_event(r) for r in self._conn.execute(
@@ -356,9 +366,9 @@ class PendingStore:
             self._conn.executemany("DELETE FROM pending WHERE seq = ?", gone)
             self._disk_count -= len(gone)
             self._refresh_disk_min()
-        return [r[2] for r in chosen]
+        return [(r[2], r[3]) for r in chosen]
 
-    def _disk_records(self) -> list[tuple[int, int, Event]]:
+    def _disk_records(self) -> list[Record]:
         if not self._disk_count:
             return []
         assert self._conn is not None
@@ -372,8 +382,8 @@ class PendingStore:
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe state: counters and every record, by tier, in arrival order."""
         return {**self._meta(),
-                "memory": [_record_json(r[1], r[2]) for r in self._memory_records()],
-                "disk": [_record_json(r[1], r[2]) for r in self._disk_records()]}
+                "memory": [_record_json(r) for r in self._memory_records()],
+                "disk": [_record_json(r) for r in self._disk_records()]}
 
     def _load_meta(self, data: Mapping[str, Any]) -> tuple[int, int, int, int]:
         if not isinstance(data, Mapping) or data.get("type") != "PendingStore" or data.get("version") != 1:
@@ -407,7 +417,7 @@ class PendingStore:
         self._disk_min = math.inf
         self.seq, self.spilled, self.spills, self.evicted = meta
 
-    def _load_memory(self, memory: list[tuple[int, int, Event]]) -> None:
+    def _load_memory(self, memory: list[Record]) -> None:
         for rec in sorted(memory, key=lambda r: r[1]):
             self._mem.setdefault(rec[2].id, []).append(rec)  # type: ignore[arg-type]
             self._heap.append(rec)
@@ -429,9 +439,7 @@ class PendingStore:
             self._create(dest, "memory")
             dest.execute("CREATE TABLE meta (json TEXT NOT NULL)")
             dest.execute("BEGIN")
-            dest.executemany("INSERT INTO memory (seq, id, ts_us, ts, model, segment, score, scores, y_pred, weight) "
-                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                             [_row(r[1], r[2]) for r in self._memory_records()])
+            dest.executemany(_INSERT.format(table="memory"), [_row(r) for r in self._memory_records()])
             dest.execute("INSERT INTO meta VALUES (?)", (json.dumps(self._meta()),))
             dest.execute("COMMIT")
         finally:

@@ -28,31 +28,31 @@ class Reference:
     """Brute force: a list of (ts_us, seq, event)."""
 
     def __init__(self, max_pending: int) -> None:
-        self.items: list[tuple[int, int, Event]] = []
+        self.items: list[tuple[int, int, Event, int]] = []
         self.seq = 0
         self.max_pending = max_pending
         self.evicted = 0
 
-    def put(self, e: Event) -> list[Event]:
-        self.items.append((ts_us(e.ts), self.seq, e))
+    def put(self, e: Event, tag: int) -> list:
+        self.items.append((ts_us(e.ts), self.seq, e, tag))
         self.seq += 1
         out = []
         while len(self.items) > self.max_pending:
             oldest = min(self.items, key=lambda r: (r[0], r[1]))
             self.items.remove(oldest)
-            out.append(oldest[2])
+            out.append((oldest[2], oldest[3]))
             self.evicted += 1
         return out
 
-    def take(self, ident: str) -> list[Event]:
+    def take(self, ident: str) -> list:
         out = [r for r in self.items if r[2].id == ident]
         self.items = [r for r in self.items if r[2].id != ident]
-        return [r[2] for r in sorted(out, key=lambda r: r[1])]
+        return [(r[2], r[3]) for r in sorted(out, key=lambda r: r[1])]
 
-    def expire(self, before: int) -> list[Event]:
+    def expire(self, before: int) -> list:
         out = sorted((r for r in self.items if r[0] < before), key=lambda r: (r[0], r[1]))
         self.items = [r for r in self.items if r[0] >= before]
-        return [r[2] for r in out]
+        return [(r[2], r[3]) for r in out]
 
 
 ops = st.lists(st.one_of(
@@ -73,7 +73,8 @@ def test_store_matches_reference_across_tiers_and_checkpoints(tmp_path_factory, 
         for i, op in enumerate(ops):
             if op[0] == "put":
                 e = pred(i, op[1] / 4, f"id{op[2]}", op[3])
-                assert store.put(e) == ref.put(e)
+                tag = None if i % 3 else i - 5
+                assert store.put(e, tag) == ref.put(e, tag)
             elif op[0] == "take":
                 assert store.take(f"id{op[1]}") == ref.take(f"id{op[1]}")
             elif op[0] == "expire":
@@ -102,8 +103,8 @@ def test_spill_counts_and_memory_budget():
         store.put(pred(i, float(i), f"p{i}"))
     assert (len(store), store.in_memory, store.on_disk) == (10, 1, 9)
     assert (store.spilled, store.spills) == (9, 3)
-    assert [e.id for e in store.expire(ts_us(4.0))] == ["p0", "p1", "p2", "p3"]
-    assert [e.id for e in store.take("p9")] == ["p9"]
+    assert [e.id for e, _ in store.expire(ts_us(4.0))] == ["p0", "p1", "p2", "p3"]
+    assert [e.id for e, _ in store.take("p9")] == ["p9"]
     assert store.next_deadline_us() == ts_us(4.0)
     store.close()
 
@@ -114,9 +115,9 @@ def test_hard_bound_evicts_oldest_and_counts():
     store.put(pred(1, 1.0, "b"))
     store.put(pred(2, 9.0, "c"))
     out = store.put(pred(3, 3.0, "d"))  # 4 > 3: the oldest (ts 1, on disk) goes
-    assert [e.id for e in out] == ["b"] and store.evicted == 1
+    assert [e.id for e, _ in out] == ["b"] and store.evicted == 1
     out = store.put(pred(4, 0.5, "e"))  # the new one is itself the oldest
-    assert [e.id for e in out] == ["e"] and store.evicted == 2
+    assert [e.id for e, _ in out] == ["e"] and store.evicted == 2
     assert len(store) == 3
     store.close()
 
@@ -124,11 +125,12 @@ def test_hard_bound_evicts_oldest_and_counts():
 def test_records_round_trip_exactly():
     store = PendingStore(memory_budget=1)
     events = [pred(i, 1700000000.123456 + i, f"id{i}", i % 4) for i in range(8)]
-    for e in events:
-        store.put(e)
+    for i, e in enumerate(events):
+        store.put(e, i - 3 if i % 2 else None)
     assert store.on_disk == 7
     got = [store.take(f"id{i}")[0] for i in range(8)]
-    assert got == events
+    assert got == [(e, i - 3 if i % 2 else None) for i, e in enumerate(events)]
+    got = [e for e, _ in got]
     assert all(type(a.y_pred) is type(b.y_pred) for a, b in zip(got, events))
     store.close()
 
@@ -141,9 +143,9 @@ def test_malformed_checkpoints_are_rejected_without_change(tmp_path):
     bad_cases = [
         {"type": "Other"},
         {**good, "seq": -1},
-        {**good, "memory": [[0, "x", "not a number", "m", "", 0.5, None, None, 1.0]]},
+        {**good, "memory": [[0, "x", "not a number", "m", "", 0.5, None, None, 1.0, None]]},
         {**good, "memory": good["memory"] + good["memory"]},  # duplicate record numbers
-        {**good, "disk": [[99, "x", 1.0, "m", "", 0.5, None, None, 1.0]]},  # seq beyond the counter
+        {**good, "disk": [[99, "x", 1.0, "m", "", 0.5, None, None, 1.0, None]]},  # seq beyond the counter
         {key: value for key, value in good.items() if key != "disk"},
     ]
     for bad in bad_cases:
