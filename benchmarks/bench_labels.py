@@ -2,6 +2,7 @@
 with delayed labels against the same events with inline labels (same run).
 
     python benchmarks/bench_labels.py [--pending 1000000,10000000] [--events 200000] [--skip-replay]
+    python benchmarks/bench_labels.py --write-example streammetrics/data   # the README's example files
 
 **Pending store.** Each size runs in a fresh process (so the numbers do not mix): it puts N
 binary predictions (36-character uuid-like ids, one every 10 ms of event time) into a
@@ -91,6 +92,34 @@ def write_files(directory: str, n: int, seed: int = 7) -> tuple[str, str, str]:
     return inline, preds, labels
 
 
+def write_example(directory: str, n: int = 600, seed: int = 11) -> tuple[str, str]:
+    """The README example (shipped in ``streammetrics/data``): ``n`` predictions over 10 minutes
+    without ``y_true``, and their labels 1-12 minutes later in label-time order; 8% are never
+    labelled, 3% labelled after 20 minutes (past the example's 15 minute TTL), and one label is
+    sent twice."""
+    from streammetrics.stream.synthetic import generate_events
+
+    rng = random.Random(seed)
+    preds = os.path.join(directory, "delayed_predictions.jsonl")
+    labels = os.path.join(directory, "delayed_labels.jsonl")
+    out = []
+    with open(preds, "w") as fp:
+        for ev in generate_events(n, seed=seed, duration=600.0):
+            y = ev.pop("y_true")
+            fp.write(json.dumps(ev, separators=(",", ":")) + "\n")
+            u = rng.random()
+            if u < 0.08:
+                continue
+            delay = rng.uniform(1200, 1500) if u < 0.11 else rng.uniform(60, 720)
+            out.append((round(ev["ts"] + delay, 3), ev["id"], y))
+    out.append((out[len(out) // 2][0] + 1, out[len(out) // 2][1], 1 - out[len(out) // 2][2]))  # a duplicate
+    out.sort()
+    with open(labels, "w") as fl:
+        for ts, ident, y in out:
+            fl.write(json.dumps({"id": ident, "y_true": y, "ts": ts}, separators=(",", ":")) + "\n")
+    return preds, labels
+
+
 def timed(argv: list[str], repeats: int) -> float:
     from streammetrics.cli import main
 
@@ -122,7 +151,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--skip-replay", action="store_true")
     ap.add_argument("--skip-store", action="store_true")
+    ap.add_argument("--write-example", metavar="DIR", help="only write the README example files into DIR")
     args = ap.parse_args()
+    if args.write_example:
+        print(*write_example(args.write_example))
+        return
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}")
     if not args.skip_store:
         for n in (int(float(x)) for x in args.pending.split(",") if x):

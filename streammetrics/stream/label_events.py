@@ -61,7 +61,7 @@ class DelayedEventParser:
         if task == "multiclass":
             self._fill_true = (self.classes or [None])[0]
         # parse_value decodes and then calls self.base.parse on each object: route it here
-        self.base.parse = self.parse  # type: ignore[method-assign]
+        self.base.parse = self.parse  # type: ignore[method-assign,assignment]  # it may also return a Label
 
     def parse(self, obj: Any) -> Event | Label | Rejection:
         """One decoded JSON value -> Event, Label or Rejection; never raises."""
@@ -108,7 +108,7 @@ class DelayedEventParser:
             probe[self._pred] = obj[self._true]
         result = self._inner(probe)
         if result.__class__ is Rejection:
-            return result  # type: ignore[return-value]
+            return result
         if result.id is None:  # type: ignore[union-attr]
             return Rejection(f"a label event needs field '{self._id}'", self._id)
         return Label(result.id, result.y_true, result.ts)  # type: ignore[union-attr]

@@ -74,7 +74,7 @@ class LabelStream:
         windows = self.windows
         if item.__class__ is Label:
             self.counts["labels"] += 1
-            return self._settle(self.join.add_label(item))  # type: ignore[arg-type]
+            return self._settle(self.join.add_label(item))
         event: Any = item
         try:
             if event.y_true is not None:

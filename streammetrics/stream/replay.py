@@ -15,6 +15,10 @@ from typing import IO, Any, Iterable
 
 from streammetrics.monitors import make_monitor
 from streammetrics.stream.events import Event, EventParser, parse_field_map
+from streammetrics.stream.label_events import DelayedEventParser
+from streammetrics.stream.label_replay import replay_labelled
+from streammetrics.stream.labels import LabelJoin
+from streammetrics.stream.pending import PendingStore
 from streammetrics.stream.snapshots import snapshot_line
 from streammetrics.stream.windows import EventRejected, WindowManager
 
@@ -129,10 +133,20 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         args.file = sample_path()
     if args.file is None:
         argparser.error("give a JSONL FILE, '-' for standard input, or --sample")
+    labels_file = getattr(args, "labels_file", None)
     try:
         fields = parse_field_map(args.field)
-        parser = EventParser(args.task, classes=args.labels if args.task == "labels" else args.classes,
-                             fields=fields)
+        # predictions with their label, predictions awaiting one, label events (contract section 5)
+        parser = DelayedEventParser(args.task, classes=args.labels if args.task == "labels" else args.classes,
+                                    fields=fields)
+        pending_bound = {} if args.max_pending is None else {"max_pending": args.max_pending}
+        PendingStore(**pending_bound)  # bounds are checked now
+
+        joins: list[LabelJoin] = []  # built when the first delayed item comes; closed at the end
+
+        def make_join() -> LabelJoin:
+            joins.append(LabelJoin(args.label_ttl, store=PendingStore(**pending_bound)))
+            return joins[-1]
 
         def factory() -> Any:
             return make_monitor(args.task, threshold=args.threshold, classes=args.classes, labels=args.labels)
@@ -149,6 +163,13 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
     except OSError as exc:
         print(f"streammetrics replay: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
         return 1
+    label_source = None
+    if labels_file is not None:
+        try:
+            label_source = open(labels_file, "rb")
+        except OSError as exc:
+            print(f"streammetrics replay: cannot read {labels_file}: {exc.strerror}", file=sys.stderr)
+            return 1
     try:
         sink = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
     except OSError as exc:
@@ -162,6 +183,8 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         if source is not sys.stdin.buffer:
             try:
                 size = os.fstat(source.fileno()).st_size
+                if label_source is not None:
+                    size += os.fstat(label_source.fileno()).st_size
             except OSError:
                 size = None
         progress = _Progress(size, sys.stderr)
@@ -170,18 +193,26 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         sink.write(line)
         sink.write("\n")
 
-    def report(lineno: int, message: str) -> None:
+    def report(where: str, message: str) -> None:
         if progress is not None:
             sys.stderr.write("\r\033[K")
-        print(f"line {lineno}: {message}", file=sys.stderr)
+        print(f"{where}: {message}", file=sys.stderr)
 
+    sources = [("<stdin>" if args.file == "-" else args.file, source)]
+    if label_source is not None:
+        sources.append((labels_file, label_source))
     try:
         with source:
-            stats = replay_lines(source, parser, windows, write, None if args.quiet else report, progress)
+            stats = replay_labelled(sources, parser, windows, make_join, write, None if args.quiet else report,
+                                    progress)
     except OSError as exc:
         print(f"streammetrics replay: error reading {args.file}: {exc}", file=sys.stderr)
         return 1
     finally:
+        if label_source is not None:
+            label_source.close()
+        for join in joins:
+            join.store.close()  # removes its spill directory
         if sink is not sys.stdout:
             sink.close()
         else:
