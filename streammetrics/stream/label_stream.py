@@ -130,7 +130,8 @@ class LabelStream:
         return {**self.counts, **self.join.stats()}
 
     def to_dict(self, store_path: str | None = None) -> dict[str, Any]:
-        """Checkpoint of both parts (the pending store in ``store_path`` if given)."""
+        """Checkpoint of both parts (the pending store in ``store_path`` if given). Like
+        :meth:`WindowManager.to_dict` it holds state, not snapshots: :meth:`poll` first."""
         return {"type": "LabelStream", "version": 1, "counts": dict(self.counts),
                 "windows": self.windows.to_dict(), "join": self.join.to_dict(store_path)}
 
