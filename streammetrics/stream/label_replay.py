@@ -6,8 +6,8 @@ first, so a label dated with its prediction finds it). One source may hold both 
 Labelled predictions take the same path as in :func:`~streammetrics.stream.replay.replay_lines`
 until the first label event or prediction awaiting a label appears; from then on everything
 goes through a :class:`~streammetrics.stream.label_stream.LabelStream` whose join starts at the
-event time reached so far. Snapshots are polled every 1024 lines, so labels arriving together
-give one revision; at the end every window still open closes and the latest revision of
+event time reached so far. Closed windows are polled every 1024 items and revisions every
+65536, so the labels arriving in that span give one revision per window; at the end every window still open closes and the latest revision of
 every window is out (final only if nothing in it awaits a label).
 
 ``report(where, message)`` gets ``"FILE:LINE"`` and a one-line message for every rejected
@@ -30,6 +30,9 @@ from streammetrics.stream.windows import EventRejected, WindowManager
 
 __all__ = ["LabelReplayStats", "replay_labelled"]
 
+#: closed windows are polled every 1024 items, label revisions every 65536 (mask): a revision
+#: snapshot costs a full snapshot, and a file replay gains nothing from finer revisions
+REVISION_LINES = 0xFFFF
 _BLANK_START = frozenset([b"", b" ", b"\t", b"\r", b"\n", "", " ", "\t", "\r", "\n"])
 
 
@@ -134,7 +137,7 @@ def replay_labelled(
                 if report is not None:
                     report(where, note.message)
         if n & 0x3FF == 0:
-            for snap in windows.poll():
+            for snap in windows.poll(revisions=n & REVISION_LINES == 0):
                 write(snapshot_line(snap))
                 stats.snapshots += 1
     if stream is not None:

@@ -146,6 +146,7 @@ class LabelJoin:
         self.max_expired_ids = max_expired_ids
         self.store = PendingStore() if store is None else store
         self.watermark_us: int | None = None
+        self._due_us: float = -math.inf  # nothing can expire before the threshold passes it
         self._seq = 0
         # id -> [y_true, ts, ts_us, seq, matched]; heap of (ts_us, seq, id)
         self._labels: dict[str, list[Any]] = {}
@@ -187,6 +188,7 @@ class LabelJoin:
         elif self.watermark_us is not None and ts_us(event.ts) < self.watermark_us - self.ttl_us:
             self._expire_prediction(event, tag, "ttl", out)
         else:
+            self._due_us = min(self._due_us, ts_us(event.ts))
             for old, old_tag in self.store.put(event, tag):
                 self.counts["evicted"] += 1
                 self._expire_prediction(old, old_tag, "evicted", out)
@@ -221,6 +223,7 @@ class LabelJoin:
             self._forget_label(ident, "ttl", out)
             return out
         heapq.heappush(self._label_heap, (t, seq, ident))
+        self._due_us = min(self._due_us, t)
         for p, tag in preds:
             self.counts["joined"] += 1
             out.append(JoinOutput(JOINED, _joined(p, label.y_true), tag=tag))
@@ -231,6 +234,8 @@ class LabelJoin:
 
     # ----------------------------------------------------------------- expiry
     def _expire(self, before_us: int) -> list[JoinOutput] | tuple[()]:
+        if before_us <= self._due_us:
+            return _NONE
         out: list[JoinOutput] = []
         if self.store.next_deadline_us() < before_us:
             for p, tag in self.store.expire(before_us):
@@ -244,6 +249,8 @@ class LabelJoin:
             _, seq, ident = heapq.heappop(heap)
             if self._expired_ids.get(ident, (0, -1))[1] == seq:
                 del self._expired_ids[ident]
+        self._due_us = min(self.store.next_deadline_us(), self._label_heap[0][0] if self._label_heap else math.inf,
+                           heap[0][0] if heap else math.inf)
         return out or _NONE
 
     def _expire_prediction(self, p: Event, tag: int | None, code: str, out: list[JoinOutput]) -> None:
@@ -257,6 +264,7 @@ class LabelJoin:
         self._expired_ids[ident] = (ts_us(p.ts) + self.ttl_us, seq)  # forgotten once ts + 2 ttl passes
         heap = self._expired_heap
         heapq.heappush(heap, (ts_us(p.ts) + self.ttl_us, seq, ident))
+        self._due_us = min(self._due_us, ts_us(p.ts) + self.ttl_us)
         if len(self._expired_ids) > self.max_expired_ids:
             while heap:
                 _, s, old = heapq.heappop(heap)
@@ -352,4 +360,5 @@ class LabelJoin:
         heapq.heapify(self._label_heap)
         self._expired_heap = [(f, s, i) for i, (f, s) in expired.items()]
         heapq.heapify(self._expired_heap)
+        self._due_us = -math.inf
         return self

@@ -532,15 +532,17 @@ class WindowManager:
             end = last * spec.slide_ms + spec.size_ms
             self._ready.append(self._snapshot(key, state, state.cumulative, start, end, False, cumulative=True))
 
-    def poll(self, now: float | None = None) -> list[dict[str, Any]]:
-        """Close idle keys (if ``idle_close`` is set) and return the snapshots ready since the last call."""
+    def poll(self, now: float | None = None, revisions: bool = True) -> list[dict[str, Any]]:
+        """Close idle keys (if ``idle_close`` is set) and return the snapshots ready since the last
+        call. ``revisions=False`` leaves windows revised by labels for a later poll (so that a
+        caller can coalesce revisions over longer spans than closes)."""
         if self.idle_close is not None:
             now = self._clock() if now is None else now
             for key, state in self._keys.items():
                 if (state.panes or state.pending) and now - state.last_seen >= self.idle_close:
                     self._drain_key(state)
                     self._close_through(key, state, self.spec.last_window_of_pane(max(state.panes)))
-        if self._revised:
+        if self._revised and revisions:
             self._emit_revisions()
         ready, self._ready = self._ready, []
         return ready
