@@ -7,8 +7,9 @@ Labelled predictions take the same path as in :func:`~streammetrics.stream.repla
 until the first label event or prediction awaiting a label appears; from then on everything
 goes through a :class:`~streammetrics.stream.label_stream.LabelStream` whose join starts at the
 event time reached so far. Closed windows are polled every 1024 items and revisions every
-65536, so the labels arriving in that span give one revision per window; at the end every window still open closes and the latest revision of
-every window is out (final only if nothing in it awaits a label).
+65536, so the labels arriving in that span give one revision per window; at the end every
+window still open closes and the latest revision of every window is out (final only if
+nothing in it awaits a label).
 
 ``report(where, message)`` gets ``"FILE:LINE"`` and a one-line message for every rejected
 event or label, late event and expiry (an expiry is reported at the line whose time made it
