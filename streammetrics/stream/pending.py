@@ -318,12 +318,24 @@ class PendingStore:
         rows = sorted((_row(r) for r in recs), key=lambda row: row[1])  # by id: index locality
         if not rows:
             return 0
-        conn.execute("BEGIN")
-        conn.executemany(_INSERT.format(table="pending"), rows)
-        conn.execute("COMMIT")
+        try:
+            conn.execute("BEGIN")
+            conn.executemany(_INSERT.format(table="pending"), rows)
+            conn.execute("COMMIT")
+        except sqlite3.Error:  # e.g. disk full: undo (no journal: delete what got in), state unchanged
+            self._undo_insert(conn, rows)
+            raise
         self._disk_count += len(rows)
         self._disk_min = min(self._disk_min, min(row[2] for row in rows))
         return len(rows)
+
+    @staticmethod
+    def _undo_insert(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # no transaction left open
+        conn.executemany("DELETE FROM pending WHERE seq = ?", [(row[0],) for row in rows])
 
     def _spill(self) -> None:
         n = self._insert(r for recs in self._mem.values() for r in recs)
@@ -432,24 +444,30 @@ class PendingStore:
             os.unlink(tmp)
         dest = sqlite3.connect(tmp, isolation_level=None)
         try:
-            if self._disk_count:
-                self._db().backup(dest)
-            else:
-                self._create(dest, "pending")
-            self._create(dest, "memory")
-            dest.execute("CREATE TABLE meta (json TEXT NOT NULL)")
-            dest.execute("BEGIN")
-            dest.executemany(_INSERT.format(table="memory"), [_row(r) for r in self._memory_records()])
-            dest.execute("INSERT INTO meta VALUES (?)", (json.dumps(self._meta()),))
-            dest.execute("COMMIT")
-        finally:
+            self._write_snapshot(dest)
+        except BaseException:
             dest.close()
+            os.unlink(tmp)
+            raise
+        dest.close()
         fd = os.open(tmp, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
+
+    def _write_snapshot(self, dest: sqlite3.Connection) -> None:
+        if self._disk_count:
+            self._db().backup(dest)
+        else:
+            self._create(dest, "pending")
+        self._create(dest, "memory")
+        dest.execute("CREATE TABLE meta (json TEXT NOT NULL)")
+        dest.execute("BEGIN")
+        dest.executemany(_INSERT.format(table="memory"), [_row(r) for r in self._memory_records()])
+        dest.execute("INSERT INTO meta VALUES (?)", (json.dumps(self._meta()),))
+        dest.execute("COMMIT")
 
     def load(self, path: str) -> PendingStore:
         """Replace the state with the file :meth:`save` wrote (ValueError if it is not one)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 
 import pytest
 from hypothesis import given, settings
@@ -181,3 +182,56 @@ def test_bounds_are_validated(bad):
 def test_put_needs_an_id():
     with pytest.raises(TypeError, match="id"):
         PendingStore().put(Event(0.0, "m", score=0.5))
+
+
+class FailingConnection:
+    """A sqlite3 connection whose next ``executemany`` inserting rows fails after inserting the
+    first of them (a disk filling up mid-batch)."""
+
+    def __init__(self, conn) -> None:
+        self.conn = conn
+        self.armed = True
+
+    def executemany(self, sql, rows):
+        rows = list(rows)
+        if self.armed and sql.startswith("INSERT"):
+            self.armed = False
+            self.conn.execute(sql, rows[0])
+            raise sqlite3.OperationalError("database or disk is full")
+        return self.conn.executemany(sql, rows)
+
+    def __getattr__(self, name):
+        return getattr(self.conn, name)
+
+
+def test_a_failed_spill_changes_nothing_and_loses_nothing():
+    ref = Reference(10_000)
+    store = PendingStore(memory_budget=3)
+    events = [pred(i, float(i % 7), f"id{i % 5}") for i in range(12)]
+    for e in events[:6]:  # the fourth put spills (creating the database); three more in memory
+        store.put(e)
+        ref.put(e, None)
+    assert (store.on_disk, store.in_memory) == (3, 3)
+    before = store.to_dict()
+    store._conn = FailingConnection(store._conn)
+    with pytest.raises(sqlite3.OperationalError):
+        store.put(events[6])  # needs a spill, which fails half way
+    assert store.to_dict() == before
+    for e in events[6:]:
+        store.put(e)
+        ref.put(e, None)
+    for i in range(5):
+        assert store.take(f"id{i}") == ref.take(f"id{i}")
+    assert len(store) == 0
+    store.close()
+
+
+def test_a_failed_save_leaves_no_file(tmp_path, monkeypatch):
+    store = PendingStore(memory_budget=2)
+    for i in range(5):
+        store.put(pred(i, float(i), f"p{i}"))
+    monkeypatch.setattr(PendingStore, "_meta", lambda self: {"not": {"json", "serialisable"}})
+    with pytest.raises(TypeError):
+        store.save(str(tmp_path / "s.sqlite"))
+    assert list(tmp_path.iterdir()) == []
+    store.close()
