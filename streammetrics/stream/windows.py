@@ -353,7 +353,10 @@ class WindowManager:
         if state is None:
             raise ValueError(f"no prediction of key {key!r} is awaiting a label")
         if labelled and self._event_tag is not None and state.tag is not None:
-            tag = self._event_tag(event)
+            try:
+                tag = self._event_tag(event)
+            except ValueError as exc:  # the label's kind is not its prediction's
+                self._reject("kind_mismatch", str(exc))
             if tag != state.tag:
                 self._reject("kind_mismatch", f"labelled event of kind {tag!r} in a stream of kind {state.tag!r}")
         spec = self.spec

@@ -149,3 +149,14 @@ def test_shipped_example(tmp_path, capsys):
     assert "duplicate label" in err and "after its prediction expired" in err
     assert all(s["final"] for s in final(snaps).values())
     assert any(s["revision"] > 0 for s in snaps)
+
+
+def test_a_label_of_another_kind_is_refused_and_its_prediction_expires(tmp_path, capsys):
+    preds = [{"ts": 1, "model": "m", "y_pred": "cat", "id": "a"}, {"ts": 2, "model": "m", "y_pred": "dog", "id": "b"}]
+    labels = [{"id": "a", "y_true": 1, "ts": 3}, {"id": "b", "y_true": "dog", "ts": 3}]
+    snaps, err = replay([write(tmp_path / "p.jsonl", preds), "--labels", write(tmp_path / "l.jsonl", labels),
+                         "--task", "labels"], tmp_path, capsys)
+    assert "label for id 'a'" in err and "kind" in err
+    (snap,) = snaps
+    assert (snap["count"], snap["labeled"], snap["expired"], snap["final"]) == (2, 1, 1, True)
+    assert snap["metrics"]["accuracy"] == 1.0
