@@ -38,8 +38,11 @@ class DelayedEventParser:
     """
 
     def __init__(self, task: str, classes: Sequence[Hashable] | None = None,
-                 fields: Mapping[str, str] | None = None, *, fast_json: bool = True) -> None:
-        self.base = EventParser(task, classes=classes, fields=fields, fast_json=fast_json)
+                 fields: Mapping[str, str] | None = None, *, fast_json: bool = True,
+                 base: EventParser | None = None) -> None:
+        # ``base``: an EventParser to extend (its parse then answers for this parser too)
+        self.base = EventParser(task, classes=classes, fields=fields, fast_json=fast_json) if base is None else base
+        task = self.base.task
         self.task = task
         self.classes = self.base.classes
         f = self.base.fields
@@ -62,6 +65,12 @@ class DelayedEventParser:
             self._fill_true = (self.classes or [None])[0]
         # parse_value decodes and then calls self.base.parse on each object: route it here
         self.base.parse = self.parse  # type: ignore[method-assign,assignment]  # it may also return a Label
+
+    @classmethod
+    def extending(cls, base: EventParser) -> DelayedEventParser:
+        """A parser of delayed-label streams on top of ``base`` (same task, classes, fields);
+        ``base.parse`` and ``base.parse_value`` then answer for it too."""
+        return cls(base.task, base=base)
 
     def parse(self, obj: Any) -> Event | Label | Rejection:
         """One decoded JSON value -> Event, Label or Rejection; never raises."""
