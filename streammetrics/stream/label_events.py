@@ -4,7 +4,7 @@
   exactly as :class:`~streammetrics.stream.events.EventParser` parses it;
 * a **prediction awaiting its label** (no ``y_true``, or ``null``): an ``Event`` with
   ``y_true=None``; it needs an ``id``; everything else is checked as for a labelled event;
-* a **label event** (no ``score``, ``scores`` or ``y_pred``): a
+* a **label event** (no ``score``, ``scores``, ``y_pred`` or ``model``; an ``id`` or ``y_true``): a
   :class:`~streammetrics.stream.labels.Label` ``(id, y_true, ts)``; ``id``, ``y_true`` (checked
   as the task's ground truth) and ``ts`` are required, other fields are ignored.
 
@@ -80,6 +80,8 @@ class DelayedEventParser:
         is_prediction = a in obj or b in obj or c in obj
         if is_prediction and obj.get(self._true) is not None:
             return self._inner(obj)  # a labelled prediction
+        if not is_prediction and (self._model in obj or (self._id not in obj and self._true not in obj)):
+            return self._inner(obj)  # neither kind: the prediction's rules say what is missing
         try:
             return self._awaiting(obj) if is_prediction else self._label(obj)
         except Exception as exc:  # noqa: BLE001 - a safety net: input data never raises
