@@ -441,6 +441,11 @@ class WindowManager:
                         self._emptied.append(key)
         self._revised = False
 
+    def stream_time(self) -> float | None:
+        """The largest event time (epoch seconds) any key has seen, None before the first event."""
+        times = [st.max_us for st in self._keys.values() if st.max_us != -math.inf]
+        return max(times) / 1e6 if times else None
+
     def awaiting_windows(self) -> int:
         """Closed windows retained because predictions in them await labels."""
         return sum(len(s.revising) for s in self._keys.values())
