@@ -255,7 +255,7 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
     try:
         if label_source is not None:
             with source, label_source:
-                stats = _replay_two(args.file, source, labels_file, label_source, pipeline, write,
+                stats = _replay_two(args.file, source, str(labels_file), label_source, pipeline, write,
                                     None if args.quiet else report, progress)
         else:
             with source:
