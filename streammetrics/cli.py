@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from streammetrics.stream.windows import parse_duration
 
-__all__ = ["main", "build_parser"]
+__all__ = ["build_parser", "main"]
 
 EXAMPLES_REPLAY = """\
 examples:
@@ -263,7 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:  # e.g. `streammetrics replay ... | head`
         try:
-            sys.stdout = open(os.devnull, "w")
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - replaces stdout until exit
         except OSError:
             pass
         return 0

@@ -38,6 +38,11 @@ Per task:
 With ``require_key=False`` (monitors parsing single dicts) ``ts`` and ``model`` may be absent
 (then ``0.0`` and ``""``); present, they are checked as above.
 
+Each :class:`Rejection` carries a machine-readable ``code`` beside its text (``invalid_json``,
+``missing_field``, ``bad_type``, ``bad_value``, ``out_of_range``, ``unknown_label``,
+``unparseable``; see ``REJECTION_CODES``), for counters and dead-letter headers: never derive
+a category from the text.
+
 Decoding (bytes -> JSON value, msgspec or json, nesting limit) lives in
 :mod:`streammetrics.stream.decoding`, the field rules in :mod:`streammetrics.stream.fields`, the
 records in :mod:`streammetrics.stream.records`; this module ties them into :class:`EventParser`.

@@ -171,7 +171,8 @@ def build_field_parser(
         if isinstance(v, str) and not _encodable(v):
             return Rejection(f"field '{key}' must be valid Unicode, got a lone surrogate", key, code="bad_value")
         what = "a string" if optional else "a non-empty string"
-        return Rejection(f"field '{key}' must be {what}, got {_describe(v)}", key, code="bad_type")
+        return Rejection(f"field '{key}' must be {what}, got {_describe(v)}", key,
+                         code="bad_value" if isinstance(v, str) else "bad_type")
 
     def reject_bar(key: str, v: str) -> Rejection:
         return Rejection(f"field '{key}' must not contain '|' (it separates model, segment and window "

@@ -48,7 +48,10 @@ pending prediction). Snapshots carry ``revision``, ``labeled``, ``expired`` and 
 without delayed labels every window emits once: revision 0, final, ``labeled == count``.
 
 Snapshots follow the contract's schema ``streammetrics.snapshot/1``. With ``cumulative=True``
-an all-time snapshot per key (``"final": false``, ``"cumulative": true``) follows each close.
+an all-time snapshot per key (``"final": false``, ``"cumulative": true``) follows each close:
+the key's events from its first window's start up to the end of the window just closed (the
+``window`` it carries), never an event past that end. Its ``late`` (like every snapshot's) is
+the key's running total of late events dropped, as the contract says.
 
 With ``batch=True`` events are queued per pane and handed to the monitor's vectorised
 ``update_events(events)`` just before the pane is needed (a window closes, a checkpoint is
@@ -65,12 +68,19 @@ import copy
 import math
 import re
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from streammetrics.stream.snapshots import SNAPSHOT_SCHEMA
 
-__all__ = ["WindowManager", "WindowSpec", "EventRejected", "parse_duration", "DEFAULT_MAX_FUTURE",
-           "DEFAULT_MAX_KEYS"]
+__all__ = [
+    "DEFAULT_MAX_FUTURE",
+    "DEFAULT_MAX_KEYS",
+    "EventRejected",
+    "WindowManager",
+    "WindowSpec",
+    "parse_duration",
+]
 
 #: default bound on how far ahead of the wall clock an event time may be (seconds)
 DEFAULT_MAX_FUTURE = 3600.0
@@ -82,7 +92,7 @@ _floor = math.floor
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
 
 
-def parse_duration(text: str | float | int, name: str = "duration") -> float:
+def parse_duration(text: str | float, name: str = "duration") -> float:
     """Seconds in ``"500ms"``, ``"10s"``, ``"1.5m"``, ``"2h"``, ``"1d"`` or a plain number of seconds."""
     if isinstance(text, bool):
         raise TypeError(f"{name} must be a duration such as '60s', got {text!r}")
@@ -108,7 +118,7 @@ def _to_ms(seconds: float, name: str) -> int:
 class WindowSpec:
     """Window geometry in integer milliseconds: ``size``, ``slide`` and their pane ``gcd``."""
 
-    __slots__ = ("size_ms", "slide_ms", "pane_ms", "grace_ms")
+    __slots__ = ("grace_ms", "pane_ms", "size_ms", "slide_ms")
 
     def __init__(self, size: float, slide: float | None = None, grace: float = 0.0) -> None:
         self.size_ms = _to_ms(size, "window")
@@ -168,8 +178,22 @@ class EventRejected(ValueError):
 class _KeyState:
     """Open panes and bookkeeping for one stream key."""
 
-    __slots__ = ("panes", "pending", "max_us", "next_window", "late", "last_seen", "cumulative", "first_window",
-                 "tag", "open_from", "close_at", "first_pane_bound", "awaiting", "revising")
+    __slots__ = (
+        "awaiting",
+        "close_at",
+        "cumulative",
+        "first_pane_bound",
+        "first_window",
+        "last_seen",
+        "late",
+        "max_us",
+        "next_window",
+        "open_from",
+        "panes",
+        "pending",
+        "revising",
+        "tag",
+    )
 
     def __init__(self) -> None:
         self.panes: dict[int, Any] = {}  # pane index -> monitor
@@ -401,7 +425,7 @@ class WindowManager:
                 state.panes[pane].update_outcome(event)
             else:
                 counts[1] += 1
-        if labelled and state.cumulative is not None:
+        elif labelled and state.cumulative is not None:  # released: the all-time monitor holds the pane
             state.cumulative.update_outcome(event)
         if state.revising:
             first = spec.first_window_of_pane(pane)
@@ -533,16 +557,12 @@ class WindowManager:
             monitor.update_events(events)
 
     def _monitors_of(self, state: _KeyState, pane: int) -> tuple[Any, ...]:
-        """The monitors an event of ``pane`` updates, created when missing: the pane's, and the
-        key's all-time one when ``cumulative``."""
+        """The monitors an event of ``pane`` updates: the pane's, created when missing. (The
+        key's all-time monitor takes panes as they are released, see :meth:`_close_through`.)"""
         monitor = state.panes.get(pane)
         if monitor is None:
             monitor = state.panes[pane] = self._factory()
-        if not self.cumulative:
-            return (monitor,)
-        if state.cumulative is None:
-            state.cumulative = self._factory()
-        return (monitor, state.cumulative)
+        return (monitor,)
 
     def _drain_key(self, state: _KeyState) -> None:
         for pane in sorted(state.pending):
@@ -599,7 +619,11 @@ class WindowManager:
             # panes below the next window's start are no longer needed
             next_lo = (k + 1) * s
             if low < next_lo:
-                for j in [p for p in panes if p < next_lo]:
+                for j in sorted(p for p in panes if p < next_lo):
+                    if self.cumulative:  # released panes: every window holding them has closed
+                        if state.cumulative is None:
+                            state.cumulative = self._factory()
+                        state.cumulative.merge(panes[j])
                     del panes[j]
                     if state.awaiting:
                         state.awaiting.pop(j, None)
@@ -607,10 +631,16 @@ class WindowManager:
         self._set_next_window(state, last + 1)
         if not panes:
             self._emptied.append(key)
-        if closed_any and self.cumulative and state.cumulative is not None:
+        if closed_any and self.cumulative:
+            # all-time up to the end of window `last`: the released panes plus the open panes
+            # that window holds (hopping windows), never an event past its end
+            total = self._factory() if state.cumulative is None else state.cumulative.copy()
+            end_pane = last * s + w
+            for j in sorted(p for p in panes if p < end_pane):
+                total.merge(panes[j])
             start = (state.first_window or 0) * spec.slide_ms
             end = last * spec.slide_ms + spec.size_ms
-            self._ready.append(self._snapshot(key, state, state.cumulative, start, end, False, cumulative=True))
+            self._ready.append(self._snapshot(key, state, total, start, end, False, cumulative=True))
 
     def poll(self, now: float | None = None, revisions: bool = True) -> list[dict[str, Any]]:
         """Close idle keys (if ``idle_close`` is set) and return the snapshots ready since the last
@@ -713,6 +743,7 @@ class WindowManager:
                 "pending": [[j, [encode(e) for e in q]] for j, q in sorted(st.pending.items())]
                 if encode else [],
                 "cumulative": None if st.cumulative is None else st.cumulative.to_dict(),
+                "cumulative_released": True,  # the all-time monitor holds released panes only
                 "awaiting": [[j, a, e] for j, (a, e) in sorted(st.awaiting.items())],
                 "revising": [[k, r.monitor.to_dict(), r.awaiting, r.expired, r.revision, r.dirty]
                              for k, r in sorted(st.revising.items())],
@@ -721,7 +752,7 @@ class WindowManager:
                 "closed": [[m, g, nw, late] for (m, g), (nw, late) in self._closed.items()],
                 "forgotten_next": self._forgotten_next, "evicted": self.evicted}
 
-    def load_dict(self, data: Mapping[str, Any]) -> "WindowManager":
+    def load_dict(self, data: Mapping[str, Any]) -> WindowManager:
         """Replace the state with a checkpoint from :meth:`to_dict` (same window geometry)."""
         from streammetrics.core.accumulator import from_dict as _from_dict
 
@@ -737,7 +768,7 @@ class WindowManager:
                 st = _KeyState()
                 model, segment = item["model"], item["segment"]
                 if not isinstance(model, str) or not isinstance(segment, str):
-                    raise ValueError("model and segment must be strings")
+                    raise ValueError("model and segment must be strings")  # noqa: TRY004 - one error type for a bad checkpoint
                 if item["max_us"] is not None and type(item["max_us"]) is not int:
                     raise ValueError("max_us must be an integer")
                 st.max_us = -math.inf if item["max_us"] is None else item["max_us"]
@@ -753,6 +784,9 @@ class WindowManager:
                 if pending and not self._codec:
                     raise ValueError("checkpoint holds queued events but no event_codec was given")
                 st.pending = {int(j): [self._codec[1](e) for e in q] for j, q in pending} if pending else {}
+                if item["cumulative"] is not None and not item.get("cumulative_released"):
+                    raise ValueError("its all-time (--cumulative) state is from a version that also counted "
+                                     "open windows; start without this checkpoint")
                 st.cumulative = None if item["cumulative"] is None else load(item["cumulative"])
                 st.awaiting = {int(j): [int(a), int(e)] for j, a, e in item.get("awaiting", [])}
                 st.revising = {int(k): _Revising(load(m), int(a), int(e), int(r), bool(d))
