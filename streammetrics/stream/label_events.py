@@ -66,6 +66,12 @@ class DelayedEventParser:
         # parse_value decodes and then calls self.base.parse on each object: route it here
         self.base.parse = self.parse  # type: ignore[method-assign,assignment]  # it may also return a Label
 
+    def __getattr__(self, name: str) -> Any:
+        """Everything else (``fields``, ``fast_decode``, ...) is the base parser's."""
+        if name == "base":
+            raise AttributeError(name)
+        return getattr(self.base, name)
+
     @classmethod
     def extending(cls, base: EventParser) -> DelayedEventParser:
         """A parser of delayed-label streams on top of ``base`` (same task, classes, fields);
@@ -85,7 +91,7 @@ class DelayedEventParser:
         try:
             return self._awaiting(obj) if is_prediction else self._label(obj)
         except Exception as exc:  # noqa: BLE001 - a safety net: input data never raises
-            return Rejection(f"unparseable event ({type(exc).__name__})")
+            return Rejection(f"unparseable event ({type(exc).__name__})", code="bad_value")
 
     def parse_value(self, value: bytes | bytearray | memoryview | str) -> list[Any]:
         """A JSONL line or message value -> list of Event, Label or Rejection; never raises."""
@@ -100,18 +106,19 @@ class DelayedEventParser:
         result = self._inner(probe)
         if result.__class__ is Rejection:
             if result.field == self._true:  # only y_pred's value can make the filled-in truth fail
-                return Rejection(result.reason.replace(f"'{self._true}'", f"'{self._pred}'"), self._pred)
+                return Rejection(result.reason.replace(f"'{self._true}'", f"'{self._pred}'"), self._pred,
+                                 code=result.code)
             return result
         if result.id is None:  # type: ignore[union-attr]
             return Rejection(f"a prediction without field '{self._true}' needs field '{self._id}' "
-                             f"(to meet its label)", self._id)
+                             f"(to meet its label)", self._id, code="missing_field")
         result.y_true = None  # type: ignore[union-attr]
         return result
 
     def _label(self, obj: dict[str, Any]) -> Label | Rejection:
         if obj.get(self._true) is None:
             return Rejection(f"missing field '{self._true}' (a label event has '{self._id}', "
-                             f"'{self._true}' and '{self._ts}')", self._true)
+                             f"'{self._true}' and '{self._ts}')", self._true, code="missing_field")
         probe = {k: obj[k] for k in (self._ts, self._id, self._true) if k in obj}
         probe[self._model] = "label"
         probe.update(self._fill_pred)
@@ -121,5 +128,5 @@ class DelayedEventParser:
         if result.__class__ is Rejection:
             return result
         if result.id is None:  # type: ignore[union-attr]
-            return Rejection(f"a label event needs field '{self._id}'", self._id)
+            return Rejection(f"a label event needs field '{self._id}'", self._id, code="missing_field")
         return Label(result.id, result.y_true, result.ts)  # type: ignore[union-attr]
