@@ -22,11 +22,6 @@ from streammetrics.stream.labels import JOINED, Label, LabelJoin
 from streammetrics.stream.pending import PendingStore
 from streammetrics.stream.windows import WindowManager
 
-# the monitors' label-free / label-based split (update_prediction, update_outcome, labeled) comes
-# with the state owner's monitors; until main has it these tests cannot run
-pytestmark = pytest.mark.skipif(not hasattr(make_monitor("binary"), "update_prediction"),
-                                reason="monitors without update_prediction/update_outcome")
-
 CLASSES = ["a", "b", "c"]
 TTL = 40.0
 

@@ -11,12 +11,6 @@ from typing import Any
 import pytest
 
 from streammetrics.cli import main
-from streammetrics.monitors import make_monitor
-
-# the monitors' label-free / label-based split (update_prediction, update_outcome, labeled) comes
-# with the state owner's monitors; until main has it these tests cannot run
-pytestmark = pytest.mark.skipif(not hasattr(make_monitor("binary"), "update_prediction"),
-                                reason="monitors without update_prediction/update_outcome")
 
 CLASSES = ["cat", "dog", "bird"]
 
