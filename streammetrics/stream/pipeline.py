@@ -27,6 +27,11 @@ Bounds (all configurable in :class:`PipelineConfig`, all counted in :attr:`Pipel
   method returning a coarser copy), else the state is dropped (``"state_dropped": true``), and
   if the line is still too long the nested metrics (e.g. ``per_class``) go too
   (``"metrics_truncated": true``). Counted in ``snapshots_degraded``; never an exception.
+* delayed labels (contract section 5; :mod:`streammetrics.stream.labels`): ``label_ttl``
+  (default 7 days of event time) bounds how long a prediction awaits its label and a label its
+  prediction; ``max_pending_labels`` (default 50,000,000) bounds the predictions awaiting labels
+  (the oldest expire early beyond it, counted), held in memory up to 100,000 then in SQLite.
+  Label events and predictions without ``y_true`` need no flag: the first one starts the join.
 
 >>> import json
 >>> pipe = Pipeline(PipelineConfig(window=60.0, include_state=False))
