@@ -262,7 +262,7 @@ class Pipeline:
         (Spark rows, tests, replay's two-file merge, other sources)."""
         self._messages += 1
         if event.__class__ is Label or (event.__class__ is Event and (
-                event.y_true is None or self._labels is not None)):  # type: ignore[union-attr]
+                event.y_true is None or self._labels is not None)):
             return self._delayed(None, event)
         try:
             if self._add(event):
