@@ -154,3 +154,16 @@ def test_a_label_of_another_kind_is_refused_and_its_prediction_expires(tmp_path,
     (snap,) = snaps
     assert (snap["count"], snap["labeled"], snap["expired"], snap["final"]) == (2, 1, 1, True)
     assert snap["metrics"]["accuracy"] == 1.0
+
+
+def test_pending_bound_expires_the_oldest_early(tmp_path, capsys):
+    preds = [{"ts": t, "model": "m", "score": 0.5, "id": f"p{t}"} for t in range(5)]
+    labels = [{"id": f"p{t}", "y_true": 1, "ts": 10 + t} for t in range(5)]
+    snaps, err = replay([write(tmp_path / "p.jsonl", preds), "--labels", write(tmp_path / "l.jsonl", labels),
+                         "--max-pending", "3"], tmp_path, capsys)
+    assert "prediction 'p0' (ts=0.0) expired without a label (pending store full)" in err
+    assert "prediction 'p1' (ts=1.0) expired without a label (pending store full)" in err
+    assert "2 predictions expired (2 early: pending bound)" in err.splitlines()[-1]
+    assert "2 expired labels rejected" in err.splitlines()[-1]
+    (snap,) = final(snaps).values()
+    assert (snap["count"], snap["labeled"], snap["expired"], snap["final"]) == (5, 3, 2, True)
