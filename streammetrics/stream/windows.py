@@ -64,7 +64,6 @@ what lets the Kafka service checkpoint and re-emit byte-identical snapshots afte
 """
 from __future__ import annotations
 
-import copy
 import math
 import re
 import time
@@ -149,14 +148,6 @@ class WindowSpec:
 
     def to_dict(self) -> dict[str, int]:
         return {"size_ms": self.size_ms, "slide_ms": self.slide_ms, "grace_ms": self.grace_ms}
-
-
-def _as_labelled(event: Any) -> Any:
-    """A copy of a prediction awaiting its label with ``y_true = y_pred``, for ``event_tag``
-    checks (the label kind a hard-label stream fixes is that of its predictions)."""
-    probe = copy.copy(event)
-    probe.y_true = probe.y_pred
-    return probe
 
 
 def _seconds(ms: int) -> int | float:
@@ -358,7 +349,7 @@ class WindowManager:
             self._check_future(event, ts_us)
         state = self._keys.get((event.model, event.segment))
         if state is None or self._event_tag is not None:
-            state = self._key_state(_as_labelled(event) if self._event_tag is not None else event, state)
+            state = self._key_state(event, state)  # event_tag reads y_pred's kind when y_true is None
         pane = ts_us // self._pane_us
         if self._idle:
             state.last_seen = self._clock()
