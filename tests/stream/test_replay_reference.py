@@ -123,3 +123,27 @@ def test_reference_from_arrays_in_config_equals_file(tmp_path):
     window = from_dict(Pipeline(PipelineConfig()).windows._factory().to_dict())  # an empty monitor
     window.update_many(mine[:50])
     assert loaded.metrics(window) == ref.metrics(window)
+
+
+def test_delayed_labels_estimates_first_then_beside_the_realised_metrics():
+    """Revision 0 of a window whose labels are still pending carries the estimates (and
+    drift) with null realised metrics and ece; a later revision has both."""
+    rng = np.random.default_rng(1)
+    s_ref = rng.random(2000)
+    ref = Reference.from_arrays(rng.random(2000) < s_ref, s_ref)
+    pipe = Pipeline(PipelineConfig(window=60.0, references={("m", ""): ref}))
+    scores = rng.random(200)
+    for i, s in enumerate(scores):
+        pipe.process(json.dumps({"ts": T0 + i * 0.25, "model": "m", "score": float(s), "id": f"p{i}"}))
+    pipe.process(json.dumps({"ts": T0 + 130, "model": "m", "score": 0.5, "id": "closer"}))  # closes the window
+    first = [s for s in pipe.poll() if s["window"]["start"] == T0]
+    assert first and first[0]["revision"] == 0 and first[0]["pending"] == 200
+    m0 = first[0]["metrics"]
+    assert m0["estimated_accuracy"] is not None and m0["drift_ks"] is not None
+    assert m0["accuracy"] is None and m0["ece"] is None
+    for i, s in enumerate(scores):
+        pipe.process(json.dumps({"id": f"p{i}", "y_true": int(rng.random() < s), "ts": T0 + 131}))
+    later = [s for s in pipe.flush() if s["window"]["start"] == T0]
+    m1 = later[-1]["metrics"]
+    assert later[-1]["revision"] >= 1 and m1["accuracy"] is not None and m1["ece"] is not None
+    assert m1["estimated_accuracy"] == m0["estimated_accuracy"]  # labels do not change the estimate
