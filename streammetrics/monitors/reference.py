@@ -37,6 +37,18 @@ exact stay exact, otherwise drift is computed on the coarser of their log grids.
 (an empty window, a label-free window's ``ece``); the per-family methods return nan with an
 :class:`~streammetrics.core.exceptions.UndefinedMetricWarning` instead.
 
+In snapshots (``streammetrics replay|consume --reference FILE``): :func:`load_references`
+reads one reference per ``(model, segment)`` (binary :class:`Reference`, or
+:class:`~streammetrics.monitors.reference_multiclass.MulticlassReference` with
+``--task multiclass``), at most ``max_references`` of them (``--max-references``, default
+10,000; a file with more keys is a ``ValueError`` naming the limit), and
+:func:`snapshot_metrics` is the snapshot hook (``PipelineConfig(references=...)``) adding
+:meth:`Reference.metrics` of each window's monitor to its ``metrics``, the same names as
+null for keys without a reference. Each reference is compact state: a ``BinaryScores``
+(binned: at most ``max_bins=4096`` keys per histogram; the file's events are not kept) and
+its isotonic fit (one knot pair per level), so memory is bounded by
+``max_references * (2 * 4096 + 2 * 4096)`` numbers whatever the file's size.
+
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
 >>> s = rng.random(1000)
