@@ -34,26 +34,22 @@ reason, the field and the source topic/partition/offset.
 """
 from __future__ import annotations
 
-import gc
-import json
 import logging
-import signal
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from streammetrics.monitors import make_monitor
-from streammetrics.stream.events import Event, EventParser, Rejection, parse_field_map
+from streammetrics.stream.events import Event, EventParser, Rejection
 from streammetrics.stream.snapshots import snapshot_key, snapshot_line
 from streammetrics.stream.windows import WindowManager
 
 from .checkpoint import EVENT_CODEC, CheckpointStore
+from .gc_tuning import tune_gc
 from .settings import FETCH_SETTINGS, consumer_settings
 
-__all__ = ["ServiceConfig", "MetricsService", "run_consume", "snapshot_key", "consumer_settings",
-           "FETCH_SETTINGS"]
+__all__ = ["ServiceConfig", "MetricsService", "snapshot_key", "consumer_settings", "FETCH_SETTINGS", "tune_gc"]
 
 log = logging.getLogger("streammetrics.consume")
 
@@ -109,11 +105,23 @@ class _Partition:
 
 
 class MetricsService:
-    """The consume loop; see the module docstring. ``run()`` blocks until :meth:`stop`."""
+    """The consume loop; see the module docstring. ``run()`` blocks until :meth:`stop`.
 
-    def __init__(self, config: ServiceConfig, *, clock: Callable[[], float] = time.monotonic) -> None:
-        from kafka import KafkaConsumer, KafkaProducer  # the optional `kafka` extra
+    ``consumer`` and ``producer`` are injected (:func:`consumers.clients.kafka_clients` builds
+    the real kafka-python ones, which is what happens when they are omitted). The service calls
+    only ``consumer.subscribe(topics, listener=)``, ``poll(timeout_ms=, max_records=)``,
+    ``seek(tp, offset)``, ``seek_to_beginning(tp)``, ``commit(offsets, timeout_ms=)``,
+    ``highwater(tp)``, ``close(autocommit=, timeout_ms=)`` and ``producer.send(topic, key=,
+    value=, headers=)`` (a future with ``is_done``, ``failed()``, ``exception``),
+    ``flush(timeout=)``, ``close(timeout=)``, ``config["max_request_size"]``: anything with
+    those methods works, e.g. the in-memory fakes of ``tests/consumers/kafka_fakes.py``.
+    ``listener`` wraps the rebalance callbacks for ``subscribe`` (kafka-python wants its own
+    listener class; see :func:`consumers.clients.rebalance_listener`).
+    """
 
+    def __init__(self, config: ServiceConfig, consumer: Any = None, producer: Any = None, *,
+                 clock: Callable[[], float] = time.monotonic, store: CheckpointStore | None = None,
+                 listener: Callable[[Callable[[Any], None], Callable[[Any], None]], Any] | None = None) -> None:
         from .observability import ServiceMetrics
 
         self.config = config
@@ -122,7 +130,9 @@ class MetricsService:
                                   fields=config.fields)
         self._factory = config.monitor_factory()
         self.metrics = ServiceMetrics()
-        self.store = CheckpointStore(config.state_dir, config.group_id, config.topic) if config.state_dir else None
+        if store is None and config.state_dir:
+            store = CheckpointStore(config.state_dir, config.group_id, config.topic)
+        self.store = store
         self.partitions: dict[Any, _Partition] = {}
         #: plain totals of what the loop did (also exported as Prometheus counters)
         self.counts = {"messages": 0, "events": 0, "rejected": 0, "late": 0, "snapshots": 0, "dead_letters": 0}
@@ -131,19 +141,16 @@ class MetricsService:
         self._caught_up = False
         self._last_checkpoint = clock()
         self._last_idle_check = clock()
-        self._server = None
-        consumer_options, producer_options = split_client_options(config.kafka_options)
-        self.consumer = KafkaConsumer(
-            bootstrap_servers=config.bootstrap_servers,
-            group_id=config.group_id,
-            **consumer_settings(max_poll_records=config.max_poll_records, **consumer_options),
-        )
-        self.producer = KafkaProducer(
-            bootstrap_servers=config.bootstrap_servers,
-            **{"acks": "all", "linger_ms": 5,
-               "max_in_flight_requests_per_connection": 1,  # keeps each key's snapshots in order
-               **producer_options},
-        )
+        self._server: Any = None
+        if listener is None:
+            from .clients import rebalance_listener as listener
+        self._listener = listener
+        if consumer is None or producer is None:
+            from .clients import kafka_clients
+
+            consumer, producer = kafka_clients(config)
+        self.consumer = consumer
+        self.producer = producer
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self) -> None:
@@ -152,23 +159,12 @@ class MetricsService:
 
     def start(self) -> "MetricsService":
         """Serve metrics (if configured) and join the group; :meth:`poll_once` then does the work."""
-        from kafka import ConsumerRebalanceListener
-
-        service = self
-
-        class Listener(ConsumerRebalanceListener):
-            def on_partitions_revoked(self, revoked: Any) -> None:
-                service._revoke(revoked)
-
-            def on_partitions_assigned(self, assigned: Any) -> None:
-                service._assign(assigned)
-
         if self.config.metrics_port is not None:
             from .observability import MetricsServer
 
             self._server = MetricsServer(self.metrics, self.config.metrics_port, self.config.metrics_host).start()
             log.info("metrics on :%d/metrics", self._server.port)
-        self.consumer.subscribe([self.config.topic], listener=Listener())
+        self.consumer.subscribe([self.config.topic], listener=self._listener(self._assign, self._revoke))
         return self
 
     def run(self) -> None:
@@ -398,122 +394,3 @@ def _reason_class(reason: str) -> str:
         if word in reason.lower():
             return word
     return "other"
-
-
-def split_client_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``--kafka`` options for the consumer and for the producer (TLS/SASL settings go to both);
-    ValueError naming any option neither kafka-python client knows."""
-    from kafka import KafkaConsumer, KafkaProducer
-
-    consumer = {k: v for k, v in options.items() if k in KafkaConsumer.DEFAULT_CONFIG}
-    producer = {k: v for k, v in options.items() if k in KafkaProducer.DEFAULT_CONFIG}
-    unknown = sorted(set(options) - set(consumer) - set(producer))
-    if unknown:
-        raise ValueError(f"unknown --kafka option(s) {unknown}: see kafka-python's KafkaConsumer and "
-                         "KafkaProducer settings (e.g. security_protocol, ssl_cafile, sasl_mechanism)")
-    return consumer, producer
-
-
-def _kafka_options(pairs: list[str]) -> dict[str, Any]:
-    """``--kafka name=value`` pairs as kafka-python keyword arguments (ints and booleans parsed)."""
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise ValueError(f"--kafka takes OPTION=VALUE (e.g. security_protocol=SSL), got {pair!r}")
-        v: Any = value
-        if value.lower() in ("true", "false"):
-            v = value.lower() == "true"
-        else:
-            try:
-                v = int(value)
-            except ValueError:
-                pass
-        options[name.strip()] = v
-    return options
-
-
-def config_from_args(args: Any) -> ServiceConfig:
-    return ServiceConfig(
-        bootstrap_servers=args.bootstrap_servers, topic=args.topic, output_topic=args.output_topic,
-        group_id=args.group_id, dlq_topic=args.dlq_topic, state_dir=args.state_dir,
-        metrics_port=args.metrics_port, metrics_host=args.metrics_host, task=args.task, window=args.window, slide=args.slide,
-        grace=args.grace, idle_close=args.idle_close or None, threshold=args.threshold,
-        classes=args.classes, labels=args.labels, fields=parse_field_map(args.field),
-        cumulative=args.cumulative, include_state=not args.no_state,
-        checkpoint_interval=args.checkpoint_interval, max_poll_records=args.max_poll_records,
-        kafka_options=_kafka_options(args.kafka),
-    )
-
-
-class JsonLogFormatter(logging.Formatter):
-    """One JSON object per log line: ts, level, logger, msg (and exc when there is one)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry = {"ts": round(record.created, 3), "level": record.levelname, "logger": record.name,
-                 "msg": record.getMessage()}
-        if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry)
-
-
-def configure_logging(level_name: str) -> None:
-    """Structured logs on stderr at ``level_name``; kafka-python's own loggers stay quiet (errors
-    only) unless DEBUG is asked for, since it logs every broker hiccup at WARNING or more."""
-    level = getattr(logging, str(level_name).upper(), None)
-    if not isinstance(level, int):
-        raise ValueError(f"--log-level must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {level_name!r}")
-    handler = logging.StreamHandler()
-    handler.setFormatter(JsonLogFormatter())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    logging.getLogger("kafka").setLevel(logging.DEBUG if level <= logging.DEBUG else logging.CRITICAL)
-
-
-def tune_gc() -> None:
-    """Garbage-collector settings for a long-running consume process.
-
-    The loop allocates several short-lived containers per event (decoded JSON, the event) while
-    window state (histograms, queued events) lives for minutes; with the default thresholds the
-    collector rescans that state every few thousand events. ``gc.freeze()`` moves everything
-    alive at start-up to the permanent generation, and the youngest generation is collected every
-    20,000 allocations instead of 700 (at most a few MB of garbage cycles wait longer).
-    """
-    gc.freeze()
-    gen0, gen1, gen2 = gc.get_threshold()
-    gc.set_threshold(max(gen0, 20_000), max(gen1, 50), max(gen2, 50))
-
-
-def run_consume(args: Any) -> int:
-    try:
-        configure_logging(args.log_level)
-    except ValueError as exc:
-        print(f"streammetrics consume: {exc}", file=sys.stderr)
-        return 2
-    try:
-        config = config_from_args(args)
-        service = MetricsService(config)
-    except ImportError as exc:
-        print(f"streammetrics consume needs the kafka extra: pip install 'streammetrics[kafka]' ({exc})",
-              file=sys.stderr)
-        return 2
-    except ValueError as exc:
-        print(f"streammetrics consume: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # kafka.errors.KafkaError and friends: nothing to consume from
-        if type(exc).__module__.startswith("kafka"):
-            print(f"streammetrics consume: cannot connect to Kafka at {args.bootstrap_servers}: {exc}",
-                  file=sys.stderr)
-            return 1
-        raise
-
-    def on_signal(signum: int, frame: Any) -> None:
-        log.info("signal %d: stopping", signum)
-        service.stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    tune_gc()
-    service.run()
-    return 0

@@ -196,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_replay(args, parser)
         if args.command == "consume":
-            from consumers.service import run_consume
+            from consumers.command import run_consume
 
             return run_consume(args)
         if args.command == "report":

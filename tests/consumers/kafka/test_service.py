@@ -332,7 +332,8 @@ def test_sigterm_checkpoints_commits_and_exits_zero(bootstrap_servers, new_topic
 
 
 def test_kafka_options_go_to_the_client_that_knows_them():
-    from consumers.service import _kafka_options, split_client_options
+    from consumers.clients import split_client_options
+    from consumers.command import kafka_options as _kafka_options
 
     options = _kafka_options(["security_protocol=SASL_SSL", "check_crcs=false", "linger_ms=20"])
     consumer, producer = split_client_options(options)
