@@ -7,10 +7,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from kafka_fakes import FakeCluster, FakeConsumer, FakeListener, FakeProducer, Faults, ManualClock, TopicPartition
+
 from consumers.service import MetricsService, ServiceConfig
 from streammetrics.stream.synthetic import generate_events
-
-from kafka_fakes import FakeCluster, FakeConsumer, FakeListener, FakeProducer, Faults, ManualClock, TopicPartition
 
 WINDOW = 60
 
@@ -46,8 +46,9 @@ def make_service(cluster: FakeCluster, state_dir: Path | None, faults: Faults | 
     config = ServiceConfig(bootstrap_servers="fake:9092", topic="in", output_topic="out", dlq_topic="dlq",
                            state_dir=None if state_dir is None else str(state_dir), **settings)
     faults = faults or Faults()
-    return MetricsService(config, FakeConsumer(cluster, config.group_id, faults=faults), FakeProducer(cluster, faults=faults),
-                          clock=clock or ManualClock(), listener=FakeListener)
+    consumer = FakeConsumer(cluster, config.group_id, faults=faults)
+    return MetricsService(config, consumer, FakeProducer(cluster, faults=faults), clock=clock or ManualClock(),
+                          listener=FakeListener)
 
 
 def drain(service: MetricsService, max_polls: int = 10_000) -> None:

@@ -126,7 +126,8 @@ def test_end_to_end_snapshots_equal_sklearn_per_window(bootstrap_servers, new_to
     for key, evs in expected.items():
         [value] = set(got[key])
         snap = json.loads(value)
-        y = np.array([e["y_true"] for e in evs]); s = np.array([e["score"] for e in evs])
+        y = np.array([e["y_true"] for e in evs])
+        s = np.array([e["score"] for e in evs])
         m = snap["metrics"]
         assert snap["count"] == len(evs) and snap["final"] is True
         assert snap["schema"] == "streammetrics.snapshot/1" and snap["late"] == 0
@@ -236,7 +237,7 @@ def test_sigkill_at_random_points_gives_the_snapshots_of_an_uninterrupted_run(
         try:
             # once this process is applying records (it wrote a checkpoint), kill it at a random moment;
             # after the feed ends a restart may have nothing left to checkpoint: give it time to join
-            wait_for(lambda: any(p.stat().st_mtime > started for p in checkpoints.rglob("*.json"))
+            wait_for(lambda started=started: any(p.stat().st_mtime > started for p in checkpoints.rglob("*.json"))
                      or (not feeder.is_alive() and time.time() - started > 8), 60,
                      "a checkpoint of the restarted process")
             delay = rng.uniform(0.0, 2.0)
