@@ -3,12 +3,15 @@ Kafka clients, logging, signals, exit status."""
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
+import threading
 from typing import Any
 
 from streammetrics.stream.events import parse_field_map
 
+from .checkpoint import CheckpointStore
 from .gc_tuning import tune_gc
 from .logs import configure_logging
 from .service import MetricsService, ServiceConfig
@@ -52,6 +55,9 @@ def config_from_args(args: Any) -> ServiceConfig:
         cumulative=args.cumulative, include_state=not args.no_state,
         checkpoint_interval=args.checkpoint_interval, max_poll_records=args.max_poll_records,
         kafka_options=kafka_options(args.kafka),
+        stop_timeout=getattr(args, "stop_timeout", ServiceConfig.stop_timeout),
+        stall_after=getattr(args, "stall_after", ServiceConfig.stall_after),
+        metrics_keys=getattr(args, "metrics_keys", ServiceConfig.metrics_keys),
     )
 
 
@@ -65,10 +71,18 @@ def run_consume(args: Any) -> int:
     try:
         config = config_from_args(args)
         config.monitor_factory()  # configuration errors before any connection
+        store = None
+        if config.state_dir:
+            try:
+                store = CheckpointStore(config.state_dir, config.group_id, config.topic, config.window_settings())
+            except OSError as exc:
+                print(f"streammetrics consume: --state-dir {config.state_dir!r} cannot hold checkpoints: "
+                      f"{exc.strerror or exc} (give a writable directory)", file=sys.stderr)
+                return 2
         from .clients import kafka_clients
 
         consumer, producer = kafka_clients(config)
-        service = MetricsService(config, consumer, producer)
+        service = MetricsService(config, consumer, producer, store=store)
     except ImportError as exc:
         print(f"streammetrics consume needs the kafka extra: pip install 'streammetrics[kafka]' ({exc})",
               file=sys.stderr)
@@ -83,12 +97,30 @@ def run_consume(args: Any) -> int:
             return 1
         raise
 
+    watchdog: list[threading.Timer] = []
+
     def on_signal(signum: int, frame: Any) -> None:
-        log.info("signal %d: stopping", signum)
+        log.info("signal %d: stopping (at most %g s)", signum, config.stop_timeout)
         service.stop()
+        if not watchdog:  # whatever the loop is blocked in, the process ends within stop_timeout
+            timer = threading.Timer(config.stop_timeout, _force_exit, args=(config.stop_timeout,))
+            timer.daemon = True
+            timer.start()
+            watchdog.append(timer)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     tune_gc()
-    service.run()
-    return 0
+    status = service.run()
+    for timer in watchdog:
+        timer.cancel()
+    return status
+
+
+def _force_exit(stop_timeout: float) -> None:
+    """The watchdog: a clean stop took longer than ``stop_timeout``. Exit with status 1 without
+    a checkpoint; the last checkpoint stays valid, so a restart loses and repeats nothing."""
+    log.error("did not stop within %g s of the signal (--stop-timeout): exiting with status 1; the last "
+              "checkpoint stays valid", stop_timeout)
+    logging.shutdown()
+    os._exit(1)

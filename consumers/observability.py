@@ -48,6 +48,17 @@ class ServiceMetrics:
                          ["topic", "partition"], registry=r)
         self.last_checkpoint = Gauge("streammetrics_last_checkpoint_timestamp_seconds",
                                      "Wall time of the last checkpoint and offset commit", registry=r)
+        self.rollbacks = Counter("streammetrics_rollbacks", "Partitions rolled back to their checkpoint after an "
+                                 "internal error", registry=r)
+        self.offset_resets = Counter("streammetrics_offset_resets", "Checkpoint offsets found beyond the "
+                                     "partition's end (topic recreated): read from the start", registry=r)
+        self.checkpoint_failures = Counter("streammetrics_checkpoint_failures", "Checkpoint writes that failed",
+                                           registry=r)
+        self.oversized_snapshots = Counter("streammetrics_oversized_snapshots", "Snapshots over the producer's "
+                                           "max_request_size, by outcome (state_dropped, dropped)", ["outcome"],
+                                           registry=r)
+        self.truncated_dead_letters = Counter("streammetrics_truncated_dead_letters", "Dead letters whose value "
+                                              "was truncated to fit max_request_size", registry=r)
         self.last_poll = time.monotonic()
 
     def observe_snapshot(self, snapshot: dict[str, Any]) -> None:

@@ -103,6 +103,8 @@ class FakeConsumer:
         self.positions: dict[TopicPartition, int] = {}
         self.closed = False
         self._pending_assignment = True
+        #: called when a poll finds every assigned partition read to its end (e.g. service.stop)
+        self.on_idle: Any = None
 
     # kafka-python API used by the service
     def subscribe(self, topics: list[str], listener: Any = None) -> None:
@@ -135,6 +137,8 @@ class FakeConsumer:
                 budget -= len(batch)
             if budget <= 0:
                 break
+        if not out and self.on_idle is not None:
+            self.on_idle()
         return out
 
     def seek(self, tp: TopicPartition, offset: int) -> None:

@@ -361,3 +361,34 @@ def test_consumer_fetch_wait_is_short_by_default_and_kafka_options_override_it(b
         finally:
             service.close()
     assert waits == [FETCH_SETTINGS["fetch_max_wait_ms"], 500]
+
+
+def test_an_exception_mid_batch_neither_loses_nor_double_counts(bootstrap_servers, new_topic, unique_name,
+                                                                make_producer, tmp_path):
+    # issue 10 point 6: 50 events in one window, the service checkpointing after every poll of 20
+    # records, and an exception while parsing the 30th record (mid-batch, after a checkpoint).
+    # It used to save the partly applied batch with the old offset on the way out and count 59.
+    topic, output = new_topic(1), new_topic(1)
+    events = [{"ts": 1 + i * 0.5, "model": "m", "segment": "s", "y_true": i % 2, "score": (i % 10) / 10}
+              for i in range(50)]
+    produce(make_producer(), topic, with_closers(events))
+    config = ServiceConfig(bootstrap_servers=bootstrap_servers, topic=topic, output_topic=output,
+                           group_id=unique_name("g"), state_dir=str(tmp_path), idle_close=None,
+                           max_poll_records=20, checkpoint_interval=0.0)
+    runner = ServiceThread(config)
+    service = runner.service
+    parse, calls = service.parser.parse_value, [0]
+
+    def flaky_parse(value: bytes) -> Any:
+        calls[0] += 1
+        if calls[0] == 30:
+            raise MemoryError("injected")
+        return parse(value)
+
+    service.parser.parse_value = flaky_parse
+    with runner:
+        wait_for(lambda: service.counts["snapshots"] >= 1, 60, "the window's snapshot")
+        time.sleep(0.5)
+    assert service.counts["rollbacks"] == 1 and service.failure is None
+    [snap] = [json.loads(r.value) for r in read_topic(bootstrap_servers, output)]
+    assert snap["count"] == 50
