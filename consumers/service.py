@@ -82,6 +82,10 @@ class ServiceConfig:
     ``streammetrics consume`` exits at most this long after SIGTERM/SIGINT, in any state (a
     watchdog ends the process with status 1 if a clean stop has not finished by then).
     ``stall_after`` (s): ``/healthz`` answers 503 when the loop has not polled for that long.
+
+    Bounds on ``/metrics``: per-key gauges for at most ``metrics_keys`` keys (the most events in
+    their latest window; 0: none), at most ``metrics_max_connections`` HTTP connections at once,
+    each closed after ``metrics_timeout`` s idle (see :mod:`consumers.observability`).
     """
 
     bootstrap_servers: str
@@ -111,6 +115,8 @@ class ServiceConfig:
     stop_timeout: float = 30.0
     stall_after: float = 60.0
     metrics_keys: int = 100
+    metrics_max_connections: int = 16
+    metrics_timeout: float = 10.0
 
     def monitor_factory(self) -> Callable[[], Any]:
         task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
@@ -194,7 +200,7 @@ class MetricsService:
         self.parser = EventParser(config.task, classes=config.labels if config.task == "labels" else config.classes,
                                   fields=config.fields)
         self._factory = config.monitor_factory()
-        self.metrics = ServiceMetrics()
+        self.metrics = ServiceMetrics(max_keys=config.metrics_keys)
         if store is None and config.state_dir:
             store = CheckpointStore(config.state_dir, config.group_id, config.topic, config.window_settings())
         self.store = store
@@ -231,6 +237,7 @@ class MetricsService:
         """Stop without any further checkpoint: state may be ahead of what was published."""
         if self.failure is None:
             self.failure, self.exit_status = message, status
+            self.metrics.failed = True
             log.error("%s", message)
         self._stop.set()
 
@@ -240,7 +247,9 @@ class MetricsService:
             from .observability import MetricsServer
 
             self._server = MetricsServer(self.metrics, self.config.metrics_port, self.config.metrics_host,
-                                         stall_after=self.config.stall_after).start()
+                                         stall_after=self.config.stall_after,
+                                         max_connections=self.config.metrics_max_connections,
+                                         timeout=self.config.metrics_timeout).start()
             log.info("metrics on %s:%d/metrics", self.config.metrics_host, self._server.port)
         self.consumer.subscribe([self.config.topic], listener=self._listener(self._assign, self._revoke))
         return self

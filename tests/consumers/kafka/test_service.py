@@ -392,3 +392,25 @@ def test_an_exception_mid_batch_neither_loses_nor_double_counts(bootstrap_server
     assert service.counts["rollbacks"] == 1 and service.failure is None
     [snap] = [json.loads(r.value) for r in read_topic(bootstrap_servers, output)]
     assert snap["count"] == 50
+
+
+def test_a_message_over_the_producer_limit_makes_a_truncated_dead_letter_not_a_crash_loop(
+        bootstrap_servers, new_topic, unique_name, make_producer, tmp_path):
+    # issue 10 point 3: a 1.5 MB invalid message's dead letter raised MessageSizeTooLargeError,
+    # and every restart crashed on the same record
+    topic, output, dlq = new_topic(1), new_topic(1), new_topic(1)
+    big = b'{"ts": 5, "model": "m", "y_true": 1, "score": "' + b"x" * 1_500_000 + b'"}'
+    producer = make_producer(max_request_size=4_000_000)
+    producer.send(topic, key=b"m|", value=big)
+    produce(producer, topic, [{"ts": 6, "model": "m", "segment": "", "y_true": 1, "score": 0.5}])
+    config = ServiceConfig(bootstrap_servers=bootstrap_servers, topic=topic, output_topic=output, dlq_topic=dlq,
+                           group_id=unique_name("g"), state_dir=str(tmp_path), idle_close=None)
+    with ServiceThread(config) as service:
+        wait_for(lambda: service.counts["events"] == 1 and service.counts["dead_letters"] == 1, 60,
+                 "the good event and the dead letter")
+    assert service.failure is None
+    [letter] = read_topic(bootstrap_servers, dlq)
+    headers = dict(letter.headers)
+    assert headers["streammetrics.truncated"] == str(len(big)).encode()
+    assert big.startswith(letter.value) and len(letter.value) < 1_048_576
+    assert headers["streammetrics.source"] == f"{topic}/0/0".encode()
