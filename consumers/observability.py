@@ -130,6 +130,7 @@ class _BoundedHTTPServer(ThreadingHTTPServer):
     """A thread per connection, at most ``max_connections`` at once; more are closed at once."""
 
     daemon_threads = True
+    request_queue_size = 128  # listen backlog: connections the kernel holds until accepted
 
     def __init__(self, address: tuple[str, int], handler: Any, max_connections: int, on_refused: Any) -> None:
         if max_connections < 1:

@@ -156,3 +156,29 @@ def test_a_partition_moved_to_another_member_continues_from_its_checkpoint(tmp_p
         s.checkpoint()
         s.close()
     assert final_snapshots(cluster) == ref
+
+
+def test_a_checkpoint_is_rewritten_only_when_its_offset_or_state_changed(tmp_path):
+    events = list(generate_events(400, duration=2 * WINDOW, seed=4))  # no closers: windows stay open
+    cluster = FakeCluster()
+    fill(cluster, events, partitions=1)
+    clock = ManualClock()
+    service = make_service(cluster, tmp_path, clock=clock, idle_close=30.0, max_poll_records=1000)
+    writes: list[int] = []
+    write = service.store.write
+    service.store.write = lambda partition, payload: (writes.append(partition), write(partition, payload))[1]
+    service.start()
+    service.poll_once(timeout_ms=0)
+    assert len(writes) == 1
+    published = len(cluster.records("out"))
+    for _ in range(5):  # nothing new: the 12 MB checkpoint of the issue was rewritten every second
+        clock.now += 1
+        service.poll_once(timeout_ms=0)
+    assert len(writes) == 1
+    clock.now += 31  # idle keys close their windows: state changed without new records
+    service.poll_once(timeout_ms=0)
+    assert len(cluster.records("out")) > published and len(writes) == 2
+    clock.now += 1
+    service.poll_once(timeout_ms=0)
+    assert len(writes) == 2
+    service.close()
