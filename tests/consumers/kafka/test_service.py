@@ -414,3 +414,37 @@ def test_a_message_over_the_producer_limit_makes_a_truncated_dead_letter_not_a_c
     assert headers["streammetrics.truncated"] == str(len(big)).encode()
     assert big.startswith(letter.value) and len(letter.value) < 1_048_576
     assert headers["streammetrics.source"] == f"{topic}/0/0".encode()
+
+
+@pytest.mark.slow
+def test_sigterm_exits_within_the_stop_timeout_while_the_broker_is_frozen(
+        kafka_broker, bootstrap_servers, new_topic, unique_name, make_producer, tmp_path):
+    # issue 10 point 7: with the broker paused the service blocked in producer.flush() forever and
+    # SIGTERM could not stop it. Here a snapshot is in flight (idle close) when the broker freezes.
+    topic, output = new_topic(1), new_topic(1)
+    produce(make_producer(), topic, list(generate_events(300, duration=WINDOW / 2, seed=6)))
+    state = tmp_path / "state"
+    cmd = consume_cmd(bootstrap_servers, topic, output, unique_name("g"), str(state), "--checkpoint-interval",
+                      "0.2s", "--stop-timeout", "8s")
+    cmd[cmd.index("--idle-close") + 1] = "3s"
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    frozen = False
+    try:
+        wait_for(lambda: any(state.rglob("0.json")), 60, "the first checkpoint")
+        os.kill(kafka_broker.pid, signal.SIGSTOP)
+        frozen = True
+        time.sleep(4)  # the idle close publishes a snapshot that cannot be delivered
+        proc.send_signal(signal.SIGTERM)
+        try:
+            out = proc.communicate(timeout=8 + 15)[0].decode()
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise AssertionError("the service did not exit after SIGTERM with the broker frozen") from None
+    finally:
+        if frozen:
+            os.kill(kafka_broker.pid, signal.SIGCONT)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode in (0, 1), out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
