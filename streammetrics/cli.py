@@ -83,6 +83,9 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
                    help="labels task: fix the label set (default: discovered)")
     g.add_argument("--field", action="append", default=[], metavar="NAME=SOURCE",
                    help="read field NAME from the event key SOURCE, e.g. --field y_true=label (repeatable)")
+    g.add_argument("--max-future", type=_duration("--max-future"), default=3600.0, metavar="DURATION",
+                   help="refuse events whose time is more than this ahead of the wall clock "
+                        "(default: 1h; 0 disables)")
     g.add_argument("--cumulative", action="store_true",
                    help="also emit an all-time snapshot per key after each closed window")
     g.add_argument("--no-state", action="store_true",

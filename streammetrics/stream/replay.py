@@ -16,7 +16,7 @@ from typing import IO, Any, Iterable
 from streammetrics.monitors import make_monitor
 from streammetrics.stream.events import Event, EventParser, parse_field_map
 from streammetrics.stream.snapshots import snapshot_line
-from streammetrics.stream.windows import WindowManager
+from streammetrics.stream.windows import EventRejected, WindowManager
 
 __all__ = ["run_replay", "replay_lines", "sample_path", "ReplayStats"]
 
@@ -91,7 +91,14 @@ def replay_lines(
             continue
         for item in parse(line):
             if item.__class__ is Event:
-                if add(item):
+                try:
+                    applied = add(item)
+                except EventRejected as exc:
+                    stats.rejected += 1
+                    if report is not None:
+                        report(lineno, exc.reason)
+                    continue
+                if applied:
                     stats.events += 1
                 else:
                     stats.late += 1
@@ -132,7 +139,8 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
 
         factory()  # configuration errors surface now, not at the first event
         windows = WindowManager(factory, args.window, args.slide, args.grace, cumulative=args.cumulative,
-                                include_state=not args.no_state, batch=True)
+                                include_state=not args.no_state, batch=True,
+                                max_future=args.max_future)
     except (ValueError, TypeError, argparse.ArgumentTypeError) as exc:
         argparser.error(str(exc))
 

@@ -15,6 +15,13 @@ Per key ``(model, segment)``:
   counted for the key (``late`` in each snapshot) and :meth:`WindowManager.add` returns False
   so that the caller can route it elsewhere (the service sends it to the dead-letter topic).
 
+Bounded in time: closing and idle/flush closes jump over empty ranges of windows, so their cost
+is O(open panes x windows per pane) whatever the gap between two events (a first event at
+``ts=0``, one dated 9999). An event more than ``max_future`` seconds (default 1 h; None or 0:
+no bound) ahead of ``wall_clock()`` is refused with :class:`EventRejected` (code ``future``),
+counted in :attr:`WindowManager.rejected` and never advances stream time: one bad producer
+clock cannot turn the rest of its key late.
+
 Snapshots follow the contract's schema ``streammetrics.snapshot/1``. With ``cumulative=True``
 an all-time snapshot per key (``"final": false``, ``"cumulative": true``) follows each close.
 
@@ -36,7 +43,10 @@ from typing import Any, Callable, Mapping
 
 from streammetrics.stream.snapshots import SNAPSHOT_SCHEMA
 
-__all__ = ["WindowManager", "WindowSpec", "parse_duration"]
+__all__ = ["WindowManager", "WindowSpec", "EventRejected", "parse_duration", "DEFAULT_MAX_FUTURE"]
+
+#: default bound on how far ahead of the wall clock an event time may be (seconds)
+DEFAULT_MAX_FUTURE = 3600.0
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
 _floor = math.floor
@@ -107,6 +117,17 @@ def _seconds(ms: int) -> int | float:
     return ms // 1000 if ms % 1000 == 0 else ms / 1000.0
 
 
+class EventRejected(ValueError):
+    """:meth:`WindowManager.add` refused an event, changing nothing: ``code`` (machine-readable:
+    ``future``, ``key_limit``, ``kind_mismatch``), ``reason`` (one line) and ``field``."""
+
+    def __init__(self, code: str, reason: str, field: str | None = None) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+        self.field = field
+
+
 class _KeyState:
     """Open panes and bookkeeping for one stream key."""
 
@@ -161,8 +182,19 @@ class WindowManager:
         event_codec: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None = None,
         clock: Callable[[], float] = time.monotonic,
         monitor_loader: Callable[[Mapping[str, Any]], Any] | None = None,
+        max_future: float | None = DEFAULT_MAX_FUTURE,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.spec = WindowSpec(window, slide, grace)
+        if max_future is not None and not (max_future >= 0 and math.isfinite(max_future)):
+            raise ValueError(f"max_future must be a non-negative number of seconds or None, got {max_future!r}")
+        #: events more than this many seconds ahead of ``wall_clock()`` are refused (None or 0: no bound)
+        self.max_future = max_future or None
+        self._wall_clock = wall_clock
+        # cached bound in us: wall_clock() is read only when an event exceeds it (clocks move forward)
+        self._future_us: float = -math.inf if self.max_future else math.inf
+        #: events refused by reason code (``future``, ``key_limit``, ``kind_mismatch``)
+        self.rejected: dict[str, int] = {}
         if idle_close is not None and not (idle_close > 0 and math.isfinite(idle_close)):
             raise ValueError(f"idle_close must be a positive number of seconds, got {idle_close!r}")
         self.idle_close = idle_close
@@ -184,15 +216,18 @@ class WindowManager:
     def add(self, event: Any) -> bool:
         """Apply ``event`` to its key's pane; False (and counted as late) if every window it
         belongs to has already closed. Returns True when the event was applied. Raises
-        ValueError, changing nothing, when the monitor's ``event_tag`` refuses the event."""
-        state = self._keys.get((event.model, event.segment))
-        if state is None or self._event_tag is not None:
-            state = self._key_state(event, state)
+        :class:`EventRejected` (a ValueError), changing nothing, when the event is more than
+        ``max_future`` ahead of the wall clock or the monitor's ``event_tag`` refuses it."""
         # event time in whole microseconds (nearest): ts * 1000 of a decimal timestamp such as 16.15
         # is not exact in binary (16149.999...); rounding to the microsecond puts the event on the
         # side of a window boundary its decimal value says, epoch-scale timestamps included (float
         # spacing there is ~0.25 us), and the window arithmetic below is exact integer arithmetic
         ts_us = _floor(event.ts * 1e6 + 0.5)
+        if ts_us > self._future_us:
+            self._check_future(event, ts_us)
+        state = self._keys.get((event.model, event.segment))
+        if state is None or self._event_tag is not None:
+            state = self._key_state(event, state)
         pane = ts_us // self._pane_us
         if self._idle:
             state.last_seen = self._clock()
@@ -217,6 +252,19 @@ class WindowManager:
                 self._close_by_watermark((event.model, event.segment), state)
         return True
 
+    def _check_future(self, event: Any, ts_us: int) -> None:
+        """Refresh the cached future bound from the wall clock; refuse ``event`` beyond it."""
+        if self.max_future is None:
+            return
+        self._future_us = _floor((self._wall_clock() + self.max_future) * 1e6)
+        if ts_us > self._future_us:
+            self._reject("future", f"event time {event.ts!r} is more than {self.max_future:g} s ahead of the "
+                                   f"wall clock (max_future)", "ts")
+
+    def _reject(self, code: str, reason: str, field: str | None = None) -> None:
+        self.rejected[code] = self.rejected.get(code, 0) + 1
+        raise EventRejected(code, reason, field)
+
     def _key_state(self, event: Any, state: _KeyState | None) -> _KeyState:
         """The state of ``event``'s key, created on its first event; with an ``event_tag``, the
         event's tag checked against the key's (ValueError before anything changes)."""
@@ -224,7 +272,7 @@ class WindowManager:
         if self._event_tag is not None:
             tag = self._event_tag(event)
             if state is not None and state.tag is not None and tag != state.tag:
-                raise ValueError(f"event of kind {tag!r} in a stream of kind {state.tag!r}")
+                self._reject("kind_mismatch", f"event of kind {tag!r} in a stream of kind {state.tag!r}")
         if state is None:
             state = self._keys[(event.model, event.segment)] = _KeyState()
         if state.tag is None:
@@ -277,29 +325,38 @@ class WindowManager:
             self._close_through(key, state, last_closable)
 
     def _close_through(self, key: tuple[str, str], state: _KeyState, last: int) -> None:
-        """Close windows ``next_window .. last`` (those holding events emit a snapshot)."""
+        """Close windows ``next_window .. last`` (those holding events emit a snapshot).
+
+        Cost O(open panes x windows per pane), never O(elapsed time / slide): after each window
+        the scan jumps straight to the first window of the lowest remaining pane, so the empty
+        range between two events (a first event at ts=0, one dated 9999) is skipped
+        arithmetically instead of stepped through.
+        """
         if state.pending:
             self._drain_key(state)
         spec = self.spec
         s, w = spec.panes_per_slide, spec.panes_per_window
         k = state.next_window
         assert k is not None
-        if state.panes:
-            # skip windows that cannot hold any open pane
-            k = max(k, spec.first_window_of_pane(min(state.panes)))
+        panes = state.panes
         closed_any = False
-        while k <= last and state.panes:
+        while panes:
+            low = min(panes)
+            k = max(k, spec.first_window_of_pane(low))  # skip windows that hold no open pane
+            if k > last:
+                break
             lo, hi = k * s, k * s + w
             merged = None
-            for j in sorted(p for p in state.panes if lo <= p < hi):
-                merged = state.panes[j].copy() if merged is None else merged.merge(state.panes[j])
+            for j in sorted(p for p in panes if lo <= p < hi):
+                merged = panes[j].copy() if merged is None else merged.merge(panes[j])
             if merged is not None:
                 self._ready.append(self._snapshot(key, state, merged, lo * spec.pane_ms, hi * spec.pane_ms, True))
                 closed_any = True
             # panes below the next window's start are no longer needed
             next_lo = (k + 1) * s
-            for j in [p for p in state.panes if p < next_lo]:
-                del state.panes[j]
+            if low < next_lo:
+                for j in [p for p in panes if p < next_lo]:
+                    del panes[j]
             k += 1
         self._set_next_window(state, last + 1)
         if closed_any and self.cumulative and state.cumulative is not None:
