@@ -58,6 +58,7 @@ def config_from_args(args: Any) -> ServiceConfig:
         stop_timeout=getattr(args, "stop_timeout", ServiceConfig.stop_timeout),
         stall_after=getattr(args, "stall_after", ServiceConfig.stall_after),
         metrics_keys=getattr(args, "metrics_keys", ServiceConfig.metrics_keys),
+        max_future=getattr(args, "max_future", ServiceConfig.max_future) or None,
     )
 
 

@@ -44,7 +44,7 @@ from typing import Any, Callable
 from streammetrics.monitors import make_monitor
 from streammetrics.stream.events import Event, EventParser, Rejection
 from streammetrics.stream.snapshots import snapshot_key, snapshot_line
-from streammetrics.stream.windows import WindowManager
+from streammetrics.stream.windows import DEFAULT_MAX_FUTURE, WindowManager
 
 from .checkpoint import EVENT_CODEC, CheckpointError, CheckpointStore
 from .gc_tuning import tune_gc
@@ -115,6 +115,7 @@ class ServiceConfig:
     stop_timeout: float = 30.0
     stall_after: float = 60.0
     metrics_keys: int = 100
+    max_future: float | None = DEFAULT_MAX_FUTURE
     metrics_max_connections: int = 16
     metrics_timeout: float = 10.0
 
@@ -293,7 +294,7 @@ class MetricsService:
         return WindowManager(
             self._factory, c.window, c.slide, c.grace, c.idle_close or None,
             cumulative=c.cumulative, include_state=c.include_state, batch=True,
-            event_codec=EVENT_CODEC, clock=self._clock,
+            event_codec=EVENT_CODEC, clock=self._clock, max_future=c.max_future,
         )
 
     def _windows_from(self, payload: bytes | None, partition: int) -> WindowManager:
@@ -449,11 +450,11 @@ class MetricsService:
                     if add(items[0]):
                         events += 1
                         continue
-                except ValueError:
-                    pass
-                else:  # late: add() counted it and changed nothing else
-                    self._late(rec, None)
+                except ValueError as exc:  # refused (future, kind mismatch...): add() changed nothing
+                    self._dead_letter(rec, [self._refused(exc, None)])
                     continue
+                self._late(rec, None)  # late: add() counted it and changed nothing else
+                continue
             events += apply(part, rec, items)
         if records:
             part.next_offset = records[-1].offset + 1
@@ -479,10 +480,7 @@ class MetricsService:
                         self.metrics.late_events.inc()
                         problems.append((idx, "late", LATE_REASON, "ts"))
                 except ValueError as exc:
-                    code = getattr(exc, "code", None) or "monitor"
-                    self.counts["rejected"] += 1
-                    self.metrics.bad_events.labels(code).inc()
-                    problems.append((idx, code, str(exc), getattr(exc, "field", None)))
+                    problems.append(self._refused(exc, idx))
             else:
                 assert isinstance(item, Rejection)
                 code = getattr(item, "code", None) or _reason_class(item.reason)
@@ -492,6 +490,13 @@ class MetricsService:
         if problems:
             self._dead_letter(rec, problems)
         return applied
+
+    def _refused(self, exc: ValueError, index: int | None) -> Problem:
+        """Count an event the windows refused (``EventRejected``: future, kind mismatch...)."""
+        code = getattr(exc, "code", None) or "monitor"
+        self.counts["rejected"] += 1
+        self.metrics.bad_events.labels(code).inc()
+        return (index, code, str(exc), getattr(exc, "field", None))
 
     def _late(self, rec: Any, index: int | None) -> None:
         self.counts["late"] += 1

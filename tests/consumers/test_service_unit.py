@@ -182,3 +182,22 @@ def test_a_checkpoint_is_rewritten_only_when_its_offset_or_state_changed(tmp_pat
     service.poll_once(timeout_ms=0)
     assert len(writes) == 2
     service.close()
+
+
+def test_a_far_future_event_is_dead_lettered_with_code_future_and_the_key_goes_on(tmp_path):
+    import time
+
+    now = time.time()
+    cluster = FakeCluster()
+    fill(cluster, [], partitions=1)
+    good = [{"ts": now - 300 + i, "model": "m", "segment": "", "y_true": i % 2, "score": 0.5} for i in range(10)]
+    future = {"ts": 253402300000, "model": "m", "segment": "", "y_true": 1, "score": 0.5}  # year 9999
+    for ev in good[:5] + [future] + good[5:]:
+        cluster.append("in", json.dumps(ev).encode(), key=b"m|")
+    service = make_service(cluster, tmp_path, max_future=3600.0)
+    service.consumer.on_idle = service.stop
+    assert service.run() == 0
+    [letter] = cluster.records("dlq")
+    assert dict(letter.headers)["streammetrics.code"] == b"future"
+    assert service.counts["events"] == 10 and service.counts["late"] == 0
+    assert 'streammetrics_bad_events_total{reason="future"} 1.0' in service.metrics.render().decode()
