@@ -165,11 +165,10 @@ class MetricsServer:
                  max_connections: int = 16, timeout: float = 10.0):
         self.metrics = metrics
         outer = self
+        idle_timeout = timeout
 
         class Handler(BaseHTTPRequestHandler):
-            def setup(self) -> None:
-                self.timeout = timeout  # socket timeout of this connection (StreamRequestHandler)
-                super().setup()
+            timeout = idle_timeout  # socket timeout of each connection (StreamRequestHandler.setup)
 
             def handle(self) -> None:
                 try:

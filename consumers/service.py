@@ -9,7 +9,9 @@ Exactly-once *results* under crashes (``--state-dir``), without Kafka transactio
 1. records are applied in offset order to the partition's :class:`WindowManager` (batch
    mode, deterministic: see :mod:`streammetrics.stream.windows`);
 2. every ``checkpoint_interval`` seconds (and on revocation and clean stop) the producer is
-   flushed, so every snapshot and dead letter derived so far is acknowledged by the broker;
+   flushed (at most ``delivery_timeout``) and every send future checked, so every snapshot and
+   dead letter derived so far is acknowledged by the broker; if one is not, nothing more is
+   checkpointed and the service exits with status 1;
 3. then each partition's window state and next offset are written atomically
    (:mod:`consumers.checkpoint`) and the offsets committed to the group (for lag tools);
 4. on (re)assignment the partition's checkpoint is loaded and the consumer seeks to its
@@ -28,9 +30,12 @@ Each partition has its own windows, so every (model, segment) key must live in o
 partition: produce with the message key ``model|segment`` (as ``demo`` does). A key seen on
 two partitions is logged.
 
-Nothing in a message can stop the service: undecodable, malformed and late events become
-dead letters carrying the original bytes as value and ``streammetrics.*`` headers with the
-reason, the field and the source topic/partition/offset.
+Nothing in a message can stop the service: undecodable, malformed, refused and late events
+become ONE dead letter per message, carrying the original bytes as value (truncated to the
+producer's ``max_request_size``) and ``streammetrics.*`` headers with the reasons, codes, fields
+and indexes and the source topic/partition/offset (see :meth:`MetricsService._dead_letter`).
+What happens on exceptions, failed deliveries, unusable checkpoints and oversized snapshots is
+listed in :class:`MetricsService`; the time and size bounds in :class:`ServiceConfig`.
 """
 from __future__ import annotations
 
@@ -220,7 +225,9 @@ class MetricsService:
         self.exit_status = 0
         self._server: Any = None
         if listener is None:
-            from .clients import rebalance_listener as listener
+            from .clients import rebalance_listener
+
+            listener = rebalance_listener
         self._listener = listener
         if consumer is None or producer is None:
             from .clients import kafka_clients
@@ -540,9 +547,10 @@ class MetricsService:
             value = snapshot_line(snap).encode()
             room = self.max_record_bytes - RECORD_OVERHEAD - len(key)
             if len(value) > room:
-                value = self._shrink_snapshot(snap, value, room)
-                if value is None:
+                smaller = self._shrink_snapshot(snap, value, room)
+                if smaller is None:
                     continue
+                value = smaller
             self._send(self.config.output_topic, key, value)
             self.metrics.observe_snapshot(snap)
             self.counts["snapshots"] += 1
