@@ -71,6 +71,9 @@ RECORD_OVERHEAD = 512
 #: a dead letter lists at most this many problems in its ``streammetrics.problems`` header
 MAX_LISTED_PROBLEMS = 100
 
+#: keys remembered for the "key seen on two partitions" warning (cleared when exceeded)
+MAX_TRACKED_KEYS = 100_000
+
 #: a dead letter's key is cut to this many bytes
 MAX_DEAD_LETTER_KEY = 1024
 
@@ -512,10 +515,14 @@ class MetricsService:
 
     def _check_new_keys(self, part: _Partition) -> None:
         """Warn when a (model, segment) key new to this partition was already seen on another."""
-        if part.windows.key_count == part.known_keys:
+        count = part.windows.key_count
+        if count <= part.known_keys:  # no new key (or keys evicted: the check is best effort)
+            part.known_keys = count
             return
         keys = part.windows.keys
         partition = part.tp.partition
+        if len(self._key_partition) > MAX_TRACKED_KEYS:
+            self._key_partition.clear()
         for key in keys[part.known_keys:]:
             seen = self._key_partition.setdefault(key, partition)
             if seen != partition:
