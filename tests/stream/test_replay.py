@@ -167,19 +167,17 @@ def test_replay_help_shows_examples(capsys):
 
 MEMORY_PROBE = r"""
 import json, resource, sys
-from streammetrics.stream.events import EventParser
-from streammetrics.monitors import BinaryMonitor
+from streammetrics.stream.pipeline import Pipeline, PipelineConfig
 from streammetrics.stream.replay import replay_lines
 from streammetrics.stream.synthetic import generate_events
-from streammetrics.stream.windows import WindowManager
 
 def lines(n):
     for ev in generate_events(n, duration=n / 50.0, seed=1, ids=False):
         yield json.dumps(ev).encode()
 
 def peak_after(n):
-    wm = WindowManager(BinaryMonitor, 60, batch=True)
-    stats = replay_lines(lines(n), EventParser("binary"), wm, lambda line: None)
+    pipe = Pipeline(PipelineConfig(window=60.0))
+    stats = replay_lines(lines(n), pipe, lambda line: None)
     assert stats.events == n, stats.summary()
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
