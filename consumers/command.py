@@ -59,6 +59,7 @@ def config_from_args(args: Any) -> ServiceConfig:
         stall_after=getattr(args, "stall_after", ServiceConfig.stall_after),
         metrics_keys=getattr(args, "metrics_keys", ServiceConfig.metrics_keys),
         max_future=getattr(args, "max_future", ServiceConfig.max_future) or None,
+        max_keys=getattr(args, "max_keys", ServiceConfig.max_keys) or None,
     )
 
 

@@ -6,8 +6,9 @@ monitors, publishes each closed window's snapshot to the output topic (key
 
 Exactly-once *results* under crashes (``--state-dir``), without Kafka transactions:
 
-1. records are applied in offset order to the partition's :class:`WindowManager` (batch
-   mode, deterministic: see :mod:`streammetrics.stream.windows`);
+1. records are applied in offset order to the partition's
+   :class:`~streammetrics.stream.pipeline.Pipeline` (decode, parse, window; batch mode,
+   deterministic: see :mod:`streammetrics.stream.windows`);
 2. every ``checkpoint_interval`` seconds (and on revocation and clean stop) the producer is
    flushed (at most ``delivery_timeout``) and every send future checked, so every snapshot and
    dead letter derived so far is acknowledged by the broker; if one is not, nothing more is
@@ -47,11 +48,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from streammetrics.monitors import make_monitor
-from streammetrics.stream.events import Event, EventParser, Rejection
+from streammetrics.stream.pipeline import Pipeline, PipelineConfig, Problem
 from streammetrics.stream.snapshots import snapshot_key, snapshot_line
-from streammetrics.stream.windows import DEFAULT_MAX_FUTURE, WindowManager
+from streammetrics.stream.windows import DEFAULT_MAX_FUTURE, DEFAULT_MAX_KEYS
 
-from .checkpoint import EVENT_CODEC, CheckpointError, CheckpointStore
+from .checkpoint import CheckpointError, CheckpointStore
 from .gc_tuning import tune_gc
 from .settings import FETCH_SETTINGS, consumer_settings
 
@@ -59,10 +60,10 @@ __all__ = ["ServiceConfig", "MetricsService", "snapshot_key", "consumer_settings
 
 log = logging.getLogger("streammetrics.consume")
 
-#: one problem of a message: (index in an array message or None, code, reason, field or None)
-Problem = tuple[Any, str, str, Any]
-
-LATE_REASON = "late event: every window holding its time has closed"
+#: room for the snapshot key (``model|segment|window_start``) when the pipeline's
+#: ``max_snapshot_bytes`` is derived from the producer's ``max_request_size``; a longer key is
+#: caught by the final check in ``_publish_ready``
+SNAPSHOT_KEY_ROOM = 256
 
 #: bytes kept free in each produced record for Kafka's record and batch framing (kafka-python
 #: estimates 61 + 21 bytes plus varints)
@@ -124,6 +125,7 @@ class ServiceConfig:
     stall_after: float = 60.0
     metrics_keys: int = 100
     max_future: float | None = DEFAULT_MAX_FUTURE
+    max_keys: int | None = DEFAULT_MAX_KEYS
     metrics_max_connections: int = 16
     metrics_timeout: float = 10.0
 
@@ -135,6 +137,15 @@ class ServiceConfig:
 
         factory()  # configuration errors surface at start-up
         return factory
+
+    def pipeline_config(self, max_snapshot_bytes: int | None = None) -> PipelineConfig:
+        """The per-partition :class:`PipelineConfig` of these settings."""
+        return PipelineConfig(
+            task=self.task, window=self.window, slide=self.slide, grace=self.grace, idle_close=self.idle_close or None,
+            threshold=self.threshold, classes=self.classes, labels=self.labels, fields=dict(self.fields),
+            cumulative=self.cumulative, include_state=self.include_state, max_future=self.max_future,
+            max_keys=self.max_keys or None, max_snapshot_bytes=max_snapshot_bytes, batch=True,
+        )
 
     def window_settings(self) -> dict[str, Any]:
         """What a checkpoint's windows depend on: a checkpoint written with other values is refused."""
@@ -148,20 +159,20 @@ class DeliveryError(RuntimeError):
 
 
 class _Partition:
-    """Windows and position of one assigned input partition.
+    """Pipeline (windows) and position of one assigned input partition.
 
     ``saved_offset`` / ``saved_payload``: the last consistent checkpoint (offset and encoded
-    windows; ``saved_payload`` None = empty windows), the point a failure rolls back to.
+    pipeline state; ``saved_payload`` None = empty windows), the point a failure rolls back to.
     """
 
-    __slots__ = ("tp", "windows", "next_offset", "saved_offset", "saved_payload", "committed_offset",
+    __slots__ = ("tp", "pipeline", "next_offset", "saved_offset", "saved_payload", "committed_offset",
                  "known_keys", "dirty", "poison", "failures")
 
-    def __init__(self, tp: Any, windows: WindowManager, next_offset: int | None,
+    def __init__(self, tp: Any, pipeline: Pipeline, next_offset: int | None,
                  payload: bytes | None = None) -> None:
         self.tp = tp
-        self.windows = windows
-        self.known_keys = 0  # keys of `windows` already checked against other partitions
+        self.pipeline = pipeline
+        self.known_keys = 0  # keys of the pipeline's windows already checked against other partitions
         self.next_offset = next_offset  # next offset to apply (None: whatever comes first)
         self.saved_offset = next_offset  # offset of the last checkpoint
         self.saved_payload = payload
@@ -206,8 +217,9 @@ class MetricsService:
 
         self.config = config
         self._clock = clock
-        self.parser = EventParser(config.task, classes=config.labels if config.task == "labels" else config.classes,
-                                  fields=config.fields)
+        #: the decoder/parser settings every partition's pipeline copies (``parser.fast_decode = None``
+        #: before the partitions are assigned turns msgspec off, as benchmarks/bench_consumer.py does)
+        self.parser = config.pipeline_config().parser()
         self._factory = config.monitor_factory()
         self.metrics = ServiceMetrics(max_keys=config.metrics_keys)
         if store is None and config.state_dir:
@@ -299,24 +311,29 @@ class MetricsService:
                 self._server.stop()
 
     # ------------------------------------------------------------------ rebalancing
-    def _new_windows(self) -> WindowManager:
-        c = self.config
-        return WindowManager(
-            self._factory, c.window, c.slide, c.grace, c.idle_close or None,
-            cumulative=c.cumulative, include_state=c.include_state, batch=True,
-            event_codec=EVENT_CODEC, clock=self._clock, max_future=c.max_future,
-        )
+    def _new_pipeline(self) -> Pipeline:
+        # the pipeline degrades snapshots over the producer's limit itself (coarser state, then no
+        # state); _publish_ready still checks each record with its actual key
+        limit = self.max_record_bytes - RECORD_OVERHEAD - SNAPSHOT_KEY_ROOM
+        pipeline = Pipeline(self.config.pipeline_config(max_snapshot_bytes=max(limit, 1)), clock=self._clock)
+        if self.parser.fast_decode is None:  # msgspec turned off (benchmarks' "json only")
+            pipeline.parser.fast_decode = None
+            pipeline._fast = None  # the pipeline keeps its own reference to the fast decoder
+        return pipeline
 
-    def _windows_from(self, payload: bytes | None, partition: int) -> WindowManager:
-        windows = self._new_windows()
+    def _pipeline_from(self, payload: bytes | None, partition: int) -> Pipeline:
+        pipeline = self._new_pipeline()
         if payload is not None:
-            data = json.loads(payload)
+            state = json.loads(payload)["windows"]
             try:
-                windows.load_dict(data["windows"])
+                if isinstance(state, dict) and state.get("type") == "WindowManager":  # written before the pipeline
+                    pipeline.windows.load_dict(state)
+                else:
+                    pipeline.load_dict(state)
             except Exception as exc:  # whatever the monitors raise on foreign state
                 path = self.store.path(partition) if self.store is not None else f"partition {partition}"
                 raise CheckpointError(path, f"its windows do not load ({type(exc).__name__}: {exc})") from None
-        return windows
+        return pipeline
 
     def _assign(self, assigned: Any) -> None:
         try:
@@ -327,10 +344,10 @@ class MetricsService:
                     if saved is not None:
                         offset = saved["offset"]
                         payload = self.store.encode(tp.partition, offset, saved["windows"])
-                windows = self._windows_from(payload, tp.partition)
+                pipeline = self._pipeline_from(payload, tp.partition)
                 if offset is not None:
                     self.consumer.seek(tp, offset)
-                self.partitions[tp] = _Partition(tp, windows, offset, payload)
+                self.partitions[tp] = _Partition(tp, pipeline, offset, payload)
                 log.info("assigned %s[%d] from offset %s", tp.topic, tp.partition, offset)
         except CheckpointError as exc:
             self._fail(str(exc), status=2)
@@ -369,7 +386,7 @@ class MetricsService:
             part.failures[bad_offset] = part.failures.get(bad_offset, 0) + 1
             if part.failures[bad_offset] >= 2:
                 part.poison.add(bad_offset)
-        part.windows = self._windows_from(part.saved_payload, part.tp.partition)
+        part.pipeline = self._pipeline_from(part.saved_payload, part.tp.partition)
         part.known_keys = 0
         part.dirty = False
         part.next_offset = part.saved_offset
@@ -443,83 +460,43 @@ class MetricsService:
     def _apply_records(self, part: _Partition, records: list) -> int:
         """Apply ``records`` in order (``part.next_offset`` advances after each); the number of
         events applied. An exception leaves ``part.next_offset`` at the record at fault."""
-        apply, parse_value, add = self._apply_items, self.parser.parse_value, part.windows.add
+        process = part.pipeline.process
         poison = part.poison
         events = 0
         for rec in records:
             part.next_offset = rec.offset
             if poison and rec.offset in poison:
-                self._dead_letter(rec, [(None, "internal", "internal error while processing this message "
-                                                           "(see the service log)", None)])
+                self._dead_letter(rec, [Problem(None, "internal", "internal error while processing this message "
+                                                                  "(see the service log)")])
                 continue
-            value = rec.value
-            items = None if value is None else parse_value(value)
-            # the common record, one valid event for an open window, inline; the rest in _apply_items
-            if items is not None and len(items) == 1 and items[0].__class__ is Event:
-                try:
-                    if add(items[0]):
-                        events += 1
-                        continue
-                except ValueError as exc:  # refused (future, kind mismatch...): add() changed nothing
-                    self._dead_letter(rec, [self._refused(exc, None)])
-                    continue
-                self._late(rec, None)  # late: add() counted it and changed nothing else
-                continue
-            events += apply(part, rec, items)
+            result = process(rec.value)
+            events += result.applied
+            if result.problems:
+                self._problems(rec, result.problems)
         if records:
             part.next_offset = records[-1].offset + 1
         return events
-    def _apply_items(self, part: _Partition, rec: Any, items: list | None) -> int:
-        """Apply one record's parsed ``items`` (None: the record had no value); the bad and late
-        ones go to ONE dead letter listing them all. Returns the number of events applied."""
-        if items is None:
-            self._dead_letter(rec, [(None, "tombstone", "message has no value (tombstone)", None)])
-            return 0
-        windows = part.windows
-        applied = 0
-        problems: list[Problem] = []
-        many = len(items) > 1
-        for index, item in enumerate(items):
-            idx = index if many else None
-            if item.__class__ is Event:
-                try:
-                    if windows.add(item):
-                        applied += 1
-                    else:
-                        self.counts["late"] += 1
-                        self.metrics.late_events.inc()
-                        problems.append((idx, "late", LATE_REASON, "ts"))
-                except ValueError as exc:
-                    problems.append(self._refused(exc, idx))
+
+    def _problems(self, rec: Any, problems: list[Problem]) -> None:
+        """Count a message's problems (Prometheus label = the rejection code) and send its ONE
+        dead letter."""
+        for problem in problems:
+            if problem.code == "late":
+                self.counts["late"] += 1
+                self.metrics.late_events.inc()
             else:
-                assert isinstance(item, Rejection)
-                code = getattr(item, "code", None) or _reason_class(item.reason)
                 self.counts["rejected"] += 1
-                self.metrics.bad_events.labels(code).inc()
-                problems.append((item.index if item.index is not None else idx, code, item.reason, item.field))
-        if problems:
-            self._dead_letter(rec, problems)
-        return applied
-
-    def _refused(self, exc: ValueError, index: int | None) -> Problem:
-        """Count an event the windows refused (``EventRejected``: future, kind mismatch...)."""
-        code = getattr(exc, "code", None) or "monitor"
-        self.counts["rejected"] += 1
-        self.metrics.bad_events.labels(code).inc()
-        return (index, code, str(exc), getattr(exc, "field", None))
-
-    def _late(self, rec: Any, index: int | None) -> None:
-        self.counts["late"] += 1
-        self.metrics.late_events.inc()
-        self._dead_letter(rec, [(index, "late", LATE_REASON, "ts")])
+                self.metrics.bad_events.labels(problem.code).inc()
+        self._dead_letter(rec, problems)
 
     def _check_new_keys(self, part: _Partition) -> None:
         """Warn when a (model, segment) key new to this partition was already seen on another."""
-        count = part.windows.key_count
+        windows = part.pipeline.windows
+        count = windows.key_count
         if count <= part.known_keys:  # no new key (or keys evicted: the check is best effort)
             part.known_keys = count
             return
-        keys = part.windows.keys
+        keys = windows.keys
         partition = part.tp.partition
         if len(self._key_partition) > MAX_TRACKED_KEYS:
             self._key_partition.clear()
@@ -549,7 +526,7 @@ class MetricsService:
     def _publish_ready(self, part: _Partition) -> int:
         """Publish the snapshots of the partition's closed windows; how many."""
         published = 0
-        for snap in part.windows.poll():
+        for snap in part.pipeline.poll():
             key = snapshot_key(snap)
             value = snapshot_line(snap).encode()
             room = self.max_record_bytes - RECORD_OVERHEAD - len(key)
@@ -559,6 +536,9 @@ class MetricsService:
                     continue
                 value = smaller
             self._send(self.config.output_topic, key, value)
+            for flag in ("state_coarsened", "state_dropped", "metrics_truncated"):
+                if snap.get(flag):  # degraded by the pipeline to fit max_snapshot_bytes
+                    self.metrics.oversized_snapshots.labels(flag).inc()
             self.metrics.observe_snapshot(snap)
             self.counts["snapshots"] += 1
             published += 1
@@ -596,14 +576,15 @@ class MetricsService:
         to 300 characters), ``streammetrics.problem_count`` and the source coordinates
         ``streammetrics.source`` (``topic/partition/offset``), ``.topic``, ``.partition``, ``.offset``.
         """
-        index, code, reason, field_name = problems[0]
+        first = problems[0]
+        index, code, reason, field_name = first.index, first.code, first.reason, first.field
         if not self.config.dlq_topic:
             log.debug("dropped bad message at %s[%d]@%d: %s", rec.topic, rec.partition, rec.offset, reason)
             return
         if len(problems) > 1:
             reason = f"{reason} (and {len(problems) - 1} more problems: see streammetrics.problems)"
-        listed = [{"index": i, "code": c, "reason": r[:300], "field": f}
-                  for i, c, r, f in problems[:MAX_LISTED_PROBLEMS]]
+        listed = [{"index": p.index, "code": p.code, "reason": p.reason[:300], "field": p.field}
+                  for p in problems[:MAX_LISTED_PROBLEMS]]
         headers = [
             ("streammetrics.reason", reason[:1000].encode()),
             ("streammetrics.code", code.encode()),
@@ -667,7 +648,7 @@ class MetricsService:
             if part.next_offset != part.saved_offset or part.dirty:
                 partition = part.tp.partition
                 try:
-                    windows = part.windows.to_dict()
+                    windows = part.pipeline.to_dict()
                     if self.store is not None:
                         payload = self.store.encode(partition, part.next_offset, windows)
                         self.store.write(partition, payload)
@@ -706,7 +687,7 @@ class MetricsService:
             return False
         for tp, part in list(self.partitions.items()):
             high = self.consumer.highwater(tp)
-            if high is None or (part.next_offset or 0) < high or part.windows.open_panes():
+            if high is None or (part.next_offset or 0) < high or part.pipeline.windows.open_panes():
                 return False
         return True
 
@@ -718,11 +699,3 @@ class MetricsService:
                     self._out_of_range(part, high)
                     continue
                 self.metrics.lag.labels(tp.topic, str(tp.partition)).set(high - part.next_offset)
-
-
-def _reason_class(reason: str) -> str:
-    """A low-cardinality label for a rejection reason (the Prometheus label must not explode)."""
-    for word in ("json", "missing", "must", "unknown", "array", "object"):
-        if word in reason.lower():
-            return word
-    return "other"

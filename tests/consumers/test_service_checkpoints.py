@@ -39,7 +39,8 @@ def corrupt(path: Path, how: str) -> None:
     elif how == "not an object":
         path.write_text("[1, 2, 3]")
     elif how == "bad windows":
-        data["windows"]["keys"] = [["m", "s", {"panes": "nope"}]]
+        windows = data["windows"]["windows"] if data["windows"].get("type") == "Pipeline" else data["windows"]
+        windows["keys"] = [["m", "s", {"panes": "nope"}]]
         data.pop("settings")
         path.write_text(json.dumps(data))
 
@@ -98,3 +99,24 @@ def test_a_checkpoint_offset_beyond_the_partition_end_reads_the_new_partition_fr
         assert got[key] == count
     saved = CheckpointStore(str(tmp_path), "streammetrics", "in").load(0)
     assert saved is not None and saved["offset"] == len(recreated.topics["in"][0])
+
+
+def test_a_checkpoint_written_before_the_pipeline_is_still_read(tmp_path):
+    events = events_with_closers(400, seed=3)
+    cluster = FakeCluster()
+    fill(cluster, events)
+    service = make_service(cluster, tmp_path, max_poll_records=100)
+    service.start()
+    for _ in range(3):
+        service.poll_once(timeout_ms=0)
+    service.close()
+    for path in tmp_path.rglob("*.json"):  # the format of the service before the pipeline
+        data = json.loads(path.read_text())
+        data["windows"] = data["windows"]["windows"]
+        data.pop("settings")
+        path.write_text(json.dumps(data))
+    service = make_service(cluster, tmp_path)
+    service.consumer.on_idle = service.stop
+    assert service.run() == 0
+    got = {k: json.loads(v)["count"] for k, v in final_snapshots(cluster).items()}
+    assert got == dict(expected_counts(events))

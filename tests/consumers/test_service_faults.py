@@ -13,6 +13,8 @@ from kafka_fakes import FakeCluster, Faults, InjectedFault
 from test_service_unit import counts, events_with_closers, expected_counts, fill, final_snapshots, make_service
 
 from consumers.service import MetricsService
+from streammetrics.stream.events import EventParser
+from streammetrics.stream.pipeline import Pipeline, PipelineConfig
 from streammetrics.stream.windows import WindowManager
 
 
@@ -75,8 +77,23 @@ def test_an_exception_at_any_step_loses_and_double_counts_nothing(step, nth, eve
     faults = Faults()
 
     def setup(service: MetricsService) -> None:
-        if step == "parse":
-            service.parser.parse_value = count_calls(service.parser, "parse_value", nth)
+        if step == "parse":  # the field parser of every pipeline (decoding included: they share the call)
+            calls = [0]
+            make_parser = PipelineConfig.parser
+
+            def parser(config: PipelineConfig) -> EventParser:
+                instance = make_parser(config)
+                parse = instance.parse
+
+                def failing_parse(obj: Any) -> Any:
+                    calls[0] += 1
+                    if calls[0] == nth * 3:
+                        FIRED.append("parse")
+                        raise InjectedFault("injected fault in parse")
+                    return parse(obj)
+                instance.parse = failing_parse  # type: ignore[method-assign]  # per instance, as EventParser does
+                return instance
+            monkeypatch.setattr(PipelineConfig, "parser", parser)
         elif step == "window_add":
             monkeypatch.setattr(WindowManager, "add", count_calls(WindowManager, "add", nth * 3))
         elif step == "publish":
@@ -104,19 +121,19 @@ def test_an_exception_at_any_step_loses_and_double_counts_nothing(step, nth, eve
     assert cluster.records("dlq") == []
 
 
-def test_a_record_that_always_fails_is_dead_lettered_and_the_rest_is_exact(events, tmp_path):
+def test_a_record_that_always_fails_is_dead_lettered_and_the_rest_is_exact(events, tmp_path, monkeypatch):
     cluster = FakeCluster()
     fill(cluster, events, per_message=1)
     bad = cluster.topics["in"][1][40]
+    process = Pipeline.process
+
+    def failing_process(self: Pipeline, value: Any) -> Any:
+        if value == bad.value:
+            raise RuntimeError("a bug that this record triggers")
+        return process(self, value)
 
     def setup(service: MetricsService) -> None:
-        parse = service.parser.parse_value
-
-        def parse_value(value: bytes) -> Any:
-            if value == bad.value:
-                raise RuntimeError("a bug that this record triggers")
-            return parse(value)
-        service.parser.parse_value = parse_value
+        monkeypatch.setattr(Pipeline, "process", failing_process)
 
     assert run_until_done(cluster, tmp_path, setup=setup) == [0]
     [letter] = cluster.records("dlq")

@@ -113,7 +113,7 @@ def test_checkpoints_follow_the_interval_and_hold_offset_and_windows(tmp_path):
     clock.now += 5
     service.poll_once(timeout_ms=0)
     saved = json.loads(Path(path).read_text())
-    assert saved["offset"] == 200 and saved["windows"]["keys"]
+    assert saved["offset"] == 200 and saved["windows"]["type"] == "Pipeline" and saved["windows"]["windows"]["keys"]
     assert cluster.committed[("streammetrics", TopicPartition("in", 0))] == 200
     service.close()
 

@@ -19,11 +19,10 @@ import pytest
 from sklearn import metrics as skm
 
 from consumers.broker import free_port
-from consumers.checkpoint import EVENT_CODEC
 from consumers.service import MetricsService, ServiceConfig
-from streammetrics.monitors import BinaryMonitor
+from streammetrics.stream.events import EventParser
+from streammetrics.stream.pipeline import Pipeline, PipelineConfig
 from streammetrics.stream.synthetic import generate_events
-from streammetrics.stream.windows import WindowManager
 
 WINDOW = 60
 
@@ -326,7 +325,7 @@ def test_sigterm_checkpoints_commits_and_exits_zero(bootstrap_servers, new_topic
     saved = json.loads(checkpoint.read_text())
     assert saved["offset"] == 500
     # the open windows (queued events included) hold all 500 events
-    restored = WindowManager(BinaryMonitor, WINDOW, batch=True, event_codec=EVENT_CODEC).load_dict(saved["windows"])
+    restored = Pipeline(PipelineConfig(window=WINDOW)).load_dict(saved["windows"])
     assert sum(snap["count"] for snap in restored.flush()) == 500
     consumer = make_consumer(group_id=group)
     assert consumer.committed(TopicPartition(topic, 0)) == 500
@@ -364,7 +363,7 @@ def test_consumer_fetch_wait_is_short_by_default_and_kafka_options_override_it(b
 
 
 def test_an_exception_mid_batch_neither_loses_nor_double_counts(bootstrap_servers, new_topic, unique_name,
-                                                                make_producer, tmp_path):
+                                                                make_producer, tmp_path, monkeypatch):
     # issue 10 point 6: 50 events in one window, the service checkpointing after every poll of 20
     # records, and an exception while parsing the 30th record (mid-batch, after a checkpoint).
     # It used to save the partly applied batch with the old offset on the way out and count 59.
@@ -375,17 +374,23 @@ def test_an_exception_mid_batch_neither_loses_nor_double_counts(bootstrap_server
     config = ServiceConfig(bootstrap_servers=bootstrap_servers, topic=topic, output_topic=output,
                            group_id=unique_name("g"), state_dir=str(tmp_path), idle_close=None,
                            max_poll_records=20, checkpoint_interval=0.0)
+    make_parser, calls = PipelineConfig.parser, [0]
+
+    def parser(self: PipelineConfig) -> EventParser:
+        instance = make_parser(self)
+        parse = instance.parse
+
+        def flaky_parse(obj: Any) -> Any:
+            calls[0] += 1
+            if calls[0] == 30:
+                raise MemoryError("injected")
+            return parse(obj)
+        instance.parse = flaky_parse  # type: ignore[method-assign]  # per instance, as EventParser does
+        return instance
+
+    monkeypatch.setattr(PipelineConfig, "parser", parser)
     runner = ServiceThread(config)
     service = runner.service
-    parse, calls = service.parser.parse_value, [0]
-
-    def flaky_parse(value: bytes) -> Any:
-        calls[0] += 1
-        if calls[0] == 30:
-            raise MemoryError("injected")
-        return parse(value)
-
-    service.parser.parse_value = flaky_parse
     with runner:
         wait_for(lambda: service.counts["snapshots"] >= 1, 60, "the window's snapshot")
         time.sleep(0.5)
