@@ -201,3 +201,20 @@ def test_a_far_future_event_is_dead_lettered_with_code_future_and_the_key_goes_o
     assert dict(letter.headers)["streammetrics.code"] == b"future"
     assert service.counts["events"] == 10 and service.counts["late"] == 0
     assert 'streammetrics_bad_events_total{reason="future"} 1.0' in service.metrics.render().decode()
+
+
+def test_prometheus_rejection_labels_are_the_pipeline_codes(tmp_path):
+    cluster = FakeCluster()
+    fill(cluster, [], partitions=1)
+    for value in [b"{not json", b'{"ts": 5, "model": "m", "y_true": 1}', b'{"ts": 5, "model": "m", "y_true": 3, '
+                  b'"score": 0.5}', None]:
+        cluster.append("in", value, key=b"m|")
+    service = make_service(cluster, tmp_path)
+    service.consumer.on_idle = service.stop
+    assert service.run() == 0
+    text = service.metrics.render().decode()
+    for code in ("invalid_json", "missing_field", "tombstone"):
+        assert f'streammetrics_bad_events_total{{reason="{code}"}} 1.0' in text, text
+    codes = [dict(r.headers)["streammetrics.code"].decode() for r in cluster.records("dlq")]
+    assert codes[0] == "invalid_json" and codes[1] == "missing_field" and codes[3] == "tombstone"
+    assert len(codes) == 4
