@@ -61,8 +61,9 @@ def test_service_bounds_are_command_line_flags():
 
     args = build_parser().parse_args(["consume", "--bootstrap-servers", "h:1", "--topic", "a", "--output-topic",
                                       "b", "--stop-timeout", "12s", "--stall-after", "2m", "--metrics-keys", "7",
-                                      "--metrics-host", "127.0.0.1"])
+                                      "--metrics-host", "127.0.0.1", "--max-keys", "5", "--max-future", "10m"])
     config = config_from_args(args)
+    assert (config.pipeline_config().max_keys, config.pipeline_config().max_future) == (5, 600.0)
     assert (config.stop_timeout, config.stall_after, config.metrics_keys, config.metrics_host) == \
         (12.0, 120.0, 7, "127.0.0.1")
     default = config_from_args(build_parser().parse_args(["consume", "--bootstrap-servers", "h:1", "--topic", "a",
