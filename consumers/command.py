@@ -10,6 +10,7 @@ import threading
 from typing import Any
 
 from streammetrics.stream.events import parse_field_map
+from streammetrics.stream.replay import read_references
 
 from .checkpoint import CheckpointStore
 from .gc_tuning import tune_gc
@@ -60,6 +61,8 @@ def config_from_args(args: Any) -> ServiceConfig:
         metrics_keys=getattr(args, "metrics_keys", ServiceConfig.metrics_keys),
         max_future=getattr(args, "max_future", ServiceConfig.max_future) or None,
         max_keys=getattr(args, "max_keys", ServiceConfig.max_keys) or None,
+        references=read_references(args) if getattr(args, "reference", None) else None,
+        max_references=getattr(args, "max_references", None) or ServiceConfig.max_references,
     )
 
 

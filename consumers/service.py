@@ -45,9 +45,10 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from streammetrics.monitors import make_monitor
+from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig, Problem
 from streammetrics.stream.snapshots import snapshot_key, snapshot_line
 from streammetrics.stream.windows import DEFAULT_MAX_FUTURE, DEFAULT_MAX_KEYS
@@ -128,6 +129,9 @@ class ServiceConfig:
     max_keys: int | None = DEFAULT_MAX_KEYS
     metrics_max_connections: int = 16
     metrics_timeout: float = 10.0
+    #: label-free metrics per (model, segment) against a reference (``--reference``), None: off
+    references: Mapping[tuple[str, str], Any] | None = None
+    max_references: int = DEFAULT_MAX_REFERENCES
 
     def monitor_factory(self) -> Callable[[], Any]:
         task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
@@ -145,6 +149,7 @@ class ServiceConfig:
             threshold=self.threshold, classes=self.classes, labels=self.labels, fields=dict(self.fields),
             cumulative=self.cumulative, include_state=self.include_state, max_future=self.max_future,
             max_keys=self.max_keys or None, max_snapshot_bytes=max_snapshot_bytes, batch=True,
+            references=self.references, max_references=self.max_references,
         )
 
     def window_settings(self) -> dict[str, Any]:
