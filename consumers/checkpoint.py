@@ -5,7 +5,8 @@ A checkpoint file ``<state-dir>/<group>/<topic>/<partition>.json`` holds::
 
     {"version": 1, "topic": ..., "partition": ..., "offset": <next offset to read>,
      "settings": {"task": ..., "window": ..., ...},   # what the windows were built with
-     "windows": <WindowManager.to_dict(), queued events included>}
+     "windows": <Pipeline.to_dict(): open windows, queued events, pending labels>,
+     "label_offset": <next offset of the labels topic's partition>}   # with --labels-topic only
 
 It is written to a temporary file in the same directory, flushed and fsync'd, then renamed
 over the old one (``os.replace`` is atomic on POSIX) and the directory fsync'd: after a crash
@@ -104,6 +105,9 @@ class CheckpointStore:
                                         f"not {self.topic!r}[{partition}]")
         if type(data.get("offset")) is not int or data["offset"] < 0 or not isinstance(data.get("windows"), dict):
             raise CheckpointError(path, "offset or windows missing or malformed")
+        label_offset = data.get("label_offset")
+        if label_offset is not None and (type(label_offset) is not int or label_offset < 0):
+            raise CheckpointError(path, "label_offset malformed")
         saved = data.get("settings")
         if self.settings is not None and isinstance(saved, dict) and saved != self.settings:
             diff = ", ".join(f"{k}={saved.get(k)!r} (now {self.settings.get(k)!r})"
@@ -111,12 +115,15 @@ class CheckpointStore:
             raise CheckpointError(path, f"written with other settings: {diff}")
         return data
 
-    def encode(self, partition: int, offset: int, windows: dict[str, Any]) -> bytes:
-        """The checkpoint file's bytes (deterministic JSON)."""
+    def encode(self, partition: int, offset: int, windows: dict[str, Any], label_offset: int | None = None) -> bytes:
+        """The checkpoint file's bytes (deterministic JSON); ``label_offset``: the next offset of
+        the labels topic's partition of the same number (``--labels-topic``), None: no labels topic."""
         body: dict[str, Any] = {"version": VERSION, "topic": self.topic, "partition": partition, "offset": offset}
         if self.settings is not None:
             body["settings"] = self.settings
         body["windows"] = windows
+        if label_offset is not None:
+            body["label_offset"] = label_offset
         return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
 
     def write(self, partition: int, payload: bytes) -> None:

@@ -43,6 +43,15 @@ def kafka_clients(config: "ServiceConfig") -> tuple[Any, Any]:
     from kafka import KafkaConsumer, KafkaProducer  # the optional `kafka` extra
 
     consumer_options, producer_options = split_client_options(config.kafka_options)
+    if config.labels_topic and "partition_assignment_strategy" not in consumer_options:
+        # --labels-topic: partition p of both topics must go to the same member. kafka-python's
+        # RangePartitionAssignor sorts the members of each topic the same way and cuts each topic's
+        # sorted partitions into the same ranges, so co-partitioned topics (same partition count,
+        # every member subscribed to both) get the same partition numbers on each member. The
+        # round-robin and cooperative-sticky assignors do not promise that.
+        from kafka.coordinator.assignors.range import RangePartitionAssignor
+
+        consumer_options["partition_assignment_strategy"] = (RangePartitionAssignor,)
     consumer = KafkaConsumer(
         bootstrap_servers=config.bootstrap_servers,
         group_id=config.group_id,

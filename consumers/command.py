@@ -63,6 +63,10 @@ def config_from_args(args: Any) -> ServiceConfig:
         max_keys=getattr(args, "max_keys", ServiceConfig.max_keys) or None,
         references=read_references(args) if getattr(args, "reference", None) else None,
         max_references=getattr(args, "max_references", None) or ServiceConfig.max_references,
+        labels_topic=getattr(args, "labels_topic", None),
+        label_ttl=getattr(args, "label_ttl", ServiceConfig.label_ttl),
+        max_pending_labels=getattr(args, "max_pending", None) or ServiceConfig.max_pending_labels,
+        max_merge_buffer=getattr(args, "max_merge_buffer", None) or ServiceConfig.max_merge_buffer,
     )
 
 

@@ -31,6 +31,28 @@ Each partition has its own windows, so every (model, segment) key must live in o
 partition: produce with the message key ``model|segment`` (as ``demo`` does). A key seen on
 two partitions is logged.
 
+Delayed labels from a second topic (``--labels-topic T``, contract section 5): the labels
+topic is co-partitioned with the predictions by prediction ``id`` (same partition count, message
+key = id, so a label lands on its prediction's partition number). The service subscribes to
+both topics with kafka-python's range assignor, which cuts every topic's sorted partitions into
+the same ranges over the same sorted members, so each member owns partition p of both topics
+(verified in kafka-python 3.0.12's ``RangePartitionAssignor.assign``; other assignors do not
+promise it, and a partition of one topic without its pair stops the service with status 2).
+Partition p's pipeline gets both topics' records merged by event time (each message's first
+event's ``ts``; on equal ``ts`` the prediction first; a message without a valid event keeps
+its place after its topic's previous one), as ``replay PRED --labels LAB`` merges its files, as
+far as both topics have records buffered; when one of them is read to its high watermark the
+other goes on alone (so a quiet labels topic does not stall predictions; the order then
+depends on arrival, which is the one place a live run can differ from a replay). Messages are
+merged whole: an array message is ordered by its first event. Each record is parsed twice
+(once for its merge time). Buffers are bounded by ``max_merge_buffer`` records per side: the
+fuller side is paused (``consumer.pause``) until the merge drains it. Checkpoints hold the next
+offset of both topics (``label_offset``) with the pipeline's state, pending labels included,
+and both offsets are committed; a rollback or restart seeks both. Revisions are published under
+the window's key ``model|segment|window_start``: a later revision replaces an earlier one in a
+compacted topic (or a reader keeping the last value per key). Without labels (every event with
+``y_true``) nothing changes.
+
 Nothing in a message can stop the service: undecodable, malformed, refused and late events
 become ONE dead letter per message, carrying the original bytes as value (truncated to the
 producer's ``max_request_size``) and ``streammetrics.*`` headers with the reasons, codes, fields
@@ -42,14 +64,18 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from streammetrics.monitors import make_monitor
 from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES
-from streammetrics.stream.pipeline import Pipeline, PipelineConfig, Problem
+from streammetrics.stream.pending import DEFAULT_MAX_PENDING
+from streammetrics.stream.pipeline import DEFAULT_LABEL_TTL, Pipeline, PipelineConfig, Problem
+from streammetrics.stream.records import Rejection
 from streammetrics.stream.snapshots import snapshot_key, snapshot_line
 from streammetrics.stream.windows import DEFAULT_MAX_FUTURE, DEFAULT_MAX_KEYS
 
@@ -132,6 +158,14 @@ class ServiceConfig:
     #: label-free metrics per (model, segment) against a reference (``--reference``), None: off
     references: Mapping[tuple[str, str], Any] | None = None
     max_references: int = DEFAULT_MAX_REFERENCES
+    #: delayed labels (contract section 5): the topic of label events, co-partitioned with
+    #: ``topic`` by prediction ``id`` (``--labels-topic``); None: labels only inside ``topic``
+    labels_topic: str | None = None
+    label_ttl: float = DEFAULT_LABEL_TTL
+    max_pending_labels: int = DEFAULT_MAX_PENDING
+    #: records held per partition and topic while the other topic of the pair has none to merge
+    #: with (``--max-merge-buffer``); past it the full side is paused until the merge drains it
+    max_merge_buffer: int = 20_000
 
     def monitor_factory(self) -> Callable[[], Any]:
         task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
@@ -150,13 +184,19 @@ class ServiceConfig:
             cumulative=self.cumulative, include_state=self.include_state, max_future=self.max_future,
             max_keys=self.max_keys or None, max_snapshot_bytes=max_snapshot_bytes, batch=True,
             references=self.references, max_references=self.max_references,
+            label_ttl=self.label_ttl, max_pending_labels=self.max_pending_labels,
         )
 
     def window_settings(self) -> dict[str, Any]:
         """What a checkpoint's windows depend on: a checkpoint written with other values is refused."""
         return {"task": self.task, "window": self.window, "slide": self.slide, "grace": self.grace,
                 "threshold": self.threshold, "classes": self.classes, "labels": self.labels,
-                "fields": dict(sorted(self.fields.items())), "cumulative": self.cumulative}
+                "fields": dict(sorted(self.fields.items())), "cumulative": self.cumulative,
+                **({"labels_topic": self.labels_topic, "label_ttl": self.label_ttl} if self.labels_topic else {})}
+
+    def topics(self) -> list[str]:
+        """The topics the service subscribes to (predictions, then labels)."""
+        return [self.topic] + ([self.labels_topic] if self.labels_topic else [])
 
 
 class DeliveryError(RuntimeError):
@@ -171,7 +211,7 @@ class _Partition:
     """
 
     __slots__ = ("tp", "pipeline", "next_offset", "saved_offset", "saved_payload", "committed_offset",
-                 "known_keys", "dirty", "poison", "failures")
+                 "known_keys", "dirty", "poison", "failures", "labels", "preds")
 
     def __init__(self, tp: Any, pipeline: Pipeline, next_offset: int | None,
                  payload: bytes | None = None) -> None:
@@ -184,7 +224,39 @@ class _Partition:
         self.committed_offset = next_offset
         self.dirty = False  # state changed (idle closes) without the offset moving
         self.poison: set[int] = set()  # offsets whose processing raised twice: dead-lettered, not applied
-        self.failures: dict[int, int] = {}  # offset -> exceptions while processing it (bounded: see _rollback)
+        self.failures: dict[Any, int] = {}  # offset -> exceptions while processing it (bounded: see _rollback)
+        self.labels: _LabelSide | None = None  # --labels-topic: the labels partition of the same number
+        self.preds: _Side | None = None  # --labels-topic: predictions polled, awaiting the merge
+
+
+class _Side:
+    """Records of one topic-partition polled but not yet applied (``--labels-topic`` merge), each
+    with the event time it is merged by; ``end``: the offset after the last one buffered."""
+
+    __slots__ = ("buffer", "end", "last_ts", "paused")
+
+    def __init__(self) -> None:
+        self.buffer: deque[tuple[float, Any]] = deque()
+        self.end: int | None = None
+        self.last_ts = -math.inf  # a message without a valid event keeps its place after the previous one
+        self.paused = False
+
+    def clear(self) -> None:
+        self.buffer.clear()
+        self.end = None
+        self.last_ts = -math.inf
+
+
+class _LabelSide(_Side):
+    """The labels topic's partition paired with a predictions partition: its offsets as
+    :class:`_Partition` keeps the predictions' (next to apply, last checkpoint, last commit)."""
+
+    __slots__ = ("tp", "next_offset", "saved_offset", "committed_offset")
+
+    def __init__(self, tp: Any, next_offset: int | None) -> None:
+        super().__init__()
+        self.tp = tp
+        self.next_offset = self.saved_offset = self.committed_offset = next_offset
 
 
 class MetricsService:
@@ -231,9 +303,12 @@ class MetricsService:
             store = CheckpointStore(config.state_dir, config.group_id, config.topic, config.window_settings())
         self.store = store
         self.partitions: dict[Any, _Partition] = {}
+        #: --labels-topic: labels topic-partition -> the predictions partition it is merged into
+        self._label_parts: dict[Any, _Partition] = {}
         #: plain totals of what the loop did (also exported as Prometheus counters)
         self.counts = {"messages": 0, "events": 0, "rejected": 0, "late": 0, "snapshots": 0, "dead_letters": 0,
-                       "rollbacks": 0, "checkpoint_failures": 0, "commit_failures": 0, "offset_resets": 0}
+                       "rollbacks": 0, "checkpoint_failures": 0, "commit_failures": 0, "offset_resets": 0,
+                       "merge_pauses": 0}
         self._key_partition: dict[tuple[str, str], int] = {}
         self._stop = threading.Event()
         self._caught_up = False
@@ -279,7 +354,7 @@ class MetricsService:
                                          max_connections=self.config.metrics_max_connections,
                                          timeout=self.config.metrics_timeout).start()
             log.info("metrics on %s:%d/metrics", self.config.metrics_host, self._server.port)
-        self.consumer.subscribe([self.config.topic], listener=self._listener(self._assign, self._revoke))
+        self.consumer.subscribe(self.config.topics(), listener=self._listener(self._assign, self._revoke))
         return self
 
     def run(self) -> int:
@@ -340,19 +415,40 @@ class MetricsService:
         return pipeline
 
     def _assign(self, assigned: Any) -> None:
+        labels_topic = self.config.labels_topic
         try:
+            label_tps = {tp.partition: tp for tp in assigned if labels_topic and tp.topic == labels_topic}
             for tp in assigned:
-                offset, payload = None, None
+                if tp.topic != self.config.topic:
+                    continue
+                offset, payload, label_offset = None, None, None
                 if self.store is not None:
                     saved = self.store.load(tp.partition)
                     if saved is not None:
-                        offset = saved["offset"]
-                        payload = self.store.encode(tp.partition, offset, saved["windows"])
+                        offset, label_offset = saved["offset"], saved.get("label_offset")
+                        payload = self.store.encode(tp.partition, offset, saved["windows"], label_offset)
                 pipeline = self._pipeline_from(payload, tp.partition)
                 if offset is not None:
                     self.consumer.seek(tp, offset)
-                self.partitions[tp] = _Partition(tp, pipeline, offset, payload)
-                log.info("assigned %s[%d] from offset %s", tp.topic, tp.partition, offset)
+                part = self.partitions[tp] = _Partition(tp, pipeline, offset, payload)
+                if labels_topic:
+                    ltp = label_tps.pop(tp.partition, None)
+                    if ltp is None:
+                        self._fail(f"partition {tp.partition} of {tp.topic!r} was assigned without partition "
+                                   f"{tp.partition} of the labels topic {labels_topic!r}: the two topics must have "
+                                   "the same number of partitions (co-partitioned by id)", status=2)
+                        return
+                    part.preds, part.labels = _Side(), _LabelSide(ltp, label_offset)
+                    self._label_parts[ltp] = part
+                    if label_offset is not None:
+                        self.consumer.seek(ltp, label_offset)
+                log.info("assigned %s[%d] from offset %s%s", tp.topic, tp.partition, offset,
+                         f" with {labels_topic}[{tp.partition}] from offset {label_offset}" if labels_topic else "")
+            if label_tps:
+                extra = sorted(label_tps)
+                self._fail(f"partitions {extra} of the labels topic {labels_topic!r} were assigned without the same "
+                           f"partitions of {self.config.topic!r}: the two topics must have the same number of "
+                           "partitions (co-partitioned by id)", status=2)
         except CheckpointError as exc:
             self._fail(str(exc), status=2)
         except Exception as exc:  # kafka-python would swallow it on its thread: stop instead
@@ -373,7 +469,9 @@ class MetricsService:
             self._fail(f"stopping: checkpoint on revocation failed: {type(exc).__name__}: {exc}")
         finally:
             for tp in mine:
-                del self.partitions[tp]
+                part = self.partitions.pop(tp)
+                if part.labels is not None:
+                    self._label_parts.pop(part.labels.tp, None)
                 log.info("revoked %s[%d]", tp.topic, tp.partition)
 
     def _rollback(self, part: _Partition, bad_offset: int | None, exc: BaseException) -> None:
@@ -396,6 +494,14 @@ class MetricsService:
         part.next_offset = part.saved_offset
         if part.saved_offset is not None:
             self.consumer.seek(part.tp, part.saved_offset)
+        if part.labels is not None and part.preds is not None:  # both topics back to the checkpoint
+            part.preds.clear()
+            side = part.labels
+            side.clear()
+            side.next_offset = side.saved_offset
+            if side.saved_offset is not None:
+                self.consumer.seek(side.tp, side.saved_offset)
+            self._resume(part)
 
     def _out_of_range(self, part: _Partition, high: int) -> None:
         """The checkpoint's offset is past the partition's end: the topic was recreated (or the
@@ -408,6 +514,8 @@ class MetricsService:
                     part.tp.topic, part.tp.partition, part.next_offset, high)
         part.next_offset = part.saved_offset = part.committed_offset = None
         part.dirty = True
+        if part.preds is not None:
+            part.preds.clear()
         self.consumer.seek_to_beginning(part.tp)
 
     # ------------------------------------------------------------------ processing
@@ -418,6 +526,9 @@ class MetricsService:
         self.metrics.last_poll = time.monotonic()
         applied = 0
         highwater = self.consumer.highwater
+        if self.config.labels_topic:
+            applied = self._merge_batches(batches)
+            batches = {}
         for tp, records in batches.items():
             part = self.partitions.get(tp)
             if part is None or not records:  # revoked while the batch was in flight
@@ -460,6 +571,149 @@ class MetricsService:
         self._update_lag()
         self._caught_up = self._compute_caught_up()
         return applied
+
+    # ------------------------------------------------------------------ --labels-topic: merge by event time
+    def _merge_batches(self, batches: Mapping[Any, list]) -> int:
+        """Buffer the polled records of both topics per partition, then apply each partition's
+        buffers merged by event time (:meth:`_merge_apply`); the number of records applied."""
+        touched: dict[Any, _Partition] = {}
+        for tp, records in batches.items():
+            if not records:
+                continue
+            part = self.partitions.get(tp)
+            side: _Side | None
+            if part is not None:
+                side, next_offset = part.preds, part.next_offset
+                high = self.consumer.highwater(tp)
+                if next_offset is not None and high is not None and high < next_offset:
+                    self._out_of_range(part, high)
+                    continue
+            else:
+                part = self._label_parts.get(tp)
+                if part is None or part.labels is None:  # revoked while the batch was in flight
+                    continue
+                side = part.labels
+                next_offset = side.next_offset
+            assert side is not None
+            first = side.end if side.end is not None else next_offset
+            if first is not None and records[0].offset < first:
+                records = [rec for rec in records if rec.offset >= first]
+                if not records:
+                    continue
+            if side is part.preds and part.saved_offset is None:  # nothing of it in the saved state yet
+                part.saved_offset = records[0].offset
+            elif part.labels is not None and side is part.labels and part.labels.saved_offset is None:
+                part.labels.saved_offset = records[0].offset
+            self.metrics.messages.inc(len(records))
+            self.counts["messages"] += len(records)
+            parse = part.pipeline.parser.parse_value
+            for rec in records:
+                side.buffer.append((self._merge_ts(parse, side, rec.value), rec))
+            side.end = records[-1].offset + 1
+            touched[part.tp] = part
+        applied = 0
+        for part in list(self.partitions.values()):  # an idle side can release the other's buffer
+            if part.preds is not None and (part.preds.buffer or (part.labels and part.labels.buffer)):
+                applied += self._merge_apply(part)
+                self._check_new_keys(part)
+                self._publish_ready(part)
+            self._pause_full(part)
+        return applied
+
+    @staticmethod
+    def _merge_ts(parse: Callable[[Any], list], side: _Side, value: Any) -> float:
+        """The event time a message is merged by: its first valid item's ``ts``; a message without
+        one keeps its place after the side's previous message (as ``replay`` does)."""
+        if value is not None:
+            for item in parse(value):
+                if item.__class__ is not Rejection:
+                    side.last_ts = item.ts
+                    break
+        return side.last_ts
+
+    def _idle(self, tp: Any, side: _Side, next_offset: int | None) -> bool:
+        """Nothing of ``tp`` is buffered and everything up to its high watermark was applied:
+        the other topic of the pair may go on without it."""
+        if side.buffer:
+            return False
+        high = self.consumer.highwater(tp)
+        if high is None:
+            return False
+        return (next_offset if next_offset is not None else 0) >= high
+
+    def _merge_apply(self, part: _Partition) -> int:
+        """Apply ``part``'s buffered predictions and labels in event-time order (on equal ``ts``
+        the prediction first, as ``replay PRED --labels LAB``) as far as both topics have data:
+        once one side's buffer is empty, the other waits unless that side is read to its high
+        watermark (then it is idle and the other goes on). Records applied; an exception rolls
+        the partition back to its checkpoint (both topics)."""
+        preds, labels = part.preds, part.labels
+        assert preds is not None and labels is not None
+        pb, lb = preds.buffer, labels.buffer
+        applied = events = 0
+        bad: Any = None
+        try:
+            while pb or lb:
+                if pb and (not lb or pb[0][0] <= lb[0][0]):
+                    if not lb and not self._idle(labels.tp, labels, labels.next_offset):
+                        break
+                    rec = pb[0][1]
+                    bad = rec.offset
+                    part.next_offset = rec.offset
+                    events += self._apply_one(part, rec, rec.offset)
+                    pb.popleft()
+                    part.next_offset = rec.offset + 1
+                else:
+                    if not pb and not self._idle(part.tp, preds, part.next_offset):
+                        break
+                    rec = lb[0][1]
+                    bad = ("labels", rec.offset)
+                    labels.next_offset = rec.offset
+                    events += self._apply_one(part, rec, bad)
+                    lb.popleft()
+                    labels.next_offset = rec.offset + 1
+                applied += 1
+        except DeliveryError:
+            raise
+        except Exception as exc:
+            self._rollback(part, bad, exc)
+            return applied
+        finally:
+            if events:
+                self.counts["events"] += events
+                self.metrics.events.inc(events)
+        return applied
+
+    def _apply_one(self, part: _Partition, rec: Any, poison_key: Any) -> int:
+        if part.poison and poison_key in part.poison:
+            self._dead_letter(rec, [Problem(None, "internal", "internal error while processing this message "
+                                                              "(see the service log)")])
+            return 0
+        result = part.pipeline.process(rec.value)
+        if result.problems:
+            self._problems(rec, result.problems)
+        return result.applied
+
+    def _pause_full(self, part: _Partition) -> None:
+        """Bound the merge buffers: a side holding ``max_merge_buffer`` records stops being
+        fetched (``consumer.pause``) until the merge has drained it below half of that."""
+        limit = self.config.max_merge_buffer
+        for side, tp in ((part.preds, part.tp), (part.labels, part.labels.tp if part.labels else None)):
+            if side is None:
+                continue
+            if not side.paused and len(side.buffer) >= limit:
+                self.consumer.pause(tp)
+                side.paused = True
+                self.counts["merge_pauses"] += 1
+            elif side.paused and len(side.buffer) < limit // 2:
+                self.consumer.resume(tp)
+                side.paused = False
+
+    def _resume(self, part: _Partition) -> None:
+        for side, tp in ((part.preds, part.tp), (part.labels, part.labels.tp if part.labels else None)):
+            if side is not None and side.paused:
+                self.consumer.resume(tp)
+                side.paused = False
 
     def _apply_records(self, part: _Partition, records: list) -> int:
         """Apply ``records`` in order (``part.next_offset`` advances after each); the number of
@@ -649,12 +903,15 @@ class MetricsService:
         for part in parts:
             if part.next_offset is None:
                 continue
-            if part.next_offset != part.saved_offset or part.dirty:
+            side = part.labels
+            label_offset = side.next_offset if side is not None else None
+            if part.next_offset != part.saved_offset or part.dirty or (side is not None and label_offset
+                                                                        != side.saved_offset):
                 partition = part.tp.partition
                 try:
                     windows = part.pipeline.to_dict()
                     if self.store is not None:
-                        payload = self.store.encode(partition, part.next_offset, windows)
+                        payload = self.store.encode(partition, part.next_offset, windows, label_offset)
                         self.store.write(partition, payload)
                     else:
                         payload = json.dumps({"windows": windows}, separators=(",", ":")).encode()
@@ -666,8 +923,12 @@ class MetricsService:
                               part.saved_offset)
                     continue
                 part.saved_offset, part.saved_payload, part.dirty = part.next_offset, payload, False
+                if side is not None:
+                    side.saved_offset = label_offset
             if part.saved_offset is not None and part.saved_offset != part.committed_offset:
                 commits[part.tp] = OffsetAndMetadata(part.saved_offset, "", -1)
+            if side is not None and side.saved_offset is not None and side.saved_offset != side.committed_offset:
+                commits[side.tp] = OffsetAndMetadata(side.saved_offset, "", -1)
         if commits and commit:
             try:
                 self.consumer.commit(commits, timeout_ms=int(self.config.commit_timeout * 1000))
@@ -678,6 +939,10 @@ class MetricsService:
                 for tp, om in commits.items():
                     if tp in self.partitions:
                         self.partitions[tp].committed_offset = om.offset
+                    elif tp in self._label_parts:
+                        lside = self._label_parts[tp].labels
+                        if lside is not None:
+                            lside.committed_offset = om.offset
         self._last_checkpoint = self._clock()
         self.metrics.last_checkpoint.set(time.time())
 
@@ -693,6 +958,11 @@ class MetricsService:
             high = self.consumer.highwater(tp)
             if high is None or (part.next_offset or 0) < high or part.pipeline.windows.open_panes():
                 return False
+            side = part.labels
+            if side is not None:
+                high = self.consumer.highwater(side.tp)
+                if high is None or (side.next_offset or 0) < high or side.buffer or (part.preds and part.preds.buffer):
+                    return False
         return True
 
     def _update_lag(self) -> None:
@@ -703,3 +973,8 @@ class MetricsService:
                     self._out_of_range(part, high)
                     continue
                 self.metrics.lag.labels(tp.topic, str(tp.partition)).set(high - part.next_offset)
+            side = part.labels
+            if side is not None and side.next_offset is not None:
+                high = self.consumer.highwater(side.tp)
+                if high is not None:
+                    self.metrics.lag.labels(side.tp.topic, str(side.tp.partition)).set(max(high - side.next_offset, 0))

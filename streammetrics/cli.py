@@ -225,6 +225,18 @@ def _add_consume_options(c: argparse.ArgumentParser) -> None:
                    help="/healthz answers 503 when the loop has not polled for this long (default: 60s)")
     g.add_argument("--stop-timeout", type=_duration("--stop-timeout"), default=30.0, metavar="DURATION",
                    help="exit at most this long after SIGTERM/SIGINT, whatever the broker does (default: 30s)")
+    g.add_argument("--labels-topic", default=None, metavar="TOPIC",
+                   help="topic of label events {id, y_true, ts}, co-partitioned with --topic by id (same "
+                        "partition count, message key = id); merged with the predictions by ts")
+    g.add_argument("--label-ttl", type=_duration("--label-ttl"), default=7 * 86400.0, metavar="DURATION",
+                   help="how long (event time) a prediction waits for its label, and a label for its "
+                        "prediction, before expiring (default: 7d)")
+    g.add_argument("--max-pending", type=int, default=None, metavar="N",
+                   help="bound on predictions awaiting labels per partition; beyond it the oldest expire "
+                        "early (default: 50,000,000)")
+    g.add_argument("--max-merge-buffer", type=int, default=20_000, metavar="N",
+                   help="with --labels-topic: records held per partition and topic awaiting the other topic's "
+                        "records to merge with; beyond it that partition is paused (default: 20000)")
     g.add_argument("--kafka", action="append", default=[], metavar="OPTION=VALUE",
                    help="extra kafka-python client option, e.g. security_protocol=SSL (repeatable)")
     g.add_argument("--log-level", default="WARNING", help="logging level (default: WARNING)")

@@ -99,6 +99,8 @@ class FakeConsumer:
         self.faults = faults or Faults()
         self.listener: Any = None
         self.topic: str | None = None
+        self.topics: list[str] = []
+        self.paused: set[TopicPartition] = set()
         self.assigned: list[TopicPartition] = []
         self.positions: dict[TopicPartition, int] = {}
         self.closed = False
@@ -108,12 +110,18 @@ class FakeConsumer:
 
     # kafka-python API used by the service
     def subscribe(self, topics: list[str], listener: Any = None) -> None:
-        [self.topic] = topics
+        self.topics = list(topics)
+        self.topic = self.topics[0]
         self.listener = listener
 
     def _all_partitions(self) -> list[TopicPartition]:
-        assert self.topic is not None
-        return [TopicPartition(self.topic, p) for p in range(len(self.cluster.topics[self.topic]))]
+        return [TopicPartition(topic, p) for topic in self.topics for p in range(len(self.cluster.topics[topic]))]
+
+    def pause(self, *tps: TopicPartition) -> None:
+        self.paused.update(tps)
+
+    def resume(self, *tps: TopicPartition) -> None:
+        self.paused.difference_update(tps)
 
     def poll(self, timeout_ms: int = 0, max_records: int | None = None, update_offsets: bool = True) -> dict:
         self.faults.check("poll")
@@ -126,6 +134,8 @@ class FakeConsumer:
         order = self.assigned[self._turn % len(self.assigned):] + self.assigned[:self._turn % len(self.assigned)] \
             if self.assigned else []
         for tp in order:
+            if tp in self.paused:
+                continue
             log = self.cluster.topics[tp.topic][tp.partition]
             pos = self.positions[tp]
             if pos > len(log):  # like auto_offset_reset="earliest" after an out-of-range fetch
@@ -167,6 +177,7 @@ class FakeConsumer:
         for tp in tps:
             self.positions[tp] = self.cluster.committed.get((self.group, tp), 0)
         self.assigned = list(tps)
+        self.paused &= set(tps)
         if self.listener is not None:
             self.listener.on_partitions_assigned(list(tps))
 
