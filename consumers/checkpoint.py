@@ -66,20 +66,26 @@ class CheckpointStore:
     OSError if ``state_dir`` cannot be created or written.
     """
 
-    def __init__(self, state_dir: str, group: str, topic: str, settings: dict[str, Any] | None = None) -> None:
-        self.directory = os.path.join(state_dir, _safe(group), _safe(topic))
-        os.makedirs(self.directory, exist_ok=True)
-        if not os.access(self.directory, os.W_OK | os.X_OK):
-            raise PermissionError(f"{self.directory} is not writable")
+    def __init__(self, state_dir: str | None, group: str, topic: str, settings: dict[str, Any] | None = None) -> None:
+        # state_dir None: no files, only encode/decode (checkpoints kept in the changelog topic)
+        self.directory = None if state_dir is None else os.path.join(state_dir, _safe(group), _safe(topic))
+        if self.directory is not None:
+            os.makedirs(self.directory, exist_ok=True)
+            if not os.access(self.directory, os.W_OK | os.X_OK):
+                raise PermissionError(f"{self.directory} is not writable")
         self.topic = topic
         self.settings = settings
 
     def path(self, partition: int) -> str:
+        if self.directory is None:
+            return f"changelog checkpoint of {self.topic}[{int(partition)}]"
         return os.path.join(self.directory, f"{int(partition)}.json")
 
     def load(self, partition: int) -> dict[str, Any] | None:
         """The partition's checkpoint, or None if there is none; :class:`CheckpointError` for a
         file that cannot be used."""
+        if self.directory is None:
+            return None
         path = self.path(partition)
         try:
             with open(path, "rb") as fh:
@@ -90,9 +96,9 @@ class CheckpointStore:
             raise CheckpointError(path, f"unreadable ({exc.strerror or exc})") from None
         return self.decode(partition, raw)
 
-    def decode(self, partition: int, raw: bytes) -> dict[str, Any]:
+    def decode(self, partition: int, raw: bytes, path: str | None = None) -> dict[str, Any]:
         """A checkpoint's bytes, checked (:class:`CheckpointError` naming what is wrong)."""
-        path = self.path(partition)
+        path = path or self.path(partition)
         try:
             data = json.loads(raw)
         except (ValueError, RecursionError) as exc:

@@ -67,7 +67,37 @@ def config_from_args(args: Any) -> ServiceConfig:
         label_ttl=getattr(args, "label_ttl", ServiceConfig.label_ttl),
         max_pending_labels=getattr(args, "max_pending", None) or ServiceConfig.max_pending_labels,
         max_merge_buffer=getattr(args, "max_merge_buffer", None) or ServiceConfig.max_merge_buffer,
+        changelog_topic=_changelog_topic(args),
     )
+
+
+def _changelog_topic(args: Any) -> str | None:
+    """``--changelog-topic``: None (flag absent) gives ``<group>-<topic>-changelog``; '' none."""
+    from .changelog import default_changelog_topic
+
+    name = getattr(args, "changelog_topic", None)
+    if name is None:
+        return default_changelog_topic(args.group_id, args.topic)
+    return name or None
+
+
+def ensure_changelog_topic(config: ServiceConfig, consumer: Any) -> None:
+    """Create the changelog topic with the input topic's partition count if it does not exist
+    (with ``--kafka`` TLS/SASL options; where clients may not create topics, create it beforehand)."""
+    if not config.changelog_topic:
+        return
+    from .broker import create_topics
+    from .service import _security_options
+
+    partitions = consumer.partitions_for_topic(config.topic)
+    if not partitions:
+        raise ValueError(f"input topic {config.topic!r} not found: create it before the changelog topic")
+    created = create_topics(config.bootstrap_servers, {config.changelog_topic: len(partitions)}, exist_ok=True,
+                            **_security_options(config.kafka_options))
+    have = created.get(config.changelog_topic)
+    if have is not None and have < len(partitions):
+        raise ValueError(f"changelog topic {config.changelog_topic!r} has {have} partitions, fewer than the "
+                         f"{len(partitions)} of {config.topic!r}: give another --changelog-topic")
 
 
 def run_consume(args: Any) -> int:
@@ -91,6 +121,12 @@ def run_consume(args: Any) -> int:
         from .clients import kafka_clients
 
         consumer, producer = kafka_clients(config)
+        try:
+            ensure_changelog_topic(config, consumer)
+        except BaseException:
+            consumer.close(autocommit=False, timeout_ms=1000)
+            producer.close(timeout=1)
+            raise
         service = MetricsService(config, consumer, producer, store=store)
     except ImportError as exc:
         print(f"streammetrics consume needs the kafka extra: pip install 'streammetrics[kafka]' ({exc})",

@@ -166,6 +166,9 @@ class ServiceConfig:
     #: records held per partition and topic while the other topic of the pair has none to merge
     #: with (``--max-merge-buffer``); past it the full side is paused until the merge drains it
     max_merge_buffer: int = 20_000
+    #: checkpoints also go to this topic (partition p's to partition p) and are restored from it
+    #: when ``state_dir`` has none or an older one (``--changelog-topic``; :mod:`consumers.changelog`)
+    changelog_topic: str | None = None
 
     def monitor_factory(self) -> Callable[[], Any]:
         task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
@@ -289,7 +292,8 @@ class MetricsService:
 
     def __init__(self, config: ServiceConfig, consumer: Any = None, producer: Any = None, *,
                  clock: Callable[[], float] = time.monotonic, store: CheckpointStore | None = None,
-                 listener: Callable[[Callable[[Any], None], Callable[[Any], None]], Any] | None = None) -> None:
+                 listener: Callable[[Callable[[Any], None], Callable[[Any], None]], Any] | None = None,
+                 changelog: Any = None) -> None:
         from .observability import ServiceMetrics
 
         self.config = config
@@ -302,6 +306,9 @@ class MetricsService:
         if store is None and config.state_dir:
             store = CheckpointStore(config.state_dir, config.group_id, config.topic, config.window_settings())
         self.store = store
+        #: encodes and checks checkpoints (the state-dir store, or one without files)
+        self.codec = store if store is not None else CheckpointStore(None, config.group_id, config.topic,
+                                                                     config.window_settings())
         self.partitions: dict[Any, _Partition] = {}
         #: --labels-topic: labels topic-partition -> the predictions partition it is merged into
         self._label_parts: dict[Any, _Partition] = {}
@@ -330,6 +337,14 @@ class MetricsService:
             consumer, producer = kafka_clients(config)
         self.consumer = consumer
         self.producer = producer
+        if changelog is None and config.changelog_topic:
+            from .changelog import Changelog, KafkaChangelogReader
+
+            reader = KafkaChangelogReader(config.changelog_topic, bootstrap_servers=config.bootstrap_servers,
+                                          **_security_options(config.kafka_options))
+            changelog = Changelog(producer, config.changelog_topic, reader, self.max_record_bytes)
+        #: checkpoints in Kafka (None: only ``--state-dir``)
+        self.changelog = changelog
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self) -> None:
@@ -389,6 +404,9 @@ class MetricsService:
                 log.warning("producer close failed: %s", exc)
             if self._server is not None:
                 self._server.stop()
+            close_reader = getattr(getattr(self.changelog, "reader", None), "close", None)
+            if close_reader is not None:
+                close_reader()
 
     # ------------------------------------------------------------------ rebalancing
     def _new_pipeline(self) -> Pipeline:
@@ -410,7 +428,7 @@ class MetricsService:
                 else:
                     pipeline.load_dict(state)
             except Exception as exc:  # whatever the monitors raise on foreign state
-                path = self.store.path(partition) if self.store is not None else f"partition {partition}"
+                path = self.codec.path(partition)
                 raise CheckpointError(path, f"its windows do not load ({type(exc).__name__}: {exc})") from None
         return pipeline
 
@@ -422,11 +440,10 @@ class MetricsService:
                 if tp.topic != self.config.topic:
                     continue
                 offset, payload, label_offset = None, None, None
-                if self.store is not None:
-                    saved = self.store.load(tp.partition)
-                    if saved is not None:
-                        offset, label_offset = saved["offset"], saved.get("label_offset")
-                        payload = self.store.encode(tp.partition, offset, saved["windows"], label_offset)
+                saved = self._restore(tp.partition)
+                if saved is not None:
+                    offset, label_offset = saved["offset"], saved.get("label_offset")
+                    payload = self.codec.encode(tp.partition, offset, saved["windows"], label_offset)
                 pipeline = self._pipeline_from(payload, tp.partition)
                 if offset is not None:
                     self.consumer.seek(tp, offset)
@@ -454,6 +471,23 @@ class MetricsService:
         except Exception as exc:  # kafka-python would swallow it on its thread: stop instead
             log.exception("partition assignment failed")
             self._fail(f"stopping: partition assignment failed: {type(exc).__name__}: {exc}")
+
+    def _restore(self, partition: int) -> dict[str, Any] | None:
+        """The partition's checkpoint: the state dir's or the changelog's, whichever covers more
+        input (a state dir is a cache: missing, wiped or behind another instance's progress)."""
+        local = self.store.load(partition) if self.store is not None else None
+        if self.changelog is None:
+            return local
+        raw = self.changelog.restore(partition)
+        remote = None if raw is None else self.codec.decode(
+            partition, raw, f"the changelog checkpoint of partition {partition} in {self.changelog.topic!r}")
+        candidates = [c for c in (local, remote) if c is not None]
+        if not candidates:
+            return None
+        best = max(candidates, key=lambda c: (c["offset"], c.get("label_offset") or 0))
+        log.info("partition %d: restored the %s checkpoint (offset %d)", partition,
+                 "changelog" if best is remote and best is not local else "state-dir", best["offset"])
+        return best
 
     def _revoke(self, revoked: Any) -> None:
         # kafka-python runs this on its IO thread, where a blocking commit is refused: save the
@@ -910,11 +944,13 @@ class MetricsService:
                 partition = part.tp.partition
                 try:
                     windows = part.pipeline.to_dict()
+                    payload = self.codec.encode(partition, part.next_offset, windows, label_offset)
                     if self.store is not None:
-                        payload = self.store.encode(partition, part.next_offset, windows, label_offset)
                         self.store.write(partition, payload)
-                    else:
-                        payload = json.dumps({"windows": windows}, separators=(",", ":")).encode()
+                    if self.changelog is not None:
+                        self._inflight.extend(self.changelog.write(partition, payload, part.next_offset, label_offset))
+                except DeliveryError:
+                    raise
                 except Exception as exc:  # disk full, permissions...: keep the previous checkpoint
                     self.counts["checkpoint_failures"] += 1
                     self.metrics.checkpoint_failures.inc()
@@ -925,6 +961,10 @@ class MetricsService:
                 part.saved_offset, part.saved_payload, part.dirty = part.next_offset, payload, False
                 if side is not None:
                     side.saved_offset = label_offset
+        if self.changelog is not None:
+            self._flush()  # the changelog checkpoints are acknowledged before any offset is committed
+        for part in parts:
+            side = part.labels
             if part.saved_offset is not None and part.saved_offset != part.committed_offset:
                 commits[part.tp] = OffsetAndMetadata(part.saved_offset, "", -1)
             if side is not None and side.saved_offset is not None and side.saved_offset != side.committed_offset:
@@ -978,3 +1018,8 @@ class MetricsService:
                 high = self.consumer.highwater(side.tp)
                 if high is not None:
                     self.metrics.lag.labels(side.tp.topic, str(side.tp.partition)).set(max(high - side.next_offset, 0))
+
+
+def _security_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``--kafka`` options a second, group-less client needs (TLS/SASL) to reach the cluster."""
+    return {k: v for k, v in options.items() if k.startswith(("security_", "ssl_", "sasl_"))}

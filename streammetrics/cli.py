@@ -206,7 +206,8 @@ def _add_consume_options(c: argparse.ArgumentParser) -> None:
     g.add_argument("--group-id", default="streammetrics", help="consumer group (default: streammetrics)")
     g.add_argument("--dlq-topic", default=None, help="dead-letter topic for bad and late messages")
     g.add_argument("--state-dir", default=None, metavar="DIR",
-                   help="where window state and input offsets are checkpointed (exact results across restarts)")
+                   help="local cache of the checkpoints (window state and input offsets); optional with the "
+                        "changelog topic, which holds them in Kafka")
     g.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="serve Prometheus /metrics and /healthz on this port")
     g.add_argument("--idle-close", type=_duration("--idle-close"), default=30.0, metavar="DURATION",
@@ -225,6 +226,10 @@ def _add_consume_options(c: argparse.ArgumentParser) -> None:
                    help="/healthz answers 503 when the loop has not polled for this long (default: 60s)")
     g.add_argument("--stop-timeout", type=_duration("--stop-timeout"), default=30.0, metavar="DURATION",
                    help="exit at most this long after SIGTERM/SIGINT, whatever the broker does (default: 30s)")
+    g.add_argument("--changelog-topic", default=None, metavar="TOPIC",
+                   help="topic holding every partition's checkpoints (window state, pending labels, offsets), "
+                        "restored on assignment when --state-dir has none or an older one; created with the "
+                        "input's partition count if missing (default: GROUP-TOPIC-changelog; '' for none)")
     g.add_argument("--labels-topic", default=None, metavar="TOPIC",
                    help="topic of label events {id, y_true, ts}, co-partitioned with --topic by id (same "
                         "partition count, message key = id); merged with the predictions by ts")

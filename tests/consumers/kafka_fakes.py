@@ -195,29 +195,29 @@ class FakeProducer:
         self.cluster = cluster
         self.config = {"max_request_size": max_request_size}
         self.faults = faults or Faults()
-        self.buffer: list[tuple[FakeFuture, str, bytes | None, bytes | None, list]] = []
+        self.buffer: list[tuple[FakeFuture, str, bytes | None, bytes | None, list, int | None]] = []
         self.closed = False
         self.stuck = False  # a broker that never answers: flush() times out
 
     def send(self, topic: str, value: bytes | None = None, key: bytes | None = None,
-             headers: list | None = None) -> FakeFuture:
+             headers: list | None = None, partition: int | None = None) -> FakeFuture:
         self.faults.check("send")
         size = len(value or b"") + len(key or b"") + sum(len(k) + len(v) for k, v in headers or [])
         if size + 100 > self.config["max_request_size"]:
             raise ValueError(f"MessageSizeTooLargeError: {size} bytes")
         future = FakeFuture()
-        self.buffer.append((future, topic, key, value, list(headers or [])))
+        self.buffer.append((future, topic, key, value, list(headers or []), partition))
         return future
 
     def deliver(self) -> None:
         pending, self.buffer = self.buffer, []
-        for future, topic, key, value, headers in pending:
+        for future, topic, key, value, headers, partition in pending:
             try:
                 self.faults.check("deliver")
             except InjectedFault as exc:
                 future.exception, future.is_done = exc, True
                 continue
-            self.cluster.append(topic, value, key, headers=headers)
+            self.cluster.append(topic, value, key, partition=partition, headers=headers)
             future.is_done = True
 
     def flush(self, timeout: float | None = None) -> None:
@@ -246,3 +246,14 @@ class ManualClock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def fake_changelog_reader(cluster: FakeCluster, topic: str) -> Any:
+    """A :class:`consumers.changelog.Changelog` reader over ``cluster`` (records near the end)."""
+
+    def read(partition: int, from_end: int) -> tuple[list[FakeRecord], bool]:
+        log = cluster.topics[topic][partition] if topic in cluster.topics else []
+        start = max(0, len(log) - from_end)
+        return list(log[start:]), start == 0
+
+    return read
