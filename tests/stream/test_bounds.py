@@ -3,6 +3,8 @@ far ahead of the wall clock are refused. Costs are counted in executed lines of
 ``windows.py`` (a budget, never a timing)."""
 from __future__ import annotations
 
+import json
+import os
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -176,3 +178,111 @@ def test_replay_keeps_every_event_but_the_far_future_one(tmp_path, capsys):
     assert main(["replay", str(path), "--window", "60s", "--max-future", "0", "-q"]) == 0
     out, err = capsys.readouterr()
     assert "1000 late" in err
+
+
+# ----------------------------------------------------------------------------- keys
+def idle_manager(now, **kw):
+    return WindowManager(IdsMonitor, 10, idle_close=30, clock=lambda: now[0], max_future=None, **kw)
+
+
+def test_a_key_whose_windows_all_closed_is_evicted_and_its_late_events_stay_late():
+    now = [0.0]
+    wm = idle_manager(now)
+    wm.add(Ev(3, "m", "", 0))
+    wm.add(Ev(4, "m", "", 1))
+    now[0] = 30
+    [snap] = wm.poll()
+    assert snap["metrics"]["ids"] == [0, 1]
+    assert wm.key_count == 0 and wm.evicted == 1 and wm.open_panes() == 0
+    # an event for the closed window: late, counted, no second snapshot for [0, 10)
+    assert not wm.add(Ev(5, "m", "", 2))
+    assert wm.late_count("m") == 1
+    now[0] = 60
+    assert wm.poll() == [] and wm.key_count == 0
+    # newer events open new windows; the snapshot carries the key's late total
+    assert wm.add(Ev(12, "m", "", 3))
+    [snap] = wm.flush()
+    assert snap["window"]["start"] == 10 and snap["late"] == 1
+
+
+def test_forgotten_keys_bound_the_rest_by_their_frontier():
+    now = [0.0]
+    wm = idle_manager(now, max_keys=2)
+    for i, model in enumerate(["a", "b", "c"]):
+        wm.add(Ev(100 + i, model, "", i))
+        now[0] += 30
+        wm.poll()
+    assert wm.key_count == 0 and wm.evicted == 3
+    state = wm.to_dict()
+    assert [c[0] for c in state["closed"]] == ["b", "c"] and state["forgotten_next"] == 11
+    # "a" is forgotten: an event for its closed window is late by the forgotten frontier
+    assert not wm.add(Ev(105, "a", "", 10))
+    # a new key too: windows below the frontier may have been emitted under any forgotten key
+    assert not wm.add(Ev(109, "new", "", 11))
+    assert wm.add(Ev(110, "new", "", 12))
+    restored = idle_manager(now, max_keys=2).load_dict(json.loads(json.dumps(wm.to_dict())))
+    assert restored.to_dict() == wm.to_dict()
+
+
+def test_max_keys_refuses_a_new_key_and_changes_nothing():
+    wm = WindowManager(IdsMonitor, 10, max_keys=2, max_future=None)
+    assert wm.add(Ev(1, "a", "", 0)) and wm.add(Ev(1, "b", "", 1))
+    before = wm.to_dict()
+    with pytest.raises(EventRejected) as info:
+        wm.add(Ev(1, "c", "", 2))
+    assert info.value.code == "key_limit" and "max_keys=2" in info.value.reason
+    assert wm.to_dict() == before and wm.rejected == {"key_limit": 1}
+    assert wm.add(Ev(2, "a", "", 3))  # held keys go on
+    with pytest.raises(ValueError, match="max_keys"):
+        WindowManager(IdsMonitor, 10, max_keys=1).load_dict(before)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="max_keys"):
+            WindowManager(IdsMonitor, 10, max_keys=bad)
+
+
+def test_churning_keys_never_emit_a_window_twice():
+    now = [0.0]
+    wm = idle_manager(now, max_keys=5)
+    seen = set()
+    for i in range(400):
+        model = f"k{i % 13}"
+        ts = 10 + i * 0.7 - (i % 5) * 9  # out of order, some late
+        try:
+            wm.add(Ev(ts, model, "", i))
+        except EventRejected:
+            pass
+        now[0] += 7
+        for s in wm.poll():
+            key = (s["key"]["model"], s["window"]["start"])
+            assert key not in seen, f"window {key} emitted twice"
+            seen.add(key)
+    assert wm.key_count <= 5 and len(wm.to_dict()["closed"]) <= 5
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs Linux /proc")
+def test_memory_is_flat_over_a_million_churning_keys():
+    """RSS after 200k and after 1M keys, each key seen once and idle-closed: without eviction
+    (or with an unbounded memory of evicted keys) 800k more keys cost hundreds of MB."""
+    import gc
+
+    now = [0.0]
+    wm = WindowManager(IdsMonitor, 10, idle_close=1, clock=lambda: now[0], max_future=None, max_keys=10_000,
+                       batch=True)
+    marks = {}
+    for i in range(1_000_000):
+        wm.add(Ev(NOW + i * 0.001, f"model-{i}", "", i))
+        if i % 1000 == 999:
+            now[0] += 1
+            wm.poll()
+        if i + 1 in (200_000, 1_000_000):
+            gc.collect()
+            marks[i + 1] = rss_bytes()
+    assert wm.evicted == 1_000_000 and wm.key_count == 0
+    growth = marks[1_000_000] - marks[200_000]
+    assert growth < 16 * 2**20, f"RSS grew by {growth / 2**20:.0f} MiB from 200k to 1M keys"
