@@ -133,6 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", "-q", action="store_true", help="do not list rejected lines on stderr")
     p.add_argument("--progress", choices=["auto", "on", "off"], default="auto",
                    help="progress bar on stderr (auto: only on a terminal)")
+    p.add_argument("--idle-close", type=_duration("--idle-close"), default=None, metavar="DURATION",
+                   help="close (and forget) a key's windows once the input's newest event time is this far "
+                        "past the key's last event: bounds memory over many short-lived keys "
+                        "(event time, deterministic; default: off)")
     _add_task_options(p)
 
     c = sub.add_parser(

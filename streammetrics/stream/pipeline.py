@@ -84,6 +84,9 @@ class PipelineConfig:
     max_future: float | None = DEFAULT_MAX_FUTURE
     max_keys: int | None = DEFAULT_MAX_KEYS
     max_snapshot_bytes: int | None = None
+    #: what ``idle_close`` is measured in: ``"processing"`` (the ``clock`` given to the
+    #: pipeline) or ``"event"`` (the newest event time over all keys: deterministic replays)
+    idle_clock: str = "processing"
     #: queue events per pane and apply them in vectorised batches (same results, faster)
     batch: bool = True
     #: most events queued per pane before they are applied (batch mode)
@@ -183,10 +186,13 @@ class Pipeline:
                                                  or c.max_snapshot_bytes < 1):
             raise ValueError(f"max_snapshot_bytes must be a positive integer or None, got {c.max_snapshot_bytes!r}")
         self.parser = c.parser()
+        if c.idle_clock not in ("processing", "event"):
+            raise ValueError(f"idle_clock must be 'processing' or 'event', got {c.idle_clock!r}")
+        idle_clock = clock if c.idle_clock == "processing" else self._stream_time
         self.windows = WindowManager(
             c.monitor_factory(), c.window, c.slide, c.grace, c.idle_close or None,
             cumulative=c.cumulative, include_state=c.include_state, batch=c.batch, max_pending=c.max_pending,
-            event_codec=EVENT_CODEC, clock=clock, max_future=c.max_future, wall_clock=wall_clock,
+            event_codec=EVENT_CODEC, clock=idle_clock, max_future=c.max_future, wall_clock=wall_clock,
             max_keys=c.max_keys,
         )
         self._parse = self.parser.parse
@@ -198,6 +204,9 @@ class Pipeline:
         self._snapshots = 0
         self._degraded = 0
         self._rejected: dict[str, int] = {}
+
+    def _stream_time(self) -> float:
+        return self.windows.stream_time
 
     # ------------------------------------------------------------------ input
     def process(self, value: bytes | bytearray | memoryview | str | None) -> MessageResult:

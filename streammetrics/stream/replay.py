@@ -171,6 +171,7 @@ def _config(args: argparse.Namespace) -> PipelineConfig:
         classes=args.classes, labels=args.labels, fields=parse_field_map(args.field),
         cumulative=args.cumulative, include_state=not args.no_state, max_future=args.max_future or None,
         max_keys=args.max_keys or None, max_snapshot_bytes=args.max_snapshot_bytes,
+        idle_close=getattr(args, "idle_close", None) or None, idle_clock="event",
     )
 
 

@@ -9,8 +9,11 @@ Per key ``(model, segment)``:
 * **stream time** is the largest event time seen; the **watermark** is stream time minus
   ``grace``. A window closes (final snapshot emitted, panes no longer needed released) once the
   watermark reaches its end.
-* **idle close**: after ``idle_close`` seconds of processing time without an event for the key,
-  every open window of the key closes, so a quiet stream still reports.
+* **idle close**: after ``idle_close`` seconds of ``clock()`` time without an event for the key,
+  every open window of the key closes, so a quiet stream still reports (and the key can be
+  evicted). The clock is processing time by default; ``replay --idle-close`` uses
+  :attr:`WindowManager.stream_time` (event time), so results stay deterministic. Keys are
+  kept in least-recently-seen order, so :meth:`WindowManager.poll` costs O(idle keys).
 * an event whose pane belongs only to closed windows is **late**: it is not applied, it is
   counted for the key (``late`` in each snapshot) and :meth:`WindowManager.add` returns False
   so that the caller can route it elsewhere (the service sends it to the dead-letter topic).
@@ -260,6 +263,10 @@ class WindowManager:
         self._event_tag = getattr(monitor_factory(), "event_tag", None)
         self._pane_us = self.spec.pane_ms * 1000
         self._idle = idle_close is not None
+        # with idle_close: held keys, least recently seen first (clock values never decrease), so
+        # that poll() visits only the keys that are idle, not every key
+        self._recent: dict[tuple[str, str], None] = {}
+        self._max_us: float = -math.inf
 
     # ----------------------------------------------------------------- events
     def add(self, event: Any) -> bool:
@@ -280,6 +287,11 @@ class WindowManager:
         pane = ts_us // self._pane_us
         if self._idle:
             state.last_seen = self._clock()
+            recent = self._recent
+            key = (event.model, event.segment)
+            if key in recent:
+                del recent[key]
+            recent[key] = None
         if pane < state.open_from:
             state.late += 1
             if not state.panes and not state.pending:  # an evicted key's late event: evict again
@@ -299,6 +311,7 @@ class WindowManager:
             self._set_first_window(state, self.spec.first_window_of_pane(pane))
         if ts_us > state.max_us:
             state.max_us = ts_us
+            self._max_us = max(self._max_us, ts_us)
             if ts_us >= state.close_at:
                 self._close_by_watermark((event.model, event.segment), state)
         return True
@@ -333,6 +346,10 @@ class WindowManager:
     def _new_key(self, key: tuple[str, str]) -> _KeyState:
         """State for a key not held: refused past ``max_keys``; an evicted key resumes from its
         remembered frontier (and late count), a forgotten one from the forgotten keys' frontier."""
+        if self.max_keys is not None and len(self._keys) >= self.max_keys and self.idle_close is not None:
+            self._close_idle(self._clock())  # make room: idle keys close (snapshots ready) and go
+            if self._emptied:
+                self._evict_emptied()
         if self.max_keys is not None and len(self._keys) >= self.max_keys:
             self._reject("key_limit", f"more than max_keys={self.max_keys} keys have open windows; "
                                       f"key model={key[0]!r:.80} segment={key[1]!r:.80} refused", "model")
@@ -359,6 +376,7 @@ class WindowManager:
             if state is None or state.panes or state.pending or state.next_window is None:
                 continue
             del self._keys[key]
+            self._recent.pop(key, None)
             self.evicted += 1
             closed[key] = (state.next_window, state.late)
             if bound is not None and len(closed) > bound:
@@ -463,15 +481,27 @@ class WindowManager:
     def poll(self, now: float | None = None) -> list[dict[str, Any]]:
         """Close idle keys (if ``idle_close`` is set) and return the snapshots ready since the last call."""
         if self.idle_close is not None:
-            now = self._clock() if now is None else now
-            for key, state in self._keys.items():
-                if (state.panes or state.pending) and now - state.last_seen >= self.idle_close:
-                    self._drain_key(state)
-                    self._close_through(key, state, self.spec.last_window_of_pane(max(state.panes)))
+            self._close_idle(self._clock() if now is None else now)
         if self._emptied:
             self._evict_emptied()
         ready, self._ready = self._ready, []
         return ready
+
+    def _close_idle(self, now: float) -> None:
+        """Close the windows of keys idle for ``idle_close`` at ``now`` (least recently seen first)."""
+        if self.idle_close is not None:
+            idle = []
+            for key in self._recent:
+                state = self._keys.get(key)
+                if state is not None and now - state.last_seen < self.idle_close:
+                    break
+                idle.append(key)
+            for key in idle:
+                del self._recent[key]
+                state = self._keys.get(key)
+                if state is not None and (state.panes or state.pending):
+                    self._drain_key(state)
+                    self._close_through(key, state, self.spec.last_window_of_pane(max(state.panes)))
 
     def flush(self) -> list[dict[str, Any]]:
         """Close every open window of every key (end of input) and return all ready snapshots."""
@@ -509,6 +539,12 @@ class WindowManager:
     def keys(self) -> list[tuple[str, str]]:
         """The stream keys seen, in order of their first event."""
         return list(self._keys)
+
+    @property
+    def stream_time(self) -> float:
+        """The newest event time applied over all keys (epoch seconds; -inf before any event).
+        As the ``clock`` of a replay it makes idle closes a matter of event time: deterministic."""
+        return self._max_us / 1e6
 
     @property
     def key_count(self) -> int:
@@ -613,6 +649,8 @@ class WindowManager:
             nw = closed.pop(next(iter(closed)))[0]
             forgotten = nw if forgotten is None else max(forgotten, nw)
         self._keys = keys
+        self._recent = dict.fromkeys(keys) if self._idle else {}
+        self._max_us = max((st.max_us for st in keys.values()), default=-math.inf)
         self._closed = closed
         self._forgotten_next = forgotten
         self.evicted = evicted
