@@ -47,7 +47,7 @@ import json
 import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from streammetrics.stream.decoding import MAX_NESTING, decode_value
 from streammetrics.stream.events import EventParser
@@ -152,14 +152,14 @@ class MessageResult:
         return f"MessageResult(applied={self.applied}, problems={self.problems!r})"
 
 
-class _NoProblems(list):  # type: ignore[type-arg]
+class _NoProblems(list):
     """The empty, unchangeable problem list of the shared common-case result."""
 
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError("this result is shared: copy its problems before changing them")
 
-    append = extend = insert = remove = pop = clear = sort = reverse = _refuse  # type: ignore[assignment]
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
 
 
 #: the result of the common message (one event applied), shared: results are read, not changed
@@ -234,13 +234,14 @@ class Pipeline:
                     return self._refused(None, exc.code, exc.reason, exc.field)
                 self._late += 1
                 return MessageResult(0, [Problem(None, "late", LATE_REASON, "ts")])
-            return self._refused(None, item.code, item.reason, item.field)
+            rej = cast(Rejection, item)
+            return self._refused(None, rej.code, rej.reason, rej.field)
         if cls is list:
             return self._process_items(decoded)
         if cls is Rejection:
             return self._refused(None, decoded.code, decoded.reason, decoded.field)
-        item = self._parse(decoded)  # not an object: the parser says why
-        return self._refused(None, item.code, item.reason, item.field)
+        rej = cast(Rejection, self._parse(decoded))  # not an object: the parser says why
+        return self._refused(None, rej.code, rej.reason, rej.field)
 
     def process_event(self, event: Event) -> MessageResult:
         """An already-parsed :class:`Event` (Spark rows, tests, other sources)."""
@@ -262,8 +263,9 @@ class Pipeline:
         for i, raw in enumerate(items):
             item = parse(raw)
             if item.__class__ is not Event:
-                rejected[item.code] = rejected.get(item.code, 0) + 1
-                problems.append(Problem(i, item.code, item.reason, item.field))
+                rej = cast(Rejection, item)
+                rejected[rej.code] = rejected.get(rej.code, 0) + 1
+                problems.append(Problem(i, rej.code, rej.reason, rej.field))
                 continue
             try:
                 ok = add(item)

@@ -195,7 +195,8 @@ class WindowManager:
     """Per-key event-time windows over monitors; see the module docstring for the semantics.
 
     ``monitor_factory()`` returns an empty monitor: an accumulator with ``update_event(event)``
-    (and ``update_events(events)`` for ``batch=True``), ``merge``, ``copy``, ``snapshot()``, ``to_dict()`` and ``count``; ``monitor_loader(d)``
+    (and ``update_events(events)`` for ``batch=True``), ``merge``, ``copy``, ``snapshot()``,
+    ``to_dict()`` and ``count``; ``monitor_loader(d)``
     rebuilds one from ``to_dict()`` (default :func:`streammetrics.from_dict`).
     A monitor may define ``event_tag(event)``: every event of a key must then have the tag of
     the key's first event (e.g. the label kind of a ``LabelMonitor``: str and int labels
@@ -422,9 +423,9 @@ class WindowManager:
         # window k ends at k*slide + size: closed once watermark >= end (exact integer arithmetic)
         last_closable = (watermark - spec.size_ms * 1000) // (spec.slide_ms * 1000)
         if state.next_window is None:  # first event of the key: nothing was open before
-            self._set_next_window(state, last_closable + 1)
+            self._set_next_window(state, int(last_closable) + 1)
         elif last_closable >= state.next_window:
-            self._close_through(key, state, last_closable)
+            self._close_through(key, state, int(last_closable))
 
     def _close_through(self, key: tuple[str, str], state: _KeyState, last: int) -> None:
         """Close windows ``next_window .. last`` (those holding events emit a snapshot).
@@ -620,7 +621,8 @@ class WindowManager:
                 pending = item.get("pending", [])
                 if pending and not self._codec:
                     raise ValueError("checkpoint holds queued events but no event_codec was given")
-                st.pending = {int(j): [self._codec[1](e) for e in q] for j, q in pending} if pending else {}
+                decode = self._codec[1] if self._codec else None
+                st.pending = {int(j): [decode(e) for e in q] for j, q in pending} if decode and pending else {}
                 if item["cumulative"] is not None and not item.get("cumulative_released"):
                     raise ValueError("its all-time (--cumulative) state is from a version that also counted "
                                      "open windows; start without this checkpoint")
