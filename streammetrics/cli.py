@@ -161,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="mark windows where a metric crosses a bound, e.g. 'roc_auc<0.8' or 'log_loss>0.5' "
                         "(repeatable)")
     r.add_argument("--title", default=None, help="report title")
+    r.add_argument("--max-charts", type=int, default=None, metavar="N",
+                   help="draw at most N charts (default 120): all keys if they fit, else those with alerts, the "
+                        "worst by headline metric and the largest, in turn; every key stays in the summary table")
 
     d = sub.add_parser(
         "demo", help="run everything locally: a broker, a drifting model's predictions, the service, live metrics",
