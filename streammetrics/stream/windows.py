@@ -353,7 +353,8 @@ class WindowManager:
                 self._evict_emptied()
         if self.max_keys is not None and len(self._keys) >= self.max_keys:
             self._reject("key_limit", f"more than max_keys={self.max_keys} keys have open windows; "
-                                      f"key model={key[0]!r:.80} segment={key[1]!r:.80} refused", "model")
+                                      f"key model={key[0]!r:.80} segment={key[1]!r:.80} refused (raise "
+                                      f"--max-keys, or let quiet keys close with --idle-close)", "model")
         state = self._keys[key] = _KeyState()
         remembered = self._closed.pop(key, None)
         if remembered is not None:
