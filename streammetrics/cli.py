@@ -21,6 +21,7 @@ examples:
   cat events.jsonl | streammetrics replay - --task regression --field y_pred=prediction
   streammetrics replay events.jsonl --task multiclass --classes cat,dog,bird
   streammetrics replay --sample            # the small sample file shipped with streammetrics
+  streammetrics replay predictions.jsonl --labels labels.jsonl --label-ttl 7d   # delayed ground truth
 """
 
 EXAMPLES_REPORT = """\
@@ -78,6 +79,17 @@ def _label_list(text: str) -> list:
     return out
 
 
+class LabelsFile(str):
+    """``--labels`` naming a file of label events (not a label set)."""
+
+
+def _labels_option(text: str) -> LabelsFile | list:
+    """``--labels``: a labels file (an existing file, or a .jsonl/.json/.ndjson name) or a label set."""
+    if os.path.isfile(text) or text.lower().endswith((".jsonl", ".json", ".ndjson")):
+        return LabelsFile(text)
+    return _label_list(text)
+
+
 def _add_task_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("task and windows")
     g.add_argument("--task", choices=["binary", "multiclass", "labels", "regression"], default="binary",
@@ -92,7 +104,11 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
                    help="binary task: score >= threshold is a positive prediction (default: 0.5)")
     g.add_argument("--classes", type=_label_list, default=None, metavar="A,B,C",
                    help="multiclass task: the classes, in the order of score arrays")
-    g.add_argument("--labels", type=_label_list, default=None, metavar="A,B,C",
+    g.add_argument("--labels", type=_labels_option, default=None, metavar="FILE|A,B,C",
+                   help="replay: a JSONL file of label events (delayed ground truth); an existing file or a "
+                        "name ending in .jsonl/.json/.ndjson is a file, anything else the label set "
+                        "(as --label-set)")
+    g.add_argument("--label-set", type=_label_list, default=None, metavar="A,B,C",
                    help="labels task: fix the label set (default: discovered)")
     g.add_argument("--field", action="append", default=[], metavar="NAME=SOURCE",
                    help="read field NAME from the event key SOURCE, e.g. --field y_true=label (repeatable)")
@@ -137,6 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="close (and forget) a key's windows once the input's newest event time is this far "
                         "past the key's last event: bounds memory over many short-lived keys "
                         "(event time, deterministic; default: off)")
+    p.add_argument("--label-ttl", type=_duration("--label-ttl"), default=7 * 86400.0, metavar="DURATION",
+                   help="how long (event time) a prediction waits for its label, and a label for its "
+                        "prediction, before expiring (default: 7d)")
+    p.add_argument("--max-pending", type=int, default=None, metavar="N",
+                   help="bound on predictions awaiting labels; beyond it the oldest expire early "
+                        "(default: 50,000,000)")
     _add_task_options(p)
 
     c = sub.add_parser(
@@ -220,6 +242,13 @@ def _version() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if hasattr(args, "label_set"):  # --labels is a file of label events or (compatibility) the label set
+        labels = args.labels
+        args.labels_file = labels if isinstance(labels, LabelsFile) else None
+        if args.labels_file is not None or args.label_set is not None:
+            args.labels = args.label_set
+        if args.labels_file is not None and args.command != "replay":
+            parser.error("--labels FILE (label events) is a replay option")
     try:
         if args.command == "replay":
             from streammetrics.stream.replay import run_replay

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from importlib import resources
 from typing import IO, Any
 
+from streammetrics.stream.label_replay import REVISION_EVERY, replay_merged
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig, Problem
 from streammetrics.stream.snapshots import snapshot_line
 
@@ -30,6 +31,8 @@ _BLANK_START = frozenset([b"", b" ", b"\t", b"\r", b"\n", "", " ", "\t", "\r", "
 REPORT_LIMIT = 10
 #: rejections of a single (code, field), with no event applied yet, after which replay gives up
 ABORT_AFTER = 1000
+#: problem codes of delayed labels that report an expiry rather than refuse an event
+EXPIRY_CODES = frozenset(["prediction_expired", "label_expired"])
 
 
 def sample_path() -> str:
@@ -40,10 +43,11 @@ def sample_path() -> str:
 class ReplayStats:
     """What a replay saw: lines, events applied, rejected and late events, snapshots written."""
 
-    __slots__ = ("aborted", "events", "late", "lines", "rejected", "snapshots", "suppressed")
+    __slots__ = ("aborted", "events", "expired", "labels", "late", "lines", "rejected", "snapshots", "suppressed")
 
     def __init__(self) -> None:
-        self.lines = self.events = self.rejected = self.late = self.snapshots = 0
+        self.lines = self.events = self.rejected = self.late = self.snapshots = self.expired = 0
+        self.labels: dict[str, int] | None = None  # the label join's counts (delayed labels)
         self.suppressed: dict[tuple[str, str | None], int] = {}  # problems not listed, by (code, field)
         self.aborted: Problem | None = None
 
@@ -54,6 +58,13 @@ class ReplayStats:
             more = ", ".join(f"{n} {code}" + (f" ({field})" if field else "")
                              for (code, field), n in sorted(self.suppressed.items(), key=lambda kv: -kv[1]))
             text += f"; not listed: {more}"
+        if self.labels is not None:
+            j = self.labels
+            text += (f"; delayed labels: {j['predictions']} predictions awaited labels, {j['labels']} labels "
+                     f"accepted, {j['joined']} joined, {j['expired']} predictions expired ({j['evicted']} early: "
+                     f"pending bound), {j['pending']} still pending, {j['duplicate']} duplicate and "
+                     f"{j['rejected_expired']} expired labels rejected, {j['labels_expired']} labels found no "
+                     f"prediction")
         return text
 
 
@@ -116,6 +127,8 @@ def replay_lines(
             for problem in problems:
                 if problem.code == "late":
                     stats.late += 1
+                elif problem.code in EXPIRY_CODES:  # delayed labels: reported, not refused
+                    stats.expired += 1
                 else:
                     stats.rejected += 1
                 kind = (problem.code, problem.field)
@@ -132,10 +145,11 @@ def replay_lines(
             if stats.aborted is not None:
                 break
         if lineno & 0x3FF == 0:
-            for snap in pipeline.poll():
+            for snap in pipeline.poll(revisions=lineno & REVISION_EVERY == 0):
                 write(snapshot_line(snap))
                 stats.snapshots += 1
     stats.events = pipeline.counters["events"] - events_before
+    stats.labels = pipeline.counters["labels"]
     stats.lines = lineno
     for snap in pipeline.poll() + pipeline.flush():
         write(snapshot_line(snap))
@@ -172,6 +186,7 @@ def _config(args: argparse.Namespace) -> PipelineConfig:
         cumulative=args.cumulative, include_state=not args.no_state, max_future=args.max_future or None,
         max_keys=args.max_keys or None, max_snapshot_bytes=args.max_snapshot_bytes,
         idle_close=getattr(args, "idle_close", None) or None, idle_clock="event",
+        label_ttl=args.label_ttl, **({} if args.max_pending is None else {"max_pending_labels": args.max_pending}),
     )
 
 
@@ -197,10 +212,20 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115 - closed below
     except OSError as exc:
         return fail(f"cannot read {args.file}: {exc.strerror}", 1)
+    labels_file = getattr(args, "labels_file", None)
+    label_source = None
+    if labels_file is not None:
+        try:
+            label_source = open(labels_file, "rb")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            source.close()
+            return fail(f"cannot read {labels_file}: {exc.strerror}", 1)
     try:
         sink = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")  # noqa: SIM115
     except OSError as exc:
         source.close()
+        if label_source is not None:
+            label_source.close()
         return fail(f"cannot write {args.output}: {exc.strerror}", 1)
 
     show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
@@ -210,6 +235,8 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         if source is not sys.stdin.buffer:
             try:
                 size = os.fstat(source.fileno()).st_size
+                if label_source is not None:
+                    size += os.fstat(label_source.fileno()).st_size
             except OSError:
                 size = None
         progress = _Progress(size, sys.stderr)
@@ -221,14 +248,19 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         except BrokenPipeError:
             raise OutputClosed from None
 
-    def report(lineno: int, message: str) -> None:
+    def report(lineno: int | str, message: str) -> None:  # a line number, or FILE:LINE with two files
         if progress is not None:
             sys.stderr.write("\r\033[K")
-        print(f"line {lineno}: {message}", file=sys.stderr)
+        print(f"line {lineno}: {message}" if isinstance(lineno, int) else f"{lineno}: {message}", file=sys.stderr)
 
     try:
-        with source:
-            stats = replay_lines(source, pipeline, write, None if args.quiet else report, progress)
+        if label_source is not None:
+            with source, label_source:
+                stats = _replay_two(args.file, source, str(labels_file), label_source, pipeline, write,
+                                    None if args.quiet else report, progress)
+        else:
+            with source:
+                stats = replay_lines(source, pipeline, write, None if args.quiet else report, progress)
         if sink is sys.stdout:
             try:
                 sink.flush()
@@ -240,6 +272,7 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
     except OSError as exc:
         return fail(f"error reading {args.file}: {exc}", 1)
     finally:
+        pipeline.close()
         if sink is not sys.stdout:
             sink.close()
     if stats.aborted is not None:
@@ -250,6 +283,34 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
     if stats.events == 0 and (stats.rejected or stats.late):
         return 1
     return 0
+
+
+def _replay_two(name: str, source: Any, labels_name: str, labels: Any, pipeline: Pipeline,
+                write: Callable[[str], Any], report: Callable[[str, str], Any] | None,
+                progress: _Progress | None) -> ReplayStats:
+    """Predictions and label events from two files, merged by event time (delayed labels)."""
+    stats = ReplayStats()
+    seen: dict[tuple[str, str | None], int] = {}
+    events_before = pipeline.counters["events"]
+
+    def note(where: str, problem: Any) -> None:
+        if problem.code == "late":
+            stats.late += 1
+        elif problem.code in EXPIRY_CODES:
+            stats.expired += 1
+        else:
+            stats.rejected += 1
+        kind = (problem.code, problem.field)
+        n = seen[kind] = seen.get(kind, 0) + 1
+        if n > REPORT_LIMIT:
+            stats.suppressed[kind] = stats.suppressed.get(kind, 0) + 1
+        elif report is not None:
+            report(where, ("" if problem.index is None else f"[{problem.index}] ") + problem.reason)
+
+    replay_merged([(name, source), (labels_name, labels)], pipeline, write, stats, note, progress)
+    stats.events = pipeline.counters["events"] - events_before
+    stats.labels = pipeline.counters["labels"]
+    return stats
 
 
 def _silence_stdout() -> None:

@@ -324,3 +324,17 @@ def test_replay_idle_close_in_event_time_bounds_keys_deterministically(tmp_path,
         runs.append(out)
     assert runs[0] == runs[1]
     assert len(runs[0].splitlines()) == 1500  # one window per key
+
+
+def test_idle_close_also_covers_predictions_awaiting_labels():
+    from streammetrics.stream.pipeline import Pipeline, PipelineConfig
+
+    now = [0.0]
+    pipe = Pipeline(PipelineConfig(window=10.0, idle_close=5.0), clock=lambda: now[0], wall_clock=lambda: NOW)
+    res = pipe.process(json.dumps({"ts": NOW + 1, "model": "m", "score": 0.5, "id": "a"}).encode())
+    assert res.applied == 1, res
+    now[0] = 4
+    assert pipe.poll() == []
+    now[0] = 5
+    [snap] = pipe.poll()
+    assert snap["window"]["start"] == NOW and snap["count"] == 1 and snap["final"] is False
