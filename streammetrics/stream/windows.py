@@ -32,7 +32,10 @@ a closed window exactly as if the key had stayed, and its ``late`` total carries
 fall out of that memory are *forgotten*: the largest ``next_window`` among them becomes a
 frontier for every key not held or remembered, so an event below it is late rather than able
 to re-open (and re-emit with other content) a window already emitted under a forgotten key; a
-genuinely new key's events older than that frontier are then late too (conservative). At most
+genuinely new key's events older than that frontier are then late too (conservative: a window
+is never emitted twice under one key with different content). That frontier only reaches
+windows still in use when more than ``max_keys`` keys are evicted while the stream stays in
+one window; raise ``max_keys`` for such churn. At most
 ``max_keys`` keys hold open windows (default 100,000); an event of a new key beyond that is
 refused (:class:`EventRejected` code ``key_limit``, counted). With ``cumulative=True`` keys are
 not evicted (their all-time monitor is the point) and ``max_keys`` alone bounds them.
