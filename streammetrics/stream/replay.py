@@ -168,6 +168,15 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
+def _stdin_is(path: str) -> bool:
+    """True when standard input is the file ``path`` (``replay - -o x.jsonl < x.jsonl``)."""
+    try:
+        here, there = os.fstat(sys.stdin.fileno()), os.stat(path)
+    except (OSError, ValueError, AttributeError):  # no such file, or stdin without a descriptor
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
 def _config(args: argparse.Namespace) -> PipelineConfig:
     """The pipeline configuration of the replay flags; ValueError naming the flag at fault."""
     if args.task == "multiclass" and not args.classes:
@@ -226,6 +235,8 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         return fail("give a JSONL FILE, '-' for standard input, or --sample")
     if args.output != "-" and args.file != "-" and _same_file(args.file, args.output):
         return fail(f"--output {args.output} is the input file {args.file}: refusing to overwrite it")
+    if args.output != "-" and args.file == "-" and _stdin_is(args.output):
+        return fail(f"--output {args.output} is the file on standard input: refusing to overwrite it")
     try:
         pipeline = Pipeline(_config(args))
     except (ValueError, TypeError) as exc:
