@@ -49,8 +49,8 @@ from urllib.parse import urlsplit
 from streammetrics.stream.snapshots import SNAPSHOT_SCHEMA
 
 __all__ = [
-    "WindowSnapshot", "Revision", "LoadResult", "SourceError", "BadSnapshot", "parse_snapshot", "from_dicts", "read_jsonl",
-    "read_source", "read_kafka", "parse_kafka_url", "MAX_LINE_BYTES", "MAX_PROBLEMS",
+    "WindowSnapshot", "Revision", "LoadResult", "SourceError", "BadSnapshot", "parse_snapshot", "from_dicts",
+    "read_jsonl", "read_source", "read_kafka", "parse_kafka_url", "MAX_LINE_BYTES", "MAX_PROBLEMS", "LABEL_FIELDS",
 ]
 
 #: problems kept verbatim (the rest are only counted, per reason)
@@ -319,12 +319,12 @@ def parse_snapshot(obj: Any) -> WindowSnapshot:
         raise BadSnapshot("cumulative", f"cumulative must be true or false, got {_quote(cumulative)}")
     count = _count(obj["count"] if "count" in obj else metrics.get("count", 0), "count")
     state, state_type = _state(obj.get("state"))
-    labels = _label_counts(obj, count)
+    revision, labeled, expired, pending = _label_counts(obj, count)
     return WindowSnapshot(
         model=key["model"], segment=segment, start=start, end=end,
         count=count, late=_count(obj.get("late", 0), "late"),
         metrics=_metrics(metrics), state_source=state, cumulative=cumulative, state_type=state_type,
-        **labels,
+        revision=revision, labeled=labeled, expired=expired, pending=pending,
     )
 
 
@@ -332,12 +332,12 @@ def parse_snapshot(obj: Any) -> WindowSnapshot:
 LABEL_FIELDS = ("revision", "labeled", "expired", "pending")
 
 
-def _label_counts(obj: dict, count: int) -> dict[str, int]:
-    """``revision``, ``labeled``, ``expired``, ``pending`` validated: all absent (an older snapshot:
-    ``{}``) or all integers >= 0 with ``labeled + expired + pending == count``."""
+def _label_counts(obj: dict, count: int) -> tuple[int, int | None, int | None, int | None]:
+    """``(revision, labeled, expired, pending)`` validated: all absent (an older snapshot:
+    ``(0, None, None, None)``) or all integers >= 0 with ``labeled + expired + pending == count``."""
     present = [name for name in LABEL_FIELDS if name in obj]
     if not present:
-        return {}
+        return 0, None, None, None
     missing = [name for name in LABEL_FIELDS if name not in obj]
     if missing:
         raise BadSnapshot(missing[0], f"{missing[0]} is missing (a snapshot with {present[0]} has "
@@ -347,7 +347,7 @@ def _label_counts(obj: dict, count: int) -> dict[str, int]:
     if total != count:
         raise BadSnapshot("labeled", f"labeled + expired + pending ({out['labeled']} + {out['expired']} + "
                                      f"{out['pending']}) must equal count ({count})")
-    return out
+    return out["revision"], out["labeled"], out["expired"], out["pending"]
 
 
 def _deduplicate(result: LoadResult) -> LoadResult:
