@@ -168,6 +168,9 @@ def _key_link(history: KeyHistory, anchor: str | None) -> str:
 def _label_cells(history: KeyHistory) -> list[str]:
     """The latest window's labelled share (its counts below) and pending predictions (all windows' below)."""
     w = history.latest
+    if w.labeled is None:  # a snapshot written before delayed labels
+        return ['<td data-metric="labeled_share"><span class="v">–</span></td>',
+                '<td data-metric="pending"><span class="v">–</span></td>']
     share = w.labeled_share
     if share is None:
         labelled = '<td data-metric="labeled_share"><span class="v">–</span></td>'
@@ -326,6 +329,9 @@ def _header(title: str, histories: Sequence[KeyHistory], source: str | None, loa
         bits.insert(0, f"source {source}")
     if loaded is not None and loaded.skipped:
         bits.append(f"{loaded.skipped} malformed snapshot{'s' if loaded.skipped != 1 else ''} skipped")
+    if loaded is not None and loaded.superseded:
+        n = loaded.superseded
+        bits.append(f"{n} earlier revision{'s' if n != 1 else ''} of windows replaced by their latest")
     return f'<header><h1>{esc(title)}</h1><p>{esc(" · ".join(bits))}</p></header>'
 
 

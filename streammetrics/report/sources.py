@@ -353,9 +353,10 @@ def _label_counts(obj: dict, count: int) -> tuple[int, int | None, int | None, i
 def _deduplicate(result: LoadResult) -> LoadResult:
     """Keep the latest revision of each window: the highest ``revision``, of equal ones the last read
     (re-published windows are identical). Sets each snapshot's ``clock`` and the kept snapshots'
-    ``revisions``. Dropped snapshots count as ``superseded`` (a higher revision was read) or
-    ``duplicates`` (the same revision again)."""
+    ``revisions``. Dropped snapshots count as ``superseded`` (their window has a higher revision)
+    or ``duplicates`` (another copy of the kept revision)."""
     latest: dict[tuple, WindowSnapshot] = {}
+    copies: dict[tuple, int] = {}  # snapshots read of the kept revision
     seen: dict[tuple, dict[int, Revision]] = {}  # windows with label counts: revision -> latest read
     clock = -math.inf
     superseded = 0
@@ -367,9 +368,13 @@ def _deduplicate(result: LoadResult) -> LoadResult:
         ident = snap.identity
         kept = latest.get(ident)
         if kept is None or snap.revision >= kept.revision:
+            if kept is None or snap.revision > kept.revision:
+                superseded += copies.get(ident, 0)
+                copies[ident] = 1
+            else:
+                copies[ident] += 1
             if kept is not None:
                 latest.pop(ident)  # re-insert: order of last occurrence
-                superseded += snap.revision > kept.revision
             latest[ident] = snap
         else:
             superseded += 1
