@@ -305,6 +305,7 @@ def count_bars(history: KeyHistory, chart_id: str, *, size: str = "half") -> Cha
                                (w.count if name == "labeled" else 0) for w in history.windows], dtype=float)
             ax.bar(starts, values, bottom=bottom, color=color, label=label, **style)
             bottom += values
+        ax.set_ylim(0, max(float(bottom.max()), 1.0) * 1.3)  # room for the three-entry legend above the bars
     else:
         ax.bar(starts, [w.count for w in history.windows], color=COLORS["count"], label="events", **style)
     extra = _alert_layers(ax, history, ())
@@ -351,10 +352,10 @@ def label_arrival_points(history: KeyHistory) -> list[tuple[list[float], list[fl
         now = max(history.now, w.clock, w.end)
         ages, shares, counts = [], [], []
         for r in w.revisions[:-1]:
-            if r.count > 0 and r.revision < w.revision:
+            if r.predictions > 0 and r.revision < w.revision:
                 ages.append(min(max(r.clock - w.end, 0.0), now - w.end))
-                shares.append(r.labeled / r.count)
-                counts.append(r.count)
+                shares.append(r.labeled / r.predictions)
+                counts.append(r.predictions)
         ages.append(now - w.end)
         shares.append(w.labeled / w.count)
         counts.append(w.count)

@@ -43,7 +43,7 @@ from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import IO, Any, Iterable, Iterator, Mapping
+from typing import IO, Any, Iterable, Iterator, Mapping, NamedTuple
 from urllib.parse import urlsplit
 
 from streammetrics.stream.snapshots import SNAPSHOT_SCHEMA
@@ -165,8 +165,7 @@ class WindowSnapshot:
         return src if isinstance(src, dict) else None
 
 
-@dataclass(frozen=True)
-class Revision:
+class Revision(NamedTuple):
     """One revision of a window as seen in the input: its number, label counts and the stream clock
     when it was written (see the module docstring)."""
 
@@ -174,12 +173,12 @@ class Revision:
     labeled: int
     expired: int
     pending: int
-    count: int
+    predictions: int  # the snapshot's count (``count`` is a tuple method)
     clock: float
 
     @property
     def labeled_share(self) -> float | None:
-        return self.labeled / self.count if self.count > 0 else None
+        return self.labeled / self.predictions if self.predictions > 0 else None
 
 
 @dataclass
@@ -338,6 +337,11 @@ def _label_counts(obj: dict, count: int) -> tuple[int, int | None, int | None, i
     present = [name for name in LABEL_FIELDS if name in obj]
     if not present:
         return 0, None, None, None
+    revision, labeled, expired, pending = (obj.get(name) for name in LABEL_FIELDS)
+    if (type(revision) is int and type(labeled) is int and type(expired) is int and type(pending) is int
+            and revision >= 0 and labeled >= 0 and expired >= 0 and pending >= 0
+            and labeled + expired + pending == count):  # the common case, fast (count < 2**63 already)
+        return revision, labeled, expired, pending
     missing = [name for name in LABEL_FIELDS if name not in obj]
     if missing:
         raise BadSnapshot(missing[0], f"{missing[0]} is missing (a snapshot with {present[0]} has "

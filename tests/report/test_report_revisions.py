@@ -101,7 +101,7 @@ def test_the_highest_revision_wins_whatever_the_order_and_equal_ones_the_last(re
     assert [r.revision for r in kept.revisions] == sorted(set(revisions))
     for r in kept.revisions:
         last = [i for i in order if revisions[i] == r.revision][-1]
-        assert r.labeled == snaps[last]["labeled"] and r.count == 10
+        assert r.labeled == snaps[last]["labeled"] and r.predictions == 10 and r.labeled_share == r.labeled / 10
 
 
 def test_out_of_order_duplicated_revisions_give_the_same_windows_and_summary(delayed: Path) -> None:
