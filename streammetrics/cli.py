@@ -126,6 +126,12 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
                         "that window's end)")
     g.add_argument("--no-state", action="store_true",
                    help="leave the accumulator state out of snapshots (smaller output)")
+    g.add_argument("--reference", default=None, metavar="FILE",
+                   help="JSONL of labelled events (or snapshots) of a trusted period, binary or multiclass: "
+                        "snapshots of keys with a reference carry drift, calibration and estimated performance "
+                        "(null for keys without one)")
+    g.add_argument("--max-references", type=_positive_int("--max-references"), default=10_000, metavar="N",
+                   help="most (model, segment) keys in the --reference file; more is an error (default: 10000)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -209,7 +215,16 @@ def _add_consume_options(c: argparse.ArgumentParser) -> None:
                    metavar="DURATION", help="how often state is checkpointed and offsets committed (default: 1s)")
     g.add_argument("--max-poll-records", type=int, default=5000, metavar="N",
                    help="most records applied per poll (default: 5000)")
-    g.add_argument("--metrics-host", default="0.0.0.0", help="address for --metrics-port (default: 0.0.0.0)")
+    g.add_argument("--metrics-host", default="0.0.0.0",
+                   help="address for --metrics-port (default: 0.0.0.0, every interface, as exporters do; "
+                        "127.0.0.1 keeps it local)")
+    g.add_argument("--metrics-keys", type=int, default=100, metavar="N",
+                   help="per-key Prometheus gauges for at most N keys, those with the most events (default: 100; "
+                        "0: none)")
+    g.add_argument("--stall-after", type=_duration("--stall-after"), default=60.0, metavar="DURATION",
+                   help="/healthz answers 503 when the loop has not polled for this long (default: 60s)")
+    g.add_argument("--stop-timeout", type=_duration("--stop-timeout"), default=30.0, metavar="DURATION",
+                   help="exit at most this long after SIGTERM/SIGINT, whatever the broker does (default: 30s)")
     g.add_argument("--kafka", action="append", default=[], metavar="OPTION=VALUE",
                    help="extra kafka-python client option, e.g. security_protocol=SSL (repeatable)")
     g.add_argument("--log-level", default="WARNING", help="logging level (default: WARNING)")
@@ -251,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_replay(args, parser)
         if args.command == "consume":
-            from consumers.service import run_consume
+            from consumers.command import run_consume
 
             return run_consume(args)
         if args.command == "report":

@@ -102,6 +102,19 @@ class PipelineConfig:
     #: label and a label its prediction; and the bound on predictions awaiting labels
     label_ttl: float = DEFAULT_LABEL_TTL
     max_pending_labels: int = DEFAULT_MAX_PENDING
+    #: label-free metrics per ``(model, segment)`` against a reference (``--reference``; see
+    #: :func:`streammetrics.monitors.reference.load_references`); keys without one get nulls
+    references: Mapping[tuple[str, str], Any] | None = None
+    #: most references held (``--max-references``); more is a ValueError naming the limit
+    max_references: int = 10_000
+
+    def extra_metrics(self) -> Callable[[tuple[str, str], Any, dict[str, Any]], None] | None:
+        """The snapshot hook adding the label-free metrics (None without references)."""
+        if self.references is None:
+            return None
+        from streammetrics.monitors.reference import snapshot_metrics
+
+        return snapshot_metrics(self.references, self.task, max_references=self.max_references)
 
     def monitor_factory(self) -> Callable[[], Any]:
         """A factory of empty monitors for the task; configuration errors raise ValueError now."""
@@ -208,7 +221,7 @@ class Pipeline:
             c.monitor_factory(), c.window, c.slide, c.grace, c.idle_close or None,
             cumulative=c.cumulative, include_state=c.include_state, batch=c.batch, max_pending=c.max_pending,
             event_codec=EVENT_CODEC, clock=clock, max_future=c.max_future, wall_clock=wall_clock,
-            max_keys=c.max_keys,
+            max_keys=c.max_keys, extra_metrics=c.extra_metrics(),
         )
         self._parse: Callable[[Any], Any] = self.parser.parse  # Event, Label or Rejection
         self._add = self.windows.add

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from importlib import resources
 from typing import IO, Any
 
+from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES
 from streammetrics.stream.label_replay import REVISION_EVERY, replay_merged
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig, Problem
 from streammetrics.stream.snapshots import snapshot_line
@@ -180,13 +181,35 @@ def _config(args: argparse.Namespace) -> PipelineConfig:
         raise ValueError(f"--labels only applies to --task labels, not --task {args.task}")
     from streammetrics.stream.events import parse_field_map
 
+    references = None
+    if getattr(args, "reference", None):
+        references = read_references(args)
     return PipelineConfig(
         task=args.task, window=args.window, slide=args.slide, grace=args.grace, threshold=args.threshold,
         classes=args.classes, labels=args.labels, fields=parse_field_map(args.field),
         cumulative=args.cumulative, include_state=not args.no_state, max_future=args.max_future or None,
         max_keys=args.max_keys or None, max_snapshot_bytes=args.max_snapshot_bytes,
+        references=references, max_references=getattr(args, "max_references", None) or DEFAULT_MAX_REFERENCES,
         label_ttl=args.label_ttl, **({} if args.max_pending is None else {"max_pending_labels": args.max_pending}),
     )
+
+
+def read_references(args: argparse.Namespace) -> dict[tuple[str, str], Any]:
+    """The references of ``--reference FILE`` (``--task``, ``--classes``, ``--field``,
+    ``--threshold``, ``--max-references`` apply); ValueError (one line) when unusable."""
+    from streammetrics.monitors.reference import load_references
+    from streammetrics.stream.events import parse_field_map
+
+    options: dict[str, Any] = {"threshold": args.threshold} if args.task == "binary" else {}
+    try:
+        return load_references(
+            args.reference, fields=parse_field_map(args.field), task=args.task, classes=args.classes,
+            max_references=getattr(args, "max_references", None) or DEFAULT_MAX_REFERENCES, **options,
+        )
+    except OSError as exc:
+        raise ValueError(f"--reference {args.reference}: cannot read it ({exc.strerror})") from None
+    except ValueError as exc:
+        raise ValueError(f"--reference: {exc}") from None
 
 
 def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> int:

@@ -255,8 +255,12 @@ class WindowManager:
         max_future: float | None = DEFAULT_MAX_FUTURE,
         wall_clock: Callable[[], float] = time.time,
         max_keys: int | None = DEFAULT_MAX_KEYS,
+        extra_metrics: Callable[[tuple[str, str], Any, dict[str, Any]], None] | None = None,
     ) -> None:
         self.spec = WindowSpec(window, slide, grace)
+        #: ``extra_metrics(key, monitor, metrics)`` adds to each snapshot's ``metrics`` (e.g. the
+        #: label-free metrics against a reference: :func:`streammetrics.monitors.reference.snapshot_metrics`)
+        self.extra_metrics = extra_metrics
         if max_future is not None and not (max_future >= 0 and math.isfinite(max_future)):
             raise ValueError(f"max_future must be a non-negative number of seconds or None, got {max_future!r}")
         #: events more than this many seconds ahead of ``wall_clock()`` are refused (None or 0: no bound)
@@ -682,6 +686,8 @@ class WindowManager:
             "pending": pending,
             "metrics": monitor.snapshot(),
         }
+        if self.extra_metrics is not None:
+            self.extra_metrics(key, monitor, snap["metrics"])
         if cumulative:  # all-time: no revisions, and awaiting counts are per window
             for name in ("revision", "labeled", "expired", "pending"):
                 del snap[name]
