@@ -158,23 +158,26 @@ def _partial_states(cfg: _Config) -> Callable[[Iterator[Any]], Iterator[Any]]:
             monitor.update_events(events)
 
         for batch in batches:
+            labelled = _STATUS in batch.schema.names
             for row in batch.to_pylist():
-                status = row.pop(_STATUS, None)
-                label = row.pop(_LABEL, None)
-                row.pop(_TS_US, None)
-                obj = {k: v for k, v in row.items() if v is not None}
+                status = label = None
+                if labelled:
+                    status, label = row.pop(_STATUS), row.pop(_LABEL)
+                    del row[_TS_US]
                 for m in maps:
-                    if m in obj:
-                        obj[m] = dict(obj[m])
+                    if row.get(m) is not None:
+                        row[m] = dict(row[m])
                 if label is not None:
-                    obj[y_key] = json.loads(label)
+                    row[y_key] = json.loads(label)
                 elif status is not None:  # no label: validate the rest with a stand-in truth
-                    obj[y_key] = dummy(obj, parser)
-                ev = parse(obj)
-                if ev.__class__ is not Event:
-                    rk = (ev.reason, ev.field)  # type: ignore[union-attr]
-                    rejected[rk] = rejected.get(rk, 0) + 1
-                    continue
+                    row[y_key] = dummy(row, parser)
+                ev = parse(row)  # a null reads as absent for the optional fields
+                if ev.__class__ is not Event:  # and for the others, as spark.read.json reads absent fields
+                    ev = parse({k: v for k, v in row.items() if v is not None})
+                    if ev.__class__ is not Event:
+                        rk = (ev.reason, ev.field)  # type: ignore[union-attr]
+                        rejected[rk] = rejected.get(rk, 0) + 1
+                        continue
                 k = (ev.model, ev.segment, floor(ev.ts * 1e6 + 0.5) // pane_us)
                 c = counts.get(k)
                 if c is None:

@@ -149,7 +149,7 @@ def test_every_task_equals_replay(spark, tmp_path):
     rnd = random.Random(2)
     classes = ["cat", "dog", "emu"]
     multi, labels, regression = [], [], []
-    for i in range(1500):
+    for _ in range(1500):
         ts, model = T0 + rnd.random() * 200, rnd.choice(["m1", "m2"])
         p = [rnd.random() for _ in classes]
         multi.append({"ts": ts, "model": model, "y_true": rnd.choice(classes), "scores": [x / sum(p) for x in p],
@@ -207,6 +207,8 @@ def test_delayed_labels_final_counts(spark, tmp_path):
                 label_rows.append({"id": f"i{i}", "y_true": 1 - y, "ts": ts + 29.5})
         elif fate < 0.8:  # too late: the prediction expired
             label_rows.append({"id": f"i{i}", "y_true": y, "ts": ts + 45})
+    for i in range(5):  # no label yet, and the end of input within the ttl: pending, window not final
+        preds.append({"ts": T0 + 150 + i, "model": "m", "score": 0.5, "id": f"late{i}"})
     preds_df = frame(spark, preds, "ts double, model string, y_true long, score double, id string")
     labels_df = spark.createDataFrame([(r["id"], r["y_true"], r["ts"]) for r in label_rows],
                                       "id string, y_true long, ts double").repartition(2)
@@ -240,3 +242,28 @@ def test_delayed_labels_final_counts(spark, tmp_path):
         r = json.loads(want[k])
         assert_close(s["metrics"], r["metrics"])
         assert_close(s["state"], r["state"])
+    assert {k[2] for k, c in counts.items() if c[2]} == {T0 + 120} and any(c[1] for c in counts.values())
+
+
+def test_foreach_batch_partial_windows_merge_to_replay(spark, tmp_path):
+    """The README's Structured Streaming example: each micro-batch's snapshots (partial windows
+    when a window spans two batches) appended to a table, then merged with merge_snapshots."""
+    events = sorted(binary_events(1200, seed=6), key=lambda e: e["ts"])
+    src = tmp_path / "in"
+    src.mkdir()
+    for i, part in enumerate((events[:500], events[500:])):  # the cut falls inside a window
+        with open(src / f"part-{i}.json", "w") as f:
+            f.writelines(json.dumps({k: v for k, v in e.items() if v is not None}) + "\n" for e in part)
+    out = str(tmp_path / "snapshots")
+
+    def write(batch_df, batch_id):
+        window_snapshots(batch_df, window="60s").write.mode("append").parquet(out)
+
+    query = (spark.readStream.schema(BINARY).option("maxFilesPerTrigger", 1).json(str(src))
+             .writeStream.foreachBatch(write).option("checkpointLocation", str(tmp_path / "ckpt"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination(300)
+    partial = spark.read.parquet(out)
+    assert partial.count() > len(by_window(replay(tmp_path, events, "--window", "60s")[0]))  # split windows
+    merged = [r.snapshot for r in merge_snapshots(partial).collect()]
+    assert_same(merged, replay(tmp_path, events, "--window", "60s")[0])
