@@ -247,9 +247,9 @@ def _merge_windows(cfg: _Config, with_counts: bool) -> Callable[[Any], Any]:
         engine = WindowManager(cfg.factory(), cfg.size_ms / 1000, cfg.slide_ms / 1000,
                                include_state=cfg.include_state)
         model, segment, k = pdf["model"].iat[0], pdf["segment"].iat[0], int(pdf["window"].iat[0])
-        rows = sorted(zip(pdf["pane"].tolist(), pdf["state"].tolist(), pdf["labeled"].tolist(),
-                          pdf["expired"].tolist(), pdf["pending"].tolist()),
-                      key=lambda r: (r[0], r[1] or ""))
+        states = [s if isinstance(s, str) else None for s in pdf["state"].tolist()]  # pandas: null -> NaN
+        rows = sorted(zip(pdf["pane"].tolist(), states, pdf["labeled"].tolist(), pdf["expired"].tolist(),
+                          pdf["pending"].tolist()), key=lambda r: (r[0], r[1] or ""))
         window = None
         pane_monitor = None
         current = None
@@ -259,7 +259,7 @@ def _merge_windows(cfg: _Config, with_counts: bool) -> Callable[[Any], Any]:
             return part if total is None else total.merge(part)
 
         for pane, state, n_lab, n_exp, n_pend in rows:
-            labeled, expired, pending = labeled + n_lab, expired + n_exp, pending + n_pend
+            labeled, expired, pending = labeled + int(n_lab), expired + int(n_exp), pending + int(n_pend)
             if pane != current:  # panes in order, each the merge of its partitions' states
                 window = fold(window, pane_monitor) if pane_monitor is not None else window
                 pane_monitor, current = None, pane
