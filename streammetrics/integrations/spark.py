@@ -53,11 +53,12 @@ from streammetrics.stream.snapshots import snapshot_line
 from streammetrics.stream.windows import WindowManager, WindowSpec, parse_duration
 
 try:
+    import pandas as pd
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 except ImportError as exc:  # pragma: no cover - exercised where pyspark is absent
-    raise ImportError("streammetrics.integrations.spark needs pyspark and pyarrow: "
+    raise ImportError("streammetrics.integrations.spark needs pyspark, pandas and pyarrow: "
                       "pip install 'streammetrics[spark]'") from exc
 
 __all__ = ["window_snapshots", "merge_snapshots", "SNAPSHOT_COLUMNS", "REJECTION_COLUMNS"]
@@ -242,8 +243,6 @@ def _merge_windows(cfg: _Config, with_counts: bool) -> Callable[[Any], Any]:
     """applyInPandas function: the partial states of one (key, window) -> its snapshot line."""
 
     def run(pdf: Any) -> Any:
-        import pandas as pd
-
         engine = WindowManager(cfg.factory(), cfg.size_ms / 1000, cfg.slide_ms / 1000,
                                include_state=cfg.include_state)
         model, segment, k = pdf["model"].iat[0], pdf["segment"].iat[0], int(pdf["window"].iat[0])
@@ -292,8 +291,10 @@ def _prepare(df: DataFrame, names: Mapping[str, str]) -> tuple[DataFrame, list[s
             continue
         dt = types[source]
         col = F.col(_quote(source))
-        if canonical == "ts" and isinstance(dt, (T.TimestampType, T.TimestampNTZType, T.DateType)):
-            col = F.unix_micros(col.cast("timestamp")).cast("double") / 1e6
+        if canonical == "ts" and isinstance(dt, T.TimestampType):  # an instant: exact epoch microseconds
+            col = F.unix_micros(col).cast("double") / 1e6
+        elif canonical == "ts" and isinstance(dt, (T.TimestampNTZType, T.DateType)):  # wall clock: UTC, as
+            col = F.date_format(col.cast("timestamp_ntz"), "yyyy-MM-dd'T'HH:mm:ss.SSSSSS")  # replay reads ISO
         elif isinstance(dt, T.DecimalType):
             col = col.cast("double")
         elif isinstance(dt, T.MapType):
@@ -309,9 +310,24 @@ def _quote(name: str) -> str:
 def _ts_us(df: DataFrame, ts: str) -> Any:
     """Event time in whole microseconds, as the window engine rounds it (``floor(ts*1e6 + 0.5)``)."""
     dt = df.schema[ts].dataType
-    if isinstance(dt, T.StringType):
-        return F.unix_micros(F.to_timestamp(F.col(_quote(ts))))
+    if isinstance(dt, T.StringType):  # ISO-8601 text, read by replay's parser
+        return _iso_us(F.col(_quote(ts)))
     return F.floor(F.col(_quote(ts)).cast("double") * 1e6 + 0.5)
+
+
+def _iso_us(col: Any) -> Any:
+    """Epoch microseconds of ISO-8601 strings as replay's parser reads them (null if invalid)."""
+
+    def iso_us(texts: pd.Series) -> pd.Series:
+        parse = EventParser("regression", require_key=False).parse
+
+        def one(text: Any) -> Any:
+            ev = parse({"ts": text, "y_true": 0.0, "y_pred": 0.0}) if isinstance(text, str) else None
+            return math.floor(ev.ts * 1e6 + 0.5) if ev.__class__ is Event else None
+
+        return pd.Series([one(t) for t in texts], dtype="Int64")
+
+    return F.pandas_udf(iso_us, "long")(col)  # type: ignore[call-overload]
 
 
 def _field_names(fields: Mapping[str, str] | None) -> dict[str, str]:
@@ -433,8 +449,6 @@ def _accept_labels(ttl_us: int) -> Callable[[Any], Any]:
     ``[ts - ttl, ts + ttl]`` less what an earlier accepted label of the id already serves."""
 
     def run(pdf: Any) -> Any:
-        import pandas as pd
-
         pdf = pdf.sort_values(["lts", "ljson"], kind="stable")
         out: dict[str, list] = {"lid": [], "lo": [], "hi": [], "ljson": []}
         last = None
@@ -489,8 +503,6 @@ def merge_snapshots(df: DataFrame, *, window: str | float | None = None, by: Seq
 
 def _rollup(size_ms: int | None, include_state: bool) -> Callable[[Any], Any]:
     def run(pdf: Any) -> Any:
-        import pandas as pd
-
         snaps = [json.loads(s) for s in pdf["snapshot"]]
         if any("state" not in s for s in snaps):
             raise ValueError("merge_snapshots needs snapshots with their state (include_state=True)")

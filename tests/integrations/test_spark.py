@@ -17,6 +17,7 @@ import random
 import shutil
 import subprocess
 import sys
+from datetime import datetime, timezone
 
 import pytest
 
@@ -154,7 +155,8 @@ def test_every_task_equals_replay(spark, tmp_path):
         p = [rnd.random() for _ in classes]
         multi.append({"ts": ts, "model": model, "y_true": rnd.choice(classes), "scores": [x / sum(p) for x in p],
                       "weight": rnd.choice([None, 0.5, 2.0])})
-        labels.append({"ts": ts, "model": model, "y_true": rnd.choice(classes), "y_pred": rnd.choice(classes)})
+        labels.append({"ts": round(ts * 1e6) / 1e6, "model": model, "y_true": rnd.choice(classes),
+                       "y_pred": rnd.choice(classes)})
         regression.append({"ts": ts, "model": model, "label": rnd.gauss(3, 1), "y_pred": rnd.gauss(3, 1.2)})
     results = {}
     frames = {
@@ -168,6 +170,9 @@ def test_every_task_equals_replay(spark, tmp_path):
     }
     union = None
     for name, (events, schema, kwargs, _) in frames.items():
+        if name == "labels":  # a timestamp column
+            events = [{**e, "ts": datetime.fromtimestamp(e["ts"], timezone.utc)} for e in events]
+            schema = schema.replace("ts double", "ts timestamp")
         df = window_snapshots(frame(spark, events, schema), window="30s", **kwargs).selectExpr(f"'{name}' AS task",
                                                                                                 "snapshot")
         union = df if union is None else union.unionByName(df)
@@ -210,8 +215,9 @@ def test_delayed_labels_final_counts(spark, tmp_path):
     for i in range(5):  # no label yet, and the end of input within the ttl: pending, window not final
         preds.append({"ts": T0 + 150 + i, "model": "m", "score": 0.5, "id": f"late{i}"})
     preds_df = frame(spark, preds, "ts double, model string, y_true long, score double, id string")
-    labels_df = spark.createDataFrame([(r["id"], r["y_true"], r["ts"]) for r in label_rows],
-                                      "id string, y_true long, ts double").repartition(2)
+    labels_df = spark.createDataFrame(  # label times as ISO-8601 text
+        [(r["id"], r["y_true"], datetime.fromtimestamp(r["ts"], timezone.utc).isoformat()) for r in label_rows],
+        "id string, y_true long, ts string").repartition(2)
     got = by_window(r.snapshot for r in window_snapshots(preds_df, window="60s", label_events=labels_df,
                                                          label_ttl="30s").collect())
     # expected: replay over the predictions with their final labels; unlabelled ones by hand
