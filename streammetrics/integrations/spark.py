@@ -507,8 +507,10 @@ def _rollup(size_ms: int | None, include_state: bool) -> Callable[[Any], Any]:
         if any("state" not in s for s in snaps):
             raise ValueError("merge_snapshots needs snapshots with their state (include_state=True)")
         snaps.sort(key=lambda s: (s["window"]["start"], s["key"]["segment"]))
-        starts = {round(s["window"]["start"] * 1000) for s in snaps}
-        ends = {round(s["window"]["end"] * 1000) for s in snaps}
+        spans = [(round(s["window"]["start"] * 1000), round(s["window"]["end"] * 1000)) for s in snaps]
+        if any(lo % (hi - lo) for lo, hi in spans):
+            raise ValueError("merge_snapshots merges tumbling windows only (a hopping window overlaps the next)")
+        starts, ends = {lo for lo, _ in spans}, {hi for _, hi in spans}
         if size_ms is None:
             if len(starts) != 1 or len(ends) != 1:
                 raise ValueError("snapshots of one window must share their start and end to merge across keys")
