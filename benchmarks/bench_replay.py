@@ -7,6 +7,9 @@ The bare loop reads the file in binary line by line and ``json.loads`` each line
 does that plus parsing, windowing (60 s tumbling windows, three keys, a million events an
 hour of event time) and every binary metric, and writes the snapshots (to /dev/null here).
 With msgspec installed (the ``fast`` extra) replay also runs with it turned off (json only).
+"inline" is the per-message path the service and replay used before the pipeline
+(``EventParser.parse_value`` + ``WindowManager.add``, single events inline), timed in the same
+run as ``Pipeline.process`` so that the ratio shows what the pipeline layer costs.
 """
 from __future__ import annotations
 
@@ -19,8 +22,10 @@ import tempfile
 import time
 
 from streammetrics.monitors import BinaryMonitor
-from streammetrics.stream.events import EventParser
+from streammetrics.stream.events import Event, EventParser
+from streammetrics.stream.pipeline import Pipeline, PipelineConfig
 from streammetrics.stream.replay import replay_lines
+from streammetrics.stream.snapshots import snapshot_line
 from streammetrics.stream.synthetic import generate_events, write_jsonl
 from streammetrics.stream.windows import WindowManager
 
@@ -43,10 +48,34 @@ def bare_loop(path: str) -> int:
 
 
 def replay(path: str, json_only: bool = False) -> int:
-    windows = WindowManager(BinaryMonitor, 60, batch=True)
+    pipe = Pipeline(PipelineConfig(window=60.0))
+    if json_only:
+        pipe._fast = None  # the pipeline's decoder: json only
     with open(path, "rb") as fh, open(os.devnull, "w") as sink:
-        stats = replay_lines(fh, EventParser("binary", fast_json=not json_only), windows, sink.write)
+        stats = replay_lines(fh, pipe, sink.write)
     return stats.events
+
+
+def inline(path: str) -> int:
+    """The pre-pipeline per-message path: parse_value, then add() the single event inline."""
+    parser = EventParser("binary")
+    windows = WindowManager(BinaryMonitor, 60, batch=True)
+    parse_value, add = parser.parse_value, windows.add
+    events = 0
+    with open(path, "rb") as fh, open(os.devnull, "w") as sink:
+        for n, line in enumerate(fh, 1):
+            items = parse_value(line)
+            if len(items) == 1 and items[0].__class__ is Event:
+                if add(items[0]):
+                    events += 1
+            else:
+                for item in items:
+                    if item.__class__ is Event and add(item):
+                        events += 1
+            if n & 0x3FF == 0:
+                sink.writelines(snapshot_line(snap) + "\n" for snap in windows.poll())
+        sink.writelines(snapshot_line(snap) + "\n" for snap in windows.poll() + windows.flush())
+    return events
 
 
 def replay_json_only(path: str) -> int:
@@ -83,16 +112,19 @@ def main() -> None:
         write_jsonl(small, generate_events(n // 10, duration=n / 10 / rate, seed=1))
         size = os.path.getsize(path)
         t_bare, n_bare = timed(bare_loop, path, args.repeats)
+        t_inline, n_inline = timed(inline, path, args.repeats)
         t_replay, n_replay = timed(replay, path, args.repeats)
         fast = EventParser("binary").fast_decode is not None
         t_json, n_json = timed(replay_json_only, path, args.repeats) if fast else (t_replay, n_replay)
-        assert n_bare == n_replay == n_json == n
+        assert n_bare == n_replay == n_json == n_inline == n
         peak_small, peak_large = peak_kib(small), peak_kib(path)
     print(f"{n:,} events, {size / 2**20:.0f} MiB of JSONL, best of {args.repeats}")
     print(f"{'':<42} {'events/s':>12} {'ratio':>7}")
     print(f"{'bare loop: json.loads per line':<42} {n / t_bare:>12,.0f} {1.0:>7.2f}")
+    print(f"{'inline: parse_value + WindowManager.add':<42} {n / t_inline:>12,.0f} {t_bare / t_inline:>7.2f}")
     label = "streammetrics replay (binary, 60s)" + ("" if fast else ", json only")
     print(f"{label:<42} {n / t_replay:>12,.0f} {t_bare / t_replay:>7.2f}")
+    print(f"pipeline / inline time: {t_replay / t_inline:.3f}")
     if fast:
         print(f"{'same, msgspec turned off (json only)':<42} {n / t_json:>12,.0f} {t_bare / t_json:>7.2f}")
     print(f"peak RSS of `streammetrics replay`: {peak_small / 1024:.0f} MiB for {n // 10:,} events, "
