@@ -73,6 +73,9 @@ _STAGE1_SCHEMA = (
     "labeled long, expired long, pending long, reason string, field string, n long"
 )
 _STAGE2_SCHEMA = "model string, segment string, start_ms long, end_ms long, snapshot string"
+#: (key, pane) states a partition holds at most before it ships them (partial states merge exactly,
+#: so shipping early changes only how many partials a window merges)
+DEFAULT_MAX_OPEN_STATES = 10_000
 _MAX_PENDING = 4096  # events queued per pane before a vectorised update, as replay's WindowManager
 _OUT_ROWS = 2048  # rows per Arrow batch emitted by the partial-state stage
 _STATUS = "__sm_status"  # internal columns of the delayed-label join
@@ -85,7 +88,7 @@ class _Config:
 
     def __init__(self, task: str, threshold: float, classes: Sequence[Hashable] | None,
                  labels: Sequence[Hashable] | None, fields: Mapping[str, str] | None,
-                 spec: WindowSpec, include_state: bool, map_columns: Sequence[str]) -> None:
+                 spec: WindowSpec, include_state: bool, map_columns: Sequence[str], max_open: int) -> None:
         self.task = task
         self.threshold = threshold
         self.classes = None if classes is None else list(classes)
@@ -94,6 +97,7 @@ class _Config:
         self.size_ms, self.slide_ms, self.pane_ms = spec.size_ms, spec.slide_ms, spec.pane_ms
         self.include_state = include_state
         self.map_columns = list(map_columns)
+        self.max_open = max_open
 
     def spec(self) -> WindowSpec:
         return WindowSpec(self.size_ms / 1000, self.slide_ms / 1000)
@@ -158,6 +162,32 @@ def _partial_states(cfg: _Config) -> Callable[[Iterator[Any]], Iterator[Any]]:
                 monitor = monitors[k] = factory()
             monitor.update_events(events)
 
+        cols: dict[str, list] = {name: [] for name in ("model", "segment", "window", "pane", "state", "labeled",
+                                                       "expired", "pending", "reason", "field", "n")}
+
+        def flush() -> Any:
+            out = pa.RecordBatch.from_pydict(cols)
+            for v in cols.values():
+                v.clear()
+            return out
+
+        def emit() -> Iterator[Any]:
+            """Every open (key, pane) state as rows (one per window of the pane), then forget them."""
+            for k in list(queues):
+                drain(k)
+            for (model, segment, pane), (labeled, expired, pending) in sorted(counts.items()):
+                monitor = monitors.get((model, segment, pane))
+                state = None if monitor is None else json.dumps(monitor.to_dict(), separators=(",", ":"))
+                for w in range(spec.first_window_of_pane(pane), spec.last_window_of_pane(pane) + 1):
+                    for name, value in (("model", model), ("segment", segment), ("window", w), ("pane", pane),
+                                        ("state", state), ("labeled", labeled), ("expired", expired),
+                                        ("pending", pending), ("reason", None), ("field", None), ("n", None)):
+                        cols[name].append(value)
+                    if len(cols["model"]) >= _OUT_ROWS:
+                        yield flush()
+            counts.clear()
+            monitors.clear()
+
         for batch in batches:
             labelled = _STATUS in batch.schema.names
             for row in batch.to_pylist():
@@ -193,28 +223,9 @@ def _partial_states(cfg: _Config) -> Callable[[Iterator[Any]], Iterator[Any]]:
                 q.append(ev)
                 if len(q) >= _MAX_PENDING:
                     drain(k)
-        for k in list(queues):
-            drain(k)
-
-        cols: dict[str, list] = {name: [] for name in ("model", "segment", "window", "pane", "state", "labeled",
-                                                       "expired", "pending", "reason", "field", "n")}
-
-        def flush() -> Any:
-            out = pa.RecordBatch.from_pydict(cols)
-            for v in cols.values():
-                v.clear()
-            return out
-
-        for (model, segment, pane), (labeled, expired, pending) in sorted(counts.items()):
-            monitor = monitors.get((model, segment, pane))
-            state = None if monitor is None else json.dumps(monitor.to_dict(), separators=(",", ":"))
-            for w in range(spec.first_window_of_pane(pane), spec.last_window_of_pane(pane) + 1):
-                for name, value in (("model", model), ("segment", segment), ("window", w), ("pane", pane),
-                                    ("state", state), ("labeled", labeled), ("expired", expired),
-                                    ("pending", pending), ("reason", None), ("field", None), ("n", None)):
-                    cols[name].append(value)
-                if len(cols["model"]) >= _OUT_ROWS:
-                    yield flush()
+            if len(counts) >= cfg.max_open:  # bounded memory: ship these partial states now
+                yield from emit()
+        yield from emit()
         for (reason, field), n in sorted(rejected.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
             for name, value in (("model", None), ("segment", None), ("window", None), ("pane", None),
                                 ("state", None), ("labeled", None), ("expired", None), ("pending", None),
@@ -352,6 +363,7 @@ def window_snapshots(
     label_events: DataFrame | None = None,
     label_ttl: str | float = "7d",
     with_rejections: bool = False,
+    max_open_states: int = DEFAULT_MAX_OPEN_STATES,
 ) -> Any:
     """Windowed snapshots of the prediction events in ``df``, as ``replay`` prints them.
 
@@ -380,6 +392,12 @@ def window_snapshots(
     than ``label_ttl`` past its own, else *pending*; neither enters the monitor. Snapshots
     then carry ``labeled``, ``expired`` and ``pending`` after ``late``, ``count`` is the
     number of predictions and ``final`` is ``pending == 0``.
+
+    Bounds: a partition task holds at most ``max_open_states`` (key, pane) monitors (default
+    10,000, each <= ~40 KB of JSON for the binary task), checked after each Arrow batch
+    (``spark.sql.execution.arrow.maxRecordsPerBatch`` rows, which may add that many), plus at
+    most 4,096 queued events per (key, pane); at the bound it ships its partial states and
+    starts afresh (exact: they merge), so a key or pane may then ship more than one state.
     """
     spec = WindowSpec(parse_duration(window, "window"), None if slide is None else parse_duration(slide, "slide"),
                       parse_duration(grace, "grace"))
@@ -393,7 +411,9 @@ def window_snapshots(
     with_counts = label_events is not None
     if label_events is not None:
         events = _join_labels(events, label_events, names, parse_duration(label_ttl, "label_ttl"), task)
-    cfg = _Config(task, threshold, classes, labels, fields, spec, include_state, maps)
+    if type(max_open_states) is not int or max_open_states < 1:
+        raise ValueError(f"max_open_states must be a positive int, got {max_open_states!r}")
+    cfg = _Config(task, threshold, classes, labels, fields, spec, include_state, maps, max_open_states)
     partial = events.mapInArrow(_partial_states(cfg), _STAGE1_SCHEMA)
     states = partial.filter(F.col("reason").isNull()).drop("reason", "field", "n")
     snaps = (states.groupBy("model", "segment", "window")

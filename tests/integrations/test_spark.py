@@ -165,7 +165,7 @@ def test_every_task_equals_replay(spark, tmp_path):
         "labels": (labels, "ts double, model string, y_true string, y_pred string", dict(task="labels"),
                    ["--task", "labels"]),
         "regression": (regression, "ts double, model string, label double, y_pred double",
-                       dict(task="regression", fields={"y_true": "label"}, slide="15s"),
+                       dict(task="regression", fields={"y_true": "label"}, slide="15s", max_open_states=2),
                        ["--task", "regression", "--field", "y_true=label", "--slide", "15s"]),
     }
     union = None
