@@ -23,9 +23,10 @@ Equal to replay: counts, integer and histogram state, every metric that depends 
 the window bookkeeping are identical. Float *sums* inside states (log-loss and Brier sums,
 ``score_sum``, regression moments, fractional weights) depend on the order of additions,
 which no engine that shuffles states instead of rows can reproduce: they agree with replay to
-~1e-15 relative, and the lines are byte-identical whenever those sums are exact (e.g. the
-``labels`` task, dyadic scores and weights). Events are in "time order": replay over the
-events sorted by ``ts`` never sees a late event, so ``late`` is 0 and every window is final.
+1e-12 relative (tested; typically the last digit differs), so lines are byte-identical only
+where every sum is exact (the ``labels`` task with unit or dyadic weights). "Time order":
+replay over the events sorted by ``ts`` sees no late event, so ``late`` is 0 and every
+window is final; ``max_future`` (a wall-clock bound of the live service) does not apply.
 
 Delayed labels (contract section 5): ``label_events=`` a DataFrame of ``{id, y_true, ts}``
 joined by ``id`` before windowing; see :func:`window_snapshots`.
