@@ -37,6 +37,18 @@ exact stay exact, otherwise drift is computed on the coarser of their log grids.
 (an empty window, a label-free window's ``ece``); the per-family methods return nan with an
 :class:`~streammetrics.core.exceptions.UndefinedMetricWarning` instead.
 
+In snapshots (``streammetrics replay|consume --reference FILE``): :func:`load_references`
+reads one reference per ``(model, segment)`` (binary :class:`Reference`, or
+:class:`~streammetrics.monitors.reference_multiclass.MulticlassReference` with
+``--task multiclass``), at most ``max_references`` of them (``--max-references``, default
+10,000; a file with more keys is a ``ValueError`` naming the limit), and
+:func:`snapshot_metrics` is the snapshot hook (``PipelineConfig(references=...)``) adding
+:meth:`Reference.metrics` of each window's monitor to its ``metrics``, the same names as
+null for keys without a reference. Each reference is compact state: a ``BinaryScores``
+(binned: at most ``max_bins=4096`` keys per histogram; the file's events are not kept) and
+its isotonic fit (one knot pair per level), so memory is bounded by
+``max_references * (2 * 4096 + 2 * 4096)`` numbers whatever the file's size.
+
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
 >>> s = rng.random(1000)
@@ -51,7 +63,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -73,7 +85,13 @@ from streammetrics.kernels.levels import (
 )
 from streammetrics.metrics.binary_scores import BinaryScores
 
-__all__ = ["METRICS", "Reference", "load_references", "window_histogram"]
+__all__ = [
+    "DEFAULT_MAX_REFERENCES", "METRICS", "Reference", "load_references", "reliability", "snapshot_metrics",
+    "window_histogram",
+]
+
+#: most (model, segment) references ``load_references`` and a pipeline hold (``--max-references``)
+DEFAULT_MAX_REFERENCES = 10_000
 
 #: the keys of :meth:`Reference.metrics`
 METRICS = (
@@ -153,6 +171,64 @@ def _json(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
+class _Levels:
+    """A reference score histogram ``(keys, weights, binning)`` and the drift of window
+    histograms against it (kept per binning the windows came on)."""
+
+    def __init__(self, hist: Histogram) -> None:
+        self.hist = hist
+        # the reference's (keys, weights, raw lo, raw hi) per binning windows came on
+        self._on: dict[Binning, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def _reference_on(self, binning: Binning) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        cached = self._on.get(binning)
+        if cached is None:
+            keys, w = to_binning(self.hist[0], self.hist[1], self.hist[2], binning)
+            cached = (keys, w, *raw_bounds(binning, keys))
+            if len(self._on) >= 8:  # a handful of grids at most: bins halve from 1024 to 1
+                self._on.clear()
+            self._on[binning] = cached
+        return cached
+
+    def aligned(self, window: Histogram) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, Binning]:
+        """``(keys, a, b, lo, hi, binning)``: window and reference on the union of their
+        levels over the common binning, with the levels' score intervals."""
+        wk, ww, wb = window
+        binning = common_binning(wb, self.hist[2])
+        wk, ww = to_binning(wk, ww, wb, binning)
+        rk, rw, rlo, rhi = self._reference_on(binning)
+        keys = np.union1d(wk, rk) if len(wk) else rk
+        ia, ib = np.searchsorted(keys, wk), np.searchsorted(keys, rk)
+        a = np.zeros(len(keys))
+        b = np.zeros(len(keys))
+        a[ia] = ww
+        b[ib] = rw
+        lo = np.empty(len(keys))
+        hi = np.empty(len(keys))
+        lo[ia], hi[ia] = raw_bounds(binning, wk)
+        lo[ib], hi[ib] = rlo, rhi
+        lo, hi = clamp_bounds(lo, hi)
+        return keys, a, b, lo, hi, binning
+
+    def drift(self, window: Histogram, psi_groups: int) -> dict[str, float]:
+        """The ``drift_*`` metrics of a window histogram (see the module docstring)."""
+        keys, a, b, lo, hi, binning = self.aligned(window)
+        ks_low, ks_high = drift.ks_bounds(a, b, binning.singleton(keys))
+        w_low, w_high = drift.wasserstein_bounds(lo, hi, a, b)
+        groups = drift.quantile_groups(b, psi_groups)
+        ma, mb = drift.group_masses(a, groups), drift.group_masses(b, groups)
+        return {
+            "drift_ks": drift.ks(a, b),
+            "drift_ks_low": ks_low,
+            "drift_ks_high": ks_high,
+            "drift_wasserstein": drift.wasserstein(keys if binning.exact else representative(lo, hi), a, b),
+            "drift_wasserstein_low": w_low,
+            "drift_wasserstein_high": w_high,
+            "drift_psi": drift.psi(ma, mb),
+            "drift_js": drift.js(ma, mb),
+        }
+
+
 class Reference:
     """Labelled reference state and the label-free metrics of windows against it
     (see the module docstring). ``threshold``: predictions are ``score >= threshold``."""
@@ -186,38 +262,12 @@ class Reference:
             self._fit = cbpe.isotonic_fit(keys.astype(np.float64), table[0], table[1])
         else:
             self._fit = cbpe.isotonic_fit_bins(lo, hi, table[0], table[1])
-        # the reference's (keys, weights, raw lo, raw hi) per binning windows came on
-        self._on: dict[Binning, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
-
-    def _reference_on(self, binning: Binning) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        cached = self._on.get(binning)
-        if cached is None:
-            keys, w = to_binning(self._hist[0], self._hist[1], self._hist[2], binning)
-            cached = (keys, w, *raw_bounds(binning, keys))
-            if len(self._on) >= 8:  # a handful of grids at most: bins halve from 1024 to 1
-                self._on.clear()
-            self._on[binning] = cached
-        return cached
+        self._levels = _Levels(self._hist)
 
     def _aligned(self, window: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, Binning]:
         """``(keys, a, b, lo, hi, binning)``: window and reference on the union of their
         levels over the common binning, with the levels' score intervals."""
-        wk, ww, wb = window_histogram(window)
-        binning = common_binning(wb, self._hist[2])
-        wk, ww = to_binning(wk, ww, wb, binning)
-        rk, rw, rlo, rhi = self._reference_on(binning)
-        keys = np.union1d(wk, rk) if len(wk) else rk
-        ia, ib = np.searchsorted(keys, wk), np.searchsorted(keys, rk)
-        a = np.zeros(len(keys))
-        b = np.zeros(len(keys))
-        a[ia] = ww
-        b[ib] = rw
-        lo = np.empty(len(keys))
-        hi = np.empty(len(keys))
-        lo[ia], hi[ia] = raw_bounds(binning, wk)
-        lo[ib], hi[ib] = rlo, rhi
-        lo, hi = clamp_bounds(lo, hi)
-        return keys, a, b, lo, hi, binning
+        return self._levels.aligned(window_histogram(window))
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -279,21 +329,7 @@ class Reference:
     def drift(self, window: Any) -> dict[str, float]:
         """``drift_ks`` (+ ``_low``/``_high``), ``drift_wasserstein`` (+ bounds),
         ``drift_psi``, ``drift_js`` of the window's scores against the reference's."""
-        keys, a, b, lo, hi, binning = self._aligned(window)
-        ks_low, ks_high = drift.ks_bounds(a, b, binning.singleton(keys))
-        w_low, w_high = drift.wasserstein_bounds(lo, hi, a, b)
-        groups = drift.quantile_groups(b, self.psi_groups)
-        ma, mb = drift.group_masses(a, groups), drift.group_masses(b, groups)
-        return {
-            "drift_ks": drift.ks(a, b),
-            "drift_ks_low": ks_low,
-            "drift_ks_high": ks_high,
-            "drift_wasserstein": drift.wasserstein(keys if binning.exact else representative(lo, hi), a, b),
-            "drift_wasserstein_low": w_low,
-            "drift_wasserstein_high": w_high,
-            "drift_psi": drift.psi(ma, mb),
-            "drift_js": drift.js(ma, mb),
-        }
+        return self._levels.drift(window_histogram(window), self.psi_groups)
 
     def calibrated(self, scores: np.ndarray) -> np.ndarray:
         """The reference's isotonic calibration of ``scores``."""
@@ -302,7 +338,10 @@ class Reference:
     def estimate(self, window: Any) -> dict[str, float]:
         """CBPE estimates ``estimated_roc_auc``, ``estimated_accuracy``, ``estimated_precision``,
         ``estimated_recall``, ``estimated_f1`` of the window (its labels are not used)."""
-        keys, w, binning = window_histogram(window)
+        return self._estimate(window_histogram(window))
+
+    def _estimate(self, hist: Histogram) -> dict[str, float]:
+        keys, w, binning = hist
         lo, hi = level_bounds(binning, keys)
         x = keys.astype(np.float64) if binning.exact else representative(lo, hi)
         c = self.calibrated(x)
@@ -331,30 +370,16 @@ class Reference:
         return value, low, high
 
     def reliability(self, window: Any, n_bins: int = 10, strategy: str = "uniform") -> dict[str, Any]:
-        """Reliability diagram of a labelled window: ``prob_true``/``prob_pred`` as
-        ``sklearn.calibration.calibration_curve`` (exact states; on bins with every event at
-        its bin's midpoint) and, on bins (``uniform`` only), per-bin ``bounds`` from
-        :func:`~streammetrics.kernels.calibration.reliability_curve_bounds` (None when exact)."""
-        scores = _scores_of(window)
-        if scores is None:
-            raise TypeError("the reliability curve needs a labelled window (BinaryScores or BinaryMonitor)")
-        binning = scores._binning
-        keys, table = aligned(scores._neg, scores._pos)
-        lo, hi = level_bounds(binning, keys)
-        x = keys.astype(np.float64) if binning.exact else representative(lo, hi)
-        prob_true, prob_pred = calibration.reliability_curve(x, table[0], table[1], n_bins, strategy)
-        bounds = None
-        if not binning.exact and strategy == "uniform":
-            bounds = {k: v.tolist() for k, v in
-                      calibration.reliability_curve_bounds(lo, hi, table[0], table[1], n_bins).items()}
-        return {"prob_true": prob_true.tolist(), "prob_pred": prob_pred.tolist(), "bounds": bounds}
+        """:func:`reliability` of a labelled window (the reference is not used)."""
+        return reliability(window, n_bins, strategy)
 
     def metrics(self, window: Any) -> dict[str, float | None]:
         """Every key of :data:`METRICS` for the window, JSON-safe (None where undefined:
         an empty window, or ``ece*`` of a window without labels); no warnings."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UndefinedMetricWarning)
-            out: dict[str, float] = {**self.drift(window), **self.estimate(window)}
+            hist = window_histogram(window)  # once for both families
+            out: dict[str, float] = {**self._levels.drift(hist, self.psi_groups), **self._estimate(hist)}
             labelled = _scores_of(window) is not None
             try:
                 e = self.ece(window) if labelled else (math.nan,) * 3
@@ -369,41 +394,105 @@ class Reference:
 
 
 
+def reliability(window: Any, n_bins: int = 10, strategy: str = "uniform") -> dict[str, Any]:
+    """Reliability diagram of a labelled window (``BinaryScores`` / ``BinaryMonitor`` or its
+    dict): ``prob_true``/``prob_pred`` as ``sklearn.calibration.calibration_curve`` (exact
+    states; on bins with every event at its bin's midpoint) and, on bins (``uniform`` only),
+    per-bin ``bounds`` from :func:`~streammetrics.kernels.calibration.reliability_curve_bounds`
+    (None when exact). ``TypeError`` for a window without labels, ``ValueError`` for scores
+    outside [0, 1]."""
+    scores = _scores_of(window)
+    if scores is None:
+        raise TypeError("the reliability curve needs a labelled window (BinaryScores or BinaryMonitor)")
+    binning = scores._binning
+    keys, table = aligned(scores._neg, scores._pos)
+    lo, hi = level_bounds(binning, keys)
+    x = keys.astype(np.float64) if binning.exact else representative(lo, hi)
+    prob_true, prob_pred = calibration.reliability_curve(x, table[0], table[1], n_bins, strategy)
+    bounds = None
+    if not binning.exact and strategy == "uniform":
+        bounds = {k: v.tolist() for k, v in
+                  calibration.reliability_curve_bounds(lo, hi, table[0], table[1], n_bins).items()}
+    return {"prob_true": prob_true.tolist(), "prob_pred": prob_pred.tolist(), "bounds": bounds}
+
+
 _BATCH = 1 << 16  # events parsed per batch by load_references
 
 
+def _check_max(max_references: int) -> None:
+    if isinstance(max_references, bool) or not isinstance(max_references, int) or max_references < 1:
+        raise ValueError(f"max_references must be a positive integer, got {max_references!r}")
+
+
+def _too_many(n: int, max_references: int, where: str) -> ValueError:
+    return ValueError(f"{where} holds references for more than {max_references:,} (model, segment) keys "
+                      f"(--max-references {max_references}); raise the limit or split the file")
+
+
 def load_references(
-    path: str, *, fields: Mapping[str, str] | None = None, exact: bool = False, **options: Any
-) -> dict[tuple[str, str], Reference]:
-    """One :class:`Reference` per ``(model, segment)`` key from a JSONL file (contract
-    section 6, ``--reference FILE``): labelled binary prediction events (contract section 2,
-    ``fields`` remaps names as ``--field``), or snapshots (section 3) whose monitor states
-    are merged, or both. Of snapshots, the last one per ``(key, window start)`` counts (a
-    re-emitted window replaces the earlier one); a key's cumulative snapshot, when there is
-    one, is used instead of its windows. Blank lines are skipped; any other bad line raises
+    path: str, *, fields: Mapping[str, str] | None = None, exact: bool = False, task: str = "binary",
+    classes: Sequence[Hashable] | None = None, max_references: int = DEFAULT_MAX_REFERENCES, **options: Any
+) -> dict[tuple[str, str], Any]:
+    """One reference per ``(model, segment)`` key from a JSONL file (contract section 6,
+    ``--reference FILE``): labelled prediction events (contract section 2, ``fields``
+    remaps names as ``--field``), or snapshots (section 3) whose monitor states are merged,
+    or both. ``task="binary"`` gives :class:`Reference` objects, ``task="multiclass"``
+    (with ``classes``) :class:`~streammetrics.monitors.reference_multiclass.MulticlassReference`
+    objects. Of snapshots, the last one per ``(key, window start)`` counts (a re-emitted
+    window replaces the earlier one); a key's cumulative snapshot, when there is one, is
+    used instead of its windows. Blank lines are skipped; any other bad line raises
     ``ValueError`` naming the line and the field. Events are read in batches of 65,536
-    lines, so memory is bounded by the references' states, not the file's size."""
+    lines, so memory is bounded by the references' states, not the file's size; a file with
+    more than ``max_references`` keys raises ``ValueError`` naming the limit as soon as the
+    key past it is read."""
     from streammetrics.stream.events import Event, EventParser
     from streammetrics.stream.snapshots import SNAPSHOT_SCHEMA
 
-    parser = EventParser("binary", fields=fields)
-    accs: dict[tuple[str, str], BinaryScores] = {}
-    windows: dict[tuple[str, str], dict[Any, BinaryScores]] = {}
-    cumulative: dict[tuple[str, str], BinaryScores] = {}
+    _check_max(max_references)
+    if task not in ("binary", "multiclass"):
+        raise ValueError(f"--reference supports the binary and multiclass tasks, not {task!r}")
+    multiclass = task == "multiclass"
+    if multiclass:
+        from streammetrics.metrics.multiclass_scores import MulticlassScores
+        from streammetrics.monitors.reference_multiclass import MulticlassReference, _multiclass_scores_of
+
+        if not classes:
+            raise ValueError("a multiclass reference needs classes (--classes)")
+        new_acc: Any = lambda: MulticlassScores(classes, exact=exact)  # noqa: E731
+        scores_of: Any = _multiclass_scores_of
+        make: Any = MulticlassReference
+    else:
+        new_acc = lambda: BinaryScores(exact=exact)  # noqa: E731
+        scores_of, make = _scores_of, Reference
+    parser = EventParser(task, fields=fields, classes=classes if multiclass else None)
+    accs: dict[tuple[str, str], Any] = {}
+    windows: dict[tuple[str, str], dict[Any, Any]] = {}
+    cumulative: dict[tuple[str, str], Any] = {}
+    seen: set[tuple[str, str]] = set()
     batch: list[Any] = []
+
+    def see(key: tuple[str, str]) -> None:
+        if key not in seen:
+            if len(seen) >= max_references:
+                raise _too_many(len(seen), max_references, path)
+            seen.add(key)
 
     def flush() -> None:
         groups: dict[tuple[str, str], list[Any]] = {}
         for e in batch:
             groups.setdefault(e.key, []).append(e)
         for key, events in groups.items():
-            acc = accs.setdefault(key, BinaryScores(exact=exact))
+            acc = accs.get(key)
+            if acc is None:
+                acc = accs[key] = new_acc()
             w = np.array([e.weight for e in events], dtype=np.float64)
-            acc.update_many(
-                np.array([e.y_true for e in events], dtype=np.int64),
-                np.array([e.score for e in events], dtype=np.float64),
-                None if (w == 1.0).all() else w,
-            )
+            if multiclass:
+                y: Any = [e.y_true for e in events]
+                s = np.array([e.scores for e in events], dtype=np.float64)
+            else:
+                y = np.array([e.y_true for e in events], dtype=np.int64)
+                s = np.array([e.score for e in events], dtype=np.float64)
+            acc.update_many(y, s, None if (w == 1.0).all() else w)
         batch.clear()
 
     with open(path, encoding="utf-8") as f:
@@ -419,11 +508,12 @@ def load_references(
                     raise ValueError(f"{path}:{lineno}: unknown snapshot schema {obj['schema']!r}")
                 try:
                     key = (str(obj["key"]["model"]), str(obj["key"]["segment"]))
-                    scores = _scores_of(obj["state"])
+                    scores = scores_of(obj["state"])
                 except (KeyError, TypeError, ValueError) as exc:
                     raise ValueError(f"{path}:{lineno}: bad snapshot ({exc})") from None
                 if scores is None:
-                    raise ValueError(f"{path}:{lineno}: the snapshot's state holds no binary scores")
+                    raise ValueError(f"{path}:{lineno}: the snapshot's state holds no {task} scores")
+                see(key)
                 if obj.get("cumulative"):
                     cumulative[key] = scores
                 else:
@@ -434,6 +524,7 @@ def load_references(
                 raise ValueError(f"{path}:{lineno}: {event}")
             if event.y_true is None:
                 raise ValueError(f"{path}:{lineno}: reference events must be labelled (no 'y_true')")
+            see(event.key)
             batch.append(event)
             if len(batch) >= _BATCH:
                 flush()
@@ -445,12 +536,62 @@ def load_references(
             _merge_into(accs, key, scores)
     for key, scores in cumulative.items():
         _merge_into(accs, key, scores)
-    return {key: Reference(acc, **options) for key, acc in accs.items() if acc.total_weight > 0}
+    return {key: make(acc, **options) for key, acc in accs.items() if acc.total_weight > 0}
 
 
-def _merge_into(accs: dict[tuple[str, str], BinaryScores], key: tuple[str, str], scores: BinaryScores) -> None:
+def _merge_into(accs: dict[tuple[str, str], Any], key: tuple[str, str], scores: Any) -> None:
     acc = accs.get(key)
     if acc is None:
         accs[key] = scores.copy()
     else:
         acc.merge(scores)
+
+
+def snapshot_metrics(
+    references: Mapping[tuple[str, str], Any], task: str = "binary", *,
+    max_references: int = DEFAULT_MAX_REFERENCES,
+) -> Any:
+    """The snapshot hook of ``--reference`` (``WindowManager(extra_metrics=...)``):
+    ``hook(key, monitor, metrics)`` adds the label-free metrics of the window's monitor
+    against the key's reference to ``metrics`` (binary: :data:`METRICS`; multiclass:
+    ``MULTICLASS_METRICS`` and per-class drift in ``per_class``), or the same names as
+    None for a key without a reference. More than ``max_references`` references:
+    ``ValueError`` naming the limit."""
+    _check_max(max_references)
+    if len(references) > max_references:
+        raise _too_many(len(references), max_references, "the reference mapping")
+    refs = dict(references)
+    if task == "multiclass":
+        from streammetrics.monitors.reference_multiclass import MULTICLASS_METRICS, MulticlassReference
+
+        for key, ref in refs.items():
+            if not isinstance(ref, MulticlassReference):
+                raise TypeError(f"the reference of {key!r} is a {type(ref).__name__}, not a MulticlassReference")
+        nulls = dict.fromkeys(MULTICLASS_METRICS)
+
+        def multiclass_hook(key: tuple[str, str], monitor: Any, metrics: dict[str, Any]) -> None:
+            ref = refs.get(key)
+            if ref is None:
+                metrics.update(nulls)
+                return
+            found = ref.metrics(monitor)
+            per_class = found.pop("per_class")
+            metrics.update(found)
+            rows = metrics.get("per_class")
+            if isinstance(rows, dict):
+                for name, row in per_class.items():
+                    rows.setdefault(name, {}).update(row)
+
+        return multiclass_hook
+    if task != "binary":
+        raise ValueError(f"--reference supports the binary and multiclass tasks, not {task!r}")
+    for key, ref in refs.items():
+        if not isinstance(ref, Reference):
+            raise TypeError(f"the reference of {key!r} is a {type(ref).__name__}, not a Reference")
+    binary_nulls = dict.fromkeys(METRICS)
+
+    def hook(key: tuple[str, str], monitor: Any, metrics: dict[str, Any]) -> None:
+        ref = refs.get(key)
+        metrics.update(binary_nulls if ref is None else ref.metrics(monitor))
+
+    return hook

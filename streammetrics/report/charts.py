@@ -514,13 +514,94 @@ def confusion_half(history: KeyHistory, chart_id: str) -> Chart | None:
     return confusion_chart(history, chart_id, size="half")
 
 
+# ---------------------------------------------------------------------- label-free (--reference)
+def _band_caption(history: KeyHistory, low: str, high: str, what: str) -> str:
+    widths = np.array(history.series(high)) - np.array(history.series(low))
+    if np.all(np.isnan(widths)):
+        return ""
+    return f"band: {what} guaranteed bounds (widest {np.nanmax(widths):.2g})"
+
+
+def drift_chart(history: KeyHistory, chart_id: str) -> Chart | None:
+    """Score drift against the key's reference per window (``--reference``): KS with its
+    guaranteed bounds as a band, PSI and JS on the reference's deciles; multiclass keys also
+    the predicted-class PSI/JS. None without a reference."""
+    metrics = ["drift_ks", "drift_psi", "drift_js", "drift_predicted_psi", "drift_predicted_js"]
+    return metric_lines(history, chart_id, "drift", "Score drift against the reference per window", metrics,
+                        size="half", band=("drift_ks_low", "drift_ks_high"),
+                        caption=_band_caption(history, "drift_ks_low", "drift_ks_high", "KS"))
+
+
+#: estimated metric -> the realised one drawn beside it
+ESTIMATED = {"estimated_roc_auc": "roc_auc", "estimated_accuracy": "accuracy", "estimated_f1": "f1",
+             "estimated_precision": "precision", "estimated_recall": "recall",
+             "estimated_macro_f1": "macro_f1"}
+
+
+def estimated_chart(history: KeyHistory, chart_id: str) -> Chart | None:
+    """Estimated (CBPE, from the reference) beside realised performance per window: each
+    ``estimated_*`` metric present and its realised metric. None without estimates."""
+    shown = [m for m in ("estimated_roc_auc", "estimated_accuracy", "estimated_f1", "estimated_macro_f1")
+             if any(not math.isnan(v) for v in history.series(m))]
+    if not shown:
+        return None
+    metrics = [x for m in shown for x in (m, ESTIMATED[m])]
+    return metric_lines(history, chart_id, "estimated", "Estimated (CBPE) and realised performance per window",
+                        metrics, size="half", unit=True,
+                        caption="estimated_*: from the reference's calibration, without the window's labels")
+
+
+def reliability_chart(history: KeyHistory, chart_id: str, *, size: str = "third") -> Chart | None:
+    """Reliability diagram (``sklearn.calibration.calibration_curve``, 10 uniform bins) of the
+    latest window and of the whole period, from the state (labelled binary keys whose snapshots
+    carry ``ece``, i.e. made with ``--reference``); on bins the mean label's guaranteed
+    bounds as error bars."""
+    from streammetrics.monitors.reference import reliability
+
+    if not _has_any(history, NEEDS_REFERENCE["reliability"]):
+        return None  # drawn with the other label-free views (snapshots made with --reference)
+    sources = _curve_sources(history)
+    drawn = []
+    fig, ax = _figure(size)
+    ax.plot([0, 1], [0, 1], ls=":", color="#888888", lw=1, label="perfectly calibrated")
+    for name, mon, color in sources:
+        try:
+            curve = reliability(mon)
+        except (TypeError, ValueError):  # no labels, or scores outside [0, 1]
+            continue
+        x, y = np.array(curve["prob_pred"]), np.array(curve["prob_true"])
+        if not _finite(x, y):
+            continue
+        ax.plot(x, y, marker="o", ms=3, color=color, lw=1.5, label=name)
+        bounds = curve["bounds"]
+        if bounds is not None and len(bounds["true_low"]) == len(y):
+            lo, hi = np.array(bounds["true_low"]), np.array(bounds["true_high"])
+            ax.errorbar(x, y, yerr=[np.maximum(y - lo, 0), np.maximum(hi - y, 0)], fmt="none", ecolor=color,
+                        alpha=0.5, lw=1)
+        drawn.append(name)
+    if not drawn:
+        fig.clf()
+        return None
+    ax.set(xlim=(0, 1), ylim=(0, 1.01), xlabel="mean score", ylabel="fraction of positives")
+    ax.set_aspect("equal", adjustable="box")
+    title = "Reliability diagram"
+    ax.set_title(title)
+    ax.legend(loc="upper left")
+    return _chart(fig, chart_id, "reliability", title, size)
+
+
+def reliability(history: KeyHistory, chart_id: str) -> Chart | None:
+    return reliability_chart(history, chart_id)
+
+
 #: the charts of a key's section per task, in page order: (kind, function); ids are ``<prefix>-<kind>``
 CHARTS: dict[str, tuple[tuple[str, ChartFunction], ...]] = {
     "binary": (("quality", binary_quality), ("loss", binary_loss), ("count", events_bars), ("roc", roc),
-               ("pr", pr), ("confusion", confusion)),
+               ("pr", pr), ("confusion", confusion), ("drift", drift_chart), ("estimated", estimated_chart),
+               ("reliability", reliability)),
     "multiclass": (("quality", multiclass_quality), ("class-recall", class_recall),
                    ("class-precision", class_precision), ("loss", multiclass_loss), ("count", events_bars_small),
-                   ("confusion", confusion)),
+                   ("confusion", confusion), ("drift", drift_chart), ("estimated", estimated_chart)),
     "labels": (("quality", labels_quality), ("class-recall", class_recall), ("class-precision", class_precision),
                ("count", events_bars), ("confusion", confusion_half)),
     "regression": (("errors", regression_errors), ("r2", regression_r2), ("count", events_bars)),
@@ -529,12 +610,20 @@ _GENERIC: tuple[tuple[str, ChartFunction], ...] = (("count", events_bars),)
 
 
 #: chart kinds drawn from the monitor state (none without it)
-NEEDS_STATE = frozenset({"roc", "pr", "confusion"})
+NEEDS_STATE = frozenset({"roc", "pr", "confusion", "reliability"})
+#: chart kinds drawn only for keys whose snapshots carry these metrics (``--reference``)
+NEEDS_REFERENCE = {"drift": ("drift_ks", "drift_psi", "drift_js", "drift_predicted_psi"),
+                   "estimated": tuple(ESTIMATED), "reliability": ("ece",)}
+
+
+def _has_any(history: KeyHistory, metrics: Sequence[str]) -> bool:
+    return any(not math.isnan(v) for m in metrics for v in history.series(m))
 
 
 def max_charts_of(history: KeyHistory) -> int:
     """The most charts :func:`charts_for` draws for ``history`` (some may be missing for lack of data)."""
-    kinds = [kind for kind, _ in CHARTS.get(history.task, _GENERIC)]
+    kinds = [kind for kind, _ in CHARTS.get(history.task, _GENERIC)
+             if kind not in NEEDS_REFERENCE or _has_any(history, NEEDS_REFERENCE[kind])]
     return len(kinds) if history.has_state else sum(kind not in NEEDS_STATE for kind in kinds)
 
 
