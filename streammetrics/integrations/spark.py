@@ -117,22 +117,13 @@ class _NoLate:
     late = 0
 
 
-def _snapshot(engine: WindowManager, key: tuple[str, str], monitor: Any, start_ms: int, end_ms: int) -> dict:
+def _snapshot(engine: WindowManager, key: tuple[str, str], monitor: Any, start_ms: int, end_ms: int,
+              expired: int = 0, pending: int = 0) -> dict:
     """The snapshot of ``monitor`` for ``key`` and a window, built by the window engine itself
-    (:meth:`WindowManager._snapshot`; events in time order are never late)."""
-    return engine._snapshot(key, _NoLate(), monitor, start_ms, end_ms, True)  # type: ignore[arg-type]
-
-
-def _with_label_counts(snap: dict, count: int, labeled: int, expired: int, pending: int) -> dict:
-    """Contract section 5 fields after ``late``: ``count`` becomes the number of predictions."""
-    out: dict = {}
-    for name, value in snap.items():
-        out[name] = value
-        if name == "late":
-            out.update(labeled=labeled, expired=expired, pending=pending)
-    out["count"] = count
-    out["final"] = pending == 0
-    return out
+    (:meth:`WindowManager._snapshot`; events in time order are never late). ``revision`` is 0:
+    Spark computes each window once, with every label in."""
+    return engine._snapshot(key, _NoLate(), monitor, start_ms, end_ms, pending == 0,  # type: ignore[arg-type]
+                            pending=pending, expired=expired)
 
 
 # --------------------------------------------------------------------------- stage 1
@@ -214,8 +205,12 @@ def _partial_states(cfg: _Config) -> Callable[[Iterator[Any]], Iterator[Any]]:
                 c = counts.get(k)
                 if c is None:
                     c = counts[k] = [0, 0, 0]
-                if status is not None and label is None:
+                if status is not None and label is None:  # its label-free part only, as replay applies it
                     c[1 if status == "expired" else 2] += 1
+                    monitor = monitors.get(k)
+                    if monitor is None:
+                        monitor = monitors[k] = factory()
+                    monitor.update_prediction(ev)
                     continue
                 c[0] += 1
                 q = queues.get(k)
@@ -251,7 +246,7 @@ def _dummy_truth(cfg: _Config) -> Callable[[dict, EventParser], Any]:
 
 
 # --------------------------------------------------------------------------- stage 2
-def _merge_windows(cfg: _Config, with_counts: bool) -> Callable[[Any], Any]:
+def _merge_windows(cfg: _Config) -> Callable[[Any], Any]:
     """applyInPandas function: the partial states of one (key, window) -> its snapshot line."""
 
     def run(pdf: Any) -> Any:
@@ -282,9 +277,7 @@ def _merge_windows(cfg: _Config, with_counts: bool) -> Callable[[Any], Any]:
             window = cfg.factory()()
         start = k * cfg.slide_ms
         end = start + cfg.size_ms
-        snap = _snapshot(engine, (model, segment), window, start, end)
-        if with_counts:
-            snap = _with_label_counts(snap, labeled + expired + pending, labeled, expired, pending)
+        snap = _snapshot(engine, (model, segment), window, start, end, expired, pending)
         return pd.DataFrame({"model": [model], "segment": [segment], "start_ms": [start], "end_ms": [end],
                              "snapshot": [snapshot_line(snap)]})
 
@@ -386,13 +379,16 @@ def window_snapshots(
 
     ``label_events``: a DataFrame of label events ``{id, y_true, ts}`` (same ``fields``
     names). Predictions with a null ``y_true`` take the label of their ``id`` as replay's
-    delayed-label join would give it once every label is in: the earliest label with
+    delayed-label join gives it once every label is in: the earliest label with
     ``|label ts - prediction ts| <= label_ttl`` (a label within ``label_ttl`` after an
     earlier accepted label of the id is a duplicate and ignored). A prediction without
     such a label is *expired* when the largest ``ts`` of all predictions and labels is more
-    than ``label_ttl`` past its own, else *pending*; neither enters the monitor. Snapshots
-    then carry ``labeled``, ``expired`` and ``pending`` after ``late``, ``count`` is the
-    number of predictions and ``final`` is ``pending == 0``.
+    than ``label_ttl`` past its own, else *pending*; either way only its label-free part enters
+    the monitor (``update_prediction``). Snapshots are replay's last revision of each window
+    (``labeled``/``expired``/``pending``, ``final`` when nothing is pending) except that
+    ``revision`` is 0: Spark computes each window once, with every label in, so it cannot
+    number the revisions replay emitted on the way. Label rows with a null ``id``, ``ts`` or
+    ``y_true`` are dropped uncounted.
 
     Bounds: a partition task holds at most ``max_open_states`` (key, pane) monitors (default
     10,000, each <= ~40 KB of JSON for the binary task), checked after each Arrow batch
@@ -409,7 +405,6 @@ def window_snapshots(
     if names["model"] not in events.columns or names["ts"] not in events.columns:
         missing = [names[f] for f in ("ts", "model") if names[f] not in events.columns]
         raise ValueError(f"the DataFrame has no column {missing[0]!r} (columns: {df.columns})")
-    with_counts = label_events is not None
     if label_events is not None:
         events = _join_labels(events, label_events, names, parse_duration(label_ttl, "label_ttl"), task)
     if type(max_open_states) is not int or max_open_states < 1:
@@ -418,7 +413,7 @@ def window_snapshots(
     partial = events.mapInArrow(_partial_states(cfg), _STAGE1_SCHEMA)
     states = partial.filter(F.col("reason").isNull()).drop("reason", "field", "n")
     snaps = (states.groupBy("model", "segment", "window")
-             .applyInPandas(_merge_windows(cfg, with_counts), _STAGE2_SCHEMA)
+             .applyInPandas(_merge_windows(cfg), _STAGE2_SCHEMA)
              .select("model", "segment", F.timestamp_millis("start_ms").alias("window_start"),
                      F.timestamp_millis("end_ms").alias("window_end"), "snapshot"))
     if not with_rejections:
@@ -500,8 +495,8 @@ def merge_snapshots(df: DataFrame, *, window: str | float | None = None, by: Seq
     are merged in the order of their start. Returns :data:`SNAPSHOT_COLUMNS`.
 
     Snapshots of tumbling windows only (hopping windows would count an event more than once);
-    ``late`` is the largest of each merged key's, summed over keys; a snapshot carrying
-    ``labeled``/``expired``/``pending`` has them summed.
+    ``late`` is the largest of each merged key's, summed over keys; ``expired`` and ``pending``
+    are summed (``final`` when nothing is pending), ``revision`` is 0.
     """
     by = tuple(by)
     if not set(by) <= {"model", "segment"} or "model" not in by:
@@ -547,14 +542,12 @@ def _rollup(size_ms: int | None, include_state: bool) -> Callable[[Any], Any]:
             merged = part if merged is None else merged.merge(part)
         engine = WindowManager(lambda: merged, (end - start) / 1000, include_state=include_state)
         model, segment = pdf["model"].iat[0], pdf["segment"].iat[0]
-        snap = _snapshot(engine, (model, segment), merged, start, end)
+        snap = _snapshot(engine, (model, segment), merged, start, end,
+                         sum(s.get("expired", 0) for s in snaps), sum(s.get("pending", 0) for s in snaps))
         late: dict[str, int] = {}
         for s in snaps:
             late[s["key"]["segment"]] = max(late.get(s["key"]["segment"], 0), s.get("late", 0))
         snap["late"] = sum(late.values())
-        if any("labeled" in s for s in snaps):
-            counts = [sum(s.get(f, 0) for s in snaps) for f in ("labeled", "expired", "pending")]
-            snap = _with_label_counts(snap, sum(s["count"] for s in snaps), *counts)
         return pd.DataFrame({"model": [model], "segment": [segment], "start_ms": [start], "end_ms": [end],
                              "snapshot": [snapshot_line(snap)]})
 
