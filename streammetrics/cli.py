@@ -155,6 +155,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", "-q", action="store_true", help="do not list rejected lines on stderr")
     p.add_argument("--progress", choices=["auto", "on", "off"], default="auto",
                    help="progress bar on stderr (auto: only on a terminal)")
+    p.add_argument("--idle-close", type=_duration("--idle-close"), default=None, metavar="DURATION",
+                   help="close (and forget) a key's windows once the input's newest event time is this far "
+                        "past the key's last event: bounds memory over many short-lived keys "
+                        "(event time, deterministic; default: off)")
     p.add_argument("--label-ttl", type=_duration("--label-ttl"), default=7 * 86400.0, metavar="DURATION",
                    help="how long (event time) a prediction waits for its label, and a label for its "
                         "prediction, before expiring (default: 7d)")

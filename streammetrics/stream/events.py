@@ -136,7 +136,7 @@ class EventParser:
                                      f"would share the scores object key {key!r}")
                 self._object_index[key] = i
         # the hot path: a closure over precomputed names (an instance attribute shadows the method)
-        self.parse = build_field_parser(  # type: ignore[method-assign]
+        self.parse = build_field_parser(  # type: ignore[method-assign,assignment]  # per-instance closure
             task, self.fields, self.classes, self._class_index, self._object_index, self.require_key)
 
     def parse(self, obj: Any) -> Event | Rejection:  # pragma: no cover - replaced per instance
