@@ -8,7 +8,7 @@ named as in contract section 2; ``segment``, ``weight`` and ``id`` optional; oth
 Only monitor states cross the network, never rows (the whylogs pattern):
 
 1. ``mapInArrow`` parses each partition's rows with the parser ``replay`` uses
-   (:class:`~streammetrics.stream.events.EventParser`, so a bad row gets replay's reason),
+   (:class:`~streammetrics.events.parser.EventParser`, so a bad row gets replay's reason),
    and accumulates one monitor per (key, pane) of that partition; it emits each partial state
    (``to_dict`` as JSON) once per window holding the pane, plus per-reason counts of rejected rows;
 2. ``groupBy(model, segment, window).applyInPandas`` merges the partial states of each pane,
@@ -48,8 +48,8 @@ import math
 from typing import Any, Callable, Hashable, Iterator, Mapping, Sequence
 
 from streammetrics.core.accumulator import from_dict
+from streammetrics.events.parser import FIELDS, Event, EventParser
 from streammetrics.monitors import make_monitor
-from streammetrics.stream.events import FIELDS, Event, EventParser
 from streammetrics.stream.snapshots import snapshot_line
 from streammetrics.stream.windows import WindowManager, WindowSpec, parse_duration
 

@@ -14,10 +14,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Iterable, Sequence
 
-from streammetrics import from_dict
-from streammetrics import (
-    monitors as _monitors,  # registers the monitor types with from_dict
-)
+from streammetrics import monitors as _monitors  # noqa: F401  (registers the monitor types with from_dict)
+from streammetrics.core.accumulator import from_dict
 from streammetrics.report.alerts import Alert, metric_value
 from streammetrics.report.sources import WindowSnapshot
 
