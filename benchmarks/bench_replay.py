@@ -21,8 +21,8 @@ import sys
 import tempfile
 import time
 
+from streammetrics.events.parser import Event, EventParser
 from streammetrics.monitors import BinaryMonitor
-from streammetrics.stream.events import Event, EventParser
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig
 from streammetrics.stream.replay import replay_lines
 from streammetrics.stream.snapshots import snapshot_line
@@ -54,6 +54,21 @@ def replay(path: str, json_only: bool = False) -> int:
     with open(path, "rb") as fh, open(os.devnull, "w") as sink:
         stats = replay_lines(fh, pipe, sink.write)
     return stats.events
+
+
+def pipeline_loop(path: str) -> int:
+    """The same loop as :func:`inline` with ``Pipeline.process`` per message (what the service runs)."""
+    pipe = Pipeline(PipelineConfig(window=60.0))
+    process = pipe.process
+    with open(path, "rb") as fh, open(os.devnull, "w") as sink:
+        for n, line in enumerate(fh, 1):
+            process(line)
+            if n & 0x3FF == 0:
+                for snap in pipe.poll():
+                    sink.write(snapshot_line(snap) + "\n")
+        for snap in pipe.poll() + pipe.flush():
+            sink.write(snapshot_line(snap) + "\n")
+    return pipe.counters["events"]
 
 
 def inline(path: str) -> int:
@@ -113,10 +128,11 @@ def main() -> None:
         size = os.path.getsize(path)
         t_bare, n_bare = timed(bare_loop, path, args.repeats)
         t_inline, n_inline = timed(inline, path, args.repeats)
+        t_loop, n_loop = timed(pipeline_loop, path, args.repeats)
         t_replay, n_replay = timed(replay, path, args.repeats)
         fast = EventParser("binary").fast_decode is not None
         t_json, n_json = timed(replay_json_only, path, args.repeats) if fast else (t_replay, n_replay)
-        assert n_bare == n_replay == n_json == n_inline == n
+        assert n_bare == n_replay == n_json == n_inline == n_loop == n
         peak_small, peak_large = peak_kib(small), peak_kib(path)
     print(f"{n:,} events, {size / 2**20:.0f} MiB of JSONL, best of {args.repeats}")
     print(f"{'':<42} {'events/s':>12} {'ratio':>7}")
@@ -124,7 +140,8 @@ def main() -> None:
     print(f"{'inline: parse_value + WindowManager.add':<42} {n / t_inline:>12,.0f} {t_bare / t_inline:>7.2f}")
     label = "streammetrics replay (binary, 60s)" + ("" if fast else ", json only")
     print(f"{label:<42} {n / t_replay:>12,.0f} {t_bare / t_replay:>7.2f}")
-    print(f"pipeline / inline time: {t_replay / t_inline:.3f}")
+    print(f"{'same loop, Pipeline.process per message':<42} {n / t_loop:>12,.0f} {t_bare / t_loop:>7.2f}")
+    print(f"Pipeline.process / inline time: {t_loop / t_inline:.3f}")
     if fast:
         print(f"{'same, msgspec turned off (json only)':<42} {n / t_json:>12,.0f} {t_bare / t_json:>7.2f}")
     print(f"peak RSS of `streammetrics replay`: {peak_small / 1024:.0f} MiB for {n // 10:,} events, "
