@@ -71,11 +71,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from streammetrics.events.records import Rejection
 from streammetrics.monitors import make_monitor
 from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES
 from streammetrics.stream.pending import DEFAULT_MAX_PENDING
 from streammetrics.stream.pipeline import DEFAULT_LABEL_TTL, Pipeline, PipelineConfig, Problem
-from streammetrics.stream.records import Rejection
 from streammetrics.stream.snapshots import snapshot_key, snapshot_line
 from streammetrics.stream.windows import DEFAULT_MAX_FUTURE, DEFAULT_MAX_KEYS
 
