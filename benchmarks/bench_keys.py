@@ -12,8 +12,16 @@ one-key rate of the same run.
 
     python benchmarks/bench_keys.py [--events 1000000] [--repeats 3] [--keys 1,100,10000]
     python benchmarks/bench_keys.py --profile 10000   # cProfile one replay on 10,000 keys
+    python benchmarks/bench_keys.py --prototypes      # also the 10,000 keys with the prototypes
 
 Target (issue 12): 10,000 keys at >= 0.4x the one-key rate (goal 0.5).
+
+``--prototypes`` adds two rows on the largest key count, same run, same file: the monitor with
+``snapshot`` = :func:`streammetrics.monitors.fast_snapshot.binary_snapshot` ("fast snapshot"),
+and that plus ``update_events`` applying batches of at most 32 events one by one instead of
+through numpy ("+ small batches per event"; windows drain ~10 events per pane at 10,000 keys),
+and that plus ``BinaryScores.to_dict`` encoding histograms of at most 256 keys without numpy
+(:mod:`streammetrics.kernels.histogram_json`, "+ small state encoding"; patched in for the run).
 """
 from __future__ import annotations
 
@@ -27,8 +35,13 @@ import random
 import statistics
 import tempfile
 import time
+from typing import Any
 
-from streammetrics.monitors import make_monitor
+from streammetrics.kernels.histogram import histograms_to_json
+from streammetrics.kernels.histogram_json import SMALL_KEYS, small_histograms_to_json
+from streammetrics.metrics import binary_scores
+from streammetrics.monitors import BinaryMonitor, make_monitor
+from streammetrics.monitors.fast_snapshot import binary_snapshot
 from streammetrics.stream.events import EventParser
 from streammetrics.stream.replay import replay_lines
 from streammetrics.stream.windows import WindowManager
@@ -58,15 +71,52 @@ def write_events(path: str, n: int, keys: int, seed: int = 1) -> None:
             fh.write("\n")
 
 
-def replay(path: str) -> tuple[int, int]:
-    """One replay as ``streammetrics replay FILE --task binary`` runs it; (events, snapshots)."""
-    windows = WindowManager(lambda: make_monitor("binary"), 60, batch=True, include_state=True)
-    with open(path, "rb") as fh, open(os.devnull, "w") as sink:
-        def write(line: str) -> None:
-            sink.write(line)
-            sink.write("\n")
+class FastSnapshotMonitor(BinaryMonitor):
+    """Prototype: the snapshot from plain floats (same dict, see monitors.fast_snapshot)."""
 
-        stats = replay_lines(fh, EventParser("binary"), windows, write)
+    def snapshot(self) -> dict[str, Any]:
+        return binary_snapshot(self)
+
+
+class SmallBatchMonitor(FastSnapshotMonitor):
+    """Prototype: small batches go through the per-event path (no numpy set-up)."""
+
+    def update_events(self, events: Any) -> SmallBatchMonitor:
+        if len(events) <= SMALL_BATCH:
+            update = self.update_event
+            for event in events:
+                update(event)
+            return self
+        super().update_events(events)
+        return self
+
+
+def small_histograms_json(hists: Any, names: Any) -> dict[str, Any]:
+    """Prototype: histograms of few keys encoded without numpy (identical dict)."""
+    if sum(len(h.weights) for h in hists) <= SMALL_KEYS:
+        return small_histograms_to_json([h.weights for h in hists], names, hists[0].binning.exact)
+    return histograms_to_json(hists, names)
+
+
+SMALL_BATCH = 32
+VARIANTS = {"": lambda: make_monitor("binary"), "fast snapshot": FastSnapshotMonitor,
+            "+ small batches per event": SmallBatchMonitor, "+ small state encoding": SmallBatchMonitor}
+
+
+def replay(path: str, variant: str = "") -> tuple[int, int]:
+    """One replay as ``streammetrics replay FILE --task binary`` runs it; (events, snapshots)."""
+    windows = WindowManager(VARIANTS[variant], 60, batch=True, include_state=True)
+    if variant == "+ small state encoding":
+        binary_scores.histograms_to_json = small_histograms_json
+    try:
+        with open(path, "rb") as fh, open(os.devnull, "w") as sink:
+            def write(line: str) -> None:
+                sink.write(line)
+                sink.write("\n")
+
+            stats = replay_lines(fh, EventParser("binary"), windows, write)
+    finally:
+        binary_scores.histograms_to_json = histograms_to_json
     return stats.events, stats.snapshots
 
 
@@ -91,6 +141,8 @@ def main() -> None:
     ap.add_argument("--profile", type=int, default=None, metavar="KEYS",
                     help="instead of timing, cProfile one replay over KEYS keys")
     ap.add_argument("--top", type=int, default=30, help="rows of the profile to print")
+    ap.add_argument("--prototypes", action="store_true",
+                    help="also time the prototypes (fast snapshot, small batches) on the largest key count")
     args = ap.parse_args()
     n = args.events
     with tempfile.TemporaryDirectory() as tmp:
@@ -104,31 +156,35 @@ def main() -> None:
         for k in counts:
             paths[k] = os.path.join(tmp, f"keys{k}.jsonl")
             write_events(paths[k], n, k)
-        times: dict[int, list[float]] = {k: [] for k in counts}
-        snaps: dict[int, int] = {}
-        for _ in range(args.repeats):
-            for k in counts:
+        configs = [(k, "") for k in counts]
+        if args.prototypes:
+            configs += [(counts[-1], v) for v in VARIANTS if v]
+        times: dict[tuple[int, str], list[float]] = {c: [] for c in configs}
+        snaps: dict[tuple[int, str], int] = {}
+        for _ in range(args.repeats):  # interleaved rounds
+            for k, variant in configs:
                 t0 = time.perf_counter()
-                events, snaps[k] = replay(paths[k])
-                times[k].append(time.perf_counter() - t0)
+                events, snaps[k, variant] = replay(paths[k], variant)
+                times[k, variant].append(time.perf_counter() - t0)
                 assert events == n, (events, n)
-    base = n / min(times[counts[0]])
+    base_cfg = configs[0]
+    t_base = min(times[base_cfg])
     print(f"{n:,} binary events over {DURATION:.0f} s of event time (60 s windows), "
           f"best of {args.repeats} interleaved rounds")
-    print(f"{'keys':>7} {'events/key/window':>18} {'snapshots':>10} {'events/s':>11} {'ratio':>6} "
+    print(f"{'keys':>7} {'variant':<26} {'ev/key/window':>13} {'snapshots':>10} {'events/s':>11} {'ratio':>6} "
           f"{'us/snapshot*':>13} {'spread':>7}")
-    t_base = min(times[counts[0]])
-    for k in counts:
-        best = min(times[k])
-        per_snap = (best - t_base * 1.0) / max(snaps[k] - snaps[counts[0]], 1) * 1e6
-        spread = max(times[k]) / best - 1.0
-        print(f"{k:>7,} {n / k / (DURATION / 60):>18,.0f} {snaps[k]:>10,} {n / best:>11,.0f} "
-              f"{n / best / base:>6.3f} {per_snap if k != counts[0] else 0.0:>13.0f} {spread:>6.0%}")
-    print("* extra time over the baseline per extra snapshot; spread = slowest/best round - 1")
-    medians = {k: statistics.median(v) for k, v in times.items()}
+    for k, variant in configs:
+        best = min(times[k, variant])
+        extra = snaps[k, variant] - snaps[base_cfg]
+        per_snap = (best - t_base) / extra * 1e6 if extra > 0 else 0.0
+        spread = max(times[k, variant]) / best - 1.0
+        print(f"{k:>7,} {variant or 'today':<26} {n / k / (DURATION / 60):>13,.0f} {snaps[k, variant]:>10,} "
+              f"{n / best:>11,.0f} {t_base / best:>6.3f} {per_snap:>13.0f} {spread:>6.0%}")
+    print("ratio: to the first row's best; * extra time over the first row per extra snapshot; "
+          "spread = slowest/best round - 1")
+    medians = {c: statistics.median(v) for c, v in times.items()}
     print("median-based ratios: " + ", ".join(
-        f"{k:,}: {medians[counts[0]] / medians[k]:.3f}" for k in counts))
-
+        f"{k:,} {v or 'today'}: {medians[base_cfg] / medians[k, v]:.3f}" for k, v in configs))
 
 if __name__ == "__main__":
     main()
