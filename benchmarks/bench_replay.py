@@ -10,6 +10,9 @@ windows, three keys, a million events an hour of event time) and every binary me
 writes the snapshots (to /dev/null here). With msgspec installed replay also runs with it
 turned off (json only). Each ratio is to the bare loop with the same decoder; the rounds
 interleave the readers.
+"inline" is the per-message path the service and replay used before the pipeline
+(``EventParser.parse_value`` + ``WindowManager.add``, single events inline), timed in the same
+run as ``Pipeline.process`` so that the ratio shows what the pipeline layer costs.
 """
 from __future__ import annotations
 
@@ -22,8 +25,10 @@ import tempfile
 import time
 
 from streammetrics.monitors import BinaryMonitor
-from streammetrics.stream.events import EventParser
+from streammetrics.stream.events import Event, EventParser
+from streammetrics.stream.pipeline import Pipeline, PipelineConfig
 from streammetrics.stream.replay import replay_lines
+from streammetrics.stream.snapshots import snapshot_line
 from streammetrics.stream.synthetic import generate_events, write_jsonl
 from streammetrics.stream.windows import WindowManager
 
@@ -45,10 +50,34 @@ def bare_loop(path: str, loads=json.loads) -> int:
 
 
 def replay(path: str, json_only: bool = False) -> int:
-    windows = WindowManager(BinaryMonitor, 60, batch=True)
+    pipe = Pipeline(PipelineConfig(window=60.0))
+    if json_only:
+        pipe._fast = None  # the pipeline's decoder: json only
     with open(path, "rb") as fh, open(os.devnull, "w") as sink:
-        stats = replay_lines(fh, EventParser("binary", fast_json=not json_only), windows, sink.write)
+        stats = replay_lines(fh, pipe, sink.write)
     return stats.events
+
+
+def inline(path: str) -> int:
+    """The pre-pipeline per-message path: parse_value, then add() the single event inline."""
+    parser = EventParser("binary")
+    windows = WindowManager(BinaryMonitor, 60, batch=True)
+    parse_value, add = parser.parse_value, windows.add
+    events = 0
+    with open(path, "rb") as fh, open(os.devnull, "w") as sink:
+        for n, line in enumerate(fh, 1):
+            items = parse_value(line)
+            if len(items) == 1 and items[0].__class__ is Event:
+                if add(items[0]):
+                    events += 1
+            else:
+                for item in items:
+                    if item.__class__ is Event and add(item):
+                        events += 1
+            if n & 0x3FF == 0:
+                sink.writelines(snapshot_line(snap) + "\n" for snap in windows.poll())
+        sink.writelines(snapshot_line(snap) + "\n" for snap in windows.poll() + windows.flush())
+    return events
 
 
 def replay_json_only(path: str) -> int:
@@ -87,21 +116,27 @@ def main() -> None:
         write_jsonl(small, generate_events(n // 10, duration=n / 10 / rate, seed=1))
         size = os.path.getsize(path)
         fast_decode = EventParser("binary").fast_decode
-        fns = {"bare loop: json.loads per line": bare_loop}
+        msgspec_bare = "bare loop: msgspec decode per line"
+        json_bare = "bare loop: json.loads per line"
+        inline_name = "inline: parse_value + WindowManager.add"
+        replay_name = "streammetrics replay (binary, 60s)" + ("" if fast_decode else ", json only")
+        fns = {json_bare: bare_loop}
         if fast_decode is not None:
-            fns = {"bare loop: msgspec decode per line": lambda p: bare_loop(p, fast_decode), **fns,
-                   "streammetrics replay (binary, 60s)": replay,
-                   "same, msgspec turned off (json only)": replay_json_only}
-        else:
-            fns["streammetrics replay (binary, 60s), json only"] = replay
+            fns = {msgspec_bare: lambda p: bare_loop(p, fast_decode), **fns}
+        fns[inline_name] = inline
+        fns[replay_name] = replay
+        if fast_decode is not None:
+            fns["same, msgspec turned off (json only)"] = replay_json_only
         best = timed(fns, path, args.repeats)
         assert all(n_read == n for _, n_read in best.values()), best
         peak_small, peak_large = peak_kib(small), peak_kib(path)
+    base = msgspec_bare if fast_decode is not None else json_bare
     print(f"{n:,} events, {size / 2**20:.0f} MiB of JSONL, best of {args.repeats} interleaved rounds")
     print(f"{'':<42} {'events/s':>12} {'ratio':>7}  (ratio: to the bare loop with the same decoder)")
     for name, (t, _) in best.items():
-        same = "bare loop: json.loads per line" if fast_decode is None or "json" in name else next(iter(fns))
+        same = json_bare if "json" in name else base
         print(f"{name:<42} {n / t:>12,.0f} {best[same][0] / t:>7.2f}")
+    print(f"pipeline / inline time: {best[replay_name][0] / best[inline_name][0]:.3f}")
     print(f"peak RSS of `streammetrics replay`: {peak_small / 1024:.0f} MiB for {n // 10:,} events, "
           f"{peak_large / 1024:.0f} MiB for {n:,} events")
 

@@ -13,6 +13,7 @@ accumulator                what it gives
 ``MulticlassScores``       top-k accuracy, log loss, OvR/OvO ROC AUC, arg-max confusion
 ``MultilabelScores``       per-label ROC AUC and average precision, all averages
 ``Regression``             MSE, RMSE, MAE, R², RMSLE, MAPE, max error
+``ScoreDistribution``      label-free: score histogram, mean score, predicted positive rate
 =========================  =====================================================
 
 Monitors (``BinaryMonitor``, ``MulticlassMonitor``, ``LabelMonitor``,
@@ -27,6 +28,7 @@ from streammetrics.metrics.multiclass_scores import MulticlassScores
 from streammetrics.metrics.multilabel_confusion import MultilabelConfusion
 from streammetrics.metrics.multilabel_scores import MultilabelScores
 from streammetrics.metrics.regression import Regression
+from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.monitors import (
     BinaryMonitor,
     LabelMonitor,
@@ -42,7 +44,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Accumulator", "from_dict", "registered_types", "__version__",
     "ConfusionMatrix", "MultilabelConfusion", "BinaryScores", "MulticlassScores", "MultilabelScores",
-    "Regression", "UndefinedMetricWarning",
+    "Regression", "ScoreDistribution", "UndefinedMetricWarning",
     "BinaryMonitor", "MulticlassMonitor", "LabelMonitor", "RegressionMonitor", "make_monitor",
     "SharedMonitor", "WindowManager",
 ]

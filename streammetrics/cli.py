@@ -8,11 +8,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from streammetrics.stream.windows import parse_duration
 
-__all__ = ["main", "build_parser"]
+__all__ = ["build_parser", "main"]
 
 EXAMPLES_REPLAY = """\
 examples:
@@ -45,6 +45,19 @@ def _duration(name: str) -> Callable[[str], float]:
             return parse_duration(text, name)
         except (TypeError, ValueError) as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
+def _positive_int(name: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a whole number, got {text!r}") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"{name} must be 0 or more, got {text!r}")
+        return value
 
     return parse
 
@@ -83,8 +96,18 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
                    help="labels task: fix the label set (default: discovered)")
     g.add_argument("--field", action="append", default=[], metavar="NAME=SOURCE",
                    help="read field NAME from the event key SOURCE, e.g. --field y_true=label (repeatable)")
+    g.add_argument("--max-future", type=_duration("--max-future"), default=3600.0, metavar="DURATION",
+                   help="refuse events whose time is more than this ahead of the wall clock "
+                        "(default: 1h; 0 disables)")
+    g.add_argument("--max-keys", type=_positive_int("--max-keys"), default=100_000, metavar="N",
+                   help="most (model, segment) keys with open windows at once; events of further keys are "
+                        "rejected and counted (default: 100000; 0: no bound)")
+    g.add_argument("--max-snapshot-bytes", type=_positive_int("--max-snapshot-bytes"), default=None, metavar="N",
+                   help="snapshots longer than this degrade (state dropped, flagged) instead of failing "
+                        "(default: no bound)")
     g.add_argument("--cumulative", action="store_true",
-                   help="also emit an all-time snapshot per key after each closed window")
+                   help="also emit an all-time snapshot per key after each closed window (its events up to "
+                        "that window's end)")
     g.add_argument("--no-state", action="store_true",
                    help="leave the accumulator state out of snapshots (smaller output)")
 
@@ -211,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:  # e.g. `streammetrics replay ... | head`
         try:
-            sys.stdout = open(os.devnull, "w")
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - replaces stdout until exit
         except OSError:
             pass
         return 0

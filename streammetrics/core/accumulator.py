@@ -8,15 +8,23 @@ An accumulator is a small, mergeable summary of a stream of events:
   so that partial states computed on any split of a stream combine into the state
   of the whole stream (a commutative monoid; ``a + b`` returns a new accumulator);
 * ``to_dict()`` / :func:`streammetrics.from_dict` round-trip the state through a
-  versioned, JSON-safe dict (never pickle).
+  versioned, JSON-safe dict; pickling goes through the same validated state.
 
-Subclasses declare ``type_name`` (the ``"type"`` key of the dict) and implement
-``_config`` / ``_state`` / ``_load_state`` / ``_merge_state`` / ``_reset_state``.
+Subclasses declare ``type_name`` (the ``"type"`` key of the dict), their configuration
+(``_config``, and ``_from_config`` when the constructor does not take it as is) and their
+state once, as ``state_fields`` (:mod:`streammetrics.core.state`). ``merge``, ``copy``,
+``reset``, equality, ``to_dict``/``from_dict`` and pickling are implemented here from
+those declarations; ``_refresh()`` rebuilds derived caches after each of them. A class
+whose dict layout changes bumps ``version`` and adds a reader of the old layout to
+``migrations`` (old version -> function returning the next version's state).
 """
 from __future__ import annotations
 
 import copy as _copy
-from typing import Any, ClassVar, Mapping, TypeVar
+from typing import Any, Callable, ClassVar, Mapping, TypeVar
+
+from streammetrics.core import state as _state_mod
+from streammetrics.core.state import Field, check_json_shape, describe
 
 __all__ = ["Accumulator", "from_dict", "registered_types"]
 
@@ -32,8 +40,10 @@ class Accumulator:
     type_name: ClassVar[str] = ""
     #: version of the dict layout written under ``"version"``
     version: ClassVar[int] = 1
-    #: versions :meth:`from_dict` can still read
-    readable_versions: ClassVar[tuple[int, ...]] = (1,)
+    #: readers of older layouts: ``{old version: f(state, config) -> state of old version + 1}``
+    migrations: ClassVar[dict[int, Callable[[Mapping[str, Any], Mapping[str, Any]], Mapping[str, Any]]]] = {}
+    #: the declared state (see :mod:`streammetrics.core.state`)
+    state_fields: ClassVar[tuple[Field, ...]] = ()
 
     count: int
     total_weight: float
@@ -44,7 +54,15 @@ class Accumulator:
         if name:
             if name in _REGISTRY and _REGISTRY[name] is not cls:
                 raise TypeError(f"accumulator type name {name!r} is already registered")
+            keys = [k for f in cls.state_fields for k in f.keys]
+            if len(set(keys)) != len(keys):
+                raise TypeError(f"{cls.__name__} declares a state key twice: {keys}")
             _REGISTRY[name] = cls
+
+    @classmethod
+    def readable_versions(cls) -> tuple[int, ...]:
+        """Dict versions :func:`from_dict` reads for this type."""
+        return (*sorted(cls.migrations), cls.version)
 
     # ------------------------------------------------------------------ protocol
     def update(self: A, *args: Any, **kwargs: Any) -> A:  # pragma: no cover - abstract
@@ -61,7 +79,13 @@ class Accumulator:
                 "accumulators must be of the same type"
             )
         self._check_mergeable(other)
-        self._merge_state(other)
+        self._check_merge(other)
+        if not self.state_fields:
+            self._merge_state(other)
+            return self
+        for f in self.state_fields:  # nothing below may fail: _check_merge decided
+            f.set(self, f.merge(f.get(self), f.get(other), self))
+        self._refresh()
         return self
 
     def __add__(self: A, other: "Accumulator") -> A:
@@ -71,11 +95,31 @@ class Accumulator:
 
     def copy(self: A) -> A:
         """An independent accumulator with the same configuration and state."""
-        return _copy.deepcopy(self)
+        cls = type(self)
+        new = cls.__new__(cls)
+        if not self.state_fields:
+            new.__dict__.update(_copy.deepcopy(self.__dict__))
+            return new
+        new.__dict__.update(self.__dict__)  # configuration (immutable) and caches
+        for f in self.state_fields:
+            f.set(new, f.copy(f.get(self)))
+        new._refresh()
+        return new
+
+    def __deepcopy__(self: A, memo: dict) -> A:
+        return self.copy()
+
+    def __copy__(self: A) -> A:
+        return self.copy()
 
     def reset(self: A) -> A:
         """Forget every event; keep the configuration. Returns ``self``."""
-        self._reset_state()
+        if not self.state_fields:
+            self._reset_state()
+            return self
+        for f in self.state_fields:
+            f.set(self, f.default(self))
+        self._refresh()
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -98,9 +142,21 @@ class Accumulator:
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return self.to_dict() == other.to_dict()  # type: ignore[attr-defined]
+        assert isinstance(other, Accumulator)
+        return self._config() == other._config() and self._state() == other._state()
 
-    __hash__ = None  # type: ignore[assignment]  # mutable
+    __hash__ = None  # type: ignore[assignment]  # mutable: object.__hash__ must not apply
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle through the validated JSON state (no closures, no caches)."""
+        return {"config": self._config(), "state": self._state()}
+
+    def __setstate__(self, data: Mapping[str, Any]) -> None:
+        fresh = _build(type(self), data["config"], data["state"])
+        self.__dict__.update(fresh.__dict__)
+        for f in self.state_fields:  # attributes in __slots__ are not in __dict__
+            f.set(self, f.get(fresh))
+        self._refresh()
 
     def __repr__(self) -> str:
         cfg = ", ".join(f"{k}={v!r}" for k, v in self._config().items())
@@ -111,6 +167,15 @@ class Accumulator:
         """JSON-safe constructor arguments; equal configs are mergeable."""
         return {}
 
+    @classmethod
+    def _check_config(cls, config: Mapping[str, Any]) -> None:
+        """Refuse (ValueError) a configuration from a dict before anything is built: by
+        default, label lists longer than ``LIMITS.max_labels``."""
+        cap = _state_mod.LIMITS.max_labels
+        for key, value in config.items():
+            if isinstance(value, list) and len(value) > cap:
+                raise ValueError(f"config[{key!r}] has {len(value)} entries, more than max_labels={cap}")
+
     def _check_mergeable(self, other: "Accumulator") -> None:
         if self._config() != other._config():
             raise ValueError(
@@ -118,23 +183,68 @@ class Accumulator:
                 f"configurations: {self._config()!r} vs {other._config()!r}"
             )
 
-    def _state(self) -> dict[str, Any]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def _check_merge(self, other: "Accumulator") -> None:
+        """Raise ValueError (nothing changed) when the states cannot be merged."""
 
-    def _load_state(self, state: Mapping[str, Any]) -> None:  # pragma: no cover - abstract
+    # Undeclared state: a subclass without ``state_fields`` (e.g. a test double outside
+    # the library) implements _state/_load_state and these two itself.
+    def _merge_state(self, other: "Accumulator") -> None:  # pragma: no cover - legacy
+        raise NotImplementedError(f"{type(self).__name__} declares no state_fields")
+
+    def _reset_state(self) -> None:  # pragma: no cover - legacy
+        raise NotImplementedError(f"{type(self).__name__} declares no state_fields")
+
+    def _refresh(self) -> None:
+        """Rebuild derived caches after reset, copy, merge or load."""
+
+    def _state(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in self.state_fields:
+            out.update(f.to_json(self))
+        return out
+
+    def _check_state(self, loaded: dict[str, Any]) -> None:
+        """Cross-field checks of decoded state (``loaded``: key of the first JSON key of each
+        field -> decoded value) before it is installed; raise ValueError."""
+
+    def _load_state(self, state: Mapping[str, Any]) -> None:
         """Replace the state by a validated copy of ``state``; raise ValueError if malformed."""
-        raise NotImplementedError
-
-    def _merge_state(self, other: "Accumulator") -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def _reset_state(self) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
+        expected = {k for f in self.state_fields for k in f.keys}
+        if set(state) != expected:
+            raise ValueError(f"state keys must be {sorted(expected)}, got {sorted(map(str, state))[:20]}")
+        loaded: dict[str, Any] = {}
+        for f in self.state_fields:
+            loaded[f.keys[0]] = f.from_json(state, self, loaded)
+        self._check_state(loaded)
+        for f in self.state_fields:
+            f.set(self, loaded[f.keys[0]])
+        self._refresh()
 
     @classmethod
     def _from_config(cls: type[A], config: Mapping[str, Any]) -> A:
         """Construct an empty accumulator from :meth:`_config` output."""
-        return cls(**config)  # type: ignore[call-arg]
+        return cls(**config)
+
+
+def _build(cls: type[A], config: Any, state: Any, version: int | None = None) -> A:
+    name = cls.type_name
+    if not isinstance(config, Mapping) or not isinstance(state, Mapping):
+        raise ValueError(f"{name} dict: 'config' and 'state' must be mappings")
+    try:
+        check_json_shape(config, "config")
+        check_json_shape(state, "state")
+        cls._check_config(config)
+        if version is not None:
+            while version != cls.version:
+                state = cls.migrations[version](state, config)
+                version += 1
+        obj = cls._from_config(config)
+        obj._load_state(state)
+    except ValueError as exc:
+        raise ValueError(f"malformed {name} dict: {exc}") from None
+    except (TypeError, KeyError, IndexError, AttributeError, OverflowError, RecursionError) as exc:
+        raise ValueError(f"malformed {name} dict: {type(exc).__name__}: {describe(str(exc))}") from None
+    return obj
 
 
 def registered_types() -> dict[str, type[Accumulator]]:
@@ -156,23 +266,13 @@ def from_dict(data: Mapping[str, Any]) -> Accumulator:
     type_name = data["type"]
     if not isinstance(type_name, str) or type_name not in _REGISTRY:
         raise ValueError(
-            f"unknown accumulator type {type_name!r}; known: {sorted(_REGISTRY)}"
+            f"unknown accumulator type {describe(type_name)}; known: {sorted(_REGISTRY)}"
         )
     cls = _REGISTRY[type_name]
     version = data["version"]
-    if type(version) is not int or version not in cls.readable_versions:
+    if type(version) is not int or version not in cls.readable_versions():
         raise ValueError(
-            f"unsupported {type_name} dict version {version!r}; "
-            f"this streammetrics reads {list(cls.readable_versions)}"
+            f"unsupported {type_name} dict version {describe(version)}; "
+            f"this streammetrics reads {list(cls.readable_versions())}"
         )
-    config, state = data["config"], data["state"]
-    if not isinstance(config, Mapping) or not isinstance(state, Mapping):
-        raise ValueError(f"{type_name} dict: 'config' and 'state' must be mappings")
-    try:
-        obj = cls._from_config(config)
-        obj._load_state(state)
-    except ValueError as exc:
-        raise ValueError(f"malformed {type_name} dict: {exc}") from None
-    except (TypeError, KeyError, IndexError, AttributeError, OverflowError) as exc:
-        raise ValueError(f"malformed {type_name} dict: {type(exc).__name__}: {exc}") from None
-    return obj
+    return _build(cls, data["config"], data["state"], version)

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from typing import Any, Hashable, Sequence
 
 import numpy as np
 
 __all__ = [
+    "asarray",
     "check_weight",
     "check_number",
     "as_label_array",
@@ -113,13 +115,28 @@ def to_builtin_label(label: Any, name: str = "label") -> Hashable:
 
 
 # ----------------------------------------------------------------------------- batches
+# numpy < 1.24 turns ragged nested sequences into object arrays with this warning, where
+# later versions raise ValueError: make every version raise
+_RAGGED = getattr(getattr(np, "exceptions", np), "VisibleDeprecationWarning", DeprecationWarning)
+
+
+def asarray(values: Any, dtype: Any = None) -> np.ndarray:
+    """``np.asarray`` that raises ``ValueError`` on ragged nested sequences on every numpy."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", _RAGGED)
+        try:
+            return np.asarray(values, dtype=dtype)
+        except _RAGGED as exc:
+            raise ValueError(f"ragged nested sequences: {exc}") from None
+
+
 def _as_1d(values: Any, name: str, dtype: Any = None) -> np.ndarray:
     if isinstance(values, (str, bytes)) or not hasattr(values, "__len__") and not hasattr(values, "__array__"):
         if not hasattr(values, "__iter__") or isinstance(values, (str, bytes)):
             raise TypeError(f"{name} must be a sequence or array, got {type(values).__name__}")
         values = list(values)
     try:
-        arr = np.asarray(values, dtype=dtype)
+        arr = asarray(values, dtype=dtype)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{name} could not be read as an array: {exc}") from None
     if arr.ndim != 1:
@@ -233,14 +250,11 @@ def labels_to_json(labels: Sequence[Hashable]) -> list:
 
 
 def labels_from_json(values: Any, name: str = "labels") -> list:
+    """A JSON list of distinct labels (kinds may mix), validated by
+    :func:`streammetrics.core.labels.check_label_list`."""
+    from streammetrics.core.labels import check_label_list  # core.labels imports this module
+
     if not isinstance(values, list):
         raise ValueError(f"{name} must be a list, got {type(values).__name__}")
-    out = [to_builtin_label(v, f"{name}[{i}]") for i, v in enumerate(values)]
-    if len(set(map(_label_key, out))) != len(out):
-        raise ValueError(f"{name} has duplicates: {out!r}")
-    return out
+    return check_label_list(values, name, minimum=0, one_kind=False)
 
-
-def _label_key(label: Hashable) -> tuple:
-    # True == 1 in Python; keep bools distinct from ints when checking duplicates
-    return (label.__class__ is bool, label)

@@ -330,17 +330,3 @@ def binning_from_config(config: Mapping[str, Any]) -> Binning:
     except TypeError as exc:
         raise ValueError(str(exc)) from None
 
-
-def _reference_key(binning: LogGridBinning, s: float) -> int:
-    """Slow, obviously-correct key (used by tests): the table of the class docstring."""
-    def up(x: float) -> int:
-        bits = struct.unpack("<q", struct.pack("<d", abs(x)))[0]
-        return -(-bits // (1 << binning._shift))
-
-    if s < 0:
-        return -up(-s)
-    if s < 0.5:
-        return up(s)
-    if s <= 1.0:
-        return binning._c - up(1.0 - s)
-    return binning._c + up(s - 1.0)

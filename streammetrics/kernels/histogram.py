@@ -61,17 +61,6 @@ class ScoreHistogram:
         #: key -> summed weight (> 0); keys are ints (log grid) or float scores (exact)
         self.weights: dict[Any, float] = {}
 
-    def add(self, score: float, weight: float = 1.0) -> None:
-        """Add one event; ``score`` must be a finite float, ``weight`` a finite float >= 0."""
-        if weight:
-            k = self.binning.key(score)
-            w = self.weights
-            w[k] = w.get(k, 0.0) + weight
-
-    def add_many(self, scores: np.ndarray, weights: np.ndarray | None = None) -> None:
-        """Add a validated batch (finite float64 scores, optional weights >= 0)."""
-        add_grouped([self], self.binning.keys(scores), None, weights)
-
     def merge(self, other: "ScoreHistogram") -> None:
         """Add the weights of ``other`` (same binning) to ``self``."""
         if other.binning != self.binning:
@@ -97,7 +86,7 @@ class ScoreHistogram:
             return NotImplemented
         return self.binning == other.binning and self.weights == other.weights
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # mutable: not hashable
 
     def __repr__(self) -> str:
         return f"ScoreHistogram({self.binning!r}, {len(self.weights)} keys, weight={self.total():g})"

@@ -35,9 +35,19 @@ __all__ = [
     "precision_recall_curve",
     "average_precision",
     "warn_one_class",
+    "trapezoid",
 ]
 
 _EPS = float(np.finfo(np.float64).eps)
+
+
+def trapezoid(y: np.ndarray, x: np.ndarray) -> float:
+    """Trapezoidal area under ``y(x)``: numpy's ``trapezoid`` (``trapz`` before numpy 2.0)
+    formula, ``sum(diff(x) * (y[1:] + y[:-1]) / 2)``, written out so that every numpy
+    from 1.23 on gives the same (bitwise) result."""
+    y = np.asarray(y, dtype=np.float64)
+    x = np.asarray(x, dtype=np.float64)
+    return float(np.add.reduce(np.diff(x) * (y[1:] + y[:-1]) / 2.0))
 
 
 def warn_one_class() -> float:
@@ -79,7 +89,7 @@ def roc_curve(
     an UndefinedMetricWarning when a class has no weight."""
     fps, tps, thr = cumulative(neg, pos, thresholds)
     _require_weight(fps)
-    return _roc_from_cumulative(fps, tps, thr, drop_intermediate)
+    return _roc_from_cumulative(fps, tps, thr, drop_intermediate)  # type: ignore[return-value]  # thr is an array: thresholds was
 
 
 def _roc_from_cumulative(
@@ -143,7 +153,7 @@ def roc_auc(neg: np.ndarray, pos: np.ndarray, max_fpr: float | None = None) -> f
         return math.nan
     fpr, tpr, _ = _roc_from_cumulative(fps, tps, None, True)
     if max_fpr is None or max_fpr == 1:
-        return float(np.trapezoid(tpr, fpr))
+        return float(trapezoid(tpr, fpr))
     if np.isnan(fpr[-1]) or np.isnan(tpr[-1]):
         return math.nan
     stop = int(np.searchsorted(fpr, max_fpr, "right"))
@@ -151,7 +161,7 @@ def roc_auc(neg: np.ndarray, pos: np.ndarray, max_fpr: float | None = None) -> f
     y_interp = [tpr[stop - 1], tpr[stop]]
     tpr = np.append(tpr[:stop], np.interp(max_fpr, x_interp, y_interp))
     fpr = np.append(fpr[:stop], max_fpr)
-    partial_auc = float(np.trapezoid(tpr, fpr))
+    partial_auc = float(trapezoid(tpr, fpr))
     min_area = 0.5 * max_fpr**2
     max_area = max_fpr
     return 0.5 * (1 + (partial_auc - min_area) / (max_area - min_area))
@@ -194,7 +204,7 @@ def precision_recall_curve(
     fps, tps, thr = cumulative(neg, pos, thresholds)
     _require_weight(fps)
     precision, recall, thr = _pr_from_cumulative(fps, tps, thr, drop_intermediate)
-    return precision, recall, thr
+    return precision, recall, thr  # type: ignore[return-value]  # thr is an array: thresholds was
 
 
 def _pr_from_cumulative(

@@ -28,12 +28,13 @@ from __future__ import annotations
 import math
 import struct
 import warnings
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Hashable, Mapping
 
 import numpy as np
 
-from streammetrics.core.accumulator import Accumulator, from_dict
+from streammetrics.core.accumulator import Accumulator
 from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.core.validation import (
     as_float_array,
     as_label_array,
@@ -57,6 +58,9 @@ from streammetrics.kernels.histogram import (
     histograms_to_json,
     insert_table,
 )
+
+if TYPE_CHECKING:  # the module imports ConfusionMatrix lazily (it imports this one)
+    from streammetrics.metrics.confusion import ConfusionMatrix
 
 __all__ = ["BinaryScores"]
 
@@ -102,6 +106,140 @@ def _as_binary_array(y_true: Any, name: str) -> np.ndarray:
     raise TypeError(f"{name} must hold 0, 1, True or False, got dtype {y.dtype}")
 
 
+# ----------------------------------------------------------------------------- declared state
+def _log_loss_of(sums: list) -> float:
+    """Log-loss sum of ``[weighted sum, brier sum, mantissa, exponent]``."""
+    _, _, mantissa, exponent = sums
+    return sums[0] - (_log(mantissa) + exponent * _LN2)
+
+
+def _fresh_histograms(acc: "BinaryScores") -> tuple[Binning, ScoreHistogram, ScoreHistogram]:
+    binning = make_binning(64, True) if acc._exact else LogGridBinning(acc._finest)  # type: ignore[arg-type]  # _finest is an int unless exact
+    return binning, ScoreHistogram(binning), ScoreHistogram(binning)
+
+
+def _merge_histograms(mine: tuple, theirs: tuple, acc: "BinaryScores") -> tuple:
+    """Bring both to the coarser of the two grids, add, then collapse to ``max_bins``."""
+    binning, neg, pos = mine
+    other = [theirs[1], theirs[2]]
+    if not binning.exact:
+        other = [h.copy() for h in other]
+        while other[0].binning.bins > binning.bins:
+            coarsen_all(other)
+        while binning.bins > other[0].binning.bins:
+            binning = coarsen_all([neg, pos])
+    neg.merge(other[0])
+    pos.merge(other[1])
+    if acc._max_bins is not None:
+        binning = collapse([neg, pos], acc._max_bins)
+    return binning, neg, pos
+
+
+def _encode_histograms(value: tuple, acc: "BinaryScores") -> tuple:
+    binning, neg, pos = value
+    return (None if binning.exact else binning.bins), histograms_to_json([neg, pos], ["neg", "pos"])
+
+
+def _decode_histograms(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any]) -> tuple:
+    bpo, hist = raw
+    binning: Binning
+    if not acc._exact:
+        if type(bpo) is not int or bpo > acc._finest:  # type: ignore[operator]  # _finest is an int unless exact
+            raise ValueError(f"bins_per_octave must be an int <= bins, got {describe(bpo)}")
+        binning = LogGridBinning(bpo)
+    elif bpo is not None:
+        raise ValueError("bins_per_octave must be null for an exact BinaryScores")
+    else:
+        binning = make_binning(64, True)
+    neg, pos = histograms_from_json(hist, binning, ["neg", "pos"])
+    if not binning.exact and binning.bins > 1 and len(neg) + len(pos) > acc._max_bins:  # type: ignore[attr-defined,operator]  # a log grid, max_bins set
+        raise ValueError(f"the histograms hold more than max_bins={acc._max_bins} keys")
+    events, (_, weights) = loaded["events"], loaded["weights"]
+    for c, (h, n, w) in enumerate(zip((neg, pos), events, weights)):
+        if len(h) > n:
+            raise ValueError(f"{len(h)} weighted bins cannot come from events[{c}] = {n}")
+        if abs(h.total() - w) > 1e-9 * max(1.0, w):
+            raise ValueError(f"weights[{c}] = {w!r} differs from the histogram's total {h.total()!r}")
+    return binning, neg, pos
+
+
+def _decode_weights(raw: Any, acc: "BinaryScores", loaded: Mapping[str, Any]) -> tuple:
+    weights = decode_list(raw, "weight", 2)
+    for c, w in enumerate(weights):
+        if w > MAX_TOTAL_WEIGHT:
+            raise ValueError(f"weights[{c}] exceeds {MAX_TOTAL_WEIGHT:g}")
+    # every loaded event counts as weighted: class weight = events - wevents + wsum
+    return list(loaded["events"]), weights
+
+
+def _merge_sums(mine: list, theirs: list, acc: "BinaryScores") -> list:
+    mine[0] += _log_loss_of(theirs)
+    mine[1] += theirs[1]
+    return mine
+
+
+def _encode_sums(sums: list, acc: "BinaryScores") -> tuple:
+    # once a score outside [0, 1] was seen the sums are meaningless: stored as 0
+    if acc._outside != [None, None]:
+        return 0.0, 0.0
+    return _log_loss_of(sums), sums[1]
+
+
+def _decode_sums(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any]) -> list:
+    ll, brier = decode_list(list(raw), "weight", 2)
+    return [ll, brier, 1.0, 0]
+
+
+def _merge_outside(mine: list, theirs: list, acc: "BinaryScores") -> list:
+    lo, hi = theirs
+    if lo is not None and (mine[0] is None or lo < mine[0]):
+        mine[0] = lo
+    if hi is not None and (mine[1] is None or hi > mine[1]):
+        mine[1] = hi
+    return mine
+
+
+def _decode_outside(outside: Any, acc: "BinaryScores", loaded: Mapping[str, Any]) -> list:
+    if outside is None:
+        return [None, None]
+    if not isinstance(outside, list) or len(outside) != 2 or outside == [None, None]:
+        raise ValueError(f"must be null or [lowest, highest], got {describe(outside)}")
+    out = [None if v is None else check_number(v, f"outside_unit[{i}]") for i, v in enumerate(outside)]
+    if (out[0] is not None and out[0] >= 0) or (out[1] is not None and out[1] <= 1):
+        raise ValueError(f"must be [lowest score < 0 or null, highest score > 1 or null], got {out!r}")
+    return out
+
+
+def _add_pairs(mine: tuple, theirs: tuple, acc: Any) -> tuple:
+    for a, b in zip(mine, theirs):
+        a[0] += b[0]
+        a[1] += b[1]
+    return mine
+
+
+_BINARY_STATE = (
+    Field("events", lambda acc: [0, 0], "counts", decode=lambda raw, acc, ld: decode_list(raw, "count", 2)),
+    # events added with an explicit weight, and their summed weight, per class: the other
+    # events have weight 1, so class weight = events - wevents + wsum (written: class weight)
+    Field("weights", lambda acc: ([0, 0], [0.0, 0.0]), attrs=("_wevents", "_wsum"), merge=_add_pairs,
+          copy=lambda v: (list(v[0]), list(v[1])),
+          encode=lambda v, acc: [acc._class_weight(0), acc._class_weight(1)], decode=_decode_weights),
+    # [sum of w * -log(p), sum of w * (y - s)**2, mantissa, exponent]: p is the clipped
+    # probability of the true class; the unit-weight path multiplies p into
+    # mantissa * 2**exponent instead of adding logs (one multiply per event)
+    Field(("log_loss_sum", "brier_sum"), lambda acc: [0.0, 0.0, 1.0, 0], attrs="_sums",
+          merge=_merge_sums, copy=list, encode=_encode_sums, decode=_decode_sums),
+    # [lowest score below 0, highest score above 1] seen (None: none), because log loss
+    # and Brier score are undefined once either has been seen
+    Field("outside_unit", lambda acc: [None, None], attrs="_outside", merge=_merge_outside, copy=list,
+          encode=lambda v, acc: None if v == [None, None] else list(v), decode=_decode_outside),
+    # the grid in force and the two histograms on it: merged together (grids coarsen)
+    Field(("bins_per_octave", "histogram"), _fresh_histograms, attrs=("_binning", "_neg", "_pos"),
+          merge=_merge_histograms, copy=lambda v: (v[0], v[1].copy(), v[2].copy()),
+          encode=_encode_histograms, decode=_decode_histograms),
+)
+
+
 class BinaryScores(Accumulator):
     """ROC AUC (with guaranteed bounds), curves, average precision, log loss and Brier
     score of a stream of ``(y_true, score, weight)`` events.
@@ -126,14 +264,29 @@ class BinaryScores(Accumulator):
     Where scikit-learn raises on an empty or all-zero-weight input, the scalar metrics
     return nan with an :class:`~streammetrics.core.exceptions.UndefinedMetricWarning` and the
     curves raise ``ValueError``.
+
+    >>> b = BinaryScores().update_many([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8])
+    >>> b.roc_auc(), [round(x, 6) for x in b.roc_auc_bounds()], round(b.log_loss(), 4)
+    (0.75, [0.75, 0.75], 0.4723)
     """
 
     type_name = "BinaryScores"
+    state_fields = _BINARY_STATE
+
+    # the declared state (see _BINARY_STATE)
+    _events: list[int]
+    _wevents: list[int]
+    _wsum: list[float]
+    _sums: list
+    _outside: list[float | None]
+    _binning: Binning
+    _neg: ScoreHistogram
+    _pos: ScoreHistogram
 
     def __init__(
         self, bins: int | None = 1024, exact: bool = False, max_bins: int | None = 4096
     ) -> None:
-        self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]
+        self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]  # bins is None only with exact=True, which ignores it
         if exact:
             self._finest, self._max_bins = None, None
         else:
@@ -142,29 +295,11 @@ class BinaryScores(Accumulator):
             if max_bins < 1:
                 raise ValueError(f"max_bins must be at least 1, got {max_bins!r}")
             self._finest, self._max_bins = bins, max_bins
-        self._reset_state()
+        self._exact = exact
+        self.reset()
 
     # ------------------------------------------------------------------ state
-    def _reset_state(self) -> None:
-        if not self._binning.exact:
-            self._binning = LogGridBinning(self._finest)  # type: ignore[arg-type]
-        self._neg = ScoreHistogram(self._binning)
-        self._pos = ScoreHistogram(self._binning)
-        self._events = [0, 0]  # events per class (zero weights included)
-        # events added with an explicit weight, and their summed weight, per class: the
-        # other events have weight 1, so class weight = events - wevents + wsum
-        self._wevents = [0, 0]
-        self._wsum = [0.0, 0.0]
-        # [sum of w * -log(p), sum of w * (y - s)**2, mantissa, exponent]: p is the clipped
-        # probability of the true class; the unit-weight path multiplies p into
-        # mantissa * 2**exponent instead of adding logs (one multiply per event)
-        self._sums: list = [0.0, 0.0, 1.0, 0]
-        # [lowest score below 0, highest score above 1] seen (None: none), because log loss
-        # and Brier score are undefined once either has been seen
-        self._outside: list[float | None] = [None, None]
-        self._bind()
-
-    def _bind(self) -> None:
+    def _refresh(self) -> None:
         """Cache the containers and constants the per-event path uses in one tuple (one
         attribute lookup per event); called whenever a container is replaced."""
         b = self._binning
@@ -175,12 +310,12 @@ class BinaryScores(Accumulator):
         )
 
     @property
-    def count(self) -> int:  # type: ignore[override]
+    def count(self) -> int:  # type: ignore[override]  # a read-only property over the declared state
         """Number of events seen (zero-weight events included)."""
         return self._events[0] + self._events[1]
 
     @property
-    def total_weight(self) -> float:  # type: ignore[override]
+    def total_weight(self) -> float:  # type: ignore[override]  # a read-only property over the declared state
         """Summed weight of the events seen."""
         return self._class_weight(0) + self._class_weight(1)
 
@@ -195,7 +330,7 @@ class BinaryScores(Accumulator):
     @property
     def bins_per_octave(self) -> int | None:
         """Resolution in force: ``bins`` halved as often as ``max_bins`` required."""
-        return None if self._binning.exact else self._binning.bins  # type: ignore[attr-defined]
+        return None if self._binning.exact else self._binning.bins  # type: ignore[attr-defined]  # a LogGridBinning (or the same type) here
 
     @property
     def max_bins(self) -> int | None:
@@ -210,121 +345,20 @@ class BinaryScores(Accumulator):
     def _config(self) -> dict[str, Any]:
         return {"bins": self._finest, "exact": self.exact, "max_bins": self._max_bins}
 
-    def _state(self) -> dict[str, Any]:
-        return {
-            "events": list(self._events),
-            "weights": [self._class_weight(0), self._class_weight(1)],
-            # once a score outside [0, 1] was seen the sums are meaningless: stored as 0
-            "log_loss_sum": self._log_loss_sum() if self._outside == [None, None] else 0.0,
-            "brier_sum": self._sums[1] if self._outside == [None, None] else 0.0,
-            "outside_unit": None if self._outside == [None, None] else list(self._outside),
-            "bins_per_octave": self.bins_per_octave,
-            "histogram": histograms_to_json([self._neg, self._pos], ["neg", "pos"]),
-        }
+    def _log_loss_sum(self) -> float:
+        """Sum of ``w * -log(p)`` over the events with a score in [0, 1]."""
+        return _log_loss_of(self._sums)
 
-    def _load_state(self, state: Mapping[str, Any]) -> None:
-        expected = {"events", "weights", "log_loss_sum", "brier_sum", "outside_unit",
-                    "bins_per_octave", "histogram"}
-        if set(state) != expected:
-            raise ValueError(f"state keys must be {sorted(expected)}, got {sorted(map(str, state))}")
-        events, weights = state["events"], state["weights"]
-        if not (isinstance(events, list) and len(events) == 2
-                and all(type(v) is int and v >= 0 for v in events)):
-            raise ValueError(f"events must be [negatives, positives] non-negative ints, got {events!r}")
-        if not isinstance(weights, list) or len(weights) != 2:
-            raise ValueError(f"weights must be [negatives, positives], got {weights!r}")
-        weights = [check_weight(w, f"weights[{i}]") for i, w in enumerate(weights)]
-        sums = [check_weight(state[k], k) for k in ("log_loss_sum", "brier_sum")]
-        outside = state["outside_unit"]
-        if outside is None:
-            outside = [None, None]
-        else:
-            if not isinstance(outside, list) or len(outside) != 2 or outside == [None, None]:
-                raise ValueError(f"outside_unit must be null or [lowest, highest], got {outside!r}")
-            outside = [None if v is None else check_number(v, f"outside_unit[{i}]")
-                       for i, v in enumerate(outside)]
-            if (outside[0] is not None and outside[0] >= 0) or (outside[1] is not None and outside[1] <= 1):
-                raise ValueError(
-                    f"outside_unit must be [lowest score < 0 or null, highest score > 1 or null], "
-                    f"got {outside!r}"
-                )
-        binning = self._binning
-        if not binning.exact:
-            bpo = state["bins_per_octave"]
-            if type(bpo) is not int or bpo > self._finest:  # type: ignore[operator]
-                raise ValueError(f"bins_per_octave must be an int <= bins, got {bpo!r}")
-            binning = LogGridBinning(bpo)
-        elif state["bins_per_octave"] is not None:
-            raise ValueError("bins_per_octave must be null for an exact BinaryScores")
-        neg, pos = histograms_from_json(state["histogram"], binning, ["neg", "pos"])
-        if not binning.exact and binning.bins > 1 and len(neg) + len(pos) > self._max_bins:
-            raise ValueError(f"the histograms hold more than max_bins={self._max_bins} keys")
-        for c, (h, n, w) in enumerate(zip((neg, pos), events, weights)):
-            if w > MAX_TOTAL_WEIGHT:
-                raise ValueError(f"weights[{c}] exceeds {MAX_TOTAL_WEIGHT:g}")
-            if len(h) > n:
-                raise ValueError(f"{len(h)} weighted bins cannot come from events[{c}] = {n}")
-            if abs(h.total() - w) > 1e-9 * max(1.0, w):
-                raise ValueError(f"weights[{c}] = {w!r} differs from the histogram's total {h.total()!r}")
-        self._binning = binning
-        self._neg, self._pos = neg, pos
-        self._events = list(events)
-        self._wevents = list(events)
-        self._wsum = weights
-        self._sums = [sums[0], sums[1], 1.0, 0]
-        self._outside = outside
-        self._bind()
-
-    def _merge_state(self, other: Accumulator) -> None:
+    def _check_merge(self, other: Accumulator) -> None:
         assert isinstance(other, BinaryScores)
         if max(self._class_weight(c) + other._class_weight(c) for c in (0, 1)) > MAX_TOTAL_WEIGHT:
             raise ValueError(f"merged class weight would exceed {MAX_TOTAL_WEIGHT:g}")
-        other_hists = [other._neg, other._pos]
-        if not self.exact:  # bring both to the coarser of the two grids, add, then collapse
-            other_hists = [h.copy() for h in other_hists]
-            while other_hists[0].binning.bins > self._binning.bins:
-                coarsen_all(other_hists)
-            while self._binning.bins > other_hists[0].binning.bins:
-                self._binning = coarsen_all([self._neg, self._pos])
-        self._neg.merge(other_hists[0])
-        self._pos.merge(other_hists[1])
-        self._collapse()
-        for i in (0, 1):
-            self._events[i] += other._events[i]
-            self._wevents[i] += other._wevents[i]
-            self._wsum[i] += other._wsum[i]
-        self._sums[0] += other._log_loss_sum()
-        self._sums[1] += other._sums[1]
-        self._see_outside(*other._outside)
-
-    def copy(self) -> "BinaryScores":
-        new = BinaryScores.__new__(BinaryScores)
-        new.__dict__.update(self.__dict__)
-        new._neg, new._pos = self._neg.copy(), self._pos.copy()
-        new._events = list(self._events)
-        new._wevents = list(self._wevents)
-        new._wsum = list(self._wsum)
-        new._sums = list(self._sums)
-        new._outside = list(self._outside)
-        new._bind()
-        return new
-
-    def __deepcopy__(self, memo: dict) -> "BinaryScores":
-        return self.copy()
-
-    def __reduce__(self) -> tuple:  # pickle through the validated JSON state
-        return (from_dict, (self.to_dict(),))
-
-    def _log_loss_sum(self) -> float:
-        """Sum of ``w * -log(p)`` over the events with a score in [0, 1]."""
-        _, _, mantissa, exponent = self._sums
-        return self._sums[0] - (_log(mantissa) + exponent * _LN2)
 
     def _collapse(self) -> None:
         """Coarsen the grid while the histograms hold more than ``max_bins`` keys."""
         if self._max_bins is not None:
             self._binning = collapse([self._neg, self._pos], self._max_bins)
-        self._bind()
+        self._refresh()
 
     def _see_outside(self, low: float | None, high: float | None) -> None:
         """Remember a score below 0 (``low``) and/or above 1 (``high``)."""
@@ -374,7 +408,7 @@ class BinaryScores(Accumulator):
             h[k] += 1.0
         except KeyError:  # a new bin: coarsen the grid if the histograms are now too big
             h[k] = 1.0
-            if len(hists[0]) + len(hists[1]) > self._max_bins:
+            if len(hists[0]) + len(hists[1]) > self._max_bins:  # type: ignore[operator]  # a log grid: an int
                 self._collapse()
         events[y] += 1
         if q is None:
@@ -444,6 +478,7 @@ class BinaryScores(Accumulator):
             return self
         positives = int(np.count_nonzero(y))
         class_n = (n - positives, positives)
+        class_w: tuple[float, float]
         if w is None:
             class_w = class_n
         else:
@@ -455,8 +490,8 @@ class BinaryScores(Accumulator):
         binning = self._binning
         keys, table = aggregate(binning.keys(s), y, 2, w)
         if not binning.exact:  # the batch alone may already need a coarser grid
-            while np.count_nonzero(table) > self._max_bins and binning.bins > 1:
-                binning, keys, table = coarsen_table(binning, keys, table)  # type: ignore[arg-type]
+            while np.count_nonzero(table) > self._max_bins and binning.bins > 1:  # type: ignore[attr-defined,operator]  # a log grid: bins, max_bins ints
+                binning, keys, table = coarsen_table(binning, keys, table)  # type: ignore[arg-type]  # a LogGridBinning
         lo, hi = float(s.min()), float(s.max())
         if lo >= 0.0 and hi <= 1.0 and self._outside == [None, None]:
             ll, brier = self._probability_sums(y, s, w)
@@ -465,7 +500,7 @@ class BinaryScores(Accumulator):
             ll = brier = 0.0
             outside = (lo if lo < 0.0 else None, hi if hi > 1.0 else None)
         # ---- nothing below can fail
-        while self._binning.bins is not None and self._binning.bins > binning.bins:  # type: ignore[attr-defined]
+        while self._binning.bins is not None and self._binning.bins > binning.bins:  # type: ignore[attr-defined]  # a LogGridBinning (or the same type) here
             self._binning = coarsen_all([self._neg, self._pos])
         insert_table((self._neg, self._pos), keys, table)
         self._collapse()
@@ -568,6 +603,7 @@ class BinaryScores(Accumulator):
             )
         # ---- nothing below can fail
         if w:
+            assert old is not None  # checked above
             new = old - w
             if new <= 1e-9 * old:
                 del h[k]
@@ -578,7 +614,7 @@ class BinaryScores(Accumulator):
             wevents[y] -= 1
             wsum[y] = wsum[y] - w if wevents[y] and wsum[y] > w else 0.0
         if events[0] + events[1] == 0:
-            self._reset_state()  # empty: the state of a new accumulator (finest grid)
+            self.reset()  # empty: the state of a new accumulator (finest grid)
             return self
         if events[y] == 0:
             h.clear()  # drop residue of float weights
@@ -616,8 +652,11 @@ class BinaryScores(Accumulator):
     def roc_auc(self, max_fpr: float | None = None) -> float:
         """ROC AUC (``sklearn.metrics.roc_auc_score``): pairs of tied scores, and with bins
         pairs in one bin, count half. ``max_fpr`` gives the McClish-standardised partial
-        AUC. nan with an UndefinedMetricWarning when only one class has been seen."""
+        AUC. nan with an UndefinedMetricWarning when no event or only one class has been seen."""
         ranking._check_max_fpr(max_fpr)
+        if not self.count:
+            warnings.warn("No event: ROC AUC is not defined.", UndefinedMetricWarning, stacklevel=2)
+            return math.nan
         if self._one_class():
             return ranking.warn_one_class()
         _, neg, pos = self._levels()
@@ -657,7 +696,7 @@ class BinaryScores(Accumulator):
         _, neg, pos = self._levels()
         return ranking.average_precision(neg, pos)
 
-    def confusion_at(self, threshold: float) -> "ConfusionMatrix":  # noqa: F821
+    def confusion_at(self, threshold: float) -> ConfusionMatrix:
         """ConfusionMatrix (labels [0, 1]) of the predictions ``score >= threshold``.
 
         Exact when ``exact``, and with bins when ``threshold`` is the smallest score of its
@@ -669,7 +708,7 @@ class BinaryScores(Accumulator):
         t = check_number(threshold, "threshold")
         keys, neg, pos = self._levels()
         above = keys >= self._binning.key(t)
-        cells = {
+        cells: dict[tuple[Hashable, Hashable], float] = {
             (0, 0): float(neg[~above].sum()),
             (0, 1): float(neg[above].sum()),
             (1, 0): float(pos[~above].sum()),

@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Hashable, Iterable, Mapping, Sequence
+from typing import Any, Hashable, Mapping, Sequence
 
 import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
 from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.labels import LABEL_KINDS, check_label_list, label_kind
+from streammetrics.core.state import Field, describe
 from streammetrics.core.validation import (
     as_label_array,
     as_weight_array,
@@ -39,20 +41,20 @@ from streammetrics.core.validation import (
     to_builtin_label,
 )
 from streammetrics.kernels import classification as _cls
+from streammetrics.kernels.report_text import classification_report_of
 
 __all__ = ["ConfusionMatrix"]
 
 _INF = math.inf
 _ONE = 1.0  # the default weight object: `weight is _ONE` skips validation per event
-_KINDS = {bool: "bool", int: "number", float: "number", str: "str"}
+_KINDS = LABEL_KINDS
 _FAST_CLASS = {"bool": bool, "number": int, "str": str}
 _DTYPE_KINDS = {"b": "bool", "i": "number", "u": "number", "f": "number", "U": "str"}
 # small non-negative int labels are counted with one bincount on a combined code
 _DIRECT_MAX_LABEL = 1024
 
 
-def _kind(label: Hashable) -> str:
-    return _KINDS[label.__class__]
+_kind = label_kind
 
 
 def _normalise(values: list) -> list:
@@ -75,15 +77,73 @@ def _array_kind(arr: np.ndarray, name: str) -> str | None:
     return first
 
 
+# ----------------------------------------------------------------------------- declared state
+def _merge_cells(mine: tuple, theirs: tuple, acc: Any) -> tuple:
+    n, w, n_weighted = mine
+    for key, v in theirs[0].items():
+        n[key] = n.get(key, 0) + v
+    for key, x in theirs[1].items():
+        w[key] = w.get(key, 0.0) + x
+    return n, w, n_weighted + theirs[2]
+
+
+def _encode_cells(value: tuple, acc: Any) -> tuple:
+    n, w, n_weighted = value
+    cells = {key: float(c) for key, c in n.items()}
+    for key, x in w.items():
+        cells[key] = cells.get(key, 0.0) + x
+    count = sum(n.values()) + n_weighted
+    total = float(sum(n.values())) + math.fsum(w.values())
+    return count, total, [[t, p, float(x)] for (t, p), x in sorted(cells.items())]
+
+
+def _decode_cells(raw: tuple, acc: "ConfusionMatrix", loaded: Mapping[str, Any]) -> tuple:
+    count, total, cells = raw
+    if type(count) is not int or count < 0:
+        raise ValueError(f"count must be a non-negative int, got {describe(count)}")
+    total = check_weight(total, "total_weight")
+    if not isinstance(cells, list):
+        raise ValueError(f"cells must be a list of [true, pred, weight], got {type(cells).__name__}")
+    if len(cells) > count:
+        raise ValueError(f"{len(cells)} cells cannot come from count={count} events")
+    parsed: dict[tuple, float] = {}
+    for i, cell in enumerate(cells):
+        if not isinstance(cell, list) or len(cell) != 3:
+            raise ValueError(f"cells[{i}] must be a [true, pred, weight] list, got {describe(cell)}")
+        t = to_builtin_label(cell[0], f"cells[{i}][0]")
+        p = to_builtin_label(cell[1], f"cells[{i}][1]")
+        w = check_weight(cell[2], f"cells[{i}][2]")
+        key = (t, p)
+        if key in parsed or (t, p) != (cell[0], cell[1]):
+            raise ValueError(f"cells[{i}] repeats or mis-encodes the cell {key!r}")
+        parsed[key] = w
+    return acc._check_cells(parsed, count, total, loaded["unit_weights"])
+
+
+_CONFUSION_STATE = (
+    Field("unit_weights", lambda acc: True, "flag_all", attrs="_unit"),
+    # unit-weight counts and weighted sums per (true, pred) cell, and the number of
+    # weighted events; written as the cells' total weights with count and total_weight
+    Field(("count", "total_weight", "cells"), lambda acc: ({}, {}, 0), attrs=("_n", "_w", "_n_weighted"),
+          merge=_merge_cells, copy=lambda v: (dict(v[0]), dict(v[1]), v[2]),
+          encode=_encode_cells, decode=_decode_cells),
+)
+
+
 class ConfusionMatrix(Accumulator):
     """Weighted confusion matrix of hard predictions with scikit-learn's metrics.
 
     ``labels=None`` discovers labels as they arrive; metrics then use the sorted labels
     seen. With a list, events with other labels raise ``ValueError`` and metrics use that
     list (in its order) wherever scikit-learn takes a ``labels`` argument.
+
+    >>> cm = ConfusionMatrix().update_many(["cat", "dog", "cat", "bird"], ["cat", "dog", "dog", "bird"])
+    >>> cm.accuracy(), round(cm.f1(average="macro"), 4), cm.labels
+    (0.75, 0.7778, ['bird', 'cat', 'dog'])
     """
 
     type_name = "ConfusionMatrix"
+    state_fields = _CONFUSION_STATE
 
     def __init__(self, labels: Sequence[Hashable] | None = None) -> None:
         if labels is None:
@@ -91,42 +151,40 @@ class ConfusionMatrix(Accumulator):
             self._allowed: frozenset | None = None
             self._fixed_kind: str | None = None
         else:
-            if isinstance(labels, (str, bytes)) or not isinstance(labels, Iterable):
-                raise TypeError(f"labels must be a sequence of labels or None, got {labels!r}")
-            fixed = [to_builtin_label(v, f"labels[{i}]") for i, v in enumerate(labels)]
-            if not fixed:
-                raise ValueError("labels must hold at least one label")
-            kinds = {_kind(v) for v in fixed}
-            if len(kinds) > 1:
-                raise ValueError(
-                    f"labels mixes label kinds {sorted(kinds)}: {fixed!r}; "
-                    "use all bool, all numbers or all str"
-                )
-            if len(set(fixed)) != len(fixed):
-                raise ValueError(f"labels has duplicates: {fixed!r}")
+            fixed = check_label_list(labels, "labels")
             self._fixed = fixed
             self._allowed = frozenset(fixed)
-            self._fixed_kind = kinds.pop()
-        self._reset_state()
+            self._fixed_kind = _kind(fixed[0])
+        self.reset()
 
     # ------------------------------------------------------------------ state
-    def _reset_state(self) -> None:
-        self._n: dict[tuple, int] = {}  # cell -> number of events of weight exactly 1
-        self._w: dict[tuple, float] = {}  # cell -> summed weight of the other events
-        self._n_weighted = 0  # number of events in self._w
-        self._unit = True  # every weight so far was exactly 1 (report prints int supports)
-        self._set_kind(self._fixed_kind)
+    _n: dict[tuple, int]  # cell -> number of events of weight exactly 1
+    _w: dict[tuple, float]  # cell -> summed weight of the other events
+    _n_weighted: int  # number of events in self._w
+    _unit: bool  # every weight so far was exactly 1 (report prints int supports)
+
+    def _refresh(self) -> None:
+        """The label kind (derived: every label seen has a cell) and its fast-path class."""
+        cell = next(iter(self._n or self._w), None)
+        self._set_kind(self._fixed_kind if cell is None else _kind(cell[0]))
+
+    def _check_merge(self, other: Accumulator) -> None:
+        assert isinstance(other, ConfusionMatrix)
+        if self._kind is not None and other._kind is not None and self._kind != other._kind:
+            raise ValueError(
+                f"cannot merge a ConfusionMatrix of {other._kind} labels into one of {self._kind} labels"
+            )
 
     def _set_kind(self, kind: str | None) -> None:
         self._kind = kind
         self._fast = _FAST_CLASS[kind] if kind is not None else None
 
     @property
-    def count(self) -> int:  # type: ignore[override]
+    def count(self) -> int:  # type: ignore[override]  # a read-only property over the declared state
         return sum(self._n.values()) + self._n_weighted
 
     @property
-    def total_weight(self) -> float:  # type: ignore[override]
+    def total_weight(self) -> float:  # type: ignore[override]  # a read-only property over the declared state
         return float(sum(self._n.values())) + math.fsum(self._w.values())
 
     @property
@@ -140,44 +198,10 @@ class ConfusionMatrix(Accumulator):
     def _config(self) -> dict[str, Any]:
         return {"labels": None if self._fixed is None else list(self._fixed)}
 
-    def _state(self) -> dict[str, Any]:
-        cells = sorted(self._cells.items())
-        return {
-            "count": self.count,
-            "total_weight": self.total_weight,
-            "unit_weights": self._unit,
-            "cells": [[t, p, float(w)] for (t, p), w in cells],
-        }
-
-    def _load_state(self, state: Mapping[str, Any]) -> None:
-        expected = {"count", "total_weight", "unit_weights", "cells"}
-        if set(state) != expected:
-            raise ValueError(
-                f"state keys must be {sorted(expected)}, got {sorted(map(str, state))}"
-            )
-        count, total, unit, cells = (state[k] for k in ("count", "total_weight", "unit_weights", "cells"))
-        if type(count) is not int or count < 0:
-            raise ValueError(f"count must be a non-negative int, got {count!r}")
-        total = check_weight(total, "total_weight")
-        if type(unit) is not bool:
-            raise ValueError(f"unit_weights must be a bool, got {unit!r}")
-        if not isinstance(cells, list):
-            raise ValueError(f"cells must be a list of [true, pred, weight], got {type(cells).__name__}")
-        parsed: dict[tuple, float] = {}
-        for i, cell in enumerate(cells):
-            if not isinstance(cell, list) or len(cell) != 3:
-                raise ValueError(f"cells[{i}] must be a [true, pred, weight] list, got {cell!r}")
-            t = to_builtin_label(cell[0], f"cells[{i}][0]")
-            p = to_builtin_label(cell[1], f"cells[{i}][1]")
-            w = check_weight(cell[2], f"cells[{i}][2]")
-            key = (t, p)
-            if key in parsed or (t, p) != (cell[0], cell[1]):
-                raise ValueError(f"cells[{i}] repeats or mis-encodes the cell {key!r}")
-            parsed[key] = w
-        self._set_cells(parsed, count, total, unit)
-
-    def _set_cells(self, cells: dict[tuple, float], count: int, total: float, unit: bool) -> None:
-        """Validate and install a complete state (used by from_dict and _from_counts)."""
+    def _check_cells(
+        self, cells: dict[tuple, float], count: int, total: float, unit: bool
+    ) -> tuple[dict, dict, int]:
+        """Validate a complete state; ``(unit counts, weights, weighted events)`` to install."""
         labels = {x for key in cells for x in key}
         kinds = {_kind(x) for x in labels}
         if self._fixed_kind is not None:
@@ -196,11 +220,8 @@ class ConfusionMatrix(Accumulator):
         if unit and (cell_total != count or any(w < 1 or not float(w).is_integer() for w in cells.values())):
             raise ValueError("unit_weights=True but the cells are not counts of unit-weight events")
         if unit:  # unit-weight events only: the cells are their counts
-            self._n, self._w, self._n_weighted = {k: int(w) for k, w in cells.items()}, {}, 0
-        else:
-            self._n, self._w, self._n_weighted = {}, dict(cells), count
-        self._unit = unit
-        self._set_kind(kinds.pop() if kinds else None)
+            return {k: int(w) for k, w in cells.items()}, {}, 0
+        return {}, dict(cells), count
 
     @classmethod
     def _from_counts(
@@ -222,29 +243,10 @@ class ConfusionMatrix(Accumulator):
             cells[key] = cells.get(key, 0.0) + check_weight(w, f"counts[{key!r}]")
         total = math.fsum(cells.values())
         unit = total == count and all(w >= 1 and w.is_integer() for w in cells.values())
-        cm._set_cells(cells, count, total, unit)
+        cm._n, cm._w, cm._n_weighted = cm._check_cells(cells, count, total, unit)
+        cm._unit = unit
+        cm._refresh()
         return cm
-
-    def _merge_state(self, other: "Accumulator") -> None:
-        assert isinstance(other, ConfusionMatrix)
-        if self._kind is not None and other._kind is not None and self._kind != other._kind:
-            raise ValueError(
-                f"cannot merge a ConfusionMatrix of {other._kind} labels into one of {self._kind} labels"
-            )
-        for mine, theirs in ((self._n, other._n), (self._w, other._w)):
-            for key, v in theirs.items():
-                mine[key] = mine.get(key, 0) + v
-        self._n_weighted += other._n_weighted
-        self._unit = self._unit and other._unit
-        if self._kind is None:
-            self._set_kind(other._kind)
-
-    def copy(self) -> "ConfusionMatrix":
-        new = ConfusionMatrix.__new__(ConfusionMatrix)
-        new.__dict__.update(self.__dict__)
-        new._n = dict(self._n)
-        new._w = dict(self._w)
-        return new
 
     # ---------------------------------------------------------------- updates
     def update(self, y_true: Hashable, y_pred: Hashable, weight: float = _ONE) -> "ConfusionMatrix":
@@ -420,7 +422,7 @@ class ConfusionMatrix(Accumulator):
                 self._w.clear()
                 self._unit = True
         if not self._n and not self._w:
-            self._reset_state()  # empty: forget the label kind too, as a new accumulator
+            self.reset()  # empty: forget the label kind too, as a new accumulator
         return self
 
     # ------------------------------------------------------------ accessors
@@ -468,12 +470,8 @@ class ConfusionMatrix(Accumulator):
 
     @staticmethod
     def _check_labels_arg(labels: Any) -> list:
-        if isinstance(labels, (str, bytes)) or not isinstance(labels, Iterable):
-            raise TypeError(f"labels must be a sequence of labels, got {labels!r}")
-        out = [to_builtin_label(v, f"labels[{i}]") for i, v in enumerate(labels)]
-        if not out:
-            raise ValueError("'labels' should contain at least one label.")
-        return out
+        # scikit-learn's ``labels`` argument: any labels, repeats allowed
+        return check_label_list(labels, "labels", one_kind=False, distinct=False)
 
     def _class_sums(self, labels: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per-label (tp, predicted, true) weight sums in the order of ``labels``."""
@@ -732,53 +730,14 @@ class ConfusionMatrix(Accumulator):
         if target_names is None:
             target_names = ["%s" % label for label in labels]
 
-        headers = ["precision", "recall", "f1-score", "support"]
         tp, pred, true = self._class_sums(labels)
-        p, r, f1, s = _cls.prf(tp, pred, true, average=None, zero_division=zero_division)
         # scikit-learn prints supports as ints only without sample weights and when some
         # event is predicted right (else its tp sums start as float zeros)
         int_support = self._unit and any(t == p for t, p in self._cells)
-        support: list = [int(v) for v in s] if int_support else s.tolist()
-        rows = list(zip(target_names, p.tolist(), r.tolist(), f1.tolist(), support))
-
-        if output_dict:
-            report_dict: dict[str, Any] = {
-                row[0]: dict(zip(headers, [float(v) for v in row[1:]])) for row in rows
-            }
-        else:
-            longest_last_line_heading = "weighted avg"
-            name_width = max(len(cn) for cn in target_names)
-            width = max(name_width, len(longest_last_line_heading), digits)
-            head_fmt = "{:>{width}s} " + " {:>9}" * len(headers)
-            report = head_fmt.format("", *headers, width=width)
-            report += "\n\n"
-            row_fmt = "{:>{width}s} " + " {:>9.{digits}f}" * 3 + " {:>9}\n"
-            for row in rows:
-                report += row_fmt.format(*row, width=width, digits=digits)
-            report += "\n"
-
-        total_support = sum(support) if int_support else float(np.sum(s))
-        for average in ("micro", "macro", "weighted"):
-            line_heading = "accuracy" if average == "micro" and micro_is_accuracy else average + " avg"
-            avg_p, avg_r, avg_f1, _ = _cls.prf(tp, pred, true, average=average, zero_division=zero_division)
-            avg = [avg_p, avg_r, avg_f1, total_support]
-            if output_dict:
-                report_dict[line_heading] = dict(zip(headers, [float(v) for v in avg]))
-            elif line_heading == "accuracy":
-                row_fmt_accuracy = (
-                    "{:>{width}s} " + " {:>9.{digits}}" * 2 + " {:>9.{digits}f}" + " {:>9}\n"
-                )
-                report += row_fmt_accuracy.format(
-                    line_heading, "", "", *avg[2:], width=width, digits=digits
-                )
-            else:
-                report += row_fmt.format(line_heading, *avg, width=width, digits=digits)
-
-        if output_dict:
-            if "accuracy" in report_dict:
-                report_dict["accuracy"] = report_dict["accuracy"]["precision"]
-            return report_dict
-        return report
+        return classification_report_of(
+            list(target_names), tp, pred, true, int_support=int_support, micro_is_accuracy=micro_is_accuracy,
+            output_dict=output_dict, digits=digits, zero_division=zero_division,
+        )
 
 
 def _cell_sums(code: np.ndarray, k: int, w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:

@@ -52,15 +52,19 @@ import operator
 import warnings
 from functools import reduce
 from itertools import combinations
-from typing import Any, ClassVar, Hashable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Hashable, Mapping, Sequence
 
 import numpy as np
 
+from streammetrics.core import state as _state_mod
 from streammetrics.core.accumulator import Accumulator
 from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.labels import check_label_list
+from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.core.validation import (
     as_label_array,
     as_weight_array,
+    asarray,
     check_number,
     check_same_length,
     check_weight,
@@ -94,23 +98,6 @@ _add = operator.add
 
 
 # ----------------------------------------------------------------------------- helpers
-def check_label_list(labels: Any, name: str, minimum: int) -> list:
-    """Distinct int/str/bool labels of one kind (at least ``minimum``) as built-ins."""
-    if isinstance(labels, (str, bytes)) or not isinstance(labels, Iterable):
-        raise TypeError(f"{name} must be a sequence of labels, got {labels!r}")
-    out = [to_builtin_label(v, f"{name}[{i}]") for i, v in enumerate(labels)]
-    if len(out) < minimum:
-        raise ValueError(f"{name} must hold at least {minimum} labels, got {out!r}")
-    kinds = {_kind(v) for v in out}
-    if len(kinds) > 1:
-        raise ValueError(
-            f"{name} mixes label kinds {sorted(kinds)}: {out!r}; use all bool, all numbers or all str"
-        )
-    if len(set(out)) != len(out):
-        raise ValueError(f"{name} has duplicates: {out!r}")
-    return out
-
-
 class _Columns:
     """Label names of score columns: lookups that keep bools and ints apart, and the
     validation of one score row (sequence or mapping) and of a score matrix."""
@@ -190,7 +177,7 @@ class _Columns:
             return np.array([self.row(r, f"{name}[{i}]") for i, r in enumerate(values)],
                             dtype=np.float64).reshape(-1, k)
         try:
-            arr = np.asarray(values)
+            arr = asarray(values)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{name} could not be read as an (n, {k}) matrix: {exc}") from None
         if arr.size == 0 and arr.ndim in (1, 2):
@@ -280,7 +267,7 @@ class _ScoreColumns(Accumulator):
     @property
     def bins(self) -> int | None:
         """Bins per octave of the log grid (None when ``exact``)."""
-        return None if self._binning.exact else self._binning.bins  # type: ignore[attr-defined]
+        return None if self._binning.exact else self._binning.bins  # type: ignore[attr-defined]  # a LogGridBinning (or the same type) here
 
     @property
     def exact(self) -> bool:
@@ -296,12 +283,167 @@ class _ScoreColumns(Accumulator):
         if set(config) != {key, "bins", "exact"} or not isinstance(config[key], list):
             raise ValueError(f"config must be {{'{key}': [...], 'bins', 'exact'}}, got {dict(config)!r}")
         binning = binning_from_config({"bins": config["bins"], "exact": config["exact"]})
-        return cls(config[key], bins=binning.config()["bins"], exact=binning.exact)
+        return cls(config[key], bins=binning.config()["bins"], exact=binning.exact)  # type: ignore[call-arg]  # the subclasses take (columns, bins, exact)
 
     def _check_mergeable(self, other: Accumulator) -> None:
         super()._check_mergeable(other)
-        if self._cols.kind != other._cols.kind:  # type: ignore[attr-defined]
+        if self._cols.kind != other._cols.kind:  # type: ignore[attr-defined]  # a LogGridBinning (or the same type) here
             raise ValueError(f"cannot merge {type(self).__name__} over {self.columns_key} of different kinds")
+
+
+# ----------------------------------------------------------------------------- declared state
+def _k(acc: Any) -> int:
+    return len(acc._cols.names)
+
+
+def _fresh_h(acc: Any) -> list:
+    k = _k(acc)
+    return [[ScoreHistogram(acc._binning) for _ in range(k)] for _ in range(k)]
+
+
+def _merge_h(mine: list, theirs: list, acc: Any) -> list:
+    for row, other in zip(mine, theirs):
+        for h, o in zip(row, other):
+            h.merge(o)
+    return mine
+
+
+def _encode_h(h: list, acc: Any) -> list:
+    k = len(h)
+    names = [f"t{t}" for t in range(k)]
+    return [histograms_to_json([h[t][c] for t in range(k)], names) for c in range(k)]
+
+
+def _decode_h(columns: Any, acc: Any, loaded: Mapping[str, Any]) -> list:
+    k = _k(acc)
+    if not isinstance(columns, list) or len(columns) != k:
+        raise ValueError(f"must be a list of {k} column histograms")
+    events, weights = loaded["events"], loaded["weights"]
+    names = [f"t{t}" for t in range(k)]
+    hists = [histograms_from_json(col, acc._binning, names) for col in columns]
+    h = [[hists[c][t] for c in range(k)] for t in range(k)]
+    for t in range(k):
+        for c in range(k):
+            if len(h[t][c]) > events[t]:
+                raise ValueError(f"histogram of class {t}, column {c} has more bins than events")
+            if abs(h[t][c].total() - weights[t]) > 1e-9 * max(1.0, weights[t]):
+                raise ValueError(f"histogram of class {t}, column {c} does not sum to weights[{t}]")
+    return h
+
+
+def _decode_weights(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> list:
+    weights = decode_list(raw, "weight", _k(acc))
+    if math.fsum(weights) > MAX_TOTAL_WEIGHT:
+        raise ValueError(f"weights sum to more than {MAX_TOTAL_WEIGHT:g}")
+    return weights
+
+
+def _tolerance(loaded: Mapping[str, Any]) -> tuple[float, float]:
+    total = math.fsum(loaded["weights"])
+    return total, 1e-9 * max(1.0, total)
+
+
+def _decode_ranks(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> list:
+    ranks = decode_list(raw, "weight", _k(acc))
+    total, tol = _tolerance(loaded)
+    if abs(math.fsum(ranks) - total) > tol:
+        raise ValueError("ranks do not sum to the total weight")
+    return ranks
+
+
+def _merge_top1(mine: list | None, theirs: list | None, acc: Any) -> list | None:
+    if mine is None or theirs is None:
+        return mine
+    return [mine[0] + theirs[0], mine[1] + theirs[1], mine[2] or theirs[2]]
+
+
+def _decode_top1(top1: Any, acc: Any, loaded: Mapping[str, Any]) -> list | None:
+    if _k(acc) != 2:
+        if top1 is not None:
+            raise ValueError("must be null for more than two classes")
+        return None
+    if not (isinstance(top1, list) and len(top1) == 3 and type(top1[2]) is bool):
+        raise ValueError(f"must be [hits at 0.5, hits at 0, bool], got {describe(top1)}")
+    out = [*decode_list(top1[:2], "weight", 2), top1[2]]
+    total, tol = _tolerance(loaded)
+    if max(out[:2]) > total + tol:
+        raise ValueError("hits exceed the total weight")
+    return out
+
+
+def _merge_outside(mine: list | None, theirs: list | None, acc: Any) -> list | None:
+    if theirs is None:
+        return mine
+    if mine is None:
+        return list(theirs)
+    return [min(mine[0], theirs[0]), max(mine[1], theirs[1])]
+
+
+def _decode_unnormalised(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> list:
+    count = sum(loaded["events"])
+    if not (isinstance(raw, list) and len(raw) == 2 and all(type(v) is int and 0 <= v <= count for v in raw)):
+        raise ValueError(f"must be two ints in [0, {count}], got {describe(raw)}")
+    return list(raw)
+
+
+def _merge_cells(mine: dict, theirs: dict, acc: Any) -> dict:
+    for key, w in theirs.items():
+        mine[key] = mine.get(key, 0.0) + w
+    return mine
+
+
+def _decode_cells(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> dict[tuple[int, int], float]:
+    events, weights = loaded["events"], loaded["weights"]
+    k = len(events)
+    if not isinstance(raw, list):
+        raise ValueError("must be a list of [true, argmax, weight]")
+    if len(raw) > sum(events):
+        raise ValueError("more cells than events")
+    cells: dict[tuple[int, int], float] = {}
+    rows = [0.0] * k
+    for i, cell in enumerate(raw):
+        if not (isinstance(cell, list) and len(cell) == 3 and type(cell[0]) is int
+                and type(cell[1]) is int and 0 <= cell[0] < k and 0 <= cell[1] < k):
+            raise ValueError(f"[{i}] must be [true index, argmax index, weight], got {describe(cell)}")
+        key = (cell[0], cell[1])
+        if key in cells or not events[key[0]]:
+            raise ValueError(f"[{i}] repeats a cell or names a class without events")
+        cells[key] = check_weight(cell[2], f"cells[{i}][2]")
+        rows[key[0]] += cells[key]
+    for t in range(k):
+        if abs(rows[t] - weights[t]) > 1e-9 * max(1.0, weights[t]):
+            raise ValueError(f"cells of class {t} do not sum to weights[{t}]")
+    return cells
+
+
+def _copy_opt(v: list | None) -> list | None:
+    return None if v is None else list(v)
+
+
+_MULTICLASS_STATE = (
+    # events per true class (zero weights included) and summed weight per true class
+    Field("events", lambda acc: [0] * _k(acc), "counts",
+          decode=lambda raw, acc, ld: decode_list(raw, "count", _k(acc))),
+    Field("weights", lambda acc: [0.0] * _k(acc), "weights", decode=_decode_weights),
+    # weight of events whose true class has rank r in its row
+    Field("ranks", lambda acc: [0.0] * _k(acc), "weights", decode=_decode_ranks),
+    # two classes: weight of top-1 hits of scikit-learn's binary rule at the thresholds
+    # 0.5 and 0, and whether a score of classes[1] outside [0, 1] was seen
+    Field("binary_top1", lambda acc: [0.0, 0.0, False] if _k(acc) == 2 else None, attrs="_top1",
+          merge=_merge_top1, copy=_copy_opt, encode=lambda v, acc: _copy_opt(v), decode=_decode_top1),
+    Field("log_loss_sum", lambda acc: 0.0, "weight"),
+    # [min, max] of scores outside [0, 1]
+    Field("outside_unit", lambda acc: None, attrs="_outside", merge=_merge_outside, copy=_copy_opt,
+          encode=lambda v, acc: _copy_opt(v), decode=lambda raw, acc, ld: _outside_from_json(raw)),
+    # rows failing roc_auc's / log_loss's sum-to-1 test
+    Field("unnormalised_rows", lambda acc: [0, 0], "counts", attrs="_unnormalised", decode=_decode_unnormalised),
+    # (true, argmax) -> weight
+    Field("cells", lambda acc: {}, attrs="_cells", merge=_merge_cells, copy=dict,
+          encode=lambda v, acc: [[t, p, w] for (t, p), w in sorted(v.items())], decode=_decode_cells),
+    # H[t][c]: column-c scores of the events of true class t
+    Field("histograms", _fresh_h, attrs="_h", merge=_merge_h,
+          copy=lambda v: [[h.copy() for h in row] for row in v], encode=_encode_h, decode=_decode_h),
+)
 
 
 class MulticlassScores(_ScoreColumns):
@@ -313,34 +455,50 @@ class MulticlassScores(_ScoreColumns):
     are aligned with them. ``bins`` / ``exact`` choose the score binning as for
     :class:`~streammetrics.BinaryScores`: with ``exact=True`` every metric equals
     scikit-learn's (see the module docstring for the few documented departures).
+
+    >>> m = MulticlassScores(["a", "b", "c"])
+    >>> m = m.update_many(["a", "b", "c"], [[0.7, 0.2, 0.1], [0.3, 0.4, 0.3], [0.2, 0.5, 0.3]])
+    >>> round(m.top_k_accuracy(k=1), 4), m.top_k_accuracy(k=2), m.roc_auc()
+    (0.6667, 1.0, 0.75)
     """
 
     type_name = "MulticlassScores"
+    state_fields = _MULTICLASS_STATE
+
+    # the declared state (see _MULTICLASS_STATE)
+    _events: list[int]
+    _weights: list[float]
+    _ranks: list[float]
+    _top1: list | None
+    _log_loss_sum: float
+    _outside: list[float] | None
+    _unnormalised: list[int]
+    _cells: dict[tuple[int, int], float]
+    _h: list[list[ScoreHistogram]]
 
     def __init__(self, classes: Sequence[Hashable], bins: int | None = 64, exact: bool = False) -> None:
-        self._cols = _Columns(check_label_list(classes, "classes", 2), "class", "classes")
-        self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]
-        self._reset_state()
+        self._cols = _Columns(check_label_list(classes, "classes", minimum=2), "class", "classes")
+        self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]  # bins is None only with exact=True, which ignores it
+        self.reset()
 
     # ------------------------------------------------------------------ state
-    def _reset_state(self) -> None:
-        k = len(self._cols.names)
-        self._h = [[ScoreHistogram(self._binning) for _ in range(k)] for _ in range(k)]
-        self._events = [0] * k  # events per true class (zero weights included)
-        self._weights = [0.0] * k  # summed weight per true class
-        self._ranks = [0.0] * k  # weight of events whose true class has rank r
-        # two classes: weight of top-1 hits of scikit-learn's binary rule at the thresholds
-        # 0.5 and 0, and whether a score of classes[1] outside [0, 1] was seen
-        self._top1: list | None = [0.0, 0.0, False] if k == 2 else None
-        self._log_loss_sum = 0.0
-        self._outside: list[float] | None = None  # [min, max] of scores outside [0, 1]
-        self._unnormalised = [0, 0]  # rows failing roc_auc's / log_loss's sum-to-1 test
-        self._cells: dict[tuple[int, int], float] = {}  # (true, argmax) -> weight
-        self._bind()
-
-    def _bind(self) -> None:
+    def _refresh(self) -> None:
         self._hw = [[h.weights for h in row] for row in self._h]
         self._key = self._binning.key
+
+    def _check_merge(self, other: Accumulator) -> None:
+        assert isinstance(other, MulticlassScores)
+        if math.fsum(self._weights) + math.fsum(other._weights) > MAX_TOTAL_WEIGHT:
+            raise ValueError(f"merged weight would exceed {MAX_TOTAL_WEIGHT:g}")
+
+    @classmethod
+    def _check_config(cls, config: Mapping[str, Any]) -> None:
+        super()._check_config(config)
+        classes = config.get("classes")
+        cap = _state_mod.LIMITS.max_histograms
+        if isinstance(classes, list) and len(classes) ** 2 > cap:
+            raise ValueError(f"config['classes'] has {len(classes)} classes: {len(classes)}**2 score "
+                             f"histograms exceed max_histograms={cap}")
 
     @property
     def classes(self) -> list:
@@ -348,138 +506,14 @@ class MulticlassScores(_ScoreColumns):
         return list(self._cols.names)
 
     @property
-    def count(self) -> int:  # type: ignore[override]
+    def count(self) -> int:  # type: ignore[override]  # a read-only property over the declared state
         """Number of events seen (zero-weight events included)."""
         return sum(self._events)
 
     @property
-    def total_weight(self) -> float:  # type: ignore[override]
+    def total_weight(self) -> float:  # type: ignore[override]  # a read-only property over the declared state
         """Summed weight of the events seen."""
         return float(sum(self._weights))
-
-    def _state(self) -> dict[str, Any]:
-        k = len(self._cols.names)
-        names = [f"t{t}" for t in range(k)]
-        return {
-            "events": list(self._events),
-            "weights": list(self._weights),
-            "ranks": list(self._ranks),
-            "binary_top1": None if self._top1 is None else list(self._top1),
-            "log_loss_sum": self._log_loss_sum,
-            "outside_unit": None if self._outside is None else list(self._outside),
-            "unnormalised_rows": list(self._unnormalised),
-            "cells": [[t, p, w] for (t, p), w in sorted(self._cells.items())],
-            "histograms": [
-                histograms_to_json([self._h[t][c] for t in range(k)], names) for c in range(k)
-            ],
-        }
-
-    def _load_state(self, state: Mapping[str, Any]) -> None:
-        expected = {"events", "weights", "ranks", "binary_top1", "log_loss_sum", "outside_unit",
-                    "unnormalised_rows", "cells", "histograms"}
-        if set(state) != expected:
-            raise ValueError(f"state keys must be {sorted(expected)}, got {sorted(map(str, state))}")
-        k = len(self._cols.names)
-        events = state["events"]
-        if not (isinstance(events, list) and len(events) == k
-                and all(type(v) is int and v >= 0 for v in events)):
-            raise ValueError(f"events must be a list of {k} non-negative ints, got {events!r}")
-        weights = _weight_list(state["weights"], k, "weights")
-        total, count = math.fsum(weights), sum(events)
-        if total > MAX_TOTAL_WEIGHT:
-            raise ValueError(f"weights sum to more than {MAX_TOTAL_WEIGHT:g}")
-        tol = 1e-9 * max(1.0, total)
-        ranks = _weight_list(state["ranks"], k, "ranks")
-        if abs(math.fsum(ranks) - total) > tol:
-            raise ValueError("ranks do not sum to the total weight")
-        top1 = state["binary_top1"]
-        if k == 2:
-            if not (isinstance(top1, list) and len(top1) == 3 and type(top1[2]) is bool):
-                raise ValueError(f"binary_top1 must be [hits at 0.5, hits at 0, bool], got {top1!r}")
-            top1 = [*_weight_list(top1[:2], 2, "binary_top1"), top1[2]]
-            if max(top1[:2]) > total + tol:
-                raise ValueError("binary_top1 hits exceed the total weight")
-        elif top1 is not None:
-            raise ValueError("binary_top1 must be null for more than two classes")
-        log_loss_sum = check_weight(state["log_loss_sum"], "log_loss_sum")
-        outside = _outside_from_json(state["outside_unit"])
-        unnorm = state["unnormalised_rows"]
-        if not (isinstance(unnorm, list) and len(unnorm) == 2
-                and all(type(v) is int and 0 <= v <= count for v in unnorm)):
-            raise ValueError(f"unnormalised_rows must be two ints in [0, {count}], got {unnorm!r}")
-        cells = self._cells_from_json(state["cells"], events, weights)
-        columns = state["histograms"]
-        if not isinstance(columns, list) or len(columns) != k:
-            raise ValueError(f"histograms must be a list of {k} column histograms")
-        names = [f"t{t}" for t in range(k)]
-        hists = [histograms_from_json(col, self._binning, names) for col in columns]
-        h = [[hists[c][t] for c in range(k)] for t in range(k)]
-        for t in range(k):
-            for c in range(k):
-                if len(h[t][c]) > events[t]:
-                    raise ValueError(f"histogram of class {t}, column {c} has more bins than events")
-                if abs(h[t][c].total() - weights[t]) > 1e-9 * max(1.0, weights[t]):
-                    raise ValueError(f"histogram of class {t}, column {c} does not sum to weights[{t}]")
-        self._h = h
-        self._events, self._weights, self._ranks, self._top1 = list(events), weights, ranks, top1
-        self._log_loss_sum, self._outside = log_loss_sum, outside
-        self._unnormalised, self._cells = list(unnorm), cells
-        self._bind()
-
-    def _cells_from_json(self, raw: Any, events: list, weights: list) -> dict[tuple[int, int], float]:
-        k = len(events)
-        if not isinstance(raw, list):
-            raise ValueError("cells must be a list of [true, argmax, weight]")
-        cells: dict[tuple[int, int], float] = {}
-        rows = [0.0] * k
-        for i, cell in enumerate(raw):
-            if not (isinstance(cell, list) and len(cell) == 3 and type(cell[0]) is int
-                    and type(cell[1]) is int and 0 <= cell[0] < k and 0 <= cell[1] < k):
-                raise ValueError(f"cells[{i}] must be [true index, argmax index, weight], got {cell!r}")
-            key = (cell[0], cell[1])
-            if key in cells or not events[key[0]]:
-                raise ValueError(f"cells[{i}] repeats a cell or names a class without events")
-            cells[key] = check_weight(cell[2], f"cells[{i}][2]")
-            rows[key[0]] += cells[key]
-        if len(cells) > sum(events):
-            raise ValueError("more cells than events")
-        for t in range(k):
-            if abs(rows[t] - weights[t]) > 1e-9 * max(1.0, weights[t]):
-                raise ValueError(f"cells of class {t} do not sum to weights[{t}]")
-        return cells
-
-    def _merge_state(self, other: Accumulator) -> None:
-        assert isinstance(other, MulticlassScores)
-        if math.fsum(self._weights) + math.fsum(other._weights) > MAX_TOTAL_WEIGHT:
-            raise ValueError(f"merged weight would exceed {MAX_TOTAL_WEIGHT:g}")
-        k = len(self._cols.names)
-        for t in range(k):
-            for c in range(k):
-                self._h[t][c].merge(other._h[t][c])
-            self._events[t] += other._events[t]
-            self._weights[t] += other._weights[t]
-            self._ranks[t] += other._ranks[t]
-        if self._top1 is not None and other._top1 is not None:
-            self._top1 = [self._top1[0] + other._top1[0], self._top1[1] + other._top1[1],
-                          self._top1[2] or other._top1[2]]
-        self._log_loss_sum += other._log_loss_sum
-        if other._outside is not None:
-            self._see_outside(*other._outside)
-        self._unnormalised = [a + b for a, b in zip(self._unnormalised, other._unnormalised)]
-        for key, w in other._cells.items():
-            self._cells[key] = self._cells.get(key, 0.0) + w
-
-    def copy(self) -> "MulticlassScores":
-        new = MulticlassScores.__new__(MulticlassScores)
-        new.__dict__.update(self.__dict__)
-        new._h = [[h.copy() for h in row] for row in self._h]
-        for name in ("_events", "_weights", "_ranks", "_unnormalised"):
-            setattr(new, name, list(getattr(self, name)))
-        new._top1 = None if self._top1 is None else list(self._top1)
-        new._outside = None if self._outside is None else list(self._outside)
-        new._cells = dict(self._cells)
-        new._bind()
-        return new
 
     def _see_outside(self, lo: float, hi: float) -> None:
         if self._outside is None:
@@ -539,11 +573,11 @@ class MulticlassScores(_ScoreColumns):
         else:
             bad = [s for s in row if not 0.0 <= s <= 1.0]
             self._see_outside(min(bad), max(bad))
-        total_s = reduce(_add, row)
-        d = abs(1.0 - total_s)
-        if not d <= 1e-8 + 1e-5 * abs(total_s):
+        total_s: float = reduce(_add, row)
+        gap = abs(1.0 - total_s)
+        if not gap <= 1e-8 + 1e-5 * abs(total_s):
             self._unnormalised[0] += 1
-        if not d <= _LOG_LOSS_SUM_TOL:
+        if not gap <= _LOG_LOSS_SUM_TOL:
             self._unnormalised[1] += 1
         self._weights[t] = total
         self._events[t] += 1
@@ -621,6 +655,7 @@ class MulticlassScores(_ScoreColumns):
             self._cells[cell] = self._cells.get(cell, 0.0) + float(cell_w[c])
         if top1 is not None:
             mine = self._top1
+            assert mine is not None  # two classes: both are lists
             self._top1 = [mine[0] + top1[0], mine[1] + top1[1], mine[2] or top1[2]]
         self._log_loss_sum += log_loss
         if outside is not None:
@@ -724,7 +759,9 @@ class MulticlassScores(_ScoreColumns):
         k = len(self._cols.names)
         if not self.count:
             nan = warn_no_events("roc_auc")
-            return tuple(np.full(k, nan) for _ in range(3)) if average is None else (nan, nan, nan)
+            if average is None:
+                return np.full(k, nan), np.full(k, nan), np.full(k, nan)
+            return nan, nan, nan
         if multi_class == "ovo":
             return self._ovo(average, bounds)
         class_w = np.asarray(self._weights, dtype=np.float64)

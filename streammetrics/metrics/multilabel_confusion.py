@@ -21,15 +21,17 @@ without any event of non-zero weight return NaN with an ``UndefinedMetricWarning
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 from typing import Any, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
+from streammetrics.core.labels import check_label_list
+from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.core.validation import (
     as_weight_array,
+    asarray,
     check_weight,
     indicator_values,
     to_builtin_label,
@@ -44,36 +46,101 @@ _SETS = (set, frozenset)
 _BUILTIN = (int, str, bool, float)
 
 
+# ----------------------------------------------------------------------------- declared state
+def _n(acc: Any) -> int:
+    return len(acc._labels)
+
+
+def _decode_samples(groups: Any, acc: Any, loaded: Mapping[str, Any]) -> dict[tuple[int, int, int], list]:
+    n, count, total = _n(acc), loaded["count"], loaded["total_weight"]
+    if not isinstance(groups, list):
+        raise ValueError("must be a list of [tp, n_true, n_pred, weight, n_zero_weight]")
+    if len(groups) > count:
+        raise ValueError(f"{len(groups)} groups cannot come from count={count} events")
+    samples: dict[tuple[int, int, int], list] = {}
+    events = 0
+    for i, g in enumerate(groups):
+        if not isinstance(g, list) or len(g) != 5:
+            raise ValueError(f"[{i}] must be [tp, n_true, n_pred, weight, n_zero_weight], got {describe(g)}")
+        ni, nt, np_, w, nz = g
+        if not all(type(x) is int for x in (ni, nt, np_, nz)):
+            raise ValueError(f"[{i}] counts must be ints, got {describe(g)}")
+        if not (0 <= ni <= nt <= n and ni <= np_ <= n and nz >= 0):
+            raise ValueError(f"[{i}] is not a possible (tp, n_true, n_pred) of {n} labels: {describe(g)}")
+        key = (ni, nt, np_)
+        if key in samples:
+            raise ValueError(f"[{i}] repeats {key!r}")
+        samples[key] = [check_weight(w, f"samples[{i}][3]"), nz]
+        events += 1 if w > 0 else 0
+        events += nz
+    if events > count or (count > 0) != bool(samples):
+        raise ValueError(f"do not describe count={count} events")
+    if abs(math.fsum(v[0] for v in samples.values()) - total) > 1e-9 * max(1.0, total):
+        raise ValueError("total_weight differs from the summed sample weights")
+    return samples
+
+
+def _decode_weights(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> list:
+    return decode_list(raw, "weight", _n(acc))
+
+
+def _merge_samples(mine: dict, theirs: dict, acc: Any) -> dict:
+    for key, (w, nz) in theirs.items():
+        g = mine.get(key)
+        if g is None:
+            mine[key] = [w, nz]
+        else:
+            g[0] += w
+            g[1] += nz
+    return mine
+
+
+_MULTILABEL_CONFUSION_STATE = (
+    Field("count", lambda acc: 0, "count", attrs="count"),
+    Field("total_weight", lambda acc: 0.0, "weight", attrs="total_weight"),
+    # per label: weight of true positives, of predictions, of truths (support)
+    Field("tp", lambda acc: [0.0] * _n(acc), "weights", decode=_decode_weights),
+    Field("pred", lambda acc: [0.0] * _n(acc), "weights", decode=_decode_weights),
+    Field("true", lambda acc: [0.0] * _n(acc), "weights", decode=_decode_weights),
+    # weight of events predicted exactly right; weighted number of wrong label decisions
+    Field("subset_correct", lambda acc: 0.0, "weight", attrs="_correct"),
+    Field("wrong_labels", lambda acc: 0.0, "weight", attrs="_wrong"),
+    # {(tp, n_true, n_pred): [summed weight, zero-weight events]}
+    Field("samples", lambda acc: {}, merge=_merge_samples, copy=lambda v: {k: list(g) for k, g in v.items()},
+          encode=lambda v, acc: [[k[0], k[1], k[2], float(g[0]), g[1]] for k, g in sorted(v.items())],
+          decode=_decode_samples),
+)
+
+
 class MultilabelConfusion(Accumulator):
     """Confusion counts for multilabel hard predictions.
 
     ``labels`` is the number of labels ``n`` (labels are then the column indices
     ``0 .. n-1``, as in scikit-learn's indicator matrices) or a sequence of distinct label
     names (int, str or bool, one kind) giving the column order.
+
+    >>> m = MultilabelConfusion(["x", "y"]).update_many([[1, 0], [0, 1], [1, 1]], [[1, 0], [0, 0], [1, 1]])
+    >>> round(m.accuracy(), 4), round(m.f1(average="samples"), 4), round(m.hamming_loss(), 4)
+    (0.6667, 0.6667, 0.1667)
     """
 
     type_name = "MultilabelConfusion"
+    state_fields = _MULTILABEL_CONFUSION_STATE
+
+    # the declared state (see _MULTILABEL_CONFUSION_STATE)
+    _tp: list[float]
+    _pred: list[float]
+    _true: list[float]
+    _correct: float
+    _wrong: float
+    _samples: dict[tuple[int, int, int], list]
 
     def __init__(self, labels: int | Sequence[Hashable]) -> None:
-        if isinstance(labels, numbers.Integral) and not isinstance(labels, bool):
-            if labels < 1:
-                raise ValueError(f"labels must be a positive number of labels, got {labels!r}")
-            names: list = list(range(int(labels)))
-        elif isinstance(labels, (str, bytes)) or not isinstance(labels, Iterable):
-            raise TypeError(f"labels must be an int or a sequence of labels, got {labels!r}")
-        else:
-            names = [to_builtin_label(v, f"labels[{i}]") for i, v in enumerate(labels)]
-            if not names:
-                raise ValueError("labels must hold at least one label")
-            kinds = {_kind(v) for v in names}
-            if len(kinds) > 1:
-                raise ValueError(f"labels mixes label kinds {sorted(kinds)}: {names!r}")
-            if len(set(names)) != len(names):
-                raise ValueError(f"labels has duplicates: {names!r}")
+        names = check_label_list(labels, "labels", allow_count=True)
         self._labels = names
         self._kind = _kind(names[0])
         self._index = {name: j for j, name in enumerate(names)}
-        self._reset_state()
+        self.reset()
 
     @property
     def labels(self) -> list:
@@ -81,104 +148,22 @@ class MultilabelConfusion(Accumulator):
         return list(self._labels)
 
     # ------------------------------------------------------------------ state
-    def _reset_state(self) -> None:
-        n = len(self._labels)
-        self._tp = [0.0] * n
-        self._pred = [0.0] * n
-        self._true = [0.0] * n
-        self._correct = 0.0
-        self._wrong = 0.0
-        self._samples: dict[tuple[int, int, int], list] = {}
-        self.count = 0
-        self.total_weight = 0.0
-
     def _config(self) -> dict[str, Any]:
         return {"labels": list(self._labels)}
+
+    def _check_state(self, loaded: dict[str, Any]) -> None:
+        total = loaded["total_weight"]
+        tol = 1e-9 * max(1.0, total)
+        if loaded["subset_correct"] > total + tol or any(
+            t > min(p, tr) + tol for t, p, tr in zip(loaded["tp"], loaded["pred"], loaded["true"])
+        ):
+            raise ValueError("tp or subset_correct exceed the weights they count")
 
     @classmethod
     def _from_config(cls, config: Mapping[str, Any]) -> "MultilabelConfusion":
         if set(config) != {"labels"} or not isinstance(config["labels"], list):
             raise ValueError(f"config must be {{'labels': [label, ...]}}, got {dict(config)!r}")
         return cls(config["labels"])
-
-    def _state(self) -> dict[str, Any]:
-        return {
-            "count": self.count,
-            "total_weight": self.total_weight,
-            "tp": list(self._tp),
-            "pred": list(self._pred),
-            "true": list(self._true),
-            "subset_correct": self._correct,
-            "wrong_labels": self._wrong,
-            "samples": [[k[0], k[1], k[2], float(v[0]), v[1]] for k, v in sorted(self._samples.items())],
-        }
-
-    def _load_state(self, state: Mapping[str, Any]) -> None:
-        expected = {"count", "total_weight", "tp", "pred", "true", "subset_correct", "wrong_labels", "samples"}
-        if set(state) != expected:
-            raise ValueError(f"state keys must be {sorted(expected)}, got {sorted(map(str, state))}")
-        n = len(self._labels)
-        count = state["count"]
-        if type(count) is not int or count < 0:
-            raise ValueError(f"count must be a non-negative int, got {count!r}")
-        total = check_weight(state["total_weight"], "total_weight")
-        sums = {}
-        for name in ("tp", "pred", "true"):
-            values = state[name]
-            if not isinstance(values, list) or len(values) != n:
-                raise ValueError(f"{name} must be a list of {n} weights, got {values!r}")
-            sums[name] = [check_weight(v, f"{name}[{j}]") for j, v in enumerate(values)]
-        correct = check_weight(state["subset_correct"], "subset_correct")
-        wrong = check_weight(state["wrong_labels"], "wrong_labels")
-        groups = state["samples"]
-        if not isinstance(groups, list):
-            raise ValueError("samples must be a list of [tp, n_true, n_pred, weight, n_zero_weight]")
-        samples: dict[tuple[int, int, int], list] = {}
-        events = 0
-        for i, g in enumerate(groups):
-            if not isinstance(g, list) or len(g) != 5:
-                raise ValueError(f"samples[{i}] must be [tp, n_true, n_pred, weight, n_zero_weight], got {g!r}")
-            ni, nt, np_, w, nz = g
-            if not all(type(x) is int for x in (ni, nt, np_, nz)):
-                raise ValueError(f"samples[{i}] counts must be ints, got {g!r}")
-            if not (0 <= ni <= nt <= n and ni <= np_ <= n and nz >= 0):
-                raise ValueError(f"samples[{i}] is not a possible (tp, n_true, n_pred) of {n} labels: {g!r}")
-            key = (ni, nt, np_)
-            if key in samples:
-                raise ValueError(f"samples[{i}] repeats {key!r}")
-            samples[key] = [check_weight(w, f"samples[{i}][3]"), nz]
-            events += 1 if w > 0 else 0
-            events += nz
-        if events > count or (count > 0) != bool(samples):
-            raise ValueError(f"samples do not describe count={count} events")
-        tol = 1e-9 * max(1.0, total)
-        if abs(math.fsum(v[0] for v in samples.values()) - total) > tol:
-            raise ValueError("total_weight differs from the summed sample weights")
-        if correct > total + tol or any(
-            t > min(p, tr) + tol for t, p, tr in zip(sums["tp"], sums["pred"], sums["true"])
-        ):
-            raise ValueError("tp or subset_correct exceed the weights they count")
-        self._tp, self._pred, self._true = sums["tp"], sums["pred"], sums["true"]
-        self._correct, self._wrong, self._samples = correct, wrong, samples
-        self.count, self.total_weight = count, total
-
-    def _merge_state(self, other: "Accumulator") -> None:
-        assert isinstance(other, MultilabelConfusion)
-        for mine, theirs in ((self._tp, other._tp), (self._pred, other._pred), (self._true, other._true)):
-            for j, v in enumerate(theirs):
-                mine[j] += v
-        self._correct += other._correct
-        self._wrong += other._wrong
-        samples = self._samples
-        for key, (w, nz) in other._samples.items():
-            g = samples.get(key)
-            if g is None:
-                samples[key] = [w, nz]
-            else:
-                g[0] += w
-                g[1] += nz
-        self.count += other.count
-        self.total_weight += other.total_weight
 
     # ---------------------------------------------------------------- updates
     def _row(self, row: Any, name: str) -> set:
@@ -255,7 +240,7 @@ class MultilabelConfusion(Accumulator):
                     out[i, list(self._row(r, f"{name}[{i}]"))] = True
                 return out
         try:
-            arr = np.asarray(rows)
+            arr = asarray(rows)
         except (TypeError, ValueError) as exc:
             raise TypeError(f"{name} could not be read as an indicator matrix: {exc}") from None
         if arr.size == 0:
@@ -276,10 +261,10 @@ class MultilabelConfusion(Accumulator):
         w = as_weight_array(sample_weight, n)
         if n == 0:
             return self
-        I = T & P
+        both = T & P
         nt = T.sum(axis=1)
         np_ = P.sum(axis=1)
-        ni = I.sum(axis=1)
+        ni = both.sum(axis=1)
         exact = (nt == ni) & (np_ == ni)
         wrong = nt + np_ - 2 * ni
         L = len(self._labels)
@@ -287,12 +272,12 @@ class MultilabelConfusion(Accumulator):
         keys, inverse = np.unique(code, return_inverse=True)
         inverse = inverse.reshape(-1)
         if w is None:
-            add_true, add_pred, add_tp = T.sum(axis=0), P.sum(axis=0), I.sum(axis=0)
+            add_true, add_pred, add_tp = T.sum(axis=0), P.sum(axis=0), both.sum(axis=0)
             correct, wrong_sum, total = float(exact.sum()), float(wrong.sum()), float(n)
-            group_w = np.bincount(inverse, minlength=len(keys)).astype(np.float64)
+            group_w: np.ndarray = np.bincount(inverse, minlength=len(keys)).astype(np.float64)
             group_zero = np.zeros(len(keys), dtype=np.int64)
         else:
-            add_true, add_pred, add_tp = (w @ M.astype(np.float64) for M in (T, P, I))
+            add_true, add_pred, add_tp = (w @ M.astype(np.float64) for M in (T, P, both))
             correct = float(w[exact].sum())
             wrong_sum = float(np.dot(w, wrong.astype(np.float64)))
             total = float(w.sum())
@@ -371,9 +356,15 @@ class MultilabelConfusion(Accumulator):
         tp, pred, true, weights = [], [], [], []
         for (ni, nt, np_), (w, nz) in self._samples.items():
             if w > 0:
-                tp.append(ni), pred.append(np_), true.append(nt), weights.append(w)
+                tp.append(ni)
+                pred.append(np_)
+                true.append(nt)
+                weights.append(w)
             if nz:
-                tp.append(0), pred.append(0), true.append(0), weights.append(0.0)
+                tp.append(0)
+                pred.append(0)
+                true.append(0)
+                weights.append(0.0)
         return (np.array(tp, dtype=np.float64), np.array(pred, dtype=np.float64),
                 np.array(true, dtype=np.float64), np.array(weights, dtype=np.float64))
 

@@ -31,15 +31,17 @@ no weight, metrics return nan with a warning (scikit-learn raises).
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 from typing import Any, Hashable, Mapping, Sequence
 
 import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
+from streammetrics.core.labels import check_label_list
+from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.core.validation import (
     as_weight_array,
+    asarray,
     check_weight,
     indicator_values,
 )
@@ -61,7 +63,6 @@ from streammetrics.metrics.multiclass_scores import (
     average_scores,
     binary_auc,
     check_average,
-    check_label_list,
     warn_no_events,
 )
 
@@ -145,6 +146,104 @@ def _row_stats_batch(T: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return P, L - P, U2, AP
 
 
+# ----------------------------------------------------------------------------- declared state
+def _n(acc: Any) -> int:
+    return len(acc._cols.names)
+
+
+def _tol(loaded: Mapping[str, Any]) -> float:
+    return 1e-9 * max(1.0, loaded["total_weight"])
+
+
+def _decode_total(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> float:
+    total = check_weight(raw, "total_weight")
+    if total > MAX_TOTAL_WEIGHT:
+        raise ValueError(f"exceeds {MAX_TOTAL_WEIGHT:g}")
+    return total
+
+
+def _decode_negative_events(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> list:
+    neg = decode_list(raw, "count", _n(acc))
+    if any(a + b != loaded["count"] for a, b in zip(loaded["positive_events"], neg)):
+        raise ValueError("positive_events + negative_events must equal count for every label")
+    return neg
+
+
+def _decode_positive_weights(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> list:
+    w_pos = decode_list(raw, "weight", _n(acc))
+    if any(w > loaded["total_weight"] + _tol(loaded) for w in w_pos):
+        raise ValueError("exceed total_weight")
+    return w_pos
+
+
+def _decode_samples_sum(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> float:
+    v = check_weight(raw, "samples sum")
+    if v > loaded["total_weight"] + _tol(loaded):
+        raise ValueError("exceeds the total weight")
+    return v
+
+
+def _decode_rows(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> list:
+    one_class, no_pos = raw
+    count = loaded["count"]
+    if not (isinstance(one_class, list) and len(one_class) == 2
+            and all(type(v) is int for v in one_class) and type(no_pos) is int
+            and 0 <= one_class[1] <= one_class[0] <= count and 0 <= no_pos <= one_class[0]):
+        raise ValueError(f"inconsistent: {describe(one_class)}, {describe(no_pos)}")
+    return [one_class[0], one_class[1], no_pos]
+
+
+def _decode_histograms(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> tuple[list, list]:
+    n = _n(acc)
+    if not isinstance(raw, list) or len(raw) != n:
+        raise ValueError(f"must be a list of {n} label histograms")
+    hists = [histograms_from_json(h, acc._binning, ["neg", "pos"]) for h in raw]
+    total, tol, w_pos = loaded["total_weight"], _tol(loaded), loaded["positive_weights"]
+    for j, (neg, pos) in enumerate(hists):
+        if len(pos) > loaded["positive_events"][j] or len(neg) > loaded["negative_events"][j]:
+            raise ValueError(f"histogram of label {j} has more bins than events")
+        if abs(pos.total() - w_pos[j]) > 1e-9 * max(1.0, w_pos[j]):
+            raise ValueError(f"histogram of label {j} does not match positive_weights[{j}]")
+        if abs(neg.total() + pos.total() - total) > tol:
+            raise ValueError(f"histogram of label {j} does not sum to total_weight")
+    return [h[0] for h in hists], [h[1] for h in hists]
+
+
+def _merge_histograms(mine: tuple, theirs: tuple, acc: Any) -> tuple:
+    for hs, os_ in zip(mine, theirs):
+        for h, o in zip(hs, os_):
+            h.merge(o)
+    return mine
+
+
+_MULTILABEL_STATE = (
+    Field("count", lambda acc: 0, "count"),
+    Field("total_weight", lambda acc: 0.0, "weight", attrs="_total", decode=_decode_total),
+    # events with the label present / absent (zero weights included)
+    Field("positive_events", lambda acc: [0] * _n(acc), "counts", attrs="_n_pos",
+          decode=lambda raw, acc, ld: decode_list(raw, "count", _n(acc))),
+    Field("negative_events", lambda acc: [0] * _n(acc), "counts", attrs="_n_neg", decode=_decode_negative_events),
+    # weight of events with the label present
+    Field("positive_weights", lambda acc: [0.0] * _n(acc), "weights", attrs="_w_pos",
+          decode=_decode_positive_weights),
+    # sums of w * row ROC AUC over rows where it is defined, and of w * row average precision
+    Field("samples_roc_auc_sum", lambda acc: 0.0, "weight", attrs="_auc_sum", decode=_decode_samples_sum),
+    Field("samples_average_precision_sum", lambda acc: 0.0, "weight", attrs="_ap_sum",
+          decode=_decode_samples_sum),
+    # rows with one class (ROC AUC undefined), those of them with weight > 0, and rows
+    # without a positive label (average precision 0 with a warning)
+    Field(("one_class_rows", "no_positive_rows"), lambda acc: [0, 0, 0], attrs="_rows",
+          merge=lambda a, b, acc: [x + y for x, y in zip(a, b)], copy=list,
+          encode=lambda v, acc: (v[:2], v[2]), decode=_decode_rows),
+    Field("histograms", lambda acc: ([ScoreHistogram(acc._binning) for _ in range(_n(acc))],
+                                     [ScoreHistogram(acc._binning) for _ in range(_n(acc))]),
+          attrs=("_neg", "_pos"), merge=_merge_histograms,
+          copy=lambda v: ([h.copy() for h in v[0]], [h.copy() for h in v[1]]),
+          encode=lambda v, acc: [histograms_to_json([a, b], ["neg", "pos"]) for a, b in zip(*v)],
+          decode=_decode_histograms),
+)
+
+
 class MultilabelScores(_ScoreColumns):
     """ROC AUC (with guaranteed bounds) and average precision of multilabel score rows.
 
@@ -154,42 +253,43 @@ class MultilabelScores(_ScoreColumns):
     :class:`~streammetrics.BinaryScores`; with ``exact=True`` every average equals
     ``sklearn.metrics.roc_auc_score`` / ``average_precision_score`` on the indicator
     matrix (``samples`` is exact in either mode).
+
+    >>> m = MultilabelScores(["x", "y"]).update_many([[1, 0], [0, 1], [1, 1]], [[0.9, 0.2], [0.3, 0.7], [0.6, 0.4]])
+    >>> m.roc_auc(), m.average_precision(average="micro")
+    (1.0, 1.0)
     """
 
     type_name = "MultilabelScores"
+    state_fields = _MULTILABEL_STATE
+
+    # the declared state (see _MULTILABEL_STATE)
+    _count: int
+    _total: float
+    _n_pos: list[int]
+    _n_neg: list[int]
+    _w_pos: list[float]
+    _auc_sum: float
+    _ap_sum: float
+    _rows: list[int]
+    _neg: list[ScoreHistogram]
+    _pos: list[ScoreHistogram]
     columns_key = "labels"
 
     def __init__(self, labels: int | Sequence[Hashable], bins: int | None = 64, exact: bool = False) -> None:
-        if isinstance(labels, numbers.Integral) and not isinstance(labels, bool):
-            if labels < 1:
-                raise ValueError(f"labels must be a positive number of labels, got {labels!r}")
-            names: list = list(range(int(labels)))
-        else:
-            names = check_label_list(labels, "labels", 1)
+        names = check_label_list(labels, "labels", allow_count=True)
         self._cols = _Columns(names, "label", "labels")
-        self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]
-        self._reset_state()
+        self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]  # bins is None only with exact=True, which ignores it
+        self.reset()
 
     # ------------------------------------------------------------------ state
-    def _reset_state(self) -> None:
-        n = len(self._cols.names)
-        self._neg = [ScoreHistogram(self._binning) for _ in range(n)]
-        self._pos = [ScoreHistogram(self._binning) for _ in range(n)]
-        self._n_pos = [0] * n  # events with the label present (zero weights included)
-        self._n_neg = [0] * n
-        self._w_pos = [0.0] * n  # weight of events with the label present
-        self._count = 0
-        self._total = 0.0
-        self._auc_sum = 0.0  # sum of w * row ROC AUC over rows where it is defined
-        self._ap_sum = 0.0  # sum of w * row average precision
-        # rows with one class (ROC AUC undefined), those of them with weight > 0, and rows
-        # without a positive label (average precision 0 with a warning)
-        self._rows = [0, 0, 0]
-        self._bind()
-
-    def _bind(self) -> None:
+    def _refresh(self) -> None:
         self._hw = [(a.weights, b.weights) for a, b in zip(self._neg, self._pos)]
         self._key = self._binning.key
+
+    def _check_merge(self, other: Accumulator) -> None:
+        assert isinstance(other, MultilabelScores)
+        if self._total + other._total > MAX_TOTAL_WEIGHT:
+            raise ValueError(f"merged weight would exceed {MAX_TOTAL_WEIGHT:g}")
 
     @property
     def labels(self) -> list:
@@ -197,109 +297,14 @@ class MultilabelScores(_ScoreColumns):
         return list(self._cols.names)
 
     @property
-    def count(self) -> int:  # type: ignore[override]
+    def count(self) -> int:  # type: ignore[override]  # a read-only property over the declared state
         """Number of events seen (zero-weight events included)."""
         return self._count
 
     @property
-    def total_weight(self) -> float:  # type: ignore[override]
+    def total_weight(self) -> float:  # type: ignore[override]  # a read-only property over the declared state
         """Summed weight of the events seen."""
         return self._total
-
-    def _state(self) -> dict[str, Any]:
-        return {
-            "count": self._count,
-            "total_weight": self._total,
-            "positive_events": list(self._n_pos),
-            "negative_events": list(self._n_neg),
-            "positive_weights": list(self._w_pos),
-            "samples_roc_auc_sum": self._auc_sum,
-            "samples_average_precision_sum": self._ap_sum,
-            "one_class_rows": self._rows[:2],
-            "no_positive_rows": self._rows[2],
-            "histograms": [
-                histograms_to_json([a, b], ["neg", "pos"]) for a, b in zip(self._neg, self._pos)
-            ],
-        }
-
-    def _load_state(self, state: Mapping[str, Any]) -> None:
-        expected = {"count", "total_weight", "positive_events", "negative_events", "positive_weights",
-                    "samples_roc_auc_sum", "samples_average_precision_sum", "one_class_rows",
-                    "no_positive_rows", "histograms"}
-        if set(state) != expected:
-            raise ValueError(f"state keys must be {sorted(expected)}, got {sorted(map(str, state))}")
-        n = len(self._cols.names)
-        count = state["count"]
-        if type(count) is not int or count < 0:
-            raise ValueError(f"count must be a non-negative int, got {count!r}")
-        total = check_weight(state["total_weight"], "total_weight")
-        if total > MAX_TOTAL_WEIGHT:
-            raise ValueError(f"total_weight exceeds {MAX_TOTAL_WEIGHT:g}")
-        tol = 1e-9 * max(1.0, total)
-        events = {}
-        for name in ("positive_events", "negative_events"):
-            v = state[name]
-            if not (isinstance(v, list) and len(v) == n and all(type(x) is int and x >= 0 for x in v)):
-                raise ValueError(f"{name} must be a list of {n} non-negative ints, got {v!r}")
-            events[name] = v
-        if any(a + b != count for a, b in zip(events["positive_events"], events["negative_events"])):
-            raise ValueError("positive_events + negative_events must equal count for every label")
-        w_pos = state["positive_weights"]
-        if not isinstance(w_pos, list) or len(w_pos) != n:
-            raise ValueError(f"positive_weights must be a list of {n} weights, got {w_pos!r}")
-        w_pos = [check_weight(v, f"positive_weights[{j}]") for j, v in enumerate(w_pos)]
-        sums = [check_weight(state[k], k) for k in ("samples_roc_auc_sum", "samples_average_precision_sum")]
-        if max(sums) > total + tol:
-            raise ValueError("samples sums exceed the total weight")
-        one_class, no_pos = state["one_class_rows"], state["no_positive_rows"]
-        if not (isinstance(one_class, list) and len(one_class) == 2
-                and all(type(v) is int for v in one_class) and type(no_pos) is int
-                and 0 <= one_class[1] <= one_class[0] <= count and 0 <= no_pos <= one_class[0]):
-            raise ValueError(f"one_class_rows / no_positive_rows are inconsistent: {one_class!r}, {no_pos!r}")
-        raw = state["histograms"]
-        if not isinstance(raw, list) or len(raw) != n:
-            raise ValueError(f"histograms must be a list of {n} label histograms")
-        hists = [histograms_from_json(h, self._binning, ["neg", "pos"]) for h in raw]
-        for j, (neg, pos) in enumerate(hists):
-            if len(pos) > events["positive_events"][j] or len(neg) > events["negative_events"][j]:
-                raise ValueError(f"histogram of label {j} has more bins than events")
-            if abs(pos.total() - w_pos[j]) > 1e-9 * max(1.0, w_pos[j]) or w_pos[j] > total + tol:
-                raise ValueError(f"histogram of label {j} does not match positive_weights[{j}]")
-            if abs(neg.total() + pos.total() - total) > tol:
-                raise ValueError(f"histogram of label {j} does not sum to total_weight")
-        self._neg = [h[0] for h in hists]
-        self._pos = [h[1] for h in hists]
-        self._n_pos, self._n_neg = list(events["positive_events"]), list(events["negative_events"])
-        self._w_pos, self._count, self._total = w_pos, count, total
-        self._auc_sum, self._ap_sum = sums
-        self._rows = [one_class[0], one_class[1], no_pos]
-        self._bind()
-
-    def _merge_state(self, other: Accumulator) -> None:
-        assert isinstance(other, MultilabelScores)
-        if self._total + other._total > MAX_TOTAL_WEIGHT:
-            raise ValueError(f"merged weight would exceed {MAX_TOTAL_WEIGHT:g}")
-        for j in range(len(self._cols.names)):
-            self._neg[j].merge(other._neg[j])
-            self._pos[j].merge(other._pos[j])
-            self._n_pos[j] += other._n_pos[j]
-            self._n_neg[j] += other._n_neg[j]
-            self._w_pos[j] += other._w_pos[j]
-        self._count += other._count
-        self._total += other._total
-        self._auc_sum += other._auc_sum
-        self._ap_sum += other._ap_sum
-        self._rows = [a + b for a, b in zip(self._rows, other._rows)]
-
-    def copy(self) -> "MultilabelScores":
-        new = MultilabelScores.__new__(MultilabelScores)
-        new.__dict__.update(self.__dict__)
-        new._neg = [h.copy() for h in self._neg]
-        new._pos = [h.copy() for h in self._pos]
-        for name in ("_n_pos", "_n_neg", "_w_pos", "_rows"):
-            setattr(new, name, list(getattr(self, name)))
-        new._bind()
-        return new
 
     # ------------------------------------------------------------------ updates
     def _truth(self, row: Any, name: str) -> list[bool]:
@@ -377,7 +382,7 @@ class MultilabelScores(_ScoreColumns):
             return np.array([self._truth(r, f"{name}[{i}]") for i, r in enumerate(rows)],
                             dtype=bool).reshape(-1, n_labels)
         try:
-            arr = np.asarray(rows)
+            arr = asarray(rows)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{name} could not be read as an indicator matrix: {exc}") from None
         if arr.size == 0 and arr.ndim in (1, 2):
@@ -434,7 +439,9 @@ class MultilabelScores(_ScoreColumns):
         n = len(self._cols.names)
         if not self._count:
             nan = warn_no_events("roc_auc")
-            return tuple(np.full(n, nan) for _ in range(3)) if average is None else (nan, nan, nan)
+            if average is None:
+                return np.full(n, nan), np.full(n, nan), np.full(n, nan)
+            return nan, nan, nan
         if average == "samples":
             if self._rows[0]:
                 ranking.warn_one_class()

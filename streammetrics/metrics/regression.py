@@ -45,6 +45,7 @@ import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
 from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.state import Field, describe
 from streammetrics.core.validation import (
     as_float_array,
     as_weight_array,
@@ -125,6 +126,47 @@ def _undefined(metric: str, reason: str) -> float:
     return math.nan
 
 
+# ----------------------------------------------------------------------------- declared state
+def _decode_mean(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> tuple[float, float]:
+    if not isinstance(raw, list) or len(raw) != 2:
+        raise ValueError(f"must be a list [hi, lo], got {describe(raw)}")
+    return _dec(raw[0], "mean", nonneg=False), _dec(raw[1], "mean", nonneg=False)
+
+
+def _decode_moments(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple:
+    weight, mean, m2 = raw
+    w = _dec(weight, "weight")
+    hi, lo = _decode_mean(mean, acc, loaded)
+    return w, hi, lo, _dec(m2, "m2")
+
+
+def _merge_moments(mine: tuple, theirs: tuple, acc: Any) -> tuple:
+    return _combine_moments(*mine, *theirs)
+
+
+def _float_field(key: str) -> Field:
+    """A non-negative float sum (JSON: non-finite values, reachable by overflow, as strings)."""
+    return Field(key, lambda acc: 0.0, "weight", encode=lambda v, acc: _enc(v),
+                 decode=lambda raw, acc, ld: _dec(raw, key))
+
+
+_REGRESSION_STATE = (
+    Field("count", lambda acc: 0, "count", attrs="count", decode=lambda raw, acc, ld: _dec_int(raw, "count")),
+    # (total weight, weighted mean as hi + lo, m2): Chan et al.'s combination on merge
+    Field(("weight", "mean", "m2"), lambda acc: (0.0, 0.0, 0.0, 0.0), attrs=("total_weight", "_hi", "_lo", "_m2"),
+          merge=_merge_moments, copy=tuple,
+          encode=lambda v, acc: (_enc(v[0]), [_enc(v[1]), _enc(v[2])], _enc(v[3])), decode=_decode_moments),
+    _float_field("sse"),
+    _float_field("sae"),
+    _float_field("sle"),
+    _float_field("ape"),
+    Field("max_error", lambda acc: 0.0, "weight", merge=lambda a, b, acc: b if b > a else a,
+          encode=lambda v, acc: _enc(v), decode=lambda raw, acc, ld: _dec(raw, "max_error")),
+    # events with a value <= -1 (RMSLE undefined)
+    Field("log_invalid", lambda acc: 0, "count", decode=lambda raw, acc, ld: _dec_int(raw, "log_invalid")),
+)
+
+
 class Regression(Accumulator):
     """Mergeable regression errors of a stream of ``(y_true, y_pred, weight)`` events.
 
@@ -134,6 +176,18 @@ class Regression(Accumulator):
     """
 
     type_name = "Regression"
+    state_fields = _REGRESSION_STATE
+
+    # the declared state (see _REGRESSION_STATE)
+    _hi: float
+    _lo: float
+    _m2: float
+    _sse: float
+    _sae: float
+    _sle: float
+    _ape: float
+    _max_error: float
+    _log_invalid: int
 
     __slots__ = (
         "count", "total_weight", "_hi", "_lo", "_m2", "_sse", "_sae", "_sle", "_ape",
@@ -141,7 +195,18 @@ class Regression(Accumulator):
     )
 
     def __init__(self) -> None:
-        self._reset_state()
+        self.reset()
+
+    def _check_state(self, loaded: dict[str, Any]) -> None:
+        count, log_invalid = loaded["count"], loaded["log_invalid"]
+        weight, hi, lo, _ = loaded["weight"]
+        if log_invalid > count:
+            raise ValueError(f"state 'log_invalid' ({log_invalid}) exceeds 'count' ({count})")
+        if count == 0 and weight != 0.0:
+            raise ValueError(f"state has no events but a total weight of {weight!r}")
+        sums = [loaded[k] for k in ("sse", "sae", "sle", "ape", "max_error")] + [loaded["weight"][3]]
+        if weight == 0.0 and (hi != 0.0 or lo != 0.0 or any(sums)):
+            raise ValueError("state holds sums but no events of positive weight")
 
     # ------------------------------------------------------------------ updates
     def update(self, y_true: float, y_pred: float, weight: float = 1.0) -> "Regression":
@@ -303,7 +368,7 @@ class Regression(Accumulator):
         if not log_ok:
             self._log_invalid -= 1
         if self.count == 0:
-            self._reset_state()
+            self.reset()
             return self
         if w == 0.0:
             return self
@@ -311,7 +376,7 @@ class Regression(Accumulator):
         wt = w0 - w
         if wt <= 1e-12 * w0:  # no positive weight left: the sums of no event
             count, log_invalid = self.count, self._log_invalid
-            self._reset_state()
+            self.reset()
             self.count, self._log_invalid = count, log_invalid
             return self
         self._sse = max(self._sse - w * (d * d), 0.0)
@@ -410,66 +475,6 @@ class Regression(Accumulator):
         if den == 0.0:
             return 0.0
         return 1.0 - num / den
-
-    # ------------------------------------------------------------------ protocol
-    def _state(self) -> dict[str, Any]:
-        return {
-            "count": self.count,
-            "weight": _enc(self.total_weight),
-            "mean": [_enc(self._hi), _enc(self._lo)],
-            "m2": _enc(self._m2),
-            "sse": _enc(self._sse),
-            "sae": _enc(self._sae),
-            "sle": _enc(self._sle),
-            "ape": _enc(self._ape),
-            "max_error": _enc(self._max_error),
-            "log_invalid": self._log_invalid,
-        }
-
-    def _load_state(self, state: Mapping[str, Any]) -> None:
-        keys = {"count", "weight", "mean", "m2", "sse", "sae", "sle", "ape", "max_error", "log_invalid"}
-        if set(state) != keys:
-            raise ValueError(f"state keys must be {sorted(keys)}, got {sorted(map(str, state))}")
-        count = _dec_int(state["count"], "count")
-        log_invalid = _dec_int(state["log_invalid"], "log_invalid")
-        if log_invalid > count:
-            raise ValueError(f"state 'log_invalid' ({log_invalid}) exceeds 'count' ({count})")
-        mean = state["mean"]
-        if not isinstance(mean, list) or len(mean) != 2:
-            raise ValueError(f"state 'mean' must be a list [hi, lo], got {mean!r:.80}")
-        hi, lo = _dec(mean[0], "mean", nonneg=False), _dec(mean[1], "mean", nonneg=False)
-        vals = {k: _dec(state[k], k) for k in ("weight", "m2", "sse", "sae", "sle", "ape", "max_error")}
-        if count == 0 and vals["weight"] != 0.0:
-            raise ValueError(f"state has no events but a total weight of {vals['weight']!r}")
-        if vals["weight"] == 0.0 and (hi != 0.0 or lo != 0.0 or any(vals.values())):
-            raise ValueError("state holds sums but no events of positive weight")
-        self.count, self._log_invalid, self._hi, self._lo = count, log_invalid, hi, lo
-        self.total_weight = vals["weight"]
-        self._m2, self._sse, self._sae = vals["m2"], vals["sse"], vals["sae"]
-        self._sle, self._ape, self._max_error = vals["sle"], vals["ape"], vals["max_error"]
-
-    def _merge_state(self, other: Accumulator) -> None:
-        assert isinstance(other, Regression)
-        self.count += other.count
-        self._log_invalid += other._log_invalid
-        self._sse += other._sse
-        self._sae += other._sae
-        self._sle += other._sle
-        self._ape += other._ape
-        if other._max_error > self._max_error:
-            self._max_error = other._max_error
-        self.total_weight, self._hi, self._lo, self._m2 = _combine_moments(
-            self.total_weight, self._hi, self._lo, self._m2,
-            other.total_weight, other._hi, other._lo, other._m2,
-        )
-
-    def _reset_state(self) -> None:
-        self.count = 0
-        self.total_weight = 0.0
-        self._hi = self._lo = self._m2 = 0.0
-        self._sse = self._sae = self._sle = self._ape = 0.0
-        self._max_error = 0.0
-        self._log_invalid = 0
 
 
 def _batch_moments(y: np.ndarray, w: np.ndarray | None, wsum: float) -> tuple[float, float, float]:

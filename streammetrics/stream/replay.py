@@ -1,8 +1,14 @@
 """``streammetrics replay``: prediction events from a JSONL file (or stdin) to windowed snapshots.
 
-Each line holds one event object or a JSON array of them. Rejected events are listed on
-stderr with their line number and reason, late events likewise; a summary follows. The exit
-code is non-zero only for unusable arguments (2) or an unreadable input (1).
+Each line holds one event object or a JSON array of them; a :class:`~streammetrics.stream.pipeline.Pipeline`
+does the work. Rejected and late events are listed on stderr with their line number and reason,
+at most ``REPORT_LIMIT`` (10) times per distinct (code, field), the rest counted in the summary.
+
+Exit codes: 0 when events were applied (or the input held none); 1 when the input was unreadable,
+or when events came but none was applied (a wrong ``--task`` or ``--field``, say) — if the first
+``ABORT_AFTER`` (1,000) rejections all share one code and field and nothing was applied, the
+replay stops there with a summary; 2 for unusable arguments (one line, e.g. ``--output`` naming
+an input file). A closed output pipe (``replay ... | head -1``) ends the replay quietly with 0.
 """
 from __future__ import annotations
 
@@ -10,17 +16,20 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable, Iterable
 from importlib import resources
-from typing import IO, Any, Iterable
+from typing import IO, Any
 
-from streammetrics.monitors import make_monitor
-from streammetrics.stream.events import Event, EventParser, parse_field_map
+from streammetrics.stream.pipeline import Pipeline, PipelineConfig, Problem
 from streammetrics.stream.snapshots import snapshot_line
-from streammetrics.stream.windows import WindowManager
 
-__all__ = ["run_replay", "replay_lines", "sample_path", "ReplayStats"]
+__all__ = ["ABORT_AFTER", "REPORT_LIMIT", "ReplayStats", "replay_lines", "run_replay", "sample_path"]
 
 _BLANK_START = frozenset([b"", b" ", b"\t", b"\r", b"\n", "", " ", "\t", "\r", "\n"])
+#: problems of one (code, field) listed on stderr; further ones are only counted
+REPORT_LIMIT = 10
+#: rejections of a single (code, field), with no event applied yet, after which replay gives up
+ABORT_AFTER = 1000
 
 
 def sample_path() -> str:
@@ -31,14 +40,25 @@ def sample_path() -> str:
 class ReplayStats:
     """What a replay saw: lines, events applied, rejected and late events, snapshots written."""
 
-    __slots__ = ("lines", "events", "rejected", "late", "snapshots")
+    __slots__ = ("aborted", "events", "late", "lines", "rejected", "snapshots", "suppressed")
 
     def __init__(self) -> None:
         self.lines = self.events = self.rejected = self.late = self.snapshots = 0
+        self.suppressed: dict[tuple[str, str | None], int] = {}  # problems not listed, by (code, field)
+        self.aborted: Problem | None = None
 
     def summary(self) -> str:
-        return (f"replayed {self.lines} lines: {self.events} events applied, {self.rejected} rejected, "
+        text = (f"replayed {self.lines} lines: {self.events} events applied, {self.rejected} rejected, "
                 f"{self.late} late, {self.snapshots} snapshots")
+        if self.suppressed:
+            more = ", ".join(f"{n} {code}" + (f" ({field})" if field else "")
+                             for (code, field), n in sorted(self.suppressed.items(), key=lambda kv: -kv[1]))
+            text += f"; not listed: {more}"
+        return text
+
+
+class OutputClosed(Exception):
+    """The snapshot output went away (a closed pipe)."""
 
 
 class _Progress:
@@ -67,47 +87,57 @@ class _Progress:
 
 def replay_lines(
     lines: Iterable[bytes],
-    parser: EventParser,
-    windows: WindowManager,
-    write: Any,
-    report: Any = None,
+    pipeline: Pipeline,
+    write: Callable[[str], Any],
+    report: Callable[[int, str], Any] | None = None,
     progress: _Progress | None = None,
 ) -> ReplayStats:
-    """Feed JSONL ``lines`` through ``parser`` into ``windows``; ``write(line)`` each snapshot.
+    """Feed JSONL ``lines`` through ``pipeline``; ``write(line)`` each snapshot line.
 
-    ``report(lineno, message)`` is called for each rejected or late event (None: silent).
+    ``report(lineno, message)`` is called for rejected and late events, at most
+    ``REPORT_LIMIT`` times per (code, field) (None: silent).
     """
     stats = ReplayStats()
-    parse = parser.parse_value
-    add = windows.add
+    process = pipeline.process
+    events_before = pipeline.counters["events"]
     done = 0
     lineno = 0
+    seen: dict[tuple[str, str | None], int] = {}
     for lineno, line in enumerate(lines, 1):
         if progress is not None:
             done += len(line)
             if lineno & 0x3FFF == 0:
+                stats.events = pipeline.counters["events"] - events_before
                 progress.draw(done, stats)
         if line[:1] in _BLANK_START and not line.strip():  # skip blank lines without a copy per line
             continue
-        for item in parse(line):
-            if item.__class__ is Event:
-                if add(item):
-                    stats.events += 1
-                else:
+        problems = process(line).problems
+        if problems:
+            for problem in problems:
+                if problem.code == "late":
                     stats.late += 1
+                else:
+                    stats.rejected += 1
+                kind = (problem.code, problem.field)
+                n = seen[kind] = seen.get(kind, 0) + 1
+                if n <= REPORT_LIMIT:
                     if report is not None:
-                        report(lineno, f"late event for model={item.model!r} segment={item.segment!r} "
-                                       f"ts={item.ts!r}: its windows have closed")
-            else:
-                stats.rejected += 1
-                if report is not None:
-                    report(lineno, item.reason)
+                        where = "" if problem.index is None else f"[{problem.index}] "
+                        report(lineno, where + problem.reason)
+                else:
+                    stats.suppressed[kind] = stats.suppressed.get(kind, 0) + 1
+                if n >= ABORT_AFTER and len(seen) == 1 and pipeline.counters["events"] == events_before:
+                    stats.aborted = problem
+                    break
+            if stats.aborted is not None:
+                break
         if lineno & 0x3FF == 0:
-            for snap in windows.poll():
+            for snap in pipeline.poll():
                 write(snapshot_line(snap))
                 stats.snapshots += 1
+    stats.events = pipeline.counters["events"] - events_before
     stats.lines = lineno
-    for snap in windows.poll() + windows.flush():
+    for snap in pipeline.poll() + pipeline.flush():
         write(snapshot_line(snap))
         stats.snapshots += 1
     if progress is not None:
@@ -115,37 +145,62 @@ def replay_lines(
     return stats
 
 
+def _same_file(a: str, b: str) -> bool:
+    """True when paths ``a`` and ``b`` name one file (symbolic or hard links included)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _config(args: argparse.Namespace) -> PipelineConfig:
+    """The pipeline configuration of the replay flags; ValueError naming the flag at fault."""
+    if args.task == "multiclass" and not args.classes:
+        raise ValueError("--task multiclass needs --classes A,B,C (the classes, in the order of score arrays)")
+    if args.task == "multiclass" and len(args.classes) < 2:
+        raise ValueError(f"--classes needs at least two classes, got {args.classes!r}")
+    if args.classes and args.task not in ("multiclass",):
+        raise ValueError(f"--classes only applies to --task multiclass (use --labels for --task labels), "
+                         f"not --task {args.task}")
+    if args.labels and args.task != "labels":
+        raise ValueError(f"--labels only applies to --task labels, not --task {args.task}")
+    from streammetrics.stream.events import parse_field_map
+
+    return PipelineConfig(
+        task=args.task, window=args.window, slide=args.slide, grace=args.grace, threshold=args.threshold,
+        classes=args.classes, labels=args.labels, fields=parse_field_map(args.field),
+        cumulative=args.cumulative, include_state=not args.no_state, max_future=args.max_future or None,
+        max_keys=args.max_keys or None, max_snapshot_bytes=args.max_snapshot_bytes,
+    )
+
+
 def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> int:
+    def fail(message: str, code: int = 2) -> int:
+        print(f"streammetrics replay: {message}", file=sys.stderr)
+        return code
+
     if args.sample:
         if args.file not in (None, ""):
-            argparser.error("give either FILE or --sample, not both")
+            return fail("give either FILE or --sample, not both")
         args.file = sample_path()
     if args.file is None:
-        argparser.error("give a JSONL FILE, '-' for standard input, or --sample")
+        return fail("give a JSONL FILE, '-' for standard input, or --sample")
+    if args.output != "-" and args.file != "-" and _same_file(args.file, args.output):
+        return fail(f"--output {args.output} is the input file {args.file}: refusing to overwrite it")
     try:
-        fields = parse_field_map(args.field)
-        parser = EventParser(args.task, classes=args.labels if args.task == "labels" else args.classes,
-                             fields=fields)
-
-        def factory() -> Any:
-            return make_monitor(args.task, threshold=args.threshold, classes=args.classes, labels=args.labels)
-
-        factory()  # configuration errors surface now, not at the first event
-        windows = WindowManager(factory, args.window, args.slide, args.grace, cumulative=args.cumulative,
-                                include_state=not args.no_state, batch=True)
-    except (ValueError, TypeError, argparse.ArgumentTypeError) as exc:
-        argparser.error(str(exc))
+        pipeline = Pipeline(_config(args))
+    except (ValueError, TypeError) as exc:
+        return fail(str(exc))
 
     try:
-        source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")
+        source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115 - closed below
     except OSError as exc:
-        print(f"streammetrics replay: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
-        return 1
+        return fail(f"cannot read {args.file}: {exc.strerror}", 1)
     try:
-        sink = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
+        sink = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")  # noqa: SIM115
     except OSError as exc:
-        print(f"streammetrics replay: cannot write {args.output}: {exc.strerror}", file=sys.stderr)
-        return 1
+        source.close()
+        return fail(f"cannot write {args.output}: {exc.strerror}", 1)
 
     show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
     progress = None
@@ -159,8 +214,11 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         progress = _Progress(size, sys.stderr)
 
     def write(line: str) -> None:
-        sink.write(line)
-        sink.write("\n")
+        try:
+            sink.write(line)
+            sink.write("\n")
+        except BrokenPipeError:
+            raise OutputClosed from None
 
     def report(lineno: int, message: str) -> None:
         if progress is not None:
@@ -169,14 +227,35 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
 
     try:
         with source:
-            stats = replay_lines(source, parser, windows, write, None if args.quiet else report, progress)
+            stats = replay_lines(source, pipeline, write, None if args.quiet else report, progress)
+        if sink is sys.stdout:
+            try:
+                sink.flush()
+            except BrokenPipeError:
+                raise OutputClosed from None
+    except OutputClosed:
+        _silence_stdout()
+        return 0
     except OSError as exc:
-        print(f"streammetrics replay: error reading {args.file}: {exc}", file=sys.stderr)
-        return 1
+        return fail(f"error reading {args.file}: {exc}", 1)
     finally:
         if sink is not sys.stdout:
             sink.close()
-        else:
-            sink.flush()
+    if stats.aborted is not None:
+        p = stats.aborted
+        print(f"streammetrics replay: stopped after {ABORT_AFTER} events rejected for one reason and none "
+              f"applied ({p.code}: {p.reason}); check --task ({args.task}) and --field", file=sys.stderr)
     print(stats.summary(), file=sys.stderr)
+    if stats.events == 0 and (stats.rejected or stats.late):
+        return 1
     return 0
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush of a closed pipe is silent."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (tests)
+        pass

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["SNAPSHOT_SCHEMA", "snapshot_line", "snapshot_key"]
+__all__ = ["SNAPSHOT_SCHEMA", "snapshot_key", "snapshot_line"]
 
 SNAPSHOT_SCHEMA = "streammetrics.snapshot/1"
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
-__all__ = ["DriftingModel", "DEFAULT_MODELS", "generate_events", "write_jsonl"]
+__all__ = ["DEFAULT_MODELS", "DriftingModel", "generate_events", "write_jsonl"]
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,30 @@ Per key ``(model, segment)``:
   counted for the key (``late`` in each snapshot) and :meth:`WindowManager.add` returns False
   so that the caller can route it elsewhere (the service sends it to the dead-letter topic).
 
+Bounded in time: closing and idle/flush closes jump over empty ranges of windows, so their cost
+is O(open panes x windows per pane) whatever the gap between two events (a first event at
+``ts=0``, one dated 9999). An event more than ``max_future`` seconds (default 1 h; None or 0:
+no bound) ahead of ``wall_clock()`` is refused with :class:`EventRejected` (code ``future``),
+counted in :attr:`WindowManager.rejected` and never advances stream time: one bad producer
+clock cannot turn the rest of its key late.
+
+Bounded in keys: a key whose windows have all closed and that queues nothing (after an idle
+close or a flush) is *evicted*; a compact ``(next_window, late)`` of each evicted key is kept
+(at most ``max_keys`` of them, oldest dropped first), so a later event of the key is late for
+a closed window exactly as if the key had stayed, and its ``late`` total carries on. Keys that
+fall out of that memory are *forgotten*: the largest ``next_window`` among them becomes a
+frontier for every key not held or remembered, so an event below it is late rather than able
+to re-open (and re-emit with other content) a window already emitted under a forgotten key; a
+genuinely new key's events older than that frontier are then late too (conservative). At most
+``max_keys`` keys hold open windows (default 100,000); an event of a new key beyond that is
+refused (:class:`EventRejected` code ``key_limit``, counted). With ``cumulative=True`` keys are
+not evicted (their all-time monitor is the point) and ``max_keys`` alone bounds them.
+
 Snapshots follow the contract's schema ``streammetrics.snapshot/1``. With ``cumulative=True``
-an all-time snapshot per key (``"final": false``, ``"cumulative": true``) follows each close.
+an all-time snapshot per key (``"final": false``, ``"cumulative": true``) follows each close:
+the key's events from its first window's start up to the end of the window just closed (the
+``window`` it carries), never an event past that end. Its ``late`` (like every snapshot's) is
+the key's running total of late events dropped, as the contract says.
 
 With ``batch=True`` events are queued per pane and handed to the monitor's vectorised
 ``update_events(events)`` just before the pane is needed (a window closes, a checkpoint is
@@ -32,18 +54,31 @@ from __future__ import annotations
 import math
 import re
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from streammetrics.stream.snapshots import SNAPSHOT_SCHEMA
 
-__all__ = ["WindowManager", "WindowSpec", "parse_duration"]
+__all__ = [
+    "DEFAULT_MAX_FUTURE",
+    "DEFAULT_MAX_KEYS",
+    "EventRejected",
+    "WindowManager",
+    "WindowSpec",
+    "parse_duration",
+]
+
+#: default bound on how far ahead of the wall clock an event time may be (seconds)
+DEFAULT_MAX_FUTURE = 3600.0
+#: default bound on the keys held at once (open windows), and on the evicted keys remembered
+DEFAULT_MAX_KEYS = 100_000
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
 _floor = math.floor
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
 
 
-def parse_duration(text: str | float | int, name: str = "duration") -> float:
+def parse_duration(text: str | float, name: str = "duration") -> float:
     """Seconds in ``"500ms"``, ``"10s"``, ``"1.5m"``, ``"2h"``, ``"1d"`` or a plain number of seconds."""
     if isinstance(text, bool):
         raise TypeError(f"{name} must be a duration such as '60s', got {text!r}")
@@ -69,7 +104,7 @@ def _to_ms(seconds: float, name: str) -> int:
 class WindowSpec:
     """Window geometry in integer milliseconds: ``size``, ``slide`` and their pane ``gcd``."""
 
-    __slots__ = ("size_ms", "slide_ms", "pane_ms", "grace_ms")
+    __slots__ = ("grace_ms", "pane_ms", "size_ms", "slide_ms")
 
     def __init__(self, size: float, slide: float | None = None, grace: float = 0.0) -> None:
         self.size_ms = _to_ms(size, "window")
@@ -107,11 +142,34 @@ def _seconds(ms: int) -> int | float:
     return ms // 1000 if ms % 1000 == 0 else ms / 1000.0
 
 
+class EventRejected(ValueError):
+    """:meth:`WindowManager.add` refused an event, changing nothing: ``code`` (machine-readable:
+    ``future``, ``key_limit``, ``kind_mismatch``), ``reason`` (one line) and ``field``."""
+
+    def __init__(self, code: str, reason: str, field: str | None = None) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+        self.field = field
+
+
 class _KeyState:
     """Open panes and bookkeeping for one stream key."""
 
-    __slots__ = ("panes", "pending", "max_us", "next_window", "late", "last_seen", "cumulative", "first_window",
-                 "tag", "open_from", "close_at", "first_pane_bound")
+    __slots__ = (
+        "close_at",
+        "cumulative",
+        "first_pane_bound",
+        "first_window",
+        "last_seen",
+        "late",
+        "max_us",
+        "next_window",
+        "open_from",
+        "panes",
+        "pending",
+        "tag",
+    )
 
     def __init__(self) -> None:
         self.panes: dict[int, Any] = {}  # pane index -> monitor
@@ -161,8 +219,20 @@ class WindowManager:
         event_codec: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None = None,
         clock: Callable[[], float] = time.monotonic,
         monitor_loader: Callable[[Mapping[str, Any]], Any] | None = None,
+        max_future: float | None = DEFAULT_MAX_FUTURE,
+        wall_clock: Callable[[], float] = time.time,
+        max_keys: int | None = DEFAULT_MAX_KEYS,
     ) -> None:
         self.spec = WindowSpec(window, slide, grace)
+        if max_future is not None and not (max_future >= 0 and math.isfinite(max_future)):
+            raise ValueError(f"max_future must be a non-negative number of seconds or None, got {max_future!r}")
+        #: events more than this many seconds ahead of ``wall_clock()`` are refused (None or 0: no bound)
+        self.max_future = max_future or None
+        self._wall_clock = wall_clock
+        # cached bound in us: wall_clock() is read only when an event exceeds it (clocks move forward)
+        self._future_us: float = -math.inf if self.max_future else math.inf
+        #: events refused by reason code (``future``, ``key_limit``, ``kind_mismatch``)
+        self.rejected: dict[str, int] = {}
         if idle_close is not None and not (idle_close > 0 and math.isfinite(idle_close)):
             raise ValueError(f"idle_close must be a positive number of seconds, got {idle_close!r}")
         self.idle_close = idle_close
@@ -175,6 +245,17 @@ class WindowManager:
         self._loader = monitor_loader
         self._clock = clock
         self._keys: dict[tuple[str, str], _KeyState] = {}
+        if max_keys is not None and (isinstance(max_keys, bool) or not isinstance(max_keys, int) or max_keys < 1):
+            raise ValueError(f"max_keys must be a positive integer or None, got {max_keys!r}")
+        #: most keys held at once; a new key beyond it is refused (code ``key_limit``). None: no bound
+        self.max_keys = max_keys
+        # evicted keys -> (next_window, late), oldest first, at most max_keys entries; the largest
+        # next_window of those that fell out of it bounds every key not held or remembered
+        self._closed: dict[tuple[str, str], tuple[int, int]] = {}
+        self._forgotten_next: int | None = None
+        self._emptied: list[tuple[str, str]] = []
+        #: keys evicted (all windows closed, nothing queued) since construction
+        self.evicted = 0
         self._ready: list[dict[str, Any]] = []
         self._event_tag = getattr(monitor_factory(), "event_tag", None)
         self._pane_us = self.spec.pane_ms * 1000
@@ -184,20 +265,25 @@ class WindowManager:
     def add(self, event: Any) -> bool:
         """Apply ``event`` to its key's pane; False (and counted as late) if every window it
         belongs to has already closed. Returns True when the event was applied. Raises
-        ValueError, changing nothing, when the monitor's ``event_tag`` refuses the event."""
-        state = self._keys.get((event.model, event.segment))
-        if state is None or self._event_tag is not None:
-            state = self._key_state(event, state)
+        :class:`EventRejected` (a ValueError), changing nothing, when the event is more than
+        ``max_future`` ahead of the wall clock or the monitor's ``event_tag`` refuses it."""
         # event time in whole microseconds (nearest): ts * 1000 of a decimal timestamp such as 16.15
         # is not exact in binary (16149.999...); rounding to the microsecond puts the event on the
         # side of a window boundary its decimal value says, epoch-scale timestamps included (float
         # spacing there is ~0.25 us), and the window arithmetic below is exact integer arithmetic
         ts_us = _floor(event.ts * 1e6 + 0.5)
+        if ts_us > self._future_us:
+            self._check_future(event, ts_us)
+        state = self._keys.get((event.model, event.segment))
+        if state is None or self._event_tag is not None:
+            state = self._key_state(event, state)
         pane = ts_us // self._pane_us
         if self._idle:
             state.last_seen = self._clock()
         if pane < state.open_from:
             state.late += 1
+            if not state.panes and not state.pending:  # an evicted key's late event: evict again
+                self._emptied.append((event.model, event.segment))
             return False
         if self.batch:
             queue = state.pending.get(pane)
@@ -217,6 +303,19 @@ class WindowManager:
                 self._close_by_watermark((event.model, event.segment), state)
         return True
 
+    def _check_future(self, event: Any, ts_us: int) -> None:
+        """Refresh the cached future bound from the wall clock; refuse ``event`` beyond it."""
+        if self.max_future is None:
+            return
+        self._future_us = _floor((self._wall_clock() + self.max_future) * 1e6)
+        if ts_us > self._future_us:
+            self._reject("future", f"event time {event.ts!r} is more than {self.max_future:g} s ahead of the "
+                                   f"wall clock (max_future)", "ts")
+
+    def _reject(self, code: str, reason: str, field: str | None = None) -> None:
+        self.rejected[code] = self.rejected.get(code, 0) + 1
+        raise EventRejected(code, reason, field)
+
     def _key_state(self, event: Any, state: _KeyState | None) -> _KeyState:
         """The state of ``event``'s key, created on its first event; with an ``event_tag``, the
         event's tag checked against the key's (ValueError before anything changes)."""
@@ -224,12 +323,49 @@ class WindowManager:
         if self._event_tag is not None:
             tag = self._event_tag(event)
             if state is not None and state.tag is not None and tag != state.tag:
-                raise ValueError(f"event of kind {tag!r} in a stream of kind {state.tag!r}")
+                self._reject("kind_mismatch", f"event of kind {tag!r} in a stream of kind {state.tag!r}")
         if state is None:
-            state = self._keys[(event.model, event.segment)] = _KeyState()
+            state = self._new_key((event.model, event.segment))
         if state.tag is None:
             state.tag = tag
         return state
+
+    def _new_key(self, key: tuple[str, str]) -> _KeyState:
+        """State for a key not held: refused past ``max_keys``; an evicted key resumes from its
+        remembered frontier (and late count), a forgotten one from the forgotten keys' frontier."""
+        if self.max_keys is not None and len(self._keys) >= self.max_keys:
+            self._reject("key_limit", f"more than max_keys={self.max_keys} keys have open windows; "
+                                      f"key model={key[0]!r:.80} segment={key[1]!r:.80} refused", "model")
+        state = self._keys[key] = _KeyState()
+        remembered = self._closed.pop(key, None)
+        if remembered is not None:
+            self._set_next_window(state, remembered[0])
+            state.late = remembered[1]
+        elif self._forgotten_next is not None:
+            self._set_next_window(state, self._forgotten_next)
+        return state
+
+    def _evict_emptied(self) -> None:
+        """Drop keys whose windows have all closed and that queue nothing, keeping a compact
+        ``(next_window, late)`` per evicted key (bounded by ``max_keys``) so that a later event
+        of the key is late for a closed window exactly as if the key had stayed."""
+        emptied, self._emptied = self._emptied, []
+        if self.cumulative:  # the all-time monitor is the key's point: keys stay (bounded by max_keys)
+            return
+        closed = self._closed
+        bound = self.max_keys
+        for key in emptied:
+            state = self._keys.get(key)
+            if state is None or state.panes or state.pending or state.next_window is None:
+                continue
+            del self._keys[key]
+            self.evicted += 1
+            closed[key] = (state.next_window, state.late)
+            if bound is not None and len(closed) > bound:
+                old = next(iter(closed))
+                nw = closed.pop(old)[0]
+                if self._forgotten_next is None or nw > self._forgotten_next:
+                    self._forgotten_next = nw
 
     def _set_first_window(self, state: _KeyState, k: int) -> None:
         spec = self.spec
@@ -250,16 +386,12 @@ class WindowManager:
             monitor.update_events(events)
 
     def _monitors_of(self, state: _KeyState, pane: int) -> tuple[Any, ...]:
-        """The monitors an event of ``pane`` updates, created when missing: the pane's, and the
-        key's all-time one when ``cumulative``."""
+        """The monitors an event of ``pane`` updates: the pane's, created when missing. (The
+        key's all-time monitor takes panes as they are released, see :meth:`_close_through`.)"""
         monitor = state.panes.get(pane)
         if monitor is None:
             monitor = state.panes[pane] = self._factory()
-        if not self.cumulative:
-            return (monitor,)
-        if state.cumulative is None:
-            state.cumulative = self._factory()
-        return (monitor, state.cumulative)
+        return (monitor,)
 
     def _drain_key(self, state: _KeyState) -> None:
         for pane in sorted(state.pending):
@@ -277,35 +409,56 @@ class WindowManager:
             self._close_through(key, state, last_closable)
 
     def _close_through(self, key: tuple[str, str], state: _KeyState, last: int) -> None:
-        """Close windows ``next_window .. last`` (those holding events emit a snapshot)."""
+        """Close windows ``next_window .. last`` (those holding events emit a snapshot).
+
+        Cost O(open panes x windows per pane), never O(elapsed time / slide): after each window
+        the scan jumps straight to the first window of the lowest remaining pane, so the empty
+        range between two events (a first event at ts=0, one dated 9999) is skipped
+        arithmetically instead of stepped through.
+        """
         if state.pending:
             self._drain_key(state)
         spec = self.spec
         s, w = spec.panes_per_slide, spec.panes_per_window
         k = state.next_window
         assert k is not None
-        if state.panes:
-            # skip windows that cannot hold any open pane
-            k = max(k, spec.first_window_of_pane(min(state.panes)))
+        panes = state.panes
         closed_any = False
-        while k <= last and state.panes:
+        while panes:
+            low = min(panes)
+            k = max(k, spec.first_window_of_pane(low))  # skip windows that hold no open pane
+            if k > last:
+                break
             lo, hi = k * s, k * s + w
             merged = None
-            for j in sorted(p for p in state.panes if lo <= p < hi):
-                merged = state.panes[j].copy() if merged is None else merged.merge(state.panes[j])
+            for j in sorted(p for p in panes if lo <= p < hi):
+                merged = panes[j].copy() if merged is None else merged.merge(panes[j])
             if merged is not None:
                 self._ready.append(self._snapshot(key, state, merged, lo * spec.pane_ms, hi * spec.pane_ms, True))
                 closed_any = True
             # panes below the next window's start are no longer needed
             next_lo = (k + 1) * s
-            for j in [p for p in state.panes if p < next_lo]:
-                del state.panes[j]
+            if low < next_lo:
+                for j in sorted(p for p in panes if p < next_lo):
+                    if self.cumulative:  # released panes: every window holding them has closed
+                        if state.cumulative is None:
+                            state.cumulative = self._factory()
+                        state.cumulative.merge(panes[j])
+                    del panes[j]
             k += 1
         self._set_next_window(state, last + 1)
-        if closed_any and self.cumulative and state.cumulative is not None:
+        if not panes:
+            self._emptied.append(key)
+        if closed_any and self.cumulative:
+            # all-time up to the end of window `last`: the released panes plus the open panes
+            # that window holds (hopping windows), never an event past its end
+            total = self._factory() if state.cumulative is None else state.cumulative.copy()
+            end_pane = last * s + w
+            for j in sorted(p for p in panes if p < end_pane):
+                total.merge(panes[j])
             start = (state.first_window or 0) * spec.slide_ms
             end = last * spec.slide_ms + spec.size_ms
-            self._ready.append(self._snapshot(key, state, state.cumulative, start, end, False, cumulative=True))
+            self._ready.append(self._snapshot(key, state, total, start, end, False, cumulative=True))
 
     def poll(self, now: float | None = None) -> list[dict[str, Any]]:
         """Close idle keys (if ``idle_close`` is set) and return the snapshots ready since the last call."""
@@ -315,6 +468,8 @@ class WindowManager:
                 if (state.panes or state.pending) and now - state.last_seen >= self.idle_close:
                     self._drain_key(state)
                     self._close_through(key, state, self.spec.last_window_of_pane(max(state.panes)))
+        if self._emptied:
+            self._evict_emptied()
         ready, self._ready = self._ready, []
         return ready
 
@@ -324,6 +479,8 @@ class WindowManager:
             self._drain_key(state)
             if state.panes:
                 self._close_through(key, state, self.spec.last_window_of_pane(max(state.panes)))
+        if self._emptied:
+            self._evict_emptied()
         ready, self._ready = self._ready, []
         return ready
 
@@ -358,8 +515,13 @@ class WindowManager:
         return len(self._keys)
 
     def late_count(self, model: str, segment: str = "") -> int:
+        """Late events dropped for the key (remembered across eviction while the key is
+        among the last ``max_keys`` evicted ones)."""
         state = self._keys.get((model, segment))
-        return 0 if state is None else state.late
+        if state is None:
+            remembered = self._closed.get((model, segment))
+            return 0 if remembered is None else remembered[1]
+        return state.late
 
     def open_panes(self) -> int:
         """Number of panes held in memory across all keys."""
@@ -385,10 +547,13 @@ class WindowManager:
                 "pending": [[j, [encode(e) for e in q]] for j, q in sorted(st.pending.items())]
                 if encode else [],
                 "cumulative": None if st.cumulative is None else st.cumulative.to_dict(),
+                "cumulative_released": True,  # the all-time monitor holds released panes only
             })
-        return {"type": "WindowManager", "version": 1, "spec": self.spec.to_dict(), "keys": keys}
+        return {"type": "WindowManager", "version": 1, "spec": self.spec.to_dict(), "keys": keys,
+                "closed": [[m, g, nw, late] for (m, g), (nw, late) in self._closed.items()],
+                "forgotten_next": self._forgotten_next, "evicted": self.evicted}
 
-    def load_dict(self, data: Mapping[str, Any]) -> "WindowManager":
+    def load_dict(self, data: Mapping[str, Any]) -> WindowManager:
         """Replace the state with a checkpoint from :meth:`to_dict` (same window geometry)."""
         from streammetrics.core.accumulator import from_dict as _from_dict
 
@@ -404,7 +569,7 @@ class WindowManager:
                 st = _KeyState()
                 model, segment = item["model"], item["segment"]
                 if not isinstance(model, str) or not isinstance(segment, str):
-                    raise ValueError("model and segment must be strings")
+                    raise ValueError("model and segment must be strings")  # noqa: TRY004 - one error type for a bad checkpoint
                 if item["max_us"] is not None and type(item["max_us"]) is not int:
                     raise ValueError("max_us must be an integer")
                 st.max_us = -math.inf if item["max_us"] is None else item["max_us"]
@@ -420,10 +585,37 @@ class WindowManager:
                 if pending and not self._codec:
                     raise ValueError("checkpoint holds queued events but no event_codec was given")
                 st.pending = {int(j): [self._codec[1](e) for e in q] for j, q in pending} if pending else {}
+                if item["cumulative"] is not None and not item.get("cumulative_released"):
+                    raise ValueError("its all-time (--cumulative) state is from a version that also counted "
+                                     "open windows; start without this checkpoint")
                 st.cumulative = None if item["cumulative"] is None else load(item["cumulative"])
                 keys[(model, segment)] = st
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"malformed WindowManager checkpoint: {exc}") from None
+        closed: dict[tuple[str, str], tuple[int, int]] = {}
+        try:
+            for m, g, nw, late in data.get("closed", []):
+                if not isinstance(m, str) or not isinstance(g, str) or type(nw) is not int or type(late) is not int:
+                    raise ValueError("closed keys must be [model, segment, next_window, late]")
+                closed[(m, g)] = (nw, late)
+            forgotten = data.get("forgotten_next")
+            if forgotten is not None and type(forgotten) is not int:
+                raise ValueError("forgotten_next must be an integer")
+            evicted = data.get("evicted", 0)
+            if type(evicted) is not int:
+                raise ValueError("evicted must be an integer")
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"malformed WindowManager checkpoint: {exc}") from None
+        if self.max_keys is not None and len(keys) > self.max_keys:
+            raise ValueError(f"checkpoint holds {len(keys)} keys with open windows, more than max_keys="
+                             f"{self.max_keys}: raise max_keys (--max-keys) to load it")
+        while self.max_keys is not None and len(closed) > self.max_keys:
+            nw = closed.pop(next(iter(closed)))[0]
+            forgotten = nw if forgotten is None else max(forgotten, nw)
         self._keys = keys
+        self._closed = closed
+        self._forgotten_next = forgotten
+        self.evicted = evicted
+        self._emptied = []
         self._ready = []
         return self

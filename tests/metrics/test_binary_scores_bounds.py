@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import math
+import struct
 import warnings
 
 import numpy as np
@@ -22,10 +23,25 @@ import streammetrics as sm
 from streammetrics.kernels.binning import (
     ExactBinning,
     LogGridBinning,
-    _reference_key,
     binning_from_config,
 )
 from streammetrics.kernels.ranking import roc_auc_bounds
+
+
+def _reference_key(binning: LogGridBinning, s: float) -> int:
+    """Slow, obviously-correct key: the table of LogGridBinning's class docstring."""
+    def up(x: float) -> int:
+        bits = struct.unpack("<q", struct.pack("<d", abs(x)))[0]
+        return -(-bits // (1 << binning._shift))
+
+    if s < 0:
+        return -up(-s)
+    if s < 0.5:
+        return up(s)
+    if s <= 1.0:
+        return binning._c - up(1.0 - s)
+    return binning._c + up(s - 1.0)
+
 
 finite = st.floats(allow_nan=False, allow_infinity=False)
 near_edges = st.one_of(

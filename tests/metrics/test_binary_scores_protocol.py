@@ -26,6 +26,7 @@ import streammetrics as sm
 from streammetrics.kernels.binning import ExactBinning, LogGridBinning
 from streammetrics.kernels.histogram import (
     ScoreHistogram,
+    add_grouped,
     aligned,
     coarsen_all,
     histograms_from_json,
@@ -419,11 +420,14 @@ def test_histogram_helpers(items, exact):
     binning = ExactBinning() if exact else LogGridBinning(64)
     a, b = ScoreHistogram(binning), ScoreHistogram(binning)
     for i, (s, w) in enumerate(items):
-        (a if i % 2 else b).add(s, w)
+        if w:
+            h = (a if i % 2 else b).weights
+            k = binning.key(s)
+            h[k] = h.get(k, 0.0) + w
     batch = ScoreHistogram(binning)
     if items:
         scores, weights = map(np.array, zip(*items))
-        batch.add_many(scores, weights)
+        add_grouped([batch], binning.keys(scores), None, weights)
     assert summed([a, b], binning) == batch
     keys, weights = aligned(a, b)
     assert np.all(np.diff(keys) > 0)

@@ -46,8 +46,10 @@ def assert_rejected(cm, exc, match, call):
         (ValueError, r"str labels but this ConfusionMatrix holds number labels", lambda c: c.update("a", "b")),
         (ValueError, r"bool labels but this ConfusionMatrix holds number", lambda c: c.update(True, False)),
         (ValueError, r"y_true holds number labels but y_pred holds str", lambda c: c.update_many([1], ["a"])),
-        (ValueError, r"y_pred\[1\] is 'a', a str label", lambda c: c.update_many([1, 2], np.array([1, "a"], dtype=object))),
-        (ValueError, r"hold bool labels but this ConfusionMatrix holds number", lambda c: c.update_many([True], [False])),
+        (ValueError, r"y_pred\[1\] is 'a', a str label",
+         lambda c: c.update_many([1, 2], np.array([1, "a"], dtype=object))),
+        (ValueError, r"hold bool labels but this ConfusionMatrix holds number",
+         lambda c: c.update_many([True], [False])),
     ],
 )
 def test_bad_input_names_the_argument_and_leaves_state_unchanged(exc, match, call):

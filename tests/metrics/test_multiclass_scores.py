@@ -81,8 +81,8 @@ def accumulate(draw, classes, y, s, w, **config) -> sm.MulticlassScores:
         if mode == "events":
             for i in range(lo, hi):
                 form = draw(st.sampled_from(["list", "numpy", "mapping", "tuple"]), label="row")
-                row = {"list": lambda: s[i].tolist(), "numpy": lambda: s[i], "tuple": lambda: tuple(s[i]),
-                       "mapping": lambda: dict(zip(classes, s[i].tolist()))}[form]()
+                row = {"list": lambda i=i: s[i].tolist(), "numpy": lambda i=i: s[i], "tuple": lambda i=i: tuple(s[i]),
+                       "mapping": lambda i=i: dict(zip(classes, s[i].tolist()))}[form]()
                 if w is None:
                     acc.update(classes[y[i]], row)
                 else:
@@ -532,12 +532,14 @@ def test_bad_events_raise_and_leave_the_state_unchanged(args, error, match):
     ((["a", "b"], [[0.2, 0.3, 0.5]]), ValueError, "inconsistent batch lengths"),
     ((["a", "b"], [[0.2, 0.3], [0.1, 0.2]]), ValueError, r"score_matrix must have shape \(n, 3\)"),
     ((["a", "b"], [[0.2, 0.3, 0.5], [0.1, 0.2]]), ValueError, "could not be read"),
-    ((["a", "b"], [[0.2, 0.3, 0.5], [0.1, np.nan, 0.2]]), ValueError, r"score_matrix\[1\]\[1\] must be finite, got nan"),
+    ((["a", "b"], [[0.2, 0.3, 0.5], [0.1, np.nan, 0.2]]), ValueError,
+     r"score_matrix\[1\]\[1\] must be finite, got nan"),
     ((["a", "b"], [[0.2, 0.3, 0.5], [0.1, -np.inf, 0.2]]), ValueError, r"score_matrix\[1\]\[1\] must be finite"),
     ((["a", "b"], np.ones((2, 3), dtype=bool)), TypeError, "booleans"),
     ((["a", "b"], [[0.2, 0.3, 0.5], [0.1, "x", 0.2]]), TypeError, r"score_matrix\[1\]\[1\] must be a real number"),
     ((["a", "b"], [{"a": 1.0, "b": 0, "c": 0}, {"a": 1.0}]), ValueError, r"score_matrix\[1\] is missing classes"),
-    ((["a", "b"], [[0.2, 0.3, 0.5]] * 2, [1.0, -2.0]), ValueError, r"sample_weight\[1\] must be non-negative, got -2.0"),
+    ((["a", "b"], [[0.2, 0.3, 0.5]] * 2, [1.0, -2.0]), ValueError,
+     r"sample_weight\[1\] must be non-negative, got -2.0"),
     ((["a", "b"], [[0.2, 0.3, 0.5]] * 2, [1.0, np.nan]), ValueError, r"sample_weight\[1\] must be finite, got nan"),
     ((["a", "b"], [[0.2, 0.3, 0.5]] * 2, [1.0]), ValueError, "inconsistent batch lengths"),
     ((["a", "a"], [[0.2, 0.3, 0.5]] * 2, [1e300, 1e300]), ValueError, "exceed"),

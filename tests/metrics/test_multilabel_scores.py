@@ -65,12 +65,12 @@ def accumulate(draw, labels, names, Y, S, w, **config) -> sm.MultilabelScores:
         if mode == "events":
             for i in range(lo, hi):
                 truth = draw(st.sampled_from(["list", "numpy", "set", "bools"]), label="truth")
-                truth = {"list": lambda: Y[i].tolist(), "numpy": lambda: Y[i],
-                         "bools": lambda: [bool(v) for v in Y[i]],
-                         "set": lambda: {names[j] for j in np.flatnonzero(Y[i])}}[truth]()
+                truth = {"list": lambda i=i: Y[i].tolist(), "numpy": lambda i=i: Y[i],
+                         "bools": lambda i=i: [bool(v) for v in Y[i]],
+                         "set": lambda i=i: {names[j] for j in np.flatnonzero(Y[i])}}[truth]()
                 scores = draw(st.sampled_from(["list", "numpy", "mapping"]), label="scores")
-                scores = {"list": lambda: S[i].tolist(), "numpy": lambda: S[i],
-                          "mapping": lambda: dict(zip(names, S[i].tolist()))}[scores]()
+                scores = {"list": lambda i=i: S[i].tolist(), "numpy": lambda i=i: S[i],
+                          "mapping": lambda i=i: dict(zip(names, S[i].tolist()))}[scores]()
                 if w is None:
                     acc.update(truth, scores)
                 else:

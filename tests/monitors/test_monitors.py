@@ -47,7 +47,9 @@ binary_events = st.lists(
 @given(binary_events, st.sampled_from([0.5, 0.3]), st.integers(1, 4))
 def test_binary_monitor_snapshot_matches_sklearn(rows, threshold, parts):
     events = [{"y_true": y, "score": s, "weight": w} for y, s, w in rows]
-    y = np.array([r[0] for r in rows]); s = np.array([r[1] for r in rows]); w = np.array([r[2] for r in rows])
+    y = np.array([r[0] for r in rows])
+    s = np.array([r[1] for r in rows])
+    w = np.array([r[2] for r in rows])
     # split into parts, half per event, half as batches, then merge
     chunks = np.array_split(np.arange(len(events)), parts)
     monitors = []
@@ -126,7 +128,9 @@ def test_label_monitor_matches_sklearn(rows):
     for t, p, w in rows:
         mon.update({"y_true": t, "y_pred": p, "weight": w})
     snap = mon.snapshot()
-    y = [r[0] for r in rows]; p = [r[1] for r in rows]; w = np.array([r[2] for r in rows])
+    y = [r[0] for r in rows]
+    p = [r[1] for r in rows]
+    w = np.array([r[2] for r in rows])
     if w.sum() == 0:
         assert snap["accuracy"] is None
         return
@@ -149,7 +153,9 @@ def test_regression_monitor_matches_sklearn(rows):
     mon = RegressionMonitor()
     mon.update_many([{"y_true": a, "y_pred": b, "weight": w} for a, b, w in rows])
     snap = mon.snapshot()
-    y = np.array([r[0] for r in rows]); p = np.array([r[1] for r in rows]); w = np.array([r[2] for r in rows])
+    y = np.array([r[0] for r in rows])
+    p = np.array([r[1] for r in rows])
+    w = np.array([r[2] for r in rows])
     kw = {"sample_weight": w}
     assert snap["mse"] == pytest.approx(skm.mean_squared_error(y, p, **kw), rel=1e-12, abs=1e-12)
     assert snap["mae"] == pytest.approx(skm.mean_absolute_error(y, p, **kw), rel=1e-12, abs=1e-12)

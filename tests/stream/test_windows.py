@@ -33,13 +33,13 @@ class IdsMonitor(Accumulator):
         self.count = 0
         self.total_weight = 0.0
 
-    def update_event(self, ev: Ev) -> "IdsMonitor":
+    def update_event(self, ev: Ev) -> IdsMonitor:
         self.ids.append(ev.id)
         self.count += 1
         self.total_weight += 1.0
         return self
 
-    def update_events(self, evs: list[Ev]) -> "IdsMonitor":
+    def update_events(self, evs: list[Ev]) -> IdsMonitor:
         for ev in evs:
             self.update_event(ev)
         return self
@@ -187,7 +187,8 @@ def test_cumulative_snapshot_follows_each_close():
     finals = [s for s in snaps if s["final"]]
     cumul = [s for s in snaps if s.get("cumulative")]
     assert [s["metrics"]["ids"] for s in finals] == [[0], [1]]
-    assert [s["metrics"]["ids"] for s in cumul] == [[0, 1], [0, 1, 2]]
+    # all-time up to the labelled end: event 2 (ts 25) is past 20, event 1 (ts 12) past 10
+    assert [s["metrics"]["ids"] for s in cumul] == [[0], [0, 1]]
     assert cumul[-1]["window"] == {"start": 0, "end": 20}
 
 
@@ -203,8 +204,8 @@ def test_parse_duration_rejects(text):
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    (dict(window=0), "window"), (dict(window=10, slide=20), "slide"), (dict(window=10, slide=0), "slide"),
-    (dict(window=0.0005), "milliseconds"),
+    ({"window": 0}, "window"), ({"window": 10, "slide": 20}, "slide"), ({"window": 10, "slide": 0}, "slide"),
+    ({"window": 0.0005}, "milliseconds"),
 ])
 def test_window_spec_rejects(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -300,3 +301,31 @@ def test_event_tag_mismatch_raises_before_changing_anything():
     restored = WindowManager(TaggedMonitor, 10).load_dict(json.loads(json.dumps(wm.to_dict())))
     with pytest.raises(ValueError):
         restored.add(Ev(3, "other", "", 2))
+
+
+@settings(max_examples=200)
+@given(geometries, st.sampled_from([0, 2]), event_lists, st.sampled_from([None, 2]), st.booleans())
+def test_cumulative_snapshots_hold_exactly_the_applied_events_before_their_end(geometry, grace, raw, batch, cut):
+    size, slide = geometry
+    events = [Ev(t, m, s, i) for i, (t, m, s) in enumerate(raw)]
+    codec = (lambda ev: [ev.ts, ev.model, ev.segment, ev.id], lambda v: Ev(*v))
+    options = {} if batch is None else {"batch": True, "max_pending": batch, "event_codec": codec}
+    wm = WindowManager(IdsMonitor, size, slide, grace * min(size, 1), cumulative=True, **options)
+    applied: dict[tuple, list] = {}
+    snaps = []
+    for i, ev in enumerate(events):
+        if wm.add(ev):
+            applied.setdefault((ev.model, ev.segment), []).append(ev)
+        for snap in wm.poll():
+            snaps.append((snap, {k: list(v) for k, v in applied.items()}))
+        if cut and i == len(events) // 2:
+            wm = WindowManager(IdsMonitor, size, slide, grace * min(size, 1), cumulative=True,
+                               **options).load_dict(json.loads(json.dumps(wm.to_dict())))
+    snaps += [(snap, applied) for snap in wm.flush()]
+    for snap, seen in snaps:
+        if not snap.get("cumulative"):
+            continue
+        key = (snap["key"]["model"], snap["key"]["segment"])
+        end_ms = round(snap["window"]["end"] * 1000)
+        expected = sorted(ev.id for ev in seen[key] if round(ev.ts * 1000) < end_ms)
+        assert snap["metrics"]["ids"] == expected

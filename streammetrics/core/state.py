@@ -1,0 +1,307 @@
+"""Declared state: each accumulator lists its state fields once, and the protocol is generic.
+
+In the spirit of torchmetrics' ``add_state(name, default, dist_reduce_fx)``, an accumulator
+class declares ``state_fields``: a tuple of :class:`Field`, each naming
+
+* ``key``: the key (or keys) of the field in the ``"state"`` of ``to_dict()``;
+* ``attrs``: the instance attribute(s) holding it (one value, or a tuple of values for a
+  field that spans several attributes, such as a grid and the histograms on it);
+* ``kind``: a :data:`KINDS` entry giving default ``merge``, ``copy``, ``encode`` and
+  ``decode`` rules (``"count"``, ``"weight"``, ``"number"``, ``"counts"``, ``"weights"``,
+  ``"flag_all"``, ``"accumulator"``), or ``"custom"`` with all four given;
+* ``default(acc)``: a factory for the value of an empty accumulator (it may read the
+  configuration);
+* ``merge(mine, theirs, acc)``: the merged value (may mutate and return ``mine``). Merges
+  that are not per-field independent (a histogram grid that coarsens) are one field
+  spanning the attributes concerned;
+* ``encode(value, acc)`` / ``decode(raw, acc, loaded)``: the JSON form and its validation
+  (``loaded`` holds the fields decoded before this one, in declaration order; decode
+  raises ``ValueError`` and must check sizes before it allocates anything).
+
+:class:`~streammetrics.core.accumulator.Accumulator` then implements ``merge``, ``copy``,
+``reset``, ``__eq__``, ``to_dict``/``from_dict`` and pickling once, for every type, and
+calls the class's ``_refresh()`` hook after each of them to rebuild derived caches (the
+per-event fast-path tuples). Per-event ``update`` and batch ``update_many`` stay
+hand-written for speed and never go through this layer.
+
+Hostile dicts: before a dict is decoded, :func:`check_json_shape` walks it iteratively and
+refuses anything that is not plain JSON, nested deeper than ``LIMITS.max_depth`` or holding
+a list or mapping longer than ``LIMITS.max_entries``; classes refuse configurations whose
+state would be much larger than the dict (``LIMITS.max_labels`` labels or classes,
+``LIMITS.max_histograms`` score histograms) before constructing anything. The defaults are
+below; change them process-wide with :func:`set_limits`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, Iterator, Mapping
+
+__all__ = ["Field", "KINDS", "StateLimits", "LIMITS", "set_limits", "check_json_shape", "describe"]
+
+
+@dataclasses.dataclass
+class StateLimits:
+    """Size caps applied by ``from_dict`` (and unpickling) before anything is allocated."""
+
+    #: labels or classes in a configuration (ConfusionMatrix, Multi* accumulators, monitors)
+    max_labels: int = 10_000
+    #: score histograms a configuration implies (MulticlassScores: classes ** 2)
+    max_histograms: int = 65_536
+    #: entries in any one list or mapping of a dict (cells, histogram keys, samples)
+    max_entries: int = 1_000_000
+    #: nesting depth of a dict (accumulators nest a few levels, monitors one more)
+    max_depth: int = 16
+
+
+#: the caps in force (module-wide); see :func:`set_limits`
+LIMITS = StateLimits()
+
+
+def set_limits(**changes: int) -> StateLimits:
+    """Change the caps in force (e.g. ``set_limits(max_labels=50_000)``); returns the old ones."""
+    global LIMITS
+    old = LIMITS
+    for name, value in changes.items():
+        if not hasattr(old, name):
+            raise TypeError(f"unknown limit {name!r}; known: {[f.name for f in dataclasses.fields(old)]}")
+        if type(value) is not int or value < 1:
+            raise ValueError(f"limit {name} must be a positive int, got {value!r}")
+    LIMITS = dataclasses.replace(old, **changes)
+    return old
+
+
+def describe(value: Any, width: int = 80) -> str:
+    """A bounded ``repr`` (safe on deeply nested or huge values)."""
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxdict, r.maxstring, r.maxother = 3, 8, 8, width, width
+    text = r.repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def check_json_shape(value: Any, name: str, limits: StateLimits | None = None) -> None:
+    """Raise ``ValueError`` naming the path unless ``value`` is plain JSON (dict with str
+    keys, list, str, int, float, bool, None) within the depth and length limits.
+    Iterative: a deeply nested value cannot exhaust the stack."""
+    lim = limits or LIMITS
+    stack: list[tuple[Any, str, int]] = [(value, name, 0)]
+    while stack:
+        v, path, depth = stack.pop()
+        cls = v.__class__
+        if cls in _SCALARS:
+            continue
+        if depth >= lim.max_depth:
+            raise ValueError(f"{path} is nested deeper than {lim.max_depth} levels")
+        if cls is list:
+            if len(v) > lim.max_entries:
+                raise ValueError(f"{path} has {len(v)} entries, more than max_entries={lim.max_entries}")
+            for i, x in enumerate(v):
+                if x.__class__ not in _SCALARS:
+                    stack.append((x, f"{path}[{i}]", depth + 1))
+        elif cls is dict:
+            if len(v) > lim.max_entries:
+                raise ValueError(f"{path} has {len(v)} keys, more than max_entries={lim.max_entries}")
+            for k, x in v.items():
+                if k.__class__ is not str:
+                    raise ValueError(f"{path} has a non-string key {describe(k)}")
+                if x.__class__ not in _SCALARS:
+                    stack.append((x, f"{path}[{k!r}]", depth + 1))
+        else:
+            raise ValueError(f"{path} must be JSON (dict, list, str, number, bool, null), got {cls.__name__}")
+
+
+# ----------------------------------------------------------------------------- kinds
+def _count(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> int:
+    if type(raw) is not int or raw < 0:
+        raise ValueError(f"must be a non-negative int, got {describe(raw)}")
+    return raw
+
+
+def _weight(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> float:
+    if type(raw) not in (int, float) or not (0.0 <= raw < math.inf):
+        raise ValueError(f"must be a finite non-negative number, got {describe(raw)}")
+    return float(raw)
+
+
+def _number(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> float:
+    if type(raw) not in (int, float) or not math.isfinite(raw):
+        raise ValueError(f"must be a finite number, got {describe(raw)}")
+    return float(raw)
+
+
+def _flag(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> bool:
+    if type(raw) is not bool:
+        raise ValueError(f"must be a bool, got {describe(raw)}")
+    return raw
+
+
+def _list_of(item: Callable[[Any, Any, Mapping[str, Any]], Any]) -> Callable[..., list]:
+    def decode(raw: Any, acc: Any, loaded: Mapping[str, Any], n: int | None = None) -> list:
+        if not isinstance(raw, list) or (n is not None and len(raw) != n):
+            size = "" if n is None else f" of {n}"
+            raise ValueError(f"must be a list{size}, got {describe(raw)}")
+        out = []
+        for i, v in enumerate(raw):
+            try:
+                out.append(item(v, acc, loaded))
+            except ValueError as exc:
+                raise ValueError(f"[{i}] {exc}") from None
+        return out
+
+    return decode
+
+
+def _add(mine: Any, theirs: Any, acc: Any) -> Any:
+    return mine + theirs
+
+
+def _add_lists(mine: list, theirs: list, acc: Any) -> list:
+    for i, v in enumerate(theirs):
+        mine[i] += v
+    return mine
+
+
+def _same(value: Any, acc: Any = None) -> Any:
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """Default rules of a field kind."""
+
+    merge: Callable[[Any, Any, Any], Any] | None
+    copy: Callable[[Any], Any] | None
+    encode: Callable[[Any, Any], Any] | None
+    decode: Callable[..., Any] | None
+
+
+def _sub_decode(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> Any:  # pragma: no cover - needs a type
+    raise NotImplementedError
+
+
+KINDS: dict[str, Kind] = {
+    # a non-negative int summed by merge (event counts)
+    "count": Kind(_add, _same, _same, _count),
+    # a finite non-negative float summed by merge (weights, sums of squares)
+    "weight": Kind(_add, _same, _same, _weight),
+    # a finite float summed by merge
+    "number": Kind(_add, _same, _same, _number),
+    # a bool that stays True only while both sides are True
+    "flag_all": Kind(lambda a, b, acc: a and b, _same, _same, _flag),
+    # fixed-length lists added element-wise (length given by the default)
+    "counts": Kind(_add_lists, list, lambda v, acc: list(v), _list_of(_count)),
+    "weights": Kind(_add_lists, list, lambda v, acc: list(v), _list_of(_weight)),
+    # a nested accumulator: merged, copied and (de)serialised by its own protocol
+    "accumulator": Kind(lambda a, b, acc: a.merge(b), lambda v: v.copy(), lambda v, acc: v.to_dict(), None),
+    "custom": Kind(None, None, None, None),
+}
+
+
+class Field:
+    """One declared state field (see the module docstring)."""
+
+    __slots__ = ("key", "attrs", "kind", "default", "merge", "copy", "encode", "decode", "_multi", "_keys",
+                 "_attrs")
+
+    merge: Callable[[Any, Any, Any], Any]
+    copy: Callable[[Any], Any]
+    encode: Callable[[Any, Any], Any]
+    decode: Callable[..., Any]
+
+    def __init__(
+        self,
+        key: str | tuple[str, ...],
+        default: Callable[[Any], Any],
+        kind: str = "custom",
+        *,
+        attrs: str | tuple[str, ...] | None = None,
+        merge: Callable[[Any, Any, Any], Any] | None = None,
+        copy: Callable[[Any], Any] | None = None,
+        encode: Callable[[Any, Any], Any] | None = None,
+        decode: Callable[..., Any] | None = None,
+    ) -> None:
+        if kind not in KINDS:
+            raise TypeError(f"unknown state field kind {kind!r}; known: {sorted(KINDS)}")
+        k = KINDS[kind]
+        self.key = key
+        self._keys = key if isinstance(key, tuple) else (key,)
+        if attrs is None:
+            if isinstance(key, tuple):
+                raise TypeError("a field with several keys needs attrs")
+            attrs = "_" + key
+        self.attrs = attrs
+        self._multi = isinstance(attrs, tuple)
+        self._attrs: tuple[str, ...] = attrs if isinstance(attrs, tuple) else (attrs,)
+        self.kind = kind
+        self.default = default
+        rules = {"merge": merge or k.merge, "copy": copy or k.copy, "encode": encode or k.encode,
+                 "decode": decode or k.decode}
+        missing = [n for n, rule in rules.items() if rule is None]
+        if missing:
+            raise TypeError(f"state field {key!r} of kind {kind!r} needs {missing}")
+        for name, rule in rules.items():
+            setattr(self, name, rule)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The JSON keys this field writes."""
+        return self._keys
+
+    def get(self, acc: Any) -> Any:
+        if self._multi:
+            return tuple(getattr(acc, a) for a in self._attrs)
+        return getattr(acc, self._attrs[0])
+
+    def set(self, acc: Any, value: Any) -> None:
+        if self._multi:
+            for a, v in zip(self._attrs, value):
+                setattr(acc, a, v)
+        else:
+            setattr(acc, self._attrs[0], value)
+
+    def to_json(self, acc: Any) -> Iterator[tuple[str, Any]]:
+        """``(key, JSON value)`` pairs of this field."""
+        out = self.encode(self.get(acc), acc)
+        if isinstance(self.key, tuple):
+            yield from zip(self._keys, out)
+        else:
+            yield self.key, out
+
+    def from_json(self, state: Mapping[str, Any], acc: Any, loaded: Mapping[str, Any]) -> Any:
+        """The decoded value; ``ValueError`` naming the key on anything malformed."""
+        raw = tuple(state[k] for k in self._keys) if isinstance(self.key, tuple) else state[self.key]
+        try:
+            return self.decode(raw, acc, loaded)
+        except ValueError as exc:
+            text = str(exc)
+        except (TypeError, KeyError, IndexError, AttributeError, OverflowError) as exc:
+            text = f"{type(exc).__name__}: {exc}"
+        name = "/".join(self._keys)
+        text = text if len(text) <= 300 else text[:297] + "..."
+        raise ValueError(f"state[{name!r}]{'' if text.startswith('[') else ': '}{text}")
+
+    def __repr__(self) -> str:
+        return f"Field({self.key!r}, kind={self.kind!r}, attrs={self.attrs!r})"
+
+
+def decode_list(raw: Any, item: str, n: int | None = None) -> list:
+    """A list of ``n`` (any number if None) values of kind ``item`` (``"count"``,
+    ``"weight"``, ``"number"`` or ``"flag_all"``), validated; ValueError naming the index."""
+    decode = KINDS[item].decode
+    if decode is None:
+        raise TypeError(f"kind {item!r} has no JSON decoder")
+    if not isinstance(raw, list) or (n is not None and len(raw) != n):
+        size = "" if n is None else f" of {n}"
+        raise ValueError(f"must be a list{size}, got {describe(raw)}")
+    out = []
+    for i, v in enumerate(raw):
+        try:
+            out.append(decode(v, None, {}))
+        except ValueError as exc:
+            raise ValueError(f"[{i}] {exc}") from None
+    return out

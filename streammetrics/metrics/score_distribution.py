@@ -1,0 +1,347 @@
+"""``ScoreDistribution``: the label-free summary of a binary model's scores.
+
+Every prediction counts, labelled or not: a weighted histogram of the scores on
+:class:`~streammetrics.metrics.binary_scores.BinaryScores`' grid (the log-relative
+:class:`~streammetrics.kernels.binning.LogGridBinning` at ``bins`` bins per octave, halved while
+the histogram holds more than ``max_bins`` keys, or every distinct score with
+``exact=True``), the number of predictions, their total weight ``W``, the weighted score sum
+``S = sum(w * s)`` and the weight ``P`` of the predictions with ``s >= threshold``:
+
+* ``mean_score() = S / W``;
+* ``predicted_positive_rate() = P / W``;
+* ``histogram()``: ``(thresholds, weights)`` per non-empty bin in ascending score order,
+  the input of drift statistics against a reference.
+
+All parts merge by addition (histograms on the coarser of two grids), so any split of a
+stream merges into the state of the whole stream.
+
+>>> d = ScoreDistribution(threshold=0.5).update_many([0.2, 0.6, 0.9, 0.4])
+>>> d.count, d.mean_score(), d.predicted_positive_rate()
+(4, 0.525, 0.5)
+"""
+from __future__ import annotations
+
+import math
+import struct
+import warnings
+from typing import Any, Mapping
+
+import numpy as np
+
+from streammetrics.core.accumulator import Accumulator
+from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.state import Field, describe
+from streammetrics.core.validation import as_float_array, as_weight_array, check_number, check_weight
+from streammetrics.kernels.binning import Binning, LogGridBinning, make_binning
+from streammetrics.kernels.histogram import (
+    MAX_TOTAL_WEIGHT,
+    ScoreHistogram,
+    aggregate,
+    aligned,
+    coarsen_all,
+    coarsen_table,
+    collapse,
+    histograms_from_json,
+    histograms_to_json,
+    insert_table,
+)
+
+__all__ = ["ScoreDistribution"]
+
+_ONE = 1.0  # the default weight: ``weight is _ONE`` selects the unit-weight fast path
+_pack = struct.Struct("<d").pack
+_unpack = struct.Struct("<q").unpack
+
+
+# ----------------------------------------------------------------------------- declared state
+def _fresh(acc: "ScoreDistribution") -> tuple[Binning, ScoreHistogram]:
+    binning = make_binning(64, True) if acc._exact else LogGridBinning(acc._finest)  # type: ignore[arg-type]  # _finest is an int unless exact
+    return binning, ScoreHistogram(binning)
+
+
+def _merge_hist(mine: tuple, theirs: tuple, acc: "ScoreDistribution") -> tuple:
+    binning, hist = mine
+    other = theirs[1]
+    if not binning.exact:
+        other = other.copy()
+        while other.binning.bins > binning.bins:
+            coarsen_all([other])
+        while binning.bins > other.binning.bins:
+            binning = coarsen_all([hist])
+    hist.merge(other)
+    if acc._max_bins is not None:
+        binning = collapse([hist], acc._max_bins)
+    return binning, hist
+
+
+def _encode_hist(value: tuple, acc: "ScoreDistribution") -> tuple:
+    binning, hist = value
+    return (None if binning.exact else binning.bins), histograms_to_json([hist], ["weights"])
+
+
+def _decode_hist(raw: tuple, acc: "ScoreDistribution", loaded: Mapping[str, Any]) -> tuple:
+    bpo, data = raw
+    binning: Binning
+    if not acc._exact:
+        if type(bpo) is not int or bpo > acc._finest:  # type: ignore[operator]  # _finest is an int unless exact
+            raise ValueError(f"bins_per_octave must be an int <= bins, got {describe(bpo)}")
+        binning = LogGridBinning(bpo)
+    elif bpo is not None:
+        raise ValueError("bins_per_octave must be null for an exact ScoreDistribution")
+    else:
+        binning = make_binning(64, True)
+    (hist,) = histograms_from_json(data, binning, ["weights"])
+    if not binning.exact and binning.bins > 1 and len(hist) > acc._max_bins:  # type: ignore[attr-defined,operator]  # a log grid: max_bins set
+        raise ValueError(f"the histogram holds more than max_bins={acc._max_bins} keys")
+    count, total, _, _ = _totals(loaded["count"])
+    if len(hist) > count:
+        raise ValueError(f"{len(hist)} weighted bins cannot come from count={count}")
+    if abs(hist.total() - total) > 1e-9 * max(1.0, total):
+        raise ValueError(f"total_weight={total!r} differs from the histogram's total {hist.total()!r}")
+    return binning, hist
+
+
+# [count, score sum, unit-weight events at score >= threshold, weighted events, their
+# weight, their weight at score >= threshold]: the unit-weight path touches three entries
+_COUNT, _SUM, _UNIT_ABOVE, _WEVENTS, _WTOTAL, _WABOVE = range(6)
+
+
+def _totals(sums: list) -> tuple[int, float, float, float]:
+    """``(count, total weight, score sum, weight at score >= threshold)``."""
+    count = sums[_COUNT]
+    return (count, (count - sums[_WEVENTS]) + sums[_WTOTAL], sums[_SUM],
+            sums[_UNIT_ABOVE] + sums[_WABOVE])
+
+
+def _merge_sums(mine: list, theirs: list, acc: Any) -> list:
+    for i, v in enumerate(theirs):
+        mine[i] += v
+    return mine
+
+
+def _encode_sums(sums: list, acc: Any) -> tuple:
+    count, total, score_sum, above = _totals(sums)
+    # score_sum: overflow of huge margins is written as 'inf', '-inf' or 'nan'
+    return count, total, score_sum if math.isfinite(score_sum) else repr(score_sum), above
+
+
+def _decode_sums(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> list:
+    count, total, score_sum, above = raw
+    if type(count) is not int or count < 0:
+        raise ValueError(f"count must be a non-negative int, got {describe(count)}")
+    total = check_weight(total, "total_weight")
+    if total > MAX_TOTAL_WEIGHT or (count == 0 and total):
+        raise ValueError(f"total_weight={total!r} is not possible for count={count}")
+    score_sum = float(score_sum) if score_sum in ("inf", "-inf", "nan") else check_number(score_sum, "score_sum")
+    above = check_weight(above, "positive_weight")
+    if above > total * (1 + 1e-9):
+        raise ValueError(f"positive_weight={above!r} exceeds total_weight={total!r}")
+    # every loaded event counts as weighted: total = count - weighted events + their weight
+    return [count, score_sum, 0, count, total, above]
+
+
+_STATE = (
+    # count, total weight, sum of weight * score (for mean_score), weight at score >= threshold
+    Field(("count", "total_weight", "score_sum", "positive_weight"), lambda acc: [0, 0.0, 0, 0, 0.0, 0.0],
+          attrs="_sums", merge=_merge_sums, copy=list, encode=_encode_sums, decode=_decode_sums),
+    # the grid in force and the histogram on it: merged together (grids coarsen)
+    Field(("bins_per_octave", "histogram"), _fresh, attrs=("_binning", "_hist"), merge=_merge_hist,
+          copy=lambda v: (v[0], v[1].copy()), encode=_encode_hist, decode=_decode_hist),
+)
+
+
+class ScoreDistribution(Accumulator):
+    """Weighted score histogram, count, total weight, score sum and weight at
+    ``score >= threshold`` of every prediction (no labels needed); see the module docstring.
+
+    ``bins``, ``max_bins`` and ``exact`` are those of :class:`~streammetrics.BinaryScores`
+    (same defaults, hence the same grid).
+
+    >>> d = ScoreDistribution()
+    >>> d.update(0.25).update(0.75, weight=3.0).mean_score()
+    0.625
+    """
+
+    type_name = "ScoreDistribution"
+    state_fields = _STATE
+
+    _sums: list
+    _binning: Binning
+    _hist: ScoreHistogram
+
+    def __init__(
+        self, threshold: float = 0.5, bins: int | None = 1024, exact: bool = False, max_bins: int | None = 4096
+    ) -> None:
+        self._threshold = check_number(threshold, "threshold")
+        make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]  # validates bins / exact
+        if exact:
+            self._finest, self._max_bins = None, None
+        else:
+            if type(max_bins) is not int:
+                raise TypeError(f"max_bins must be an int, got {max_bins!r}")
+            if max_bins < 1:
+                raise ValueError(f"max_bins must be at least 1, got {max_bins!r}")
+            self._finest, self._max_bins = bins, max_bins
+        self._exact = exact
+        self.reset()
+
+    def _config(self) -> dict[str, Any]:
+        return {"threshold": self._threshold, "bins": self._finest, "exact": self._exact,
+                "max_bins": self._max_bins}
+
+    def _refresh(self) -> None:
+        b = self._binning
+        self._fast = (
+            (self._hist.weights, b._shift, b._round, b._c, self._sums, self._threshold)
+            if isinstance(b, LogGridBinning) else None
+        )
+
+    def _check_merge(self, other: Accumulator) -> None:
+        assert isinstance(other, ScoreDistribution)
+        if self.total_weight + other.total_weight > MAX_TOTAL_WEIGHT:
+            raise ValueError(f"merged weight would exceed {MAX_TOTAL_WEIGHT:g}")
+
+    def _collapse(self) -> None:
+        if self._max_bins is not None:
+            self._binning = collapse([self._hist], self._max_bins)
+        self._refresh()
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def count(self) -> int:  # type: ignore[override]  # a read-only view of the declared state
+        """Number of predictions seen (zero weights included)."""
+        return self._sums[_COUNT]
+
+    @property
+    def total_weight(self) -> float:  # type: ignore[override]  # a read-only view of the declared state
+        """Summed weight of the predictions."""
+        sums = self._sums
+        return (sums[_COUNT] - sums[_WEVENTS]) + sums[_WTOTAL]
+
+    @property
+    def threshold(self) -> float:
+        """Predictions with ``score >= threshold`` count as predicted positive."""
+        return self._threshold
+
+    @property
+    def score_sum(self) -> float:
+        """``sum(weight * score)``."""
+        return self._sums[_SUM]
+
+    @property
+    def positive_weight(self) -> float:
+        """Weight of the predictions with ``score >= threshold``."""
+        return self._sums[_UNIT_ABOVE] + self._sums[_WABOVE]
+
+    @property
+    def bins_per_octave(self) -> int | None:
+        """Resolution in force (None when ``exact``)."""
+        return None if self._binning.exact else self._binning.bins  # type: ignore[attr-defined]  # a LogGridBinning
+
+    def _ratio(self, name: str, value: float) -> float:
+        total = self.total_weight
+        if not total > 0:
+            warnings.warn(f"No prediction with a non-zero weight: {name} is not defined.",
+                          UndefinedMetricWarning, stacklevel=3)
+            return math.nan
+        return value / total
+
+    def mean_score(self) -> float:
+        """Weighted mean score ``S / W`` (nan with a warning when ``W == 0``)."""
+        return self._ratio("mean_score", self.score_sum)
+
+    def predicted_positive_rate(self) -> float:
+        """Weight share of ``score >= threshold`` (nan with a warning when ``W == 0``)."""
+        return self._ratio("predicted_positive_rate", self.positive_weight)
+
+    def histogram(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(thresholds, weights)``: per non-empty bin in ascending score order, the smallest
+        score of the bin (the score itself when ``exact``) and the summed weight."""
+        keys, w = aligned(self._hist)
+        return self._binning.lowest(keys), w[0]
+
+    # ------------------------------------------------------------------ updates
+    def update(self, score: float, weight: float = _ONE) -> "ScoreDistribution":
+        """Add one prediction: a finite ``score`` and a finite ``weight >= 0``."""
+        fast = self._fast
+        if fast is not None and weight is _ONE and score.__class__ is float:
+            h, shift, rnd, c, sums, threshold = fast
+            if 0.0 < score < 0.5:  # key: see LogGridBinning
+                k = (_unpack(_pack(score))[0] + rnd) >> shift
+            elif 0.5 <= score < 1.0:
+                k = c - ((_unpack(_pack(1.0 - score))[0] + rnd) >> shift)
+            else:
+                return self._update_general(score, weight)
+            try:
+                h[k] += 1.0
+            except KeyError:
+                h[k] = 1.0
+                if len(h) > self._max_bins:  # type: ignore[operator]  # a log grid: max_bins set
+                    self._collapse()
+            sums[0] += 1
+            sums[1] += score
+            if score >= threshold:
+                sums[2] += 1
+            return self
+        return self._update_general(score, weight)
+
+    def _update_general(self, score: Any, weight: Any) -> "ScoreDistribution":
+        s = check_number(score, "score")
+        w = check_weight(weight)
+        if self.total_weight + w > MAX_TOTAL_WEIGHT:
+            raise ValueError(f"weight {w!r} would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
+        if w:
+            k = self._binning.key(s)
+            h = self._hist.weights
+            old = h.get(k)
+            h[k] = w if old is None else old + w
+            if old is None and self._max_bins is not None and len(h) > self._max_bins:
+                self._collapse()
+        sums = self._sums
+        sums[_COUNT] += 1
+        if weight is _ONE:
+            sums[_SUM] += s
+            if s >= self._threshold:
+                sums[_UNIT_ABOVE] += 1
+        else:
+            sums[_WEVENTS] += 1
+            sums[_WTOTAL] += w
+            sums[_SUM] += w * s
+            if s >= self._threshold:
+                sums[_WABOVE] += w
+        return self
+
+    def update_many(self, scores: Any, sample_weight: Any = None) -> "ScoreDistribution":
+        """Add a batch, validated in full before any change: one vectorised key transform
+        and one ``np.bincount``."""
+        s = as_float_array(scores, "scores")
+        n = len(s)
+        w = as_weight_array(sample_weight, n)
+        if n == 0:
+            return self
+        total = float(n) if w is None else float(w.sum())
+        if self.total_weight + total > MAX_TOTAL_WEIGHT:
+            raise ValueError(f"sample_weight would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
+        binning = self._binning
+        keys, table = aggregate(binning.keys(s), None, 1, w)
+        if not binning.exact:  # the batch alone may already need a coarser grid
+            while np.count_nonzero(table) > self._max_bins and binning.bins > 1:  # type: ignore[attr-defined,operator]  # a log grid
+                binning, keys, table = coarsen_table(binning, keys, table)  # type: ignore[arg-type]  # a LogGridBinning
+        above = s >= self._threshold
+        above_w = float(np.count_nonzero(above)) if w is None else float(w[above].sum())
+        score_sum = float(s.sum() if w is None else np.dot(w, s))
+        # ---- nothing below can fail
+        while not binning.exact and self._binning.bins > binning.bins:  # type: ignore[attr-defined]  # log grids
+            self._binning = coarsen_all([self._hist])
+        insert_table([self._hist], keys, table)
+        self._collapse()
+        sums = self._sums
+        sums[_COUNT] += n
+        sums[_SUM] += score_sum
+        if w is None:
+            sums[_UNIT_ABOVE] += int(np.count_nonzero(above))
+        else:
+            sums[_WEVENTS] += n
+            sums[_WTOTAL] += total
+            sums[_WABOVE] += above_w
+        return self

@@ -1,0 +1,220 @@
+"""The monitor base class: event parsing, the label-free / label-based split, snapshot helpers.
+
+A monitor is one accumulator per stream key bundling what its task reports. Its state has
+two parts:
+
+* the **label-free part** sees every prediction (``update_prediction(event)`` /
+  ``update_predictions(events)``; such events may lack ``y_true``): prediction counts,
+  score or prediction distributions. :attr:`Monitor.count` counts these predictions;
+* the **label-based part** sees the predictions whose truth is known
+  (``update_outcome(event)`` / ``update_outcomes(events)``: the same prediction, now with
+  its ``y_true``): every metric that compares predictions with truth.
+  :attr:`Monitor.labeled` counts these events.
+
+``update_event(event)`` / ``update_events(events)`` feed both parts at once (a prediction
+that arrives with its label: today's hot path, written out per task for speed), and
+``update(event_dict)`` / ``update_many(event_dicts)`` parse dicts first.
+With delayed labels a prediction goes through ``update_prediction`` when it arrives and
+through ``update_outcome`` when its label does; without them ``update_event`` does both, and
+``labeled == count``.
+
+Version 2 of the dict layout holds both parts; version-1 dicts (label-based part only)
+are read through each monitor's ``migrations[1]``, which rebuilds the label-free part from
+the label-based one where the information is there (and marks sums it cannot recover as
+unknown, ``null``).
+"""
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from typing import Any, Callable, ClassVar, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from streammetrics.core.accumulator import Accumulator
+from streammetrics.core.state import Field
+from streammetrics.stream.events import Event, EventParser, Rejection
+
+__all__ = ["Monitor", "part", "json_number", "quiet", "quiet_pair", "batch_weights"]
+
+
+def json_number(value: Any) -> float | int | None:
+    """A finite metric value as a plain float (ints stay ints); NaN/inf and None become None."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def quiet(fn: Any, *args: Any, **kwargs: Any) -> float | None:
+    """Call a metric; undefined (warning, NaN or ValueError) becomes None."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return json_number(fn(*args, **kwargs))
+        except (ValueError, ZeroDivisionError):
+            return None
+
+
+def quiet_pair(fn: Any) -> tuple[float | None, float | None]:
+    """:func:`quiet` for a metric returning a pair (e.g. ROC AUC bounds)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            low, high = fn()
+        except ValueError:
+            return None, None
+    return json_number(low), json_number(high)
+
+
+_BUILTIN = (str, int, float, bool, type(None))
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars and arrays (and mappings / sequences of them) as the built-in values
+    the event parser reads: ``np.int64(1)`` -> ``1``, ``np.bool_(True)`` -> ``True``,
+    ``ndarray`` -> ``list`` (accumulators accept the same values directly)."""
+    cls = value.__class__
+    if cls in _BUILTIN:
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Mapping):  # a scores object: keys as JSON names them (1 -> "1", True -> "true")
+        return {_json_key(_plain(k)): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _json_key(key: Any) -> Any:
+    return key if key.__class__ is str or key.__class__ not in _BUILTIN else json.dumps(key)
+
+
+def batch_weights(events: Sequence[Event]) -> np.ndarray | None:
+    """Batch weights, or None when every event has weight 1 (the unweighted fast path)."""
+    weights = [e.weight for e in events]
+    for w in weights:
+        if w != 1.0:
+            return np.asarray(weights, dtype=np.float64)
+    return None
+
+
+def part(name: str, make: Callable[[Any], Accumulator]) -> Field:
+    """A monitor's sub-accumulator as a declared state field (written as its ``to_dict()``)."""
+
+    def decode(raw: Any, mon: Any, loaded: Mapping[str, Any]) -> Accumulator:
+        current = getattr(mon, name)
+        sub = type(current).from_dict(raw)
+        if sub._config() != current._config():
+            raise ValueError(f"has configuration {sub._config()} != {current._config()}")
+        return sub
+
+    return Field(name, make, "accumulator", attrs=name, decode=decode)
+
+
+class Monitor(Accumulator):
+    """Base class: parsing of event dicts, the two parts, the protocol over declared state."""
+
+    version = 2
+    task: ClassVar[str] = ""
+    #: state keys of the label-based sub-accumulators (they must agree on their count)
+    parts: ClassVar[tuple[str, ...]] = ()
+    #: the event fields the task reads; others (ts, model, segment, id: the window engine's
+    #: business) are ignored by ``update``
+    fields: ClassVar[tuple[str, ...]] = ("y_true", "weight")
+
+    def _parser(self) -> EventParser:
+        parser = self.__dict__.get("_event_parser")
+        if parser is None:
+            parser = self._event_parser = EventParser(self.task, require_key=False, **self._parser_options())
+        return parser
+
+    def _parser_options(self) -> dict[str, Any]:
+        return {}
+
+    def _parse(self, event: Any) -> Event:
+        if isinstance(event, Event):
+            return event
+        if isinstance(event, Mapping):
+            event = {k: _plain(event[k]) for k in self.fields if k in event}
+        parsed = self._parser().parse(event)
+        if isinstance(parsed, Rejection):
+            raise ValueError(f"event rejected: {parsed.reason}")
+        return parsed
+
+    # -------------------------------------------------------------- protocol
+    def update(self, event: Mapping[str, Any] | Event) -> "Monitor":
+        """Add one prediction event with its label (a dict with the contract's fields, or a
+        parsed Event) to both parts."""
+        self.update_event(self._parse(event))
+        return self
+
+    def update_many(self, events: Iterable[Mapping[str, Any] | Event]) -> "Monitor":
+        """Add a batch of events to both parts; every event is validated before any is applied."""
+        parsed = []
+        for i, event in enumerate(events):
+            try:
+                parsed.append(self._parse(event))
+            except ValueError as exc:
+                raise ValueError(f"events[{i}]: {exc}") from None
+        if parsed:
+            self.update_events(parsed)
+        return self
+
+    def update_prediction(self, event: Event) -> "Monitor":  # pragma: no cover - abstract
+        """Label-free part only: one parsed prediction (``y_true`` may be missing)."""
+        raise NotImplementedError
+
+    def update_predictions(self, events: Sequence[Event]) -> "Monitor":
+        """Label-free part only: a batch of parsed predictions."""
+        for e in events:
+            self.update_prediction(e)
+        return self
+
+    def update_outcome(self, event: Event) -> "Monitor":  # pragma: no cover - abstract
+        """Label-based part only: a parsed prediction with its ``y_true``."""
+        raise NotImplementedError
+
+    def update_outcomes(self, events: Sequence[Event]) -> "Monitor":  # pragma: no cover - abstract
+        """Label-based part only: a batch of parsed predictions with their ``y_true``."""
+        raise NotImplementedError
+
+    def update_event(self, event: Event) -> "Monitor":
+        """Both parts: a parsed prediction that arrives with its label."""
+        self.update_prediction(event)
+        return self.update_outcome(event)
+
+    def update_events(self, events: Sequence[Event]) -> "Monitor":
+        """Both parts: a batch of parsed predictions with their labels."""
+        self.update_predictions(events)
+        return self.update_outcomes(events)
+
+    def snapshot(self) -> dict[str, Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def count(self) -> int:  # type: ignore[override]  # read-only: predictions seen (label-free part)
+        """Predictions seen (the label-free part)."""
+        raise NotImplementedError
+
+    @property
+    def total_weight(self) -> float:  # type: ignore[override]  # read-only: weight of the predictions
+        """Summed weight of the predictions seen."""
+        raise NotImplementedError
+
+    @property
+    def labeled(self) -> int:
+        """Events in the label-based part (predictions with their label)."""
+        return getattr(self, self.parts[0]).count
+
+    def _check_state(self, loaded: dict[str, Any]) -> None:
+        counts = {loaded[name].count for name in self.parts}
+        if len(counts) > 1:
+            raise ValueError(f"sub-accumulators disagree on the event count: {sorted(counts)}")

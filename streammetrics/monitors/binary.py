@@ -1,0 +1,200 @@
+"""``BinaryMonitor``: a binary classifier's score stream (``y_true`` in {0, 1}, ``score``)."""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from streammetrics.core.state import describe
+from streammetrics.core.validation import check_number
+from streammetrics.metrics.binary_scores import BinaryScores
+from streammetrics.metrics.confusion import ConfusionMatrix
+from streammetrics.metrics.score_distribution import ScoreDistribution
+from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet, quiet_pair
+from streammetrics.stream.events import Event
+
+__all__ = ["BinaryMonitor"]
+
+_NAN = math.nan
+_INF = math.inf
+_BINARY_TRUTH = (int, bool, float)
+
+
+def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """Version 1 (``scores``, ``confusion``, ``score_sum``: every prediction was labelled) to
+    version 2: the label-free ``predictions`` are the union of the score histograms (same
+    grid), the class totals, the score sum and the predicted-positive cells."""
+    scores, confusion = state["scores"], state["confusion"]
+    if not isinstance(scores, Mapping) or not isinstance(confusion, Mapping):
+        raise ValueError("state['scores'] and state['confusion'] must be accumulator dicts")
+    s, c = scores["state"], confusion["state"]
+    hist = dict(s["histogram"])
+    neg, pos = hist.pop("neg"), hist.pop("pos")
+    if not (isinstance(neg, list) and isinstance(pos, list) and len(neg) == len(pos)):
+        raise ValueError(f"state['scores'] histogram rows must be lists of one length, got {describe(neg)}")
+    hist["weights"] = [a + b for a, b in zip(neg, pos)]
+    above = sum(cell[2] for cell in c["cells"] if isinstance(cell, list) and len(cell) == 3 and cell[1] == 1)
+    sd = ScoreDistribution(threshold=config["threshold"], exact=config["exact"])
+    return {
+        "predictions": {
+            "type": sd.type_name, "version": sd.version, "config": sd._config(),
+            "state": {"count": sum(s["events"]), "total_weight": sum(s["weights"]),
+                      "score_sum": state["score_sum"], "positive_weight": above,
+                      "bins_per_octave": s["bins_per_octave"], "histogram": hist},
+        },
+        "scores": scores,
+        "confusion": confusion,
+    }
+
+
+class BinaryMonitor(Monitor):
+    """Binary task: ``y_true`` in {0, 1}, ``score`` of the positive class.
+
+    Label-free part (every prediction): a :class:`~streammetrics.ScoreDistribution` giving
+    ``count``, ``total_weight``, ``mean_score`` and ``predicted_positive_rate``
+    (``score >= threshold``). Label-based part: ``BinaryScores`` (``roc_auc`` with its
+    guaranteed bounds ``roc_auc_low``/``roc_auc_high``, ``average_precision``, ``log_loss``,
+    ``brier_score``: None once a score outside [0, 1] was seen) and the ``ConfusionMatrix``
+    of ``score >= threshold`` (``accuracy``, ``balanced_accuracy``, ``precision``,
+    ``recall``, ``f1``, ``specificity``, ``matthews_corrcoef`` of the positive class 1, and
+    ``positive_rate``, the weighted share of ``y_true == 1``).
+
+    >>> m = BinaryMonitor().update({"y_true": 1, "score": 0.8}).update({"y_true": 0, "score": 0.3})
+    >>> s = m.snapshot()
+    >>> s["count"], s["accuracy"], s["roc_auc"], s["mean_score"]
+    (2, 1.0, 1.0, 0.55)
+    """
+
+    type_name = "BinaryMonitor"
+    task = "binary"
+    parts = ("scores", "confusion")
+    fields = ("y_true", "score", "weight")
+    migrations = {1: _migrate_v1}
+    state_fields = (
+        part("predictions", lambda m: ScoreDistribution(threshold=m.threshold, exact=m.exact)),
+        part("scores", lambda m: BinaryScores(exact=m.exact)),
+        part("confusion", lambda m: ConfusionMatrix(labels=[0, 1])),
+    )
+
+    predictions: ScoreDistribution
+    scores: BinaryScores
+    confusion: ConfusionMatrix
+
+    def __init__(self, threshold: float = 0.5, exact: bool = False) -> None:
+        self.threshold = check_number(threshold, "threshold")
+        self.exact = bool(exact)
+        self.reset()
+
+    def _config(self) -> dict[str, Any]:
+        return {"threshold": self.threshold, "exact": self.exact}
+
+    @property
+    def count(self) -> int:  # type: ignore[override]  # read-only: predictions seen
+        return self.predictions.count
+
+    @property
+    def total_weight(self) -> float:  # type: ignore[override]  # read-only: weight of the predictions
+        return self.predictions.total_weight
+
+    @property
+    def score_sum(self) -> float:
+        """``sum(weight * score)`` over every prediction."""
+        return self.predictions.score_sum
+
+    def update(self, event: Mapping[str, Any] | Event) -> "BinaryMonitor":
+        """Add one event; an ``{"y_true": 0/1, "score": float}`` dict takes an inlined fast path."""
+        if event.__class__ is dict and "weight" not in event:
+            y = event.get("y_true")
+            s = event.get("score")
+            if y.__class__ in _BINARY_TRUTH and (y == 0 or y == 1) and s.__class__ is float and -_INF < s < _INF:
+                y = 1 if y else 0
+                self.predictions.update(s)
+                self.scores.update(y, s)
+                self.confusion.update(y, 1 if s >= self.threshold else 0)
+                return self
+        super().update(event)
+        return self
+
+    def update_prediction(self, event: Event) -> "BinaryMonitor":
+        w = event.weight
+        s: Any = event.score  # a float: the parser set it
+        if w == 1.0:
+            self.predictions.update(s)
+        else:
+            self.predictions.update(s, w)
+        return self
+
+    def update_predictions(self, events: Sequence[Event]) -> "BinaryMonitor":
+        s = np.fromiter([e.score for e in events], dtype=np.float64, count=len(events))
+        self.predictions.update_many(s, batch_weights(events))
+        return self
+
+    def update_outcome(self, event: Event) -> "BinaryMonitor":
+        y, w = event.y_true, event.weight
+        s: Any = event.score  # a float: the parser set it
+        if w == 1.0:  # the accumulators' unweighted fast paths
+            self.scores.update(y, s)
+            self.confusion.update(y, 1 if s >= self.threshold else 0)
+        else:
+            self.scores.update(y, s, w)
+            self.confusion.update(y, 1 if s >= self.threshold else 0, w)
+        return self
+
+    def update_outcomes(self, events: Sequence[Event]) -> "BinaryMonitor":
+        n = len(events)
+        y = np.fromiter([e.y_true for e in events], dtype=np.int64, count=n)
+        s = np.fromiter([e.score for e in events], dtype=np.float64, count=n)
+        w = batch_weights(events)
+        self.scores.update_many(y, s, w)
+        self.confusion.update_many(y, (s >= self.threshold).astype(np.int64), w)
+        return self
+
+    def update_event(self, event: Event) -> "BinaryMonitor":
+        y, w = event.y_true, event.weight
+        s: Any = event.score  # a float: the parser set it
+        if w == 1.0:  # the accumulators' unweighted fast paths
+            self.predictions.update(s)
+            self.scores.update(y, s)
+            self.confusion.update(y, 1 if s >= self.threshold else 0)
+        else:
+            self.predictions.update(s, w)
+            self.scores.update(y, s, w)
+            self.confusion.update(y, 1 if s >= self.threshold else 0, w)
+        return self
+
+    def update_events(self, events: Sequence[Event]) -> "BinaryMonitor":
+        n = len(events)
+        y = np.fromiter([e.y_true for e in events], dtype=np.int64, count=n)
+        s = np.fromiter([e.score for e in events], dtype=np.float64, count=n)
+        w = batch_weights(events)
+        self.predictions.update_many(s, w)
+        self.scores.update_many(y, s, w)
+        self.confusion.update_many(y, (s >= self.threshold).astype(np.int64), w)
+        return self
+
+    def snapshot(self) -> dict[str, Any]:
+        cm, sc, pr = self.confusion, self.scores, self.predictions
+        total = cm.total_weight
+        m = cm.matrix([0, 1])
+        low, high = quiet_pair(sc.roc_auc_bounds)
+        return {
+            "count": self.count,
+            "total_weight": json_number(pr.total_weight),
+            "accuracy": quiet(cm.accuracy),
+            "balanced_accuracy": quiet(cm.balanced_accuracy),
+            "precision": quiet(cm.precision, zero_division=_NAN),
+            "recall": quiet(cm.recall, zero_division=_NAN),
+            "f1": quiet(cm.f1, zero_division=_NAN),
+            "specificity": quiet(cm.specificity, zero_division=_NAN),
+            "matthews_corrcoef": quiet(cm.matthews_corrcoef) if total > 0 else None,
+            "roc_auc": quiet(sc.roc_auc),
+            "roc_auc_low": low,
+            "roc_auc_high": high,
+            "average_precision": quiet(sc.average_precision),
+            "log_loss": quiet(sc.log_loss),
+            "brier_score": quiet(sc.brier_score),
+            "positive_rate": json_number(m[1].sum() / total) if total > 0 else None,
+            "predicted_positive_rate": quiet(pr.predicted_positive_rate),
+            "mean_score": quiet(pr.mean_score),
+        }

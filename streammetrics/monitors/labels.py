@@ -1,0 +1,217 @@
+"""``LabelMonitor``: hard predictions (``y_true``, ``y_pred`` labels), and the hard-label
+snapshot helpers it shares with :mod:`streammetrics.monitors.multiclass`."""
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Hashable, Mapping, Sequence
+
+from streammetrics.core.labels import LABEL_KINDS
+from streammetrics.core.state import Field, describe
+from streammetrics.core.validation import check_weight, to_builtin_label
+from streammetrics.metrics.confusion import ConfusionMatrix, _kind
+from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
+from streammetrics.stream.events import Event
+
+__all__ = ["LabelMonitor", "class_report", "label_metrics"]
+
+_NAN = math.nan
+_LABEL_KINDS = LABEL_KINDS
+
+
+def class_report(cm: ConfusionMatrix, labels: list) -> dict[str, Any]:
+    """Per-class precision/recall/F1/support (None where undefined), keyed by ``str(label)``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if not labels or cm.total_weight == 0:
+            return {}
+        p = cm.precision(labels=labels, average=None, zero_division=_NAN)
+        r = cm.recall(labels=labels, average=None, zero_division=_NAN)
+        f = cm.f1(labels=labels, average=None, zero_division=_NAN)
+        support = cm.matrix(labels).sum(axis=1)
+    return {
+        str(label): {
+            "precision": json_number(p[i]),
+            "recall": json_number(r[i]),
+            "f1": json_number(f[i]),
+            "support": json_number(support[i]),
+        }
+        for i, label in enumerate(labels)
+    }
+
+
+def label_metrics(cm: ConfusionMatrix, labels: list | None) -> dict[str, Any]:
+    """Hard-label metrics shared by the multiclass and label monitors."""
+    defined = cm.total_weight > 0
+    kw = {"labels": labels} if labels else {}
+    return {
+        "count": cm.count,
+        "total_weight": json_number(cm.total_weight),
+        "accuracy": quiet(cm.accuracy) if defined else None,
+        "balanced_accuracy": quiet(cm.balanced_accuracy) if defined else None,
+        "macro_precision": quiet(cm.precision, average="macro", zero_division=_NAN, **kw) if defined else None,
+        "macro_recall": quiet(cm.recall, average="macro", zero_division=_NAN, **kw) if defined else None,
+        "macro_f1": quiet(cm.f1, average="macro", zero_division=_NAN, **kw) if defined else None,
+        "weighted_f1": quiet(cm.f1, average="weighted", zero_division=_NAN, **kw) if defined else None,
+        "matthews_corrcoef": quiet(cm.matthews_corrcoef) if defined else None,
+        "cohen_kappa": quiet(cm.cohen_kappa) if defined else None,
+    }
+
+
+def _merge_predicted(mine: dict, theirs: dict, acc: Any) -> dict:
+    for label, w in theirs.items():
+        mine[label] = mine.get(label, 0.0) + w
+    return mine
+
+
+def _decode_predicted(raw: Any, mon: "LabelMonitor", loaded: Mapping[str, Any]) -> dict:
+    if not isinstance(raw, list):
+        raise ValueError(f"must be a list of [label, weight], got {describe(raw)}")
+    if len(raw) > loaded["count"]:
+        raise ValueError(f"{len(raw)} labels cannot come from count={loaded['count']} predictions")
+    out: dict = {}
+    kinds = set()
+    for i, pair in enumerate(raw):
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise ValueError(f"[{i}] must be [label, weight], got {describe(pair)}")
+        label = to_builtin_label(pair[0], f"predicted_labels[{i}][0]")
+        if label in out or label != pair[0]:
+            raise ValueError(f"[{i}] repeats or mis-encodes the label {label!r}")
+        kinds.add(_kind(label))
+        out[label] = check_weight(pair[1], f"predicted_labels[{i}][1]")
+    allowed = mon._labels
+    if len(kinds) > 1 or (allowed is not None and any(x not in allowed for x in out)):
+        raise ValueError("labels of several kinds, or outside the monitor's labels")
+    return out
+
+
+def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """Version 1 (``confusion`` only: every prediction was labelled) to version 2: the
+    predicted-label weights are the column sums of the confusion cells."""
+    confusion = state["confusion"]
+    if not isinstance(confusion, Mapping) or not isinstance(confusion.get("state"), Mapping):
+        raise ValueError("state['confusion'] must be an accumulator dict")
+    c = confusion["state"]
+    predicted: dict = {}
+    for cell in c["cells"]:
+        if not (isinstance(cell, list) and len(cell) == 3):
+            raise ValueError(f"state['confusion'] cells must be [true, pred, weight], got {describe(cell)}")
+        key = (cell[1].__class__ is bool, cell[1])
+        predicted[key] = predicted.get(key, 0.0) + cell[2]
+    return {
+        "count": c["count"],
+        "prediction_weight": c["total_weight"],
+        "predicted_labels": [[k[1], w] for k, w in predicted.items()],
+        "confusion": confusion,
+    }
+
+
+class LabelMonitor(Monitor):
+    """Hard labels only (``y_true``, ``y_pred``).
+
+    Label-free part: ``count``, ``total_weight`` and the weight of each predicted label
+    (``per_class[label]["predicted_rate"]``, its share). Label-based part: the
+    ``ConfusionMatrix`` metrics with macro and weighted averages and ``per_class``
+    precision/recall/F1/support.
+
+    >>> m = LabelMonitor().update_many([{"y_true": "a", "y_pred": "a"}, {"y_true": "b", "y_pred": "a"}])
+    >>> s = m.snapshot()
+    >>> s["accuracy"], s["per_class"]["a"]["predicted_rate"]
+    (0.5, 1.0)
+    """
+
+    type_name = "LabelMonitor"
+    task = "labels"
+    parts = ("confusion",)
+    fields = ("y_true", "y_pred", "weight")
+    migrations = {1: _migrate_v1}
+    state_fields = (
+        Field("count", lambda m: 0, "count", attrs="_pcount"),
+        Field("prediction_weight", lambda m: 0.0, "weight", attrs="_ptotal"),
+        # predicted label -> summed weight (over every prediction)
+        Field("predicted_labels", lambda m: {}, attrs="_predicted", merge=_merge_predicted, copy=dict,
+              encode=lambda v, m: [[k, w] for k, w in sorted(v.items(), key=lambda kv: (_kind(kv[0]), kv[0]))],
+              decode=_decode_predicted),
+        part("confusion", lambda m: ConfusionMatrix(labels=m._labels)),
+    )
+
+    _pcount: int
+    _ptotal: float
+    _predicted: dict
+    confusion: ConfusionMatrix
+
+    def __init__(self, labels: Sequence[Hashable] | None = None) -> None:
+        self._labels = ConfusionMatrix(labels=labels)._config()["labels"]
+        self.reset()
+
+    def _config(self) -> dict[str, Any]:
+        return {"labels": self._labels}
+
+    @property
+    def count(self) -> int:  # type: ignore[override]  # read-only: predictions seen
+        return self._pcount
+
+    @property
+    def total_weight(self) -> float:  # type: ignore[override]  # read-only: weight of the predictions
+        return self._ptotal
+
+    @staticmethod
+    def event_tag(event: Event) -> str:
+        """The label kind ("bool", "number" or "str") of the event; ValueError if ``y_true``
+        and ``y_pred`` differ in kind. Windows keep one kind per stream key."""
+        p = _LABEL_KINDS.get(event.y_pred.__class__)
+        t = p if event.y_true is None else _LABEL_KINDS.get(event.y_true.__class__)
+        if t is None or t != p:
+            raise ValueError(f"y_true={event.y_true!r} and y_pred={event.y_pred!r} must be labels of one kind "
+                             "(all str, all numbers or all bool)")
+        return t
+
+    def update_prediction(self, event: Event) -> "LabelMonitor":
+        label, w = to_builtin_label(event.y_pred, "y_pred"), check_weight(event.weight)
+        if self._labels is not None and label not in self._labels:
+            raise ValueError(f"y_pred={label!r} is not one of labels {self._labels!r}")
+        if self._predicted:
+            first = next(iter(self._predicted))
+            if _kind(first) != _kind(label):
+                raise ValueError(f"y_pred={label!r} is a {_kind(label)} label but this monitor holds "
+                                 f"{_kind(first)} labels")
+        self._predict(label, w)
+        return self
+
+    def _predict(self, label: Any, w: float) -> None:
+        self._pcount += 1
+        self._ptotal += w
+        p = self._predicted
+        p[label] = p.get(label, 0.0) + w
+
+    def update_outcome(self, event: Event) -> "LabelMonitor":
+        self.confusion.update(event.y_true, event.y_pred, event.weight)
+        return self
+
+    def update_outcomes(self, events: Sequence[Event]) -> "LabelMonitor":
+        self.confusion.update_many([e.y_true for e in events], [e.y_pred for e in events], batch_weights(events))
+        return self
+
+    def update_event(self, event: Event) -> "LabelMonitor":
+        cm = self.confusion
+        cm.update(event.y_true, event.y_pred, event.weight)  # validates: the prediction is sound
+        self._predict(to_builtin_label(event.y_pred, "y_pred"), float(event.weight))
+        return self
+
+    def update_events(self, events: Sequence[Event]) -> "LabelMonitor":
+        self.update_outcomes(events)  # validates the whole batch first
+        for e in events:
+            self._predict(to_builtin_label(e.y_pred, "y_pred"), float(e.weight))
+        return self
+
+    def snapshot(self) -> dict[str, Any]:
+        cm = self.confusion
+        out = label_metrics(cm, None)
+        out["count"], out["total_weight"] = self.count, json_number(self._ptotal)
+        per_class = class_report(cm, cm.labels)
+        total = self._ptotal
+        for label, w in self._predicted.items():
+            row = per_class.setdefault(str(label), {})
+            row["predicted_rate"] = json_number(w / total) if total > 0 else None
+        out["per_class"] = per_class
+        return out

@@ -1,0 +1,131 @@
+"""``RegressionMonitor``: numeric truth and prediction (``y_true``, ``y_pred``)."""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from streammetrics.core.state import Field, describe
+from streammetrics.core.validation import check_number, check_weight
+from streammetrics.metrics.regression import Regression
+from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
+from streammetrics.stream.events import Event
+
+__all__ = ["RegressionMonitor"]
+
+
+def _decode_sum(raw: Any, m: Any, loaded: Mapping[str, Any]) -> float | None:
+    if raw is None:
+        return None
+    if type(raw) not in (int, float):
+        raise ValueError(f"must be null or a number, got {describe(raw)}")
+    return float(raw)
+
+
+def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """Version 1 (``regression`` only) to version 2: counts from the regression state; the
+    prediction sum was not kept (``null``: ``mean_prediction`` stays None for such state)."""
+    reg = state["regression"]
+    if not isinstance(reg, Mapping) or not isinstance(reg.get("state"), Mapping):
+        raise ValueError("state['regression'] must be an accumulator dict")
+    return {"count": reg["state"]["count"], "prediction_weight": reg["state"]["weight"],
+            "prediction_sum": None, "regression": reg}
+
+
+class RegressionMonitor(Monitor):
+    """Numeric truth and prediction. Label-free part: ``count``, ``total_weight`` and
+    ``mean_prediction`` (weighted). Label-based part: ``mse``, ``rmse``, ``mae``, ``r2``,
+    ``rmsle`` (None once a value <= -1 was seen), ``mape``, ``max_error``.
+
+    >>> m = RegressionMonitor().update({"y_true": 3.0, "y_pred": 2.5}).update({"y_true": 1.0, "y_pred": 1.5})
+    >>> s = m.snapshot()
+    >>> s["mae"], s["mean_prediction"]
+    (0.5, 2.0)
+    """
+
+    type_name = "RegressionMonitor"
+    task = "regression"
+    parts = ("regression",)
+    fields = ("y_true", "y_pred", "weight")
+    migrations = {1: _migrate_v1}
+    state_fields = (
+        Field("count", lambda m: 0, "count", attrs="_pcount"),
+        Field("prediction_weight", lambda m: 0.0, "weight", attrs="_ptotal"),
+        # sum of weight * y_pred (None: unknown, state from a version-1 dict)
+        Field("prediction_sum", lambda m: 0.0, attrs="_psum",
+              merge=lambda a, b, m: None if a is None or b is None else a + b, copy=lambda v: v,
+              encode=lambda v, m: v, decode=_decode_sum),
+        part("regression", lambda m: Regression()),
+    )
+
+    _pcount: int
+    _ptotal: float
+    _psum: float | None
+    regression: Regression
+
+    def __init__(self) -> None:
+        self.reset()
+
+    @property
+    def count(self) -> int:  # type: ignore[override]  # read-only: predictions seen
+        return self._pcount
+
+    @property
+    def total_weight(self) -> float:  # type: ignore[override]  # read-only: weight of the predictions
+        return self._ptotal
+
+    def update_prediction(self, event: Event) -> "RegressionMonitor":
+        p = check_number(event.y_pred, "y_pred")
+        w = check_weight(event.weight)
+        self._pcount += 1
+        self._ptotal += w
+        if self._psum is not None:
+            self._psum += w * p
+        return self
+
+    def update_predictions(self, events: Sequence[Event]) -> "RegressionMonitor":
+        n = len(events)
+        p = np.fromiter([e.y_pred for e in events], dtype=np.float64, count=n)
+        w = batch_weights(events)
+        if not np.isfinite(p).all():
+            raise ValueError("y_pred must be finite")
+        self._pcount += n
+        self._ptotal += float(n) if w is None else float(w.sum())
+        if self._psum is not None:
+            self._psum += float(p.sum() if w is None else np.dot(w, p))
+        return self
+
+    def update_outcome(self, event: Event) -> "RegressionMonitor":
+        self.regression.update(event.y_true, event.y_pred, event.weight)
+        return self
+
+    def update_outcomes(self, events: Sequence[Event]) -> "RegressionMonitor":
+        n = len(events)
+        y = np.fromiter([e.y_true for e in events], dtype=np.float64, count=n)
+        p = np.fromiter([e.y_pred for e in events], dtype=np.float64, count=n)
+        self.regression.update_many(y, p, batch_weights(events))
+        return self
+
+    def update_event(self, event: Event) -> "RegressionMonitor":
+        self.regression.update(event.y_true, event.y_pred, event.weight)  # validates the event first
+        return self.update_prediction(event)
+
+    def update_events(self, events: Sequence[Event]) -> "RegressionMonitor":
+        self.update_outcomes(events)  # validates the whole batch first
+        return self.update_predictions(events)
+
+    def snapshot(self) -> dict[str, Any]:
+        r = self.regression
+        total = self._ptotal
+        return {
+            "count": self.count,
+            "total_weight": json_number(total),
+            "mse": quiet(r.mse),
+            "rmse": quiet(r.rmse),
+            "mae": quiet(r.mae),
+            "r2": quiet(r.r2),
+            "rmsle": quiet(r.rmsle),
+            "mape": quiet(r.mape),
+            "max_error": quiet(r.max_error),
+            "mean_prediction": json_number(self._psum / total) if self._psum is not None and total > 0 else None,
+        }

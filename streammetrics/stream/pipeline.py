@@ -1,0 +1,373 @@
+"""One I/O-free pipeline: message bytes in; applied events, problems and snapshots out.
+
+``decode -> parse -> window -> emit``, the machinery that ``replay``, the Kafka service and later
+sources (delayed labels, Spark) drive. It owns no file, socket or thread: the caller feeds
+messages (:meth:`Pipeline.process`) or parsed events (:meth:`Pipeline.process_event`), asks for
+the snapshots that are ready (:meth:`Pipeline.poll`, :meth:`Pipeline.flush`) and checkpoints
+with :meth:`Pipeline.to_dict` / :meth:`Pipeline.load_dict`.
+
+Nothing a message holds makes it raise: every event that is not applied comes back as a
+:class:`Problem` with a machine-readable ``code`` (see
+:data:`~streammetrics.stream.records.REJECTION_CODES`: ``invalid_json``, ``missing_field``,
+``bad_type``, ``bad_value``, ``out_of_range``, ``unknown_label``, ``late``, ``future``,
+``key_limit``, ...), the ``index`` of the element in an array message (None for a single
+object), the one-line ``reason`` and the ``field``. A message is validated element by element;
+each element is applied or refused whole, never partly.
+
+Bounds (all configurable in :class:`PipelineConfig`, all counted in :attr:`Pipeline.counters`):
+
+* ``max_future`` (default 3600 s; None or 0: off): an event more than that ahead of
+  ``wall_clock()`` is refused (code ``future``) and never advances stream time.
+* ``max_keys`` (default 100,000): keys holding open windows at once; a new key beyond it is
+  refused (code ``key_limit``). Keys whose windows have all closed are evicted (see
+  :mod:`streammetrics.stream.windows` for what an evicted key's later events do).
+* ``max_snapshot_bytes`` (default None: no bound): a snapshot whose canonical line
+  (:func:`~streammetrics.stream.snapshots.snapshot_line`) would exceed it degrades instead of
+  failing downstream: first a coarser state when the monitor offers one (a ``coarsened()``
+  method returning a coarser copy), else the state is dropped (``"state_dropped": true``), and
+  if the line is still too long the nested metrics (e.g. ``per_class``) go too
+  (``"metrics_truncated": true``). Counted in ``snapshots_degraded``; never an exception.
+
+>>> import json
+>>> pipe = Pipeline(PipelineConfig(window=60.0, include_state=False))
+>>> res = pipe.process(b'{"ts": 1767225601, "model": "m", "y_true": 1, "score": 0.9}')
+>>> res.applied, res.problems
+(1, [])
+>>> res = pipe.process(b'[{"ts": 1767225602, "model": "m", "y_true": 1}, {"ts": "x"}]')
+>>> [(p.index, p.code, p.field) for p in res.problems]
+[(0, 'missing_field', 'score'), (1, 'bad_value', 'ts')]
+>>> [s["count"] for s in pipe.flush()]
+[1]
+>>> pipe.counters["events"], pipe.counters["rejected"]
+(1, {'missing_field': 1, 'bad_value': 1})
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from streammetrics.stream.decoding import MAX_NESTING, decode_value
+from streammetrics.stream.events import EventParser
+from streammetrics.stream.records import EVENT_CODEC, Event, Rejection
+from streammetrics.stream.snapshots import snapshot_line
+from streammetrics.stream.windows import (
+    DEFAULT_MAX_FUTURE,
+    DEFAULT_MAX_KEYS,
+    EventRejected,
+    WindowManager,
+)
+
+__all__ = ["MessageResult", "Pipeline", "PipelineConfig", "Problem"]
+
+LATE_REASON = "late event: every window holding its time has closed"
+TOMBSTONE_REASON = "message has no value (tombstone)"
+
+
+@dataclass
+class PipelineConfig:
+    """What a :class:`Pipeline` computes; mirrors the ``replay``/``consume`` flags."""
+
+    task: str = "binary"
+    window: float = 60.0
+    slide: float | None = None
+    grace: float = 0.0
+    idle_close: float | None = None
+    threshold: float = 0.5
+    classes: list[Hashable] | None = None
+    labels: list[Hashable] | None = None
+    fields: dict[str, str] = field(default_factory=dict)
+    cumulative: bool = False
+    include_state: bool = True
+    max_future: float | None = DEFAULT_MAX_FUTURE
+    max_keys: int | None = DEFAULT_MAX_KEYS
+    max_snapshot_bytes: int | None = None
+    #: queue events per pane and apply them in vectorised batches (same results, faster)
+    batch: bool = True
+    #: most events queued per pane before they are applied (batch mode)
+    max_pending: int = 4096
+
+    def monitor_factory(self) -> Callable[[], Any]:
+        """A factory of empty monitors for the task; configuration errors raise ValueError now."""
+        from streammetrics.monitors import make_monitor
+
+        task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
+
+        def factory() -> Any:
+            return make_monitor(task, threshold=threshold, classes=classes, labels=labels)
+
+        factory()
+        return factory
+
+    def parser(self) -> EventParser:
+        return EventParser(self.task, classes=self.labels if self.task == "labels" else self.classes,
+                           fields=self.fields)
+
+
+class Problem:
+    """An event (or message) not applied: ``index`` in an array message (None: the whole
+    value or a single object), ``code`` (machine-readable), ``reason`` (one line), ``field``."""
+
+    __slots__ = ("code", "field", "index", "reason")
+
+    def __init__(self, index: int | None, code: str, reason: str, field: str | None = None) -> None:
+        self.index = index
+        self.code = code
+        self.reason = reason
+        self.field = field
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Problem):
+            return NotImplemented
+        return (self.index, self.code, self.reason, self.field) == (other.index, other.code, other.reason,
+                                                                     other.field)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable record
+
+    def __repr__(self) -> str:
+        return f"Problem(index={self.index!r}, code={self.code!r}, reason={self.reason!r}, field={self.field!r})"
+
+
+class MessageResult:
+    """What one message did: ``applied`` events, and a :class:`Problem` per element not applied.
+    Read-only by convention: the result of the common case (one event applied) is shared."""
+
+    __slots__ = ("applied", "problems")
+
+    def __init__(self, applied: int, problems: list[Problem]) -> None:
+        self.applied = applied
+        self.problems = problems
+
+    @property
+    def late(self) -> int:
+        """Elements refused as late."""
+        return sum(1 for p in self.problems if p.code == "late")
+
+    def __repr__(self) -> str:
+        return f"MessageResult(applied={self.applied}, problems={self.problems!r})"
+
+
+class _NoProblems(list):  # type: ignore[type-arg]
+    """The empty, unchangeable problem list of the shared common-case result."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("this result is shared: copy its problems before changing them")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse  # type: ignore[assignment]
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
+
+
+#: the result of the common message (one event applied), shared: results are read, not changed
+_APPLIED_ONE = MessageResult(1, _NoProblems())
+
+
+class Pipeline:
+    """decode -> parse -> window -> emit, without I/O; see the module docstring.
+
+    ``clock`` is the processing-time clock of idle closes; ``wall_clock`` the epoch clock that
+    ``max_future`` is measured against (both injectable for tests).
+    """
+
+    def __init__(
+        self,
+        config: PipelineConfig | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = c = config if config is not None else PipelineConfig()
+        if c.max_snapshot_bytes is not None and (isinstance(c.max_snapshot_bytes, bool)
+                                                 or not isinstance(c.max_snapshot_bytes, int)
+                                                 or c.max_snapshot_bytes < 1):
+            raise ValueError(f"max_snapshot_bytes must be a positive integer or None, got {c.max_snapshot_bytes!r}")
+        self.parser = c.parser()
+        self.windows = WindowManager(
+            c.monitor_factory(), c.window, c.slide, c.grace, c.idle_close or None,
+            cumulative=c.cumulative, include_state=c.include_state, batch=c.batch, max_pending=c.max_pending,
+            event_codec=EVENT_CODEC, clock=clock, max_future=c.max_future, wall_clock=wall_clock,
+            max_keys=c.max_keys,
+        )
+        self._parse = self.parser.parse
+        self._add = self.windows.add
+        self._fast = self.parser.fast_decode
+        self._messages = 0
+        self._events = 0
+        self._late = 0
+        self._snapshots = 0
+        self._degraded = 0
+        self._rejected: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ input
+    def process(self, value: bytes | bytearray | memoryview | str | None) -> MessageResult:
+        """One message value (a JSON object or an array of them; None: a tombstone)."""
+        self._messages += 1
+        if value is None:
+            return self._refused(None, "tombstone", TOMBSTONE_REASON, None)
+        fast = self._fast
+        if fast is not None and len(value) <= MAX_NESTING:  # too short to nest too deep: msgspec directly
+            try:
+                decoded = fast(value)
+            except Exception:  # noqa: BLE001 - refused: json decides, with its exact reason
+                decoded = decode_value(value, None)
+        else:
+            decoded = decode_value(value, fast)
+        cls = decoded.__class__
+        if cls is dict:
+            item = self._parse(decoded)
+            if item.__class__ is Event:  # the common message: one valid event for an open window
+                try:
+                    if self._add(item):
+                        self._events += 1
+                        return _APPLIED_ONE
+                except EventRejected as exc:
+                    return self._refused(None, exc.code, exc.reason, exc.field)
+                self._late += 1
+                return MessageResult(0, [Problem(None, "late", LATE_REASON, "ts")])
+            return self._refused(None, item.code, item.reason, item.field)
+        if cls is list:
+            return self._process_items(decoded)
+        if cls is Rejection:
+            return self._refused(None, decoded.code, decoded.reason, decoded.field)
+        item = self._parse(decoded)  # not an object: the parser says why
+        return self._refused(None, item.code, item.reason, item.field)
+
+    def process_event(self, event: Event) -> MessageResult:
+        """An already-parsed :class:`Event` (Spark rows, tests, other sources)."""
+        self._messages += 1
+        try:
+            if self._add(event):
+                self._events += 1
+                return _APPLIED_ONE
+        except EventRejected as exc:
+            return self._refused(None, exc.code, exc.reason, exc.field)
+        self._late += 1
+        return MessageResult(0, [Problem(None, "late", LATE_REASON, "ts")])
+
+    def _process_items(self, items: list) -> MessageResult:
+        parse, add = self._parse, self._add
+        applied = 0
+        problems: list[Problem] = []
+        rejected = self._rejected
+        for i, raw in enumerate(items):
+            item = parse(raw)
+            if item.__class__ is not Event:
+                rejected[item.code] = rejected.get(item.code, 0) + 1
+                problems.append(Problem(i, item.code, item.reason, item.field))
+                continue
+            try:
+                ok = add(item)
+            except EventRejected as exc:
+                rejected[exc.code] = rejected.get(exc.code, 0) + 1
+                problems.append(Problem(i, exc.code, exc.reason, exc.field))
+                continue
+            if ok:
+                applied += 1
+            else:
+                self._late += 1
+                problems.append(Problem(i, "late", LATE_REASON, "ts"))
+        self._events += applied
+        return MessageResult(applied, problems)
+
+    def _refused(self, index: int | None, code: str, reason: str, field_name: str | None) -> MessageResult:
+        self._rejected[code] = self._rejected.get(code, 0) + 1
+        return MessageResult(0, [Problem(index, code, reason, field_name)])
+
+    # ------------------------------------------------------------------ output
+    def poll(self, now: float | None = None) -> list[dict[str, Any]]:
+        """Snapshots ready since the last call (idle keys closed first when ``idle_close`` is set)."""
+        return self._emit(self.windows.poll(now))
+
+    def flush(self) -> list[dict[str, Any]]:
+        """End of input: close every open window and return every ready snapshot."""
+        return self._emit(self.windows.flush())
+
+    def _emit(self, snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        self._snapshots += len(snaps)
+        limit = self.config.max_snapshot_bytes
+        if limit is not None:
+            for i, snap in enumerate(snaps):
+                if len(snapshot_line(snap)) > limit:  # ASCII-only JSON: characters are bytes
+                    snaps[i] = self._degrade(snap, limit)
+                    self._degraded += 1
+        return snaps
+
+    def _degrade(self, snap: dict[str, Any], limit: int) -> dict[str, Any]:
+        """A smaller snapshot: coarser state if the monitor offers it, else no state, else no
+        nested metrics. Never raises."""
+        out = dict(snap)
+        state = out.get("state")
+        if state is not None:
+            coarse = _coarser_state(state, out, limit)
+            if coarse is not None:
+                out["state"] = coarse
+                out["state_coarsened"] = True
+                return out
+            del out["state"]
+            out["state_dropped"] = True
+            if len(snapshot_line(out)) <= limit:
+                return out
+        metrics = out.get("metrics")
+        if isinstance(metrics, Mapping):
+            out["metrics"] = {k: v for k, v in metrics.items() if not isinstance(v, (Mapping, list))}
+            out["metrics_truncated"] = True
+        return out
+
+    # ------------------------------------------------------------------ checkpoint
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe checkpoint: every key's open windows, queued events included."""
+        return {"type": "Pipeline", "version": 1, "task": self.config.task, "windows": self.windows.to_dict()}
+
+    def load_dict(self, data: Mapping[str, Any]) -> Pipeline:
+        """Replace the window state with a checkpoint from :meth:`to_dict`; ValueError (one line,
+        saying what differs) for anything else, leaving the state unchanged."""
+        if not isinstance(data, Mapping) or data.get("type") != "Pipeline":
+            raise ValueError("not a streammetrics Pipeline checkpoint (no type 'Pipeline')")
+        if data.get("version") != 1:
+            raise ValueError(f"Pipeline checkpoint version {data.get('version')!r} is not supported (expected 1)")
+        if data.get("task") != self.config.task:
+            raise ValueError(f"checkpoint is for task {data.get('task')!r}, this pipeline runs {self.config.task!r}")
+        self.windows.load_dict(data.get("windows"))  # type: ignore[arg-type]  # validated there
+        return self
+
+    # ------------------------------------------------------------------ introspection
+    @property
+    def counters(self) -> dict[str, Any]:
+        """Totals since construction: ``messages``, ``events`` (applied), ``rejected`` (by code,
+        late events excluded), ``late``, ``future`` and ``keys_overflow`` (also under
+        ``rejected``), ``keys_evicted``, ``keys`` (held now), ``snapshots``, ``snapshots_degraded``."""
+        rejected = dict(self._rejected)
+        return {
+            "messages": self._messages,
+            "events": self._events,
+            "rejected": rejected,
+            "late": self._late,
+            "future": rejected.get("future", 0),
+            "keys_overflow": rejected.get("key_limit", 0),
+            "keys_evicted": self.windows.evicted,
+            "keys": self.windows.key_count,
+            "snapshots": self._snapshots,
+            "snapshots_degraded": self._degraded,
+        }
+
+
+def _coarser_state(state: Mapping[str, Any], snap: dict[str, Any], limit: int) -> dict[str, Any] | None:
+    """The state of a coarser copy of the snapshot's monitor that fits ``limit``, when the
+    monitor type offers ``coarsened()``; else None."""
+    try:
+        from streammetrics.core.accumulator import from_dict
+
+        monitor = from_dict(state)
+        for _ in range(8):
+            coarsen = getattr(monitor, "coarsened", None)
+            if coarsen is None:
+                return None
+            monitor = coarsen()
+            candidate = monitor.to_dict()
+            if len(json.dumps({**snap, "state": candidate, "state_coarsened": True},
+                              separators=(",", ":"), allow_nan=False)) <= limit:
+                return candidate
+    except Exception:  # noqa: BLE001 - degrading must never fail: fall back to dropping the state
+        return None
+    return None

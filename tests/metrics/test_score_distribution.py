@@ -1,0 +1,76 @@
+"""ScoreDistribution: label-free score summary on BinaryScores' grid."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import streammetrics as sm
+from streammetrics.core.exceptions import UndefinedMetricWarning
+
+scores = st.one_of(st.floats(0.0, 1.0), st.floats(-50.0, 50.0), st.sampled_from([0.0, 1.0, 0.5]))
+weights = st.sampled_from([1.0, 0.0, 0.5, 2.0, 0.3])
+events = st.lists(st.tuples(scores, weights), max_size=80)
+
+
+@settings(max_examples=60, deadline=None)
+@given(events, st.sampled_from([0.0, 0.5, 0.7]))
+def test_mean_score_rate_and_histogram(evs, threshold):
+    d = sm.ScoreDistribution(threshold=threshold)
+    b = sm.BinaryScores()
+    for s, w in evs:
+        d.update(s, w)
+        b.update(0, s, w)
+    s = np.array([e[0] for e in evs], dtype=float)
+    w = np.array([e[1] for e in evs], dtype=float)
+    assert d.count == len(evs)
+    assert d.total_weight == pytest.approx(w.sum(), rel=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if w.sum() > 0:
+            assert d.mean_score() == pytest.approx(np.average(s, weights=w), rel=1e-9, abs=1e-12)
+            assert d.predicted_positive_rate() == pytest.approx(w[s >= threshold].sum() / w.sum(), rel=1e-12)
+        else:
+            assert math.isnan(d.mean_score()) and math.isnan(d.predicted_positive_rate())
+    # the same grid as BinaryScores: all scores of one class give the same histogram
+    thresholds, hist = d.histogram()
+    assert d.bins_per_octave == b.bins_per_octave
+    bt = b.roc_curve(drop_intermediate=False)[2] if len(evs) and w.sum() > 0 else None
+    assert hist.sum() == pytest.approx(w.sum(), rel=1e-12)
+    if bt is not None:
+        assert sorted(thresholds.tolist()) == sorted(x for x in bt.tolist() if np.isfinite(x))
+
+
+@settings(max_examples=40, deadline=None)
+@given(events)
+def test_batch_equals_per_event(evs):
+    one = sm.ScoreDistribution(max_bins=16)
+    for s, w in evs:
+        one.update(s, w)
+    batch = sm.ScoreDistribution(max_bins=16).update_many([e[0] for e in evs], [e[1] for e in evs])
+    a, b = one.to_dict(), batch.to_dict()
+    assert a["state"]["histogram"] == b["state"]["histogram"] and a["state"]["count"] == b["state"]["count"]
+    assert a["state"]["score_sum"] == pytest.approx(b["state"]["score_sum"], rel=1e-9, abs=1e-9)
+
+
+def test_exact_keeps_every_distinct_score_and_empty_warns():
+    d = sm.ScoreDistribution(exact=True).update_many([0.3, 0.1, 0.3, 0.9])
+    t, w = d.histogram()
+    assert t.tolist() == [0.1, 0.3, 0.9] and w.tolist() == [1.0, 2.0, 1.0]
+    with pytest.warns(UndefinedMetricWarning, match="No prediction"):
+        assert math.isnan(sm.ScoreDistribution().mean_score())
+
+
+def test_bad_input_changes_nothing():
+    d = sm.ScoreDistribution().update(0.2)
+    before = d.to_dict()
+    for args in [(float("nan"),), ("x",), (0.1, -1.0), (True,)]:
+        with pytest.raises((TypeError, ValueError)):
+            d.update(*args)
+    with pytest.raises(ValueError, match="scores"):
+        d.update_many([0.1, float("inf")])
+    with pytest.raises(ValueError):
+        d.update_many([0.1, 0.2], [1.0])
+    assert d.to_dict() == before

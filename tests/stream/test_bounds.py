@@ -1,0 +1,288 @@
+"""Bounds in time: advancing windows costs O(open panes), not O(elapsed time / slide); events
+far ahead of the wall clock are refused. Costs are counted in executed lines of
+``windows.py`` (a budget, never a timing)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from streammetrics.core.accumulator import Accumulator
+from streammetrics.stream import windows as windows_module
+from streammetrics.stream.windows import EventRejected, WindowManager
+
+
+@dataclass(frozen=True)
+class Ev:
+    ts: float
+    model: str
+    segment: str
+    id: int
+
+
+class IdsMonitor(Accumulator):
+    """Test monitor remembering which events it saw."""
+
+    type_name = "tests.BoundsIdsMonitor"
+
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+        self.count = 0
+        self.total_weight = 0.0
+
+    def update_event(self, ev: Ev) -> IdsMonitor:
+        self.ids.append(ev.id)
+        self.count += 1
+        self.total_weight += 1.0
+        return self
+
+    def update_events(self, evs: list[Ev]) -> IdsMonitor:
+        for ev in evs:
+            self.update_event(ev)
+        return self
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"ids": sorted(self.ids)}
+
+    def _state(self) -> dict[str, Any]:
+        return {"ids": self.ids, "count": self.count}
+
+    def _load_state(self, state: dict[str, Any]) -> None:
+        self.ids = [int(i) for i in state["ids"]]
+        self.count = int(state["count"])
+        self.total_weight = float(self.count)
+
+    def _merge_state(self, other: IdsMonitor) -> None:
+        self.ids = self.ids + other.ids
+        self.count += other.count
+        self.total_weight += other.total_weight
+
+    def _reset_state(self) -> None:
+        self.__init__()  # type: ignore[misc]  # re-initialise in place, as the protocol's reset expects
+
+
+class OverBudget(Exception):
+    pass
+
+
+@contextmanager
+def line_budget(limit: int):
+    """Raise OverBudget once more than ``limit`` lines of windows.py have run (no timing: the
+    old code, stepping through every empty window, would run for minutes)."""
+    target = windows_module.__file__
+    count = [0]
+
+    def local(frame, event, arg):
+        if event == "line":
+            count[0] += 1
+            if count[0] > limit:
+                raise OverBudget(f"more than {limit} lines of windows.py")
+        return local
+
+    def global_(frame, event, arg):
+        return local if frame.f_code.co_filename == target else None
+
+    old = sys.gettrace()
+    sys.settrace(global_)
+    try:
+        yield count
+    finally:
+        sys.settrace(old)
+
+
+YEAR_9999 = 253402300000.0
+NOW = 1_767_225_600.0
+
+
+@pytest.mark.parametrize("batch", [False, True])
+@pytest.mark.parametrize("size,slide", [(60, None), (60, 10), (1, None)])
+@pytest.mark.parametrize("first,second", [(NOW, YEAR_9999), (NOW, 4102444800.0), (0.0, NOW)])
+def test_a_far_jump_in_event_time_costs_a_bounded_number_of_steps(batch, size, slide, first, second):
+    wm = WindowManager(IdsMonitor, size, slide, batch=batch, max_future=None)
+    with line_budget(20_000):
+        wm.add(Ev(first, "m", "", 0))
+        wm.add(Ev(first + 1, "m", "", 1))
+        wm.add(Ev(second, "m", "", 2))  # closes every window of the first events, jumps the gap
+        snaps = wm.poll()
+        snaps += wm.flush()
+    ids = sorted(i for s in snaps for i in s["metrics"]["ids"])
+    per_event = (size // (slide or size))
+    assert len(snaps) <= 3 * per_event
+    assert set(ids) == {0, 1, 2}
+
+
+def test_idle_close_and_flush_jump_empty_ranges():
+    now = [0.0]
+    wm = WindowManager(IdsMonitor, 10, 5, idle_close=5, clock=lambda: now[0], max_future=None)
+    with line_budget(20_000):
+        for i, t in enumerate([0.0, 1e9, 5e9, YEAR_9999]):
+            wm.add(Ev(t, "m", str(i % 2), i))
+        now[0] = 100
+        snaps = wm.poll()
+        snaps += wm.flush()
+    assert sorted(i for s in snaps for i in s["metrics"]["ids"]) == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_event_beyond_max_future_is_refused_and_does_not_advance_stream_time():
+    wall = [NOW]
+    wm = WindowManager(IdsMonitor, 60, max_future=3600, wall_clock=lambda: wall[0])
+    assert wm.add(Ev(NOW - 100, "m", "", 0))
+    before = wm.to_dict()
+    with pytest.raises(EventRejected) as info:
+        wm.add(Ev(NOW + 3601, "m", "", 1))
+    assert info.value.code == "future" and info.value.field == "ts"
+    assert "max_future" in info.value.reason
+    assert wm.to_dict() == before and wm.rejected == {"future": 1}
+    assert wm.add(Ev(NOW - 90, "m", "", 3))  # not late: the refused event moved nothing
+    assert wm.add(Ev(NOW + 3600, "m", "", 2))  # exactly at the bound: accepted
+    wall[0] += 7200  # the wall clock moves on: the bound follows
+    assert wm.add(Ev(NOW + 3601, "m", "", 4))
+
+
+def test_max_future_none_or_zero_disables_and_bad_values_are_refused():
+    for off in (None, 0):
+        wm = WindowManager(IdsMonitor, 60, max_future=off, wall_clock=lambda: 0.0)
+        assert wm.add(Ev(YEAR_9999, "m", "", 0))
+    for bad in (-1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="max_future"):
+            WindowManager(IdsMonitor, 60, max_future=bad)
+
+
+def test_replay_keeps_every_event_but_the_far_future_one(tmp_path, capsys):
+    import json
+
+    from streammetrics.cli import main
+
+    lines = []
+    for i in range(2001):
+        ts = NOW + i * 0.5
+        if i == 1000:
+            ts = 253402300000  # year 9999
+        lines.append(json.dumps({"ts": ts, "model": "m", "y_true": i % 2, "score": (i % 7) / 7}))
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    code = main(["replay", str(path), "--window", "60s"])
+    out, err = capsys.readouterr()
+    snaps = [json.loads(line) for line in out.splitlines()]
+    assert code == 0
+    assert sum(s["count"] for s in snaps) == 2000
+    assert all(s["late"] == 0 for s in snaps)
+    assert "line 1001:" in err and "max_future" in err
+    assert "2000 events applied, 1 rejected, 0 late" in err
+    # disabled: the far-future event is applied and the rest of the key turns late (the hazard)
+    assert main(["replay", str(path), "--window", "60s", "--max-future", "0", "-q"]) == 0
+    out, err = capsys.readouterr()
+    assert "1000 late" in err
+
+
+# ----------------------------------------------------------------------------- keys
+def idle_manager(now, **kw):
+    return WindowManager(IdsMonitor, 10, idle_close=30, clock=lambda: now[0], max_future=None, **kw)
+
+
+def test_a_key_whose_windows_all_closed_is_evicted_and_its_late_events_stay_late():
+    now = [0.0]
+    wm = idle_manager(now)
+    wm.add(Ev(3, "m", "", 0))
+    wm.add(Ev(4, "m", "", 1))
+    now[0] = 30
+    [snap] = wm.poll()
+    assert snap["metrics"]["ids"] == [0, 1]
+    assert wm.key_count == 0 and wm.evicted == 1 and wm.open_panes() == 0
+    # an event for the closed window: late, counted, no second snapshot for [0, 10)
+    assert not wm.add(Ev(5, "m", "", 2))
+    assert wm.late_count("m") == 1
+    now[0] = 60
+    assert wm.poll() == [] and wm.key_count == 0
+    # newer events open new windows; the snapshot carries the key's late total
+    assert wm.add(Ev(12, "m", "", 3))
+    [snap] = wm.flush()
+    assert snap["window"]["start"] == 10 and snap["late"] == 1
+
+
+def test_forgotten_keys_bound_the_rest_by_their_frontier():
+    now = [0.0]
+    wm = idle_manager(now, max_keys=2)
+    for i, model in enumerate(["a", "b", "c"]):
+        wm.add(Ev(100 + i, model, "", i))
+        now[0] += 30
+        wm.poll()
+    assert wm.key_count == 0 and wm.evicted == 3
+    state = wm.to_dict()
+    assert [c[0] for c in state["closed"]] == ["b", "c"] and state["forgotten_next"] == 11
+    # "a" is forgotten: an event for its closed window is late by the forgotten frontier
+    assert not wm.add(Ev(105, "a", "", 10))
+    # a new key too: windows below the frontier may have been emitted under any forgotten key
+    assert not wm.add(Ev(109, "new", "", 11))
+    assert wm.add(Ev(110, "new", "", 12))
+    restored = idle_manager(now, max_keys=2).load_dict(json.loads(json.dumps(wm.to_dict())))
+    assert restored.to_dict() == wm.to_dict()
+
+
+def test_max_keys_refuses_a_new_key_and_changes_nothing():
+    wm = WindowManager(IdsMonitor, 10, max_keys=2, max_future=None)
+    assert wm.add(Ev(1, "a", "", 0)) and wm.add(Ev(1, "b", "", 1))
+    before = wm.to_dict()
+    with pytest.raises(EventRejected) as info:
+        wm.add(Ev(1, "c", "", 2))
+    assert info.value.code == "key_limit" and "max_keys=2" in info.value.reason
+    assert wm.to_dict() == before and wm.rejected == {"key_limit": 1}
+    assert wm.add(Ev(2, "a", "", 3))  # held keys go on
+    with pytest.raises(ValueError, match="max_keys"):
+        WindowManager(IdsMonitor, 10, max_keys=1).load_dict(before)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="max_keys"):
+            WindowManager(IdsMonitor, 10, max_keys=bad)
+
+
+def test_churning_keys_never_emit_a_window_twice():
+    now = [0.0]
+    wm = idle_manager(now, max_keys=5)
+    seen = set()
+    for i in range(400):
+        model = f"k{i % 13}"
+        ts = 10 + i * 0.7 - (i % 5) * 9  # out of order, some late
+        try:
+            wm.add(Ev(ts, model, "", i))
+        except EventRejected:
+            pass
+        now[0] += 7
+        for s in wm.poll():
+            key = (s["key"]["model"], s["window"]["start"])
+            assert key not in seen, f"window {key} emitted twice"
+            seen.add(key)
+    assert wm.key_count <= 5 and len(wm.to_dict()["closed"]) <= 5
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs Linux /proc")
+def test_memory_is_flat_over_a_million_churning_keys():
+    """RSS after 200k and after 1M keys, each key seen once and idle-closed: without eviction
+    (or with an unbounded memory of evicted keys) 800k more keys cost hundreds of MB."""
+    import gc
+
+    now = [0.0]
+    wm = WindowManager(IdsMonitor, 10, idle_close=1, clock=lambda: now[0], max_future=None, max_keys=10_000,
+                       batch=True)
+    marks = {}
+    for i in range(1_000_000):
+        wm.add(Ev(NOW + i * 0.001, f"model-{i}", "", i))
+        if i % 1000 == 999:
+            now[0] += 1
+            wm.poll()
+        if i + 1 in (200_000, 1_000_000):
+            gc.collect()
+            marks[i + 1] = rss_bytes()
+    assert wm.evicted == 1_000_000 and wm.key_count == 0
+    growth = marks[1_000_000] - marks[200_000]
+    assert growth < 16 * 2**20, f"RSS grew by {growth / 2**20:.0f} MiB from 200k to 1M keys"
