@@ -5,7 +5,8 @@ The same number of binary events (default 1,000,000) spread over 10 minutes of e
 ``m00000``..., segment ""). At 10,000 keys and 1M events each window of each key holds ~10
 events, so the run closes ~100,000 windows: the cost per snapshot (metrics, state encoding,
 JSON) dominates. Each configuration replays its JSONL file exactly as ``streammetrics replay``
-does (``replay_lines``, ``make_monitor("binary")``, batch windows, state included, snapshots
+does (``replay_lines`` through a ``Pipeline`` of the default ``PipelineConfig``: binary task,
+batch windows, state included, ``max_keys`` 100,000, snapshots
 written to /dev/null). Rounds interleave the configurations so that load from other processes
 hits all alike; each rate is the best of ``--repeats`` rounds, and the ratio is to the
 one-key rate of the same run.
@@ -20,7 +21,7 @@ Target (issue 12): 10,000 keys at >= 0.4x the one-key rate (goal 0.5).
 ``snapshot`` = :func:`streammetrics.monitors.fast_snapshot.binary_snapshot` ("fast snapshot"),
 and that plus ``update_events`` applying batches of at most 32 events one by one instead of
 through numpy ("+ small batches per event"; windows drain ~10 events per pane at 10,000 keys),
-and that plus ``BinaryScores.to_dict`` encoding histograms of at most 256 keys without numpy
+and that plus ``BinaryScores``/``ScoreDistribution`` encoding histograms of at most 256 keys without numpy
 (:mod:`streammetrics.kernels.histogram_json`, "+ small state encoding"; patched in for the run).
 """
 from __future__ import annotations
@@ -39,12 +40,11 @@ from typing import Any
 
 from streammetrics.kernels.histogram import histograms_to_json
 from streammetrics.kernels.histogram_json import SMALL_KEYS, small_histograms_to_json
-from streammetrics.metrics import binary_scores
-from streammetrics.monitors import BinaryMonitor, make_monitor
+from streammetrics.metrics import binary_scores, score_distribution
+from streammetrics.monitors import BinaryMonitor
 from streammetrics.monitors.fast_snapshot import binary_snapshot
-from streammetrics.stream.events import EventParser
+from streammetrics.stream.pipeline import Pipeline, PipelineConfig
 from streammetrics.stream.replay import replay_lines
-from streammetrics.stream.windows import WindowManager
 
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 DURATION = 600.0  # ten 60 s windows
@@ -99,24 +99,37 @@ def small_histograms_json(hists: Any, names: Any) -> dict[str, Any]:
 
 
 SMALL_BATCH = 32
-VARIANTS = {"": lambda: make_monitor("binary"), "fast snapshot": FastSnapshotMonitor,
+VARIANTS: dict[str, Any] = {"": None, "fast snapshot": FastSnapshotMonitor,
             "+ small batches per event": SmallBatchMonitor, "+ small state encoding": SmallBatchMonitor}
+
+
+class VariantConfig(PipelineConfig):
+    """The default configuration, with the monitor of a prototype variant."""
+
+    variant = ""
+
+    def monitor_factory(self) -> Any:
+        return VARIANTS[self.variant] if self.variant else super().monitor_factory()
 
 
 def replay(path: str, variant: str = "") -> tuple[int, int]:
     """One replay as ``streammetrics replay FILE --task binary`` runs it; (events, snapshots)."""
-    windows = WindowManager(VARIANTS[variant], 60, batch=True, include_state=True)
-    if variant == "+ small state encoding":
-        binary_scores.histograms_to_json = small_histograms_json
+    config = VariantConfig(window=60.0)
+    config.variant = variant
+    pipeline = Pipeline(config)
+    patched = (binary_scores, score_distribution) if variant == "+ small state encoding" else ()
+    for module in patched:
+        module.histograms_to_json = small_histograms_json  # type: ignore[attr-defined]  # prototype
     try:
         with open(path, "rb") as fh, open(os.devnull, "w") as sink:
             def write(line: str) -> None:
                 sink.write(line)
                 sink.write("\n")
 
-            stats = replay_lines(fh, EventParser("binary"), windows, write)
+            stats = replay_lines(fh, pipeline, write)
     finally:
-        binary_scores.histograms_to_json = histograms_to_json
+        for module in patched:
+            module.histograms_to_json = histograms_to_json  # type: ignore[attr-defined]
     return stats.events, stats.snapshots
 
 

@@ -11,13 +11,12 @@ histogram dicts, the bounds recomputing the AUC). Here the same numbers come fro
   methods, whose numpy arrays are then worth their set-up),
 
 giving the same dict (same keys, same order; values equal to 1e-12, ``None`` in the same
-places). Log loss, Brier score, counts and rates are read as before. To wire it in:
+places). Log loss, Brier score, counts and rates are read from the accumulators' sums. To wire it in:
 ``BinaryMonitor.snapshot`` returns ``binary_snapshot(self)``.
 """
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
 
 import numpy as np
@@ -25,6 +24,7 @@ import numpy as np
 from streammetrics.kernels.binning import LogGridBinning
 from streammetrics.kernels.counts import binary_confusion_metrics
 from streammetrics.kernels.ranking_small import SMALL_LEVELS, levels, ranking_summary
+from streammetrics.monitors.base import json_number, quiet, quiet_pair
 
 __all__ = ["binary_snapshot"]
 
@@ -70,16 +70,6 @@ def _number(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _quiet(fn: Any) -> float | None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            value = fn()
-        except (ValueError, ZeroDivisionError):
-            return None
-    return _number(float(value))
-
-
 def _ranking(sc: Any) -> dict[str, float | None]:
     neg_w, pos_w = sc._neg.weights, sc._pos.weights
     if len(neg_w) + len(pos_w) <= SMALL_LEVELS:
@@ -88,26 +78,23 @@ def _ranking(sc: Any) -> dict[str, float | None]:
         if sc._one_class():  # BinaryScores.roc_auc: undefined once a class has no events
             out["roc_auc"] = out["roc_auc_low"] = out["roc_auc_high"] = None
         return out
-    from streammetrics.monitors import _quiet_pair  # the numpy path for large windows
-
-    low, high = _quiet_pair(sc.roc_auc_bounds)
-    return {"roc_auc": _quiet(sc.roc_auc), "roc_auc_low": low, "roc_auc_high": high,
-            "average_precision": _quiet(sc.average_precision)}
+    low, high = quiet_pair(sc.roc_auc_bounds)  # the numpy path for large windows
+    return {"roc_auc": quiet(sc.roc_auc), "roc_auc_low": low, "roc_auc_high": high,
+            "average_precision": quiet(sc.average_precision)}
 
 
 def binary_snapshot(monitor: Any) -> dict[str, Any]:
     """The dict ``BinaryMonitor.snapshot()`` returns, computed in plain floats."""
-    cm, sc = monitor.confusion, monitor.scores
-    cells = cm._cells
-    get = cells.get
-    total = cm.total_weight
+    cm, sc, pr = monitor.confusion, monitor.scores, monitor.predictions
+    get = cm._cells.get
     conf = binary_confusion_metrics(get((0, 0), 0.0), get((0, 1), 0.0), get((1, 0), 0.0), get((1, 1), 0.0))
     rank = _ranking(sc)
     outside = sc._outside != [None, None]
-    weight = sc.total_weight
+    weight = sc.total_weight  # labelled events
+    seen = pr.total_weight  # every prediction (label-free ones too)
     return {
         "count": monitor.count,
-        "total_weight": _number(float(total)),
+        "total_weight": json_number(seen),
         "accuracy": conf["accuracy"],
         "balanced_accuracy": conf["balanced_accuracy"],
         "precision": conf["precision"],
@@ -122,6 +109,6 @@ def binary_snapshot(monitor: Any) -> dict[str, Any]:
         "log_loss": None if outside or not weight > 0 else _number(sc._log_loss_sum() / weight),
         "brier_score": None if outside or not weight > 0 else _number(sc._sums[1] / weight),
         "positive_rate": conf["positive_rate"],
-        "predicted_positive_rate": conf["predicted_positive_rate"],
-        "mean_score": _number(monitor.score_sum / total) if total > 0 else None,
+        "predicted_positive_rate": _number(pr.positive_weight / seen) if seen > 0 else None,
+        "mean_score": _number(pr.score_sum / seen) if seen > 0 else None,
     }

@@ -18,7 +18,8 @@ from streammetrics.kernels.counts import (
     label_metrics,
 )
 from streammetrics.metrics.confusion import ConfusionMatrix
-from streammetrics.monitors import BinaryMonitor, _label_metrics
+from streammetrics.monitors import BinaryMonitor
+from streammetrics.monitors.labels import label_metrics as monitor_label_metrics
 
 DYADIC = [0.0, 0.5, 1.0, 2.0, 3.25]
 TOL = 1e-12
@@ -178,13 +179,13 @@ def test_label_metrics_match_sklearn(stream):
 
 @given(streams())
 def test_label_metrics_match_the_monitors(stream):
-    """Same values as the multiclass/label monitors' _label_metrics (through ConfusionMatrix)."""
+    """Same values as the multiclass/label monitors' label_metrics (through ConfusionMatrix)."""
     y, p, w, k = stream
     labels = list(range(k))
     cm = ConfusionMatrix(labels=labels)
     if y:
         cm.update_many(y, p, w)
-    ref = _label_metrics(cm, labels)
+    ref = monitor_label_metrics(cm, labels)
     matrix = cells(y, p, w, k)
     ours = label_metrics(matrix)
     for name, value in ours.items():
