@@ -17,12 +17,13 @@ one-key rate of the same run.
 
 Target (issue 12): 10,000 keys at >= 0.4x the one-key rate (goal 0.5).
 
-``--prototypes`` adds two rows on the largest key count, same run, same file: the monitor with
-``snapshot`` = :func:`streammetrics.monitors.fast_snapshot.binary_snapshot` ("fast snapshot"),
-and that plus ``update_events`` applying batches of at most 32 events one by one instead of
-through numpy ("+ small batches per event"; windows drain ~10 events per pane at 10,000 keys),
-and that plus ``BinaryScores``/``ScoreDistribution`` encoding histograms of at most 256 keys without numpy
-(:mod:`streammetrics.kernels.histogram_json`, "+ small state encoding"; patched in for the run).
+``BinaryMonitor.snapshot`` is :func:`streammetrics.monitors.fast_snapshot.binary_snapshot`
+(plain floats) since this branch. ``--prototypes`` adds rows on the largest key count, same
+run, same file: the monitor with ``update_events`` applying batches of at most 32 events one by
+one instead of through numpy ("small batches per event"; windows drain ~10 events per pane at
+10,000 keys), and that plus ``BinaryScores``/``ScoreDistribution`` encoding histograms of at
+most 256 keys without numpy (:mod:`streammetrics.kernels.histogram_json`, "+ small state
+encoding"; patched in for the run).
 """
 from __future__ import annotations
 
@@ -42,7 +43,6 @@ from streammetrics.kernels.histogram import histograms_to_json
 from streammetrics.kernels.histogram_json import SMALL_KEYS, small_histograms_to_json
 from streammetrics.metrics import binary_scores, score_distribution
 from streammetrics.monitors import BinaryMonitor
-from streammetrics.monitors.fast_snapshot import binary_snapshot
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig
 from streammetrics.stream.replay import replay_lines
 
@@ -71,14 +71,7 @@ def write_events(path: str, n: int, keys: int, seed: int = 1) -> None:
             fh.write("\n")
 
 
-class FastSnapshotMonitor(BinaryMonitor):
-    """Prototype: the snapshot from plain floats (same dict, see monitors.fast_snapshot)."""
-
-    def snapshot(self) -> dict[str, Any]:
-        return binary_snapshot(self)
-
-
-class SmallBatchMonitor(FastSnapshotMonitor):
+class SmallBatchMonitor(BinaryMonitor):
     """Prototype: small batches go through the per-event path (no numpy set-up)."""
 
     def update_events(self, events: Any) -> SmallBatchMonitor:
@@ -99,8 +92,8 @@ def small_histograms_json(hists: Any, names: Any) -> dict[str, Any]:
 
 
 SMALL_BATCH = 32
-VARIANTS: dict[str, Any] = {"": None, "fast snapshot": FastSnapshotMonitor,
-            "+ small batches per event": SmallBatchMonitor, "+ small state encoding": SmallBatchMonitor}
+VARIANTS: dict[str, Any] = {"": None, "small batches per event": SmallBatchMonitor,
+                            "+ small state encoding": SmallBatchMonitor}
 
 
 class VariantConfig(PipelineConfig):
@@ -173,28 +166,35 @@ def main() -> None:
         if args.prototypes:
             configs += [(counts[-1], v) for v in VARIANTS if v]
         times: dict[tuple[int, str], list[float]] = {c: [] for c in configs}
+        cpu: dict[tuple[int, str], list[float]] = {c: [] for c in configs}
         snaps: dict[tuple[int, str], int] = {}
         for _ in range(args.repeats):  # interleaved rounds
             for k, variant in configs:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 events, snaps[k, variant] = replay(paths[k], variant)
                 times[k, variant].append(time.perf_counter() - t0)
+                cpu[k, variant].append(time.process_time() - c0)
                 assert events == n, (events, n)
     base_cfg = configs[0]
     t_base = min(times[base_cfg])
     print(f"{n:,} binary events over {DURATION:.0f} s of event time (60 s windows), "
           f"best of {args.repeats} interleaved rounds")
+    c_base = min(cpu[base_cfg])
     print(f"{'keys':>7} {'variant':<26} {'ev/key/window':>13} {'snapshots':>10} {'events/s':>11} {'ratio':>6} "
-          f"{'us/snapshot*':>13} {'spread':>7}")
+          f"{'us/snapshot*':>13} {'spread':>7} {'ev/CPU-s':>11} {'ratio':>6} {'CPU us/snap*':>13}")
     for k, variant in configs:
         best = min(times[k, variant])
         extra = snaps[k, variant] - snaps[base_cfg]
         per_snap = (best - t_base) / extra * 1e6 if extra > 0 else 0.0
         spread = max(times[k, variant]) / best - 1.0
+        c_best = min(cpu[k, variant])
+        c_snap = (c_best - c_base) / extra * 1e6 if extra > 0 else 0.0
         print(f"{k:>7,} {variant or 'today':<26} {n / k / (DURATION / 60):>13,.0f} {snaps[k, variant]:>10,} "
-              f"{n / best:>11,.0f} {t_base / best:>6.3f} {per_snap:>13.0f} {spread:>6.0%}")
+              f"{n / best:>11,.0f} {t_base / best:>6.3f} {per_snap:>13.0f} {spread:>6.0%} "
+              f"{n / c_best:>11,.0f} {c_base / c_best:>6.3f} {c_snap:>13.0f}")
     print("ratio: to the first row's best; * extra time over the first row per extra snapshot; "
-          "spread = slowest/best round - 1")
+          "spread = slowest/best round - 1; CPU: this process's CPU time (time.process_time), which "
+          "waiting for a core on a shared machine does not inflate")
     medians = {c: statistics.median(v) for c, v in times.items()}
     print("median-based ratios: " + ", ".join(
         f"{k:,} {v or 'today'}: {medians[base_cfg] / medians[k, v]:.3f}" for k, v in configs))
