@@ -44,7 +44,10 @@ def small_histograms_to_json(weights: Sequence[Mapping], names: Sequence[str], e
             deltas.append(int(k) - prev)
             prev = int(k)
         out = {"key_deltas": deltas}
+    limit = _INT_LIMIT
     for name, w in zip(names, weights):
         get = w.get
-        out[name] = [_compact(get(k, 0.0)) for k in keys]
+        # _compact inlined: one comprehension, no call per value
+        out[name] = [int(v) if v.is_integer() and -limit < v < limit else v
+                     for v in [float(get(k, 0.0)) for k in keys]]
     return out
