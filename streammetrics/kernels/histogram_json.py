@@ -22,12 +22,6 @@ SMALL_KEYS = 256
 _INT_LIMIT = 2.0**53
 
 
-def _compact(value: float) -> int | float:
-    """As ``histogram._compact``: whole weights below 2**53 as ints, others as floats."""
-    v = float(value)
-    return int(v) if v.is_integer() and abs(v) < _INT_LIMIT else v
-
-
 def small_histograms_to_json(weights: Sequence[Mapping], names: Sequence[str], exact: bool) -> dict[str, Any]:
     """``{"key_deltas" | "scores": [...], names[i]: [...]}`` of histograms given as their
     ``{key: weight}`` dicts: the same dict ``histograms_to_json`` returns for them."""
@@ -47,7 +41,7 @@ def small_histograms_to_json(weights: Sequence[Mapping], names: Sequence[str], e
     limit = _INT_LIMIT
     for name, w in zip(names, weights):
         get = w.get
-        # _compact inlined: one comprehension, no call per value
+        # as histogram._compact: whole weights below 2**53 as ints, others as floats
         out[name] = [int(v) if v.is_integer() and -limit < v < limit else v
                      for v in [float(get(k, 0.0)) for k in keys]]
     return out
