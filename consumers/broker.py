@@ -226,7 +226,7 @@ class EmbeddedBroker:
 
     def _wait_ready(self, deadline: float) -> str:
         """Poll until ready; returns 'ready', 'port taken', 'exited' or 'timeout'."""
-        assert self._proc is not None
+        assert self._proc is not None and self.port is not None  # set by start()
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 log_text = self.log_tail(200)

@@ -104,7 +104,7 @@ def _watch(bootstrap: str, topic: str, out: TextIO, stop: threading.Event, seen:
 
 def run_demo(args: Any, out: TextIO = sys.stdout) -> int:
     try:
-        from consumers.broker import EmbeddedBroker, create_topics
+        from consumers.broker import BrokerError, EmbeddedBroker, create_topics
 
         from .service import MetricsService, ServiceConfig
     except ImportError as exc:
@@ -118,7 +118,12 @@ def run_demo(args: Any, out: TextIO = sys.stdout) -> int:
             bootstrap = args.bootstrap_servers
         else:
             print("starting a local Kafka-protocol broker (tansu, in memory) ...", file=out, flush=True)
-            broker = EmbeddedBroker().start()
+            try:
+                broker = EmbeddedBroker().start()
+            except BrokerError as exc:  # e.g. only the kafka extra: no tansu binary
+                print(f"streammetrics demo: {exc}; or run it against a Kafka broker with --bootstrap-servers "
+                      "HOST:PORT", file=sys.stderr)
+                return 2
             bootstrap = broker.bootstrap_servers
         try:
             create_topics(bootstrap, {args.topic: 3, args.output_topic: 1, dlq_topic: 1},
@@ -181,7 +186,7 @@ def _write_report(snapshots: list, path: str, out: TextIO) -> None:
 
         # fraud-v2/web's ranking quality decays through the stream: the alert marks where
         write_report(snapshots, path, title="streammetrics demo", alerts=DEMO_ALERTS)
-    except ImportError as exc:
+    except (ImportError, OSError, ValueError) as exc:  # no matplotlib (only the kafka extra), unwritable path
         print(f"(no report: {exc})", file=out)
         return
     print(f"report written to {os.path.abspath(path)}", file=out)

@@ -11,11 +11,23 @@
   ``streammetrics_consumer_lag{topic, partition}`` and
   ``streammetrics_last_checkpoint_timestamp_seconds``.
 
+Bounded: the per-key gauges cover at most ``max_keys`` keys (``--metrics-keys``, default 100;
+0 turns them off): the keys with the most events in their latest closed window. A key with
+more events than the smallest exported one takes its place (that key's series disappear);
+the others are counted in ``streammetrics_metric_keys_skipped_total``. Snapshots themselves
+always carry every key.
+
+The HTTP server serves at most ``max_connections`` connections at once (default 16), one
+thread each; a connection beyond that is closed at once (counted in
+``streammetrics_http_refused_total``), and a connection idle for ``timeout`` seconds (default
+10) is closed, so idle or slow clients cannot exhaust threads or file descriptors.
+
 ``/healthz`` answers 200 ``ok`` while the poll loop has run within ``stall_after`` seconds,
-503 otherwise.
+503 ``stalled`` otherwise (or once the service has stopped on a failure).
 """
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,7 +42,11 @@ __all__ = ["ServiceMetrics", "MetricsServer"]
 class ServiceMetrics:
     """The service's Prometheus metrics, in a registry of their own."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_keys: int = 100) -> None:
+        if max_keys < 0:
+            raise ValueError(f"--metrics-keys must be 0 or more, got {max_keys}")
+        self.max_keys = max_keys
+        self._exported: dict[tuple[str, str], tuple[int, tuple[str, ...]]] = {}  # key -> (count, metric names)
         r = self.registry = CollectorRegistry()
         self.messages = Counter("streammetrics_messages", "Kafka messages read", registry=r)
         self.events = Counter("streammetrics_events", "Prediction events applied to windows", registry=r)
@@ -48,36 +64,123 @@ class ServiceMetrics:
                          ["topic", "partition"], registry=r)
         self.last_checkpoint = Gauge("streammetrics_last_checkpoint_timestamp_seconds",
                                      "Wall time of the last checkpoint and offset commit", registry=r)
+        self.rollbacks = Counter("streammetrics_rollbacks", "Partitions rolled back to their checkpoint after an "
+                                 "internal error", registry=r)
+        self.offset_resets = Counter("streammetrics_offset_resets", "Checkpoint offsets found beyond the "
+                                     "partition's end (topic recreated): read from the start", registry=r)
+        self.checkpoint_failures = Counter("streammetrics_checkpoint_failures", "Checkpoint writes that failed",
+                                           registry=r)
+        self.oversized_snapshots = Counter("streammetrics_oversized_snapshots", "Snapshots over the producer's "
+                                           "max_request_size, by outcome (state_dropped, dropped)", ["outcome"],
+                                           registry=r)
+        self.truncated_dead_letters = Counter("streammetrics_truncated_dead_letters", "Dead letters whose value "
+                                              "was truncated to fit max_request_size", registry=r)
+        self.keys_skipped = Counter("streammetrics_metric_keys_skipped", "Closed windows whose key is not among "
+                                    "the --metrics-keys exported ones", registry=r)
+        self.keys_exported = Gauge("streammetrics_metric_keys", "Keys with per-key gauges", registry=r)
+        self.http_refused = Counter("streammetrics_http_refused", "HTTP connections closed at once: "
+                                    "max_connections reached", registry=r)
         self.last_poll = time.monotonic()
+        #: set when the service stopped on a failure: /healthz then answers 503
+        self.failed = False
 
     def observe_snapshot(self, snapshot: dict[str, Any]) -> None:
-        """Count a published snapshot and expose its flat numeric metrics as gauges."""
+        """Count a published snapshot and expose its flat numeric metrics as gauges (for at most
+        ``max_keys`` keys: those with the most events in their latest window)."""
         self.snapshots.inc()
         if not snapshot.get("final"):
             return
         model, segment = snapshot["key"]["model"], snapshot["key"]["segment"]
+        key = (model, segment)
+        count = snapshot.get("count") or 0
+        if key not in self._exported:
+            if len(self._exported) >= self.max_keys:
+                if not self._exported:
+                    self.keys_skipped.inc()
+                    return
+                smallest = min(self._exported, key=lambda k: self._exported[k][0])
+                if self._exported[smallest][0] >= count:
+                    self.keys_skipped.inc()
+                    return
+                self._forget(smallest)
+        names = tuple(name for name, value in snapshot["metrics"].items()
+                      if isinstance(value, (int, float)) and not isinstance(value, bool))
+        old = self._exported.get(key)
+        if old is not None:
+            for name in set(old[1]) - set(names):
+                self.window_metric.remove(model, segment, name)
+        self._exported[key] = (count, names)
+        self.keys_exported.set(len(self._exported))
         self.window_end.labels(model, segment).set(snapshot["window"]["end"])
-        for name, value in snapshot["metrics"].items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                self.window_metric.labels(model, segment, name).set(value)
+        metrics = snapshot["metrics"]
+        for name in names:
+            self.window_metric.labels(model, segment, name).set(metrics[name])
+
+    def _forget(self, key: tuple[str, str]) -> None:
+        _, names = self._exported.pop(key)
+        for name in names:
+            self.window_metric.remove(key[0], key[1], name)
+        self.window_end.remove(key[0], key[1])
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
 
-class MetricsServer:
-    """``/metrics`` and ``/healthz`` over HTTP in a daemon thread."""
+class _BoundedHTTPServer(ThreadingHTTPServer):
+    """A thread per connection, at most ``max_connections`` at once; more are closed at once."""
 
-    def __init__(self, metrics: ServiceMetrics, port: int, host: str = "0.0.0.0", stall_after: float = 60.0):
+    daemon_threads = True
+    request_queue_size = 128  # listen backlog: connections the kernel holds until accepted
+
+    def __init__(self, address: tuple[str, int], handler: Any, max_connections: int, on_refused: Any) -> None:
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, got {max_connections}")
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._on_refused = on_refused
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self._on_refused()
+            self.shutdown_request(request)  # no thread, no file descriptor kept
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+class MetricsServer:
+    """``/metrics`` and ``/healthz`` over HTTP in a daemon thread; see the module docstring
+    for the bounds (``max_connections``, ``timeout``)."""
+
+    def __init__(self, metrics: ServiceMetrics, port: int, host: str = "0.0.0.0", stall_after: float = 60.0,
+                 max_connections: int = 16, timeout: float = 10.0):
         self.metrics = metrics
         outer = self
+        idle_timeout = timeout
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = idle_timeout  # socket timeout of each connection (StreamRequestHandler.setup)
+
+            def handle(self) -> None:
+                try:
+                    super().handle()
+                except (socket.timeout, ConnectionError):
+                    pass  # an idle or vanished client: drop the connection
+
             def do_GET(self) -> None:  # noqa: N802 - http.server API
                 if self.path.split("?")[0] == "/metrics":
                     self._send(200, outer.metrics.render(), CONTENT_TYPE_LATEST)
                 elif self.path.split("?")[0] == "/healthz":
-                    stalled = time.monotonic() - outer.metrics.last_poll > stall_after
+                    stalled = outer.metrics.failed or time.monotonic() - outer.metrics.last_poll > stall_after
                     self._send(503 if stalled else 200, b"stalled\n" if stalled else b"ok\n", "text/plain")
                 else:
                     self._send(404, b"not found: try /metrics or /healthz\n", "text/plain")
@@ -92,8 +195,7 @@ class MetricsServer:
             def log_message(self, *args: Any) -> None:  # quiet by default
                 pass
 
-        self.server = ThreadingHTTPServer((host, port), Handler)
-        self.server.daemon_threads = True
+        self.server = _BoundedHTTPServer((host, port), Handler, max_connections, metrics.http_refused.inc)
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, name="metrics-http", daemon=True)
 

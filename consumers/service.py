@@ -6,10 +6,13 @@ monitors, publishes each closed window's snapshot to the output topic (key
 
 Exactly-once *results* under crashes (``--state-dir``), without Kafka transactions:
 
-1. records are applied in offset order to the partition's :class:`WindowManager` (batch
-   mode, deterministic: see :mod:`streammetrics.stream.windows`);
+1. records are applied in offset order to the partition's
+   :class:`~streammetrics.stream.pipeline.Pipeline` (decode, parse, window; batch mode,
+   deterministic: see :mod:`streammetrics.stream.windows`);
 2. every ``checkpoint_interval`` seconds (and on revocation and clean stop) the producer is
-   flushed, so every snapshot and dead letter derived so far is acknowledged by the broker;
+   flushed (at most ``delivery_timeout``) and every send future checked, so every snapshot and
+   dead letter derived so far is acknowledged by the broker; if one is not, nothing more is
+   checkpointed and the service exits with status 1;
 3. then each partition's window state and next offset are written atomically
    (:mod:`consumers.checkpoint`) and the offsets committed to the group (for lag tools);
 4. on (re)assignment the partition's checkpoint is loaded and the consumer seeks to its
@@ -28,39 +31,72 @@ Each partition has its own windows, so every (model, segment) key must live in o
 partition: produce with the message key ``model|segment`` (as ``demo`` does). A key seen on
 two partitions is logged.
 
-Nothing in a message can stop the service: undecodable, malformed and late events become
-dead letters carrying the original bytes as value and ``streammetrics.*`` headers with the
-reason, the field and the source topic/partition/offset.
+Nothing in a message can stop the service: undecodable, malformed, refused and late events
+become ONE dead letter per message, carrying the original bytes as value (truncated to the
+producer's ``max_request_size``) and ``streammetrics.*`` headers with the reasons, codes, fields
+and indexes and the source topic/partition/offset (see :meth:`MetricsService._dead_letter`).
+What happens on exceptions, failed deliveries, unusable checkpoints and oversized snapshots is
+listed in :class:`MetricsService`; the time and size bounds in :class:`ServiceConfig`.
 """
 from __future__ import annotations
 
-import gc
 import json
 import logging
-import signal
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from streammetrics.monitors import make_monitor
-from streammetrics.stream.events import Event, EventParser, Rejection, parse_field_map
+from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES
+from streammetrics.stream.pipeline import Pipeline, PipelineConfig, Problem
 from streammetrics.stream.snapshots import snapshot_key, snapshot_line
-from streammetrics.stream.windows import WindowManager
+from streammetrics.stream.windows import DEFAULT_MAX_FUTURE, DEFAULT_MAX_KEYS
 
-from .checkpoint import EVENT_CODEC, CheckpointStore
+from .checkpoint import CheckpointError, CheckpointStore
+from .gc_tuning import tune_gc
 from .settings import FETCH_SETTINGS, consumer_settings
 
-__all__ = ["ServiceConfig", "MetricsService", "run_consume", "snapshot_key", "consumer_settings",
-           "FETCH_SETTINGS"]
+__all__ = ["ServiceConfig", "MetricsService", "snapshot_key", "consumer_settings", "FETCH_SETTINGS", "tune_gc"]
 
 log = logging.getLogger("streammetrics.consume")
+
+#: room for the snapshot key (``model|segment|window_start``) when the pipeline's
+#: ``max_snapshot_bytes`` is derived from the producer's ``max_request_size``; a longer key is
+#: caught by the final check in ``_publish_ready``
+SNAPSHOT_KEY_ROOM = 256
+
+#: bytes kept free in each produced record for Kafka's record and batch framing (kafka-python
+#: estimates 61 + 21 bytes plus varints)
+RECORD_OVERHEAD = 512
+
+#: a dead letter lists at most this many problems in its ``streammetrics.problems`` header
+MAX_LISTED_PROBLEMS = 100
+
+#: keys remembered for the "key seen on two partitions" warning (cleared when exceeded)
+MAX_TRACKED_KEYS = 100_000
+
+#: a dead letter's key is cut to this many bytes
+MAX_DEAD_LETTER_KEY = 1024
 
 
 @dataclass
 class ServiceConfig:
-    """Everything ``consume`` needs; mirrors its command-line flags."""
+    """Everything ``consume`` needs; mirrors its command-line flags.
+
+    Bounds on time (each blocking call of the loop has one): ``delivery_timeout`` (s) bounds
+    the producer flush before each checkpoint, ``send()`` waits for metadata or buffer space
+    and each produce request; past it the deliveries count as failed, the service publishes
+    no checkpoint and exits with status 1 (a restart resumes exactly from the last checkpoint).
+    ``commit_timeout`` (s) bounds each offset commit and client close. ``stop_timeout`` (s):
+    ``streammetrics consume`` exits at most this long after SIGTERM/SIGINT, in any state (a
+    watchdog ends the process with status 1 if a clean stop has not finished by then).
+    ``stall_after`` (s): ``/healthz`` answers 503 when the loop has not polled for that long.
+
+    Bounds on ``/metrics``: per-key gauges for at most ``metrics_keys`` keys (the most events in
+    their latest window; 0: none), at most ``metrics_max_connections`` HTTP connections at once,
+    each closed after ``metrics_timeout`` s idle (see :mod:`consumers.observability`).
+    """
 
     bootstrap_servers: str
     topic: str
@@ -84,6 +120,18 @@ class ServiceConfig:
     checkpoint_interval: float = 1.0
     max_poll_records: int = 5000
     kafka_options: dict[str, Any] = field(default_factory=dict)
+    delivery_timeout: float = 10.0
+    commit_timeout: float = 5.0
+    stop_timeout: float = 30.0
+    stall_after: float = 60.0
+    metrics_keys: int = 100
+    max_future: float | None = DEFAULT_MAX_FUTURE
+    max_keys: int | None = DEFAULT_MAX_KEYS
+    metrics_max_connections: int = 16
+    metrics_timeout: float = 10.0
+    #: label-free metrics per (model, segment) against a reference (``--reference``), None: off
+    references: Mapping[tuple[str, str], Any] | None = None
+    max_references: int = DEFAULT_MAX_REFERENCES
 
     def monitor_factory(self) -> Callable[[], Any]:
         task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
@@ -94,132 +142,273 @@ class ServiceConfig:
         factory()  # configuration errors surface at start-up
         return factory
 
+    def pipeline_config(self, max_snapshot_bytes: int | None = None) -> PipelineConfig:
+        """The per-partition :class:`PipelineConfig` of these settings."""
+        return PipelineConfig(
+            task=self.task, window=self.window, slide=self.slide, grace=self.grace, idle_close=self.idle_close or None,
+            threshold=self.threshold, classes=self.classes, labels=self.labels, fields=dict(self.fields),
+            cumulative=self.cumulative, include_state=self.include_state, max_future=self.max_future,
+            max_keys=self.max_keys or None, max_snapshot_bytes=max_snapshot_bytes, batch=True,
+            references=self.references, max_references=self.max_references,
+        )
+
+    def window_settings(self) -> dict[str, Any]:
+        """What a checkpoint's windows depend on: a checkpoint written with other values is refused."""
+        return {"task": self.task, "window": self.window, "slide": self.slide, "grace": self.grace,
+                "threshold": self.threshold, "classes": self.classes, "labels": self.labels,
+                "fields": dict(sorted(self.fields.items())), "cumulative": self.cumulative}
+
+
+class DeliveryError(RuntimeError):
+    """Snapshots or dead letters could not be delivered (send failed, flush timed out)."""
+
 
 class _Partition:
-    """Windows and position of one assigned input partition."""
+    """Pipeline (windows) and position of one assigned input partition.
 
-    __slots__ = ("tp", "windows", "next_offset", "saved_offset", "known_keys")
+    ``saved_offset`` / ``saved_payload``: the last consistent checkpoint (offset and encoded
+    pipeline state; ``saved_payload`` None = empty windows), the point a failure rolls back to.
+    """
 
-    def __init__(self, tp: Any, windows: WindowManager, next_offset: int | None) -> None:
+    __slots__ = ("tp", "pipeline", "next_offset", "saved_offset", "saved_payload", "committed_offset",
+                 "known_keys", "dirty", "poison", "failures")
+
+    def __init__(self, tp: Any, pipeline: Pipeline, next_offset: int | None,
+                 payload: bytes | None = None) -> None:
         self.tp = tp
-        self.windows = windows
-        self.known_keys = 0  # keys of `windows` already checked against other partitions
+        self.pipeline = pipeline
+        self.known_keys = 0  # keys of the pipeline's windows already checked against other partitions
         self.next_offset = next_offset  # next offset to apply (None: whatever comes first)
         self.saved_offset = next_offset  # offset of the last checkpoint
+        self.saved_payload = payload
+        self.committed_offset = next_offset
+        self.dirty = False  # state changed (idle closes) without the offset moving
+        self.poison: set[int] = set()  # offsets whose processing raised twice: dead-lettered, not applied
+        self.failures: dict[int, int] = {}  # offset -> exceptions while processing it (bounded: see _rollback)
 
 
 class MetricsService:
-    """The consume loop; see the module docstring. ``run()`` blocks until :meth:`stop`."""
+    """The consume loop; see the module docstring. ``run()`` blocks until :meth:`stop` and
+    returns the exit status (0 clean stop, 1 delivery or internal failure, 2 unusable checkpoint).
 
-    def __init__(self, config: ServiceConfig, *, clock: Callable[[], float] = time.monotonic) -> None:
-        from kafka import KafkaConsumer, KafkaProducer  # the optional `kafka` extra
+    ``consumer`` and ``producer`` are injected (:func:`consumers.clients.kafka_clients` builds
+    the real kafka-python ones, which is what happens when they are omitted). The service calls
+    only ``consumer.subscribe(topics, listener=)``, ``poll(timeout_ms=, max_records=)``,
+    ``seek(tp, offset)``, ``seek_to_beginning(tp)``, ``commit(offsets, timeout_ms=)``,
+    ``highwater(tp)``, ``close(autocommit=, timeout_ms=)`` and ``producer.send(topic, key=,
+    value=, headers=)`` (a future with ``is_done``, ``failed()``, ``exception``),
+    ``flush(timeout=)``, ``close(timeout=)``, ``config["max_request_size"]``: anything with
+    those methods works, e.g. the in-memory fakes of ``tests/consumers/kafka_fakes.py``.
+    ``listener`` wraps the rebalance callbacks for ``subscribe`` (kafka-python wants its own
+    listener class; see :func:`consumers.clients.rebalance_listener`).
 
+    Failures (each proved by ``tests/consumers/test_service_faults.py``):
+
+    * an exception while a partition's records are parsed or applied rolls that partition back
+      to its last checkpoint (windows reloaded, consumer seeked) and re-reads from there; a
+      record that raises twice is dead-lettered (code ``internal``) instead of applied;
+    * a send that raises, a delivery that fails or a flush that times out: no checkpoint is
+      written from then on; the loop stops and :meth:`run` returns 1 (restart = exact resume);
+    * a checkpoint write that fails (disk full): logged and counted, the partition keeps its
+      previous checkpoint and is saved at the next interval; a failed offset commit is retried
+      at the next checkpoint (the checkpoint, not the group offset, is the source of truth);
+    * a checkpoint that cannot be used: one error line naming the file and what to do, exit 2.
+    """
+
+    def __init__(self, config: ServiceConfig, consumer: Any = None, producer: Any = None, *,
+                 clock: Callable[[], float] = time.monotonic, store: CheckpointStore | None = None,
+                 listener: Callable[[Callable[[Any], None], Callable[[Any], None]], Any] | None = None) -> None:
         from .observability import ServiceMetrics
 
         self.config = config
         self._clock = clock
-        self.parser = EventParser(config.task, classes=config.labels if config.task == "labels" else config.classes,
-                                  fields=config.fields)
+        #: the decoder/parser settings every partition's pipeline copies (``parser.fast_decode = None``
+        #: before the partitions are assigned turns msgspec off, as benchmarks/bench_consumer.py does)
+        self.parser = config.pipeline_config().parser()
         self._factory = config.monitor_factory()
-        self.metrics = ServiceMetrics()
-        self.store = CheckpointStore(config.state_dir, config.group_id, config.topic) if config.state_dir else None
+        self.metrics = ServiceMetrics(max_keys=config.metrics_keys)
+        if store is None and config.state_dir:
+            store = CheckpointStore(config.state_dir, config.group_id, config.topic, config.window_settings())
+        self.store = store
         self.partitions: dict[Any, _Partition] = {}
         #: plain totals of what the loop did (also exported as Prometheus counters)
-        self.counts = {"messages": 0, "events": 0, "rejected": 0, "late": 0, "snapshots": 0, "dead_letters": 0}
+        self.counts = {"messages": 0, "events": 0, "rejected": 0, "late": 0, "snapshots": 0, "dead_letters": 0,
+                       "rollbacks": 0, "checkpoint_failures": 0, "commit_failures": 0, "offset_resets": 0}
         self._key_partition: dict[tuple[str, str], int] = {}
         self._stop = threading.Event()
         self._caught_up = False
         self._last_checkpoint = clock()
         self._last_idle_check = clock()
-        self._server = None
-        consumer_options, producer_options = split_client_options(config.kafka_options)
-        self.consumer = KafkaConsumer(
-            bootstrap_servers=config.bootstrap_servers,
-            group_id=config.group_id,
-            **consumer_settings(max_poll_records=config.max_poll_records, **consumer_options),
-        )
-        self.producer = KafkaProducer(
-            bootstrap_servers=config.bootstrap_servers,
-            **{"acks": "all", "linger_ms": 5,
-               "max_in_flight_requests_per_connection": 1,  # keeps each key's snapshots in order
-               **producer_options},
-        )
+        self._inflight: list[Any] = []  # send futures since the last successful flush
+        #: why the service stopped on its own (None while healthy) and the exit status it returns
+        self.failure: str | None = None
+        self.exit_status = 0
+        self._server: Any = None
+        if listener is None:
+            from .clients import rebalance_listener
+
+            listener = rebalance_listener
+        self._listener = listener
+        if consumer is None or producer is None:
+            from .clients import kafka_clients
+
+            consumer, producer = kafka_clients(config)
+        self.consumer = consumer
+        self.producer = producer
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self) -> None:
         """Ask the loop to finish its batch, checkpoint, commit and return."""
         self._stop.set()
 
+    def _fail(self, message: str, status: int = 1) -> None:
+        """Stop without any further checkpoint: state may be ahead of what was published."""
+        if self.failure is None:
+            self.failure, self.exit_status = message, status
+            self.metrics.failed = True
+            log.error("%s", message)
+        self._stop.set()
+
     def start(self) -> "MetricsService":
         """Serve metrics (if configured) and join the group; :meth:`poll_once` then does the work."""
-        from kafka import ConsumerRebalanceListener
-
-        service = self
-
-        class Listener(ConsumerRebalanceListener):
-            def on_partitions_revoked(self, revoked: Any) -> None:
-                service._revoke(revoked)
-
-            def on_partitions_assigned(self, assigned: Any) -> None:
-                service._assign(assigned)
-
         if self.config.metrics_port is not None:
             from .observability import MetricsServer
 
-            self._server = MetricsServer(self.metrics, self.config.metrics_port, self.config.metrics_host).start()
-            log.info("metrics on :%d/metrics", self._server.port)
-        self.consumer.subscribe([self.config.topic], listener=Listener())
+            self._server = MetricsServer(self.metrics, self.config.metrics_port, self.config.metrics_host,
+                                         stall_after=self.config.stall_after,
+                                         max_connections=self.config.metrics_max_connections,
+                                         timeout=self.config.metrics_timeout).start()
+            log.info("metrics on %s:%d/metrics", self.config.metrics_host, self._server.port)
+        self.consumer.subscribe([self.config.topic], listener=self._listener(self._assign, self._revoke))
         return self
 
-    def run(self) -> None:
-        """Run until :meth:`stop`: poll, apply, publish, checkpoint; then a last checkpoint and close."""
-        self.start()
+    def run(self) -> int:
+        """Run until :meth:`stop`: poll, apply, publish, checkpoint; then a last checkpoint and close.
+        Returns the exit status (see the class docstring)."""
         try:
+            self.start()
             while not self._stop.is_set():
                 self.poll_once()
-            self.checkpoint()
+            if self.failure is None:
+                self.checkpoint()
+        except DeliveryError as exc:
+            self._fail(f"stopping without a checkpoint: {exc}; a restart resumes from the last checkpoint")
+        except Exception as exc:  # a bug: state may be partly applied, so no checkpoint from here on
+            log.exception("internal error")
+            self._fail(f"stopping without a checkpoint after an internal error: {type(exc).__name__}: {exc}")
         finally:
             self.close()
+        return self.exit_status
 
     def close(self) -> None:
+        """Leave the group and close the clients, each within ``commit_timeout``."""
+        timeout = self.config.commit_timeout
         try:
-            self.consumer.close(autocommit=False)
+            self.consumer.close(autocommit=False, timeout_ms=int(timeout * 1000))
+        except Exception as exc:
+            log.warning("consumer close failed: %s", exc)
         finally:
-            self.producer.close()
+            try:
+                self.producer.close(timeout=timeout)
+            except Exception as exc:
+                log.warning("producer close failed: %s", exc)
             if self._server is not None:
                 self._server.stop()
 
     # ------------------------------------------------------------------ rebalancing
-    def _new_windows(self) -> WindowManager:
-        c = self.config
-        return WindowManager(
-            self._factory, c.window, c.slide, c.grace, c.idle_close or None,
-            cumulative=c.cumulative, include_state=c.include_state, batch=True,
-            event_codec=EVENT_CODEC, clock=self._clock,
-        )
+    def _new_pipeline(self) -> Pipeline:
+        # the pipeline degrades snapshots over the producer's limit itself (coarser state, then no
+        # state); _publish_ready still checks each record with its actual key
+        limit = self.max_record_bytes - RECORD_OVERHEAD - SNAPSHOT_KEY_ROOM
+        pipeline = Pipeline(self.config.pipeline_config(max_snapshot_bytes=max(limit, 1)), clock=self._clock)
+        if self.parser.fast_decode is None:  # msgspec turned off (benchmarks' "json only")
+            pipeline._fast = None  # the pipeline's reference to its fast decoder (no public switch yet)
+        return pipeline
+
+    def _pipeline_from(self, payload: bytes | None, partition: int) -> Pipeline:
+        pipeline = self._new_pipeline()
+        if payload is not None:
+            state = json.loads(payload)["windows"]
+            try:
+                if isinstance(state, dict) and state.get("type") == "WindowManager":  # written before the pipeline
+                    pipeline.windows.load_dict(state)
+                else:
+                    pipeline.load_dict(state)
+            except Exception as exc:  # whatever the monitors raise on foreign state
+                path = self.store.path(partition) if self.store is not None else f"partition {partition}"
+                raise CheckpointError(path, f"its windows do not load ({type(exc).__name__}: {exc})") from None
+        return pipeline
 
     def _assign(self, assigned: Any) -> None:
-        for tp in assigned:
-            windows = self._new_windows()
-            offset = None
-            if self.store is not None:
-                saved = self.store.load(tp.partition)
-                if saved is not None:
-                    windows.load_dict(saved["windows"])
-                    offset = saved["offset"]
+        try:
+            for tp in assigned:
+                offset, payload = None, None
+                if self.store is not None:
+                    saved = self.store.load(tp.partition)
+                    if saved is not None:
+                        offset = saved["offset"]
+                        payload = self.store.encode(tp.partition, offset, saved["windows"])
+                pipeline = self._pipeline_from(payload, tp.partition)
+                if offset is not None:
                     self.consumer.seek(tp, offset)
-            self.partitions[tp] = _Partition(tp, windows, offset)
-            log.info("assigned %s[%d] from offset %s", tp.topic, tp.partition, offset)
+                self.partitions[tp] = _Partition(tp, pipeline, offset, payload)
+                log.info("assigned %s[%d] from offset %s", tp.topic, tp.partition, offset)
+        except CheckpointError as exc:
+            self._fail(str(exc), status=2)
+        except Exception as exc:  # kafka-python would swallow it on its thread: stop instead
+            log.exception("partition assignment failed")
+            self._fail(f"stopping: partition assignment failed: {type(exc).__name__}: {exc}")
 
     def _revoke(self, revoked: Any) -> None:
         # kafka-python runs this on its IO thread, where a blocking commit is refused: save the
         # checkpoints (the source of truth for the next owner) and leave the commit to it
         mine = [tp for tp in revoked if tp in self.partitions]
-        if mine:
-            self.checkpoint(mine, commit=False)
-        for tp in mine:
-            del self.partitions[tp]
-            log.info("revoked %s[%d]", tp.topic, tp.partition)
+        try:
+            if mine and self.failure is None:
+                self.checkpoint(mine, commit=False)
+        except DeliveryError as exc:
+            self._fail(f"stopping without a checkpoint: {exc}; the next owner resumes from the last checkpoint")
+        except Exception as exc:
+            log.exception("checkpoint on revocation failed")
+            self._fail(f"stopping: checkpoint on revocation failed: {type(exc).__name__}: {exc}")
+        finally:
+            for tp in mine:
+                del self.partitions[tp]
+                log.info("revoked %s[%d]", tp.topic, tp.partition)
+
+    def _rollback(self, part: _Partition, bad_offset: int | None, exc: BaseException) -> None:
+        """Back to the partition's last consistent checkpoint after ``exc``; ``bad_offset`` (the
+        record being processed) is tried again, and dead-lettered instead if it fails twice."""
+        self.counts["rollbacks"] += 1
+        self.metrics.rollbacks.inc()
+        log.error("%s[%d]: %s: %s while processing offset %s; rolling back to the checkpoint at offset %s",
+                  part.tp.topic, part.tp.partition, type(exc).__name__, exc, bad_offset, part.saved_offset,
+                  exc_info=(type(exc), exc, exc.__traceback__))
+        if bad_offset is not None:  # a second failure on the same record makes it a dead letter
+            if len(part.failures) >= 1000:
+                part.failures.clear()
+            part.failures[bad_offset] = part.failures.get(bad_offset, 0) + 1
+            if part.failures[bad_offset] >= 2:
+                part.poison.add(bad_offset)
+        part.pipeline = self._pipeline_from(part.saved_payload, part.tp.partition)
+        part.known_keys = 0
+        part.dirty = False
+        part.next_offset = part.saved_offset
+        if part.saved_offset is not None:
+            self.consumer.seek(part.tp, part.saved_offset)
+
+    def _out_of_range(self, part: _Partition, high: int) -> None:
+        """The checkpoint's offset is past the partition's end: the topic was recreated (or the
+        log truncated). Keep the open windows (their events were real) and read the partition
+        from its start; every record there is newer than the checkpoint."""
+        self.counts["offset_resets"] += 1
+        self.metrics.offset_resets.inc()
+        log.warning("%s[%d]: checkpoint offset %d is beyond the partition's end (%d): topic recreated or "
+                    "truncated? Keeping the open windows and reading the partition from its start",
+                    part.tp.topic, part.tp.partition, part.next_offset, high)
+        part.next_offset = part.saved_offset = part.committed_offset = None
+        part.dirty = True
+        self.consumer.seek_to_beginning(part.tp)
 
     # ------------------------------------------------------------------ processing
     def poll_once(self, timeout_ms: int = 200) -> int:
@@ -228,34 +417,31 @@ class MetricsService:
         batches = self.consumer.poll(timeout_ms=timeout_ms, max_records=self.config.max_poll_records)
         self.metrics.last_poll = time.monotonic()
         applied = 0
+        highwater = self.consumer.highwater
         for tp, records in batches.items():
             part = self.partitions.get(tp)
-            if part is None:  # revoked while the batch was in flight
+            if part is None or not records:  # revoked while the batch was in flight
                 continue
-            apply, parse_value, add = self._apply_items, self.parser.parse_value, part.windows.add
+            high = highwater(tp)
+            if part.next_offset is not None and high is not None and high < part.next_offset:
+                self._out_of_range(part, high)
+                continue
             polled = len(records)
             first = part.next_offset
             if first is not None and records[0].offset < first:  # (records come in offset order)
                 records = [rec for rec in records if rec.offset >= first]  # covered by the checkpoint
-            events = 0
-            for rec in records:
-                value = rec.value
-                items = None if value is None else parse_value(value)
-                # the common record, one valid event for an open window, inline; the rest in _apply_items
-                if items is not None and len(items) == 1 and items[0].__class__ is Event:
-                    try:
-                        if add(items[0]):
-                            events += 1
-                            continue
-                    except ValueError:
-                        pass
-                    else:  # late: add() counted it and changed nothing else
-                        self._late(rec, None)
-                        continue
-                events += apply(part, rec, items)
-            if records:
-                part.next_offset = records[-1].offset + 1
-                applied += len(records)
+                if not records:
+                    continue
+            if part.saved_offset is None:  # empty windows before the first record: consistent
+                part.saved_offset = records[0].offset
+            try:
+                events = self._apply_records(part, records)
+            except DeliveryError:
+                raise
+            except Exception as exc:
+                self._rollback(part, part.next_offset, exc)
+                continue
+            applied += len(records)
             if events:
                 self.counts["events"] += events
                 self.metrics.events.inc(events)
@@ -267,51 +453,57 @@ class MetricsService:
         if self.config.idle_close and now - self._last_idle_check >= min(1.0, self.config.idle_close / 4):
             self._last_idle_check = now
             for part in self.partitions.values():
-                self._publish_ready(part)
+                if self._publish_ready(part):
+                    part.dirty = True
         if now - self._last_checkpoint >= self.config.checkpoint_interval:
             self.checkpoint()
         self._update_lag()
         self._caught_up = self._compute_caught_up()
         return applied
 
-    def _apply_items(self, part: _Partition, rec: Any, items: list | None) -> int:
-        """Apply one record's parsed ``items`` (None: the record had no value); dead-letter the bad
-        and late ones. Returns the number of events applied."""
-        if items is None:
-            self._dead_letter(rec, "message has no value (tombstone)", None, None)
-            return 0
-        windows = part.windows
-        applied = 0
-        for index, item in enumerate(items):
-            if item.__class__ is Event:
-                try:
-                    if windows.add(item):
-                        applied += 1
-                    else:
-                        self._late(rec, index if len(items) > 1 else None)
-                except ValueError as exc:
-                    self.counts["rejected"] += 1
-                    self.metrics.bad_events.labels("monitor").inc()
-                    self._dead_letter(rec, str(exc), None, index if len(items) > 1 else None)
-            else:
-                assert isinstance(item, Rejection)
-                self.counts["rejected"] += 1
-                self.metrics.bad_events.labels(_reason_class(item.reason)).inc()
-                idx = item.index if item.index is not None else (index if len(items) > 1 else None)
-                self._dead_letter(rec, item.reason, item.field, idx)
-        return applied
+    def _apply_records(self, part: _Partition, records: list) -> int:
+        """Apply ``records`` in order (``part.next_offset`` advances after each); the number of
+        events applied. An exception leaves ``part.next_offset`` at the record at fault."""
+        process = part.pipeline.process
+        poison = part.poison
+        events = 0
+        for rec in records:
+            part.next_offset = rec.offset
+            if poison and rec.offset in poison:
+                self._dead_letter(rec, [Problem(None, "internal", "internal error while processing this message "
+                                                                  "(see the service log)")])
+                continue
+            result = process(rec.value)
+            events += result.applied
+            if result.problems:
+                self._problems(rec, result.problems)
+        if records:
+            part.next_offset = records[-1].offset + 1
+        return events
 
-    def _late(self, rec: Any, index: int | None) -> None:
-        self.counts["late"] += 1
-        self.metrics.late_events.inc()
-        self._dead_letter(rec, "late event: every window holding its time has closed", "ts", index)
+    def _problems(self, rec: Any, problems: list[Problem]) -> None:
+        """Count a message's problems (Prometheus label = the rejection code) and send its ONE
+        dead letter."""
+        for problem in problems:
+            if problem.code == "late":
+                self.counts["late"] += 1
+                self.metrics.late_events.inc()
+            else:
+                self.counts["rejected"] += 1
+                self.metrics.bad_events.labels(problem.code).inc()
+        self._dead_letter(rec, problems)
 
     def _check_new_keys(self, part: _Partition) -> None:
         """Warn when a (model, segment) key new to this partition was already seen on another."""
-        if part.windows.key_count == part.known_keys:
+        windows = part.pipeline.windows
+        count = windows.key_count
+        if count <= part.known_keys:  # no new key (or keys evicted: the check is best effort)
+            part.known_keys = count
             return
-        keys = part.windows.keys
+        keys = windows.keys
         partition = part.tp.partition
+        if len(self._key_partition) > MAX_TRACKED_KEYS:
+            self._key_partition.clear()
         for key in keys[part.known_keys:]:
             seen = self._key_partition.setdefault(key, partition)
             if seen != partition:
@@ -321,19 +513,87 @@ class MetricsService:
                             key[0], key[1], seen, partition)
         part.known_keys = len(keys)
 
-    def _publish_ready(self, part: _Partition) -> None:
-        for snap in part.windows.poll():
-            self.producer.send(self.config.output_topic, key=snapshot_key(snap),
-                               value=snapshot_line(snap).encode())
+    # ------------------------------------------------------------------ producing
+    @property
+    def max_record_bytes(self) -> int:
+        """The largest record the producer accepts (its ``max_request_size``)."""
+        config = getattr(self.producer, "config", None) or {}
+        return int(config.get("max_request_size", 1_048_576))
+
+    def _send(self, topic: str, key: bytes | None, value: bytes | None, headers: list | None = None) -> None:
+        try:
+            future = self.producer.send(topic, key=key, value=value, headers=headers)
+        except Exception as exc:
+            raise DeliveryError(f"send to {topic!r} failed: {type(exc).__name__}: {exc}") from exc
+        self._inflight.append(future)
+
+    def _publish_ready(self, part: _Partition) -> int:
+        """Publish the snapshots of the partition's closed windows; how many."""
+        published = 0
+        for snap in part.pipeline.poll():
+            key = snapshot_key(snap)
+            value = snapshot_line(snap).encode()
+            room = self.max_record_bytes - RECORD_OVERHEAD - len(key)
+            if len(value) > room:
+                smaller = self._shrink_snapshot(snap, value, room)
+                if smaller is None:
+                    continue
+                value = smaller
+            self._send(self.config.output_topic, key, value)
+            for flag in ("state_coarsened", "state_dropped", "metrics_truncated"):
+                if snap.get(flag):  # degraded by the pipeline to fit max_snapshot_bytes
+                    self.metrics.oversized_snapshots.labels(flag).inc()
             self.metrics.observe_snapshot(snap)
             self.counts["snapshots"] += 1
+            published += 1
+        return published
 
-    def _dead_letter(self, rec: Any, reason: str, field_name: str | None, index: int | None) -> None:
+    def _shrink_snapshot(self, snap: dict[str, Any], value: bytes, room: int) -> bytes | None:
+        """A snapshot over the producer's limit without its ``state`` (``"state_dropped": true``,
+        counted); None (dropped, counted, logged) if even that does not fit."""
+        size = len(value)
+        if "state" in snap:
+            smaller = {k: v for k, v in snap.items() if k != "state"}
+            smaller["state_dropped"] = True
+            value = snapshot_line(smaller).encode()
+            if len(value) <= room:
+                self.counts["snapshot_states_dropped"] = self.counts.get("snapshot_states_dropped", 0) + 1
+                self.metrics.oversized_snapshots.labels("state_dropped").inc()
+                log.warning("snapshot %s is %d bytes, over the producer's max_request_size (%d): published "
+                            "without its state", snap["key"], size, self.max_record_bytes)
+                return value
+        self.counts["snapshots_dropped"] = self.counts.get("snapshots_dropped", 0) + 1
+        self.metrics.oversized_snapshots.labels("dropped").inc()
+        log.error("snapshot %s window %s is %d bytes even without its state, over the producer's "
+                  "max_request_size (%d): not published", snap["key"], snap["window"], len(value),
+                  self.max_record_bytes)
+        return None
+
+    def _dead_letter(self, rec: Any, problems: list[Problem]) -> None:
+        """ONE dead letter for ``rec`` listing every problem ``(index, code, reason, field)``.
+
+        Value: the original bytes, truncated to fit the producer's ``max_request_size`` (then
+        header ``streammetrics.truncated`` holds the original length). Headers:
+        ``streammetrics.reason`` / ``.code`` / ``.field`` / ``.index`` (the first problem; the
+        reason says how many more), ``streammetrics.problems`` (JSON list of
+        ``{"index", "code", "reason", "field"}``, at most :data:`MAX_LISTED_PROBLEMS`, reasons cut
+        to 300 characters), ``streammetrics.problem_count`` and the source coordinates
+        ``streammetrics.source`` (``topic/partition/offset``), ``.topic``, ``.partition``, ``.offset``.
+        """
+        first = problems[0]
+        index, code, reason, field_name = first.index, first.code, first.reason, first.field
         if not self.config.dlq_topic:
-            log.debug("dropped bad event at %s[%d]@%d: %s", rec.topic, rec.partition, rec.offset, reason)
+            log.debug("dropped bad message at %s[%d]@%d: %s", rec.topic, rec.partition, rec.offset, reason)
             return
+        if len(problems) > 1:
+            reason = f"{reason} (and {len(problems) - 1} more problems: see streammetrics.problems)"
+        listed = [{"index": p.index, "code": p.code, "reason": p.reason[:300], "field": p.field}
+                  for p in problems[:MAX_LISTED_PROBLEMS]]
         headers = [
-            ("streammetrics.reason", reason.encode()),
+            ("streammetrics.reason", reason[:1000].encode()),
+            ("streammetrics.code", code.encode()),
+            ("streammetrics.problems", json.dumps(listed, separators=(",", ":")).encode()),
+            ("streammetrics.problem_count", str(len(problems)).encode()),
             ("streammetrics.source", f"{rec.topic}/{rec.partition}/{rec.offset}".encode()),
             ("streammetrics.topic", rec.topic.encode()),
             ("streammetrics.partition", str(rec.partition).encode()),
@@ -343,31 +603,81 @@ class MetricsService:
             headers.append(("streammetrics.field", field_name.encode()))
         if index is not None:
             headers.append(("streammetrics.index", str(index).encode()))
-        self.producer.send(self.config.dlq_topic, key=rec.key, value=rec.value, headers=headers)
+        key, value = rec.key, rec.value
+        if key is not None and len(key) > MAX_DEAD_LETTER_KEY:
+            key = key[:MAX_DEAD_LETTER_KEY]
+        room = (self.max_record_bytes - RECORD_OVERHEAD - len(key or b"")
+                - sum(len(k) + len(v) + 10 for k, v in headers) - 40)
+        if value is not None and len(value) > room:
+            headers.append(("streammetrics.truncated", str(len(value)).encode()))
+            value = value[:max(room, 0)]
+            self.metrics.truncated_dead_letters.inc()
+        self._send(self.config.dlq_topic, key, value, headers)
         self.metrics.dead_letters.inc()
         self.counts["dead_letters"] += 1
 
     # ------------------------------------------------------------------ checkpoints
+    def _flush(self) -> None:
+        """Wait (at most ``delivery_timeout``) until every send since the last flush is
+        acknowledged; DeliveryError if one failed or the wait timed out."""
+        if not self._inflight:
+            return
+        timeout = self.config.delivery_timeout
+        try:
+            self.producer.flush(timeout=timeout)
+        except Exception as exc:
+            raise DeliveryError(f"the producer did not deliver within {timeout:g} s ({type(exc).__name__}: "
+                                f"{exc})") from exc
+        failed = [f for f in self._inflight if not f.is_done or f.failed()]
+        if failed:
+            first = next((f.exception for f in failed if f.is_done), None)
+            raise DeliveryError(f"{len(failed)} of {len(self._inflight)} snapshots / dead letters were not "
+                                f"delivered (first error: {type(first).__name__ if first else 'timeout'}: {first})")
+        self._inflight.clear()
+
     def checkpoint(self, tps: list | None = None, commit: bool = True) -> None:
-        """Flush the producer, then save each partition's windows and offset, then commit."""
+        """Flush the producer (DeliveryError if anything was not delivered: then nothing is
+        saved), then save each changed partition's windows and offset, then commit."""
         from kafka.structs import OffsetAndMetadata
 
+        if self.failure is not None:
+            return
         parts = [self.partitions[tp] for tp in (tps if tps is not None else list(self.partitions))
                  if tp in self.partitions]
-        self.producer.flush()
+        self._flush()
         commits = {}
         for part in parts:
-            if part.next_offset is None or part.next_offset == part.saved_offset:
+            if part.next_offset is None:
                 continue
-            if self.store is not None:
-                self.store.save(part.tp.partition, part.next_offset, part.windows.to_dict())
-            part.saved_offset = part.next_offset
-            commits[part.tp] = OffsetAndMetadata(part.next_offset, "", -1)
+            if part.next_offset != part.saved_offset or part.dirty:
+                partition = part.tp.partition
+                try:
+                    windows = part.pipeline.to_dict()
+                    if self.store is not None:
+                        payload = self.store.encode(partition, part.next_offset, windows)
+                        self.store.write(partition, payload)
+                    else:
+                        payload = json.dumps({"windows": windows}, separators=(",", ":")).encode()
+                except Exception as exc:  # disk full, permissions...: keep the previous checkpoint
+                    self.counts["checkpoint_failures"] += 1
+                    self.metrics.checkpoint_failures.inc()
+                    log.error("checkpoint of %s[%d] failed (%s: %s); keeping the previous one (offset %s), "
+                              "retrying at the next interval", part.tp.topic, partition, type(exc).__name__, exc,
+                              part.saved_offset)
+                    continue
+                part.saved_offset, part.saved_payload, part.dirty = part.next_offset, payload, False
+            if part.saved_offset is not None and part.saved_offset != part.committed_offset:
+                commits[part.tp] = OffsetAndMetadata(part.saved_offset, "", -1)
         if commits and commit:
             try:
-                self.consumer.commit(commits)
+                self.consumer.commit(commits, timeout_ms=int(self.config.commit_timeout * 1000))
             except Exception as exc:  # a commit failure (e.g. rebalance) is safe: the checkpoint decides
+                self.counts["commit_failures"] += 1
                 log.warning("offset commit failed (%s); checkpoints still hold the offsets", exc)
+            else:
+                for tp, om in commits.items():
+                    if tp in self.partitions:
+                        self.partitions[tp].committed_offset = om.offset
         self._last_checkpoint = self._clock()
         self.metrics.last_checkpoint.set(time.time())
 
@@ -381,139 +691,15 @@ class MetricsService:
             return False
         for tp, part in list(self.partitions.items()):
             high = self.consumer.highwater(tp)
-            if high is None or (part.next_offset or 0) < high or part.windows.open_panes():
+            if high is None or (part.next_offset or 0) < high or part.pipeline.windows.open_panes():
                 return False
         return True
 
     def _update_lag(self) -> None:
-        for tp, part in self.partitions.items():
+        for tp, part in list(self.partitions.items()):
             high = self.consumer.highwater(tp)
             if high is not None and part.next_offset is not None:
-                self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(high - part.next_offset, 0))
-
-
-def _reason_class(reason: str) -> str:
-    """A low-cardinality label for a rejection reason (the Prometheus label must not explode)."""
-    for word in ("json", "missing", "must", "unknown", "array", "object"):
-        if word in reason.lower():
-            return word
-    return "other"
-
-
-def split_client_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``--kafka`` options for the consumer and for the producer (TLS/SASL settings go to both);
-    ValueError naming any option neither kafka-python client knows."""
-    from kafka import KafkaConsumer, KafkaProducer
-
-    consumer = {k: v for k, v in options.items() if k in KafkaConsumer.DEFAULT_CONFIG}
-    producer = {k: v for k, v in options.items() if k in KafkaProducer.DEFAULT_CONFIG}
-    unknown = sorted(set(options) - set(consumer) - set(producer))
-    if unknown:
-        raise ValueError(f"unknown --kafka option(s) {unknown}: see kafka-python's KafkaConsumer and "
-                         "KafkaProducer settings (e.g. security_protocol, ssl_cafile, sasl_mechanism)")
-    return consumer, producer
-
-
-def _kafka_options(pairs: list[str]) -> dict[str, Any]:
-    """``--kafka name=value`` pairs as kafka-python keyword arguments (ints and booleans parsed)."""
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise ValueError(f"--kafka takes OPTION=VALUE (e.g. security_protocol=SSL), got {pair!r}")
-        v: Any = value
-        if value.lower() in ("true", "false"):
-            v = value.lower() == "true"
-        else:
-            try:
-                v = int(value)
-            except ValueError:
-                pass
-        options[name.strip()] = v
-    return options
-
-
-def config_from_args(args: Any) -> ServiceConfig:
-    return ServiceConfig(
-        bootstrap_servers=args.bootstrap_servers, topic=args.topic, output_topic=args.output_topic,
-        group_id=args.group_id, dlq_topic=args.dlq_topic, state_dir=args.state_dir,
-        metrics_port=args.metrics_port, metrics_host=args.metrics_host, task=args.task, window=args.window, slide=args.slide,
-        grace=args.grace, idle_close=args.idle_close or None, threshold=args.threshold,
-        classes=args.classes, labels=args.labels, fields=parse_field_map(args.field),
-        cumulative=args.cumulative, include_state=not args.no_state,
-        checkpoint_interval=args.checkpoint_interval, max_poll_records=args.max_poll_records,
-        kafka_options=_kafka_options(args.kafka),
-    )
-
-
-class JsonLogFormatter(logging.Formatter):
-    """One JSON object per log line: ts, level, logger, msg (and exc when there is one)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry = {"ts": round(record.created, 3), "level": record.levelname, "logger": record.name,
-                 "msg": record.getMessage()}
-        if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry)
-
-
-def configure_logging(level_name: str) -> None:
-    """Structured logs on stderr at ``level_name``; kafka-python's own loggers stay quiet (errors
-    only) unless DEBUG is asked for, since it logs every broker hiccup at WARNING or more."""
-    level = getattr(logging, str(level_name).upper(), None)
-    if not isinstance(level, int):
-        raise ValueError(f"--log-level must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {level_name!r}")
-    handler = logging.StreamHandler()
-    handler.setFormatter(JsonLogFormatter())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    logging.getLogger("kafka").setLevel(logging.DEBUG if level <= logging.DEBUG else logging.CRITICAL)
-
-
-def tune_gc() -> None:
-    """Garbage-collector settings for a long-running consume process.
-
-    The loop allocates several short-lived containers per event (decoded JSON, the event) while
-    window state (histograms, queued events) lives for minutes; with the default thresholds the
-    collector rescans that state every few thousand events. ``gc.freeze()`` moves everything
-    alive at start-up to the permanent generation, and the youngest generation is collected every
-    20,000 allocations instead of 700 (at most a few MB of garbage cycles wait longer).
-    """
-    gc.freeze()
-    gen0, gen1, gen2 = gc.get_threshold()
-    gc.set_threshold(max(gen0, 20_000), max(gen1, 50), max(gen2, 50))
-
-
-def run_consume(args: Any) -> int:
-    try:
-        configure_logging(args.log_level)
-    except ValueError as exc:
-        print(f"streammetrics consume: {exc}", file=sys.stderr)
-        return 2
-    try:
-        config = config_from_args(args)
-        service = MetricsService(config)
-    except ImportError as exc:
-        print(f"streammetrics consume needs the kafka extra: pip install 'streammetrics[kafka]' ({exc})",
-              file=sys.stderr)
-        return 2
-    except ValueError as exc:
-        print(f"streammetrics consume: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # kafka.errors.KafkaError and friends: nothing to consume from
-        if type(exc).__module__.startswith("kafka"):
-            print(f"streammetrics consume: cannot connect to Kafka at {args.bootstrap_servers}: {exc}",
-                  file=sys.stderr)
-            return 1
-        raise
-
-    def on_signal(signum: int, frame: Any) -> None:
-        log.info("signal %d: stopping", signum)
-        service.stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    tune_gc()
-    service.run()
-    return 0
+                if high < part.next_offset:
+                    self._out_of_range(part, high)
+                    continue
+                self.metrics.lag.labels(tp.topic, str(tp.partition)).set(high - part.next_offset)

@@ -21,6 +21,7 @@ examples:
   cat events.jsonl | streammetrics replay - --task regression --field y_pred=prediction
   streammetrics replay events.jsonl --task multiclass --classes cat,dog,bird
   streammetrics replay --sample            # the small sample file shipped with streammetrics
+  streammetrics replay predictions.jsonl --labels labels.jsonl --label-ttl 7d   # delayed ground truth
 """
 
 EXAMPLES_REPORT = """\
@@ -78,6 +79,17 @@ def _label_list(text: str) -> list:
     return out
 
 
+class LabelsFile(str):
+    """``--labels`` naming a file of label events (not a label set)."""
+
+
+def _labels_option(text: str) -> LabelsFile | list:
+    """``--labels``: a labels file (an existing file, or a .jsonl/.json/.ndjson name) or a label set."""
+    if os.path.isfile(text) or text.lower().endswith((".jsonl", ".json", ".ndjson")):
+        return LabelsFile(text)
+    return _label_list(text)
+
+
 def _add_task_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("task and windows")
     g.add_argument("--task", choices=["binary", "multiclass", "labels", "regression"], default="binary",
@@ -92,7 +104,11 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
                    help="binary task: score >= threshold is a positive prediction (default: 0.5)")
     g.add_argument("--classes", type=_label_list, default=None, metavar="A,B,C",
                    help="multiclass task: the classes, in the order of score arrays")
-    g.add_argument("--labels", type=_label_list, default=None, metavar="A,B,C",
+    g.add_argument("--labels", type=_labels_option, default=None, metavar="FILE|A,B,C",
+                   help="replay: a JSONL file of label events (delayed ground truth); an existing file or a "
+                        "name ending in .jsonl/.json/.ndjson is a file, anything else the label set "
+                        "(as --label-set)")
+    g.add_argument("--label-set", type=_label_list, default=None, metavar="A,B,C",
                    help="labels task: fix the label set (default: discovered)")
     g.add_argument("--field", action="append", default=[], metavar="NAME=SOURCE",
                    help="read field NAME from the event key SOURCE, e.g. --field y_true=label (repeatable)")
@@ -110,6 +126,12 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
                         "that window's end)")
     g.add_argument("--no-state", action="store_true",
                    help="leave the accumulator state out of snapshots (smaller output)")
+    g.add_argument("--reference", default=None, metavar="FILE",
+                   help="JSONL of labelled events (or snapshots) of a trusted period, binary or multiclass: "
+                        "snapshots of keys with a reference carry drift, calibration and estimated performance "
+                        "(null for keys without one)")
+    g.add_argument("--max-references", type=_positive_int("--max-references"), default=10_000, metavar="N",
+                   help="most (model, segment) keys in the --reference file; more is an error (default: 10000)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -133,6 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", "-q", action="store_true", help="do not list rejected lines on stderr")
     p.add_argument("--progress", choices=["auto", "on", "off"], default="auto",
                    help="progress bar on stderr (auto: only on a terminal)")
+    p.add_argument("--label-ttl", type=_duration("--label-ttl"), default=7 * 86400.0, metavar="DURATION",
+                   help="how long (event time) a prediction waits for its label, and a label for its "
+                        "prediction, before expiring (default: 7d)")
+    p.add_argument("--max-pending", type=int, default=None, metavar="N",
+                   help="bound on predictions awaiting labels; beyond it the oldest expire early "
+                        "(default: 50,000,000)")
     _add_task_options(p)
 
     c = sub.add_parser(
@@ -157,6 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="mark windows where a metric crosses a bound, e.g. 'roc_auc<0.8' or 'log_loss>0.5' "
                         "(repeatable)")
     r.add_argument("--title", default=None, help="report title")
+    r.add_argument("--max-charts", type=int, default=None, metavar="N",
+                   help="draw at most N charts (default 120): all keys if they fit, else those with alerts, the "
+                        "worst by headline metric and the largest, in turn; every key stays in the summary table")
 
     d = sub.add_parser(
         "demo", help="run everything locally: a broker, a drifting model's predictions, the service, live metrics",
@@ -184,7 +215,16 @@ def _add_consume_options(c: argparse.ArgumentParser) -> None:
                    metavar="DURATION", help="how often state is checkpointed and offsets committed (default: 1s)")
     g.add_argument("--max-poll-records", type=int, default=5000, metavar="N",
                    help="most records applied per poll (default: 5000)")
-    g.add_argument("--metrics-host", default="0.0.0.0", help="address for --metrics-port (default: 0.0.0.0)")
+    g.add_argument("--metrics-host", default="0.0.0.0",
+                   help="address for --metrics-port (default: 0.0.0.0, every interface, as exporters do; "
+                        "127.0.0.1 keeps it local)")
+    g.add_argument("--metrics-keys", type=int, default=100, metavar="N",
+                   help="per-key Prometheus gauges for at most N keys, those with the most events (default: 100; "
+                        "0: none)")
+    g.add_argument("--stall-after", type=_duration("--stall-after"), default=60.0, metavar="DURATION",
+                   help="/healthz answers 503 when the loop has not polled for this long (default: 60s)")
+    g.add_argument("--stop-timeout", type=_duration("--stop-timeout"), default=30.0, metavar="DURATION",
+                   help="exit at most this long after SIGTERM/SIGINT, whatever the broker does (default: 30s)")
     g.add_argument("--kafka", action="append", default=[], metavar="OPTION=VALUE",
                    help="extra kafka-python client option, e.g. security_protocol=SSL (repeatable)")
     g.add_argument("--log-level", default="WARNING", help="logging level (default: WARNING)")
@@ -213,13 +253,20 @@ def _version() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if hasattr(args, "label_set"):  # --labels is a file of label events or (compatibility) the label set
+        labels = args.labels
+        args.labels_file = labels if isinstance(labels, LabelsFile) else None
+        if args.labels_file is not None or args.label_set is not None:
+            args.labels = args.label_set
+        if args.labels_file is not None and args.command != "replay":
+            parser.error("--labels FILE (label events) is a replay option")
     try:
         if args.command == "replay":
             from streammetrics.stream.replay import run_replay
 
             return run_replay(args, parser)
         if args.command == "consume":
-            from consumers.service import run_consume
+            from consumers.command import run_consume
 
             return run_consume(args)
         if args.command == "report":

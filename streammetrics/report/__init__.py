@@ -8,10 +8,19 @@ whole period rebuilt from the snapshot state, and the latest window's confusion 
 summary table with each key's latest values and their change comes first.
 
 Charts are drawn with matplotlib (the optional ``report`` extra) and inlined as SVG: the file
-needs no network and no scripts.
+needs no network and no scripts. Every key is in the summary table; charts are drawn for every key
+when they fit in ``max_charts`` (``--max-charts``, default 120), else for the keys that matter:
+keys with alerts (most alerted windows first), the worst by the task's headline metric (lowest
+latest ROC AUC, accuracy or R²) and the largest by events, one from each list in turn
+(:mod:`.select`); the page says which keys were charted and why.
+
+Bad input never stops a report: malformed snapshot lines are skipped and counted (stderr and
+the page give the number per reason and the first line numbers), user text is escaped in the
+HTML and kept literal in charts (a class ``$\\foo$`` is not mathtext), a state that cannot be
+rebuilt or a chart that cannot be drawn becomes a note on its key.
 
 Modules: :mod:`.sources` (reading), :mod:`.alerts` (rules), :mod:`.history` (per-key series,
-monitors), :mod:`.charts` (matplotlib), :mod:`.page` (HTML).
+monitors), :mod:`.select` (which keys get charts), :mod:`.charts` (matplotlib), :mod:`.page` (HTML).
 """
 from __future__ import annotations
 
@@ -33,6 +42,7 @@ from streammetrics.report.alerts import (
     parse_rules,
 )
 from streammetrics.report.history import TASK_TITLES, KeyHistory, group_by_key
+from streammetrics.report.select import DEFAULT_MAX_CHARTS, choose_charted
 from streammetrics.report.sources import (
     LoadResult,
     SourceError,
@@ -43,7 +53,7 @@ from streammetrics.report.sources import (
 
 __all__ = [
     "write_report", "build_report", "run_report", "read_source", "parse_rule", "AlertRule", "ReportResult",
-    "MissingDependency", "SourceError", "INSTALL_HINT",
+    "MissingDependency", "SourceError", "INSTALL_HINT", "DEFAULT_MAX_CHARTS",
 ]
 
 INSTALL_HINT = "pip install 'streammetrics[report]'"
@@ -64,6 +74,7 @@ class ReportResult:
     alerts: int
     skipped: int
     charts: int
+    charted: int = 0
 
 
 def require_matplotlib() -> None:
@@ -94,12 +105,15 @@ def _unique_anchors(histories: Sequence[KeyHistory]) -> list[str]:
 
 
 def build_report(loaded: LoadResult | Sequence[WindowSnapshot], *, alerts: Iterable[str | AlertRule] = (),
-                 title: str | None = None, source: str | None = None) -> tuple[str, ReportResult]:
+                 title: str | None = None, source: str | None = None,
+                 max_charts: int = DEFAULT_MAX_CHARTS) -> tuple[str, ReportResult]:
     """The report's HTML and a summary (``path`` empty). ``ValueError`` for an empty input,
-    a malformed rule or a rule on a metric no snapshot has; ``MissingDependency`` without matplotlib."""
+    a malformed rule, a rule on a metric no snapshot has or a negative ``max_charts``;
+    ``MissingDependency`` without matplotlib. At most ``max_charts`` charts are drawn (see
+    :mod:`.select` for which keys get them)."""
     require_matplotlib()
     from streammetrics import __version__
-    from streammetrics.report.charts import charts_for
+    from streammetrics.report.charts import charts_for, max_charts_of
     from streammetrics.report.page import render_page
 
     if not isinstance(loaded, LoadResult):
@@ -113,30 +127,33 @@ def build_report(loaded: LoadResult | Sequence[WindowSnapshot], *, alerts: Itera
     check_metrics(rules, known_metrics(all_windows))
     for h in histories:
         h.alerts = evaluate(rules, h.windows)
+    selection = choose_charted(histories, max_charts, max_charts_of)
     sections = []
     for h, anchor in zip(histories, _unique_anchors(histories)):
-        sections.append((h, anchor, charts_for(h, anchor)))
+        if selection.charted(h):
+            sections.append((h, anchor, charts_for(h, anchor)))
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     page = render_page(title or DEFAULT_TITLE, histories, sections, rules, source=source, loaded=loaded,
-                       generated=generated, version=__version__)
+                       generated=generated, version=__version__, selection=selection)
     result = ReportResult(path="", keys=len(histories), windows=len(all_windows),
                           alerts=sum(len(h.alerts) for h in histories), skipped=loaded.skipped,
-                          charts=sum(len(c) for _, _, c in sections))
+                          charts=sum(len(c) for _, _, c in sections), charted=len(sections))
     return page, result
 
 
 def write_report(snapshots: Iterable[dict[str, Any]] | LoadResult, path: str, *,
                  alerts: Iterable[str | AlertRule] = (), title: str | None = None,
-                 source: str | None = None) -> ReportResult:
+                 source: str | None = None, max_charts: int = DEFAULT_MAX_CHARTS) -> ReportResult:
     """Write the HTML report of ``snapshots`` (decoded snapshot dicts, malformed ones skipped) to ``path``.
 
     ``alerts`` are rules such as ``"roc_auc<0.8"``. Raises ``ValueError`` (no usable snapshot, bad
     rule), ``MissingDependency`` (no matplotlib) or ``OSError`` (path not writable)."""
     loaded = snapshots if isinstance(snapshots, LoadResult) else from_dicts(snapshots)
-    page, result = build_report(loaded, alerts=alerts, title=title, source=source)
+    page, result = build_report(loaded, alerts=alerts, title=title, source=source, max_charts=max_charts)
     umask = os.umask(0)
     os.umask(umask)
-    write_atomically(path, page.encode("utf-8"), mode=0o666 & ~umask)  # an ordinary file, not 0600
+    # "replace": a lone surrogate in a name (JSON allows "\ud800") cannot be encoded as UTF-8
+    write_atomically(path, page.encode("utf-8", "replace"), mode=0o666 & ~umask)  # an ordinary file, not 0600
     return ReportResult(**{**result.__dict__, "path": path})
 
 
@@ -144,7 +161,7 @@ def _warn_skipped(loaded: LoadResult, source: str, err: IO[str]) -> None:
     if not loaded.skipped:
         return
     print(f"streammetrics report: warning: skipped {loaded.skipped} malformed snapshot"
-          f"{'s' if loaded.skipped != 1 else ''} in {source}:", file=err)
+          f"{'s' if loaded.skipped != 1 else ''} in {source} ({loaded.reasons_text()}):", file=err)
     for problem in loaded.problems:
         print(f"  {problem}", file=err)
     if loaded.skipped > len(loaded.problems):
@@ -152,7 +169,7 @@ def _warn_skipped(loaded: LoadResult, source: str, err: IO[str]) -> None:
 
 
 def run_report(args: argparse.Namespace, *, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
-    """``streammetrics report SOURCE -o FILE [--alert RULE]... [--title T]``.
+    """``streammetrics report SOURCE -o FILE [--alert RULE]... [--title T] [--max-charts N]``.
 
     Exit codes: 0 written; 1 unreadable or empty source, unwritable output; 2 matplotlib missing,
     bad ``--alert`` rule or unknown metric, malformed ``kafka://`` source."""
@@ -163,9 +180,13 @@ def run_report(args: argparse.Namespace, *, out: IO[str] | None = None, err: IO[
         print(f"streammetrics report: error: {message}", file=err)
         return code
 
+    max_charts = getattr(args, "max_charts", None)
+    max_charts = DEFAULT_MAX_CHARTS if max_charts is None else max_charts
     try:
         require_matplotlib()
         rules = parse_rules(args.alert or [])
+        if max_charts < 0:
+            raise ValueError(f"--max-charts must be 0 or more, got {max_charts}")
     except MissingDependency as exc:
         return fail(str(exc), 2)
     except ValueError as exc:
@@ -184,11 +205,12 @@ def run_report(args: argparse.Namespace, *, out: IO[str] | None = None, err: IO[
         return fail(f"no snapshots in {args.source}" + (" (every line was malformed)" if loaded.skipped else ""), 1)
     try:
         check_metrics(rules, known_metrics(loaded.snapshots))
-        result = write_report(loaded, args.output, alerts=rules, title=args.title, source=args.source)
+        result = write_report(loaded, args.output, alerts=rules, title=args.title, source=args.source,
+                              max_charts=max_charts)
     except ValueError as exc:
         return fail(str(exc), 2)
     except OSError as exc:
         return fail(f"cannot write {args.output}: {exc.strerror or exc}", 1)
-    print(f"report written to {result.path}: {result.keys} keys, {result.windows} windows, {result.charts} charts, "
-          f"{result.alerts} alert{'s' if result.alerts != 1 else ''}", file=out)
+    print(f"report written to {result.path}: {result.keys} keys, {result.windows} windows, {result.charts} charts "
+          f"for {result.charted} keys, {result.alerts} alert{'s' if result.alerts != 1 else ''}", file=out)
     return 0

@@ -72,7 +72,8 @@ def known_metrics(windows: Iterable[WindowSnapshot]) -> list[str]:
     """Sorted names of the scalar metrics present in the snapshots (per-class tables excluded)."""
     names: set[str] = set()
     for w in windows:
-        names.update(k for k, v in w.metrics.items() if v is None or isinstance(v, (int, float)))
+        names.update(w.metrics)  # parse_snapshot leaves numbers and nulls only, besides per_class
+    names.discard("per_class")
     return sorted(names)
 
 

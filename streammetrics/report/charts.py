@@ -6,8 +6,17 @@ backend. Text stays text in the SVG (``svg.fonttype = "none"``): smaller files, 
 titles. The ids inside each SVG are prefixed with its chart id (unreferenced ones dropped), so
 many SVGs share one HTML page without clashes.
 
-Every chart function takes a :class:`~streammetrics.report.history.KeyHistory` and returns a
-:class:`Chart` (or None when the data for it is missing).
+Every chart kind is one function ``(history, chart_id) -> Chart | None`` (None when the data
+for it is missing); :data:`CHARTS` lists the kinds drawn per task, in page order. To add a kind
+(e.g. a drift chart), write its function and add ``(kind, function)`` to the tasks' tuples.
+:func:`charts_for` draws them, and a chart that raises becomes a note on the key, not a crash.
+
+User text (class labels) never reaches matplotlib's mathtext (``text.parse_math`` off, so
+``$\\foo$`` stays literal) and goes through :func:`chart_text` (control characters and lone
+surrogates dropped, cut to :data:`MAX_LABEL_CHARS`); the SVG backend escapes ``<`` and ``&``.
+
+Cost: figures have fixed margins (``subplots_adjust``; the confusion matrix's sized by its
+longest label) rather than constrained layout, which draws every figure twice.
 """
 from __future__ import annotations
 
@@ -15,9 +24,11 @@ import html
 import io
 import math
 import re
+import unicodedata
+import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import matplotlib
 import numpy as np
@@ -27,7 +38,7 @@ from matplotlib.patches import Patch
 
 from streammetrics.report.history import KeyHistory, quiet
 
-__all__ = ["Chart", "charts_for"]
+__all__ = ["Chart", "charts_for", "chart_text", "CHARTS", "max_charts_of"]
 
 UTC = timezone.utc
 ALERT_COLOR = "#d62728"
@@ -50,11 +61,18 @@ LABELS = {
 #: figure sizes (inches) by layout slot; the page scales SVGs to their grid cell
 SIZES = {"wide": (12.8, 3.4), "half": (6.4, 3.4), "third": (4.3, 3.7)}
 MAX_CLASS_LINES = 10
+#: user text in a chart (legend entry, tick label) is cut to this many characters
+MAX_LABEL_CHARS = 32
+#: the confusion matrix labels its rows and columns up to this many classes (a plain heat map beyond)
+MAX_CONFUSION_LABELS = 30
+#: fixed margins in inches (left, right, bottom, top) by layout slot; "wide" keeps room on the right
+#: for the legend
+MARGINS = {"wide": (0.8, 2.4, 0.62, 0.36), "half": (0.8, 0.2, 0.62, 0.36), "third": (0.72, 0.2, 0.6, 0.36)}
 #: beyond this many windows, lines show a rolling mean over the faint per-window values
 SMOOTH_ABOVE = 150
-RC = {"svg.fonttype": "none", "font.size": 9, "axes.titlesize": 10, "axes.titleweight": "bold",
+RC: dict[Any, Any] = {"svg.fonttype": "none", "font.size": 9, "axes.titlesize": 10, "axes.titleweight": "bold",
       "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3,
-      "legend.fontsize": 8, "legend.framealpha": 0.85}
+      "legend.fontsize": 8, "legend.framealpha": 0.85, "text.parse_math": False, "text.usetex": False}
 
 
 @dataclass(frozen=True)
@@ -71,6 +89,17 @@ class Chart:
 
 def label_of(metric: str) -> str:
     return LABELS.get(metric, metric.replace("_", " "))
+
+
+def chart_text(value: object, limit: int = MAX_LABEL_CHARS) -> str:
+    """User text made safe for a chart: no control characters or lone surrogates (which no font
+    draws and UTF-8 cannot encode), at most ``limit`` characters (an ellipsis marks a cut).
+
+    >>> chart_text("$\\\\foo$\\x00"), chart_text("x" * 40, limit=8)
+    ('$\\\\foo$', 'xxxxxxx…')
+    """
+    text = "".join(c for c in str(value) if unicodedata.category(c) not in ("Cc", "Cs"))
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 # ---------------------------------------------------------------------- rendering
@@ -99,8 +128,11 @@ def _render(fig: Figure, chart_id: str, title: str) -> str:
     return svg.replace("<svg ", f'<svg role="img" aria-label="{html.escape(title)}" ', 1)
 
 
-def _figure(size: str) -> tuple[Figure, Any]:
-    fig = Figure(figsize=SIZES[size], layout="constrained")
+def _figure(size: str, margins: tuple[float, float, float, float] | None = None) -> tuple[Figure, Any]:
+    """A figure of a layout slot with one axes and fixed margins (inches: left, right, bottom, top)."""
+    (w, h), (left, right, bottom, top) = SIZES[size], margins or MARGINS[size]
+    fig = Figure(figsize=(w, h))
+    fig.subplots_adjust(left=left / w, right=1 - right / w, bottom=bottom / h, top=1 - top / h)
     return fig, fig.add_subplot()
 
 
@@ -248,7 +280,7 @@ def class_lines(history: KeyHistory, chart_id: str, kind: str, metric: str, *, s
     title = f"Per-class {metric} over time"
     fig, ax = _figure(size)
     for i, c in enumerate(shown):
-        _plot_series(ax, x, series[c], CYCLE[i % len(CYCLE)], str(c), span, lw=1.4)
+        _plot_series(ax, x, series[c], CYCLE[i % len(CYCLE)], chart_text(c), span, lw=1.4)
     extra = _alert_layers(ax, history, ())
     _clamp_unit(ax)
     _time_axis(ax, history)
@@ -370,12 +402,16 @@ def confusion_chart(history: KeyHistory, chart_id: str, *, size: str = "third") 
     if found is None:
         return None
     matrix, labels = found
-    fig, ax = _figure(size)
+    n = len(labels)
+    names = [chart_text(label, 16) for label in labels] if n <= MAX_CONFUSION_LABELS else []
+    longest = max((len(name) for name in names), default=0)
+    left = min(max(0.6, 0.35 + 0.07 * longest), 1.5)  # room for the row labels (about 0.07 in per character)
+    bottom = 0.6 if n <= 4 else min(max(0.6, 0.45 + 0.05 * longest), 1.3)  # rotated column labels
+    fig, ax = _figure(size, margins=(left, 0.45, bottom, 0.36))
     totals = matrix.sum(axis=1, keepdims=True)
     shares = np.divide(matrix, totals, out=np.zeros_like(matrix, dtype=float), where=totals > 0)
     image = ax.imshow(shares, cmap="Blues", vmin=0, vmax=1)
     fig.colorbar(image, ax=ax, shrink=0.8, label="share of the true class")
-    n = len(labels)
     if n <= 12:
         for i in range(n):
             for j in range(n):
@@ -383,10 +419,13 @@ def confusion_chart(history: KeyHistory, chart_id: str, *, size: str = "third") 
                 text = f"{count:,.0f}" if float(count).is_integer() else f"{count:,.1f}"
                 ax.text(j, i, f"{text}\n{shares[i, j]:.0%}", ha="center", va="center",
                         fontsize=9 if n <= 4 else 7, color="white" if shares[i, j] > 0.55 else "#222222")
-    ticks = range(n)
-    ax.set_xticks(ticks, [str(label) for label in labels], rotation=0 if n <= 4 else 45,
-                  ha="center" if n <= 4 else "right")
-    ax.set_yticks(ticks, [str(label) for label in labels])
+    if names:
+        ticks = range(n)
+        ax.set_xticks(ticks, names, rotation=0 if n <= 4 else 45, ha="center" if n <= 4 else "right")
+        ax.set_yticks(ticks, names)
+    else:
+        ax.set_xticks([])
+        ax.set_yticks([])
     ax.set(xlabel="predicted", ylabel="true")
     ax.grid(False)
     title = "Confusion matrix, latest window"
@@ -396,6 +435,9 @@ def confusion_chart(history: KeyHistory, chart_id: str, *, size: str = "third") 
 
 
 # ---------------------------------------------------------------------- per task
+ChartFunction = Callable[[KeyHistory, str], "Chart | None"]
+
+
 def _auc_band_caption(history: KeyHistory) -> str:
     low, high = np.array(history.series("roc_auc_low")), np.array(history.series("roc_auc_high"))
     widths = high - low
@@ -404,66 +446,199 @@ def _auc_band_caption(history: KeyHistory) -> str:
     return f"band: ROC AUC guaranteed bounds (widest {np.nanmax(widths):.2g})"
 
 
-def _binary(history: KeyHistory, cid: Any) -> list[Chart | None]:
-    return [
-        metric_lines(history, cid("quality"), "quality", "Ranking and classification quality per window",
-                     ["roc_auc", "f1", "precision", "recall", "accuracy"], size="wide", unit=True,
-                     band=("roc_auc_low", "roc_auc_high"), caption=_auc_band_caption(history)),
-        metric_lines(history, cid("loss"), "loss", "Probabilistic loss per window (lower is better)",
-                     ["log_loss", "brier_score"]),
-        count_bars(history, cid("count")),
-        roc_chart(history, cid("roc")),
-        pr_chart(history, cid("pr")),
-        confusion_chart(history, cid("confusion")),
-    ]
+def binary_quality(history: KeyHistory, chart_id: str) -> Chart | None:
+    return metric_lines(history, chart_id, "quality", "Ranking and classification quality per window",
+                        ["roc_auc", "f1", "precision", "recall", "accuracy"], size="wide", unit=True,
+                        band=("roc_auc_low", "roc_auc_high"), caption=_auc_band_caption(history))
 
 
-def _multiclass(history: KeyHistory, cid: Any) -> list[Chart | None]:
-    return [
-        metric_lines(history, cid("quality"), "quality", "Quality per window",
-                     ["accuracy", "macro_f1", "roc_auc", "top_k_accuracy"], size="wide", unit=True,
-                     caption="ROC AUC: one-vs-rest, macro average"),
-        class_lines(history, cid("class-recall"), "class-recall", "recall"),
-        class_lines(history, cid("class-precision"), "class-precision", "precision"),
-        metric_lines(history, cid("loss"), "loss", "Log loss per window (lower is better)", ["log_loss"],
-                     size="third"),
-        count_bars(history, cid("count"), size="third"),
-        confusion_chart(history, cid("confusion")),
-    ]
+def binary_loss(history: KeyHistory, chart_id: str) -> Chart | None:
+    return metric_lines(history, chart_id, "loss", "Probabilistic loss per window (lower is better)",
+                        ["log_loss", "brier_score"])
 
 
-def _labels(history: KeyHistory, cid: Any) -> list[Chart | None]:
-    return [
-        metric_lines(history, cid("quality"), "quality", "Quality per window",
-                     ["accuracy", "macro_f1", "macro_precision", "macro_recall"], size="wide", unit=True),
-        class_lines(history, cid("class-recall"), "class-recall", "recall"),
-        class_lines(history, cid("class-precision"), "class-precision", "precision"),
-        count_bars(history, cid("count")),
-        confusion_chart(history, cid("confusion"), size="half"),
-    ]
+def multiclass_quality(history: KeyHistory, chart_id: str) -> Chart | None:
+    return metric_lines(history, chart_id, "quality", "Quality per window",
+                        ["accuracy", "macro_f1", "roc_auc", "top_k_accuracy"], size="wide", unit=True,
+                        caption="ROC AUC: one-vs-rest, macro average")
 
 
-def _regression(history: KeyHistory, cid: Any) -> list[Chart | None]:
-    return [
-        metric_lines(history, cid("errors"), "errors", "Errors per window (lower is better)",
-                     ["rmse", "mae", "max_error"], size="wide", ylabel="target units"),
-        metric_lines(history, cid("r2"), "r2", "R² per window (higher is better)", ["r2"]),
-        count_bars(history, cid("count")),
-    ]
+def multiclass_loss(history: KeyHistory, chart_id: str) -> Chart | None:
+    return metric_lines(history, chart_id, "loss", "Log loss per window (lower is better)", ["log_loss"],
+                        size="third")
 
 
-def _generic(history: KeyHistory, cid: Any) -> list[Chart | None]:
-    return [count_bars(history, cid("count"))]
+def labels_quality(history: KeyHistory, chart_id: str) -> Chart | None:
+    return metric_lines(history, chart_id, "quality", "Quality per window",
+                        ["accuracy", "macro_f1", "macro_precision", "macro_recall"], size="wide", unit=True)
 
 
-_BY_TASK = {"binary": _binary, "multiclass": _multiclass, "labels": _labels, "regression": _regression}
+def regression_errors(history: KeyHistory, chart_id: str) -> Chart | None:
+    return metric_lines(history, chart_id, "errors", "Errors per window (lower is better)",
+                        ["rmse", "mae", "max_error"], size="wide", ylabel="target units")
+
+
+def regression_r2(history: KeyHistory, chart_id: str) -> Chart | None:
+    return metric_lines(history, chart_id, "r2", "R² per window (higher is better)", ["r2"])
+
+
+def class_recall(history: KeyHistory, chart_id: str) -> Chart | None:
+    return class_lines(history, chart_id, "class-recall", "recall")
+
+
+def class_precision(history: KeyHistory, chart_id: str) -> Chart | None:
+    return class_lines(history, chart_id, "class-precision", "precision")
+
+
+def events_bars(history: KeyHistory, chart_id: str) -> Chart | None:
+    return count_bars(history, chart_id)
+
+
+def events_bars_small(history: KeyHistory, chart_id: str) -> Chart | None:
+    return count_bars(history, chart_id, size="third")
+
+
+def roc(history: KeyHistory, chart_id: str) -> Chart | None:
+    return roc_chart(history, chart_id)
+
+
+def pr(history: KeyHistory, chart_id: str) -> Chart | None:
+    return pr_chart(history, chart_id)
+
+
+def confusion(history: KeyHistory, chart_id: str) -> Chart | None:
+    return confusion_chart(history, chart_id)
+
+
+def confusion_half(history: KeyHistory, chart_id: str) -> Chart | None:
+    return confusion_chart(history, chart_id, size="half")
+
+
+# ---------------------------------------------------------------------- label-free (--reference)
+def _band_caption(history: KeyHistory, low: str, high: str, what: str) -> str:
+    widths = np.array(history.series(high)) - np.array(history.series(low))
+    if np.all(np.isnan(widths)):
+        return ""
+    return f"band: {what} guaranteed bounds (widest {np.nanmax(widths):.2g})"
+
+
+def drift_chart(history: KeyHistory, chart_id: str) -> Chart | None:
+    """Score drift against the key's reference per window (``--reference``): KS with its
+    guaranteed bounds as a band, PSI and JS on the reference's deciles; multiclass keys also
+    the predicted-class PSI/JS. None without a reference."""
+    metrics = ["drift_ks", "drift_psi", "drift_js", "drift_predicted_psi", "drift_predicted_js"]
+    return metric_lines(history, chart_id, "drift", "Score drift against the reference per window", metrics,
+                        size="half", band=("drift_ks_low", "drift_ks_high"),
+                        caption=_band_caption(history, "drift_ks_low", "drift_ks_high", "KS"))
+
+
+#: estimated metric -> the realised one drawn beside it
+ESTIMATED = {"estimated_roc_auc": "roc_auc", "estimated_accuracy": "accuracy", "estimated_f1": "f1",
+             "estimated_precision": "precision", "estimated_recall": "recall",
+             "estimated_macro_f1": "macro_f1"}
+
+
+def estimated_chart(history: KeyHistory, chart_id: str) -> Chart | None:
+    """Estimated (CBPE, from the reference) beside realised performance per window: each
+    ``estimated_*`` metric present and its realised metric. None without estimates."""
+    shown = [m for m in ("estimated_roc_auc", "estimated_accuracy", "estimated_f1", "estimated_macro_f1")
+             if any(not math.isnan(v) for v in history.series(m))]
+    if not shown:
+        return None
+    metrics = [x for m in shown for x in (m, ESTIMATED[m])]
+    return metric_lines(history, chart_id, "estimated", "Estimated (CBPE) and realised performance per window",
+                        metrics, size="half", unit=True,
+                        caption="estimated_*: from the reference's calibration, without the window's labels")
+
+
+def reliability_chart(history: KeyHistory, chart_id: str, *, size: str = "third") -> Chart | None:
+    """Reliability diagram (``sklearn.calibration.calibration_curve``, 10 uniform bins) of the
+    latest window and of the whole period, from the state (labelled binary keys whose snapshots
+    carry ``ece``, i.e. made with ``--reference``); on bins the mean label's guaranteed
+    bounds as error bars."""
+    from streammetrics.monitors.reference import reliability
+
+    if not _has_any(history, NEEDS_REFERENCE["reliability"]):
+        return None  # drawn with the other label-free views (snapshots made with --reference)
+    sources = _curve_sources(history)
+    drawn = []
+    fig, ax = _figure(size)
+    ax.plot([0, 1], [0, 1], ls=":", color="#888888", lw=1, label="perfectly calibrated")
+    for name, mon, color in sources:
+        try:
+            curve = reliability(mon)
+        except (TypeError, ValueError):  # no labels, or scores outside [0, 1]
+            continue
+        x, y = np.array(curve["prob_pred"]), np.array(curve["prob_true"])
+        if not _finite(x, y):
+            continue
+        ax.plot(x, y, marker="o", ms=3, color=color, lw=1.5, label=name)
+        bounds = curve["bounds"]
+        if bounds is not None and len(bounds["true_low"]) == len(y):
+            lo, hi = np.array(bounds["true_low"]), np.array(bounds["true_high"])
+            ax.errorbar(x, y, yerr=[np.maximum(y - lo, 0), np.maximum(hi - y, 0)], fmt="none", ecolor=color,
+                        alpha=0.5, lw=1)
+        drawn.append(name)
+    if not drawn:
+        fig.clf()
+        return None
+    ax.set(xlim=(0, 1), ylim=(0, 1.01), xlabel="mean score", ylabel="fraction of positives")
+    ax.set_aspect("equal", adjustable="box")
+    title = "Reliability diagram"
+    ax.set_title(title)
+    ax.legend(loc="upper left")
+    return _chart(fig, chart_id, "reliability", title, size)
+
+
+def reliability(history: KeyHistory, chart_id: str) -> Chart | None:
+    return reliability_chart(history, chart_id)
+
+
+#: the charts of a key's section per task, in page order: (kind, function); ids are ``<prefix>-<kind>``
+CHARTS: dict[str, tuple[tuple[str, ChartFunction], ...]] = {
+    "binary": (("quality", binary_quality), ("loss", binary_loss), ("count", events_bars), ("roc", roc),
+               ("pr", pr), ("confusion", confusion), ("drift", drift_chart), ("estimated", estimated_chart),
+               ("reliability", reliability)),
+    "multiclass": (("quality", multiclass_quality), ("class-recall", class_recall),
+                   ("class-precision", class_precision), ("loss", multiclass_loss), ("count", events_bars_small),
+                   ("confusion", confusion), ("drift", drift_chart), ("estimated", estimated_chart)),
+    "labels": (("quality", labels_quality), ("class-recall", class_recall), ("class-precision", class_precision),
+               ("count", events_bars), ("confusion", confusion_half)),
+    "regression": (("errors", regression_errors), ("r2", regression_r2), ("count", events_bars)),
+}
+_GENERIC: tuple[tuple[str, ChartFunction], ...] = (("count", events_bars),)
+
+
+#: chart kinds drawn from the monitor state (none without it)
+NEEDS_STATE = frozenset({"roc", "pr", "confusion", "reliability"})
+#: chart kinds drawn only for keys whose snapshots carry these metrics (``--reference``)
+NEEDS_REFERENCE = {"drift": ("drift_ks", "drift_psi", "drift_js", "drift_predicted_psi"),
+                   "estimated": tuple(ESTIMATED), "reliability": ("ece",)}
+
+
+def _has_any(history: KeyHistory, metrics: Sequence[str]) -> bool:
+    return any(not math.isnan(v) for m in metrics for v in history.series(m))
+
+
+def max_charts_of(history: KeyHistory) -> int:
+    """The most charts :func:`charts_for` draws for ``history`` (some may be missing for lack of data)."""
+    kinds = [kind for kind, _ in CHARTS.get(history.task, _GENERIC)
+             if kind not in NEEDS_REFERENCE or _has_any(history, NEEDS_REFERENCE[kind])]
+    return len(kinds) if history.has_state else sum(kind not in NEEDS_STATE for kind in kinds)
 
 
 def charts_for(history: KeyHistory, id_prefix: str) -> list[Chart]:
-    """Every chart of a key's section; ids are ``<id_prefix>-<kind>``."""
-    def cid(kind: str) -> str:
-        return f"{id_prefix}-{kind}"
-
-    with matplotlib.rc_context(RC):
-        charts = _BY_TASK.get(history.task, _generic)(history, cid)
-    return [c for c in charts if c is not None]
+    """Every chart of a key's section; ids are ``<id_prefix>-<kind>``. A chart whose drawing raises
+    is left out and noted on the key (``history.problems``)."""
+    charts = []
+    with matplotlib.rc_context(RC), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # e.g. missing glyphs of unusual class labels
+        for kind, draw in CHARTS.get(history.task, _GENERIC):
+            try:
+                chart = draw(history, f"{id_prefix}-{kind}")
+            except Exception as exc:  # noqa: BLE001 - one bad chart must not lose the report
+                history.note(f"the {kind} chart could not be drawn ({type(exc).__name__}: {str(exc)[:200]})")
+                continue
+            if chart is not None:
+                charts.append(chart)
+    return charts

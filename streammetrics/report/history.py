@@ -21,7 +21,10 @@ from streammetrics import (
 from streammetrics.report.alerts import Alert, metric_value
 from streammetrics.report.sources import WindowSnapshot
 
-__all__ = ["KeyHistory", "Change", "group_by_key", "direction", "TASK_TITLES", "SUMMARY_METRICS"]
+__all__ = ["KeyHistory", "Change", "group_by_key", "direction", "TASK_TITLES", "SUMMARY_METRICS", "MAX_PROBLEMS"]
+
+#: problems noted per key verbatim (more are counted)
+MAX_PROBLEMS = 20
 
 _STATE_TASKS = {
     _monitors.BinaryMonitor.type_name: "binary",
@@ -92,8 +95,8 @@ class Change:
 def _infer_task(windows: Sequence[WindowSnapshot]) -> str:
     """The task from the monitor type in the state, else from the metric names."""
     for w in windows:
-        if w.state is not None and w.state.get("type") in _STATE_TASKS:
-            return _STATE_TASKS[w.state["type"]]
+        if w.state_type in _STATE_TASKS:
+            return _STATE_TASKS[w.state_type]
     names = set().union(*(w.metrics for w in windows)) if windows else set()
     if "roc_auc_low" in names or "brier_score" in names:
         return "binary"
@@ -128,6 +131,7 @@ class KeyHistory:
     cumulative: list[WindowSnapshot] = field(default_factory=list)
     alerts: list[Alert] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    more_problems: int = 0
 
     @property
     def key(self) -> tuple[str, str]:
@@ -158,7 +162,7 @@ class KeyHistory:
 
     @property
     def has_state(self) -> bool:
-        return any(w.state is not None for w in self.windows)
+        return any(w.has_state for w in self.windows)
 
     @property
     def late(self) -> int:
@@ -174,7 +178,8 @@ class KeyHistory:
         out = []
         for w in self.windows:
             row = w.metrics.get("per_class")
-            value = row.get(label, {}).get(metric) if isinstance(row, dict) else None
+            cells = row.get(label) if isinstance(row, dict) else None
+            value = cells.get(metric) if isinstance(cells, dict) else None
             out.append(float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan)
         return out
 
@@ -198,14 +203,27 @@ class KeyHistory:
         return sum(w.count for w in non_overlapping(self.windows))
 
     def monitor(self, window: WindowSnapshot) -> Any | None:
-        """The monitor rebuilt from ``window.state``; None (and a problem noted) if absent or bad."""
-        if window.state is None:
+        """The monitor rebuilt from ``window.state``; None (and a problem noted) if absent or bad.
+
+        Any exception from a hostile state is a note, never a crash of the report."""
+        if not window.has_state:
+            return None
+        state = window.state
+        if state is None:
+            self.note(f"window starting {window.start:g}: unusable state (not a JSON object)")
             return None
         try:
-            return from_dict(window.state)
-        except ValueError as exc:
-            self.problems.append(f"window starting {window.start:g}: unusable state ({exc})")
+            return from_dict(state)
+        except Exception as exc:  # noqa: BLE001 - whatever a malformed state raises, the page goes on
+            self.note(f"window starting {window.start:g}: unusable state ({_short(exc)})")
             return None
+
+    def note(self, text: str) -> None:
+        """Note a problem (the first :data:`MAX_PROBLEMS` verbatim, then only counted)."""
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(text)
+        else:
+            self.more_problems += 1
 
     @cached_property
     def latest_monitor(self) -> Any | None:
@@ -221,8 +239,8 @@ class KeyHistory:
                 continue
             try:
                 merged = mon if merged is None else merged.merge(mon)
-            except (ValueError, TypeError) as exc:
-                self.problems.append(f"whole period: window starting {w.start:g} not merged ({exc})")
+            except Exception as exc:  # noqa: BLE001 - a state that does not merge is a note
+                self.note(f"whole period: window starting {w.start:g} not merged ({_short(exc)})")
                 continue
             used += 1
         return None if merged is None else (merged, used)
@@ -231,6 +249,11 @@ class KeyHistory:
         """Windows where some rule (on ``rule_metric`` if given) fired, each once, in time order."""
         hits = {id(a.window): a.window for a in self.alerts if rule_metric is None or a.rule.metric == rule_metric}
         return [w for w in self.windows if id(w) in hits]
+
+
+def _short(exc: BaseException, limit: int = 200) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _nan_if_none(value: float | None) -> float:

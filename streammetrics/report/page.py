@@ -14,11 +14,16 @@ from streammetrics.report.history import (
     Change,
     KeyHistory,
 )
+from streammetrics.report.select import HOW_CHOSEN, Selection
 from streammetrics.report.sources import LoadResult, WindowSnapshot
 
 __all__ = ["render_page", "format_value", "format_delta"]
 
 MAX_LISTED_RANGES = 12
+#: skipped input lines listed on the page (stderr lists more)
+MAX_LISTED_PROBLEMS = 5
+#: key names longer than this are cut in the tables (whole in a tooltip and in their section's heading)
+MAX_NAME_CHARS = 80
 _TASK_ORDER = {task: i for i, task in enumerate(TASK_TITLES)}
 
 CSS = """
@@ -31,7 +36,7 @@ header { background: #1d2330; color: #fff; padding: 18px 28px; }
 header h1 { margin: 0 0 4px; font-size: 22px; }
 header p { margin: 0; color: #c7cedb; }
 main { padding: 8px 28px 28px; max-width: 1500px; margin: 0 auto; }
-h2 { font-size: 18px; margin: 22px 0 8px; }
+h2 { font-size: 18px; margin: 22px 0 8px; overflow-wrap: anywhere; }
 h3 { font-size: 15px; margin: 14px 0 6px; color: var(--muted); }
 section.card { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 4px 18px 14px;
                margin-top: 16px; }
@@ -61,8 +66,13 @@ footer { color: var(--muted); font-size: 12px; padding: 0 28px 24px; max-width: 
 """
 
 
+#: C0 control characters other than tab and newlines, and DEL, shown as U+FFFD (as browsers show NUL)
+_CONTROLS = {c: "\ufffd" for c in [*range(0, 9), 11, 12, *range(14, 32), 127]}
+
+
 def esc(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    """Text for HTML content or a quoted attribute: markup characters escaped, control characters replaced."""
+    return html.escape(str(text), quote=True).translate(_CONTROLS)
 
 
 def format_time(ts: float, seconds: bool = False) -> str:
@@ -143,8 +153,20 @@ def _alerts_cell(history: KeyHistory) -> str:
     return f'<td class="alerts">{"<br>".join(items)}</td>'
 
 
-def _summary_row(history: KeyHistory, anchor: str, metrics: Sequence[str]) -> str:
-    cells = [f'<td class="text"><a href="#{anchor}">{esc(history.label)}</a></td>',
+def _key_link(history: KeyHistory, anchor: str | None) -> str:
+    """The key's label (cut to :data:`MAX_NAME_CHARS`, the whole name in a tooltip), linked to its
+    section when it has one (charted keys)."""
+    label = history.label
+    if len(label) > MAX_NAME_CHARS:
+        title = f' title="{esc(label)}"'
+        label = label[:MAX_NAME_CHARS - 1] + "…"
+    else:
+        title = ""
+    return f'<a href="#{anchor}"{title}>{esc(label)}</a>' if anchor else f'<span{title}>{esc(label)}</span>'
+
+
+def _summary_row(history: KeyHistory, anchor: str | None, metrics: Sequence[str]) -> str:
+    cells = [f'<td class="text">{_key_link(history, anchor)}</td>',
              f'<td>{len(history.windows)}</td>',
              f'<td class="text">{esc(format_time(history.latest.start, _window_seconds(history)))}</td>']
     for metric in metrics:
@@ -153,15 +175,29 @@ def _summary_row(history: KeyHistory, anchor: str, metrics: Sequence[str]) -> st
         cells.append(f'<td data-metric="{esc(metric)}"><span class="v">{format_value(change.value, metric)}</span>'
                      f'<span class="d {css}">{esc(delta)}</span></td>')
     cells.append(_alerts_cell(history))
-    return (f'<tr data-key="{esc(history.model)}|{esc(history.segment)}" data-alerts="{len(history.alerts)}">'
-            + "".join(cells) + "</tr>")
+    return (f'<tr data-key="{esc(history.model)}|{esc(history.segment)}" data-alerts="{len(history.alerts)}" '
+            f'data-charted="{1 if anchor else 0}">' + "".join(cells) + "</tr>")
 
 
-def _summary(histories: Sequence[KeyHistory], anchors: dict[int, str]) -> str:
+def _charted_note(histories: Sequence[KeyHistory], selection: Selection | None, charts: int,
+                  anchors: dict[int, str | None]) -> str:
+    """Which keys have charts and why, when not all do (a list of links to their sections)."""
+    if selection is None or selection.all_keys:
+        return ""
+    charted = [h for h in histories if anchors.get(id(h))]
+    n = len(charted)
+    links = "".join(f'<li>{_key_link(h, anchors[id(h)])}: {esc("; ".join(selection.why(h)))}</li>' for h in charted)
+    return (f'<p class="note" id="charted-keys">Charts for {n:,} of {len(histories):,} keys ({charts:,} charts; '
+            f'at most {selection.max_charts:,}, <code>--max-charts</code>), chosen from {esc(HOW_CHOSEN)}. '
+            'Every key is in this table; the names of charted keys link to their charts.</p>'
+            f'<ul class="charted">{links}</ul>')
+
+
+def _summary(histories: Sequence[KeyHistory], anchors: dict[int, str | None], note: str = "") -> str:
     parts = ['<section class="card" id="summary"><h2>Summary</h2>',
              '<p class="meta">Latest window of each key; below each value its change against the previous window '
              '(<span class="better">green: better</span>, <span class="worse">red: worse</span>; higher is better '
-             'for AUC, F1, precision, recall, accuracy, R²; lower for log loss, Brier score and errors).</p>']
+             'for AUC, F1, precision, recall, accuracy, R²; lower for log loss, Brier score and errors).</p>', note]
     by_task: dict[str, list[KeyHistory]] = defaultdict(list)
     for h in histories:
         by_task[h.task].append(h)
@@ -177,7 +213,8 @@ def _summary(histories: Sequence[KeyHistory], anchors: dict[int, str]) -> str:
     return "".join(parts)
 
 
-def _alerts_section(histories: Sequence[KeyHistory], rules: Sequence[AlertRule], anchors: dict[int, str]) -> str:
+def _alerts_section(histories: Sequence[KeyHistory], rules: Sequence[AlertRule],
+                    anchors: dict[int, str | None]) -> str:
     parts = ['<section class="card" id="alerts"><h2>Alerts</h2>']
     if not rules:
         parts.append('<p class="meta">No alert rules given (<code>--alert \'roc_auc&lt;0.8\'</code>).</p></section>')
@@ -192,8 +229,8 @@ def _alerts_section(histories: Sequence[KeyHistory], rules: Sequence[AlertRule],
             if hits:
                 worst = min(hits, key=lambda a: a.value) if rule.op in ("<", "<=") else max(hits, key=lambda a: a.value)
                 windows = _ranges_text(h, [a.window for a in hits])
-                rows.append(f'<tr class="alert" data-key="{esc(h.model)}|{esc(h.segment)}" data-rule="{esc(rule.text)}">'
-                            f'<td class="text"><a href="#{anchors[id(h)]}">{esc(h.label)}</a></td>'
+                rows.append(f'<tr class="alert" data-key="{esc(h.model)}|{esc(h.segment)}" '
+                            f'data-rule="{esc(rule.text)}"><td class="text">{_key_link(h, anchors[id(h)])}</td>'
                             f'<td class="text"><span class="alert-tag">{esc(rule.text)}</span></td>'
                             f'<td>{len(hits)}</td><td>{format_value(worst.value, rule.metric)}</td>'
                             f'<td class="text">{esc(windows)}</td></tr>')
@@ -227,9 +264,12 @@ def _key_notes(history: KeyHistory) -> list[str]:
         notes.append("These snapshots carry no monitor state (written with <code>--no-state</code>): the ROC and "
                      "precision-recall curves and the confusion matrix need it. Re-run <code>replay</code> / "
                      "<code>consume</code> without <code>--no-state</code> to get them.")
-    elif history.has_state and history.latest.state is None:
+    elif history.has_state and not history.latest.has_state:
         notes.append("The latest window has no monitor state: its curves and confusion matrix are missing.")
     notes.extend(esc(p) for p in history.problems[:5])
+    more = len(history.problems) - 5 + history.more_problems
+    if more > 0:
+        notes.append(f"… and {more:,} more problems with this key's snapshots")
     return notes
 
 
@@ -240,8 +280,10 @@ def _figure(chart: Chart) -> str:
             f'title="{esc(chart.title)}">{chart.svg}{caption}</figure>')
 
 
-def _key_section(history: KeyHistory, anchor: str, charts: Sequence[Chart]) -> str:
+def _key_section(history: KeyHistory, anchor: str, charts: Sequence[Chart], why: Sequence[str] = ()) -> str:
     notes = "".join(f'<p class="note">{n}</p>' for n in _key_notes(history))
+    if why:
+        notes = f'<p class="meta why">Charted: {esc("; ".join(why))}</p>' + notes
     return (f'<section class="card key" id="{anchor}" data-model="{esc(history.model)}" '
             f'data-segment="{esc(history.segment)}" data-task="{esc(history.task)}">'
             f'<h2>{esc(history.label)}<span class="task">{esc(TASK_TITLES.get(history.task, history.task))}</span></h2>'
@@ -261,20 +303,38 @@ def _header(title: str, histories: Sequence[KeyHistory], source: str | None, loa
     return f'<header><h1>{esc(title)}</h1><p>{esc(" · ".join(bits))}</p></header>'
 
 
+def _skipped_section(loaded: LoadResult | None) -> str:
+    """How many input lines were skipped, per reason, and the first few with their line numbers."""
+    if loaded is None or not loaded.skipped:
+        return ""
+    items = "".join(f"<li>{esc(p)}</li>" for p in loaded.problems[:MAX_LISTED_PROBLEMS])
+    more = loaded.skipped - min(len(loaded.problems), MAX_LISTED_PROBLEMS)
+    tail = f"<li>… and {more:,} more</li>" if more > 0 else ""
+    n = loaded.skipped
+    return (f'<section class="card" id="skipped"><h2>Skipped input</h2><p class="meta">{n:,} malformed '
+            f'snapshot{"s" if n != 1 else ""} skipped ({esc(loaded.reasons_text())}); the report shows the '
+            f'others.</p><ul>{items}{tail}</ul></section>')
+
+
 def render_page(title: str, histories: Sequence[KeyHistory], sections: Iterable[tuple[KeyHistory, str, list[Chart]]],
                 rules: Sequence[AlertRule], *, source: str | None = None, loaded: LoadResult | None = None,
-                generated: str = "", version: str = "") -> str:
-    """The whole HTML document. ``sections`` yields (history, anchor id, charts) per key."""
+                generated: str = "", version: str = "", selection: Selection | None = None) -> str:
+    """The whole HTML document. ``sections`` yields (history, anchor id, charts) per charted key;
+    every key of ``histories`` is in the summary table."""
     sections = list(sections)
-    anchors = {id(h): anchor for h, anchor, _ in sections}
-    body = "".join(_key_section(h, anchor, charts) for h, anchor, charts in sections)
+    anchors: dict[int, str | None] = {id(h): None for h in histories}
+    anchors.update({id(h): anchor for h, anchor, _ in sections})
+    body = "".join(_key_section(h, anchor, charts, selection.why(h) if selection else ())
+                   for h, anchor, charts in sections)
+    note = _charted_note(histories, selection, sum(len(c) for _, _, c in sections), anchors)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<meta name="generator" content="streammetrics {esc(version)}">'
         f'<title>{esc(title)}</title><style>{CSS}</style></head><body>'
         f'{_header(title, histories, source, loaded)}<main>'
-        f'{_summary(histories, anchors)}{_alerts_section(histories, rules, anchors)}{body}</main>'
+        f'{_skipped_section(loaded)}{_summary(histories, anchors, note)}{_alerts_section(histories, rules, anchors)}'
+        f'{body}</main>'
         f'<footer>streammetrics {esc(version)} · snapshot schema streammetrics.snapshot/1 · generated {esc(generated)} '
         '· times in UTC · charts drawn with matplotlib</footer></body></html>\n'
     )

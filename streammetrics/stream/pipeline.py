@@ -27,6 +27,11 @@ Bounds (all configurable in :class:`PipelineConfig`, all counted in :attr:`Pipel
   method returning a coarser copy), else the state is dropped (``"state_dropped": true``), and
   if the line is still too long the nested metrics (e.g. ``per_class``) go too
   (``"metrics_truncated": true``). Counted in ``snapshots_degraded``; never an exception.
+* delayed labels (contract section 5; :mod:`streammetrics.stream.labels`): ``label_ttl``
+  (default 7 days of event time) bounds how long a prediction awaits its label and a label its
+  prediction; ``max_pending_labels`` (default 50,000,000) bounds the predictions awaiting labels
+  (the oldest expire early beyond it, counted), held in memory up to 100,000 then in SQLite.
+  Label events and predictions without ``y_true`` need no flag: the first one starts the join.
 
 >>> import json
 >>> pipe = Pipeline(PipelineConfig(window=60.0, include_state=False))
@@ -51,6 +56,10 @@ from typing import Any
 
 from streammetrics.stream.decoding import MAX_NESTING, decode_value
 from streammetrics.stream.events import EventParser
+from streammetrics.stream.label_events import DelayedEventParser
+from streammetrics.stream.label_stream import LabelStream
+from streammetrics.stream.labels import Label, LabelJoin
+from streammetrics.stream.pending import DEFAULT_MAX_PENDING, PendingStore
 from streammetrics.stream.records import EVENT_CODEC, Event, Rejection
 from streammetrics.stream.snapshots import snapshot_line
 from streammetrics.stream.windows import (
@@ -63,6 +72,7 @@ from streammetrics.stream.windows import (
 __all__ = ["MessageResult", "Pipeline", "PipelineConfig", "Problem"]
 
 LATE_REASON = "late event: every window holding its time has closed"
+DEFAULT_LABEL_TTL = 7 * 86400.0
 TOMBSTONE_REASON = "message has no value (tombstone)"
 
 
@@ -88,6 +98,23 @@ class PipelineConfig:
     batch: bool = True
     #: most events queued per pane before they are applied (batch mode)
     max_pending: int = 4096
+    #: delayed labels (contract section 5): how long, in event time, a prediction awaits its
+    #: label and a label its prediction; and the bound on predictions awaiting labels
+    label_ttl: float = DEFAULT_LABEL_TTL
+    max_pending_labels: int = DEFAULT_MAX_PENDING
+    #: label-free metrics per ``(model, segment)`` against a reference (``--reference``; see
+    #: :func:`streammetrics.monitors.reference.load_references`); keys without one get nulls
+    references: Mapping[tuple[str, str], Any] | None = None
+    #: most references held (``--max-references``); more is a ValueError naming the limit
+    max_references: int = 10_000
+
+    def extra_metrics(self) -> Callable[[tuple[str, str], Any, dict[str, Any]], None] | None:
+        """The snapshot hook adding the label-free metrics (None without references)."""
+        if self.references is None:
+            return None
+        from streammetrics.monitors.reference import snapshot_metrics
+
+        return snapshot_metrics(self.references, self.task, max_references=self.max_references)
 
     def monitor_factory(self) -> Callable[[], Any]:
         """A factory of empty monitors for the task; configuration errors raise ValueError now."""
@@ -161,6 +188,9 @@ class _NoProblems(list):  # type: ignore[type-arg]
 
 #: the result of the common message (one event applied), shared: results are read, not changed
 _APPLIED_ONE = MessageResult(1, _NoProblems())
+#: problem codes of the label join's notices that are not refusals of the message at hand
+_NOTICE_CODES = {"expired": "prediction_expired", "label_expired": "label_expired"}
+_NOTICE_FIELDS = {"missing_id": "id", "duplicate": "id", "expired": "id", "future": "ts", "late": "ts"}
 
 
 class Pipeline:
@@ -182,14 +212,18 @@ class Pipeline:
                                                  or not isinstance(c.max_snapshot_bytes, int)
                                                  or c.max_snapshot_bytes < 1):
             raise ValueError(f"max_snapshot_bytes must be a positive integer or None, got {c.max_snapshot_bytes!r}")
-        self.parser = c.parser()
+        PendingStore(max_pending=c.max_pending_labels)  # bounds checked now
+        LabelJoin(c.label_ttl)
+        # predictions with their label as before; predictions awaiting one and label events too
+        self.parser = DelayedEventParser.extending(c.parser())
+        self._labels: LabelStream | None = None  # built at the first delayed item
         self.windows = WindowManager(
             c.monitor_factory(), c.window, c.slide, c.grace, c.idle_close or None,
             cumulative=c.cumulative, include_state=c.include_state, batch=c.batch, max_pending=c.max_pending,
             event_codec=EVENT_CODEC, clock=clock, max_future=c.max_future, wall_clock=wall_clock,
-            max_keys=c.max_keys,
+            max_keys=c.max_keys, extra_metrics=c.extra_metrics(),
         )
-        self._parse = self.parser.parse
+        self._parse: Callable[[Any], Any] = self.parser.parse  # Event, Label or Rejection
         self._add = self.windows.add
         self._fast = self.parser.fast_decode
         self._messages = 0
@@ -216,6 +250,9 @@ class Pipeline:
         cls = decoded.__class__
         if cls is dict:
             item = self._parse(decoded)
+            if item.__class__ is Label or (item.__class__ is Event and (
+                    item.y_true is None or self._labels is not None)):
+                return self._delayed(None, item)
             if item.__class__ is Event:  # the common message: one valid event for an open window
                 try:
                     if self._add(item):
@@ -233,9 +270,13 @@ class Pipeline:
         item = self._parse(decoded)  # not an object: the parser says why
         return self._refused(None, item.code, item.reason, item.field)
 
-    def process_event(self, event: Event) -> MessageResult:
-        """An already-parsed :class:`Event` (Spark rows, tests, other sources)."""
+    def process_event(self, event: Event | Label) -> MessageResult:
+        """An already-parsed :class:`Event` or :class:`~streammetrics.stream.labels.Label`
+        (Spark rows, tests, replay's two-file merge, other sources)."""
         self._messages += 1
+        if event.__class__ is Label or (event.__class__ is Event and (
+                event.y_true is None or self._labels is not None)):
+            return self._delayed(None, event)
         try:
             if self._add(event):
                 self._events += 1
@@ -252,6 +293,13 @@ class Pipeline:
         rejected = self._rejected
         for i, raw in enumerate(items):
             item = parse(raw)
+            if item.__class__ is Label or (item.__class__ is Event and (
+                    item.y_true is None or self._labels is not None)):
+                res = self._delayed(i, item)
+                self._events -= res.applied  # counted once, below
+                applied += res.applied
+                problems.extend(res.problems)
+                continue
             if item.__class__ is not Event:
                 rejected[item.code] = rejected.get(item.code, 0) + 1
                 problems.append(Problem(i, item.code, item.reason, item.field))
@@ -270,14 +318,56 @@ class Pipeline:
         self._events += applied
         return MessageResult(applied, problems)
 
+    def _delayed(self, index: int | None, item: Event | Label) -> MessageResult:
+        """A label event, a prediction awaiting its label, or (once delayed labels are in use) any
+        prediction: through the label join (:class:`~streammetrics.stream.label_stream.LabelStream`).
+        Its notices become problems: ``late``, rejections (``duplicate``, ``expired``,
+        ``missing_id``, ``kind_mismatch``, ``future``, ...) and, for what this item's time made
+        due, ``prediction_expired`` / ``label_expired`` (reports, not refusals of this item)."""
+        stream = self._labels
+        if stream is None:
+            stream = self._labels = self._label_stream()
+        before = stream.counts["events"] + stream.counts["predictions"]
+        notes = stream.add(item)
+        applied = stream.counts["events"] + stream.counts["predictions"] - before
+        self._events += applied
+        if not notes:
+            return _APPLIED_ONE if applied else MessageResult(0, [])
+        problems = []
+        for note in notes:
+            code = _NOTICE_CODES.get(note.kind, note.code)
+            if note.kind == "late":
+                self._late += 1
+            elif note.kind == "rejected":
+                self._rejected[code] = self._rejected.get(code, 0) + 1
+            problems.append(Problem(index, code, note.message, _NOTICE_FIELDS.get(code)))
+        return MessageResult(applied, problems)
+
+    def _label_stream(self, join_state: Mapping[str, Any] | None = None) -> LabelStream:
+        c = self.config
+        join = LabelJoin(c.label_ttl, store=PendingStore(max_pending=c.max_pending_labels))
+        if join_state is not None:
+            join.load_dict(join_state)
+        else:
+            now = self.windows.stream_time()
+            if now is not None:  # event time so far (labelled predictions before the first delayed item)
+                join.advance(now)
+        return LabelStream(self.windows, join)
+
+    def close(self) -> None:
+        """Release the pending store's spill files (delayed labels)."""
+        if self._labels is not None:
+            self._labels.join.store.close()
+
     def _refused(self, index: int | None, code: str, reason: str, field_name: str | None) -> MessageResult:
         self._rejected[code] = self._rejected.get(code, 0) + 1
         return MessageResult(0, [Problem(index, code, reason, field_name)])
 
     # ------------------------------------------------------------------ output
-    def poll(self, now: float | None = None) -> list[dict[str, Any]]:
-        """Snapshots ready since the last call (idle keys closed first when ``idle_close`` is set)."""
-        return self._emit(self.windows.poll(now))
+    def poll(self, now: float | None = None, revisions: bool = True) -> list[dict[str, Any]]:
+        """Snapshots ready since the last call (idle keys closed first when ``idle_close`` is set);
+        ``revisions=False`` leaves label revisions of closed windows for a later poll."""
+        return self._emit(self.windows.poll(now, revisions))
 
     def flush(self) -> list[dict[str, Any]]:
         """End of input: close every open window and return every ready snapshot."""
@@ -317,7 +407,10 @@ class Pipeline:
     # ------------------------------------------------------------------ checkpoint
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe checkpoint: every key's open windows, queued events included."""
-        return {"type": "Pipeline", "version": 1, "task": self.config.task, "windows": self.windows.to_dict()}
+        out = {"type": "Pipeline", "version": 1, "task": self.config.task, "windows": self.windows.to_dict()}
+        if self._labels is not None:  # delayed labels: the join and its pending store
+            out["labels"] = self._labels.to_dict()
+        return out
 
     def load_dict(self, data: Mapping[str, Any]) -> Pipeline:
         """Replace the window state with a checkpoint from :meth:`to_dict`; ValueError (one line,
@@ -328,7 +421,19 @@ class Pipeline:
             raise ValueError(f"Pipeline checkpoint version {data.get('version')!r} is not supported (expected 1)")
         if data.get("task") != self.config.task:
             raise ValueError(f"checkpoint is for task {data.get('task')!r}, this pipeline runs {self.config.task!r}")
+        labels = data.get("labels")
+        stream = None
+        if labels is not None:
+            stream = LabelStream(self.windows, LabelJoin(self.config.label_ttl, store=PendingStore(
+                max_pending=self.config.max_pending_labels)))
+            if not isinstance(labels, Mapping) or not isinstance(labels.get("join"), Mapping):
+                raise ValueError("malformed Pipeline checkpoint: labels")
+            stream.join.load_dict(labels["join"])
+            stream.counts = {k: int(labels["counts"][k]) for k in stream.counts}
         self.windows.load_dict(data.get("windows"))  # type: ignore[arg-type]  # validated there
+        if self._labels is not None:
+            self._labels.join.store.close()
+        self._labels = stream
         return self
 
     # ------------------------------------------------------------------ introspection
@@ -349,6 +454,7 @@ class Pipeline:
             "keys": self.windows.key_count,
             "snapshots": self._snapshots,
             "snapshots_degraded": self._degraded,
+            "labels": None if self._labels is None else self._labels.summary(),
         }
 
 

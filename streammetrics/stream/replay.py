@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable
 from importlib import resources
 from typing import IO, Any
 
+from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES
+from streammetrics.stream.label_replay import REVISION_EVERY, replay_merged
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig, Problem
 from streammetrics.stream.snapshots import snapshot_line
 
@@ -30,6 +32,8 @@ _BLANK_START = frozenset([b"", b" ", b"\t", b"\r", b"\n", "", " ", "\t", "\r", "
 REPORT_LIMIT = 10
 #: rejections of a single (code, field), with no event applied yet, after which replay gives up
 ABORT_AFTER = 1000
+#: problem codes of delayed labels that report an expiry rather than refuse an event
+EXPIRY_CODES = frozenset(["prediction_expired", "label_expired"])
 
 
 def sample_path() -> str:
@@ -40,10 +44,11 @@ def sample_path() -> str:
 class ReplayStats:
     """What a replay saw: lines, events applied, rejected and late events, snapshots written."""
 
-    __slots__ = ("aborted", "events", "late", "lines", "rejected", "snapshots", "suppressed")
+    __slots__ = ("aborted", "events", "expired", "labels", "late", "lines", "rejected", "snapshots", "suppressed")
 
     def __init__(self) -> None:
-        self.lines = self.events = self.rejected = self.late = self.snapshots = 0
+        self.lines = self.events = self.rejected = self.late = self.snapshots = self.expired = 0
+        self.labels: dict[str, int] | None = None  # the label join's counts (delayed labels)
         self.suppressed: dict[tuple[str, str | None], int] = {}  # problems not listed, by (code, field)
         self.aborted: Problem | None = None
 
@@ -54,6 +59,13 @@ class ReplayStats:
             more = ", ".join(f"{n} {code}" + (f" ({field})" if field else "")
                              for (code, field), n in sorted(self.suppressed.items(), key=lambda kv: -kv[1]))
             text += f"; not listed: {more}"
+        if self.labels is not None:
+            j = self.labels
+            text += (f"; delayed labels: {j['predictions']} predictions awaited labels, {j['labels']} labels "
+                     f"accepted, {j['joined']} joined, {j['expired']} predictions expired ({j['evicted']} early: "
+                     f"pending bound), {j['pending']} still pending, {j['duplicate']} duplicate and "
+                     f"{j['rejected_expired']} expired labels rejected, {j['labels_expired']} labels found no "
+                     f"prediction")
         return text
 
 
@@ -116,6 +128,8 @@ def replay_lines(
             for problem in problems:
                 if problem.code == "late":
                     stats.late += 1
+                elif problem.code in EXPIRY_CODES:  # delayed labels: reported, not refused
+                    stats.expired += 1
                 else:
                     stats.rejected += 1
                 kind = (problem.code, problem.field)
@@ -132,10 +146,11 @@ def replay_lines(
             if stats.aborted is not None:
                 break
         if lineno & 0x3FF == 0:
-            for snap in pipeline.poll():
+            for snap in pipeline.poll(revisions=lineno & REVISION_EVERY == 0):
                 write(snapshot_line(snap))
                 stats.snapshots += 1
     stats.events = pipeline.counters["events"] - events_before
+    stats.labels = pipeline.counters["labels"]
     stats.lines = lineno
     for snap in pipeline.poll() + pipeline.flush():
         write(snapshot_line(snap))
@@ -166,12 +181,35 @@ def _config(args: argparse.Namespace) -> PipelineConfig:
         raise ValueError(f"--labels only applies to --task labels, not --task {args.task}")
     from streammetrics.stream.events import parse_field_map
 
+    references = None
+    if getattr(args, "reference", None):
+        references = read_references(args)
     return PipelineConfig(
         task=args.task, window=args.window, slide=args.slide, grace=args.grace, threshold=args.threshold,
         classes=args.classes, labels=args.labels, fields=parse_field_map(args.field),
         cumulative=args.cumulative, include_state=not args.no_state, max_future=args.max_future or None,
         max_keys=args.max_keys or None, max_snapshot_bytes=args.max_snapshot_bytes,
+        references=references, max_references=getattr(args, "max_references", None) or DEFAULT_MAX_REFERENCES,
+        label_ttl=args.label_ttl, **({} if args.max_pending is None else {"max_pending_labels": args.max_pending}),
     )
+
+
+def read_references(args: argparse.Namespace) -> dict[tuple[str, str], Any]:
+    """The references of ``--reference FILE`` (``--task``, ``--classes``, ``--field``,
+    ``--threshold``, ``--max-references`` apply); ValueError (one line) when unusable."""
+    from streammetrics.monitors.reference import load_references
+    from streammetrics.stream.events import parse_field_map
+
+    options: dict[str, Any] = {"threshold": args.threshold} if args.task == "binary" else {}
+    try:
+        return load_references(
+            args.reference, fields=parse_field_map(args.field), task=args.task, classes=args.classes,
+            max_references=getattr(args, "max_references", None) or DEFAULT_MAX_REFERENCES, **options,
+        )
+    except OSError as exc:
+        raise ValueError(f"--reference {args.reference}: cannot read it ({exc.strerror})") from None
+    except ValueError as exc:
+        raise ValueError(f"--reference: {exc}") from None
 
 
 def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> int:
@@ -196,10 +234,20 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115 - closed below
     except OSError as exc:
         return fail(f"cannot read {args.file}: {exc.strerror}", 1)
+    labels_file = getattr(args, "labels_file", None)
+    label_source = None
+    if labels_file is not None:
+        try:
+            label_source = open(labels_file, "rb")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            source.close()
+            return fail(f"cannot read {labels_file}: {exc.strerror}", 1)
     try:
         sink = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")  # noqa: SIM115
     except OSError as exc:
         source.close()
+        if label_source is not None:
+            label_source.close()
         return fail(f"cannot write {args.output}: {exc.strerror}", 1)
 
     show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
@@ -209,6 +257,8 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         if source is not sys.stdin.buffer:
             try:
                 size = os.fstat(source.fileno()).st_size
+                if label_source is not None:
+                    size += os.fstat(label_source.fileno()).st_size
             except OSError:
                 size = None
         progress = _Progress(size, sys.stderr)
@@ -220,14 +270,19 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         except BrokenPipeError:
             raise OutputClosed from None
 
-    def report(lineno: int, message: str) -> None:
+    def report(lineno: int | str, message: str) -> None:  # a line number, or FILE:LINE with two files
         if progress is not None:
             sys.stderr.write("\r\033[K")
-        print(f"line {lineno}: {message}", file=sys.stderr)
+        print(f"line {lineno}: {message}" if isinstance(lineno, int) else f"{lineno}: {message}", file=sys.stderr)
 
     try:
-        with source:
-            stats = replay_lines(source, pipeline, write, None if args.quiet else report, progress)
+        if label_source is not None:
+            with source, label_source:
+                stats = _replay_two(args.file, source, str(labels_file), label_source, pipeline, write,
+                                    None if args.quiet else report, progress)
+        else:
+            with source:
+                stats = replay_lines(source, pipeline, write, None if args.quiet else report, progress)
         if sink is sys.stdout:
             try:
                 sink.flush()
@@ -239,6 +294,7 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
     except OSError as exc:
         return fail(f"error reading {args.file}: {exc}", 1)
     finally:
+        pipeline.close()
         if sink is not sys.stdout:
             sink.close()
     if stats.aborted is not None:
@@ -249,6 +305,34 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
     if stats.events == 0 and (stats.rejected or stats.late):
         return 1
     return 0
+
+
+def _replay_two(name: str, source: Any, labels_name: str, labels: Any, pipeline: Pipeline,
+                write: Callable[[str], Any], report: Callable[[str, str], Any] | None,
+                progress: _Progress | None) -> ReplayStats:
+    """Predictions and label events from two files, merged by event time (delayed labels)."""
+    stats = ReplayStats()
+    seen: dict[tuple[str, str | None], int] = {}
+    events_before = pipeline.counters["events"]
+
+    def note(where: str, problem: Any) -> None:
+        if problem.code == "late":
+            stats.late += 1
+        elif problem.code in EXPIRY_CODES:
+            stats.expired += 1
+        else:
+            stats.rejected += 1
+        kind = (problem.code, problem.field)
+        n = seen[kind] = seen.get(kind, 0) + 1
+        if n > REPORT_LIMIT:
+            stats.suppressed[kind] = stats.suppressed.get(kind, 0) + 1
+        elif report is not None:
+            report(where, ("" if problem.index is None else f"[{problem.index}] ") + problem.reason)
+
+    replay_merged([(name, source), (labels_name, labels)], pipeline, write, stats, note, progress)
+    stats.events = pipeline.counters["events"] - events_before
+    stats.labels = pipeline.counters["labels"]
+    return stats
 
 
 def _silence_stdout() -> None:

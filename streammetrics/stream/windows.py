@@ -34,6 +34,19 @@ genuinely new key's events older than that frontier are then late too (conservat
 refused (:class:`EventRejected` code ``key_limit``, counted). With ``cumulative=True`` keys are
 not evicted (their all-time monitor is the point) and ``max_keys`` alone bounds them.
 
+**Delayed labels** (contract section 5; the join is :mod:`streammetrics.stream.labels`):
+:meth:`WindowManager.add_prediction` applies a prediction awaiting its label (the monitor's
+``update_prediction``: label-free metrics) and counts it as awaiting in its pane;
+:meth:`WindowManager.add_outcome` later applies its label (``update_outcome``) to every window
+of its ``ts`` that held it, :meth:`WindowManager.expire` marks it expired instead. A window
+closes as usual with revision 0; if predictions in it still await labels it is kept, as its
+merged monitor (compact state, never events) with awaiting/expired counters, and each
+:meth:`poll` emits one new revision per kept window that labels or expiries changed since
+(coalesced), the last one ``"final": true`` when nothing in it awaits a label any more.
+Kept windows are bounded by the label join's TTL and pending bound (each holds at least one
+pending prediction). Snapshots carry ``revision``, ``labeled``, ``expired`` and ``pending``;
+without delayed labels every window emits once: revision 0, final, ``labeled == count``.
+
 Snapshots follow the contract's schema ``streammetrics.snapshot/1``. With ``cumulative=True``
 an all-time snapshot per key (``"final": false``, ``"cumulative": true``) follows each close:
 the key's events from its first window's start up to the end of the window just closed (the
@@ -157,6 +170,7 @@ class _KeyState:
     """Open panes and bookkeeping for one stream key."""
 
     __slots__ = (
+        "awaiting",
         "close_at",
         "cumulative",
         "first_pane_bound",
@@ -168,6 +182,7 @@ class _KeyState:
         "open_from",
         "panes",
         "pending",
+        "revising",
         "tag",
     )
 
@@ -186,6 +201,24 @@ class _KeyState:
         self.open_from: float = -math.inf
         self.close_at: float = -math.inf
         self.first_pane_bound: float = math.inf  # panes below it start an earlier first window
+        # delayed labels: pane -> [predictions awaiting their label, predictions expired]
+        self.awaiting: dict[int, list[int]] = {}
+        self.revising: dict[int, _Revising] = {}  # window index -> closed window awaiting labels
+
+
+class _Revising:
+    """A closed window still awaiting labels: its merged monitor (compact state, not events),
+    the predictions in it still awaiting a label or expired, its last revision number and
+    whether labels changed it since."""
+
+    __slots__ = ("monitor", "awaiting", "expired", "revision", "dirty")
+
+    def __init__(self, monitor: Any, awaiting: int, expired: int, revision: int = 0, dirty: bool = False) -> None:
+        self.monitor = monitor
+        self.awaiting = awaiting
+        self.expired = expired
+        self.revision = revision
+        self.dirty = dirty
 
 
 class WindowManager:
@@ -222,8 +255,12 @@ class WindowManager:
         max_future: float | None = DEFAULT_MAX_FUTURE,
         wall_clock: Callable[[], float] = time.time,
         max_keys: int | None = DEFAULT_MAX_KEYS,
+        extra_metrics: Callable[[tuple[str, str], Any, dict[str, Any]], None] | None = None,
     ) -> None:
         self.spec = WindowSpec(window, slide, grace)
+        #: ``extra_metrics(key, monitor, metrics)`` adds to each snapshot's ``metrics`` (e.g. the
+        #: label-free metrics against a reference: :func:`streammetrics.monitors.reference.snapshot_metrics`)
+        self.extra_metrics = extra_metrics
         if max_future is not None and not (max_future >= 0 and math.isfinite(max_future)):
             raise ValueError(f"max_future must be a non-negative number of seconds or None, got {max_future!r}")
         #: events more than this many seconds ahead of ``wall_clock()`` are refused (None or 0: no bound)
@@ -260,6 +297,7 @@ class WindowManager:
         self._event_tag = getattr(monitor_factory(), "event_tag", None)
         self._pane_us = self.spec.pane_ms * 1000
         self._idle = idle_close is not None
+        self._revised = False  # some closed window awaits a new revision (delayed labels)
 
     # ----------------------------------------------------------------- events
     def add(self, event: Any) -> bool:
@@ -302,6 +340,134 @@ class WindowManager:
             if ts_us >= state.close_at:
                 self._close_by_watermark((event.model, event.segment), state)
         return True
+
+    # ----------------------------------------------------------------- delayed labels
+    def add_prediction(self, event: Any) -> int | None:
+        """Apply a prediction whose label comes later (``event.y_true`` is None): its label-free
+        part (``monitor.update_prediction``) goes into its pane now, and it is counted as
+        awaiting its label in every window of its ``ts``. Returns the index of the first window
+        it counts in (give it back to :meth:`add_outcome` / :meth:`expire`), or None if late
+        (counted, as in :meth:`add`). Raises :class:`EventRejected` like :meth:`add`."""
+        ts_us = _floor(event.ts * 1e6 + 0.5)
+        if ts_us > self._future_us:
+            self._check_future(event, ts_us)
+        state = self._keys.get((event.model, event.segment))
+        if state is None or self._event_tag is not None:
+            state = self._key_state(event, state)  # event_tag reads y_pred's kind when y_true is None
+        pane = ts_us // self._pane_us
+        if self._idle:
+            state.last_seen = self._clock()
+        if pane < state.open_from:
+            state.late += 1
+            if not state.panes and not state.pending and not state.revising:  # as in add
+                self._emptied.append((event.model, event.segment))
+            return None
+        if self.batch and pane in state.pending:
+            self._drain_pane(state, pane)  # keep the pane's updates in arrival order
+        for monitor in self._monitors_of(state, pane):
+            monitor.update_prediction(event)
+        counts = state.awaiting.get(pane)
+        if counts is None:
+            state.awaiting[pane] = [1, 0]
+        else:
+            counts[0] += 1
+        first = self.spec.first_window_of_pane(pane)
+        if state.next_window is not None and state.next_window > first:
+            first = state.next_window  # earlier windows of the pane closed before it came
+        if pane < state.first_pane_bound:
+            self._set_first_window(state, self.spec.first_window_of_pane(pane))
+        if ts_us > state.max_us:
+            state.max_us = ts_us
+            if ts_us >= state.close_at:
+                self._close_by_watermark((event.model, event.segment), state)
+        return first
+
+    def add_outcome(self, event: Any, first_window: int | None = None) -> None:
+        """The label of a prediction given to :meth:`add_prediction` arrived: ``event`` is the
+        prediction with its ``y_true`` (same ``ts``, key, scores, weight) and ``first_window`` what
+        :meth:`add_prediction` returned. The label-based part (``monitor.update_outcome``) goes
+        into every window of the prediction: its open pane, and each closed window awaiting
+        labels (which then emits a new revision at the next :meth:`poll`). Raises
+        :class:`EventRejected` (``kind_mismatch``), changing nothing, if the monitor's
+        ``event_tag`` refuses the labelled event; the caller should then :meth:`expire` it."""
+        self._settle(event, first_window, True)
+
+    def expire(self, event: Any, first_window: int | None = None) -> None:
+        """A prediction given to :meth:`add_prediction` will never get its label: it stops
+        awaiting in its windows (counted as ``expired``; label-based metrics never see it)."""
+        self._settle(event, first_window, False)
+
+    def _settle(self, event: Any, first_window: int | None, labelled: bool) -> None:
+        key = (event.model, event.segment)
+        state = self._keys.get(key)
+        if state is None:
+            raise ValueError(f"no prediction of key {key!r} is awaiting a label")
+        if labelled and self._event_tag is not None and state.tag is not None:
+            try:
+                tag = self._event_tag(event)
+            except ValueError as exc:  # the label's kind is not its prediction's
+                self._reject("kind_mismatch", str(exc))
+            if tag != state.tag:
+                self._reject("kind_mismatch", f"labelled event of kind {tag!r} in a stream of kind {state.tag!r}")
+        spec = self.spec
+        pane = _floor(event.ts * 1e6 + 0.5) // self._pane_us
+        counts = state.awaiting.get(pane)
+        if counts is not None and pane in state.panes:  # the pane is open: later windows merge it
+            counts[0] -= 1
+            if labelled:
+                if self.batch and pane in state.pending:
+                    self._drain_pane(state, pane)
+                state.panes[pane].update_outcome(event)
+            else:
+                counts[1] += 1
+        elif labelled and state.cumulative is not None:  # released: the all-time monitor holds the pane
+            state.cumulative.update_outcome(event)
+        if state.revising:
+            first = spec.first_window_of_pane(pane)
+            if first_window is not None and first_window > first:
+                first = first_window
+            for k in range(first, spec.last_window_of_pane(pane) + 1):
+                win = state.revising.get(k)
+                if win is not None:
+                    win.awaiting -= 1
+                    if labelled:
+                        win.monitor.update_outcome(event)
+                    else:
+                        win.expired += 1
+                    win.dirty = True
+                    self._revised = True
+
+    def _emit_revisions(self) -> None:
+        """One new revision per closed window that labels changed since the last poll (final,
+        and forgotten, once nothing in it awaits a label)."""
+        spec = self.spec
+        for key, state in self._keys.items():
+            if not state.revising:
+                continue
+            for k in sorted(state.revising):
+                win = state.revising[k]
+                if not win.dirty:
+                    continue
+                win.revision += 1
+                win.dirty = False
+                start = k * spec.slide_ms
+                self._ready.append(self._snapshot(key, state, win.monitor, start, start + spec.size_ms,
+                                                  win.awaiting == 0, revision=win.revision, pending=win.awaiting,
+                                                  expired=win.expired))
+                if win.awaiting == 0:
+                    del state.revising[k]
+                    if not state.revising and not state.panes:
+                        self._emptied.append(key)
+        self._revised = False
+
+    def stream_time(self) -> float | None:
+        """The largest event time (epoch seconds) any key has seen, None before the first event."""
+        times = [st.max_us for st in self._keys.values() if st.max_us != -math.inf]
+        return max(times) / 1e6 if times else None
+
+    def awaiting_windows(self) -> int:
+        """Closed windows retained because predictions in them await labels."""
+        return sum(len(s.revising) for s in self._keys.values())
 
     def _check_future(self, event: Any, ts_us: int) -> None:
         """Refresh the cached future bound from the wall clock; refuse ``event`` beyond it."""
@@ -356,8 +522,8 @@ class WindowManager:
         bound = self.max_keys
         for key in emptied:
             state = self._keys.get(key)
-            if state is None or state.panes or state.pending or state.next_window is None:
-                continue
+            if state is None or state.panes or state.pending or state.next_window is None or state.revising:
+                continue  # (closed windows awaiting labels keep their key)
             del self._keys[key]
             self.evicted += 1
             closed[key] = (state.next_window, state.late)
@@ -434,7 +600,16 @@ class WindowManager:
             for j in sorted(p for p in panes if lo <= p < hi):
                 merged = panes[j].copy() if merged is None else merged.merge(panes[j])
             if merged is not None:
-                self._ready.append(self._snapshot(key, state, merged, lo * spec.pane_ms, hi * spec.pane_ms, True))
+                awaiting = expired = 0
+                if state.awaiting:  # delayed labels: retain the window while predictions await labels
+                    for j, (a, e) in state.awaiting.items():
+                        if lo <= j < hi:
+                            awaiting += a
+                            expired += e
+                    if awaiting:
+                        state.revising[k] = _Revising(merged, awaiting, expired)
+                self._ready.append(self._snapshot(key, state, merged, lo * spec.pane_ms, hi * spec.pane_ms,
+                                                  not awaiting, pending=awaiting, expired=expired))
                 closed_any = True
             # panes below the next window's start are no longer needed
             next_lo = (k + 1) * s
@@ -445,6 +620,8 @@ class WindowManager:
                             state.cumulative = self._factory()
                         state.cumulative.merge(panes[j])
                     del panes[j]
+                    if state.awaiting:
+                        state.awaiting.pop(j, None)
             k += 1
         self._set_next_window(state, last + 1)
         if not panes:
@@ -460,14 +637,18 @@ class WindowManager:
             end = last * spec.slide_ms + spec.size_ms
             self._ready.append(self._snapshot(key, state, total, start, end, False, cumulative=True))
 
-    def poll(self, now: float | None = None) -> list[dict[str, Any]]:
-        """Close idle keys (if ``idle_close`` is set) and return the snapshots ready since the last call."""
+    def poll(self, now: float | None = None, revisions: bool = True) -> list[dict[str, Any]]:
+        """Close idle keys (if ``idle_close`` is set) and return the snapshots ready since the last
+        call. ``revisions=False`` leaves windows revised by labels for a later poll (so that a
+        caller can coalesce revisions over longer spans than closes)."""
         if self.idle_close is not None:
             now = self._clock() if now is None else now
             for key, state in self._keys.items():
                 if (state.panes or state.pending) and now - state.last_seen >= self.idle_close:
                     self._drain_key(state)
                     self._close_through(key, state, self.spec.last_window_of_pane(max(state.panes)))
+        if self._revised and revisions:
+            self._emit_revisions()
         if self._emptied:
             self._evict_emptied()
         ready, self._ready = self._ready, []
@@ -479,6 +660,8 @@ class WindowManager:
             self._drain_key(state)
             if state.panes:
                 self._close_through(key, state, self.spec.last_window_of_pane(max(state.panes)))
+        if self._revised:
+            self._emit_revisions()
         if self._emptied:
             self._evict_emptied()
         ready, self._ready = self._ready, []
@@ -487,17 +670,27 @@ class WindowManager:
     # ----------------------------------------------------------------- snapshots
     def _snapshot(
         self, key: tuple[str, str], state: _KeyState, monitor: Any, start_ms: int, end_ms: int,
-        final: bool, cumulative: bool = False,
+        final: bool, cumulative: bool = False, revision: int = 0, pending: int = 0, expired: int = 0,
     ) -> dict[str, Any]:
+        count = monitor.count
         snap: dict[str, Any] = {
             "schema": SNAPSHOT_SCHEMA,
             "key": {"model": key[0], "segment": key[1]},
             "window": {"start": _seconds(start_ms), "end": _seconds(end_ms)},
             "final": final,
-            "count": monitor.count,
+            "count": count,
             "late": state.late,
+            "revision": revision,
+            "labeled": count - pending - expired,
+            "expired": expired,
+            "pending": pending,
             "metrics": monitor.snapshot(),
         }
+        if self.extra_metrics is not None:
+            self.extra_metrics(key, monitor, snap["metrics"])
+        if cumulative:  # all-time: no revisions, and awaiting counts are per window
+            for name in ("revision", "labeled", "expired", "pending"):
+                del snap[name]
         if cumulative:
             snap["cumulative"] = True
         if self.include_state:
@@ -548,6 +741,9 @@ class WindowManager:
                 if encode else [],
                 "cumulative": None if st.cumulative is None else st.cumulative.to_dict(),
                 "cumulative_released": True,  # the all-time monitor holds released panes only
+                "awaiting": [[j, a, e] for j, (a, e) in sorted(st.awaiting.items())],
+                "revising": [[k, r.monitor.to_dict(), r.awaiting, r.expired, r.revision, r.dirty]
+                             for k, r in sorted(st.revising.items())],
             })
         return {"type": "WindowManager", "version": 1, "spec": self.spec.to_dict(), "keys": keys,
                 "closed": [[m, g, nw, late] for (m, g), (nw, late) in self._closed.items()],
@@ -589,6 +785,9 @@ class WindowManager:
                     raise ValueError("its all-time (--cumulative) state is from a version that also counted "
                                      "open windows; start without this checkpoint")
                 st.cumulative = None if item["cumulative"] is None else load(item["cumulative"])
+                st.awaiting = {int(j): [int(a), int(e)] for j, a, e in item.get("awaiting", [])}
+                st.revising = {int(k): _Revising(load(m), int(a), int(e), int(r), bool(d))
+                               for k, m, a, e, r, d in item.get("revising", [])}
                 keys[(model, segment)] = st
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"malformed WindowManager checkpoint: {exc}") from None
@@ -618,4 +817,5 @@ class WindowManager:
         self.evicted = evicted
         self._emptied = []
         self._ready = []
+        self._revised = any(r.dirty for st in keys.values() for r in st.revising.values())
         return self

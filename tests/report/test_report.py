@@ -636,7 +636,8 @@ def test_many_windows_are_smoothed_and_alert_times_compressed(tmp_path: Path) ->
     from streammetrics.stream.synthetic import DriftingModel, generate_events
 
     model = DriftingModel("long", "run", base_rate=0.3, separation=(3.0, 1.0))
-    events = write_events(tmp_path / "long-events.jsonl", list(generate_events(4000, duration=200 * 60, models=(model,))))
+    events = write_events(tmp_path / "long-events.jsonl",
+                          list(generate_events(4000, duration=200 * 60, models=(model,))))
     snaps = replay(tmp_path, "long", str(events))
     windows = load_lines(snaps)
     assert len(windows) == 200

@@ -117,7 +117,7 @@ def test_stop_kills_the_process_and_frees_the_port():
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
     assert not log_path.exists(), "a temporary log is removed on stop"
     with pytest.raises(BrokerError, match="not running"):
-        broker.bootstrap_servers
+        _ = broker.bootstrap_servers
     broker.stop()  # idempotent
 
 

@@ -19,11 +19,10 @@ import pytest
 from sklearn import metrics as skm
 
 from consumers.broker import free_port
-from consumers.checkpoint import EVENT_CODEC
 from consumers.service import MetricsService, ServiceConfig
-from streammetrics.monitors import BinaryMonitor
+from streammetrics.stream.events import EventParser
+from streammetrics.stream.pipeline import Pipeline, PipelineConfig
 from streammetrics.stream.synthetic import generate_events
-from streammetrics.stream.windows import WindowManager
 
 WINDOW = 60
 
@@ -126,7 +125,8 @@ def test_end_to_end_snapshots_equal_sklearn_per_window(bootstrap_servers, new_to
     for key, evs in expected.items():
         [value] = set(got[key])
         snap = json.loads(value)
-        y = np.array([e["y_true"] for e in evs]); s = np.array([e["score"] for e in evs])
+        y = np.array([e["y_true"] for e in evs])
+        s = np.array([e["score"] for e in evs])
         m = snap["metrics"]
         assert snap["count"] == len(evs) and snap["final"] is True
         assert snap["schema"] == "streammetrics.snapshot/1" and snap["late"] == 0
@@ -236,7 +236,7 @@ def test_sigkill_at_random_points_gives_the_snapshots_of_an_uninterrupted_run(
         try:
             # once this process is applying records (it wrote a checkpoint), kill it at a random moment;
             # after the feed ends a restart may have nothing left to checkpoint: give it time to join
-            wait_for(lambda: any(p.stat().st_mtime > started for p in checkpoints.rglob("*.json"))
+            wait_for(lambda started=started: any(p.stat().st_mtime > started for p in checkpoints.rglob("*.json"))
                      or (not feeder.is_alive() and time.time() - started > 8), 60,
                      "a checkpoint of the restarted process")
             delay = rng.uniform(0.0, 2.0)
@@ -325,14 +325,15 @@ def test_sigterm_checkpoints_commits_and_exits_zero(bootstrap_servers, new_topic
     saved = json.loads(checkpoint.read_text())
     assert saved["offset"] == 500
     # the open windows (queued events included) hold all 500 events
-    restored = WindowManager(BinaryMonitor, WINDOW, batch=True, event_codec=EVENT_CODEC).load_dict(saved["windows"])
+    restored = Pipeline(PipelineConfig(window=WINDOW)).load_dict(saved["windows"])
     assert sum(snap["count"] for snap in restored.flush()) == 500
     consumer = make_consumer(group_id=group)
     assert consumer.committed(TopicPartition(topic, 0)) == 500
 
 
 def test_kafka_options_go_to_the_client_that_knows_them():
-    from consumers.service import _kafka_options, split_client_options
+    from consumers.clients import split_client_options
+    from consumers.command import kafka_options as _kafka_options
 
     options = _kafka_options(["security_protocol=SASL_SSL", "check_crcs=false", "linger_ms=20"])
     consumer, producer = split_client_options(options)
@@ -359,3 +360,96 @@ def test_consumer_fetch_wait_is_short_by_default_and_kafka_options_override_it(b
         finally:
             service.close()
     assert waits == [FETCH_SETTINGS["fetch_max_wait_ms"], 500]
+
+
+def test_an_exception_mid_batch_neither_loses_nor_double_counts(bootstrap_servers, new_topic, unique_name,
+                                                                make_producer, tmp_path, monkeypatch):
+    # issue 10 point 6: 50 events in one window, the service checkpointing after every poll of 20
+    # records, and an exception while parsing the 30th record (mid-batch, after a checkpoint).
+    # It used to save the partly applied batch with the old offset on the way out and count 59.
+    topic, output = new_topic(1), new_topic(1)
+    events = [{"ts": 1 + i * 0.5, "model": "m", "segment": "s", "y_true": i % 2, "score": (i % 10) / 10}
+              for i in range(50)]
+    produce(make_producer(), topic, with_closers(events))
+    config = ServiceConfig(bootstrap_servers=bootstrap_servers, topic=topic, output_topic=output,
+                           group_id=unique_name("g"), state_dir=str(tmp_path), idle_close=None,
+                           max_poll_records=20, checkpoint_interval=0.0)
+    make_parser, calls = PipelineConfig.parser, [0]
+
+    def parser(self: PipelineConfig) -> EventParser:
+        instance = make_parser(self)
+        parse = instance.parse
+
+        def flaky_parse(obj: Any) -> Any:
+            calls[0] += 1
+            if calls[0] == 30:
+                raise MemoryError("injected")
+            return parse(obj)
+        instance.parse = flaky_parse  # type: ignore[method-assign]  # per instance, as EventParser does
+        return instance
+
+    monkeypatch.setattr(PipelineConfig, "parser", parser)
+    runner = ServiceThread(config)
+    service = runner.service
+    with runner:
+        wait_for(lambda: service.counts["snapshots"] >= 1, 60, "the window's snapshot")
+        time.sleep(0.5)
+    assert service.counts["rollbacks"] == 1 and service.failure is None
+    [snap] = [json.loads(r.value) for r in read_topic(bootstrap_servers, output)]
+    assert snap["count"] == 50
+
+
+def test_a_message_over_the_producer_limit_makes_a_truncated_dead_letter_not_a_crash_loop(
+        bootstrap_servers, new_topic, unique_name, make_producer, tmp_path):
+    # issue 10 point 3: a 1.5 MB invalid message's dead letter raised MessageSizeTooLargeError,
+    # and every restart crashed on the same record
+    topic, output, dlq = new_topic(1), new_topic(1), new_topic(1)
+    big = b'{"ts": 5, "model": "m", "y_true": 1, "score": "' + b"x" * 1_500_000 + b'"}'
+    producer = make_producer(max_request_size=4_000_000)
+    producer.send(topic, key=b"m|", value=big)
+    produce(producer, topic, [{"ts": 6, "model": "m", "segment": "", "y_true": 1, "score": 0.5}])
+    config = ServiceConfig(bootstrap_servers=bootstrap_servers, topic=topic, output_topic=output, dlq_topic=dlq,
+                           group_id=unique_name("g"), state_dir=str(tmp_path), idle_close=None)
+    with ServiceThread(config) as service:
+        wait_for(lambda: service.counts["events"] == 1 and service.counts["dead_letters"] == 1, 60,
+                 "the good event and the dead letter")
+    assert service.failure is None
+    [letter] = read_topic(bootstrap_servers, dlq)
+    headers = dict(letter.headers)
+    assert headers["streammetrics.truncated"] == str(len(big)).encode()
+    assert big.startswith(letter.value) and len(letter.value) < 1_048_576
+    assert headers["streammetrics.source"] == f"{topic}/0/0".encode()
+
+
+@pytest.mark.slow
+def test_sigterm_exits_within_the_stop_timeout_while_the_broker_is_frozen(
+        kafka_broker, bootstrap_servers, new_topic, unique_name, make_producer, tmp_path):
+    # issue 10 point 7: with the broker paused the service blocked in producer.flush() forever and
+    # SIGTERM could not stop it. Here a snapshot is in flight (idle close) when the broker freezes.
+    topic, output = new_topic(1), new_topic(1)
+    produce(make_producer(), topic, list(generate_events(300, duration=WINDOW / 2, seed=6)))
+    state = tmp_path / "state"
+    cmd = consume_cmd(bootstrap_servers, topic, output, unique_name("g"), str(state), "--checkpoint-interval",
+                      "0.2s", "--stop-timeout", "8s")
+    cmd[cmd.index("--idle-close") + 1] = "3s"
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    frozen = False
+    try:
+        wait_for(lambda: any(state.rglob("0.json")), 60, "the first checkpoint")
+        os.kill(kafka_broker.pid, signal.SIGSTOP)
+        frozen = True
+        time.sleep(4)  # the idle close publishes a snapshot that cannot be delivered
+        proc.send_signal(signal.SIGTERM)
+        try:
+            out = proc.communicate(timeout=8 + 15)[0].decode()
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise AssertionError("the service did not exit after SIGTERM with the broker frozen") from None
+    finally:
+        if frozen:
+            os.kill(kafka_broker.pid, signal.SIGCONT)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode in (0, 1), out[-3000:]
+    assert "Traceback" not in out, out[-3000:]

@@ -1,0 +1,224 @@
+"""Drift of a weighted score distribution against a reference one, from histograms.
+
+Inputs are *aligned levels* (see :mod:`streammetrics.kernels.levels`): ascending score
+levels, the closed interval ``[lo, hi]`` holding each level's scores, and the weight of
+the window (``a``) and of the reference (``b``) at each level (0 where absent). With
+``F(x)`` the weighted ECDF ``sum(w_i for s_i <= x) / sum(w_i)``:
+
+* **KS** ``sup_x |F_a(x) - F_b(x)|``: ``scipy.stats.ks_2samp(a, b).statistic`` for unit
+  weights (same arithmetic: integral cumulative counts divided by ``n``), the weighted ECDF
+  version otherwise.
+* **Wasserstein** ``integral |F_a(x) - F_b(x)| dx``: ``scipy.stats.wasserstein_distance``
+  (with ``u_weights``/``v_weights``).
+
+Both are exact on distinct-score levels. On bins only the ECDFs at bin boundaries are
+known; :func:`ks_bounds` and :func:`wasserstein_bounds` return ``(low, high)`` that hold the
+statistic of the underlying events for *any* arrangement of the events inside their bins:
+inside level ``k`` each ECDF moves monotonically between its values before and after the
+level, so ``|F_a - F_b| <= max(A_k - B_{k-1}, B_k - A_{k-1})`` there, and ``>= A_{k-1} - B_k``
+(or ``B_{k-1} - A_k``) when that is positive. The point values :func:`ks` /
+:func:`wasserstein` on bins put every event at a score of its level (``lo`` for KS, the
+midpoint for Wasserstein): one possible arrangement, so they lie inside the bounds.
+
+**PSI and JS** compare masses on a coarse partition: :func:`quantile_groups` cuts the
+levels at the reference's weighted deciles (``n_groups=10``; a cut is placed after the
+first level where the reference's cumulative share reaches ``j / n_groups``; tied cuts
+collapse, the outer groups extend to -inf/+inf so no window mass falls outside). The cuts
+fall on level boundaries, so the window's masses per group are exact even on bins, and
+the partition is fixed by the reference, so windows merge. For comparison: Evidently's
+``psi``/``jensenshannon`` stat tests cut ``n_bins=30`` equal-width bins over the range of
+reference *and* current data together (recomputed on every run, so not mergeable), and
+NannyML's Jensen-Shannon method uses ``np.histogram_bin_edges(reference, bins="doane")``
+with an extra bin for current data outside the reference range.
+
+* **PSI** ``sum((p_a - p_b) * ln(p_a / p_b))`` over groups, natural log, empty groups'
+  shares replaced by ``eps = 1e-4`` (Evidently's rule for zero shares).
+* **JS** ``scipy.spatial.distance.jensenshannon(p_b, p_a, base=2)``: the Jensen-Shannon
+  *distance* (square root of the divergence) in base 2, in [0, 1]; no epsilon needed
+  (``0 * log 0 = 0``).
+
+Levels with no weight in either histogram are ignored. An empty window or reference
+(total weight 0) gives nan and an :class:`~streammetrics.core.exceptions.UndefinedMetricWarning`.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from streammetrics.core.exceptions import UndefinedMetricWarning
+
+__all__ = [
+    "PSI_EPS",
+    "group_masses",
+    "js",
+    "ks",
+    "ks_bounds",
+    "psi",
+    "quantile_groups",
+    "wasserstein",
+    "wasserstein_bounds",
+]
+
+#: share given to an empty group by :func:`psi` (Evidently's value)
+PSI_EPS = 1e-4
+_EPS = float(np.finfo(np.float64).eps)
+_KS_EXACT_N = 10000  # scipy's MAX_AUTO_N
+
+
+
+def _dot(x: np.ndarray, y: np.ndarray) -> float:
+    """``sum(x * y)`` without BLAS (``np.dot`` on a shared machine waits for its threads)."""
+    return float(np.sum(np.multiply(x, y)))
+
+def _undefined(name: str) -> float:
+    warnings.warn(
+        f"{name}: the window or the reference has no event with a non-zero weight; "
+        "the statistic is not defined.",
+        UndefinedMetricWarning,
+        stacklevel=3,
+    )
+    return math.nan
+
+
+def _cdfs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """ECDFs after each level (None when a side has no weight)."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    ta, tb = float(a.sum()), float(b.sum())
+    if not (ta > 0 and tb > 0):
+        return None
+    return np.cumsum(a) / ta, np.cumsum(b) / tb
+
+
+def ks(a: np.ndarray, b: np.ndarray) -> float:
+    """``max |F_a - F_b|`` at the levels (scipy's ``ks_2samp`` statistic on distinct scores:
+    ``max(clip(-min(d), 0, 1), max(d))`` with ``d = F_a - F_b``; when both totals are
+    integers up to 10000 - counts - rounded to a multiple of ``1 / lcm(n_a, n_b)`` as
+    ``ks_2samp``'s exact mode does)."""
+    cdfs = _cdfs(a, b)
+    if cdfs is None:
+        return _undefined("KS")
+    d = cdfs[0] - cdfs[1]
+    stat = float(max(np.clip(-np.min(d), 0, 1), np.max(d)))
+    na, nb = float(np.sum(a)), float(np.sum(b))
+    if max(na, nb) <= _KS_EXACT_N and na.is_integer() and nb.is_integer():
+        # ks_2samp's exact mode (both sizes <= 10000) snaps d to a multiple of 1 / lcm(n1, n2)
+        n1, n2 = int(na), int(nb)
+        lcm = (n1 // math.gcd(n1, n2)) * n2
+        stat = int(np.round(stat * lcm)) * 1.0 / lcm
+    return stat
+
+
+def ks_bounds(a: np.ndarray, b: np.ndarray, singleton: np.ndarray) -> tuple[float, float]:
+    """``(low, high)`` around the KS statistic of the events behind binned levels
+    (``singleton[k]``: level ``k`` holds one distinct score, so its inside is known)."""
+    cdfs = _cdfs(a, b)
+    if cdfs is None:
+        return _undefined("KS"), math.nan
+    fa, fb = cdfs
+    d = fa - fb
+    low = float(np.max(np.abs(d)))
+    pa = np.concatenate(([0.0], fa[:-1]))
+    pb = np.concatenate(([0.0], fb[:-1]))
+    inside = np.maximum(fa - pb, fb - pa)
+    inside = np.where(np.asarray(singleton, dtype=bool), 0.0, inside)
+    high = max(low, float(np.max(inside)))
+    slack = (4 * len(d) + 32) * _EPS
+    return max(0.0, low - slack), min(1.0, high + slack)
+
+
+def wasserstein(values: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
+    """``sum(|F_a - F_b| * diff(values))``: ``scipy.stats.wasserstein_distance`` on
+    distinct ascending ``values`` (on bins, pass :func:`levels.representative`)."""
+    cdfs = _cdfs(a, b)
+    if cdfs is None:
+        return _undefined("Wasserstein distance")
+    keep = (np.asarray(a) > 0) | (np.asarray(b) > 0)
+    values = np.asarray(values, dtype=np.float64)[keep]
+    fa, fb = cdfs[0][keep], cdfs[1][keep]
+    return float(_dot(np.abs(fa[:-1] - fb[:-1]), np.diff(values)))
+
+
+def wasserstein_bounds(
+    lo: np.ndarray, hi: np.ndarray, a: np.ndarray, b: np.ndarray
+) -> tuple[float, float]:
+    """``(low, high)`` around the Wasserstein distance of the events behind levels whose
+    scores lie in ``[lo, hi]`` (non-overlapping, ascending; exact levels have lo == hi)."""
+    cdfs = _cdfs(a, b)
+    if cdfs is None:
+        return _undefined("Wasserstein distance"), math.nan
+    keep = (np.asarray(a) > 0) | (np.asarray(b) > 0)
+    lo = np.asarray(lo, dtype=np.float64)[keep]
+    hi = np.asarray(hi, dtype=np.float64)[keep]
+    fa, fb = cdfs[0][keep], cdfs[1][keep]
+    pa = np.concatenate(([0.0], fa[:-1]))
+    pb = np.concatenate(([0.0], fb[:-1]))
+    with np.errstate(over="ignore", invalid="ignore"):
+        width = hi - lo
+        gaps = lo[1:] - hi[:-1]  # F_a, F_b constant between levels
+        between = float(_dot(np.abs(fa[:-1] - fb[:-1]), gaps))
+        up_in = np.maximum(np.maximum(fa - pb, fb - pa), 0.0)
+        low_in = np.maximum(np.maximum(pa - fb, pb - fa), 0.0)
+        high = between + float(_dot(up_in, width))
+        low = between + float(_dot(low_in, width))
+    slack = (4 * len(lo) + 32) * _EPS
+    return max(0.0, low * (1 - slack)), high * (1 + slack)
+
+
+def quantile_groups(b: np.ndarray, n_groups: int = 10) -> np.ndarray:
+    """Group index (0..G-1) of each level: cuts after the first level where the reference
+    weights ``b`` reach each ``j / n_groups`` of their total (duplicate cuts dropped)."""
+    if type(n_groups) is not int or n_groups < 1:
+        raise ValueError(f"n_groups must be a positive int, got {n_groups!r}")
+    b = np.asarray(b, dtype=np.float64)
+    total = float(b.sum())
+    if not total > 0 or not len(b):
+        return np.zeros(len(b), dtype=np.int64)
+    share = np.cumsum(b) / total
+    targets = np.arange(1, n_groups) / n_groups
+    cuts = np.unique(np.searchsorted(share, targets - 1e-12, side="left"))
+    cuts = cuts[cuts < len(b) - 1]
+    # level k belongs to the group of the number of cuts strictly before it
+    return np.searchsorted(cuts, np.arange(len(b)), side="left")
+
+
+def group_masses(weights: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Summed weight per group."""
+    n = int(groups.max()) + 1 if len(groups) else 0
+    return np.bincount(groups, weights=np.asarray(weights, dtype=np.float64), minlength=n)
+
+
+def psi(a_mass: np.ndarray, b_mass: np.ndarray, eps: float = PSI_EPS) -> float:
+    """Population stability index ``sum((p_a - p_b) * ln(p_a / p_b))`` of group masses,
+    zero shares replaced by ``eps``."""
+    ta, tb = float(np.sum(a_mass)), float(np.sum(b_mass))
+    if not (ta > 0 and tb > 0):
+        return _undefined("PSI")
+    pa = np.asarray(a_mass, dtype=np.float64) / ta
+    pb = np.asarray(b_mass, dtype=np.float64) / tb
+    pa = np.where(pa == 0, eps, pa)
+    pb = np.where(pb == 0, eps, pb)
+    return float(np.sum((pa - pb) * np.log(pa / pb)))
+
+
+def _rel_entr(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(x > 0, x * np.log(x / y), 0.0)
+
+
+def js(a_mass: np.ndarray, b_mass: np.ndarray, base: float = 2.0) -> float:
+    """``scipy.spatial.distance.jensenshannon(b_mass, a_mass, base)``: the square root of
+    ``(KL(p || m) + KL(q || m)) / 2 / ln(base)`` with ``m = (p + q) / 2``."""
+    p = np.asarray(b_mass, dtype=np.float64)
+    q = np.asarray(a_mass, dtype=np.float64)
+    tp, tq = float(p.sum()), float(q.sum())
+    if not (tp > 0 and tq > 0):
+        return _undefined("Jensen-Shannon distance")
+    p = p / tp
+    q = q / tq
+    m = (p + q) / 2.0
+    d = float(np.sum(_rel_entr(p, m)) + np.sum(_rel_entr(q, m)))
+    d /= math.log(base)
+    return math.sqrt(max(d, 0.0) / 2.0)

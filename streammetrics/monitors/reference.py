@@ -1,0 +1,597 @@
+"""``Reference``: a labelled period the model is trusted on, kept as compact state, and the
+label-free metrics of a window against it (contract section 6).
+
+The state is one :class:`~streammetrics.metrics.binary_scores.BinaryScores` (negative and
+positive score histograms; bounded by its ``max_bins``, or exact with ``exact=True``),
+built from arrays (:meth:`Reference.from_arrays`) or merged from saved states
+(:meth:`Reference.from_states`: ``BinaryScores`` / ``BinaryMonitor`` objects or their
+``to_dict()``). From it the reference keeps its levels and the isotonic calibration map;
+windows are compared through their score histogram only:
+
+==========================  =================================================================
+metric                      definition (kernel)
+==========================  =================================================================
+``drift_ks``                ``scipy.stats.ks_2samp(window, reference).statistic``
+                            (:func:`~streammetrics.kernels.drift.ks`); on bins the KS of the
+                            bins' smallest scores, with ``drift_ks_low``/``drift_ks_high``
+                            guaranteed to hold the events' value
+``drift_wasserstein``       ``scipy.stats.wasserstein_distance`` with weights; on bins the
+                            value with every event at its bin's midpoint, and guaranteed
+                            ``drift_wasserstein_low``/``drift_wasserstein_high``
+``drift_psi``, ``drift_js`` PSI (natural log, empty shares 1e-4) and Jensen-Shannon distance
+                            (base 2) on the reference's weighted deciles (``psi_groups=10``)
+``estimated_*``             NannyML's CBPE: ``roc_auc``, ``accuracy``, ``precision``,
+                            ``recall``, ``f1`` of ``score >= threshold`` from the reference's
+                            isotonic calibration (:mod:`~streammetrics.kernels.cbpe`)
+``ece``                     torchmetrics' binary calibration error (``ece_bins=15``,
+                            ``ece_norm="l1"``) of a *labelled* window, ``ece_low``/``ece_high``
+                            its bounds (equal when the window's state is exact)
+==========================  =================================================================
+
+A window is a ``BinaryScores`` or ``BinaryMonitor`` (labelled: every metric), a
+``ScoreDistribution`` (anything with ``histogram()`` and ``bins_per_octave``), a
+:class:`~streammetrics.kernels.histogram.ScoreHistogram`, or a tuple
+``(keys or scores, weights, binning)``. Reference and window may differ in binning: both
+exact stay exact, otherwise drift is computed on the coarser of their log grids.
+:meth:`Reference.metrics` returns a JSON-safe dict with None where a metric is undefined
+(an empty window, a label-free window's ``ece``); the per-family methods return nan with an
+:class:`~streammetrics.core.exceptions.UndefinedMetricWarning` instead.
+
+In snapshots (``streammetrics replay|consume --reference FILE``): :func:`load_references`
+reads one reference per ``(model, segment)`` (binary :class:`Reference`, or
+:class:`~streammetrics.monitors.reference_multiclass.MulticlassReference` with
+``--task multiclass``), at most ``max_references`` of them (``--max-references``, default
+10,000; a file with more keys is a ``ValueError`` naming the limit), and
+:func:`snapshot_metrics` is the snapshot hook (``PipelineConfig(references=...)``) adding
+:meth:`Reference.metrics` of each window's monitor to its ``metrics``, the same names as
+null for keys without a reference. Each reference is compact state: a ``BinaryScores``
+(binned: at most ``max_bins=4096`` keys per histogram; the file's events are not kept) and
+its isotonic fit (one knot pair per level), so memory is bounded by
+``max_references * (2 * 4096 + 2 * 4096)`` numbers whatever the file's size.
+
+>>> import numpy as np
+>>> rng = np.random.default_rng(0)
+>>> s = rng.random(1000)
+>>> ref = Reference.from_arrays(rng.random(1000) < s, s, exact=True)
+>>> window = BinaryScores(exact=True).update_many(np.zeros(500, int), rng.random(500) ** 2)
+>>> m = ref.metrics(window)
+>>> m["drift_ks"] > 0.2, 0.4 < m["estimated_roc_auc"] < 0.9
+(True, True)
+"""
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from streammetrics.core.accumulator import Accumulator, from_dict
+from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.validation import check_number
+from streammetrics.kernels import calibration, cbpe, drift
+from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning
+from streammetrics.kernels.histogram import ScoreHistogram, aligned
+from streammetrics.kernels.levels import (
+    clamp_bounds,
+    common_binning,
+    histogram_arrays,
+    level_bounds,
+    raw_bounds,
+    representative,
+    to_binning,
+)
+from streammetrics.metrics.binary_scores import BinaryScores
+
+__all__ = [
+    "DEFAULT_MAX_REFERENCES", "METRICS", "Reference", "load_references", "reliability", "snapshot_metrics",
+    "window_histogram",
+]
+
+#: most (model, segment) references ``load_references`` and a pipeline hold (``--max-references``)
+DEFAULT_MAX_REFERENCES = 10_000
+
+#: the keys of :meth:`Reference.metrics`
+METRICS = (
+    "drift_ks", "drift_ks_low", "drift_ks_high",
+    "drift_wasserstein", "drift_wasserstein_low", "drift_wasserstein_high",
+    "drift_psi", "drift_js",
+    "estimated_roc_auc", "estimated_accuracy", "estimated_precision", "estimated_recall",
+    "estimated_f1",
+    "ece", "ece_low", "ece_high",
+)
+
+Histogram = tuple[np.ndarray, np.ndarray, Binning]
+
+
+def _scores_of(obj: Any) -> BinaryScores | None:
+    """The BinaryScores of a labelled window / saved state (None if it has none)."""
+    if isinstance(obj, Mapping):
+        obj = from_dict(obj)
+    if isinstance(obj, BinaryScores):
+        return obj
+    scores = getattr(obj, "scores", None)
+    return scores if isinstance(scores, BinaryScores) else None
+
+
+def _distribution_of(obj: Any) -> Histogram | None:
+    """``(keys, weights, binning)`` of a ScoreDistribution-like object: ``histogram()``
+    giving ``(smallest score per bin, weights)`` and ``bins_per_octave`` (None: exact)."""
+    hist = getattr(obj, "histogram", None)
+    if not callable(hist) or not hasattr(obj, "bins_per_octave"):
+        return None
+    bpo = obj.bins_per_octave
+    binning: Binning = ExactBinning() if bpo is None else LogGridBinning(bpo)
+    thresholds, weights = hist()
+    keys = binning.keys(np.asarray(thresholds, dtype=np.float64))
+    return keys, np.asarray(weights, dtype=np.float64), binning
+
+
+def window_histogram(window: Any) -> Histogram:
+    """``(keys, weights, binning)`` (ascending keys) of the score distribution of a window
+    (see the module docstring for what a window may be). A monitor's label-free
+    ``predictions`` (a ScoreDistribution: every prediction, labelled or not) is preferred
+    to its labelled ``scores``."""
+    if isinstance(window, Mapping):
+        window = from_dict(window)
+    for obj in (getattr(window, "predictions", None), window):
+        found = _distribution_of(obj) if obj is not None else None
+        if found is not None:
+            return found
+    scores = _scores_of(window) if isinstance(window, Accumulator) else None
+    if scores is not None:
+        binning = scores._binning
+        keys, table = aligned(scores._neg, scores._pos)
+        return keys, table[0] + table[1], binning
+    if isinstance(window, ScoreHistogram):
+        return (*histogram_arrays(window.weights, window.binning), window.binning)
+    if isinstance(window, tuple) and len(window) == 3 and isinstance(window[2], Binning):
+        keys, weights, binning = window
+        keys = np.asarray(keys, dtype=np.float64 if binning.exact else np.int64)
+        weights = np.asarray(weights, dtype=np.float64)
+        if keys.shape != weights.shape or keys.ndim != 1:
+            raise ValueError("window keys and weights must be 1-d arrays of one length")
+        if len(weights) and (not np.isfinite(weights).all() or weights.min() < 0):
+            raise ValueError("window weights must be finite and >= 0")
+        binning.check_keys(keys, "window keys")
+        order = np.argsort(keys, kind="stable")
+        keys, weights = keys[order], weights[order]
+        if len(keys) > 1 and not (np.diff(keys) > 0).all():
+            raise ValueError("window keys must be distinct")
+        return keys, weights, binning
+    raise TypeError(
+        "window must be a BinaryScores, BinaryMonitor, ScoreDistribution, ScoreHistogram or a "
+        f"(keys, weights, binning) tuple, got {type(window).__name__}"
+    )
+
+
+def _json(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+class _Levels:
+    """A reference score histogram ``(keys, weights, binning)`` and the drift of window
+    histograms against it (kept per binning the windows came on)."""
+
+    def __init__(self, hist: Histogram) -> None:
+        self.hist = hist
+        # the reference's (keys, weights, raw lo, raw hi) per binning windows came on
+        self._on: dict[Binning, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def _reference_on(self, binning: Binning) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        cached = self._on.get(binning)
+        if cached is None:
+            keys, w = to_binning(self.hist[0], self.hist[1], self.hist[2], binning)
+            cached = (keys, w, *raw_bounds(binning, keys))
+            if len(self._on) >= 8:  # a handful of grids at most: bins halve from 1024 to 1
+                self._on.clear()
+            self._on[binning] = cached
+        return cached
+
+    def aligned(self, window: Histogram) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, Binning]:
+        """``(keys, a, b, lo, hi, binning)``: window and reference on the union of their
+        levels over the common binning, with the levels' score intervals."""
+        wk, ww, wb = window
+        binning = common_binning(wb, self.hist[2])
+        wk, ww = to_binning(wk, ww, wb, binning)
+        rk, rw, rlo, rhi = self._reference_on(binning)
+        keys = np.union1d(wk, rk) if len(wk) else rk
+        ia, ib = np.searchsorted(keys, wk), np.searchsorted(keys, rk)
+        a = np.zeros(len(keys))
+        b = np.zeros(len(keys))
+        a[ia] = ww
+        b[ib] = rw
+        lo = np.empty(len(keys))
+        hi = np.empty(len(keys))
+        lo[ia], hi[ia] = raw_bounds(binning, wk)
+        lo[ib], hi[ib] = rlo, rhi
+        lo, hi = clamp_bounds(lo, hi)
+        return keys, a, b, lo, hi, binning
+
+    def drift(self, window: Histogram, psi_groups: int) -> dict[str, float]:
+        """The ``drift_*`` metrics of a window histogram (see the module docstring)."""
+        keys, a, b, lo, hi, binning = self.aligned(window)
+        ks_low, ks_high = drift.ks_bounds(a, b, binning.singleton(keys))
+        w_low, w_high = drift.wasserstein_bounds(lo, hi, a, b)
+        groups = drift.quantile_groups(b, psi_groups)
+        ma, mb = drift.group_masses(a, groups), drift.group_masses(b, groups)
+        return {
+            "drift_ks": drift.ks(a, b),
+            "drift_ks_low": ks_low,
+            "drift_ks_high": ks_high,
+            "drift_wasserstein": drift.wasserstein(keys if binning.exact else representative(lo, hi), a, b),
+            "drift_wasserstein_low": w_low,
+            "drift_wasserstein_high": w_high,
+            "drift_psi": drift.psi(ma, mb),
+            "drift_js": drift.js(ma, mb),
+        }
+
+
+class Reference:
+    """Labelled reference state and the label-free metrics of windows against it
+    (see the module docstring). ``threshold``: predictions are ``score >= threshold``."""
+
+    def __init__(
+        self,
+        scores: BinaryScores,
+        *,
+        threshold: float = 0.5,
+        psi_groups: int = 10,
+        ece_bins: int = 15,
+        ece_norm: str = "l1",
+    ) -> None:
+        if not isinstance(scores, BinaryScores):
+            raise TypeError(f"scores must be a BinaryScores, got {type(scores).__name__}")
+        if not scores.total_weight > 0:
+            raise ValueError("the reference holds no event with a non-zero weight")
+        if type(psi_groups) is not int or psi_groups < 1:
+            raise ValueError(f"psi_groups must be a positive int, got {psi_groups!r}")
+        calibration._check(ece_bins, ece_norm)
+        self.scores = scores.copy()
+        self.threshold = check_number(threshold, "threshold")
+        self.psi_groups = psi_groups
+        self.ece_bins = ece_bins
+        self.ece_norm = ece_norm
+        binning = self.scores._binning
+        keys, table = aligned(self.scores._neg, self.scores._pos)
+        self._hist: Histogram = (keys, table[0] + table[1], binning)
+        lo, hi = level_bounds(binning, keys)
+        if binning.exact:
+            self._fit = cbpe.isotonic_fit(keys.astype(np.float64), table[0], table[1])
+        else:
+            self._fit = cbpe.isotonic_fit_bins(lo, hi, table[0], table[1])
+        self._levels = _Levels(self._hist)
+
+    def _aligned(self, window: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, Binning]:
+        """``(keys, a, b, lo, hi, binning)``: window and reference on the union of their
+        levels over the common binning, with the levels' score intervals."""
+        return self._levels.aligned(window_histogram(window))
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def from_arrays(
+        cls,
+        y_true: Any,
+        scores: Any,
+        sample_weight: Any = None,
+        *,
+        exact: bool = False,
+        bins: int = 1024,
+        max_bins: int = 4096,
+        **options: Any,
+    ) -> Reference:
+        """Reference of labelled events (validated as ``BinaryScores.update_many``)."""
+        acc = BinaryScores(bins=bins, exact=exact, max_bins=max_bins)
+        acc.update_many(y_true, scores, sample_weight)
+        return cls(acc, **options)
+
+    @classmethod
+    def from_states(cls, states: Iterable[Any], **options: Any) -> Reference:
+        """Reference of merged saved states: ``BinaryScores`` / ``BinaryMonitor`` objects or
+        their ``to_dict()`` (e.g. snapshot states of a trusted period)."""
+        merged: BinaryScores | None = None
+        for i, state in enumerate(states):
+            acc = _scores_of(state)
+            if acc is None:
+                raise ValueError(f"states[{i}] holds no BinaryScores (got {type(state).__name__})")
+            merged = acc.copy() if merged is None else merged.merge(acc)
+        if merged is None:
+            raise ValueError("states is empty")
+        return cls(merged, **options)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe ``{"type": "Reference", "version", "config", "scores"}``."""
+        return {
+            "type": "Reference",
+            "version": 1,
+            "config": {"threshold": self.threshold, "psi_groups": self.psi_groups,
+                       "ece_bins": self.ece_bins, "ece_norm": self.ece_norm},
+            "scores": self.scores.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Reference:
+        """Inverse of :meth:`to_dict`; ``ValueError`` if malformed."""
+        if not isinstance(data, Mapping) or data.get("type") != "Reference" or data.get("version") != 1:
+            raise ValueError("not a version-1 Reference dict")
+        config = data.get("config")
+        if not isinstance(config, Mapping) or set(config) != {"threshold", "psi_groups", "ece_bins", "ece_norm"}:
+            raise ValueError(f"Reference config must hold threshold, psi_groups, ece_bins, ece_norm, got {config!r}")
+        return cls(BinaryScores.from_dict(data["scores"]), **config)
+
+    @property
+    def count(self) -> int:
+        return self.scores.count
+
+    # ------------------------------------------------------------------ metrics
+    def drift(self, window: Any) -> dict[str, float]:
+        """``drift_ks`` (+ ``_low``/``_high``), ``drift_wasserstein`` (+ bounds),
+        ``drift_psi``, ``drift_js`` of the window's scores against the reference's."""
+        return self._levels.drift(window_histogram(window), self.psi_groups)
+
+    def calibrated(self, scores: np.ndarray) -> np.ndarray:
+        """The reference's isotonic calibration of ``scores``."""
+        return cbpe.calibrate(np.asarray(scores, dtype=np.float64), *self._fit)
+
+    def estimate(self, window: Any) -> dict[str, float]:
+        """CBPE estimates ``estimated_roc_auc``, ``estimated_accuracy``, ``estimated_precision``,
+        ``estimated_recall``, ``estimated_f1`` of the window (its labels are not used)."""
+        return self._estimate(window_histogram(window))
+
+    def _estimate(self, hist: Histogram) -> dict[str, float]:
+        keys, w, binning = hist
+        lo, hi = level_bounds(binning, keys)
+        x = keys.astype(np.float64) if binning.exact else representative(lo, hi)
+        c = self.calibrated(x)
+        predicted = keys >= binning.key(self.threshold)
+        est = cbpe.estimated_metrics(c, w, predicted)
+        out = {"estimated_roc_auc": cbpe.estimated_roc_auc(c, w)}
+        out.update({f"estimated_{k}": v for k, v in est.items()})
+        return out
+
+    def ece(self, window: Any) -> tuple[float, float, float]:
+        """``(ece, low, high)`` of a labelled window (``BinaryScores`` / ``BinaryMonitor``):
+        torchmetrics' binary calibration error with ``ece_bins`` / ``ece_norm``."""
+        scores = _scores_of(window)
+        if scores is None:
+            raise TypeError("the calibration error needs a labelled window (BinaryScores or BinaryMonitor)")
+        binning = scores._binning
+        keys, table = aligned(scores._neg, scores._pos)
+        lo, hi = level_bounds(binning, keys)
+        x = keys.astype(np.float64) if binning.exact else representative(lo, hi)
+        value = calibration.calibration_error(x, table[0], table[1], self.ece_bins, self.ece_norm)
+        if math.isnan(value):
+            return value, value, value
+        if binning.exact:
+            return value, value, value
+        low, high = calibration.calibration_error_bounds(lo, hi, table[0], table[1], self.ece_bins, self.ece_norm)
+        return value, low, high
+
+    def reliability(self, window: Any, n_bins: int = 10, strategy: str = "uniform") -> dict[str, Any]:
+        """:func:`reliability` of a labelled window (the reference is not used)."""
+        return reliability(window, n_bins, strategy)
+
+    def metrics(self, window: Any) -> dict[str, float | None]:
+        """Every key of :data:`METRICS` for the window, JSON-safe (None where undefined:
+        an empty window, or ``ece*`` of a window without labels); no warnings."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UndefinedMetricWarning)
+            hist = window_histogram(window)  # once for both families
+            out: dict[str, float] = {**self._levels.drift(hist, self.psi_groups), **self._estimate(hist)}
+            labelled = _scores_of(window) is not None
+            try:
+                e = self.ece(window) if labelled else (math.nan,) * 3
+            except ValueError:  # scores outside [0, 1]: no calibration error
+                e = (math.nan,) * 3
+        out.update(ece=e[0], ece_low=e[1], ece_high=e[2])
+        return {k: _json(float(out[k])) for k in METRICS}
+
+    def __repr__(self) -> str:
+        return (f"Reference(count={self.count}, threshold={self.threshold}, "
+                f"psi_groups={self.psi_groups}, ece_bins={self.ece_bins}, ece_norm={self.ece_norm!r})")
+
+
+
+def reliability(window: Any, n_bins: int = 10, strategy: str = "uniform") -> dict[str, Any]:
+    """Reliability diagram of a labelled window (``BinaryScores`` / ``BinaryMonitor`` or its
+    dict): ``prob_true``/``prob_pred`` as ``sklearn.calibration.calibration_curve`` (exact
+    states; on bins with every event at its bin's midpoint) and, on bins (``uniform`` only),
+    per-bin ``bounds`` from :func:`~streammetrics.kernels.calibration.reliability_curve_bounds`
+    (None when exact). ``TypeError`` for a window without labels, ``ValueError`` for scores
+    outside [0, 1]."""
+    scores = _scores_of(window)
+    if scores is None:
+        raise TypeError("the reliability curve needs a labelled window (BinaryScores or BinaryMonitor)")
+    binning = scores._binning
+    keys, table = aligned(scores._neg, scores._pos)
+    lo, hi = level_bounds(binning, keys)
+    x = keys.astype(np.float64) if binning.exact else representative(lo, hi)
+    prob_true, prob_pred = calibration.reliability_curve(x, table[0], table[1], n_bins, strategy)
+    bounds = None
+    if not binning.exact and strategy == "uniform":
+        bounds = {k: v.tolist() for k, v in
+                  calibration.reliability_curve_bounds(lo, hi, table[0], table[1], n_bins).items()}
+    return {"prob_true": prob_true.tolist(), "prob_pred": prob_pred.tolist(), "bounds": bounds}
+
+
+_BATCH = 1 << 16  # events parsed per batch by load_references
+
+
+def _check_max(max_references: int) -> None:
+    if isinstance(max_references, bool) or not isinstance(max_references, int) or max_references < 1:
+        raise ValueError(f"max_references must be a positive integer, got {max_references!r}")
+
+
+def _too_many(n: int, max_references: int, where: str) -> ValueError:
+    return ValueError(f"{where} holds references for more than {max_references:,} (model, segment) keys "
+                      f"(--max-references {max_references}); raise the limit or split the file")
+
+
+def load_references(
+    path: str, *, fields: Mapping[str, str] | None = None, exact: bool = False, task: str = "binary",
+    classes: Sequence[Hashable] | None = None, max_references: int = DEFAULT_MAX_REFERENCES, **options: Any
+) -> dict[tuple[str, str], Any]:
+    """One reference per ``(model, segment)`` key from a JSONL file (contract section 6,
+    ``--reference FILE``): labelled prediction events (contract section 2, ``fields``
+    remaps names as ``--field``), or snapshots (section 3) whose monitor states are merged,
+    or both. ``task="binary"`` gives :class:`Reference` objects, ``task="multiclass"``
+    (with ``classes``) :class:`~streammetrics.monitors.reference_multiclass.MulticlassReference`
+    objects. Of snapshots, the last one per ``(key, window start)`` counts (a re-emitted
+    window replaces the earlier one); a key's cumulative snapshot, when there is one, is
+    used instead of its windows. Blank lines are skipped; any other bad line raises
+    ``ValueError`` naming the line and the field. Events are read in batches of 65,536
+    lines, so memory is bounded by the references' states, not the file's size; a file with
+    more than ``max_references`` keys raises ``ValueError`` naming the limit as soon as the
+    key past it is read."""
+    from streammetrics.stream.events import Event, EventParser
+    from streammetrics.stream.snapshots import SNAPSHOT_SCHEMA
+
+    _check_max(max_references)
+    if task not in ("binary", "multiclass"):
+        raise ValueError(f"--reference supports the binary and multiclass tasks, not {task!r}")
+    multiclass = task == "multiclass"
+    if multiclass:
+        from streammetrics.metrics.multiclass_scores import MulticlassScores
+        from streammetrics.monitors.reference_multiclass import MulticlassReference, _multiclass_scores_of
+
+        if not classes:
+            raise ValueError("a multiclass reference needs classes (--classes)")
+        new_acc: Any = lambda: MulticlassScores(classes, exact=exact)  # noqa: E731
+        scores_of: Any = _multiclass_scores_of
+        make: Any = MulticlassReference
+    else:
+        new_acc = lambda: BinaryScores(exact=exact)  # noqa: E731
+        scores_of, make = _scores_of, Reference
+    parser = EventParser(task, fields=fields, classes=classes if multiclass else None)
+    accs: dict[tuple[str, str], Any] = {}
+    windows: dict[tuple[str, str], dict[Any, Any]] = {}
+    cumulative: dict[tuple[str, str], Any] = {}
+    seen: set[tuple[str, str]] = set()
+    batch: list[Any] = []
+
+    def see(key: tuple[str, str]) -> None:
+        if key not in seen:
+            if len(seen) >= max_references:
+                raise _too_many(len(seen), max_references, path)
+            seen.add(key)
+
+    def flush() -> None:
+        groups: dict[tuple[str, str], list[Any]] = {}
+        for e in batch:
+            groups.setdefault(e.key, []).append(e)
+        for key, events in groups.items():
+            acc = accs.get(key)
+            if acc is None:
+                acc = accs[key] = new_acc()
+            w = np.array([e.weight for e in events], dtype=np.float64)
+            if multiclass:
+                y: Any = [e.y_true for e in events]
+                s = np.array([e.scores for e in events], dtype=np.float64)
+            else:
+                y = np.array([e.y_true for e in events], dtype=np.int64)
+                s = np.array([e.score for e in events], dtype=np.float64)
+            acc.update_many(y, s, None if (w == 1.0).all() else w)
+        batch.clear()
+
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                raise ValueError(f"{path}:{lineno}: not JSON ({exc})") from None
+            if isinstance(obj, dict) and "schema" in obj:
+                if obj["schema"] != SNAPSHOT_SCHEMA:
+                    raise ValueError(f"{path}:{lineno}: unknown snapshot schema {obj['schema']!r}")
+                try:
+                    key = (str(obj["key"]["model"]), str(obj["key"]["segment"]))
+                    scores = scores_of(obj["state"])
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise ValueError(f"{path}:{lineno}: bad snapshot ({exc})") from None
+                if scores is None:
+                    raise ValueError(f"{path}:{lineno}: the snapshot's state holds no {task} scores")
+                see(key)
+                if obj.get("cumulative"):
+                    cumulative[key] = scores
+                else:
+                    windows.setdefault(key, {})[json.dumps(obj.get("window"))] = scores
+                continue
+            event = parser.parse(obj)
+            if not isinstance(event, Event):
+                raise ValueError(f"{path}:{lineno}: {event}")
+            if event.y_true is None:
+                raise ValueError(f"{path}:{lineno}: reference events must be labelled (no 'y_true')")
+            see(event.key)
+            batch.append(event)
+            if len(batch) >= _BATCH:
+                flush()
+    flush()
+    for key, parts in windows.items():
+        if key in cumulative:
+            continue
+        for scores in parts.values():
+            _merge_into(accs, key, scores)
+    for key, scores in cumulative.items():
+        _merge_into(accs, key, scores)
+    return {key: make(acc, **options) for key, acc in accs.items() if acc.total_weight > 0}
+
+
+def _merge_into(accs: dict[tuple[str, str], Any], key: tuple[str, str], scores: Any) -> None:
+    acc = accs.get(key)
+    if acc is None:
+        accs[key] = scores.copy()
+    else:
+        acc.merge(scores)
+
+
+def snapshot_metrics(
+    references: Mapping[tuple[str, str], Any], task: str = "binary", *,
+    max_references: int = DEFAULT_MAX_REFERENCES,
+) -> Any:
+    """The snapshot hook of ``--reference`` (``WindowManager(extra_metrics=...)``):
+    ``hook(key, monitor, metrics)`` adds the label-free metrics of the window's monitor
+    against the key's reference to ``metrics`` (binary: :data:`METRICS`; multiclass:
+    ``MULTICLASS_METRICS`` and per-class drift in ``per_class``), or the same names as
+    None for a key without a reference. More than ``max_references`` references:
+    ``ValueError`` naming the limit."""
+    _check_max(max_references)
+    if len(references) > max_references:
+        raise _too_many(len(references), max_references, "the reference mapping")
+    refs = dict(references)
+    if task == "multiclass":
+        from streammetrics.monitors.reference_multiclass import MULTICLASS_METRICS, MulticlassReference
+
+        for key, ref in refs.items():
+            if not isinstance(ref, MulticlassReference):
+                raise TypeError(f"the reference of {key!r} is a {type(ref).__name__}, not a MulticlassReference")
+        nulls = dict.fromkeys(MULTICLASS_METRICS)
+
+        def multiclass_hook(key: tuple[str, str], monitor: Any, metrics: dict[str, Any]) -> None:
+            ref = refs.get(key)
+            if ref is None:
+                metrics.update(nulls)
+                return
+            found = ref.metrics(monitor)
+            per_class = found.pop("per_class")
+            metrics.update(found)
+            rows = metrics.get("per_class")
+            if isinstance(rows, dict):
+                for name, row in per_class.items():
+                    rows.setdefault(name, {}).update(row)
+
+        return multiclass_hook
+    if task != "binary":
+        raise ValueError(f"--reference supports the binary and multiclass tasks, not {task!r}")
+    for key, ref in refs.items():
+        if not isinstance(ref, Reference):
+            raise TypeError(f"the reference of {key!r} is a {type(ref).__name__}, not a Reference")
+    binary_nulls = dict.fromkeys(METRICS)
+
+    def hook(key: tuple[str, str], monitor: Any, metrics: dict[str, Any]) -> None:
+        ref = refs.get(key)
+        metrics.update(binary_nulls if ref is None else ref.metrics(monitor))
+
+    return hook

@@ -1,0 +1,250 @@
+"""``MulticlassReference``: a labelled multiclass period kept as compact state, and the
+label-free metrics of multiclass windows against it (issue 14, points 2 and 4).
+
+The state is one :class:`~streammetrics.metrics.multiclass_scores.MulticlassScores`
+(``K * K`` score histograms ``H[t][c]`` and the arg-max confusion cells; bounded by its
+binning, or exact), built from arrays or merged from saved states. From it:
+
+* **per class score drift**: class ``c``'s column histogram ``sum_t H[t][c]`` is the
+  reference of the window's column-``c`` scores; ``drift_ks``, ``drift_wasserstein`` (with
+  their guaranteed ``_low``/``_high`` bounds on bins), ``drift_psi`` and ``drift_js`` on the
+  reference's weighted deciles, exactly as the binary :class:`~streammetrics.monitors.reference.Reference`
+  (see :mod:`streammetrics.kernels.drift`), in ``per_class[c]``; the top-level
+  ``drift_ks``/``drift_wasserstein``/``drift_psi``/``drift_js`` are the largest over the
+  classes (``_low``/``_high``: the largest low and the largest high, bounds of that maximum);
+* **predicted-class drift**: ``drift_predicted_psi`` and ``drift_predicted_js``: PSI
+  (natural log, empty shares 1e-4) and Jensen-Shannon distance (base 2,
+  ``scipy.spatial.distance.jensenshannon(reference, window, base=2)``) of the arg-max class
+  shares, one group per class (a categorical distribution needs no binning; no chi-square
+  test: its p-value depends on the window's size, not on how far the shares moved);
+* **estimated performance** (:mod:`streammetrics.kernels.cbpe_multiclass`, NannyML's
+  multiclass CBPE): ``estimated_accuracy`` and ``estimated_macro_f1`` of score rows
+  (:meth:`MulticlassReference.estimate` on arrays, or a mergeable
+  :class:`MulticlassEstimate` of ``3K + 1`` sums fed row by row).
+
+A window is a ``MulticlassMonitor`` (its label-free ``predicted_weights`` for the
+predicted-class drift, its ``scores`` histograms for the per-class score drift: None while
+it holds no labelled event) or a ``MulticlassScores``.
+
+>>> import numpy as np
+>>> rng = np.random.default_rng(0)
+>>> S = rng.dirichlet([1, 1, 1], 600)
+>>> y = np.array([rng.choice(3, p=row) for row in S])
+>>> ref = MulticlassReference.from_arrays(y, S, classes=[0, 1, 2], exact=True)
+>>> est = ref.estimate(rng.dirichlet([4, 1, 1], 300))
+>>> 0.4 < est["estimated_accuracy"] < 0.9
+True
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from streammetrics.core.accumulator import from_dict
+from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.kernels import cbpe, cbpe_multiclass, drift
+from streammetrics.kernels.levels import level_bounds
+from streammetrics.metrics.multiclass_scores import MulticlassScores
+from streammetrics.monitors.reference import _json, _Levels
+
+__all__ = ["MULTICLASS_METRICS", "PER_CLASS_METRICS", "MulticlassEstimate", "MulticlassReference"]
+
+#: per-class keys added to ``per_class[c]`` of a snapshot
+PER_CLASS_METRICS = (
+    "drift_ks", "drift_ks_low", "drift_ks_high",
+    "drift_wasserstein", "drift_wasserstein_low", "drift_wasserstein_high",
+    "drift_psi", "drift_js",
+)
+#: top-level keys of :meth:`MulticlassReference.metrics`
+MULTICLASS_METRICS = (
+    *PER_CLASS_METRICS, "drift_predicted_psi", "drift_predicted_js",
+    "estimated_accuracy", "estimated_macro_f1",
+)
+
+
+def _multiclass_scores_of(obj: Any) -> MulticlassScores | None:
+    if isinstance(obj, Mapping):
+        obj = from_dict(obj)
+    if isinstance(obj, MulticlassScores):
+        return obj
+    scores = getattr(obj, "scores", None)
+    return scores if isinstance(scores, MulticlassScores) else None
+
+
+def _predicted_shares(scores: MulticlassScores) -> np.ndarray:
+    """Weight per arg-max class of a MulticlassScores (column sums of its cells)."""
+    out = np.zeros(len(scores.classes))
+    for (_, p), w in scores._cells.items():
+        out[p] += w
+    return out
+
+
+class MulticlassEstimate:
+    """Mergeable CBPE sums of a window's score rows against a :class:`MulticlassReference`
+    (``3K + 1`` numbers; see :mod:`streammetrics.kernels.cbpe_multiclass`)."""
+
+    def __init__(self, reference: MulticlassReference) -> None:
+        self.reference = reference
+        k = len(reference.classes)
+        self.tp, self.predicted, self.prob = np.zeros(k), np.zeros(k), np.zeros(k)
+        self.total = 0.0
+
+    def update_many(self, score_matrix: Any, sample_weight: Any = None) -> MulticlassEstimate:
+        """Add score rows (validated as ``MulticlassScores.update_many``; nothing changes on error)."""
+        s = self.reference.scores._cols.matrix(score_matrix, "score_matrix")
+        w = None
+        if sample_weight is not None:
+            w = np.asarray(sample_weight, dtype=np.float64)
+            if w.shape != (len(s),) or not np.isfinite(w).all() or (len(w) and w.min() < 0):
+                raise ValueError("sample_weight must be finite, >= 0 and one per row")
+        tp, predicted, prob, total = cbpe_multiclass.expected_sums(s, self.reference.calibrated(s), w)
+        self.tp += tp
+        self.predicted += predicted
+        self.prob += prob
+        self.total += total
+        return self
+
+    def merge(self, other: MulticlassEstimate) -> MulticlassEstimate:
+        if other.reference is not self.reference:
+            raise ValueError("estimates against different references cannot be merged")
+        self.tp += other.tp
+        self.predicted += other.predicted
+        self.prob += other.prob
+        self.total += other.total
+        return self
+
+    def metrics(self) -> dict[str, float]:
+        """``{"estimated_accuracy", "estimated_macro_f1"}`` (nan with a warning when empty)."""
+        m = cbpe_multiclass.estimated_metrics(self.tp, self.predicted, self.prob, self.total)
+        return {"estimated_accuracy": m["accuracy"], "estimated_macro_f1": m["macro_f1"]}
+
+
+class MulticlassReference:
+    """Labelled multiclass reference state and the label-free metrics of windows against it
+    (see the module docstring)."""
+
+    def __init__(self, scores: MulticlassScores, *, psi_groups: int = 10) -> None:
+        if not isinstance(scores, MulticlassScores):
+            raise TypeError(f"scores must be a MulticlassScores, got {type(scores).__name__}")
+        if not scores.total_weight > 0:
+            raise ValueError("the reference holds no event with a non-zero weight")
+        if type(psi_groups) is not int or psi_groups < 1:
+            raise ValueError(f"psi_groups must be a positive int, got {psi_groups!r}")
+        self.scores = scores.copy()
+        self.psi_groups = psi_groups
+        self.classes = list(self.scores.classes)
+        binning = self.scores._binning
+        self._levels: list[_Levels] = []
+        self.fits: list[tuple[np.ndarray, np.ndarray]] = []
+        for c, (keys, table) in enumerate(self.scores._columns()):
+            pos = table[c]
+            neg = table.sum(axis=0) - pos
+            self._levels.append(_Levels((keys, table.sum(axis=0), binning)))
+            if binning.exact:
+                fit = cbpe.isotonic_fit(keys.astype(np.float64), neg, pos)
+            else:
+                fit = cbpe.isotonic_fit_bins(*level_bounds(binning, keys), neg, pos)
+            self.fits.append(fit)
+        self._predicted = _predicted_shares(self.scores)
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def from_arrays(
+        cls, y_true: Any, score_matrix: Any, sample_weight: Any = None, *, classes: Sequence[Hashable],
+        exact: bool = False, bins: int = 64, **options: Any,
+    ) -> MulticlassReference:
+        """Reference of labelled rows (validated as ``MulticlassScores.update_many``)."""
+        acc = MulticlassScores(classes, bins=bins, exact=exact)
+        acc.update_many(y_true, score_matrix, sample_weight)
+        return cls(acc, **options)
+
+    @classmethod
+    def from_states(cls, states: Iterable[Any], **options: Any) -> MulticlassReference:
+        """Reference of merged ``MulticlassScores`` / ``MulticlassMonitor`` states (or dicts)."""
+        merged: MulticlassScores | None = None
+        for i, state in enumerate(states):
+            acc = _multiclass_scores_of(state)
+            if acc is None:
+                raise ValueError(f"states[{i}] holds no MulticlassScores (got {type(state).__name__})")
+            merged = acc.copy() if merged is None else merged.merge(acc)
+        if merged is None:
+            raise ValueError("states is empty")
+        return cls(merged, **options)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "MulticlassReference", "version": 1, "config": {"psi_groups": self.psi_groups},
+                "scores": self.scores.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MulticlassReference:
+        if not isinstance(data, Mapping) or data.get("type") != "MulticlassReference" or data.get("version") != 1:
+            raise ValueError("not a version-1 MulticlassReference dict")
+        config = data.get("config")
+        if not isinstance(config, Mapping) or set(config) != {"psi_groups"}:
+            raise ValueError(f"MulticlassReference config must hold psi_groups, got {config!r}")
+        return cls(MulticlassScores.from_dict(data["scores"]), **config)
+
+    @property
+    def count(self) -> int:
+        return self.scores.count
+
+    # ------------------------------------------------------------------ metrics
+    def calibrated(self, score_matrix: np.ndarray) -> np.ndarray:
+        """Normalised one-vs-rest calibrated probabilities of score rows."""
+        return cbpe_multiclass.calibrated_rows(score_matrix, self.fits)
+
+    def estimator(self) -> MulticlassEstimate:
+        """An empty mergeable estimate to feed a window's rows into."""
+        return MulticlassEstimate(self)
+
+    def estimate(self, score_matrix: Any, sample_weight: Any = None) -> dict[str, float]:
+        """``estimated_accuracy`` and ``estimated_macro_f1`` of score rows (labels not used)."""
+        return self.estimator().update_many(score_matrix, sample_weight).metrics()
+
+    def drift(self, window: Any) -> dict[str, Any]:
+        """Per-class score drift (``per_class``: class -> the ``drift_*`` of its column; None
+        when the window has no scores histogram) and the predicted-class drift."""
+        if isinstance(window, Mapping):
+            window = from_dict(window)
+        scores = _multiclass_scores_of(window)
+        if scores is not None and scores.classes != self.classes:
+            raise ValueError(f"window classes {scores.classes!r} != reference classes {self.classes!r}")
+        pweights = getattr(window, "_pweights", None)
+        predicted = np.asarray(pweights, dtype=np.float64) if pweights is not None else (
+            _predicted_shares(scores) if scores is not None else np.zeros(len(self.classes)))
+        out: dict[str, Any] = {
+            "drift_predicted_psi": drift.psi(predicted, self._predicted),
+            "drift_predicted_js": drift.js(predicted, self._predicted),
+        }
+        per_class: dict[str, dict[str, float]] = {}
+        if scores is not None and scores.total_weight > 0:
+            binning = scores._binning
+            for c, (keys, table) in enumerate(scores._columns()):
+                per_class[str(self.classes[c])] = self._levels[c].drift((keys, table.sum(axis=0), binning),
+                                                                        self.psi_groups)
+        for name in PER_CLASS_METRICS:
+            values = [row[name] for row in per_class.values()]
+            out[name] = max(values) if values and not any(math.isnan(v) for v in values) else math.nan
+        out["per_class"] = per_class
+        return out
+
+    def metrics(self, window: Any, estimate: MulticlassEstimate | None = None) -> dict[str, Any]:
+        """Every key of :data:`MULTICLASS_METRICS` (JSON-safe, None where undefined) and
+        ``per_class`` (class -> :data:`PER_CLASS_METRICS`); the estimates come from
+        ``estimate`` (None: null, a window state holds no joint rows)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UndefinedMetricWarning)
+            out = self.drift(window)
+            est = estimate.metrics() if estimate is not None else {
+                "estimated_accuracy": math.nan, "estimated_macro_f1": math.nan}
+        out.update(est)
+        result: dict[str, Any] = {k: _json(float(out[k])) for k in MULTICLASS_METRICS}
+        result["per_class"] = {c: {k: _json(float(v)) for k, v in row.items()} for c, row in out["per_class"].items()}
+        return result
+
+    def __repr__(self) -> str:
+        return f"MulticlassReference(classes={self.classes!r}, count={self.count}, psi_groups={self.psi_groups})"

@@ -1,0 +1,82 @@
+"""``replay PREDICTIONS --labels LABELS``: two JSONL sources interleaved by event time.
+
+The items of both files are parsed and merged by ``ts`` (each file in its own time order; on
+equal ``ts`` the predictions' file goes first, so a label dated with its prediction finds it;
+a rejected line keeps its place after its file's previous item) and handed one by one to a
+:class:`~streammetrics.stream.pipeline.Pipeline` (``process_event``), which joins labels to
+predictions and revises closed windows. Problems are reported as ``FILE:LINE``. One file that
+holds both kinds needs none of this: :func:`~streammetrics.stream.replay.replay_lines` feeds
+its lines to the pipeline as they are.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from streammetrics.stream.records import Rejection
+from streammetrics.stream.snapshots import snapshot_line
+
+__all__ = ["REVISION_EVERY", "merged_items", "replay_merged"]
+
+_BLANK_START = frozenset([b"", b" ", b"\t", b"\r", b"\n", "", " ", "\t", "\r", "\n"])
+#: closed windows are polled every 1024 items, label revisions every 65536 (mask): a revision is
+#: a full snapshot, and a file replay gains nothing from finer ones
+REVISION_EVERY = 0xFFFF
+
+
+def _items(name: str, lines: Iterable[bytes], parse: Callable[[Any], list[Any]], rank: int,
+           counter: list[int]) -> Iterator[tuple[float, int, int, str, Any, int]]:
+    ts = -math.inf
+    seq = 0
+    for lineno, line in enumerate(lines, 1):
+        counter[0] += 1
+        counter[1] += len(line)
+        if line[:1] in _BLANK_START and not line.strip():
+            continue
+        for item in parse(line):
+            if item.__class__ is not Rejection:
+                ts = item.ts
+            seq += 1
+            yield (ts, rank, seq, f"{name}:{lineno}", item, 0)
+
+
+def merged_items(sources: list[tuple[str, Iterable[bytes]]], parse: Callable[[Any], list[Any]],
+                 counter: list[int]) -> Iterator[tuple[str, Any]]:
+    """``(FILE:LINE, item)`` of every source in event-time order; ``counter`` collects
+    ``[lines, bytes]`` read."""
+    streams = [_items(name, lines, parse, rank, counter) for rank, (name, lines) in enumerate(sources)]
+    for _, _, _, where, item, _ in heapq.merge(*streams, key=lambda x: (x[0], x[1])):
+        yield where, item
+
+
+def replay_merged(sources: list[tuple[str, Iterable[bytes]]], pipeline: Any, write: Callable[[str], Any],
+                  stats: Any, note: Callable[[str, Any], Any], progress: Any = None) -> Any:
+    """Feed the merged items of ``sources`` (predictions first) to ``pipeline``; ``write`` each
+    snapshot line; ``note(where, problem)`` each problem (a parse rejection or a pipeline
+    :class:`~streammetrics.stream.pipeline.Problem`). ``stats.lines`` is kept up to date."""
+    counter = [0, 0]
+    process = pipeline.process_event
+    n = 0
+    for where, item in merged_items(sources, pipeline.parser.parse_value, counter):
+        n += 1
+        if item.__class__ is Rejection:
+            note(where, item)
+        else:
+            for problem in process(item).problems:
+                note(where, problem)
+        if n & 0x3FF == 0:
+            stats.lines = counter[0]
+            if progress is not None:
+                progress.draw(counter[1], stats)
+            for snap in pipeline.poll(revisions=n & REVISION_EVERY == 0):
+                write(snapshot_line(snap))
+                stats.snapshots += 1
+    stats.lines = counter[0]
+    for snap in pipeline.poll() + pipeline.flush():
+        write(snapshot_line(snap))
+        stats.snapshots += 1
+    if progress is not None:
+        progress.draw(counter[1], stats, final=True)
+    return stats

@@ -1,0 +1,148 @@
+"""Windows with delayed labels: a :class:`~streammetrics.stream.windows.WindowManager` fed
+through a :class:`~streammetrics.stream.labels.LabelJoin` (contract section 5). I/O-free.
+
+:meth:`LabelStream.add` takes what :class:`~streammetrics.stream.label_events.DelayedEventParser`
+gives, in stream order:
+
+* a labelled prediction goes to the windows (``add``) and advances the join's watermark;
+* a prediction awaiting its label goes to the windows (``add_prediction``: label-free metrics
+  now) and, unless late, to the join with the first window it counts in;
+* a label goes to the join. Every prediction the join settles is applied to its windows:
+  joined -> ``add_outcome`` (label-based metrics of every window of the prediction's ``ts``;
+  closed ones emit a new revision at the next poll), expired -> ``expire``.
+
+It returns :class:`Notice` records for what the caller should report (late events, rejected
+events and labels, expiries). Snapshots come from :meth:`poll` and :meth:`flush`.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from streammetrics.stream.events import Event
+from streammetrics.stream.labels import EXPIRED, JOINED, LABEL_EXPIRED, REJECTED, Label, LabelJoin
+from streammetrics.stream.windows import EventRejected, WindowManager
+
+__all__ = ["LabelStream", "Notice"]
+
+_NONE: tuple[()] = ()
+
+
+class Notice:
+    """Something to report: ``kind`` (``late``, ``rejected``, ``expired``, ``label_expired``),
+    a machine-readable ``code`` and a one-line ``message``."""
+
+    __slots__ = ("code", "kind", "message")
+
+    def __init__(self, kind: str, code: str, message: str) -> None:
+        self.kind = kind
+        self.code = code
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"Notice({self.kind!r}, {self.code!r}, {self.message!r})"
+
+
+class LabelStream:
+    """A window manager and a label join driven together; see the module docstring.
+
+    >>> from streammetrics.stream.labels import LabelJoin
+    >>> from streammetrics.stream.windows import WindowManager
+    >>> from streammetrics.monitors import BinaryMonitor
+    >>> s = LabelStream(WindowManager(BinaryMonitor, 60, include_state=False), LabelJoin(3600))
+    >>> s.add(Event(10.0, "m", score=0.9, id="a"))
+    ()
+    >>> s.add(Event(70.0, "m", y_true=0, score=0.2))   # closes [0, 60): revision 0, pending
+    ()
+    >>> [(x["revision"], x["final"], x["pending"]) for x in s.poll()]
+    [(0, False, 1)]
+    >>> s.add(Label("a", 1, 100.0))
+    ()
+    >>> [(x["revision"], x["final"], x["labeled"], x["metrics"]["accuracy"]) for x in s.poll()]
+    [(1, True, 1, 1.0)]
+    """
+
+    def __init__(self, windows: WindowManager, join: LabelJoin) -> None:
+        self.windows = windows
+        self.join = join
+        #: labelled predictions applied, predictions awaiting a label accepted, labels received,
+        #: late events, events refused by the windows
+        self.counts = dict.fromkeys(("events", "predictions", "labels", "late", "refused"), 0)
+
+    def add(self, item: Event | Label) -> list[Notice] | tuple[()]:
+        """Apply one parsed event or label; returns what to report (usually nothing)."""
+        windows = self.windows
+        if item.__class__ is Label:
+            self.counts["labels"] += 1
+            return self._settle(self.join.add_label(item))
+        event: Any = item
+        try:
+            if event.y_true is not None:
+                applied = windows.add(event)
+                first = None
+            else:
+                first = windows.add_prediction(event)
+                applied = first is not None
+        except EventRejected as exc:
+            self.counts["refused"] += 1
+            return [Notice("rejected", exc.code, exc.reason)]
+        if not applied:
+            self.counts["late"] += 1
+            notes = self._settle(self.join.advance(event.ts))
+            late = Notice("late", "late", f"late event for model={event.model!r} segment={event.segment!r} "
+                                          f"ts={event.ts!r}: its windows have closed")
+            return [late, *notes]
+        if event.y_true is not None:
+            self.counts["events"] += 1
+            out = self.join.advance(event.ts)
+            return self._settle(out) if out else _NONE
+        self.counts["predictions"] += 1
+        return self._settle(self.join.add_prediction(event, first))
+
+    def _settle(self, outputs: Any) -> list[Notice] | tuple[()]:
+        notes: list[Notice] = []
+        windows = self.windows
+        for o in outputs:
+            kind = o.kind
+            if kind is JOINED:
+                try:
+                    windows.add_outcome(o.event, o.tag)
+                except EventRejected as exc:  # e.g. a label of another kind than the predictions
+                    windows.expire(o.event, o.tag)
+                    notes.append(Notice("rejected", exc.code, f"label for id {o.event.id!r}: {exc.reason}"))
+            elif kind is EXPIRED:
+                windows.expire(o.event, o.tag)
+                notes.append(Notice("expired", o.code, o.reason))
+            elif kind is REJECTED or kind is LABEL_EXPIRED:
+                notes.append(Notice(kind, o.code, o.reason))
+        return notes or _NONE
+
+    def poll(self, now: float | None = None) -> list[dict[str, Any]]:
+        """Snapshots ready since the last call (closed windows, new revisions)."""
+        return self.windows.poll(now)
+
+    def flush(self) -> list[dict[str, Any]]:
+        """End of input: close every open window; windows awaiting labels stay non-final."""
+        return self.windows.flush()
+
+    def summary(self) -> dict[str, int]:
+        """Counts of the stream and of the join (``LabelJoin.stats``)."""
+        return {**self.counts, **self.join.stats()}
+
+    def to_dict(self, store_path: str | None = None) -> dict[str, Any]:
+        """Checkpoint of both parts (the pending store in ``store_path`` if given). Like
+        :meth:`WindowManager.to_dict` it holds state, not snapshots: :meth:`poll` first."""
+        return {"type": "LabelStream", "version": 1, "counts": dict(self.counts),
+                "windows": self.windows.to_dict(), "join": self.join.to_dict(store_path)}
+
+    def load_dict(self, data: Mapping[str, Any]) -> LabelStream:
+        if not isinstance(data, Mapping) or data.get("type") != "LabelStream" or data.get("version") != 1:
+            raise ValueError("not a LabelStream checkpoint (type/version)")
+        try:
+            counts = {k: int(data["counts"][k]) for k in self.counts}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"malformed LabelStream checkpoint: {exc}") from None
+        self.windows.load_dict(data["windows"])
+        self.join.load_dict(data["join"])
+        self.counts = counts
+        return self

@@ -1,0 +1,117 @@
+"""/metrics and /healthz bounds (issue 10, points 9 and 10): per-key gauges for at most
+``max_keys`` keys, at most ``max_connections`` HTTP connections, idle ones closed."""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from consumers.observability import MetricsServer, ServiceMetrics
+
+
+def snapshot(model: str, count: int, auc: float = 0.5) -> dict:
+    return {"final": True, "key": {"model": model, "segment": ""}, "window": {"start": 0, "end": 60},
+            "count": count, "metrics": {"roc_auc": auc, "accuracy": 0.5, "confusion": [[1, 2]], "ok": True}}
+
+
+def exported_models(metrics: ServiceMetrics) -> set[str]:
+    text = metrics.render().decode()
+    return {line.split('model="')[1].split('"')[0] for line in text.splitlines()
+            if line.startswith("streammetrics_window_metric{")}
+
+
+def test_per_key_gauges_keep_the_keys_with_the_most_events():
+    metrics = ServiceMetrics(max_keys=3)
+    for i, count in enumerate([5, 50, 7, 1, 80, 2, 60]):
+        metrics.observe_snapshot(snapshot(f"m{i}", count))
+    assert exported_models(metrics) == {"m1", "m4", "m6"}
+    text = metrics.render().decode()
+    assert "streammetrics_metric_keys 3.0" in text
+    assert "streammetrics_metric_keys_skipped_total 2.0" in text  # m3 and m5 never made it
+    assert 'streammetrics_window_end_seconds{model="m0"' not in text
+    metrics.observe_snapshot(snapshot("m1", 50, auc=0.9))  # an exported key is updated in place
+    assert 'streammetrics_window_metric{metric="roc_auc",model="m1",segment=""} 0.9' in metrics.render().decode()
+
+
+def test_per_key_gauges_can_be_turned_off():
+    metrics = ServiceMetrics(max_keys=0)
+    for i in range(20):
+        metrics.observe_snapshot(snapshot(f"m{i}", 10))
+    assert exported_models(metrics) == set()
+    assert "streammetrics_snapshots_total 20.0" in metrics.render().decode()
+    with pytest.raises(ValueError, match="metrics-keys"):
+        ServiceMetrics(max_keys=-1)
+
+
+def test_fifty_thousand_keys_keep_the_page_small():
+    metrics = ServiceMetrics(max_keys=100)
+    for i in range(50_000):
+        metrics.observe_snapshot(snapshot(f"model-{i}", i % 997))
+    assert len(exported_models(metrics)) == 100
+    assert len(metrics.render()) < 60_000  # was 59 MB for 50k keys
+
+
+def get(port: int, path: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def eventually(predicate, what: str, limit: float = 20.0) -> None:
+    deadline = time.monotonic() + limit
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened: {what}")
+        time.sleep(0.05)
+
+
+def test_idle_connections_cannot_exhaust_threads_or_file_descriptors():
+    metrics = ServiceMetrics()
+    server = MetricsServer(metrics, 0, "127.0.0.1", max_connections=4, timeout=60).start()
+    threads_before = threading.active_count()
+    idle = []
+    try:
+        for _ in range(300):  # used to be one thread (and one descriptor) each, forever
+            idle.append(socket.create_connection(("127.0.0.1", server.port), timeout=10))
+        refused = server.metrics.http_refused
+        eventually(lambda: refused._value.get() >= 296, "296 refused connections")
+        assert threading.active_count() <= threads_before + 4
+        for sock in idle:
+            sock.close()
+        idle.clear()
+        eventually(lambda: get(server.port, "/metrics")[0] == 200, "/metrics served again")
+        assert b"streammetrics_http_refused_total" in get(server.port, "/metrics")[1]
+    finally:
+        for sock in idle:
+            sock.close()
+        server.stop()
+
+
+def test_an_idle_connection_is_closed_after_the_timeout():
+    server = MetricsServer(ServiceMetrics(), 0, "127.0.0.1", max_connections=2, timeout=0.2).start()
+    try:
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+        assert sock.recv(100) == b""  # the server hung up on the silent client
+        sock.close()
+        assert get(server.port, "/healthz") == (200, b"ok\n")
+    finally:
+        server.stop()
+
+
+def test_healthz_turns_unhealthy_when_the_loop_is_stuck_or_failed():
+    metrics = ServiceMetrics()
+    server = MetricsServer(metrics, 0, "127.0.0.1", stall_after=30).start()
+    try:
+        assert get(server.port, "/healthz") == (200, b"ok\n")
+        metrics.last_poll = time.monotonic() - 31  # no poll for 31 s
+        assert get(server.port, "/healthz") == (503, b"stalled\n")
+        metrics.last_poll = time.monotonic()
+        metrics.failed = True
+        assert get(server.port, "/healthz")[0] == 503
+    finally:
+        server.stop()
