@@ -46,7 +46,7 @@ from bench_kafka_baseline import (
 from consumers.broker import EmbeddedBroker, create_topics
 from consumers.service import MetricsService, ServiceConfig, tune_gc
 from consumers.settings import FETCH_SETTINGS
-from streammetrics.stream.events import EventParser
+from streammetrics.events.parser import EventParser
 
 #: the fetch settings the service uses (consumers.service.consumer_settings / ServiceConfig)
 SAME_SETTINGS = {"max_poll_records": ServiceConfig.max_poll_records, **FETCH_SETTINGS}

@@ -52,7 +52,7 @@ import operator
 import warnings
 from functools import reduce
 from itertools import combinations
-from typing import Any, ClassVar, Hashable, Mapping, Sequence
+from typing import Any, Hashable, Mapping, Sequence
 
 import numpy as np
 
@@ -64,15 +64,13 @@ from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.core.validation import (
     as_label_array,
     as_weight_array,
-    asarray,
     check_number,
     check_same_length,
     check_weight,
-    labels_to_json,
     to_builtin_label,
 )
 from streammetrics.kernels import ranking
-from streammetrics.kernels.binning import Binning, binning_from_config, make_binning
+from streammetrics.kernels.binning import Binning, make_binning
 from streammetrics.kernels.histogram import (
     MAX_TOTAL_WEIGHT,
     ScoreHistogram,
@@ -82,7 +80,16 @@ from streammetrics.kernels.histogram import (
     histograms_to_json,
     summed,
 )
-from streammetrics.metrics.confusion import ConfusionMatrix, _array_kind, _kind
+from streammetrics.metrics.confusion import ConfusionMatrix, _array_kind
+from streammetrics.metrics.rows import Columns
+from streammetrics.metrics.score_columns import (
+    ScoreColumns,
+    average_intervals,
+    average_scores,
+    binary_auc,
+    check_average,
+    warn_no_events,
+)
 
 __all__ = ["MulticlassScores"]
 
@@ -91,204 +98,9 @@ _EPS = float(np.finfo(np.float64).eps)  # log_loss clipping (float64 machine eps
 _ONE_MINUS_EPS = 1.0 - _EPS
 #: log_loss warns unless |row sum - 1| <= 1e-8 + sqrt(eps) (xpx.isclose, rtol=sqrt(eps))
 _LOG_LOSS_SUM_TOL = 1e-8 + math.sqrt(_EPS)
-_FAST_CLASS = {"bool": bool, "number": int, "str": str}
 _ROW_BLOCK = 1 << 16  # rows per block in batch rank computations
 _log = math.log
 _add = operator.add
-
-
-# ----------------------------------------------------------------------------- helpers
-class _Columns:
-    """Label names of score columns: lookups that keep bools and ints apart, and the
-    validation of one score row (sequence or mapping) and of a score matrix."""
-
-    __slots__ = ("names", "kind", "fast", "index", "what", "whats")
-
-    def __init__(self, names: list, what: str, whats: str) -> None:
-        self.names = names
-        self.kind = _kind(names[0])
-        self.fast = _FAST_CLASS[self.kind]
-        self.index = {v: i for i, v in enumerate(names)}
-        self.what, self.whats = what, whats  # "class", "classes": for messages
-
-    def find(self, label: Any, name: str) -> int | None:
-        """Column of ``label``, or None (``True`` never finds the int ``1``)."""
-        if label.__class__ is self.fast:
-            return self.index.get(label)
-        label = to_builtin_label(label, name)
-        if _kind(label) != self.kind:
-            return None
-        return self.index.get(label)
-
-    def row(self, scores: Any, name: str) -> list[float]:
-        """One validated row of finite floats, in column order."""
-        k = len(self.names)
-        cls = scores.__class__
-        if cls is list or cls is tuple:
-            values = scores
-        elif isinstance(scores, Mapping):
-            return self._mapping_row(scores, name)
-        elif isinstance(scores, np.ndarray) or hasattr(scores, "__array__"):  # numpy, pandas
-            scores = np.asarray(scores)
-            if scores.ndim != 1:
-                raise ValueError(f"{name} must be one row of {k} scores, got shape {scores.shape}")
-            if scores.dtype.kind == "b":
-                raise TypeError(f"{name} must hold real numbers, got booleans")
-            values = scores.tolist()
-        elif isinstance(scores, (str, bytes)) or not isinstance(scores, Sequence):
-            raise TypeError(
-                f"{name} must be a sequence of {k} scores or a mapping {self.what} -> score, "
-                f"got {type(scores).__name__}"
-            )
-        else:
-            values = list(scores)
-        if len(values) != k:
-            raise ValueError(
-                f"{name} has {len(values)} values, expected {k} (one per {self.what} in {self.names!r})"
-            )
-        out = list(values)
-        for i, v in enumerate(out):
-            if v.__class__ is not float or not -_INF < v < _INF:
-                out[i] = check_number(v, f"{name}[{i}]")
-        return out
-
-    def _mapping_row(self, scores: Mapping, name: str) -> list[float]:
-        out: list = [None] * len(self.names)
-        for key, v in scores.items():
-            try:
-                j = self.find(key, f"{name} key")
-            except (TypeError, ValueError):
-                j = None
-            if j is None:
-                raise ValueError(f"{name} has unknown {self.what} {key!r}; {self.whats} are {self.names!r}")
-            out[j] = check_number(v, f"{name}[{self.names[j]!r}]")
-        missing = [self.names[j] for j, v in enumerate(out) if v is None]
-        if missing:
-            raise ValueError(f"{name} is missing {self.whats} {missing!r} (needs one score per {self.what})")
-        return out
-
-    def matrix(self, values: Any, name: str) -> np.ndarray:
-        """Validated C-ordered float64 ``(n, K)`` matrix (an empty batch gives ``(0, K)``);
-        rows may also be given as a sequence of mappings."""
-        k = len(self.names)
-        if isinstance(values, (str, bytes)) or isinstance(values, Mapping):
-            raise TypeError(f"{name} must be an (n, {k}) array of scores, got {type(values).__name__}")
-        if isinstance(values, (list, tuple)) and values and isinstance(values[0], Mapping):
-            return np.array([self.row(r, f"{name}[{i}]") for i, r in enumerate(values)],
-                            dtype=np.float64).reshape(-1, k)
-        try:
-            arr = asarray(values)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"{name} could not be read as an (n, {k}) matrix: {exc}") from None
-        if arr.size == 0 and arr.ndim in (1, 2):
-            return np.zeros((0, k), dtype=np.float64)
-        if arr.ndim != 2 or arr.shape[1] != k:
-            raise ValueError(
-                f"{name} must have shape (n, {k}) (one column per {self.what}), got {arr.shape}"
-            )
-        kind = arr.dtype.kind
-        if kind == "b":
-            raise TypeError(f"{name} must hold real numbers, got booleans")
-        if kind not in "iuf":  # name the first element that is not a real number
-            objects = np.asarray(values, dtype=object) if kind != "O" else arr
-            if objects.shape == arr.shape:
-                for (i, j), v in np.ndenumerate(objects):
-                    check_number(v, f"{name}[{i}][{j}]")
-            if kind != "O":
-                raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
-        arr = np.ascontiguousarray(arr, dtype=np.float64)
-        bad = ~np.isfinite(arr)
-        if bad.any():
-            i, j = np.argwhere(bad)[0].tolist()
-            raise ValueError(f"{name}[{i}][{j}] must be finite, got {arr[i, j].item()!r}")
-        return arr
-
-
-def average_scores(scores: np.ndarray, average: str | None, weights: np.ndarray | None) -> Any:
-    """The averaging of scikit-learn's ``_average_binary_score``: per-item ``scores`` as an
-    array (``average=None``), their mean, or their ``weights``-weighted mean where items of
-    weight 0 count as 0 (so that their nan does not spread)."""
-    if average is None:
-        return scores
-    if weights is None:
-        return float(np.mean(scores))
-    return float(np.average(np.where(weights == 0, 0.0, scores), weights=weights))
-
-
-def average_intervals(
-    lows: np.ndarray, highs: np.ndarray, average: str | None, weights: np.ndarray | None
-) -> tuple[Any, Any]:
-    """Average per-item bounds as :func:`average_scores` averages values (non-negative
-    weights keep the containment), widened by a bound on the float rounding of the mean."""
-    low = average_scores(lows, average, weights)
-    high = average_scores(highs, average, weights)
-    if average is None:
-        return low, high
-    if math.isnan(low) or math.isnan(high):
-        return math.nan, math.nan
-    slack = 4 * (len(lows) + 2) * _EPS
-    return max(0.0, low - slack), min(1.0, high + slack)
-
-
-def binary_auc(
-    binning: Binning, keys: np.ndarray, neg: np.ndarray, pos: np.ndarray, bounds: bool
-) -> tuple[float, float, float]:
-    """``(auc, low, high)`` of one binary ranking problem on aligned levels; the bounds are
-    ``(auc, auc)`` when ``bounds`` is false, the binning exact, or the AUC nan."""
-    auc = ranking.roc_auc(neg, pos)
-    if not bounds or binning.exact or math.isnan(auc):
-        return auc, auc, auc
-    low, high = ranking.roc_auc_bounds(neg, pos, binning.singleton(keys))
-    return auc, low, high
-
-
-def warn_no_events(name: str) -> float:
-    warnings.warn(
-        f"No event with a non-zero weight: {name} is not defined.", UndefinedMetricWarning, stacklevel=3
-    )
-    return math.nan
-
-
-def check_average(average: Any, options: tuple, what: str) -> None:
-    if average not in options:
-        raise ValueError(f"average must be one of {options} for {what}, got {average!r}")
-
-
-# ----------------------------------------------------------------------------- accumulator
-class _ScoreColumns(Accumulator):
-    """Configuration shared by the accumulators of one score per column (class or label):
-    the column names (config key :attr:`columns_key`), the binning, and the merge check."""
-
-    #: config key of the column names: "classes" or "labels"
-    columns_key: ClassVar[str] = "classes"
-    _cols: Any
-    _binning: Binning
-
-    @property
-    def bins(self) -> int | None:
-        """Bins per octave of the log grid (None when ``exact``)."""
-        return None if self._binning.exact else self._binning.bins  # type: ignore[attr-defined]  # a LogGridBinning (or the same type) here
-
-    @property
-    def exact(self) -> bool:
-        """True when every distinct score is kept."""
-        return self._binning.exact
-
-    def _config(self) -> dict[str, Any]:
-        return {self.columns_key: labels_to_json(self._cols.names), "bins": self.bins, "exact": self.exact}
-
-    @classmethod
-    def _from_config(cls, config: Mapping[str, Any]) -> Any:
-        key = cls.columns_key
-        if set(config) != {key, "bins", "exact"} or not isinstance(config[key], list):
-            raise ValueError(f"config must be {{'{key}': [...], 'bins', 'exact'}}, got {dict(config)!r}")
-        binning = binning_from_config({"bins": config["bins"], "exact": config["exact"]})
-        return cls(config[key], bins=binning.config()["bins"], exact=binning.exact)  # type: ignore[call-arg]  # the subclasses take (columns, bins, exact)
-
-    def _check_mergeable(self, other: Accumulator) -> None:
-        super()._check_mergeable(other)
-        if self._cols.kind != other._cols.kind:  # type: ignore[attr-defined]  # a LogGridBinning (or the same type) here
-            raise ValueError(f"cannot merge {type(self).__name__} over {self.columns_key} of different kinds")
 
 
 # ----------------------------------------------------------------------------- declared state
@@ -446,7 +258,7 @@ _MULTICLASS_STATE = (
 )
 
 
-class MulticlassScores(_ScoreColumns):
+class MulticlassScores(ScoreColumns):
     """Top-k accuracy, log loss, ROC AUC (one-vs-rest / one-vs-one, with guaranteed
     bounds), average precision and the arg-max confusion matrix of a stream of
     ``(y_true, scores, weight)`` events.
@@ -477,7 +289,7 @@ class MulticlassScores(_ScoreColumns):
     _h: list[list[ScoreHistogram]]
 
     def __init__(self, classes: Sequence[Hashable], bins: int | None = 64, exact: bool = False) -> None:
-        self._cols = _Columns(check_label_list(classes, "classes", minimum=2), "class", "classes")
+        self._cols = Columns(check_label_list(classes, "classes", minimum=2), "class", "classes")
         self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]  # bins is None only with exact=True, which ignores it
         self.reset()
 

@@ -31,13 +31,12 @@ from streammetrics.core.labels import check_label_list
 from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.core.validation import (
     as_weight_array,
-    asarray,
     check_weight,
-    indicator_values,
     to_builtin_label,
 )
 from streammetrics.kernels import classification as _cls
 from streammetrics.metrics.confusion import _kind
+from streammetrics.metrics.rows import Columns
 
 __all__ = ["MultilabelConfusion"]
 
@@ -140,6 +139,7 @@ class MultilabelConfusion(Accumulator):
         self._labels = names
         self._kind = _kind(names[0])
         self._index = {name: j for j, name in enumerate(names)}
+        self._cols = Columns(names, "label", "labels")
         self.reset()
 
     @property
@@ -168,35 +168,7 @@ class MultilabelConfusion(Accumulator):
     # ---------------------------------------------------------------- updates
     def _row(self, row: Any, name: str) -> set:
         """Column indices of the labels present in one row (indicator sequence or set)."""
-        if row.__class__ in _SETS:
-            index = self._index
-            out = set()
-            kind = self._kind
-            for label in row:
-                if label.__class__ not in _BUILTIN:
-                    label = to_builtin_label(label, f"{name} element")
-                j = index.get(label) if _kind(label) == kind else None
-                if j is None:
-                    raise ValueError(f"{name} holds {label!r}, which is not one of labels {self._labels!r}")
-                out.add(j)
-            return out
-        if isinstance(row, np.ndarray):
-            if row.ndim != 1:
-                raise ValueError(f"{name} must be one row, got an array of shape {row.shape}")
-            row = row.tolist()
-        elif isinstance(row, (str, bytes)) or not isinstance(row, Sequence):
-            raise TypeError(
-                f"{name} must be an indicator sequence or a set of labels, got {type(row).__name__}"
-            )
-        if len(row) != len(self._labels):
-            raise ValueError(f"{name} has {len(row)} entries, expected {len(self._labels)} (one per label)")
-        out = set()
-        for j, v in enumerate(row):
-            if v == 1:
-                out.add(j)
-            elif v != 0:
-                raise ValueError(f"{name}[{j}] must be 0 or 1, got {v!r}")
-        return out
+        return {j for j, present in enumerate(self._cols.indicator_row(row, name)) if present}
 
     def update(self, y_true: Any, y_pred: Any, weight: float = 1.0) -> "MultilabelConfusion":
         """Add one event: true and predicted rows (indicator sequences or label sets)."""
@@ -228,33 +200,10 @@ class MultilabelConfusion(Accumulator):
         self.total_weight += weight
         return self
 
-    def _indicator(self, rows: Any, name: str) -> np.ndarray:
-        """(n, n_labels) bool matrix from an indicator array-like or a sequence of sets."""
-        if isinstance(rows, (str, bytes)):
-            raise TypeError(f"{name} must be an indicator matrix or a sequence of label sets")
-        if not hasattr(rows, "__array__") and not isinstance(rows, np.ndarray):
-            rows = list(rows)
-            if rows and any(r.__class__ in _SETS for r in rows):
-                out = np.zeros((len(rows), len(self._labels)), dtype=bool)
-                for i, r in enumerate(rows):
-                    out[i, list(self._row(r, f"{name}[{i}]"))] = True
-                return out
-        try:
-            arr = asarray(rows)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"{name} could not be read as an indicator matrix: {exc}") from None
-        if arr.size == 0:
-            return np.zeros((0, len(self._labels)), dtype=bool)
-        if arr.ndim != 2 or arr.shape[1] != len(self._labels):
-            raise ValueError(
-                f"{name} must have shape (n, {len(self._labels)}), got {arr.shape}"
-            )
-        return indicator_values(arr, name)
-
     def update_many(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> "MultilabelConfusion":
         """Add a batch: indicator matrices (n, n_labels) or sequences of label sets."""
-        T = self._indicator(y_true, "y_true")
-        P = self._indicator(y_pred, "y_pred")
+        T = self._cols.indicator_matrix(y_true, "y_true")
+        P = self._cols.indicator_matrix(y_pred, "y_pred")
         if len(T) != len(P):
             raise ValueError(f"inconsistent batch lengths: y_true has {len(T)}, y_pred has {len(P)}")
         n = len(T)

@@ -41,9 +41,7 @@ from streammetrics.core.labels import check_label_list
 from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.core.validation import (
     as_weight_array,
-    asarray,
     check_weight,
-    indicator_values,
 )
 from streammetrics.kernels import ranking
 from streammetrics.kernels.binning import Binning, make_binning
@@ -56,9 +54,9 @@ from streammetrics.kernels.histogram import (
     histograms_to_json,
     summed,
 )
-from streammetrics.metrics.multiclass_scores import (
-    _Columns,
-    _ScoreColumns,
+from streammetrics.metrics.rows import Columns
+from streammetrics.metrics.score_columns import (
+    ScoreColumns,
     average_intervals,
     average_scores,
     binary_auc,
@@ -244,7 +242,7 @@ _MULTILABEL_STATE = (
 )
 
 
-class MultilabelScores(_ScoreColumns):
+class MultilabelScores(ScoreColumns):
     """ROC AUC (with guaranteed bounds) and average precision of multilabel score rows.
 
     ``labels`` is the number of labels ``n`` (labels are then ``0 .. n-1``, the columns of
@@ -277,7 +275,7 @@ class MultilabelScores(_ScoreColumns):
 
     def __init__(self, labels: int | Sequence[Hashable], bins: int | None = 64, exact: bool = False) -> None:
         names = check_label_list(labels, "labels", allow_count=True)
-        self._cols = _Columns(names, "label", "labels")
+        self._cols = Columns(names, "label", "labels")
         self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]  # bins is None only with exact=True, which ignores it
         self.reset()
 
@@ -307,41 +305,10 @@ class MultilabelScores(_ScoreColumns):
         return self._total
 
     # ------------------------------------------------------------------ updates
-    def _truth(self, row: Any, name: str) -> list[bool]:
-        """One truth row as bools in column order (indicator sequence or set of labels)."""
-        cols = self._cols
-        n = len(cols.names)
-        if row.__class__ in _SETS:
-            out = [False] * n
-            for label in row:
-                try:
-                    j = cols.find(label, f"{name} element")
-                except (TypeError, ValueError):
-                    j = None
-                if j is None:
-                    raise ValueError(f"{name} holds {label!r}, which is not one of labels {cols.names!r}")
-                out[j] = True
-            return out
-        if isinstance(row, np.ndarray):
-            if row.ndim != 1:
-                raise ValueError(f"{name} must be one row, got an array of shape {row.shape}")
-            row = row.tolist()
-        elif isinstance(row, (str, bytes)) or not isinstance(row, Sequence):
-            raise TypeError(f"{name} must be an indicator sequence or a set of labels, got {type(row).__name__}")
-        if len(row) != n:
-            raise ValueError(f"{name} has {len(row)} entries, expected {n} (one per label in {cols.names!r})")
-        out = []
-        for j, v in enumerate(row):
-            if v.__class__ is not str and (v == 1 or v == 0):
-                out.append(True if v == 1 else False)
-            else:
-                raise ValueError(f"{name}[{j}] must be 0 or 1, got {v!r}")
-        return out
-
     def update(self, y_true: Any, scores: Any, weight: float = 1.0) -> "MultilabelScores":
         """Add one event: a truth row (0/1 per label, or a set of labels), a score row
         (sequence aligned with ``labels`` or mapping label -> score) and a weight."""
-        truth = self._truth(y_true, "y_true")
+        truth = self._cols.indicator_row(y_true, "y_true")
         row = self._cols.row(scores, "scores")
         if weight.__class__ is not float or not 0.0 <= weight < _INF:
             weight = check_weight(weight)
@@ -373,28 +340,10 @@ class MultilabelScores(_ScoreColumns):
         self._total += weight
         return self
 
-    def _indicator(self, rows: Any, name: str) -> np.ndarray:
-        """``(n, L)`` bool matrix from an indicator array-like or a sequence of label sets."""
-        n_labels = len(self._cols.names)
-        if isinstance(rows, (str, bytes, Mapping)):
-            raise TypeError(f"{name} must be an indicator matrix or a sequence of label sets")
-        if isinstance(rows, (list, tuple)) and rows and any(r.__class__ in _SETS for r in rows):
-            return np.array([self._truth(r, f"{name}[{i}]") for i, r in enumerate(rows)],
-                            dtype=bool).reshape(-1, n_labels)
-        try:
-            arr = asarray(rows)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"{name} could not be read as an indicator matrix: {exc}") from None
-        if arr.size == 0 and arr.ndim in (1, 2):
-            return np.zeros((0, n_labels), dtype=bool)
-        if arr.ndim != 2 or arr.shape[1] != n_labels:
-            raise ValueError(f"{name} must have shape (n, {n_labels}), got {arr.shape}")
-        return indicator_values(arr, name)
-
     def update_many(self, y_true: Any, score_matrix: Any, sample_weight: Any = None) -> "MultilabelScores":
         """Add a batch: an ``(n, L)`` indicator matrix (or a sequence of label sets), an
         ``(n, L)`` score matrix and optional weights; validated in full before any change."""
-        T = self._indicator(y_true, "y_true")
+        T = self._cols.indicator_matrix(y_true, "y_true")
         S = self._cols.matrix(score_matrix, "score_matrix")
         if len(T) != len(S):
             raise ValueError(f"inconsistent batch lengths: y_true has {len(T)}, score_matrix has {len(S)}")

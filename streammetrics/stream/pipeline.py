@@ -8,7 +8,7 @@ with :meth:`Pipeline.to_dict` / :meth:`Pipeline.load_dict`.
 
 Nothing a message holds makes it raise: every event that is not applied comes back as a
 :class:`Problem` with a machine-readable ``code`` (see
-:data:`~streammetrics.stream.records.REJECTION_CODES`: ``invalid_json``, ``missing_field``,
+:data:`~streammetrics.events.records.REJECTION_CODES`: ``invalid_json``, ``missing_field``,
 ``bad_type``, ``bad_value``, ``out_of_range``, ``unknown_label``, ``late``, ``future``,
 ``key_limit``, ...), the ``index`` of the element in an array message (None for a single
 object), the one-line ``reason`` and the ``field``. A message is validated element by element;
@@ -49,18 +49,19 @@ Bounds (all configurable in :class:`PipelineConfig`, all counted in :attr:`Pipel
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from streammetrics.stream.decoding import MAX_NESTING, decode_value
-from streammetrics.stream.events import EventParser
+from streammetrics.events.decoding import MAX_NESTING, decode_value
+from streammetrics.events.parser import EventParser
+from streammetrics.events.records import EVENT_CODEC, Event, Rejection
 from streammetrics.stream.label_events import DelayedEventParser
 from streammetrics.stream.label_stream import LabelStream
 from streammetrics.stream.labels import Label, LabelJoin
 from streammetrics.stream.pending import DEFAULT_MAX_PENDING, PendingStore
-from streammetrics.stream.records import EVENT_CODEC, Event, Rejection
 from streammetrics.stream.snapshots import snapshot_line
 from streammetrics.stream.windows import (
     DEFAULT_MAX_FUTURE,
@@ -94,6 +95,9 @@ class PipelineConfig:
     max_future: float | None = DEFAULT_MAX_FUTURE
     max_keys: int | None = DEFAULT_MAX_KEYS
     max_snapshot_bytes: int | None = None
+    #: what ``idle_close`` is measured in: ``"processing"`` (the ``clock`` given to the
+    #: pipeline) or ``"event"`` (the newest event time over all keys: deterministic replays)
+    idle_clock: str = "processing"
     #: queue events per pane and apply them in vectorised batches (same results, faster)
     batch: bool = True
     #: most events queued per pane before they are applied (batch mode)
@@ -176,14 +180,14 @@ class MessageResult:
         return f"MessageResult(applied={self.applied}, problems={self.problems!r})"
 
 
-class _NoProblems(list):  # type: ignore[type-arg]
+class _NoProblems(list):
     """The empty, unchangeable problem list of the shared common-case result."""
 
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError("this result is shared: copy its problems before changing them")
 
-    append = extend = insert = remove = pop = clear = sort = reverse = _refuse  # type: ignore[assignment]
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
 
 
 #: the result of the common message (one event applied), shared: results are read, not changed
@@ -217,10 +221,13 @@ class Pipeline:
         # predictions with their label as before; predictions awaiting one and label events too
         self.parser = DelayedEventParser.extending(c.parser())
         self._labels: LabelStream | None = None  # built at the first delayed item
+        if c.idle_clock not in ("processing", "event"):
+            raise ValueError(f"idle_clock must be 'processing' or 'event', got {c.idle_clock!r}")
+        idle_clock = clock if c.idle_clock == "processing" else self._stream_time
         self.windows = WindowManager(
             c.monitor_factory(), c.window, c.slide, c.grace, c.idle_close or None,
             cumulative=c.cumulative, include_state=c.include_state, batch=c.batch, max_pending=c.max_pending,
-            event_codec=EVENT_CODEC, clock=clock, max_future=c.max_future, wall_clock=wall_clock,
+            event_codec=EVENT_CODEC, clock=idle_clock, max_future=c.max_future, wall_clock=wall_clock,
             max_keys=c.max_keys, extra_metrics=c.extra_metrics(),
         )
         self._parse: Callable[[Any], Any] = self.parser.parse  # Event, Label or Rejection
@@ -232,6 +239,10 @@ class Pipeline:
         self._snapshots = 0
         self._degraded = 0
         self._rejected: dict[str, int] = {}
+
+    def _stream_time(self) -> float:
+        t = self.windows.stream_time()
+        return -math.inf if t is None else t
 
     # ------------------------------------------------------------------ input
     def process(self, value: bytes | bytearray | memoryview | str | None) -> MessageResult:
@@ -262,13 +273,14 @@ class Pipeline:
                     return self._refused(None, exc.code, exc.reason, exc.field)
                 self._late += 1
                 return MessageResult(0, [Problem(None, "late", LATE_REASON, "ts")])
-            return self._refused(None, item.code, item.reason, item.field)
+            rej = cast(Rejection, item)
+            return self._refused(None, rej.code, rej.reason, rej.field)
         if cls is list:
             return self._process_items(decoded)
         if cls is Rejection:
             return self._refused(None, decoded.code, decoded.reason, decoded.field)
-        item = self._parse(decoded)  # not an object: the parser says why
-        return self._refused(None, item.code, item.reason, item.field)
+        rej = cast(Rejection, self._parse(decoded))  # not an object: the parser says why
+        return self._refused(None, rej.code, rej.reason, rej.field)
 
     def process_event(self, event: Event | Label) -> MessageResult:
         """An already-parsed :class:`Event` or :class:`~streammetrics.stream.labels.Label`
@@ -301,8 +313,9 @@ class Pipeline:
                 problems.extend(res.problems)
                 continue
             if item.__class__ is not Event:
-                rejected[item.code] = rejected.get(item.code, 0) + 1
-                problems.append(Problem(i, item.code, item.reason, item.field))
+                rej = cast(Rejection, item)
+                rejected[rej.code] = rejected.get(rej.code, 0) + 1
+                problems.append(Problem(i, rej.code, rej.reason, rej.field))
                 continue
             try:
                 ok = add(item)

@@ -168,6 +168,15 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
+def _stdin_is(path: str) -> bool:
+    """True when standard input is the file ``path`` (``replay - -o x.jsonl < x.jsonl``)."""
+    try:
+        here, there = os.fstat(sys.stdin.fileno()), os.stat(path)
+    except (OSError, ValueError, AttributeError):  # no such file, or stdin without a descriptor
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
 def _config(args: argparse.Namespace) -> PipelineConfig:
     """The pipeline configuration of the replay flags; ValueError naming the flag at fault."""
     if args.task == "multiclass" and not args.classes:
@@ -179,7 +188,7 @@ def _config(args: argparse.Namespace) -> PipelineConfig:
                          f"not --task {args.task}")
     if args.labels and args.task != "labels":
         raise ValueError(f"--labels only applies to --task labels, not --task {args.task}")
-    from streammetrics.stream.events import parse_field_map
+    from streammetrics.events.parser import parse_field_map
 
     references = None
     if getattr(args, "reference", None):
@@ -189,6 +198,7 @@ def _config(args: argparse.Namespace) -> PipelineConfig:
         classes=args.classes, labels=args.labels, fields=parse_field_map(args.field),
         cumulative=args.cumulative, include_state=not args.no_state, max_future=args.max_future or None,
         max_keys=args.max_keys or None, max_snapshot_bytes=args.max_snapshot_bytes,
+        idle_close=getattr(args, "idle_close", None) or None, idle_clock="event",
         references=references, max_references=getattr(args, "max_references", None) or DEFAULT_MAX_REFERENCES,
         label_ttl=args.label_ttl, **({} if args.max_pending is None else {"max_pending_labels": args.max_pending}),
     )
@@ -197,8 +207,8 @@ def _config(args: argparse.Namespace) -> PipelineConfig:
 def read_references(args: argparse.Namespace) -> dict[tuple[str, str], Any]:
     """The references of ``--reference FILE`` (``--task``, ``--classes``, ``--field``,
     ``--threshold``, ``--max-references`` apply); ValueError (one line) when unusable."""
-    from streammetrics.monitors.reference import load_references
-    from streammetrics.stream.events import parse_field_map
+    from streammetrics.events.parser import parse_field_map
+    from streammetrics.stream.references import load_references
 
     options: dict[str, Any] = {"threshold": args.threshold} if args.task == "binary" else {}
     try:
@@ -225,6 +235,8 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         return fail("give a JSONL FILE, '-' for standard input, or --sample")
     if args.output != "-" and args.file != "-" and _same_file(args.file, args.output):
         return fail(f"--output {args.output} is the input file {args.file}: refusing to overwrite it")
+    if args.output != "-" and args.file == "-" and _stdin_is(args.output):
+        return fail(f"--output {args.output} is the file on standard input: refusing to overwrite it")
     try:
         pipeline = Pipeline(_config(args))
     except (ValueError, TypeError) as exc:

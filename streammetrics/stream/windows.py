@@ -9,8 +9,11 @@ Per key ``(model, segment)``:
 * **stream time** is the largest event time seen; the **watermark** is stream time minus
   ``grace``. A window closes (final snapshot emitted, panes no longer needed released) once the
   watermark reaches its end.
-* **idle close**: after ``idle_close`` seconds of processing time without an event for the key,
-  every open window of the key closes, so a quiet stream still reports.
+* **idle close**: after ``idle_close`` seconds of ``clock()`` time without an event for the key,
+  every open window of the key closes, so a quiet stream still reports (and the key can be
+  evicted). The clock is processing time by default; ``replay --idle-close`` uses
+  :meth:`WindowManager.stream_time` (event time), so results stay deterministic. Keys are
+  kept in least-recently-seen order, so :meth:`WindowManager.poll` costs O(idle keys).
 * an event whose pane belongs only to closed windows is **late**: it is not applied, it is
   counted for the key (``late`` in each snapshot) and :meth:`WindowManager.add` returns False
   so that the caller can route it elsewhere (the service sends it to the dead-letter topic).
@@ -29,7 +32,10 @@ a closed window exactly as if the key had stayed, and its ``late`` total carries
 fall out of that memory are *forgotten*: the largest ``next_window`` among them becomes a
 frontier for every key not held or remembered, so an event below it is late rather than able
 to re-open (and re-emit with other content) a window already emitted under a forgotten key; a
-genuinely new key's events older than that frontier are then late too (conservative). At most
+genuinely new key's events older than that frontier are then late too (conservative: a window
+is never emitted twice under one key with different content). That frontier only reaches
+windows still in use when more than ``max_keys`` keys are evicted while the stream stays in
+one window; raise ``max_keys`` for such churn. At most
 ``max_keys`` keys hold open windows (default 100,000); an event of a new key beyond that is
 refused (:class:`EventRejected` code ``key_limit``, counted). With ``cumulative=True`` keys are
 not evicted (their all-time monitor is the point) and ``max_keys`` alone bounds them.
@@ -225,7 +231,8 @@ class WindowManager:
     """Per-key event-time windows over monitors; see the module docstring for the semantics.
 
     ``monitor_factory()`` returns an empty monitor: an accumulator with ``update_event(event)``
-    (and ``update_events(events)`` for ``batch=True``), ``merge``, ``copy``, ``snapshot()``, ``to_dict()`` and ``count``; ``monitor_loader(d)``
+    (and ``update_events(events)`` for ``batch=True``), ``merge``, ``copy``, ``snapshot()``,
+    ``to_dict()`` and ``count``; ``monitor_loader(d)``
     rebuilds one from ``to_dict()`` (default :func:`streammetrics.from_dict`).
     A monitor may define ``event_tag(event)``: every event of a key must then have the tag of
     the key's first event (e.g. the label kind of a ``LabelMonitor``: str and int labels
@@ -297,6 +304,10 @@ class WindowManager:
         self._event_tag = getattr(monitor_factory(), "event_tag", None)
         self._pane_us = self.spec.pane_ms * 1000
         self._idle = idle_close is not None
+        # with idle_close: held keys, least recently seen first (clock values never decrease), so
+        # that poll() visits only the keys that are idle, not every key
+        self._recent: dict[tuple[str, str], None] = {}
+        self._max_us: float = -math.inf
         self._revised = False  # some closed window awaits a new revision (delayed labels)
 
     # ----------------------------------------------------------------- events
@@ -318,6 +329,11 @@ class WindowManager:
         pane = ts_us // self._pane_us
         if self._idle:
             state.last_seen = self._clock()
+            recent = self._recent
+            key = (event.model, event.segment)
+            if key in recent:
+                del recent[key]
+            recent[key] = None
         if pane < state.open_from:
             state.late += 1
             if not state.panes and not state.pending:  # an evicted key's late event: evict again
@@ -337,6 +353,8 @@ class WindowManager:
             self._set_first_window(state, self.spec.first_window_of_pane(pane))
         if ts_us > state.max_us:
             state.max_us = ts_us
+            if ts_us > self._max_us:
+                self._max_us = ts_us
             if ts_us >= state.close_at:
                 self._close_by_watermark((event.model, event.segment), state)
         return True
@@ -357,6 +375,11 @@ class WindowManager:
         pane = ts_us // self._pane_us
         if self._idle:
             state.last_seen = self._clock()
+            recent = self._recent
+            key = (event.model, event.segment)
+            if key in recent:
+                del recent[key]
+            recent[key] = None
         if pane < state.open_from:
             state.late += 1
             if not state.panes and not state.pending and not state.revising:  # as in add
@@ -378,6 +401,8 @@ class WindowManager:
             self._set_first_window(state, self.spec.first_window_of_pane(pane))
         if ts_us > state.max_us:
             state.max_us = ts_us
+            if ts_us > self._max_us:
+                self._max_us = ts_us
             if ts_us >= state.close_at:
                 self._close_by_watermark((event.model, event.segment), state)
         return first
@@ -461,9 +486,10 @@ class WindowManager:
         self._revised = False
 
     def stream_time(self) -> float | None:
-        """The largest event time (epoch seconds) any key has seen, None before the first event."""
-        times = [st.max_us for st in self._keys.values() if st.max_us != -math.inf]
-        return max(times) / 1e6 if times else None
+        """The largest event time (epoch seconds) applied over all keys, evicted ones included
+        (None before the first event). O(1). As the ``clock`` of a replay it makes idle closes
+        a matter of event time: deterministic."""
+        return None if self._max_us == -math.inf else self._max_us / 1e6
 
     def awaiting_windows(self) -> int:
         """Closed windows retained because predictions in them await labels."""
@@ -499,9 +525,14 @@ class WindowManager:
     def _new_key(self, key: tuple[str, str]) -> _KeyState:
         """State for a key not held: refused past ``max_keys``; an evicted key resumes from its
         remembered frontier (and late count), a forgotten one from the forgotten keys' frontier."""
+        if self.max_keys is not None and len(self._keys) >= self.max_keys and self.idle_close is not None:
+            self._close_idle(self._clock())  # make room: idle keys close (snapshots ready) and go
+            if self._emptied:
+                self._evict_emptied()
         if self.max_keys is not None and len(self._keys) >= self.max_keys:
             self._reject("key_limit", f"more than max_keys={self.max_keys} keys have open windows; "
-                                      f"key model={key[0]!r:.80} segment={key[1]!r:.80} refused", "model")
+                                      f"key model={key[0]!r:.80} segment={key[1]!r:.80} refused (raise "
+                                      f"--max-keys, or let quiet keys close with --idle-close)", "model")
         state = self._keys[key] = _KeyState()
         remembered = self._closed.pop(key, None)
         if remembered is not None:
@@ -525,6 +556,7 @@ class WindowManager:
             if state is None or state.panes or state.pending or state.next_window is None or state.revising:
                 continue  # (closed windows awaiting labels keep their key)
             del self._keys[key]
+            self._recent.pop(key, None)
             self.evicted += 1
             closed[key] = (state.next_window, state.late)
             if bound is not None and len(closed) > bound:
@@ -570,9 +602,9 @@ class WindowManager:
         # window k ends at k*slide + size: closed once watermark >= end (exact integer arithmetic)
         last_closable = (watermark - spec.size_ms * 1000) // (spec.slide_ms * 1000)
         if state.next_window is None:  # first event of the key: nothing was open before
-            self._set_next_window(state, last_closable + 1)
+            self._set_next_window(state, int(last_closable) + 1)
         elif last_closable >= state.next_window:
-            self._close_through(key, state, last_closable)
+            self._close_through(key, state, int(last_closable))
 
     def _close_through(self, key: tuple[str, str], state: _KeyState, last: int) -> None:
         """Close windows ``next_window .. last`` (those holding events emit a snapshot).
@@ -642,17 +674,29 @@ class WindowManager:
         call. ``revisions=False`` leaves windows revised by labels for a later poll (so that a
         caller can coalesce revisions over longer spans than closes)."""
         if self.idle_close is not None:
-            now = self._clock() if now is None else now
-            for key, state in self._keys.items():
-                if (state.panes or state.pending) and now - state.last_seen >= self.idle_close:
-                    self._drain_key(state)
-                    self._close_through(key, state, self.spec.last_window_of_pane(max(state.panes)))
+            self._close_idle(self._clock() if now is None else now)
         if self._revised and revisions:
             self._emit_revisions()
         if self._emptied:
             self._evict_emptied()
         ready, self._ready = self._ready, []
         return ready
+
+    def _close_idle(self, now: float) -> None:
+        """Close the windows of keys idle for ``idle_close`` at ``now`` (least recently seen first)."""
+        if self.idle_close is not None:
+            idle = []
+            for key in self._recent:
+                state = self._keys.get(key)
+                if state is not None and now - state.last_seen < self.idle_close:
+                    break
+                idle.append(key)
+            for key in idle:
+                del self._recent[key]
+                state = self._keys.get(key)
+                if state is not None and (state.panes or state.pending):
+                    self._drain_key(state)
+                    self._close_through(key, state, self.spec.last_window_of_pane(max(state.panes)))
 
     def flush(self) -> list[dict[str, Any]]:
         """Close every open window of every key (end of input) and return all ready snapshots."""
@@ -780,7 +824,8 @@ class WindowManager:
                 pending = item.get("pending", [])
                 if pending and not self._codec:
                     raise ValueError("checkpoint holds queued events but no event_codec was given")
-                st.pending = {int(j): [self._codec[1](e) for e in q] for j, q in pending} if pending else {}
+                decode = self._codec[1] if self._codec else None
+                st.pending = {int(j): [decode(e) for e in q] for j, q in pending} if decode and pending else {}
                 if item["cumulative"] is not None and not item.get("cumulative_released"):
                     raise ValueError("its all-time (--cumulative) state is from a version that also counted "
                                      "open windows; start without this checkpoint")
@@ -812,6 +857,8 @@ class WindowManager:
             nw = closed.pop(next(iter(closed)))[0]
             forgotten = nw if forgotten is None else max(forgotten, nw)
         self._keys = keys
+        self._recent = dict.fromkeys(keys) if self._idle else {}
+        self._max_us = max((st.max_us for st in keys.values()), default=-math.inf)
         self._closed = closed
         self._forgotten_next = forgotten
         self.evicted = evicted

@@ -268,21 +268,77 @@ def rss_bytes() -> int:
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs Linux /proc")
 def test_memory_is_flat_over_a_million_churning_keys():
     """RSS after 200k and after 1M keys, each key seen once and idle-closed: without eviction
-    (or with an unbounded memory of evicted keys) 800k more keys cost hundreds of MB."""
+    (or with an unbounded memory of evicted keys) 800k more keys cost hundreds of MB. Keys
+    arrive over event time (10 per second), so the keys forgotten past max_keys closed windows
+    long before the new keys' events: every event is applied, none is late."""
     import gc
 
     now = [0.0]
     wm = WindowManager(IdsMonitor, 10, idle_close=1, clock=lambda: now[0], max_future=None, max_keys=10_000,
                        batch=True)
     marks = {}
+    applied = 0
     for i in range(1_000_000):
-        wm.add(Ev(NOW + i * 0.001, f"model-{i}", "", i))
+        applied += wm.add(Ev(NOW + i * 0.1, f"model-{i}", "", i))
         if i % 1000 == 999:
             now[0] += 1
             wm.poll()
         if i + 1 in (200_000, 1_000_000):
             gc.collect()
             marks[i + 1] = rss_bytes()
+    assert applied == 1_000_000 and wm.late_count("model-0") == 0
     assert wm.evicted == 1_000_000 and wm.key_count == 0
     growth = marks[1_000_000] - marks[200_000]
     assert growth < 16 * 2**20, f"RSS grew by {growth / 2**20:.0f} MiB from 200k to 1M keys"
+
+
+def test_idle_poll_visits_only_idle_keys():
+    now = [0.0]
+    wm = idle_manager(now)
+    for i in range(5000):
+        wm.add(Ev(NOW + i, f"k{i}", "", i))
+    now[0] = 10
+    with line_budget(2_000):  # 100 polls over 5,000 busy keys: none idle, nothing visited
+        for _ in range(100):
+            assert wm.poll() == []
+    for i in range(5000):
+        wm.add(Ev(NOW + i + 0.1, f"k{i}", "", i))  # refreshes each key (same window)
+    now[0] = 31
+    snaps = wm.poll()
+    assert len(snaps) == 0 and wm.key_count == 5000  # every key seen at 10: not idle yet at 31 - 30 < 10
+    now[0] = 40
+    assert len(wm.poll()) == 5000 and wm.key_count == 0
+
+
+def test_replay_idle_close_in_event_time_bounds_keys_deterministically(tmp_path, capsys):
+    from streammetrics.cli import main
+
+    path = tmp_path / "churn.jsonl"
+    path.write_text("".join(
+        json.dumps({"ts": NOW + i, "model": f"m{i // 2}", "y_true": i % 2, "score": 0.5}) + "\n"
+        for i in range(3000)))
+    assert main(["replay", str(path), "--max-keys", "100", "-q"]) == 0
+    out, err = capsys.readouterr()
+    assert "100 events applied" not in err and "2800 rejected" in err  # keys 101+ refused
+    runs = []
+    for _ in range(2):
+        assert main(["replay", str(path), "--max-keys", "100", "--idle-close", "2m", "--window", "10s"]) == 0
+        out, err = capsys.readouterr()
+        assert "3000 events applied, 0 rejected, 0 late" in err
+        runs.append(out)
+    assert runs[0] == runs[1]
+    assert len(runs[0].splitlines()) == 1500  # one window per key
+
+
+def test_idle_close_also_covers_predictions_awaiting_labels():
+    from streammetrics.stream.pipeline import Pipeline, PipelineConfig
+
+    now = [0.0]
+    pipe = Pipeline(PipelineConfig(window=10.0, idle_close=5.0), clock=lambda: now[0], wall_clock=lambda: NOW)
+    res = pipe.process(json.dumps({"ts": NOW + 1, "model": "m", "score": 0.5, "id": "a"}).encode())
+    assert res.applied == 1, res
+    now[0] = 4
+    assert pipe.poll() == []
+    now[0] = 5
+    [snap] = pipe.poll()
+    assert snap["window"]["start"] == NOW and snap["count"] == 1 and snap["final"] is False

@@ -104,3 +104,13 @@ def test_max_keys_and_max_snapshot_bytes_flags(tmp_path, capsys):
     assert code == 0 and len(snaps) == 3 and "3 events applied, 2 rejected" in err
     assert "max_keys=3" in err
     assert all(s["state_dropped"] is True and len(line) <= 700 for s, line in zip(snaps, out.splitlines()))
+
+
+def test_output_onto_the_file_on_stdin_is_refused(events_file):
+    before = events_file.read_bytes()
+    with open(events_file, "rb") as stdin:
+        out = subprocess.run([sys.executable, "-c", "import sys; from streammetrics.cli import main; sys.exit(main())",
+                              "replay", "-", "-o", str(events_file)], stdin=stdin, capture_output=True, text=True,
+                             timeout=300, env={**os.environ, "PYTHONPATH": ROOT}, check=False)
+    assert out.returncode == 2 and "standard input" in out.stderr and out.stderr.count("\n") == 1
+    assert events_file.read_bytes() == before

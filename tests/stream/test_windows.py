@@ -192,7 +192,8 @@ def test_cumulative_snapshot_follows_each_close():
     assert cumul[-1]["window"] == {"start": 0, "end": 20}
 
 
-@pytest.mark.parametrize("text,seconds", [("60s", 60), ("500ms", 0.5), ("5m", 300), ("1h", 3600), ("2", 2), (1.5, 1.5), ("1d", 86400)])
+@pytest.mark.parametrize("text,seconds", [("60s", 60), ("500ms", 0.5), ("5m", 300), ("1h", 3600), ("2", 2),
+                                          (1.5, 1.5), ("1d", 86400)])
 def test_parse_duration(text, seconds):
     assert parse_duration(text) == seconds
 

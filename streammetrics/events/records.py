@@ -99,7 +99,7 @@ class Rejection:
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not Rejection:
             return NotImplemented
-        return (self.reason, self.field, self.index) == (other.reason, other.field, other.index)  # type: ignore[attr-defined]
+        return (self.reason, self.field, self.index) == (other.reason, other.field, other.index)
 
     __hash__ = None  # type: ignore[assignment]
 

@@ -1,7 +1,7 @@
 """Decoding of message values (JSONL lines, Kafka values) into JSON values, apart from any field rule.
 
 :func:`decode_value` takes bytes or str and returns the decoded JSON value or a
-:class:`~streammetrics.stream.records.Rejection` (code ``invalid_json``); it never raises.
+:class:`~streammetrics.events.records.Rejection` (code ``invalid_json``); it never raises.
 
 JSON decoding follows the standard library's ``json`` module (RFC 8259 plus its ``NaN`` and
 ``Infinity`` literals, which the field rules then reject). When the optional ``msgspec``
@@ -25,7 +25,7 @@ import re
 from itertools import accumulate
 from typing import Any
 
-from streammetrics.stream.records import Rejection
+from streammetrics.events.records import Rejection
 
 __all__ = ["FAST_DECODE", "MAX_NESTING", "decode_value"]
 
@@ -35,7 +35,7 @@ __all__ = ["FAST_DECODE", "MAX_NESTING", "decode_value"]
 MAX_NESTING = 500
 
 _loads = json.loads
-_scan_once = json.JSONDecoder().scan_once
+_scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in __init__, not declared
 _JSON_SPACE = " \t\n\r"  # the only whitespace RFC 8259 (and json.loads) allows around a value
 
 # for _too_deep: the characters that decide nesting, and JSON strings (escapes included)
@@ -88,7 +88,7 @@ def decode_value(value: bytes | bytearray | memoryview | str, fast_decode: Any =
     try:
         if value.__class__ is not str:
             try:
-                value = (value if value.__class__ is bytes else bytes(value)).decode("utf-8")  # type: ignore[union-attr]
+                value = (value if value.__class__ is bytes else bytes(value)).decode("utf-8")  # type: ignore[arg-type]  # not a str here
             except UnicodeDecodeError as exc:
                 return Rejection(f"value is not valid UTF-8 (byte {exc.start})", code="invalid_json")
         try:
@@ -96,14 +96,14 @@ def decode_value(value: bytes | bytearray | memoryview | str, fast_decode: Any =
                 # the json module's C scanner, without json.loads' Python wrappers; anything it
                 # does not take cleanly (leading space, trailing data, errors) goes to json.loads
                 decoded, end = _scan_once(value, 0)
-                if end != len(value) and value[end:].strip(_JSON_SPACE):  # type: ignore[index]
+                if end != len(value) and value[end:].strip(_JSON_SPACE):
                     raise ValueError("trailing data")
             except (StopIteration, ValueError):
                 decoded = _loads(value)
         except json.JSONDecodeError as exc:
-            if value[:1] != "\ufeff":  # type: ignore[index]
+            if value[:1] != "\ufeff":
                 return Rejection(f"invalid JSON: {exc.msg} at char {exc.pos}", code="invalid_json")
-            decoded = _loads(value[1:])  # type: ignore[index]
+            decoded = _loads(value[1:])
     except json.JSONDecodeError as exc:
         return Rejection(f"invalid JSON: {exc.msg} at char {exc.pos}", code="invalid_json")
     except (ValueError, RecursionError) as exc:  # e.g. integer too long, nesting too deep

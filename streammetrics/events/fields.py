@@ -1,7 +1,7 @@
 """Field rules of prediction events (contract section 2): one decoded JSON value -> an
-:class:`~streammetrics.stream.records.Event` or a :class:`~streammetrics.stream.records.Rejection`
+:class:`~streammetrics.events.records.Event` or a :class:`~streammetrics.events.records.Rejection`
 carrying a short reason, the field and a machine-readable code (see ``REJECTION_CODES``).
-The rules themselves are listed in :mod:`streammetrics.stream.events`.
+The rules themselves are listed in :mod:`streammetrics.events.parser`.
 """
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import math
 import numbers
 from collections.abc import Callable, Hashable, Mapping
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, cast
 
-from streammetrics.stream.records import Event, Rejection
+from streammetrics.events.records import Event, Rejection
 
 __all__ = ["FIELDS", "MAX_NAME_LENGTH", "MAX_WEIGHT", "TASKS", "build_field_parser", "label_key", "object_key"]
 
@@ -139,7 +139,7 @@ def build_field_parser(
     object_index: dict | None,
     require_key: bool = True,
 ) -> Callable[[Any], Event | Rejection]:
-    """The per-event field validator of :class:`~streammetrics.stream.events.EventParser`: one
+    """The per-event field validator of :class:`~streammetrics.events.parser.EventParser`: one
     decoded JSON value -> :class:`Event` or :class:`Rejection`; never raises. A closure over
     precomputed names, because it is the per-event hot path."""
     f = fields
@@ -163,11 +163,13 @@ def build_field_parser(
             hint = " (epoch milliseconds?)" if 1e11 <= abs(x) < 1e15 else ""
             return Rejection(f"field '{k_ts}' is out of range (epoch seconds of years 1-9999), "
                              f"got {_describe(v)}{hint}", k_ts, code="out_of_range")
-        return Rejection(f"field '{k_ts}' must be epoch seconds or an ISO-8601 string, got {_describe(v)}", k_ts, code="bad_type")
+        return Rejection(f"field '{k_ts}' must be epoch seconds or an ISO-8601 string, got {_describe(v)}", k_ts,
+                         code="bad_type")
 
     def reject_name(key: str, v: Any, optional: bool) -> Rejection:
         if isinstance(v, str) and len(v) > max_len:
-            return Rejection(f"field '{key}' must be at most {max_len} characters, got {len(v)}", key, code="out_of_range")
+            return Rejection(f"field '{key}' must be at most {max_len} characters, got {len(v)}", key,
+                             code="out_of_range")
         if isinstance(v, str) and not _encodable(v):
             return Rejection(f"field '{key}' must be valid Unicode, got a lone surrogate", key, code="bad_value")
         what = "a string" if optional else "a non-empty string"
@@ -181,6 +183,8 @@ def build_field_parser(
     def number_reason(key: str, v: Any) -> Rejection:
         return Rejection(f"field '{key}' must be a finite number, got {_describe(v)}", key, code="bad_type")
 
+    _classes: list = classes if classes is not None else []
+    _object_index: dict = object_index if object_index is not None else {}
     object_keys = tuple(_object_key(c) for c in classes) if classes is not None else ()
     # exact-type lookups for the common label types (True == 1 must not find class 1)
     str_index = {c: i for i, c in enumerate(classes or ()) if c.__class__ is str}
@@ -215,24 +219,24 @@ def build_field_parser(
                     v = _as_finite(v)
                     if v is None:
                         return Rejection(f"field '{k_scores}' must hold finite numbers, got "
-                                         f"{_describe(s[i])} for class {classes[i]!r}", k_scores, code="bad_type")
+                                         f"{_describe(s[i])} for class {_classes[i]!r}", k_scores, code="bad_type")
                 out.append(v)
             return tuple(out)
         if isinstance(s, Mapping):
             out = [missing] * n_classes
             for key, v in s.items():
-                i = object_index.get(key) if key.__class__ is str else None
-                if i is None:
+                ci = _object_index.get(key) if key.__class__ is str else None
+                if ci is None:
                     return Rejection(f"field '{k_scores}' has unknown class {_describe(key)}; "
                                      f"classes are {classes_text}", k_scores, code="unknown_label")
                 if v.__class__ is not float or not -_INF < v < _INF:
                     v = _as_finite(v)
                     if v is None:
                         return Rejection(f"field '{k_scores}' must hold finite numbers, got "
-                                         f"{_describe(s[key])} for class {classes[i]!r}", k_scores, code="bad_type")
-                out[i] = v
+                                         f"{_describe(s[key])} for class {_classes[ci]!r}", k_scores, code="bad_type")
+                out[ci] = v
             if len(s) != n_classes:
-                absent = next(c for c, v in zip(classes, out) if v is missing)
+                absent = next(c for c, v in zip(_classes, out) if v is missing)
                 return Rejection(f"field '{k_scores}' is missing class {absent!r}", k_scores, code="missing_field")
             return tuple(out)
         return Rejection(f"field '{k_scores}' must be an array or an object of class scores, "
@@ -244,7 +248,8 @@ def build_field_parser(
             return Rejection(f"field '{key}' must be a label (string, integer, boolean or finite "
                              f"number), got {_describe(v)}", key, code="bad_type")
         if class_index is not None and _label_key(lab) not in class_index:
-            return Rejection(f"field '{key}' must be one of {classes_text}, got {_describe(v)}", key, code="unknown_label")
+            return Rejection(f"field '{key}' must be one of {classes_text}, got {_describe(v)}", key,
+                             code="unknown_label")
         return lab
 
     def parse(obj: Any) -> Event | Rejection:
@@ -359,8 +364,8 @@ def build_field_parser(
                     return Rejection(f"missing field '{k_scores}'", k_scores, code="missing_field")
                 scores = parse_scores(s)
                 if scores.__class__ is Rejection:
-                    return scores  # type: ignore[return-value]
-                return new_event(ts, model, segment, classes[i], None, scores, None, weight, ident)  # type: ignore[index]
+                    return cast(Rejection, scores)
+                return new_event(ts, model, segment, _classes[i], None, cast(tuple, scores), None, weight, ident)
             y_pred = get(k_pred, missing)
             if y_pred is missing:
                 return Rejection(f"missing field '{k_pred}'", k_pred, code="missing_field")

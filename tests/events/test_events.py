@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import streammetrics as sm
-from streammetrics.stream.events import (
+from streammetrics.events.parser import (
     MAX_NAME_LENGTH,
     MAX_NESTING,
     Event,
@@ -263,7 +263,8 @@ def test_long_and_huge_values_are_described_briefly():
     assert r.reason == "field 'score' must be a finite number, got '" + "s" * 40 + "'..."
     p = EventParser("multiclass", classes=list(range(50)))
     r = p.parse({"ts": 1, "model": "m", "y_true": 99, "scores": [0.0] * 50})
-    assert r.reason == "field 'y_true' must be one of the classes [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, ... (50 classes)], got 99"
+    assert r.reason == ("field 'y_true' must be one of the classes [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, ... (50 classes)], "
+                        "got 99")
 
 
 # --------------------------------------------------------------------------- remapping
@@ -505,7 +506,8 @@ def _with_noise(text: str, data) -> bytes:
     raw = text.encode("utf-8", "surrogatepass")
     how = data.draw(st.sampled_from(["as is", "spaces", "byte", "bom"]))
     if how == "spaces":
-        raw = data.draw(st.sampled_from([b" ", b"\n", b"\x0c", b""])) + raw + data.draw(st.sampled_from([b" ", b"\r\n", b"\x0c", b""]))
+        raw = (data.draw(st.sampled_from([b" ", b"\n", b"\x0c", b""])) + raw
+               + data.draw(st.sampled_from([b" ", b"\r\n", b"\x0c", b""])))
     elif how == "byte" and raw:
         i = data.draw(st.integers(0, len(raw) - 1))
         raw = raw[:i] + bytes([data.draw(st.integers(0, 255))]) + raw[i + 1:]
@@ -518,7 +520,7 @@ def _with_noise(text: str, data) -> bytes:
 @given(json_texts, st.data())
 def test_msgspec_decodes_like_json_loads_or_refuses(text, data):
     """Where msgspec decodes a value at all, it is json's value exactly (types, float bits, key order)."""
-    from streammetrics.stream.events import _FAST_DECODE as fast_decode
+    from streammetrics.events.parser import _FAST_DECODE as fast_decode
 
     if fast_decode is None:
         pytest.skip("msgspec is not installed")
@@ -545,7 +547,8 @@ def test_parse_value_results_do_not_depend_on_msgspec(name, changes, as_array, d
     fast = EventParser(task, classes=base.classes, fields=base.fields, fast_json=True)
     slow = EventParser(task, classes=base.classes, fields=base.fields, fast_json=False)
     assert fast.fast_decode is not None and slow.fast_decode is None
-    valid = VALID[task] if task != "multiclass" or base.classes == CLASSES else {**BASE, "y_true": 0, "scores": [0.5, 0.3, 0.2]}
+    valid = (VALID[task] if task != "multiclass" or base.classes == CLASSES
+             else {**BASE, "y_true": 0, "scores": [0.5, 0.3, 0.2]})
     pairs = [(base.fields.get(k, k), json.dumps(v)) for k, v in valid.items()]
     pairs += [(base.fields.get(k, k), v) for k, v in changes]
     text = "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in pairs) + "}"
