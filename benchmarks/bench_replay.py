@@ -53,7 +53,7 @@ def bare_loop(path: str, loads=json.loads) -> int:
 def replay(path: str, json_only: bool = False) -> int:
     pipe = Pipeline(PipelineConfig(window=60.0))
     if json_only:
-        pipe._fast = None  # the pipeline's decoder: json only
+        pipe.parser.fast_decode = None  # json only
     with open(path, "rb") as fh, open(os.devnull, "w") as sink:
         stats = replay_lines(fh, pipe, sink.write)
     return stats.events
