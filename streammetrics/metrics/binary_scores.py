@@ -21,7 +21,11 @@ off it can be at most.
 The unit-weight per-event path multiplies the clipped true-class probabilities into a
 running product kept as ``mantissa * 2**exponent`` (renormalised with ``math.frexp``)
 instead of summing logs: one multiply per event, and the log loss is
-``-(log(mantissa) + exponent * log 2)`` plus the log sum of weighted events.
+``-(log(mantissa) + exponent * log 2)`` plus the log sum of weighted events. ``to_dict`` writes
+that total as ``log_loss_sum`` and, under ``log_product``, the three parts exactly
+(``[weighted sum, mantissa, exponent]``, null when no unit-weight product was taken), so a
+restored accumulator continues bit for bit like the live one (dict version 2, which also
+writes the class weights' exact parts under ``weighted``; version 1 dicts still load).
 """
 from __future__ import annotations
 
@@ -107,9 +111,16 @@ def _as_binary_array(y_true: Any, name: str) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- declared state
+def _normal(mantissa: float, exponent: int) -> tuple[float, int]:
+    """The product ``mantissa * 2**exponent`` with its mantissa in [0.5, 1) (exact)."""
+    m, e = _frexp(mantissa)
+    return m, exponent + e
+
+
 def _log_loss_of(sums: list) -> float:
-    """Log-loss sum of ``[weighted sum, brier sum, mantissa, exponent]``."""
-    _, _, mantissa, exponent = sums
+    """Log-loss sum of ``[weighted sum, brier sum, mantissa, exponent]``, computed from the
+    normalised product, so it depends only on the product's value (not its scaling)."""
+    mantissa, exponent = _normal(sums[2], sums[3])
     return sums[0] - (_log(mantissa) + exponent * _LN2)
 
 
@@ -154,7 +165,8 @@ def _decode_histograms(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any
     neg, pos = histograms_from_json(hist, binning, ["neg", "pos"])
     if not binning.exact and binning.bins > 1 and len(neg) + len(pos) > acc._max_bins:  # type: ignore[attr-defined,operator]  # a log grid, max_bins set
         raise ValueError(f"the histograms hold more than max_bins={acc._max_bins} keys")
-    events, (_, weights) = loaded["events"], loaded["weights"]
+    events, (wevents, wsum) = loaded["events"], loaded["weights"]
+    weights = [(n - e) + w for n, e, w in zip(events, wevents, wsum)]
     for c, (h, n, w) in enumerate(zip((neg, pos), events, weights)):
         if len(h) > n:
             raise ValueError(f"{len(h)} weighted bins cannot come from events[{c}] = {n}")
@@ -163,31 +175,81 @@ def _decode_histograms(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any
     return binning, neg, pos
 
 
-def _decode_weights(raw: Any, acc: "BinaryScores", loaded: Mapping[str, Any]) -> tuple:
-    weights = decode_list(raw, "weight", 2)
+def _encode_weights(value: tuple, acc: "BinaryScores") -> tuple:
+    wevents, wsum = value
+    # weights: the class weights; weighted: their exact parts [wevents0, wevents1, wsum0, wsum1]
+    return [acc._class_weight(0), acc._class_weight(1)], [*wevents, *wsum]
+
+
+def _decode_weights(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any]) -> tuple:
+    weights = decode_list(raw[0], "weight", 2)
     for c, w in enumerate(weights):
         if w > MAX_TOTAL_WEIGHT:
             raise ValueError(f"weights[{c}] exceeds {MAX_TOTAL_WEIGHT:g}")
-    # every loaded event counts as weighted: class weight = events - wevents + wsum
-    return list(loaded["events"]), weights
+    events = loaded["events"]
+    if raw[1] is None:  # version 1: every loaded event counts as weighted
+        return list(events), weights
+    parts = raw[1]
+    if not isinstance(parts, list) or len(parts) != 4:
+        raise ValueError(f"weighted must be [wevents0, wevents1, wsum0, wsum1], got {describe(parts)}")
+    wevents = decode_list(parts[:2], "count", 2)
+    wsum = decode_list(parts[2:], "weight", 2)
+    for c in (0, 1):
+        if wevents[c] > events[c]:
+            raise ValueError(f"weighted[{c}] = {wevents[c]} exceeds events[{c}] = {events[c]}")
+        if (events[c] - wevents[c]) + wsum[c] != weights[c]:
+            raise ValueError(f"weighted gives class weight {(events[c] - wevents[c]) + wsum[c]!r}, "
+                             f"weights[{c}] is {weights[c]!r}")
+    return wevents, [float(w) for w in wsum]
 
 
 def _merge_sums(mine: list, theirs: list, acc: "BinaryScores") -> list:
-    mine[0] += _log_loss_of(theirs)
+    # the exact parts are combined: weighted sums added, products multiplied (normalised
+    # first, so the product stays far from the subnormals)
+    m1, e1 = _normal(mine[2], mine[3])
+    m2, e2 = _normal(theirs[2], theirs[3])
+    mine[0] += theirs[0]
     mine[1] += theirs[1]
+    mine[2], mine[3] = _normal(m1 * m2, e1 + e2)
     return mine
 
 
 def _encode_sums(sums: list, acc: "BinaryScores") -> tuple:
     # once a score outside [0, 1] was seen the sums are meaningless: stored as 0
     if acc._outside != [None, None]:
-        return 0.0, 0.0
-    return _log_loss_of(sums), sums[1]
+        return 0.0, 0.0, None
+    # log_product: [sum of weighted terms, mantissa, exponent] exactly as held, so a restored
+    # accumulator rounds later per-event updates as the live one (null: no unit-weight product)
+    m, e = _normal(sums[2], sums[3])
+    product = None if (m, e) == (0.5, 1) else [sums[0], m, e]  # (0.5, 1): the empty product 1
+    return _log_loss_of(sums), sums[1], product
 
 
 def _decode_sums(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any]) -> list:
-    ll, brier = decode_list(list(raw), "weight", 2)
-    return [ll, brier, 1.0, 0]
+    ll, brier = decode_list(list(raw[:2]), "weight", 2)
+    product = raw[2]
+    if product is None:
+        return [ll, brier, 1.0, 0]
+    if not isinstance(product, list) or len(product) != 3:
+        raise ValueError(f"log_product must be null or [sum, mantissa, exponent], got {describe(product)}")
+    weighted, mantissa, exponent = product
+    if type(weighted) not in (int, float) or not math.isfinite(weighted):
+        raise ValueError(f"log_product[0] must be a finite number, got {describe(weighted)}")
+    if type(mantissa) is not float or not 0.0 < mantissa <= 1.0:
+        raise ValueError(f"log_product[1] must be a float in (0, 1], got {describe(mantissa)}")
+    if type(exponent) is not int or not -(1 << 62) <= exponent <= 64:
+        raise ValueError(f"log_product[2] must be an int in [-2**62, 64], got {describe(exponent)}")
+    sums = [float(weighted), brier, mantissa, exponent]
+    total = _log_loss_of(sums)
+    if abs(total - ll) > 1e-9 * max(1.0, abs(ll)):
+        raise ValueError(f"log_product gives log-loss sum {total!r}, log_loss_sum is {ll!r}")
+    return sums
+
+
+def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """Version 1 had no ``weighted`` / ``log_product``: every event counts as weighted, and
+    the log-loss sum is the folded sum."""
+    return {**state, "weighted": None, "log_product": None}
 
 
 def _merge_outside(mine: list, theirs: list, acc: "BinaryScores") -> list:
@@ -221,13 +283,13 @@ _BINARY_STATE = (
     Field("events", lambda acc: [0, 0], "counts", decode=lambda raw, acc, ld: decode_list(raw, "count", 2)),
     # events added with an explicit weight, and their summed weight, per class: the other
     # events have weight 1, so class weight = events - wevents + wsum (written: class weight)
-    Field("weights", lambda acc: ([0, 0], [0.0, 0.0]), attrs=("_wevents", "_wsum"), merge=_add_pairs,
-          copy=lambda v: (list(v[0]), list(v[1])),
-          encode=lambda v, acc: [acc._class_weight(0), acc._class_weight(1)], decode=_decode_weights),
+    Field(("weights", "weighted"), lambda acc: ([0, 0], [0.0, 0.0]), attrs=("_wevents", "_wsum"),
+          merge=_add_pairs, copy=lambda v: (list(v[0]), list(v[1])),
+          encode=_encode_weights, decode=_decode_weights),
     # [sum of w * -log(p), sum of w * (y - s)**2, mantissa, exponent]: p is the clipped
     # probability of the true class; the unit-weight path multiplies p into
     # mantissa * 2**exponent instead of adding logs (one multiply per event)
-    Field(("log_loss_sum", "brier_sum"), lambda acc: [0.0, 0.0, 1.0, 0], attrs="_sums",
+    Field(("log_loss_sum", "brier_sum", "log_product"), lambda acc: [0.0, 0.0, 1.0, 0], attrs="_sums",
           merge=_merge_sums, copy=list, encode=_encode_sums, decode=_decode_sums),
     # [lowest score below 0, highest score above 1] seen (None: none), because log loss
     # and Brier score are undefined once either has been seen
@@ -272,6 +334,9 @@ class BinaryScores(Accumulator):
 
     type_name = "BinaryScores"
     state_fields = _BINARY_STATE
+    #: version 2 adds ``log_product`` (the exact running product; version 1 dicts still load)
+    version = 2
+    migrations = {1: _migrate_v1}
 
     # the declared state (see _BINARY_STATE)
     _events: list[int]

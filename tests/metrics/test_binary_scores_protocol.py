@@ -65,6 +65,7 @@ def exact_part(acc: sm.BinaryScores) -> dict:
     state = acc.to_dict()
     state["state"] = dict(state["state"])
     sums = (state["state"].pop("log_loss_sum"), state["state"].pop("brier_sum"))
+    state["state"].pop("log_product"), state["state"].pop("weighted")  # its parts depend on the order of additions too
     return state, sums
 
 
