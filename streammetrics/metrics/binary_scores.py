@@ -8,7 +8,14 @@ average precision, confusion at a threshold) is computed from the histograms by
 :mod:`streammetrics.kernels.ranking`, exactly as scikit-learn computes it from the events when
 ``exact=True`` (one level per distinct score), and from the bins otherwise.
 
-The default binning is the data-independent log-relative grid of
+Exact while small: by default (``exact=False``) the histograms keep every distinct score
+while the two hold at most ``max_bins`` keys in all, so a 20-80 event window's AUC equals
+scikit-learn's exactly and its bounds collapse to it; past that, they move to the grid
+below. Whether the state is exact, and the grid in force, depend only on the multiset of
+events (the number of distinct (class, score) pairs), so any split, merge order or batching
+gives the same state.
+
+Beyond ``max_bins`` distinct scores, the binning is the data-independent log-relative grid of
 :class:`~streammetrics.kernels.binning.LogGridBinning` (dedicated bins for 0.0 and 1.0, bins
 relative to the distance to 0 or 1 inside [0, 1], to 0 outside), at 1024 bins per octave
 and coarsened by halves while the histograms would hold more than ``max_bins`` = 4096
@@ -49,7 +56,7 @@ from streammetrics.core.validation import (
     to_builtin_label,
 )
 from streammetrics.kernels import ranking
-from streammetrics.kernels.binning import Binning, LogGridBinning, make_binning
+from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning, make_binning
 from streammetrics.kernels.histogram import (
     MAX_TOTAL_WEIGHT,
     ScoreHistogram,
@@ -61,6 +68,8 @@ from streammetrics.kernels.histogram import (
     histograms_from_json,
     histograms_to_json,
     insert_table,
+    table_to_grid,
+    to_grid,
 )
 
 if TYPE_CHECKING:  # the module imports ConfusionMatrix lazily (it imports this one)
@@ -125,25 +134,39 @@ def _log_loss_of(sums: list) -> float:
 
 
 def _fresh_histograms(acc: "BinaryScores") -> tuple[Binning, ScoreHistogram, ScoreHistogram]:
-    binning = make_binning(64, True) if acc._exact else LogGridBinning(acc._finest)  # type: ignore[arg-type]  # _finest is an int unless exact
+    # every accumulator starts exact: exact=False switches to the grid past max_bins scores
+    binning = ExactBinning()
     return binning, ScoreHistogram(binning), ScoreHistogram(binning)
 
 
+def _bound(binning: Binning, hists: list, finest: int | None, max_bins: int | None) -> Binning:
+    """Exact while the histograms hold at most ``max_bins`` keys in all, else the log grid
+    at ``finest`` bins per octave, coarsened while needed: a function of the events only."""
+    if max_bins is None or finest is None:
+        return binning
+    if binning.exact and sum(len(h) for h in hists) > max_bins:
+        binning = to_grid(hists, LogGridBinning(finest))
+    return collapse(hists, max_bins)
+
+
 def _merge_histograms(mine: tuple, theirs: tuple, acc: "BinaryScores") -> tuple:
-    """Bring both to the coarser of the two grids, add, then collapse to ``max_bins``."""
+    """Bring both to the coarser of the two grids (an exact side moves to the finest grid
+    if the other is on a grid), add, then bound by ``max_bins`` (see :func:`_bound`)."""
     binning, neg, pos = mine
     other = [theirs[1], theirs[2]]
+    if binning.exact and not theirs[0].exact:
+        binning = to_grid([neg, pos], LogGridBinning(acc._finest))
     if not binning.exact:
         other = [h.copy() for h in other]
+        if theirs[0].exact:
+            to_grid(other, LogGridBinning(acc._finest))
         while other[0].binning.bins > binning.bins:
             coarsen_all(other)
         while binning.bins > other[0].binning.bins:
             binning = coarsen_all([neg, pos])
     neg.merge(other[0])
     pos.merge(other[1])
-    if acc._max_bins is not None:
-        binning = collapse([neg, pos], acc._max_bins)
-    return binning, neg, pos
+    return _bound(binning, [neg, pos], acc._finest, acc._max_bins), neg, pos
 
 
 def _encode_histograms(value: tuple, acc: "BinaryScores") -> tuple:
@@ -154,15 +177,21 @@ def _encode_histograms(value: tuple, acc: "BinaryScores") -> tuple:
 def _decode_histograms(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any]) -> tuple:
     bpo, hist = raw
     binning: Binning
-    if not acc._exact:
+    if not acc._exact and bpo is not None:
         if type(bpo) is not int or bpo > acc._finest:  # type: ignore[operator]  # _finest is an int unless exact
             raise ValueError(f"bins_per_octave must be an int <= bins, got {describe(bpo)}")
         binning = LogGridBinning(bpo)
     elif bpo is not None:
         raise ValueError("bins_per_octave must be null for an exact BinaryScores")
     else:
-        binning = make_binning(64, True)
+        binning = ExactBinning()
+    if binning.exact and not acc._exact and isinstance(hist, Mapping):  # before allocating
+        n = len(hist.get("scores", ()))
+        if n > acc._max_bins:  # type: ignore[operator]  # max_bins is an int unless exact
+            raise ValueError(f"an exact state (bins_per_octave null) holds {n} > max_bins scores")
     neg, pos = histograms_from_json(hist, binning, ["neg", "pos"])
+    if binning.exact and not acc._exact and len(neg) + len(pos) > acc._max_bins:  # type: ignore[operator]  # an int here
+        raise ValueError(f"an exact state holds {len(neg) + len(pos)} > max_bins={acc._max_bins} keys")
     if not binning.exact and binning.bins > 1 and len(neg) + len(pos) > acc._max_bins:  # type: ignore[attr-defined,operator]  # a log grid, max_bins set
         raise ValueError(f"the histograms hold more than max_bins={acc._max_bins} keys")
     events, (wevents, wsum) = loaded["events"], loaded["weights"]
@@ -309,7 +338,10 @@ class BinaryScores(Accumulator):
     ``y_true`` is 0/1 or bool; ``score`` any finite real (probability or margin),
     higher meaning "more positive".
 
-    By default scores are binned on the log-relative grid of
+    By default (``exact=False``: exact while small, grid beyond) every distinct score is
+    kept while the two histograms hold at most ``max_bins`` keys (distinct (class, score)
+    pairs) in all - :attr:`exact` is then True and every output equals scikit-learn's; once
+    they would hold more, scores are binned on the log-relative grid of
     :class:`~streammetrics.kernels.binning.LogGridBinning`, which needs no configuration for any
     finite score. ``bins`` (a power of two, default 1024) is its finest resolution in
     bins per octave; whenever the two histograms would hold more than ``max_bins``
@@ -319,9 +351,13 @@ class BinaryScores(Accumulator):
     (:attr:`bins_per_octave`) depends only on the events seen, so states built on any
     split of a stream merge into the state of the whole stream.
 
-    ``exact=True`` keeps every distinct score instead (``bins`` and ``max_bins`` are then
+    ``exact=True`` keeps every distinct score always (``bins`` and ``max_bins`` are then
     ignored; memory grows with the distinct scores) and every ranking output equals
     scikit-learn's.
+
+    >>> small = BinaryScores(max_bins=4).update_many([0, 1, 0, 1], [0.1, 0.2, 0.3, 0.4])
+    >>> small.exact, small.bins_per_octave, small.update(1, 0.5).exact
+    (True, None, False)
 
     Where scikit-learn raises on an empty or all-zero-weight input, the scalar metrics
     return nan with an :class:`~streammetrics.core.exceptions.UndefinedMetricWarning` and the
@@ -394,7 +430,7 @@ class BinaryScores(Accumulator):
 
     @property
     def bins_per_octave(self) -> int | None:
-        """Resolution in force: ``bins`` halved as often as ``max_bins`` required."""
+        """Resolution in force: ``bins`` halved as often as ``max_bins`` required (None while exact)."""
         return None if self._binning.exact else self._binning.bins  # type: ignore[attr-defined]  # a LogGridBinning (or the same type) here
 
     @property
@@ -404,11 +440,12 @@ class BinaryScores(Accumulator):
 
     @property
     def exact(self) -> bool:
-        """True when every distinct score is kept."""
+        """True when every distinct score is kept: always with ``exact=True``, and while
+        the scores fit ``max_bins`` otherwise (the constructor argument is in the config)."""
         return self._binning.exact
 
     def _config(self) -> dict[str, Any]:
-        return {"bins": self._finest, "exact": self.exact, "max_bins": self._max_bins}
+        return {"bins": self._finest, "exact": self._exact, "max_bins": self._max_bins}
 
     def _log_loss_sum(self) -> float:
         """Sum of ``w * -log(p)`` over the events with a score in [0, 1]."""
@@ -420,9 +457,9 @@ class BinaryScores(Accumulator):
             raise ValueError(f"merged class weight would exceed {MAX_TOTAL_WEIGHT:g}")
 
     def _collapse(self) -> None:
-        """Coarsen the grid while the histograms hold more than ``max_bins`` keys."""
-        if self._max_bins is not None:
-            self._binning = collapse([self._neg, self._pos], self._max_bins)
+        """Leave exact scores for the grid, and coarsen it, while the histograms hold more
+        than ``max_bins`` keys (see :func:`_bound`)."""
+        self._binning = _bound(self._binning, [self._neg, self._pos], self._finest, self._max_bins)
         self._refresh()
 
     def _see_outside(self, low: float | None, high: float | None) -> None:
@@ -517,7 +554,14 @@ class BinaryScores(Accumulator):
                 p = _ONE_MINUS_EPS
             d = y - score
             sums = self._sums
-            sums[0] -= weight * _log(p)
+            if weight is _ONE:  # the default weight: into the running product, as the fast path
+                m = sums[2] * p
+                if m < _RENORMALISE:
+                    m, e = _frexp(m)
+                    sums[3] += e
+                sums[2] = m
+            else:
+                sums[0] -= weight * _log(p)
             sums[1] += weight * d * d
         else:  # log loss and Brier score are undefined from now on; remember why
             if score < 0.0:
@@ -525,8 +569,9 @@ class BinaryScores(Accumulator):
             else:
                 self._see_outside(None, score)
         self._events[y] += 1
-        self._wevents[y] += 1
-        self._wsum[y] += weight
+        if weight is not _ONE:
+            self._wevents[y] += 1
+            self._wsum[y] += weight
         if weight and old is None and self._max_bins is not None:
             if len(self._neg) + len(self._pos) > self._max_bins:
                 self._collapse()
@@ -554,6 +599,9 @@ class BinaryScores(Accumulator):
             raise ValueError(f"sample_weight would make a class weight exceed {MAX_TOTAL_WEIGHT:g}")
         binning = self._binning
         keys, table = aggregate(binning.keys(s), y, 2, w)
+        if binning.exact and self._finest is not None and np.count_nonzero(table) > self._max_bins:  # type: ignore[operator]  # an int unless exact
+            # the batch alone has too many distinct scores: to the finest grid right away
+            binning, keys, table = table_to_grid(LogGridBinning(self._finest), keys, table)
         if not binning.exact:  # the batch alone may already need a coarser grid
             while np.count_nonzero(table) > self._max_bins and binning.bins > 1:  # type: ignore[attr-defined,operator]  # a log grid: bins, max_bins ints
                 binning, keys, table = coarsen_table(binning, keys, table)  # type: ignore[arg-type]  # a LogGridBinning
@@ -565,6 +613,8 @@ class BinaryScores(Accumulator):
             ll = brier = 0.0
             outside = (lo if lo < 0.0 else None, hi if hi > 1.0 else None)
         # ---- nothing below can fail
+        if self._binning.exact and not binning.exact:
+            self._binning = to_grid([self._neg, self._pos], LogGridBinning(self._finest))  # type: ignore[arg-type]  # an int here
         while self._binning.bins is not None and self._binning.bins > binning.bins:  # type: ignore[attr-defined]  # a LogGridBinning (or the same type) here
             self._binning = coarsen_all([self._neg, self._pos])
         insert_table((self._neg, self._pos), keys, table)
