@@ -43,6 +43,7 @@ __all__ = [
     "insert_table",
     "coarsen_all",
     "collapse",
+    "bound",
     "table_to_grid",
     "to_grid",
     "histograms_to_json",
@@ -273,6 +274,21 @@ def to_grid(hists: Sequence[ScoreHistogram], grid: LogGridBinning) -> LogGridBin
             h.weights = dict(zip(k.tolist(), v[:, 0].tolist()))
         h.binning = grid
     return grid
+
+
+def bound(
+    binning: Binning, hists: Sequence[ScoreHistogram], finest: int | None, max_bins: int | None
+) -> Binning:
+    """Exact while ``hists`` (on ``binning``) hold at most ``max_bins`` keys in all, else the
+    log grid at ``finest`` bins per octave, coarsened by :func:`collapse`; return the binning.
+    A function of the events only (distinct keys grow with the events; the grids nest), so
+    accumulators built on any split of a stream and merged get the state of the whole.
+    ``finest`` or ``max_bins`` None: unbounded (``exact=True`` accumulators)."""
+    if max_bins is None or finest is None:
+        return binning
+    if binning.exact and sum(len(h) for h in hists) > max_bins:
+        binning = to_grid(hists, LogGridBinning(finest))
+    return collapse(hists, max_bins)
 
 
 def collapse(hists: Sequence[ScoreHistogram], max_bins: int) -> Binning:

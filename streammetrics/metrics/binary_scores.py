@@ -62,9 +62,9 @@ from streammetrics.kernels.histogram import (
     ScoreHistogram,
     aggregate,
     aligned,
+    bound,
     coarsen_all,
     coarsen_table,
-    collapse,
     histograms_from_json,
     histograms_to_json,
     insert_table,
@@ -139,19 +139,9 @@ def _fresh_histograms(acc: "BinaryScores") -> tuple[Binning, ScoreHistogram, Sco
     return binning, ScoreHistogram(binning), ScoreHistogram(binning)
 
 
-def _bound(binning: Binning, hists: list, finest: int | None, max_bins: int | None) -> Binning:
-    """Exact while the histograms hold at most ``max_bins`` keys in all, else the log grid
-    at ``finest`` bins per octave, coarsened while needed: a function of the events only."""
-    if max_bins is None or finest is None:
-        return binning
-    if binning.exact and sum(len(h) for h in hists) > max_bins:
-        binning = to_grid(hists, LogGridBinning(finest))
-    return collapse(hists, max_bins)
-
-
 def _merge_histograms(mine: tuple, theirs: tuple, acc: "BinaryScores") -> tuple:
     """Bring both to the coarser of the two grids (an exact side moves to the finest grid
-    if the other is on a grid), add, then bound by ``max_bins`` (see :func:`_bound`)."""
+    if the other is on a grid), add, then bound by ``max_bins`` (see :func:`~streammetrics.kernels.histogram.bound`)."""
     binning, neg, pos = mine
     other = [theirs[1], theirs[2]]
     if binning.exact and not theirs[0].exact:
@@ -166,7 +156,7 @@ def _merge_histograms(mine: tuple, theirs: tuple, acc: "BinaryScores") -> tuple:
             binning = coarsen_all([neg, pos])
     neg.merge(other[0])
     pos.merge(other[1])
-    return _bound(binning, [neg, pos], acc._finest, acc._max_bins), neg, pos
+    return bound(binning, [neg, pos], acc._finest, acc._max_bins), neg, pos
 
 
 def _encode_histograms(value: tuple, acc: "BinaryScores") -> tuple:
@@ -458,8 +448,8 @@ class BinaryScores(Accumulator):
 
     def _collapse(self) -> None:
         """Leave exact scores for the grid, and coarsen it, while the histograms hold more
-        than ``max_bins`` keys (see :func:`_bound`)."""
-        self._binning = _bound(self._binning, [self._neg, self._pos], self._finest, self._max_bins)
+        than ``max_bins`` keys (see :func:`~streammetrics.kernels.histogram.bound`)."""
+        self._binning = bound(self._binning, [self._neg, self._pos], self._finest, self._max_bins)
         self._refresh()
 
     def _see_outside(self, low: float | None, high: float | None) -> None:

@@ -95,3 +95,36 @@ def test_exact_state_over_budget_refused():
     d["config"]["max_bins"] = 3
     with pytest.raises(ValueError, match="max_bins"):
         sm.from_dict(d)
+
+
+# ----------------------------------------------------------------------------- ScoreDistribution
+def dist_structure(acc: sm.ScoreDistribution) -> dict:
+    state = dict(acc.to_dict()["state"])
+    state.pop("score_sum")  # a float sum: depends on the order of additions
+    return state
+
+
+@settings(max_examples=100, deadline=None)
+@given(events, st.sampled_from([1, 3, 6, 4096]), st.integers(0, 2**32 - 1))
+def test_score_distribution_state_is_a_function_of_the_events(evs, max_bins, seed):
+    rng = random.Random(seed)
+    s = [e[1] for e in evs]
+    config = {"bins": 64, "max_bins": max_bins}
+    whole = sm.ScoreDistribution(**config)
+    for v in s:
+        whole.update(v)
+    assert dist_structure(sm.ScoreDistribution(**config).update_many(s)) == dist_structure(whole)
+    cut = rng.randint(0, len(s))
+    a = sm.ScoreDistribution(**config).update_many(s[:cut])
+    b = sm.ScoreDistribution(**config)
+    for v in s[cut:]:
+        b.update(v)
+    merged = b + a if rng.random() < 0.5 else a + b
+    assert dist_structure(merged) == dist_structure(whole)
+    assert dist_structure(sm.from_dict(whole.to_dict())) == dist_structure(whole)
+    assert (whole.bins_per_octave is None) == (len(set(s)) <= max_bins)
+    if whole.bins_per_octave is None and s:  # exact: the histogram holds the scores themselves
+        thresholds, weights = whole.histogram()
+        values, counts = np.unique(np.asarray(s) + 0.0, return_counts=True)
+        np.testing.assert_array_equal(thresholds, values)
+        np.testing.assert_array_equal(weights, counts)
