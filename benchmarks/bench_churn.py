@@ -18,8 +18,8 @@ import os
 import resource
 import time
 
+from streammetrics.events.parser import Event
 from streammetrics.monitors import BinaryMonitor
-from streammetrics.stream.events import Event
 from streammetrics.stream.windows import WindowManager
 
 

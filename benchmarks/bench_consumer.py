@@ -41,7 +41,7 @@ from bench_kafka_baseline import (  # noqa: E402
 from consumers.broker import EmbeddedBroker, create_topics  # noqa: E402
 from consumers.service import MetricsService, ServiceConfig, tune_gc  # noqa: E402
 from consumers.settings import FETCH_SETTINGS
-from streammetrics.stream.events import EventParser  # noqa: E402
+from streammetrics.events.parser import EventParser  # noqa: E402
 
 #: the fetch settings the service uses (consumers.service.consumer_settings / ServiceConfig)
 SAME_SETTINGS = {"max_poll_records": ServiceConfig.max_poll_records, **FETCH_SETTINGS}

@@ -192,7 +192,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="single-event messages (default 200000; 20000 with --quick)")
     parser.add_argument("--batched-events", type=int, default=None,
                         help="events in arrays of 100 (default 1000000; 100000 with --quick)")
-    parser.add_argument("--repeat", type=int, default=None, help="reads per topic, best kept (default 3; 1 with --quick)")
+    parser.add_argument("--repeat", type=int, default=None,
+                        help="reads per topic, best kept (default 3; 1 with --quick)")
     args = parser.parse_args(argv)
     n_single = args.messages or (20_000 if args.quick else 200_000)
     n_batched = args.batched_events or (100_000 if args.quick else 1_000_000)

@@ -29,7 +29,7 @@ import time
 
 STORE_PROBE = r"""
 import os, resource, sys, time
-from streammetrics.stream.events import Event
+from streammetrics.events.parser import Event
 from streammetrics.stream.pending import PendingStore
 
 def rss_mib():

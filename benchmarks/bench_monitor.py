@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from streammetrics.events.parser import EventParser
 from streammetrics.monitors import BinaryMonitor
-from streammetrics.stream.events import EventParser
 from streammetrics.stream.synthetic import generate_events
 
 

@@ -21,8 +21,8 @@ import sys
 import tempfile
 import time
 
+from streammetrics.events.parser import Event, EventParser
 from streammetrics.monitors import BinaryMonitor
-from streammetrics.stream.events import Event, EventParser
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig
 from streammetrics.stream.replay import replay_lines
 from streammetrics.stream.snapshots import snapshot_line

@@ -15,8 +15,8 @@ import os
 import tempfile
 import time
 
-from streammetrics.monitors.reference import load_references
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig
+from streammetrics.stream.references import load_references
 from streammetrics.stream.replay import replay_lines
 from streammetrics.stream.synthetic import generate_events, write_jsonl
 

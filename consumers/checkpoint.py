@@ -21,7 +21,7 @@ import os
 from typing import Any
 
 from streammetrics.core.files import write_atomically
-from streammetrics.stream.events import Event
+from streammetrics.events.parser import Event
 
 __all__ = ["CheckpointStore", "CheckpointError", "encode_event", "decode_event", "EVENT_CODEC"]
 

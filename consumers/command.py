@@ -9,7 +9,7 @@ import sys
 import threading
 from typing import Any
 
-from streammetrics.stream.events import parse_field_map
+from streammetrics.events.parser import parse_field_map
 from streammetrics.stream.replay import read_references
 
 from .checkpoint import CheckpointStore

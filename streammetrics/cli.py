@@ -79,17 +79,6 @@ def _label_list(text: str) -> list:
     return out
 
 
-class LabelsFile(str):
-    """``--labels`` naming a file of label events (not a label set)."""
-
-
-def _labels_option(text: str) -> LabelsFile | list:
-    """``--labels``: a labels file (an existing file, or a .jsonl/.json/.ndjson name) or a label set."""
-    if os.path.isfile(text) or text.lower().endswith((".jsonl", ".json", ".ndjson")):
-        return LabelsFile(text)
-    return _label_list(text)
-
-
 def _add_task_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("task and windows")
     g.add_argument("--task", choices=["binary", "multiclass", "labels", "regression"], default="binary",
@@ -104,11 +93,9 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
                    help="binary task: score >= threshold is a positive prediction (default: 0.5)")
     g.add_argument("--classes", type=_label_list, default=None, metavar="A,B,C",
                    help="multiclass task: the classes, in the order of score arrays")
-    g.add_argument("--labels", type=_labels_option, default=None, metavar="FILE|A,B,C",
-                   help="replay: a JSONL file of label events (delayed ground truth); an existing file or a "
-                        "name ending in .jsonl/.json/.ndjson is a file, anything else the label set "
-                        "(as --label-set)")
-    g.add_argument("--label-set", type=_label_list, default=None, metavar="A,B,C",
+    g.add_argument("--labels", dest="labels_file", default=None, metavar="FILE",
+                   help="replay: a JSONL file of label events {id, y_true, ts} (delayed ground truth)")
+    g.add_argument("--label-set", dest="labels", type=_label_list, default=None, metavar="A,B,C",
                    help="labels task: fix the label set (default: discovered)")
     g.add_argument("--field", action="append", default=[], metavar="NAME=SOURCE",
                    help="read field NAME from the event key SOURCE, e.g. --field y_true=label (repeatable)")
@@ -257,13 +244,13 @@ def _version() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if hasattr(args, "label_set"):  # --labels is a file of label events or (compatibility) the label set
-        labels = args.labels
-        args.labels_file = labels if isinstance(labels, LabelsFile) else None
-        if args.labels_file is not None or args.label_set is not None:
-            args.labels = args.label_set
-        if args.labels_file is not None and args.command != "replay":
-            parser.error("--labels FILE (label events) is a replay option")
+    labels_file = getattr(args, "labels_file", None)
+    if labels_file is not None:
+        if args.command != "replay":
+            parser.error("--labels FILE (label events) is a replay option; the service reads --labels-topic")
+        if not os.path.exists(labels_file) and "," in labels_file:
+            parser.error(f"--labels takes a file of label events, and {labels_file!r} is none; "
+                         "for the labels task's label set use --label-set A,B,C")
     try:
         if args.command == "replay":
             from streammetrics.stream.replay import run_replay

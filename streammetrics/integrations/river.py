@@ -297,7 +297,7 @@ class BinaryScoresMetric(RiverMetric, _river_metrics.BinaryMetric):
     def revert(self, y_true: Any, y_pred: Any, w: float = 1.0) -> None:
         """Remove one event added by :meth:`update` (``BinaryScores.remove``)."""
         self._check_reversible()
-        self.accumulator.remove(self._truth(y_true), self._score(y_pred), w)  # type: ignore[union-attr]
+        self.accumulator.remove(self._truth(y_true), self._score(y_pred), w)  # type: ignore[attr-defined]  # _check_reversible: BinaryScores
 
     @property
     def requires_labels(self) -> bool:

@@ -34,7 +34,7 @@ import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
 from streammetrics.core.state import Field
-from streammetrics.stream.events import Event, EventParser, Rejection
+from streammetrics.events.parser import Event, EventParser, Rejection
 
 __all__ = ["Monitor", "part", "json_number", "quiet", "quiet_pair", "batch_weights"]
 

@@ -8,11 +8,11 @@ import numpy as np
 
 from streammetrics.core.state import describe
 from streammetrics.core.validation import check_number
+from streammetrics.events.parser import Event
 from streammetrics.metrics.binary_scores import BinaryScores
 from streammetrics.metrics.confusion import ConfusionMatrix
 from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet, quiet_pair
-from streammetrics.stream.events import Event
 
 __all__ = ["BinaryMonitor"]
 

@@ -9,9 +9,9 @@ from typing import Any, Hashable, Mapping, Sequence
 from streammetrics.core.labels import LABEL_KINDS
 from streammetrics.core.state import Field, describe
 from streammetrics.core.validation import check_weight, to_builtin_label
+from streammetrics.events.parser import Event
 from streammetrics.metrics.confusion import ConfusionMatrix, _kind
 from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
-from streammetrics.stream.events import Event
 
 __all__ = ["LabelMonitor", "class_report", "label_metrics"]
 

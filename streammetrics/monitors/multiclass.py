@@ -7,10 +7,10 @@ from typing import Any, Hashable, Mapping, Sequence
 import numpy as np
 
 from streammetrics.core.state import Field, decode_list, describe
+from streammetrics.events.parser import Event
 from streammetrics.metrics.multiclass_scores import MulticlassScores
 from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
 from streammetrics.monitors.labels import class_report, label_metrics
-from streammetrics.stream.events import Event
 
 __all__ = ["MulticlassMonitor"]
 

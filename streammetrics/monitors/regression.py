@@ -7,9 +7,9 @@ import numpy as np
 
 from streammetrics.core.state import Field, describe
 from streammetrics.core.validation import check_number, check_weight
+from streammetrics.events.parser import Event
 from streammetrics.metrics.regression import Regression
 from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
-from streammetrics.stream.events import Event
 
 __all__ = ["RegressionMonitor"]
 

@@ -7,6 +7,13 @@ an ``--alert`` rule fires, the ROC and precision-recall curves of the latest win
 whole period rebuilt from the snapshot state, and the latest window's confusion matrix; a
 summary table with each key's latest values and their change comes first.
 
+Delayed labels (contract section 5): each window is drawn from its latest revision (highest
+``revision``, whatever the input order). For keys whose labels come late (some window not wholly
+labelled, or revised) the summary adds the latest window's labelled share and pending predictions,
+the events chart stacks labelled / expired / awaiting-label predictions, and a *label arrival*
+chart plots each window's labelled share against its age (:func:`.charts.label_arrival`). Keys
+without delayed labels, and snapshots written before them, are drawn as before.
+
 Charts are drawn with matplotlib (the optional ``report`` extra) and inlined as SVG: the file
 needs no network and no scripts. Every key is in the summary table; charts are drawn for every key
 when they fit in ``max_charts`` (``--max-charts``, default 120), else for the keys that matter:

@@ -296,9 +296,18 @@ def count_bars(history: KeyHistory, chart_id: str, *, size: str = "half") -> Cha
     starts = [datetime.fromtimestamp(w.start, tz=UTC) for w in history.windows]
     widths = [(w.end - w.start) / 86400.0 for w in history.windows]  # matplotlib dates are in days
     many = len(starts) > 60  # white gaps between bars would hide thin bars
-    ax.bar(starts, [w.count for w in history.windows], width=widths, align="edge", color=COLORS["count"],
-           edgecolor="none" if many else "white", lw=0 if many else 0.5, antialiased=not many, label="events",
-           zorder=3)
+    style = {"width": widths, "align": "edge", "edgecolor": "none" if many else "white", "lw": 0 if many else 0.5,
+             "antialiased": not many, "zorder": 3}
+    if history.delayed_labels:  # stacked: labelled, expired, awaiting a label (latest revision of each window)
+        bottom = np.zeros(len(starts))
+        for name, color, label in LABEL_STACK:
+            values = np.array([getattr(w, name) if getattr(w, name) is not None else
+                               (w.count if name == "labeled" else 0) for w in history.windows], dtype=float)
+            ax.bar(starts, values, bottom=bottom, color=color, label=label, **style)
+            bottom += values
+        ax.set_ylim(0, max(float(bottom.max()), 1.0) * 1.3)  # room for the three-entry legend above the bars
+    else:
+        ax.bar(starts, [w.count for w in history.windows], color=COLORS["count"], label="events", **style)
     extra = _alert_layers(ax, history, ())
     _time_axis(ax, history)
     ax.set_ylabel("events")
@@ -307,7 +316,106 @@ def count_bars(history: KeyHistory, chart_id: str, *, size: str = "half") -> Cha
     _finish_legend(ax, size, extra)
     late = history.late
     caption = f"{late:,} late events dropped for this key" if late else ""
+    if history.delayed_labels:
+        caption = "; ".join(filter(None, ["predictions per window by label status at the window's latest revision",
+                                          caption]))
     return _chart(fig, chart_id, "count", title, size, caption)
+
+
+# ---------------------------------------------------------------------- delayed labels
+#: the stacked bars of a key with delayed labels: (snapshot field, colour, legend)
+LABEL_STACK = (("labeled", "#0072b2", "labelled"), ("expired", "#999999", "expired (no label in time)"),
+               ("pending", "#9ecae1", "awaiting a label"))
+#: the label-arrival chart pools shares into at most this many age bins
+MAX_AGE_BINS = 60
+_AGE_UNITS = ((120.0, 1.0, "seconds"), (7200.0, 60.0, "minutes"), (172800.0, 3600.0, "hours"),
+              (math.inf, 86400.0, "days"))
+
+
+def _age_unit(longest: float) -> tuple[float, str]:
+    """(seconds per unit, unit name) for ages up to ``longest`` seconds."""
+    return next((per, name) for below, per, name in _AGE_UNITS if longest < below)
+
+
+def label_arrival_points(history: KeyHistory) -> list[tuple[list[float], list[float], list[int], bool]]:
+    """Per window with label counts: (ages in seconds, labelled shares, prediction counts, still pending)
+    of each revision seen, in revision order.
+
+    The latest revision's age is the window's age now: ``history.now`` (the latest window end of
+    the input) minus the window's end; nothing later was written for it, so its share holds now. An
+    earlier revision's age is the stream clock when it was written
+    (:attr:`~streammetrics.report.sources.WindowSnapshot.clock`, a lower bound) minus the window's end."""
+    out = []
+    for w in history.windows:
+        if w.labeled is None or w.count <= 0:
+            continue
+        now = max(history.now, w.clock, w.end)
+        ages, shares, counts = [], [], []
+        for r in w.revisions[:-1]:
+            if r.predictions > 0 and r.revision < w.revision:
+                ages.append(min(max(r.clock - w.end, 0.0), now - w.end))
+                shares.append(r.labeled / r.predictions)
+                counts.append(r.predictions)
+        ages.append(now - w.end)
+        shares.append(w.labeled / w.count)
+        counts.append(w.count)
+        out.append((ages, shares, counts, bool(w.pending)))
+    return out
+
+
+def label_arrival(history: KeyHistory, chart_id: str, *, size: str = "half") -> Chart | None:
+    """Label arrival: each window's labelled share against its age (:func:`label_arrival_points`).
+    Latest revisions are large dots (hollow while predictions still await labels), a window's earlier
+    revisions are joined to it by a faint line, and with enough ages a line pools every point in age
+    bins (labelled / predictions). Drawn only for keys with delayed labels."""
+    from matplotlib.collections import LineCollection
+
+    if not history.delayed_labels:
+        return None
+    points = label_arrival_points(history)
+    if not points:
+        return None
+    all_ages = np.array([a for ages, _, _, _ in points for a in ages])
+    top = float(all_ages.max())
+    per, unit = _age_unit(top)
+    fig, ax = _figure(size)
+    paths = [np.column_stack([np.array(ages) / per, shares]) for ages, shares, _, _ in points if len(ages) > 1]
+    if paths:
+        ax.add_collection(LineCollection(paths, colors="#9aa3b2", linewidths=0.7, alpha=0.6, zorder=2))
+        ax.scatter([a / per for ages, _, _, _ in points for a in ages[:-1]],
+                   [s for _, shares, _, _ in points for s in shares[:-1]], s=8, color="#9aa3b2", zorder=3,
+                   label="earlier revision")
+    color = LABEL_STACK[0][1]
+    for pending, label in ((False, "latest revision, final"), (True, "latest revision, labels pending")):
+        chosen = [(ages[-1] / per, shares[-1]) for ages, shares, _, p in points if p == pending]
+        if chosen:
+            xs, ys = zip(*chosen)
+            ax.scatter(xs, ys, s=22, zorder=4, label=label, facecolors="none" if pending else color,
+                       edgecolors=color, linewidths=1.2)
+    nbins = min(MAX_AGE_BINS, len(np.unique(all_ages)))
+    if top > 0 and nbins >= 3:  # pooled share per age bin: labelled / predictions of every point in the bin
+        shares = np.array([s for _, ss, _, _ in points for s in ss])
+        counts = np.array([c for _, _, cs, _ in points for c in cs], dtype=float)
+        edges = np.linspace(0.0, top, nbins + 1)
+        which = np.clip(np.searchsorted(edges, all_ages, side="right") - 1, 0, nbins - 1)
+        total = np.bincount(which, weights=counts, minlength=nbins)
+        labelled = np.bincount(which, weights=counts * shares, minlength=nbins)
+        used = total > 0
+        mids = (edges[:-1] + edges[1:]) / 2
+        ax.plot(mids[used] / per, labelled[used] / total[used], color="#e69f00", lw=1.6, zorder=5,
+                label=f"pooled ({nbins} age bins)")
+    ax.set_ylim(-0.03, 1.05)
+    span = top / per if top > 0 else 1.0
+    ax.set_xlim(-0.03 * span, 1.03 * span)
+    ax.set_xlabel(f"window age ({unit} after the window's end)")
+    ax.set_ylabel("share of predictions labelled")
+    title = "Label arrival: share labelled vs window age"
+    ax.set_title(title)
+    ax.legend(loc="lower right")
+    caption = ("large dots: each window's labelled share now (latest revision) against its age now (the input's "
+               "latest window end minus the window's end; hollow: labels still pending); small dots: earlier "
+               "revisions, at the latest window end written before them (a lower bound of their age)")
+    return _chart(fig, chart_id, "label-arrival", title, size, caption)
 
 
 # ---------------------------------------------------------------------- curves
@@ -607,6 +715,9 @@ CHARTS: dict[str, tuple[tuple[str, ChartFunction], ...]] = {
     "regression": (("errors", regression_errors), ("r2", regression_r2), ("count", events_bars)),
 }
 _GENERIC: tuple[tuple[str, ChartFunction], ...] = (("count", events_bars),)
+# the label-arrival chart ends every section (drawn only for keys with delayed labels: NEEDS_DELAYED_LABELS)
+CHARTS = {task: (*kinds, ("label-arrival", label_arrival)) for task, kinds in CHARTS.items()}
+_GENERIC = (*_GENERIC, ("label-arrival", label_arrival))
 
 
 #: chart kinds drawn from the monitor state (none without it)
@@ -614,6 +725,8 @@ NEEDS_STATE = frozenset({"roc", "pr", "confusion", "reliability"})
 #: chart kinds drawn only for keys whose snapshots carry these metrics (``--reference``)
 NEEDS_REFERENCE = {"drift": ("drift_ks", "drift_psi", "drift_js", "drift_predicted_psi"),
                    "estimated": tuple(ESTIMATED), "reliability": ("ece",)}
+#: chart kinds drawn only for keys with delayed labels (:attr:`KeyHistory.delayed_labels`)
+NEEDS_DELAYED_LABELS = frozenset({"label-arrival"})
 
 
 def _has_any(history: KeyHistory, metrics: Sequence[str]) -> bool:
@@ -623,7 +736,8 @@ def _has_any(history: KeyHistory, metrics: Sequence[str]) -> bool:
 def max_charts_of(history: KeyHistory) -> int:
     """The most charts :func:`charts_for` draws for ``history`` (some may be missing for lack of data)."""
     kinds = [kind for kind, _ in CHARTS.get(history.task, _GENERIC)
-             if kind not in NEEDS_REFERENCE or _has_any(history, NEEDS_REFERENCE[kind])]
+             if (kind not in NEEDS_REFERENCE or _has_any(history, NEEDS_REFERENCE[kind]))
+             and (kind not in NEEDS_DELAYED_LABELS or history.delayed_labels)]
     return len(kinds) if history.has_state else sum(kind not in NEEDS_STATE for kind in kinds)
 
 

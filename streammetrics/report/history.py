@@ -14,10 +14,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Iterable, Sequence
 
-from streammetrics import from_dict
-from streammetrics import (
-    monitors as _monitors,  # registers the monitor types with from_dict
-)
+from streammetrics import monitors as _monitors  # noqa: F401  (registers the monitor types with from_dict)
+from streammetrics.core.accumulator import from_dict
 from streammetrics.report.alerts import Alert, metric_value
 from streammetrics.report.sources import WindowSnapshot
 
@@ -132,6 +130,9 @@ class KeyHistory:
     alerts: list[Alert] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     more_problems: int = 0
+    #: the stream time of the whole input, as far as the snapshots tell: the latest window end of any
+    #: key (every window written had closed, so the stream had reached its end); 0 when unknown
+    now: float = 0.0
 
     @property
     def key(self) -> tuple[str, str]:
@@ -163,6 +164,18 @@ class KeyHistory:
     @property
     def has_state(self) -> bool:
         return any(w.has_state for w in self.windows)
+
+    @cached_property
+    def delayed_labels(self) -> bool:
+        """Some window of the key was written with labels still to come (a prediction pending or
+        expired, or a revision above 0). Keys without are drawn as before delayed labels existed."""
+        return any(w.awaits_labels for w in self.windows)
+
+    def label_totals(self) -> tuple[int, int, int]:
+        """(labelled, expired, pending) predictions over the non-overlapping windows' latest revisions."""
+        kept = [w for w in non_overlapping(self.windows) if w.labeled is not None]
+        return (sum(w.labeled or 0 for w in kept), sum(w.expired or 0 for w in kept),
+                sum(w.pending or 0 for w in kept))
 
     @property
     def late(self) -> int:
@@ -261,16 +274,20 @@ def _nan_if_none(value: float | None) -> float:
 
 
 def group_by_key(snapshots: Iterable[WindowSnapshot]) -> list[KeyHistory]:
-    """One history per key, sorted by (model, segment); windows sorted by (start, end)."""
+    """One history per key, sorted by (model, segment); windows sorted by (start, end); ``now`` the
+    latest window end of all keys."""
     windows: dict[tuple[str, str], list[WindowSnapshot]] = {}
     cumulative: dict[tuple[str, str], list[WindowSnapshot]] = {}
+    now = 0.0
     for snap in snapshots:
         (cumulative if snap.cumulative else windows).setdefault(snap.key, []).append(snap)
+        if not snap.cumulative and snap.end > now:
+            now = snap.end
     histories = []
     for key in sorted(windows):
         ws = sorted(windows[key], key=lambda w: (w.start, w.end))
         cs = sorted(cumulative.get(key, []), key=lambda w: (w.end, w.start))
-        histories.append(KeyHistory(model=key[0], segment=key[1], windows=ws, cumulative=cs))
+        histories.append(KeyHistory(model=key[0], segment=key[1], windows=ws, cumulative=cs, now=now))
     return histories
 
 

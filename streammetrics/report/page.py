@@ -165,7 +165,25 @@ def _key_link(history: KeyHistory, anchor: str | None) -> str:
     return f'<a href="#{anchor}"{title}>{esc(label)}</a>' if anchor else f'<span{title}>{esc(label)}</span>'
 
 
-def _summary_row(history: KeyHistory, anchor: str | None, metrics: Sequence[str]) -> str:
+def _label_cells(history: KeyHistory) -> list[str]:
+    """The latest window's labelled share (its counts below) and pending predictions (all windows' below)."""
+    w = history.latest
+    if w.labeled is None:  # a snapshot written before delayed labels
+        return ['<td data-metric="labeled_share"><span class="v">–</span></td>',
+                '<td data-metric="pending"><span class="v">–</span></td>']
+    share = w.labeled_share
+    if share is None:
+        labelled = '<td data-metric="labeled_share"><span class="v">–</span></td>'
+    else:
+        labelled = (f'<td data-metric="labeled_share"><span class="v">{share:.1%}</span>'
+                    f'<span class="d n-a">{w.labeled:,} of {w.count:,}</span></td>')
+    total = history.label_totals()[2]
+    pending = (f'<td data-metric="pending"><span class="v">{format_value(w.pending, "count")}</span>'
+               f'<span class="d n-a">{total:,} in all</span></td>')
+    return [labelled, pending]
+
+
+def _summary_row(history: KeyHistory, anchor: str | None, metrics: Sequence[str], labels: bool = False) -> str:
     cells = [f'<td class="text">{_key_link(history, anchor)}</td>',
              f'<td>{len(history.windows)}</td>',
              f'<td class="text">{esc(format_time(history.latest.start, _window_seconds(history)))}</td>']
@@ -174,6 +192,8 @@ def _summary_row(history: KeyHistory, anchor: str | None, metrics: Sequence[str]
         delta, css = format_delta(change)
         cells.append(f'<td data-metric="{esc(metric)}"><span class="v">{format_value(change.value, metric)}</span>'
                      f'<span class="d {css}">{esc(delta)}</span></td>')
+    if labels:
+        cells.extend(_label_cells(history))
     cells.append(_alerts_cell(history))
     return (f'<tr data-key="{esc(history.model)}|{esc(history.segment)}" data-alerts="{len(history.alerts)}" '
             f'data-charted="{1 if anchor else 0}">' + "".join(cells) + "</tr>")
@@ -204,7 +224,12 @@ def _summary(histories: Sequence[KeyHistory], anchors: dict[int, str | None], no
     for task, group in sorted(by_task.items(), key=lambda item: _TASK_ORDER.get(item[0], len(_TASK_ORDER))):
         metrics = SUMMARY_METRICS.get(task, ("count",))
         head = "".join(f'<th data-metric="{esc(m)}">{esc(label_of(m))}</th>' for m in metrics)
-        rows = "".join(_summary_row(h, anchors[id(h)], metrics) for h in group)
+        labels = any(h.delayed_labels for h in group)  # columns only where labels come late
+        if labels:
+            head += ('<th data-metric="labeled_share" title="share of the latest window\'s predictions with their '
+                     'label (latest revision)">labelled</th><th data-metric="pending" title="predictions of the '
+                     'latest window still awaiting a label; below: in all windows">pending</th>')
+        rows = "".join(_summary_row(h, anchors[id(h)], metrics, labels) for h in group)
         parts.append(f'<h3>{esc(TASK_TITLES.get(task, task))}</h3>'
                      f'<table class="summary" data-task="{esc(task)}"><thead><tr><th class="text">model / segment</th>'
                      f'<th>windows</th><th class="text">latest window (UTC)</th>{head}'
@@ -253,6 +278,10 @@ def _key_meta(history: KeyHistory) -> str:
     bits = [f"{len(history.windows)} window{'s' if len(history.windows) != 1 else ''} of {size:g} s{hop}",
             f"{format_time(first.start, seconds)} → {format_time(last.end, seconds)} UTC",
             f"{history.total_events():,} events", f"{history.late:,} late"]
+    if history.delayed_labels:
+        labelled, expired, pending = history.label_totals()
+        bits.append(f"delayed labels: {labelled:,} labelled, {expired:,} expired, {pending:,} pending "
+                    "(latest revision of each window)")
     if history.cumulative:
         bits.append(f"{len(history.cumulative)} cumulative snapshots not charted")
     return " · ".join(bits)
@@ -300,6 +329,9 @@ def _header(title: str, histories: Sequence[KeyHistory], source: str | None, loa
         bits.insert(0, f"source {source}")
     if loaded is not None and loaded.skipped:
         bits.append(f"{loaded.skipped} malformed snapshot{'s' if loaded.skipped != 1 else ''} skipped")
+    if loaded is not None and loaded.superseded:
+        n = loaded.superseded
+        bits.append(f"{n} earlier revision{'s' if n != 1 else ''} of windows replaced by their latest")
     return f'<header><h1>{esc(title)}</h1><p>{esc(" · ".join(bits))}</p></header>'
 
 

@@ -19,6 +19,17 @@ rest of each line is decoded by msgspec, else by :mod:`json`, and a line msgspec
 handed to :mod:`json`, so both paths accept and reject the same lines. Python's cyclic garbage
 collector is paused while loading (the loaded objects hold no cycles; pausing it saves minutes
 on 100 MB inputs).
+
+Revisions (delayed labels, contract section 5): a window may be written several times, each
+time with a higher ``revision`` as its labels arrive. The report keeps the **latest revision** of
+each window (highest ``revision`` whatever the input order; of equal ones the last), and on it
+the labelled share of every revision seen (:attr:`WindowSnapshot.revisions`). The fields
+``revision``, ``labeled``, ``expired``, ``pending`` come together (integers >= 0 with
+``labeled + expired + pending == count``, as the stream writes them) or not at all (snapshots
+written before delayed labels: treated as revision 0 and drawn exactly as before); anything else
+is a bad line. Input order also gives a *stream clock*: the latest window end written so far
+(a window is written once the stream's event time has passed its end, so this is a lower bound
+of the stream time when a snapshot was written); :attr:`WindowSnapshot.clock` holds it.
 """
 from __future__ import annotations
 
@@ -32,14 +43,14 @@ from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import IO, Any, Iterable, Iterator, Mapping
+from typing import IO, Any, Iterable, Iterator, Mapping, NamedTuple
 from urllib.parse import urlsplit
 
 from streammetrics.stream.snapshots import SNAPSHOT_SCHEMA
 
 __all__ = [
-    "WindowSnapshot", "LoadResult", "SourceError", "BadSnapshot", "parse_snapshot", "from_dicts", "read_jsonl",
-    "read_source", "read_kafka", "parse_kafka_url", "MAX_LINE_BYTES", "MAX_PROBLEMS",
+    "WindowSnapshot", "Revision", "LoadResult", "SourceError", "BadSnapshot", "parse_snapshot", "from_dicts",
+    "read_jsonl", "read_source", "read_kafka", "parse_kafka_url", "MAX_LINE_BYTES", "MAX_PROBLEMS", "LABEL_FIELDS",
 ]
 
 #: problems kept verbatim (the rest are only counted, per reason)
@@ -106,6 +117,15 @@ class WindowSnapshot:
     state_source: Any = field(default=None, repr=False, compare=False)
     cumulative: bool = False
     state_type: str | None = None
+    #: delayed labels: revision number and prediction counts (None: snapshot without these fields)
+    revision: int = 0
+    labeled: int | None = None
+    expired: int | None = None
+    pending: int | None = None
+    #: set by the loader: the stream clock (latest window end written so far, input order) and, for
+    #: snapshots with label counts, every revision of the window seen as :class:`Revision`, in order
+    clock: float = field(default=0.0, compare=False)
+    revisions: tuple["Revision", ...] = field(default=(), repr=False, compare=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -121,6 +141,18 @@ class WindowSnapshot:
     def has_state(self) -> bool:
         return self.state_source is not None
 
+    @property
+    def labeled_share(self) -> float | None:
+        """Share of the window's predictions that have their label (None without label counts or events)."""
+        if self.labeled is None or self.count <= 0:
+            return None
+        return self.labeled / self.count
+
+    @property
+    def awaits_labels(self) -> bool:
+        """Written with delayed labels in play: not every prediction labelled, or a later revision."""
+        return self.labeled is not None and (self.labeled < self.count or self.revision > 0)
+
     @cached_property
     def state(self) -> Mapping[str, Any] | None:
         """The monitor state, decoded on first use; None when absent or not a JSON object."""
@@ -131,6 +163,22 @@ class WindowSnapshot:
             except (ValueError, RecursionError):
                 return None
         return src if isinstance(src, dict) else None
+
+
+class Revision(NamedTuple):
+    """One revision of a window as seen in the input: its number, label counts and the stream clock
+    when it was written (see the module docstring)."""
+
+    revision: int
+    labeled: int
+    expired: int
+    pending: int
+    predictions: int  # the snapshot's count (``count`` is a tuple method)
+    clock: float
+
+    @property
+    def labeled_share(self) -> float | None:
+        return self.labeled / self.predictions if self.predictions > 0 else None
 
 
 @dataclass
@@ -144,6 +192,8 @@ class LoadResult:
     skipped: int = 0
     problems: list[str] = field(default_factory=list)
     duplicates: int = 0
+    #: snapshots dropped because a higher revision of their window was read (delayed labels)
+    superseded: int = 0
     reasons: Counter = field(default_factory=Counter)
 
     def skip(self, where: str, reason: str, field: str = "other") -> None:
@@ -266,22 +316,80 @@ def parse_snapshot(obj: Any) -> WindowSnapshot:
     cumulative = obj.get("cumulative", False)
     if not isinstance(cumulative, bool):
         raise BadSnapshot("cumulative", f"cumulative must be true or false, got {_quote(cumulative)}")
-    count = obj["count"] if "count" in obj else metrics.get("count", 0)
+    count = _count(obj["count"] if "count" in obj else metrics.get("count", 0), "count")
     state, state_type = _state(obj.get("state"))
+    revision, labeled, expired, pending = _label_counts(obj, count)
     return WindowSnapshot(
         model=key["model"], segment=segment, start=start, end=end,
-        count=_count(count, "count"), late=_count(obj.get("late", 0), "late"),
+        count=count, late=_count(obj.get("late", 0), "late"),
         metrics=_metrics(metrics), state_source=state, cumulative=cumulative, state_type=state_type,
+        revision=revision, labeled=labeled, expired=expired, pending=pending,
     )
 
 
+#: the delayed-label fields of a snapshot: all of them or none
+LABEL_FIELDS = ("revision", "labeled", "expired", "pending")
+
+
+def _label_counts(obj: dict, count: int) -> tuple[int, int | None, int | None, int | None]:
+    """``(revision, labeled, expired, pending)`` validated: all absent (an older snapshot:
+    ``(0, None, None, None)``) or all integers >= 0 with ``labeled + expired + pending == count``."""
+    present = [name for name in LABEL_FIELDS if name in obj]
+    if not present:
+        return 0, None, None, None
+    revision, labeled, expired, pending = (obj.get(name) for name in LABEL_FIELDS)
+    if (type(revision) is int and type(labeled) is int and type(expired) is int and type(pending) is int
+            and revision >= 0 and labeled >= 0 and expired >= 0 and pending >= 0
+            and labeled + expired + pending == count):  # the common case, fast (count < 2**63 already)
+        return revision, labeled, expired, pending
+    missing = [name for name in LABEL_FIELDS if name not in obj]
+    if missing:
+        raise BadSnapshot(missing[0], f"{missing[0]} is missing (a snapshot with {present[0]} has "
+                                      f"{', '.join(LABEL_FIELDS)})")
+    out = {name: _count(obj[name], name) for name in LABEL_FIELDS}
+    total = out["labeled"] + out["expired"] + out["pending"]
+    if total != count:
+        raise BadSnapshot("labeled", f"labeled + expired + pending ({out['labeled']} + {out['expired']} + "
+                                     f"{out['pending']}) must equal count ({count})")
+    return out["revision"], out["labeled"], out["expired"], out["pending"]
+
+
 def _deduplicate(result: LoadResult) -> LoadResult:
-    """Keep the last snapshot of each window (re-published windows are identical)."""
+    """Keep the latest revision of each window: the highest ``revision``, of equal ones the last read
+    (re-published windows are identical). Sets each snapshot's ``clock`` and the kept snapshots'
+    ``revisions``. Dropped snapshots count as ``superseded`` (their window has a higher revision)
+    or ``duplicates`` (another copy of the kept revision)."""
     latest: dict[tuple, WindowSnapshot] = {}
+    copies: dict[tuple, int] = {}  # snapshots read of the kept revision
+    seen: dict[tuple, dict[int, Revision]] = {}  # windows with label counts: revision -> latest read
+    clock = -math.inf
+    superseded = 0
+    set_field = object.__setattr__  # the loader completes its own frozen snapshots
     for snap in result.snapshots:
-        latest.pop(snap.identity, None)  # re-insert: order of last occurrence
-        latest[snap.identity] = snap
-    result.duplicates += len(result.snapshots) - len(latest)
+        if not snap.cumulative and snap.end > clock:
+            clock = snap.end
+        set_field(snap, "clock", max(clock, snap.end))
+        ident = snap.identity
+        kept = latest.get(ident)
+        if kept is None or snap.revision >= kept.revision:
+            if kept is None or snap.revision > kept.revision:
+                superseded += copies.get(ident, 0)
+                copies[ident] = 1
+            else:
+                copies[ident] += 1
+            if kept is not None:
+                latest.pop(ident)  # re-insert: order of last occurrence
+            latest[ident] = snap
+        else:
+            superseded += 1
+        if snap.labeled is not None:
+            assert snap.expired is not None and snap.pending is not None  # set together (_label_counts)
+            seen.setdefault(ident, {})[snap.revision] = Revision(snap.revision, snap.labeled, snap.expired,
+                                                                 snap.pending, snap.count, snap.clock)
+    for ident, revisions in seen.items():
+        set_field(latest[ident], "revisions", tuple(revisions[r] for r in sorted(revisions)))
+    result.superseded += superseded
+    result.duplicates += len(result.snapshots) - len(latest) - superseded
     result.snapshots = list(latest.values())
     return result
 

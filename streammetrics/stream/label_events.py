@@ -1,7 +1,7 @@
 """Parsing of streams that carry delayed labels (contract section 5): each JSON object is one of
 
-* a **prediction with its label** (``y_true`` present): an :class:`~streammetrics.stream.events.Event`,
-  exactly as :class:`~streammetrics.stream.events.EventParser` parses it;
+* a **prediction with its label** (``y_true`` present): an :class:`~streammetrics.events.parser.Event`,
+  exactly as :class:`~streammetrics.events.parser.EventParser` parses it;
 * a **prediction awaiting its label** (no ``y_true``, or ``null``): an ``Event`` with
   ``y_true=None``; it needs an ``id``; everything else is checked as for a labelled event;
 * a **label event** (no ``score``, ``scores``, ``y_pred`` or ``model``; an ``id`` or ``y_true``): a
@@ -9,7 +9,7 @@
   as the task's ground truth) and ``ts`` are required, other fields are ignored.
 
 Field names follow the parser's ``fields=`` remapping. Like ``EventParser`` it never raises on
-input data: anything else is a :class:`~streammetrics.stream.events.Rejection` naming the field.
+input data: anything else is a :class:`~streammetrics.events.parser.Rejection` naming the field.
 
 >>> p = DelayedEventParser("binary")
 >>> p.parse({"ts": 10, "model": "m", "score": 0.9, "id": "a"})
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from streammetrics.stream.events import Event, EventParser, Rejection
+from streammetrics.events.parser import Event, EventParser, Rejection
 from streammetrics.stream.labels import Label
 
 __all__ = ["DelayedEventParser"]

@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from streammetrics.stream.records import Rejection
+from streammetrics.events.records import Rejection
 from streammetrics.stream.snapshots import snapshot_line
 
 __all__ = ["REVISION_EVERY", "merged_items", "replay_merged"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from streammetrics.stream.events import Event
+from streammetrics.events.parser import Event
 from streammetrics.stream.labels import EXPIRED, JOINED, LABEL_EXPIRED, REJECTED, Label, LabelJoin
 from streammetrics.stream.windows import EventRejected, WindowManager
 

@@ -40,7 +40,7 @@ watermark first), each with a ``kind``:
 ``label_expired``   a label that found no prediction in time (code ``"ttl"`` or ``"evicted"``)
 ==================  ==========================================================================
 
->>> from streammetrics.stream.events import Event
+>>> from streammetrics.events.parser import Event
 >>> join = LabelJoin(label_ttl=60)
 >>> [o.kind for o in join.add_prediction(Event(ts=0.0, model="m", score=0.8, id="a"))]
 ['pending']
@@ -57,7 +57,7 @@ import math
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from streammetrics.stream.events import Event
+from streammetrics.events.parser import Event
 from streammetrics.stream.pending import PendingStore, ts_us
 
 __all__ = [

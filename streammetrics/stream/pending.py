@@ -2,7 +2,7 @@
 
 A pending prediction keeps only what the label join needs: ``id``, key (``model``,
 ``segment``), ``ts``, ``score`` or ``scores`` or ``y_pred``, and ``weight`` (an
-:class:`~streammetrics.stream.events.Event` with ``y_true=None``). The store answers three
+:class:`~streammetrics.events.parser.Event` with ``y_true=None``). The store answers three
 questions, each in a deterministic order that does not depend on where a record lives:
 
 * :meth:`PendingStore.take` ``(id)``: remove and return every pending prediction with that
@@ -27,7 +27,7 @@ a few hundred thousand pending) and :meth:`save` / :meth:`load` (one SQLite file
 atomically; for large backlogs) restore the store exactly: same records in the same tier,
 same arrival numbers and counters, hence the same answers afterwards.
 
->>> from streammetrics.stream.events import Event
+>>> from streammetrics.events.parser import Event
 >>> store = PendingStore(memory_budget=2)
 >>> for i in range(3):
 ...     _ = store.put(Event(ts=float(i), model="m", score=0.5, id=f"p{i}"))
@@ -51,7 +51,7 @@ from array import array
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from streammetrics.stream.events import Event
+from streammetrics.events.parser import Event
 
 __all__ = ["DEFAULT_MAX_PENDING", "DEFAULT_MEMORY_BUDGET", "PendingStore", "ts_us"]
 

@@ -8,7 +8,7 @@ with :meth:`Pipeline.to_dict` / :meth:`Pipeline.load_dict`.
 
 Nothing a message holds makes it raise: every event that is not applied comes back as a
 :class:`Problem` with a machine-readable ``code`` (see
-:data:`~streammetrics.stream.records.REJECTION_CODES`: ``invalid_json``, ``missing_field``,
+:data:`~streammetrics.events.records.REJECTION_CODES`: ``invalid_json``, ``missing_field``,
 ``bad_type``, ``bad_value``, ``out_of_range``, ``unknown_label``, ``late``, ``future``,
 ``key_limit``, ...), the ``index`` of the element in an array message (None for a single
 object), the one-line ``reason`` and the ``field``. A message is validated element by element;
@@ -55,13 +55,13 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from streammetrics.stream.decoding import MAX_NESTING, decode_value
-from streammetrics.stream.events import EventParser
+from streammetrics.events.decoding import MAX_NESTING, decode_value
+from streammetrics.events.parser import EventParser
+from streammetrics.events.records import EVENT_CODEC, Event, Rejection
 from streammetrics.stream.label_events import DelayedEventParser
 from streammetrics.stream.label_stream import LabelStream
 from streammetrics.stream.labels import Label, LabelJoin
 from streammetrics.stream.pending import DEFAULT_MAX_PENDING, PendingStore
-from streammetrics.stream.records import EVENT_CODEC, Event, Rejection
 from streammetrics.stream.snapshots import snapshot_line
 from streammetrics.stream.windows import (
     DEFAULT_MAX_FUTURE,

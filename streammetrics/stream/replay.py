@@ -188,7 +188,7 @@ def _config(args: argparse.Namespace) -> PipelineConfig:
                          f"not --task {args.task}")
     if args.labels and args.task != "labels":
         raise ValueError(f"--labels only applies to --task labels, not --task {args.task}")
-    from streammetrics.stream.events import parse_field_map
+    from streammetrics.events.parser import parse_field_map
 
     references = None
     if getattr(args, "reference", None):
@@ -207,8 +207,8 @@ def _config(args: argparse.Namespace) -> PipelineConfig:
 def read_references(args: argparse.Namespace) -> dict[tuple[str, str], Any]:
     """The references of ``--reference FILE`` (``--task``, ``--classes``, ``--field``,
     ``--threshold``, ``--max-references`` apply); ValueError (one line) when unusable."""
-    from streammetrics.monitors.reference import load_references
-    from streammetrics.stream.events import parse_field_map
+    from streammetrics.events.parser import parse_field_map
+    from streammetrics.stream.references import load_references
 
     options: dict[str, Any] = {"threshold": args.threshold} if args.task == "binary" else {}
     try:

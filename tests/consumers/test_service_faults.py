@@ -13,7 +13,7 @@ from kafka_fakes import FakeCluster, Faults, InjectedFault
 from test_service_unit import counts, events_with_closers, expected_counts, fill, final_snapshots, make_service
 
 from consumers.service import MetricsService
-from streammetrics.stream.events import EventParser
+from streammetrics.events.parser import EventParser
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig
 from streammetrics.stream.windows import WindowManager
 

@@ -11,7 +11,8 @@ from test_service_unit import drain, events_with_closers, fill, final_snapshots,
 from consumers.command import config_from_args
 from streammetrics.cli import build_parser
 from streammetrics.core.accumulator import from_dict
-from streammetrics.monitors.reference import METRICS, load_references
+from streammetrics.monitors.reference import METRICS
+from streammetrics.stream.references import load_references
 from streammetrics.stream.synthetic import generate_events, write_jsonl
 
 

@@ -187,7 +187,8 @@ def test_rolling_equals_the_last_window(phishing, window):
         else:  # undefined: 0.0, as river's metrics
             assert auc.get() == 0.0
         assert ll.get() == pytest.approx(skm.log_loss(y, p, labels=[False, True]), rel=1e-11)
-        assert f1.get() == pytest.approx(skm.f1_score(y, lab, labels=[True], average="micro", zero_division=0.0), abs=1e-12)
+        expected = skm.f1_score(y, lab, labels=[True], average="micro", zero_division=0.0)
+        assert f1.get() == pytest.approx(expected, abs=1e-12)
         assert acc.get() == pytest.approx(skm.accuracy_score(y, lab), abs=1e-12)
     # the wrapped accumulator holds exactly the window's events
     lo = len(events) - window
@@ -270,7 +271,8 @@ def test_multiclass_progressive_matches_sklearn():
     theirs = {"macro": metrics.MacroF1(), "ce": metrics.CrossEntropy()}
     collect = Collect()
     combined = metrics.base.Metrics([ce, macro, weighted, bacc, kappa, *theirs.values(), collect])
-    evaluate.progressive_val_score(datasets.ImageSegments(), preprocessing.StandardScaler() | naive_bayes.GaussianNB(), combined)
+    model = preprocessing.StandardScaler() | naive_bayes.GaussianNB()
+    evaluate.progressive_val_score(datasets.ImageSegments(), model, combined)
     y = [e[0] for e in collect.events]
     P = np.array([[d.get(c, 0.0) for c in classes] for _, d in collect.events])
     label = [max(d, key=d.get) for _, d in collect.events]

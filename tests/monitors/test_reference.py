@@ -269,7 +269,7 @@ def test_score_distribution_windows(exact):
 def test_load_references_from_events_and_snapshots(tmp_path):
     import json
 
-    from streammetrics.monitors.reference import load_references
+    from streammetrics.stream.references import load_references
     from streammetrics.stream.snapshots import SNAPSHOT_SCHEMA
 
     rng = np.random.default_rng(8)

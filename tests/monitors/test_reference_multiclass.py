@@ -18,11 +18,11 @@ from sklearn.isotonic import IsotonicRegression
 from streammetrics.core.exceptions import UndefinedMetricWarning
 from streammetrics.metrics.multiclass_scores import MulticlassScores
 from streammetrics.monitors import MulticlassMonitor
-from streammetrics.monitors.reference import load_references
 from streammetrics.monitors.reference_multiclass import (
     MULTICLASS_METRICS,
     MulticlassReference,
 )
+from streammetrics.stream.references import load_references
 
 CLASSES = ["a", "b", "c"]
 L = np.array(CLASSES)
@@ -154,7 +154,7 @@ def test_binned_monitor_window_bounds_hold_scipy_values():
         assert row["drift_wasserstein_low"] <= wd <= row["drift_wasserstein_high"]
     assert m["drift_ks_low"] <= max(ks_2samp(s[:, c], s_ref[:, c]).statistic for c in range(3)) <= m["drift_ks_high"]
     # label-free: a monitor fed predictions only has no score histograms, only predicted-class drift
-    from streammetrics.stream.records import Event
+    from streammetrics.events.records import Event
 
     free = MulticlassMonitor(CLASSES).update_predictions([Event(0.0, "m", scores=tuple(r.tolist())) for r in s])
     mf = ref.metrics(free)

@@ -7,7 +7,7 @@ import random
 import pytest
 
 import streammetrics as sm
-from streammetrics.stream.events import Event
+from streammetrics.events.parser import Event
 
 
 def _events(task, n, seed):

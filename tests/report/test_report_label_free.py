@@ -6,8 +6,8 @@ import json
 import re
 
 from streammetrics.cli import main
-from streammetrics.monitors.reference import load_references
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig
+from streammetrics.stream.references import load_references
 from streammetrics.stream.replay import sample_path
 
 

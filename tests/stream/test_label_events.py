@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streammetrics.stream.events import Event, EventParser, Rejection
+from streammetrics.events.parser import Event, EventParser, Rejection
 from streammetrics.stream.label_events import DelayedEventParser
 from streammetrics.stream.labels import Label
 

@@ -15,8 +15,8 @@ import pytest
 from sklearn import metrics as skm
 
 import streammetrics as sm
+from streammetrics.events.parser import Event
 from streammetrics.monitors import make_monitor
-from streammetrics.stream.events import Event
 from streammetrics.stream.label_stream import LabelStream
 from streammetrics.stream.labels import JOINED, Label, LabelJoin
 from streammetrics.stream.pending import PendingStore

@@ -126,12 +126,15 @@ def test_rejections_and_expiries_are_reported_with_file_and_line(tmp_path, capsy
     assert last[-1]["final"] is False and last[-1]["pending"] == 1  # c: nothing more to come, not expired
 
 
-def test_label_set_option_and_compatibility(tmp_path, capsys):
+def test_label_set_option_and_labels_file_option_are_distinct(tmp_path, capsys):
     rows = [{"ts": 1, "model": "m", "y_true": "x", "y_pred": "x"}]
     f = write(tmp_path / "e.jsonl", rows)
-    for opt in (["--label-set", "x,y"], ["--labels", "x,y"]):
-        snaps, _ = replay([f, "--task", "labels", *opt], tmp_path, capsys)
-        assert snaps[0]["labeled"] == 1
+    snaps, _ = replay([f, "--task", "labels", "--label-set", "x,y"], tmp_path, capsys)
+    assert snaps[0]["labeled"] == 1
+    with pytest.raises(SystemExit) as exc:  # --labels is the contract's file of label events
+        main(["replay", f, "--task", "labels", "--labels", "x,y"])
+    assert exc.value.code == 2
+    assert "--label-set" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["replay", f, "--label-ttl", "soon"])
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streammetrics.stream.events import Event
+from streammetrics.events.parser import Event
 from streammetrics.stream.pending import PendingStore, ts_us
 
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from streammetrics.stream.events import EventParser
+from streammetrics.events.parser import EventParser
+from streammetrics.events.records import REJECTION_CODES, Event
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig, Problem
-from streammetrics.stream.records import REJECTION_CODES, Event
 from streammetrics.stream.snapshots import snapshot_line
 from streammetrics.stream.synthetic import generate_events
 from streammetrics.stream.windows import WindowManager

@@ -10,9 +10,10 @@ import pytest
 
 from streammetrics.cli import main
 from streammetrics.core.accumulator import from_dict
-from streammetrics.monitors.reference import METRICS, Reference, load_references
+from streammetrics.monitors.reference import METRICS, Reference
 from streammetrics.monitors.reference_multiclass import MULTICLASS_METRICS, MulticlassReference
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig
+from streammetrics.stream.references import load_references
 from streammetrics.stream.replay import sample_path
 
 T0 = 1767225600

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streammetrics.stream.events import Event
+from streammetrics.events.parser import Event
 from streammetrics.stream.label_stream import LabelStream
 from streammetrics.stream.labels import Label, LabelJoin
 from streammetrics.stream.pending import PendingStore

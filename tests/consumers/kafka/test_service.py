@@ -20,7 +20,7 @@ from sklearn import metrics as skm
 
 from consumers.broker import free_port
 from consumers.service import MetricsService, ServiceConfig
-from streammetrics.stream.events import EventParser
+from streammetrics.events.parser import EventParser
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig
 from streammetrics.stream.synthetic import generate_events
 

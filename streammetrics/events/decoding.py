@@ -1,7 +1,7 @@
 """Decoding of message values (JSONL lines, Kafka values) into JSON values, apart from any field rule.
 
 :func:`decode_value` takes bytes or str and returns the decoded JSON value or a
-:class:`~streammetrics.stream.records.Rejection` (code ``invalid_json``); it never raises.
+:class:`~streammetrics.events.records.Rejection` (code ``invalid_json``); it never raises.
 
 JSON decoding follows the standard library's ``json`` module (RFC 8259 plus its ``NaN`` and
 ``Infinity`` literals, which the field rules then reject). When the optional ``msgspec``
@@ -25,7 +25,7 @@ import re
 from itertools import accumulate
 from typing import Any
 
-from streammetrics.stream.records import Rejection
+from streammetrics.events.records import Rejection
 
 __all__ = ["FAST_DECODE", "MAX_NESTING", "decode_value"]
 

@@ -1,7 +1,7 @@
 """Field rules of prediction events (contract section 2): one decoded JSON value -> an
-:class:`~streammetrics.stream.records.Event` or a :class:`~streammetrics.stream.records.Rejection`
+:class:`~streammetrics.events.records.Event` or a :class:`~streammetrics.events.records.Rejection`
 carrying a short reason, the field and a machine-readable code (see ``REJECTION_CODES``).
-The rules themselves are listed in :mod:`streammetrics.stream.events`.
+The rules themselves are listed in :mod:`streammetrics.events.parser`.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Callable, Hashable, Mapping
 from datetime import datetime, timezone
 from typing import Any, cast
 
-from streammetrics.stream.records import Event, Rejection
+from streammetrics.events.records import Event, Rejection
 
 __all__ = ["FIELDS", "MAX_NAME_LENGTH", "MAX_WEIGHT", "TASKS", "build_field_parser", "label_key", "object_key"]
 
@@ -139,7 +139,7 @@ def build_field_parser(
     object_index: dict | None,
     require_key: bool = True,
 ) -> Callable[[Any], Event | Rejection]:
-    """The per-event field validator of :class:`~streammetrics.stream.events.EventParser`: one
+    """The per-event field validator of :class:`~streammetrics.events.parser.EventParser`: one
     decoded JSON value -> :class:`Event` or :class:`Rejection`; never raises. A closure over
     precomputed names, because it is the per-event hot path."""
     f = fields

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streammetrics.stream.decoding import decode_value
-from streammetrics.stream.events import EventParser
-from streammetrics.stream.records import REJECTION_CODES, Rejection
+from streammetrics.events.decoding import decode_value
+from streammetrics.events.parser import EventParser
+from streammetrics.events.records import REJECTION_CODES, Rejection
 
 BASE = {"ts": 1_700_000_000, "model": "m", "y_true": 1, "score": 0.5}
 

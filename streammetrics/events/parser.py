@@ -44,8 +44,8 @@ Each :class:`Rejection` carries a machine-readable ``code`` beside its text (``i
 a category from the text.
 
 Decoding (bytes -> JSON value, msgspec or json, nesting limit) lives in
-:mod:`streammetrics.stream.decoding`, the field rules in :mod:`streammetrics.stream.fields`, the
-records in :mod:`streammetrics.stream.records`; this module ties them into :class:`EventParser`.
+:mod:`streammetrics.events.decoding`, the field rules in :mod:`streammetrics.events.fields`, the
+records in :mod:`streammetrics.events.records`; this module ties them into :class:`EventParser`.
 """
 from __future__ import annotations
 
@@ -53,14 +53,14 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from streammetrics.core.validation import labels_from_json
-from streammetrics.stream.decoding import (
+from streammetrics.events.decoding import (
     _FAST_DECODE,
     FAST_DECODE,
     MAX_NESTING,
     _too_deep,
     decode_value,
 )
-from streammetrics.stream.fields import (
+from streammetrics.events.fields import (
     FIELDS,
     MAX_NAME_LENGTH,
     MAX_WEIGHT,
@@ -69,7 +69,7 @@ from streammetrics.stream.fields import (
     label_key,
     object_key,
 )
-from streammetrics.stream.records import REJECTION_CODES, Event, Rejection
+from streammetrics.events.records import REJECTION_CODES, Event, Rejection
 
 __all__ = ["FIELDS", "MAX_NAME_LENGTH", "MAX_NESTING", "MAX_WEIGHT", "REJECTION_CODES", "TASKS", "Event",
            "EventParser", "Rejection", "parse_field_map"]

@@ -1,0 +1,554 @@
+"""Windowed snapshots on Spark, equal to ``streammetrics replay`` (``pip install 'streammetrics[spark]'``).
+
+Contract section 8. :func:`window_snapshots` turns a DataFrame of prediction events (columns
+named as in contract section 2; ``segment``, ``weight`` and ``id`` optional; other names through
+``fields=`` like ``--field``) into one row per (model, segment, window) whose string column
+``snapshot`` is the JSON line ``replay`` prints for the same events taken in time order.
+
+Only monitor states cross the network, never rows (the whylogs pattern):
+
+1. ``mapInArrow`` parses each partition's rows with the parser ``replay`` uses
+   (:class:`~streammetrics.events.parser.EventParser`, so a bad row gets replay's reason),
+   and accumulates one monitor per (key, pane) of that partition; it emits each partial state
+   (``to_dict`` as JSON) once per window holding the pane, plus per-reason counts of rejected rows;
+2. ``groupBy(model, segment, window).applyInPandas`` merges the partial states of each pane,
+   then the panes of the window in pane order (as :class:`~streammetrics.stream.windows.WindowManager`
+   does), and builds the snapshot with the window engine's own snapshot code.
+
+No RDD or SparkContext is used (Spark Connect and Databricks serverless work), and no
+grouped-aggregate pandas UDF (those ship every row to its group). The shuffle holds at most
+``partitions x keys x panes x windows-per-pane`` states (~1-40 KB of JSON each).
+
+Equal to replay: counts, integer and histogram state, every metric that depends on them, and
+the window bookkeeping are identical. Float *sums* inside states (log-loss and Brier sums,
+``score_sum``, regression moments, fractional weights) depend on the order of additions,
+which no engine that shuffles states instead of rows can reproduce: they agree with replay to
+1e-12 relative (tested; typically the last digit differs), so lines are byte-identical only
+where every sum is exact (the ``labels`` task with unit or dyadic weights). "Time order":
+replay over the events sorted by ``ts`` sees no late event, so ``late`` is 0 and every
+window is final; ``max_future`` (a wall-clock bound of the live service) does not apply.
+
+Delayed labels (contract section 5): ``label_events=`` a DataFrame of ``{id, y_true, ts}``
+joined by ``id`` before windowing; see :func:`window_snapshots`.
+
+A Structured Streaming job writes the snapshots of each micro-batch with ``foreachBatch``::
+
+    def write(batch_df, batch_id):
+        window_snapshots(batch_df, task="binary", window="60s").write.mode("append").json(out)
+
+    stream.writeStream.foreachBatch(write).start()
+
+Each micro-batch then yields partial windows (a window spread over two batches gives two
+snapshots), which :func:`merge_snapshots` combines exactly.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable, Hashable, Iterator, Mapping, Sequence
+
+from streammetrics.core.accumulator import from_dict
+from streammetrics.events.parser import FIELDS, Event, EventParser
+from streammetrics.monitors import make_monitor
+from streammetrics.stream.snapshots import snapshot_line
+from streammetrics.stream.windows import WindowManager, WindowSpec, parse_duration
+
+try:
+    import pandas as pd
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+except ImportError as exc:  # pragma: no cover - exercised where pyspark is absent
+    raise ImportError("streammetrics.integrations.spark needs pyspark, pandas and pyarrow: "
+                      "pip install 'streammetrics[spark]'") from exc
+
+__all__ = ["window_snapshots", "merge_snapshots", "SNAPSHOT_COLUMNS", "REJECTION_COLUMNS"]
+
+#: columns of the DataFrames :func:`window_snapshots` and :func:`merge_snapshots` return
+SNAPSHOT_COLUMNS = ("model", "segment", "window_start", "window_end", "snapshot")
+#: columns of the rejections DataFrame (``with_rejections=True``)
+REJECTION_COLUMNS = ("reason", "field", "count")
+
+_STAGE1_SCHEMA = (
+    "model string, segment string, window long, pane long, state string, "
+    "labeled long, expired long, pending long, reason string, field string, n long"
+)
+_STAGE2_SCHEMA = "model string, segment string, start_ms long, end_ms long, snapshot string"
+#: (key, pane) states a partition holds at most before it ships them (partial states merge exactly,
+#: so shipping early changes only how many partials a window merges)
+DEFAULT_MAX_OPEN_STATES = 10_000
+_MAX_PENDING = 4096  # events queued per pane before a vectorised update, as replay's WindowManager
+_OUT_ROWS = 2048  # rows per Arrow batch emitted by the partial-state stage
+_STATUS = "__sm_status"  # internal columns of the delayed-label join
+_LABEL = "__sm_label"
+_TS_US = "__sm_ts_us"
+
+
+class _Config:
+    """Everything an executor needs, as plain picklable values."""
+
+    def __init__(self, task: str, threshold: float, classes: Sequence[Hashable] | None,
+                 labels: Sequence[Hashable] | None, fields: Mapping[str, str] | None,
+                 spec: WindowSpec, include_state: bool, map_columns: Sequence[str], max_open: int) -> None:
+        self.task = task
+        self.threshold = threshold
+        self.classes = None if classes is None else list(classes)
+        self.labels = None if labels is None else list(labels)
+        self.fields = dict(fields or {})
+        self.size_ms, self.slide_ms, self.pane_ms = spec.size_ms, spec.slide_ms, spec.pane_ms
+        self.include_state = include_state
+        self.map_columns = list(map_columns)
+        self.max_open = max_open
+
+    def spec(self) -> WindowSpec:
+        return WindowSpec(self.size_ms / 1000, self.slide_ms / 1000)
+
+    def factory(self) -> Callable[[], Any]:
+        task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
+        return lambda: make_monitor(task, threshold=threshold, classes=classes, labels=labels)
+
+    def parser(self) -> EventParser:
+        return EventParser(self.task, classes=self.labels if self.task == "labels" else self.classes,
+                           fields=self.fields)
+
+
+# --------------------------------------------------------------------------- snapshots
+class _NoLate:
+    late = 0
+
+
+def _snapshot(engine: WindowManager, key: tuple[str, str], monitor: Any, start_ms: int, end_ms: int,
+              expired: int = 0, pending: int = 0) -> dict:
+    """The snapshot of ``monitor`` for ``key`` and a window, built by the window engine itself
+    (:meth:`WindowManager._snapshot`; events in time order are never late). ``revision`` is 0:
+    Spark computes each window once, with every label in."""
+    return engine._snapshot(key, _NoLate(), monitor, start_ms, end_ms, pending == 0,  # type: ignore[arg-type]
+                            pending=pending, expired=expired)
+
+
+# --------------------------------------------------------------------------- stage 1
+def _partial_states(cfg: _Config) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """mapInArrow function: rows of one partition -> partial states per (key, pane, window)."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        parser = cfg.parser()
+        parse = parser.parse
+        factory = cfg.factory()
+        spec = cfg.spec()
+        pane_us = spec.pane_ms * 1000
+        y_key = parser.fields["y_true"]
+        dummy = _dummy_truth(cfg)
+        maps = cfg.map_columns
+        floor = math.floor
+        queues: dict[tuple[str, str, int], list[Event]] = {}
+        monitors: dict[tuple[str, str, int], Any] = {}
+        counts: dict[tuple[str, str, int], list[int]] = {}  # labeled, expired, pending
+        rejected: dict[tuple[str, str | None], int] = {}
+
+        def drain(k: tuple[str, str, int]) -> None:
+            events = queues.pop(k)
+            monitor = monitors.get(k)
+            if monitor is None:
+                monitor = monitors[k] = factory()
+            monitor.update_events(events)
+
+        cols: dict[str, list] = {name: [] for name in ("model", "segment", "window", "pane", "state", "labeled",
+                                                       "expired", "pending", "reason", "field", "n")}
+
+        def flush() -> Any:
+            out = pa.RecordBatch.from_pydict(cols)
+            for v in cols.values():
+                v.clear()
+            return out
+
+        def emit() -> Iterator[Any]:
+            """Every open (key, pane) state as rows (one per window of the pane), then forget them."""
+            for k in list(queues):
+                drain(k)
+            for (model, segment, pane), (labeled, expired, pending) in sorted(counts.items()):
+                monitor = monitors.get((model, segment, pane))
+                state = None if monitor is None else json.dumps(monitor.to_dict(), separators=(",", ":"))
+                for w in range(spec.first_window_of_pane(pane), spec.last_window_of_pane(pane) + 1):
+                    for name, value in (("model", model), ("segment", segment), ("window", w), ("pane", pane),
+                                        ("state", state), ("labeled", labeled), ("expired", expired),
+                                        ("pending", pending), ("reason", None), ("field", None), ("n", None)):
+                        cols[name].append(value)
+                    if len(cols["model"]) >= _OUT_ROWS:
+                        yield flush()
+            counts.clear()
+            monitors.clear()
+
+        for batch in batches:
+            labelled = _STATUS in batch.schema.names
+            for row in batch.to_pylist():
+                status = label = None
+                if labelled:
+                    status, label = row.pop(_STATUS), row.pop(_LABEL)
+                    del row[_TS_US]
+                for m in maps:
+                    if row.get(m) is not None:
+                        row[m] = dict(row[m])
+                if label is not None:
+                    row[y_key] = json.loads(label)
+                elif status is not None:  # no label: validate the rest with a stand-in truth
+                    row[y_key] = dummy(row, parser)
+                ev = parse(row)  # a null reads as absent for the optional fields
+                if ev.__class__ is not Event:  # and for the others, as spark.read.json reads absent fields
+                    ev = parse({k: v for k, v in row.items() if v is not None})
+                    if ev.__class__ is not Event:
+                        rk = (ev.reason, ev.field)  # type: ignore[union-attr]
+                        rejected[rk] = rejected.get(rk, 0) + 1
+                        continue
+                k = (ev.model, ev.segment, floor(ev.ts * 1e6 + 0.5) // pane_us)
+                c = counts.get(k)
+                if c is None:
+                    c = counts[k] = [0, 0, 0]
+                if status is not None and label is None:  # its label-free part only, as replay applies it
+                    c[1 if status == "expired" else 2] += 1
+                    monitor = monitors.get(k)
+                    if monitor is None:
+                        monitor = monitors[k] = factory()
+                    monitor.update_prediction(ev)
+                    continue
+                c[0] += 1
+                q = queues.get(k)
+                if q is None:
+                    q = queues[k] = []
+                q.append(ev)
+                if len(q) >= _MAX_PENDING:
+                    drain(k)
+            if len(counts) >= cfg.max_open:  # bounded memory: ship these partial states now
+                yield from emit()
+        yield from emit()
+        for (reason, field), n in sorted(rejected.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+            for name, value in (("model", None), ("segment", None), ("window", None), ("pane", None),
+                                ("state", None), ("labeled", None), ("expired", None), ("pending", None),
+                                ("reason", reason), ("field", field), ("n", n)):
+                cols[name].append(value)
+        if cols["model"]:
+            yield flush()
+
+    return run
+
+
+def _dummy_truth(cfg: _Config) -> Callable[[dict, EventParser], Any]:
+    """A valid ``y_true`` for the task, so that an unlabelled prediction is checked like any other."""
+    if cfg.task == "binary":
+        return lambda obj, parser: 0
+    if cfg.task == "multiclass":
+        first = cfg.classes[0]  # type: ignore[index]
+        return lambda obj, parser: first
+    if cfg.task == "regression":
+        return lambda obj, parser: 0.0
+    return lambda obj, parser: obj.get(parser.fields["y_pred"])  # labels: the prediction's own kind
+
+
+# --------------------------------------------------------------------------- stage 2
+def _merge_windows(cfg: _Config) -> Callable[[Any], Any]:
+    """applyInPandas function: the partial states of one (key, window) -> its snapshot line."""
+
+    def run(pdf: Any) -> Any:
+        engine = WindowManager(cfg.factory(), cfg.size_ms / 1000, cfg.slide_ms / 1000,
+                               include_state=cfg.include_state)
+        model, segment, k = pdf["model"].iat[0], pdf["segment"].iat[0], int(pdf["window"].iat[0])
+        states = [s if isinstance(s, str) else None for s in pdf["state"].tolist()]  # pandas: null -> NaN
+        rows = sorted(zip(pdf["pane"].tolist(), states, pdf["labeled"].tolist(), pdf["expired"].tolist(),
+                          pdf["pending"].tolist()), key=lambda r: (r[0], r[1] or ""))
+        window = None
+        pane_monitor = None
+        current = None
+        labeled = expired = pending = 0
+
+        def fold(total: Any, part: Any) -> Any:
+            return part if total is None else total.merge(part)
+
+        for pane, state, n_lab, n_exp, n_pend in rows:
+            labeled, expired, pending = labeled + int(n_lab), expired + int(n_exp), pending + int(n_pend)
+            if pane != current:  # panes in order, each the merge of its partitions' states
+                window = fold(window, pane_monitor) if pane_monitor is not None else window
+                pane_monitor, current = None, pane
+            if state is not None:
+                pane_monitor = fold(pane_monitor, from_dict(json.loads(state)))
+        if pane_monitor is not None:
+            window = fold(window, pane_monitor)
+        if window is None:
+            window = cfg.factory()()
+        start = k * cfg.slide_ms
+        end = start + cfg.size_ms
+        snap = _snapshot(engine, (model, segment), window, start, end, expired, pending)
+        return pd.DataFrame({"model": [model], "segment": [segment], "start_ms": [start], "end_ms": [end],
+                             "snapshot": [snapshot_line(snap)]})
+
+    return run
+
+
+# --------------------------------------------------------------------------- input
+def _prepare(df: DataFrame, names: Mapping[str, str]) -> tuple[DataFrame, list[str]]:
+    """Only the event columns, with timestamps as epoch seconds and decimals as doubles."""
+    types = {f.name: f.dataType for f in df.schema.fields}
+    cols = []
+    maps = []
+    for canonical in FIELDS:
+        source = names[canonical]
+        if source not in types:
+            continue
+        dt = types[source]
+        col = F.col(_quote(source))
+        if canonical == "ts" and isinstance(dt, T.TimestampType):  # an instant: exact epoch microseconds
+            col = F.unix_micros(col).cast("double") / 1e6
+        elif canonical == "ts" and isinstance(dt, (T.TimestampNTZType, T.DateType)):  # wall clock: UTC, as
+            col = F.date_format(col.cast("timestamp_ntz"), "yyyy-MM-dd'T'HH:mm:ss.SSSSSS")  # replay reads ISO
+        elif isinstance(dt, T.DecimalType):
+            col = col.cast("double")
+        elif isinstance(dt, T.MapType):
+            maps.append(source)
+        cols.append(col.alias(source))
+    return df.select(*cols), maps
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _ts_us(df: DataFrame, ts: str) -> Any:
+    """Event time in whole microseconds, as the window engine rounds it (``floor(ts*1e6 + 0.5)``)."""
+    dt = df.schema[ts].dataType
+    if isinstance(dt, T.StringType):  # ISO-8601 text, read by replay's parser
+        return _iso_us(F.col(_quote(ts)))
+    return F.floor(F.col(_quote(ts)).cast("double") * 1e6 + 0.5)
+
+
+def _iso_us(col: Any) -> Any:
+    """Epoch microseconds of ISO-8601 strings as replay's parser reads them (null if invalid)."""
+
+    def iso_us(texts: pd.Series) -> pd.Series:
+        parse = EventParser("regression", require_key=False).parse
+
+        def one(text: Any) -> Any:
+            ev = parse({"ts": text, "y_true": 0.0, "y_pred": 0.0}) if isinstance(text, str) else None
+            return math.floor(ev.ts * 1e6 + 0.5) if ev.__class__ is Event else None
+
+        return pd.Series([one(t) for t in texts], dtype="Int64")
+
+    return F.pandas_udf(iso_us, "long")(col)  # type: ignore[call-overload]
+
+
+def _field_names(fields: Mapping[str, str] | None) -> dict[str, str]:
+    names = {f: f for f in FIELDS}
+    names.update(fields or {})
+    return names
+
+
+# --------------------------------------------------------------------------- public
+def window_snapshots(
+    df: DataFrame,
+    *,
+    task: str = "binary",
+    window: str | float = "60s",
+    slide: str | float | None = None,
+    grace: str | float = "0s",
+    threshold: float = 0.5,
+    classes: Sequence[Hashable] | None = None,
+    labels: Sequence[Hashable] | None = None,
+    fields: Mapping[str, str] | None = None,
+    include_state: bool = True,
+    label_events: DataFrame | None = None,
+    label_ttl: str | float = "7d",
+    with_rejections: bool = False,
+    max_open_states: int = DEFAULT_MAX_OPEN_STATES,
+) -> Any:
+    """Windowed snapshots of the prediction events in ``df``, as ``replay`` prints them.
+
+    Parameters mirror ``streammetrics replay``: ``task``, ``window``/``slide`` (durations such
+    as ``"60s"``), ``threshold`` (binary), ``classes`` (multiclass), ``labels`` (the label set
+    of the ``labels`` task), ``fields`` (contract name -> column name, like ``--field``),
+    ``include_state`` (``--no-state`` when False). ``grace`` is accepted and checked for
+    parity: events taken in time order are never late, so it changes nothing.
+
+    Columns: ``ts`` (epoch seconds, a timestamp or an ISO-8601 string), ``model``,
+    optional ``segment``, ``weight`` and ``id``, and the task's ``y_true``/``score``/
+    ``scores`` (array aligned with ``classes``, map or struct class -> score)/``y_pred``.
+    A null is an absent field (``spark.read.json`` gives null for both).
+
+    Returns a DataFrame of :data:`SNAPSHOT_COLUMNS` (``window_start``/``window_end`` as
+    timestamps); with ``with_rejections=True`` a pair ``(snapshots, rejections)``, the latter
+    one row per rejection reason (replay's wording) with its ``field`` and ``count``. Both
+    come from the same partial-state stage: persist ``df`` (or the stage) if you use both.
+
+    ``label_events``: a DataFrame of label events ``{id, y_true, ts}`` (same ``fields``
+    names). Predictions with a null ``y_true`` take the label of their ``id`` as replay's
+    delayed-label join gives it once every label is in: the earliest label with
+    ``|label ts - prediction ts| <= label_ttl`` (a label within ``label_ttl`` after an
+    earlier accepted label of the id is a duplicate and ignored). A prediction without
+    such a label is *expired* when the largest ``ts`` of all predictions and labels is more
+    than ``label_ttl`` past its own, else *pending*; either way only its label-free part enters
+    the monitor (``update_prediction``). Snapshots are replay's last revision of each window
+    (``labeled``/``expired``/``pending``, ``final`` when nothing is pending) except that
+    ``revision`` is 0: Spark computes each window once, with every label in, so it cannot
+    number the revisions replay emitted on the way. Label rows with a null ``id``, ``ts`` or
+    ``y_true`` are dropped uncounted.
+
+    Bounds: a partition task holds at most ``max_open_states`` (key, pane) monitors (default
+    10,000, each <= ~40 KB of JSON for the binary task), checked after each Arrow batch
+    (``spark.sql.execution.arrow.maxRecordsPerBatch`` rows, which may add that many), plus at
+    most 4,096 queued events per (key, pane); at the bound it ships its partial states and
+    starts afresh (exact: they merge), so a key or pane may then ship more than one state.
+    """
+    spec = WindowSpec(parse_duration(window, "window"), None if slide is None else parse_duration(slide, "slide"),
+                      parse_duration(grace, "grace"))
+    make_monitor(task, threshold=threshold, classes=classes, labels=labels)  # configuration errors now
+    EventParser(task, classes=labels if task == "labels" else classes, fields=fields)
+    names = _field_names(fields)
+    events, maps = _prepare(df, names)
+    if names["model"] not in events.columns or names["ts"] not in events.columns:
+        missing = [names[f] for f in ("ts", "model") if names[f] not in events.columns]
+        raise ValueError(f"the DataFrame has no column {missing[0]!r} (columns: {df.columns})")
+    if label_events is not None:
+        events = _join_labels(events, label_events, names, parse_duration(label_ttl, "label_ttl"), task)
+    if type(max_open_states) is not int or max_open_states < 1:
+        raise ValueError(f"max_open_states must be a positive int, got {max_open_states!r}")
+    cfg = _Config(task, threshold, classes, labels, fields, spec, include_state, maps, max_open_states)
+    partial = events.mapInArrow(_partial_states(cfg), _STAGE1_SCHEMA)
+    states = partial.filter(F.col("reason").isNull()).drop("reason", "field", "n")
+    snaps = (states.groupBy("model", "segment", "window")
+             .applyInPandas(_merge_windows(cfg), _STAGE2_SCHEMA)
+             .select("model", "segment", F.timestamp_millis("start_ms").alias("window_start"),
+                     F.timestamp_millis("end_ms").alias("window_end"), "snapshot"))
+    if not with_rejections:
+        return snaps
+    rejections = (partial.filter(F.col("reason").isNotNull()).groupBy("reason", "field")
+                  .agg(F.sum("n").alias("count")))
+    return snaps, rejections
+
+
+def _join_labels(events: DataFrame, label_events: DataFrame, names: Mapping[str, str], ttl_s: float,
+                 task: str) -> DataFrame:
+    """Predictions without ``y_true`` get their label (JSON text in ``_LABEL``) or a status."""
+    ts, ident, y = names["ts"], names["id"], names["y_true"]
+    for col in (ts, ident, y):
+        if col not in label_events.columns:
+            raise ValueError(f"label_events has no column {col!r} (columns: {label_events.columns})")
+    if ident not in events.columns:
+        raise ValueError(f"label_events needs an {ident!r} column in the predictions")
+    ttl_us = round(ttl_s * 1e6)
+    labels_df, _ = _prepare(label_events.select(ts, ident, y), names)
+    labels_df = labels_df.select(F.col(_quote(ident)).cast("string").alias("lid"), _ts_us(labels_df, ts).alias("lts"),
+                                 F.to_json(F.array(F.col(_quote(y)))).alias("ljson"))
+    labels_df = labels_df.filter(F.col("lid").isNotNull() & F.col("lts").isNotNull() & F.col("ljson").isNotNull()
+                                 & (F.col("ljson") != "[null]"))
+    accepted = labels_df.groupBy("lid").applyInPandas(_accept_labels(ttl_us),
+                                                     "lid string, lo long, hi long, ljson string")
+    events = events.withColumn(_TS_US, _ts_us(events, ts))
+    if y not in events.columns:
+        events = events.withColumn(y, F.lit(None).cast("string"))
+    inline = events.filter(F.col(_quote(y)).isNotNull()).withColumn(_STATUS, F.lit(None).cast("string")) \
+        .withColumn(_LABEL, F.lit(None).cast("string"))
+    waiting = events.filter(F.col(_quote(y)).isNull())
+    watermark = (events.select(F.max(_TS_US).alias("w"))
+                 .unionByName(labels_df.select(F.max("lts").alias("w"))).agg(F.max("w").alias("__sm_w")))
+    joined = waiting.join(accepted, (F.col(_quote(ident)).cast("string") == F.col("lid"))
+                          & F.col(_TS_US).between(F.col("lo"), F.col("hi")), "left")
+    joined = joined.crossJoin(F.broadcast(watermark))
+    status = (F.when(F.col("ljson").isNotNull(), F.lit("joined"))
+              .when(F.col("__sm_w") > F.col(_TS_US) + F.lit(ttl_us), F.lit("expired")).otherwise(F.lit("pending")))
+    label = F.when(F.col("ljson").isNotNull(), F.expr("substring(ljson, 2, length(ljson) - 2)"))
+    joined = joined.withColumn(_STATUS, status).withColumn(_LABEL, label).drop("lid", "lo", "hi", "ljson", "__sm_w")
+    cols = list(inline.columns)
+    return inline.unionByName(joined.select(*cols))
+
+
+def _accept_labels(ttl_us: int) -> Callable[[Any], Any]:
+    """applyInPandas over the labels of one id: drop duplicates (a label within ``ttl`` of the
+    previous accepted one), and give each accepted label the prediction times it serves:
+    ``[ts - ttl, ts + ttl]`` less what an earlier accepted label of the id already serves."""
+
+    def run(pdf: Any) -> Any:
+        pdf = pdf.sort_values(["lts", "ljson"], kind="stable")
+        out: dict[str, list] = {"lid": [], "lo": [], "hi": [], "ljson": []}
+        last = None
+        prev_hi = None
+        for lid, lts, text in zip(pdf["lid"], pdf["lts"], pdf["ljson"]):
+            lts = int(lts)
+            if last is not None and lts <= last + ttl_us:
+                continue  # a duplicate: the id still has its label
+            last = lts
+            lo = lts - ttl_us if prev_hi is None else max(lts - ttl_us, prev_hi + 1)
+            prev_hi = lts + ttl_us
+            out["lid"].append(lid)
+            out["lo"].append(lo)
+            out["hi"].append(prev_hi)
+            out["ljson"].append(text)
+        return pd.DataFrame(out)
+
+    return run
+
+
+def merge_snapshots(df: DataFrame, *, window: str | float | None = None, by: Sequence[str] = ("model", "segment"),
+                    include_state: bool = True) -> DataFrame:
+    """Roll snapshots up by merging their states: into ``window``-sized tumbling windows (a
+    multiple of theirs, e.g. minutes -> days) and/or across the key fields left out of ``by``
+    (``by=("model",)`` merges every segment of a model into segment ``""``, as replay sees
+    events without a segment). ``df`` needs a ``snapshot`` column with states (the default
+    ``include_state=True`` of :func:`window_snapshots`); windows of one output window and key
+    are merged in the order of their start. Returns :data:`SNAPSHOT_COLUMNS`.
+
+    Snapshots of tumbling windows only (hopping windows would count an event more than once);
+    ``late`` is the largest of each merged key's, summed over keys; ``expired`` and ``pending``
+    are summed (``final`` when nothing is pending), ``revision`` is 0.
+    """
+    by = tuple(by)
+    if not set(by) <= {"model", "segment"} or "model" not in by:
+        raise ValueError(f"by must be ('model',) or ('model', 'segment'), got {by!r}")
+    size_ms = None if window is None else WindowSpec(parse_duration(window, "window")).size_ms
+    parsed = df.select(F.col("snapshot"),
+                       F.get_json_object("snapshot", "$.key.model").alias("model"),
+                       F.get_json_object("snapshot", "$.key.segment").alias("segment"),
+                       F.get_json_object("snapshot", "$.window.start").cast("double").alias("_start"))
+    start_ms = F.round(F.col("_start") * 1000).cast("long")
+    group = start_ms if size_ms is None else F.floor(start_ms / size_ms) * size_ms
+    parsed = parsed.withColumn("group_ms", group.cast("long"))
+    if "segment" not in by:
+        parsed = parsed.withColumn("segment", F.lit(""))
+    return (parsed.groupBy("model", "segment", "group_ms")
+            .applyInPandas(_rollup(size_ms, include_state), _STAGE2_SCHEMA)
+            .select("model", "segment", F.timestamp_millis("start_ms").alias("window_start"),
+                    F.timestamp_millis("end_ms").alias("window_end"), "snapshot"))
+
+
+def _rollup(size_ms: int | None, include_state: bool) -> Callable[[Any], Any]:
+    def run(pdf: Any) -> Any:
+        snaps = [json.loads(s) for s in pdf["snapshot"]]
+        if any("state" not in s for s in snaps):
+            raise ValueError("merge_snapshots needs snapshots with their state (include_state=True)")
+        snaps.sort(key=lambda s: (s["window"]["start"], s["key"]["segment"]))
+        spans = [(round(s["window"]["start"] * 1000), round(s["window"]["end"] * 1000)) for s in snaps]
+        if any(lo % (hi - lo) for lo, hi in spans):
+            raise ValueError("merge_snapshots merges tumbling windows only (a hopping window overlaps the next)")
+        starts, ends = {lo for lo, _ in spans}, {hi for _, hi in spans}
+        if size_ms is None:
+            if len(starts) != 1 or len(ends) != 1:
+                raise ValueError("snapshots of one window must share their start and end to merge across keys")
+            start, end = starts.pop(), ends.pop()
+        else:
+            start = int(pdf["group_ms"].iat[0])
+            end = start + size_ms
+            if min(starts) < start or max(ends) > end:
+                raise ValueError(f"window size {size_ms} ms is not a multiple of the snapshots' windows")
+        merged = None
+        for s in snaps:
+            part = from_dict(s["state"])
+            merged = part if merged is None else merged.merge(part)
+        engine = WindowManager(lambda: merged, (end - start) / 1000, include_state=include_state)
+        model, segment = pdf["model"].iat[0], pdf["segment"].iat[0]
+        snap = _snapshot(engine, (model, segment), merged, start, end,
+                         sum(s.get("expired", 0) for s in snaps), sum(s.get("pending", 0) for s in snaps))
+        late: dict[str, int] = {}
+        for s in snaps:
+            late[s["key"]["segment"]] = max(late.get(s["key"]["segment"], 0), s.get("late", 0))
+        snap["late"] = sum(late.values())
+        return pd.DataFrame({"model": [model], "segment": [segment], "start_ms": [start], "end_ms": [end],
+                             "snapshot": [snapshot_line(snap)]})
+
+    return run

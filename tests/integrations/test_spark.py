@@ -1,0 +1,262 @@
+"""streammetrics.spark equals ``streammetrics replay`` on the same events in time order.
+
+One local Spark session (``local[2]``, loopback, no UI) for the module. The rows go to Spark
+shuffled over three partitions; replay reads them sorted by ``ts`` from a JSONL file. Lines are
+compared byte for byte where every sum in the state is exact (the ``labels`` task, counts,
+histograms); elsewhere the float sums that depend on the order of additions (log-loss and Brier
+sums, score sums, regression moments) are compared to 1e-12 relative and everything else exactly.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+import random
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timezone
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def _java_missing() -> str | None:
+    java = shutil.which("java") or (os.path.join(os.environ["JAVA_HOME"], "bin", "java")
+                                    if os.environ.get("JAVA_HOME") else None)
+    if java is None:
+        return "no Java runtime (java not on PATH, JAVA_HOME unset): Spark needs Java 17"
+    try:
+        subprocess.run([java, "-version"], capture_output=True, check=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"java -version failed: {exc}"
+    return None
+
+
+pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'streammetrics[spark]')")
+pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install 'streammetrics[spark]')")
+if _java_missing():
+    pytest.skip(_java_missing() or "", allow_module_level=True)
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+from streammetrics.cli import main  # noqa: E402
+from streammetrics.spark import merge_snapshots, window_snapshots  # noqa: E402
+
+T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+
+
+@pytest.fixture(scope="module")
+def spark():
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = (SparkSession.builder.master("local[2]").appName("streammetrics-tests")
+               .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+# --------------------------------------------------------------------------- helpers
+def replay(tmp_path, events, *args):
+    """replay's lines and its rejection reasons for ``events`` (written sorted by ts)."""
+    path = tmp_path / f"events{random.random()}.jsonl"
+    with open(path, "w") as f:
+        for e in sorted(events, key=lambda e: e["ts"]):
+            f.write(json.dumps({k: v for k, v in e.items() if v is not None}) + "\n")
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        assert main(["replay", str(path), "--progress", "off", *args]) == 0
+    reasons = [line.split(": ", 1)[1] for line in err.getvalue().splitlines() if line.startswith("line ")]
+    return out.getvalue().splitlines(), sorted(reasons)
+
+
+def frame(spark, events, schema):
+    rows = list(events)
+    random.Random(5).shuffle(rows)
+    names = [c.split()[0] for c in schema.split(",")]
+    return spark.createDataFrame([tuple(e.get(n) for n in names) for e in rows], schema).repartition(3)
+
+
+def by_window(lines):
+    out = {}
+    for line in lines:
+        s = json.loads(line)
+        out[(s["key"]["model"], s["key"]["segment"], s["window"]["start"])] = line
+    return out
+
+
+def assert_close(a, b, path="$"):
+    """Equal JSON values; floats within 1e-12 relative (order of float additions)."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and list(a) == list(b), path
+        for k in a:
+            assert_close(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_close(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) and isinstance(b, float):
+        assert math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12), f"{path}: {a} != {b}"
+    else:
+        assert type(a) is type(b) and a == b, f"{path}: {a!r} != {b!r}"
+
+
+def assert_same(spark_lines, replay_lines, exact=False):
+    got, want = by_window(spark_lines), by_window(replay_lines)
+    assert want and sorted(got) == sorted(want)
+    for k in want:
+        if exact:
+            assert got[k] == want[k], k
+        else:
+            assert_close(json.loads(got[k]), json.loads(want[k]))
+
+
+def binary_events(n, seed=1, weights=False, dyadic=False):
+    rnd = random.Random(seed)
+    out = []
+    for i in range(n):
+        score = rnd.randrange(1025) / 1024 if dyadic else rnd.random()
+        out.append({"ts": T0 + rnd.random() * 300, "model": rnd.choice(["a", "b"]), "segment": rnd.choice(["x", "y"]),
+                    "y_true": int(rnd.random() < score), "score": score, "id": f"p{i}",
+                    "weight": rnd.choice([0.25, 1.0, 2.5]) if weights else None})
+    return out
+
+
+BINARY = "ts double, model string, segment string, y_true long, score double, weight double, id string"
+
+
+# --------------------------------------------------------------------------- tests
+def test_binary_hopping_weights_segments_and_rejections(spark, tmp_path):
+    events = binary_events(3000, weights=True)
+    events += [{"ts": T0 + 5, "model": "a", "y_true": 3, "score": 0.2},
+               {"ts": T0 + 6, "model": "a|b", "y_true": 1, "score": 0.2},
+               {"ts": T0 + 7, "model": "b", "y_true": 1, "score": 0.2, "weight": -1.0},
+               {"ts": T0 + 8, "model": "b", "y_true": 1}]
+    want, reasons = replay(tmp_path, events, "--window", "60s", "--slide", "20s")
+    snaps, rejected = window_snapshots(frame(spark, events, BINARY), window="60s", slide="20s", with_rejections=True)
+    rows = snaps.collect()
+    assert_same([r.snapshot for r in rows], want)
+    assert all(r.window_end.timestamp() - r.window_start.timestamp() == 60 for r in rows)
+    got = sorted(r.reason for r in rejected.collect() for _ in range(r["count"]))
+    assert got == reasons and len(got) == 4
+
+
+def test_every_task_equals_replay(spark, tmp_path):
+    rnd = random.Random(2)
+    classes = ["cat", "dog", "emu"]
+    multi, labels, regression = [], [], []
+    for _ in range(1500):
+        ts, model = T0 + rnd.random() * 200, rnd.choice(["m1", "m2"])
+        p = [rnd.random() for _ in classes]
+        multi.append({"ts": ts, "model": model, "y_true": rnd.choice(classes), "scores": [x / sum(p) for x in p],
+                      "weight": rnd.choice([None, 0.5, 2.0])})
+        labels.append({"ts": round(ts * 1e6) / 1e6, "model": model, "y_true": rnd.choice(classes),
+                       "y_pred": rnd.choice(classes)})
+        regression.append({"ts": ts, "model": model, "label": rnd.gauss(3, 1), "y_pred": rnd.gauss(3, 1.2)})
+    results = {}
+    frames = {
+        "multiclass": (multi, "ts double, model string, y_true string, scores array<double>, weight double",
+                       dict(task="multiclass", classes=classes), ["--task", "multiclass", "--classes", "cat,dog,emu"]),
+        "labels": (labels, "ts double, model string, y_true string, y_pred string", dict(task="labels"),
+                   ["--task", "labels"]),
+        "regression": (regression, "ts double, model string, label double, y_pred double",
+                       dict(task="regression", fields={"y_true": "label"}, slide="15s", max_open_states=2),
+                       ["--task", "regression", "--field", "y_true=label", "--slide", "15s"]),
+    }
+    union = None
+    for name, (events, schema, kwargs, _) in frames.items():
+        if name == "labels":  # a timestamp column
+            events = [{**e, "ts": datetime.fromtimestamp(e["ts"], timezone.utc)} for e in events]
+            schema = schema.replace("ts double", "ts timestamp")
+        df = window_snapshots(frame(spark, events, schema), window="30s", **kwargs).selectExpr(f"'{name}' AS task",
+                                                                                                "snapshot")
+        union = df if union is None else union.unionByName(df)
+    for row in union.collect():
+        results.setdefault(row.task, []).append(row.snapshot)
+    for name, (events, _, _, args) in frames.items():
+        want, _ = replay(tmp_path, events, "--window", "30s", *args)
+        assert_same(results[name], want, exact=name == "labels")
+
+
+def test_merge_snapshots_rolls_up_windows_and_segments(spark, tmp_path):
+    events = binary_events(2000, seed=4, dyadic=True)
+    minutes = window_snapshots(frame(spark, events, BINARY), window="60s")
+    by_5min = [r.snapshot for r in merge_snapshots(minutes, window="300s").collect()]
+    want, _ = replay(tmp_path, events, "--window", "300s")
+    assert_same(by_5min, want)
+    across = [r.snapshot for r in merge_snapshots(minutes, window="300s", by=("model",)).collect()]
+    want, _ = replay(tmp_path, [{**e, "segment": None} for e in events], "--window", "300s")
+    assert_same(across, want)
+
+
+def test_delayed_labels_final_counts(spark, tmp_path):
+    rnd = random.Random(9)
+    preds, label_rows = [], []
+    for i in range(400):
+        ts = T0 + rnd.random() * 120
+        score = rnd.random()
+        y = int(rnd.random() < score)
+        fate = rnd.random()
+        if fate < 0.2:  # labelled inline
+            preds.append({"ts": ts, "model": "m", "y_true": y, "score": score, "id": f"i{i}"})
+            continue
+        preds.append({"ts": ts, "model": "m", "score": score, "id": f"i{i}"})
+        if fate < 0.7:  # label within the ttl (30s)
+            label_rows.append({"id": f"i{i}", "y_true": y, "ts": ts + rnd.random() * 29})
+            if fate < 0.3:  # a duplicate with another value, ignored
+                label_rows.append({"id": f"i{i}", "y_true": 1 - y, "ts": ts + 29.5})
+        elif fate < 0.8:  # too late: the prediction expired
+            label_rows.append({"id": f"i{i}", "y_true": y, "ts": ts + 45})
+    for i in range(5):  # no label yet, and the end of input within the ttl: pending, window not final
+        preds.append({"ts": T0 + 150 + i, "model": "m", "score": 0.5, "id": f"late{i}"})
+    preds_df = frame(spark, preds, "ts double, model string, y_true long, score double, id string")
+    labels_df = spark.createDataFrame(  # label times as ISO-8601 text
+        [(r["id"], r["y_true"], datetime.fromtimestamp(r["ts"], timezone.utc).isoformat()) for r in label_rows],
+        "id string, y_true long, ts string").repartition(2)
+    got = by_window(r.snapshot for r in window_snapshots(preds_df, window="60s", label_events=labels_df,
+                                                         label_ttl="30s").collect())
+    # replay of the same predictions and labels: the last revision of each window
+    path = tmp_path / "labels.jsonl"
+    with open(path, "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in sorted(label_rows, key=lambda r: r["ts"]))
+    lines, _ = replay(tmp_path, preds, "--window", "60s", "--labels", str(path), "--label-ttl", "30s")
+    last = {}
+    for line in lines:
+        snap = json.loads(line)
+        last[(snap["key"]["model"], snap["key"]["segment"], snap["window"]["start"])] = snap
+    assert sorted(got) == sorted(last)
+    for k, line in got.items():
+        s, r = json.loads(line), last[k]
+        assert s.pop("revision") == 0 and r.pop("revision") >= 0
+        assert_close(s, r)
+    assert any(s["pending"] for s in last.values()) and any(s["expired"] for s in last.values())
+    assert any(not s["final"] for s in last.values())
+
+
+def test_foreach_batch_partial_windows_merge_to_replay(spark, tmp_path):
+    """The README's Structured Streaming example: each micro-batch's snapshots (partial windows
+    when a window spans two batches) appended to a table, then merged with merge_snapshots."""
+    events = sorted(binary_events(1200, seed=6), key=lambda e: e["ts"])
+    src = tmp_path / "in"
+    src.mkdir()
+    for i, part in enumerate((events[:500], events[500:])):  # the cut falls inside a window
+        with open(src / f"part-{i}.json", "w") as f:
+            f.writelines(json.dumps({k: v for k, v in e.items() if v is not None}) + "\n" for e in part)
+    out = str(tmp_path / "snapshots")
+
+    def write(batch_df, batch_id):
+        window_snapshots(batch_df, window="60s").write.mode("append").parquet(out)
+
+    query = (spark.readStream.schema(BINARY).option("maxFilesPerTrigger", 1).json(str(src))
+             .writeStream.foreachBatch(write).option("checkpointLocation", str(tmp_path / "ckpt"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination(300)
+    partial = spark.read.parquet(out)
+    assert partial.count() > len(by_window(replay(tmp_path, events, "--window", "60s")[0]))  # split windows
+    merged = [r.snapshot for r in merge_snapshots(partial).collect()]
+    assert_same(merged, replay(tmp_path, events, "--window", "60s")[0])
