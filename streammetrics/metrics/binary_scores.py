@@ -373,6 +373,7 @@ class BinaryScores(Accumulator):
     _binning: Binning
     _neg: ScoreHistogram
     _pos: ScoreHistogram
+    _xfast: tuple | None
 
     def __init__(
         self, bins: int | None = 1024, exact: bool = False, max_bins: int | None = 4096
@@ -398,6 +399,11 @@ class BinaryScores(Accumulator):
             ((self._neg.weights, self._pos.weights), self._events, self._sums, self._outside,
              b._shift, b._round, b._c)
             if isinstance(b, LogGridBinning) else None
+        )
+        # exact while small (exact=False): the per-event path of default-weight scores in (0, 1)
+        self._xfast = (
+            ((self._neg.weights, self._pos.weights), self._events, self._sums, self._max_bins)
+            if b.exact and self._max_bins is not None else None
         )
 
     @property
@@ -525,6 +531,35 @@ class BinaryScores(Accumulator):
 
     def _update_general(self, y: int, score: Any, weight: Any) -> "BinaryScores":
         """:meth:`update` for any validated ``y`` and unvalidated score and weight."""
+        xfast = self._xfast
+        if xfast is not None and weight is _ONE and score.__class__ is float and 0.0 < score < 1.0:
+            hists, events, sums, max_bins = xfast  # exact while small: the key is the score
+            h = hists[y]
+            try:
+                h[score] += 1.0
+            except KeyError:
+                h[score] = 1.0
+                if len(hists[0]) + len(hists[1]) > max_bins:
+                    self._collapse()  # onto the grid
+            events[y] += 1
+            q = 1.0 - score
+            if y:
+                p = score
+                d = q
+            else:
+                p = q
+                d = score
+            if p < _EPS:
+                p = _EPS
+            elif p > _ONE_MINUS_EPS:
+                p = _ONE_MINUS_EPS
+            m = sums[2] * p
+            if m < _RENORMALISE:
+                m, e = _frexp(m)
+                sums[3] += e
+            sums[2] = m
+            sums[1] += d * d
+            return self
         if score.__class__ is not float or not -_INF < score < _INF:
             score = check_number(score, "score")
         if weight.__class__ is not float or not 0.0 <= weight < _INF:
