@@ -300,7 +300,7 @@ def _add_pairs(mine: tuple, theirs: tuple, acc: Any) -> tuple:
 
 _BINARY_STATE = (
     Field("events", lambda acc: [0, 0], "counts", decode=lambda raw, acc, ld: decode_list(raw, "count", 2)),
-    # events added with an explicit weight, and their summed weight, per class: the other
+    # events added with a weight other than 1.0, and their summed weight, per class: the other
     # events have weight 1, so class weight = events - wevents + wsum (written: class weight)
     Field(("weights", "weighted"), lambda acc: ([0, 0], [0.0, 0.0]), attrs=("_wevents", "_wsum"),
           merge=_add_pairs, copy=lambda v: (list(v[0]), list(v[1])),
@@ -579,7 +579,7 @@ class BinaryScores(Accumulator):
                 p = _ONE_MINUS_EPS
             d = y - score
             sums = self._sums
-            if weight is _ONE:  # the default weight: into the running product, as the fast path
+            if weight == 1.0:  # a unit weight: into the running product, as the fast path
                 m = sums[2] * p
                 if m < _RENORMALISE:
                     m, e = _frexp(m)
@@ -594,7 +594,7 @@ class BinaryScores(Accumulator):
             else:
                 self._see_outside(None, score)
         self._events[y] += 1
-        if weight is not _ONE:
+        if weight != 1.0:  # events of weight 1.0 are unit events on every path (canonical state)
             self._wevents[y] += 1
             self._wsum[y] += weight
         if weight and old is None and self._max_bins is not None:
@@ -622,6 +622,12 @@ class BinaryScores(Accumulator):
             class_w = (float(w[~positive].sum()), float(w[positive].sum()))
         if max(self._class_weight(c) + float(class_w[c]) for c in (0, 1)) > MAX_TOTAL_WEIGHT:
             raise ValueError(f"sample_weight would make a class weight exceed {MAX_TOTAL_WEIGHT:g}")
+        weighted_n, weighted_w = (0, 0), (0.0, 0.0)
+        if w is not None:  # weight 1.0 counts as a unit event, as per event: a canonical state
+            other = w != 1.0
+            positive = y.view(bool)
+            weighted_n = (int(np.count_nonzero(other & ~positive)), int(np.count_nonzero(other & positive)))
+            weighted_w = (float(w[other & ~positive].sum()), float(w[other & positive].sum()))
         binning = self._binning
         keys, table = aggregate(binning.keys(s), y, 2, w)
         if binning.exact and self._finest is not None and np.count_nonzero(table) > self._max_bins:  # type: ignore[operator]  # an int unless exact
@@ -647,8 +653,8 @@ class BinaryScores(Accumulator):
         for c in (0, 1):
             self._events[c] += int(class_n[c])
             if w is not None:
-                self._wevents[c] += int(class_n[c])
-                self._wsum[c] += float(class_w[c])
+                self._wevents[c] += int(weighted_n[c])
+                self._wsum[c] += float(weighted_w[c])
         self._sums[0] += ll
         self._sums[1] += brier
         if outside is not None:
