@@ -139,17 +139,23 @@ def _fresh_histograms(acc: "BinaryScores") -> tuple[Binning, ScoreHistogram, Sco
     return binning, ScoreHistogram(binning), ScoreHistogram(binning)
 
 
+def _finest_grid(acc: Any) -> LogGridBinning:
+    """The finest grid of an accumulator that is exact only while small."""
+    assert acc._finest is not None  # exact=True accumulators never meet a grid
+    return LogGridBinning(acc._finest)
+
+
 def _merge_histograms(mine: tuple, theirs: tuple, acc: "BinaryScores") -> tuple:
     """Bring both to the coarser of the two grids (an exact side moves to the finest grid
     if the other is on a grid), add, then bound by ``max_bins`` (see :func:`~streammetrics.kernels.histogram.bound`)."""
     binning, neg, pos = mine
     other = [theirs[1], theirs[2]]
     if binning.exact and not theirs[0].exact:
-        binning = to_grid([neg, pos], LogGridBinning(acc._finest))
+        binning = to_grid([neg, pos], _finest_grid(acc))
     if not binning.exact:
         other = [h.copy() for h in other]
         if theirs[0].exact:
-            to_grid(other, LogGridBinning(acc._finest))
+            to_grid(other, _finest_grid(acc))
         while other[0].binning.bins > binning.bins:
             coarsen_all(other)
         while binning.bins > other[0].binning.bins:
@@ -182,7 +188,7 @@ def _decode_histograms(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any
     neg, pos = histograms_from_json(hist, binning, ["neg", "pos"])
     if binning.exact and not acc._exact and len(neg) + len(pos) > acc._max_bins:  # type: ignore[operator]  # an int here
         raise ValueError(f"an exact state holds {len(neg) + len(pos)} > max_bins={acc._max_bins} keys")
-    if not binning.exact and binning.bins > 1 and len(neg) + len(pos) > acc._max_bins:  # type: ignore[attr-defined,operator]  # a log grid, max_bins set
+    if not binning.exact and binning.bins > 1 and len(neg) + len(pos) > acc._max_bins:  # type: ignore[operator]  # max_bins is set on a log grid
         raise ValueError(f"the histograms hold more than max_bins={acc._max_bins} keys")
     events, (wevents, wsum) = loaded["events"], loaded["weights"]
     weights = [(n - e) + w for n, e, w in zip(events, wevents, wsum)]

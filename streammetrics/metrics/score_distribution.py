@@ -63,15 +63,21 @@ def _fresh(acc: "ScoreDistribution") -> tuple[Binning, ScoreHistogram]:
     return binning, ScoreHistogram(binning)
 
 
+def _finest_grid(acc: Any) -> LogGridBinning:
+    """The finest grid of an accumulator that is exact only while small."""
+    assert acc._finest is not None  # exact=True accumulators never meet a grid
+    return LogGridBinning(acc._finest)
+
+
 def _merge_hist(mine: tuple, theirs: tuple, acc: "ScoreDistribution") -> tuple:
     binning, hist = mine
     if binning.exact and not theirs[0].exact:
-        binning = to_grid([hist], LogGridBinning(acc._finest))
+        binning = to_grid([hist], _finest_grid(acc))
     other = theirs[1]
     if not binning.exact:
         other = other.copy()
         if other.binning.exact:
-            to_grid([other], LogGridBinning(acc._finest))  # type: ignore[arg-type]  # an int unless exact
+            to_grid([other], _finest_grid(acc))
         while other.binning.bins > binning.bins:
             coarsen_all([other])
         while binning.bins > other.binning.bins:
@@ -99,7 +105,7 @@ def _decode_hist(raw: tuple, acc: "ScoreDistribution", loaded: Mapping[str, Any]
     if binning.exact and not acc._exact and isinstance(data, Mapping) and len(data.get("scores", ())) > acc._max_bins:  # type: ignore[operator]  # an int unless exact
         raise ValueError(f"an exact state (bins_per_octave null) holds more than max_bins={acc._max_bins} scores")
     (hist,) = histograms_from_json(data, binning, ["weights"])
-    if not binning.exact and binning.bins > 1 and len(hist) > acc._max_bins:  # type: ignore[attr-defined,operator]  # a log grid: max_bins set
+    if not binning.exact and binning.bins > 1 and len(hist) > acc._max_bins:  # type: ignore[operator]  # max_bins is set on a log grid
         raise ValueError(f"the histogram holds more than max_bins={acc._max_bins} keys")
     count, total, _, _ = _totals(loaded["count"])
     if len(hist) > count:
