@@ -5,11 +5,14 @@
 Starts an embedded tansu broker, fills a topic with single-event messages and one with JSON
 arrays of 100 events (``benchmarks/bench_kafka_baseline.py``), then reads each topic
 
-* with the bare loop: poll and ``json.loads`` only;
+* with the bare loop: poll and decode only, with the decoder the service uses (msgspec's
+  ``msgspec.json.Decoder().decode`` when the ``fast`` extra is installed: the ratio's baseline)
+  and with ``json.loads`` (labelled as such);
 * with the service (``consumers.service.MetricsService``, binary task, 60 s windows,
   checkpoints every second under a temporary state dir, snapshots published): from its first
-  record until every event has been applied; when msgspec (the ``fast`` extra) is installed,
-  once as configured and once with it turned off ("json only"), decoding like the bare loop.
+  record until every event has been applied; when msgspec is installed, once as configured
+  (ratio to the msgspec bare loop) and once with it turned off ("json only", ratio to the
+  ``json.loads`` bare loop).
 
 Both use the same fetch settings (``max_poll_records`` and ``FETCH_SETTINGS``) and the same
 garbage-collector settings (those of ``streammetrics consume``). Reported: events/s on the wall
@@ -23,14 +26,16 @@ may come from different runs.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_kafka_baseline import (  # noqa: E402
+from bench_kafka_baseline import (
     ReadRate,
     bare_consume,
     crc32c_implementation,
@@ -38,10 +43,10 @@ from bench_kafka_baseline import (  # noqa: E402
     fill_single_events,
 )
 
-from consumers.broker import EmbeddedBroker, create_topics  # noqa: E402
-from consumers.service import MetricsService, ServiceConfig, tune_gc  # noqa: E402
+from consumers.broker import EmbeddedBroker, create_topics
+from consumers.service import MetricsService, ServiceConfig, tune_gc
 from consumers.settings import FETCH_SETTINGS
-from streammetrics.events.parser import EventParser  # noqa: E402
+from streammetrics.events.parser import EventParser
 
 #: the fetch settings the service uses (consumers.service.consumer_settings / ServiceConfig)
 SAME_SETTINGS = {"max_poll_records": ServiceConfig.max_poll_records, **FETCH_SETTINGS}
@@ -88,32 +93,45 @@ def main() -> None:
     n_batched = 100_000 if args.quick else args.batched_events
     repeat = 1 if args.quick else args.repeat
     tune_gc()  # as `streammetrics consume` does; process-wide, so the bare loop gets it too
-    fast = EventParser("binary").fast_decode is not None
-    services = {"service": False, "service, json only": True} if fast else {"service (json only)": True}
+    fast_decode = EventParser("binary").fast_decode
+    fast = fast_decode is not None
+    # reader -> (service json_only flag or None for a bare loop, decoder, name of its baseline)
+    readers: dict[str, tuple[bool | None, Any, str]] = {"bare loop, json.loads": (None, json.loads, "")}
+    if fast:
+        readers = {"bare loop, msgspec": (None, fast_decode, ""), **readers,
+                   "service": (False, None, "bare loop, msgspec"),
+                   "service, json only": (True, None, "bare loop, json.loads")}
+    else:
+        readers["service (json only)"] = (True, None, "bare loop, json.loads")
     rows = []
     with EmbeddedBroker() as broker:
         bootstrap = broker.bootstrap_servers
         for name, filled in (("single-event messages", fill_single_events(bootstrap, "bench-single", n_single)),
                              ("arrays of 100 events", fill_batched_events(bootstrap, "bench-batched", n_batched))):
-            runs: dict[str, list[ReadRate]] = {"bare loop": [], **{s: [] for s in services}}
-            for run in range(repeat):  # interleaved, so that load from elsewhere hits both alike
-                runs["bare loop"].append(bare_consume(bootstrap, filled.topic, filled.events, **SAME_SETTINGS))
-                for i, (service, json_only) in enumerate(services.items()):
-                    runs[service].append(service_rate(bootstrap, filled.topic, filled.events, f"{run}-{i}",
-                                                      json_only=json_only))
+            runs: dict[str, list[ReadRate]] = {r: [] for r in readers}
+            for run in range(repeat):  # interleaved, so that load from elsewhere hits all alike
+                for i, (reader, (json_only, decode, _)) in enumerate(readers.items()):
+                    if json_only is None:
+                        read = bare_consume(bootstrap, filled.topic, filled.events, decode=decode, **SAME_SETTINGS)
+                    else:
+                        read = service_rate(bootstrap, filled.topic, filled.events, f"{run}-{i}",
+                                            json_only=json_only)
+                    runs[reader].append(read)
             for reader, reads in runs.items():
                 print(f"{name}, {reader}: {', '.join(f'{r.events_per_s:,.0f}' for r in reads)} ev/s; "
                       f"{', '.join(f'{r.events_per_cpu_s:,.0f}' for r in reads)} ev/CPU-s", flush=True)
-            bare = max(r.events_per_s for r in runs["bare loop"])
-            bare_cpu = max(r.events_per_cpu_s for r in runs["bare loop"])
             for reader, reads in runs.items():
+                base = readers[reader][2] or reader
+                bare = max(r.events_per_s for r in runs[base])
+                bare_cpu = max(r.events_per_cpu_s for r in runs[base])
                 rate, cpu_rate = max(r.events_per_s for r in reads), max(r.events_per_cpu_s for r in reads)
                 rows.append((name, filled.events, reader, rate, rate / bare, cpu_rate, cpu_rate / bare_cpu))
     print(f"\nrecord CRC32C in {crc32c_implementation()}; msgspec {'installed' if fast else 'not installed'}; "
-          f"best of {repeat} (wall and CPU each); ratio = over the bare loop's; CPU = this process, all threads")
-    print(f"{'topic':<24}{'events':>10}  {'reader':<20}{'events/s':>11}{'ratio':>7}{'events/CPU-s':>14}{'ratio':>7}")
+          f"best of {repeat} (wall and CPU each); ratio = over the bare loop with the same decoder; "
+          "CPU = this process, all threads")
+    print(f"{'topic':<24}{'events':>10}  {'reader':<24}{'events/s':>11}{'ratio':>7}{'events/CPU-s':>14}{'ratio':>7}")
     for name, events, reader, rate, ratio, cpu_rate, cpu_ratio in rows:
-        print(f"{name:<24}{events:>10,}  {reader:<20}{rate:>11,.0f}{ratio:>7.2f}{cpu_rate:>14,.0f}{cpu_ratio:>7.2f}")
+        print(f"{name:<24}{events:>10,}  {reader:<24}{rate:>11,.0f}{ratio:>7.2f}{cpu_rate:>14,.0f}{cpu_ratio:>7.2f}")
 
 
 if __name__ == "__main__":

@@ -18,8 +18,9 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from consumers.broker import EmbeddedBroker, create_topics
 from streammetrics.stream.synthetic import generate_events
@@ -138,8 +139,9 @@ def fill_batched_events(bootstrap: str, topic: str, n_events: int, *, batch_size
 
 
 def bare_consume(bootstrap: str, topic: str, expected_events: int, *, timeout: float = 300.0,
-                 **consumer_config: Any) -> ReadRate:
-    """Read ``topic`` from the beginning, only polling and ``json.loads``-ing every value.
+                 decode: Callable[[bytes], Any] = json.loads, **consumer_config: Any) -> ReadRate:
+    """Read ``topic`` from the beginning, only polling and decoding every value (``decode``:
+    ``json.loads`` by default; pass the service's decoder for a like-for-like ceiling).
 
     Stops after ``expected_events`` events (an array message counts its elements); raises
     ``TimeoutError`` if they do not arrive within ``timeout`` seconds.
@@ -153,7 +155,7 @@ def bare_consume(bootstrap: str, topic: str, expected_events: int, *, timeout: f
             raise RuntimeError(f"topic {topic!r} does not exist")
         consumer.assign(partitions)
         consumer.seek_to_beginning(*partitions)
-        loads = json.loads
+        loads = decode
         events = messages = 0
         start = cpu_start = None
         deadline = time.monotonic() + timeout

@@ -60,13 +60,18 @@ def main() -> None:
             auc.update(y, {True: p, False: 1.0 - p})
             ll.update(y, p)
 
-    rows = [
-        ("streammetrics BinaryMonitor.update(dict)", best_of(args.repeats, ours_dict)),
-        ("streammetrics BinaryMonitor.update_event(Event)", best_of(args.repeats, ours_parsed)),
-        ("river Accuracy+F1+ROCAUC+LogLoss .update", best_of(args.repeats, river)),
-    ]
+    runs = {
+        "streammetrics BinaryMonitor.update(dict)": ours_dict,
+        "streammetrics BinaryMonitor.update_event(Event)": ours_parsed,
+        "river Accuracy+F1+ROCAUC+LogLoss .update": river,
+    }
+    times = {name: float("inf") for name in runs}
+    for _ in range(args.repeats):  # interleaved, so that load from elsewhere hits all alike
+        for name, fn in runs.items():
+            times[name] = min(times[name], best_of(1, fn))
+    rows = list(times.items())
     river_t = rows[-1][1]
-    print(f"{n:,} binary events, best of {args.repeats}")
+    print(f"{n:,} binary events, best of {args.repeats} interleaved rounds")
     print(f"{'':<50} {'us/event':>9} {'speed-up vs river':>18}")
     for name, t in rows:
         print(f"{name:<50} {t / n * 1e6:>9.2f} {river_t / t:>17.1f}x")

@@ -322,7 +322,7 @@ class MetricsService:
         limit = self.max_record_bytes - RECORD_OVERHEAD - SNAPSHOT_KEY_ROOM
         pipeline = Pipeline(self.config.pipeline_config(max_snapshot_bytes=max(limit, 1)), clock=self._clock)
         if self.parser.fast_decode is None:  # msgspec turned off (benchmarks' "json only")
-            pipeline._fast = None  # the pipeline's reference to its fast decoder (no public switch yet)
+            pipeline.parser.fast_decode = None
         return pipeline
 
     def _pipeline_from(self, payload: bytes | None, partition: int) -> Pipeline:

@@ -50,8 +50,8 @@ from typing import Any, Callable, Hashable, Iterator, Mapping, Sequence
 from streammetrics.core.accumulator import from_dict
 from streammetrics.events.parser import FIELDS, Event, EventParser
 from streammetrics.monitors import make_monitor
-from streammetrics.stream.snapshots import snapshot_line
-from streammetrics.stream.windows import WindowManager, WindowSpec, parse_duration
+from streammetrics.stream.snapshots import build_snapshot, snapshot_line
+from streammetrics.stream.windows import WindowSpec, parse_duration
 
 try:
     import pandas as pd
@@ -113,17 +113,13 @@ class _Config:
 
 
 # --------------------------------------------------------------------------- snapshots
-class _NoLate:
-    late = 0
-
-
-def _snapshot(engine: WindowManager, key: tuple[str, str], monitor: Any, start_ms: int, end_ms: int,
+def _snapshot(include_state: bool, key: tuple[str, str], monitor: Any, start_ms: int, end_ms: int,
               expired: int = 0, pending: int = 0) -> dict:
-    """The snapshot of ``monitor`` for ``key`` and a window, built by the window engine itself
-    (:meth:`WindowManager._snapshot`; events in time order are never late). ``revision`` is 0:
-    Spark computes each window once, with every label in."""
-    return engine._snapshot(key, _NoLate(), monitor, start_ms, end_ms, pending == 0,  # type: ignore[arg-type]
-                            pending=pending, expired=expired)
+    """The snapshot of ``monitor`` for ``key`` and a window, built as the window engine builds
+    it (:func:`~streammetrics.stream.snapshots.build_snapshot`; events in time order are never
+    late). ``revision`` is 0: Spark computes each window once, with every label in."""
+    return build_snapshot(key, monitor, start_ms, end_ms, final=pending == 0, pending=pending, expired=expired,
+                          include_state=include_state)
 
 
 # --------------------------------------------------------------------------- stage 1
@@ -250,8 +246,6 @@ def _merge_windows(cfg: _Config) -> Callable[[Any], Any]:
     """applyInPandas function: the partial states of one (key, window) -> its snapshot line."""
 
     def run(pdf: Any) -> Any:
-        engine = WindowManager(cfg.factory(), cfg.size_ms / 1000, cfg.slide_ms / 1000,
-                               include_state=cfg.include_state)
         model, segment, k = pdf["model"].iat[0], pdf["segment"].iat[0], int(pdf["window"].iat[0])
         states = [s if isinstance(s, str) else None for s in pdf["state"].tolist()]  # pandas: null -> NaN
         rows = sorted(zip(pdf["pane"].tolist(), states, pdf["labeled"].tolist(), pdf["expired"].tolist(),
@@ -277,7 +271,7 @@ def _merge_windows(cfg: _Config) -> Callable[[Any], Any]:
             window = cfg.factory()()
         start = k * cfg.slide_ms
         end = start + cfg.size_ms
-        snap = _snapshot(engine, (model, segment), window, start, end, expired, pending)
+        snap = _snapshot(cfg.include_state, (model, segment), window, start, end, expired, pending)
         return pd.DataFrame({"model": [model], "segment": [segment], "start_ms": [start], "end_ms": [end],
                              "snapshot": [snapshot_line(snap)]})
 
@@ -540,9 +534,8 @@ def _rollup(size_ms: int | None, include_state: bool) -> Callable[[Any], Any]:
         for s in snaps:
             part = from_dict(s["state"])
             merged = part if merged is None else merged.merge(part)
-        engine = WindowManager(lambda: merged, (end - start) / 1000, include_state=include_state)
         model, segment = pdf["model"].iat[0], pdf["segment"].iat[0]
-        snap = _snapshot(engine, (model, segment), merged, start, end,
+        snap = _snapshot(include_state, (model, segment), merged, start, end,
                          sum(s.get("expired", 0) for s in snaps), sum(s.get("pending", 0) for s in snaps))
         late: dict[str, int] = {}
         for s in snaps:

@@ -32,6 +32,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from streammetrics.kernels.binning import Binning, LogGridBinning
+from streammetrics.kernels.histogram_json import SMALL_KEYS, small_histograms_to_json
 
 __all__ = [
     "ScoreHistogram",
@@ -320,6 +321,10 @@ def _compact(values: np.ndarray) -> list:
 def histograms_to_json(hists: Sequence[ScoreHistogram], names: Sequence[str]) -> dict[str, Any]:
     """JSON-safe dict of several histograms of one binning on a shared key list:
     ``{"key_deltas" | "scores": [...], names[i]: [weights aligned on the keys]}``."""
+    binning = hists[0].binning
+    if sum(len(h.weights) for h in hists) <= SMALL_KEYS and all(h.binning is binning for h in hists):
+        # few keys: the same dict in plain Python, without the arrays' set-up (issue 12)
+        return small_histograms_to_json([h.weights for h in hists], names, binning.exact)
     keys, weights = aligned(*hists)
     if hists[0].binning.exact:
         out: dict[str, Any] = {"scores": keys.tolist()}

@@ -12,11 +12,11 @@ from streammetrics.events.parser import Event
 from streammetrics.metrics.binary_scores import BinaryScores
 from streammetrics.metrics.confusion import ConfusionMatrix
 from streammetrics.metrics.score_distribution import ScoreDistribution
-from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet, quiet_pair
+from streammetrics.monitors.base import Monitor, batch_weights, part
+from streammetrics.monitors.fast_snapshot import binary_snapshot
 
 __all__ = ["BinaryMonitor"]
 
-_NAN = math.nan
 _INF = math.inf
 _BINARY_TRUTH = (int, bool, float)
 
@@ -174,27 +174,6 @@ class BinaryMonitor(Monitor):
         return self
 
     def snapshot(self) -> dict[str, Any]:
-        cm, sc, pr = self.confusion, self.scores, self.predictions
-        total = cm.total_weight
-        m = cm.matrix([0, 1])
-        low, high = quiet_pair(sc.roc_auc_bounds)
-        return {
-            "count": self.count,
-            "total_weight": json_number(pr.total_weight),
-            "accuracy": quiet(cm.accuracy),
-            "balanced_accuracy": quiet(cm.balanced_accuracy),
-            "precision": quiet(cm.precision, zero_division=_NAN),
-            "recall": quiet(cm.recall, zero_division=_NAN),
-            "f1": quiet(cm.f1, zero_division=_NAN),
-            "specificity": quiet(cm.specificity, zero_division=_NAN),
-            "matthews_corrcoef": quiet(cm.matthews_corrcoef) if total > 0 else None,
-            "roc_auc": quiet(sc.roc_auc),
-            "roc_auc_low": low,
-            "roc_auc_high": high,
-            "average_precision": quiet(sc.average_precision),
-            "log_loss": quiet(sc.log_loss),
-            "brier_score": quiet(sc.brier_score),
-            "positive_rate": json_number(m[1].sum() / total) if total > 0 else None,
-            "predicted_positive_rate": quiet(pr.predicted_positive_rate),
-            "mean_score": quiet(pr.mean_score),
-        }
+        """The metrics in plain floats (:func:`~streammetrics.monitors.fast_snapshot.binary_snapshot`:
+        scikit-learn's values, None where undefined)."""
+        return binary_snapshot(self)

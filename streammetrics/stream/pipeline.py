@@ -232,7 +232,6 @@ class Pipeline:
         )
         self._parse: Callable[[Any], Any] = self.parser.parse  # Event, Label or Rejection
         self._add = self.windows.add
-        self._fast = self.parser.fast_decode
         self._messages = 0
         self._events = 0
         self._late = 0
@@ -250,7 +249,7 @@ class Pipeline:
         self._messages += 1
         if value is None:
             return self._refused(None, "tombstone", TOMBSTONE_REASON, None)
-        fast = self._fast
+        fast = self.parser.fast_decode  # msgspec's decoder, or None for json only
         if fast is not None and len(value) <= MAX_NESTING:  # too short to nest too deep: msgspec directly
             try:
                 decoded = fast(value)

@@ -13,7 +13,7 @@ past that, ``"metrics_truncated": true``; all-time snapshots carry ``"cumulative
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 __all__ = ["SNAPSHOT_SCHEMA", "snapshot_key", "snapshot_line"]
 
@@ -30,3 +30,39 @@ def snapshot_key(snapshot: dict[str, Any]) -> bytes:
     k = snapshot["key"]
     tail = "cumulative" if snapshot.get("cumulative") else json.dumps(snapshot["window"]["start"])
     return f"{k['model']}|{k['segment']}|{tail}".encode()
+
+
+def _seconds(ms: int) -> int | float:
+    """Epoch milliseconds as JSON seconds: an int when whole, else a float."""
+    return ms // 1000 if ms % 1000 == 0 else ms / 1000.0
+
+
+def build_snapshot(
+    key: tuple[str, str], monitor: Any, start_ms: int, end_ms: int, *, final: bool, late: int = 0,
+    revision: int = 0, pending: int = 0, expired: int = 0, cumulative: bool = False, include_state: bool = True,
+    extra_metrics: Callable[[tuple[str, str], Any, dict[str, Any]], Any] | None = None,
+) -> dict[str, Any]:
+    """The snapshot of ``monitor`` for ``key`` and the window ``[start_ms, end_ms)`` (contract
+    section 3; ``labeled = count - pending - expired``). The window engine and Spark both build
+    their snapshots here, so the two give the same record for the same monitor.
+    ``extra_metrics(key, monitor, metrics)`` may add metrics (e.g. ``--reference``'s). An all-time
+    (``cumulative``) snapshot has no revision fields: awaiting counts are per window."""
+    count = monitor.count
+    snap: dict[str, Any] = {
+        "schema": SNAPSHOT_SCHEMA,
+        "key": {"model": key[0], "segment": key[1]},
+        "window": {"start": _seconds(start_ms), "end": _seconds(end_ms)},
+        "final": final,
+        "count": count,
+        "late": late,
+    }
+    if not cumulative:
+        snap.update(revision=revision, labeled=count - pending - expired, expired=expired, pending=pending)
+    snap["metrics"] = monitor.snapshot()
+    if extra_metrics is not None:
+        extra_metrics(key, monitor, snap["metrics"])
+    if cumulative:
+        snap["cumulative"] = True
+    if include_state:
+        snap["state"] = monitor.to_dict()
+    return snap

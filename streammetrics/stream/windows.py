@@ -76,7 +76,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from streammetrics.stream.snapshots import SNAPSHOT_SCHEMA
+from streammetrics.stream.snapshots import build_snapshot
 
 __all__ = [
     "DEFAULT_MAX_FUTURE",
@@ -154,11 +154,6 @@ class WindowSpec:
 
     def to_dict(self) -> dict[str, int]:
         return {"size_ms": self.size_ms, "slide_ms": self.slide_ms, "grace_ms": self.grace_ms}
-
-
-def _seconds(ms: int) -> int | float:
-    """Epoch milliseconds as JSON seconds: an int when whole, else a float."""
-    return ms // 1000 if ms % 1000 == 0 else ms / 1000.0
 
 
 class EventRejected(ValueError):
@@ -716,30 +711,9 @@ class WindowManager:
         self, key: tuple[str, str], state: _KeyState, monitor: Any, start_ms: int, end_ms: int,
         final: bool, cumulative: bool = False, revision: int = 0, pending: int = 0, expired: int = 0,
     ) -> dict[str, Any]:
-        count = monitor.count
-        snap: dict[str, Any] = {
-            "schema": SNAPSHOT_SCHEMA,
-            "key": {"model": key[0], "segment": key[1]},
-            "window": {"start": _seconds(start_ms), "end": _seconds(end_ms)},
-            "final": final,
-            "count": count,
-            "late": state.late,
-            "revision": revision,
-            "labeled": count - pending - expired,
-            "expired": expired,
-            "pending": pending,
-            "metrics": monitor.snapshot(),
-        }
-        if self.extra_metrics is not None:
-            self.extra_metrics(key, monitor, snap["metrics"])
-        if cumulative:  # all-time: no revisions, and awaiting counts are per window
-            for name in ("revision", "labeled", "expired", "pending"):
-                del snap[name]
-        if cumulative:
-            snap["cumulative"] = True
-        if self.include_state:
-            snap["state"] = monitor.to_dict()
-        return snap
+        return build_snapshot(key, monitor, start_ms, end_ms, final=final, late=state.late, revision=revision,
+                              pending=pending, expired=expired, cumulative=cumulative,
+                              include_state=self.include_state, extra_metrics=self.extra_metrics)
 
     # ----------------------------------------------------------------- introspection
     @property

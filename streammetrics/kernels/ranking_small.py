@@ -1,0 +1,102 @@
+"""ROC AUC, its bounds and average precision of a few score levels in one pure-Python pass.
+
+:mod:`streammetrics.kernels.ranking` builds numpy arrays per call: right for thousands of
+levels, but a window of a few dozen events has a few dozen levels, where the array set-up
+(tens of microseconds per metric) is all the cost. :func:`ranking_summary` computes the
+three numbers a snapshot reports from plain lists in one pass, with the same definitions
+and the same order of operations as ``ranking`` (scikit-learn's values; |diff| <= 1e-12 for
+the levels up to :data:`SMALL_LEVELS`, where callers should switch to ``ranking``):
+
+* ``roc_auc``: trapezoid under the ROC curve walked from the highest level down, pairs on
+  one level counting half, ``sum(n_i * (2 P_above + p_i)) / (2 N P)``; None when a class
+  has no weight (scikit-learn: NaN);
+* ``roc_auc_low`` / ``roc_auc_high``: :func:`streammetrics.kernels.ranking.roc_auc_bounds`
+  (pairs on a non-singleton level all wrong / all right, widened by ``(4 L + 32) eps``);
+* ``average_precision``: the step sum ``sum((R_i - R_{i-1}) P_i)`` from the top level down;
+  0.0 when no positive has weight (scikit-learn's value after its warning), None when no
+  event has weight.
+
+>>> s = ranking_summary([2.0, 1.0, 0.0], [0.0, 1.0, 1.0], [True, True, True])
+>>> s["roc_auc"], s["average_precision"]
+(0.9166666666666666, 0.8333333333333333)
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+__all__ = ["SMALL_LEVELS", "levels", "ranking_summary"]
+
+#: up to this many levels the one pure-Python pass beats the numpy path of a snapshot (AUC,
+#: bounds and AP through ``ranking``, which sorts the dicts into arrays for each): measured
+#: 48x faster at 30 levels, 5.6x at 119, 2.3x at 247, 1.4x at 921 (benchmarks/bench_snapshot.py)
+SMALL_LEVELS = 256
+
+_EPS = 2.0**-52
+
+
+def levels(neg: Mapping, pos: Mapping) -> tuple[list, list[float], list[float]]:
+    """``(keys, neg, pos)`` of two histograms given as ``{key: weight}`` dicts: the union
+    of their keys ascending, and each one's weight per key (0.0 where absent)."""
+    keys = sorted(neg.keys() | pos.keys())
+    get_n, get_p = neg.get, pos.get
+    return keys, [float(get_n(k, 0.0)) for k in keys], [float(get_p(k, 0.0)) for k in keys]
+
+
+def ranking_summary(
+    neg: Sequence[float], pos: Sequence[float], singleton: Sequence[bool] | None = None
+) -> dict[str, float | None]:
+    """``roc_auc``, ``roc_auc_low``, ``roc_auc_high``, ``average_precision`` of the levels
+    (``neg``/``pos``: per-level weights in ascending score order; ``singleton``: levels that
+    hold one distinct score, None for all, as for exact histograms, where the bounds are
+    the AUC itself)."""
+    total_n = math.fsum(neg)
+    total_p = math.fsum(pos)
+    out: dict[str, float | None] = dict.fromkeys(
+        ("roc_auc", "roc_auc_low", "roc_auc_high", "average_precision"))
+    if not (total_n > 0 or total_p > 0):
+        return out
+    # average precision, from the highest level down over the levels holding weight
+    ap = 0.0
+    fps = tps = 0.0
+    prev_recall = 0.0
+    for i in range(len(neg) - 1, -1, -1):
+        n_i, p_i = neg[i], pos[i]
+        if n_i == 0 and p_i == 0:
+            continue
+        fps += n_i
+        tps += p_i
+        recall = tps / total_p if total_p > 0 else 1.0
+        ap += (recall - prev_recall) * (tps / (tps + fps))
+        prev_recall = recall
+    out["average_precision"] = max(0.0, ap)
+    if not (total_n > 0 and total_p > 0):
+        return out
+    # AUC: trapezoid over the levels from the top (P_above: positive weight above level i)
+    area = 0.0
+    above = 0.0
+    for i in range(len(neg) - 1, -1, -1):
+        n_i, p_i = neg[i], pos[i]
+        area += n_i * (above + above + p_i)
+        above += p_i
+    auc = area / (2.0 * total_n * total_p)
+    out["roc_auc"] = auc
+    if singleton is None:
+        out["roc_auc_low"] = out["roc_auc_high"] = auc
+        return out
+    # bounds, as ranking.roc_auc_bounds: below[i] = cumsum(n)[i] - n[i]
+    low = high_extra = half = cum = 0.0
+    for i, (n_raw, p_raw) in enumerate(zip(neg, pos)):
+        n_i = n_raw / total_n
+        p_i = p_raw / total_p
+        cum += n_i
+        low += p_i * (cum - n_i)
+        if singleton[i]:
+            half += p_i * n_i
+        else:
+            high_extra += p_i * n_i
+    low += 0.5 * half
+    slack = (4 * len(neg) + 32) * _EPS
+    out["roc_auc_low"] = max(0.0, low - slack)
+    out["roc_auc_high"] = min(1.0, low + high_extra + slack)
+    return out

@@ -1,0 +1,114 @@
+"""``binary_snapshot``: ``BinaryMonitor.snapshot()`` without numpy for small windows (issue 12).
+
+The monitor's snapshot asks ``ConfusionMatrix`` for seven metrics (each through numpy and
+scikit-learn's general ``average``/``zero_division`` machinery) and ``BinaryScores`` for
+ROC AUC, its bounds and average precision (each rebuilding sorted arrays from the
+histogram dicts, the bounds recomputing the AUC). Here the same numbers come from
+
+* :func:`streammetrics.kernels.counts.binary_confusion_metrics` on the four cells, and
+* :func:`streammetrics.kernels.ranking_small.ranking_summary` on one sorted pass over the
+  histogram levels while they are at most ``SMALL_LEVELS`` (else the ``BinaryScores``
+  methods, whose numpy arrays are then worth their set-up),
+
+giving the same dict (same keys, same order; values equal to 1e-12, ``None`` in the same
+places). Log loss, Brier score, counts and rates are read from the accumulators' sums. To wire it in:
+``BinaryMonitor.snapshot`` returns ``binary_snapshot(self)``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from streammetrics.kernels.binning import LogGridBinning
+from streammetrics.kernels.counts import binary_confusion_metrics
+from streammetrics.kernels.ranking_small import SMALL_LEVELS, levels, ranking_summary
+from streammetrics.monitors.base import json_number, quiet, quiet_pair
+
+__all__ = ["binary_snapshot"]
+
+# bins per octave -> (half, c, highest c - k, highest k - c) of singleton keys around 1.0,
+# or None when the singleton keys are not those two runs (then binning.singleton decides)
+_SINGLETON_RUNS: dict[int, tuple[int, int, int, int] | None] = {}
+
+
+def _singleton_runs(binning: LogGridBinning) -> tuple[int, int, int, int] | None:
+    """``LogGridBinning.singleton`` marks 0.0, 1.0 and the bins next to 1.0 narrower than the
+    float spacing there: two runs of keys below and above ``c`` (the key of 1.0). Found
+    once per resolution by probing every key of the two regions, and checked contiguous."""
+    bins = binning.bins
+    if bins not in _SINGLETON_RUNS:
+        half, c = binning._half, binning._c
+        runs: list[int] = []
+        for sign in (-1, 1):
+            ups = np.arange(1, c - half, dtype=np.int64)
+            mask = binning.singleton(c + sign * ups)
+            n = int(np.argmin(mask)) if not mask.all() else len(mask)
+            if not mask[:n].all() or mask[n:].any():
+                _SINGLETON_RUNS[bins] = None
+                break
+            runs.append(n)
+        else:
+            _SINGLETON_RUNS[bins] = (half, c, runs[0], runs[1])
+    return _SINGLETON_RUNS[bins]
+
+
+def _singleton(binning: Any, keys: list) -> list[bool] | None:
+    """Per key: does its bin hold a single distinct score? None for exact histograms (all)."""
+    if binning.exact:
+        return None
+    runs = _singleton_runs(binning) if isinstance(binning, LogGridBinning) else None
+    if runs is None:
+        return binning.singleton(np.asarray(keys, dtype=np.int64)).tolist()
+    half, c, below, above = runs
+    return [k == 0 or k == c or (half < k < c and c - k <= below) or (k > c and k - c <= above)
+            for k in keys]
+
+
+def _number(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _ranking(sc: Any) -> dict[str, float | None]:
+    neg_w, pos_w = sc._neg.weights, sc._pos.weights
+    if len(neg_w) + len(pos_w) <= SMALL_LEVELS:
+        keys, neg, pos = levels(neg_w, pos_w)
+        out = ranking_summary(neg, pos, _singleton(sc._binning, keys))
+        if sc._one_class():  # BinaryScores.roc_auc: undefined once a class has no events
+            out["roc_auc"] = out["roc_auc_low"] = out["roc_auc_high"] = None
+        return out
+    low, high = quiet_pair(sc.roc_auc_bounds)  # the numpy path for large windows
+    return {"roc_auc": quiet(sc.roc_auc), "roc_auc_low": low, "roc_auc_high": high,
+            "average_precision": quiet(sc.average_precision)}
+
+
+def binary_snapshot(monitor: Any) -> dict[str, Any]:
+    """The dict ``BinaryMonitor.snapshot()`` returns, computed in plain floats."""
+    cm, sc, pr = monitor.confusion, monitor.scores, monitor.predictions
+    get = cm._cells.get
+    conf = binary_confusion_metrics(get((0, 0), 0.0), get((0, 1), 0.0), get((1, 0), 0.0), get((1, 1), 0.0))
+    rank = _ranking(sc)
+    outside = sc._outside != [None, None]
+    weight = sc.total_weight  # labelled events
+    seen = pr.total_weight  # every prediction (label-free ones too)
+    return {
+        "count": monitor.count,
+        "total_weight": json_number(seen),
+        "accuracy": conf["accuracy"],
+        "balanced_accuracy": conf["balanced_accuracy"],
+        "precision": conf["precision"],
+        "recall": conf["recall"],
+        "f1": conf["f1"],
+        "specificity": conf["specificity"],
+        "matthews_corrcoef": conf["matthews_corrcoef"],
+        "roc_auc": rank["roc_auc"],
+        "roc_auc_low": rank["roc_auc_low"],
+        "roc_auc_high": rank["roc_auc_high"],
+        "average_precision": rank["average_precision"],
+        "log_loss": None if outside or not weight > 0 else _number(sc._log_loss_sum() / weight),
+        "brier_score": None if outside or not weight > 0 else _number(sc._sums[1] / weight),
+        "positive_rate": conf["positive_rate"],
+        "predicted_positive_rate": _number(pr.positive_weight / seen) if seen > 0 else None,
+        "mean_score": _number(pr.score_sum / seen) if seen > 0 else None,
+    }

@@ -1,0 +1,86 @@
+"""kernels.ranking_small == kernels.ranking (|diff| <= 1e-12, None where ranking gives NaN) on
+hypothesis levels (unit, dyadic, float and zero weights, one-class, empty), and == scikit-learn
+on events with one distinct score per level."""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+from sklearn import metrics as skm
+
+from streammetrics.kernels import ranking
+from streammetrics.kernels.ranking_small import SMALL_LEVELS, levels, ranking_summary
+
+TOL = 1e-12
+weight = st.one_of(st.sampled_from([0.0, 0.0, 1.0, 2.0, 0.5, 3.25]), st.floats(1e-3, 1e3))
+
+
+@st.composite
+def level_lists(draw):
+    n = draw(st.integers(0, min(SMALL_LEVELS, 80)))
+    neg = draw(st.lists(weight, min_size=n, max_size=n))
+    pos = draw(st.lists(weight, min_size=n, max_size=n))
+    if draw(st.booleans()) and n:  # one-class streams
+        (neg if draw(st.booleans()) else pos)[:] = [0.0] * n
+    singleton = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    return neg, pos, singleton
+
+
+def value(x):
+    return None if x is None or math.isnan(x) else float(x)
+
+
+def same(ours, ref, name):
+    ref = value(ref)
+    if ours is None or ref is None:
+        assert ours is None and ref is None, (name, ours, ref)
+    else:
+        assert abs(ours - ref) <= TOL, (name, ours, ref)
+
+
+@given(level_lists())
+def test_matches_ranking(levels_):
+    neg, pos, singleton = levels_
+    ours = ranking_summary(neg, pos, singleton)
+    n, p = np.asarray(neg, dtype=np.float64), np.asarray(pos, dtype=np.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        auc = ranking.roc_auc(n, p) if n.sum() > 0 and p.sum() > 0 else math.nan
+        low, high = ranking.roc_auc_bounds(n, p, np.asarray(singleton, dtype=bool))
+        ap = ranking.average_precision(n, p)
+    same(ours["roc_auc"], auc, "roc_auc")
+    same(ours["roc_auc_low"], low, "low")
+    same(ours["roc_auc_high"], high, "high")
+    same(ours["average_precision"], ap, "average_precision")
+    if ours["roc_auc"] is not None:
+        assert ours["roc_auc_low"] <= ours["roc_auc"] + TOL and ours["roc_auc"] <= ours["roc_auc_high"] + TOL
+
+
+@given(level_lists())
+def test_matches_sklearn_on_distinct_scores(levels_):
+    neg, pos, _ = levels_
+    y, s, w = [], [], []
+    for i, (n_i, p_i) in enumerate(zip(neg, pos)):
+        for label, wi in ((0, n_i), (1, p_i)):
+            if wi > 0:
+                y.append(label)
+                s.append(float(i))
+                w.append(wi)
+    ours = ranking_summary(neg, pos)
+    if len(set(y)) == 2:
+        same(ours["roc_auc"], skm.roc_auc_score(y, s, sample_weight=w), "roc_auc")
+        assert ours["roc_auc_low"] == ours["roc_auc_high"] == ours["roc_auc"]
+        same(ours["average_precision"], skm.average_precision_score(y, s, sample_weight=w), "ap")
+    else:
+        assert ours["roc_auc"] is None and ours["roc_auc_low"] is None
+
+
+def test_levels_and_undefined():
+    keys, n, p = levels({3: 1.0, 1: 2.0}, {2: 1.0, 3: 4.0})
+    assert keys == [1, 2, 3] and n == [2.0, 0.0, 1.0] and p == [0.0, 1.0, 4.0]
+    assert ranking_summary([], []) == dict.fromkeys(("roc_auc", "roc_auc_low", "roc_auc_high", "average_precision"))
+    only_neg = ranking_summary([1.0, 2.0], [0.0, 0.0], [True, False])
+    assert only_neg["roc_auc"] is None and only_neg["average_precision"] == 0.0
