@@ -44,6 +44,9 @@ __all__ = [
     "insert_table",
     "coarsen_all",
     "collapse",
+    "bound",
+    "table_to_grid",
+    "to_grid",
     "histograms_to_json",
     "histograms_from_json",
 ]
@@ -246,6 +249,47 @@ def coarsen_all(hists: Sequence[ScoreHistogram]) -> LogGridBinning:
             h.weights = dict(zip(k.tolist(), v[:, 0].tolist()))
         h.binning = coarse
     return coarse
+
+
+def table_to_grid(
+    grid: LogGridBinning, keys: np.ndarray, table: np.ndarray
+) -> tuple[LogGridBinning, np.ndarray, np.ndarray]:
+    """An :func:`aggregate` table of exact scores (ascending ``keys``) on ``grid``: the rows
+    of scores that share a grid key summed (the key is monotone, so they are adjacent)."""
+    g = grid.keys(np.asarray(keys, dtype=np.float64))
+    if not len(g):
+        return grid, g, table
+    starts = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
+    return grid, g[starts], np.add.reduceat(table, starts, axis=0)
+
+
+def to_grid(hists: Sequence[ScoreHistogram], grid: LogGridBinning) -> LogGridBinning:
+    """Move histograms of exact scores onto ``grid`` (in place); return it. Used by
+    accumulators that are exact while their scores fit ``max_bins`` (see :func:`collapse`)."""
+    for h in hists:
+        if h.weights:
+            keys = np.fromiter(h.weights.keys(), dtype=np.float64, count=len(h.weights))
+            vals = np.fromiter(h.weights.values(), dtype=np.float64, count=len(h.weights))
+            order = np.argsort(keys)
+            _, k, v = table_to_grid(grid, keys[order], vals[order, None])
+            h.weights = dict(zip(k.tolist(), v[:, 0].tolist()))
+        h.binning = grid
+    return grid
+
+
+def bound(
+    binning: Binning, hists: Sequence[ScoreHistogram], finest: int | None, max_bins: int | None
+) -> Binning:
+    """Exact while ``hists`` (on ``binning``) hold at most ``max_bins`` keys in all, else the
+    log grid at ``finest`` bins per octave, coarsened by :func:`collapse`; return the binning.
+    A function of the events only (distinct keys grow with the events; the grids nest), so
+    accumulators built on any split of a stream and merged get the state of the whole.
+    ``finest`` or ``max_bins`` None: unbounded (``exact=True`` accumulators)."""
+    if max_bins is None or finest is None:
+        return binning
+    if binning.exact and sum(len(h) for h in hists) > max_bins:
+        binning = to_grid(hists, LogGridBinning(finest))
+    return collapse(hists, max_bins)
 
 
 def collapse(hists: Sequence[ScoreHistogram], max_bins: int) -> Binning:

@@ -8,7 +8,14 @@ average precision, confusion at a threshold) is computed from the histograms by
 :mod:`streammetrics.kernels.ranking`, exactly as scikit-learn computes it from the events when
 ``exact=True`` (one level per distinct score), and from the bins otherwise.
 
-The default binning is the data-independent log-relative grid of
+Exact while small: by default (``exact=False``) the histograms keep every distinct score
+while the two hold at most ``max_bins`` keys in all, so a 20-80 event window's AUC equals
+scikit-learn's exactly and its bounds collapse to it; past that, they move to the grid
+below. Whether the state is exact, and the grid in force, depend only on the multiset of
+events (the number of distinct (class, score) pairs), so any split, merge order or batching
+gives the same state.
+
+Beyond ``max_bins`` distinct scores, the binning is the data-independent log-relative grid of
 :class:`~streammetrics.kernels.binning.LogGridBinning` (dedicated bins for 0.0 and 1.0, bins
 relative to the distance to 0 or 1 inside [0, 1], to 0 outside), at 1024 bins per octave
 and coarsened by halves while the histograms would hold more than ``max_bins`` = 4096
@@ -21,7 +28,11 @@ off it can be at most.
 The unit-weight per-event path multiplies the clipped true-class probabilities into a
 running product kept as ``mantissa * 2**exponent`` (renormalised with ``math.frexp``)
 instead of summing logs: one multiply per event, and the log loss is
-``-(log(mantissa) + exponent * log 2)`` plus the log sum of weighted events.
+``-(log(mantissa) + exponent * log 2)`` plus the log sum of weighted events. ``to_dict`` writes
+that total as ``log_loss_sum`` and, under ``log_product``, the three parts exactly
+(``[weighted sum, mantissa, exponent]``, null when no unit-weight product was taken), so a
+restored accumulator continues bit for bit like the live one (dict version 2, which also
+writes the class weights' exact parts under ``weighted``; version 1 dicts still load).
 """
 from __future__ import annotations
 
@@ -45,18 +56,20 @@ from streammetrics.core.validation import (
     to_builtin_label,
 )
 from streammetrics.kernels import ranking
-from streammetrics.kernels.binning import Binning, LogGridBinning, make_binning
+from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning, make_binning
 from streammetrics.kernels.histogram import (
     MAX_TOTAL_WEIGHT,
     ScoreHistogram,
     aggregate,
     aligned,
+    bound,
     coarsen_all,
     coarsen_table,
-    collapse,
     histograms_from_json,
     histograms_to_json,
     insert_table,
+    table_to_grid,
+    to_grid,
 )
 
 if TYPE_CHECKING:  # the module imports ConfusionMatrix lazily (it imports this one)
@@ -107,32 +120,49 @@ def _as_binary_array(y_true: Any, name: str) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- declared state
+def _normal(mantissa: float, exponent: int) -> tuple[float, int]:
+    """The product ``mantissa * 2**exponent`` with its mantissa in [0.5, 1) (exact)."""
+    m, e = _frexp(mantissa)
+    return m, exponent + e
+
+
 def _log_loss_of(sums: list) -> float:
-    """Log-loss sum of ``[weighted sum, brier sum, mantissa, exponent]``."""
-    _, _, mantissa, exponent = sums
+    """Log-loss sum of ``[weighted sum, brier sum, mantissa, exponent]``, computed from the
+    normalised product, so it depends only on the product's value (not its scaling)."""
+    mantissa, exponent = _normal(sums[2], sums[3])
     return sums[0] - (_log(mantissa) + exponent * _LN2)
 
 
 def _fresh_histograms(acc: "BinaryScores") -> tuple[Binning, ScoreHistogram, ScoreHistogram]:
-    binning = make_binning(64, True) if acc._exact else LogGridBinning(acc._finest)  # type: ignore[arg-type]  # _finest is an int unless exact
+    # every accumulator starts exact: exact=False switches to the grid past max_bins scores
+    binning = ExactBinning()
     return binning, ScoreHistogram(binning), ScoreHistogram(binning)
 
 
+def _finest_grid(acc: Any) -> LogGridBinning:
+    """The finest grid of an accumulator that is exact only while small."""
+    assert acc._finest is not None  # exact=True accumulators never meet a grid
+    return LogGridBinning(acc._finest)
+
+
 def _merge_histograms(mine: tuple, theirs: tuple, acc: "BinaryScores") -> tuple:
-    """Bring both to the coarser of the two grids, add, then collapse to ``max_bins``."""
+    """Bring both to the coarser of the two grids (an exact side moves to the finest grid
+    if the other is on a grid), add, then bound by ``max_bins`` (see :func:`~streammetrics.kernels.histogram.bound`)."""
     binning, neg, pos = mine
     other = [theirs[1], theirs[2]]
+    if binning.exact and not theirs[0].exact:
+        binning = to_grid([neg, pos], _finest_grid(acc))
     if not binning.exact:
         other = [h.copy() for h in other]
+        if theirs[0].exact:
+            to_grid(other, _finest_grid(acc))
         while other[0].binning.bins > binning.bins:
             coarsen_all(other)
         while binning.bins > other[0].binning.bins:
             binning = coarsen_all([neg, pos])
     neg.merge(other[0])
     pos.merge(other[1])
-    if acc._max_bins is not None:
-        binning = collapse([neg, pos], acc._max_bins)
-    return binning, neg, pos
+    return bound(binning, [neg, pos], acc._finest, acc._max_bins), neg, pos
 
 
 def _encode_histograms(value: tuple, acc: "BinaryScores") -> tuple:
@@ -143,18 +173,25 @@ def _encode_histograms(value: tuple, acc: "BinaryScores") -> tuple:
 def _decode_histograms(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any]) -> tuple:
     bpo, hist = raw
     binning: Binning
-    if not acc._exact:
+    if not acc._exact and bpo is not None:
         if type(bpo) is not int or bpo > acc._finest:  # type: ignore[operator]  # _finest is an int unless exact
             raise ValueError(f"bins_per_octave must be an int <= bins, got {describe(bpo)}")
         binning = LogGridBinning(bpo)
     elif bpo is not None:
         raise ValueError("bins_per_octave must be null for an exact BinaryScores")
     else:
-        binning = make_binning(64, True)
+        binning = ExactBinning()
+    if binning.exact and not acc._exact and isinstance(hist, Mapping):  # before allocating
+        n = len(hist.get("scores", ()))
+        if n > acc._max_bins:  # type: ignore[operator]  # max_bins is an int unless exact
+            raise ValueError(f"an exact state (bins_per_octave null) holds {n} > max_bins scores")
     neg, pos = histograms_from_json(hist, binning, ["neg", "pos"])
-    if not binning.exact and binning.bins > 1 and len(neg) + len(pos) > acc._max_bins:  # type: ignore[attr-defined,operator]  # a log grid, max_bins set
+    if binning.exact and not acc._exact and len(neg) + len(pos) > acc._max_bins:  # type: ignore[operator]  # an int here
+        raise ValueError(f"an exact state holds {len(neg) + len(pos)} > max_bins={acc._max_bins} keys")
+    if not binning.exact and binning.bins > 1 and len(neg) + len(pos) > acc._max_bins:  # type: ignore[operator]  # max_bins is set on a log grid
         raise ValueError(f"the histograms hold more than max_bins={acc._max_bins} keys")
-    events, (_, weights) = loaded["events"], loaded["weights"]
+    events, (wevents, wsum) = loaded["events"], loaded["weights"]
+    weights = [(n - e) + w for n, e, w in zip(events, wevents, wsum)]
     for c, (h, n, w) in enumerate(zip((neg, pos), events, weights)):
         if len(h) > n:
             raise ValueError(f"{len(h)} weighted bins cannot come from events[{c}] = {n}")
@@ -163,31 +200,81 @@ def _decode_histograms(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any
     return binning, neg, pos
 
 
-def _decode_weights(raw: Any, acc: "BinaryScores", loaded: Mapping[str, Any]) -> tuple:
-    weights = decode_list(raw, "weight", 2)
+def _encode_weights(value: tuple, acc: "BinaryScores") -> tuple:
+    wevents, wsum = value
+    # weights: the class weights; weighted: their exact parts [wevents0, wevents1, wsum0, wsum1]
+    return [acc._class_weight(0), acc._class_weight(1)], [*wevents, *wsum]
+
+
+def _decode_weights(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any]) -> tuple:
+    weights = decode_list(raw[0], "weight", 2)
     for c, w in enumerate(weights):
         if w > MAX_TOTAL_WEIGHT:
             raise ValueError(f"weights[{c}] exceeds {MAX_TOTAL_WEIGHT:g}")
-    # every loaded event counts as weighted: class weight = events - wevents + wsum
-    return list(loaded["events"]), weights
+    events = loaded["events"]
+    if raw[1] is None:  # version 1: every loaded event counts as weighted
+        return list(events), weights
+    parts = raw[1]
+    if not isinstance(parts, list) or len(parts) != 4:
+        raise ValueError(f"weighted must be [wevents0, wevents1, wsum0, wsum1], got {describe(parts)}")
+    wevents = decode_list(parts[:2], "count", 2)
+    wsum = decode_list(parts[2:], "weight", 2)
+    for c in (0, 1):
+        if wevents[c] > events[c]:
+            raise ValueError(f"weighted[{c}] = {wevents[c]} exceeds events[{c}] = {events[c]}")
+        if (events[c] - wevents[c]) + wsum[c] != weights[c]:
+            raise ValueError(f"weighted gives class weight {(events[c] - wevents[c]) + wsum[c]!r}, "
+                             f"weights[{c}] is {weights[c]!r}")
+    return wevents, [float(w) for w in wsum]
 
 
 def _merge_sums(mine: list, theirs: list, acc: "BinaryScores") -> list:
-    mine[0] += _log_loss_of(theirs)
+    # the exact parts are combined: weighted sums added, products multiplied (normalised
+    # first, so the product stays far from the subnormals)
+    m1, e1 = _normal(mine[2], mine[3])
+    m2, e2 = _normal(theirs[2], theirs[3])
+    mine[0] += theirs[0]
     mine[1] += theirs[1]
+    mine[2], mine[3] = _normal(m1 * m2, e1 + e2)
     return mine
 
 
 def _encode_sums(sums: list, acc: "BinaryScores") -> tuple:
     # once a score outside [0, 1] was seen the sums are meaningless: stored as 0
     if acc._outside != [None, None]:
-        return 0.0, 0.0
-    return _log_loss_of(sums), sums[1]
+        return 0.0, 0.0, None
+    # log_product: [sum of weighted terms, mantissa, exponent] exactly as held, so a restored
+    # accumulator rounds later per-event updates as the live one (null: no unit-weight product)
+    m, e = _normal(sums[2], sums[3])
+    product = None if (m, e) == (0.5, 1) else [sums[0], m, e]  # (0.5, 1): the empty product 1
+    return _log_loss_of(sums), sums[1], product
 
 
 def _decode_sums(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any]) -> list:
-    ll, brier = decode_list(list(raw), "weight", 2)
-    return [ll, brier, 1.0, 0]
+    ll, brier = decode_list(list(raw[:2]), "weight", 2)
+    product = raw[2]
+    if product is None:
+        return [ll, brier, 1.0, 0]
+    if not isinstance(product, list) or len(product) != 3:
+        raise ValueError(f"log_product must be null or [sum, mantissa, exponent], got {describe(product)}")
+    weighted, mantissa, exponent = product
+    if type(weighted) not in (int, float) or not math.isfinite(weighted):
+        raise ValueError(f"log_product[0] must be a finite number, got {describe(weighted)}")
+    if type(mantissa) is not float or not 0.0 < mantissa <= 1.0:
+        raise ValueError(f"log_product[1] must be a float in (0, 1], got {describe(mantissa)}")
+    if type(exponent) is not int or not -(1 << 62) <= exponent <= 64:
+        raise ValueError(f"log_product[2] must be an int in [-2**62, 64], got {describe(exponent)}")
+    sums = [float(weighted), brier, mantissa, exponent]
+    total = _log_loss_of(sums)
+    if abs(total - ll) > 1e-9 * max(1.0, abs(ll)):
+        raise ValueError(f"log_product gives log-loss sum {total!r}, log_loss_sum is {ll!r}")
+    return sums
+
+
+def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """Version 1 had no ``weighted`` / ``log_product``: every event counts as weighted, and
+    the log-loss sum is the folded sum."""
+    return {**state, "weighted": None, "log_product": None}
 
 
 def _merge_outside(mine: list, theirs: list, acc: "BinaryScores") -> list:
@@ -219,15 +306,15 @@ def _add_pairs(mine: tuple, theirs: tuple, acc: Any) -> tuple:
 
 _BINARY_STATE = (
     Field("events", lambda acc: [0, 0], "counts", decode=lambda raw, acc, ld: decode_list(raw, "count", 2)),
-    # events added with an explicit weight, and their summed weight, per class: the other
+    # events added with a weight other than 1.0, and their summed weight, per class: the other
     # events have weight 1, so class weight = events - wevents + wsum (written: class weight)
-    Field("weights", lambda acc: ([0, 0], [0.0, 0.0]), attrs=("_wevents", "_wsum"), merge=_add_pairs,
-          copy=lambda v: (list(v[0]), list(v[1])),
-          encode=lambda v, acc: [acc._class_weight(0), acc._class_weight(1)], decode=_decode_weights),
+    Field(("weights", "weighted"), lambda acc: ([0, 0], [0.0, 0.0]), attrs=("_wevents", "_wsum"),
+          merge=_add_pairs, copy=lambda v: (list(v[0]), list(v[1])),
+          encode=_encode_weights, decode=_decode_weights),
     # [sum of w * -log(p), sum of w * (y - s)**2, mantissa, exponent]: p is the clipped
     # probability of the true class; the unit-weight path multiplies p into
     # mantissa * 2**exponent instead of adding logs (one multiply per event)
-    Field(("log_loss_sum", "brier_sum"), lambda acc: [0.0, 0.0, 1.0, 0], attrs="_sums",
+    Field(("log_loss_sum", "brier_sum", "log_product"), lambda acc: [0.0, 0.0, 1.0, 0], attrs="_sums",
           merge=_merge_sums, copy=list, encode=_encode_sums, decode=_decode_sums),
     # [lowest score below 0, highest score above 1] seen (None: none), because log loss
     # and Brier score are undefined once either has been seen
@@ -247,7 +334,10 @@ class BinaryScores(Accumulator):
     ``y_true`` is 0/1 or bool; ``score`` any finite real (probability or margin),
     higher meaning "more positive".
 
-    By default scores are binned on the log-relative grid of
+    By default (``exact=False``: exact while small, grid beyond) every distinct score is
+    kept while the two histograms hold at most ``max_bins`` keys (distinct (class, score)
+    pairs) in all - :attr:`exact` is then True and every output equals scikit-learn's; once
+    they would hold more, scores are binned on the log-relative grid of
     :class:`~streammetrics.kernels.binning.LogGridBinning`, which needs no configuration for any
     finite score. ``bins`` (a power of two, default 1024) is its finest resolution in
     bins per octave; whenever the two histograms would hold more than ``max_bins``
@@ -257,9 +347,13 @@ class BinaryScores(Accumulator):
     (:attr:`bins_per_octave`) depends only on the events seen, so states built on any
     split of a stream merge into the state of the whole stream.
 
-    ``exact=True`` keeps every distinct score instead (``bins`` and ``max_bins`` are then
+    ``exact=True`` keeps every distinct score always (``bins`` and ``max_bins`` are then
     ignored; memory grows with the distinct scores) and every ranking output equals
     scikit-learn's.
+
+    >>> small = BinaryScores(max_bins=4).update_many([0, 1, 0, 1], [0.1, 0.2, 0.3, 0.4])
+    >>> small.exact, small.bins_per_octave, small.update(1, 0.5).exact
+    (True, None, False)
 
     Where scikit-learn raises on an empty or all-zero-weight input, the scalar metrics
     return nan with an :class:`~streammetrics.core.exceptions.UndefinedMetricWarning` and the
@@ -272,6 +366,9 @@ class BinaryScores(Accumulator):
 
     type_name = "BinaryScores"
     state_fields = _BINARY_STATE
+    #: version 2 adds ``log_product`` (the exact running product; version 1 dicts still load)
+    version = 2
+    migrations = {1: _migrate_v1}
 
     # the declared state (see _BINARY_STATE)
     _events: list[int]
@@ -282,6 +379,7 @@ class BinaryScores(Accumulator):
     _binning: Binning
     _neg: ScoreHistogram
     _pos: ScoreHistogram
+    _xfast: tuple | None
 
     def __init__(
         self, bins: int | None = 1024, exact: bool = False, max_bins: int | None = 4096
@@ -308,6 +406,11 @@ class BinaryScores(Accumulator):
              b._shift, b._round, b._c)
             if isinstance(b, LogGridBinning) else None
         )
+        # exact while small (exact=False): the per-event path of default-weight scores in (0, 1)
+        self._xfast = (
+            ((self._neg.weights, self._pos.weights), self._events, self._sums, self._max_bins)
+            if b.exact and self._max_bins is not None else None
+        )
 
     @property
     def count(self) -> int:  # type: ignore[override]  # a read-only property over the declared state
@@ -329,7 +432,7 @@ class BinaryScores(Accumulator):
 
     @property
     def bins_per_octave(self) -> int | None:
-        """Resolution in force: ``bins`` halved as often as ``max_bins`` required."""
+        """Resolution in force: ``bins`` halved as often as ``max_bins`` required (None while exact)."""
         return None if self._binning.exact else self._binning.bins  # type: ignore[attr-defined]  # a LogGridBinning (or the same type) here
 
     @property
@@ -339,11 +442,12 @@ class BinaryScores(Accumulator):
 
     @property
     def exact(self) -> bool:
-        """True when every distinct score is kept."""
+        """True when every distinct score is kept: always with ``exact=True``, and while
+        the scores fit ``max_bins`` otherwise (the constructor argument is in the config)."""
         return self._binning.exact
 
     def _config(self) -> dict[str, Any]:
-        return {"bins": self._finest, "exact": self.exact, "max_bins": self._max_bins}
+        return {"bins": self._finest, "exact": self._exact, "max_bins": self._max_bins}
 
     def _log_loss_sum(self) -> float:
         """Sum of ``w * -log(p)`` over the events with a score in [0, 1]."""
@@ -355,9 +459,9 @@ class BinaryScores(Accumulator):
             raise ValueError(f"merged class weight would exceed {MAX_TOTAL_WEIGHT:g}")
 
     def _collapse(self) -> None:
-        """Coarsen the grid while the histograms hold more than ``max_bins`` keys."""
-        if self._max_bins is not None:
-            self._binning = collapse([self._neg, self._pos], self._max_bins)
+        """Leave exact scores for the grid, and coarsen it, while the histograms hold more
+        than ``max_bins`` keys (see :func:`~streammetrics.kernels.histogram.bound`)."""
+        self._binning = bound(self._binning, [self._neg, self._pos], self._finest, self._max_bins)
         self._refresh()
 
     def _see_outside(self, low: float | None, high: float | None) -> None:
@@ -433,6 +537,35 @@ class BinaryScores(Accumulator):
 
     def _update_general(self, y: int, score: Any, weight: Any) -> "BinaryScores":
         """:meth:`update` for any validated ``y`` and unvalidated score and weight."""
+        xfast = self._xfast
+        if xfast is not None and weight is _ONE and score.__class__ is float and 0.0 < score < 1.0:
+            hists, events, sums, max_bins = xfast  # exact while small: the key is the score
+            h = hists[y]
+            try:
+                h[score] += 1.0
+            except KeyError:
+                h[score] = 1.0
+                if len(hists[0]) + len(hists[1]) > max_bins:
+                    self._collapse()  # onto the grid
+            events[y] += 1
+            q = 1.0 - score
+            if y:
+                p = score
+                d = q
+            else:
+                p = q
+                d = score
+            if p < _EPS:
+                p = _EPS
+            elif p > _ONE_MINUS_EPS:
+                p = _ONE_MINUS_EPS
+            m = sums[2] * p
+            if m < _RENORMALISE:
+                m, e = _frexp(m)
+                sums[3] += e
+            sums[2] = m
+            sums[1] += d * d
+            return self
         if score.__class__ is not float or not -_INF < score < _INF:
             score = check_number(score, "score")
         if weight.__class__ is not float or not 0.0 <= weight < _INF:
@@ -452,7 +585,14 @@ class BinaryScores(Accumulator):
                 p = _ONE_MINUS_EPS
             d = y - score
             sums = self._sums
-            sums[0] -= weight * _log(p)
+            if weight == 1.0:  # a unit weight: into the running product, as the fast path
+                m = sums[2] * p
+                if m < _RENORMALISE:
+                    m, e = _frexp(m)
+                    sums[3] += e
+                sums[2] = m
+            else:
+                sums[0] -= weight * _log(p)
             sums[1] += weight * d * d
         else:  # log loss and Brier score are undefined from now on; remember why
             if score < 0.0:
@@ -460,8 +600,9 @@ class BinaryScores(Accumulator):
             else:
                 self._see_outside(None, score)
         self._events[y] += 1
-        self._wevents[y] += 1
-        self._wsum[y] += weight
+        if weight != 1.0:  # events of weight 1.0 are unit events on every path (canonical state)
+            self._wevents[y] += 1
+            self._wsum[y] += weight
         if weight and old is None and self._max_bins is not None:
             if len(self._neg) + len(self._pos) > self._max_bins:
                 self._collapse()
@@ -487,8 +628,17 @@ class BinaryScores(Accumulator):
             class_w = (float(w[~positive].sum()), float(w[positive].sum()))
         if max(self._class_weight(c) + float(class_w[c]) for c in (0, 1)) > MAX_TOTAL_WEIGHT:
             raise ValueError(f"sample_weight would make a class weight exceed {MAX_TOTAL_WEIGHT:g}")
+        weighted_n, weighted_w = (0, 0), (0.0, 0.0)
+        if w is not None:  # weight 1.0 counts as a unit event, as per event: a canonical state
+            other = w != 1.0
+            positive = y.view(bool)
+            weighted_n = (int(np.count_nonzero(other & ~positive)), int(np.count_nonzero(other & positive)))
+            weighted_w = (float(w[other & ~positive].sum()), float(w[other & positive].sum()))
         binning = self._binning
         keys, table = aggregate(binning.keys(s), y, 2, w)
+        if binning.exact and self._finest is not None and np.count_nonzero(table) > self._max_bins:  # type: ignore[operator]  # an int unless exact
+            # the batch alone has too many distinct scores: to the finest grid right away
+            binning, keys, table = table_to_grid(LogGridBinning(self._finest), keys, table)
         if not binning.exact:  # the batch alone may already need a coarser grid
             while np.count_nonzero(table) > self._max_bins and binning.bins > 1:  # type: ignore[attr-defined,operator]  # a log grid: bins, max_bins ints
                 binning, keys, table = coarsen_table(binning, keys, table)  # type: ignore[arg-type]  # a LogGridBinning
@@ -500,6 +650,8 @@ class BinaryScores(Accumulator):
             ll = brier = 0.0
             outside = (lo if lo < 0.0 else None, hi if hi > 1.0 else None)
         # ---- nothing below can fail
+        if self._binning.exact and not binning.exact:
+            self._binning = to_grid([self._neg, self._pos], LogGridBinning(self._finest))  # type: ignore[arg-type]  # an int here
         while self._binning.bins is not None and self._binning.bins > binning.bins:  # type: ignore[attr-defined]  # a LogGridBinning (or the same type) here
             self._binning = coarsen_all([self._neg, self._pos])
         insert_table((self._neg, self._pos), keys, table)
@@ -507,8 +659,8 @@ class BinaryScores(Accumulator):
         for c in (0, 1):
             self._events[c] += int(class_n[c])
             if w is not None:
-                self._wevents[c] += int(class_n[c])
-                self._wsum[c] += float(class_w[c])
+                self._wevents[c] += int(weighted_n[c])
+                self._wsum[c] += float(weighted_w[c])
         self._sums[0] += ll
         self._sums[1] += brier
         if outside is not None:

@@ -1,10 +1,12 @@
 """``ScoreDistribution``: the label-free summary of a binary model's scores.
 
 Every prediction counts, labelled or not: a weighted histogram of the scores on
-:class:`~streammetrics.metrics.binary_scores.BinaryScores`' grid (the log-relative
-:class:`~streammetrics.kernels.binning.LogGridBinning` at ``bins`` bins per octave, halved while
-the histogram holds more than ``max_bins`` keys, or every distinct score with
-``exact=True``), the number of predictions, their total weight ``W``, the weighted score sum
+:class:`~streammetrics.metrics.binary_scores.BinaryScores`' binning: every distinct score while
+there are at most ``max_bins`` of them (exact while small; always with ``exact=True``), beyond
+that the log-relative :class:`~streammetrics.kernels.binning.LogGridBinning` at ``bins`` bins per
+octave, halved while the histogram holds more than ``max_bins`` keys; a function of the
+events only, so splits and merges give the same state), the number of predictions, their
+total weight ``W``, the weighted score sum
 ``S = sum(w * s)`` and the weight ``P`` of the predictions with ``s >= threshold``:
 
 * ``mean_score() = S / W``;
@@ -32,18 +34,20 @@ from streammetrics.core.accumulator import Accumulator
 from streammetrics.core.exceptions import UndefinedMetricWarning
 from streammetrics.core.state import Field, describe
 from streammetrics.core.validation import as_float_array, as_weight_array, check_number, check_weight
-from streammetrics.kernels.binning import Binning, LogGridBinning, make_binning
+from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning, make_binning
 from streammetrics.kernels.histogram import (
     MAX_TOTAL_WEIGHT,
     ScoreHistogram,
     aggregate,
     aligned,
+    bound,
     coarsen_all,
     coarsen_table,
-    collapse,
     histograms_from_json,
     histograms_to_json,
     insert_table,
+    table_to_grid,
+    to_grid,
 )
 
 __all__ = ["ScoreDistribution"]
@@ -55,23 +59,31 @@ _unpack = struct.Struct("<q").unpack
 
 # ----------------------------------------------------------------------------- declared state
 def _fresh(acc: "ScoreDistribution") -> tuple[Binning, ScoreHistogram]:
-    binning = make_binning(64, True) if acc._exact else LogGridBinning(acc._finest)  # type: ignore[arg-type]  # _finest is an int unless exact
+    binning = ExactBinning()  # exact while small: exact=False moves to the grid past max_bins
     return binning, ScoreHistogram(binning)
+
+
+def _finest_grid(acc: Any) -> LogGridBinning:
+    """The finest grid of an accumulator that is exact only while small."""
+    assert acc._finest is not None  # exact=True accumulators never meet a grid
+    return LogGridBinning(acc._finest)
 
 
 def _merge_hist(mine: tuple, theirs: tuple, acc: "ScoreDistribution") -> tuple:
     binning, hist = mine
+    if binning.exact and not theirs[0].exact:
+        binning = to_grid([hist], _finest_grid(acc))
     other = theirs[1]
     if not binning.exact:
         other = other.copy()
+        if other.binning.exact:
+            to_grid([other], _finest_grid(acc))
         while other.binning.bins > binning.bins:
             coarsen_all([other])
         while binning.bins > other.binning.bins:
             binning = coarsen_all([hist])
     hist.merge(other)
-    if acc._max_bins is not None:
-        binning = collapse([hist], acc._max_bins)
-    return binning, hist
+    return bound(binning, [hist], acc._finest, acc._max_bins), hist
 
 
 def _encode_hist(value: tuple, acc: "ScoreDistribution") -> tuple:
@@ -82,16 +94,18 @@ def _encode_hist(value: tuple, acc: "ScoreDistribution") -> tuple:
 def _decode_hist(raw: tuple, acc: "ScoreDistribution", loaded: Mapping[str, Any]) -> tuple:
     bpo, data = raw
     binning: Binning
-    if not acc._exact:
+    if not acc._exact and bpo is not None:
         if type(bpo) is not int or bpo > acc._finest:  # type: ignore[operator]  # _finest is an int unless exact
             raise ValueError(f"bins_per_octave must be an int <= bins, got {describe(bpo)}")
         binning = LogGridBinning(bpo)
     elif bpo is not None:
         raise ValueError("bins_per_octave must be null for an exact ScoreDistribution")
     else:
-        binning = make_binning(64, True)
+        binning = ExactBinning()
+    if binning.exact and not acc._exact and isinstance(data, Mapping) and len(data.get("scores", ())) > acc._max_bins:  # type: ignore[operator]  # an int unless exact
+        raise ValueError(f"an exact state (bins_per_octave null) holds more than max_bins={acc._max_bins} scores")
     (hist,) = histograms_from_json(data, binning, ["weights"])
-    if not binning.exact and binning.bins > 1 and len(hist) > acc._max_bins:  # type: ignore[attr-defined,operator]  # a log grid: max_bins set
+    if not binning.exact and binning.bins > 1 and len(hist) > acc._max_bins:  # type: ignore[operator]  # max_bins is set on a log grid
         raise ValueError(f"the histogram holds more than max_bins={acc._max_bins} keys")
     count, total, _, _ = _totals(loaded["count"])
     if len(hist) > count:
@@ -202,8 +216,7 @@ class ScoreDistribution(Accumulator):
             raise ValueError(f"merged weight would exceed {MAX_TOTAL_WEIGHT:g}")
 
     def _collapse(self) -> None:
-        if self._max_bins is not None:
-            self._binning = collapse([self._hist], self._max_bins)
+        self._binning = bound(self._binning, [self._hist], self._finest, self._max_bins)
         self._refresh()
 
     # ------------------------------------------------------------------ reading
@@ -235,7 +248,7 @@ class ScoreDistribution(Accumulator):
 
     @property
     def bins_per_octave(self) -> int | None:
-        """Resolution in force (None when ``exact``)."""
+        """Resolution in force (None while every distinct score is kept)."""
         return None if self._binning.exact else self._binning.bins  # type: ignore[attr-defined]  # a LogGridBinning
 
     def _ratio(self, name: str, value: float) -> float:
@@ -295,7 +308,7 @@ class ScoreDistribution(Accumulator):
             h = self._hist.weights
             old = h.get(k)
             h[k] = w if old is None else old + w
-            if old is None and self._max_bins is not None and len(h) > self._max_bins:
+            if old is None and self._max_bins is not None and len(h) > self._max_bins:  # exact or grid
                 self._collapse()
         sums = self._sums
         sums[_COUNT] += 1
@@ -324,6 +337,9 @@ class ScoreDistribution(Accumulator):
             raise ValueError(f"sample_weight would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
         binning = self._binning
         keys, table = aggregate(binning.keys(s), None, 1, w)
+        if binning.exact and self._finest is not None and len(keys) > self._max_bins:  # type: ignore[operator]  # an int unless exact
+            # the batch alone has too many distinct scores: to the finest grid right away
+            binning, keys, table = table_to_grid(LogGridBinning(self._finest), keys, table)
         if not binning.exact:  # the batch alone may already need a coarser grid
             while np.count_nonzero(table) > self._max_bins and binning.bins > 1:  # type: ignore[attr-defined,operator]  # a log grid
                 binning, keys, table = coarsen_table(binning, keys, table)  # type: ignore[arg-type]  # a LogGridBinning
@@ -331,6 +347,8 @@ class ScoreDistribution(Accumulator):
         above_w = float(np.count_nonzero(above)) if w is None else float(w[above].sum())
         score_sum = float(s.sum() if w is None else np.dot(w, s))
         # ---- nothing below can fail
+        if self._binning.exact and not binning.exact:
+            self._binning = to_grid([self._hist], LogGridBinning(self._finest))  # type: ignore[arg-type]  # an int here
         while not binning.exact and self._binning.bins > binning.bins:  # type: ignore[attr-defined]  # log grids
             self._binning = coarsen_all([self._hist])
         insert_table([self._hist], keys, table)

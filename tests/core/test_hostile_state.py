@@ -67,7 +67,7 @@ def test_limits_are_configurable():
 
 
 def _binary():
-    b = sm.BinaryScores()
+    b = sm.BinaryScores(max_bins=40)  # 50 distinct scores > max_bins: on the grid (key_deltas)
     for i in range(50):
         b.update(i % 2, i / 50)
     return b.to_dict()

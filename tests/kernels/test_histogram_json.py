@@ -42,7 +42,7 @@ def test_same_dict_and_json(events, exact):
             sc.update(y, s, w)
     hists = [sc._neg, sc._pos]
     ref = numpy_encoding(hists, ["neg", "pos"])
-    ours = small_histograms_to_json([h.weights for h in hists], ["neg", "pos"], exact)
+    ours = small_histograms_to_json([h.weights for h in hists], ["neg", "pos"], sc.exact)  # exact while small
     assert ours == ref
     assert json.dumps(ours) == json.dumps(ref)
     assert json.dumps(histograms_to_json(hists, ["neg", "pos"])) == json.dumps(ref)

@@ -32,6 +32,7 @@ from streammetrics.kernels.histogram import (
     histograms_from_json,
     histograms_to_json,
     summed,
+    to_grid,
 )
 
 DYADIC = [0.0, 0.25, 0.5, 1.0, 2.0, 3.75]
@@ -65,6 +66,7 @@ def exact_part(acc: sm.BinaryScores) -> dict:
     state = acc.to_dict()
     state["state"] = dict(state["state"])
     sums = (state["state"].pop("log_loss_sum"), state["state"].pop("brier_sum"))
+    state["state"].pop("log_product"), state["state"].pop("weighted")  # its parts depend on the order of additions too
     return state, sums
 
 
@@ -208,27 +210,37 @@ def test_merge_requires_same_configuration():
 
 
 @given(events(max_size=120), st.sampled_from([1, 5, 40]))
-def test_grid_coarsens_to_stay_within_max_bins(stream, max_bins):
+def test_exact_while_small_then_grid_coarsens_to_stay_within_max_bins(stream, max_bins):
     y, s, w = stream
     acc = per_event(y, s, w, bins=256, max_bins=max_bins)
     stored = len(acc._neg) + len(acc._pos)
+    exact = sm.BinaryScores(exact=True).update_many(y, s, w)
+    if acc.exact:  # exact exactly while the distinct (class, score) keys fit max_bins
+        assert acc.bins_per_octave is None
+        assert stored == len(exact._neg) + len(exact._pos) <= max_bins
+        assert acc._neg.weights == pytest.approx(exact._neg.weights)
+        assert acc._pos.weights == pytest.approx(exact._pos.weights)
+        return
+    assert len(exact._neg) + len(exact._pos) > max_bins
     assert stored <= max_bins or acc.bins_per_octave == 1
     assert acc.bins_per_octave <= 256
-    if acc.bins_per_octave < 256:  # it coarsened only because the finer grid overflowed
-        finer = sm.BinaryScores(bins=2 * acc.bins_per_octave, max_bins=10**9).update_many(y, s, w)
-        assert len(finer._neg) + len(finer._pos) > max_bins
-    # the coarse histogram is the fine one with adjacent bins merged
-    fine = sm.BinaryScores(bins=256, max_bins=10**9).update_many(y, s, w)
-    coarse = fine.copy()
-    while coarse.bins_per_octave > acc.bins_per_octave:
-        coarse._binning = coarsen_all([coarse._neg, coarse._pos])
-    assert coarse._neg == acc._neg and coarse._pos == acc._pos
+    # the grid histograms are the exact ones on the finest grid, adjacent bins merged
+    # while the finer grid overflowed max_bins
+    fine = exact.copy()
+    fine._binning = to_grid([fine._neg, fine._pos], LogGridBinning(256))
+    while fine.bins_per_octave > acc.bins_per_octave:
+        assert len(fine._neg) + len(fine._pos) > max_bins
+        fine._binning = coarsen_all([fine._neg, fine._pos])
+    assert fine._neg.weights == pytest.approx(acc._neg.weights)
+    assert fine._pos.weights == pytest.approx(acc._pos.weights)
 
 
-def test_small_streams_keep_the_finest_grid_and_big_ones_stay_bounded():
+def test_small_streams_stay_exact_and_big_ones_stay_bounded():
     rng = np.random.default_rng(5)
     small = sm.BinaryScores().update_many(rng.random(500) < 0.5, rng.random(500))
-    assert small.bins_per_octave == 1024
+    assert small.exact and small.bins_per_octave is None
+    mid = sm.BinaryScores().update_many(rng.random(5000) < 0.5, rng.random(5000))
+    assert not mid.exact and mid.bins_per_octave <= 1024  # 5000 distinct scores > max_bins
     n = 200_000
     big = sm.BinaryScores().update_many(rng.random(n) < 0.5, 1 / (1 + np.exp(-rng.normal(0, 20, n))))
     assert big.bins_per_octave < 1024
@@ -337,7 +349,31 @@ def test_undefined_probability_metrics_warn():
 
 # ----------------------------------------------------------------------------- hostile dicts
 def _good() -> dict:
+    # max_bins=3 < 4 distinct (class, score) keys: on the grid (coarsened to 1 bin per octave)
+    return sm.BinaryScores(max_bins=3).update_many([0, 1, 1, 0], [0.1, 0.9, 0.4, 2.0], [1, 2, 0.5, 1]).to_dict()
+
+
+def _good_exact() -> dict:
+    """Exact while small (the default config, 4 distinct scores)."""
     return sm.BinaryScores().update_many([0, 1, 1, 0], [0.1, 0.9, 0.4, 2.0], [1, 2, 0.5, 1]).to_dict()
+
+
+@pytest.mark.parametrize("path, value, words", [
+    (("config", "max_bins"), 3, "max_bins"),  # 4 exact scores cannot be held exactly under 3
+    (("state", "bins_per_octave"), 1024, "key_deltas"),  # exact scores are not grid keys
+    (("state", "histogram", "scores"), [0.1, 0.1, 0.4, 0.9], "ascending"),
+    (("state", "histogram", "scores"), [0.1, 0.4, 0.9, float("inf")], "finite"),
+    (("state", "weighted"), [2, 2, 2.0, 2.0], "weighted"),
+])
+def test_hostile_exact_while_small_dicts_raise_valueerror(path, value, words):
+    d = _good_exact()
+    assert d["state"]["bins_per_octave"] is None
+    node = d
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    with pytest.raises(ValueError, match=words):
+        sm.from_dict(d)
 
 
 def _mutations():
@@ -355,7 +391,7 @@ def _mutations():
         setter(("config", "bins"), "64"),
         setter(("config", "exact"), "yes"),
         setter(("config", "max_bins"), None),
-        setter(("config", "max_bins"), 2),
+        setter(("config", "max_bins"), 0),
         setter(("state", "bins_per_octave"), 2048),
         setter(("state", "bins_per_octave"), 48),
         setter(("state", "bins_per_octave"), None),

@@ -4,64 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from stream_doubles import Ev, IdsMonitor
 
-from streammetrics.core.accumulator import Accumulator
 from streammetrics.stream.windows import WindowManager, WindowSpec, parse_duration
-
-
-@dataclass(frozen=True)
-class Ev:
-    ts: float
-    model: str
-    segment: str
-    id: int
-
-
-class IdsMonitor(Accumulator):
-    """Test monitor remembering which events it saw (order-insensitive)."""
-
-    type_name = "tests.IdsMonitor"
-
-    def __init__(self) -> None:
-        self.ids: list[int] = []
-        self.count = 0
-        self.total_weight = 0.0
-
-    def update_event(self, ev: Ev) -> IdsMonitor:
-        self.ids.append(ev.id)
-        self.count += 1
-        self.total_weight += 1.0
-        return self
-
-    def update_events(self, evs: list[Ev]) -> IdsMonitor:
-        for ev in evs:
-            self.update_event(ev)
-        return self
-
-    def snapshot(self) -> dict[str, Any]:
-        return {"ids": sorted(self.ids)}
-
-    def _state(self):
-        return {"ids": self.ids, "count": self.count}
-
-    def _load_state(self, state):
-        self.ids = [int(i) for i in state["ids"]]
-        self.count = int(state["count"])
-        self.total_weight = float(self.count)
-
-    def _merge_state(self, other):
-        self.ids = self.ids + other.ids
-        self.count += other.count
-        self.total_weight += other.total_weight
-
-    def _reset_state(self):
-        self.__init__()
 
 
 def reference(events, size, slide, grace):
