@@ -51,9 +51,7 @@ def bare_loop(path: str, loads=json.loads) -> int:
 
 
 def replay(path: str, json_only: bool = False) -> int:
-    pipe = Pipeline(PipelineConfig(window=60.0))
-    if json_only:
-        pipe.parser.fast_decode = None  # json only
+    pipe = Pipeline(PipelineConfig(window=60.0, fast_json=not json_only))
     with open(path, "rb") as fh, open(os.devnull, "w") as sink:
         stats = replay_lines(fh, pipe, sink.write)
     return stats.events

@@ -62,6 +62,7 @@ listed in :class:`MetricsService`; the time and size bounds in :class:`ServiceCo
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -413,10 +414,10 @@ class MetricsService:
         # the pipeline degrades snapshots over the producer's limit itself (coarser state, then no
         # state); _publish_ready still checks each record with its actual key
         limit = self.max_record_bytes - RECORD_OVERHEAD - SNAPSHOT_KEY_ROOM
-        pipeline = Pipeline(self.config.pipeline_config(max_snapshot_bytes=max(limit, 1)), clock=self._clock)
+        config = self.config.pipeline_config(max_snapshot_bytes=max(limit, 1))
         if self.parser.fast_decode is None:  # msgspec turned off (benchmarks' "json only")
-            pipeline.parser.fast_decode = None
-        return pipeline
+            config = dataclasses.replace(config, fast_json=False)
+        return Pipeline(config, clock=self._clock)
 
     def _pipeline_from(self, payload: bytes | None, partition: int) -> Pipeline:
         pipeline = self._new_pipeline()

@@ -48,8 +48,20 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def one_class(t_sum: Sequence[float], p_sum: Sequence[float]) -> bool:
+    """True when at most one class holds true weight or at most one predicted weight: a
+    variance of the Matthews correlation is then exactly zero and scikit-learn defines the
+    coefficient as 0.0 (its float formula can leave rounding noise or NaN there instead, with
+    arbitrary float weights)."""
+    return sum(1 for v in t_sum if v) <= 1 or sum(1 for v in p_sum if v) <= 1
+
+
 def _mcc(t_sum: Sequence[float], p_sum: Sequence[float], n_correct: float) -> float:
-    """scikit-learn's ``matthews_corrcoef`` from the row sums, column sums and trace."""
+    """scikit-learn's ``matthews_corrcoef`` from the row sums, column sums and trace (0.0 for
+    :func:`one_class` matrices; NaN, as ``np.sqrt`` of a negative, if rounding leaves a
+    negative variance product)."""
+    if one_class(t_sum, p_sum):
+        return 0.0
     n_samples = sum(p_sum)
     cov_ytyp = n_correct * n_samples - _dot(t_sum, p_sum)
     cov_ypyp = n_samples**2 - _dot(p_sum, p_sum)
@@ -57,7 +69,7 @@ def _mcc(t_sum: Sequence[float], p_sum: Sequence[float], n_correct: float) -> fl
     product = cov_ypyp * cov_ytyt
     if product == 0:
         return 0.0
-    return cov_ytyp / math.sqrt(product)
+    return cov_ytyp / math.sqrt(product) if product > 0 else math.nan
 
 
 def _dot(a: Sequence[float], b: Sequence[float]) -> float:

@@ -191,8 +191,20 @@ def roc_auc_bounds(
     same = p * n
     low = float(np.dot(p, below)) + 0.5 * float(same[singleton].sum())
     high = low + float(same[~singleton].sum())
-    slack = (4 * len(neg) + 32) * _EPS
+    slack = rounding_slack(len(neg))
     return max(0.0, low - slack), min(1.0, high + slack)
+
+
+def rounding_slack(levels: int) -> float:
+    """Bound on the float64 rounding of an AUC summed over ``levels`` levels: ``(4 L + 32) * eps``."""
+    return (4 * levels + 32) * _EPS
+
+
+def rounding_interval(auc: float, levels: int) -> tuple[float, float]:
+    """The bounds of an exact AUC: the value widened by :func:`rounding_slack`, clipped to [0, 1]
+    (the float sum can miss the exact rational value by a few ulps)."""
+    slack = rounding_slack(levels)
+    return max(0.0, auc - slack), min(1.0, auc + slack)
 
 
 def precision_recall_curve(

@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from streammetrics.kernels.ranking import rounding_interval, rounding_slack
+
 __all__ = ["SMALL_LEVELS", "levels", "ranking_summary"]
 
 #: up to this many levels the one pure-Python pass beats the numpy path of a snapshot (AUC,
@@ -81,8 +83,8 @@ def ranking_summary(
         above += p_i
     auc = area / (2.0 * total_n * total_p)
     out["roc_auc"] = auc
-    if singleton is None:
-        out["roc_auc_low"] = out["roc_auc_high"] = auc
+    if singleton is None:  # exact levels: the value, widened by its rounding bound
+        out["roc_auc_low"], out["roc_auc_high"] = rounding_interval(auc, len(neg))
         return out
     # bounds, as ranking.roc_auc_bounds: below[i] = cumsum(n)[i] - n[i]
     low = high_extra = half = cum = 0.0
@@ -96,7 +98,7 @@ def ranking_summary(
         else:
             high_extra += p_i * n_i
     low += 0.5 * half
-    slack = (4 * len(neg) + 32) * _EPS
+    slack = rounding_slack(len(neg))
     out["roc_auc_low"] = max(0.0, low - slack)
     out["roc_auc_high"] = min(1.0, low + high_extra + slack)
     return out

@@ -818,11 +818,14 @@ class BinaryScores(Accumulator):
         """``(low, high)`` guaranteed to contain the exact ROC AUC of the events seen:
         pairs in one bin count all wrong / all right (exactly half in bins that hold a
         single distinct score, such as the 0.0 and 1.0 bins). ``(auc, auc)`` when
-        ``exact``; ``(nan, nan)`` where :meth:`roc_auc` is nan."""
+        ``exact``, widened only by the bound on float64 rounding that the binned bounds carry
+        too (``(4 L + 32) * eps`` for ``L`` levels); ``(nan, nan)`` where :meth:`roc_auc` is nan."""
         auc = self.roc_auc()
-        if math.isnan(auc) or self._binning.exact:
+        if math.isnan(auc):
             return auc, auc
         keys, neg, pos = self._levels()
+        if self._binning.exact:
+            return ranking.rounding_interval(auc, len(keys))
         return ranking.roc_auc_bounds(neg, pos, self._binning.singleton(keys))
 
     def roc_curve(self, drop_intermediate: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

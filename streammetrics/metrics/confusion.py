@@ -41,6 +41,7 @@ from streammetrics.core.validation import (
     to_builtin_label,
 )
 from streammetrics.kernels import classification as _cls
+from streammetrics.kernels.counts import one_class
 from streammetrics.kernels.report_text import classification_report_of
 
 __all__ = ["ConfusionMatrix"]
@@ -623,6 +624,8 @@ class ConfusionMatrix(Accumulator):
         C = self.matrix(self._seen())
         t_sum = C.sum(axis=1, dtype=np.float64)
         p_sum = C.sum(axis=0, dtype=np.float64)
+        if one_class(t_sum.tolist(), p_sum.tolist()):  # a zero variance: 0.0 without rounding noise
+            return 0.0
         n_correct = np.trace(C, dtype=np.float64)
         n_samples = p_sum.sum()
         cov_ytyp = n_correct * n_samples - np.dot(t_sum, p_sum)

@@ -111,6 +111,8 @@ class PipelineConfig:
     references: Mapping[tuple[str, str], Any] | None = None
     #: most references held (``--max-references``); more is a ValueError naming the limit
     max_references: int = 10_000
+    #: decode with msgspec when it is installed (same results; False: the standard library only)
+    fast_json: bool = True
 
     def extra_metrics(self) -> Callable[[tuple[str, str], Any, dict[str, Any]], None] | None:
         """The snapshot hook adding the label-free metrics (None without references)."""
@@ -134,7 +136,7 @@ class PipelineConfig:
 
     def parser(self) -> EventParser:
         return EventParser(self.task, classes=self.labels if self.task == "labels" else self.classes,
-                           fields=self.fields)
+                           fields=self.fields, fast_json=self.fast_json)
 
 
 class Problem:
@@ -231,6 +233,7 @@ class Pipeline:
             max_keys=c.max_keys, extra_metrics=c.extra_metrics(),
         )
         self._parse: Callable[[Any], Any] = self.parser.parse  # Event, Label or Rejection
+        self._fast = self.parser.fast_decode  # msgspec's decoder, or None (PipelineConfig.fast_json)
         self._add = self.windows.add
         self._messages = 0
         self._events = 0
@@ -249,7 +252,7 @@ class Pipeline:
         self._messages += 1
         if value is None:
             return self._refused(None, "tombstone", TOMBSTONE_REASON, None)
-        fast = self.parser.fast_decode  # msgspec's decoder, or None for json only
+        fast = self._fast
         if fast is not None and len(value) <= MAX_NESTING:  # too short to nest too deep: msgspec directly
             try:
                 decoded = fast(value)

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from sklearn import metrics as skm
 
 import streammetrics as sm
+from streammetrics.kernels.ranking import rounding_slack
 
 TOL = 1e-12
 DYADIC = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.75]
@@ -132,7 +133,10 @@ def test_roc_auc_matches_sklearn(data):
     theirs, their_notes = run(skm.roc_auc_score, y, s, sample_weight=w)
     same_scalar(ours, our_notes, theirs, their_notes)
     bounds, _ = run(acc.roc_auc_bounds)
-    assert bounds == (ours, ours) or math.isnan(ours)
+    # an exact state's bounds are its value widened by the bound on float rounding only
+    levels = len(set(np.asarray(s).tolist()))  # at least the levels holding weight
+    assert math.isnan(ours) or (bounds[0] <= ours <= bounds[1]
+                                and bounds[1] - bounds[0] <= 2 * rounding_slack(levels))
 
 
 @given(data=st.data())
