@@ -135,9 +135,11 @@ def test_overlong_lines_are_skipped_without_reading_them_whole(valid_lines: dict
     import io
 
     good = valid_lines["binary"][0]
-    data = (good + "\n" + '{"x": "' + "y" * 5000 + '"}\n' + good.replace('"start":', '"start": ', 1) + "\n").encode()
-    loaded = read_jsonl(io.BufferedReader(io.BytesIO(data)), max_line_bytes=4000)  # type: ignore[arg-type]
-    assert loaded.skipped == 1 and loaded.problems == ["line 2: longer than 4,000 bytes"]
+    limit = len(good.encode()) + 100  # a valid snapshot line fits; the line of 2 * limit does not
+    data = (good + "\n" + '{"x": "' + "y" * (2 * limit) + '"}\n' + good.replace('"start":', '"start": ', 1)
+            + "\n").encode()
+    loaded = read_jsonl(io.BufferedReader(io.BytesIO(data)), max_line_bytes=limit)  # type: ignore[arg-type]
+    assert loaded.skipped == 1 and loaded.problems == [f"line 2: longer than {limit:,} bytes"]
     assert len(loaded.snapshots) == 1  # line 3 is line 1's window again (kept once), read after the skip
     assert loaded.duplicates == 1
 
