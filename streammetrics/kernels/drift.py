@@ -101,7 +101,8 @@ def ks(a: np.ndarray, b: np.ndarray) -> float:
     if cdfs is None:
         return _undefined("KS")
     d = cdfs[0] - cdfs[1]
-    stat = float(max(np.clip(-np.min(d), 0, 1), np.max(d)))
+    # a distance between two CDFs is at most 1; weighted cumulative sums can round past it
+    stat = min(1.0, float(max(np.clip(-np.min(d), 0, 1), np.max(d))))
     na, nb = float(np.sum(a)), float(np.sum(b))
     if max(na, nb) <= _KS_EXACT_N and na.is_integer() and nb.is_integer():
         # ks_2samp's exact mode (both sizes <= 10000) snaps d to a multiple of 1 / lcm(n1, n2)
