@@ -1,0 +1,257 @@
+"""Exact, order-independent float sums: the state is a function of the multiset of terms.
+
+A float sum folded term by term (``s += x``) depends on the order of the additions, so two
+engines that split and merge a stream differently (replay's sequential fold, Spark's partial
+states merged after a shuffle) disagree in the last digits. :class:`ExactSum` keeps the
+*exact* value of a sum of float64 terms instead, so that any split, batching, merge order or
+removal gives the same bits.
+
+Representation. Every finite float64 is an integer multiple of ``2**-1074`` (the smallest
+subnormal), so a sum of them is an integer number of such units: a Python ``int`` (at most
+~2,100 bits; a superaccumulator). Adding two sums adds two ints: exact, associative and
+commutative.
+
+Per-event cost. The per-event paths only ``append`` a term (or its argument) to a bounded list
+(:data:`BUFFER`, default 512 terms); :func:`exact_units` folds a buffer in one vectorised pass:
+the float64 bits give each term's integer mantissa and exponent (``x = m * 2**(e-1075)``),
+mantissas are summed per exponent in int64 (split in 32 + 21 bit halves, so no overflow for any
+batch size), and only the ~10-40 distinct exponents of a buffer meet Python ints. Reading a
+value, merging, copying or ``to_dict`` folds first.
+
+JSON. :meth:`ExactSum.expansion` is the canonical non-overlapping expansion of the exact value:
+``c0 = round(S)``, ``c1 = round(S - c0)``, ... until the rest is 0 (each ``ci`` correctly rounded,
+round-half-even; usually one or two floats, at most ~40). Its first element is the correctly
+rounded sum (what a state writes where it wrote its float sum before, equal to
+``math.fsum`` of the terms), the rest is the *residue* a state writes next to it so that a
+restored sum continues exactly. :func:`from_expansion` checks the expansion is the canonical
+one of its own value (``ValueError`` otherwise), so a hand-made or corrupted residue cannot
+enter a state.
+
+Limits: terms must be finite (callers validate their inputs first); a sum beyond the float64
+range reads as ``inf``/``-inf`` (its exact value is kept, so it can come back into range by
+removal); products such as ``w * x`` are rounded once per term *before* summation, by the
+caller, identically on every path.
+
+>>> s = ExactSum()
+>>> s.terms.extend([0.1, 0.2, 0.3, -0.6])
+>>> s.value, 0.1 + 0.2 + 0.3 - 0.6  # the exact sum of the four floats, and a rounded fold
+(2.7755575615628914e-17, 1.1102230246251565e-16)
+>>> ExactSum().add_array([1e100, 1.0, -1e100]).value
+1.0
+>>> ExactSum().add_array([1e100, 1.0]).expansion()
+[1e+100, 1.0]
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+import numpy as np
+
+__all__ = ["BUFFER", "ExactSum", "exact_units", "units_of", "float_of", "expansion_of", "from_expansion",
+           "MAX_EXPANSION"]
+
+#: terms a per-event buffer holds before it is folded (bounded memory, amortised numpy call)
+BUFFER = 1024
+#: the longest canonical expansion (the exact range spans ~2,100 bits, >= 1 bit per element)
+MAX_EXPANSION = 48
+_SCALE = 1 << 1074  # units per 1.0
+_MANT = (1 << 52) - 1
+_LOW = (1 << 21) - 1
+_CHUNK = 1024  # terms per extraction: 1,024 multiples of ulp(sigma) <= 2**-11 sigma sum exactly
+_LEVELS = 4
+_frexp = math.frexp
+_ldexp = math.ldexp
+
+
+def exact_units(x: Any) -> int:
+    """``sum(x)`` exactly, in units of ``2**-1074`` (a Python int): float64 ``x``, finite.
+
+    Error-free extraction (Rump, Ogita & Oishi's AccSum): with ``sigma`` a power of two
+    ``>= 2**11 * max|x|``, ``q = (sigma + x) - sigma`` is exact, so is ``x - q``, and the ``q``
+    (multiples of ``ulp(sigma)``, at most 1,024 of them) sum exactly in float64. Three levels
+    take the 53 bits of terms of one magnitude; what is left after :data:`_LEVELS` goes through
+    :func:`_integer_units` (each term's integer mantissa summed per exponent).
+
+    >>> exact_units([0.5, 0.25]) == (3 << 1074) // 4
+    True
+    """
+    a = np.ascontiguousarray(x, dtype=np.float64).ravel()
+    total = 0
+    for start in range(0, a.size, _CHUNK):
+        r = a[start : start + _CHUNK]
+        for _ in range(_LEVELS):
+            top = float(np.max(np.abs(r)))
+            if top == 0.0:
+                break
+            e = _frexp(top)[1]
+            if not -960 < e < 960:  # near the ends of the range: the integer path
+                break
+            sigma = _ldexp(1.0, e + 11)
+            q = (r + sigma) - sigma
+            r = r - q
+            total += units_of(float(q.sum()))
+        else:
+            total += _integer_units(r)
+            continue
+        if top != 0.0:
+            total += _integer_units(r)
+    return total
+
+
+def _integer_units(a: np.ndarray) -> int:
+    """``sum(a)`` exactly in units of ``2**-1074``: mantissas summed per exponent in int64."""
+    if a.size == 0:
+        return 0
+    bits = np.ascontiguousarray(a).view(np.int64)
+    biased = (bits >> 52) & 0x7FF
+    mant = bits & _MANT
+    normal = biased > 0
+    mant[normal] |= 1 << 52  # (fresh arrays: ``bits & _MANT`` made a copy)
+    shift = np.where(normal, biased - 1, 0)  # x = mant * 2**shift units
+    mant = np.where(bits < 0, -mant, mant)
+    order = np.argsort(shift, kind="stable")
+    shift, mant = shift[order], mant[order]
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(shift)) + 1))
+    # per-exponent sums in int64 without overflow: high 32 bits and low 21 bits apart
+    high = np.add.reduceat(mant >> 21, starts)
+    low = np.add.reduceat(mant & _LOW, starts)
+    total = 0
+    for s, h, lo in zip(shift[starts].tolist(), high.tolist(), low.tolist()):
+        total += ((h << 21) + lo) << s
+    return total
+
+
+def units_of(x: float) -> int:
+    """The float ``x`` (finite) in units of ``2**-1074``, exactly."""
+    num, den = x.as_integer_ratio()
+    return num * (_SCALE // den)
+
+
+def float_of(units: int) -> float:
+    """``units * 2**-1074`` correctly rounded (half-even); +-inf beyond the float range."""
+    try:
+        return units / _SCALE  # int / int true division is correctly rounded in Python
+    except OverflowError:
+        return math.inf if units > 0 else -math.inf
+
+
+def expansion_of(units: int) -> list[float]:
+    """The canonical non-overlapping expansion of ``units * 2**-1074`` (``[0.0]`` for 0)."""
+    out = []
+    rest = units
+    while True:
+        c = float_of(rest)
+        out.append(c)
+        if not math.isfinite(c):
+            return out  # beyond the float range (not representable in JSON floats anyway)
+        rest -= units_of(c)
+        if not rest:
+            return out
+
+
+def from_expansion(values: Any, name: str = "sum") -> int:
+    """Units of an expansion written by :meth:`ExactSum.expansion`; ``ValueError`` unless it
+    is a list of finite floats that is the canonical expansion of its own sum."""
+    if not isinstance(values, list) or not 1 <= len(values) <= MAX_EXPANSION:
+        raise ValueError(f"{name} must be a list of 1 to {MAX_EXPANSION} floats, got {values!r:.80}")
+    units = 0
+    for v in values:
+        if v.__class__ is int:
+            v = float(v)
+        if v.__class__ is not float or not math.isfinite(v):
+            raise ValueError(f"{name} must hold finite floats, got {v!r:.80}")
+        units += units_of(v)
+    if expansion_of(units) != [float(v) for v in values]:
+        raise ValueError(f"{name} is not the canonical expansion of its sum: {values!r:.120}")
+    return units
+
+
+class ExactSum:
+    """The exact sum of float64 terms (see the module docstring).
+
+    Per-event paths append to :attr:`terms` (and fold once it holds :data:`BUFFER` terms:
+    ``if len(s.terms) >= BUFFER: s.fold()``); batches go through :meth:`add_array`.
+    ``value`` is the correctly rounded sum, ``expansion()`` its canonical exact form.
+
+    >>> a, b = ExactSum().add_array([0.1, 0.7]), ExactSum().add_array([0.3])
+    >>> (a.copy().merge(b)).expansion() == (b.copy().merge(a)).expansion()
+    True
+    """
+
+    __slots__ = ("terms", "_units")
+
+    def __init__(self, units: int = 0) -> None:
+        #: pending terms (a list object that is never replaced: fast paths may hold it)
+        self.terms: list[float] = []
+        self._units = units
+
+    def fold(self) -> "ExactSum":
+        """Add the pending terms exactly and empty the buffer (in place)."""
+        if self.terms:
+            self._units += exact_units(self.terms)
+            self.terms.clear()
+        return self
+
+    def add(self, x: float) -> "ExactSum":
+        """Add one term (buffered)."""
+        terms = self.terms
+        terms.append(x)
+        if len(terms) >= BUFFER:
+            self.fold()
+        return self
+
+    def add_array(self, x: Iterable[float] | np.ndarray) -> "ExactSum":
+        """Add a batch of terms exactly (vectorised)."""
+        self._units += exact_units(x if isinstance(x, np.ndarray) else np.fromiter(x, dtype=np.float64))
+        return self
+
+    def merge(self, other: "ExactSum") -> "ExactSum":
+        """Add ``other``'s exact value (``other`` is folded, not otherwise changed)."""
+        self._units += other.units
+        return self
+
+    def copy(self) -> "ExactSum":
+        return ExactSum(self.units)
+
+    def reset(self) -> "ExactSum":
+        self.terms.clear()
+        self._units = 0
+        return self
+
+    @property
+    def units(self) -> int:
+        """The exact value in units of ``2**-1074``."""
+        if self.terms:
+            self.fold()
+        return self._units
+
+    @property
+    def value(self) -> float:
+        """The correctly rounded sum (``math.fsum`` of the terms)."""
+        return float_of(self.units)
+
+    def expansion(self) -> list[float]:
+        """The canonical expansion: ``[value, residue...]`` (see the module docstring)."""
+        return expansion_of(self.units)
+
+    def residue(self) -> list[float]:
+        """The expansion without its first element (``[]`` when the value is a float)."""
+        return expansion_of(self.units)[1:]
+
+    @classmethod
+    def from_parts(cls, value: Any, residue: Any, name: str = "sum") -> "ExactSum":
+        """Rebuild from a state's rounded ``value`` and its ``residue`` (validated)."""
+        if residue is None:  # an older state without residue: its float is the exact value
+            residue = []
+        if not isinstance(residue, list):
+            raise ValueError(f"{name} residue must be a list of floats, got {residue!r:.80}")
+        return cls(from_expansion([value, *residue], name))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ExactSum) and self.units == other.units
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return f"ExactSum({self.expansion()!r})"
