@@ -48,8 +48,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-__all__ = ["BUFFER", "ExactSum", "exact_units", "units_of", "float_of", "expansion_of", "from_expansion",
-           "MAX_EXPANSION"]
+__all__ = ["BUFFER", "ExactSum", "ProbabilitySums", "probability_terms", "exact_units", "units_of", "float_of",
+           "expansion_of", "from_expansion", "MAX_EXPANSION"]
 
 #: terms a per-event buffer holds before it is folded (bounded memory, amortised numpy call)
 BUFFER = 1024
@@ -255,3 +255,103 @@ class ExactSum:
 
     def __repr__(self) -> str:
         return f"ExactSum({self.expansion()!r})"
+
+
+# --------------------------------------------------------------------------- binary probability sums
+_EPS = float(np.finfo(np.float64).eps)  # scikit-learn's log_loss clipping for float64
+
+
+def probability_terms(signed: np.ndarray, w: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-event log-loss and Brier terms of binary events given as *signed scores*: ``s`` for a
+    positive, ``-s`` for a negative (``-0.0`` for a negative scored 0; scores in [0, 1]).
+
+    ``p`` = the probability of the true class (``s`` or ``1 - s``) clipped to ``[eps, 1 - eps]``
+    as scikit-learn clips; log-loss term ``w * -log(p)``, Brier term ``w * d**2`` with
+    ``d = 1 - s`` or ``s``. One formula (numpy's ``log``) for every path, so a term depends only
+    on its event."""
+    positive = ~np.signbit(signed)
+    s = np.abs(signed)
+    q = 1.0 - s
+    p = np.where(positive, s, q)
+    np.clip(p, _EPS, 1.0 - _EPS, out=p)
+    log_terms = -np.log(p)
+    d = np.where(positive, q, s)
+    brier_terms = d * d
+    if w is not None:
+        log_terms *= w
+        brier_terms *= w
+    return log_terms, brier_terms
+
+
+class ProbabilitySums:
+    """Exact log-loss and Brier sums of binary events (:class:`BinaryScores`' state).
+
+    Per event: unit-weight events append their signed score to :attr:`unit`, other events
+    ``weight, signed score`` to :attr:`weighted` (a removal appends the negated weight: its
+    terms cancel exactly); :meth:`fold` turns the buffers into terms
+    (:func:`probability_terms`) and adds them to two :class:`ExactSum`. Callers fold once
+    ``len(unit) + len(weighted) >= BUFFER``.
+
+    >>> a = ProbabilitySums(); a.unit.extend([0.9, -0.2]); a.weighted.extend([2.0, 0.7])
+    >>> b = ProbabilitySums().add_batch(np.array([0.9, -0.2, 0.7]), np.array([1.0, 1.0, 2.0]))
+    >>> a.log.expansion() == b.log.expansion() and a.brier.value == b.brier.value
+    True
+    """
+
+    __slots__ = ("unit", "weighted", "_log", "_brier")
+
+    def __init__(self) -> None:
+        self.unit: list[float] = []
+        self.weighted: list[float] = []
+        self._log = ExactSum()
+        self._brier = ExactSum()
+
+    def fold(self) -> "ProbabilitySums":
+        unit, weighted = self.unit, self.weighted
+        if unit:
+            lt, bt = probability_terms(np.fromiter(unit, np.float64, len(unit)))
+            self._log.add_array(lt)
+            self._brier.add_array(bt)
+            unit.clear()
+        if weighted:
+            pairs = np.fromiter(weighted, np.float64, len(weighted))
+            lt, bt = probability_terms(pairs[1::2].copy(), pairs[0::2].copy())
+            self._log.add_array(lt)
+            self._brier.add_array(bt)
+            weighted.clear()
+        return self
+
+    def add_batch(self, signed: np.ndarray, w: np.ndarray | None = None) -> "ProbabilitySums":
+        """Add a batch of signed scores (and weights) exactly."""
+        lt, bt = probability_terms(np.ascontiguousarray(signed, dtype=np.float64), w)
+        self._log.add_array(lt)
+        self._brier.add_array(bt)
+        return self
+
+    @property
+    def log(self) -> ExactSum:
+        """The exact sum of the log-loss terms (folded)."""
+        self.fold()
+        return self._log
+
+    @property
+    def brier(self) -> ExactSum:
+        """The exact sum of the Brier terms (folded)."""
+        self.fold()
+        return self._brier
+
+    def merge(self, other: "ProbabilitySums") -> "ProbabilitySums":
+        self.log.merge(other.log)
+        self.brier.merge(other.brier)
+        return self
+
+    def copy(self) -> "ProbabilitySums":
+        out = ProbabilitySums()
+        out._log, out._brier = self.log.copy(), self.brier.copy()
+        return out
+
+    @classmethod
+    def from_parts(cls, log: ExactSum, brier: ExactSum) -> "ProbabilitySums":
+        out = cls()
+        out._log, out._brier = log, brier
+        return out

@@ -25,14 +25,13 @@ logistic-regression margins, 1M-event streams crowded near 0 and 1 - the AUC is 
 1.1e-5 of the exact value, and :meth:`BinaryScores.roc_auc_bounds` always says how far
 off it can be at most.
 
-The unit-weight per-event path multiplies the clipped true-class probabilities into a
-running product kept as ``mantissa * 2**exponent`` (renormalised with ``math.frexp``)
-instead of summing logs: one multiply per event, and the log loss is
-``-(log(mantissa) + exponent * log 2)`` plus the log sum of weighted events. ``to_dict`` writes
-that total as ``log_loss_sum`` and, under ``log_product``, the three parts exactly
-(``[weighted sum, mantissa, exponent]``, null when no unit-weight product was taken), so a
-restored accumulator continues bit for bit like the live one (dict version 2, which also
-writes the class weights' exact parts under ``weighted``; version 1 dicts still load).
+The log-loss and Brier sums are exact (:class:`~streammetrics.kernels.exact_sum.ProbabilitySums`):
+the per-event path appends the event's signed score to a bounded buffer (1,024 entries), folded
+by one vectorised exact summation of the terms ``w * -log(p)`` and ``w * (y - s)**2``, so the sums
+- like the rest of the state - depend only on the multiset of events, not on the order, batching
+or merging (replay and Spark write the same bits). ``to_dict`` writes each correctly rounded sum
+under ``log_loss_sum`` / ``brier_sum`` and the rest of its exact expansion under
+``sum_residues`` (dict version 3; versions 1 and 2 still load, their sums taken as exact).
 """
 from __future__ import annotations
 
@@ -57,6 +56,7 @@ from streammetrics.core.validation import (
 )
 from streammetrics.kernels import ranking
 from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning, make_binning
+from streammetrics.kernels.exact_sum import BUFFER, ExactSum, ProbabilitySums
 from streammetrics.kernels.histogram import (
     MAX_TOTAL_WEIGHT,
     ScoreHistogram,
@@ -80,11 +80,7 @@ __all__ = ["BinaryScores"]
 _INF = math.inf
 _EPS = float(np.finfo(np.float64).eps)  # scikit-learn's log_loss clipping for float64
 _ONE_MINUS_EPS = 1.0 - _EPS
-_log = math.log
-_frexp = math.frexp
-_LN2 = math.log(2.0)
 _CHUNK = 1 << 16  # batch arithmetic in cache-sized blocks
-_RENORMALISE = 2.0**-800  # p >= eps = 2**-52, so products stay far above the subnormals
 _ONE = 1.0  # the default weight: ``weight is _ONE`` selects the unit-weight fast path
 _pack = struct.Struct("<d").pack
 _unpack = struct.Struct("<q").unpack
@@ -120,19 +116,6 @@ def _as_binary_array(y_true: Any, name: str) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- declared state
-def _normal(mantissa: float, exponent: int) -> tuple[float, int]:
-    """The product ``mantissa * 2**exponent`` with its mantissa in [0.5, 1) (exact)."""
-    m, e = _frexp(mantissa)
-    return m, exponent + e
-
-
-def _log_loss_of(sums: list) -> float:
-    """Log-loss sum of ``[weighted sum, brier sum, mantissa, exponent]``, computed from the
-    normalised product, so it depends only on the product's value (not its scaling)."""
-    mantissa, exponent = _normal(sums[2], sums[3])
-    return sums[0] - (_log(mantissa) + exponent * _LN2)
-
-
 def _fresh_histograms(acc: "BinaryScores") -> tuple[Binning, ScoreHistogram, ScoreHistogram]:
     # every accumulator starts exact: exact=False switches to the grid past max_bins scores
     binning = ExactBinning()
@@ -228,53 +211,43 @@ def _decode_weights(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any]) 
     return wevents, [float(w) for w in wsum]
 
 
-def _merge_sums(mine: list, theirs: list, acc: "BinaryScores") -> list:
-    # the exact parts are combined: weighted sums added, products multiplied (normalised
-    # first, so the product stays far from the subnormals)
-    m1, e1 = _normal(mine[2], mine[3])
-    m2, e2 = _normal(theirs[2], theirs[3])
-    mine[0] += theirs[0]
-    mine[1] += theirs[1]
-    mine[2], mine[3] = _normal(m1 * m2, e1 + e2)
-    return mine
+def _merge_sums(mine: ProbabilitySums, theirs: ProbabilitySums, acc: "BinaryScores") -> ProbabilitySums:
+    return mine.merge(theirs)  # exact: the state is a function of the multiset of events
 
 
-def _encode_sums(sums: list, acc: "BinaryScores") -> tuple:
+def _encode_sums(sums: ProbabilitySums, acc: "BinaryScores") -> tuple:
     # once a score outside [0, 1] was seen the sums are meaningless: stored as 0
     if acc._outside != [None, None]:
         return 0.0, 0.0, None
-    # log_product: [sum of weighted terms, mantissa, exponent] exactly as held, so a restored
-    # accumulator rounds later per-event updates as the live one (null: no unit-weight product)
-    m, e = _normal(sums[2], sums[3])
-    product = None if (m, e) == (0.5, 1) else [sums[0], m, e]  # (0.5, 1): the empty product 1
-    return _log_loss_of(sums), sums[1], product
+    # sum_residues: the rest of each exact sum's canonical expansion (kernels.exact_sum), so a
+    # restored accumulator continues exactly; null when both sums are floats exactly
+    log, brier = sums.log.expansion(), sums.brier.expansion()
+    return log[0], brier[0], (None if len(log) == len(brier) == 1 else [log[1:], brier[1:]])
 
 
-def _decode_sums(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any]) -> list:
+def _decode_sums(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any]) -> ProbabilitySums:
     ll, brier = decode_list(list(raw[:2]), "weight", 2)
-    product = raw[2]
-    if product is None:
-        return [ll, brier, 1.0, 0]
-    if not isinstance(product, list) or len(product) != 3:
-        raise ValueError(f"log_product must be null or [sum, mantissa, exponent], got {describe(product)}")
-    weighted, mantissa, exponent = product
-    if type(weighted) not in (int, float) or not math.isfinite(weighted):
-        raise ValueError(f"log_product[0] must be a finite number, got {describe(weighted)}")
-    if type(mantissa) is not float or not 0.0 < mantissa <= 1.0:
-        raise ValueError(f"log_product[1] must be a float in (0, 1], got {describe(mantissa)}")
-    if type(exponent) is not int or not -(1 << 62) <= exponent <= 64:
-        raise ValueError(f"log_product[2] must be an int in [-2**62, 64], got {describe(exponent)}")
-    sums = [float(weighted), brier, mantissa, exponent]
-    total = _log_loss_of(sums)
-    if abs(total - ll) > 1e-9 * max(1.0, abs(ll)):
-        raise ValueError(f"log_product gives log-loss sum {total!r}, log_loss_sum is {ll!r}")
-    return sums
+    residues = raw[2]
+    if residues is None:
+        residues = [[], []]
+    if not isinstance(residues, list) or len(residues) != 2:
+        raise ValueError(f"sum_residues must be null or [log-loss residue, Brier residue], got {describe(residues)}")
+    return ProbabilitySums.from_parts(ExactSum.from_parts(ll, residues[0], "log_loss_sum"),
+                                      ExactSum.from_parts(brier, residues[1], "brier_sum"))
 
 
 def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
     """Version 1 had no ``weighted`` / ``log_product``: every event counts as weighted, and
     the log-loss sum is the folded sum."""
     return {**state, "weighted": None, "log_product": None}
+
+
+def _migrate_v2(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """Version 2 kept the unit-weight log loss as a running product (``log_product``); version 3
+    keeps exact sums: a version-2 ``log_loss_sum`` and ``brier_sum`` are taken as exact."""
+    out = {k: v for k, v in state.items() if k != "log_product"}
+    out["sum_residues"] = None
+    return out
 
 
 def _merge_outside(mine: list, theirs: list, acc: "BinaryScores") -> list:
@@ -311,11 +284,10 @@ _BINARY_STATE = (
     Field(("weights", "weighted"), lambda acc: ([0, 0], [0.0, 0.0]), attrs=("_wevents", "_wsum"),
           merge=_add_pairs, copy=lambda v: (list(v[0]), list(v[1])),
           encode=_encode_weights, decode=_decode_weights),
-    # [sum of w * -log(p), sum of w * (y - s)**2, mantissa, exponent]: p is the clipped
-    # probability of the true class; the unit-weight path multiplies p into
-    # mantissa * 2**exponent instead of adding logs (one multiply per event)
-    Field(("log_loss_sum", "brier_sum", "log_product"), lambda acc: [0.0, 0.0, 1.0, 0], attrs="_sums",
-          merge=_merge_sums, copy=list, encode=_encode_sums, decode=_decode_sums),
+    # exact sums of w * -log(p) and w * (y - s)**2 (p: the clipped probability of the true
+    # class), buffered per event and folded exactly (kernels.exact_sum): order-independent
+    Field(("log_loss_sum", "brier_sum", "sum_residues"), lambda acc: ProbabilitySums(), attrs="_sums",
+          merge=_merge_sums, copy=lambda v: v.copy(), encode=_encode_sums, decode=_decode_sums),
     # [lowest score below 0, highest score above 1] seen (None: none), because log loss
     # and Brier score are undefined once either has been seen
     Field("outside_unit", lambda acc: [None, None], attrs="_outside", merge=_merge_outside, copy=list,
@@ -366,15 +338,15 @@ class BinaryScores(Accumulator):
 
     type_name = "BinaryScores"
     state_fields = _BINARY_STATE
-    #: version 2 adds ``log_product`` (the exact running product; version 1 dicts still load)
-    version = 2
-    migrations = {1: _migrate_v1}
+    #: version 3: exact log-loss and Brier sums (``sum_residues``); versions 1 and 2 still load
+    version = 3
+    migrations = {1: _migrate_v1, 2: _migrate_v2}
 
     # the declared state (see _BINARY_STATE)
     _events: list[int]
     _wevents: list[int]
     _wsum: list[float]
-    _sums: list
+    _sums: ProbabilitySums
     _outside: list[float | None]
     _binning: Binning
     _neg: ScoreHistogram
@@ -402,13 +374,13 @@ class BinaryScores(Accumulator):
         attribute lookup per event); called whenever a container is replaced."""
         b = self._binning
         self._fast = (
-            ((self._neg.weights, self._pos.weights), self._events, self._sums, self._outside,
+            ((self._neg.weights, self._pos.weights), self._events, self._sums.unit, self._outside,
              b._shift, b._round, b._c)
             if isinstance(b, LogGridBinning) else None
         )
         # exact while small (exact=False): the per-event path of default-weight scores in (0, 1)
         self._xfast = (
-            ((self._neg.weights, self._pos.weights), self._events, self._sums, self._max_bins)
+            ((self._neg.weights, self._pos.weights), self._events, self._sums.unit, self._max_bins)
             if b.exact and self._max_bins is not None else None
         )
 
@@ -450,8 +422,8 @@ class BinaryScores(Accumulator):
         return {"bins": self._finest, "exact": self._exact, "max_bins": self._max_bins}
 
     def _log_loss_sum(self) -> float:
-        """Sum of ``w * -log(p)`` over the events with a score in [0, 1]."""
-        return _log_loss_of(self._sums)
+        """Sum of ``w * -log(p)`` over the events with a score in [0, 1] (exact, rounded once)."""
+        return self._sums.log.value
 
     def _check_merge(self, other: Accumulator) -> None:
         assert isinstance(other, BinaryScores)
@@ -488,7 +460,7 @@ class BinaryScores(Accumulator):
         fast = self._fast
         if fast is None or weight is not _ONE or score.__class__ is not float:
             return self._update_general(y, score, weight)
-        hists, events, sums, outside, shift, rnd, c = fast
+        hists, events, unit, outside, shift, rnd, c = fast
         if 0.0 < score < 0.5:  # key: see LogGridBinning
             q = 1.0 - score
             k = (_unpack(_pack(score))[0] + rnd) >> shift
@@ -517,29 +489,16 @@ class BinaryScores(Accumulator):
         events[y] += 1
         if q is None:
             return self
-        if y:  # p: probability of the true class, clipped as scikit-learn; d = |y - s|
-            p = score
-            d = q
-        else:
-            p = q
-            d = score
-        if p < _EPS:
-            p = _EPS
-        elif p > _ONE_MINUS_EPS:
-            p = _ONE_MINUS_EPS
-        m = sums[2] * p
-        if m < _RENORMALISE:  # keep the product's mantissa normal: m * 2**e
-            m, e = _frexp(m)
-            sums[3] += e
-        sums[2] = m
-        sums[1] += d * d
+        unit.append(score if y else -score)  # log-loss and Brier terms: folded exactly per BUFFER
+        if len(unit) >= BUFFER:
+            self._sums.fold()
         return self
 
     def _update_general(self, y: int, score: Any, weight: Any) -> "BinaryScores":
         """:meth:`update` for any validated ``y`` and unvalidated score and weight."""
         xfast = self._xfast
         if xfast is not None and weight is _ONE and score.__class__ is float and 0.0 < score < 1.0:
-            hists, events, sums, max_bins = xfast  # exact while small: the key is the score
+            hists, events, unit, max_bins = xfast  # exact while small: the key is the score
             h = hists[y]
             try:
                 h[score] += 1.0
@@ -548,23 +507,9 @@ class BinaryScores(Accumulator):
                 if len(hists[0]) + len(hists[1]) > max_bins:
                     self._collapse()  # onto the grid
             events[y] += 1
-            q = 1.0 - score
-            if y:
-                p = score
-                d = q
-            else:
-                p = q
-                d = score
-            if p < _EPS:
-                p = _EPS
-            elif p > _ONE_MINUS_EPS:
-                p = _ONE_MINUS_EPS
-            m = sums[2] * p
-            if m < _RENORMALISE:
-                m, e = _frexp(m)
-                sums[3] += e
-            sums[2] = m
-            sums[1] += d * d
+            unit.append(score if y else -score)
+            if len(unit) >= BUFFER:
+                self._sums.fold()
             return self
         if score.__class__ is not float or not -_INF < score < _INF:
             score = check_number(score, "score")
@@ -578,22 +523,13 @@ class BinaryScores(Accumulator):
             old = h.get(k)
             h[k] = weight if old is None else old + weight
         if 0.0 <= score <= 1.0:
-            p = score if y else 1.0 - score
-            if p < _EPS:
-                p = _EPS
-            elif p > _ONE_MINUS_EPS:
-                p = _ONE_MINUS_EPS
-            d = y - score
             sums = self._sums
-            if weight == 1.0:  # a unit weight: into the running product, as the fast path
-                m = sums[2] * p
-                if m < _RENORMALISE:
-                    m, e = _frexp(m)
-                    sums[3] += e
-                sums[2] = m
+            if weight == 1.0:  # a unit weight, as the fast path
+                sums.unit.append(score if y else -score)
             else:
-                sums[0] -= weight * _log(p)
-            sums[1] += weight * d * d
+                sums.weighted += (weight, score if y else -score)
+            if len(sums.unit) + len(sums.weighted) >= BUFFER:
+                sums.fold()
         else:  # log loss and Brier score are undefined from now on; remember why
             if score < 0.0:
                 self._see_outside(score, None)
@@ -644,10 +580,10 @@ class BinaryScores(Accumulator):
                 binning, keys, table = coarsen_table(binning, keys, table)  # type: ignore[arg-type]  # a LogGridBinning
         lo, hi = float(s.min()), float(s.max())
         if lo >= 0.0 and hi <= 1.0 and self._outside == [None, None]:
-            ll, brier = self._probability_sums(y, s, w)
+            probabilities = True
             outside = None
         else:  # log loss and Brier score are undefined from now on: no need for their sums
-            ll = brier = 0.0
+            probabilities = False
             outside = (lo if lo < 0.0 else None, hi if hi > 1.0 else None)
         # ---- nothing below can fail
         if self._binning.exact and not binning.exact:
@@ -661,35 +597,14 @@ class BinaryScores(Accumulator):
             if w is not None:
                 self._wevents[c] += int(weighted_n[c])
                 self._wsum[c] += float(weighted_w[c])
-        self._sums[0] += ll
-        self._sums[1] += brier
+        if probabilities:  # exact sums of the same per-event terms as the per-event path
+            for start in range(0, n, _CHUNK):
+                sc = s[start : start + _CHUNK]
+                signed = np.where(y[start : start + _CHUNK].view(bool), sc, -sc)
+                self._sums.add_batch(signed, None if w is None else w[start : start + _CHUNK])
         if outside is not None:
             self._see_outside(*outside)
         return self
-
-    @staticmethod
-    def _probability_sums(y: np.ndarray, s: np.ndarray, w: np.ndarray | None) -> tuple[float, float]:
-        """Batch log-loss and Brier sums of scores in [0, 1], in cache-sized chunks."""
-        log_sum = brier_sum = 0.0
-        for start in range(0, len(s), _CHUNK):
-            sc = s[start : start + _CHUNK]
-            yf = y[start : start + _CHUNK].astype(np.float64)
-            # probability of the true class: |(1 - y) - s| is s for y = 1, 1 - s for y = 0
-            p = np.subtract(1.0, yf)
-            p -= sc
-            np.abs(p, out=p)
-            np.clip(p, _EPS, _ONE_MINUS_EPS, out=p)
-            np.log(p, out=p)
-            d = np.subtract(yf, sc, out=yf)
-            d *= d
-            if w is None:
-                log_sum -= float(p.sum())
-                brier_sum += float(d.sum())
-            else:
-                weight = w[start : start + _CHUNK]
-                log_sum -= float(np.dot(weight, p))
-                brier_sum += float(np.dot(weight, d))
-        return log_sum, brier_sum
 
     # ------------------------------------------------------------------ removal
     def remove(self, y_true: Any, score: float, weight: float = 1.0) -> "BinaryScores":
@@ -701,17 +616,12 @@ class BinaryScores(Accumulator):
         * the event's weight from its bin (``h[key(score)] -= weight``; a bin that falls
           to at most 1e-9 of its weight before the removal is rounding residue and is
           dropped) and from its class's event count and weight;
-        * its log-loss term ``-log p`` (``p`` the clipped probability of the true class):
-          a unit-weight removal divides the running product ``mantissa * 2**exponent``
-          by ``p`` (one rounding per removal, relative, so the error of the log-loss sum
-          stays ~1e-16 per removal whatever the magnitude of the stream's history),
-          a weighted one subtracts ``weight * -log p`` from the sum of weighted terms;
-          the Brier term ``weight * (y - score)**2`` is subtracted from its sum. Both
-          sums are clamped at 0 against rounding.
+        * its log-loss term ``weight * -log p`` (``p`` the clipped probability of the true
+          class) and Brier term ``weight * (y - score)**2``, exactly (the sums are exact).
 
         Unit-weight histograms hold integral counts, so ``update`` then ``remove`` gives
-        the same histograms and counts as never adding the event, and the log-loss and
-        Brier sums within rounding. Not undone: the grid's coarsening (a removal never
+        the same histograms, counts, log-loss and Brier sums as never adding the event.
+        Not undone: the grid's coarsening (a removal never
         refines ``bins_per_octave`` back, except when the accumulator becomes empty, which
         restores a fresh state), and the record of scores outside [0, 1], which keeps
         ``log_loss``/``brier_score`` undefined until the accumulator is empty or reset.
@@ -770,25 +680,11 @@ class BinaryScores(Accumulator):
             return self
         if events[y] == 0:
             h.clear()  # drop residue of float weights
-        if 0.0 <= s <= 1.0:
-            p = s if y else 1.0 - s
-            if p < _EPS:
-                p = _EPS
-            elif p > _ONE_MINUS_EPS:
-                p = _ONE_MINUS_EPS
-            d = y - s
+        if 0.0 <= s <= 1.0:  # the event's exact terms, negated: the sums are as if never added
             sums = self._sums
-            if unit:
-                m = sums[2] / p
-                if m > 1.0:  # keep the mantissa in (0, 1]
-                    m, e = _frexp(m)
-                    sums[3] += e
-                sums[2] = m
-            else:
-                sums[0] += w * _log(p)
-            sums[1] = max(sums[1] - w * d * d, 0.0)
-            if self._log_loss_sum() < 0.0:  # rounding below the true sum (>= 0)
-                sums[0], sums[2], sums[3] = 0.0, 1.0, 0
+            sums.weighted += (-w, s if y else -s)
+            if len(sums.unit) + len(sums.weighted) >= BUFFER:
+                sums.fold()
         return self
 
     # ------------------------------------------------------------------ levels
@@ -899,4 +795,4 @@ class BinaryScores(Accumulator):
     def brier_score(self) -> float:
         """``sklearn.metrics.brier_score_loss``: the weighted mean of ``(y - score)**2``.
         ValueError once a score outside [0, 1] has been seen."""
-        return self._probability_metric("brier_score", self._sums[1])
+        return self._probability_metric("brier_score", self._sums.brier.value)

@@ -46,41 +46,42 @@ def test_restore_mid_stream_is_bit_exact(first: list, second: list, config: dict
         assert restored.log_loss() == live.log_loss()  # type: ignore[attr-defined]
 
 
-def test_long_product_restored_exactly() -> None:
-    """Past many renormalisations (exponent far below 0) the restored product is the live one."""
+def test_long_sum_restored_exactly() -> None:
+    """Past many buffer folds the restored exact sums are the live ones (residues written)."""
     live = sm.BinaryScores()
     _feed(live, [(i % 2 == 0, 1e-3 * (i % 97 + 1), None) for i in range(5000)])
     state = live.to_dict()["state"]
-    assert state["log_product"][2] < -1000
+    assert state["sum_residues"] is not None and state["sum_residues"][0]
     restored = from_dict(live.to_dict())
     _feed(live, [(True, 0.3, None)] * 7)
     _feed(restored, [(True, 0.3, None)] * 7)  # type: ignore[arg-type]
     assert restored.to_dict() == live.to_dict()
 
 
-def test_version_1_dict_loads() -> None:
+def test_version_1_and_2_dicts_load() -> None:
     acc = sm.BinaryScores().update_many([0, 1, 1], [0.2, 0.7, 0.9])
     acc.update(1, 0.8)
     d = acc.to_dict()
-    assert d["version"] == 2 and d["state"]["log_product"] is not None
-    old = {**d, "version": 1, "state": {k: v for k, v in d["state"].items() if k not in ("log_product", "weighted")}}
-    back = from_dict(old)
-    assert back.log_loss() == pytest.approx(acc.log_loss(), rel=1e-15)  # type: ignore[attr-defined]
-    assert back.to_dict()["state"]["log_product"] is None
+    assert d["version"] == 3 and "sum_residues" in d["state"]
+    v2 = {**d, "version": 2, "state": {**{k: v for k, v in d["state"].items() if k != "sum_residues"},
+                                       "log_product": [0.0, 0.5, -1]}}
+    old = {**d, "version": 1, "state": {k: v for k, v in d["state"].items() if k not in ("sum_residues", "weighted")}}
+    for version in (v2, old):
+        back = from_dict(version)
+        assert back.log_loss() == acc.log_loss()  # type: ignore[attr-defined]  # the float as the exact sum
+        assert back.to_dict()["state"]["sum_residues"] is None
 
 
 @pytest.mark.parametrize("key, bad, words", [
     ("weighted", [0, 5, 0.0, 1.0], "weighted[1]"),
     ("weighted", [0, 1, 0.0, 2.5], "weighted gives"),
     ("weighted", [0, 1], "weighted must"),
-    ("log_product", "x", "log_product"),
-    ("log_product", [1.0, 0.5], "log_product"),
-    ("log_product", [float("nan"), 0.5, -3], "log_product[0]"),
-    ("log_product", [0.0, 0.0, -3], "log_product[1]"),
-    ("log_product", [0.0, 1.5, -3], "log_product[1]"),
-    ("log_product", [0.0, 0.5, 1.5], "log_product[2]"),
-    ("log_product", [0.0, 0.5, -(1 << 70)], "log_product[2]"),
-    ("log_product", [5.0, 0.5, -3], "log_product gives"),
+    ("sum_residues", "x", "sum_residues"),
+    ("sum_residues", [[1e-30]], "sum_residues"),
+    ("sum_residues", [["x"], []], "log_loss_sum must hold finite floats"),
+    ("sum_residues", [[], [float("nan")]], "brier_sum must hold finite floats"),
+    ("sum_residues", [[1.0], []], "log_loss_sum is not the canonical"),
+    ("sum_residues", [[], [1e-300, 1e-300]], "brier_sum is not the canonical"),
 ])
 def test_malformed_exact_parts_refused(key: str, bad: object, words: str) -> None:
     acc = sm.BinaryScores()

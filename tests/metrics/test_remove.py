@@ -137,7 +137,7 @@ bs_events = st.tuples(st.booleans(), probabilities, weights)
 
 def _bs_state(b: sm.BinaryScores) -> tuple[dict, float, float]:
     state = b.to_dict()["state"]
-    state.pop("log_product"), state.pop("weighted")  # the exact parts of log_loss_sum: order-dependent like it
+    state.pop("sum_residues"), state.pop("weighted")  # weighted: a float sum, order-dependent
     return state, state.pop("log_loss_sum"), state.pop("brier_sum")
 
 
