@@ -48,7 +48,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-__all__ = ["BUFFER", "ExactSum", "ProbabilitySums", "probability_terms", "exact_units", "units_of", "float_of",
+__all__ = ["BUFFER", "ExactSum", "ProbabilitySums", "probability_terms", "exact_units", "units_of", "float_of", "exact_units_rows",
            "expansion_of", "from_expansion", "MAX_EXPANSION"]
 
 #: terms a per-event buffer holds before it is folded (bounded memory, amortised numpy call)
@@ -67,36 +67,57 @@ _ldexp = math.ldexp
 def exact_units(x: Any) -> int:
     """``sum(x)`` exactly, in units of ``2**-1074`` (a Python int): float64 ``x``, finite.
 
-    Error-free extraction (Rump, Ogita & Oishi's AccSum): with ``sigma`` a power of two
-    ``>= 2**11 * max|x|``, ``q = (sigma + x) - sigma`` is exact, so is ``x - q``, and the ``q``
-    (multiples of ``ulp(sigma)``, at most 1,024 of them) sum exactly in float64. Three levels
-    take the 53 bits of terms of one magnitude; what is left after :data:`_LEVELS` goes through
-    :func:`_integer_units` (each term's integer mantissa summed per exponent).
-
     >>> exact_units([0.5, 0.25]) == (3 << 1074) // 4
     True
     """
-    a = np.ascontiguousarray(x, dtype=np.float64).ravel()
-    total = 0
-    for start in range(0, a.size, _CHUNK):
-        r = a[start : start + _CHUNK]
+    return exact_units_rows(np.ascontiguousarray(x, dtype=np.float64).reshape(1, -1))[0]
+
+
+def exact_units_rows(a: np.ndarray) -> list[int]:
+    """The exact sum of each row of a 2-D float64 array (finite), in units of ``2**-1074``.
+
+    Error-free extraction (Rump, Ogita & Oishi's AccSum): with ``sigma`` a power of two
+    ``>= 2**11 * max|x|``, ``q = (sigma + x) - sigma`` is exact, so is ``x - q``, and the ``q``
+    (multiples of ``ulp(sigma)``, at most 1,024 of them) sum exactly in float64. Three levels
+    take the 53 bits of terms of one magnitude; what is left after :data:`_LEVELS` (or near the
+    ends of the float range) goes through :func:`_integer_units` (integer mantissas summed per
+    exponent). Rows share each numpy call (one call serves several sums of the same events).
+    """
+    k = a.shape[0]
+    totals = [0] * k
+    for start in range(0, a.shape[1], _CHUNK):
+        r = a[:, start : start + _CHUNK]
+        rest = [False] * k  # rows left for the integer path
         for _ in range(_LEVELS):
-            top = float(np.max(np.abs(r)))
-            if top == 0.0:
+            tops = np.max(np.abs(r), axis=1).tolist()
+            sig = []
+            live = False
+            for i, top in enumerate(tops):
+                e = _frexp(top)[1]
+                if top == 0.0 or rest[i]:
+                    sig.append(0.0)
+                elif -960 < e < 960:
+                    sig.append(_ldexp(1.0, e + 11))
+                    live = True
+                else:
+                    sig.append(0.0)
+                    rest[i] = True
+            if not live:
                 break
-            e = _frexp(top)[1]
-            if not -960 < e < 960:  # near the ends of the range: the integer path
-                break
-            sigma = _ldexp(1.0, e + 11)
+            sigma = np.array(sig).reshape(k, 1)
             q = (r + sigma) - sigma
+            if not all(sig):
+                q *= sigma != 0.0  # a row without sigma keeps its terms (0 + x - 0 would take them all)
             r = r - q
-            total += units_of(float(q.sum()))
+            for i, part in enumerate(q.sum(axis=1).tolist()):
+                if sig[i]:
+                    totals[i] += units_of(part)
         else:
-            total += _integer_units(r)
-            continue
-        if top != 0.0:
-            total += _integer_units(r)
-    return total
+            rest = [True] * k
+        for i in range(k):
+            if rest[i]:
+                totals[i] += _integer_units(r[i])
+    return totals
 
 
 def _integer_units(a: np.ndarray) -> int:
@@ -309,24 +330,23 @@ class ProbabilitySums:
     def fold(self) -> "ProbabilitySums":
         unit, weighted = self.unit, self.weighted
         if unit:
-            lt, bt = probability_terms(np.fromiter(unit, np.float64, len(unit)))
-            self._log.add_array(lt)
-            self._brier.add_array(bt)
+            self._add(*probability_terms(np.fromiter(unit, np.float64, len(unit))))
             unit.clear()
         if weighted:
             pairs = np.fromiter(weighted, np.float64, len(weighted))
-            lt, bt = probability_terms(pairs[1::2].copy(), pairs[0::2].copy())
-            self._log.add_array(lt)
-            self._brier.add_array(bt)
+            self._add(*probability_terms(pairs[1::2].copy(), pairs[0::2].copy()))
             weighted.clear()
         return self
 
     def add_batch(self, signed: np.ndarray, w: np.ndarray | None = None) -> "ProbabilitySums":
         """Add a batch of signed scores (and weights) exactly."""
-        lt, bt = probability_terms(np.ascontiguousarray(signed, dtype=np.float64), w)
-        self._log.add_array(lt)
-        self._brier.add_array(bt)
+        self._add(*probability_terms(np.ascontiguousarray(signed, dtype=np.float64), w))
         return self
+
+    def _add(self, log_terms: np.ndarray, brier_terms: np.ndarray) -> None:
+        log, brier = exact_units_rows(np.stack([log_terms, brier_terms]))
+        self._log._units += log
+        self._brier._units += brier
 
     @property
     def log(self) -> ExactSum:
