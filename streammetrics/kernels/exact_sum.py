@@ -27,7 +27,8 @@ restored sum continues exactly. :func:`from_expansion` checks the expansion is t
 one of its own value (``ValueError`` otherwise), so a hand-made or corrupted residue cannot
 enter a state.
 
-Limits: terms must be finite (callers validate their inputs first); a sum beyond the float64
+Limits: a term that is not finite (an overflowed product) makes the value ``inf``, ``-inf`` or
+``nan`` from then on (the exact part is kept apart); a sum of finite terms beyond the float64
 range reads as ``inf``/``-inf`` (its exact value is kept, so it can come back into range by
 removal); products such as ``w * x`` are rounded once per term *before* summation, by the
 caller, identically on every path.
@@ -48,8 +49,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-__all__ = ["BUFFER", "ExactSum", "ProbabilitySums", "probability_terms", "exact_units", "units_of", "float_of", "exact_units_rows",
-           "expansion_of", "from_expansion", "MAX_EXPANSION"]
+__all__ = ["BUFFER", "ExactSum", "ProbabilitySums", "probability_terms", "exact_units", "exact_units_rows", "units_of",
+           "float_of", "expansion_of", "from_expansion", "MAX_EXPANSION"]
 
 #: terms a per-event buffer holds before it is folded (bounded memory, amortised numpy call)
 BUFFER = 1024
@@ -200,17 +201,18 @@ class ExactSum:
     True
     """
 
-    __slots__ = ("terms", "_units")
+    __slots__ = ("terms", "_units", "_special")
 
     def __init__(self, units: int = 0) -> None:
         #: pending terms (a list object that is never replaced: fast paths may hold it)
         self.terms: list[float] = []
         self._units = units
+        self._special = 0.0  # the sum of non-finite terms (inf, -inf or nan; 0.0: none)
 
     def fold(self) -> "ExactSum":
         """Add the pending terms exactly and empty the buffer (in place)."""
         if self.terms:
-            self._units += exact_units(self.terms)
+            self.add_array(np.fromiter(self.terms, np.float64, len(self.terms)))
             self.terms.clear()
         return self
 
@@ -224,20 +226,29 @@ class ExactSum:
 
     def add_array(self, x: Iterable[float] | np.ndarray) -> "ExactSum":
         """Add a batch of terms exactly (vectorised)."""
-        self._units += exact_units(x if isinstance(x, np.ndarray) else np.fromiter(x, dtype=np.float64))
+        a = x if isinstance(x, np.ndarray) else np.fromiter(x, dtype=np.float64)
+        if not np.isfinite(a).all():  # an overflowed term (e.g. weight * huge margin): inf/nan from now on
+            bad = ~np.isfinite(a)
+            self._special = float(a[bad].sum()) + self._special
+            a = a[~bad]
+        self._units += exact_units(a)
         return self
 
     def merge(self, other: "ExactSum") -> "ExactSum":
         """Add ``other``'s exact value (``other`` is folded, not otherwise changed)."""
         self._units += other.units
+        self._special += other._special
         return self
 
     def copy(self) -> "ExactSum":
-        return ExactSum(self.units)
+        out = ExactSum(self.units)
+        out._special = self._special
+        return out
 
     def reset(self) -> "ExactSum":
         self.terms.clear()
         self._units = 0
+        self._special = 0.0
         return self
 
     @property
@@ -250,7 +261,8 @@ class ExactSum:
     @property
     def value(self) -> float:
         """The correctly rounded sum (``math.fsum`` of the terms)."""
-        return float_of(self.units)
+        units = self.units
+        return self._special if self._special else float_of(units)
 
     def expansion(self) -> list[float]:
         """The canonical expansion: ``[value, residue...]`` (see the module docstring)."""
@@ -270,7 +282,8 @@ class ExactSum:
         return cls(from_expansion([value, *residue], name))
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, ExactSum) and self.units == other.units
+        return isinstance(other, ExactSum) and self.units == other.units and (
+            self._special == other._special or (self._special != self._special and other._special != other._special))
 
     __hash__ = None  # type: ignore[assignment]  # mutable
 

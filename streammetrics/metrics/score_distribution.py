@@ -35,6 +35,7 @@ from streammetrics.core.exceptions import UndefinedMetricWarning
 from streammetrics.core.state import Field, describe
 from streammetrics.core.validation import as_float_array, as_weight_array, check_number, check_weight
 from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning, make_binning
+from streammetrics.kernels.exact_sum import BUFFER, ExactSum
 from streammetrics.kernels.histogram import (
     MAX_TOTAL_WEIGHT,
     ScoreHistogram,
@@ -115,32 +116,44 @@ def _decode_hist(raw: tuple, acc: "ScoreDistribution", loaded: Mapping[str, Any]
     return binning, hist
 
 
-# [count, score sum, unit-weight events at score >= threshold, weighted events, their
-# weight, their weight at score >= threshold]: the unit-weight path touches three entries
+# [count, score sum (an exact ExactSum), unit-weight events at score >= threshold, weighted
+# events, their weight, their weight at score >= threshold]: the unit-weight path touches three
 _COUNT, _SUM, _UNIT_ABOVE, _WEVENTS, _WTOTAL, _WABOVE = range(6)
 
 
 def _totals(sums: list) -> tuple[int, float, float, float]:
     """``(count, total weight, score sum, weight at score >= threshold)``."""
     count = sums[_COUNT]
-    return (count, (count - sums[_WEVENTS]) + sums[_WTOTAL], sums[_SUM],
+    return (count, (count - sums[_WEVENTS]) + sums[_WTOTAL], sums[_SUM].value,
             sums[_UNIT_ABOVE] + sums[_WABOVE])
 
 
 def _merge_sums(mine: list, theirs: list, acc: Any) -> list:
     for i, v in enumerate(theirs):
-        mine[i] += v
+        if i == _SUM:
+            mine[i].merge(v)  # exact (kernels.exact_sum): independent of the merge order
+        else:
+            mine[i] += v
     return mine
+
+
+def _copy_sums(sums: list) -> list:
+    out = list(sums)
+    out[_SUM] = sums[_SUM].copy()
+    return out
 
 
 def _encode_sums(sums: list, acc: Any) -> tuple:
     count, total, score_sum, above = _totals(sums)
-    # score_sum: overflow of huge margins is written as 'inf', '-inf' or 'nan'
-    return count, total, score_sum if math.isfinite(score_sum) else repr(score_sum), above
+    # score_sum: overflow of huge margins is written as 'inf', '-inf' or 'nan' (no residue then)
+    if not math.isfinite(score_sum):
+        return count, total, repr(score_sum), above, None
+    residue = sums[_SUM].residue()  # the rest of the exact sum (kernels.exact_sum), null if none
+    return count, total, score_sum, above, residue or None
 
 
 def _decode_sums(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> list:
-    count, total, score_sum, above = raw
+    count, total, score_sum, above, residue = raw
     if type(count) is not int or count < 0:
         raise ValueError(f"count must be a non-negative int, got {describe(count)}")
     total = check_weight(total, "total_weight")
@@ -150,14 +163,23 @@ def _decode_sums(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> list:
     above = check_weight(above, "positive_weight")
     if above > total * (1 + 1e-9):
         raise ValueError(f"positive_weight={above!r} exceeds total_weight={total!r}")
+    exact = (ExactSum.from_parts(score_sum, residue, "score_sum") if math.isfinite(score_sum)
+             else ExactSum())  # an overflowed sum (only reachable from huge margins) restarts
     # every loaded event counts as weighted: total = count - weighted events + their weight
-    return [count, score_sum, 0, count, total, above]
+    return [count, exact, 0, count, total, above]
+
+
+def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """Version 1 had no ``score_sum_residue``: its ``score_sum`` is taken as exact."""
+    return {**state, "score_sum_residue": None}
 
 
 _STATE = (
     # count, total weight, sum of weight * score (for mean_score), weight at score >= threshold
-    Field(("count", "total_weight", "score_sum", "positive_weight"), lambda acc: [0, 0.0, 0, 0, 0.0, 0.0],
-          attrs="_sums", merge=_merge_sums, copy=list, encode=_encode_sums, decode=_decode_sums),
+    # (score_sum is exact: score_sum_residue holds the rest of its expansion, kernels.exact_sum)
+    Field(("count", "total_weight", "score_sum", "positive_weight", "score_sum_residue"),
+          lambda acc: [0, ExactSum(), 0, 0, 0.0, 0.0],
+          attrs="_sums", merge=_merge_sums, copy=_copy_sums, encode=_encode_sums, decode=_decode_sums),
     # the grid in force and the histogram on it: merged together (grids coarsen)
     Field(("bins_per_octave", "histogram"), _fresh, attrs=("_binning", "_hist"), merge=_merge_hist,
           copy=lambda v: (v[0], v[1].copy()), encode=_encode_hist, decode=_decode_hist),
@@ -178,6 +200,9 @@ class ScoreDistribution(Accumulator):
 
     type_name = "ScoreDistribution"
     state_fields = _STATE
+    #: version 2: the score sum is exact (``score_sum_residue``); version 1 dicts still load
+    version = 2
+    migrations = {1: _migrate_v1}
 
     _sums: list
     _binning: Binning
@@ -206,7 +231,7 @@ class ScoreDistribution(Accumulator):
     def _refresh(self) -> None:
         b = self._binning
         self._fast = (
-            (self._hist.weights, b._shift, b._round, b._c, self._sums, self._threshold)
+            (self._hist.weights, b._shift, b._round, b._c, self._sums, self._threshold, self._sums[_SUM].terms)
             if isinstance(b, LogGridBinning) else None
         )
 
@@ -239,7 +264,7 @@ class ScoreDistribution(Accumulator):
     @property
     def score_sum(self) -> float:
         """``sum(weight * score)``."""
-        return self._sums[_SUM]
+        return self._sums[_SUM].value
 
     @property
     def positive_weight(self) -> float:
@@ -278,7 +303,7 @@ class ScoreDistribution(Accumulator):
         """Add one prediction: a finite ``score`` and a finite ``weight >= 0``."""
         fast = self._fast
         if fast is not None and weight is _ONE and score.__class__ is float:
-            h, shift, rnd, c, sums, threshold = fast
+            h, shift, rnd, c, sums, threshold, terms = fast
             if 0.0 < score < 0.5:  # key: see LogGridBinning
                 k = (_unpack(_pack(score))[0] + rnd) >> shift
             elif 0.5 <= score < 1.0:
@@ -292,7 +317,9 @@ class ScoreDistribution(Accumulator):
                 if len(h) > self._max_bins:  # type: ignore[operator]  # a log grid: max_bins set
                     self._collapse()
             sums[0] += 1
-            sums[1] += score
+            terms.append(score)  # the score sum: buffered, folded exactly
+            if len(terms) >= BUFFER:
+                sums[1].fold()
             if score >= threshold:
                 sums[2] += 1
             return self
@@ -313,13 +340,13 @@ class ScoreDistribution(Accumulator):
         sums = self._sums
         sums[_COUNT] += 1
         if weight is _ONE:
-            sums[_SUM] += s
+            sums[_SUM].add(s)
             if s >= self._threshold:
                 sums[_UNIT_ABOVE] += 1
         else:
             sums[_WEVENTS] += 1
             sums[_WTOTAL] += w
-            sums[_SUM] += w * s
+            sums[_SUM].add(w * s)
             if s >= self._threshold:
                 sums[_WABOVE] += w
         return self
@@ -345,7 +372,7 @@ class ScoreDistribution(Accumulator):
                 binning, keys, table = coarsen_table(binning, keys, table)  # type: ignore[arg-type]  # a LogGridBinning
         above = s >= self._threshold
         above_w = float(np.count_nonzero(above)) if w is None else float(w[above].sum())
-        score_sum = float(s.sum() if w is None else np.dot(w, s))
+        score_terms = s if w is None else w * s  # the per-event terms, summed exactly below
         # ---- nothing below can fail
         if self._binning.exact and not binning.exact:
             self._binning = to_grid([self._hist], LogGridBinning(self._finest))  # type: ignore[arg-type]  # an int here
@@ -355,7 +382,7 @@ class ScoreDistribution(Accumulator):
         self._collapse()
         sums = self._sums
         sums[_COUNT] += n
-        sums[_SUM] += score_sum
+        sums[_SUM].add_array(score_terms)
         if w is None:
             sums[_UNIT_ABOVE] += int(np.count_nonzero(above))
         else:

@@ -38,7 +38,7 @@ def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
     sd = ScoreDistribution(threshold=config["threshold"], exact=config["exact"])
     return {
         "predictions": {
-            "type": sd.type_name, "version": sd.version, "config": sd._config(),
+            "type": sd.type_name, "version": 1, "config": sd._config(),  # a version-1 layout
             "state": {"count": sum(s["events"]), "total_weight": sum(s["weights"]),
                       "score_sum": state["score_sum"], "positive_weight": above,
                       "bins_per_octave": s["bins_per_octave"], "histogram": hist},

@@ -107,7 +107,7 @@ def binary_snapshot(monitor: Any) -> dict[str, Any]:
         "roc_auc_high": rank["roc_auc_high"],
         "average_precision": rank["average_precision"],
         "log_loss": None if outside or not weight > 0 else _number(sc._log_loss_sum() / weight),
-        "brier_score": None if outside or not weight > 0 else _number(sc._sums[1] / weight),
+        "brier_score": None if outside or not weight > 0 else _number(sc._sums.brier.value / weight),
         "positive_rate": conf["positive_rate"],
         "predicted_positive_rate": _number(pr.positive_weight / seen) if seen > 0 else None,
         "mean_score": _number(pr.score_sum / seen) if seen > 0 else None,
