@@ -2,9 +2,10 @@
 
 One local Spark session (``local[2]``, loopback, no UI) for the module. The rows go to Spark
 shuffled over three partitions; replay reads them sorted by ``ts`` from a JSONL file. Lines are
-compared byte for byte where every sum in the state is exact (the ``labels`` task, counts,
-histograms); elsewhere the float sums that depend on the order of additions (log-loss and Brier
-sums, score sums, regression moments) are compared to 1e-12 relative and everything else exactly.
+compared byte for byte for the binary and labels tasks (their float sums are exact,
+kernels.exact_sum; weights dyadic, so summed weights are exact too); for the multiclass and
+regression tasks, whose float sums are not exact yet (MulticlassScores' log-loss sum, the
+monitors' score sums, Regression's moments), those are compared to 1e-12 relative.
 """
 from __future__ import annotations
 
@@ -95,8 +96,6 @@ def assert_close(a, b, path="$"):
     if isinstance(a, dict):
         assert isinstance(b, dict) and list(a) == list(b), path
         for k in a:
-            if k == "log_product":  # BinaryScores' exact parts of log_loss_sum: depend on the path
-                continue
             assert_close(a[k], b[k], f"{path}.{k}")
     elif isinstance(a, list):
         assert isinstance(b, list) and len(a) == len(b), path
@@ -142,7 +141,7 @@ def test_binary_hopping_weights_segments_and_rejections(spark, tmp_path):
     want, reasons = replay(tmp_path, events, "--window", "60s", "--slide", "20s")
     snaps, rejected = window_snapshots(frame(spark, events, BINARY), window="60s", slide="20s", with_rejections=True)
     rows = snaps.collect()
-    assert_same([r.snapshot for r in rows], want)
+    assert_same([r.snapshot for r in rows], want, exact=True)
     assert all(r.window_end.timestamp() - r.window_start.timestamp() == 60 for r in rows)
     got = sorted(r.reason for r in rejected.collect() for _ in range(r["count"]))
     assert got == reasons and len(got) == 4
@@ -182,18 +181,18 @@ def test_every_task_equals_replay(spark, tmp_path):
         results.setdefault(row.task, []).append(row.snapshot)
     for name, (events, _, _, args) in frames.items():
         want, _ = replay(tmp_path, events, "--window", "30s", *args)
-        assert_same(results[name], want, exact=name == "labels")
+        assert_same(results[name], want, exact=name == "labels")  # see the module docstring
 
 
 def test_merge_snapshots_rolls_up_windows_and_segments(spark, tmp_path):
-    events = binary_events(2000, seed=4, dyadic=True)
+    events = binary_events(2000, seed=4)
     minutes = window_snapshots(frame(spark, events, BINARY), window="60s")
     by_5min = [r.snapshot for r in merge_snapshots(minutes, window="300s").collect()]
     want, _ = replay(tmp_path, events, "--window", "300s")
-    assert_same(by_5min, want)
+    assert_same(by_5min, want, exact=True)
     across = [r.snapshot for r in merge_snapshots(minutes, window="300s", by=("model",)).collect()]
     want, _ = replay(tmp_path, [{**e, "segment": None} for e in events], "--window", "300s")
-    assert_same(across, want)
+    assert_same(across, want, exact=True)
 
 
 def test_delayed_labels_final_counts(spark, tmp_path):
@@ -234,8 +233,10 @@ def test_delayed_labels_final_counts(spark, tmp_path):
     assert sorted(got) == sorted(last)
     for k, line in got.items():
         s, r = json.loads(line), last[k]
+        # everything but the revision number is identical (see window_snapshots: replay numbers
+        # revisions by when its polls saw labels, which a DataFrame's rows do not carry)
         assert s.pop("revision") == 0 and r.pop("revision") >= 0
-        assert_close(s, r)
+        assert json.dumps(s) == json.dumps(r)
     assert any(s["pending"] for s in last.values()) and any(s["expired"] for s in last.values())
     assert any(not s["final"] for s in last.values())
 
@@ -261,4 +262,4 @@ def test_foreach_batch_partial_windows_merge_to_replay(spark, tmp_path):
     partial = spark.read.parquet(out)
     assert partial.count() > len(by_window(replay(tmp_path, events, "--window", "60s")[0]))  # split windows
     merged = [r.snapshot for r in merge_snapshots(partial).collect()]
-    assert_same(merged, replay(tmp_path, events, "--window", "60s")[0])
+    assert_same(merged, replay(tmp_path, events, "--window", "60s")[0], exact=True)
