@@ -1,0 +1,154 @@
+"""kernels.exact_sum: any split, merge order or batching gives the same state, equal to the
+exact sum of the terms (fractions) and, rounded, to math.fsum."""
+from __future__ import annotations
+
+import math
+import random
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import streammetrics as sm
+from streammetrics.kernels.exact_sum import (
+    BUFFER,
+    ExactSum,
+    ProbabilitySums,
+    exact_units,
+    exact_units_rows,
+    expansion_of,
+    from_expansion,
+    probability_terms,
+)
+
+finite = st.floats(allow_nan=False, allow_infinity=False)
+wide = st.one_of(finite, st.floats(-1.0, 1.0), st.sampled_from([0.1, 1e300, -1e300, 5e-324, 2.0**-1022, -0.0]))
+terms = st.lists(wide, max_size=60)
+
+
+def exact(xs: list[float]) -> Fraction:
+    return sum((Fraction(x) for x in xs), Fraction(0))
+
+
+@settings(max_examples=300, deadline=None)
+@given(terms, st.integers(0, 2**32 - 1))
+def test_any_split_and_merge_order_gives_the_exact_sum(xs, seed):
+    rng = random.Random(seed)
+    whole = ExactSum()
+    for x in xs:  # per term, through the buffer
+        whole.add(x)
+    shuffled = xs[:]
+    rng.shuffle(shuffled)
+    cuts = sorted(rng.randint(0, len(xs)) for _ in range(3))
+    parts = [ExactSum().add_array(np.array(shuffled[a:b], dtype=np.float64))
+             for a, b in zip([0, *cuts], [*cuts, len(xs)])]
+    rng.shuffle(parts)
+    merged = parts[0]
+    for p in parts[1:]:
+        merged.merge(p)
+    assert merged == whole
+    assert merged.expansion() == whole.expansion()
+    assert Fraction(merged.units, 1 << 1074) == exact(xs)
+    assert whole.value == math.fsum(xs)
+    assert sum((Fraction(c) for c in whole.expansion()), Fraction(0)) == exact(xs)
+    assert ExactSum.from_parts(whole.value, whole.residue()) == whole
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(wide, min_size=5, max_size=5), max_size=40))
+def test_rows_equal_single_sums(rows):
+    a = np.array(rows, dtype=np.float64).reshape(-1, 5).T.copy()
+    assert exact_units_rows(a) == [exact_units(r) for r in a]
+
+
+def test_buffer_is_bounded_and_large_batches_are_exact():
+    s = ExactSum()
+    xs = [0.1 * i for i in range(3 * BUFFER + 7)]
+    for x in xs:
+        s.add(x)
+        assert len(s.terms) < BUFFER
+    big = np.random.default_rng(1).standard_normal(50_000) * 1e6
+    assert Fraction(exact_units(big), 1 << 1074) == exact(big.tolist())
+    assert s.value == math.fsum(xs)
+
+
+def test_expansion_is_canonical_and_validated():
+    assert expansion_of(0) == [0.0]
+    s = ExactSum().add_array(np.array([1e100, 1.0, 1e-100]))
+    assert s.expansion() == [1e100, 1.0, 1e-100]
+    with pytest.raises(ValueError, match="canonical"):
+        from_expansion([1.0, 1.0])
+    with pytest.raises(ValueError, match="finite"):
+        from_expansion([1.0, math.inf])
+    with pytest.raises(ValueError, match="list"):
+        ExactSum.from_parts(1.0, "x")
+
+
+def test_non_finite_terms_make_the_value_non_finite():
+    s = ExactSum().add_array(np.array([1.0, math.inf]))
+    assert s.value == math.inf
+    assert math.isnan(s.copy().merge(ExactSum().add_array(np.array([-math.inf]))).value)
+
+
+def test_numpy_log_is_elementwise_deterministic():
+    """The log-loss terms come from np.log on buffers of any length and offset: the same
+    element gives the same bits whatever array it sits in (so per-event and batch agree)."""
+    p = np.random.default_rng(2).random(4099)
+    whole = np.log(p)
+    for start, stop in ((0, 1), (3, 20), (5, 1029), (17, 4099)):
+        assert np.array_equal(np.log(p[start:stop].copy()), whole[start:stop])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.floats(0.0, 1.0), st.sampled_from([1.0, 0.3, 2.5, 0.0])), max_size=80),
+       st.integers(0, 2**32 - 1))
+def test_binary_probability_sums_are_a_function_of_the_multiset(events, seed):
+    per_event = ProbabilitySums()
+    for y, s, w in events:
+        signed = s if y else -s
+        if w == 1.0:
+            per_event.unit.append(signed)
+        else:
+            per_event.weighted += (w, signed)
+    rng = random.Random(seed)
+    shuffled = events[:]
+    rng.shuffle(shuffled)
+    batch = ProbabilitySums().add_batch(np.array([s if y else -s for y, s, _ in shuffled]),
+                                        np.array([w for _, _, w in shuffled]))
+    assert per_event.log == batch.log and per_event.brier == batch.brier
+    log_terms, brier_terms = probability_terms(np.array([s if y else -s for y, s, _ in events]),
+                                               np.array([w for _, _, w in events]))
+    assert batch.log.value == math.fsum(log_terms.tolist())
+    assert batch.brier.value == math.fsum(brier_terms.tolist())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.floats(0.0, 1.0), st.sampled_from([1.0, 0.1, 2.7])), max_size=60),
+       st.integers(0, 2**32 - 1))
+def test_binary_monitor_state_is_split_and_order_independent(events, seed):
+    """BinaryMonitor's whole dict (log-loss, Brier and score sums included) is the same per event,
+    in one batch, or split, shuffled and merged; weights 0.1 and 2.7 are not dyadic, so only the
+    summed weights of weighted events (``weighted``, ``weights``, ``total_weight``, cells) may
+    differ - they are compared after removing those fields."""
+    from streammetrics.events.parser import Event
+
+    evs = [Event(1000.0 + i, "m", y_true=int(y), score=s, weight=w) for i, (y, s, w) in enumerate(events)]
+    one = sm.BinaryMonitor()
+    for e in evs:
+        one.update_event(e)
+    rng = random.Random(seed)
+    shuffled = evs[:]
+    rng.shuffle(shuffled)
+    cut = rng.randint(0, len(evs))
+    a = sm.BinaryMonitor().update_events(shuffled[:cut]) if cut else sm.BinaryMonitor()
+    b = sm.BinaryMonitor().update_events(shuffled[cut:]) if cut < len(evs) else sm.BinaryMonitor()
+    merged = b.merge(a)
+
+    def sums(m):
+        st_ = m.to_dict()["state"]
+        s, p = st_["scores"]["state"], st_["predictions"]["state"]
+        return (s["log_loss_sum"], s["brier_sum"], s["sum_residues"], p["score_sum"], p["score_sum_residue"])
+
+    assert sums(merged) == sums(one)
