@@ -19,14 +19,15 @@ No RDD or SparkContext is used (Spark Connect and Databricks serverless work), a
 grouped-aggregate pandas UDF (those ship every row to its group). The shuffle holds at most
 ``partitions x keys x panes x windows-per-pane`` states (~1-40 KB of JSON each).
 
-Equal to replay: counts, integer and histogram state, every metric that depends on them, and
-the window bookkeeping are identical. Float *sums* inside states (log-loss and Brier sums,
-``score_sum``, regression moments, fractional weights) depend on the order of additions,
-which no engine that shuffles states instead of rows can reproduce: they agree with replay to
-1e-12 relative (tested; typically the last digit differs), so lines are byte-identical only
-where every sum is exact (the ``labels`` task with unit or dyadic weights). "Time order":
-replay over the events sorted by ``ts`` sees no late event, so ``late`` is 0 and every
-window is final; ``max_future`` (a wall-clock bound of the live service) does not apply.
+Equal to replay: the snapshot lines are byte-identical for the binary and labels tasks, weights
+and segments included: every float sum of their states is exact (:mod:`streammetrics.kernels.exact_sum`:
+log-loss, Brier and score sums are functions of the multiset of events, whatever the partitioning
+or merge order). Not yet exact, so they agree with replay to ~1e-12 relative only: summed
+*non-dyadic* weights (0.1, 2.7; histogram bins, confusion cells, total weights - dyadic weights such
+as 0.25 or 2.5 sum exactly), MulticlassScores' log-loss sum and the multiclass monitor's score sums,
+and the regression task's sums and moments. "Time order": replay over the events sorted by ``ts``
+sees no late event, so ``late`` is 0 and every window is final; ``max_future`` (a wall-clock bound
+of the live service) does not apply.
 
 Delayed labels (contract section 5): ``label_events=`` a DataFrame of ``{id, y_true, ts}``
 joined by ``id`` before windowing; see :func:`window_snapshots`.
@@ -380,8 +381,11 @@ def window_snapshots(
     than ``label_ttl`` past its own, else *pending*; either way only its label-free part enters
     the monitor (``update_prediction``). Snapshots are replay's last revision of each window
     (``labeled``/``expired``/``pending``, ``final`` when nothing is pending) except that
-    ``revision`` is 0: Spark computes each window once, with every label in, so it cannot
-    number the revisions replay emitted on the way. Label rows with a null ``id``, ``ts`` or
+    ``revision`` is 0. Replay's number is not a function of the events: it counts the polls at
+    which a closed window had new labels or expiries, and replay polls revisions every 65,536
+    *input items* of the merged files (and at the end), so it depends on the items' positions
+    in the files (line order among equal ``ts``, rejected and blank lines included), which a
+    DataFrame does not have. Label rows with a null ``id``, ``ts`` or
     ``y_true`` are dropped uncounted.
 
     Bounds: a partition task holds at most ``max_open_states`` (key, pane) monitors (default
