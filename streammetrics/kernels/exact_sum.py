@@ -51,7 +51,7 @@ from typing import Any, Iterable
 import numpy as np
 
 __all__ = ["BUFFER", "ExactSum", "ProbabilitySums", "probability_terms", "exact_units", "exact_units_rows", "units_of",
-           "float_of", "expansion_of", "from_expansion", "MAX_EXPANSION"]
+           "float_of", "expansion_of", "from_expansion", "MAX_EXPANSION", "two_product", "add_rows", "as_array"]
 
 #: terms a per-event buffer holds before it is folded (bounded memory, amortised numpy call)
 BUFFER = 1024
@@ -394,3 +394,40 @@ class ProbabilitySums:
         out = cls()
         out._log, out._brier = log, brier
         return out
+
+
+# --------------------------------------------------------------------------- exact products
+_SPLIT = 134217729.0  # 2**27 + 1: Veltkamp's splitter for float64
+
+
+def two_product(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dekker's TwoProduct, vectorised: ``p + e == a * b`` exactly, ``p = fl(a * b)`` (for
+    ``|a|, |b| < 2**996`` and products whose error term does not underflow; otherwise ``e`` is
+    still a deterministic function of ``a`` and ``b``, so sums of it stay order-independent).
+
+    >>> p, e = two_product(np.array([0.1]), np.array([0.1]))
+    >>> from fractions import Fraction as F
+    >>> F(p[0]) + F(e[0]) == F(0.1) * F(0.1)
+    True
+    """
+    p = a * b
+    c = _SPLIT * a
+    ah = c - (c - a)
+    al = a - ah
+    c = _SPLIT * b
+    bh = c - (c - b)
+    bl = b - bh
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return p, e
+
+
+def add_rows(sums: list[ExactSum], rows: list[np.ndarray]) -> None:
+    """Add each array of ``rows`` (one length) to the :class:`ExactSum` of the same index (one
+    pass; a sum may appear more than once)."""
+    a = np.stack(rows)
+    if np.isfinite(a).all():
+        for s, units in zip(sums, exact_units_rows(a)):
+            s._units += units
+    else:  # overflowed terms: each sum on its own (non-finite terms make it inf/nan)
+        for s, row in zip(sums, a):
+            s.add_array(row)

@@ -12,10 +12,13 @@ State (all mergeable by addition except where noted), with ``d = y_true - y_pred
     max_error = max |d| over events with w > 0              log_invalid = #events with a value <= -1
     mean, m2  = weighted mean and Σ w·(y_true - mean)² of y_true
 
-``mean``/``m2`` use the weighted Welford update (West 1979) and the pairwise combination
-of Chan, Golub & LeVeque (1979), ``m2 = m2_a + m2_b + δ²·W_a·W_b/W``; the mean is kept as
-an unevaluated sum of two floats (``hi + lo``, "double-double") so that data with a large
-offset (1e9 + noise) keeps full precision: the naive ``Σw·y² - (Σw·y)²/W`` loses all of it.
+Every sum is exact (:mod:`streammetrics.kernels.exact_sum`): the per-event path buffers
+``(y_true, y_pred, weight)`` (at most 1,024 events), folded in one vectorised pass that computes
+each event's terms with numpy (one formula for every path) and adds them exactly; ``mean`` and
+``m2`` come from the exact ``Σw``, ``Σw·y`` and ``Σw·y²`` (products split exactly, Dekker's
+TwoProduct) as ``Σw·y / W`` and ``Σw·y² - (Σw·y)²/W``, evaluated exactly and rounded once - so
+the state is a function of the multiset of events (any split, batching, merge order or
+removal gives the same bits) and data with a large offset (1e9 + noise) keeps full precision.
 R² = 1 - sse/m2, with scikit-learn's ``force_finite`` rule.
 
 Conventions (documented divergences from scikit-learn, which raises on these):
@@ -53,6 +56,7 @@ from streammetrics.core.validation import (
     check_same_length,
     check_weight,
 )
+from streammetrics.kernels.exact_sum import BUFFER, ExactSum, add_rows, as_array, expansion_of, two_product, units_of
 
 __all__ = ["Regression"]
 
@@ -67,35 +71,6 @@ _RMSLE_INVALID = (
     "Root Mean Squared Logarithmic Error cannot be used when targets contain values "
     "less than or equal to -1 ({n} such event(s) seen)."
 )
-
-
-def _two_sum(a: float, b: float) -> tuple[float, float]:
-    """Knuth's TwoSum: ``s + e == a + b`` exactly, ``s = fl(a + b)``."""
-    s = a + b
-    bp = s - a
-    return s, (a - (s - bp)) + (b - bp)
-
-
-def _combine_moments(
-    wa: float, ha: float, la: float, ma: float, wb: float, hb: float, lb: float, mb: float
-) -> tuple[float, float, float, float]:
-    """Chan et al. combination of (weight, mean = h + l, m2) of two disjoint parts.
-
-    Operands are put in a canonical order first, so the result is bitwise symmetric.
-    """
-    if wb == 0.0:
-        return wa, ha, la, ma
-    if wa == 0.0:
-        return wb, hb, lb, mb
-    if (wa, ha, la, ma) > (wb, hb, lb, mb):
-        wa, ha, la, ma, wb, hb, lb, mb = wb, hb, lb, mb, wa, ha, la, ma
-    w = wa + wb
-    frac = wb / w
-    delta = (hb - ha) + (lb - la)
-    hi, err = _two_sum(ha, delta * frac)
-    lo = la + err
-    h = hi + lo
-    return w, h, lo - (h - hi), ma + mb + delta * delta * (wa * frac)
 
 
 def _enc(x: float) -> float | str:
@@ -127,39 +102,164 @@ def _undefined(metric: str, reason: str) -> float:
 
 
 # ----------------------------------------------------------------------------- declared state
-def _decode_mean(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> tuple[float, float]:
+#: the exact sums, in the order of the rows :func:`_terms` returns
+_SUMS = ("weight", "wy", "wyy", "sse", "sae", "sle", "ape")
+
+
+def _terms(a: np.ndarray) -> list[np.ndarray]:
+    """Per-event terms of the rows ``(y_true, y_pred, weight)`` of ``a``, in :data:`_SUMS`
+    order (``wy`` and ``wyy`` as exact products: 2 and 4 rows). The same numpy formulas on
+    every path, so a term depends only on its event."""
+    yt, yp, w = a[:, 0].copy(), a[:, 1].copy(), a[:, 2].copy()
+    d = yt - yp
+    ad = np.abs(d)
+    ape = ad / np.maximum(np.abs(yt), EPS)
+    ok = (yt > -1.0) & (yp > -1.0)
+    ld = np.log1p(np.where(ok, yt, 0.0)) - np.log1p(np.where(ok, yp, 0.0))
+    p1, e1 = two_product(w, yt)
+    p2, e2 = two_product(yt, yt)
+    p3, e3 = two_product(w, p2)
+    p4, e4 = two_product(w, e2)
+    return [w, p1, e1, p3, e3, p4, e4, w * (d * d), w * ad, w * (ld * ld), w * ape]
+
+
+class _Sums:
+    """The exact sums of :data:`_SUMS` and the per-event buffer (flat ``y_true, y_pred, w``)."""
+
+    __slots__ = ("buffer", "sums")
+
+    def __init__(self) -> None:
+        self.buffer: list[float] = []
+        self.sums = {k: ExactSum() for k in _SUMS}
+
+    def fold(self) -> "_Sums":
+        if self.buffer:
+            self.add(as_array(self.buffer).reshape(-1, 3))
+            self.buffer.clear()
+        return self
+
+    def add(self, rows: np.ndarray) -> None:
+        """Add events given as rows ``(y_true, y_pred, weight)`` exactly."""
+        s = self.sums
+        targets = [s["weight"], s["wy"], s["wy"], s["wyy"], s["wyy"], s["wyy"], s["wyy"],
+                   s["sse"], s["sae"], s["sle"], s["ape"]]
+        add_rows(targets, _terms(rows))  # a sum named twice receives both rows
+
+    def get(self, key: str) -> ExactSum:
+        return self.fold().sums[key]
+
+    def value(self, key: str) -> float:
+        return self.get(key).value
+
+    def merge(self, other: "_Sums") -> "_Sums":
+        self.fold()
+        for k, v in other.fold().sums.items():
+            self.sums[k].merge(v)
+        return self
+
+    def copy(self) -> "_Sums":
+        out = _Sums()
+        out.sums = {k: v.copy() for k, v in self.fold().sums.items()}
+        return out
+
+    def moments(self) -> tuple[float, float, float, float]:
+        """``(W, mean hi, mean lo, m2)``: ``mean = Σw·y / W`` (hi + lo, each correctly rounded)
+        and ``m2 = Σw·y² - (Σw·y)²/W``, exact then rounded (0 when ``W`` is 0)."""
+        special = [self.get(k)._special for k in ("weight", "wy", "wyy")]
+        w, wy, wyy = (self.get(k).units for k in ("weight", "wy", "wyy"))
+        if w <= 0 or special[0]:
+            return self.get("weight").value if special[0] else 0.0, 0.0, 0.0, 0.0
+        scale = 1 << 1074
+        if special[1]:  # an overflowed term (|w·y| beyond the float range)
+            return _ratio(w, scale), special[1], 0.0, math.inf
+        hi = _ratio(wy, w)
+        lo = _ratio(wy * scale - units_of(hi) * w, w * scale) if math.isfinite(hi) else 0.0
+        m2 = math.inf if special[2] else _ratio(max(wyy * w - wy * wy, 0), w * scale)
+        return _ratio(w, scale), hi, lo, m2
+
+
+def _ratio(num: int, den: int) -> float:
+    """``num / den`` correctly rounded; +-inf beyond the float range."""
+    try:
+        return num / den
+    except OverflowError:
+        return math.inf if num > 0 else -math.inf
+
+
+def _encode_sums(v: _Sums, acc: Any) -> tuple:
+    w, hi, lo, m2 = v.moments()
+    values = [v.value(k) for k in ("sse", "sae", "sle", "ape")]
+    exact = {k: v.get(k).expansion() for k in _SUMS}  # None: an overflowed sum (its float says inf)
+    exact = {k: e if all(map(math.isfinite, e)) and not v.get(k)._special else None for k, e in exact.items()}
+    return (_enc(w), [_enc(hi), _enc(lo)], _enc(m2), *map(_enc, values), exact)
+
+
+def _decode_sums(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> _Sums:
+    weight, mean, m2, sse, sae, sle, ape, exact = raw
+    given = {"weight": _dec(weight, "weight"), "mean": _decode_mean(mean),
+             "m2": _dec(m2, "m2"), "sse": _dec(sse, "sse"), "sae": _dec(sae, "sae"),
+             "sle": _dec(sle, "sle"), "ape": _dec(ape, "ape")}
+    if not isinstance(exact, Mapping) or set(exact) != set(_SUMS):
+        raise ValueError(f"exact_sums must map {list(_SUMS)} to expansions, got {describe(exact)}")
+    out = _Sums()
+    for k in _SUMS:
+        if exact[k] is None:  # an overflowed sum: only its float survives
+            out.sums[k] = ExactSum()
+            out.sums[k]._special = given[k] if k in given and not math.isfinite(given[k]) else math.inf
+        else:
+            out.sums[k] = ExactSum.from_parts(exact[k][0] if isinstance(exact[k], list) and exact[k] else None,
+                                              exact[k][1:] if isinstance(exact[k], list) else None, f"exact_sums.{k}")
+    w, hi, lo, m2_ = out.moments()
+    derived = {"weight": w, "mean": (hi, lo), "m2": m2_, **{k: out.value(k) for k in ("sse", "sae", "sle", "ape")}}
+    for k, v in derived.items():
+        if v != given[k] and not (v != v and given[k] != given[k]):
+            raise ValueError(f"state {k!r} = {given[k]!r} differs from its exact sums ({v!r})")
+    if out.sums["weight"].units < 0 or any(out.sums[k].units < 0 for k in ("sse", "sae", "sle", "ape")):
+        raise ValueError("exact_sums of weights and errors must be non-negative")
+    return out
+
+
+def _decode_mean(raw: Any) -> tuple[float, float]:
     if not isinstance(raw, list) or len(raw) != 2:
         raise ValueError(f"must be a list [hi, lo], got {describe(raw)}")
     return _dec(raw[0], "mean", nonneg=False), _dec(raw[1], "mean", nonneg=False)
 
 
-def _decode_moments(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple:
-    weight, mean, m2 = raw
-    w = _dec(weight, "weight")
-    hi, lo = _decode_mean(mean, acc, loaded)
-    return w, hi, lo, _dec(m2, "m2")
+def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """Version 1 kept Welford moments and float sums: they are taken as exact values
+    (``Σw·y = W·mean``, ``Σw·y² = m2 + W·mean²``, exactly in dyadic rationals) and the
+    rounded fields rewritten from them."""
+    from fractions import Fraction
 
+    def units(x: Fraction) -> int:
+        return int(x * (1 << 1074))  # dyadic with denominator <= 2**1074: exact
 
-def _merge_moments(mine: tuple, theirs: tuple, acc: Any) -> tuple:
-    return _combine_moments(*mine, *theirs)
+    def num(key: Any) -> Fraction:
+        v = state[key] if not isinstance(key, tuple) else state[key[0]][key[1]]
+        if v.__class__ is bool or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"state {key!r} must be a finite number in a version-1 dict, got {describe(v)}")
+        return Fraction(v)
 
-
-def _float_field(key: str) -> Field:
-    """A non-negative float sum (JSON: non-finite values, reachable by overflow, as strings)."""
-    return Field(key, lambda acc: 0.0, "weight", encode=lambda v, acc: _enc(v),
-                 decode=lambda raw, acc, ld: _dec(raw, key))
+    w = num("weight")
+    mean = num(("mean", 0)) + num(("mean", 1)) if isinstance(state.get("mean"), list) and len(state["mean"]) == 2 \
+        else num("mean")
+    exact = {"weight": units(w), "wy": units(w * mean), "wyy": units(num("m2") + w * mean * mean)}
+    for k in ("sse", "sae", "sle", "ape"):
+        exact[k] = units(num(k))
+    sums = _Sums()
+    for k, u in exact.items():
+        sums.sums[k] = ExactSum(u)
+    enc = _encode_sums(sums, None)
+    return {**state, "weight": enc[0], "mean": enc[1], "m2": enc[2], "sse": enc[3], "sae": enc[4], "sle": enc[5],
+            "ape": enc[6], "exact_sums": {k: expansion_of(u) for k, u in exact.items()}}
 
 
 _REGRESSION_STATE = (
     Field("count", lambda acc: 0, "count", attrs="count", decode=lambda raw, acc, ld: _dec_int(raw, "count")),
-    # (total weight, weighted mean as hi + lo, m2): Chan et al.'s combination on merge
-    Field(("weight", "mean", "m2"), lambda acc: (0.0, 0.0, 0.0, 0.0), attrs=("total_weight", "_hi", "_lo", "_m2"),
-          merge=_merge_moments, copy=tuple,
-          encode=lambda v, acc: (_enc(v[0]), [_enc(v[1]), _enc(v[2])], _enc(v[3])), decode=_decode_moments),
-    _float_field("sse"),
-    _float_field("sae"),
-    _float_field("sle"),
-    _float_field("ape"),
+    # the exact sums (exact_sums: canonical expansions, kernels.exact_sum) and, before them,
+    # what they give rounded: total weight, mean as [hi, lo], m2, sse, sae, sle, ape
+    Field(("weight", "mean", "m2", "sse", "sae", "sle", "ape", "exact_sums"), lambda acc: _Sums(), attrs="_sums",
+          merge=lambda a, b, acc: a.merge(b), copy=lambda v: v.copy(), encode=_encode_sums, decode=_decode_sums),
     Field("max_error", lambda acc: 0.0, "weight", merge=lambda a, b, acc: b if b > a else a,
           encode=lambda v, acc: _enc(v), decode=lambda raw, acc, ld: _dec(raw, "max_error")),
     # events with a value <= -1 (RMSLE undefined)
@@ -177,83 +277,76 @@ class Regression(Accumulator):
 
     type_name = "Regression"
     state_fields = _REGRESSION_STATE
+    #: version 2: exact sums (``exact_sums``); version 1 dicts (Welford moments) still load
+    version = 2
+    migrations = {1: _migrate_v1}
 
     # the declared state (see _REGRESSION_STATE)
-    _hi: float
-    _lo: float
-    _m2: float
-    _sse: float
-    _sae: float
-    _sle: float
-    _ape: float
+    _sums: _Sums
     _max_error: float
     _log_invalid: int
 
-    __slots__ = (
-        "count", "total_weight", "_hi", "_lo", "_m2", "_sse", "_sae", "_sle", "_ape",
-        "_max_error", "_log_invalid",
-    )
+    __slots__ = ("count", "_sums", "_max_error", "_log_invalid")
 
     def __init__(self) -> None:
         self.reset()
 
+    @property
+    def total_weight(self) -> float:  # type: ignore[override]  # a read-only property over the exact sum
+        """Summed weight of the events seen (exact, rounded once)."""
+        return self._sums.value("weight")
+
+    @property
+    def _sse(self) -> float:
+        return self._sums.value("sse")
+
+    @property
+    def _sae(self) -> float:
+        return self._sums.value("sae")
+
+    @property
+    def _sle(self) -> float:
+        return self._sums.value("sle")
+
+    @property
+    def _ape(self) -> float:
+        return self._sums.value("ape")
+
+    @property
+    def _m2(self) -> float:
+        return self._sums.moments()[3]
+
     def _check_state(self, loaded: dict[str, Any]) -> None:
         count, log_invalid = loaded["count"], loaded["log_invalid"]
-        weight, hi, lo, _ = loaded["weight"]
+        sums: _Sums = loaded["weight"]
+        weight = sums.value("weight")
         if log_invalid > count:
             raise ValueError(f"state 'log_invalid' ({log_invalid}) exceeds 'count' ({count})")
         if count == 0 and weight != 0.0:
             raise ValueError(f"state has no events but a total weight of {weight!r}")
-        sums = [loaded[k] for k in ("sse", "sae", "sle", "ape", "max_error")] + [loaded["weight"][3]]
-        if weight == 0.0 and (hi != 0.0 or lo != 0.0 or any(sums)):
+        if weight == 0.0 and (loaded["max_error"] or any(sums.get(k).units for k in _SUMS)):
             raise ValueError("state holds sums but no events of positive weight")
 
     # ------------------------------------------------------------------ updates
     def update(self, y_true: float, y_pred: float, weight: float = 1.0) -> "Regression":
-        """Add one event (pure Python, O(1))."""
+        """Add one event (pure Python, O(1)): validated, counted, and buffered for the exact sums."""
         # validate everything first (fast path for built-in floats)
         yt = y_true if y_true.__class__ is float and -_INF < y_true < _INF else check_number(y_true, "y_true")
         yp = y_pred if y_pred.__class__ is float and -_INF < y_pred < _INF else check_number(y_pred, "y_pred")
         w = weight if weight.__class__ is float and 0.0 <= weight < _INF else check_weight(weight)
 
         self.count += 1
-        log_ok = yt > -1.0 and yp > -1.0
-        if not log_ok:
+        if not (yt > -1.0 and yp > -1.0):
             self._log_invalid += 1
         if w == 0.0:
             return self
-        d = yt - yp
-        ad = abs(d)
-        self._sse += w * (d * d)
-        self._sae += w * ad
-        at = abs(yt)
-        self._ape += w * (ad / (at if at > EPS else EPS))
-        if log_ok:
-            ld = _log1p(yt) - _log1p(yp)
-            self._sle += w * (ld * ld)
+        ad = abs(yt - yp)
         if ad > self._max_error:
             self._max_error = ad
-        # weighted Welford step with a double-double mean (see _combine_moments)
-        w0 = self.total_weight
-        if w0 == 0.0:
-            self.total_weight = w
-            self._hi = yt
-            self._lo = 0.0
-            return self
-        wt = w0 + w
-        self.total_weight = wt
-        frac = w / wt
-        hi = self._hi
-        lo = self._lo
-        delta = (yt - hi) - lo
-        inc = delta * frac
-        s = hi + inc
-        bp = s - hi
-        lo += (hi - (s - bp)) + (inc - bp)
-        hi = s + lo
-        self._lo = lo - (hi - s)
-        self._hi = hi
-        self._m2 += delta * delta * (w0 * frac)
+        buf = self._sums.buffer
+        buf += (yt, yp, w)
+        if len(buf) >= 3 * BUFFER:
+            self._sums.fold()
         return self
 
     def update_many(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> "Regression":
@@ -264,41 +357,22 @@ class Regression(Accumulator):
         w = as_weight_array(sample_weight, n)
         if n == 0:
             return self
-        invalid = (yt <= -1.0) | (yp <= -1.0)
-        n_invalid = int(np.count_nonzero(invalid))
+        n_invalid = int(np.count_nonzero((yt <= -1.0) | (yp <= -1.0)))
         if w is not None:
             pos = w > 0.0
             if not pos.all():
-                yt, yp, w, invalid = yt[pos], yp[pos], w[pos], invalid[pos]
+                yt, yp, w = yt[pos], yp[pos], w[pos]
         # from here on, every remaining event has a positive weight
         self.count += n
         self._log_invalid += n_invalid
         if len(yt) == 0:
             return self
-        d = yt - yp
-        ad = np.abs(d)
-        ape = ad / np.maximum(np.abs(yt), EPS)
-        ok = ~invalid
-        ld = np.log1p(yt[ok]) - np.log1p(yp[ok]) if n_invalid else np.log1p(yt) - np.log1p(yp)
-        if w is None:
-            wb = float(len(yt))
-            sse, sae, sape, sle = (float(np.sum(d * d)), float(np.sum(ad)), float(np.sum(ape)),
-                                   float(np.sum(ld * ld)))
-        else:
-            wb = float(np.sum(w))
-            sse, sae, sape = float(np.sum(w * (d * d))), float(np.sum(w * ad)), float(np.sum(w * ape))
-            sle = float(np.sum((w[ok] if n_invalid else w) * (ld * ld)))
-        hb, lb, mb = _batch_moments(yt, w, wb)
-        self._sse += sse
-        self._sae += sae
-        self._ape += sape
-        self._sle += sle
-        mx = float(np.max(ad))
+        mx = float(np.max(np.abs(yt - yp)))
         if mx > self._max_error:
             self._max_error = mx
-        self.total_weight, self._hi, self._lo, self._m2 = _combine_moments(
-            self.total_weight, self._hi, self._lo, self._m2, wb, hb, lb, mb
-        )
+        rows = np.empty((len(yt), 3))
+        rows[:, 0], rows[:, 1], rows[:, 2] = yt, yp, 1.0 if w is None else w
+        self._sums.add(rows)
         return self
 
     # ------------------------------------------------------------------ removal
@@ -306,56 +380,34 @@ class Regression(Accumulator):
         """Undo one earlier ``update(y_true, y_pred, weight)``; returns ``self``.
 
         Not part of the accumulator protocol: it lets sliding windows (e.g. river's
-        ``utils.Rolling``) subtract the event that leaves the window. With ``W' = W - w``
-        and ``d = y_true - y_pred``: the sums lose the event's terms (``sse -= w·d²``,
-        ... clamped at 0), and the Welford step is reversed exactly in exact arithmetic::
-
-            mean' = mean - w·(y - mean)/W'        m2' = m2 - w·(W/W')·(y - mean)²
-
-        (the mean kept as a double-double, as in :meth:`update`).
-
-        Numerical caveat: the reversal subtracts, so it loses what the subtraction
-        cancels: after removing values much larger than those that remain, the mean and
-        m2 carry an absolute error of a few ulps of the removed terms (and so does R²);
-        an m2 that falls to at most 1e-12 of its value before the removal is taken as
-        rounding residue and set to 0 (constant remaining ``y_true``, as :meth:`update`
-        computes it). When no weight is left every sum is reset exactly to 0, and an
-        accumulator with no event left is a fresh one.
-
-        ``max_error`` cannot be reversed: removing an event whose ``|d|`` equals the
-        current maximum makes it unknown, stored as nan (``max_error()`` returns nan)
-        until no positive-weight event is left or :meth:`reset`.
+        ``utils.Rolling``) subtract the event that leaves the window. Every sum is exact, so
+        the event's terms (weight negated) cancel exactly: the state is that of the remaining
+        events, except ``max_error``, which cannot be reversed: removing an event whose ``|d|``
+        equals the current maximum makes it unknown, stored as nan (``max_error()`` returns
+        nan) until no positive-weight event is left or :meth:`reset`. An accumulator with no
+        event left is a fresh one.
 
         ``ValueError`` (state unchanged) when the event cannot have been added: no event
         left, no event with a value <= -1 left for one that has such a value, a weight
-        larger than the total weight (beyond a relative rounding tolerance of 1e-9), the
-        last event leaving weight behind, or ``|d|`` above ``max_error``. The float sums are not checked: their rounding
-        depends on the whole history of the stream.
+        larger than the total weight, the last event leaving weight behind, or ``|d|`` above
+        ``max_error``.
         """
         yt = check_number(y_true, "y_true")
         yp = check_number(y_pred, "y_pred")
         w = check_weight(weight)
         log_ok = yt > -1.0 and yp > -1.0
-        d = yt - yp
-        ad = abs(d)
-        at = abs(yt)
-        ape = ad / (at if at > EPS else EPS)
-        if log_ok:
-            ld = _log1p(yt) - _log1p(yp)
-            sle = w * (ld * ld)
-        else:
-            sle = 0.0
+        ad = abs(yt - yp)
+        total = self.total_weight
         reason = None
         if self.count == 0:
             reason = "no event is left"
         elif not log_ok and self._log_invalid == 0:
             reason = "no event with a value <= -1 is left"
-        elif self.count == 1 and self.total_weight - w > 1e-9 * (self.total_weight + w):
-            reason = f"it would be the last event, but weight {self.total_weight - w!r} would remain"
+        elif self.count == 1 and total != w:
+            reason = f"it would be the last event, but weight {total - w!r} would remain"
         elif w:
-            tol = 1.0 + 1e-9
-            if w > self.total_weight * tol:
-                reason = f"its weight exceeds the total weight {self.total_weight!r}"
+            if w > total:
+                reason = f"its weight exceeds the total weight {total!r}"
             elif ad > self._max_error:  # exact maxima; False when max_error is nan (unknown)
                 reason = f"|y_true - y_pred| = {ad!r} exceeds max_error {self._max_error!r}"
         if reason is not None:
@@ -372,34 +424,14 @@ class Regression(Accumulator):
             return self
         if w == 0.0:
             return self
-        w0 = self.total_weight
-        wt = w0 - w
-        if wt <= 1e-12 * w0:  # no positive weight left: the sums of no event
+        self._sums.add(np.array([[yt, yp, -w]]))  # the event's exact terms, negated
+        if self._sums.get("weight").units == 0:  # no positive weight left: the sums of no event
             count, log_invalid = self.count, self._log_invalid
             self.reset()
             self.count, self._log_invalid = count, log_invalid
             return self
-        self._sse = max(self._sse - w * (d * d), 0.0)
-        self._sae = max(self._sae - w * ad, 0.0)
-        self._ape = max(self._ape - w * ape, 0.0)
-        self._sle = max(self._sle - sle, 0.0)
         if ad >= self._max_error:
             self._max_error = math.nan  # the maximum of the remaining events is unknown
-        # reversed weighted Welford step on the double-double mean hi + lo
-        hi = self._hi
-        lo = self._lo
-        delta = (yt - hi) - lo  # y - mean (after the event was added)
-        inc = -(delta * (w / wt))
-        s = hi + inc
-        bp = s - hi
-        lo += (hi - (s - bp)) + (inc - bp)
-        hi = s + lo
-        self._lo = lo - (hi - s)
-        self._hi = hi
-        m2 = self._m2
-        new_m2 = m2 - delta * delta * (w * (w0 / wt))
-        self._m2 = new_m2 if new_m2 > 1e-12 * m2 else 0.0
-        self.total_weight = wt
         return self
 
     # ------------------------------------------------------------------ metrics
@@ -475,28 +507,3 @@ class Regression(Accumulator):
         if den == 0.0:
             return 0.0
         return 1.0 - num / den
-
-
-def _batch_moments(y: np.ndarray, w: np.ndarray | None, wsum: float) -> tuple[float, float, float]:
-    """(mean hi, mean lo, m2) of a batch with positive weights: corrected two-pass algorithm.
-
-    m0 = Σw·y/W; r = y - m0; c = Σw·r/W (the rounding error of m0); m2 = Σw·(r - c)²;
-    mean = m0 + c kept as a double-double. A constant batch gives m2 == 0 exactly.
-    """
-    lo_v, hi_v = float(np.min(y)), float(np.max(y))
-    if lo_v == hi_v:
-        return lo_v, 0.0, 0.0
-    if w is None:
-        m0 = float(np.sum(y)) / wsum
-        r = y - m0
-        c = float(np.sum(r)) / wsum
-        rc = r - c
-        m2 = float(np.sum(rc * rc))
-    else:
-        m0 = float(np.sum(w * y)) / wsum
-        r = y - m0
-        c = float(np.sum(w * r)) / wsum
-        rc = r - c
-        m2 = float(np.sum(w * (rc * rc)))
-    hi, lo = _two_sum(m0, c)
-    return hi, lo, m2

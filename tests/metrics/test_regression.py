@@ -459,7 +459,7 @@ def test_accepts_lists_arrays_series_ints_and_numpy_scalars():
 def test_to_dict_round_trip_and_json_safety_even_after_overflow():
     acc = Regression().update_many([1.0, 2.5, -0.5], [1.0, 2.0, 0.5], [1.0, 2.0, 0.5])
     d = acc.to_dict()
-    assert d["type"] == "Regression" and d["version"] == 1
+    assert d["type"] == "Regression" and d["version"] == 2
     back = sm.from_dict(json.loads(json.dumps(d, allow_nan=False)))
     assert isinstance(back, Regression) and back.to_dict() == d
     assert Regression.from_dict(d) == acc
@@ -496,7 +496,7 @@ def _good_state():
         lambda d: d["state"].update(log_invalid=4),
         lambda d: d["state"].update(count=0),
         lambda d: d["state"].update(weight=0.0),
-        lambda d: d.update(version=2),
+        lambda d: d.update(version=3),
         lambda d: d.update(config={"x": 1}),
         lambda d: d.update(state=[]),
         lambda d: d.update(type="regresion"),
