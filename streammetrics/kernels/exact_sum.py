@@ -51,7 +51,8 @@ from typing import Any, Iterable
 import numpy as np
 
 __all__ = ["BUFFER", "ExactSum", "ProbabilitySums", "probability_terms", "exact_units", "exact_units_rows", "units_of",
-           "float_of", "expansion_of", "from_expansion", "MAX_EXPANSION", "two_product", "add_rows", "as_array"]
+           "float_of", "expansion_of", "from_expansion", "MAX_EXPANSION", "two_product", "add_rows", "as_array",
+           "LogLossSum"]
 
 #: terms a per-event buffer holds before it is folded (bounded memory, amortised numpy call)
 BUFFER = 1024
@@ -247,7 +248,7 @@ class ExactSum:
         return self
 
     def copy(self) -> "ExactSum":
-        out = ExactSum(self.units)
+        out = type(self)(self.units)
         out._special = self._special
         return out
 
@@ -431,3 +432,36 @@ def add_rows(sums: list[ExactSum], rows: list[np.ndarray]) -> None:
     else:  # overflowed terms: each sum on its own (non-finite terms make it inf/nan)
         for s, row in zip(sums, a):
             s.add_array(row)
+
+
+class LogLossSum(ExactSum):
+    """The exact sum of log-loss terms ``w * -log(p)`` (``p`` already clipped): per event,
+    :meth:`add_log` buffers ``(w, p)``; the fold computes every term with numpy's ``log`` (one
+    formula for the per-event and batch paths, so a term depends only on its event).
+
+    >>> a = LogLossSum(); _ = a.add_log(1.0, 0.25).add_log(2.0, 0.5)
+    >>> b = LogLossSum().add_logs(np.array([2.0, 1.0]), np.array([0.5, 0.25]))
+    >>> a == b, a.value == math.fsum([-math.log(0.25), 2.0 * -math.log(0.5)])
+    (True, True)
+    """
+
+    __slots__ = ()
+
+    def add_log(self, w: float, p: float) -> "LogLossSum":
+        terms = self.terms
+        terms += (w, p)
+        if len(terms) >= 2 * BUFFER:
+            self.fold()
+        return self
+
+    def add_logs(self, w: np.ndarray, p: np.ndarray) -> "LogLossSum":
+        """Add ``w * -log(p)`` for arrays of weights and (clipped) probabilities."""
+        self.add_array(w * -np.log(p))
+        return self
+
+    def fold(self) -> "LogLossSum":
+        if self.terms:
+            pairs = as_array(self.terms)
+            self.terms.clear()
+            self.add_logs(pairs[0::2], pairs[1::2])
+        return self

@@ -71,6 +71,7 @@ from streammetrics.core.validation import (
 )
 from streammetrics.kernels import ranking
 from streammetrics.kernels.binning import Binning, make_binning
+from streammetrics.kernels.exact_sum import LogLossSum
 from streammetrics.kernels.histogram import (
     MAX_TOTAL_WEIGHT,
     ScoreHistogram,
@@ -183,6 +184,23 @@ def _decode_top1(top1: Any, acc: Any, loaded: Mapping[str, Any]) -> list | None:
     return out
 
 
+def _encode_log_loss(v: LogLossSum, acc: Any) -> tuple:
+    e = v.expansion()
+    return e[0], (e[1:] or None)
+
+
+def _decode_log_loss(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> LogLossSum:
+    value, residue = raw
+    if type(value) not in (int, float) or not value >= 0:
+        raise ValueError(f"log_loss_sum must be a non-negative number, got {describe(value)}")
+    return LogLossSum.from_parts(float(value), residue, "log_loss_sum")  # type: ignore[return-value]  # cls
+
+
+def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """Version 1 had a float log-loss sum: taken as exact (no residue)."""
+    return {**state, "log_loss_residue": None}
+
+
 def _merge_outside(mine: list | None, theirs: list | None, acc: Any) -> list | None:
     if theirs is None:
         return mine
@@ -243,7 +261,10 @@ _MULTICLASS_STATE = (
     # 0.5 and 0, and whether a score of classes[1] outside [0, 1] was seen
     Field("binary_top1", lambda acc: [0.0, 0.0, False] if _k(acc) == 2 else None, attrs="_top1",
           merge=_merge_top1, copy=_copy_opt, encode=lambda v, acc: _copy_opt(v), decode=_decode_top1),
-    Field("log_loss_sum", lambda acc: 0.0, "weight"),
+    # exact (kernels.exact_sum): the rounded sum and the rest of its expansion (order-independent)
+    Field(("log_loss_sum", "log_loss_residue"), lambda acc: LogLossSum(), attrs="_log_loss_sum",
+          merge=lambda a, b, acc: a.merge(b), copy=lambda v: v.copy(), encode=_encode_log_loss,
+          decode=_decode_log_loss),
     # [min, max] of scores outside [0, 1]
     Field("outside_unit", lambda acc: None, attrs="_outside", merge=_merge_outside, copy=_copy_opt,
           encode=lambda v, acc: _copy_opt(v), decode=lambda raw, acc, ld: _outside_from_json(raw)),
@@ -276,13 +297,16 @@ class MulticlassScores(ScoreColumns):
 
     type_name = "MulticlassScores"
     state_fields = _MULTICLASS_STATE
+    #: version 2: exact log-loss sum (``log_loss_residue``); version 1 dicts still load
+    version = 2
+    migrations = {1: _migrate_v1}
 
     # the declared state (see _MULTICLASS_STATE)
     _events: list[int]
     _weights: list[float]
     _ranks: list[float]
     _top1: list | None
-    _log_loss_sum: float
+    _log_loss_sum: LogLossSum
     _outside: list[float] | None
     _unnormalised: list[int]
     _cells: dict[tuple[int, int], float]
@@ -381,7 +405,7 @@ class MulticlassScores(ScoreColumns):
             p = st if st >= _EPS else _EPS
             if p > _ONE_MINUS_EPS:
                 p = _ONE_MINUS_EPS
-            self._log_loss_sum -= weight * _log(p)
+            self._log_loss_sum.add_log(weight, p)
         else:
             bad = [s for s in row if not 0.0 <= s <= 1.0]
             self._see_outside(min(bad), max(bad))
@@ -442,9 +466,8 @@ class MulticlassScores(ScoreColumns):
             top1 = [float(h.sum()) if w is None else float(w[h].sum()) for h in hits]
             top1.append(bool(((s1 < 0.0) | (s1 > 1.0)).any()))
         inside = (S >= 0.0).all(axis=1) & (S <= 1.0).all(axis=1)
-        loss = -np.log(np.clip(st, _EPS, _ONE_MINUS_EPS))
         ww = inside.astype(np.float64) if w is None else np.where(inside, w, 0.0)
-        log_loss = float(np.dot(ww, np.where(inside, loss, 0.0)))
+        clipped = np.clip(st, _EPS, _ONE_MINUS_EPS)
         outside = None
         if not inside.all():
             v = S[~inside]
@@ -469,7 +492,7 @@ class MulticlassScores(ScoreColumns):
             mine = self._top1
             assert mine is not None  # two classes: both are lists
             self._top1 = [mine[0] + top1[0], mine[1] + top1[1], mine[2] or top1[2]]
-        self._log_loss_sum += log_loss
+        self._log_loss_sum.add_logs(ww, clipped)  # exact: the per-event path's terms
         if outside is not None:
             self._see_outside(*outside)
         self._unnormalised = [a + b for a, b in zip(self._unnormalised, unnorm)]
@@ -528,7 +551,7 @@ class MulticlassScores(ScoreColumns):
                 UserWarning,
                 stacklevel=2,
             )
-        return self._log_loss_sum / total
+        return self._log_loss_sum.value / total
 
     def confusion(self) -> ConfusionMatrix:
         """:class:`~streammetrics.ConfusionMatrix` (``labels=classes``) of the arg-max

@@ -8,6 +8,7 @@ import numpy as np
 
 from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.events.parser import Event
+from streammetrics.kernels.exact_sum import ExactSum, add_rows
 from streammetrics.metrics.multiclass_scores import MulticlassScores
 from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
 from streammetrics.monitors.labels import class_report, label_metrics
@@ -22,17 +23,37 @@ def _k(m: Any) -> int:
 def _merge_sums(mine: list | None, theirs: list | None, acc: Any) -> list | None:
     if mine is None or theirs is None:
         return None  # unknown on either side (state read from a version-1 dict)
-    for i, v in enumerate(theirs):
-        mine[i] += v
+    for a, b in zip(mine, theirs):
+        a.merge(b)  # exact sums (kernels.exact_sum): independent of the merge order
     return mine
 
 
-def _decode_sums(raw: Any, m: Any, loaded: Mapping[str, Any]) -> list | None:
-    if raw is None:
+def _encode_sums(v: list | None, m: Any) -> tuple:
+    """The rounded per-class sums and the rest of their exact expansions (null when none)."""
+    if v is None:
+        return None, None
+    exp = [s.expansion() for s in v]
+    residues = [e[1:] for e in exp]
+    return [e[0] for e in exp], (residues if any(residues) else None)
+
+
+def _decode_sums(raw: tuple, m: Any, loaded: Mapping[str, Any]) -> list | None:
+    values, residues = raw
+    if values is None:
         return None
-    if not isinstance(raw, list) or len(raw) != _k(m):
-        raise ValueError(f"must be null or a list of {_k(m)} numbers, got {describe(raw)}")
-    return decode_list(raw, "number", _k(m))
+    if not isinstance(values, list) or len(values) != _k(m):
+        raise ValueError(f"must be null or a list of {_k(m)} numbers, got {describe(values)}")
+    values = decode_list(values, "number", _k(m))
+    if residues is None:
+        residues = [[] for _ in values]
+    if not isinstance(residues, list) or len(residues) != _k(m):
+        raise ValueError(f"score_sums_residue must be null or a list of {_k(m)} lists, got {describe(residues)}")
+    return [ExactSum.from_parts(v, r, "score_sums") for v, r in zip(values, residues)]
+
+
+def _migrate_v2(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """Version 2 had float score sums: taken as exact (no residues)."""
+    return {**state, "score_sums_residue": None}
 
 
 def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
@@ -79,7 +100,9 @@ class MulticlassMonitor(Monitor):
     task = "multiclass"
     parts = ("scores",)
     fields = ("y_true", "scores", "weight")
-    migrations = {1: _migrate_v1}
+    #: version 3: exact per-class score sums (``score_sums_residue``); versions 1 and 2 load
+    version = 3
+    migrations = {1: _migrate_v1, 2: _migrate_v2}
     state_fields = (
         Field("count", lambda m: 0, "count", attrs="_pcount"),
         Field("prediction_weight", lambda m: 0.0, "weight", attrs="_ptotal"),
@@ -87,8 +110,8 @@ class MulticlassMonitor(Monitor):
         Field("predicted_weights", lambda m: [0.0] * _k(m), "weights", attrs="_pweights",
               decode=lambda raw, m, ld: decode_list(raw, "weight", _k(m))),
         # per class: sum of weight * score (None: unknown, state from a version-1 dict)
-        Field("score_sums", lambda m: [0.0] * _k(m), attrs="_psums", merge=_merge_sums,
-              copy=lambda v: None if v is None else list(v), encode=lambda v, m: None if v is None else list(v),
+        Field(("score_sums", "score_sums_residue"), lambda m: [ExactSum() for _ in range(_k(m))], attrs="_psums",
+              merge=_merge_sums, copy=lambda v: None if v is None else [s.copy() for s in v], encode=_encode_sums,
               decode=_decode_sums),
         part("scores", lambda m: MulticlassScores(m.classes)),
     )
@@ -127,7 +150,7 @@ class MulticlassMonitor(Monitor):
         sums = self._psums
         if sums is not None:
             for i, v in enumerate(s):
-                sums[i] += w * v
+                sums[i].add(w * v)
         return self
 
     def update_predictions(self, events: Sequence[Event]) -> "MulticlassMonitor":
@@ -141,9 +164,8 @@ class MulticlassMonitor(Monitor):
         counts = np.bincount(S.argmax(axis=1), weights=wv, minlength=len(self.classes))
         for i, v in enumerate(counts.tolist()):
             self._pweights[i] += v
-        if self._psums is not None:
-            for i, v in enumerate((wv @ S).tolist()):
-                self._psums[i] += v
+        if self._psums is not None:  # exact sums of the per-event terms w * s
+            add_rows(self._psums, list((wv[:, None] * S).T))
         return self
 
     def update_outcome(self, event: Event) -> "MulticlassMonitor":
@@ -189,6 +211,6 @@ class MulticlassMonitor(Monitor):
                 row = per_class.setdefault(str(label), {})
                 row["predicted_rate"] = json_number(self._pweights[i] / total) if total > 0 else None
                 sums = self._psums
-                row["mean_score"] = json_number(sums[i] / total) if sums is not None and total > 0 else None
+                row["mean_score"] = json_number(sums[i].value / total) if sums is not None and total > 0 else None
         out["per_class"] = per_class
         return out

@@ -8,18 +8,40 @@ import numpy as np
 from streammetrics.core.state import Field, describe
 from streammetrics.core.validation import check_number, check_weight
 from streammetrics.events.parser import Event
+from streammetrics.kernels.exact_sum import ExactSum
 from streammetrics.metrics.regression import Regression
 from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
 
 __all__ = ["RegressionMonitor"]
 
 
-def _decode_sum(raw: Any, m: Any, loaded: Mapping[str, Any]) -> float | None:
-    if raw is None:
+def _decode_weight(raw: tuple, m: Any, loaded: Mapping[str, Any]) -> ExactSum:
+    value, residue = raw
+    if type(value) not in (int, float) or not value >= 0:
+        raise ValueError(f"prediction_weight must be a non-negative number, got {describe(value)}")
+    return ExactSum.from_parts(float(value), residue, "prediction_weight")
+
+
+def _decode_sum(raw: tuple, m: Any, loaded: Mapping[str, Any]) -> ExactSum | None:
+    value, residue = raw
+    if value is None:
         return None
-    if type(raw) not in (int, float):
-        raise ValueError(f"must be null or a number, got {describe(raw)}")
-    return float(raw)
+    if type(value) not in (int, float):
+        raise ValueError(f"must be null or a number, got {describe(value)}")
+    return ExactSum.from_parts(float(value), residue, "prediction_sum")
+
+
+def _encode(v: ExactSum | None, m: Any) -> tuple:
+    """The rounded sum and the rest of its exact expansion (null when none; kernels.exact_sum)."""
+    if v is None:
+        return None, None
+    e = v.expansion()
+    return e[0], (e[1:] or None)
+
+
+def _migrate_v2(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """Version 2 had float sums: taken as exact (no residues)."""
+    return {**state, "prediction_weight_residue": None, "prediction_sum_residue": None}
 
 
 def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
@@ -47,20 +69,24 @@ class RegressionMonitor(Monitor):
     task = "regression"
     parts = ("regression",)
     fields = ("y_true", "y_pred", "weight")
-    migrations = {1: _migrate_v1}
+    #: version 3: exact prediction weight and sum (``*_residue``); versions 1 and 2 load
+    version = 3
+    migrations = {1: _migrate_v1, 2: _migrate_v2}
     state_fields = (
         Field("count", lambda m: 0, "count", attrs="_pcount"),
-        Field("prediction_weight", lambda m: 0.0, "weight", attrs="_ptotal"),
+        # exact sums (kernels.exact_sum): the rounded value and the rest of its expansion
+        Field(("prediction_weight", "prediction_weight_residue"), lambda m: ExactSum(), attrs="_ptotal",
+              merge=lambda a, b, m: a.merge(b), copy=lambda v: v.copy(), encode=_encode, decode=_decode_weight),
         # sum of weight * y_pred (None: unknown, state from a version-1 dict)
-        Field("prediction_sum", lambda m: 0.0, attrs="_psum",
-              merge=lambda a, b, m: None if a is None or b is None else a + b, copy=lambda v: v,
-              encode=lambda v, m: v, decode=_decode_sum),
+        Field(("prediction_sum", "prediction_sum_residue"), lambda m: ExactSum(), attrs="_psum",
+              merge=lambda a, b, m: None if a is None or b is None else a.merge(b),
+              copy=lambda v: None if v is None else v.copy(), encode=_encode, decode=_decode_sum),
         part("regression", lambda m: Regression()),
     )
 
     _pcount: int
-    _ptotal: float
-    _psum: float | None
+    _ptotal: ExactSum
+    _psum: ExactSum | None
     regression: Regression
 
     def __init__(self) -> None:
@@ -72,15 +98,15 @@ class RegressionMonitor(Monitor):
 
     @property
     def total_weight(self) -> float:  # type: ignore[override]  # read-only: weight of the predictions
-        return self._ptotal
+        return self._ptotal.value
 
     def update_prediction(self, event: Event) -> "RegressionMonitor":
         p = check_number(event.y_pred, "y_pred")
         w = check_weight(event.weight)
         self._pcount += 1
-        self._ptotal += w
+        self._ptotal.add(w)
         if self._psum is not None:
-            self._psum += w * p
+            self._psum.add(w * p)
         return self
 
     def update_predictions(self, events: Sequence[Event]) -> "RegressionMonitor":
@@ -90,9 +116,12 @@ class RegressionMonitor(Monitor):
         if not np.isfinite(p).all():
             raise ValueError("y_pred must be finite")
         self._pcount += n
-        self._ptotal += float(n) if w is None else float(w.sum())
+        if w is None:
+            self._ptotal.add_array(np.ones(n))
+        else:
+            self._ptotal.add_array(w)
         if self._psum is not None:
-            self._psum += float(p.sum() if w is None else np.dot(w, p))
+            self._psum.add_array(p if w is None else w * p)
         return self
 
     def update_outcome(self, event: Event) -> "RegressionMonitor":
@@ -116,7 +145,7 @@ class RegressionMonitor(Monitor):
 
     def snapshot(self) -> dict[str, Any]:
         r = self.regression
-        total = self._ptotal
+        total = self._ptotal.value
         return {
             "count": self.count,
             "total_weight": json_number(total),
@@ -127,5 +156,5 @@ class RegressionMonitor(Monitor):
             "rmsle": quiet(r.rmsle),
             "mape": quiet(r.mape),
             "max_error": quiet(r.max_error),
-            "mean_prediction": json_number(self._psum / total) if self._psum is not None and total > 0 else None,
+            "mean_prediction": json_number(self._psum.value / total) if self._psum is not None and total > 0 else None,
         }
