@@ -2,17 +2,16 @@
 
 One local Spark session (``local[2]``, loopback, no UI) for the module. The rows go to Spark
 shuffled over three partitions; replay reads them sorted by ``ts`` from a JSONL file. Lines are
-compared byte for byte for the binary and labels tasks (their float sums are exact,
-kernels.exact_sum; weights dyadic, so summed weights are exact too); for the multiclass and
-regression tasks, whose float sums are not exact yet (MulticlassScores' log-loss sum, the
-monitors' score sums, Regression's moments), those are compared to 1e-12 relative.
+compared byte for byte, for every task: every float sum of the states is exact
+(kernels.exact_sum). Weights are dyadic (0.25, 0.5, 2.5) where they enter histograms, cells or
+class weights (those sums of weights are plain float sums, exact for such weights); the regression
+task, whose sums are all exact, also takes non-dyadic weights.
 """
 from __future__ import annotations
 
 import contextlib
 import io
 import json
-import math
 import os
 import random
 import shutil
@@ -91,30 +90,12 @@ def by_window(lines):
     return out
 
 
-def assert_close(a, b, path="$"):
-    """Equal JSON values; floats within 1e-12 relative (order of float additions)."""
-    if isinstance(a, dict):
-        assert isinstance(b, dict) and list(a) == list(b), path
-        for k in a:
-            assert_close(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, list):
-        assert isinstance(b, list) and len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_close(x, y, f"{path}[{i}]")
-    elif isinstance(a, float) and isinstance(b, float):
-        assert math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12), f"{path}: {a} != {b}"
-    else:
-        assert type(a) is type(b) and a == b, f"{path}: {a!r} != {b!r}"
-
-
-def assert_same(spark_lines, replay_lines, exact=False):
+def assert_same(spark_lines, replay_lines):
+    """The same windows, and each window's line byte for byte."""
     got, want = by_window(spark_lines), by_window(replay_lines)
     assert want and sorted(got) == sorted(want)
     for k in want:
-        if exact:
-            assert got[k] == want[k], k
-        else:
-            assert_close(json.loads(got[k]), json.loads(want[k]))
+        assert got[k] == want[k], k
 
 
 def binary_events(n, seed=1, weights=False, dyadic=False):
@@ -141,7 +122,7 @@ def test_binary_hopping_weights_segments_and_rejections(spark, tmp_path):
     want, reasons = replay(tmp_path, events, "--window", "60s", "--slide", "20s")
     snaps, rejected = window_snapshots(frame(spark, events, BINARY), window="60s", slide="20s", with_rejections=True)
     rows = snaps.collect()
-    assert_same([r.snapshot for r in rows], want, exact=True)
+    assert_same([r.snapshot for r in rows], want)
     assert all(r.window_end.timestamp() - r.window_start.timestamp() == 60 for r in rows)
     got = sorted(r.reason for r in rejected.collect() for _ in range(r["count"]))
     assert got == reasons and len(got) == 4
@@ -158,14 +139,15 @@ def test_every_task_equals_replay(spark, tmp_path):
                       "weight": rnd.choice([None, 0.5, 2.0])})
         labels.append({"ts": round(ts * 1e6) / 1e6, "model": model, "y_true": rnd.choice(classes),
                        "y_pred": rnd.choice(classes)})
-        regression.append({"ts": ts, "model": model, "label": rnd.gauss(3, 1), "y_pred": rnd.gauss(3, 1.2)})
+        regression.append({"ts": ts, "model": model, "label": rnd.gauss(3, 1), "y_pred": rnd.gauss(3, 1.2),
+                           "weight": rnd.choice([None, 0.1, 2.7])})
     results = {}
     frames = {
         "multiclass": (multi, "ts double, model string, y_true string, scores array<double>, weight double",
                        dict(task="multiclass", classes=classes), ["--task", "multiclass", "--classes", "cat,dog,emu"]),
         "labels": (labels, "ts double, model string, y_true string, y_pred string", dict(task="labels"),
                    ["--task", "labels"]),
-        "regression": (regression, "ts double, model string, label double, y_pred double",
+        "regression": (regression, "ts double, model string, label double, y_pred double, weight double",
                        dict(task="regression", fields={"y_true": "label"}, slide="15s", max_open_states=2),
                        ["--task", "regression", "--field", "y_true=label", "--slide", "15s"]),
     }
@@ -181,7 +163,7 @@ def test_every_task_equals_replay(spark, tmp_path):
         results.setdefault(row.task, []).append(row.snapshot)
     for name, (events, _, _, args) in frames.items():
         want, _ = replay(tmp_path, events, "--window", "30s", *args)
-        assert_same(results[name], want, exact=name == "labels")  # see the module docstring
+        assert_same(results[name], want)
 
 
 def test_merge_snapshots_rolls_up_windows_and_segments(spark, tmp_path):
@@ -189,10 +171,10 @@ def test_merge_snapshots_rolls_up_windows_and_segments(spark, tmp_path):
     minutes = window_snapshots(frame(spark, events, BINARY), window="60s")
     by_5min = [r.snapshot for r in merge_snapshots(minutes, window="300s").collect()]
     want, _ = replay(tmp_path, events, "--window", "300s")
-    assert_same(by_5min, want, exact=True)
+    assert_same(by_5min, want)
     across = [r.snapshot for r in merge_snapshots(minutes, window="300s", by=("model",)).collect()]
     want, _ = replay(tmp_path, [{**e, "segment": None} for e in events], "--window", "300s")
-    assert_same(across, want, exact=True)
+    assert_same(across, want)
 
 
 def test_delayed_labels_final_counts(spark, tmp_path):
@@ -262,4 +244,4 @@ def test_foreach_batch_partial_windows_merge_to_replay(spark, tmp_path):
     partial = spark.read.parquet(out)
     assert partial.count() > len(by_window(replay(tmp_path, events, "--window", "60s")[0]))  # split windows
     merged = [r.snapshot for r in merge_snapshots(partial).collect()]
-    assert_same(merged, replay(tmp_path, events, "--window", "60s")[0], exact=True)
+    assert_same(merged, replay(tmp_path, events, "--window", "60s")[0])
