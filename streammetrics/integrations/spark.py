@@ -90,7 +90,8 @@ class _Config:
 
     def __init__(self, task: str, threshold: float, classes: Sequence[Hashable] | None,
                  labels: Sequence[Hashable] | None, fields: Mapping[str, str] | None,
-                 spec: WindowSpec, include_state: bool, map_columns: Sequence[str], max_open: int) -> None:
+                 spec: WindowSpec, include_state: bool, map_columns: Sequence[str], max_open: int,
+                 vectorised: bool = True) -> None:
         self.task = task
         self.threshold = threshold
         self.classes = None if classes is None else list(classes)
@@ -100,6 +101,7 @@ class _Config:
         self.include_state = include_state
         self.map_columns = list(map_columns)
         self.max_open = max_open
+        self.vectorised = vectorised
 
     def spec(self) -> WindowSpec:
         return WindowSpec(self.size_ms / 1000, self.slide_ms / 1000)
@@ -177,8 +179,23 @@ def _partial_states(cfg: _Config) -> Callable[[Iterator[Any]], Iterator[Any]]:
             counts.clear()
             monitors.clear()
 
+        vectorised = _binary_columns(cfg, parser) if cfg.vectorised and cfg.task == "binary" and not maps else None
         for batch in batches:
             labelled = _STATUS in batch.schema.names
+            if vectorised is not None and not labelled:
+                taken = vectorised(batch)
+                if taken is not None:  # the rows replay's parser surely accepts, one batch update per key and pane
+                    keys, groups, rest = taken
+                    for k, (y, sc, w) in zip(keys, groups):
+                        c = counts.get(k)
+                        if c is None:
+                            c = counts[k] = [0, 0, 0]
+                        c[0] += len(y)
+                        monitor = monitors.get(k)
+                        if monitor is None:
+                            monitor = monitors[k] = factory()
+                        _update_binary(monitor, y, sc, w)
+                    batch = rest
             for row in batch.to_pylist():
                 status = label = None
                 if labelled:
@@ -228,6 +245,101 @@ def _partial_states(cfg: _Config) -> Callable[[Iterator[Any]], Iterator[Any]]:
             yield flush()
 
     return run
+
+
+def _binary_columns(cfg: _Config, parser: EventParser) -> Callable[[Any], Any] | None:
+    """The vectorised reader of well-typed binary columns, or None when the columns' types do
+    not allow it (then every row goes through replay's parser).
+
+    For an Arrow batch it returns ``None`` (nothing taken) or ``(keys, groups, rest)``: the rows
+    that replay's parser accepts as they are - ``ts`` a float in its range, ``model`` a non-empty
+    string and ``segment`` a string or null, both at most 1,000 characters and without ``|``,
+    ``y_true`` 0 or 1, ``score`` finite, ``weight`` null or in ``[0, 1e15]``, ``id`` null or at
+    most 1,000 characters - grouped by (model, segment, pane) as arrays ``(y, score, weight or
+    None)``; ``rest`` holds the other rows, for the per-row path (which gives replay's reasons).
+    The states equal the per-row path's: every sum in them is exact (kernels.exact_sum)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from streammetrics.events.fields import _TS_MAX, _TS_MIN, MAX_NAME_LENGTH, MAX_WEIGHT
+
+    f = parser.fields
+    pane_us = cfg.pane_ms * 1000
+
+    def run(batch: Any) -> Any:
+        names = batch.schema.names
+        if f["ts"] not in names or f["model"] not in names or f["y_true"] not in names or f["score"] not in names:
+            return None
+        ts, model, y, sc = (batch.column(f[k]) for k in ("ts", "model", "y_true", "score"))
+        numeric = (pa.types.is_floating, pa.types.is_integer)
+        if not (pa.types.is_floating(ts.type) and pa.types.is_string(model.type)
+                and (pa.types.is_integer(y.type) or pa.types.is_boolean(y.type) or pa.types.is_floating(y.type))
+                and any(t(sc.type) for t in numeric)):
+            return None
+        seg = batch.column(f["segment"]) if f["segment"] in names else None
+        wcol = batch.column(f["weight"]) if f["weight"] in names else None
+        ident = batch.column(f["id"]) if f["id"] in names else None
+        if (seg is not None and not pa.types.is_string(seg.type)) or (
+                wcol is not None and not any(t(wcol.type) for t in numeric)) or (
+                ident is not None and not (pa.types.is_string(ident.type) or pa.types.is_null(ident.type))):
+            return None
+        n = batch.num_rows
+        tsv = ts.to_numpy(zero_copy_only=False)
+        yv = pc.cast(y, pa.float64()).to_numpy(zero_copy_only=False)  # nulls -> nan: refused below
+        sv = pc.cast(sc, pa.float64()).to_numpy(zero_copy_only=False)
+        with np.errstate(invalid="ignore"):
+            ok = (tsv >= _TS_MIN) & (tsv < _TS_MAX) & ((yv == 0.0) | (yv == 1.0)) & np.isfinite(sv)
+        mlen = pc.utf8_length(model)
+        ok &= pc.fill_null(pc.and_(pc.greater(mlen, 0), pc.less_equal(mlen, MAX_NAME_LENGTH)), False).to_numpy(
+            zero_copy_only=False)
+        ok &= ~pc.fill_null(pc.match_substring(model, "|"), True).to_numpy(zero_copy_only=False)
+        if seg is not None:
+            ok &= pc.fill_null(pc.less_equal(pc.utf8_length(seg), MAX_NAME_LENGTH), True).to_numpy(
+                zero_copy_only=False)
+            ok &= ~pc.fill_null(pc.match_substring(seg, "|"), False).to_numpy(zero_copy_only=False)
+        if ident is not None and pa.types.is_string(ident.type):
+            ok &= pc.fill_null(pc.less_equal(pc.utf8_length(ident), MAX_NAME_LENGTH), True).to_numpy(
+                zero_copy_only=False)
+        wv = None
+        if wcol is not None:
+            wv = pc.fill_null(pc.cast(wcol, pa.float64()), 1.0).to_numpy(zero_copy_only=False)
+            with np.errstate(invalid="ignore"):
+                ok &= (wv >= 0.0) & (wv <= MAX_WEIGHT)
+        if not ok.any():
+            return None
+        idx = np.flatnonzero(ok)
+        rest = batch.filter(pa.array(~ok)) if len(idx) < n else batch.slice(0, 0)
+        tsv, yv, sv = tsv[idx], yv[idx].astype(np.int64), sv[idx]
+        wv = None if wv is None else wv[idx]
+        pane = np.floor(tsv * 1e6 + 0.5).astype(np.int64) // pane_us  # as floor(ts*1e6 + 0.5) // pane_us
+        models = model.take(pa.array(idx)).to_pylist()
+        segs = [""] * len(idx) if seg is None else ["" if v is None else v for v in seg.take(pa.array(idx)).to_pylist()]
+        groups: dict[tuple[str, str, int], list[int]] = {}
+        for i, key in enumerate(zip(models, segs, pane.tolist())):
+            g = groups.get(key)
+            if g is None:
+                groups[key] = [i]
+            else:
+                g.append(i)
+        keys = list(groups)
+        out = []
+        for key in keys:
+            rows = np.asarray(groups[key], dtype=np.int64)
+            w = None if wv is None else wv[rows]
+            if w is not None and (w == 1.0).all():
+                w = None  # as batch_weights: all weights 1 is the unweighted path
+            out.append((yv[rows], sv[rows], w))
+        return keys, out, rest
+
+    return run
+
+
+def _update_binary(monitor: Any, y: Any, s: Any, w: Any) -> None:
+    """``BinaryMonitor.update_events`` of events given as arrays."""
+    monitor.predictions.update_many(s, w)
+    monitor.scores.update_many(y, s, w)
+    monitor.confusion.update_many(y, (s >= monitor.threshold).astype(y.dtype), w)
 
 
 def _dummy_truth(cfg: _Config) -> Callable[[dict, EventParser], Any]:
@@ -353,6 +465,7 @@ def window_snapshots(
     label_ttl: str | float = "7d",
     with_rejections: bool = False,
     max_open_states: int = DEFAULT_MAX_OPEN_STATES,
+    vectorised: bool = True,
 ) -> Any:
     """Windowed snapshots of the prediction events in ``df``, as ``replay`` prints them.
 
@@ -393,6 +506,12 @@ def window_snapshots(
     (``spark.sql.execution.arrow.maxRecordsPerBatch`` rows, which may add that many), plus at
     most 4,096 queued events per (key, pane); at the bound it ships its partial states and
     starts afresh (exact: they merge), so a key or pane may then ship more than one state.
+
+    ``vectorised`` (binary task): rows of well-typed columns (``ts`` double or timestamp,
+    ``model``/``segment``/``id`` strings, numeric ``y_true``/``score``/``weight``) that replay's
+    parser surely accepts are read as Arrow columns and added one batch per (key, pane); the
+    others (and every row with ``vectorised=False``) go through replay's parser row by row.
+    Same snapshots either way.
     """
     spec = WindowSpec(parse_duration(window, "window"), None if slide is None else parse_duration(slide, "slide"),
                       parse_duration(grace, "grace"))
@@ -407,7 +526,8 @@ def window_snapshots(
         events = _join_labels(events, label_events, names, parse_duration(label_ttl, "label_ttl"), task)
     if type(max_open_states) is not int or max_open_states < 1:
         raise ValueError(f"max_open_states must be a positive int, got {max_open_states!r}")
-    cfg = _Config(task, threshold, classes, labels, fields, spec, include_state, maps, max_open_states)
+    cfg = _Config(task, threshold, classes, labels, fields, spec, include_state, maps, max_open_states,
+                  bool(vectorised))
     partial = events.mapInArrow(_partial_states(cfg), _STAGE1_SCHEMA)
     states = partial.filter(F.col("reason").isNull()).drop("reason", "field", "n")
     snaps = (states.groupBy("model", "segment", "window")

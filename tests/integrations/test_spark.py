@@ -245,3 +245,36 @@ def test_foreach_batch_partial_windows_merge_to_replay(spark, tmp_path):
     assert partial.count() > len(by_window(replay(tmp_path, events, "--window", "60s")[0]))  # split windows
     merged = [r.snapshot for r in merge_snapshots(partial).collect()]
     assert_same(merged, replay(tmp_path, events, "--window", "60s")[0])
+
+
+def test_vectorised_reader_takes_the_rows_replay_accepts_and_leaves_the_rest(spark, tmp_path):
+    """The binary partial-state stage reads well-typed rows as Arrow columns: it takes exactly
+    the rows replay's parser accepts as they are, leaves the others to the per-row path, and
+    Spark's snapshots are the same with it (default) and without it (``vectorised=False``)."""
+    import pyarrow as pa
+
+    from streammetrics.events.parser import EventParser
+    from streammetrics.integrations.spark import _binary_columns, _Config
+    from streammetrics.stream.windows import WindowSpec
+
+    cfg = _Config("binary", 0.5, None, None, None, WindowSpec(60.0), True, [], 10)
+    read = _binary_columns(cfg, EventParser("binary"))
+    batch = pa.RecordBatch.from_pydict({
+        "ts": [T0, T0 + 1, None, T0 + 2, T0 + 3, T0 + 4, 1e15, T0 + 5],
+        "model": ["a", "a|b", "a", "", "b", "b", "b", "x" * 1001],
+        "segment": [None, "s", "s", "s", "s", "s", "s", "s"],
+        "y_true": [1, 1, 1, 1, 2, 0, 0, 0],
+        "score": [0.2, 0.2, 0.2, 0.2, 0.2, float("nan"), 0.3, 0.3],
+        "weight": [None, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+    })
+    keys, groups, rest = read(batch)
+    assert keys == [("a", "", int(T0 * 1e6 + 0.5) // 60_000_000)] and [len(g[0]) for g in groups] == [1]
+    parse = EventParser("binary").parse
+    assert all(type(parse({k: v for k, v in row.items() if v is not None})).__name__ == "Rejection"
+               for row in rest.to_pylist())
+    assert rest.num_rows == 7
+    events = binary_events(600, seed=8, weights=True)
+    df = frame(spark, events, BINARY)
+    on = sorted(r.snapshot for r in window_snapshots(df, window="60s").collect())
+    off = sorted(r.snapshot for r in window_snapshots(df, window="60s", vectorised=False).collect())
+    assert on == off
