@@ -62,7 +62,7 @@ _SCALE = 1 << 1074  # units per 1.0
 _MANT = (1 << 52) - 1
 _LOW = (1 << 21) - 1
 _CHUNK = 1024  # terms per extraction: 1,024 multiples of ulp(sigma) <= 2**-11 sigma sum exactly
-_LEVELS = 4
+_LEVELS = 5
 _frexp = math.frexp
 _ldexp = math.ldexp
 
@@ -90,23 +90,25 @@ def exact_units_rows(a: np.ndarray) -> list[int]:
     totals = [0] * k
     for start in range(0, a.shape[1], _CHUNK):
         r = a[:, start : start + _CHUNK]
+        if r.shape[1] == 0:
+            continue
+        # level 1: sigma from the largest magnitude; later levels: from the bound |x - q| <= ulp(sigma)/2
+        tops = np.maximum(r.max(axis=1), -r.min(axis=1)).tolist()
+        exps: list[int | None] = []  # per row: exponent of sigma, None once the row is done
         rest = [False] * k  # rows left for the integer path
-        for _ in range(_LEVELS):
-            tops = np.max(np.abs(r), axis=1).tolist()
-            sig = []
-            live = False
-            for i, top in enumerate(tops):
-                e = _frexp(top)[1]
-                if top == 0.0 or rest[i]:
-                    sig.append(0.0)
-                elif -960 < e < 960:
-                    sig.append(_ldexp(1.0, e + 11))
-                    live = True
-                else:
-                    sig.append(0.0)
-                    rest[i] = True
-            if not live:
+        for i, top in enumerate(tops):
+            e = _frexp(top)[1]
+            if top == 0.0:
+                exps.append(None)
+            elif -960 < e < 960:
+                exps.append(e + 11)
+            else:
+                exps.append(None)
+                rest[i] = True
+        for level in range(_LEVELS):
+            if all(x is None for x in exps):
                 break
+            sig = [0.0 if x is None else _ldexp(1.0, x) for x in exps]
             sigma = np.array(sig).reshape(k, 1)
             q = (r + sigma) - sigma
             if not all(sig):
@@ -115,8 +117,16 @@ def exact_units_rows(a: np.ndarray) -> list[int]:
             for i, part in enumerate(q.sum(axis=1).tolist()):
                 if sig[i]:
                     totals[i] += units_of(part)
-        else:
-            rest = [True] * k
+            left = r.any(axis=1).tolist()
+            for i, x in enumerate(exps):
+                if x is not None:
+                    if not left[i]:
+                        exps[i] = None
+                    elif x - 41 <= -1000 or level == _LEVELS - 1:  # (next sigma near the subnormals)
+                        exps[i] = None
+                        rest[i] = True
+                    else:
+                        exps[i] = x - 41  # |r| <= ulp(sigma)/2 = 2**(x - 53): sigma' = 2**(x - 53 + 12)
         for i in range(k):
             if rest[i]:
                 totals[i] += _integer_units(r[i])
