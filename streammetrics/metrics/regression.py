@@ -231,6 +231,9 @@ def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
     rounded fields rewritten from them."""
     from fractions import Fraction
 
+    if set(state) != {"count", "weight", "mean", "m2", "sse", "sae", "sle", "ape", "max_error", "log_invalid"}:
+        return dict(state)  # not a version-1 layout: the key check names what is wrong
+
     def units(x: Fraction) -> int:
         return int(x * (1 << 1074))  # dyadic with denominator <= 2**1074: exact
 
