@@ -8,9 +8,11 @@ named as in contract section 2; ``segment``, ``weight`` and ``id`` optional; oth
 Only monitor states cross the network, never rows (the whylogs pattern):
 
 1. ``mapInArrow`` parses each partition's rows with the parser ``replay`` uses
-   (:class:`~streammetrics.events.parser.EventParser`, so a bad row gets replay's reason),
-   and accumulates one monitor per (key, pane) of that partition; it emits each partial state
-   (``to_dict`` as JSON) once per window holding the pane, plus per-reason counts of rejected rows;
+   (:class:`~streammetrics.events.parser.EventParser`, so a bad row gets replay's reason; for the
+   binary task, well-typed rows that parser surely accepts are read as Arrow columns instead, one
+   batch update per key and pane), and accumulates one monitor per (key, pane) of that partition;
+   it emits each partial state (``to_dict`` as JSON) once per window holding the pane, plus
+   per-reason counts of rejected rows;
 2. ``groupBy(model, segment, window).applyInPandas`` merges the partial states of each pane,
    then the panes of the window in pane order (as :class:`~streammetrics.stream.windows.WindowManager`
    does), and builds the snapshot with the window engine's own snapshot code.
@@ -19,15 +21,15 @@ No RDD or SparkContext is used (Spark Connect and Databricks serverless work), a
 grouped-aggregate pandas UDF (those ship every row to its group). The shuffle holds at most
 ``partitions x keys x panes x windows-per-pane`` states (~1-40 KB of JSON each).
 
-Equal to replay: the snapshot lines are byte-identical for the binary and labels tasks, weights
-and segments included: every float sum of their states is exact (:mod:`streammetrics.kernels.exact_sum`:
-log-loss, Brier and score sums are functions of the multiset of events, whatever the partitioning
-or merge order). Not yet exact, so they agree with replay to ~1e-12 relative only: summed
-*non-dyadic* weights (0.1, 2.7; histogram bins, confusion cells, total weights - dyadic weights such
-as 0.25 or 2.5 sum exactly), MulticlassScores' log-loss sum and the multiclass monitor's score sums,
-and the regression task's sums and moments. "Time order": replay over the events sorted by ``ts``
-sees no late event, so ``late`` is 0 and every window is final; ``max_future`` (a wall-clock bound
-of the live service) does not apply.
+Equal to replay: the snapshot lines are byte-identical for every task, weights and segments
+included: every float sum in the states is exact (:mod:`streammetrics.kernels.exact_sum`: log-loss,
+Brier, score and regression sums are functions of the multiset of events, whatever the
+partitioning or merge order). One exception: sums of *non-dyadic* weights (0.1, 2.7) in histogram
+bins, confusion cells and class or total weights are plain float sums (exact for dyadic weights
+such as 0.25 or 2.5, and for the regression task always), so with such weights those agree with
+replay to ~1e-15 relative only. "Time order": replay over the events sorted by ``ts`` sees no
+late event, so ``late`` is 0 and every window is final; ``max_future`` (a wall-clock bound of the
+live service) does not apply.
 
 Delayed labels (contract section 5): ``label_events=`` a DataFrame of ``{id, y_true, ts}``
 joined by ``id`` before windowing; see :func:`window_snapshots`.
