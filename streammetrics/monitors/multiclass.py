@@ -107,7 +107,13 @@ def _decode_estimate(raw: Any, m: Any, loaded: Mapping[str, Any]) -> list | None
     if type(count) is not int or not 0 <= count <= loaded["count"]:
         raise ValueError(f"count must be an int in [0, {loaded['count']}], got {describe(count)}")
     k = _k(m)
-    return [fp, count, decode_list(raw["tp"], "weight", k), decode_list(raw["prob"], "weight", k)]
+    sums = []
+    for name in ("tp", "prob"):
+        try:
+            sums.append(decode_list(raw[name], "weight", k))
+        except ValueError as exc:
+            raise ValueError(f"{name} {exc}") from None
+    return [fp, count, *sums]
 
 
 def _migrate_v2(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
@@ -304,11 +310,11 @@ class MulticlassMonitor(Monitor):
         return self
 
     def update_predictions(self, events: Sequence[Event]) -> "MulticlassMonitor":
+        if not len(events):
+            return self
         S = np.asarray([e.scores for e in events], dtype=np.float64).reshape(len(events), -1)
         if S.shape[1] != len(self.classes):
             raise ValueError(f"scores must hold {len(self.classes)} numbers aligned with the classes")
-        if not len(events):
-            return self
         w = batch_weights(events)
         wv = np.ones(len(events)) if w is None else w
         ref = self._reference
