@@ -15,7 +15,8 @@ from streammetrics.report.sources import WindowSnapshot
 
 __all__ = ["AlertRule", "Alert", "parse_rule", "parse_rules", "check_metrics", "known_metrics", "metric_value"]
 
-_RULE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*(?:\[[^\[\]]+\])?)\s*(<=|>=|<|>)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
+_RULE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*(?:\[[^\[\]]+\])?)"  # METRIC or METRIC[CLASS]
+                   r"\s*(<=|>=|<|>)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
 _OPS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
 }

@@ -130,8 +130,8 @@ class PipelineConfig:
         refs = self.references if task == "multiclass" else None  # per-event CBPE sums (--reference)
 
         def factory() -> Any:
-            monitor = make_monitor(task, threshold=threshold, classes=classes, labels=labels)
-            return monitor if refs is None else monitor.use_references(refs)
+            monitor: Any = make_monitor(task, threshold=threshold, classes=classes, labels=labels)
+            return monitor if refs is None else monitor.use_references(refs)  # a MulticlassMonitor
 
         factory()
         return factory

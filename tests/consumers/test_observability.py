@@ -143,7 +143,8 @@ def test_multiclass_reference_gauges_estimates_and_per_class_drift():
     for name in ("estimated_accuracy", "estimated_macro_f1", "drift_ks", "drift_ks[a]", "drift_js[c]"):
         assert f'streammetrics_window_metric{{metric="{name}",model="m",segment=""}}' in text, name
     wide = {"final": True, "key": {"model": "w", "segment": ""}, "window": {"start": 0, "end": 60}, "count": 1,
-            "metrics": {"per_class": {f"k{i}": {"drift_ks": 0.1, "drift_psi": 0.2} for i in range(MAX_CLASS_GAUGES + 6)}}}
+            "metrics": {"per_class": {f"k{i}": {"drift_ks": 0.1, "drift_psi": 0.2}
+                                      for i in range(MAX_CLASS_GAUGES + 6)}}}
     metrics.observe_snapshot(wide)
     text = metrics.render().decode()
     assert "streammetrics_class_gauges_skipped_total 6.0" in text
