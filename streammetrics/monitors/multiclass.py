@@ -281,7 +281,6 @@ class MulticlassMonitor(Monitor):
         ref = self._reference
         if ref is None and self._references is not None:
             ref = self._bind_key(event)
-        p = ref.calibrated_row(s) if ref is not None else None  # before any change: may raise
         pred = max(range(len(s)), key=s.__getitem__)
         self._pcount += 1
         self._ptotal += w
@@ -298,15 +297,12 @@ class MulticlassMonitor(Monitor):
             else:
                 for d, v in zip(columns, s):
                     d.update(v, w)
-        if p is not None:
+        if ref is not None:
             est = self._estimate
             if est is None:
                 est = self._estimate = [ref.fingerprint, 0, [0.0] * len(s), [0.0] * len(s)]
             est[1] += 1
-            est[2][pred] += w * p[pred]
-            prob = est[3]
-            for i, v in enumerate(p):
-                prob[i] += w * v
+            ref.feed_row(s, w, pred, est[2], est[3])
         return self
 
     def update_predictions(self, events: Sequence[Event]) -> "MulticlassMonitor":

@@ -76,6 +76,17 @@ MULTICLASS_METRICS = (
 )
 
 
+_bisect = bisect.bisect_right
+
+
+def _knots(x: np.ndarray, y: np.ndarray) -> tuple:
+    """Interpolation knots of one class's fit as Python floats, with np.interp's slopes
+    ``(y[j+1] - y[j]) / (x[j+1] - x[j])`` (0 where two knots share an x: never used)."""
+    xs, ys = x.tolist(), y.tolist()
+    slopes = [(ys[j + 1] - ys[j]) / (xs[j + 1] - xs[j]) if xs[j + 1] != xs[j] else 0.0 for j in range(len(xs) - 1)]
+    return xs, ys, slopes, xs[0], xs[-1], ys[0], ys[-1]
+
+
 def _multiclass_scores_of(obj: Any) -> MulticlassScores | None:
     if isinstance(obj, Mapping):
         obj = from_dict(obj)
@@ -160,9 +171,9 @@ class MulticlassReference:
                 fit = cbpe.isotonic_fit_bins(*level_bounds(binning, keys), neg, pos)
             self.fits.append(fit)
         self._predicted = _predicted_shares(self.scores)
-        # per class (x knots, y knots, first x, last x, first y, last y) as Python floats: the
-        # per-event calibration of MulticlassMonitor (np.interp's formula, without numpy calls)
-        self._knots = [(x.tolist(), y.tolist()) for x, y in self.fits]
+        # per class (x knots, y knots, slopes, first x, last x, first y, last y) as Python
+        # floats: the per-event calibration (np.interp's arithmetic, without numpy calls)
+        self._knots = [_knots(x, y) for x, y in self.fits]
         text = json.dumps(self.scores.to_dict(), sort_keys=True, separators=(",", ":"))
         #: identifies the calibration that monitors' estimate sums were fed with (16 hex digits
         #: of the SHA-256 of the reference's state): sums of another reference are not read
@@ -218,25 +229,32 @@ class MulticlassReference:
         """:meth:`calibrated` of one score row in pure Python (the per-event path):
         ``np.interp`` per class, clipped to the fitted range, then normalised (uniform when
         the calibrated values sum to 0)."""
-        out = []
-        for v, (xs, ys) in zip(row, self._knots):
-            if v <= xs[0] or len(xs) == 1:
-                out.append(ys[0] if v <= xs[0] else ys[-1])
-            elif v >= xs[-1]:
-                out.append(ys[-1])
-            else:
-                j = bisect.bisect_right(xs, v) - 1
-                x0 = xs[j]
-                if v == x0:
-                    out.append(ys[j])
-                else:
-                    y0 = ys[j]
-                    out.append((ys[j + 1] - y0) / (xs[j + 1] - x0) * (v - x0) + y0)
-        total = sum(out)
+        cal = []
+        for v, (xs, ys, slopes, lo, hi, ylo, yhi) in zip(row, self._knots):
+            if v <= lo:
+                cal.append(ylo)
+            elif v >= hi:
+                cal.append(yhi)
+            else:  # lo <= xs[j] <= v < xs[j + 1]: np.interp's slope * (x - xp[j]) + fp[j]
+                j = _bisect(xs, v) - 1
+                cal.append(slopes[j] * (v - xs[j]) + ys[j])
+        total = sum(cal)
         if total == 0:
-            k = len(out)
-            return [1.0 / k] * k
-        return [c / total for c in out]
+            return [1.0 / len(cal)] * len(cal)
+        return [c / total for c in cal]
+
+    def feed_row(self, row: Sequence[float], weight: float, pred: int, tp: list, prob: list) -> None:
+        """Add one score row (arg-max ``pred``) to the estimate sums ``tp`` and ``prob``
+        (see :mod:`~streammetrics.kernels.cbpe_multiclass`): the per-event path."""
+        p = self.calibrated_row(row)
+        if weight == 1.0:
+            tp[pred] += p[pred]
+            for i, v in enumerate(p):
+                prob[i] += v
+        else:
+            tp[pred] += weight * p[pred]
+            for i, v in enumerate(p):
+                prob[i] += weight * v
 
     def estimator(self) -> MulticlassEstimate:
         """An empty mergeable estimate to feed a window's rows into."""
