@@ -8,6 +8,7 @@ import numpy as np
 
 from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.events.parser import Event
+from streammetrics.kernels.histogram import MAX_TOTAL_WEIGHT
 from streammetrics.metrics.multiclass_scores import MulticlassScores
 from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
@@ -281,6 +282,9 @@ class MulticlassMonitor(Monitor):
         ref = self._reference
         if ref is None and self._references is not None:
             ref = self._bind_key(event)
+        columns = self._class_scores
+        if w != 1.0 and columns is not None and columns[0].total_weight + w > MAX_TOTAL_WEIGHT:
+            raise ValueError(f"weight {w!r} would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
         pred = max(range(len(s)), key=s.__getitem__)
         self._pcount += 1
         self._ptotal += w
@@ -289,7 +293,6 @@ class MulticlassMonitor(Monitor):
         if sums is not None:
             for i, v in enumerate(s):
                 sums[i] += w * v
-        columns = self._class_scores
         if columns is not None:
             if w == 1.0:
                 for d, v in zip(columns, s):
@@ -322,8 +325,11 @@ class MulticlassMonitor(Monitor):
             tp = np.bincount(pred, weights=wv * p[np.arange(len(S)), pred], minlength=len(self.classes)).tolist()
             prob = (wv @ p).tolist()
         columns = self._class_scores
+        total = float(len(events)) if w is None else float(w.sum())
+        if columns is not None and columns[0].total_weight + total > MAX_TOTAL_WEIGHT:
+            raise ValueError(f"sample weights would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
         self._pcount += len(events)
-        self._ptotal += float(len(events)) if w is None else float(w.sum())
+        self._ptotal += total
         counts = np.bincount(pred, weights=wv, minlength=len(self.classes))
         for i, v in enumerate(counts.tolist()):
             self._pweights[i] += v

@@ -271,3 +271,21 @@ def test_exact_per_class_drift_equals_scipy(data):
         # exact: the bounds are the value (widened only by the float-rounding bound of the sums)
         assert row["drift_ks_low"] <= row["drift_ks"] <= row["drift_ks_high"]
         assert row["drift_ks_high"] - row["drift_ks_low"] <= 1e-9
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_weight_past_the_total_bound_changes_nothing(batch):
+    s = np.random.default_rng(12).dirichlet([1, 1, 1], 4)
+    m = MulticlassMonitor(CLASSES, reference=REF).update_predictions(_events(s))
+    before = _state(m)
+    bad = _events(s[:2], [1e300, 1e300])
+    with pytest.raises(ValueError, match="total weight"):
+        if batch:
+            m.update_predictions(bad)
+        else:
+            for e in bad:
+                m.update_prediction(e)
+    if batch:
+        assert _state(m) == before
+    else:  # the first (valid) event was applied, the refused one changed nothing
+        assert m.count == 5 and m._estimate[1] == 5 and all(d.count == 5 for d in m._class_scores)
