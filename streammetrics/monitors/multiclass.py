@@ -20,7 +20,7 @@ __all__ = ["CLASS_SCORE_BINS", "CLASS_SCORE_MAX_BINS", "MulticlassMonitor"]
 #: ``CLASS_SCORE_MAX_BINS`` of them (exact), beyond that a log grid of ``CLASS_SCORE_BINS``
 #: bins per octave (``MulticlassScores``' default grid), halved while it holds more keys
 CLASS_SCORE_BINS = 64
-CLASS_SCORE_MAX_BINS = 1024
+CLASS_SCORE_MAX_BINS = 512
 
 
 def _k(m: Any) -> int:
