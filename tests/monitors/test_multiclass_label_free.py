@@ -187,6 +187,9 @@ def test_round_trips_keep_the_state_and_the_binding_rules():
     assert mixed._estimate[0] == "" and other_ref.metrics(mixed)["estimated_accuracy"] is None
     with pytest.raises(ValueError, match="classes"):
         MulticlassMonitor(["x", "y", "z"], reference=REF)
+    # a reference read again (a restart) has the same fingerprint, so restored sums are read
+    again = MulticlassReference.from_dict(json.loads(json.dumps(REF.to_dict())))
+    assert again.fingerprint == REF.fingerprint and again.metrics(m) == REF.metrics(m)
 
 
 def test_use_references_binds_by_key_at_the_first_prediction():
