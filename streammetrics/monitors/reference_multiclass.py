@@ -225,10 +225,8 @@ class MulticlassReference:
         """Normalised one-vs-rest calibrated probabilities of score rows."""
         return cbpe_multiclass.calibrated_rows(score_matrix, self.fits)
 
-    def calibrated_row(self, row: Sequence[float]) -> list[float]:
-        """:meth:`calibrated` of one score row in pure Python (the per-event path):
-        ``np.interp`` per class, clipped to the fitted range, then normalised (uniform when
-        the calibrated values sum to 0)."""
+    def _calibrate_row(self, row: Sequence[float]) -> list[float]:
+        """The one-vs-rest calibrated values of one row, not normalised (np.interp's arithmetic)."""
         cal = []
         for v, (xs, ys, slopes, lo, hi, ylo, yhi) in zip(row, self._knots):
             if v <= lo:
@@ -238,23 +236,30 @@ class MulticlassReference:
             else:  # lo <= xs[j] <= v < xs[j + 1]: np.interp's slope * (x - xp[j]) + fp[j]
                 j = _bisect(xs, v) - 1
                 cal.append(slopes[j] * (v - xs[j]) + ys[j])
+        return cal
+
+    def calibrated_row(self, row: Sequence[float]) -> list[float]:
+        """:meth:`calibrated` of one score row in pure Python: ``np.interp`` per class,
+        clipped to the fitted range, then normalised (uniform when the calibrated values sum
+        to 0)."""
+        cal = self._calibrate_row(row)
         total = sum(cal)
         if total == 0:
             return [1.0 / len(cal)] * len(cal)
         return [c / total for c in cal]
 
     def feed_row(self, row: Sequence[float], weight: float, pred: int, tp: list, prob: list) -> None:
-        """Add one score row (arg-max ``pred``) to the estimate sums ``tp`` and ``prob``
-        (see :mod:`~streammetrics.kernels.cbpe_multiclass`): the per-event path."""
-        p = self.calibrated_row(row)
-        if weight == 1.0:
-            tp[pred] += p[pred]
-            for i, v in enumerate(p):
-                prob[i] += v
-        else:
-            tp[pred] += weight * p[pred]
-            for i, v in enumerate(p):
-                prob[i] += weight * v
+        """Add one score row (arg-max ``pred``) of weight ``weight`` to the estimate sums
+        ``tp`` and ``prob`` (see :mod:`~streammetrics.kernels.cbpe_multiclass`): the
+        per-event path, ``weight * p_c`` as ``p_c * (weight / total)`` (one division)."""
+        cal = self._calibrate_row(row)
+        total = sum(cal)
+        if total == 0:
+            cal, total = [1.0] * len(cal), float(len(cal))
+        f = weight / total
+        tp[pred] += cal[pred] * f
+        for i, c in enumerate(cal):
+            prob[i] += c * f
 
     def estimator(self) -> MulticlassEstimate:
         """An empty mergeable estimate to feed a window's rows into."""
