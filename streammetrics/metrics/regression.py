@@ -189,14 +189,16 @@ def _ratio(num: int, den: int) -> float:
 def _encode_sums(v: _Sums, acc: Any) -> tuple:
     w, hi, lo, m2 = v.moments()
     values = [v.value(k) for k in ("sse", "sae", "sle", "ape")]
-    exact = {k: v.get(k).expansion() for k in _SUMS}  # None: an overflowed sum (its float says inf)
-    exact = {k: e if all(map(math.isfinite, e)) and not v.get(k)._special else None for k, e in exact.items()}
+    exact: dict[str, list[float] | None] = {}
+    for k in _SUMS:  # None: an overflowed sum (its float says inf)
+        e = v.get(k).expansion()
+        exact[k] = e if all(map(math.isfinite, e)) and not v.get(k)._special else None
     return (_enc(w), [_enc(hi), _enc(lo)], _enc(m2), *map(_enc, values), exact)
 
 
 def _decode_sums(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> _Sums:
     weight, mean, m2, sse, sae, sle, ape, exact = raw
-    given = {"weight": _dec(weight, "weight"), "mean": _decode_mean(mean),
+    given: dict[str, Any] = {"weight": _dec(weight, "weight"), "mean": _decode_mean(mean),
              "m2": _dec(m2, "m2"), "sse": _dec(sse, "sse"), "sae": _dec(sae, "sae"),
              "sle": _dec(sle, "sle"), "ape": _dec(ape, "ape")}
     if not isinstance(exact, Mapping) or set(exact) != set(_SUMS):
