@@ -177,37 +177,55 @@ def test_merge_snapshots_rolls_up_windows_and_segments(spark, tmp_path):
     assert_same(across, want)
 
 
-def test_delayed_labels_final_counts(spark, tmp_path):
+DELAYED = {  # task -> (prediction fields, label, schema of the prediction fields, label type, options)
+    "binary": (lambda rnd: {"score": rnd.random()}, lambda rnd, p: int(rnd.random() < p["score"]),
+               "score double", "long", {}, []),
+    "multiclass": (lambda rnd: {"scores": [0.25, 0.25, 0.5] if rnd.random() < 0.5 else [0.5, 0.375, 0.125]},
+                   lambda rnd, p: rnd.choice(["a", "b", "c"]), "scores array<double>", "string",
+                   {"classes": ["a", "b", "c"]}, ["--classes", "a,b,c"]),
+    "regression": (lambda rnd: {"y_pred": rnd.gauss(0, 1)}, lambda rnd, p: p["y_pred"] + rnd.gauss(0, 0.3),
+                   "y_pred double", "double", {}, []),
+}
+
+
+@pytest.mark.parametrize("task", sorted(DELAYED))
+def test_delayed_labels_final_counts(spark, tmp_path, task):
+    pred_fields, label_of, schema, label_type, options, args = DELAYED[task]
     rnd = random.Random(9)
     preds, label_rows = [], []
-    for i in range(400):
+    for i in range(300):
         ts = T0 + rnd.random() * 120
-        score = rnd.random()
-        y = int(rnd.random() < score)
+        fields = pred_fields(rnd)
+        y = label_of(rnd, fields)
+        other = label_of(rnd, fields)
+        common = {"ts": ts, "model": "m", "segment": rnd.choice(["x", "y"]), "id": f"i{i}",
+                  "weight": rnd.choice([None, 0.5, 2.5]), **fields}
         fate = rnd.random()
         if fate < 0.2:  # labelled inline
-            preds.append({"ts": ts, "model": "m", "y_true": y, "score": score, "id": f"i{i}"})
+            preds.append({**common, "y_true": y})
             continue
-        preds.append({"ts": ts, "model": "m", "score": score, "id": f"i{i}"})
+        preds.append(common)
         if fate < 0.7:  # label within the ttl (30s)
             label_rows.append({"id": f"i{i}", "y_true": y, "ts": ts + rnd.random() * 29})
             if fate < 0.3:  # a duplicate with another value, ignored
-                label_rows.append({"id": f"i{i}", "y_true": 1 - y, "ts": ts + 29.5})
+                label_rows.append({"id": f"i{i}", "y_true": other, "ts": ts + 29.5})
         elif fate < 0.8:  # too late: the prediction expired
             label_rows.append({"id": f"i{i}", "y_true": y, "ts": ts + 45})
     for i in range(5):  # no label yet, and the end of input within the ttl: pending, window not final
-        preds.append({"ts": T0 + 150 + i, "model": "m", "score": 0.5, "id": f"late{i}"})
-    preds_df = frame(spark, preds, "ts double, model string, y_true long, score double, id string")
+        preds.append({"ts": T0 + 150 + i, "model": "m", "segment": "x", "id": f"late{i}", **pred_fields(rnd)})
+    preds_df = frame(spark, preds, f"ts double, model string, segment string, id string, weight double, {schema}, "
+                                   f"y_true {label_type}")
     labels_df = spark.createDataFrame(  # label times as ISO-8601 text
         [(r["id"], r["y_true"], datetime.fromtimestamp(r["ts"], timezone.utc).isoformat()) for r in label_rows],
-        "id string, y_true long, ts string").repartition(2)
-    got = by_window(r.snapshot for r in window_snapshots(preds_df, window="60s", label_events=labels_df,
-                                                         label_ttl="30s").collect())
+        f"id string, y_true {label_type}, ts string").repartition(2)
+    got = by_window(r.snapshot for r in window_snapshots(preds_df, task=task, window="60s", label_events=labels_df,
+                                                         label_ttl="30s", **options).collect())
     # replay of the same predictions and labels: the last revision of each window
     path = tmp_path / "labels.jsonl"
     with open(path, "w") as f:
         f.writelines(json.dumps(r) + "\n" for r in sorted(label_rows, key=lambda r: r["ts"]))
-    lines, _ = replay(tmp_path, preds, "--window", "60s", "--labels", str(path), "--label-ttl", "30s")
+    lines, _ = replay(tmp_path, preds, "--task", task, *args, "--window", "60s", "--labels", str(path),
+                      "--label-ttl", "30s")
     last = {}
     for line in lines:
         snap = json.loads(line)
