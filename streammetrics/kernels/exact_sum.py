@@ -64,6 +64,7 @@ _LOW = (1 << 21) - 1
 _CHUNK = 1024  # terms per extraction: 1,024 multiples of ulp(sigma) <= 2**-11 sigma sum exactly
 _LEVELS = 5
 _frexp = math.frexp
+_INF = math.inf
 _ldexp = math.ldexp
 
 
@@ -84,53 +85,40 @@ def exact_units_rows(a: np.ndarray) -> list[int]:
     (multiples of ``ulp(sigma)``, at most 1,024 of them) sum exactly in float64. Three levels
     take the 53 bits of terms of one magnitude; what is left after :data:`_LEVELS` (or near the
     ends of the float range) goes through :func:`_integer_units` (integer mantissas summed per
-    exponent). Rows share each numpy call (one call serves several sums of the same events).
+    exponent).
     """
-    k = a.shape[0]
-    totals = [0] * k
-    for start in range(0, a.shape[1], _CHUNK):
-        r = a[:, start : start + _CHUNK]
-        if r.shape[1] == 0:
+    return [_row_units(row) for row in a]
+
+
+def _row_units(a: np.ndarray) -> int:
+    """One row of :func:`exact_units_rows` (scalar ``sigma``: few numpy calls per level)."""
+    total = 0
+    for start in range(0, a.shape[0], _CHUNK):
+        r = a[start : start + _CHUNK]
+        if r.shape[0] == 0:
             continue
-        # level 1: sigma from the largest magnitude; later levels: from the bound |x - q| <= ulp(sigma)/2
-        tops = np.maximum(r.max(axis=1), -r.min(axis=1)).tolist()
-        exps: list[int | None] = []  # per row: exponent of sigma, None once the row is done
-        rest = [False] * k  # rows left for the integer path
-        for i, top in enumerate(tops):
-            e = _frexp(top)[1]
-            if top == 0.0:
-                exps.append(None)
-            elif -960 < e < 960:
-                exps.append(e + 11)
-            else:
-                exps.append(None)
-                rest[i] = True
-        for level in range(_LEVELS):
-            if all(x is None for x in exps):
+        top = max(float(r.max()), -float(r.min()))
+        if top == 0.0:
+            continue
+        if top != top or top == _INF:
+            raise ValueError("exact sums take finite terms")
+        x = _frexp(top)[1] + 11  # level 1: sigma = 2**x >= 2**11 * max|r|
+        for _level in range(_LEVELS):
+            if not -960 < x < 960:  # near the ends of the float range: the integer path
                 break
-            sig = [0.0 if x is None else _ldexp(1.0, x) for x in exps]
-            sigma = np.array(sig).reshape(k, 1)
+            sigma = _ldexp(1.0, x)
             q = (r + sigma) - sigma
-            if not all(sig):
-                q *= sigma != 0.0  # a row without sigma keeps its terms (0 + x - 0 would take them all)
             r = r - q
-            for i, part in enumerate(q.sum(axis=1).tolist()):
-                if sig[i]:
-                    totals[i] += units_of(part)
-            left = r.any(axis=1).tolist()
-            for i, x in enumerate(exps):
-                if x is not None:
-                    if not left[i]:
-                        exps[i] = None
-                    elif x - 41 <= -1000 or level == _LEVELS - 1:  # (next sigma near the subnormals)
-                        exps[i] = None
-                        rest[i] = True
-                    else:
-                        exps[i] = x - 41  # |r| <= ulp(sigma)/2 = 2**(x - 53): sigma' = 2**(x - 53 + 12)
-        for i in range(k):
-            if rest[i]:
-                totals[i] += _integer_units(r[i])
-    return totals
+            total += units_of(float(q.sum()))
+            if not r.any():
+                break
+            x -= 41  # |r| <= ulp(sigma)/2 = 2**(x - 53): the next sigma 2**(x - 41) >= 2**12 * max|r|
+        else:
+            total += _integer_units(r)
+            continue
+        if r.any():
+            total += _integer_units(r)
+    return total
 
 
 def _integer_units(a: np.ndarray) -> int:
@@ -374,9 +362,8 @@ class ProbabilitySums:
         return self
 
     def _add(self, log_terms: np.ndarray, brier_terms: np.ndarray) -> None:
-        log, brier = exact_units_rows(np.stack([log_terms, brier_terms]))
-        self._log._units += log
-        self._brier._units += brier
+        self._log._units += _row_units(log_terms)
+        self._brier._units += _row_units(brier_terms)
 
     @property
     def log(self) -> ExactSum:
