@@ -70,19 +70,23 @@ from streammetrics.core.validation import (
     to_builtin_label,
 )
 from streammetrics.kernels import ranking
-from streammetrics.kernels.binning import Binning, make_binning
+from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning
 from streammetrics.kernels.histogram import (
     MAX_TOTAL_WEIGHT,
     ScoreHistogram,
-    add_grouped,
     aligned,
+    fit_flat,
+    flatten,
     histograms_from_json,
-    histograms_to_json,
+    rebuild,
     summed,
 )
+from streammetrics.kernels.histogram_json import pack_flat, unpack_flat
 from streammetrics.metrics.confusion import ConfusionMatrix, _array_kind
 from streammetrics.metrics.rows import Columns
 from streammetrics.metrics.score_columns import (
+    DEFAULT_MAX_BINS,
+    DEFAULT_MAX_EXACT,
     ScoreColumns,
     average_intervals,
     average_scores,
@@ -108,39 +112,59 @@ def _k(acc: Any) -> int:
     return len(acc._cols.names)
 
 
-def _fresh_h(acc: Any) -> list:
+def _fresh_h(acc: Any) -> tuple[Binning, list]:
+    binning = ExactBinning()  # every accumulator starts exact (exact while small)
     k = _k(acc)
-    return [[ScoreHistogram(acc._binning) for _ in range(k)] for _ in range(k)]
+    return binning, [[ScoreHistogram(binning) for _ in range(k)] for _ in range(k)]
 
 
-def _merge_h(mine: list, theirs: list, acc: Any) -> list:
-    for row, other in zip(mine, theirs):
-        for h, o in zip(row, other):
-            h.merge(o)
-    return mine
-
-
-def _encode_h(h: list, acc: Any) -> list:
-    k = len(h)
-    names = [f"t{t}" for t in range(k)]
-    return [histograms_to_json([h[t][c] for t in range(k)], names) for c in range(k)]
-
-
-def _decode_h(columns: Any, acc: Any, loaded: Mapping[str, Any]) -> list:
+def _decode_h(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple[Binning, list]:
     k = _k(acc)
-    if not isinstance(columns, list) or len(columns) != k:
-        raise ValueError(f"must be a list of {k} column histograms")
     events, weights = loaded["events"], loaded["weights"]
-    names = [f"t{t}" for t in range(k)]
-    hists = [histograms_from_json(col, acc._binning, names) for col in columns]
-    h = [[hists[c][t] for c in range(k)] for t in range(k)]
+    binning, flat = acc._decode_hists(raw, k * k, k * sum(events))
+    ids, _, w = flat
+    sizes = np.bincount(ids, minlength=k * k).reshape(k, k)
+    totals = np.bincount(ids, weights=w, minlength=k * k).reshape(k, k)
     for t in range(k):
-        for c in range(k):
-            if len(h[t][c]) > events[t]:
-                raise ValueError(f"histogram of class {t}, column {c} has more bins than events")
-            if abs(h[t][c].total() - weights[t]) > 1e-9 * max(1.0, weights[t]):
-                raise ValueError(f"histogram of class {t}, column {c} does not sum to weights[{t}]")
-    return h
+        if sizes[t].max() > events[t]:
+            raise ValueError(f"a histogram of class {t} has more keys than the class has events")
+        if np.abs(totals[t] - weights[t]).max() > 1e-9 * max(1.0, weights[t]):
+            raise ValueError(f"a histogram of class {t} does not sum to weights[{t}]")
+    h = [[ScoreHistogram(binning) for _ in range(k)] for _ in range(k)]
+    rebuild([x for row in h for x in row], binning, flat)
+    return binning, h
+
+
+def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """Version 1 (before issue 12) wrote the histograms as ``K`` column dicts of
+    ``histograms_to_json`` on the grid of ``bins`` (or exact scores) and the cells as
+    ``[true, argmax, weight]`` lists. Version 2 packs both; a version-1 grid state loads on
+    its grid, coarsened if it exceeds ``max_bins`` (then its AUCs are those of the coarser grid)."""
+    acc = MulticlassScores._from_config(config)
+    k = _k(acc)
+    out = dict(state)
+    columns = state["histograms"]
+    if not isinstance(columns, list) or len(columns) != k:
+        raise ValueError(f"histograms must be a list of {k} column histograms")
+    binning: Binning = ExactBinning() if acc._exact else LogGridBinning(acc._finest)  # type: ignore[arg-type]  # an int unless exact
+    names = [f"t{t}" for t in range(k)]
+    hists = [histograms_from_json(col, binning, names) for col in columns]
+    flat_list = [hists[c][t] for t in range(k) for c in range(k)]
+    flat = flatten(flat_list, binning)
+    if not acc._exact:
+        flat, binning = fit_flat(flat, binning, acc._finest, acc._max_exact, acc._max_bins)  # type: ignore[arg-type]  # ints here
+    out["bins_per_octave"] = None if binning.exact else binning.per_octave  # type: ignore[attr-defined]  # a log grid
+    out["histograms"] = pack_flat(flat, k * k, binning.exact)
+    cells = state["cells"]
+    if not isinstance(cells, list) or not all(
+            isinstance(c, list) and len(c) == 3 and type(c[0]) is int and type(c[1]) is int
+            and 0 <= c[0] < k and 0 <= c[1] < k and type(c[2]) in (int, float) for c in cells):
+        raise ValueError("cells must be a list of [true index, argmax index, weight]")
+    cell_keys = np.array([c[0] * k + c[1] for c in cells], dtype=np.int64)
+    order = np.argsort(cell_keys, kind="stable")
+    cell_w = np.array([float(c[2]) for c in cells], dtype=np.float64)
+    out["cells"] = pack_flat((np.zeros(len(cells), np.int64), cell_keys[order], cell_w[order]), 1, False)
+    return out
 
 
 def _decode_weights(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> list:
@@ -204,28 +228,27 @@ def _merge_cells(mine: dict, theirs: dict, acc: Any) -> dict:
     return mine
 
 
+def _encode_cells(cells: dict, acc: Any) -> dict[str, Any]:
+    k = _k(acc)
+    keys = np.array(sorted(t * k + p for t, p in cells), dtype=np.int64)
+    w = np.array([cells[divmod(int(x), k)] for x in keys], dtype=np.float64)
+    return pack_flat((np.zeros(len(keys), np.int64), keys, w), 1, False)
+
+
 def _decode_cells(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> dict[tuple[int, int], float]:
     events, weights = loaded["events"], loaded["weights"]
     k = len(events)
-    if not isinstance(raw, list):
-        raise ValueError("must be a list of [true, argmax, weight]")
-    if len(raw) > sum(events):
-        raise ValueError("more cells than events")
-    cells: dict[tuple[int, int], float] = {}
-    rows = [0.0] * k
-    for i, cell in enumerate(raw):
-        if not (isinstance(cell, list) and len(cell) == 3 and type(cell[0]) is int
-                and type(cell[1]) is int and 0 <= cell[0] < k and 0 <= cell[1] < k):
-            raise ValueError(f"[{i}] must be [true index, argmax index, weight], got {describe(cell)}")
-        key = (cell[0], cell[1])
-        if key in cells or not events[key[0]]:
-            raise ValueError(f"[{i}] repeats a cell or names a class without events")
-        cells[key] = check_weight(cell[2], f"cells[{i}][2]")
-        rows[key[0]] += cells[key]
-    for t in range(k):
-        if abs(rows[t] - weights[t]) > 1e-9 * max(1.0, weights[t]):
-            raise ValueError(f"cells of class {t} do not sum to weights[{t}]")
-    return cells
+    _, keys, w = unpack_flat(raw, 1, False, min(k * k, sum(events)), positive=False)
+    if len(keys) and (keys[0] < 0 or keys[-1] >= k * k):
+        raise ValueError(f"cell indices must be true * {k} + argmax in [0, {k * k})")
+    t = keys // k
+    if len(t) and not np.asarray(events)[t].all():
+        raise ValueError("a cell names a class without events")
+    rows = np.bincount(t, weights=w, minlength=k)
+    for c in range(k):
+        if abs(rows[c] - weights[c]) > 1e-9 * max(1.0, weights[c]):
+            raise ValueError(f"cells of class {c} do not sum to weights[{c}]")
+    return {(int(x) // k, int(x) % k): v for x, v in zip(keys.tolist(), w.tolist())}
 
 
 def _copy_opt(v: list | None) -> list | None:
@@ -249,12 +272,15 @@ _MULTICLASS_STATE = (
           encode=lambda v, acc: _copy_opt(v), decode=lambda raw, acc, ld: _outside_from_json(raw)),
     # rows failing roc_auc's / log_loss's sum-to-1 test
     Field("unnormalised_rows", lambda acc: [0, 0], "counts", attrs="_unnormalised", decode=_decode_unnormalised),
-    # (true, argmax) -> weight
+    # (true, argmax) -> weight, packed: keys true * K + argmax (see kernels.histogram_json)
     Field("cells", lambda acc: {}, attrs="_cells", merge=_merge_cells, copy=dict,
-          encode=lambda v, acc: [[t, p, w] for (t, p), w in sorted(v.items())], decode=_decode_cells),
-    # H[t][c]: column-c scores of the events of true class t
-    Field("histograms", _fresh_h, attrs="_h", merge=_merge_h,
-          copy=lambda v: [[h.copy() for h in row] for row in v], encode=_encode_h, decode=_decode_h),
+          encode=_encode_cells, decode=_decode_cells),
+    # the binning in force (null: exact scores) and H[t][c], the column-c scores of the
+    # events of true class t, packed (histogram id t * K + c): merged together (the
+    # binning changes with the entries of all of them; see ScoreColumns)
+    Field(("bins_per_octave", "histograms"), _fresh_h, attrs=("_binning", "_h"), merge=ScoreColumns._merge_hists,
+          copy=lambda v: (v[0], [[h.copy() for h in row] for row in v[1]]),
+          encode=lambda v, acc: acc._encode_hists(v), decode=_decode_h),
 )
 
 
@@ -264,18 +290,25 @@ class MulticlassScores(ScoreColumns):
     ``(y_true, scores, weight)`` events.
 
     ``classes``: at least two distinct labels (int, str or bool, one kind); score rows
-    are aligned with them. ``bins`` / ``exact`` choose the score binning as for
-    :class:`~streammetrics.BinaryScores`: with ``exact=True`` every metric equals
+    are aligned with them. The ``K * K`` score histograms share one budget
+    (:class:`~streammetrics.metrics.score_columns.ScoreColumns`): exact scores while they
+    hold at most ``max_exact`` (default 8,192) entries in all, so that a small window's
+    metrics equal scikit-learn's; beyond, the log grid with ``bins`` (default 64) bins per
+    octave, coarsened for all histograms together while they hold more than ``max_bins``
+    (default 65,536) entries; ``roc_auc_bounds`` then says how far off the AUCs can be.
+    Entries never exceed ``max(max_bins, 8 * K * K)`` (the coarsest grid) nor ``K`` per
+    event. ``exact=True`` keeps every score (unbounded): every metric equals
     scikit-learn's (see the module docstring for the few documented departures).
+
+    >>> small = MulticlassScores([0, 1, 2], max_exact=6).update(0, [0.5, 0.3, 0.2])
+    >>> small.exact, small.update(1, [0.1, 0.8, 0.1]).exact, small.bins_per_octave
+    (True, False, 64)
 
     >>> m = MulticlassScores(["a", "b", "c"])
     >>> m = m.update_many(["a", "b", "c"], [[0.7, 0.2, 0.1], [0.3, 0.4, 0.3], [0.2, 0.5, 0.3]])
     >>> round(m.top_k_accuracy(k=1), 4), m.top_k_accuracy(k=2), m.roc_auc()
     (0.6667, 1.0, 0.75)
     """
-
-    type_name = "MulticlassScores"
-    state_fields = _MULTICLASS_STATE
 
     # the declared state (see _MULTICLASS_STATE)
     _events: list[int]
@@ -288,15 +321,32 @@ class MulticlassScores(ScoreColumns):
     _cells: dict[tuple[int, int], float]
     _h: list[list[ScoreHistogram]]
 
-    def __init__(self, classes: Sequence[Hashable], bins: int | None = 64, exact: bool = False) -> None:
+    type_name = "MulticlassScores"
+    state_fields = _MULTICLASS_STATE
+    #: version 2 packs the histograms and cells and bounds them (version 1 dicts still load)
+    version = 2
+    migrations = {1: _migrate_v1}
+
+    def __init__(
+        self, classes: Sequence[Hashable], bins: int | None = 64, exact: bool = False,
+        max_bins: int | None = DEFAULT_MAX_BINS, max_exact: int | None = DEFAULT_MAX_EXACT,
+    ) -> None:
         self._cols = Columns(check_label_list(classes, "classes", minimum=2), "class", "classes")
-        self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]  # bins is None only with exact=True, which ignores it
+        self._setup(bins, exact, max_bins, max_exact)
         self.reset()
 
     # ------------------------------------------------------------------ state
+    def _hist_list_of(self, h: list) -> list[ScoreHistogram]:
+        return [x for row in h for x in row]
+
+    def _hist_list(self) -> list[ScoreHistogram]:
+        return [x for row in self._h for x in row]
+
     def _refresh(self) -> None:
         self._hw = [[h.weights for h in row] for row in self._h]
-        self._key = self._binning.key
+        self._key = None if self._binning.exact else self._binning.key
+        self._entries = sum(len(d) for row in self._hw for d in row)
+        self._over = self._limit()
 
     def _check_merge(self, other: Accumulator) -> None:
         assert isinstance(other, MulticlassScores)
@@ -356,9 +406,29 @@ class MulticlassScores(ScoreColumns):
         # ---- nothing below can fail
         if weight:
             key = self._key
-            for d, s in zip(self._hw[t], row):
-                k = key(s)
-                d[k] = d.get(k, 0.0) + weight
+            new = 0
+            if key is None:  # exact: the key is the score (-0.0 read as 0.0)
+                for d, s in zip(self._hw[t], row):
+                    s += 0.0
+                    old = d.get(s)
+                    if old is None:
+                        d[s] = weight
+                        new += 1
+                    else:
+                        d[s] = old + weight
+            else:
+                for d, s in zip(self._hw[t], row):
+                    k = key(s)
+                    old = d.get(k)
+                    if old is None:
+                        d[k] = weight
+                        new += 1
+                    else:
+                        d[k] = old + weight
+            if new:
+                self._entries += new
+                if self._entries > self._over:
+                    self._fit()
         st = row[t]
         rank = 0
         for c, s in enumerate(row):
@@ -427,7 +497,7 @@ class MulticlassScores(ScoreColumns):
         totals = [a + b for a, b in zip(self._weights, class_w.tolist())]
         if max(totals) > MAX_TOTAL_WEIGHT:
             raise ValueError(f"sample_weight would make a class weight exceed {MAX_TOTAL_WEIGHT:g}")
-        keys = [self._binning.keys(np.ascontiguousarray(S[:, c])) for c in range(k)]
+        flat, binning = self._batch_flat(S, t, k, list(range(k)), w)
         rows = np.arange(n)
         st = S[rows, t]
         rank = _ranks(S, t, st)
@@ -458,8 +528,7 @@ class MulticlassScores(ScoreColumns):
                   int(np.count_nonzero(~(d <= _LOG_LOSS_SUM_TOL)))]
         rank_w = np.bincount(rank, weights=w, minlength=k)
         # ---- commit: nothing below can fail
-        for c in range(k):
-            add_grouped([self._h[tt][c] for tt in range(k)], keys[c], t, w)
+        self._add_batch(flat, binning)
         for r, v in enumerate(rank_w.tolist()):
             self._ranks[r] += v
         for c in np.flatnonzero(cell_n).tolist():

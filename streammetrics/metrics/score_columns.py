@@ -2,7 +2,9 @@
 class; ``MultilabelScores``: one per label) and the averaging helpers they share.
 
 :class:`ScoreColumns` holds the configuration both have (the column names, the score
-binning) and its checks; ``average_scores`` / ``average_intervals`` apply scikit-learn's
+binning, the histogram budget ``max_bins`` / ``max_exact``), its checks, and the logic of
+the budget shared by all their histograms (exact while small, then one log grid coarsened
+for all of them together); ``average_scores`` / ``average_intervals`` apply scikit-learn's
 ``average`` argument (None, macro, weighted) to per-column values and bounds.
 """
 from __future__ import annotations
@@ -13,13 +15,28 @@ from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
+from streammetrics.core import state as _state_mod
 from streammetrics.core.accumulator import Accumulator
 from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.state import describe
 from streammetrics.core.validation import labels_to_json
 from streammetrics.kernels import ranking
-from streammetrics.kernels.binning import Binning, binning_from_config
+from streammetrics.kernels.binning import MAX_OCTAVES, Binning, ExactBinning, LogGridBinning, binning_from_config
+from streammetrics.kernels.histogram import (
+    ScoreHistogram,
+    add_flat,
+    aggregate,
+    coarser_of,
+    fit,
+    fit_flat,
+    flatten,
+    rebuild,
+    regrid_flat,
+)
+from streammetrics.kernels.histogram_json import pack_flat, unpack_flat
 
-__all__ = ["ScoreColumns", "average_scores", "average_intervals", "binary_auc", "warn_no_events", "check_average"]
+__all__ = ["ScoreColumns", "average_scores", "average_intervals", "binary_auc", "warn_no_events", "check_average",
+           "DEFAULT_MAX_BINS", "DEFAULT_MAX_EXACT"]
 
 _EPS = float(np.finfo(np.float64).eps)
 
@@ -76,39 +93,259 @@ def check_average(average: Any, options: tuple, what: str) -> None:
 
 
 # ----------------------------------------------------------------------------- accumulator
+#: default bound on the histogram entries (histogram, key) of one accumulator, all together
+DEFAULT_MAX_BINS = 1 << 16
+#: default bound on the exact-score entries kept while the state is exact ("exact while small")
+DEFAULT_MAX_EXACT = 1 << 13
+
+
+def _budget(value: Any, name: str) -> int:
+    if type(value) is not int:
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, got {value!r}")
+    return value
+
+
+Flat = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
 class ScoreColumns(Accumulator):
-    """Configuration shared by the accumulators of one score per column (class or label):
-    the column names (config key :attr:`columns_key`), the binning, and the merge check."""
+    """Configuration and histogram budget shared by the accumulators of one score per
+    column (class or label): the column names (config key :attr:`columns_key`), the score
+    binning, and one budget for all their histograms together.
+
+    Exact while small: with ``exact=False`` every distinct score is kept while the
+    histograms hold at most ``max_exact`` entries (an entry: one key of one histogram) in
+    all; beyond, every histogram moves to the log grid with ``bins`` bins per octave, which
+    is coarsened for all of them together (half as many bins per octave, and below 1 bin
+    per octave bins 2, 4, ... 1024 octaves wide) while they hold more than ``max_bins``
+    entries. The coarsest grid has at most 8 keys per histogram (0, (0, 0.5), [0.5, 1), 1
+    and two each below 0 and above 1), so the entries are at most
+    ``max(max_bins, 8 * histograms)``, and at most ``columns * count`` (an event adds at
+    most one entry per column). Each step happens exactly when the events seen need it,
+    so the state depends only on the multiset of events. ``exact=True``: always exact,
+    unbounded. The ROC AUC bounds account for every bin, however wide."""
 
     #: config key of the column names: "classes" or "labels"
     columns_key: ClassVar[str] = "classes"
     _cols: Any
     _binning: Binning
+    _entries: int
 
+    def _setup(self, bins: int | None, exact: bool, max_bins: int | None, max_exact: int | None) -> None:
+        if type(exact) is not bool:
+            raise TypeError(f"exact must be a bool, got {exact!r}")
+        self._exact = exact
+        if exact:
+            self._finest = self._max_bins = self._max_exact = None
+        else:
+            LogGridBinning(bins)  # type: ignore[arg-type]  # validates bins (TypeError / ValueError)
+            self._finest = bins
+            self._max_bins = _budget(DEFAULT_MAX_BINS if max_bins is None else max_bins, "max_bins")
+            self._max_exact = _budget(DEFAULT_MAX_EXACT if max_exact is None else max_exact, "max_exact")
+
+    # ------------------------------------------------------------------ configuration
     @property
     def bins(self) -> int | None:
-        """Bins per octave of the log grid (None when ``exact``)."""
-        return None if self._binning.exact else self._binning.bins  # type: ignore[attr-defined]  # a LogGridBinning (or the same type) here
+        """Finest resolution of the log grid, in bins per octave (None when ``exact=True``)."""
+        return self._finest
+
+    @property
+    def bins_per_octave(self) -> int | float | None:
+        """Resolution in force: None while exact, else bins per octave (a fraction
+        ``1 / 2**j`` once a bin spans ``2**j`` octaves)."""
+        return None if self._binning.exact else self._binning.per_octave  # type: ignore[attr-defined]  # a log grid
+
+    @property
+    def max_bins(self) -> int | None:
+        """Bound on the histogram entries on a grid (None when ``exact=True``)."""
+        return self._max_bins
+
+    @property
+    def max_exact(self) -> int | None:
+        """Bound on the exact-score entries while exact (None when ``exact=True``)."""
+        return self._max_exact
 
     @property
     def exact(self) -> bool:
-        """True when every distinct score is kept."""
+        """True when every distinct score is kept: always with ``exact=True``, and while
+        the entries fit ``max_exact`` otherwise (the constructor argument is in the config)."""
         return self._binning.exact
 
     def _config(self) -> dict[str, Any]:
-        return {self.columns_key: labels_to_json(self._cols.names), "bins": self.bins, "exact": self.exact}
+        return {self.columns_key: labels_to_json(self._cols.names), "bins": self._finest, "exact": self._exact,
+                "max_bins": self._max_bins, "max_exact": self._max_exact}
 
     @classmethod
     def _from_config(cls, config: Mapping[str, Any]) -> Any:
         key = cls.columns_key
-        if set(config) != {key, "bins", "exact"} or not isinstance(config[key], list):
-            raise ValueError(f"config must be {{'{key}': [...], 'bins', 'exact'}}, got {dict(config)!r}")
+        keys = set(config)
+        if not ({key, "bins", "exact"} <= keys <= {key, "bins", "exact", "max_bins", "max_exact"}) \
+                or not isinstance(config[key], list):
+            raise ValueError(f"config must be {{'{key}': [...], 'bins', 'exact', 'max_bins', 'max_exact'}}, "
+                             f"got {describe(dict(config))}")
         binning = binning_from_config({"bins": config["bins"], "exact": config["exact"]})
-        return cls(config[key], bins=binning.config()["bins"], exact=binning.exact)  # type: ignore[call-arg]  # the subclasses take (columns, bins, exact)
+        budgets = {k: config.get(k) for k in ("max_bins", "max_exact")}
+        if binning.exact and any(v is not None for v in budgets.values()):
+            raise ValueError("an exact configuration has max_bins and max_exact null")
+        try:
+            return cls(config[key], bins=binning.config()["bins"], exact=binning.exact, **budgets)  # type: ignore[call-arg]  # the subclasses take (columns, bins, exact, max_bins, max_exact)
+        except TypeError as exc:
+            raise ValueError(str(exc)) from None
 
     def _check_mergeable(self, other: Accumulator) -> None:
         super()._check_mergeable(other)
         if self._cols.kind != other._cols.kind:  # type: ignore[attr-defined]  # a LogGridBinning (or the same type) here
             raise ValueError(f"cannot merge {type(self).__name__} over {self.columns_key} of different kinds")
 
+    # ------------------------------------------------------------------ histogram budget
+    def _hist_list(self) -> list[ScoreHistogram]:  # pragma: no cover - interface
+        """Every histogram, in the order of their ids in the packed state."""
+        raise NotImplementedError
 
+    def _fresh_binning(self) -> Binning:
+        return ExactBinning()
+
+    def _limit(self) -> float:
+        """Entries above which :meth:`_fit` must act (inf: never)."""
+        b = self._binning
+        if self._finest is None or (not b.exact and b.coarsest):  # type: ignore[attr-defined]  # a log grid
+            return math.inf
+        return self._max_exact if b.exact else self._max_bins  # type: ignore[return-value]  # ints unless exact=True
+
+    def _fit(self) -> None:
+        """Bring the histograms within the budget (see the class docstring)."""
+        self._binning, self._entries = fit(self._hist_list(), self._binning, self._entries, self._finest,
+                                           self._max_exact, self._max_bins)
+        self._refresh()
+
+    def _batch_flat(
+        self, S: np.ndarray, groups: np.ndarray, stride: int, offsets: list[int], w: np.ndarray | None
+    ) -> tuple[Flat, Binning]:
+        """The histogram entries a validated batch adds, flat (see
+        :func:`~streammetrics.kernels.histogram.flatten`), and their binning: column ``c``'s
+        score of row ``i`` goes to histogram ``groups[i] * stride + offsets[c]``. Exact while
+        the batch alone fits ``max_exact`` and the state is exact, else on the state's grid
+        (or the finest), coarsened as the batch alone needs. Zero weights add nothing."""
+        if w is not None and not w.all():
+            keep = w > 0
+            S, groups, w = S[keep], groups[keep], w[keep]
+        n_groups = int(groups.max()) + 1 if len(groups) else 1
+        binning = self._binning
+        if binning.exact and self._finest is not None:
+            grid = LogGridBinning(self._finest)
+            flat = _columns_flat(S, groups, n_groups, stride, offsets, w, grid)
+            if len(flat[0]) <= self._max_exact:  # type: ignore[operator]  # an int here
+                exact = _columns_flat(S, groups, n_groups, stride, offsets, w, binning)
+                if len(exact[0]) <= self._max_exact:  # type: ignore[operator]  # an int here
+                    return exact, binning
+            binning = grid
+        else:
+            flat = _columns_flat(S, groups, n_groups, stride, offsets, w, binning)
+        if self._finest is None:
+            return flat, binning
+        return fit_flat(flat, binning, self._finest, self._max_exact, self._max_bins)  # type: ignore[arg-type]  # ints here
+
+    def _add_batch(self, flat: Flat, binning: Binning) -> None:
+        """Commit :meth:`_batch_flat` output: both sides to the coarser binning, add, fit."""
+        hists = self._hist_list()
+        target = coarser_of(self._binning, binning)
+        if self._binning != target:
+            rebuild(hists, target, regrid_flat(flatten(hists, self._binning), self._binning, target))
+            self._binning = target
+            self._entries = sum(len(h) for h in hists)
+        if binning != target:
+            flat = regrid_flat(flat, binning, target)
+        self._entries += add_flat(hists, flat)
+        self._fit()
+
+    # ------------------------------------------------------------------ state field helpers
+    @staticmethod
+    def _merge_hists(mine: tuple, theirs: tuple, acc: Any) -> tuple:
+        """Merge of the (binning, histograms) field: both to the coarser binning, add, fit."""
+        mine_b, theirs_b = mine[0], theirs[0]
+        hists, others = acc._hist_list_of(mine[1]), acc._hist_list_of(theirs[1])
+        target = coarser_of(mine_b, theirs_b)
+        if mine_b != target:
+            rebuild(hists, target, regrid_flat(flatten(hists, mine_b), mine_b, target))
+        if theirs_b == target:
+            for h, o in zip(hists, others):
+                if o.weights:
+                    h.merge_weights(o.weights)
+        else:
+            add_flat(hists, regrid_flat(flatten(others, theirs_b), theirs_b, target))
+        entries = sum(len(h) for h in hists)
+        binning, _ = fit(hists, target, entries, acc._finest, acc._max_exact, acc._max_bins)
+        return binning, mine[1]
+
+    def _encode_hists(self, value: tuple) -> tuple:
+        binning, hists = value
+        flat_list = self._hist_list_of(hists)
+        per_octave = None if binning.exact else binning.per_octave
+        return per_octave, pack_flat(flatten(flat_list, binning), len(flat_list), binning.exact)
+
+    def _decode_hists(self, raw: tuple, n_hists: int, max_keys: int) -> tuple[Binning, Flat]:
+        """``(binning, flat)`` of the (bins_per_octave, histograms) field; ``ValueError`` on
+        anything malformed. ``max_keys``: the entries the events can have made (columns x
+        events); the budget caps it further before anything is decoded."""
+        per_octave, data = raw
+        binning = self._level(per_octave)
+        if self._finest is None:
+            cap = _state_mod.LIMITS.max_entries
+        elif binning.exact:
+            cap = self._max_exact  # type: ignore[assignment]  # an int here
+        elif binning.coarsest:  # type: ignore[attr-defined]  # a log grid
+            cap = max(self._max_bins, 8 * n_hists)  # type: ignore[type-var]  # an int here
+        else:
+            cap = self._max_bins  # type: ignore[assignment]  # an int here
+        flat = unpack_flat(data, n_hists, binning.exact, min(cap, max_keys))
+        binning.check_keys(flat[1], "histogram keys")
+        return binning, flat
+
+    def _level(self, per_octave: Any) -> Binning:
+        """The binning of a ``bins_per_octave`` state value (validated against the config)."""
+        if per_octave is None:
+            return ExactBinning()
+        if self._finest is None:
+            raise ValueError("bins_per_octave must be null for an exact configuration")
+        if type(per_octave) is int and 1 <= per_octave <= self._finest and not per_octave & (per_octave - 1):
+            return LogGridBinning(per_octave)
+        if type(per_octave) is float and 0.0 < per_octave < 1.0:
+            octaves = 1.0 / per_octave
+            if octaves.is_integer() and int(octaves) <= MAX_OCTAVES and not int(octaves) & (int(octaves) - 1):
+                return LogGridBinning(1, int(octaves))
+        raise ValueError(f"bins_per_octave must be null, a power of two <= bins={self._finest} or 1/2**j "
+                         f"(j <= {MAX_OCTAVES.bit_length() - 1}), got {describe(per_octave)}")
+
+
+def _columns_flat(
+    S: np.ndarray, groups: np.ndarray, n_groups: int, stride: int, offsets: list[int],
+    w: np.ndarray | None, binning: Binning,
+) -> Flat:
+    """Flat entries of every column of ``S`` keyed on ``binning`` (see ``_batch_flat``)."""
+    parts = []
+    for c, offset in enumerate(offsets):
+        keys = binning.keys(np.ascontiguousarray(S[:, c]))
+        if binning.exact:  # distinct (group, score) pairs by sorting: no dense table
+            order = np.lexsort((keys, groups))
+            g, k = groups[order], keys[order]
+            ww = np.ones(len(k)) if w is None else w[order]
+            if len(g) > 1:
+                new = np.empty(len(g), dtype=bool)
+                new[0] = True
+                new[1:] = (g[1:] != g[:-1]) | (k[1:] != k[:-1])
+                starts = np.flatnonzero(new)
+                g, k, ww = g[starts], k[starts], np.add.reduceat(ww, starts)
+        else:
+            uniq, table = aggregate(keys, groups, n_groups, w)
+            rows, g = np.nonzero(table)
+            k, ww = uniq[rows], table[rows, g]
+        parts.append((g.astype(np.int64) * stride + offset, k, ww.astype(np.float64)))
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(0), np.zeros(0)
+    ids = np.concatenate([p[0] for p in parts])
+    keys = np.concatenate([p[1] for p in parts])
+    weights = np.concatenate([p[2] for p in parts])
+    order = np.lexsort((keys, ids))
+    return ids[order], keys[order], weights[order]
