@@ -227,11 +227,12 @@ class ScoreColumns(Accumulator):
         :func:`~streammetrics.kernels.histogram.flatten`), and their binning: column ``c``'s
         score of row ``i`` goes to histogram ``groups[i] * stride + offsets[c]``. Exact while
         the batch alone fits ``max_exact`` and the state is exact, else on the state's grid
-        (or the finest), coarsened as the batch alone needs. Zero weights add nothing."""
+        (or the finest), coarsened as the batch alone needs. Zero weights add nothing.
+        ``groups`` is one group per row, or an ``(n, columns)`` array (a group per cell)."""
         if w is not None and not w.all():
             keep = w > 0
             S, groups, w = S[keep], groups[keep], w[keep]
-        n_groups = int(groups.max()) + 1 if len(groups) else 1
+        n_groups = int(groups.max()) + 1 if groups.size else 1
         binning = self._binning
         if binning.exact and self._finest is not None:
             grid = LogGridBinning(self._finest)
@@ -327,9 +328,10 @@ def _columns_flat(
     parts = []
     for c, offset in enumerate(offsets):
         keys = binning.keys(np.ascontiguousarray(S[:, c]))
+        col_groups = groups if groups.ndim == 1 else np.ascontiguousarray(groups[:, c])
         if binning.exact:  # distinct (group, score) pairs by sorting: no dense table
-            order = np.lexsort((keys, groups))
-            g, k = groups[order], keys[order]
+            order = np.lexsort((keys, col_groups))
+            g, k = col_groups[order], keys[order]
             ww = np.ones(len(k)) if w is None else w[order]
             if len(g) > 1:
                 new = np.empty(len(g), dtype=bool)
@@ -338,7 +340,7 @@ def _columns_flat(
                 starts = np.flatnonzero(new)
                 g, k, ww = g[starts], k[starts], np.add.reduceat(ww, starts)
         else:
-            uniq, table = aggregate(keys, groups, n_groups, w)
+            uniq, table = aggregate(keys, col_groups, n_groups, w)
             rows, g = np.nonzero(table)
             k, ww = uniq[rows], table[rows, g]
         parts.append((g.astype(np.int64) * stride + offset, k, ww.astype(np.float64)))
