@@ -14,6 +14,7 @@ the identical dict (same keys, same lists, ints where the weights are whole) fro
 """
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,7 +32,7 @@ from streammetrics.core.state import (
     zigzag,
 )
 
-__all__ = ["SMALL_KEYS", "small_histograms_to_json", "PACKED_FORMAT", "pack_flat", "unpack_flat"]
+__all__ = ["SMALL_KEYS", "small_histograms_to_json", "PACKED_FORMAT", "ZLIB_FROM", "pack_flat", "unpack_flat"]
 
 #: up to this many keys (all histograms together) the plain-Python encoding is used
 SMALL_KEYS = 256
@@ -68,6 +69,9 @@ def small_histograms_to_json(weights: Sequence[Mapping], names: Sequence[str], e
 #: version of the packed form written under ``"packed"``
 PACKED_FORMAT = 1
 _MAX_KEY_DELTA = 1 << 40  # log-grid keys lie within +-2**33 (2**20 bins per octave)
+_VARINT = 10  # bytes of a 64-bit varint at most
+#: packed data of at least this many bytes is zlib-compressed (when that makes it smaller)
+ZLIB_FROM = 256
 
 
 def pack_flat(flat: tuple[np.ndarray, np.ndarray, np.ndarray], n_hists: int, exact: bool) -> dict[str, Any]:
@@ -75,80 +79,117 @@ def pack_flat(flat: tuple[np.ndarray, np.ndarray, np.ndarray], n_hists: int, exa
     ``weights`` sorted by id then key; see ``kernels.histogram.flatten``)::
 
         {"packed": 1, "entries": n,
-         "sizes": varints: entries per histogram, in order,
-         "key_deltas": zig-zag varints of each key minus the previous entry's key (log grid)
-           | "scores": float64 of the keys (exact scores),
-         "counts": varints (every weight a whole number below 2**53)
-           | "weights": float64}
+         "keys": "key_deltas" | "scores", "weights": "counts" | "float64",
+         "lengths": [bytes of sizes, bytes of keys, bytes of weights],
+         "zlib": bool, "data": base64 of the three arrays, one after the other}
 
-    each array as base64 text (see ``core.state``). With unit weights a log-grid entry
-    costs about 2 bytes before base64 (4/3 after), an exact one about 9.
+    ``sizes``: varints, the entries of each histogram in order; keys: ``"key_deltas"``
+    (log grid) zig-zag varints of each key minus the previous entry's key, ``"scores"``
+    (exact) float64; weights: ``"counts"`` varints when every weight is a whole number
+    below 2**53, else float64 (see ``core.state``). Data of at least :data:`ZLIB_FROM`
+    bytes is zlib-compressed when that makes it smaller. With unit weights a log-grid entry
+    costs about 2 bytes before compression and base64 (4/3), an exact one about 9.
 
     >>> flat = (np.array([0, 0, 2]), np.array([5, 9, 7]), np.array([1.0, 2.0, 1.0]))
-    >>> pack_flat(flat, 3, exact=False)
-    {'packed': 1, 'entries': 3, 'sizes': 'AgAB', 'key_deltas': 'CggD', 'counts': 'AQIB'}
+    >>> pack_flat(flat, 3, exact=False)["data"]
+    'AgABCggDAQIB'
     """
     ids, keys, weights = flat
-    out: dict[str, Any] = {
+    sizes = pack_uints(np.bincount(ids, minlength=n_hists))
+    key_bytes = pack_floats(keys) if exact else pack_uints(zigzag(np.diff(keys, prepend=0)))
+    if len(weights) and not (np.all(weights == np.floor(weights)) and float(weights.max()) < _INT_LIMIT):
+        kind, weight_bytes = "float64", pack_floats(weights)
+    else:
+        kind, weight_bytes = "counts", pack_uints(weights.astype(np.uint64))
+    raw = sizes + key_bytes + weight_bytes
+    packed = zlib.compress(raw, 6) if len(raw) >= ZLIB_FROM else raw
+    compressed = len(packed) < len(raw)
+    return {
         "packed": PACKED_FORMAT,
         "entries": len(ids),
-        "sizes": to_base64(pack_uints(np.bincount(ids, minlength=n_hists))),
+        "keys": "scores" if exact else "key_deltas",
+        "weights": kind,
+        "lengths": [len(sizes), len(key_bytes), len(weight_bytes)],
+        "zlib": compressed,
+        "data": to_base64(packed if compressed else raw),
     }
-    if exact:
-        out["scores"] = to_base64(pack_floats(keys))
-    else:
-        out["key_deltas"] = to_base64(pack_uints(zigzag(np.diff(keys, prepend=0))))
-    if len(weights) and not (np.all(weights == np.floor(weights)) and float(weights.max()) < _INT_LIMIT):
-        out["weights"] = to_base64(pack_floats(weights))
-    else:
-        out["counts"] = to_base64(pack_uints(weights.astype(np.uint64)))
-    return out
+
+
+_FIELDS = {"packed", "entries", "keys", "weights", "lengths", "zlib", "data"}
 
 
 def unpack_flat(
     data: Any, n_hists: int, exact: bool, max_entries: int, positive: bool = True
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Inverse of :func:`pack_flat`, validated: ``ValueError`` on anything malformed, and
-    before decoding anything when the declared entries exceed ``max_entries`` or a text is
-    longer than its entries allow. Keys are checked ascending within each histogram (the
-    caller checks them against its binning); weights finite, and > 0 when ``positive``."""
+    before decoding anything when the declared entries exceed ``max_entries`` or a length
+    exceeds what the entries allow (compressed data is inflated to at most the declared
+    lengths). Keys are checked ascending within each histogram (the caller checks them
+    against its binning); weights finite, and > 0 when ``positive``."""
     if not isinstance(data, Mapping):
         raise ValueError(f"must be a packed mapping, got {describe(data)}")
-    key_field = "scores" if exact else "key_deltas"
-    weight_field = "weights" if "weights" in data else "counts"
-    expected = {"packed", "entries", "sizes", key_field, weight_field}
-    if set(data) != expected:
-        raise ValueError(f"keys must be {sorted(expected)}, got {sorted(map(str, data))[:8]}")
+    if set(data) != _FIELDS:
+        raise ValueError(f"keys must be {sorted(_FIELDS)}, got {sorted(map(str, data))[:8]}")
     if data["packed"] != PACKED_FORMAT or type(data["packed"]) is not int:
         raise ValueError(f"packed format {describe(data['packed'])} is not {PACKED_FORMAT}")
     n = data["entries"]
     if type(n) is not int or not 0 <= n <= max_entries:
         raise ValueError(f"entries must be an int in [0, {max_entries}], got {describe(n)}")
-    sizes = unpack_uints(from_base64(data["sizes"], 10 * n_hists, "sizes"), n_hists, "sizes")
+    key_field = "scores" if exact else "key_deltas"
+    if data["keys"] != key_field or data["weights"] not in ("counts", "float64") or type(data["zlib"]) is not bool:
+        raise ValueError(f"keys must be {key_field!r}, weights 'counts' or 'float64', zlib a bool")
+    lengths = data["lengths"]
+    caps = [_VARINT * n_hists, (8 if exact else _VARINT) * n, (8 if data["weights"] == "float64" else _VARINT) * n]
+    if not (isinstance(lengths, list) and len(lengths) == 3
+            and all(type(v) is int and 0 <= v <= cap for v, cap in zip(lengths, caps))):
+        raise ValueError(f"lengths must be 3 byte counts within {caps}, got {describe(lengths)}")
+    total = sum(lengths)
+    if data["zlib"]:
+        raw = _inflate(from_base64(data["data"], total + total // 100 + 64, "data"), total)
+    else:
+        raw = from_base64(data["data"], total, "data")
+    if len(raw) != total:
+        raise ValueError(f"data holds {len(raw)} bytes, lengths say {total}")
+    a, b = lengths[0], lengths[0] + lengths[1]
+    sizes = unpack_uints(raw[:a], n_hists, "sizes")
     if int(sizes.sum(dtype=np.float64)) != n or (sizes > np.uint64(n)).any():
         raise ValueError(f"sizes do not add up to entries={n}")
     if exact:
-        keys = unpack_floats(from_base64(data["scores"], 8 * n, "scores"), n, "scores") + 0.0
+        keys = unpack_floats(raw[a:b], n, "scores") + 0.0
     else:
-        deltas = unzigzag(unpack_uints(from_base64(data["key_deltas"], 10 * n, "key_deltas"), n, "key_deltas"))
+        deltas = unzigzag(unpack_uints(raw[a:b], n, "key_deltas"))
         if n and int(np.abs(deltas).max()) > _MAX_KEY_DELTA:
             raise ValueError("key_deltas out of range")
         keys = np.cumsum(deltas)
     starts = np.zeros(n, dtype=bool)
-    firsts = np.cumsum(sizes.astype(np.int64)) - sizes.astype(np.int64)
-    starts[firsts[sizes > 0]] = True
+    counts_per = sizes.astype(np.int64)
+    firsts = np.cumsum(counts_per) - counts_per
+    starts[firsts[counts_per > 0]] = True
     if n > 1 and not (np.diff(keys) > 0)[~starts[1:]].all():
         raise ValueError(f"{key_field} must give strictly ascending keys within each histogram")
-    if weight_field == "weights":
-        weights = unpack_floats(from_base64(data["weights"], 8 * n, "weights"), n, "weights")
+    if data["weights"] == "float64":
+        weights = unpack_floats(raw[b:], n, "weights")
         if n and weights.min() < 0:
             raise ValueError("weights must be non-negative")
     else:
-        counts = unpack_uints(from_base64(data["counts"], 10 * n, "counts"), n, "counts")
+        counts = unpack_uints(raw[b:], n, "counts")
         if n and counts.max() >= np.uint64(1 << 53):
             raise ValueError("counts must be below 2**53")
         weights = counts.astype(np.float64)
     if positive and n and not weights.min() > 0:
         raise ValueError("every stored weight must be positive")
-    ids = np.repeat(np.arange(n_hists, dtype=np.int64), sizes.astype(np.int64))
+    ids = np.repeat(np.arange(n_hists, dtype=np.int64), counts_per)
     return ids, keys, weights
+
+
+def _inflate(data: bytes, size: int) -> bytes:
+    """zlib-decompress ``data`` that must inflate to exactly ``size`` bytes (never more is
+    produced: a hostile stream cannot make it allocate beyond ``size + 1``)."""
+    d = zlib.decompressobj()
+    try:
+        out = d.decompress(data, size + 1)
+    except zlib.error as exc:
+        raise ValueError(f"data is not a valid zlib stream ({exc})") from None
+    if len(out) != size or not d.eof or d.unconsumed_tail or d.unused_data:
+        raise ValueError(f"data does not inflate to the {size} bytes its lengths declare")
+    return out

@@ -146,13 +146,13 @@ def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
     columns = state["histograms"]
     if not isinstance(columns, list) or len(columns) != k:
         raise ValueError(f"histograms must be a list of {k} column histograms")
-    binning: Binning = ExactBinning() if acc._exact else LogGridBinning(acc._finest)  # type: ignore[arg-type]  # an int unless exact
+    binning: Binning = ExactBinning() if acc._exact else LogGridBinning(acc._finest)
     names = [f"t{t}" for t in range(k)]
     hists = [histograms_from_json(col, binning, names) for col in columns]
     flat_list = [hists[c][t] for t in range(k) for c in range(k)]
     flat = flatten(flat_list, binning)
     if not acc._exact:
-        flat, binning = fit_flat(flat, binning, acc._finest, acc._max_exact, acc._max_bins)  # type: ignore[arg-type]  # ints here
+        flat, binning = fit_flat(flat, binning, acc._finest, acc._max_exact, acc._max_bins)
     out["bins_per_octave"] = None if binning.exact else binning.per_octave  # type: ignore[attr-defined]  # a log grid
     out["histograms"] = pack_flat(flat, k * k, binning.exact)
     cells = state["cells"]
@@ -295,12 +295,12 @@ class MulticlassScores(ScoreColumns):
     hold at most ``max_exact`` (default 8,192) entries in all, so that a small window's
     metrics equal scikit-learn's; beyond, the log grid with ``bins`` (default 64) bins per
     octave, coarsened for all histograms together while they hold more than ``max_bins``
-    (default 65,536) entries; ``roc_auc_bounds`` then says how far off the AUCs can be.
+    (default 32,768) entries; ``roc_auc_bounds`` then says how far off the AUCs can be.
     Entries never exceed ``max(max_bins, 8 * K * K)`` (the coarsest grid) nor ``K`` per
     event. ``exact=True`` keeps every score (unbounded): every metric equals
     scikit-learn's (see the module docstring for the few documented departures).
 
-    >>> small = MulticlassScores([0, 1, 2], max_exact=6).update(0, [0.5, 0.3, 0.2])
+    >>> small = MulticlassScores([0, 1, 2], max_exact=5).update(0, [0.5, 0.3, 0.2])
     >>> small.exact, small.update(1, [0.1, 0.8, 0.1]).exact, small.bins_per_octave
     (True, False, 64)
 

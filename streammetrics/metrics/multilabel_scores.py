@@ -230,11 +230,11 @@ def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
     raw = state["histograms"]
     if not isinstance(raw, list) or len(raw) != n:
         raise ValueError(f"histograms must be a list of {n} label histograms")
-    binning: Binning = ExactBinning() if acc._exact else LogGridBinning(acc._finest)  # type: ignore[arg-type]  # an int unless exact
+    binning: Binning = ExactBinning() if acc._exact else LogGridBinning(acc._finest)
     hists = [x for h in raw for x in histograms_from_json(h, binning, ["neg", "pos"])]
     flat = flatten(hists, binning)
     if not acc._exact:
-        flat, binning = fit_flat(flat, binning, acc._finest, acc._max_exact, acc._max_bins)  # type: ignore[arg-type]  # ints here
+        flat, binning = fit_flat(flat, binning, acc._finest, acc._max_exact, acc._max_bins)
     out = dict(state)
     out["bins_per_octave"] = None if binning.exact else binning.per_octave  # type: ignore[attr-defined]  # a log grid
     out["histograms"] = pack_flat(flat, 2 * n, binning.exact)

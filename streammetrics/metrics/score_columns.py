@@ -204,6 +204,10 @@ class ScoreColumns(Accumulator):
         """Every histogram, in the order of their ids in the packed state."""
         raise NotImplementedError
 
+    def _hist_list_of(self, value: Any) -> list[ScoreHistogram]:  # pragma: no cover - interface
+        """:meth:`_hist_list` of a value of the histograms state field."""
+        raise NotImplementedError
+
     def _fresh_binning(self) -> Binning:
         return ExactBinning()
 
@@ -297,7 +301,7 @@ class ScoreColumns(Accumulator):
         elif binning.exact:
             cap = self._max_exact  # type: ignore[assignment]  # an int here
         elif binning.coarsest:  # type: ignore[attr-defined]  # a log grid
-            cap = max(self._max_bins, 8 * n_hists)  # type: ignore[type-var]  # an int here
+            cap = max(int(self._max_bins or 0), 8 * n_hists)
         else:
             cap = self._max_bins  # type: ignore[assignment]  # an int here
         flat = unpack_flat(data, n_hists, binning.exact, min(cap, max_keys))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import tracemalloc
+import zlib
 
 import numpy as np
 import pytest
@@ -85,36 +86,71 @@ def _flat():
     return np.array([0, 0, 2], dtype=np.int64), np.array([5, 9, 7], dtype=np.int64), np.array([1.0, 2.0, 1.0])
 
 
-def test_pack_flat_round_trips_counts_and_float_weights():
+def _raw(sizes=(2, 0, 1), deltas=(5, 4, -2), counts=(1, 2, 1), entries=3):
+    """A hand-made uncompressed packed set (deltas zig-zagged, counts as varints)."""
+    parts = [pack_uints(list(sizes)), pack_uints(zigzag(list(deltas))), pack_uints(list(counts))]
+    return {"packed": 1, "entries": entries, "keys": "key_deltas", "weights": "counts",
+            "lengths": [len(x) for x in parts], "zlib": False, "data": to_base64(b"".join(parts))}
+
+
+def test_pack_flat_round_trips_counts_float_weights_and_compression():
+    assert pack_flat(_flat(), 3, exact=False) == _raw()
     for weights in ([1.0, 2.0, 1.0], [0.5, 2.0, 1e-3]):
         flat = (*_flat()[:2], np.array(weights))
         data = json.loads(json.dumps(pack_flat(flat, 3, exact=False)))
-        assert ("counts" in data) == (weights == [1.0, 2.0, 1.0])
+        assert (data["weights"] == "counts") == (weights == [1.0, 2.0, 1.0])
         for a, b in zip(unpack_flat(data, 3, False, 10), flat):
             assert a.tolist() == b.tolist()
     exact = (np.array([1, 1]), np.array([-0.5, 0.25]), np.array([3.0, 1.0]))
     back = unpack_flat(pack_flat(exact, 2, exact=True), 2, True, 10)
     assert back[1].tolist() == [-0.5, 0.25] and back[0].tolist() == [1, 1]
+    n = 5000  # long and repetitive: compressed
+    big = (np.arange(n) // 5, np.tile(np.arange(5), n // 5), np.ones(n))
+    packed = pack_flat(big, n // 5, exact=False)
+    assert packed["zlib"] and len(packed["data"]) < sum(packed["lengths"]) / 4
+    for a, b in zip(unpack_flat(packed, n // 5, False, n), big):
+        assert a.tolist() == b.tolist()
 
 
-@pytest.mark.parametrize("edit,words", [
-    (lambda d: d.__setitem__("entries", 11), "entries"),
-    (lambda d: d.__setitem__("entries", 2), "sizes"),
-    (lambda d: d.__setitem__("packed", 2), "packed format"),
-    (lambda d: d.__setitem__("extra", 1), "keys"),
-    (lambda d: d.__setitem__("key_deltas", to_base64(pack_uints(zigzag([5, -1, 7])))), "ascending"),
-    (lambda d: d.__setitem__("key_deltas", to_base64(pack_uints(zigzag([5, 1 << 41, -7])))), "range"),
-    (lambda d: d.__setitem__("counts", to_base64(pack_uints([1, 0, 1]))), "positive"),
-    (lambda d: d.__setitem__("counts", to_base64(pack_uints([1, 1 << 53, 1]))), "2\\*\\*53"),
-    (lambda d: d.__setitem__("counts", to_base64(pack_uints([1, 300]))), "expected 3 varints"),
-    (lambda d: d.__setitem__("sizes", to_base64(pack_uints([2, 0]))), "varints"),
-    (lambda d: d.__setitem__("counts", 7), "base64"),
+def _zlib(d, payload: bytes):
+    return {**d, "zlib": True, "data": to_base64(zlib.compress(payload))}
+
+
+@pytest.mark.parametrize("d,words", [
+    ({**_raw(), "entries": 11}, "entries"),
+    (_raw(entries=2, sizes=(1, 0, 1), deltas=(5, 4), counts=(1, 1)) | {"entries": 3}, "sizes"),
+    (_raw(sizes=(2, 0, 0)), "sizes"),
+    ({**_raw(), "packed": 2}, "packed format"),
+    ({**_raw(), "extra": 1}, "keys"),
+    ({**_raw(), "keys": "scores"}, "keys must be"),
+    ({**_raw(), "zlib": 1}, "zlib"),
+    ({**_raw(), "lengths": [1, 3]}, "lengths"),
+    ({**_raw(), "lengths": [1, 3, 4]}, "holds"),
+    (_raw(deltas=(5, -1, 7)), "ascending"),
+    (_raw(deltas=(5, 1 << 41, -7)), "range"),
+    (_raw(counts=(1, 0, 1)), "positive"),
+    (_raw(counts=(1, 1 << 53, 1)), "2\\*\\*53"),
+    (_raw(counts=(1, 300)), "expected 3 varints"),
+    ({**_raw(), "data": 7}, "base64"),
+    ({**_raw(), "zlib": True}, "zlib stream"),
+    (_zlib(_raw(), b"\x02\x00\x01\x0a\x08\x03\x01\x02\x01" * 1000), "inflate"),
+    (_zlib(_raw(), b"\x02\x00\x01"), "inflate"),
 ])
-def test_hostile_packed_sets(edit, words):
-    d = pack_flat(_flat(), 3, exact=False)
-    edit(d)
+def test_hostile_packed_sets(d, words):
     with pytest.raises(ValueError, match=words):
         unpack_flat(d, 3, False, 10)
+
+
+def test_a_zlib_bomb_inflates_no_further_than_the_declared_lengths():
+    d = _zlib(_raw(entries=10**6, sizes=(10**6, 0, 0), deltas=[1] * 10**6, counts=[1] * 10**6), b"\x00" * (1 << 28))
+    assert len(d["data"]) < 1 << 20  # 256 MB of zeros in well under 1 MB
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="inflate"):
+            unpack_flat(d, 3, False, 10**6)
+        assert tracemalloc.get_traced_memory()[1] < 40 << 20  # the declared ~20 MB, not 256 MB
+    finally:
+        tracemalloc.stop()
 
 
 def _rejected(d, *words):
@@ -145,24 +181,30 @@ def test_hostile_sizes_are_refused_before_decoding():
     d = _multiclass()
     h = d["state"]["histograms"]
     h["entries"] = 10**8  # claimed: would be GBs of dicts
-    h["key_deltas"] = "AAAA" * (10 << 20)  # 40 MB of text, decoded nowhere
+    h["data"] = "AAAA" * (10 << 20)  # 40 MB of text, decoded nowhere
     _rejected(d, "histograms", "entries")
     d = _multiclass()
-    d["state"]["histograms"]["counts"] = "AQ" * (8 << 20)
-    _rejected(d, "histograms", "counts")
+    d["state"]["histograms"]["data"] = "AQ" * (8 << 20)
+    _rejected(d, "histograms", "data")
+
+
+def _repack(packed, n_hists, exact=False, **arrays):
+    """``packed`` with some of its decoded arrays (ids, keys, weights) replaced."""
+    ids, keys, weights = unpack_flat(packed, n_hists, exact, 10**7, positive=False)
+    flat = {"ids": ids, "keys": keys, "weights": weights, **arrays}
+    return pack_flat((flat["ids"], flat["keys"], flat["weights"]), n_hists, exact)
 
 
 @pytest.mark.parametrize("edit,words", [
-    (lambda s: s["histograms"].__setitem__("key_deltas", to_base64(pack_uints(zigzag([1 << 39] * s["histograms"]
-                                                                                   ["entries"])))), "keys"),
-    (lambda s: s["histograms"].__setitem__("counts", to_base64(pack_uints([2] * s["histograms"]["entries"]))),
-     "sum"),
+    (lambda s: s.__setitem__("histograms", _repack(s["histograms"], 25, keys=np.arange(s["histograms"]["entries"])
+                                                   + (1 << 39))), "keys"),
+    (lambda s: s.__setitem__("histograms", _repack(s["histograms"], 25, weights=np.full(s["histograms"]["entries"],
+                                                                                        2.0))), "sum"),
     (lambda s: s.__setitem__("events", [1, 1, 1, 1, 1]), "entries"),
     (lambda s: s.__setitem__("bins_per_octave", None), "histograms"),
     (lambda s: s.__setitem__("bins_per_octave", 0.1), "bins_per_octave"),
     (lambda s: s.__setitem__("bins_per_octave", True), "bins_per_octave"),
-    (lambda s: s["cells"].__setitem__("key_deltas", to_base64(pack_uints(zigzag([30] + [1] * (s["cells"]["entries"]
-                                                                                            - 1))))), "cells"),
+    (lambda s: s.__setitem__("cells", _repack(s["cells"], 1, keys=np.arange(s["cells"]["entries"]) + 20)), "cells"),
 ])
 def test_hostile_multiclass_packed_states(edit, words):
     d = _multiclass()
@@ -189,7 +231,7 @@ def test_version_1_dicts_load_and_coarsen_to_the_budget():
     k, n = 20, 6000
     y = rng.integers(0, k, n)
     s = rng.dirichlet(np.ones(k) * 0.3, n)
-    old = sm.MulticlassScores(list(range(k)), max_exact=1, max_bins=10**7).update_many(y, s)  # main's state: 64 bpo
+    old = sm.MulticlassScores(list(range(k)), max_exact=1, max_bins=10**7).update_many(y, s)  # main's: 64 bpo
     assert old.bins_per_octave == 64 and sum(len(h) for h in old._hist_list()) > 65536
     v1 = _v1(old)
     new = sm.from_dict(v1)

@@ -373,9 +373,9 @@ def test_hostile_dicts_raise_value_error():
         edit(lambda c: c[s].__setitem__("samples_average_precision_sum", float("inf"))),
         edit(lambda c: c[s].__setitem__("one_class_rows", [0, 1])),
         edit(lambda c: c[s].__setitem__("no_positive_rows", 5)),
-        edit(lambda c: c[s]["histograms"].pop("sizes")),
-        edit(lambda c: c[s]["histograms"].__setitem__("counts", "AAAAAAAA")),
-        edit(lambda c: c[s]["histograms"].__setitem__("scores", ["x"])),
+        edit(lambda c: c[s]["histograms"].pop("lengths")),
+        edit(lambda c: c[s]["histograms"].__setitem__("data", "AAAAAAAA")),
+        edit(lambda c: c[s]["histograms"].__setitem__("keys", ["x"])),
         edit(lambda c: c[s].__setitem__("histograms", [{"neg": [], "pos": [], "key_deltas": []}] * 3)),
         edit(lambda c: c[s].__setitem__("bins_per_octave", 64)),  # an exact state read as a grid
         edit(lambda c: c["config"].__setitem__("labels", ["a", "b"])),
