@@ -14,6 +14,7 @@ the identical dict (same keys, same lists, ints where the weights are whole) fro
 """
 from __future__ import annotations
 
+import struct
 import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -32,7 +33,8 @@ from streammetrics.core.state import (
     zigzag,
 )
 
-__all__ = ["SMALL_KEYS", "small_histograms_to_json", "PACKED_FORMAT", "ZLIB_FROM", "pack_flat", "unpack_flat"]
+__all__ = ["SMALL_KEYS", "small_histograms_to_json", "PACKED_FORMAT", "ZLIB_FROM", "pack_flat", "pack_dicts",
+           "unpack_flat"]
 
 #: up to this many keys (all histograms together) the plain-Python encoding is used
 SMALL_KEYS = 256
@@ -113,6 +115,72 @@ def pack_flat(flat: tuple[np.ndarray, np.ndarray, np.ndarray], n_hists: int, exa
         "zlib": compressed,
         "data": to_base64(packed if compressed else raw),
     }
+
+
+def pack_dicts(weights: Sequence[Mapping], exact: bool) -> dict[str, Any]:
+    """:func:`pack_flat` of histograms given as their ``{key: weight}`` dicts (histogram
+    ``i`` is ``weights[i]``): the same dict, built in plain Python up to :data:`SMALL_KEYS`
+    entries (a small window's ``to_dict`` then pays no array set-up), with numpy beyond.
+
+    >>> pack_dicts([{9: 2.0, 5: 1.0}, {}, {7: 1.0}], exact=False)["data"]
+    'AgABCggDAQIB'
+    """
+    sizes = [len(w) for w in weights]
+    n = sum(sizes)
+    if n > SMALL_KEYS:
+        from itertools import chain
+
+        dtype = np.float64 if exact else np.int64
+        keys = np.fromiter(chain.from_iterable(w.keys() for w in weights), dtype=dtype, count=n)
+        values = np.fromiter(chain.from_iterable(w.values() for w in weights), dtype=np.float64, count=n)
+        ids = np.repeat(np.arange(len(weights), dtype=np.int64), sizes)
+        order = np.lexsort((keys, ids))
+        return pack_flat((ids, keys[order], values[order]), len(weights), exact)
+    keys_list: list = []
+    values_list: list[float] = []
+    for w in weights:
+        if w:
+            for k in sorted(w):
+                keys_list.append(k)
+                values_list.append(w[k])
+    size_bytes = _uvarints(sizes)
+    if exact:
+        key_bytes = struct.pack(f"<{n}d", *keys_list)
+    else:
+        prev, codes = 0, []
+        for k in keys_list:
+            d = int(k) - prev
+            prev = int(k)
+            codes.append(2 * d if d >= 0 else -2 * d - 1)
+        key_bytes = _uvarints(codes)
+    if all(v.is_integer() and v < _INT_LIMIT for v in values_list):
+        kind, weight_bytes = "counts", _uvarints([int(v) for v in values_list])
+    else:
+        kind, weight_bytes = "float64", struct.pack(f"<{n}d", *values_list)
+    raw = size_bytes + key_bytes + weight_bytes
+    packed = zlib.compress(raw, 6) if len(raw) >= ZLIB_FROM else raw
+    compressed = len(packed) < len(raw)
+    return {
+        "packed": PACKED_FORMAT,
+        "entries": n,
+        "keys": "scores" if exact else "key_deltas",
+        "weights": kind,
+        "lengths": [len(size_bytes), len(key_bytes), len(weight_bytes)],
+        "zlib": compressed,
+        "data": to_base64(packed if compressed else raw),
+    }
+
+
+def _uvarints(values: Sequence[int]) -> bytes:
+    """LEB128 varints of non-negative ints in plain Python (``core.state.pack_uints``)."""
+    out = bytearray()
+    append = out.append
+    for v in values:
+        while v >= 0x80:
+            append((v & 0x7F) | 0x80)
+            v >>= 7
+        append(v)
+    return bytes(out)
 
 
 _FIELDS = {"packed", "entries", "keys", "weights", "lengths", "zlib", "data"}

@@ -81,7 +81,7 @@ from streammetrics.kernels.histogram import (
     rebuild,
     summed,
 )
-from streammetrics.kernels.histogram_json import pack_flat, unpack_flat
+from streammetrics.kernels.histogram_json import pack_dicts, pack_flat, unpack_flat
 from streammetrics.metrics.confusion import ConfusionMatrix, _array_kind
 from streammetrics.metrics.rows import Columns
 from streammetrics.metrics.score_columns import (
@@ -230,9 +230,7 @@ def _merge_cells(mine: dict, theirs: dict, acc: Any) -> dict:
 
 def _encode_cells(cells: dict, acc: Any) -> dict[str, Any]:
     k = _k(acc)
-    keys = np.array(sorted(t * k + p for t, p in cells), dtype=np.int64)
-    w = np.array([cells[divmod(int(x), k)] for x in keys], dtype=np.float64)
-    return pack_flat((np.zeros(len(keys), np.int64), keys, w), 1, False)
+    return pack_dicts([{t * k + p: w for (t, p), w in cells.items()}], False)
 
 
 def _decode_cells(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> dict[tuple[int, int], float]:

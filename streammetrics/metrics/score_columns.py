@@ -33,7 +33,7 @@ from streammetrics.kernels.histogram import (
     rebuild,
     regrid_flat,
 )
-from streammetrics.kernels.histogram_json import pack_flat, unpack_flat
+from streammetrics.kernels.histogram_json import pack_dicts, unpack_flat
 
 __all__ = ["ScoreColumns", "average_scores", "average_intervals", "binary_auc", "warn_no_events", "check_average",
            "DEFAULT_MAX_BINS", "DEFAULT_MAX_EXACT"]
@@ -288,7 +288,7 @@ class ScoreColumns(Accumulator):
         binning, hists = value
         flat_list = self._hist_list_of(hists)
         per_octave = None if binning.exact else binning.per_octave
-        return per_octave, pack_flat(flatten(flat_list, binning), len(flat_list), binning.exact)
+        return per_octave, pack_dicts([h.weights for h in flat_list], binning.exact)
 
     def _decode_hists(self, raw: tuple, n_hists: int, max_keys: int) -> tuple[Binning, Flat]:
         """``(binning, flat)`` of the (bins_per_octave, histograms) field; ``ValueError`` on
