@@ -20,6 +20,13 @@ bins per octave while they hold more than ``max_bins`` keys; since it coarsens e
 when the events seen so far need it, the result does not depend on how a stream was
 split, batched or merged.
 
+Accumulators with many histograms (``MulticlassScores``, ``MultilabelScores``) bound them
+together: :func:`flatten` / :func:`rebuild` move a set of histograms to and from three
+sorted arrays, :func:`regrid_flat` re-keys them on a coarser binning and :func:`fit_flat` /
+:func:`fit` apply one budget of entries to the whole set (exact while small, then one grid
+coarsened for all, beyond 1 bin per octave if need be); the result is again a function of
+the events only.
+
 :func:`histograms_to_json` / :func:`histograms_from_json` store several histograms of
 one binning on a shared key list, in a compact JSON-safe form: integral weights are
 written as ints, log-grid keys as differences from the previous key, exact scores as

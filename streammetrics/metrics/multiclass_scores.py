@@ -6,7 +6,10 @@ An event is a true class ``t`` (one of ``classes``), a row of ``K`` scores align
 State (all mergeable by addition):
 
 * ``H[t][c]``: a :class:`~streammetrics.kernels.histogram.ScoreHistogram` of the column-``c``
-  scores of the events of true class ``t`` (``K * K`` histograms over one binning).
+  scores of the events of true class ``t`` (``K * K`` histograms over one binning, within
+  one budget: exact scores while they hold at most ``max_exact`` entries in all, then the
+  log grid coarsened for all of them while they hold more than ``max_bins``; see
+  :class:`~streammetrics.metrics.score_columns.ScoreColumns`).
   One-vs-rest for class ``c`` ranks ``pos = H[c][c]`` against
   ``neg = sum(H[t][c] for t != c)``; the one-vs-one pair ``(a, b)`` (Hand & Till 2001)
   ranks ``H[a][a]`` against ``H[b][a]`` and ``H[b][b]`` against ``H[a][b]``; the micro
@@ -21,6 +24,13 @@ State (all mergeable by addition):
 * ``sum(w * -log(clip(s_t, eps, 1 - eps)))`` (scikit-learn's ``log_loss``, float64 eps),
   the [min, max] of any score outside [0, 1], and the number of rows that fail each of
   scikit-learn's "rows sum to 1" tests.
+
+``to_dict`` (version 2) writes the histograms and the cells in the packed form of
+:func:`~streammetrics.kernels.histogram_json.pack_flat` (base64 of varints / float64,
+zlib-compressed when large; histogram id ``t * K + c``, cell key ``t * K + argmax``) and the
+binning in force under ``bins_per_octave`` (null while exact; a fraction ``1 / 2**j`` once a
+bin spans ``2**j`` octaves). Version-1 dicts (lists) still load, on their grid, coarsened
+to the budget if they exceed it.
 
 Decisions where a stream accumulator cannot or should not copy scikit-learn (1.9):
 
