@@ -231,3 +231,21 @@ def test_exact_state_over_the_budget_is_refused():
     d["config"]["max_exact"] = 5
     with pytest.raises(ValueError, match="entries"):
         sm.from_dict(d)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(20, 80), st.integers(2, 8), st.integers(0, 2**32 - 1))
+def test_small_multilabel_window_equals_sklearn_exactly(n, n_labels, seed):
+    rng = np.random.default_rng(seed)
+    Y = (rng.random((n, n_labels)) < 0.4).astype(int)
+    Y[0], Y[1] = 0, 1  # every label has both classes
+    S = rng.integers(0, 20, (n, n_labels)) / 20  # ties within and across rows
+    per_event = sm.MultilabelScores(n_labels)
+    for truth, row in zip(Y.tolist(), S.tolist()):
+        per_event.update(truth, row)
+    for acc in (per_event, sm.MultilabelScores(n_labels).update_many(Y, S)):
+        assert acc.exact
+        for average in ("macro", "micro", "weighted"):
+            want = roc_auc_score(Y, S, average=average)
+            assert acc.roc_auc(average) == want
+            assert acc.roc_auc_bounds(average) == (want, want)
