@@ -145,6 +145,63 @@ def _decode_h(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple[Binning,
     return binning, h
 
 
+def _ovr_list(value: tuple) -> list[ScoreHistogram]:
+    """The one-vs-rest set in id order: ``[N[0], P[0], N[1], P[1], ...]`` (id ``2 c + is_c``)."""
+    return [h for pair in zip(*value) for h in pair]
+
+
+def _fresh_ovr(acc: Any) -> tuple[Binning, tuple[list, list]]:
+    binning = ExactBinning()
+    k = _k(acc)
+    return binning, ([ScoreHistogram(binning) for _ in range(k)], [ScoreHistogram(binning) for _ in range(k)])
+
+
+def _derive_ovr(binning: Binning, h: list, k: int) -> tuple[list, list]:
+    """``N[c] = sum(H[t][c] for t != c)`` and ``P[c] = H[c][c]`` (t ascending)."""
+    neg = [ScoreHistogram(binning) for _ in range(k)]
+    pos = [ScoreHistogram(binning) for _ in range(k)]
+    for c in range(k):
+        pos[c].weights.update(h[c][c].weights)
+        for t in range(k):
+            if t != c and h[t][c].weights:
+                neg[c].merge_weights(h[t][c].weights)
+    return neg, pos
+
+
+def _merge_ovr(mine: tuple, theirs: tuple, acc: Any) -> tuple:
+    return acc._merge_sets(mine[0], _ovr_list(mine[1]), theirs[0], _ovr_list(theirs[1])), mine[1]
+
+
+def _encode_ovr(value: tuple, acc: Any) -> tuple:
+    if acc._binning.exact:  # exact pair histograms: the one-vs-rest set is their sums
+        return None, None
+    return acc._encode_set(value[0], _ovr_list(value[1]))
+
+
+def _decode_ovr(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple[Binning, tuple[list, list]]:
+    k = _k(acc)
+    pair_binning, h = loaded["bins_per_octave"]
+    if pair_binning.exact:
+        if tuple(raw) != (None, None):
+            raise ValueError("must be null while the pair histograms are exact (the sums of theirs)")
+        return pair_binning, _derive_ovr(pair_binning, h, k)
+    events, weights = loaded["events"], loaded["weights"]
+    count, total = sum(events), math.fsum(weights)
+    binning, flat = acc._decode_hists(raw, 2 * k, k * count)
+    ids, _, w = flat
+    sizes = np.bincount(ids, minlength=2 * k).reshape(k, 2)
+    totals = np.bincount(ids, weights=w, minlength=2 * k).reshape(k, 2)
+    tol = 1e-9 * max(1.0, total)
+    for c in range(k):
+        if sizes[c, 1] > events[c] or sizes[c, 0] > count - events[c]:
+            raise ValueError(f"a one-vs-rest histogram of class {c} has more keys than events")
+        if abs(totals[c, 1] - weights[c]) > tol or abs(totals[c, 0] - (total - weights[c])) > tol:
+            raise ValueError(f"the one-vs-rest histograms of class {c} do not match the class weights")
+    value = _fresh_ovr(acc)[1]
+    rebuild(_ovr_list(value), binning, flat)
+    return binning, value
+
+
 def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
     """Version 1 (before issue 12) wrote the histograms as ``K`` column dicts of
     ``histograms_to_json`` on the grid of ``bins`` (or exact scores) and the cells as
@@ -165,6 +222,17 @@ def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
         flat, binning = fit_flat(flat, binning, acc._finest, acc._max_exact, acc._max_bins)
     out["bins_per_octave"] = None if binning.exact else binning.per_octave  # type: ignore[attr-defined]  # a log grid
     out["histograms"] = pack_flat(flat, k * k, binning.exact)
+    out["ovr_bins_per_octave"] = out["ovr_histograms"] = None
+    if not binning.exact:  # the one-vs-rest set: the sums of the pair histograms, fitted on its own
+        ovr_binning: Binning = ExactBinning() if acc._exact else LogGridBinning(acc._finest)
+        grid_hists = [ScoreHistogram(ovr_binning) for _ in range(k * k)]
+        rebuild(grid_hists, ovr_binning, flatten(flat_list, ovr_binning))
+        neg, pos = _derive_ovr(ovr_binning, [grid_hists[t * k : (t + 1) * k] for t in range(k)], k)
+        ovr_flat = flatten(_ovr_list((neg, pos)), ovr_binning)
+        if not acc._exact:
+            ovr_flat, ovr_binning = fit_flat(ovr_flat, ovr_binning, acc._finest, acc._max_exact, acc._max_bins)
+        out["ovr_bins_per_octave"] = None if ovr_binning.exact else ovr_binning.per_octave  # type: ignore[attr-defined]  # a log grid
+        out["ovr_histograms"] = pack_flat(ovr_flat, 2 * k, ovr_binning.exact)
     cells = state["cells"]
     if not isinstance(cells, list) or not all(
             isinstance(c, list) and len(c) == 3 and type(c[0]) is int and type(c[1]) is int
@@ -289,6 +357,13 @@ _MULTICLASS_STATE = (
     Field(("bins_per_octave", "histograms"), _fresh_h, attrs=("_binning", "_h"), merge=ScoreColumns._merge_hists,
           copy=lambda v: (v[0], [[h.copy() for h in row] for row in v[1]]),
           encode=lambda v, acc: acc._encode_hists(v), decode=_decode_h),
+    # the one-vs-rest set (OvR and micro AUC, average precision): per column c the scores of
+    # the events of the other classes N[c] and of class c P[c] (id 2 c + is_c), in a budget
+    # of its own, so that they keep their resolution however many pair histograms there
+    # are; null while the pair histograms are exact (it is then their sums)
+    Field(("ovr_bins_per_octave", "ovr_histograms"), _fresh_ovr, attrs=("_obinning", "_ovr"), merge=_merge_ovr,
+          copy=lambda v: (v[0], ([h.copy() for h in v[1][0]], [h.copy() for h in v[1][1]])),
+          encode=_encode_ovr, decode=_decode_ovr),
 )
 
 
@@ -328,6 +403,8 @@ class MulticlassScores(ScoreColumns):
     _unnormalised: list[int]
     _cells: dict[tuple[int, int], float]
     _h: list[list[ScoreHistogram]]
+    _obinning: Binning
+    _ovr: tuple[list[ScoreHistogram], list[ScoreHistogram]]
 
     type_name = "MulticlassScores"
     state_fields = _MULTICLASS_STATE
@@ -355,6 +432,15 @@ class MulticlassScores(ScoreColumns):
         self._key = None if self._binning.exact else self._binning.key
         self._entries = sum(len(d) for row in self._hw for d in row)
         self._over = self._limit()
+        self._ow = [(a.weights, b.weights) for a, b in zip(*self._ovr)]
+        self._okey = None if self._obinning.exact else self._obinning.key
+        self._oentries = sum(len(a) + len(b) for a, b in self._ow)
+        self._oover = self._limit_of(self._obinning)
+
+    def _fit_ovr(self) -> None:
+        """Bring the one-vs-rest set within the budget."""
+        self._obinning, self._oentries = self._fit_set(_ovr_list(self._ovr), self._obinning, self._oentries)
+        self._refresh()
 
     def _check_merge(self, other: Accumulator) -> None:
         assert isinstance(other, MulticlassScores)
@@ -366,9 +452,9 @@ class MulticlassScores(ScoreColumns):
         super()._check_config(config)
         classes = config.get("classes")
         cap = _state_mod.LIMITS.max_histograms
-        if isinstance(classes, list) and len(classes) ** 2 > cap:
-            raise ValueError(f"config['classes'] has {len(classes)} classes: {len(classes)}**2 score "
-                             f"histograms exceed max_histograms={cap}")
+        if isinstance(classes, list) and len(classes) ** 2 + 2 * len(classes) > cap:
+            raise ValueError(f"config['classes'] has {len(classes)} classes: {len(classes)}**2 + 2 * "
+                             f"{len(classes)} score histograms exceed max_histograms={cap}")
 
     @property
     def classes(self) -> list:
@@ -437,6 +523,21 @@ class MulticlassScores(ScoreColumns):
                 self._entries += new
                 if self._entries > self._over:
                     self._fit()
+            key = self._okey
+            new = 0
+            for c, (pair, s) in enumerate(zip(self._ow, row)):
+                d = pair[1] if c == t else pair[0]
+                k = s + 0.0 if key is None else key(s)
+                old = d.get(k)
+                if old is None:
+                    d[k] = weight
+                    new += 1
+                else:
+                    d[k] = old + weight
+            if new:
+                self._oentries += new
+                if self._oentries > self._oover:
+                    self._fit_ovr()
         st = row[t]
         rank = 0
         for c, s in enumerate(row):
@@ -505,7 +606,9 @@ class MulticlassScores(ScoreColumns):
         totals = [a + b for a, b in zip(self._weights, class_w.tolist())]
         if max(totals) > MAX_TOTAL_WEIGHT:
             raise ValueError(f"sample_weight would make a class weight exceed {MAX_TOTAL_WEIGHT:g}")
-        flat, binning = self._batch_flat(S, t, k, list(range(k)), w)
+        flat, binning = self._batch_flat(S, lambda c: t, k, k, list(range(k)), w)
+        oflat, obinning = self._batch_flat(S, lambda c: (t == c).astype(np.int64), 2, 1,
+                                           [2 * c for c in range(k)], w, self._obinning)
         rows = np.arange(n)
         st = S[rows, t]
         rank = _ranks(S, t, st)
@@ -536,7 +639,9 @@ class MulticlassScores(ScoreColumns):
                   int(np.count_nonzero(~(d <= _LOG_LOSS_SUM_TOL)))]
         rank_w = np.bincount(rank, weights=w, minlength=k)
         # ---- commit: nothing below can fail
-        self._add_batch(flat, binning)
+        self._obinning, self._oentries = self._add_set(_ovr_list(self._ovr), self._obinning, self._oentries,
+                                                       oflat, obinning)
+        self._add_batch(flat, binning)  # refreshes the caches of both sets
         for r, v in enumerate(rank_w.tolist()):
             self._ranks[r] += v
         for c in np.flatnonzero(cell_n).tolist():
@@ -620,6 +725,19 @@ class MulticlassScores(ScoreColumns):
         k = len(self._cols.names)
         return [aligned(*(self._h[t][c] for t in range(k))) for c in range(k)]
 
+    def _ovr_columns(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per class ``c``: ``(keys, neg, pos)`` of the one-vs-rest set (binning ``_obinning``):
+        the column-``c`` weights per key of the other classes' events and of class ``c``'s."""
+        out = []
+        for n, p in zip(*self._ovr):
+            keys, w = aligned(n, p)
+            out.append((keys, w[0], w[1]))
+        return out
+
+    def _pooled(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(keys, [neg, pos])`` of every column's one-vs-rest histograms pooled (micro)."""
+        return aligned(summed(self._ovr[0], self._obinning), summed(self._ovr[1], self._obinning))
+
     def _ranking_inputs(self, name: str, multi_class: str | None, average: Any) -> None:
         """Validate the arguments of the ranking metrics; warn for unnormalised rows."""
         if multi_class is not None:
@@ -656,18 +774,17 @@ class MulticlassScores(ScoreColumns):
         class_w = np.asarray(self._weights, dtype=np.float64)
         if average == "weighted" and abs(float(class_w.sum())) <= 1e-8:
             return 0.0, 0.0, 0.0  # scikit-learn: weights summing to ~0 give 0, unchecked
+        binning = self._obinning
         if average == "micro":
-            pos = summed((self._h[c][c] for c in range(k)), self._binning)
-            neg = summed((self._h[t][c] for c in range(k) for t in range(k) if t != c), self._binning)
-            keys, w = aligned(neg, pos)
-            return binary_auc(self._binning, keys, w[0], w[1], bounds)
+            keys, w = self._pooled()
+            return binary_auc(binning, keys, w[0], w[1], bounds)
         parts = np.full((3, k), np.nan)
         count = self.count
-        for c, (keys, W) in enumerate(self._columns()):
+        for c, (keys, neg, pos) in enumerate(self._ovr_columns()):
             if not self._events[c] or self._events[c] == count:
                 ranking.warn_one_class()
                 continue
-            parts[:, c] = binary_auc(self._binning, keys, np.delete(W, c, axis=0).sum(axis=0), W[c], bounds)
+            parts[:, c] = binary_auc(binning, keys, neg, pos, bounds)
         weights = class_w if average == "weighted" else None
         low, high = average_intervals(parts[1], parts[2], average, weights)
         return average_scores(parts[0], average, weights), low, high
@@ -710,11 +827,14 @@ class MulticlassScores(ScoreColumns):
 
     def roc_auc_bounds(self, multi_class: str = "ovr", average: str | None = "macro") -> tuple[Any, Any]:
         """``(low, high)`` guaranteed to contain the exact :meth:`roc_auc` of the events seen:
-        each binary AUC is bounded as in :meth:`BinaryScores.roc_auc_bounds` and the bounds
-        are averaged with the same (non-negative) weights as the values. ``(auc, auc)``
-        when ``exact``; arrays for ``average=None``."""
-        value, low, high = self._roc(multi_class, average, not self.exact)
-        if self.exact:
+        each binary AUC is bounded as in :meth:`BinaryScores.roc_auc_bounds` (pairs of
+        scores in one bin, however wide, count all wrong / all right) and the bounds are
+        averaged with the same (non-negative) weights as the values. ``(auc, auc)`` while
+        the histograms used are exact (the one-vs-rest set for ``"ovr"``, the pair
+        histograms for ``"ovo"``); arrays for ``average=None``."""
+        exact = (self._binning if multi_class == "ovo" else self._obinning).exact
+        value, low, high = self._roc(multi_class, average, not exact)
+        if exact:
             return value, (value.copy() if isinstance(value, np.ndarray) else value)
         return low, high
 
@@ -733,14 +853,9 @@ class MulticlassScores(ScoreColumns):
         if average == "weighted" and abs(float(class_w.sum())) <= 1e-8:
             return 0.0
         if average == "micro":
-            pos = summed((self._h[c][c] for c in range(k)), self._binning)
-            neg = summed((self._h[t][c] for c in range(k) for t in range(k) if t != c), self._binning)
-            _, w = aligned(neg, pos)
+            _, w = self._pooled()
             return ranking.average_precision(w[0], w[1])
-        values = np.array([
-            ranking.average_precision(np.delete(W, c, axis=0).sum(axis=0), W[c])
-            for c, (_, W) in enumerate(self._columns())
-        ])
+        values = np.array([ranking.average_precision(neg, pos) for _, neg, pos in self._ovr_columns()])
         return average_scores(values, average, class_w if average == "weighted" else None)
 
 

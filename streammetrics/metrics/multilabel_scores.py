@@ -419,7 +419,8 @@ class MultilabelScores(ScoreColumns):
                 int(np.count_nonzero(P == 0))]
         n_pos = T.sum(axis=0).tolist()
         w_pos = (ww @ T.astype(np.float64)).tolist()
-        flat, binning = self._batch_flat(S, T.astype(np.int64), 1, [2 * j for j in range(S.shape[1])], w)
+        flat, binning = self._batch_flat(S, lambda j: T[:, j].astype(np.int64), 2, 1,
+                                         [2 * j for j in range(S.shape[1])], w)
         # ---- commit: nothing below can fail
         self._add_batch(flat, binning)
         for j in range(S.shape[1]):

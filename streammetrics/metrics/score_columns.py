@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 
@@ -208,69 +208,77 @@ class ScoreColumns(Accumulator):
         """:meth:`_hist_list` of a value of the histograms state field."""
         raise NotImplementedError
 
-    def _fresh_binning(self) -> Binning:
-        return ExactBinning()
-
-    def _limit(self) -> float:
-        """Entries above which :meth:`_fit` must act (inf: never)."""
-        b = self._binning
+    def _limit_of(self, b: Binning) -> float:
+        """Entries above which a set on binning ``b`` must be fitted (inf: never)."""
         if self._finest is None or (not b.exact and b.coarsest):  # type: ignore[attr-defined]  # a log grid
             return math.inf
         return self._max_exact if b.exact else self._max_bins  # type: ignore[return-value]  # ints unless exact=True
 
+    def _limit(self) -> float:
+        """Entries above which :meth:`_fit` must act (inf: never)."""
+        return self._limit_of(self._binning)
+
+    def _fit_set(self, hists: list[ScoreHistogram], binning: Binning, entries: int) -> tuple[Binning, int]:
+        """Bring a histogram set within the budget (see the class docstring)."""
+        return fit(hists, binning, entries, self._finest, self._max_exact, self._max_bins)
+
     def _fit(self) -> None:
         """Bring the histograms within the budget (see the class docstring)."""
-        self._binning, self._entries = fit(self._hist_list(), self._binning, self._entries, self._finest,
-                                           self._max_exact, self._max_bins)
+        self._binning, self._entries = self._fit_set(self._hist_list(), self._binning, self._entries)
         self._refresh()
 
     def _batch_flat(
-        self, S: np.ndarray, groups: np.ndarray, stride: int, offsets: list[int], w: np.ndarray | None
+        self, S: np.ndarray, groups_of: Callable[[int], np.ndarray], n_groups: int, stride: int,
+        offsets: list[int], w: np.ndarray | None, state: Binning | None = None,
     ) -> tuple[Flat, Binning]:
         """The histogram entries a validated batch adds, flat (see
         :func:`~streammetrics.kernels.histogram.flatten`), and their binning: column ``c``'s
-        score of row ``i`` goes to histogram ``groups[i] * stride + offsets[c]``. Exact while
-        the batch alone fits ``max_exact`` and the state is exact, else on the state's grid
-        (or the finest), coarsened as the batch alone needs. Zero weights add nothing.
-        ``groups`` is one group per row, or an ``(n, columns)`` array (a group per cell)."""
+        score of row ``i`` goes to histogram ``groups_of(c)[i] * stride + offsets[c]``
+        (groups in ``[0, n_groups)``). Exact while the batch alone fits ``max_exact`` and
+        the set (binning ``state``, default the main one) is exact, else on the set's grid
+        (or the finest), coarsened as the batch alone needs. Zero weights add nothing."""
         if w is not None and not w.all():
             keep = w > 0
-            S, groups, w = S[keep], groups[keep], w[keep]
-        n_groups = int(groups.max()) + 1 if groups.size else 1
-        binning = self._binning
+            S, w = S[keep], w[keep]
+            groups_all = groups_of
+            groups_of = lambda c: groups_all(c)[keep]  # noqa: E731
+        binning = self._binning if state is None else state
         if binning.exact and self._finest is not None:
             grid = LogGridBinning(self._finest)
-            flat = _columns_flat(S, groups, n_groups, stride, offsets, w, grid)
+            flat = _columns_flat(S, groups_of, n_groups, stride, offsets, w, grid)
             if len(flat[0]) <= self._max_exact:  # type: ignore[operator]  # an int here
-                exact = _columns_flat(S, groups, n_groups, stride, offsets, w, binning)
+                exact = _columns_flat(S, groups_of, n_groups, stride, offsets, w, binning)
                 if len(exact[0]) <= self._max_exact:  # type: ignore[operator]  # an int here
                     return exact, binning
             binning = grid
         else:
-            flat = _columns_flat(S, groups, n_groups, stride, offsets, w, binning)
+            flat = _columns_flat(S, groups_of, n_groups, stride, offsets, w, binning)
         if self._finest is None:
             return flat, binning
         return fit_flat(flat, binning, self._finest, self._max_exact, self._max_bins)  # type: ignore[arg-type]  # ints here
 
-    def _add_batch(self, flat: Flat, binning: Binning) -> None:
-        """Commit :meth:`_batch_flat` output: both sides to the coarser binning, add, fit."""
-        hists = self._hist_list()
-        target = coarser_of(self._binning, binning)
-        if self._binning != target:
-            rebuild(hists, target, regrid_flat(flatten(hists, self._binning), self._binning, target))
-            self._binning = target
-            self._entries = sum(len(h) for h in hists)
+    def _add_set(
+        self, hists: list[ScoreHistogram], state: Binning, entries: int, flat: Flat, binning: Binning
+    ) -> tuple[Binning, int]:
+        """Add :meth:`_batch_flat` output to a set on binning ``state`` holding ``entries``:
+        both sides to the coarser binning, add, fit; returns the set's binning and entries."""
+        target = coarser_of(state, binning)
+        if state != target:
+            rebuild(hists, target, regrid_flat(flatten(hists, state), state, target))
+            entries = sum(len(h) for h in hists)
         if binning != target:
             flat = regrid_flat(flat, binning, target)
-        self._entries += add_flat(hists, flat)
-        self._fit()
+        entries += add_flat(hists, flat)
+        return self._fit_set(hists, target, entries)
+
+    def _add_batch(self, flat: Flat, binning: Binning) -> None:
+        """Commit :meth:`_batch_flat` output to the main set."""
+        self._binning, self._entries = self._add_set(self._hist_list(), self._binning, self._entries, flat, binning)
+        self._refresh()
 
     # ------------------------------------------------------------------ state field helpers
-    @staticmethod
-    def _merge_hists(mine: tuple, theirs: tuple, acc: Any) -> tuple:
-        """Merge of the (binning, histograms) field: both to the coarser binning, add, fit."""
-        mine_b, theirs_b = mine[0], theirs[0]
-        hists, others = acc._hist_list_of(mine[1]), acc._hist_list_of(theirs[1])
+    def _merge_sets(self, mine_b: Binning, hists: list, theirs_b: Binning, others: list) -> Binning:
+        """Merge a histogram set into another: both to the coarser binning, add, fit."""
         target = coarser_of(mine_b, theirs_b)
         if mine_b != target:
             rebuild(hists, target, regrid_flat(flatten(hists, mine_b), mine_b, target))
@@ -280,15 +288,21 @@ class ScoreColumns(Accumulator):
                     h.merge_weights(o.weights)
         else:
             add_flat(hists, regrid_flat(flatten(others, theirs_b), theirs_b, target))
-        entries = sum(len(h) for h in hists)
-        binning, _ = fit(hists, target, entries, acc._finest, acc._max_exact, acc._max_bins)
+        return self._fit_set(hists, target, sum(len(h) for h in hists))[0]
+
+    @staticmethod
+    def _merge_hists(mine: tuple, theirs: tuple, acc: Any) -> tuple:
+        """Merge of the main (binning, histograms) field."""
+        binning = acc._merge_sets(mine[0], acc._hist_list_of(mine[1]), theirs[0], acc._hist_list_of(theirs[1]))
         return binning, mine[1]
 
+    @staticmethod
+    def _encode_set(binning: Binning, hists: list[ScoreHistogram]) -> tuple:
+        per_octave = None if binning.exact else binning.per_octave  # type: ignore[attr-defined]  # a log grid
+        return per_octave, pack_dicts([h.weights for h in hists], binning.exact)
+
     def _encode_hists(self, value: tuple) -> tuple:
-        binning, hists = value
-        flat_list = self._hist_list_of(hists)
-        per_octave = None if binning.exact else binning.per_octave
-        return per_octave, pack_dicts([h.weights for h in flat_list], binning.exact)
+        return self._encode_set(value[0], self._hist_list_of(value[1]))
 
     def _decode_hists(self, raw: tuple, n_hists: int, max_keys: int) -> tuple[Binning, Flat]:
         """``(binning, flat)`` of the (bins_per_octave, histograms) field; ``ValueError`` on
@@ -325,14 +339,14 @@ class ScoreColumns(Accumulator):
 
 
 def _columns_flat(
-    S: np.ndarray, groups: np.ndarray, n_groups: int, stride: int, offsets: list[int],
+    S: np.ndarray, groups_of: Callable[[int], np.ndarray], n_groups: int, stride: int, offsets: list[int],
     w: np.ndarray | None, binning: Binning,
 ) -> Flat:
     """Flat entries of every column of ``S`` keyed on ``binning`` (see ``_batch_flat``)."""
     parts = []
     for c, offset in enumerate(offsets):
         keys = binning.keys(np.ascontiguousarray(S[:, c]))
-        col_groups = groups if groups.ndim == 1 else np.ascontiguousarray(groups[:, c])
+        col_groups = groups_of(c)
         if binning.exact:  # distinct (group, score) pairs by sorting: no dense table
             order = np.lexsort((keys, col_groups))
             g, k = col_groups[order], keys[order]

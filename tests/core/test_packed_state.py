@@ -205,6 +205,10 @@ def _repack(packed, n_hists, exact=False, **arrays):
     (lambda s: s.__setitem__("bins_per_octave", 0.1), "bins_per_octave"),
     (lambda s: s.__setitem__("bins_per_octave", True), "bins_per_octave"),
     (lambda s: s.__setitem__("cells", _repack(s["cells"], 1, keys=np.arange(s["cells"]["entries"]) + 20)), "cells"),
+    (lambda s: s.__setitem__("ovr_histograms", None), "ovr_histograms"),
+    (lambda s: s.__setitem__("ovr_histograms", _repack(s["ovr_histograms"], 10, weights=np.full(
+        s["ovr_histograms"]["entries"], 3.0))), "one-vs-rest"),
+    (lambda s: s.__setitem__("ovr_bins_per_octave", 128), "ovr_bins_per_octave"),
 ])
 def test_hostile_multiclass_packed_states(edit, words):
     d = _multiclass()
@@ -250,3 +254,11 @@ def test_version_1_dicts_load_and_coarsen_to_the_budget():
     bad = _v1(small)
     bad["state"]["cells"] = [[0, 9, 1.0]]
     _rejected(bad, "cells")
+
+
+def test_one_vs_rest_set_is_null_while_the_pairs_are_exact():
+    acc = sm.MulticlassScores([0, 1, 2]).update_many([0, 1], [[0.5, 0.3, 0.2], [0.1, 0.8, 0.1]])
+    d = acc.to_dict()
+    assert d["state"]["ovr_bins_per_octave"] is None and d["state"]["ovr_histograms"] is None
+    d["state"]["ovr_histograms"] = _multiclass()["state"]["ovr_histograms"]
+    _rejected(d, "ovr_histograms", "null")

@@ -70,6 +70,10 @@ def entries(acc) -> int:
     return sum(len(h) for h in acc._hist_list())
 
 
+def ovr_entries(acc) -> int:
+    return sum(len(h) for side in acc._ovr for h in side)
+
+
 @settings(max_examples=120, deadline=None)
 @given(st.integers(2, 4), st.lists(st.tuples(st.integers(0, 3), st.lists(st.sampled_from(POOL), min_size=4,
                                                                           max_size=4)), max_size=40),
@@ -87,6 +91,10 @@ def test_multiclass_state_is_a_function_of_the_multiset(k, raw, budget, seed):
     assert entries(whole) <= max(max_bins, 8 * k * k) if not whole.exact else entries(whole) == distinct
     if not whole.exact and whole.bins_per_octave != 1 / MAX_OCTAVES:
         assert entries(whole) <= max_bins
+    ovr = ovr_entries(whole)  # the one-vs-rest set: its own budget, exact whenever the pairs are
+    assert ovr <= max(max_bins, 8 * 2 * k) and (whole._obinning.exact or not whole.exact)
+    if whole._obinning.exact:
+        assert ovr == len({(c, t == c, s + 0.0) for t, row in evs for c, s in enumerate(row)}) <= max_exact
 
 
 @settings(max_examples=80, deadline=None)
@@ -249,3 +257,21 @@ def test_small_multilabel_window_equals_sklearn_exactly(n, n_labels, seed):
             want = roc_auc_score(Y, S, average=average)
             assert acc.roc_auc(average) == want
             assert acc.roc_auc_bounds(average) == (want, want)
+
+
+def test_one_vs_rest_keeps_its_resolution_when_the_pair_histograms_collapse():
+    # 60 classes: 3,600 pair histograms cannot fit 2,000 entries (the coarsest grid), the 120
+    # one-vs-rest histograms can, on a fine grid: OvR bounds stay tight, OvO ones do not
+    rng = np.random.default_rng(11)
+    k, n = 60, 3000
+    y, p = softmax_events(rng, n, k)
+    acc = sm.MulticlassScores(list(range(k)), max_bins=2000, max_exact=100).update_many(y, p)
+    assert acc.bins_per_octave == 1 / MAX_OCTAVES and acc._obinning.per_octave >= 1
+    assert ovr_entries(acc) <= 2000
+    exact = sm.MulticlassScores(list(range(k)), exact=True).update_many(y, p)
+    low, high = acc.roc_auc_bounds()
+    assert low <= exact.roc_auc() <= high and high - low < 0.1
+    low_ovo, high_ovo = acc.roc_auc_bounds("ovo")
+    assert low_ovo <= exact.roc_auc("ovo") <= high_ovo and high_ovo - low_ovo > 0.5
+    ap = acc.average_precision()
+    assert abs(ap - exact.average_precision()) < 0.05
