@@ -436,6 +436,7 @@ class MulticlassScores(ScoreColumns):
         self._okey = None if self._obinning.exact else self._obinning.key
         self._oentries = sum(len(a) + len(b) for a, b in self._ow)
         self._oover = self._limit_of(self._obinning)
+        self._same_key = self._binning == self._obinning
 
     def _fit_ovr(self) -> None:
         """Bring the one-vs-rest set within the budget."""
@@ -499,43 +500,34 @@ class MulticlassScores(ScoreColumns):
             raise ValueError(f"weight {weight!r} would make the class weight exceed {MAX_TOTAL_WEIGHT:g}")
         # ---- nothing below can fail
         if weight:
-            key = self._key
-            new = 0
-            if key is None:  # exact: the key is the score (-0.0 read as 0.0)
-                for d, s in zip(self._hw[t], row):
-                    s += 0.0
-                    old = d.get(s)
-                    if old is None:
-                        d[s] = weight
-                        new += 1
-                    else:
-                        d[s] = old + weight
-            else:
-                for d, s in zip(self._hw[t], row):
-                    k = key(s)
-                    old = d.get(k)
-                    if old is None:
-                        d[k] = weight
-                        new += 1
-                    else:
-                        d[k] = old + weight
-            if new:
-                self._entries += new
-                if self._entries > self._over:
-                    self._fit()
-            key = self._okey
-            new = 0
-            for c, (pair, s) in enumerate(zip(self._ow, row)):
-                d = pair[1] if c == t else pair[0]
+            # H[t][c] and the one-vs-rest N[c] / P[c] (c == t): one key when both sets are on
+            # the same binning (exact: the score itself, -0.0 read as 0.0)
+            hw, ow, key, okey = self._hw[t], self._ow, self._key, self._okey
+            new = onew = 0
+            same = self._same_key
+            for c, s in enumerate(row):
                 k = s + 0.0 if key is None else key(s)
+                d = hw[c]
                 old = d.get(k)
                 if old is None:
                     d[k] = weight
                     new += 1
                 else:
                     d[k] = old + weight
-            if new:
-                self._oentries += new
+                if not same:
+                    k = s + 0.0 if okey is None else okey(s)
+                d = ow[c][c == t]
+                old = d.get(k)
+                if old is None:
+                    d[k] = weight
+                    onew += 1
+                else:
+                    d[k] = old + weight
+            if new or onew:
+                self._entries += new
+                self._oentries += onew
+                if self._entries > self._over:
+                    self._fit()  # recounts both sets
                 if self._oentries > self._oover:
                     self._fit_ovr()
         st = row[t]
