@@ -9,11 +9,14 @@ State (all mergeable by addition):
   scores of the events of true class ``t`` (``K * K`` histograms over one binning, within
   one budget: exact scores while they hold at most ``max_exact`` entries in all, then the
   log grid coarsened for all of them while they hold more than ``max_bins``; see
-  :class:`~streammetrics.metrics.score_columns.ScoreColumns`).
-  One-vs-rest for class ``c`` ranks ``pos = H[c][c]`` against
-  ``neg = sum(H[t][c] for t != c)``; the one-vs-one pair ``(a, b)`` (Hand & Till 2001)
-  ranks ``H[a][a]`` against ``H[b][a]`` and ``H[b][b]`` against ``H[a][b]``; the micro
-  average pools every column's ``pos`` and ``neg``. Average precision is one-vs-rest too.
+  :class:`~streammetrics.metrics.score_columns.ScoreColumns`). The one-vs-one pair
+  ``(a, b)`` (Hand & Till 2001) ranks ``H[a][a]`` against ``H[b][a]`` and ``H[b][b]``
+  against ``H[a][b]``;
+* the one-vs-rest set, ``N[c] = sum(H[t][c] for t != c)`` and ``P[c] = H[c][c]``, kept as
+  ``2 K`` histograms of their own within a budget of their own (so that one-vs-rest keeps
+  a fine grid when the ``K * K`` pair histograms must coarsen): one-vs-rest ranks ``P[c]``
+  against ``N[c]``, the micro average pools every column's, average precision is
+  one-vs-rest too;
 * per class: events seen (zero weights included: scikit-learn's "class present" test
   counts them) and summed weight;
 * ``ranks[r]``: the weight of events whose true class has rank ``r`` in its row, where
@@ -27,9 +30,11 @@ State (all mergeable by addition):
 
 ``to_dict`` (version 2) writes the histograms and the cells in the packed form of
 :func:`~streammetrics.kernels.histogram_json.pack_flat` (base64 of varints / float64,
-zlib-compressed when large; histogram id ``t * K + c``, cell key ``t * K + argmax``) and the
-binning in force under ``bins_per_octave`` (null while exact; a fraction ``1 / 2**j`` once a
-bin spans ``2**j`` octaves). Version-1 dicts (lists) still load, on their grid, coarsened
+zlib-compressed when large; pair histogram id ``t * K + c``, one-vs-rest id ``2 c`` for
+``N[c]`` and ``2 c + 1`` for ``P[c]``, cell key ``t * K + argmax``) and the binning in force
+under ``bins_per_octave`` / ``ovr_bins_per_octave`` (null while exact; a fraction
+``1 / 2**j`` once a bin spans ``2**j`` octaves). While the pair histograms are exact the
+one-vs-rest set is their sums and is written as null. Version-1 dicts (lists) still load, on their grid, coarsened
 to the budget if they exceed it.
 
 Decisions where a stream accumulator cannot or should not copy scikit-learn (1.9):
@@ -373,15 +378,18 @@ class MulticlassScores(ScoreColumns):
     ``(y_true, scores, weight)`` events.
 
     ``classes``: at least two distinct labels (int, str or bool, one kind); score rows
-    are aligned with them. The ``K * K`` score histograms share one budget
-    (:class:`~streammetrics.metrics.score_columns.ScoreColumns`): exact scores while they
-    hold at most ``max_exact`` (default 8,192) entries in all, so that a small window's
-    metrics equal scikit-learn's; beyond, the log grid with ``bins`` (default 64) bins per
-    octave, coarsened for all histograms together while they hold more than ``max_bins``
-    (default 32,768) entries; ``roc_auc_bounds`` then says how far off the AUCs can be.
-    Entries never exceed ``max(max_bins, 8 * K * K)`` (the coarsest grid) nor ``K`` per
-    event. ``exact=True`` keeps every score (unbounded): every metric equals
-    scikit-learn's (see the module docstring for the few documented departures).
+    are aligned with them. Two sets of score histograms, each within the budget of
+    :class:`~streammetrics.metrics.score_columns.ScoreColumns`: the ``K * K`` pair
+    histograms (one-vs-one AUC) and ``2 K`` one-vs-rest ones (OvR and micro AUC, average
+    precision), so that OvR keeps its resolution however many classes there are. Each set
+    holds exact scores while it has at most ``max_exact`` (default 8,192) entries, so that
+    a small window's metrics equal scikit-learn's; beyond, the log grid with ``bins``
+    (default 64) bins per octave, coarsened for the whole set while it holds more than
+    ``max_bins`` (default 65,536) entries; ``roc_auc_bounds`` then says how far off the AUCs
+    can be. Entries never exceed ``max(max_bins, 8 * K * K)`` and ``max(max_bins, 16 * K)``
+    (the coarsest grid), nor ``K`` per event and set. ``exact=True`` keeps every score
+    (unbounded): every metric equals scikit-learn's (see the module docstring for the few
+    documented departures).
 
     >>> small = MulticlassScores([0, 1, 2], max_exact=5).update(0, [0.5, 0.3, 0.2])
     >>> small.exact, small.update(1, [0.1, 0.8, 0.1]).exact, small.bins_per_octave
