@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, overload
 
 import numpy as np
 
@@ -244,11 +244,17 @@ class ScoreColumns(Accumulator):
             groups_of = lambda c: groups_all(c)[keep]  # noqa: E731
         binning = self._binning if state is None else state
         if binning.exact and self._finest is not None:
+            limit: int = self._max_exact  # type: ignore[assignment]  # an int here
             grid = LogGridBinning(self._finest)
             flat = _columns_flat(S, groups_of, n_groups, stride, offsets, w, grid)
-            if len(flat[0]) <= self._max_exact:  # type: ignore[operator]  # an int here
-                exact = _columns_flat(S, groups_of, n_groups, stride, offsets, w, binning)
-                if len(exact[0]) <= self._max_exact:  # type: ignore[operator]  # an int here
+            # exact only if the batch's exact entries fit; a first block of rows that alone
+            # does not fit settles it without sorting the whole batch
+            m = 2 * limit + 1
+            if len(flat[0]) <= limit and (len(S) <= m or _columns_flat(
+                    S[:m], lambda c: groups_of(c)[:m], n_groups, stride, offsets, None if w is None else w[:m],
+                    binning, limit) is not None):
+                exact = _columns_flat(S, groups_of, n_groups, stride, offsets, w, binning, limit)
+                if exact is not None:
                     return exact, binning
             binning = grid
         else:
@@ -338,12 +344,28 @@ class ScoreColumns(Accumulator):
                          f"(j <= {MAX_OCTAVES.bit_length() - 1}), got {describe(per_octave)}")
 
 
+@overload
 def _columns_flat(
     S: np.ndarray, groups_of: Callable[[int], np.ndarray], n_groups: int, stride: int, offsets: list[int],
     w: np.ndarray | None, binning: Binning,
-) -> Flat:
-    """Flat entries of every column of ``S`` keyed on ``binning`` (see ``_batch_flat``)."""
+) -> Flat: ...
+
+
+@overload
+def _columns_flat(
+    S: np.ndarray, groups_of: Callable[[int], np.ndarray], n_groups: int, stride: int, offsets: list[int],
+    w: np.ndarray | None, binning: Binning, limit: int,
+) -> Flat | None: ...
+
+
+def _columns_flat(
+    S: np.ndarray, groups_of: Callable[[int], np.ndarray], n_groups: int, stride: int, offsets: list[int],
+    w: np.ndarray | None, binning: Binning, limit: int | None = None,
+) -> Flat | None:
+    """Flat entries of every column of ``S`` keyed on ``binning`` (see ``_batch_flat``);
+    None as soon as they exceed ``limit`` (columns left undone)."""
     parts = []
+    found = 0
     for c, offset in enumerate(offsets):
         keys = binning.keys(np.ascontiguousarray(S[:, c]))
         col_groups = groups_of(c)
@@ -362,6 +384,9 @@ def _columns_flat(
             rows, g = np.nonzero(table)
             k, ww = uniq[rows], table[rows, g]
         parts.append((g.astype(np.int64) * stride + offset, k, ww.astype(np.float64)))
+        found += len(k)
+        if limit is not None and found > limit:
+            return None
     if not parts:
         return np.zeros(0, np.int64), np.zeros(0), np.zeros(0)
     ids = np.concatenate([p[0] for p in parts])
