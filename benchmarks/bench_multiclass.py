@@ -109,10 +109,12 @@ def state_sizes(rng, n: int = 10_000) -> None:
         mon.update_many([{"y_true": int(t), "scores": row} for t, row in zip(y, p.tolist())])
         scores = mon.scores
         entries = sum(len(h) for h in scores._hist_list())
-        ovr = sum(len(h) for side in scores._ovr for h in side)
-        print(f"  K={k:3d}  {len(json.dumps(mon.to_dict())) / 1024:7.1f} KiB  pair entries {entries:6d} "
-              f"(bins_per_octave {scores.bins_per_octave})  one-vs-rest entries {ovr:6d} "
-              f"(bins_per_octave {scores._obinning.per_octave if not scores._obinning.exact else None})")
+        obinning, sides = scores._ovr_view()
+        ovr = sum(len(h) for side in sides for h in side)
+        print(f"  K={k:3d}  monitor {len(json.dumps(mon.to_dict())) / 1024:6.1f} KiB, MulticlassScores "
+              f"{len(json.dumps(scores.to_dict())) / 1024:6.1f} KiB: pair entries {entries:6d} "
+              f"(bins_per_octave {scores.bins_per_octave}), one-vs-rest entries {ovr:6d} "
+              f"(bins_per_octave {None if obinning.exact else obinning.per_octave})")
 
 
 def main(argv=None) -> None:

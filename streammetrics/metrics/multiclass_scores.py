@@ -173,23 +173,60 @@ def _derive_ovr(binning: Binning, h: list, k: int) -> tuple[list, list]:
     return neg, pos
 
 
-def _merge_ovr(mine: tuple, theirs: tuple, acc: Any) -> tuple:
-    return acc._merge_sets(mine[0], _ovr_list(mine[1]), theirs[0], _ovr_list(theirs[1])), mine[1]
+def _pairs(h: list) -> list[ScoreHistogram]:
+    return [x for row in h for x in row]
 
 
-def _encode_ovr(value: tuple, acc: Any) -> tuple:
-    if acc._binning.exact:  # exact pair histograms: the one-vs-rest set is their sums
-        return None, None
-    return acc._encode_set(value[0], _ovr_list(value[1]))
+def _ovr_of(binning: Binning, h: list, obinning: Binning, ovr: tuple, k: int) -> tuple[Binning, tuple]:
+    """The one-vs-rest set of a state: derived from the pair histograms while they are
+    exact (it is not kept then), else the one kept."""
+    if binning.exact:
+        return binning, _derive_ovr(binning, h, k)
+    return obinning, ovr
+
+
+def _fresh_all(acc: Any) -> tuple:
+    return (*_fresh_h(acc), *_fresh_ovr(acc))
+
+
+def _copy_all(v: tuple) -> tuple:
+    return v[0], [[h.copy() for h in row] for row in v[1]], v[2], ([h.copy() for h in v[3][0]],
+                                                                   [h.copy() for h in v[3][1]])
+
+
+def _merge_all(mine: tuple, theirs: tuple, acc: Any) -> tuple:
+    """Both sets merged as :meth:`ScoreColumns._merge_sets` (the one-vs-rest sets first,
+    derived from the pairs of a side whose pairs are exact); the one-vs-rest set is dropped
+    again if the merged pairs are still exact."""
+    k = _k(acc)
+    m_ob, m_ovr = _ovr_of(mine[0], mine[1], mine[2], mine[3], k)
+    t_ob, t_ovr = _ovr_of(theirs[0], theirs[1], theirs[2], theirs[3], k)
+    obinning = acc._merge_sets(m_ob, _ovr_list(m_ovr), t_ob, _ovr_list(t_ovr))
+    binning = acc._merge_sets(mine[0], _pairs(mine[1]), theirs[0], _pairs(theirs[1]))
+    if binning.exact:
+        return (binning, mine[1], *_fresh_ovr(acc))
+    return binning, mine[1], obinning, m_ovr
+
+
+def _encode_all(v: tuple, acc: Any) -> tuple:
+    binning, h, obinning, ovr = v
+    ovr_json = (None, None) if binning.exact else acc._encode_set(obinning, _ovr_list(ovr))
+    return (*acc._encode_set(binning, _pairs(h)), *ovr_json)
+
+
+def _decode_all(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple:
+    binning, h = _decode_h(raw[:2], acc, loaded)
+    if binning.exact:
+        if raw[2] is not None or raw[3] is not None:
+            raise ValueError("ovr_histograms must be null while the pair histograms are exact (their sums)")
+        return (binning, h, *_fresh_ovr(acc))
+    if raw[3] is None:
+        raise ValueError("ovr_histograms must be a packed set once the pair histograms are on a grid")
+    return (binning, h, *_decode_ovr(raw[2:], acc, loaded))
 
 
 def _decode_ovr(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple[Binning, tuple[list, list]]:
     k = _k(acc)
-    pair_binning, h = loaded["bins_per_octave"]
-    if pair_binning.exact:
-        if tuple(raw) != (None, None):
-            raise ValueError("must be null while the pair histograms are exact (the sums of theirs)")
-        return pair_binning, _derive_ovr(pair_binning, h, k)
     events, weights = loaded["events"], loaded["weights"]
     count, total = sum(events), math.fsum(weights)
     binning, flat = acc._decode_hists(raw, 2 * k, k * count)
@@ -357,18 +394,14 @@ _MULTICLASS_STATE = (
     Field("cells", lambda acc: {}, attrs="_cells", merge=_merge_cells, copy=dict,
           encode=_encode_cells, decode=_decode_cells),
     # the binning in force (null: exact scores) and H[t][c], the column-c scores of the
-    # events of true class t, packed (histogram id t * K + c): merged together (the
-    # binning changes with the entries of all of them; see ScoreColumns)
-    Field(("bins_per_octave", "histograms"), _fresh_h, attrs=("_binning", "_h"), merge=ScoreColumns._merge_hists,
-          copy=lambda v: (v[0], [[h.copy() for h in row] for row in v[1]]),
-          encode=lambda v, acc: acc._encode_hists(v), decode=_decode_h),
-    # the one-vs-rest set (OvR and micro AUC, average precision): per column c the scores of
-    # the events of the other classes N[c] and of class c P[c] (id 2 c + is_c), in a budget
-    # of its own, so that they keep their resolution however many pair histograms there
-    # are; null while the pair histograms are exact (it is then their sums)
-    Field(("ovr_bins_per_octave", "ovr_histograms"), _fresh_ovr, attrs=("_obinning", "_ovr"), merge=_merge_ovr,
-          copy=lambda v: (v[0], ([h.copy() for h in v[1][0]], [h.copy() for h in v[1][1]])),
-          encode=_encode_ovr, decode=_decode_ovr),
+    # events of true class t, packed (histogram id t * K + c); and the one-vs-rest set (OvR
+    # and micro AUC, average precision): per column c the scores of the events of the other
+    # classes N[c] and of class c P[c] (id 2 c + is_c), in a budget of its own, so that they
+    # keep their resolution however many pair histograms there are; not kept (null) while
+    # the pair histograms are exact: it is then their sums. One field: merged together.
+    Field(("bins_per_octave", "histograms", "ovr_bins_per_octave", "ovr_histograms"), _fresh_all,
+          attrs=("_binning", "_h", "_obinning", "_ovr"), merge=_merge_all, copy=_copy_all,
+          encode=_encode_all, decode=_decode_all),
 )
 
 
@@ -440,16 +473,35 @@ class MulticlassScores(ScoreColumns):
         self._key = None if self._binning.exact else self._binning.key
         self._entries = sum(len(d) for row in self._hw for d in row)
         self._over = self._limit()
-        self._ow = [(a.weights, b.weights) for a, b in zip(*self._ovr)]
+        # the one-vs-rest set is kept only once the pairs are on a grid (None: derived)
+        self._ow = None if self._binning.exact else [(a.weights, b.weights) for a, b in zip(*self._ovr)]
         self._okey = None if self._obinning.exact else self._obinning.key
-        self._oentries = sum(len(a) + len(b) for a, b in self._ow)
-        self._oover = self._limit_of(self._obinning)
+        self._oentries = sum(len(a) + len(b) for a, b in self._ow or ())
+        self._oover = _INF if self._ow is None else self._limit_of(self._obinning)
         self._same_key = self._binning == self._obinning
+
+    def _fit(self) -> None:
+        """Bring the pair histograms within the budget; when they leave exact scores, the
+        one-vs-rest set (their sums until then) is kept from then on, within its own."""
+        if not self._binning.exact:
+            super()._fit()
+            return
+        neg, pos = _derive_ovr(self._binning, self._h, _k(self))  # before the pairs change
+        self._binning, self._entries = self._fit_set(self._hist_list(), self._binning, self._entries)
+        if not self._binning.exact:
+            ovr = _ovr_list((neg, pos))
+            self._obinning = self._fit_set(ovr, ExactBinning(), sum(len(h) for h in ovr))[0]
+            self._ovr = (neg, pos)
+        self._refresh()
 
     def _fit_ovr(self) -> None:
         """Bring the one-vs-rest set within the budget."""
         self._obinning, self._oentries = self._fit_set(_ovr_list(self._ovr), self._obinning, self._oentries)
         self._refresh()
+
+    def _ovr_view(self) -> tuple[Binning, tuple[list, list]]:
+        """The one-vs-rest set and its binning (the sums of the pairs while they are exact)."""
+        return _ovr_of(self._binning, self._h, self._obinning, self._ovr, _k(self))
 
     def _check_merge(self, other: Accumulator) -> None:
         assert isinstance(other, MulticlassScores)
@@ -512,25 +564,36 @@ class MulticlassScores(ScoreColumns):
             # the same binning (exact: the score itself, -0.0 read as 0.0)
             hw, ow, key, okey = self._hw[t], self._ow, self._key, self._okey
             new = onew = 0
-            same = self._same_key
-            for c, s in enumerate(row):
-                k = s + 0.0 if key is None else key(s)
-                d = hw[c]
-                old = d.get(k)
-                if old is None:
-                    d[k] = weight
-                    new += 1
-                else:
-                    d[k] = old + weight
-                if not same:
-                    k = s + 0.0 if okey is None else okey(s)
-                d = ow[c][c == t]
-                old = d.get(k)
-                if old is None:
-                    d[k] = weight
-                    onew += 1
-                else:
-                    d[k] = old + weight
+            if ow is None:  # exact pairs: the one-vs-rest set is their sums, not kept
+                for d, s in zip(hw, row):
+                    s += 0.0
+                    old = d.get(s)
+                    if old is None:
+                        d[s] = weight
+                        new += 1
+                    else:
+                        d[s] = old + weight
+            else:
+                same = self._same_key
+                assert key is not None  # pairs on a grid
+                for c, s in enumerate(row):
+                    k = key(s)
+                    d = hw[c]
+                    old = d.get(k)
+                    if old is None:
+                        d[k] = weight
+                        new += 1
+                    else:
+                        d[k] = old + weight
+                    if not same:
+                        k = s + 0.0 if okey is None else okey(s)
+                    d = ow[c][c == t]
+                    old = d.get(k)
+                    if old is None:
+                        d[k] = weight
+                        onew += 1
+                    else:
+                        d[k] = old + weight
             if new or onew:
                 self._entries += new
                 self._oentries += onew
@@ -607,8 +670,12 @@ class MulticlassScores(ScoreColumns):
         if max(totals) > MAX_TOTAL_WEIGHT:
             raise ValueError(f"sample_weight would make a class weight exceed {MAX_TOTAL_WEIGHT:g}")
         flat, binning = self._batch_flat(S, lambda c: t, k, k, list(range(k)), w)
-        oflat, obinning = self._batch_flat(S, lambda c: (t == c).astype(np.int64), 2, 1,
-                                           [2 * c for c in range(k)], w, self._obinning)
+
+        def ovr_batch(state: Binning) -> tuple:
+            return self._batch_flat(S, lambda c: (t == c).astype(np.int64), 2, 1, [2 * c for c in range(k)], w,
+                                    state)
+
+        oflat = None if self._binning.exact else ovr_batch(self._obinning)
         rows = np.arange(n)
         st = S[rows, t]
         rank = _ranks(S, t, st)
@@ -639,9 +706,21 @@ class MulticlassScores(ScoreColumns):
                   int(np.count_nonzero(~(d <= _LOG_LOSS_SUM_TOL)))]
         rank_w = np.bincount(rank, weights=w, minlength=k)
         # ---- commit: nothing below can fail
-        self._obinning, self._oentries = self._add_set(_ovr_list(self._ovr), self._obinning, self._oentries,
-                                                       oflat, obinning)
-        self._add_batch(flat, binning)  # refreshes the caches of both sets
+        if oflat is not None:
+            self._obinning, self._oentries = self._add_set(_ovr_list(self._ovr), self._obinning, self._oentries,
+                                                           *oflat)
+            self._binning, self._entries = self._add_set(self._hist_list(), self._binning, self._entries,
+                                                         flat, binning)
+        else:  # exact pairs: if they leave exact, keep the one-vs-rest set from here on
+            pre = _derive_ovr(self._binning, self._h, k)
+            self._binning, self._entries = self._add_set(self._hist_list(), self._binning, self._entries,
+                                                         flat, binning)
+            if not self._binning.exact:
+                ovr = _ovr_list(pre)
+                self._obinning = self._add_set(ovr, ExactBinning(), sum(len(h) for h in ovr),
+                                               *ovr_batch(ExactBinning()))[0]
+                self._ovr = pre
+        self._refresh()
         for r, v in enumerate(rank_w.tolist()):
             self._ranks[r] += v
         for c in np.flatnonzero(cell_n).tolist():
@@ -725,18 +804,21 @@ class MulticlassScores(ScoreColumns):
         k = len(self._cols.names)
         return [aligned(*(self._h[t][c] for t in range(k))) for c in range(k)]
 
-    def _ovr_columns(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Per class ``c``: ``(keys, neg, pos)`` of the one-vs-rest set (binning ``_obinning``):
-        the column-``c`` weights per key of the other classes' events and of class ``c``'s."""
+    def _ovr_columns(self, view: tuple | None = None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per class ``c``: ``(keys, neg, pos)`` of the one-vs-rest set (binning
+        ``_ovr_view()[0]``): the column-``c`` weights per key of the other classes' events
+        and of class ``c``'s."""
+        _, (negs, poss) = view or self._ovr_view()
         out = []
-        for n, p in zip(*self._ovr):
+        for n, p in zip(negs, poss):
             keys, w = aligned(n, p)
             out.append((keys, w[0], w[1]))
         return out
 
-    def _pooled(self) -> tuple[np.ndarray, np.ndarray]:
+    def _pooled(self, view: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(keys, [neg, pos])`` of every column's one-vs-rest histograms pooled (micro)."""
-        return aligned(summed(self._ovr[0], self._obinning), summed(self._ovr[1], self._obinning))
+        binning, (negs, poss) = view or self._ovr_view()
+        return aligned(summed(negs, binning), summed(poss, binning))
 
     def _ranking_inputs(self, name: str, multi_class: str | None, average: Any) -> None:
         """Validate the arguments of the ranking metrics; warn for unnormalised rows."""
@@ -774,13 +856,14 @@ class MulticlassScores(ScoreColumns):
         class_w = np.asarray(self._weights, dtype=np.float64)
         if average == "weighted" and abs(float(class_w.sum())) <= 1e-8:
             return 0.0, 0.0, 0.0  # scikit-learn: weights summing to ~0 give 0, unchecked
-        binning = self._obinning
+        view = self._ovr_view()
+        binning = view[0]
         if average == "micro":
-            keys, w = self._pooled()
+            keys, w = self._pooled(view)
             return binary_auc(binning, keys, w[0], w[1], bounds)
         parts = np.full((3, k), np.nan)
         count = self.count
-        for c, (keys, neg, pos) in enumerate(self._ovr_columns()):
+        for c, (keys, neg, pos) in enumerate(self._ovr_columns(view)):
             if not self._events[c] or self._events[c] == count:
                 ranking.warn_one_class()
                 continue
@@ -832,7 +915,7 @@ class MulticlassScores(ScoreColumns):
         averaged with the same (non-negative) weights as the values. ``(auc, auc)`` while
         the histograms used are exact (the one-vs-rest set for ``"ovr"``, the pair
         histograms for ``"ovo"``); arrays for ``average=None``."""
-        exact = (self._binning if multi_class == "ovo" else self._obinning).exact
+        exact = self._binning.exact or (multi_class != "ovo" and self._obinning.exact)
         value, low, high = self._roc(multi_class, average, not exact)
         if exact:
             return value, (value.copy() if isinstance(value, np.ndarray) else value)

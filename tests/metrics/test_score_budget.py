@@ -71,7 +71,8 @@ def entries(acc) -> int:
 
 
 def ovr_entries(acc) -> int:
-    return sum(len(h) for side in acc._ovr for h in side)
+    """Entries of the one-vs-rest set (derived from the pairs while they are exact)."""
+    return sum(len(h) for side in acc._ovr_view()[1] for h in side)
 
 
 @settings(max_examples=120, deadline=None)
@@ -92,8 +93,11 @@ def test_multiclass_state_is_a_function_of_the_multiset(k, raw, budget, seed):
     if not whole.exact and whole.bins_per_octave != 1 / MAX_OCTAVES:
         assert entries(whole) <= max_bins
     ovr = ovr_entries(whole)  # the one-vs-rest set: its own budget, exact whenever the pairs are
-    assert ovr <= max(max_bins, 8 * 2 * k) and (whole._obinning.exact or not whole.exact)
-    if whole._obinning.exact:
+    binning = whole._ovr_view()[0]
+    assert ovr <= max(max_bins, 8 * 2 * k) and (binning.exact or not whole.exact)
+    if whole.exact:
+        assert not any(h.weights for side in whole._ovr for h in side)  # not kept: their sums
+    if binning.exact:
         assert ovr == len({(c, t == c, s + 0.0) for t, row in evs for c, s in enumerate(row)}) <= max_exact
 
 
