@@ -5,7 +5,8 @@ The same number of binary events (default 1,000,000) spread over 10 minutes of e
 ``m00000``..., segment ""). At 10,000 keys and 1M events each window of each key holds ~10
 events, so the run closes ~100,000 windows: the cost per snapshot (metrics, state encoding,
 JSON) dominates. Each configuration replays its JSONL file exactly as ``streammetrics replay``
-does (``replay_lines`` through a ``Pipeline`` of the default ``PipelineConfig``: binary task,
+does (``replay_lines`` through a ``Pipeline`` of the default ``PipelineConfig``, inside
+``replay_gc`` (the collector's thresholds of ``streammetrics replay``): binary task,
 batch windows, state included, ``max_keys`` 100,000, snapshots
 written to /dev/null). Rounds interleave the configurations so that load from other processes
 hits all alike; each rate is the best of ``--repeats`` rounds, and the ratio is to the
@@ -44,7 +45,7 @@ from streammetrics.kernels.histogram_json import SMALL_KEYS, small_histograms_to
 from streammetrics.metrics import binary_scores, score_distribution
 from streammetrics.monitors import BinaryMonitor
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig
-from streammetrics.stream.replay import replay_lines
+from streammetrics.stream.replay import replay_gc, replay_lines
 
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 DURATION = 600.0  # ten 60 s windows
@@ -114,7 +115,7 @@ def replay(path: str, variant: str = "") -> tuple[int, int]:
     for module in patched:
         module.histograms_to_json = small_histograms_json  # type: ignore[attr-defined]  # prototype
     try:
-        with open(path, "rb") as fh, open(os.devnull, "w") as sink:
+        with open(path, "rb") as fh, open(os.devnull, "w") as sink, replay_gc():
             def write(line: str) -> None:
                 sink.write(line)
                 sink.write("\n")

@@ -13,7 +13,7 @@ from streammetrics.events.parser import Event
 from streammetrics.metrics.binary_scores import BinaryScores
 from streammetrics.metrics.confusion import ConfusionMatrix
 from streammetrics.metrics.score_distribution import ScoreDistribution
-from streammetrics.monitors.base import Monitor, batch_weights, part
+from streammetrics.monitors.base import Monitor, batch_weights, empty_like, part
 from streammetrics.monitors.fast_snapshot import binary_snapshot
 
 __all__ = ["BinaryMonitor"]
@@ -98,6 +98,18 @@ class BinaryMonitor(Monitor):
 
     def _config(self) -> dict[str, Any]:
         return {"threshold": self.threshold, "exact": self.exact}
+
+    def empty(self) -> "BinaryMonitor":
+        """A new monitor with this one's configuration and no events, built without the
+        constructors (:func:`~streammetrics.monitors.base.empty_like`; the window engine
+        makes one per key and window). Called on an empty monitor (a factory's template).
+
+        >>> BinaryMonitor(threshold=0.7).empty() == BinaryMonitor(threshold=0.7)
+        True
+        """
+        if self.count or self.labeled:
+            raise ValueError("empty() is called on an empty monitor (a template)")
+        return empty_like(self)
 
     @property
     def count(self) -> int:  # type: ignore[override]  # read-only: predictions seen

@@ -131,8 +131,11 @@ class PipelineConfig:
         def factory() -> Any:
             return make_monitor(task, threshold=threshold, classes=classes, labels=labels)
 
-        factory()
-        return factory
+        template = factory()
+        # a monitor type that offers it copies an empty template instead of constructing
+        # (BinaryMonitor.empty: one monitor per key and window at fleet scale)
+        empty: Callable[[], Any] | None = getattr(template, "empty", None)
+        return factory if empty is None else empty
 
     def parser(self) -> EventParser:
         return EventParser(self.task, classes=self.labels if self.task == "labels" else self.classes,

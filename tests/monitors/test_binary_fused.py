@@ -149,3 +149,32 @@ def test_small_batches_event_by_event_agree_with_the_vectorised_path(n):
     assert a.keys() == b.keys()
     for k, v in a.items():
         assert (v is None and b[k] is None) or math.isclose(v, b[k], rel_tol=1e-12, abs_tol=1e-12), k
+
+
+@pytest.mark.parametrize("config", [{}, {"threshold": 0.7}, {"exact": True}])
+def test_empty_copies_of_a_template_are_new_monitors(config):
+    """BinaryMonitor.empty (the pipeline's monitor factory): equal to a constructed monitor,
+    sharing no state with the template or each other, the same after the same events."""
+    template = BinaryMonitor(**config)
+    a, b = template.empty(), template.empty()
+    assert a == BinaryMonitor(**config) and a.to_dict() == BinaryMonitor(**config).to_dict()
+    assert sorted(vars(a)) == sorted(vars(BinaryMonitor(**config)))
+    rng = random.Random(5)
+    evs = [{"y_true": int(rng.random() < 0.5), "score": rng.random()} for _ in range(5000)]
+    built = BinaryMonitor(**config)
+    for e in evs:
+        a.update(e)
+        built.update(e)
+    assert a.to_dict() == built.to_dict()
+    assert template.count == b.count == 0 and template == BinaryMonitor(**config) == b
+    with pytest.raises(ValueError, match="empty"):
+        a.empty()
+
+
+def test_the_pipeline_factory_makes_empty_binary_monitors():
+    from streammetrics.stream.pipeline import PipelineConfig
+
+    factory = PipelineConfig(threshold=0.25).monitor_factory()
+    m1, m2 = factory(), factory()
+    m1.update({"y_true": 1, "score": 0.3})
+    assert m1.count == 1 and m2.count == 0 and m2 == BinaryMonitor(threshold=0.25)
