@@ -99,6 +99,13 @@ class BinaryMonitor(Monitor):
     def _config(self) -> dict[str, Any]:
         return {"threshold": self.threshold, "exact": self.exact}
 
+    def _state(self) -> dict[str, Any]:
+        """The three parts' ``to_dict()`` (as the declared ``part`` fields write them)."""
+        if not _DIRECT_STATE:
+            return super()._state()
+        return {"predictions": self.predictions.to_dict(), "scores": self.scores.to_dict(),
+                "confusion": self.confusion.to_dict()}
+
     def empty(self) -> "BinaryMonitor":
         """A new monitor with this one's configuration and no events, built without the
         constructors (:func:`~streammetrics.monitors.base.empty_like`; the window engine
@@ -298,3 +305,7 @@ class BinaryMonitor(Monitor):
         """The metrics in plain floats (:func:`~streammetrics.monitors.fast_snapshot.binary_snapshot`:
         scikit-learn's values, None where undefined)."""
         return binary_snapshot(self)
+
+
+#: the state keys :meth:`BinaryMonitor._state` writes directly (another declaration: generic)
+_DIRECT_STATE = tuple(k for f in BinaryMonitor.state_fields for k in f.keys) == ("predictions", "scores", "confusion")

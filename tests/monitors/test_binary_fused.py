@@ -178,3 +178,33 @@ def test_the_pipeline_factory_makes_empty_binary_monitors():
     m1, m2 = factory(), factory()
     m1.update({"y_true": 1, "score": 0.3})
     assert m1.count == 1 and m2.count == 0 and m2 == BinaryMonitor(threshold=0.25)
+
+
+@settings(max_examples=40, deadline=None)
+@given(events, st.sampled_from([4, 16, 4096]))
+def test_direct_state_encoding_is_the_declared_fields_encoding(evs, max_bins):
+    """BinaryMonitor, BinaryScores, ScoreDistribution and ConfusionMatrix write their state
+    directly (to_dict per snapshot); it is what the generic encoding of their declared fields
+    gives, and a changed declaration switches them back to it (checked at import)."""
+    from streammetrics.core.accumulator import Accumulator
+    from streammetrics.metrics import binary_scores, confusion, score_distribution
+    from streammetrics.monitors import binary
+
+    assert binary_scores._DIRECT_STATE and score_distribution._DIRECT_STATE
+    assert confusion._DIRECT_STATE and binary._DIRECT_STATE
+    m = monitor(0.5, max_bins)
+    for e in evs:
+        m.update(e)
+    for acc in (m, m.predictions, m.scores, m.confusion):
+        direct = acc._state()
+        generic = Accumulator._state(acc)
+        assert list(direct) == list(generic)
+        assert json_text(direct) == json_text(generic)
+    if max_bins == 4096:  # (the test monitors of other budgets are no configuration of BinaryMonitor)
+        assert json_text(BinaryMonitor.from_dict(m.to_dict()).to_dict()) == json_text(m.to_dict())
+
+
+def json_text(value) -> str:
+    import json
+
+    return json.dumps(value)
