@@ -7,7 +7,10 @@
   reason class), ``streammetrics_late_events_total``, ``streammetrics_snapshots_total`` and
   ``streammetrics_dead_letters_total``;
 * gauges ``streammetrics_window_metric{model, segment, metric}`` (the latest closed window's
-  value of each numeric metric), ``streammetrics_window_end_seconds{model, segment}``,
+  value of each numeric metric; per-class score drift of multiclass ``--reference`` keys as
+  ``metric="drift_ks[CLASS]"`` etc., the ``--alert`` syntax, for at most
+  ``MAX_CLASS_GAUGES`` classes per key, the others counted in
+  ``streammetrics_class_gauges_skipped_total``), ``streammetrics_window_end_seconds{model, segment}``,
   ``streammetrics_consumer_lag{topic, partition}`` and
   ``streammetrics_last_checkpoint_timestamp_seconds``.
 
@@ -37,6 +40,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 __all__ = ["ServiceMetrics", "MetricsServer"]
+
+
+#: per-class metrics exported as gauges (``metric="drift_ks[CLASS]"``) and the most classes per key
+CLASS_GAUGE_METRICS = ("drift_ks", "drift_wasserstein", "drift_psi", "drift_js")
+MAX_CLASS_GAUGES = 64
 
 
 class ServiceMetrics:
@@ -77,6 +85,8 @@ class ServiceMetrics:
                                               "was truncated to fit max_request_size", registry=r)
         self.keys_skipped = Counter("streammetrics_metric_keys_skipped", "Closed windows whose key is not among "
                                     "the --metrics-keys exported ones", registry=r)
+        self.class_gauges_skipped = Counter("streammetrics_class_gauges_skipped", "Classes past MAX_CLASS_GAUGES "
+                                            "whose per-class drift has no gauge", registry=r)
         self.keys_exported = Gauge("streammetrics_metric_keys", "Keys with per-key gauges", registry=r)
         self.http_refused = Counter("streammetrics_http_refused", "HTTP connections closed at once: "
                                     "max_connections reached", registry=r)
@@ -103,7 +113,15 @@ class ServiceMetrics:
                     self.keys_skipped.inc()
                     return
                 self._forget(smallest)
-        names = tuple(name for name, value in snapshot["metrics"].items()
+        metrics = dict(snapshot["metrics"])
+        rows = metrics.get("per_class")
+        if isinstance(rows, dict):  # per-class drift (multiclass --reference) as METRIC[CLASS]
+            drifting = [(c, r) for c, r in rows.items() if isinstance(r, dict) and "drift_ks" in r]
+            if len(drifting) > MAX_CLASS_GAUGES:
+                self.class_gauges_skipped.inc(len(drifting) - MAX_CLASS_GAUGES)
+            for label, row in drifting[:MAX_CLASS_GAUGES]:
+                metrics.update((f"{m}[{label}]", row.get(m)) for m in CLASS_GAUGE_METRICS)
+        names = tuple(name for name, value in metrics.items()
                       if isinstance(value, (int, float)) and not isinstance(value, bool))
         old = self._exported.get(key)
         if old is not None:
@@ -112,7 +130,6 @@ class ServiceMetrics:
         self._exported[key] = (count, names)
         self.keys_exported.set(len(self._exported))
         self.window_end.labels(model, segment).set(snapshot["window"]["end"])
-        metrics = snapshot["metrics"]
         for name in names:
             self.window_metric.labels(model, segment, name).set(metrics[name])
 
