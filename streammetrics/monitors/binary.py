@@ -272,7 +272,7 @@ class BinaryMonitor(Monitor):
         y, w = event.y_true, event.weight
         s: Any = event.score  # a float: the parser set it
         if w == 1.0:  # the accumulators' unweighted fast paths
-            if 0.0 < s < 1.0 and self._unit_event(y, s):  # type: ignore[arg-type]  # 0 or 1: the parser checked
+            if 0.0 < s < 1.0 and self._unit_event(y, s):
                 return self
             self.predictions.update(s)
             self.scores.update(y, s)
