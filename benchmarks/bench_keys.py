@@ -5,7 +5,8 @@ The same number of binary events (default 1,000,000) spread over 10 minutes of e
 ``m00000``..., segment ""). At 10,000 keys and 1M events each window of each key holds ~10
 events, so the run closes ~100,000 windows: the cost per snapshot (metrics, state encoding,
 JSON) dominates. Each configuration replays its JSONL file exactly as ``streammetrics replay``
-does (``replay_lines`` through a ``Pipeline`` of the default ``PipelineConfig``: binary task,
+does (``replay_lines`` through a ``Pipeline`` of the default ``PipelineConfig``, inside
+``replay_gc`` (the collector's thresholds of ``streammetrics replay``): binary task,
 batch windows, state included, ``max_keys`` 100,000, snapshots
 written to /dev/null). Rounds interleave the configurations so that load from other processes
 hits all alike; each rate is the best of ``--repeats`` rounds, and the ratio is to the
@@ -13,17 +14,14 @@ one-key rate of the same run.
 
     python benchmarks/bench_keys.py [--events 1000000] [--repeats 3] [--keys 1,100,10000]
     python benchmarks/bench_keys.py --profile 10000   # cProfile one replay on 10,000 keys
-    python benchmarks/bench_keys.py --prototypes      # also the 10,000 keys with the prototypes
 
-Target (issue 12): 10,000 keys at >= 0.4x the one-key rate (goal 0.5).
+Target (issue 12): 10,000 keys at >= 0.4x the one-key rate (goal 0.5), CPU-time ratio.
 
-``BinaryMonitor.snapshot`` is :func:`streammetrics.monitors.fast_snapshot.binary_snapshot`
-(plain floats) since this branch. ``--prototypes`` adds rows on the largest key count, same
-run, same file: the monitor with ``update_events`` applying batches of at most 32 events one by
-one instead of through numpy ("small batches per event"; windows drain ~10 events per pane at
-10,000 keys), and that plus ``BinaryScores``/``ScoreDistribution`` encoding histograms of at
-most 256 keys without numpy (:mod:`streammetrics.kernels.histogram_json`, "+ small state
-encoding"; patched in for the run).
+What a window of ~10 events costs on the fleet path: a monitor copied from an empty template
+(``BinaryMonitor.empty``), its pane's events applied one by one (``update_events`` of at most
+``SMALL_BATCH`` events: the fused per-event path), the pane's monitor closed without a copy
+(tumbling windows), metrics in plain floats (``fast_snapshot``), the state written by the
+accumulators' field encoders, and the line encoded by msgspec (``snapshot_line``).
 """
 from __future__ import annotations
 
@@ -37,14 +35,9 @@ import random
 import statistics
 import tempfile
 import time
-from typing import Any
 
-from streammetrics.kernels.histogram import histograms_to_json
-from streammetrics.kernels.histogram_json import SMALL_KEYS, small_histograms_to_json
-from streammetrics.metrics import binary_scores, score_distribution
-from streammetrics.monitors import BinaryMonitor
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig
-from streammetrics.stream.replay import replay_lines
+from streammetrics.stream.replay import replay_gc, replay_lines
 
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 DURATION = 600.0  # ten 60 s windows
@@ -71,58 +64,15 @@ def write_events(path: str, n: int, keys: int, seed: int = 1) -> None:
             fh.write("\n")
 
 
-class SmallBatchMonitor(BinaryMonitor):
-    """Prototype: small batches go through the per-event path (no numpy set-up)."""
-
-    def update_events(self, events: Any) -> SmallBatchMonitor:
-        if len(events) <= SMALL_BATCH:
-            update = self.update_event
-            for event in events:
-                update(event)
-            return self
-        super().update_events(events)
-        return self
-
-
-def small_histograms_json(hists: Any, names: Any) -> dict[str, Any]:
-    """Prototype: histograms of few keys encoded without numpy (identical dict)."""
-    if sum(len(h.weights) for h in hists) <= SMALL_KEYS:
-        return small_histograms_to_json([h.weights for h in hists], names, hists[0].binning.exact)
-    return histograms_to_json(hists, names)
-
-
-SMALL_BATCH = 32
-VARIANTS: dict[str, Any] = {"": None, "small batches per event": SmallBatchMonitor,
-                            "+ small state encoding": SmallBatchMonitor}
-
-
-class VariantConfig(PipelineConfig):
-    """The default configuration, with the monitor of a prototype variant."""
-
-    variant = ""
-
-    def monitor_factory(self) -> Any:
-        return VARIANTS[self.variant] if self.variant else super().monitor_factory()
-
-
-def replay(path: str, variant: str = "") -> tuple[int, int]:
+def replay(path: str) -> tuple[int, int]:
     """One replay as ``streammetrics replay FILE --task binary`` runs it; (events, snapshots)."""
-    config = VariantConfig(window=60.0)
-    config.variant = variant
-    pipeline = Pipeline(config)
-    patched = (binary_scores, score_distribution) if variant == "+ small state encoding" else ()
-    for module in patched:
-        module.histograms_to_json = small_histograms_json  # type: ignore[attr-defined]  # prototype
-    try:
-        with open(path, "rb") as fh, open(os.devnull, "w") as sink:
-            def write(line: str) -> None:
-                sink.write(line)
-                sink.write("\n")
+    pipeline = Pipeline(PipelineConfig(window=60.0))
+    with open(path, "rb") as fh, open(os.devnull, "w") as sink, replay_gc():
+        def write(line: str) -> None:
+            sink.write(line)
+            sink.write("\n")
 
-            stats = replay_lines(fh, pipeline, write)
-    finally:
-        for module in patched:
-            module.histograms_to_json = histograms_to_json  # type: ignore[attr-defined]
+        stats = replay_lines(fh, pipeline, write)
     return stats.events, stats.snapshots
 
 
@@ -147,8 +97,6 @@ def main() -> None:
     ap.add_argument("--profile", type=int, default=None, metavar="KEYS",
                     help="instead of timing, cProfile one replay over KEYS keys")
     ap.add_argument("--top", type=int, default=30, help="rows of the profile to print")
-    ap.add_argument("--prototypes", action="store_true",
-                    help="also time the prototypes (fast snapshot, small batches) on the largest key count")
     args = ap.parse_args()
     n = args.events
     with tempfile.TemporaryDirectory() as tmp:
@@ -163,15 +111,13 @@ def main() -> None:
             paths[k] = os.path.join(tmp, f"keys{k}.jsonl")
             write_events(paths[k], n, k)
         configs = [(k, "") for k in counts]
-        if args.prototypes:
-            configs += [(counts[-1], v) for v in VARIANTS if v]
         times: dict[tuple[int, str], list[float]] = {c: [] for c in configs}
         cpu: dict[tuple[int, str], list[float]] = {c: [] for c in configs}
         snaps: dict[tuple[int, str], int] = {}
         for _ in range(args.repeats):  # interleaved rounds
             for k, variant in configs:
                 t0, c0 = time.perf_counter(), time.process_time()
-                events, snaps[k, variant] = replay(paths[k], variant)
+                events, snaps[k, variant] = replay(paths[k])
                 times[k, variant].append(time.perf_counter() - t0)
                 cpu[k, variant].append(time.process_time() - c0)
                 assert events == n, (events, n)
@@ -189,7 +135,7 @@ def main() -> None:
         spread = max(times[k, variant]) / best - 1.0
         c_best = min(cpu[k, variant])
         c_snap = (c_best - c_base) / extra * 1e6 if extra > 0 else 0.0
-        print(f"{k:>7,} {variant or 'today':<26} {n / k / (DURATION / 60):>13,.0f} {snaps[k, variant]:>10,} "
+        print(f"{k:>7,} {variant or 'replay':<26} {n / k / (DURATION / 60):>13,.0f} {snaps[k, variant]:>10,} "
               f"{n / best:>11,.0f} {t_base / best:>6.3f} {per_snap:>13.0f} {spread:>6.0%} "
               f"{n / c_best:>11,.0f} {c_base / c_best:>6.3f} {c_snap:>13.0f}")
     print("ratio: to the first row's best; * extra time over the first row per extra snapshot; "
@@ -197,7 +143,7 @@ def main() -> None:
           "waiting for a core on a shared machine does not inflate")
     medians = {c: statistics.median(v) for c, v in times.items()}
     print("median-based ratios: " + ", ".join(
-        f"{k:,} {v or 'today'}: {medians[base_cfg] / medians[k, v]:.3f}" for k, v in configs))
+        f"{k:,} {v or 'replay'}: {medians[base_cfg] / medians[k, v]:.3f}" for k, v in configs))
 
 if __name__ == "__main__":
     main()

@@ -198,9 +198,15 @@ class Accumulator:
         """Rebuild derived caches after reset, copy, merge or load."""
 
     def _state(self) -> dict[str, Any]:
+        # Field.to_json, inlined: to_dict runs once per snapshot (issue 12)
         out: dict[str, Any] = {}
         for f in self.state_fields:
-            out.update(f.to_json(self))
+            key, value = f.key, f.encode(f.get(self), self)
+            if isinstance(key, tuple):
+                for k, v in zip(key, value):
+                    out[k] = v
+            else:
+                out[key] = value
         return out
 
     def _check_state(self, loaded: dict[str, Any]) -> None:

@@ -299,6 +299,13 @@ _BINARY_STATE = (
 )
 
 
+#: the state keys :meth:`BinaryScores._state` writes directly; another declaration of the state
+#: (a field added) switches it back to the generic encoding of the declared fields
+_DIRECT_STATE = tuple(k for f in _BINARY_STATE for k in f.keys) == (
+    "events", "weights", "weighted", "log_loss_sum", "brier_sum", "sum_residues", "outside_unit",
+    "bins_per_octave", "histogram")
+
+
 class BinaryScores(Accumulator):
     """ROC AUC (with guaranteed bounds), curves, average precision, log loss and Brier
     score of a stream of ``(y_true, score, weight)`` events.
@@ -420,6 +427,19 @@ class BinaryScores(Accumulator):
 
     def _config(self) -> dict[str, Any]:
         return {"bins": self._finest, "exact": self._exact, "max_bins": self._max_bins}
+
+    def _state(self) -> dict[str, Any]:
+        """The declared fields' encoders, called directly (one snapshot per key and window)."""
+        if not _DIRECT_STATE:
+            return super()._state()
+        events, wevents, wsum = self._events, self._wevents, self._wsum
+        weights, weighted = _encode_weights((wevents, wsum), self)
+        ll, brier, residues = _encode_sums(self._sums, self)
+        bpo, hist = _encode_histograms((self._binning, self._neg, self._pos), self)
+        return {"events": list(events), "weights": weights, "weighted": weighted, "log_loss_sum": ll,
+                "brier_sum": brier, "sum_residues": residues,
+                "outside_unit": None if self._outside == [None, None] else list(self._outside),
+                "bins_per_octave": bpo, "histogram": hist}
 
     def _log_loss_sum(self) -> float:
         """Sum of ``w * -log(p)`` over the events with a score in [0, 1] (exact, rounded once)."""

@@ -131,6 +131,10 @@ _CONFUSION_STATE = (
 )
 
 
+#: the state keys :meth:`ConfusionMatrix._state` writes directly (another declaration: generic)
+_DIRECT_STATE = tuple(k for f in _CONFUSION_STATE for k in f.keys) == ("unit_weights", "count", "total_weight", "cells")
+
+
 class ConfusionMatrix(Accumulator):
     """Weighted confusion matrix of hard predictions with scikit-learn's metrics.
 
@@ -198,6 +202,13 @@ class ConfusionMatrix(Accumulator):
 
     def _config(self) -> dict[str, Any]:
         return {"labels": None if self._fixed is None else list(self._fixed)}
+
+    def _state(self) -> dict[str, Any]:
+        """The declared fields' encoders, called directly (one snapshot per key and window)."""
+        if not _DIRECT_STATE:
+            return super()._state()
+        count, total, cells = _encode_cells((self._n, self._w, self._n_weighted), self)
+        return {"unit_weights": self._unit, "count": count, "total_weight": total, "cells": cells}
 
     def _check_cells(
         self, cells: dict[tuple, float], count: int, total: float, unit: bool

@@ -186,6 +186,11 @@ _STATE = (
 )
 
 
+#: the state keys :meth:`ScoreDistribution._state` writes directly (another declaration: generic)
+_DIRECT_STATE = tuple(k for f in _STATE for k in f.keys) == (
+    "count", "total_weight", "score_sum", "positive_weight", "score_sum_residue", "bins_per_octave", "histogram")
+
+
 class ScoreDistribution(Accumulator):
     """Weighted score histogram, count, total weight, score sum and weight at
     ``score >= threshold`` of every prediction (no labels needed); see the module docstring.
@@ -227,6 +232,15 @@ class ScoreDistribution(Accumulator):
     def _config(self) -> dict[str, Any]:
         return {"threshold": self._threshold, "bins": self._finest, "exact": self._exact,
                 "max_bins": self._max_bins}
+
+    def _state(self) -> dict[str, Any]:
+        """The declared fields' encoders, called directly (one snapshot per key and window)."""
+        if not _DIRECT_STATE:
+            return super()._state()
+        count, total, score_sum, above, residue = _encode_sums(self._sums, self)
+        bpo, hist = _encode_hist((self._binning, self._hist), self)
+        return {"count": count, "total_weight": total, "score_sum": score_sum, "positive_weight": above,
+                "score_sum_residue": residue, "bins_per_octave": bpo, "histogram": hist}
 
     def _refresh(self) -> None:
         b = self._binning

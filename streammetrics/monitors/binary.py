@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import struct
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -9,16 +10,22 @@ import numpy as np
 from streammetrics.core.state import describe
 from streammetrics.core.validation import check_number
 from streammetrics.events.parser import Event
+from streammetrics.kernels.exact_sum import BUFFER
 from streammetrics.metrics.binary_scores import BinaryScores
 from streammetrics.metrics.confusion import ConfusionMatrix
 from streammetrics.metrics.score_distribution import ScoreDistribution
-from streammetrics.monitors.base import Monitor, batch_weights, part
+from streammetrics.monitors.base import Monitor, batch_weights, empty_like, part
 from streammetrics.monitors.fast_snapshot import binary_snapshot
 
 __all__ = ["BinaryMonitor"]
 
 _INF = math.inf
 _BINARY_TRUTH = (int, bool, float)
+_pack = struct.Struct("<d").pack
+_unpack = struct.Struct("<q").unpack
+_CELLS = (((0, 0), (0, 1)), ((1, 0), (1, 1)))  # confusion cell of (y, score >= threshold)
+#: batches up to this size are applied event by event (numpy's set-up costs more than it saves)
+SMALL_BATCH = 32
 
 
 def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
@@ -89,6 +96,25 @@ class BinaryMonitor(Monitor):
     def _config(self) -> dict[str, Any]:
         return {"threshold": self.threshold, "exact": self.exact}
 
+    def _state(self) -> dict[str, Any]:
+        """The three parts' ``to_dict()`` (as the declared ``part`` fields write them)."""
+        if not _DIRECT_STATE:
+            return super()._state()
+        return {"predictions": self.predictions.to_dict(), "scores": self.scores.to_dict(),
+                "confusion": self.confusion.to_dict()}
+
+    def empty(self) -> "BinaryMonitor":
+        """A new monitor with this one's configuration and no events, built without the
+        constructors (:func:`~streammetrics.monitors.base.empty_like`; the window engine
+        makes one per key and window). Called on an empty monitor (a factory's template).
+
+        >>> BinaryMonitor(threshold=0.7).empty() == BinaryMonitor(threshold=0.7)
+        True
+        """
+        if self.count or self.labeled:
+            raise ValueError("empty() is called on an empty monitor (a template)")
+        return empty_like(self)
+
     @property
     def count(self) -> int:  # type: ignore[override]  # read-only: predictions seen
         return self.predictions.count
@@ -107,6 +133,9 @@ class BinaryMonitor(Monitor):
         if event.__class__ is dict and "weight" not in event:
             y = event.get("y_true")
             s = event.get("score")
+            if s.__class__ is float and 0.0 < s < 1.0 and (y is True or y is False or (
+                    y.__class__ is int and (y == 0 or y == 1))) and self._unit_event(1 if y else 0, s):
+                return self
             if y.__class__ in _BINARY_TRUTH and (y == 0 or y == 1) and s.__class__ is float and -_INF < s < _INF:
                 y = 1 if y else 0
                 self.predictions.update(s)
@@ -115,6 +144,82 @@ class BinaryMonitor(Monitor):
                 return self
         super().update(event)
         return self
+
+    def _unit_event(self, y: int, s: float) -> bool:
+        """The common event (weight 1, ``y`` 0 or 1, a float ``s`` strictly inside (0, 1)) in
+        one frame: what ``predictions.update(s)``, ``scores.update(y, s)`` and
+        ``confusion.update(y, s >= threshold)`` do for it, with the score's histogram key
+        computed once when both histograms are on one binning. False (nothing changed) when
+        the monitor is ``exact=True``: the accumulators' own paths then apply it."""
+        sc = self.scores
+        pr = self.predictions
+        sf = sc._fast
+        pf = pr._fast
+        q = 1.0 - s
+        if sf is not None:  # log grid: the key from the float's bits (see LogGridBinning.key)
+            hists, events, unit, _, shift, rnd, c = sf
+            if s < 0.5:
+                b = _unpack(_pack(s))[0]
+                k: Any = (b + rnd) >> shift
+            else:
+                b = _unpack(_pack(q))[0]
+                k = c - ((b + rnd) >> shift)
+            if pf is not None:  # the predictions' histogram holds fewer keys: maybe a finer grid
+                ph, pshift, prnd, pc, psums, threshold, pterms = pf
+                if pshift == shift:
+                    pk: Any = k
+                elif s < 0.5:
+                    pk = (b + prnd) >> pshift
+                else:
+                    pk = pc - ((b + prnd) >> pshift)
+        else:
+            xf = sc._xfast
+            if xf is None:  # exact=True
+                return False
+            hists, events, unit, _ = xf
+            k = s  # exact while small: the key is the score
+            if pf is not None:  # predictions on the grid (more predictions than labelled ones)
+                ph, pshift, prnd, pc, psums, threshold, pterms = pf
+                if s < 0.5:
+                    pk = (_unpack(_pack(s))[0] + prnd) >> pshift
+                else:
+                    pk = pc - ((_unpack(_pack(q))[0] + prnd) >> pshift)
+        if pf is None:  # predictions exact while small
+            if pr._max_bins is None:  # exact=True
+                return False
+            ph = pr._hist.weights
+            psums = pr._sums
+            pterms = psums[1].terms
+            pk = s
+            threshold = self.threshold
+        try:
+            ph[pk] += 1.0
+        except KeyError:
+            ph[pk] = 1.0
+            if len(ph) > pr._max_bins:  # type: ignore[operator]  # an int unless exact=True
+                pr._collapse()
+        psums[0] += 1
+        pterms.append(s)  # the score sum: buffered, folded exactly (kernels.exact_sum)
+        if len(pterms) >= BUFFER:
+            psums[1].fold()
+        t = s >= threshold
+        if t:
+            psums[2] += 1
+        h = hists[y]
+        try:
+            h[k] += 1.0
+        except KeyError:
+            h[k] = 1.0
+            if len(hists[0]) + len(hists[1]) > sc._max_bins:  # type: ignore[operator]  # an int unless exact=True
+                sc._collapse()
+        events[y] += 1
+        unit.append(s if y else -s)  # log-loss and Brier terms: buffered, folded exactly
+        if len(unit) >= BUFFER:
+            sc._sums.fold()
+        cell = _CELLS[y][t]
+        n = self.confusion._n
+        n[cell] = n.get(cell, 0) + 1
+        return True
 
     def update_prediction(self, event: Event) -> "BinaryMonitor":
         w = event.weight
@@ -154,6 +259,8 @@ class BinaryMonitor(Monitor):
         y, w = event.y_true, event.weight
         s: Any = event.score  # a float: the parser set it
         if w == 1.0:  # the accumulators' unweighted fast paths
+            if 0.0 < s < 1.0 and self._unit_event(y, s):
+                return self
             self.predictions.update(s)
             self.scores.update(y, s)
             self.confusion.update(y, 1 if s >= self.threshold else 0)
@@ -164,7 +271,15 @@ class BinaryMonitor(Monitor):
         return self
 
     def update_events(self, events: Sequence[Event]) -> "BinaryMonitor":
+        """A batch of parsed events: vectorised, or event by event up to :data:`SMALL_BATCH`
+        events (numpy's per-call set-up costs more than a few events; the window engine's
+        panes of sparse keys hold a handful)."""
         n = len(events)
+        if n <= SMALL_BATCH:
+            update = self.update_event
+            for event in events:
+                update(event)
+            return self
         y = np.fromiter([e.y_true for e in events], dtype=np.int64, count=n)
         s = np.fromiter([e.score for e in events], dtype=np.float64, count=n)
         w = batch_weights(events)
@@ -177,3 +292,7 @@ class BinaryMonitor(Monitor):
         """The metrics in plain floats (:func:`~streammetrics.monitors.fast_snapshot.binary_snapshot`:
         scikit-learn's values, None where undefined)."""
         return binary_snapshot(self)
+
+
+#: the state keys :meth:`BinaryMonitor._state` writes directly (another declaration: generic)
+_DIRECT_STATE = tuple(k for f in BinaryMonitor.state_fields for k in f.keys) == ("predictions", "scores", "confusion")

@@ -133,8 +133,11 @@ class PipelineConfig:
             monitor: Any = make_monitor(task, threshold=threshold, classes=classes, labels=labels)
             return monitor if refs is None else monitor.use_references(refs)  # a MulticlassMonitor
 
-        factory()
-        return factory
+        template = factory()
+        # a monitor type that offers it copies an empty template instead of constructing
+        # (BinaryMonitor.empty: one monitor per key and window at fleet scale)
+        empty: Callable[[], Any] | None = getattr(template, "empty", None)
+        return factory if empty is None else empty
 
     def monitor_loader(self) -> Callable[[Mapping[str, Any]], Any] | None:
         """Rebuilds checkpointed monitors bound to their key's reference (multiclass

@@ -623,9 +623,15 @@ class WindowManager:
             if k > last:
                 break
             lo, hi = k * s, k * s + w
+            held = sorted(p for p in panes if lo <= p < hi)
             merged = None
-            for j in sorted(p for p in panes if lo <= p < hi):
-                merged = panes[j].copy() if merged is None else merged.merge(panes[j])
+            if len(held) == 1 and held[0] < (k + 1) * s and not self.cumulative:
+                # a window of one pane that is released below: its monitor, without a copy
+                # (tumbling windows; the all-time monitor of cumulative=True still reads it)
+                merged = panes[held[0]]
+            else:
+                for j in held:
+                    merged = panes[j].copy() if merged is None else merged.merge(panes[j])
             if merged is not None:
                 awaiting = expired = 0
                 if state.awaiting:  # delayed labels: retain the window while predictions await labels

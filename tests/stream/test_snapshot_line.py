@@ -1,0 +1,72 @@
+"""snapshot_line: with msgspec installed the line is byte-identical to json's canonical
+encoding (``json.dumps(..., separators=(",", ":"), allow_nan=False)``) for every value json
+accepts, and json's refusals (NaN, infinities) stay refusals (issue 12, snapshot encoding)."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streammetrics.monitors import BinaryMonitor
+from streammetrics.stream import snapshots
+from streammetrics.stream.snapshots import build_snapshot, snapshot_line
+
+
+def canonical(value):
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+finite = st.floats(allow_nan=False, allow_infinity=False)
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), finite,
+                    st.sampled_from([1e-5, 1e-4, 0.0001234, 1e15, 1e16, 1.5e300, 5e-324, -0.0, 12.00001]),
+                    st.text(max_size=12), st.sampled_from(["m\x7f", 'q"', "e\\", "\u00e9", "1e5", "0.00001"]))
+values = st.recursive(scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=5), st.dictionaries(st.one_of(st.text(max_size=6), st.integers(), finite),
+                                                 inner, max_size=5)), max_leaves=30)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(st.text(max_size=8), values, max_size=6), values)
+def test_byte_identical_to_json(top, metrics):
+    snap = {**top, "metrics": metrics}
+    assert snapshot_line(snap) == canonical(snap)
+
+
+@settings(max_examples=200, deadline=None)
+@given(finite)
+def test_every_float_prints_as_repr(x):
+    snap = {"metrics": {"v": x}, "state": [x, -x]}
+    assert snapshot_line(snap) == canonical(snap)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, np.float64("nan")])
+@pytest.mark.parametrize("where", ["top", "nested", "deep"])
+def test_non_finite_metrics_are_refused_as_json_refuses_them(bad, where):
+    metrics = {"top": {"a": bad}, "nested": {"per_class": {"x": bad}},
+               "deep": {"a": [[[[{"b": bad}]]]]}}[where]
+    with pytest.raises(ValueError):
+        canonical({"metrics": metrics})
+    with pytest.raises(ValueError):
+        snapshot_line({"metrics": metrics})
+
+
+def test_real_snapshots_take_the_fast_path_and_match(monkeypatch):
+    m = BinaryMonitor()
+    for i in range(40):
+        m.update({"y_true": i % 2, "score": (i * 37 % 101) / 101 + 1e-3})
+    snap = build_snapshot(("m\u00e9", ""), m, 0, 60_000, final=True)
+    assert snapshot_line(snap) == canonical(snap)  # non-ASCII key: json's escapes
+    snap = build_snapshot(("m", "s"), m, 1_767_225_600_000, 1_767_225_660_000, final=True)
+    assert snapshot_line(snap) == canonical(snap)
+    if snapshots._fast_encode is not None:  # the msgspec line is the one kept
+        class NoJson:
+            def encode(self, value):
+                raise AssertionError("json path taken")
+
+        line = canonical(snap)
+        monkeypatch.setattr(snapshots, "_JSON", NoJson())
+        assert snapshot_line(snap) == line
