@@ -52,7 +52,7 @@ import numpy as np
 
 __all__ = ["BUFFER", "ExactSum", "ProbabilitySums", "probability_terms", "exact_units", "exact_units_rows", "units_of",
            "float_of", "expansion_of", "from_expansion", "MAX_EXPANSION", "two_product", "add_rows", "as_array",
-           "LogLossSum"]
+           "LogLossSum", "to_pair", "from_pair"]
 
 #: terms a per-event buffer holds before it is folded (bounded memory, amortised numpy call)
 BUFFER = 1024
@@ -194,6 +194,31 @@ def from_expansion(values: Any, name: str = "sum") -> int:
     return units
 
 
+def to_pair(x: float) -> list[int]:
+    """A finite float as ``[m, e]`` with ``x == m * 2**e`` exactly, ``2**52 <= |m| < 2**53``
+    (``[0, 0]`` for 0): integers, so a residue never prints in exponent form (JSON encoders
+    then agree byte for byte) and reads back exactly.
+
+    >>> to_pair(0.1), from_pair(to_pair(0.1)) == 0.1
+    ([7205759403792794, -56], True)
+    """
+    if x == 0.0:
+        return [0, 0]
+    m, e = _frexp(x)
+    return [int(m * 9007199254740992.0), e - 53]
+
+
+def from_pair(raw: Any, name: str = "sum") -> float:
+    """The float of a :func:`to_pair` pair; ``ValueError`` unless it is that canonical pair."""
+    if (not isinstance(raw, list) or len(raw) != 2 or raw[0].__class__ is not int
+            or raw[1].__class__ is not int or not -1200 < raw[1] < 1100):
+        raise ValueError(f"{name} residue must hold [mantissa, exponent] int pairs, got {raw!r:.80}")
+    x = _ldexp(float(raw[0]), raw[1]) if abs(raw[0]) < (1 << 53) else math.nan
+    if not math.isfinite(x) or to_pair(x) != raw:
+        raise ValueError(f"{name} residue holds a non-canonical pair {raw!r:.80}")
+    return x
+
+
 class ExactSum:
     """The exact sum of float64 terms (see the module docstring).
 
@@ -273,18 +298,19 @@ class ExactSum:
         """The canonical expansion: ``[value, residue...]`` (see the module docstring)."""
         return expansion_of(self.units)
 
-    def residue(self) -> list[float]:
-        """The expansion without its first element (``[]`` when the value is a float)."""
-        return expansion_of(self.units)[1:]
+    def residue(self) -> list[list[int]]:
+        """The expansion without its first element, each float as ``[m, e]`` (``m * 2**e``,
+        see :func:`to_pair`; ``[]`` when the value is a float)."""
+        return [to_pair(c) for c in expansion_of(self.units)[1:]]
 
     @classmethod
     def from_parts(cls, value: Any, residue: Any, name: str = "sum") -> "ExactSum":
         """Rebuild from a state's rounded ``value`` and its ``residue`` (validated)."""
         if residue is None:  # an older state without residue: its float is the exact value
             residue = []
-        if not isinstance(residue, list):
-            raise ValueError(f"{name} residue must be a list of floats, got {residue!r:.80}")
-        return cls(from_expansion([value, *residue], name))
+        if not isinstance(residue, list) or len(residue) >= MAX_EXPANSION:
+            raise ValueError(f"{name} residue must be a list of [mantissa, exponent] pairs, got {residue!r:.80}")
+        return cls(from_expansion([value, *(from_pair(p, name) for p in residue)], name))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ExactSum) and self.units == other.units and (

@@ -329,8 +329,7 @@ def _decode_top1(top1: Any, acc: Any, loaded: Mapping[str, Any]) -> list | None:
 
 
 def _encode_log_loss(v: LogLossSum, acc: Any) -> tuple:
-    e = v.expansion()
-    return e[0], (e[1:] or None)
+    return v.value, (v.residue() or None)
 
 
 def _decode_log_loss(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> LogLossSum:

@@ -56,7 +56,16 @@ from streammetrics.core.validation import (
     check_same_length,
     check_weight,
 )
-from streammetrics.kernels.exact_sum import BUFFER, ExactSum, add_rows, as_array, expansion_of, two_product, units_of
+from streammetrics.kernels.exact_sum import (
+    BUFFER,
+    ExactSum,
+    add_rows,
+    as_array,
+    from_pair,
+    to_pair,
+    two_product,
+    units_of,
+)
 
 __all__ = ["Regression"]
 
@@ -189,10 +198,10 @@ def _ratio(num: int, den: int) -> float:
 def _encode_sums(v: _Sums, acc: Any) -> tuple:
     w, hi, lo, m2 = v.moments()
     values = [v.value(k) for k in ("sse", "sae", "sle", "ape")]
-    exact: dict[str, list[float] | None] = {}
-    for k in _SUMS:  # None: an overflowed sum (its float says inf)
+    exact: dict[str, list[list[int]] | None] = {}
+    for k in _SUMS:  # each exact sum's canonical expansion as [m, e] pairs; None: overflowed (inf)
         e = v.get(k).expansion()
-        exact[k] = e if all(map(math.isfinite, e)) and not v.get(k)._special else None
+        exact[k] = [to_pair(c) for c in e] if all(map(math.isfinite, e)) and not v.get(k)._special else None
     return (_enc(w), [_enc(hi), _enc(lo)], _enc(m2), *map(_enc, values), exact)
 
 
@@ -209,8 +218,10 @@ def _decode_sums(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> _Sums:
             out.sums[k] = ExactSum()
             out.sums[k]._special = given[k] if k in given and not math.isfinite(given[k]) else math.inf
         else:
-            out.sums[k] = ExactSum.from_parts(exact[k][0] if isinstance(exact[k], list) and exact[k] else None,
-                                              exact[k][1:] if isinstance(exact[k], list) else None, f"exact_sums.{k}")
+            pairs = exact[k]
+            if not isinstance(pairs, list) or not pairs:
+                raise ValueError(f"exact_sums.{k} must be a list of [mantissa, exponent] pairs, got {describe(pairs)}")
+            out.sums[k] = ExactSum.from_parts(from_pair(pairs[0], f"exact_sums.{k}"), pairs[1:], f"exact_sums.{k}")
     w, hi, lo, m2_ = out.moments()
     derived = {"weight": w, "mean": (hi, lo), "m2": m2_, **{k: out.value(k) for k in ("sse", "sae", "sle", "ape")}}
     for k, v in derived.items():
@@ -256,7 +267,7 @@ def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
         sums.sums[k] = ExactSum(u)
     enc = _encode_sums(sums, None)
     return {**state, "weight": enc[0], "mean": enc[1], "m2": enc[2], "sse": enc[3], "sae": enc[4], "sle": enc[5],
-            "ape": enc[6], "exact_sums": {k: expansion_of(u) for k, u in exact.items()}}
+            "ape": enc[6], "exact_sums": enc[7]}
 
 
 _REGRESSION_STATE = (

@@ -40,9 +40,8 @@ def _encode_sums(v: list | None, m: Any) -> tuple:
     """The rounded per-class sums and the rest of their exact expansions (null when none)."""
     if v is None:
         return None, None
-    exp = [s.expansion() for s in v]
-    residues = [e[1:] for e in exp]
-    return [e[0] for e in exp], (residues if any(residues) else None)
+    residues = [s.residue() for s in v]
+    return [s.value for s in v], (residues if any(residues) else None)
 
 
 def _decode_sums(raw: tuple, m: Any, loaded: Mapping[str, Any]) -> list | None:

@@ -35,8 +35,7 @@ def _encode(v: ExactSum | None, m: Any) -> tuple:
     """The rounded sum and the rest of its exact expansion (null when none; kernels.exact_sum)."""
     if v is None:
         return None, None
-    e = v.expansion()
-    return e[0], (e[1:] or None)
+    return v.value, (v.residue() or None)
 
 
 def _migrate_v2(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:

@@ -77,11 +77,11 @@ def test_version_1_and_2_dicts_load() -> None:
     ("weighted", [0, 1, 0.0, 2.5], "weighted gives"),
     ("weighted", [0, 1], "weighted must"),
     ("sum_residues", "x", "sum_residues"),
-    ("sum_residues", [[1e-30]], "sum_residues"),
-    ("sum_residues", [["x"], []], "log_loss_sum must hold finite floats"),
-    ("sum_residues", [[], [float("nan")]], "brier_sum must hold finite floats"),
-    ("sum_residues", [[1.0], []], "log_loss_sum is not the canonical"),
-    ("sum_residues", [[], [1e-300, 1e-300]], "brier_sum is not the canonical"),
+    ("sum_residues", [[[1, 0]]], "sum_residues"),
+    ("sum_residues", [["x"], []], "log_loss_sum residue must hold"),
+    ("sum_residues", [[], [[1.5, 3]]], "brier_sum residue must hold"),
+    ("sum_residues", [[[3, -60]], []], "log_loss_sum residue holds a non-canonical pair"),
+    ("sum_residues", [[[1 << 52, 0]], []], "log_loss_sum is not the canonical"),
 ])
 def test_malformed_exact_parts_refused(key: str, bad: object, words: str) -> None:
     acc = sm.BinaryScores()
