@@ -239,7 +239,7 @@ def test_version_1_dicts_load_and_coarsen_to_the_budget():
     assert old.bins_per_octave == 64 and sum(len(h) for h in old._hist_list()) > 65536
     v1 = _v1(old)
     new = sm.from_dict(v1)
-    assert new.version == 2 and new.bins_per_octave < 64  # coarsened to the default max_bins
+    assert new.version == 3 and new.bins_per_octave < 64  # coarsened to the default max_bins
     assert sum(len(h) for h in new._hist_list()) <= new.max_bins
     assert new.count == n and new._cells == old._cells and new.top_k_accuracy(1) == old.top_k_accuracy(1)
     exact = sm.MulticlassScores(list(range(k)), exact=True).update_many(y, s)
