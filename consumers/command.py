@@ -138,7 +138,12 @@ def build_merge_stage(config: ServiceConfig, consumer: Any, service: MetricsServ
         if have is not None and have < want and name != config.partials_topic:
             raise ValueError(f"topic {name!r} has {have} partitions, fewer than the {want} of {config.topic!r}")
     consumer_options, producer_options = split_client_options(config.kafka_options)
-    consumer_options.pop("partition_assignment_strategy", None)  # the merge has one topic: any assignor
+    # the merge group reads one topic, so nothing needs the range assignor's co-partitioning there: the
+    # cooperative-sticky assignor moves only the partitions that change owner when an instance joins
+    # or leaves, and the others keep merging through the rebalance (kafka-python >= 2.1)
+    from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+
+    consumer_options["partition_assignment_strategy"] = (CooperativeStickyAssignor,)
     merge_consumer = KafkaConsumer(bootstrap_servers=config.bootstrap_servers, group_id=f"{config.group_id}-merge",
                                    **consumer_settings(**consumer_options))
     producer = KafkaProducer(bootstrap_servers=config.bootstrap_servers,

@@ -81,8 +81,8 @@ from streammetrics.stream.snapshots import snapshot_key, snapshot_line
 from streammetrics.stream.windows import DEFAULT_MAX_FUTURE, DEFAULT_MAX_KEYS
 
 from .checkpoint import CheckpointError, CheckpointStore
-from .partials import partial_record, watermark_record
 from .gc_tuning import tune_gc
+from .partials import partial_record, watermark_record
 from .settings import FETCH_SETTINGS, consumer_settings
 
 __all__ = ["ServiceConfig", "MetricsService", "snapshot_key", "consumer_settings", "FETCH_SETTINGS", "tune_gc"]
@@ -871,7 +871,7 @@ class MetricsService:
                 value = self.snapshot_value(snap, key)
             if value is None:
                 continue
-            self._send(self.config.partials_topic if partitioned else self.config.output_topic, key, value)
+            self._send((self.config.partials_topic or "") if partitioned else self.config.output_topic, key, value)
             for flag in ("state_coarsened", "state_dropped", "metrics_truncated"):
                 if snap.get(flag):  # degraded by the pipeline to fit max_snapshot_bytes
                     self.metrics.oversized_snapshots.labels(flag).inc()
