@@ -408,6 +408,7 @@ class MergeStage:
         finally:
             for tp in mine:
                 self.parts.pop(tp, None)
+                log.info("merge: revoked %s[%d]", tp.topic, tp.partition)
 
     # ------------------------------------------------------------------ processing
     def poll_once(self, timeout_ms: int = 200) -> int:

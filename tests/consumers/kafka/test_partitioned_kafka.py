@@ -94,6 +94,32 @@ def read_all(bootstrap: str, topic: str) -> list[Any]:
         consumer.close()
 
 
+def settled(logs: Path, started: dict[str, float]) -> bool:
+    """Both groups are stable: every live instance holds input and partials partitions assigned
+    since its start, and nobody's source partitions moved in the last 2 s. (tansu stalls a group
+    for 45 s or more when a member leaves it mid-rebalance, see consumers/NOTES.md; real Kafka
+    does not, but the test must not wait for that.)"""
+    last_change = 0.0
+    for name, since in started.items():
+        holds = merges = False
+        for line in (logs / f"{name}.log").read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec["ts"] < since:
+                continue
+            msg = rec["msg"]
+            if msg.startswith(("assigned ", "revoked ")):
+                holds = msg.startswith("assigned ")
+                last_change = max(last_change, rec["ts"])
+            elif msg.startswith("merge: assigned"):
+                merges = True
+        if not (holds and merges):
+            return False
+    return time.time() - last_change > 2.0
+
+
 def finals(bootstrap: str, out: str) -> dict[str, dict]:
     last: dict[str, dict] = {}
     for rec in read_all(bootstrap, out):
@@ -116,15 +142,17 @@ def test_any_partitioning_three_instances_kills_join_and_leave_equal_sklearn(
                            "--checkpoint-interval", "0.3s", "--max-poll-records", "200")
 
     procs: dict[str, subprocess.Popen] = {}
+    started: dict[str, float] = {}
 
     def start(name: str) -> None:
         log = open(logs / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
+        started[name] = time.time()
         procs[name] = subprocess.Popen(cmd(name), stdout=log, stderr=subprocess.STDOUT)
 
     for name in ("a", "b", "c"):
         start(name)
     feeder = threading.Thread(target=produce_slowly, args=(make_producer(linger_ms=20), topic, labels_topic, preds,
-                                                         labels, 24.0))
+                                                         labels, 30.0))
     feeder.start()
     events: list[str] = []
     try:
@@ -142,8 +170,9 @@ def test_any_partitioning_three_instances_kills_join_and_leave_equal_sklearn(
         procs["b"].wait(10)
         events.append("kill b")
         start("b")
-        time.sleep(3)
+        wait_for(lambda: settled(logs, started), 60, "a stable group before an instance leaves")
         stop(procs.pop("c"))  # an instance removed
+        del started["c"]
         events.append("stop c")
         feeder.join()
         time.sleep(2)
@@ -183,6 +212,7 @@ def test_any_partitioning_three_instances_kills_join_and_leave_equal_sklearn(
         assert m["roc_auc"] == pytest.approx(roc_auc_score(y, s), abs=1e-12)
         # re-publication is idempotent: every final snapshot of a window is the same
         assert len({json.dumps(x, sort_keys=True) for x in by_key[key] if x["final"]}) == 1, key
-    assert any(x["revision"] > 0 for snaps in by_key.values() for x in snaps)  # labels after the close
+    partials = [json.loads(r.value) for r in read_all(bootstrap_servers, f"{group}-{topic}-partials")]
+    assert any(r.get("snapshot", {}).get("revision", 0) > 0 for r in partials)  # labels after a partial closed
     assert not read_all(bootstrap_servers, dlq)  # nothing late, nothing refused
     assert Path(tmp_path / "d").exists()
