@@ -184,6 +184,7 @@ def test_any_partitioning_three_instances_kills_join_and_leave_equal_sklearn(
         wait_for(lambda: len(finals(bootstrap_servers, out)) >= len(truth)
                  or any(p.poll() is not None for p in procs.values()), 90, "every final window")
         assert all(p.poll() is None for p in procs.values()), {n: p.returncode for n, p in procs.items()}
+        wait_for(lambda: settled(logs, started), 60, "the last instance in both groups before the stop")
     finally:
         feeder.join()
         for proc in procs.values():
