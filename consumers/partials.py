@@ -478,3 +478,18 @@ class MergeStage:
 
     def open_windows(self) -> int:
         return sum(p.merger.open_windows for p in list(self.parts.values()))
+
+    def known_watermarks(self) -> dict[int, int]:
+        """The largest watermark of each source partition over this stage's mergers (read from the
+        service's thread: a copy, retried if the merge thread changes a dict meanwhile)."""
+        for _ in range(5):
+            try:
+                out: dict[int, int] = {}
+                for part in list(self.parts.values()):
+                    for source, watermark in list(part.merger.watermarks.items()):
+                        if watermark > out.get(source, watermark - 1):
+                            out[source] = watermark
+                return out
+            except RuntimeError:  # changed size during iteration
+                continue
+        return {}

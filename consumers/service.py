@@ -378,6 +378,7 @@ class MetricsService:
         self.merge = merge
         self.partials_partitions: int | None = None
         self._watermarks_sent: dict[int, tuple[int, float]] = {}
+        self._watermark_moved: dict[int, tuple[float, float]] = {}  # partition -> (watermark, since when)
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self) -> None:
@@ -542,6 +543,7 @@ class MetricsService:
             self._fail(f"stopping: checkpoint on revocation failed: {type(exc).__name__}: {exc}")
         finally:
             for tp in mine:
+                self._watermark_moved.pop(tp.partition, None)
                 part = self.partitions.pop(tp)
                 if part.labels is not None:
                     self._label_parts.pop(part.labels.tp, None)
@@ -891,6 +893,52 @@ class MetricsService:
             return self._shrink_snapshot(snap, value, room, encode)
         return value
 
+    def _advance_idle(self) -> None:
+        """``--partitioning any``: an input partition read to its end whose watermark has not moved
+        for ``--idle-close`` seconds adopts the smallest watermark of the other partitions (as the
+        local merge stage knows them), so that a partition without traffic does not hold every merge
+        back. Its later events for windows before that are late (dead-lettered, counted), never
+        merged twice or lost silently; the advanced watermark is checkpointed before it is sent."""
+        idle_after = self.config.idle_close
+        sources = self.merge.sources if self.merge is not None else None
+        if not idle_after or not sources:
+            return
+        now = self._clock()
+        known: dict[int, int] | None = None
+        for part in list(self.partitions.values()):
+            source = part.tp.partition
+            watermark = part.pipeline.windows.watermark_us()
+            seen = self._watermark_moved.get(source)
+            if seen is None or seen[0] != watermark:
+                self._watermark_moved[source] = (watermark, now)
+                continue
+            if now - seen[1] < idle_after or not self._read_to_end(part):
+                continue
+            if known is None:
+                known = self.merge.known_watermarks() if self.merge is not None else {}
+            others = [w for s, w in known.items() if s != source]
+            if len(others) < sources - 1 or min(others) <= watermark:
+                continue
+            part.pipeline.windows.advance_watermark(min(others))
+            if part.next_offset is None:  # an empty partition: its checkpoint must hold the watermark
+                part.next_offset = 0
+            self._publish_ready(part)  # closes (and publishes) what the new watermark passed
+            part.dirty = True
+            self.counts["idle_advances"] = self.counts.get("idle_advances", 0) + 1
+            log.info("%s[%d]: no new event for %g s: watermark advanced to the other partitions' (%d us)",
+                     part.tp.topic, source, idle_after, min(others))
+
+    def _read_to_end(self, part: _Partition) -> bool:
+        high = self.consumer.highwater(part.tp)
+        if high is None or (part.next_offset if part.next_offset is not None else 0) < high:
+            return False
+        side = part.labels
+        if side is not None:
+            high = self.consumer.highwater(side.tp)
+            if high is None or (side.next_offset or 0) < high or side.buffer or (part.preds and part.preds.buffer):
+                return False
+        return True
+
     def _send_watermarks(self) -> None:
         """``--partitioning any``: each assigned partition's watermark to every partials partition,
         when it moved (or every 10 s), after every partial it covers was sent (same producer)."""
@@ -1016,6 +1064,8 @@ class MetricsService:
             return
         parts = [self.partitions[tp] for tp in (tps if tps is not None else list(self.partitions))
                  if tp in self.partitions]
+        if self.config.partitioned and tps is None:
+            self._advance_idle()  # before the save: an advanced watermark is checkpointed before it is sent
         self._flush()
         commits = {}
         for part in parts:

@@ -695,6 +695,14 @@ class WindowManager:
             if state.close_at <= max_us and state.next_window is not None:
                 self._close_by_watermark(key, state, max_us)
 
+    def advance_watermark(self, watermark_us: int) -> None:
+        """Raise the shared watermark to at least ``watermark_us`` without an event (a source
+        with no traffic keeping up with the others); the next :meth:`poll` closes what it passes.
+        Kept by :meth:`to_dict`."""
+        target = watermark_us + self.spec.grace_ms * 1000
+        if target > self._max_us:
+            self._max_us = target
+
     def watermark_us(self) -> float:
         """The shared watermark in microseconds (largest event time over all keys minus
         ``grace``; -inf before the first event). With ``shared_watermark=True``, after
