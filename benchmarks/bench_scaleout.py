@@ -78,8 +78,8 @@ def fill(bootstrap: str, key_topic: str, any_topic: str, events: list[dict], bat
     for i in range(0, len(events), batch):
         producer.send(any_topic, value=json.dumps(events[i:i + batch]).encode(), partition=(i // batch) % PARTITIONS)
     for p in range(PARTITIONS):
-        producer.send(any_topic, value=json.dumps({"ts": closer_ts, "model": "closer", "y_true": 1, "score": 0.5}).encode(),
-                      partition=p)
+        closer = {"ts": closer_ts, "model": "closer", "y_true": 1, "score": 0.5}
+        producer.send(any_topic, value=json.dumps(closer).encode(), partition=p)
     # key: each key's events in arrays on the partition of its key, then a closer per key
     for model, seg in KEYS:
         mine = [e for e in events if e["model"] == model and e["segment"] == seg]
@@ -175,8 +175,8 @@ def state_of_size(target: int) -> tuple[Pipeline, bytes]:
     while True:
         add = 1 if per_key is None else max(1, int((target - size) / per_key))
         for k in range(keys, keys + add):
-            events = [{"ts": base + rng.uniform(0, 50), "model": f"model-{k}", "segment": "s", "y_true": rng.random() < 0.4,
-                       "score": round(rng.random(), 4)} for _ in range(60)]
+            events = [{"ts": base + rng.uniform(0, 50), "model": f"model-{k}", "segment": "s",
+                       "y_true": rng.random() < 0.4, "score": round(rng.random(), 4)} for _ in range(60)]
             pipe.process(json.dumps(events))
         keys += add
         payload = codec.encode(0, 1, pipe.to_dict())
