@@ -37,8 +37,9 @@ topic, ``<group>-<topic>-merge-changelog``), so a killed instance loses nothing.
 Bounds: ``--max-merge-windows`` (default 100,000) windows held per partials partition; beyond
 it the window that ends first is published as it stands (``"final": false``,
 ``"merge_incomplete": true``), counted (``merge_evicted``) and logged, and later partials of
-windows ending at or before it are dropped (counted). An input partition without any event holds
-every merge back (its watermark is unknown): produce to every partition (keying by id does).
+windows ending at or before it are dropped (counted). An input partition without events would
+hold every merge back: after ``--idle-close`` without a move of its watermark, while read to its
+end, it adopts the smallest watermark of the other partitions (``MetricsService._advance_idle``).
 """
 from __future__ import annotations
 
