@@ -155,11 +155,12 @@ def build_merge_stage(config: ServiceConfig, consumer: Any, service: MetricsServ
         reader = KafkaChangelogReader(merge_log, bootstrap_servers=config.bootstrap_servers,
                                       **_security_options(config.kafka_options))
         changelog = Changelog(producer, merge_log, reader, service.max_record_bytes)
-    extra = config.pipeline_config().extra_metrics()
+    pipeline_config = config.pipeline_config()
+    extra, loader = pipeline_config.extra_metrics(), pipeline_config.monitor_loader()
 
     def make_merger() -> Merger:
         return Merger(sources, include_state=config.include_state, extra_metrics=extra,
-                      max_windows=config.max_merge_windows)
+                      max_windows=config.max_merge_windows, loader=loader)
 
     return MergeStage(consumer=merge_consumer, producer=producer, partials_topic=config.partials_topic,
                       output_topic=config.output_topic, sources=sources, make_merger=make_merger, codec=codec,

@@ -7,7 +7,11 @@
   reason class), ``streammetrics_late_events_total``, ``streammetrics_snapshots_total`` and
   ``streammetrics_dead_letters_total``;
 * gauges ``streammetrics_window_metric{model, segment, metric}`` (the latest closed window's
-  value of each numeric metric), ``streammetrics_window_end_seconds{model, segment}``,
+  value of each numeric metric: label-based ones from final snapshots, label-free ones
+  (drift, estimated performance) from a window's first snapshot on; per-class score drift of
+  multiclass ``--reference`` keys as ``metric="drift_ks[CLASS]"`` etc., the ``--alert`` syntax, for at most
+  ``MAX_CLASS_GAUGES`` classes per key, the others counted in
+  ``streammetrics_class_gauges_skipped_total``), ``streammetrics_window_end_seconds{model, segment}``,
   ``streammetrics_consumer_lag{topic, partition}`` and
   ``streammetrics_last_checkpoint_timestamp_seconds``.
 
@@ -39,6 +43,28 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 __all__ = ["ServiceMetrics", "MetricsServer"]
 
 
+#: metrics a window has before any label: exported from its first snapshot, not only its final one
+LABEL_FREE_PREFIXES = ("drift_", "estimated_")
+
+
+class _Exported:
+    """One exported key's gauges: the newest window's event count (admission), and per group
+    (label-free, label-based) the metric names set and the end of the window they come from."""
+
+    __slots__ = ("count", "window_end", "free_names", "free_end", "labelled_names", "final_end")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.window_end = self.free_end = self.final_end = float("-inf")
+        self.free_names: tuple[str, ...] = ()
+        self.labelled_names: tuple[str, ...] = ()
+
+
+#: per-class metrics exported as gauges (``metric="drift_ks[CLASS]"``) and the most classes per key
+CLASS_GAUGE_METRICS = ("drift_ks", "drift_wasserstein", "drift_psi", "drift_js")
+MAX_CLASS_GAUGES = 64
+
+
 class ServiceMetrics:
     """The service's Prometheus metrics, in a registry of their own."""
 
@@ -46,7 +72,7 @@ class ServiceMetrics:
         if max_keys < 0:
             raise ValueError(f"--metrics-keys must be 0 or more, got {max_keys}")
         self.max_keys = max_keys
-        self._exported: dict[tuple[str, str], tuple[int, tuple[str, ...]]] = {}  # key -> (count, metric names)
+        self._exported: dict[tuple[str, str], _Exported] = {}
         r = self.registry = CollectorRegistry()
         self.messages = Counter("streammetrics_messages", "Kafka messages read", registry=r)
         self.events = Counter("streammetrics_events", "Prediction events applied to windows", registry=r)
@@ -77,6 +103,8 @@ class ServiceMetrics:
                                               "was truncated to fit max_request_size", registry=r)
         self.keys_skipped = Counter("streammetrics_metric_keys_skipped", "Closed windows whose key is not among "
                                     "the --metrics-keys exported ones", registry=r)
+        self.class_gauges_skipped = Counter("streammetrics_class_gauges_skipped", "Classes past MAX_CLASS_GAUGES "
+                                            "whose per-class drift has no gauge", registry=r)
         self.keys_exported = Gauge("streammetrics_metric_keys", "Keys with per-key gauges", registry=r)
         self.http_refused = Counter("streammetrics_http_refused", "HTTP connections closed at once: "
                                     "max_connections reached", registry=r)
@@ -86,41 +114,69 @@ class ServiceMetrics:
 
     def observe_snapshot(self, snapshot: dict[str, Any]) -> None:
         """Count a published snapshot and expose its flat numeric metrics as gauges (for at most
-        ``max_keys`` keys: those with the most events in their latest window)."""
+        ``max_keys`` keys: those with the most events in their latest window).
+
+        Label-based metrics come from final snapshots (with delayed labels, a window's first
+        revisions have only part of its labels); label-free ones (``drift_*``, ``estimated_*``,
+        :data:`LABEL_FREE_PREFIXES`) from a window's first snapshot on, since that is when teams
+        watch them. Each group follows the newest window it has seen: a later revision of an
+        older window does not move a gauge back in time."""
         self.snapshots.inc()
-        if not snapshot.get("final"):
-            return
+        final = bool(snapshot.get("final"))
         model, segment = snapshot["key"]["model"], snapshot["key"]["segment"]
         key = (model, segment)
+        end = snapshot["window"]["end"]
         count = snapshot.get("count") or 0
+        metrics = dict(snapshot["metrics"])
+        rows = metrics.get("per_class")
+        if isinstance(rows, dict):  # per-class drift (multiclass --reference) as METRIC[CLASS]
+            drifting = [(c, r) for c, r in rows.items() if isinstance(r, dict) and "drift_ks" in r]
+            if len(drifting) > MAX_CLASS_GAUGES:
+                self.class_gauges_skipped.inc(len(drifting) - MAX_CLASS_GAUGES)
+            for label, row in drifting[:MAX_CLASS_GAUGES]:
+                metrics.update((f"{m}[{label}]", row.get(m)) for m in CLASS_GAUGE_METRICS)
+        names = [name for name, value in metrics.items()
+                 if isinstance(value, (int, float)) and not isinstance(value, bool)]
+        free = tuple(name for name in names if name.startswith(LABEL_FREE_PREFIXES))
+        if not (final or free):
+            return  # a first revision without label-free metrics: nothing to show yet
         if key not in self._exported:
             if len(self._exported) >= self.max_keys:
                 if not self._exported:
                     self.keys_skipped.inc()
                     return
-                smallest = min(self._exported, key=lambda k: self._exported[k][0])
-                if self._exported[smallest][0] >= count:
+                smallest = min(self._exported, key=lambda k: self._exported[k].count)
+                if self._exported[smallest].count >= count:
                     self.keys_skipped.inc()
                     return
                 self._forget(smallest)
-        names = tuple(name for name, value in snapshot["metrics"].items()
-                      if isinstance(value, (int, float)) and not isinstance(value, bool))
-        old = self._exported.get(key)
-        if old is not None:
-            for name in set(old[1]) - set(names):
-                self.window_metric.remove(model, segment, name)
-        self._exported[key] = (count, names)
-        self.keys_exported.set(len(self._exported))
-        self.window_end.labels(model, segment).set(snapshot["window"]["end"])
-        metrics = snapshot["metrics"]
-        for name in names:
-            self.window_metric.labels(model, segment, name).set(metrics[name])
+            self._exported[key] = _Exported()
+            self.keys_exported.set(len(self._exported))
+        entry = self._exported[key]
+        if end >= entry.free_end and (free or final):
+            self._replace(key, entry.free_names, free, metrics)
+            entry.free_names, entry.free_end = free, end
+        if final and end >= entry.final_end:
+            labelled = tuple(name for name in names if not name.startswith(LABEL_FREE_PREFIXES))
+            self._replace(key, entry.labelled_names, labelled, metrics)
+            entry.labelled_names, entry.final_end = labelled, end
+        if end >= entry.window_end:
+            entry.count, entry.window_end = count, end
+            self.window_end.labels(model, segment).set(end)
+
+    def _replace(self, key: tuple[str, str], old: tuple[str, ...], new: tuple[str, ...],
+                 metrics: dict[str, Any]) -> None:
+        for name in set(old) - set(new):
+            self.window_metric.remove(key[0], key[1], name)
+        for name in new:
+            self.window_metric.labels(key[0], key[1], name).set(metrics[name])
 
     def _forget(self, key: tuple[str, str]) -> None:
-        _, names = self._exported.pop(key)
-        for name in names:
+        entry = self._exported.pop(key)
+        for name in (*entry.free_names, *entry.labelled_names):
             self.window_metric.remove(key[0], key[1], name)
-        self.window_end.remove(key[0], key[1])
+        if entry.window_end > float("-inf"):
+            self.window_end.remove(key[0], key[1])
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

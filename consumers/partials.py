@@ -125,7 +125,8 @@ class Merger:
 
     def __init__(self, sources: int, *, include_state: bool = True,
                  extra_metrics: Callable[[tuple[str, str], Any, dict[str, Any]], None] | None = None,
-                 max_windows: int = DEFAULT_MAX_MERGE_WINDOWS) -> None:
+                 max_windows: int = DEFAULT_MAX_MERGE_WINDOWS,
+                 loader: Callable[[Mapping[str, Any]], Any] | None = None) -> None:
         if sources < 1:
             raise ValueError(f"sources must be at least 1, got {sources!r}")
         if isinstance(max_windows, bool) or not isinstance(max_windows, int) or max_windows < 1:
@@ -134,6 +135,8 @@ class Merger:
         self.include_state = include_state
         self.extra_metrics = extra_metrics
         self.max_windows = max_windows
+        #: rebuilds a partial's monitor (``PipelineConfig.monitor_loader``: bound to its reference)
+        self.loader = loader or from_dict
         self.watermarks: dict[int, int] = {}
         self.frontier_us: float = -math.inf  # smallest watermark over every source, once all reported
         self.evicted_end_ms: int | None = None  # windows ending at or before it were evicted
@@ -236,7 +239,7 @@ class Merger:
             if state is None:
                 missing += 1
                 continue
-            m = from_dict(state)
+            m = self.loader(state)
             monitor = m if monitor is None else monitor.merge(m)
         if monitor is None:  # no partial carries a state: nothing exact to publish
             raise ValueError(f"no partial of window {key} carries a state")

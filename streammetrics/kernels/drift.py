@@ -92,11 +92,17 @@ def _cdfs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     return np.cumsum(a) / ta, np.cumsum(b) / tb
 
 
+def _integral(x: np.ndarray) -> bool:
+    x = np.asarray(x, dtype=np.float64)
+    return bool(np.all(x == np.floor(x)))
+
+
 def ks(a: np.ndarray, b: np.ndarray) -> float:
     """``max |F_a - F_b|`` at the levels (scipy's ``ks_2samp`` statistic on distinct scores:
-    ``max(clip(-min(d), 0, 1), max(d))`` with ``d = F_a - F_b``; when both totals are
-    integers up to 10000 - counts - rounded to a multiple of ``1 / lcm(n_a, n_b)`` as
-    ``ks_2samp``'s exact mode does)."""
+    ``max(clip(-min(d), 0, 1), max(d))`` with ``d = F_a - F_b``; when every level's weight
+    is an integer - counts - and both totals are at most 10000, rounded to a multiple of
+    ``1 / lcm(n_a, n_b)`` as ``ks_2samp``'s exact mode does; weights such as 0.5 summing to
+    an integer are not counts and are not rounded)."""
     cdfs = _cdfs(a, b)
     if cdfs is None:
         return _undefined("KS")
@@ -104,7 +110,8 @@ def ks(a: np.ndarray, b: np.ndarray) -> float:
     # a distance between two CDFs is at most 1; weighted cumulative sums can round past it
     stat = min(1.0, float(max(np.clip(-np.min(d), 0, 1), np.max(d))))
     na, nb = float(np.sum(a)), float(np.sum(b))
-    if max(na, nb) <= _KS_EXACT_N and na.is_integer() and nb.is_integer():
+    if (max(na, nb) <= _KS_EXACT_N and na.is_integer() and nb.is_integer()
+            and _integral(a) and _integral(b)):  # counts, not weights summing to an integer
         # ks_2samp's exact mode (both sizes <= 10000) snaps d to a multiple of 1 / lcm(n1, n2)
         n1, n2 = int(na), int(nb)
         lcm = (n1 // math.gcd(n1, n2)) * n2

@@ -8,11 +8,19 @@ import numpy as np
 
 from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.events.parser import Event
+from streammetrics.kernels.histogram import MAX_TOTAL_WEIGHT
 from streammetrics.metrics.multiclass_scores import MulticlassScores
+from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
 from streammetrics.monitors.labels import class_report, label_metrics
 
-__all__ = ["MulticlassMonitor"]
+__all__ = ["CLASS_SCORE_BINS", "CLASS_SCORE_MAX_BINS", "MulticlassMonitor"]
+
+#: per-class label-free score histograms: every distinct score while a column holds at most
+#: ``CLASS_SCORE_MAX_BINS`` of them (exact), beyond that a log grid of ``CLASS_SCORE_BINS``
+#: bins per octave (``MulticlassScores``' default grid), halved while it holds more keys
+CLASS_SCORE_BINS = 64
+CLASS_SCORE_MAX_BINS = 512
 
 
 def _k(m: Any) -> int:
@@ -33,6 +41,87 @@ def _decode_sums(raw: Any, m: Any, loaded: Mapping[str, Any]) -> list | None:
     if not isinstance(raw, list) or len(raw) != _k(m):
         raise ValueError(f"must be null or a list of {_k(m)} numbers, got {describe(raw)}")
     return decode_list(raw, "number", _k(m))
+
+
+def _new_class_scores(m: Any) -> list[ScoreDistribution]:
+    return [ScoreDistribution(bins=CLASS_SCORE_BINS, max_bins=CLASS_SCORE_MAX_BINS) for _ in range(_k(m))]
+
+
+def _merge_class_scores(mine: list | None, theirs: list | None, acc: Any) -> list | None:
+    if mine is None or theirs is None:
+        return None  # unknown on either side (state migrated from version 2)
+    for a, b in zip(mine, theirs):
+        a.merge(b)
+    return mine
+
+
+def _decode_class_scores(raw: Any, m: Any, loaded: Mapping[str, Any]) -> list | None:
+    if raw is None:
+        return None
+    k = _k(m)
+    if not isinstance(raw, list) or len(raw) != k:
+        raise ValueError(f"must be null or a list of {k} ScoreDistribution dicts, got {describe(raw)}")
+    expected = _new_class_scores(m)[0]._config()
+    out = []
+    for i, item in enumerate(raw):
+        d = ScoreDistribution.from_dict(item)
+        if d._config() != expected:
+            raise ValueError(f"[{i}] has configuration {d._config()} != {expected}")
+        if d.count != loaded["count"]:
+            raise ValueError(f"[{i}] counts {d.count} predictions, the monitor {loaded['count']}")
+        out.append(d)
+    return out
+
+
+# estimate sums against a reference: [fingerprint, rows fed, tp per class, prob per class]
+# (None: no row fed yet; fingerprint "": sums of different references were merged)
+def _merge_estimate(mine: list | None, theirs: list | None, acc: Any) -> list | None:
+    if theirs is None:
+        return mine
+    if mine is None:
+        return _copy_estimate(theirs)
+    if mine[0] != theirs[0]:
+        mine[0] = ""
+    mine[1] += theirs[1]
+    for dst, src in ((mine[2], theirs[2]), (mine[3], theirs[3])):
+        for i, v in enumerate(src):
+            dst[i] += v
+    return mine
+
+
+def _copy_estimate(v: list | None) -> list | None:
+    return None if v is None else [v[0], v[1], list(v[2]), list(v[3])]
+
+
+def _encode_estimate(v: list | None, m: Any) -> dict[str, Any] | None:
+    return None if v is None else {"reference": v[0], "count": v[1], "tp": list(v[2]), "prob": list(v[3])}
+
+
+def _decode_estimate(raw: Any, m: Any, loaded: Mapping[str, Any]) -> list | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or set(raw) != {"reference", "count", "tp", "prob"}:
+        raise ValueError(f"must be null or {{reference, count, tp, prob}}, got {describe(raw)}")
+    fp, count = raw["reference"], raw["count"]
+    if not isinstance(fp, str) or len(fp) > 64:
+        raise ValueError(f"reference must be a fingerprint string, got {describe(fp)}")
+    if type(count) is not int or not 0 <= count <= loaded["count"]:
+        raise ValueError(f"count must be an int in [0, {loaded['count']}], got {describe(count)}")
+    k = _k(m)
+    sums = []
+    for name in ("tp", "prob"):
+        try:
+            sums.append(decode_list(raw[name], "weight", k))
+        except ValueError as exc:
+            raise ValueError(f"{name} {exc}") from None
+    return [fp, count, *sums]
+
+
+def _migrate_v2(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """Version 2 to 3: the per-class label-free score histograms and the estimate sums were
+    not kept (``null``: unknown; per-class drift then reads the labelled histograms when every
+    prediction is labelled, and the estimates are null)."""
+    return {**state, "class_scores": None, "estimate": None}
 
 
 def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
@@ -62,8 +151,18 @@ class MulticlassMonitor(Monitor):
     """Multiclass task: ``y_true`` in ``classes``, ``scores`` a vector over ``classes``.
 
     Label-free part (every prediction): ``count``, ``total_weight``, the weight of each
-    arg-max class (``per_class[c]["predicted_rate"]``, its share) and each class's weighted
-    mean score (``per_class[c]["mean_score"]``). Label-based part: hard-label metrics of the
+    arg-max class (``per_class[c]["predicted_rate"]``, its share), each class's weighted
+    mean score (``per_class[c]["mean_score"]``), one score histogram per class
+    (``class_scores``: ``K`` ScoreDistributions, exact up to ``CLASS_SCORE_MAX_BINS``
+    distinct scores per column, then a log grid of ``CLASS_SCORE_BINS`` bins per octave
+    with at most ``CLASS_SCORE_MAX_BINS`` keys) for per-class score drift, and, when the
+    monitor is bound to a :class:`~streammetrics.monitors.reference_multiclass.MulticlassReference`
+    (``reference=``, or :meth:`use_references` per key), the ``2K + 1`` CBPE sums of its
+    predictions against it (``estimate``; see
+    :meth:`MulticlassReference.metrics <streammetrics.monitors.reference_multiclass.MulticlassReference.metrics>`).
+    The binding is not state: ``copy`` keeps it, ``to_dict``/pickling drop it (bind again
+    after loading; the sums carry the reference's fingerprint, so sums of another reference
+    are never read as this one's). Label-based part: hard-label metrics of the
     arg-max prediction (``accuracy``, ``balanced_accuracy``, ``macro_precision``,
     ``macro_recall``, ``macro_f1``, ``weighted_f1``, ``matthews_corrcoef``, ``cohen_kappa``),
     ``top_k_accuracy`` (k=2), ``log_loss``, ``roc_auc`` (one-vs-rest, macro) with
@@ -79,7 +178,8 @@ class MulticlassMonitor(Monitor):
     task = "multiclass"
     parts = ("scores",)
     fields = ("y_true", "scores", "weight")
-    migrations = {1: _migrate_v1}
+    version = 3
+    migrations = {1: _migrate_v1, 2: _migrate_v2}
     state_fields = (
         Field("count", lambda m: 0, "count", attrs="_pcount"),
         Field("prediction_weight", lambda m: 0.0, "weight", attrs="_ptotal"),
@@ -91,6 +191,13 @@ class MulticlassMonitor(Monitor):
               copy=lambda v: None if v is None else list(v), encode=lambda v, m: None if v is None else list(v),
               decode=_decode_sums),
         part("scores", lambda m: MulticlassScores(m.classes)),
+        # one label-free score histogram per class column (None: unknown, migrated state)
+        Field("class_scores", _new_class_scores, attrs="_class_scores", merge=_merge_class_scores,
+              copy=lambda v: None if v is None else [d.copy() for d in v],
+              encode=lambda v, m: None if v is None else [d.to_dict() for d in v], decode=_decode_class_scores),
+        # CBPE sums against the bound reference (see _merge_estimate)
+        Field("estimate", lambda m: None, attrs="_estimate", merge=_merge_estimate, copy=_copy_estimate,
+              encode=_encode_estimate, decode=_decode_estimate),
     )
 
     _pcount: int
@@ -98,10 +205,61 @@ class MulticlassMonitor(Monitor):
     _pweights: list
     _psums: list | None
     scores: MulticlassScores
+    _class_scores: list | None
+    _estimate: list | None
 
-    def __init__(self, classes: Sequence[Hashable]) -> None:
+    def __init__(self, classes: Sequence[Hashable], reference: Any = None) -> None:
         self.classes = MulticlassScores(classes).classes
+        self._reference: Any = None
+        self._references: Mapping[Any, Any] | None = None
         self.reset()
+        if reference is not None:
+            self.bind(reference)
+
+    # -------------------------------------------------------------- reference binding
+    def bind(self, reference: Any) -> "MulticlassMonitor":
+        """Feed the estimate sums of every later prediction against ``reference`` (a
+        ``MulticlassReference`` over the same classes; None: stop)."""
+        if reference is not None:
+            classes = getattr(reference, "classes", None)
+            if not hasattr(reference, "calibrated_row") or classes is None:
+                raise TypeError(f"reference must be a MulticlassReference, got {type(reference).__name__}")
+            if list(classes) != list(self.classes):
+                raise ValueError(f"reference classes {list(classes)!r} != monitor classes {list(self.classes)!r}")
+        self._reference, self._references = reference, None
+        return self
+
+    def use_references(self, references: Mapping[Any, Any] | None) -> "MulticlassMonitor":
+        """Bind to ``references[(model, segment)]`` of the first prediction seen (a pipeline
+        monitor holds one key); keys without a reference stay unbound."""
+        self._reference, self._references = None, references
+        return self
+
+    @property
+    def reference(self) -> Any:
+        """The bound ``MulticlassReference`` (None if unbound)."""
+        return self._reference
+
+    def _bind_key(self, event: Event) -> Any:
+        refs, self._references = self._references, None
+        ref = refs.get((event.model, event.segment)) if refs is not None else None
+        if ref is not None:
+            self.bind(ref)
+        return ref
+
+    def merge(self, other: Any) -> "MulticlassMonitor":
+        super().merge(other)
+        if self._reference is None and self._references is None:  # an empty unbound copy merging panes
+            self._reference = getattr(other, "_reference", None)
+            self._references = getattr(other, "_references", None)
+        return self
+
+    def _check_merge(self, other: Any) -> None:
+        mine, theirs = self._class_scores, other._class_scores
+        if mine is not None and theirs is not None:
+            for a, b in zip(mine, theirs):
+                a._check_mergeable(b)
+                a._check_merge(b)
 
     def _config(self) -> dict[str, Any]:
         return {"classes": self.scores._config()["classes"]}
@@ -121,29 +279,74 @@ class MulticlassMonitor(Monitor):
         s, w = event.scores, event.weight
         if s is None or len(s) != len(self.classes):
             raise ValueError(f"scores must hold {len(self.classes)} numbers aligned with the classes")
+        ref = self._reference
+        if ref is None and self._references is not None:
+            ref = self._bind_key(event)
+        columns = self._class_scores
+        if w != 1.0 and columns is not None and columns[0].total_weight + w > MAX_TOTAL_WEIGHT:
+            raise ValueError(f"weight {w!r} would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
+        pred = max(range(len(s)), key=s.__getitem__)
         self._pcount += 1
         self._ptotal += w
-        self._pweights[max(range(len(s)), key=s.__getitem__)] += w
+        self._pweights[pred] += w
         sums = self._psums
         if sums is not None:
             for i, v in enumerate(s):
                 sums[i] += w * v
+        if columns is not None:
+            if w == 1.0:
+                for d, v in zip(columns, s):
+                    d.update(v)
+            else:
+                for d, v in zip(columns, s):
+                    d.update(v, w)
+        if ref is not None:
+            est = self._estimate
+            if est is None:
+                est = self._estimate = [ref.fingerprint, 0, [0.0] * len(s), [0.0] * len(s)]
+            est[1] += 1
+            ref.feed_row(s, w, pred, est[2], est[3])
         return self
 
     def update_predictions(self, events: Sequence[Event]) -> "MulticlassMonitor":
+        if not len(events):
+            return self
         S = np.asarray([e.scores for e in events], dtype=np.float64).reshape(len(events), -1)
         if S.shape[1] != len(self.classes):
             raise ValueError(f"scores must hold {len(self.classes)} numbers aligned with the classes")
         w = batch_weights(events)
         wv = np.ones(len(events)) if w is None else w
+        ref = self._reference
+        if ref is None and self._references is not None:
+            ref = self._bind_key(events[0])
+        pred = S.argmax(axis=1)
+        if ref is not None:  # before any change: may raise
+            p = ref.calibrated(S)
+            tp = np.bincount(pred, weights=wv * p[np.arange(len(S)), pred], minlength=len(self.classes)).tolist()
+            prob = (wv @ p).tolist()
+        columns = self._class_scores
+        total = float(len(events)) if w is None else float(w.sum())
+        if columns is not None and columns[0].total_weight + total > MAX_TOTAL_WEIGHT:
+            raise ValueError(f"sample weights would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
         self._pcount += len(events)
-        self._ptotal += float(len(events)) if w is None else float(w.sum())
-        counts = np.bincount(S.argmax(axis=1), weights=wv, minlength=len(self.classes))
+        self._ptotal += total
+        counts = np.bincount(pred, weights=wv, minlength=len(self.classes))
         for i, v in enumerate(counts.tolist()):
             self._pweights[i] += v
         if self._psums is not None:
             for i, v in enumerate((wv @ S).tolist()):
                 self._psums[i] += v
+        if columns is not None:
+            for c, d in enumerate(columns):
+                d.update_many(S[:, c], w)
+        if ref is not None:
+            est = self._estimate
+            if est is None:
+                est = self._estimate = [ref.fingerprint, 0, [0.0] * len(tp), [0.0] * len(tp)]
+            est[1] += len(events)
+            for i in range(len(tp)):
+                est[2][i] += tp[i]
+                est[3][i] += prob[i]
         return self
 
     def update_outcome(self, event: Event) -> "MulticlassMonitor":

@@ -20,11 +20,18 @@ binning, or exact), built from arrays or merged from saved states. From it:
 * **estimated performance** (:mod:`streammetrics.kernels.cbpe_multiclass`, NannyML's
   multiclass CBPE): ``estimated_accuracy`` and ``estimated_macro_f1`` of score rows
   (:meth:`MulticlassReference.estimate` on arrays, or a mergeable
-  :class:`MulticlassEstimate` of ``3K + 1`` sums fed row by row).
+  :class:`MulticlassEstimate` of ``3K + 1`` sums fed row by row). A
+  :class:`~streammetrics.monitors.multiclass.MulticlassMonitor` bound to the reference
+  (``MulticlassMonitor(classes, reference=ref)``, or per key in a pipeline) keeps the same
+  sums in its declared state, fed per prediction (labelled or not): the ``K`` sums
+  ``tp`` and ``prob`` plus its own predicted-class weights and total weight, tagged with
+  :attr:`MulticlassReference.fingerprint`; :meth:`MulticlassReference.metrics` reads them
+  when the tag is the reference's and every prediction of the window was fed.
 
 A window is a ``MulticlassMonitor`` (its label-free ``predicted_weights`` for the
-predicted-class drift, its ``scores`` histograms for the per-class score drift: None while
-it holds no labelled event) or a ``MulticlassScores``.
+predicted-class drift, its label-free per-class score histograms ``class_scores``, one per
+score column over every prediction, for the per-class score drift) or a
+``MulticlassScores`` (its labelled histograms: column ``c`` is ``sum_t H[t][c]``).
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
@@ -37,6 +44,9 @@ True
 """
 from __future__ import annotations
 
+import bisect
+import hashlib
+import json
 import math
 import warnings
 from collections.abc import Hashable, Iterable, Mapping, Sequence
@@ -49,7 +59,7 @@ from streammetrics.core.exceptions import UndefinedMetricWarning
 from streammetrics.kernels import cbpe, cbpe_multiclass, drift
 from streammetrics.kernels.levels import level_bounds
 from streammetrics.metrics.multiclass_scores import MulticlassScores
-from streammetrics.monitors.reference import _json, _Levels
+from streammetrics.monitors.reference import _distribution_of, _json, _Levels
 
 __all__ = ["MULTICLASS_METRICS", "PER_CLASS_METRICS", "MulticlassEstimate", "MulticlassReference"]
 
@@ -64,6 +74,17 @@ MULTICLASS_METRICS = (
     *PER_CLASS_METRICS, "drift_predicted_psi", "drift_predicted_js",
     "estimated_accuracy", "estimated_macro_f1",
 )
+
+
+_bisect = bisect.bisect_right
+
+
+def _knots(x: np.ndarray, y: np.ndarray) -> tuple:
+    """Interpolation knots of one class's fit as Python floats, with np.interp's slopes
+    ``(y[j+1] - y[j]) / (x[j+1] - x[j])`` (0 where two knots share an x: never used)."""
+    xs, ys = x.tolist(), y.tolist()
+    slopes = [(ys[j + 1] - ys[j]) / (xs[j + 1] - xs[j]) if xs[j + 1] != xs[j] else 0.0 for j in range(len(xs) - 1)]
+    return xs, ys, slopes, xs[0], xs[-1], ys[0], ys[-1]
 
 
 def _multiclass_scores_of(obj: Any) -> MulticlassScores | None:
@@ -150,6 +171,13 @@ class MulticlassReference:
                 fit = cbpe.isotonic_fit_bins(*level_bounds(binning, keys), neg, pos)
             self.fits.append(fit)
         self._predicted = _predicted_shares(self.scores)
+        # per class (x knots, y knots, slopes, first x, last x, first y, last y) as Python
+        # floats: the per-event calibration (np.interp's arithmetic, without numpy calls)
+        self._knots = [_knots(x, y) for x, y in self.fits]
+        text = json.dumps(self.scores.to_dict(), sort_keys=True, separators=(",", ":"))
+        #: identifies the calibration that monitors' estimate sums were fed with (16 hex digits
+        #: of the SHA-256 of the reference's state): sums of another reference are not read
+        self.fingerprint = hashlib.sha256(text.encode()).hexdigest()[:16]
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -197,6 +225,42 @@ class MulticlassReference:
         """Normalised one-vs-rest calibrated probabilities of score rows."""
         return cbpe_multiclass.calibrated_rows(score_matrix, self.fits)
 
+    def _calibrate_row(self, row: Sequence[float]) -> list[float]:
+        """The one-vs-rest calibrated values of one row, not normalised (np.interp's arithmetic)."""
+        cal = []
+        for v, (xs, ys, slopes, lo, hi, ylo, yhi) in zip(row, self._knots):
+            if v <= lo:
+                cal.append(ylo)
+            elif v >= hi:
+                cal.append(yhi)
+            else:  # lo <= xs[j] <= v < xs[j + 1]: np.interp's slope * (x - xp[j]) + fp[j]
+                j = _bisect(xs, v) - 1
+                cal.append(slopes[j] * (v - xs[j]) + ys[j])
+        return cal
+
+    def calibrated_row(self, row: Sequence[float]) -> list[float]:
+        """:meth:`calibrated` of one score row in pure Python: ``np.interp`` per class,
+        clipped to the fitted range, then normalised (uniform when the calibrated values sum
+        to 0)."""
+        cal = self._calibrate_row(row)
+        total = sum(cal)
+        if total == 0:
+            return [1.0 / len(cal)] * len(cal)
+        return [c / total for c in cal]
+
+    def feed_row(self, row: Sequence[float], weight: float, pred: int, tp: list, prob: list) -> None:
+        """Add one score row (arg-max ``pred``) of weight ``weight`` to the estimate sums
+        ``tp`` and ``prob`` (see :mod:`~streammetrics.kernels.cbpe_multiclass`): the
+        per-event path, ``weight * p_c`` as ``p_c * (weight / total)`` (one division)."""
+        cal = self._calibrate_row(row)
+        total = sum(cal)
+        if total == 0:
+            cal, total = [1.0] * len(cal), float(len(cal))
+        f = weight / total
+        tp[pred] += cal[pred] * f
+        for i, c in enumerate(cal):
+            prob[i] += c * f
+
     def estimator(self) -> MulticlassEstimate:
         """An empty mergeable estimate to feed a window's rows into."""
         return MulticlassEstimate(self)
@@ -205,9 +269,26 @@ class MulticlassReference:
         """``estimated_accuracy`` and ``estimated_macro_f1`` of score rows (labels not used)."""
         return self.estimator().update_many(score_matrix, sample_weight).metrics()
 
+    def _window_columns(self, window: Any) -> list[Any] | None:
+        """The window's per-class score histograms ``(keys, weights, binning)``: a monitor's
+        label-free ``class_scores`` (every prediction), else labelled histograms when they
+        hold every prediction (a ``MulticlassScores``, or a monitor whose predictions are all
+        labelled: state migrated from version 2); None otherwise."""
+        class_scores = getattr(window, "_class_scores", None)
+        if class_scores is not None:
+            return [_distribution_of(d) for d in class_scores]
+        scores = _multiclass_scores_of(window)
+        if scores is None or scores.total_weight <= 0:
+            return None
+        if hasattr(window, "_pcount") and window.labeled != window.count:
+            return None  # labelled histograms miss the unlabelled predictions
+        binning = scores._binning
+        return [(keys, table.sum(axis=0), binning) for keys, table in scores._columns()]
+
     def drift(self, window: Any) -> dict[str, Any]:
-        """Per-class score drift (``per_class``: class -> the ``drift_*`` of its column; None
-        when the window has no scores histogram) and the predicted-class drift."""
+        """Per-class score drift (``per_class``: class -> the ``drift_*`` of its column, from
+        every prediction of a monitor; empty when the window has no prediction or no such
+        histograms) and the predicted-class drift."""
         if isinstance(window, Mapping):
             window = from_dict(window)
         scores = _multiclass_scores_of(window)
@@ -221,26 +302,40 @@ class MulticlassReference:
             "drift_predicted_js": drift.js(predicted, self._predicted),
         }
         per_class: dict[str, dict[str, float]] = {}
-        if scores is not None and scores.total_weight > 0:
-            binning = scores._binning
-            for c, (keys, table) in enumerate(scores._columns()):
-                per_class[str(self.classes[c])] = self._levels[c].drift((keys, table.sum(axis=0), binning),
-                                                                        self.psi_groups)
+        columns = self._window_columns(window)
+        if columns is not None and any(float(h[1].sum()) > 0 for h in columns):
+            for c, hist in enumerate(columns):
+                per_class[str(self.classes[c])] = self._levels[c].drift(hist, self.psi_groups)
         for name in PER_CLASS_METRICS:
             values = [row[name] for row in per_class.values()]
             out[name] = max(values) if values and not any(math.isnan(v) for v in values) else math.nan
         out["per_class"] = per_class
         return out
 
+    def monitor_estimate(self, monitor: Any) -> dict[str, float] | None:
+        """``estimated_accuracy`` / ``estimated_macro_f1`` from a ``MulticlassMonitor``'s
+        estimate sums; None unless they were fed with this reference (same
+        :attr:`fingerprint`) for every prediction the monitor counts."""
+        est = getattr(monitor, "_estimate", None)
+        if est is None or est[0] != self.fingerprint or est[1] != monitor.count:
+            return None
+        m = cbpe_multiclass.estimated_metrics(np.asarray(est[2]), np.asarray(monitor._pweights, dtype=np.float64),
+                                              np.asarray(est[3]), monitor.total_weight)
+        return {"estimated_accuracy": m["accuracy"], "estimated_macro_f1": m["macro_f1"]}
+
     def metrics(self, window: Any, estimate: MulticlassEstimate | None = None) -> dict[str, Any]:
         """Every key of :data:`MULTICLASS_METRICS` (JSON-safe, None where undefined) and
         ``per_class`` (class -> :data:`PER_CLASS_METRICS`); the estimates come from
-        ``estimate`` (None: null, a window state holds no joint rows)."""
+        ``estimate``, else from a monitor's estimate sums (:meth:`monitor_estimate`), else
+        null (a ``MulticlassScores`` state holds no joint calibrated rows)."""
+        if isinstance(window, Mapping):
+            window = from_dict(window)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UndefinedMetricWarning)
             out = self.drift(window)
-            est = estimate.metrics() if estimate is not None else {
-                "estimated_accuracy": math.nan, "estimated_macro_f1": math.nan}
+            est = estimate.metrics() if estimate is not None else self.monitor_estimate(window)
+            if est is None:
+                est = {"estimated_accuracy": math.nan, "estimated_macro_f1": math.nan}
         out.update(est)
         result: dict[str, Any] = {k: _json(float(out[k])) for k in MULTICLASS_METRICS}
         result["per_class"] = {c: {k: _json(float(v)) for k, v in row.items()} for c, row in out["per_class"].items()}

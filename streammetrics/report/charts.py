@@ -262,8 +262,10 @@ def metric_lines(history: KeyHistory, chart_id: str, kind: str, title: str, metr
     return _chart(fig, chart_id, kind, title, size, caption)
 
 
-def class_lines(history: KeyHistory, chart_id: str, kind: str, metric: str, *, size: str = "half") -> Chart | None:
-    """Per-class ``metric`` over the windows; with many classes the lowest-latest ones only."""
+def class_lines(history: KeyHistory, chart_id: str, kind: str, metric: str, *, size: str = "half",
+                highest: bool = False) -> Chart | None:
+    """Per-class ``metric`` over the windows; with many classes the lowest-latest ones only
+    (``highest``: the highest-latest, e.g. drift)."""
     classes = history.classes
     if not classes:
         return None
@@ -271,9 +273,12 @@ def class_lines(history: KeyHistory, chart_id: str, kind: str, metric: str, *, s
     shown = classes
     caption = ""
     if len(classes) > MAX_CLASS_LINES:
-        last = {c: next((v for v in reversed(s) if not math.isnan(v)), math.inf) for c, s in series.items()}
+        sign = -1.0 if highest else 1.0
+        last = {c: sign * next((v for v in reversed(s) if not math.isnan(v)), sign * math.inf)
+                for c, s in series.items()}
         shown = sorted(classes, key=lambda c: last[c])[:MAX_CLASS_LINES]
-        caption = f"the {MAX_CLASS_LINES} classes with the lowest latest {metric} of {len(classes)}"
+        caption = (f"the {MAX_CLASS_LINES} classes with the {'highest' if highest else 'lowest'} latest {metric} "
+                   f"of {len(classes)}")
     x = _mids(history)
     span = smoothing_span(len(x))
     caption = "; ".join(filter(None, [caption, _smoothing_caption(span)]))
@@ -640,6 +645,14 @@ def drift_chart(history: KeyHistory, chart_id: str) -> Chart | None:
                         caption=_band_caption(history, "drift_ks_low", "drift_ks_high", "KS"))
 
 
+def class_drift(history: KeyHistory, chart_id: str) -> Chart | None:
+    """Per-class score drift (KS of each class's score column, every prediction, against the
+    reference's) per window: multiclass keys with ``--reference``. None without it."""
+    if not any(not math.isnan(v) for c in history.classes for v in history.class_series(c, "drift_ks")):
+        return None
+    return class_lines(history, chart_id, "class-drift", "drift_ks", highest=True)
+
+
 #: estimated metric -> the realised one drawn beside it
 ESTIMATED = {"estimated_roc_auc": "roc_auc", "estimated_accuracy": "accuracy", "estimated_f1": "f1",
              "estimated_precision": "precision", "estimated_recall": "recall",
@@ -709,7 +722,8 @@ CHARTS: dict[str, tuple[tuple[str, ChartFunction], ...]] = {
                ("reliability", reliability)),
     "multiclass": (("quality", multiclass_quality), ("class-recall", class_recall),
                    ("class-precision", class_precision), ("loss", multiclass_loss), ("count", events_bars_small),
-                   ("confusion", confusion), ("drift", drift_chart), ("estimated", estimated_chart)),
+                   ("confusion", confusion), ("drift", drift_chart), ("class-drift", class_drift),
+                   ("estimated", estimated_chart)),
     "labels": (("quality", labels_quality), ("class-recall", class_recall), ("class-precision", class_precision),
                ("count", events_bars), ("confusion", confusion_half)),
     "regression": (("errors", regression_errors), ("r2", regression_r2), ("count", events_bars)),
@@ -723,7 +737,7 @@ _GENERIC = (*_GENERIC, ("label-arrival", label_arrival))
 #: chart kinds drawn from the monitor state (none without it)
 NEEDS_STATE = frozenset({"roc", "pr", "confusion", "reliability"})
 #: chart kinds drawn only for keys whose snapshots carry these metrics (``--reference``)
-NEEDS_REFERENCE = {"drift": ("drift_ks", "drift_psi", "drift_js", "drift_predicted_psi"),
+NEEDS_REFERENCE = {"drift": ("drift_ks", "drift_psi", "drift_js", "drift_predicted_psi"), "class-drift": ("drift_ks",),
                    "estimated": tuple(ESTIMATED), "reliability": ("ece",)}
 #: chart kinds drawn only for keys with delayed labels (:attr:`KeyHistory.delayed_labels`)
 NEEDS_DELAYED_LABELS = frozenset({"label-arrival"})

@@ -130,12 +130,28 @@ class PipelineConfig:
         from streammetrics.monitors import make_monitor
 
         task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
+        refs = self.references if task == "multiclass" else None  # per-event CBPE sums (--reference)
 
         def factory() -> Any:
-            return make_monitor(task, threshold=threshold, classes=classes, labels=labels)
+            monitor: Any = make_monitor(task, threshold=threshold, classes=classes, labels=labels)
+            return monitor if refs is None else monitor.use_references(refs)  # a MulticlassMonitor
 
         factory()
         return factory
+
+    def monitor_loader(self) -> Callable[[Mapping[str, Any]], Any] | None:
+        """Rebuilds checkpointed monitors bound to their key's reference (multiclass
+        ``--reference``: the binding is not state); None: plain ``from_dict``."""
+        if self.task != "multiclass" or self.references is None:
+            return None
+        from streammetrics.core.accumulator import from_dict
+
+        refs = self.references
+
+        def load(data: Mapping[str, Any]) -> Any:
+            return from_dict(data).use_references(refs)  # type: ignore[attr-defined]  # a MulticlassMonitor
+
+        return load
 
     def parser(self) -> EventParser:
         return EventParser(self.task, classes=self.labels if self.task == "labels" else self.classes,
@@ -233,7 +249,8 @@ class Pipeline:
             c.monitor_factory(), c.window, c.slide, c.grace, c.idle_close or None,
             cumulative=c.cumulative, include_state=c.include_state, batch=c.batch, max_pending=c.max_pending,
             event_codec=EVENT_CODEC, clock=idle_clock, max_future=c.max_future, wall_clock=wall_clock,
-            max_keys=c.max_keys, extra_metrics=c.extra_metrics(), shared_watermark=c.shared_watermark,
+            max_keys=c.max_keys, extra_metrics=c.extra_metrics(), monitor_loader=c.monitor_loader(),
+            shared_watermark=c.shared_watermark,
         )
         self._parse: Callable[[Any], Any] = self.parser.parse  # Event, Label or Rejection
         self._fast = self.parser.fast_decode  # msgspec's decoder, or None (PipelineConfig.fast_json)

@@ -115,3 +115,67 @@ def test_healthz_turns_unhealthy_when_the_loop_is_stuck_or_failed():
         assert get(server.port, "/healthz")[0] == 503
     finally:
         server.stop()
+
+
+def test_multiclass_reference_gauges_estimates_and_per_class_drift():
+    """A multiclass --reference snapshot exports estimated_accuracy / estimated_macro_f1 and
+    each class's drift as metric="drift_ks[CLASS]"; past MAX_CLASS_GAUGES classes the rest
+    are counted, not exported."""
+    import json as _json
+
+    import numpy as np
+
+    from consumers.observability import MAX_CLASS_GAUGES
+    from streammetrics.monitors.reference_multiclass import MulticlassReference
+    from streammetrics.stream.pipeline import Pipeline, PipelineConfig
+
+    rng = np.random.default_rng(0)
+    classes = ["a", "b", "c"]
+    s = rng.dirichlet([1, 1, 1], 300)
+    ref = MulticlassReference.from_arrays(np.array(classes)[s.argmax(axis=1)], s, classes=classes)
+    pipe = Pipeline(PipelineConfig(task="multiclass", classes=classes, window=60.0, references={("m", ""): ref}))
+    for i, row in enumerate(rng.dirichlet([3, 1, 1], 100)):
+        pipe.process(_json.dumps({"ts": 1767225600 + i * 0.5, "model": "m", "y_true": "a", "scores": row.tolist()}))
+    (snap,) = pipe.flush()
+    metrics = ServiceMetrics()
+    metrics.observe_snapshot(snap)
+    text = metrics.render().decode()
+    for name in ("estimated_accuracy", "estimated_macro_f1", "drift_ks", "drift_ks[a]", "drift_js[c]"):
+        assert f'streammetrics_window_metric{{metric="{name}",model="m",segment=""}}' in text, name
+    wide = {"final": True, "key": {"model": "w", "segment": ""}, "window": {"start": 0, "end": 60}, "count": 1,
+            "metrics": {"per_class": {f"k{i}": {"drift_ks": 0.1, "drift_psi": 0.2}
+                                      for i in range(MAX_CLASS_GAUGES + 6)}}}
+    metrics.observe_snapshot(wide)
+    text = metrics.render().decode()
+    assert "streammetrics_class_gauges_skipped_total 6.0" in text
+    assert text.count('metric="drift_ks[k') == MAX_CLASS_GAUGES
+
+
+def gauge(metrics: ServiceMetrics, name: str, model: str = "m") -> float | None:
+    prefix = f'streammetrics_window_metric{{metric="{name}",model="{model}",segment=""}} '
+    values = [line[len(prefix):] for line in metrics.render().decode().splitlines() if line.startswith(prefix)]
+    return float(values[0]) if values else None
+
+
+def revision(end: int, final: bool, **metrics: float) -> dict:
+    return {"final": final, "key": {"model": "m", "segment": ""}, "window": {"start": end - 60, "end": end},
+            "count": 10, "metrics": metrics}
+
+
+def test_label_free_gauges_follow_first_revisions_and_label_based_ones_final_snapshots():
+    """With delayed labels, drift and estimated performance are what teams watch for days before
+    a window is final: they are exported from revision 0 on; realised metrics only once final;
+    a late revision of an older window moves no gauge back in time."""
+    metrics = ServiceMetrics()
+    metrics.observe_snapshot(revision(60, False, drift_ks=0.3, estimated_accuracy=0.8, accuracy=0.5))
+    assert gauge(metrics, "drift_ks") == 0.3 and gauge(metrics, "estimated_accuracy") == 0.8
+    assert gauge(metrics, "accuracy") is None  # partial labels: not exported
+    metrics.observe_snapshot(revision(120, False, drift_ks=0.4, estimated_accuracy=0.7, accuracy=0.1))
+    metrics.observe_snapshot(revision(60, True, drift_ks=0.3, estimated_accuracy=0.8, accuracy=0.9))
+    assert gauge(metrics, "drift_ks") == 0.4 and gauge(metrics, "estimated_accuracy") == 0.7  # the newer window's
+    assert gauge(metrics, "accuracy") == 0.9  # the newest final window's
+    assert 'streammetrics_window_end_seconds{model="m",segment=""} 120.0' in metrics.render().decode()
+    metrics.observe_snapshot(revision(120, True, drift_ks=0.4, accuracy=0.6))  # estimate now null: series removed
+    assert gauge(metrics, "accuracy") == 0.6 and gauge(metrics, "estimated_accuracy") is None
+    metrics.observe_snapshot(revision(180, False, accuracy=0.2))  # no label-free metric, not final: nothing
+    assert gauge(metrics, "accuracy") == 0.6 and gauge(metrics, "drift_ks") == 0.4

@@ -213,3 +213,15 @@ def test_known_values():
         assert drift.ks(a, b) == ks_2samp(x, y).statistic == pytest.approx(0.5)
         assert drift.wasserstein(keys, a, b) == pytest.approx(wasserstein_distance(x, y))
     random.seed(0)
+
+
+def test_ks_of_fractional_weights_with_an_integral_total_is_not_snapped():
+    """Weights 0.5 summing to an integer are not counts: the statistic is that of the rows
+    repeated in proportion (scipy on them), not rounded to 1 / lcm of the weight totals."""
+    a = np.array([0.0, 0.5, 1.0, 0.5])  # total 2.0, not counts
+    b = np.array([1.0, 1.0, 1.0, 0.0])
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    rows_a = np.repeat(x, (2 * a).astype(int))
+    rows_b = np.repeat(x, (2 * b).astype(int))
+    assert drift.ks(a, b) == pytest.approx(ks_2samp(rows_a, rows_b).statistic, abs=1e-12)
+    assert drift.ks(a, b) == pytest.approx(5 / 12, abs=1e-12)  # snapped to 1/6 it would be 1/3 or 1/2

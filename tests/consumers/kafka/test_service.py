@@ -196,14 +196,29 @@ def stop(proc: subprocess.Popen) -> str:
 
 
 def _run_until_caught_up(cmd, bootstrap, output, n_expected, timeout=90.0):
+    """Run ``cmd`` until ``output`` holds ``n_expected`` windows and the process has been assigned
+    its partitions (so it is consuming, not still starting up: the snapshots may all be there
+    already from an earlier run), then SIGTERM it and check it exits cleanly."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    lines: list[bytes] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")), daemon=True)
+    reader.start()
     try:
-        wait_for(lambda: len(snapshots_by_key(read_topic(bootstrap, output, 5))) >= n_expected
-                 or proc.poll() is not None, timeout, "snapshots")
-        assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
+        wait_for(lambda: (len(snapshots_by_key(read_topic(bootstrap, output, 5))) >= n_expected
+                          and any(b"assigned " in line for line in lines)) or proc.poll() is not None,
+                 timeout, "snapshots and a partition assignment")
+        assert proc.poll() is None, b"".join(lines).decode()[-3000:]
         time.sleep(1.5)  # a last checkpoint
     finally:
-        out = stop(proc)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise AssertionError("the service did not stop within 30 s of SIGTERM") from None
+        reader.join(timeout=10)
+    out = b"".join(lines).decode()
     assert proc.returncode == 0, out[-3000:]
     return out
 
