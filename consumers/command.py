@@ -167,7 +167,7 @@ def build_merge_stage(config: ServiceConfig, consumer: Any, service: MetricsServ
                       store=codec if config.state_dir else None, changelog=changelog,
                       checkpoint_interval=config.checkpoint_interval, delivery_timeout=config.delivery_timeout,
                       commit_timeout=config.commit_timeout,
-                      encode=lambda snap: service.snapshot_value(snap, snapshot_key(snap)))
+                      encode=lambda snap: service.snapshot_value(snap, snapshot_key(snap)), metrics=service.metrics)
 
 
 def run_consume(args: Any) -> int:

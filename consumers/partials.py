@@ -320,7 +320,7 @@ class MergeStage:
                  make_merger: Callable[[], Merger], codec: Any, store: Any = None, changelog: Any = None,
                  checkpoint_interval: float = 1.0, delivery_timeout: float = 10.0, commit_timeout: float = 5.0,
                  encode: Callable[[dict[str, Any]], bytes | None] | None = None,
-                 listener: Callable[[Any, Any], Any] | None = None) -> None:
+                 listener: Callable[[Any, Any], Any] | None = None, metrics: Any = None) -> None:
         self.consumer, self.producer = consumer, producer
         self.partials_topic, self.output_topic, self.sources = partials_topic, output_topic, sources
         self.make_merger, self.codec, self.store, self.changelog = make_merger, codec, store, changelog
@@ -328,6 +328,8 @@ class MergeStage:
         self.delivery_timeout, self.commit_timeout = delivery_timeout, commit_timeout
         self.encode = encode or (lambda snap: snapshot_line(snap).encode())
         self._listener = listener
+        #: the service's :class:`~consumers.observability.ServiceMetrics` (None: not exported)
+        self.metrics = metrics
         self.parts: dict[Any, _MergePart] = {}
         self.failure: str | None = None
         self.counts = {"records": 0, "published": 0, "checkpoints": 0}
@@ -427,16 +429,31 @@ class MergeStage:
                     continue
                 if part.saved_offset is None:
                     part.saved_offset = rec.offset  # the empty merge state is consistent before it
+                before = dict(part.merger.counts) if self.metrics is not None else None
                 for snap in part.merger.apply(rec.value):
                     value = self.encode(snap)
                     if value is not None:
                         self._send(snapshot_key(snap), value)
+                        if self.metrics is not None:
+                            self.metrics.observe_snapshot(snap)
+                if before is not None:
+                    self._count(before, part.merger.counts)
                 part.next_offset = rec.offset + 1
                 applied += 1
         self.counts["records"] += applied
         if time.monotonic() - self._last_checkpoint >= self.checkpoint_interval:
             self.checkpoint()
         return applied
+
+    def _count(self, before: dict[str, int], after: dict[str, int]) -> None:
+        metrics = self.metrics
+        for outcome, name in (("partials", "partial"), ("watermarks", "watermark"), ("replayed", "replayed"),
+                              ("dropped", "dropped"), ("malformed", "malformed")):
+            if after[outcome] != before[outcome]:
+                metrics.merge_records.labels(name).inc(after[outcome] - before[outcome])
+        if after["evicted"] != before["evicted"]:
+            metrics.merge_evicted.inc(after["evicted"] - before["evicted"])
+        metrics.merge_windows.set(self.open_windows())
 
     def _send(self, key: bytes, value: bytes) -> None:
         self._inflight.append(self.producer.send(self.output_topic, key=key, value=value))

@@ -877,8 +877,12 @@ class MetricsService:
             for flag in ("state_coarsened", "state_dropped", "metrics_truncated"):
                 if snap.get(flag):  # degraded by the pipeline to fit max_snapshot_bytes
                     self.metrics.oversized_snapshots.labels(flag).inc()
-            self.metrics.observe_snapshot(snap)
-            self.counts["snapshots"] += 1
+            if partitioned:  # a partial: the merge stage publishes (and observes) the snapshot
+                self.metrics.partials.inc()
+                self.counts["partials"] = self.counts.get("partials", 0) + 1
+            else:
+                self.metrics.observe_snapshot(snap)
+                self.counts["snapshots"] += 1
             published += 1
         return published
 

@@ -216,10 +216,14 @@ def test_service_sources_and_merge_stage_crash_and_restore_equal_sklearn(tmp_pat
         codec = CheckpointStore(str(tmp_path / "merge"), "g-merge", config.partials_topic, {"sources": 3})
         stage = MergeStage(consumer=FakeConsumer(cluster, "merge"), producer=FakeProducer(cluster),
                            partials_topic=config.partials_topic, output_topic="out", sources=3,
-                           make_merger=lambda: Merger(3), codec=codec, store=codec, checkpoint_interval=0.0)
+                           make_merger=lambda: Merger(3), codec=codec, store=codec, checkpoint_interval=0.0,
+                           metrics=metrics)
         stage.consumer.subscribe([config.partials_topic], listener=FakeListener(stage._assign, stage._revoke))
         return stage
 
+    from consumers.observability import ServiceMetrics
+
+    metrics = ServiceMetrics()
     src, stage = source(), merge()
     for i in range(400):
         src.poll_once(timeout_ms=0)
@@ -234,6 +238,11 @@ def test_service_sources_and_merge_stage_crash_and_restore_equal_sklearn(tmp_pat
     published = [json.loads(r.value) for r in cluster.records("out")]
     check_final(published, events)
     assert stage.counts["published"] > 0 and any(s["revision"] > 0 for s in published)
+    value = metrics.registry.get_sample_value
+    assert value("streammetrics_snapshots_total") == len(published)  # merged snapshots, not partials
+    assert value("streammetrics_merge_records_total", {"outcome": "partial"}) > 0
+    assert value("streammetrics_merge_records_total", {"outcome": "watermark"}) > 0
+    assert value("streammetrics_merge_windows") == 0
 
 
 def test_a_partition_without_events_does_not_hold_the_merge_back(tmp_path) -> None:
