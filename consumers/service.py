@@ -187,6 +187,9 @@ class ServiceConfig:
         if self.partitioned:
             if self.cumulative:
                 raise ValueError("--cumulative is not supported with --partitioning any")
+            if not self.changelog_topic and not self.state_dir:
+                raise ValueError("--partitioning any keeps the merge stage's state in a changelog topic or under "
+                                 "--state-dir: give one of them (not --changelog-topic '' without --state-dir)")
             if not self.partials_topic:
                 self.partials_topic = f"{self.group_id}-{self.topic}-partials"
 
