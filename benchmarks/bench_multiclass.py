@@ -2,15 +2,18 @@
 
     python benchmarks/bench_multiclass.py [--quick] [--repeat N]
 
-* per event: ``MulticlassScores.update`` (K = 5, probability rows as lists) next to river's
-  ``CrossEntropy.update`` (dict rows) and river's equivalent of what it keeps, CrossEntropy
-  plus one ``ROCAUC`` per class (one-vs-rest; river has no multiclass AUC), interleaved;
+* per event: ``MulticlassScores.update`` (K = 5 and 50, probability rows as lists) next to
+  river's ``CrossEntropy.update`` (dict rows) and river's equivalent of what it keeps,
+  CrossEntropy plus one ``ROCAUC`` per class (one-vs-rest; river has no multiclass AUC),
+  interleaved, in CPU time, with the ratio (issue 12 point 4: at least 1);
+* state size: a MulticlassMonitor's JSON state after 10,000 events, K = 2 ... 200;
 * batch: ``MulticlassScores.update_many`` and ``MultilabelScores.update_many`` throughput,
   and ``sklearn.metrics.roc_auc_score`` (OvR and OvO) on the same arrays for reference;
 * accuracy: default-bins ROC AUC (OvR macro/weighted, OvO, micro; multilabel macro/micro)
   against scikit-learn's exact value, the guaranteed bounds, and the JSON state size.
 
-Each timing is the best of ``--repeat`` runs (the machine is shared).
+Each timing is the best of ``--repeat`` runs (the machine is shared; per-event timings are
+CPU time of this process, ``time.process_time``).
 """
 from __future__ import annotations
 
@@ -40,18 +43,9 @@ def softmax_stream(rng, n: int, k: int, signal: float = 1.5):
     return y, p / p.sum(axis=1, keepdims=True)
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
-    parser.add_argument("--repeat", type=int, default=None, help="runs per timing (best is kept)")
-    args = parser.parse_args(argv)
-    n_events = 20_000 if args.quick else 200_000
-    n_batch = 100_000 if args.quick else 1_000_000
-    repeat = args.repeat or (2 if args.quick else 3)
-    rng = np.random.default_rng(42)
-    k = 5
-
-    # ------------------------------------------------------------------ per event
+def per_event(rng, k: int, n_events: int, repeat: int) -> None:
+    """CPU time per event of MulticlassScores.update and river's equivalent, interleaved,
+    and their ratio (river's time / ours: above 1 means ours is faster)."""
     y, p = softmax_stream(rng, n_events, k)
     yl, pl = y.tolist(), p.tolist()
     pd_rows = [dict(enumerate(r)) for r in pl]
@@ -82,7 +76,7 @@ def main(argv=None) -> None:
                 p_c = row[c]
                 auc.update(t == c, {True: p_c, False: 1.0 - p_c})
 
-    print(f"per event, K={k}, {n_events} events, best of {repeat} interleaved rounds")
+    print(f"per event, K={k}, {n_events} events, CPU time, best of {repeat} interleaved rounds")
     try:
         import river  # noqa: F401
 
@@ -94,12 +88,49 @@ def main(argv=None) -> None:
     times = {name: float("inf") for name in runs}
     for _ in range(repeat):
         for name, fn in runs.items():
-            start = time.perf_counter()
+            start = time.process_time()
             fn()
-            times[name] = min(times[name], time.perf_counter() - start)
+            times[name] = min(times[name], time.process_time() - start)
     t_ours = times["MulticlassScores.update"]
     for name, t in times.items():
-        print(f"  {name:<32} {1e6 * t / n_events:7.2f} us/event  {t / t_ours:5.2f}x ours' time")
+        print(f"  {name:<32} {1e6 * t / n_events:8.2f} us/event  {t / t_ours:6.2f}x ours' time")
+    if "river CrossEntropy + K x ROCAUC" in times:
+        ratio = times["river CrossEntropy + K x ROCAUC"] / t_ours
+        print(f"  ratio river CE + K x ROCAUC / MulticlassScores.update (CPU): {ratio:.2f} "
+              f"({'ours faster' if ratio >= 1 else 'river faster'})")
+
+
+def state_sizes(rng, n: int = 10_000) -> None:
+    """JSON size of a MulticlassMonitor after n events of K classes (default budget)."""
+    print(f"state size of a MulticlassMonitor after {n} events (default max_bins / max_exact)")
+    for k in (2, 10, 50, 100, 200):
+        y, p = softmax_stream(rng, n, k)
+        mon = sm.MulticlassMonitor(list(range(k)))
+        mon.update_many([{"y_true": int(t), "scores": row} for t, row in zip(y, p.tolist())])
+        scores = mon.scores
+        entries = sum(len(h) for h in scores._hist_list())
+        obinning, sides = scores._ovr_view()
+        ovr = sum(len(h) for side in sides for h in side)
+        print(f"  K={k:3d}  monitor {len(json.dumps(mon.to_dict())) / 1024:6.1f} KiB, MulticlassScores "
+              f"{len(json.dumps(scores.to_dict())) / 1024:6.1f} KiB: pair entries {entries:6d} "
+              f"(bins_per_octave {scores.bins_per_octave}), one-vs-rest entries {ovr:6d} "
+              f"(bins_per_octave {None if obinning.exact else obinning.per_octave})")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
+    parser.add_argument("--repeat", type=int, default=None, help="runs per timing (best is kept)")
+    args = parser.parse_args(argv)
+    n_events = 20_000 if args.quick else 200_000
+    n_batch = 100_000 if args.quick else 1_000_000
+    repeat = args.repeat or (2 if args.quick else 3)
+    rng = np.random.default_rng(42)
+    k = 5
+
+    # ------------------------------------------------------------------ per event
+    for k_event, n_k in ((5, n_events), (50, n_events // 10)):
+        per_event(rng, k_event, n_k, repeat)
 
     # ------------------------------------------------------------------ batches
     yb, pb = softmax_stream(rng, n_batch, k)
@@ -115,6 +146,8 @@ def main(argv=None) -> None:
     S = np.clip(0.35 * Y + rng.random(Y.shape) * 0.65, 0.0, 1.0)
     t_ml = best_of(repeat, lambda: sm.MultilabelScores(n_labels).update_many(Y, S))
     print(f"  MultilabelScores.update_many   {len(Y) / t_ml / 1e6:7.2f} M events/s (L={n_labels})")
+
+    state_sizes(rng, 2_000 if args.quick else 10_000)
 
     # ------------------------------------------------------------------ accuracy
     print("accuracy of the default bins (exact value from scikit-learn)")

@@ -33,11 +33,17 @@ below; change them process-wide with :func:`set_limits`.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import math
 from typing import Any, Callable, Iterator, Mapping
 
-__all__ = ["Field", "KINDS", "StateLimits", "LIMITS", "set_limits", "check_json_shape", "describe"]
+import numpy as np
+
+__all__ = ["Field", "KINDS", "StateLimits", "LIMITS", "set_limits", "check_json_shape", "describe",
+           "pack_uints", "unpack_uints", "zigzag", "unzigzag", "pack_floats", "unpack_floats",
+           "to_base64", "from_base64"]
 
 
 @dataclasses.dataclass
@@ -305,3 +311,105 @@ def decode_list(raw: Any, item: str, n: int | None = None) -> list:
         except ValueError as exc:
             raise ValueError(f"[{i}] {exc}") from None
     return out
+
+
+# ----------------------------------------------------------------------------- packed arrays
+# Large integer and float arrays travel inside the JSON-safe dicts as base64 text of a packed
+# form (issue 12, "small on the wire"): unsigned ints as LEB128 varints (7 bits a byte, high
+# bit set on every byte but the last: 1 byte below 128, at most 10 for 64 bits), signed ints
+# zig-zag mapped first (0, -1, 1, -2, ... -> 0, 1, 2, 3, ...), floats as little-endian float64.
+# Decoders take the number of values expected and check the text's length against it
+# before decoding anything, so a hostile dict cannot make them allocate more than a small
+# multiple of the expected size.
+
+_VARINT_MAX = 10  # bytes of a 64-bit varint
+
+
+def pack_uints(values: Any) -> bytes:
+    """LEB128 varints of non-negative ints (vectorised). ``pack_uints([1, 300]) == b'\\x01\\xac\\x02'``."""
+    v = np.asarray(values, dtype=np.uint64).reshape(-1)
+    if not len(v):
+        return b""
+    n = np.ones(len(v), dtype=np.int64)
+    for j in range(1, _VARINT_MAX):
+        n += v >= np.uint64(1 << (7 * j))
+    ends = np.cumsum(n)
+    starts = ends - n
+    out = np.empty(int(ends[-1]), dtype=np.uint8)
+    for j in range(int(n.max())):
+        rows = np.flatnonzero(n > j)
+        byte = (v[rows] >> np.uint64(7 * j)) & np.uint64(0x7F)
+        more = (n[rows] > j + 1).astype(np.uint64) << np.uint64(7)
+        out[starts[rows] + j] = (byte | more).astype(np.uint8)
+    return out.tobytes()
+
+
+def unpack_uints(data: bytes, count: int, name: str = "values") -> np.ndarray:
+    """Inverse of :func:`pack_uints`: exactly ``count`` canonical varints (no padding
+    bytes, none longer than needed, each below 2**64) as uint64, else ``ValueError``."""
+    if len(data) > count * _VARINT_MAX or len(data) < count:
+        raise ValueError(f"{name}: {len(data)} bytes cannot hold {count} varints")
+    b = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(b < 0x80)
+    if len(ends) != count or (count and ends[-1] != len(b) - 1):
+        raise ValueError(f"{name}: expected {count} varints, found {len(ends)} (or a truncated one)")
+    out = np.zeros(count, dtype=np.uint64)
+    if not count:
+        return out
+    starts = np.empty(count, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    n = ends - starts + 1
+    if n.max() > _VARINT_MAX or ((n > 1) & (b[ends] == 0)).any():
+        raise ValueError(f"{name}: a varint is longer than needed or than 10 bytes")
+    if ((n == _VARINT_MAX) & (b[ends] > 1)).any():
+        raise ValueError(f"{name}: a varint exceeds 64 bits")
+    for j in range(int(n.max())):
+        rows = np.flatnonzero(n > j)
+        out[rows] |= (b[starts[rows] + j].astype(np.uint64) & np.uint64(0x7F)) << np.uint64(7 * j)
+    return out
+
+
+def zigzag(values: Any) -> np.ndarray:
+    """Signed int64 -> uint64, small magnitudes to small codes: ``(v << 1) ^ (v >> 63)``."""
+    v = np.asarray(values, dtype=np.int64)
+    return ((v << np.int64(1)) ^ (v >> np.int64(63))).view(np.uint64)
+
+
+def unzigzag(codes: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`zigzag` (uint64 -> int64)."""
+    u = np.asarray(codes, dtype=np.uint64)
+    return (u >> np.uint64(1)).view(np.int64) ^ -(u & np.uint64(1)).view(np.int64)
+
+
+def pack_floats(values: Any) -> bytes:
+    """Little-endian float64 bytes."""
+    return np.asarray(values, dtype="<f8").tobytes()
+
+
+def unpack_floats(data: bytes, count: int, name: str = "values") -> np.ndarray:
+    """Inverse of :func:`pack_floats`: ``count`` finite floats, else ``ValueError``."""
+    if len(data) != 8 * count:
+        raise ValueError(f"{name}: {len(data)} bytes are not {count} float64 values")
+    out = np.frombuffer(data, dtype="<f8").astype(np.float64)
+    if not np.isfinite(out).all():
+        raise ValueError(f"{name}: holds a value that is not finite")
+    return out
+
+
+def to_base64(data: bytes) -> str:
+    """Standard base64 text (with padding) of ``data``."""
+    return base64.b64encode(data).decode("ascii")
+
+
+def from_base64(text: Any, max_bytes: int, name: str = "values") -> bytes:
+    """The bytes of base64 ``text``; ``ValueError`` unless it is a str of valid base64
+    decoding to at most ``max_bytes`` bytes (the length is checked before decoding)."""
+    if not isinstance(text, str):
+        raise ValueError(f"{name} must be a base64 string, got {describe(text)}")
+    if len(text) > 4 * ((max_bytes + 2) // 3):
+        raise ValueError(f"{name}: {len(text)} base64 characters exceed the {max_bytes} bytes expected at most")
+    try:
+        return base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        raise ValueError(f"{name} is not valid base64") from None

@@ -34,11 +34,16 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-__all__ = ["Binning", "LogGridBinning", "ExactBinning", "make_binning", "binning_from_config"]
+__all__ = ["Binning", "LogGridBinning", "ExactBinning", "make_binning", "binning_from_config", "MAX_OCTAVES"]
 
 _MASK = 0x7FFF_FFFF_FFFF_FFFF  # clears the sign bit (maps -0.0 to +0.0)
 _DBL_MAX = 1.7976931348623157e308
 _CHUNK = 1 << 15  # batch work is done in cache-sized blocks
+_ROUND52 = (1 << 52) - 1
+_INF_BITS = 0x7FF0_0000_0000_0000
+#: the coarsest grid's bins span this many octaves (``x`` in ``(0, 2]`` is one bin: inside
+#: [0, 1] its keys are 0.0, (0, 0.5), [0.5, 1) and 1.0; 8 keys in all)
+MAX_OCTAVES = 1 << 10
 
 
 class Binning:
@@ -102,19 +107,26 @@ class LogGridBinning(Binning):
     kind = "log_grid"
     exact = False
 
-    def __init__(self, bins: int = 64) -> None:
+    def __init__(self, bins: int = 64, octaves: int = 1) -> None:
         if type(bins) is not int:
             raise TypeError(f"bins must be an int (bins per octave), got {bins!r}")
         if not 1 <= bins <= 1 << 20 or bins & (bins - 1):
             raise ValueError(f"bins must be a power of two between 1 and 2**20, got {bins!r}")
+        if type(octaves) is not int or not 1 <= octaves <= MAX_OCTAVES or octaves & (octaves - 1):
+            raise ValueError(f"octaves must be a power of two between 1 and {MAX_OCTAVES}, got {octaves!r}")
+        if octaves > 1 and bins > 1:
+            raise ValueError("a bin spans several octaves only on the grid with 1 bin per octave")
         self.bins = bins
+        self.octaves = octaves
         m = bins.bit_length() - 1
-        self._shift = shift = 52 - m
+        j = octaves.bit_length() - 1
+        self._shift = shift = 52 - m + j
         self._round = rnd = (1 << shift) - 1
-        self._half = 1022 << m  # up(0.5)
+        self._half = -(-(1022 << m) >> j)  # up(0.5) = ceil(2**52 * 1022 / 2**shift)
         self._c = c = 2 * self._half + 1  # key of 1.0
-        self.min_key = -(2047 << m)
-        self.max_key = c + (2047 << m)
+        top = -(-(2047 << m) >> j)  # up(largest finite float)
+        self.min_key = -top
+        self.max_key = c + top
         pack = struct.Struct("<d").pack
         unpack = struct.Struct("<q").unpack
         mask = _MASK
@@ -130,6 +142,16 @@ class LogGridBinning(Binning):
             return -((unpack(pack(-s))[0] + rnd) >> shift)
 
         self.key = key
+
+    @property
+    def per_octave(self) -> float:
+        """Bins per octave: ``bins``, or ``1 / octaves`` when a bin spans several octaves."""
+        return self.bins if self.octaves == 1 else 1.0 / self.octaves
+
+    def config(self) -> dict[str, Any]:
+        if self.octaves == 1:
+            return {"bins": self.bins, "exact": False}
+        return {"bins": self.bins, "exact": False, "octaves": self.octaves}
 
     # ------------------------------------------------------------------ batches
     def keys(self, scores: np.ndarray) -> np.ndarray:
@@ -148,8 +170,14 @@ class LogGridBinning(Binning):
         """up(x) in place on a float64 array of non-negative values (returned as int64 view)."""
         b = x.view(np.int64)
         b &= _MASK
-        b += self._round
-        b >>= self._shift
+        if self._shift <= 52:
+            b += self._round
+            b >>= self._shift
+        else:  # in two steps: bits + 2**shift - 1 could overflow int64 (ceil of a ceil)
+            b += _ROUND52
+            b >>= 52
+            b += self.octaves - 1
+            b >>= self._shift - 52
         return b
 
     def _keys_unit(self, s: np.ndarray, out: np.ndarray) -> None:
@@ -183,7 +211,9 @@ class LogGridBinning(Binning):
     # ------------------------------------------------------------------ inverse
     def _edge(self, up: np.ndarray) -> np.ndarray:
         """Upper edge of the x-bin ``up`` (the bins are ``(edge(up - 1), edge(up)]``)."""
-        return (np.asarray(up, dtype=np.int64) << self._shift).view(np.float64)
+        # in uint64 (below 2**64 for every key), capped at the bits of inf
+        bits = np.asarray(up, dtype=np.int64).astype(np.uint64) << np.uint64(self._shift)
+        return np.minimum(bits, np.uint64(_INF_BITS)).view(np.float64)
 
     def lowest(self, keys: np.ndarray) -> np.ndarray:
         k = np.asarray(keys, dtype=np.int64)
@@ -242,14 +272,22 @@ class LogGridBinning(Binning):
         return out
 
     def __reduce__(self) -> tuple:  # the per-event ``key`` closure is rebuilt, not pickled
-        return (LogGridBinning, (self.bins,))
+        return (LogGridBinning, (self.bins, self.octaves))
+
+    @property
+    def coarsest(self) -> bool:
+        """True for the grid with 1 bin per :data:`MAX_OCTAVES` octaves (no coarser one)."""
+        return self.octaves == MAX_OCTAVES
 
     def coarser(self) -> "LogGridBinning":
-        """The grid with half as many bins per octave: each of its bins is the union of
-        two adjacent bins of this one (the grids are nested)."""
-        if self.bins == 1:
-            raise ValueError("a grid with 1 bin per octave cannot be coarsened")
-        return LogGridBinning(self.bins // 2)
+        """The grid with half as many bins per octave (below 1 bin per octave: bins twice
+        as many octaves wide): each of its bins is the union of two adjacent bins of this
+        one (the grids are nested)."""
+        if self.bins > 1:
+            return LogGridBinning(self.bins // 2)
+        if self.coarsest:
+            raise ValueError(f"a grid with bins of {MAX_OCTAVES} octaves cannot be coarsened")
+        return LogGridBinning(1, self.octaves * 2)
 
     def coarsen_keys(self, keys: np.ndarray) -> np.ndarray:
         """Keys of :meth:`coarser` for the scores of ``keys``: ``coarser().key(s)`` from

@@ -20,6 +20,13 @@ bins per octave while they hold more than ``max_bins`` keys; since it coarsens e
 when the events seen so far need it, the result does not depend on how a stream was
 split, batched or merged.
 
+Accumulators with many histograms (``MulticlassScores``, ``MultilabelScores``) bound them
+together: :func:`flatten` / :func:`rebuild` move a set of histograms to and from three
+sorted arrays, :func:`regrid_flat` re-keys them on a coarser binning and :func:`fit_flat` /
+:func:`fit` apply one budget of entries to the whole set (exact while small, then one grid
+coarsened for all, beyond 1 bin per octave if need be); the result is again a function of
+the events only.
+
 :func:`histograms_to_json` / :func:`histograms_from_json` store several histograms of
 one binning on a shared key list, in a compact JSON-safe form: integral weights are
 written as ints, log-grid keys as differences from the previous key, exact scores as
@@ -49,6 +56,13 @@ __all__ = [
     "to_grid",
     "histograms_to_json",
     "histograms_from_json",
+    "coarser_of",
+    "flatten",
+    "rebuild",
+    "regrid_flat",
+    "fit_flat",
+    "fit",
+    "add_flat",
 ]
 
 #: above this, summed weights could overflow float64 in derived sums; updates refuse it
@@ -72,6 +86,13 @@ class ScoreHistogram:
         w = self.weights
         for k, v in other.weights.items():
             w[k] = w.get(k, 0.0) + v
+
+    def merge_weights(self, weights: Mapping[Any, float]) -> None:
+        """Add ``key -> weight`` pairs (keys of this histogram's binning)."""
+        w = self.weights
+        get = w.get
+        for k, v in weights.items():
+            w[k] = get(k, 0.0) + v
 
     def copy(self) -> "ScoreHistogram":
         new = ScoreHistogram(self.binning)
@@ -307,6 +328,153 @@ def collapse(hists: Sequence[ScoreHistogram], max_bins: int) -> Binning:
     ):
         binning = coarsen_all(hists)
     return binning
+
+
+# ----------------------------------------------------------------------------- shared budgets
+# Accumulators with many histograms (MulticlassScores: K * K, MultilabelScores: 2 L) bound
+# them together: one budget of entries (histogram, key) for all of them, one binning for all
+# of them. The functions below work on the "flat" form of such a set: three arrays
+# ``(ids, keys, weights)`` sorted by (histogram index, key), one row per entry.
+
+
+def coarser_of(a: Binning, b: Binning) -> Binning:
+    """The coarser of two binnings of one family (exact < finest grid < ... < coarsest)."""
+    if a.exact:
+        return b
+    if b.exact:
+        return a
+    return a if a.per_octave <= b.per_octave else b  # type: ignore[attr-defined]  # log grids
+
+
+def flatten(hists: Sequence[ScoreHistogram], binning: Binning) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(ids, keys, weights)`` of every entry of ``hists`` sorted by (index in hists, key)."""
+    from itertools import chain
+
+    sizes = [len(h.weights) for h in hists]
+    n = sum(sizes)
+    dtype = np.float64 if binning.exact else np.int64
+    keys = np.fromiter(chain.from_iterable(h.weights.keys() for h in hists), dtype=dtype, count=n)
+    weights = np.fromiter(chain.from_iterable(h.weights.values() for h in hists), dtype=np.float64, count=n)
+    ids = np.repeat(np.arange(len(hists), dtype=np.int64), sizes)
+    order = np.lexsort((keys, ids))
+    return ids[order], keys[order], weights[order]
+
+
+def _reduce(ids: np.ndarray, keys: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sum the weights of adjacent rows with equal (id, key) (input sorted by (id, key))."""
+    if len(ids) < 2:
+        return ids, keys, weights
+    new = np.empty(len(ids), dtype=bool)
+    new[0] = True
+    np.not_equal(ids[1:], ids[:-1], out=new[1:])
+    new[1:] |= keys[1:] != keys[:-1]
+    if new.all():
+        return ids, keys, weights
+    starts = np.flatnonzero(new)
+    return ids[starts], keys[starts], np.add.reduceat(weights, starts)
+
+
+def regrid_flat(
+    flat: tuple[np.ndarray, np.ndarray, np.ndarray], src: Binning, dst: Binning
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A flat set over ``src`` re-keyed on ``dst`` (the same binning or a coarser one):
+    exact scores keyed by the grid, grid keys coarsened level by level (the grids nest, so
+    this equals keying the scores on ``dst`` directly); still sorted, entries summed."""
+    ids, keys, weights = flat
+    if src == dst:
+        return flat
+    if dst.exact:
+        raise ValueError(f"cannot refine {src!r} to {dst!r}")
+    assert isinstance(dst, LogGridBinning)
+    if src.exact:
+        keys = dst.keys(np.asarray(keys, dtype=np.float64))  # monotone: still sorted per id
+    else:
+        assert isinstance(src, LogGridBinning)
+        if src.per_octave < dst.per_octave:
+            raise ValueError(f"cannot refine {src!r} to {dst!r}")
+        b = src
+        while b.per_octave > dst.per_octave:
+            keys = b.coarsen_keys(keys)
+            b = b.coarser()
+    return _reduce(ids, keys, weights)
+
+
+def fit_flat(
+    flat: tuple[np.ndarray, np.ndarray, np.ndarray],
+    binning: Binning,
+    finest: int,
+    max_exact: int,
+    max_bins: int,
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], Binning]:
+    """The flat set within its budget, and its binning: exact while it holds at most
+    ``max_exact`` entries, else on the grid with ``finest`` bins per octave, coarsened level
+    by level (beyond 1 bin per octave, up to the coarsest grid) while it holds more than
+    ``max_bins``. Exact sets only ever move to the grid and grids only ever coarsen, and
+    both happen exactly when the entries of the events seen need it, so the result depends
+    only on the events (their multiset), not on how they were split, batched or merged."""
+    if binning.exact:
+        if len(flat[0]) <= max_exact:
+            return flat, binning
+        grid = LogGridBinning(finest)
+        flat, binning = regrid_flat(flat, binning, grid), grid
+    assert isinstance(binning, LogGridBinning)
+    while len(flat[0]) > max_bins and not binning.coarsest:
+        coarse = binning.coarser()
+        flat, binning = _reduce(flat[0], binning.coarsen_keys(flat[1]), flat[2]), coarse
+    return flat, binning
+
+
+def rebuild(hists: Sequence[ScoreHistogram], binning: Binning, flat: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+    """Replace the contents of ``hists`` by a flat set (in place: the dicts stay the same
+    objects, so cached references to them stay valid)."""
+    ids, keys, weights = flat
+    bounds = np.searchsorted(ids, np.arange(len(hists) + 1)).tolist()
+    key_list, weight_list = keys.tolist(), weights.tolist()
+    for i, h in enumerate(hists):
+        d = h.weights
+        d.clear()
+        a, b = bounds[i], bounds[i + 1]
+        if a < b:
+            d.update(zip(key_list[a:b], weight_list[a:b]))
+        h.binning = binning
+
+
+def add_flat(hists: Sequence[ScoreHistogram], flat: tuple[np.ndarray, np.ndarray, np.ndarray]) -> int:
+    """Add a flat set (on the histograms' binning) into them; return the number of new keys."""
+    dicts = [h.weights for h in hists]
+    before = sum(len(d) for d in dicts)
+    ids, keys, weights = flat
+    bounds = np.searchsorted(ids, np.arange(len(hists) + 1)).tolist()
+    key_list, weight_list = keys.tolist(), weights.tolist()
+    for i, d in enumerate(dicts):
+        a, b = bounds[i], bounds[i + 1]
+        if a == b:
+            continue
+        if not d:
+            d.update(zip(key_list[a:b], weight_list[a:b]))
+            continue
+        get = d.get
+        for k, w in zip(key_list[a:b], weight_list[a:b]):
+            d[k] = get(k, 0.0) + w
+    return sum(len(d) for d in dicts) - before
+
+
+def fit(
+    hists: Sequence[ScoreHistogram], binning: Binning, entries: int, finest: int | None,
+    max_exact: int | None, max_bins: int | None,
+) -> tuple[Binning, int]:
+    """:func:`fit_flat` in place on histograms holding ``entries`` keys in all; returns the
+    binning and the entries. A no-op (no array built) while within the budget; ``finest``
+    None: unbounded (``exact=True``)."""
+    if finest is None or max_exact is None or max_bins is None:
+        return binning, entries
+    if binning.exact and entries <= max_exact:
+        return binning, entries
+    if not binning.exact and (entries <= max_bins or binning.coarsest):  # type: ignore[attr-defined]  # a log grid
+        return binning, entries
+    flat, binning = fit_flat(flatten(hists, binning), binning, finest, max_exact, max_bins)
+    rebuild(hists, binning, flat)
+    return binning, len(flat[0])
 
 
 # ----------------------------------------------------------------------------- JSON

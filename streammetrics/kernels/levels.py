@@ -113,11 +113,11 @@ def to_binning(keys: np.ndarray, weights: np.ndarray, src: Binning, dst: Binning
         new = dst.keys(np.asarray(keys, dtype=np.float64))
     else:
         assert isinstance(src, LogGridBinning)
-        if src.bins < dst.bins:
+        if src.per_octave < dst.per_octave:
             raise ValueError(f"cannot refine {src!r} to {dst!r}")
         new = np.asarray(keys, dtype=np.int64)
         b = src
-        while b.bins > dst.bins:
+        while b.per_octave > dst.per_octave:
             new = b.coarsen_keys(new)
             b = b.coarser()
     uniq, inv = np.unique(new, return_inverse=True)
@@ -129,7 +129,7 @@ def common_binning(a: Binning, b: Binning) -> Binning:
     if a.exact and b.exact:
         return a
     grids = [x for x in (a, b) if not x.exact]
-    return min(grids, key=lambda g: g.bins)  # type: ignore[attr-defined]
+    return min(grids, key=lambda g: g.per_octave)  # type: ignore[attr-defined]
 
 
 def common_levels(

@@ -6,11 +6,17 @@ An event is a true class ``t`` (one of ``classes``), a row of ``K`` scores align
 State (all mergeable by addition):
 
 * ``H[t][c]``: a :class:`~streammetrics.kernels.histogram.ScoreHistogram` of the column-``c``
-  scores of the events of true class ``t`` (``K * K`` histograms over one binning).
-  One-vs-rest for class ``c`` ranks ``pos = H[c][c]`` against
-  ``neg = sum(H[t][c] for t != c)``; the one-vs-one pair ``(a, b)`` (Hand & Till 2001)
-  ranks ``H[a][a]`` against ``H[b][a]`` and ``H[b][b]`` against ``H[a][b]``; the micro
-  average pools every column's ``pos`` and ``neg``. Average precision is one-vs-rest too.
+  scores of the events of true class ``t`` (``K * K`` histograms over one binning, within
+  one budget: exact scores while they hold at most ``max_exact`` entries in all, then the
+  log grid coarsened for all of them while they hold more than ``max_bins``; see
+  :class:`~streammetrics.metrics.score_columns.ScoreColumns`). The one-vs-one pair
+  ``(a, b)`` (Hand & Till 2001) ranks ``H[a][a]`` against ``H[b][a]`` and ``H[b][b]``
+  against ``H[a][b]``;
+* the one-vs-rest set, ``N[c] = sum(H[t][c] for t != c)`` and ``P[c] = H[c][c]``, kept as
+  ``2 K`` histograms of their own within a budget of their own (so that one-vs-rest keeps
+  a fine grid when the ``K * K`` pair histograms must coarsen): one-vs-rest ranks ``P[c]``
+  against ``N[c]``, the micro average pools every column's, average precision is
+  one-vs-rest too;
 * per class: events seen (zero weights included: scikit-learn's "class present" test
   counts them) and summed weight;
 * ``ranks[r]``: the weight of events whose true class has rank ``r`` in its row, where
@@ -21,6 +27,15 @@ State (all mergeable by addition):
 * ``sum(w * -log(clip(s_t, eps, 1 - eps)))`` (scikit-learn's ``log_loss``, float64 eps),
   the [min, max] of any score outside [0, 1], and the number of rows that fail each of
   scikit-learn's "rows sum to 1" tests.
+
+``to_dict`` (version 2) writes the histograms and the cells in the packed form of
+:func:`~streammetrics.kernels.histogram_json.pack_flat` (base64 of varints / float64,
+zlib-compressed when large; pair histogram id ``t * K + c``, one-vs-rest id ``2 c`` for
+``N[c]`` and ``2 c + 1`` for ``P[c]``, cell key ``t * K + argmax``) and the binning in force
+under ``bins_per_octave`` / ``ovr_bins_per_octave`` (null while exact; a fraction
+``1 / 2**j`` once a bin spans ``2**j`` octaves). While the pair histograms are exact the
+one-vs-rest set is their sums and is written as null. Version-1 dicts (lists) still load, on their grid, coarsened
+to the budget if they exceed it.
 
 Decisions where a stream accumulator cannot or should not copy scikit-learn (1.9):
 
@@ -70,19 +85,23 @@ from streammetrics.core.validation import (
     to_builtin_label,
 )
 from streammetrics.kernels import ranking
-from streammetrics.kernels.binning import Binning, make_binning
+from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning
 from streammetrics.kernels.histogram import (
     MAX_TOTAL_WEIGHT,
     ScoreHistogram,
-    add_grouped,
     aligned,
+    fit_flat,
+    flatten,
     histograms_from_json,
-    histograms_to_json,
+    rebuild,
     summed,
 )
+from streammetrics.kernels.histogram_json import pack_dicts, pack_flat, unpack_flat
 from streammetrics.metrics.confusion import ConfusionMatrix, _array_kind
 from streammetrics.metrics.rows import Columns
 from streammetrics.metrics.score_columns import (
+    DEFAULT_MAX_BINS,
+    DEFAULT_MAX_EXACT,
     ScoreColumns,
     average_intervals,
     average_scores,
@@ -108,39 +127,164 @@ def _k(acc: Any) -> int:
     return len(acc._cols.names)
 
 
-def _fresh_h(acc: Any) -> list:
+def _fresh_h(acc: Any) -> tuple[Binning, list]:
+    binning = ExactBinning()  # every accumulator starts exact (exact while small)
     k = _k(acc)
-    return [[ScoreHistogram(acc._binning) for _ in range(k)] for _ in range(k)]
+    return binning, [[ScoreHistogram(binning) for _ in range(k)] for _ in range(k)]
 
 
-def _merge_h(mine: list, theirs: list, acc: Any) -> list:
-    for row, other in zip(mine, theirs):
-        for h, o in zip(row, other):
-            h.merge(o)
-    return mine
-
-
-def _encode_h(h: list, acc: Any) -> list:
-    k = len(h)
-    names = [f"t{t}" for t in range(k)]
-    return [histograms_to_json([h[t][c] for t in range(k)], names) for c in range(k)]
-
-
-def _decode_h(columns: Any, acc: Any, loaded: Mapping[str, Any]) -> list:
+def _decode_h(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple[Binning, list]:
     k = _k(acc)
-    if not isinstance(columns, list) or len(columns) != k:
-        raise ValueError(f"must be a list of {k} column histograms")
     events, weights = loaded["events"], loaded["weights"]
-    names = [f"t{t}" for t in range(k)]
-    hists = [histograms_from_json(col, acc._binning, names) for col in columns]
-    h = [[hists[c][t] for c in range(k)] for t in range(k)]
+    binning, flat = acc._decode_hists(raw, k * k, k * sum(events))
+    ids, _, w = flat
+    sizes = np.bincount(ids, minlength=k * k).reshape(k, k)
+    totals = np.bincount(ids, weights=w, minlength=k * k).reshape(k, k)
     for t in range(k):
-        for c in range(k):
-            if len(h[t][c]) > events[t]:
-                raise ValueError(f"histogram of class {t}, column {c} has more bins than events")
-            if abs(h[t][c].total() - weights[t]) > 1e-9 * max(1.0, weights[t]):
-                raise ValueError(f"histogram of class {t}, column {c} does not sum to weights[{t}]")
-    return h
+        if sizes[t].max() > events[t]:
+            raise ValueError(f"a histogram of class {t} has more keys than the class has events")
+        if np.abs(totals[t] - weights[t]).max() > 1e-9 * max(1.0, weights[t]):
+            raise ValueError(f"a histogram of class {t} does not sum to weights[{t}]")
+    h = [[ScoreHistogram(binning) for _ in range(k)] for _ in range(k)]
+    rebuild([x for row in h for x in row], binning, flat)
+    return binning, h
+
+
+def _ovr_list(value: tuple) -> list[ScoreHistogram]:
+    """The one-vs-rest set in id order: ``[N[0], P[0], N[1], P[1], ...]`` (id ``2 c + is_c``)."""
+    return [h for pair in zip(*value) for h in pair]
+
+
+def _fresh_ovr(acc: Any) -> tuple[Binning, tuple[list, list]]:
+    binning = ExactBinning()
+    k = _k(acc)
+    return binning, ([ScoreHistogram(binning) for _ in range(k)], [ScoreHistogram(binning) for _ in range(k)])
+
+
+def _derive_ovr(binning: Binning, h: list, k: int) -> tuple[list, list]:
+    """``N[c] = sum(H[t][c] for t != c)`` and ``P[c] = H[c][c]`` (t ascending)."""
+    neg = [ScoreHistogram(binning) for _ in range(k)]
+    pos = [ScoreHistogram(binning) for _ in range(k)]
+    for c in range(k):
+        pos[c].weights.update(h[c][c].weights)
+        for t in range(k):
+            if t != c and h[t][c].weights:
+                neg[c].merge_weights(h[t][c].weights)
+    return neg, pos
+
+
+def _pairs(h: list) -> list[ScoreHistogram]:
+    return [x for row in h for x in row]
+
+
+def _ovr_of(binning: Binning, h: list, obinning: Binning, ovr: tuple, k: int) -> tuple[Binning, tuple]:
+    """The one-vs-rest set of a state: derived from the pair histograms while they are
+    exact (it is not kept then), else the one kept."""
+    if binning.exact:
+        return binning, _derive_ovr(binning, h, k)
+    return obinning, ovr
+
+
+def _fresh_all(acc: Any) -> tuple:
+    return (*_fresh_h(acc), *_fresh_ovr(acc))
+
+
+def _copy_all(v: tuple) -> tuple:
+    return v[0], [[h.copy() for h in row] for row in v[1]], v[2], ([h.copy() for h in v[3][0]],
+                                                                   [h.copy() for h in v[3][1]])
+
+
+def _merge_all(mine: tuple, theirs: tuple, acc: Any) -> tuple:
+    """Both sets merged as :meth:`ScoreColumns._merge_sets` (the one-vs-rest sets first,
+    derived from the pairs of a side whose pairs are exact); the one-vs-rest set is dropped
+    again if the merged pairs are still exact."""
+    k = _k(acc)
+    m_ob, m_ovr = _ovr_of(mine[0], mine[1], mine[2], mine[3], k)
+    t_ob, t_ovr = _ovr_of(theirs[0], theirs[1], theirs[2], theirs[3], k)
+    obinning = acc._merge_sets(m_ob, _ovr_list(m_ovr), t_ob, _ovr_list(t_ovr))
+    binning = acc._merge_sets(mine[0], _pairs(mine[1]), theirs[0], _pairs(theirs[1]))
+    if binning.exact:
+        return (binning, mine[1], *_fresh_ovr(acc))
+    return binning, mine[1], obinning, m_ovr
+
+
+def _encode_all(v: tuple, acc: Any) -> tuple:
+    binning, h, obinning, ovr = v
+    ovr_json = (None, None) if binning.exact else acc._encode_set(obinning, _ovr_list(ovr))
+    return (*acc._encode_set(binning, _pairs(h)), *ovr_json)
+
+
+def _decode_all(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple:
+    binning, h = _decode_h(raw[:2], acc, loaded)
+    if binning.exact:
+        if raw[2] is not None or raw[3] is not None:
+            raise ValueError("ovr_histograms must be null while the pair histograms are exact (their sums)")
+        return (binning, h, *_fresh_ovr(acc))
+    if raw[3] is None:
+        raise ValueError("ovr_histograms must be a packed set once the pair histograms are on a grid")
+    return (binning, h, *_decode_ovr(raw[2:], acc, loaded))
+
+
+def _decode_ovr(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple[Binning, tuple[list, list]]:
+    k = _k(acc)
+    events, weights = loaded["events"], loaded["weights"]
+    count, total = sum(events), math.fsum(weights)
+    binning, flat = acc._decode_hists(raw, 2 * k, k * count)
+    ids, _, w = flat
+    sizes = np.bincount(ids, minlength=2 * k).reshape(k, 2)
+    totals = np.bincount(ids, weights=w, minlength=2 * k).reshape(k, 2)
+    tol = 1e-9 * max(1.0, total)
+    for c in range(k):
+        if sizes[c, 1] > events[c] or sizes[c, 0] > count - events[c]:
+            raise ValueError(f"a one-vs-rest histogram of class {c} has more keys than events")
+        if abs(totals[c, 1] - weights[c]) > tol or abs(totals[c, 0] - (total - weights[c])) > tol:
+            raise ValueError(f"the one-vs-rest histograms of class {c} do not match the class weights")
+    value = _fresh_ovr(acc)[1]
+    rebuild(_ovr_list(value), binning, flat)
+    return binning, value
+
+
+def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """Version 1 (before issue 12) wrote the histograms as ``K`` column dicts of
+    ``histograms_to_json`` on the grid of ``bins`` (or exact scores) and the cells as
+    ``[true, argmax, weight]`` lists. Version 2 packs both; a version-1 grid state loads on
+    its grid, coarsened if it exceeds ``max_bins`` (then its AUCs are those of the coarser grid)."""
+    acc = MulticlassScores._from_config(config)
+    k = _k(acc)
+    out = dict(state)
+    columns = state["histograms"]
+    if not isinstance(columns, list) or len(columns) != k:
+        raise ValueError(f"histograms must be a list of {k} column histograms")
+    binning: Binning = ExactBinning() if acc._exact else LogGridBinning(acc._finest)
+    names = [f"t{t}" for t in range(k)]
+    hists = [histograms_from_json(col, binning, names) for col in columns]
+    flat_list = [hists[c][t] for t in range(k) for c in range(k)]
+    flat = flatten(flat_list, binning)
+    if not acc._exact:
+        flat, binning = fit_flat(flat, binning, acc._finest, acc._max_exact, acc._max_bins)
+    out["bins_per_octave"] = None if binning.exact else binning.per_octave  # type: ignore[attr-defined]  # a log grid
+    out["histograms"] = pack_flat(flat, k * k, binning.exact)
+    out["ovr_bins_per_octave"] = out["ovr_histograms"] = None
+    if not binning.exact:  # the one-vs-rest set: the sums of the pair histograms, fitted on its own
+        ovr_binning: Binning = ExactBinning() if acc._exact else LogGridBinning(acc._finest)
+        grid_hists = [ScoreHistogram(ovr_binning) for _ in range(k * k)]
+        rebuild(grid_hists, ovr_binning, flatten(flat_list, ovr_binning))
+        neg, pos = _derive_ovr(ovr_binning, [grid_hists[t * k : (t + 1) * k] for t in range(k)], k)
+        ovr_flat = flatten(_ovr_list((neg, pos)), ovr_binning)
+        if not acc._exact:
+            ovr_flat, ovr_binning = fit_flat(ovr_flat, ovr_binning, acc._finest, acc._max_exact, acc._max_bins)
+        out["ovr_bins_per_octave"] = None if ovr_binning.exact else ovr_binning.per_octave  # type: ignore[attr-defined]  # a log grid
+        out["ovr_histograms"] = pack_flat(ovr_flat, 2 * k, ovr_binning.exact)
+    cells = state["cells"]
+    if not isinstance(cells, list) or not all(
+            isinstance(c, list) and len(c) == 3 and type(c[0]) is int and type(c[1]) is int
+            and 0 <= c[0] < k and 0 <= c[1] < k and type(c[2]) in (int, float) for c in cells):
+        raise ValueError("cells must be a list of [true index, argmax index, weight]")
+    cell_keys = np.array([c[0] * k + c[1] for c in cells], dtype=np.int64)
+    order = np.argsort(cell_keys, kind="stable")
+    cell_w = np.array([float(c[2]) for c in cells], dtype=np.float64)
+    out["cells"] = pack_flat((np.zeros(len(cells), np.int64), cell_keys[order], cell_w[order]), 1, False)
+    return out
 
 
 def _decode_weights(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> list:
@@ -204,28 +348,25 @@ def _merge_cells(mine: dict, theirs: dict, acc: Any) -> dict:
     return mine
 
 
+def _encode_cells(cells: dict, acc: Any) -> dict[str, Any]:
+    k = _k(acc)
+    return pack_dicts([{t * k + p: w for (t, p), w in cells.items()}], False)
+
+
 def _decode_cells(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> dict[tuple[int, int], float]:
     events, weights = loaded["events"], loaded["weights"]
     k = len(events)
-    if not isinstance(raw, list):
-        raise ValueError("must be a list of [true, argmax, weight]")
-    if len(raw) > sum(events):
-        raise ValueError("more cells than events")
-    cells: dict[tuple[int, int], float] = {}
-    rows = [0.0] * k
-    for i, cell in enumerate(raw):
-        if not (isinstance(cell, list) and len(cell) == 3 and type(cell[0]) is int
-                and type(cell[1]) is int and 0 <= cell[0] < k and 0 <= cell[1] < k):
-            raise ValueError(f"[{i}] must be [true index, argmax index, weight], got {describe(cell)}")
-        key = (cell[0], cell[1])
-        if key in cells or not events[key[0]]:
-            raise ValueError(f"[{i}] repeats a cell or names a class without events")
-        cells[key] = check_weight(cell[2], f"cells[{i}][2]")
-        rows[key[0]] += cells[key]
-    for t in range(k):
-        if abs(rows[t] - weights[t]) > 1e-9 * max(1.0, weights[t]):
-            raise ValueError(f"cells of class {t} do not sum to weights[{t}]")
-    return cells
+    _, keys, w = unpack_flat(raw, 1, False, min(k * k, sum(events)), positive=False)
+    if len(keys) and (keys[0] < 0 or keys[-1] >= k * k):
+        raise ValueError(f"cell indices must be true * {k} + argmax in [0, {k * k})")
+    t = keys // k
+    if len(t) and not np.asarray(events)[t].all():
+        raise ValueError("a cell names a class without events")
+    rows = np.bincount(t, weights=w, minlength=k)
+    for c in range(k):
+        if abs(rows[c] - weights[c]) > 1e-9 * max(1.0, weights[c]):
+            raise ValueError(f"cells of class {c} do not sum to weights[{c}]")
+    return {(int(x) // k, int(x) % k): v for x, v in zip(keys.tolist(), w.tolist())}
 
 
 def _copy_opt(v: list | None) -> list | None:
@@ -249,12 +390,18 @@ _MULTICLASS_STATE = (
           encode=lambda v, acc: _copy_opt(v), decode=lambda raw, acc, ld: _outside_from_json(raw)),
     # rows failing roc_auc's / log_loss's sum-to-1 test
     Field("unnormalised_rows", lambda acc: [0, 0], "counts", attrs="_unnormalised", decode=_decode_unnormalised),
-    # (true, argmax) -> weight
+    # (true, argmax) -> weight, packed: keys true * K + argmax (see kernels.histogram_json)
     Field("cells", lambda acc: {}, attrs="_cells", merge=_merge_cells, copy=dict,
-          encode=lambda v, acc: [[t, p, w] for (t, p), w in sorted(v.items())], decode=_decode_cells),
-    # H[t][c]: column-c scores of the events of true class t
-    Field("histograms", _fresh_h, attrs="_h", merge=_merge_h,
-          copy=lambda v: [[h.copy() for h in row] for row in v], encode=_encode_h, decode=_decode_h),
+          encode=_encode_cells, decode=_decode_cells),
+    # the binning in force (null: exact scores) and H[t][c], the column-c scores of the
+    # events of true class t, packed (histogram id t * K + c); and the one-vs-rest set (OvR
+    # and micro AUC, average precision): per column c the scores of the events of the other
+    # classes N[c] and of class c P[c] (id 2 c + is_c), in a budget of its own, so that they
+    # keep their resolution however many pair histograms there are; not kept (null) while
+    # the pair histograms are exact: it is then their sums. One field: merged together.
+    Field(("bins_per_octave", "histograms", "ovr_bins_per_octave", "ovr_histograms"), _fresh_all,
+          attrs=("_binning", "_h", "_obinning", "_ovr"), merge=_merge_all, copy=_copy_all,
+          encode=_encode_all, decode=_decode_all),
 )
 
 
@@ -264,18 +411,28 @@ class MulticlassScores(ScoreColumns):
     ``(y_true, scores, weight)`` events.
 
     ``classes``: at least two distinct labels (int, str or bool, one kind); score rows
-    are aligned with them. ``bins`` / ``exact`` choose the score binning as for
-    :class:`~streammetrics.BinaryScores`: with ``exact=True`` every metric equals
-    scikit-learn's (see the module docstring for the few documented departures).
+    are aligned with them. Two sets of score histograms, each within the budget of
+    :class:`~streammetrics.metrics.score_columns.ScoreColumns`: the ``K * K`` pair
+    histograms (one-vs-one AUC) and ``2 K`` one-vs-rest ones (OvR and micro AUC, average
+    precision), so that OvR keeps its resolution however many classes there are. Each set
+    holds exact scores while it has at most ``max_exact`` (default 8,192) entries, so that
+    a small window's metrics equal scikit-learn's; beyond, the log grid with ``bins``
+    (default 64) bins per octave, coarsened for the whole set while it holds more than
+    ``max_bins`` (default 65,536) entries; ``roc_auc_bounds`` then says how far off the AUCs
+    can be. Entries never exceed ``max(max_bins, 8 * K * K)`` and ``max(max_bins, 16 * K)``
+    (the coarsest grid), nor ``K`` per event and set. ``exact=True`` keeps every score
+    (unbounded): every metric equals scikit-learn's (see the module docstring for the few
+    documented departures).
+
+    >>> small = MulticlassScores([0, 1, 2], max_exact=5).update(0, [0.5, 0.3, 0.2])
+    >>> small.exact, small.update(1, [0.1, 0.8, 0.1]).exact, small.bins_per_octave
+    (True, False, 64)
 
     >>> m = MulticlassScores(["a", "b", "c"])
     >>> m = m.update_many(["a", "b", "c"], [[0.7, 0.2, 0.1], [0.3, 0.4, 0.3], [0.2, 0.5, 0.3]])
     >>> round(m.top_k_accuracy(k=1), 4), m.top_k_accuracy(k=2), m.roc_auc()
     (0.6667, 1.0, 0.75)
     """
-
-    type_name = "MulticlassScores"
-    state_fields = _MULTICLASS_STATE
 
     # the declared state (see _MULTICLASS_STATE)
     _events: list[int]
@@ -287,16 +444,64 @@ class MulticlassScores(ScoreColumns):
     _unnormalised: list[int]
     _cells: dict[tuple[int, int], float]
     _h: list[list[ScoreHistogram]]
+    _obinning: Binning
+    _ovr: tuple[list[ScoreHistogram], list[ScoreHistogram]]
 
-    def __init__(self, classes: Sequence[Hashable], bins: int | None = 64, exact: bool = False) -> None:
+    type_name = "MulticlassScores"
+    state_fields = _MULTICLASS_STATE
+    #: version 2 packs the histograms and cells and bounds them (version 1 dicts still load)
+    version = 2
+    migrations = {1: _migrate_v1}
+
+    def __init__(
+        self, classes: Sequence[Hashable], bins: int | None = 64, exact: bool = False,
+        max_bins: int | None = DEFAULT_MAX_BINS, max_exact: int | None = DEFAULT_MAX_EXACT,
+    ) -> None:
         self._cols = Columns(check_label_list(classes, "classes", minimum=2), "class", "classes")
-        self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]  # bins is None only with exact=True, which ignores it
+        self._setup(bins, exact, max_bins, max_exact)
         self.reset()
 
     # ------------------------------------------------------------------ state
+    def _hist_list_of(self, h: list) -> list[ScoreHistogram]:
+        return [x for row in h for x in row]
+
+    def _hist_list(self) -> list[ScoreHistogram]:
+        return [x for row in self._h for x in row]
+
     def _refresh(self) -> None:
         self._hw = [[h.weights for h in row] for row in self._h]
-        self._key = self._binning.key
+        self._key = None if self._binning.exact else self._binning.key
+        self._entries = sum(len(d) for row in self._hw for d in row)
+        self._over = self._limit()
+        # the one-vs-rest set is kept only once the pairs are on a grid (None: derived)
+        self._ow = None if self._binning.exact else [(a.weights, b.weights) for a, b in zip(*self._ovr)]
+        self._okey = None if self._obinning.exact else self._obinning.key
+        self._oentries = sum(len(a) + len(b) for a, b in self._ow or ())
+        self._oover = _INF if self._ow is None else self._limit_of(self._obinning)
+        self._same_key = self._binning == self._obinning
+
+    def _fit(self) -> None:
+        """Bring the pair histograms within the budget; when they leave exact scores, the
+        one-vs-rest set (their sums until then) is kept from then on, within its own."""
+        if not self._binning.exact:
+            super()._fit()
+            return
+        neg, pos = _derive_ovr(self._binning, self._h, _k(self))  # before the pairs change
+        self._binning, self._entries = self._fit_set(self._hist_list(), self._binning, self._entries)
+        if not self._binning.exact:
+            ovr = _ovr_list((neg, pos))
+            self._obinning = self._fit_set(ovr, ExactBinning(), sum(len(h) for h in ovr))[0]
+            self._ovr = (neg, pos)
+        self._refresh()
+
+    def _fit_ovr(self) -> None:
+        """Bring the one-vs-rest set within the budget."""
+        self._obinning, self._oentries = self._fit_set(_ovr_list(self._ovr), self._obinning, self._oentries)
+        self._refresh()
+
+    def _ovr_view(self) -> tuple[Binning, tuple[list, list]]:
+        """The one-vs-rest set and its binning (the sums of the pairs while they are exact)."""
+        return _ovr_of(self._binning, self._h, self._obinning, self._ovr, _k(self))
 
     def _check_merge(self, other: Accumulator) -> None:
         assert isinstance(other, MulticlassScores)
@@ -308,9 +513,9 @@ class MulticlassScores(ScoreColumns):
         super()._check_config(config)
         classes = config.get("classes")
         cap = _state_mod.LIMITS.max_histograms
-        if isinstance(classes, list) and len(classes) ** 2 > cap:
-            raise ValueError(f"config['classes'] has {len(classes)} classes: {len(classes)}**2 score "
-                             f"histograms exceed max_histograms={cap}")
+        if isinstance(classes, list) and len(classes) ** 2 + 2 * len(classes) > cap:
+            raise ValueError(f"config['classes'] has {len(classes)} classes: {len(classes)}**2 + 2 * "
+                             f"{len(classes)} score histograms exceed max_histograms={cap}")
 
     @property
     def classes(self) -> list:
@@ -355,10 +560,47 @@ class MulticlassScores(ScoreColumns):
             raise ValueError(f"weight {weight!r} would make the class weight exceed {MAX_TOTAL_WEIGHT:g}")
         # ---- nothing below can fail
         if weight:
-            key = self._key
-            for d, s in zip(self._hw[t], row):
-                k = key(s)
-                d[k] = d.get(k, 0.0) + weight
+            # H[t][c] and the one-vs-rest N[c] / P[c] (c == t): one key when both sets are on
+            # the same binning (exact: the score itself, -0.0 read as 0.0)
+            hw, ow, key, okey = self._hw[t], self._ow, self._key, self._okey
+            new = onew = 0
+            if ow is None:  # exact pairs: the one-vs-rest set is their sums, not kept
+                for d, s in zip(hw, row):
+                    s += 0.0
+                    old = d.get(s)
+                    if old is None:
+                        d[s] = weight
+                        new += 1
+                    else:
+                        d[s] = old + weight
+            else:
+                same = self._same_key
+                assert key is not None  # pairs on a grid
+                for c, s in enumerate(row):
+                    k = key(s)
+                    d = hw[c]
+                    old = d.get(k)
+                    if old is None:
+                        d[k] = weight
+                        new += 1
+                    else:
+                        d[k] = old + weight
+                    if not same:
+                        k = s + 0.0 if okey is None else okey(s)
+                    d = ow[c][c == t]
+                    old = d.get(k)
+                    if old is None:
+                        d[k] = weight
+                        onew += 1
+                    else:
+                        d[k] = old + weight
+            if new or onew:
+                self._entries += new
+                self._oentries += onew
+                if self._entries > self._over:
+                    self._fit()  # recounts both sets
+                if self._oentries > self._oover:
+                    self._fit_ovr()
         st = row[t]
         rank = 0
         for c, s in enumerate(row):
@@ -427,7 +669,13 @@ class MulticlassScores(ScoreColumns):
         totals = [a + b for a, b in zip(self._weights, class_w.tolist())]
         if max(totals) > MAX_TOTAL_WEIGHT:
             raise ValueError(f"sample_weight would make a class weight exceed {MAX_TOTAL_WEIGHT:g}")
-        keys = [self._binning.keys(np.ascontiguousarray(S[:, c])) for c in range(k)]
+        flat, binning = self._batch_flat(S, lambda c: t, k, k, list(range(k)), w)
+
+        def ovr_batch(state: Binning) -> tuple:
+            return self._batch_flat(S, lambda c: (t == c).astype(np.int64), 2, 1, [2 * c for c in range(k)], w,
+                                    state)
+
+        oflat = None if self._binning.exact else ovr_batch(self._obinning)
         rows = np.arange(n)
         st = S[rows, t]
         rank = _ranks(S, t, st)
@@ -458,8 +706,21 @@ class MulticlassScores(ScoreColumns):
                   int(np.count_nonzero(~(d <= _LOG_LOSS_SUM_TOL)))]
         rank_w = np.bincount(rank, weights=w, minlength=k)
         # ---- commit: nothing below can fail
-        for c in range(k):
-            add_grouped([self._h[tt][c] for tt in range(k)], keys[c], t, w)
+        if oflat is not None:
+            self._obinning, self._oentries = self._add_set(_ovr_list(self._ovr), self._obinning, self._oentries,
+                                                           *oflat)
+            self._binning, self._entries = self._add_set(self._hist_list(), self._binning, self._entries,
+                                                         flat, binning)
+        else:  # exact pairs: if they leave exact, keep the one-vs-rest set from here on
+            pre = _derive_ovr(self._binning, self._h, k)
+            self._binning, self._entries = self._add_set(self._hist_list(), self._binning, self._entries,
+                                                         flat, binning)
+            if not self._binning.exact:
+                ovr = _ovr_list(pre)
+                self._obinning = self._add_set(ovr, ExactBinning(), sum(len(h) for h in ovr),
+                                               *ovr_batch(ExactBinning()))[0]
+                self._ovr = pre
+        self._refresh()
         for r, v in enumerate(rank_w.tolist()):
             self._ranks[r] += v
         for c in np.flatnonzero(cell_n).tolist():
@@ -543,6 +804,22 @@ class MulticlassScores(ScoreColumns):
         k = len(self._cols.names)
         return [aligned(*(self._h[t][c] for t in range(k))) for c in range(k)]
 
+    def _ovr_columns(self, view: tuple | None = None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per class ``c``: ``(keys, neg, pos)`` of the one-vs-rest set (binning
+        ``_ovr_view()[0]``): the column-``c`` weights per key of the other classes' events
+        and of class ``c``'s."""
+        _, (negs, poss) = view or self._ovr_view()
+        out = []
+        for n, p in zip(negs, poss):
+            keys, w = aligned(n, p)
+            out.append((keys, w[0], w[1]))
+        return out
+
+    def _pooled(self, view: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(keys, [neg, pos])`` of every column's one-vs-rest histograms pooled (micro)."""
+        binning, (negs, poss) = view or self._ovr_view()
+        return aligned(summed(negs, binning), summed(poss, binning))
+
     def _ranking_inputs(self, name: str, multi_class: str | None, average: Any) -> None:
         """Validate the arguments of the ranking metrics; warn for unnormalised rows."""
         if multi_class is not None:
@@ -579,18 +856,18 @@ class MulticlassScores(ScoreColumns):
         class_w = np.asarray(self._weights, dtype=np.float64)
         if average == "weighted" and abs(float(class_w.sum())) <= 1e-8:
             return 0.0, 0.0, 0.0  # scikit-learn: weights summing to ~0 give 0, unchecked
+        view = self._ovr_view()
+        binning = view[0]
         if average == "micro":
-            pos = summed((self._h[c][c] for c in range(k)), self._binning)
-            neg = summed((self._h[t][c] for c in range(k) for t in range(k) if t != c), self._binning)
-            keys, w = aligned(neg, pos)
-            return binary_auc(self._binning, keys, w[0], w[1], bounds)
+            keys, w = self._pooled(view)
+            return binary_auc(binning, keys, w[0], w[1], bounds)
         parts = np.full((3, k), np.nan)
         count = self.count
-        for c, (keys, W) in enumerate(self._columns()):
+        for c, (keys, neg, pos) in enumerate(self._ovr_columns(view)):
             if not self._events[c] or self._events[c] == count:
                 ranking.warn_one_class()
                 continue
-            parts[:, c] = binary_auc(self._binning, keys, np.delete(W, c, axis=0).sum(axis=0), W[c], bounds)
+            parts[:, c] = binary_auc(binning, keys, neg, pos, bounds)
         weights = class_w if average == "weighted" else None
         low, high = average_intervals(parts[1], parts[2], average, weights)
         return average_scores(parts[0], average, weights), low, high
@@ -633,11 +910,14 @@ class MulticlassScores(ScoreColumns):
 
     def roc_auc_bounds(self, multi_class: str = "ovr", average: str | None = "macro") -> tuple[Any, Any]:
         """``(low, high)`` guaranteed to contain the exact :meth:`roc_auc` of the events seen:
-        each binary AUC is bounded as in :meth:`BinaryScores.roc_auc_bounds` and the bounds
-        are averaged with the same (non-negative) weights as the values. ``(auc, auc)``
-        when ``exact``; arrays for ``average=None``."""
-        value, low, high = self._roc(multi_class, average, not self.exact)
-        if self.exact:
+        each binary AUC is bounded as in :meth:`BinaryScores.roc_auc_bounds` (pairs of
+        scores in one bin, however wide, count all wrong / all right) and the bounds are
+        averaged with the same (non-negative) weights as the values. ``(auc, auc)`` while
+        the histograms used are exact (the one-vs-rest set for ``"ovr"``, the pair
+        histograms for ``"ovo"``); arrays for ``average=None``."""
+        exact = self._binning.exact or (multi_class != "ovo" and self._obinning.exact)
+        value, low, high = self._roc(multi_class, average, not exact)
+        if exact:
             return value, (value.copy() if isinstance(value, np.ndarray) else value)
         return low, high
 
@@ -656,14 +936,9 @@ class MulticlassScores(ScoreColumns):
         if average == "weighted" and abs(float(class_w.sum())) <= 1e-8:
             return 0.0
         if average == "micro":
-            pos = summed((self._h[c][c] for c in range(k)), self._binning)
-            neg = summed((self._h[t][c] for c in range(k) for t in range(k) if t != c), self._binning)
-            _, w = aligned(neg, pos)
+            _, w = self._pooled()
             return ranking.average_precision(w[0], w[1])
-        values = np.array([
-            ranking.average_precision(np.delete(W, c, axis=0).sum(axis=0), W[c])
-            for c, (_, W) in enumerate(self._columns())
-        ])
+        values = np.array([ranking.average_precision(neg, pos) for _, neg, pos in self._ovr_columns()])
         return average_scores(values, average, class_w if average == "weighted" else None)
 
 

@@ -44,18 +44,22 @@ from streammetrics.core.validation import (
     check_weight,
 )
 from streammetrics.kernels import ranking
-from streammetrics.kernels.binning import Binning, make_binning
+from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning
 from streammetrics.kernels.histogram import (
     MAX_TOTAL_WEIGHT,
     ScoreHistogram,
-    add_grouped,
     aligned,
+    fit_flat,
+    flatten,
     histograms_from_json,
-    histograms_to_json,
+    rebuild,
     summed,
 )
+from streammetrics.kernels.histogram_json import pack_flat
 from streammetrics.metrics.rows import Columns
 from streammetrics.metrics.score_columns import (
+    DEFAULT_MAX_BINS,
+    DEFAULT_MAX_EXACT,
     ScoreColumns,
     average_intervals,
     average_scores,
@@ -191,27 +195,50 @@ def _decode_rows(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> list:
     return [one_class[0], one_class[1], no_pos]
 
 
-def _decode_histograms(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> tuple[list, list]:
+def _fresh_histograms(acc: Any) -> tuple[Binning, tuple[list, list]]:
+    binning = ExactBinning()  # every accumulator starts exact (exact while small)
     n = _n(acc)
-    if not isinstance(raw, list) or len(raw) != n:
-        raise ValueError(f"must be a list of {n} label histograms")
-    hists = [histograms_from_json(h, acc._binning, ["neg", "pos"]) for h in raw]
+    return binning, ([ScoreHistogram(binning) for _ in range(n)], [ScoreHistogram(binning) for _ in range(n)])
+
+
+def _decode_histograms(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple[Binning, tuple[list, list]]:
+    n = _n(acc)
+    binning, flat = acc._decode_hists(raw, 2 * n, n * loaded["count"])
+    ids, _, w = flat
+    sizes = np.bincount(ids, minlength=2 * n).reshape(n, 2)
+    totals = np.bincount(ids, weights=w, minlength=2 * n).reshape(n, 2)
     total, tol, w_pos = loaded["total_weight"], _tol(loaded), loaded["positive_weights"]
-    for j, (neg, pos) in enumerate(hists):
-        if len(pos) > loaded["positive_events"][j] or len(neg) > loaded["negative_events"][j]:
-            raise ValueError(f"histogram of label {j} has more bins than events")
-        if abs(pos.total() - w_pos[j]) > 1e-9 * max(1.0, w_pos[j]):
+    for j in range(n):
+        if sizes[j, 1] > loaded["positive_events"][j] or sizes[j, 0] > loaded["negative_events"][j]:
+            raise ValueError(f"histogram of label {j} has more keys than events")
+        if abs(totals[j, 1] - w_pos[j]) > 1e-9 * max(1.0, w_pos[j]):
             raise ValueError(f"histogram of label {j} does not match positive_weights[{j}]")
-        if abs(neg.total() + pos.total() - total) > tol:
+        if abs(totals[j].sum() - total) > tol:
             raise ValueError(f"histogram of label {j} does not sum to total_weight")
-    return [h[0] for h in hists], [h[1] for h in hists]
+    value = _fresh_histograms(acc)[1]
+    rebuild(acc._hist_list_of(value), binning, flat)
+    return binning, value
 
 
-def _merge_histograms(mine: tuple, theirs: tuple, acc: Any) -> tuple:
-    for hs, os_ in zip(mine, theirs):
-        for h, o in zip(hs, os_):
-            h.merge(o)
-    return mine
+def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """Version 1 (before issue 12) wrote one ``histograms_to_json`` dict per label on the
+    grid of ``bins`` (or exact scores); version 2 packs them all (histogram id ``2 j`` for
+    label ``j`` absent, ``2 j + 1`` present). A version-1 grid state loads on its grid,
+    coarsened if it exceeds ``max_bins``."""
+    acc = MultilabelScores._from_config(config)
+    n = _n(acc)
+    raw = state["histograms"]
+    if not isinstance(raw, list) or len(raw) != n:
+        raise ValueError(f"histograms must be a list of {n} label histograms")
+    binning: Binning = ExactBinning() if acc._exact else LogGridBinning(acc._finest)
+    hists = [x for h in raw for x in histograms_from_json(h, binning, ["neg", "pos"])]
+    flat = flatten(hists, binning)
+    if not acc._exact:
+        flat, binning = fit_flat(flat, binning, acc._finest, acc._max_exact, acc._max_bins)
+    out = dict(state)
+    out["bins_per_octave"] = None if binning.exact else binning.per_octave  # type: ignore[attr-defined]  # a log grid
+    out["histograms"] = pack_flat(flat, 2 * n, binning.exact)
+    return out
 
 
 _MULTILABEL_STATE = (
@@ -233,12 +260,13 @@ _MULTILABEL_STATE = (
     Field(("one_class_rows", "no_positive_rows"), lambda acc: [0, 0, 0], attrs="_rows",
           merge=lambda a, b, acc: [x + y for x, y in zip(a, b)], copy=list,
           encode=lambda v, acc: (v[:2], v[2]), decode=_decode_rows),
-    Field("histograms", lambda acc: ([ScoreHistogram(acc._binning) for _ in range(_n(acc))],
-                                     [ScoreHistogram(acc._binning) for _ in range(_n(acc))]),
-          attrs=("_neg", "_pos"), merge=_merge_histograms,
-          copy=lambda v: ([h.copy() for h in v[0]], [h.copy() for h in v[1]]),
-          encode=lambda v, acc: [histograms_to_json([a, b], ["neg", "pos"]) for a, b in zip(*v)],
-          decode=_decode_histograms),
+    # the binning in force (null: exact scores) and per label the histograms of the events
+    # where it is absent / present, packed (histogram id 2 j / 2 j + 1): merged together
+    # (the binning changes with the entries of all of them; see ScoreColumns)
+    Field(("bins_per_octave", "histograms"), _fresh_histograms, attrs=("_binning", "_pair"),
+          merge=ScoreColumns._merge_hists,
+          copy=lambda v: (v[0], ([h.copy() for h in v[1][0]], [h.copy() for h in v[1][1]])),
+          encode=lambda v, acc: acc._encode_hists(v), decode=_decode_histograms),
 )
 
 
@@ -247,8 +275,11 @@ class MultilabelScores(ScoreColumns):
 
     ``labels`` is the number of labels ``n`` (labels are then ``0 .. n-1``, the columns of
     scikit-learn's indicator matrices) or a sequence of distinct label names (int, str or
-    bool, one kind) giving the column order. ``bins`` / ``exact`` as for
-    :class:`~streammetrics.BinaryScores`; with ``exact=True`` every average equals
+    bool, one kind) giving the column order. The ``2 L`` score histograms share one budget
+    as in :class:`~streammetrics.MulticlassScores` (exact while they hold at most
+    ``max_exact`` entries in all, then the log grid with ``bins`` bins per octave coarsened
+    together while they hold more than ``max_bins``; at most ``max(max_bins, 16 L)``
+    entries); with ``exact=True``, or while exact, every average equals
     ``sklearn.metrics.roc_auc_score`` / ``average_precision_score`` on the indicator
     matrix (``samples`` is exact in either mode).
 
@@ -269,20 +300,34 @@ class MultilabelScores(ScoreColumns):
     _auc_sum: float
     _ap_sum: float
     _rows: list[int]
-    _neg: list[ScoreHistogram]
-    _pos: list[ScoreHistogram]
+    _pair: tuple[list[ScoreHistogram], list[ScoreHistogram]]
     columns_key = "labels"
+    #: version 2 packs the histograms and bounds them (version 1 dicts still load)
+    version = 2
+    migrations = {1: _migrate_v1}
 
-    def __init__(self, labels: int | Sequence[Hashable], bins: int | None = 64, exact: bool = False) -> None:
+    def __init__(
+        self, labels: int | Sequence[Hashable], bins: int | None = 64, exact: bool = False,
+        max_bins: int | None = DEFAULT_MAX_BINS, max_exact: int | None = DEFAULT_MAX_EXACT,
+    ) -> None:
         names = check_label_list(labels, "labels", allow_count=True)
         self._cols = Columns(names, "label", "labels")
-        self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]  # bins is None only with exact=True, which ignores it
+        self._setup(bins, exact, max_bins, max_exact)
         self.reset()
 
     # ------------------------------------------------------------------ state
+    def _hist_list_of(self, pair: tuple) -> list[ScoreHistogram]:
+        return [h for both in zip(*pair) for h in both]
+
+    def _hist_list(self) -> list[ScoreHistogram]:
+        return self._hist_list_of(self._pair)
+
     def _refresh(self) -> None:
+        self._neg, self._pos = self._pair
         self._hw = [(a.weights, b.weights) for a, b in zip(self._neg, self._pos)]
         self._key = self._binning.key
+        self._entries = sum(len(a) + len(b) for a, b in self._hw)
+        self._over = self._limit()
 
     def _check_merge(self, other: Accumulator) -> None:
         assert isinstance(other, MultilabelScores)
@@ -317,6 +362,7 @@ class MultilabelScores(ScoreColumns):
         n_pos, n_neg, u2, ap = _row_stats(truth, row)
         # ---- nothing below can fail
         key = self._key
+        new = 0
         for j, (present, s, hists) in enumerate(zip(truth, row, self._hw)):
             if present:
                 self._n_pos[j] += 1
@@ -326,7 +372,16 @@ class MultilabelScores(ScoreColumns):
             if weight:
                 d = hists[present]
                 k = key(s)
-                d[k] = d.get(k, 0.0) + weight
+                old = d.get(k)
+                if old is None:
+                    d[k] = weight
+                    new += 1
+                else:
+                    d[k] = old + weight
+        if new:
+            self._entries += new
+            if self._entries > self._over:
+                self._fit()
         if n_pos and n_neg:
             self._auc_sum += weight * (u2 / (2 * n_pos * n_neg))
         else:
@@ -364,10 +419,11 @@ class MultilabelScores(ScoreColumns):
                 int(np.count_nonzero(P == 0))]
         n_pos = T.sum(axis=0).tolist()
         w_pos = (ww @ T.astype(np.float64)).tolist()
-        keys = [self._binning.keys(np.ascontiguousarray(S[:, j])) for j in range(S.shape[1])]
+        flat, binning = self._batch_flat(S, lambda j: T[:, j].astype(np.int64), 2, 1,
+                                         [2 * j for j in range(S.shape[1])], w)
         # ---- commit: nothing below can fail
-        for j, (neg, pos) in enumerate(zip(self._neg, self._pos)):
-            add_grouped([neg, pos], keys[j], T[:, j].astype(np.intp), w)
+        self._add_batch(flat, binning)
+        for j in range(S.shape[1]):
             self._n_pos[j] += n_pos[j]
             self._n_neg[j] += n - n_pos[j]
             self._w_pos[j] += w_pos[j]

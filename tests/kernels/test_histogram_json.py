@@ -56,3 +56,51 @@ def test_both_sides_of_the_threshold():
         hists = [sc._neg, sc._pos]
         names = ["neg", "pos"]
         assert json.dumps(histograms_to_json(hists, names)) == json.dumps(numpy_encoding(hists, names))
+
+
+# ----------------------------------------------------------------------------- packed sets
+
+
+def _numpy_pack(dicts, exact):
+    from streammetrics.kernels.binning import ExactBinning, LogGridBinning
+    from streammetrics.kernels.histogram import ScoreHistogram, flatten
+    from streammetrics.kernels.histogram_json import pack_flat
+
+    binning = ExactBinning() if exact else LogGridBinning(64)
+    hists = []
+    for d in dicts:
+        h = ScoreHistogram(binning)
+        h.weights = dict(d)
+        hists.append(h)
+    return pack_flat(flatten(hists, binning), len(hists), exact)
+
+
+@given(st.lists(st.dictionaries(st.integers(-(2**19), 2**19), st.sampled_from([1.0, 2.0, 0.5, 7.0, 3e15]),
+                                max_size=60), max_size=12),
+       st.booleans())
+def test_pack_dicts_plain_python_equals_the_array_path(dicts, exact):
+    from streammetrics.kernels.histogram_json import pack_dicts, unpack_flat
+
+    if exact:
+        dicts = [{k / 7.0 + 0.0: v for k, v in d.items()} for d in dicts]
+    ours = pack_dicts(dicts, exact)
+    assert ours == _numpy_pack(dicts, exact)  # both sides of SMALL_KEYS: sizes up to 720 entries
+    ids, keys, weights = unpack_flat(ours, len(dicts), exact, 10**6)
+    back = [dict() for _ in dicts]
+    for i, k, w in zip(ids.tolist(), keys.tolist(), weights.tolist()):
+        back[i][k] = w
+    assert back == dicts
+
+
+def test_pack_dicts_on_both_sides_of_the_threshold():
+    from streammetrics.kernels.histogram_json import pack_dicts
+
+    rng = np.random.default_rng(0)
+    for n in (SMALL_KEYS - 1, SMALL_KEYS, SMALL_KEYS + 1, 5 * SMALL_KEYS):
+        ids = rng.integers(0, 7, n)
+        dicts = [{} for _ in range(7)]
+        for i in ids.tolist():
+            dicts[i][int(rng.integers(-500, 10**5))] = float(rng.integers(1, 4))
+        for exact in (False, True):
+            ds = [{k / 3.0: v for k, v in d.items()} for d in dicts] if exact else dicts
+            assert pack_dicts(ds, exact) == _numpy_pack(ds, exact)

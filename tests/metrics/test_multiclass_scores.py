@@ -474,7 +474,7 @@ def test_mapping_and_sequence_rows_give_the_same_state():
     b = sm.MulticlassScores(classes).update("y", [0.2, 0.3, 0.5], 2.0)
     c = sm.MulticlassScores(classes).update_many(["y"], [{"y": 0.3, "z": 0.5, "x": 0.2}], [2.0])
     assert a == b == c
-    assert a.to_dict()["state"]["cells"] == [[1, 2, 2.0]]
+    assert a._cells == {(1, 2): 2.0}
 
 
 def test_pandas_rows_and_numpy_scalar_scores():
@@ -587,13 +587,19 @@ def _hostile(d):
     yield edit(lambda c: c[s].__setitem__("log_loss_sum", float("nan")))
     yield edit(lambda c: c[s].__setitem__("outside_unit", [0.5, 2.0]))
     yield edit(lambda c: c[s].__setitem__("unnormalised_rows", [99, 0]))
-    yield edit(lambda c: c[s]["cells"].append([0, 0, 1.0]))
-    yield edit(lambda c: c[s]["cells"].__setitem__(0, [7, 0, 1.0]))
-    yield edit(lambda c: c[s]["cells"].__setitem__(0, ["a", 0, 1.0]))
-    yield edit(lambda c: c[s]["histograms"].pop())
-    yield edit(lambda c: c[s]["histograms"][0]["t0"].__setitem__(0, 5))
-    yield edit(lambda c: c[s]["histograms"][0].__setitem__("key_deltas", [1, 0]))
-    yield edit(lambda c: c[s]["histograms"][0].pop("t1"))
+    yield edit(lambda c: c[s]["cells"].__setitem__("entries", c[s]["cells"]["entries"] + 1))
+    yield edit(lambda c: c[s]["cells"].__setitem__("data", "Dg=="))
+    yield edit(lambda c: c[s]["cells"].__setitem__("lengths", 5))
+    yield edit(lambda c: c[s].__setitem__("cells", [[0, 0, 1.0]]))  # the version-1 form
+    yield edit(lambda c: c[s]["histograms"].pop("data"))
+    yield edit(lambda c: c[s]["histograms"].__setitem__("packed", 2))
+    yield edit(lambda c: c[s]["histograms"].__setitem__("entries", 10**9))
+    yield edit(lambda c: c[s]["histograms"].__setitem__("data", c[s]["histograms"]["data"][:-4]))
+    yield edit(lambda c: c[s]["histograms"].__setitem__("data", "!" + c[s]["histograms"]["data"][1:]))
+    yield edit(lambda c: c[s]["histograms"].__setitem__("zlib", not c[s]["histograms"]["zlib"]))
+    yield edit(lambda c: c[s].__setitem__("bins_per_octave", 128))
+    yield edit(lambda c: c[s].__setitem__("bins_per_octave", 0.3))
+    yield edit(lambda c: c[s].__setitem__("histograms", [{}] * 3))
     yield edit(lambda c: c["config"].__setitem__("classes", ["a", "b"]))
     yield edit(lambda c: c["config"].__setitem__("classes", ["a", "b", "b"]))
     yield edit(lambda c: c["config"].__setitem__("classes", "abc"))
