@@ -14,7 +14,9 @@ from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
 from streammetrics.monitors.labels import class_report, label_metrics
 
-__all__ = ["CLASS_SCORE_BINS", "CLASS_SCORE_BUDGET", "CLASS_SCORE_MAX_BINS", "MulticlassMonitor", "class_score_max_bins"]
+__all__ = [
+    "CLASS_SCORE_BINS", "CLASS_SCORE_BUDGET", "CLASS_SCORE_MAX_BINS", "MulticlassMonitor", "class_score_max_bins",
+]
 
 #: per-class label-free score histograms: every distinct score while a column holds at most
 #: ``class_score_max_bins(K)`` of them (exact), beyond that a log grid of ``CLASS_SCORE_BINS``
