@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
 import streammetrics as sm
-from streammetrics.monitors.multiclass import CLASS_SCORE_BUDGET
 from streammetrics.kernels.binning import MAX_OCTAVES
+from streammetrics.monitors.multiclass import CLASS_SCORE_BUDGET
 
 # few distinct scores, so that small budgets are crossed in some parts and not in others;
 # margins and exact 0 / 1 reach every region of the grid
