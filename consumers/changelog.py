@@ -159,8 +159,11 @@ class KafkaChangelogReader:
         from kafka import KafkaConsumer, TopicPartition
 
         if self._consumer is None:
+            from .settings import FETCH_SETTINGS
+
+            # short fetch waits: an empty or fully read partition answers after fetch_max_wait_ms
             self._consumer = KafkaConsumer(group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
-                                           **self.config)
+                                           **{**FETCH_SETTINGS, **self.config})
         consumer = self._consumer
         tp = TopicPartition(self.topic, partition)
         consumer.assign([tp])

@@ -11,6 +11,7 @@ from typing import Any
 
 from streammetrics.events.parser import parse_field_map
 from streammetrics.stream.replay import read_references
+from streammetrics.stream.snapshots import snapshot_key
 
 from .checkpoint import CheckpointStore
 from .gc_tuning import tune_gc
@@ -68,6 +69,9 @@ def config_from_args(args: Any) -> ServiceConfig:
         max_pending_labels=getattr(args, "max_pending", None) or ServiceConfig.max_pending_labels,
         max_merge_buffer=getattr(args, "max_merge_buffer", None) or ServiceConfig.max_merge_buffer,
         changelog_topic=_changelog_topic(args),
+        partitioning=getattr(args, "partitioning", None) or "key",
+        partials_topic=getattr(args, "partials_topic", None) or None,
+        max_merge_windows=getattr(args, "max_merge_windows", None) or ServiceConfig.max_merge_windows,
     )
 
 
@@ -100,6 +104,72 @@ def ensure_changelog_topic(config: ServiceConfig, consumer: Any) -> None:
                          f"{len(partitions)} of {config.topic!r}: give another --changelog-topic")
 
 
+def merge_changelog_topic(config: ServiceConfig) -> str | None:
+    """The merge stage's changelog (``<changelog-topic>`` with ``-merge`` before ``-changelog``, or
+    ``<changelog-topic>-merge``); None when checkpoints are not kept in Kafka."""
+    name = config.changelog_topic
+    if not name:
+        return None
+    return name[:-len("-changelog")] + "-merge-changelog" if name.endswith("-changelog") else name + "-merge"
+
+
+def build_merge_stage(config: ServiceConfig, consumer: Any, service: MetricsService) -> Any:
+    """``--partitioning any``: create the partials topic (and the merge changelog) with the input's
+    partition count if missing, and the merge stage with its own consumer (group
+    ``<group>-merge``) and producer."""
+    from kafka import KafkaConsumer, KafkaProducer
+
+    from .broker import create_topics
+    from .changelog import Changelog, KafkaChangelogReader
+    from .clients import producer_settings, split_client_options
+    from .partials import Merger, MergeStage
+    from .service import _security_options
+    from .settings import consumer_settings
+
+    assert config.partials_topic
+    sources = len(consumer.partitions_for_topic(config.topic) or ())
+    if not sources:
+        raise ValueError(f"input topic {config.topic!r} not found: create it first")
+    merge_log = merge_changelog_topic(config)
+    wanted = {config.partials_topic: sources, **({merge_log: sources} if merge_log else {})}
+    created = create_topics(config.bootstrap_servers, wanted, exist_ok=True, **_security_options(config.kafka_options))
+    for name, want in wanted.items():
+        have = created.get(name)
+        if have is not None and have < want and name != config.partials_topic:
+            raise ValueError(f"topic {name!r} has {have} partitions, fewer than the {want} of {config.topic!r}")
+    consumer_options, producer_options = split_client_options(config.kafka_options)
+    # the merge group reads one topic, so nothing needs the range assignor's co-partitioning there: the
+    # cooperative-sticky assignor moves only the partitions that change owner when an instance joins
+    # or leaves, and the others keep merging through the rebalance (kafka-python >= 2.1)
+    from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+
+    consumer_options["partition_assignment_strategy"] = (CooperativeStickyAssignor,)
+    merge_consumer = KafkaConsumer(bootstrap_servers=config.bootstrap_servers, group_id=f"{config.group_id}-merge",
+                                   **consumer_settings(**consumer_options))
+    producer = KafkaProducer(bootstrap_servers=config.bootstrap_servers,
+                             **producer_settings(config, **producer_options))
+    codec = CheckpointStore(config.state_dir, f"{config.group_id}-merge", config.partials_topic,
+                            {"merge_of": config.window_settings(), "sources": sources})
+    changelog = None
+    if merge_log:
+        reader = KafkaChangelogReader(merge_log, bootstrap_servers=config.bootstrap_servers,
+                                      **_security_options(config.kafka_options))
+        changelog = Changelog(producer, merge_log, reader, service.max_record_bytes)
+    pipeline_config = config.pipeline_config()
+    extra, loader = pipeline_config.extra_metrics(), pipeline_config.monitor_loader()
+
+    def make_merger() -> Merger:
+        return Merger(sources, include_state=config.include_state, extra_metrics=extra,
+                      max_windows=config.max_merge_windows, loader=loader)
+
+    return MergeStage(consumer=merge_consumer, producer=producer, partials_topic=config.partials_topic,
+                      output_topic=config.output_topic, sources=sources, make_merger=make_merger, codec=codec,
+                      store=codec if config.state_dir else None, changelog=changelog,
+                      checkpoint_interval=config.checkpoint_interval, delivery_timeout=config.delivery_timeout,
+                      commit_timeout=config.commit_timeout,
+                      encode=lambda snap: service.snapshot_value(snap, snapshot_key(snap)), metrics=service.metrics)
+
+
 def run_consume(args: Any) -> int:
     """Run the service until SIGTERM/SIGINT; the process exit status."""
     try:
@@ -128,6 +198,12 @@ def run_consume(args: Any) -> int:
             producer.close(timeout=1)
             raise
         service = MetricsService(config, consumer, producer, store=store)
+        if config.partitioned:
+            try:
+                service.merge = build_merge_stage(config, consumer, service)
+            except BaseException:
+                service.close()
+                raise
     except ImportError as exc:
         print(f"streammetrics consume needs the kafka extra: pip install 'streammetrics[kafka]' ({exc})",
               file=sys.stderr)

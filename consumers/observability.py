@@ -108,6 +108,16 @@ class ServiceMetrics:
         self.keys_exported = Gauge("streammetrics_metric_keys", "Keys with per-key gauges", registry=r)
         self.http_refused = Counter("streammetrics_http_refused", "HTTP connections closed at once: "
                                     "max_connections reached", registry=r)
+        # --partitioning any (consumers.partials)
+        self.partials = Counter("streammetrics_partials", "Partial windows published to the partials topic",
+                                registry=r)
+        self.merge_records = Counter("streammetrics_merge_records", "Partials-topic records merged, by outcome: "
+                                     "partial, watermark, replayed (known already), dropped (evicted range), "
+                                     "malformed", ["outcome"], registry=r)
+        self.merge_evicted = Counter("streammetrics_merge_evicted", "Windows published incomplete because "
+                                     "--max-merge-windows was reached", registry=r)
+        self.merge_windows = Gauge("streammetrics_merge_windows", "Windows held by this process's merge stage",
+                                   registry=r)
         self.last_poll = time.monotonic()
         #: set when the service stopped on a failure: /healthz then answers 503
         self.failed = False

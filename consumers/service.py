@@ -82,6 +82,7 @@ from streammetrics.stream.windows import DEFAULT_MAX_FUTURE, DEFAULT_MAX_KEYS
 
 from .checkpoint import CheckpointError, CheckpointStore
 from .gc_tuning import tune_gc
+from .partials import partial_record, watermark_record
 from .settings import FETCH_SETTINGS, consumer_settings
 
 __all__ = ["ServiceConfig", "MetricsService", "snapshot_key", "consumer_settings", "FETCH_SETTINGS", "tune_gc"]
@@ -170,6 +171,32 @@ class ServiceConfig:
     #: checkpoints also go to this topic (partition p's to partition p) and are restored from it
     #: when ``state_dir`` has none or an older one (``--changelog-topic``; :mod:`consumers.changelog`)
     changelog_topic: str | None = None
+    #: ``"key"``: every (model, segment) lives in one input partition (produce with key
+    #: ``model|segment``); ``"any"``: events of a key may be on every partition, partial windows
+    #: are merged exactly by the merge stage (``--partitioning``; :mod:`consumers.partials`)
+    partitioning: str = "key"
+    #: ``--partitioning any``: the internal topic of partial windows and watermarks
+    #: (``--partials-topic``, default ``<group>-<topic>-partials``)
+    partials_topic: str | None = None
+    #: ``--partitioning any``: windows the merge holds per partials partition (``--max-merge-windows``)
+    max_merge_windows: int = 100_000
+
+    def __post_init__(self) -> None:
+        if self.partitioning not in ("key", "any"):
+            raise ValueError(f"--partitioning must be 'key' or 'any', got {self.partitioning!r}")
+        if self.partitioned:
+            if self.cumulative:
+                raise ValueError("--cumulative is not supported with --partitioning any")
+            if not self.changelog_topic and not self.state_dir:
+                raise ValueError("--partitioning any keeps the merge stage's state in a changelog topic or under "
+                                 "--state-dir: give one of them (not --changelog-topic '' without --state-dir)")
+            if not self.partials_topic:
+                self.partials_topic = f"{self.group_id}-{self.topic}-partials"
+
+    @property
+    def partitioned(self) -> bool:
+        """Any input partitioning (``--partitioning any``): partials merged by the merge stage."""
+        return self.partitioning == "any"
 
     def monitor_factory(self) -> Callable[[], Any]:
         task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
@@ -182,13 +209,15 @@ class ServiceConfig:
 
     def pipeline_config(self, max_snapshot_bytes: int | None = None) -> PipelineConfig:
         """The per-partition :class:`PipelineConfig` of these settings."""
+        partitioned = self.partitioned  # partial windows: one watermark per partition, states for the merge
         return PipelineConfig(
-            task=self.task, window=self.window, slide=self.slide, grace=self.grace, idle_close=self.idle_close or None,
+            task=self.task, window=self.window, slide=self.slide, grace=self.grace,
+            idle_close=None if partitioned else self.idle_close or None,
             threshold=self.threshold, classes=self.classes, labels=self.labels, fields=dict(self.fields),
-            cumulative=self.cumulative, include_state=self.include_state, max_future=self.max_future,
+            cumulative=self.cumulative, include_state=self.include_state or partitioned, max_future=self.max_future,
             max_keys=self.max_keys or None, max_snapshot_bytes=max_snapshot_bytes, batch=True,
             references=self.references, max_references=self.max_references,
-            label_ttl=self.label_ttl, max_pending_labels=self.max_pending_labels,
+            label_ttl=self.label_ttl, max_pending_labels=self.max_pending_labels, shared_watermark=partitioned,
         )
 
     def window_settings(self) -> dict[str, Any]:
@@ -196,7 +225,8 @@ class ServiceConfig:
         return {"task": self.task, "window": self.window, "slide": self.slide, "grace": self.grace,
                 "threshold": self.threshold, "classes": self.classes, "labels": self.labels,
                 "fields": dict(sorted(self.fields.items())), "cumulative": self.cumulative,
-                **({"labels_topic": self.labels_topic, "label_ttl": self.label_ttl} if self.labels_topic else {})}
+                **({"labels_topic": self.labels_topic, "label_ttl": self.label_ttl} if self.labels_topic else {}),
+                **({"partitioning": "any"} if self.partitioned else {})}
 
     def topics(self) -> list[str]:
         """The topics the service subscribes to (predictions, then labels)."""
@@ -294,7 +324,7 @@ class MetricsService:
     def __init__(self, config: ServiceConfig, consumer: Any = None, producer: Any = None, *,
                  clock: Callable[[], float] = time.monotonic, store: CheckpointStore | None = None,
                  listener: Callable[[Callable[[Any], None], Callable[[Any], None]], Any] | None = None,
-                 changelog: Any = None) -> None:
+                 changelog: Any = None, merge: Any = None) -> None:
         from .observability import ServiceMetrics
 
         self.config = config
@@ -346,6 +376,12 @@ class MetricsService:
             changelog = Changelog(producer, config.changelog_topic, reader, self.max_record_bytes)
         #: checkpoints in Kafka (None: only ``--state-dir``)
         self.changelog = changelog
+        #: ``--partitioning any``: the merge stage (:class:`consumers.partials.MergeStage`, its own
+        #: thread), the partials topic's partition count, and the last watermark sent per partition
+        self.merge = merge
+        self.partials_partitions: int | None = None
+        self._watermarks_sent: dict[int, tuple[int, float]] = {}
+        self._watermark_moved: dict[int, tuple[float, float]] = {}  # partition -> (watermark, since when)
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self) -> None:
@@ -371,6 +407,8 @@ class MetricsService:
                                          timeout=self.config.metrics_timeout).start()
             log.info("metrics on %s:%d/metrics", self.config.metrics_host, self._server.port)
         self.consumer.subscribe(self.config.topics(), listener=self._listener(self._assign, self._revoke))
+        if self.merge is not None:
+            self.merge.start()
         return self
 
     def run(self) -> int:
@@ -394,6 +432,10 @@ class MetricsService:
     def close(self) -> None:
         """Leave the group and close the clients, each within ``commit_timeout``."""
         timeout = self.config.commit_timeout
+        if self.merge is not None:
+            self.merge.stop(timeout=self.config.stop_timeout / 2)
+            if self.merge.failure is not None and self.failure is None:
+                self._fail(self.merge.failure)
         try:
             self.consumer.close(autocommit=False, timeout_ms=int(timeout * 1000))
         except Exception as exc:
@@ -504,6 +546,7 @@ class MetricsService:
             self._fail(f"stopping: checkpoint on revocation failed: {type(exc).__name__}: {exc}")
         finally:
             for tp in mine:
+                self._watermark_moved.pop(tp.partition, None)
                 part = self.partitions.pop(tp)
                 if part.labels is not None:
                     self._label_parts.pop(part.labels.tp, None)
@@ -603,6 +646,8 @@ class MetricsService:
                     part.dirty = True
         if now - self._last_checkpoint >= self.config.checkpoint_interval:
             self.checkpoint()
+        if self.merge is not None and self.merge.failure is not None:
+            self._fail(f"stopping: {self.merge.failure}")
         self._update_lag()
         self._caught_up = self._compute_caught_up()
         return applied
@@ -784,6 +829,8 @@ class MetricsService:
 
     def _check_new_keys(self, part: _Partition) -> None:
         """Warn when a (model, segment) key new to this partition was already seen on another."""
+        if self.config.partitioned:  # spread keys are the point
+            return
         windows = part.pipeline.windows
         count = windows.key_count
         if count <= part.known_keys:  # no new key (or keys evicted: the check is best effort)
@@ -817,34 +864,125 @@ class MetricsService:
         self._inflight.append(future)
 
     def _publish_ready(self, part: _Partition) -> int:
-        """Publish the snapshots of the partition's closed windows; how many."""
+        """Publish the snapshots of the partition's closed windows (``--partitioning any``: as
+        partials to the partials topic); how many."""
         published = 0
+        partitioned = self.config.partitioned
         for snap in part.pipeline.poll():
             key = snapshot_key(snap)
-            value = snapshot_line(snap).encode()
-            room = self.max_record_bytes - RECORD_OVERHEAD - len(key)
-            if len(value) > room:
-                smaller = self._shrink_snapshot(snap, value, room)
-                if smaller is None:
-                    continue
-                value = smaller
-            self._send(self.config.output_topic, key, value)
+            if partitioned:
+                value = self.snapshot_value(snap, key, lambda s: partial_record(part.tp.partition, s))
+            else:
+                value = self.snapshot_value(snap, key)
+            if value is None:
+                continue
+            self._send((self.config.partials_topic or "") if partitioned else self.config.output_topic, key, value)
             for flag in ("state_coarsened", "state_dropped", "metrics_truncated"):
                 if snap.get(flag):  # degraded by the pipeline to fit max_snapshot_bytes
                     self.metrics.oversized_snapshots.labels(flag).inc()
-            self.metrics.observe_snapshot(snap)
-            self.counts["snapshots"] += 1
+            if partitioned:  # a partial: the merge stage publishes (and observes) the snapshot
+                self.metrics.partials.inc()
+                self.counts["partials"] = self.counts.get("partials", 0) + 1
+            else:
+                self.metrics.observe_snapshot(snap)
+                self.counts["snapshots"] += 1
             published += 1
         return published
 
-    def _shrink_snapshot(self, snap: dict[str, Any], value: bytes, room: int) -> bytes | None:
+    def snapshot_value(self, snap: dict[str, Any], key: bytes,
+                       wrap: Callable[[dict[str, Any]], bytes] | None = None) -> bytes | None:
+        """The record value of ``snap`` (``wrap``: how it is encoded, default its snapshot line),
+        without its state if over the producer's limit, None (dropped, counted) if still over."""
+        encode = wrap or (lambda s: snapshot_line(s).encode())
+        value = encode(snap)
+        room = self.max_record_bytes - RECORD_OVERHEAD - len(key)
+        if len(value) > room:
+            return self._shrink_snapshot(snap, value, room, encode)
+        return value
+
+    def _advance_idle(self) -> None:
+        """``--partitioning any``: an input partition read to its end whose watermark has not moved
+        for ``--idle-close`` seconds adopts the smallest watermark of the other partitions (as the
+        local merge stage knows them), so that a partition without traffic does not hold every merge
+        back. Its later events for windows before that are late (dead-lettered, counted), never
+        merged twice or lost silently; the advanced watermark is checkpointed before it is sent."""
+        idle_after = self.config.idle_close
+        sources = self.merge.sources if self.merge is not None else None
+        if not idle_after or not sources:
+            return
+        now = self._clock()
+        known: dict[int, int] | None = None
+        for part in list(self.partitions.values()):
+            source = part.tp.partition
+            watermark = part.pipeline.windows.watermark_us()
+            seen = self._watermark_moved.get(source)
+            if seen is None or seen[0] != watermark:
+                self._watermark_moved[source] = (watermark, now)
+                continue
+            if now - seen[1] < idle_after or not self._read_to_end(part):
+                continue
+            if known is None:
+                known = self.merge.known_watermarks() if self.merge is not None else {}
+            others = [w for s, w in known.items() if s != source]
+            if len(others) < sources - 1 or min(others) <= watermark:
+                continue
+            part.pipeline.windows.advance_watermark(min(others))
+            if part.next_offset is None:  # an empty partition: its checkpoint must hold the watermark
+                part.next_offset = 0
+            self._publish_ready(part)  # closes (and publishes) what the new watermark passed
+            part.dirty = True
+            self.counts["idle_advances"] = self.counts.get("idle_advances", 0) + 1
+            log.info("%s[%d]: no new event for %g s: watermark advanced to the other partitions' (%d us)",
+                     part.tp.topic, source, idle_after, min(others))
+
+    def _read_to_end(self, part: _Partition) -> bool:
+        high = self.consumer.highwater(part.tp)
+        if high is None or (part.next_offset if part.next_offset is not None else 0) < high:
+            return False
+        side = part.labels
+        if side is not None:
+            high = self.consumer.highwater(side.tp)
+            if high is None or (side.next_offset or 0) < high or side.buffer or (part.preds and part.preds.buffer):
+                return False
+        return True
+
+    def _send_watermarks(self) -> None:
+        """``--partitioning any``: each assigned partition's watermark to every partials partition,
+        when it moved (or every 10 s), after every partial it covers was sent (same producer)."""
+        topic = self.config.partials_topic
+        if self.partials_partitions is None:
+            found = self.producer.partitions_for(topic)
+            self.partials_partitions = len(found) if found else None
+            if not self.partials_partitions:
+                return
+        now = self._clock()
+        for part in list(self.partitions.values()):
+            self._publish_ready(part)  # every window up to the watermark is closed and sent first
+            watermark = part.pipeline.windows.watermark_us()
+            if watermark == -math.inf:
+                continue
+            source = part.tp.partition
+            sent = self._watermarks_sent.get(source)
+            if sent is not None and sent[0] == watermark and now - sent[1] < 10.0:
+                continue
+            value = watermark_record(source, int(watermark))
+            for p in range(self.partials_partitions):
+                try:
+                    future = self.producer.send(topic, key=f"watermark|{source}".encode(), value=value, partition=p)
+                except Exception as exc:
+                    raise DeliveryError(f"send to {topic!r} failed: {type(exc).__name__}: {exc}") from exc
+                self._inflight.append(future)
+            self._watermarks_sent[source] = (int(watermark), now)
+
+    def _shrink_snapshot(self, snap: dict[str, Any], value: bytes, room: int,
+                         encode: Callable[[dict[str, Any]], bytes] | None = None) -> bytes | None:
         """A snapshot over the producer's limit without its ``state`` (``"state_dropped": true``,
         counted); None (dropped, counted, logged) if even that does not fit."""
         size = len(value)
         if "state" in snap:
             smaller = {k: v for k, v in snap.items() if k != "state"}
             smaller["state_dropped"] = True
-            value = snapshot_line(smaller).encode()
+            value = encode(smaller) if encode is not None else snapshot_line(smaller).encode()
             if len(value) <= room:
                 self.counts["snapshot_states_dropped"] = self.counts.get("snapshot_states_dropped", 0) + 1
                 self.metrics.oversized_snapshots.labels("state_dropped").inc()
@@ -933,6 +1071,8 @@ class MetricsService:
             return
         parts = [self.partitions[tp] for tp in (tps if tps is not None else list(self.partitions))
                  if tp in self.partitions]
+        if self.config.partitioned and tps is None:
+            self._advance_idle()  # before the save: an advanced watermark is checkpointed before it is sent
         self._flush()
         commits = {}
         for part in parts:
@@ -984,6 +1124,8 @@ class MetricsService:
                         lside = self._label_parts[tp].labels
                         if lside is not None:
                             lside.committed_offset = om.offset
+        if self.config.partitioned:
+            self._send_watermarks()
         self._last_checkpoint = self._clock()
         self.metrics.last_checkpoint.set(time.time())
 

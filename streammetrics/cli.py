@@ -233,6 +233,16 @@ def _add_consume_options(c: argparse.ArgumentParser) -> None:
     g.add_argument("--max-merge-buffer", type=int, default=20_000, metavar="N",
                    help="with --labels-topic: records held per partition and topic awaiting the other topic's "
                         "records to merge with; beyond it that partition is paused (default: 20000)")
+    g.add_argument("--partitioning", choices=("key", "any"), default="key",
+                   help="key: each model|segment lives in one input partition (produce with that key); any: "
+                        "events of a key may be on every partition, partial windows are merged exactly through "
+                        "the internal partials topic (default: key)")
+    g.add_argument("--partials-topic", default=None, metavar="TOPIC",
+                   help="with --partitioning any: internal topic of partial windows and watermarks "
+                        "(default: GROUP-TOPIC-partials)")
+    g.add_argument("--max-merge-windows", type=int, default=100_000, metavar="N",
+                   help="with --partitioning any: windows the merge holds per partials partition; beyond it "
+                        "the oldest is published incomplete (default: 100000)")
     g.add_argument("--kafka", action="append", default=[], metavar="OPTION=VALUE",
                    help="extra kafka-python client option, e.g. security_protocol=SSL (repeatable)")
     g.add_argument("--log-level", default="WARNING", help="logging level (default: WARNING)")

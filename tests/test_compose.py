@@ -58,22 +58,25 @@ def test_topics_job_waits_for_kafka_and_creates_the_service_topics(compose):
     assert topics["depends_on"] == {"kafka": {"condition": "service_healthy"}}
     script = topics["command"][0]
     created = dict(re.findall(r"^create --topic (\S+)(.*)$", script, re.MULTILINE))
-    assert set(created) == {"predictions", "snapshots", "predictions-dlq"}
+    assert set(created) == {"predictions", "snapshots", "predictions-dlq", "streammetrics-predictions-changelog",
+                            "streammetrics-predictions-partials", "streammetrics-predictions-merge-changelog"}
     assert "cleanup.policy=compact" in created["snapshots"]
+    assert "cleanup.policy=delete" in script  # internal topics: chunked checkpoints must not be compacted
     assert "$$@" in script, "a literal $@ must be escaped from compose interpolation"
 
 
-def test_service_consumes_with_state_volume_and_published_metrics(compose):
+def test_service_runs_two_replicas_without_a_shared_volume(compose):
     service = compose["services"]["streammetrics"]
     assert service["build"] == "."
     assert service["command"] == [
         "consume", "--bootstrap-servers", "kafka:9092", "--topic", "predictions",
         "--output-topic", "snapshots", "--dlq-topic", "predictions-dlq",
-        "--state-dir", "/state", "--metrics-port", "9108",
+        "--partitioning", "any", "--metrics-port", "9108",
     ]
     assert service["depends_on"] == {"topics": {"condition": "service_completed_successfully"}}
-    assert "state:/state" in service["volumes"] and "state" in compose["volumes"]
-    assert "9108:9108" in service["ports"]
+    assert service["deploy"]["replicas"] == 2
+    assert "volumes" not in service and "state" not in compose["volumes"]  # state lives in Kafka
+    assert "9108-9109:9108" in service["ports"]
     assert "9108/healthz" in " ".join(service["healthcheck"]["test"])
 
 

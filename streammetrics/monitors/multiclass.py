@@ -15,13 +15,29 @@ from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
 from streammetrics.monitors.labels import class_report, label_metrics
 
-__all__ = ["CLASS_SCORE_BINS", "CLASS_SCORE_MAX_BINS", "MulticlassMonitor"]
+__all__ = [
+    "CLASS_SCORE_BINS", "CLASS_SCORE_BUDGET", "CLASS_SCORE_MAX_BINS", "MulticlassMonitor", "class_score_max_bins",
+]
 
 #: per-class label-free score histograms: every distinct score while a column holds at most
-#: ``CLASS_SCORE_MAX_BINS`` of them (exact), beyond that a log grid of ``CLASS_SCORE_BINS``
+#: ``class_score_max_bins(K)`` of them (exact), beyond that a log grid of ``CLASS_SCORE_BINS``
 #: bins per octave (``MulticlassScores``' default grid), halved while it holds more keys
 CLASS_SCORE_BINS = 64
 CLASS_SCORE_MAX_BINS = 512
+#: entries shared by the ``K`` columns: each column keeps at most ``CLASS_SCORE_BUDGET // K``
+#: (so a 50-class monitor's snapshot stays within 256 KiB; issue 12)
+CLASS_SCORE_BUDGET = 4096
+#: fewest keys a column may be limited to, whatever ``K``
+CLASS_SCORE_MIN_BINS = 16
+
+
+def class_score_max_bins(k: int) -> int:
+    """Keys per class column: ``max(CLASS_SCORE_MIN_BINS, min(CLASS_SCORE_MAX_BINS, CLASS_SCORE_BUDGET // k))``.
+
+    >>> class_score_max_bins(3), class_score_max_bins(50), class_score_max_bins(1000)
+    (512, 81, 16)
+    """
+    return max(CLASS_SCORE_MIN_BINS, min(CLASS_SCORE_MAX_BINS, CLASS_SCORE_BUDGET // max(k, 1)))
 
 
 def _k(m: Any) -> int:
@@ -64,7 +80,8 @@ def _migrate_v3(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
 
 
 def _new_class_scores(m: Any) -> list[ScoreDistribution]:
-    return [ScoreDistribution(bins=CLASS_SCORE_BINS, max_bins=CLASS_SCORE_MAX_BINS) for _ in range(_k(m))]
+    limit = class_score_max_bins(_k(m))
+    return [ScoreDistribution(bins=CLASS_SCORE_BINS, max_bins=limit) for _ in range(_k(m))]
 
 
 def _merge_class_scores(mine: list | None, theirs: list | None, acc: Any) -> list | None:
@@ -173,9 +190,10 @@ class MulticlassMonitor(Monitor):
     Label-free part (every prediction): ``count``, ``total_weight``, the weight of each
     arg-max class (``per_class[c]["predicted_rate"]``, its share), each class's weighted
     mean score (``per_class[c]["mean_score"]``), one score histogram per class
-    (``class_scores``: ``K`` ScoreDistributions, exact up to ``CLASS_SCORE_MAX_BINS``
-    distinct scores per column, then a log grid of ``CLASS_SCORE_BINS`` bins per octave
-    with at most ``CLASS_SCORE_MAX_BINS`` keys) for per-class score drift, and, when the
+    (``class_scores``: ``K`` ScoreDistributions, exact up to :func:`class_score_max_bins`
+    distinct scores per column (512, or ``CLASS_SCORE_BUDGET`` = 4,096 shared by the columns
+    when ``K > 8``, at least 16), then a log grid of ``CLASS_SCORE_BINS`` bins per octave
+    with at most as many keys) for per-class score drift, and, when the
     monitor is bound to a :class:`~streammetrics.monitors.reference_multiclass.MulticlassReference`
     (``reference=``, or :meth:`use_references` per key), the ``2K + 1`` CBPE sums of its
     predictions against it (``estimate``; see

@@ -113,6 +113,9 @@ class PipelineConfig:
     max_references: int = 10_000
     #: decode with msgspec when it is installed (same results; False: the standard library only)
     fast_json: bool = True
+    #: one event-time watermark for all keys instead of one per key (WindowManager's
+    #: ``shared_watermark``): the Kafka service's partitioned mode merges partial windows by it
+    shared_watermark: bool = False
 
     def extra_metrics(self) -> Callable[[tuple[str, str], Any, dict[str, Any]], None] | None:
         """The snapshot hook adding the label-free metrics (None without references)."""
@@ -250,6 +253,7 @@ class Pipeline:
             cumulative=c.cumulative, include_state=c.include_state, batch=c.batch, max_pending=c.max_pending,
             event_codec=EVENT_CODEC, clock=idle_clock, max_future=c.max_future, wall_clock=wall_clock,
             max_keys=c.max_keys, extra_metrics=c.extra_metrics(), monitor_loader=c.monitor_loader(),
+            shared_watermark=c.shared_watermark,
         )
         self._parse: Callable[[Any], Any] = self.parser.parse  # Event, Label or Rejection
         self._fast = self.parser.fast_decode  # msgspec's decoder, or None (PipelineConfig.fast_json)

@@ -258,8 +258,12 @@ class WindowManager:
         wall_clock: Callable[[], float] = time.time,
         max_keys: int | None = DEFAULT_MAX_KEYS,
         extra_metrics: Callable[[tuple[str, str], Any, dict[str, Any]], None] | None = None,
+        shared_watermark: bool = False,
     ) -> None:
         self.spec = WindowSpec(window, slide, grace)
+        #: one watermark for every key (the largest event time over all keys minus ``grace``)
+        #: instead of one per key: see :meth:`watermark_us`
+        self.shared_watermark = shared_watermark
         #: ``extra_metrics(key, monitor, metrics)`` adds to each snapshot's ``metrics`` (e.g. the
         #: label-free metrics against a reference: :func:`streammetrics.monitors.reference.snapshot_metrics`)
         self.extra_metrics = extra_metrics
@@ -321,6 +325,8 @@ class WindowManager:
         state = self._keys.get((event.model, event.segment))
         if state is None or self._event_tag is not None:
             state = self._key_state(event, state)
+        if self.shared_watermark and self._max_us >= state.close_at and self._max_us != -math.inf:
+            self._close_by_watermark((event.model, event.segment), state, self._max_us)
         pane = ts_us // self._pane_us
         if self._idle:
             state.last_seen = self._clock()
@@ -351,7 +357,8 @@ class WindowManager:
             if ts_us > self._max_us:
                 self._max_us = ts_us
             if ts_us >= state.close_at:
-                self._close_by_watermark((event.model, event.segment), state)
+                self._close_by_watermark((event.model, event.segment), state,
+                                         self._max_us if self.shared_watermark else None)
         return True
 
     # ----------------------------------------------------------------- delayed labels
@@ -367,6 +374,8 @@ class WindowManager:
         state = self._keys.get((event.model, event.segment))
         if state is None or self._event_tag is not None:
             state = self._key_state(event, state)  # event_tag reads y_pred's kind when y_true is None
+        if self.shared_watermark and self._max_us >= state.close_at and self._max_us != -math.inf:
+            self._close_by_watermark((event.model, event.segment), state, self._max_us)
         pane = ts_us // self._pane_us
         if self._idle:
             state.last_seen = self._clock()
@@ -399,7 +408,8 @@ class WindowManager:
             if ts_us > self._max_us:
                 self._max_us = ts_us
             if ts_us >= state.close_at:
-                self._close_by_watermark((event.model, event.segment), state)
+                self._close_by_watermark((event.model, event.segment), state,
+                                         self._max_us if self.shared_watermark else None)
         return first
 
     def add_outcome(self, event: Any, first_window: int | None = None) -> None:
@@ -591,9 +601,9 @@ class WindowManager:
             self._drain_pane(state, pane)
 
     # ----------------------------------------------------------------- closing
-    def _close_by_watermark(self, key: tuple[str, str], state: _KeyState) -> None:
+    def _close_by_watermark(self, key: tuple[str, str], state: _KeyState, max_us: float | None = None) -> None:
         spec = self.spec
-        watermark = state.max_us - spec.grace_ms * 1000
+        watermark = (state.max_us if max_us is None else max_us) - spec.grace_ms * 1000
         # window k ends at k*slide + size: closed once watermark >= end (exact integer arithmetic)
         last_closable = (watermark - spec.size_ms * 1000) // (spec.slide_ms * 1000)
         if state.next_window is None:  # first event of the key: nothing was open before
@@ -676,12 +686,37 @@ class WindowManager:
         caller can coalesce revisions over longer spans than closes)."""
         if self.idle_close is not None:
             self._close_idle(self._clock() if now is None else now)
+        if self.shared_watermark and self._max_us != -math.inf:
+            self._close_all(self._max_us)
         if self._revised and revisions:
             self._emit_revisions()
         if self._emptied:
             self._evict_emptied()
         ready, self._ready = self._ready, []
         return ready
+
+    def _close_all(self, max_us: float) -> None:
+        """Shared watermark: close every held key's windows that end at or before it. O(keys)."""
+        for key, state in self._keys.items():
+            if state.close_at <= max_us and state.next_window is not None:
+                self._close_by_watermark(key, state, max_us)
+
+    def advance_watermark(self, watermark_us: int) -> None:
+        """Raise the shared watermark to at least ``watermark_us`` without an event (a source
+        with no traffic keeping up with the others); the next :meth:`poll` closes what it passes.
+        Kept by :meth:`to_dict`."""
+        target = watermark_us + self.spec.grace_ms * 1000
+        if target > self._max_us:
+            self._max_us = target
+
+    def watermark_us(self) -> float:
+        """The shared watermark in microseconds (largest event time over all keys minus
+        ``grace``; -inf before the first event). With ``shared_watermark=True``, after
+        :meth:`poll` every window ending at or before it has closed (its snapshot returned) for
+        every key, held, evicted or new, and any later event for such a window is late: a
+        consumer merging the snapshots of several window managers (the Kafka service's
+        partitioned mode) may treat every window ending at or before it as complete here."""
+        return self._max_us - self.spec.grace_ms * 1000
 
     def _close_idle(self, now: float) -> None:
         """Close the windows of keys idle for ``idle_close`` at ``now`` (least recently seen first)."""
@@ -771,7 +806,8 @@ class WindowManager:
             })
         return {"type": "WindowManager", "version": 1, "spec": self.spec.to_dict(), "keys": keys,
                 "closed": [[m, g, nw, late] for (m, g), (nw, late) in self._closed.items()],
-                "forgotten_next": self._forgotten_next, "evicted": self.evicted}
+                "forgotten_next": self._forgotten_next, "evicted": self.evicted,
+                "max_us": None if self._max_us == -math.inf else self._max_us}
 
     def load_dict(self, data: Mapping[str, Any]) -> WindowManager:
         """Replace the state with a checkpoint from :meth:`to_dict` (same window geometry)."""
@@ -838,7 +874,11 @@ class WindowManager:
             forgotten = nw if forgotten is None else max(forgotten, nw)
         self._keys = keys
         self._recent = dict.fromkeys(keys) if self._idle else {}
-        self._max_us = max((st.max_us for st in keys.values()), default=-math.inf)
+        saved_max = data.get("max_us")  # stream time of evicted keys too (older checkpoints: held keys')
+        if saved_max is not None and type(saved_max) is not int:
+            raise ValueError("malformed WindowManager checkpoint: max_us must be an integer")
+        self._max_us = max([st.max_us for st in keys.values()] + ([saved_max] if saved_max is not None else []),
+                           default=-math.inf)
         self._closed = closed
         self._forgotten_next = forgotten
         self.evicted = evicted

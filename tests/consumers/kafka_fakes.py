@@ -209,6 +209,9 @@ class FakeProducer:
         self.buffer.append((future, topic, key, value, list(headers or []), partition))
         return future
 
+    def partitions_for(self, topic: str) -> set[int]:
+        return set(range(len(self.cluster.topics.get(topic, [[]]))))
+
     def deliver(self) -> None:
         pending, self.buffer = self.buffer, []
         for future, topic, key, value, headers, partition in pending:

@@ -26,6 +26,8 @@ def test_unreachable_broker_is_a_one_line_error():
     (["--kafka", "security_protocol"], "OPTION=VALUE"),
     (["--task", "multiclass"], "classes"),
     (["--log-level", "loud"], "--log-level"),
+    (["--partitioning", "any", "--cumulative"], "--cumulative is not supported with --partitioning any"),
+    (["--partitioning", "any", "--changelog-topic", ""], "give one of them"),
 ])
 def test_bad_options_name_the_option(extra, message):
     out = consume("--bootstrap-servers", "127.0.0.1:9", "--topic", "a", "--output-topic", "b", *extra)

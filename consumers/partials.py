@@ -1,0 +1,516 @@
+"""Any input partitioning (``--partitioning any``): partial windows per partition, merged exactly.
+
+With ``--partitioning any`` the events of one (model, segment) may arrive on every input
+partition (e.g. keyed by prediction id). Each input partition ``p`` keeps its own windows, with
+one event-time watermark for all its keys (``PipelineConfig.shared_watermark``: the largest
+event time on ``p`` minus ``--grace``), and:
+
+* publishes each window it closes, and each later label revision of it, as a **partial** to the
+  partials topic (``--partials-topic``, default ``<group>-<topic>-partials``), key
+  ``model|segment|window_start``, value::
+
+      {"schema": "streammetrics.partial/1", "source": p, "snapshot": <p's snapshot, with state>}
+
+* after each checkpoint, even when idle, sends its **watermark** to every partition of the
+  partials topic (key ``watermark|p``)::
+
+      {"schema": "streammetrics.watermark/1", "source": p, "watermark_us": <int>}
+
+  meaning: every window of ``p`` ending at or before it has been published as a partial
+  *before* this record (same producer, same partition: Kafka keeps the order), and any later
+  event of ``p`` for such a window is late (dead-lettered, counted), never applied.
+
+The **merge stage** (:class:`MergeStage`: a thread of every ``consume`` process, consumer group
+``<group>-merge`` on the partials topic) runs one :class:`Merger` per partials partition. It
+keeps the latest partial per (window, source partition) and the largest watermark per source;
+when the smallest watermark over *all* input partitions reaches a window's end it publishes the
+exact merge (``merge`` of the partial states in source order, :func:`streammetrics.from_dict`)
+under the window's key ``model|segment|window_start`` (revision 0), then one new revision per
+later partial revision of it (delayed labels), the last ``"final": true`` once every partial is
+final. A partial's version is its ``labeled + expired`` (labels only ever settle predictions),
+so a partial re-sent after a source's crash (same content) is recognised and ignored, and so is
+any partial of a window already merged and forgotten: re-publication is idempotent, and every
+output follows from the partials partition's records in offset order (deterministic). The
+merge stage checkpoints its state and offset like the sources do (state dir and a changelog
+topic, ``<group>-<topic>-merge-changelog``), so a killed instance loses nothing.
+
+Bounds: ``--max-merge-windows`` (default 100,000) windows held per partials partition; beyond
+it the window that ends first is published as it stands (``"final": false``,
+``"merge_incomplete": true``), counted (``merge_evicted``) and logged, and later partials of
+windows ending at or before it are dropped (counted). An input partition without events would
+hold every merge back: after ``--idle-close`` without a move of its watermark, while read to its
+end, it adopts the smallest watermark of the other partitions (``MetricsService._advance_idle``).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from streammetrics.core.accumulator import from_dict
+from streammetrics.stream.snapshots import build_snapshot, snapshot_key, snapshot_line
+
+__all__ = ["Merger", "MergeStage", "partial_record", "watermark_record", "default_partials_topic",
+           "DEFAULT_MAX_MERGE_WINDOWS", "PARTIAL_SCHEMA", "WATERMARK_SCHEMA"]
+
+log = logging.getLogger("streammetrics.merge")
+
+PARTIAL_SCHEMA = "streammetrics.partial/1"
+WATERMARK_SCHEMA = "streammetrics.watermark/1"
+#: windows held per partials partition by the merge (``--max-merge-windows``)
+DEFAULT_MAX_MERGE_WINDOWS = 100_000
+
+
+def default_partials_topic(group: str, topic: str) -> str:
+    """``<group>-<topic>-partials``."""
+    return f"{group}-{topic}-partials"
+
+
+def partial_record(source: int, snapshot: dict[str, Any]) -> bytes:
+    """The partials-topic value of source partition ``source``'s snapshot (deterministic JSON)."""
+    return json.dumps({"schema": PARTIAL_SCHEMA, "source": source, "snapshot": snapshot},
+                      separators=(",", ":"), allow_nan=False).encode()
+
+
+def watermark_record(source: int, watermark_us: int) -> bytes:
+    """The partials-topic value announcing source partition ``source``'s watermark."""
+    return json.dumps({"schema": WATERMARK_SCHEMA, "source": source, "watermark_us": watermark_us},
+                      separators=(",", ":")).encode()
+
+
+def _ms(seconds: Any) -> int:
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+        raise ValueError(f"window bound must be a number of seconds, got {seconds!r:.40}")
+    return round(seconds * 1000)
+
+
+def _settled(snap: Mapping[str, Any]) -> int:
+    """A partial's version: its predictions with a label or expired (only ever grows)."""
+    return int(snap.get("labeled") or 0) + int(snap.get("expired") or 0)
+
+
+class _Window:
+    __slots__ = ("end_ms", "parts", "raw", "revision")
+
+    def __init__(self, end_ms: int, revision: int = -1) -> None:
+        self.end_ms = end_ms
+        # source partition -> its latest partial snapshot, and the record as received: checkpoints
+        # copy the text as is, a tenth of the cost of re-encoding the states every interval
+        self.parts: dict[int, dict[str, Any]] = {}
+        self.raw: dict[int, str] = {}
+        self.revision = revision  # last published revision, -1: not yet published
+
+
+class Merger:
+    """The merge of one partials partition (see the module docstring): :meth:`apply` one record
+    value, get the merged snapshots to publish. Pure and deterministic; ``to_dict`` / ``load_dict``
+    checkpoint it.
+
+    >>> import streammetrics as sm
+    >>> def part(src, y_true, score):
+    ...     m = sm.BinaryMonitor()
+    ...     m.update({"y_true": y_true, "score": score})
+    ...     snap = build_snapshot(("m", ""), m, 0, 60_000, final=True)
+    ...     return partial_record(src, snap)
+    >>> merger = Merger(sources=2)
+    >>> merger.apply(part(0, 1, 0.9)) + merger.apply(part(1, 0, 0.8)) + merger.apply(watermark_record(0, 60_000_000))
+    []
+    >>> [(s["count"], s["final"], s["metrics"]["accuracy"]) for s in merger.apply(watermark_record(1, 61_000_000))]
+    [(2, True, 0.5)]
+    """
+
+    def __init__(self, sources: int, *, include_state: bool = True,
+                 extra_metrics: Callable[[tuple[str, str], Any, dict[str, Any]], None] | None = None,
+                 max_windows: int = DEFAULT_MAX_MERGE_WINDOWS,
+                 loader: Callable[[Mapping[str, Any]], Any] | None = None) -> None:
+        if sources < 1:
+            raise ValueError(f"sources must be at least 1, got {sources!r}")
+        if isinstance(max_windows, bool) or not isinstance(max_windows, int) or max_windows < 1:
+            raise ValueError(f"max_merge_windows must be a positive integer, got {max_windows!r}")
+        self.sources = sources
+        self.include_state = include_state
+        self.extra_metrics = extra_metrics
+        self.max_windows = max_windows
+        #: rebuilds a partial's monitor (``PipelineConfig.monitor_loader``: bound to its reference)
+        self.loader = loader or from_dict
+        self.watermarks: dict[int, int] = {}
+        self.frontier_us: float = -math.inf  # smallest watermark over every source, once all reported
+        self.evicted_end_ms: int | None = None  # windows ending at or before it were evicted
+        self.windows: dict[tuple[str, str, int], _Window] = {}
+        #: records by outcome: partials / watermarks applied, replayed (already known, ignored),
+        #: dropped (of an evicted range), malformed; windows published and evicted
+        self.counts = dict.fromkeys(("partials", "watermarks", "replayed", "dropped", "malformed", "published",
+                                     "evicted"), 0)
+
+    # ------------------------------------------------------------------ input
+    def apply(self, value: bytes | None) -> list[dict[str, Any]]:
+        """Apply one partials-topic record value; the merged snapshots now due, in order."""
+        try:
+            text = value.decode() if isinstance(value, (bytes, bytearray)) else str(value or "")
+            rec: dict[str, Any] = json.loads(text) if value is not None else {}
+            if not isinstance(rec, dict):
+                raise ValueError("not a JSON object")
+            schema = rec.get("schema")
+            source = rec["source"] if schema in (PARTIAL_SCHEMA, WATERMARK_SCHEMA) else None
+            if type(source) is not int or not 0 <= source < self.sources:
+                raise ValueError(f"source {source!r:.40} is not an input partition (0..{self.sources - 1})")
+            if schema == WATERMARK_SCHEMA:
+                watermark = rec["watermark_us"]
+                if type(watermark) is not int:
+                    raise ValueError("watermark_us must be an integer")
+                return self._watermark(source, watermark)
+            snap = rec["snapshot"]
+            key = (str(snap["key"]["model"]), str(snap["key"]["segment"]), _ms(snap["window"]["start"]))
+            end_ms = _ms(snap["window"]["end"])
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            self.counts["malformed"] += 1
+            log.warning("partials record ignored: %s", exc)
+            return []
+        if not isinstance(snap, dict):
+            self.counts["malformed"] += 1
+            return []
+        return self._partial(source, key, end_ms, snap, text)
+
+    def _partial(self, source: int, key: tuple[str, str, int], end_ms: int,
+                 snap: dict[str, Any], raw: str) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        win = self.windows.get(key)
+        if win is None:
+            if end_ms * 1000 <= self.frontier_us:  # merged and final already: a source's replay
+                self.counts["replayed"] += 1
+                return out
+            if self.evicted_end_ms is not None and end_ms <= self.evicted_end_ms:
+                self.counts["dropped"] += 1
+                log.warning("partial of %s dropped: windows ending at or before %d ms were evicted "
+                            "(--max-merge-windows)", key, self.evicted_end_ms)
+                return out
+            if len(self.windows) >= self.max_windows:
+                out.append(self._evict())
+            win = self.windows[key] = _Window(end_ms)
+        old = win.parts.get(source)
+        if old is not None and _settled(snap) <= _settled(old):
+            self.counts["replayed"] += 1
+            return out
+        self.counts["partials"] += 1
+        win.parts[source] = snap
+        win.raw[source] = raw
+        if win.revision >= 0:  # published already: a label revision of one partial
+            out.append(self._publish(key, win))
+        return out
+
+    def _watermark(self, source: int, watermark: int) -> list[dict[str, Any]]:
+        self.counts["watermarks"] += 1
+        if watermark <= self.watermarks.get(source, -math.inf):
+            return []
+        self.watermarks[source] = watermark
+        if len(self.watermarks) < self.sources:
+            return []
+        frontier = min(self.watermarks.values())
+        if frontier <= self.frontier_us:
+            return []
+        self.frontier_us = frontier
+        due = sorted((w.end_ms, k) for k, w in self.windows.items() if w.revision < 0 and w.end_ms * 1000 <= frontier)
+        return [self._publish(k, self.windows[k]) for _, k in due]
+
+    def _evict(self) -> dict[str, Any]:
+        """Make room: publish the window that ends first as it stands (not final)."""
+        end_ms, key = min((w.end_ms, k) for k, w in self.windows.items())
+        self.counts["evicted"] += 1
+        self.evicted_end_ms = end_ms if self.evicted_end_ms is None else max(self.evicted_end_ms, end_ms)
+        log.warning("merge holds %d windows (--max-merge-windows): publishing window %s before it is complete",
+                    len(self.windows), key)
+        snap = self._publish(key, self.windows[key], incomplete=True)
+        self.windows.pop(key, None)
+        return snap
+
+    # ------------------------------------------------------------------ output
+    def _publish(self, key: tuple[str, str, int], win: _Window, incomplete: bool = False) -> dict[str, Any]:
+        win.revision += 1
+        sources = sorted(win.parts)
+        parts = [win.parts[s] for s in sources]
+        monitor = None
+        missing = 0
+        for part in parts:
+            state = part.get("state")
+            if state is None:
+                missing += 1
+                continue
+            m = self.loader(state)
+            monitor = m if monitor is None else monitor.merge(m)
+        if monitor is None:  # no partial carries a state: nothing exact to publish
+            raise ValueError(f"no partial of window {key} carries a state")
+        final = not incomplete and not missing and all(p.get("final") for p in parts)
+        snap = build_snapshot(key[:2], monitor, key[2], win.end_ms, final=final,
+                              late=sum(int(p.get("late") or 0) for p in parts), revision=win.revision,
+                              pending=sum(int(p.get("pending") or 0) for p in parts),
+                              expired=sum(int(p.get("expired") or 0) for p in parts),
+                              include_state=self.include_state, extra_metrics=self.extra_metrics)
+        snap["sources"] = len(parts)
+        if incomplete or missing:
+            snap["merge_incomplete"] = True
+        if final:
+            del self.windows[key]
+        self.counts["published"] += 1
+        return snap
+
+    @property
+    def open_windows(self) -> int:
+        return len(self.windows)
+
+    # ------------------------------------------------------------------ checkpoint
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "Merger", "version": 1, "sources": self.sources,
+                "watermarks": sorted([s, w] for s, w in self.watermarks.items()),
+                "frontier_us": None if self.frontier_us == -math.inf else self.frontier_us,
+                "evicted_end_ms": self.evicted_end_ms,
+                "windows": [[k[0], k[1], k[2], w.end_ms, w.revision, [[s, w.raw[s]] for s in sorted(w.raw)]]
+                            for k, w in sorted(self.windows.items())]}
+
+    def load_dict(self, data: Mapping[str, Any]) -> Merger:
+        if not isinstance(data, Mapping) or data.get("type") != "Merger" or data.get("version") != 1:
+            raise ValueError("not a Merger checkpoint (type/version)")
+        if data.get("sources") != self.sources:
+            raise ValueError(f"merge checkpoint written for {data.get('sources')!r} input partitions, the input "
+                             f"topic has {self.sources}: reset the merge state (see docs/scaleout.md)")
+        try:
+            watermarks = {int(s): int(w) for s, w in data["watermarks"]}
+            windows = {}
+            for model, segment, start, end, revision, parts in data["windows"]:
+                win = _Window(int(end), int(revision))
+                for source, raw in parts:
+                    snap = json.loads(raw)["snapshot"]
+                    win.parts[int(source)] = snap
+                    win.raw[int(source)] = str(raw)
+                windows[(str(model), str(segment), int(start))] = win
+            frontier = data.get("frontier_us")
+            evicted = data.get("evicted_end_ms")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"malformed Merger checkpoint: {exc}") from None
+        self.watermarks, self.windows = watermarks, windows
+        self.frontier_us = -math.inf if frontier is None else int(frontier)
+        self.evicted_end_ms = None if evicted is None else int(evicted)
+        return self
+
+
+class _MergePart:
+    __slots__ = ("tp", "merger", "next_offset", "saved_offset", "committed_offset")
+
+    def __init__(self, tp: Any, merger: Merger, offset: int | None) -> None:
+        self.tp = tp
+        self.merger = merger
+        self.next_offset = self.saved_offset = self.committed_offset = offset
+
+
+class MergeStage:
+    """The merge stage's loop on its own thread: consumer group ``<group>-merge`` on the partials
+    topic, one :class:`Merger` per assigned partition, merged snapshots to the output topic,
+    checkpoints (``store`` and/or ``changelog``) every ``checkpoint_interval`` after the
+    producer acknowledged everything they cover, then commits. Any failure to deliver stops
+    the stage (:attr:`failure`); the service then exits with status 1 and a restart resumes
+    from the last checkpoint.
+
+    ``publish(key, snapshot) -> bytes | None``: the record value of a merged snapshot (the
+    service's size checks), None to drop it."""
+
+    def __init__(self, *, consumer: Any, producer: Any, partials_topic: str, output_topic: str, sources: int,
+                 make_merger: Callable[[], Merger], codec: Any, store: Any = None, changelog: Any = None,
+                 checkpoint_interval: float = 1.0, delivery_timeout: float = 10.0, commit_timeout: float = 5.0,
+                 encode: Callable[[dict[str, Any]], bytes | None] | None = None,
+                 listener: Callable[[Any, Any], Any] | None = None, metrics: Any = None) -> None:
+        self.consumer, self.producer = consumer, producer
+        self.partials_topic, self.output_topic, self.sources = partials_topic, output_topic, sources
+        self.make_merger, self.codec, self.store, self.changelog = make_merger, codec, store, changelog
+        self.checkpoint_interval = checkpoint_interval
+        self.delivery_timeout, self.commit_timeout = delivery_timeout, commit_timeout
+        self.encode = encode or (lambda snap: snapshot_line(snap).encode())
+        self._listener = listener
+        #: the service's :class:`~consumers.observability.ServiceMetrics` (None: not exported)
+        self.metrics = metrics
+        self.parts: dict[Any, _MergePart] = {}
+        self.failure: str | None = None
+        self.counts = {"records": 0, "published": 0, "checkpoints": 0}
+        self._inflight: list[Any] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_checkpoint = time.monotonic()
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> MergeStage:
+        self._thread = threading.Thread(target=self._run, name="streammetrics-merge", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float | None = None) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            if self._listener is None:
+                from .clients import rebalance_listener
+
+                self._listener = rebalance_listener
+            self.consumer.subscribe([self.partials_topic], listener=self._listener(self._assign, self._revoke))
+            while not self._stop.is_set() and self.failure is None:
+                self.poll_once()
+            if self.failure is None:
+                self.checkpoint()
+        except Exception as exc:
+            log.exception("merge stage failed")
+            self.failure = f"merge stage: {type(exc).__name__}: {exc}"
+        finally:
+            for close in (lambda: self.consumer.close(autocommit=False, timeout_ms=int(self.commit_timeout * 1000)),
+                          lambda: self.producer.close(timeout=self.commit_timeout),
+                          getattr(getattr(self.changelog, "reader", None), "close", None)):
+                try:
+                    if close is not None:
+                        close()
+                except Exception as exc:  # noqa: BLE001 - closing is best effort
+                    log.warning("merge stage close: %s", exc)
+
+    # ------------------------------------------------------------------ rebalancing
+    def _assign(self, assigned: Any) -> None:
+        try:
+            for tp in assigned:
+                if tp.topic != self.partials_topic or tp in self.parts:
+                    continue
+                merger = self.make_merger()
+                offset = None
+                saved = self._restore(tp.partition)
+                if saved is not None:
+                    merger.load_dict(saved["windows"])
+                    offset = saved["offset"]
+                    self.consumer.seek(tp, offset)
+                self.parts[tp] = _MergePart(tp, merger, offset)
+                log.info("merge: assigned %s[%d] from offset %s", tp.topic, tp.partition, offset)
+        except Exception as exc:
+            log.exception("merge: assignment failed")
+            self.failure = f"merge stage: assignment failed: {type(exc).__name__}: {exc}"
+
+    def _restore(self, partition: int) -> dict[str, Any] | None:
+        candidates = []
+        if self.store is not None:
+            local = self.store.load(partition)
+            if local is not None:
+                candidates.append(local)
+        if self.changelog is not None:
+            raw = self.changelog.restore(partition)
+            if raw is not None:
+                candidates.append(self.codec.decode(partition, raw, f"merge changelog checkpoint {partition}"))
+        return max(candidates, key=lambda c: c["offset"]) if candidates else None
+
+    def _revoke(self, revoked: Any) -> None:
+        mine = [tp for tp in revoked if tp in self.parts]
+        try:
+            if mine and self.failure is None:
+                self.checkpoint(mine, commit=False)
+        except Exception as exc:
+            self.failure = f"merge stage: checkpoint on revocation failed: {type(exc).__name__}: {exc}"
+        finally:
+            for tp in mine:
+                self.parts.pop(tp, None)
+                log.info("merge: revoked %s[%d]", tp.topic, tp.partition)
+
+    # ------------------------------------------------------------------ processing
+    def poll_once(self, timeout_ms: int = 200) -> int:
+        batches = self.consumer.poll(timeout_ms=timeout_ms, max_records=5000)
+        applied = 0
+        for tp, records in batches.items():
+            part = self.parts.get(tp)
+            if part is None:
+                continue
+            for rec in records:
+                if part.next_offset is not None and rec.offset < part.next_offset:
+                    continue
+                if part.saved_offset is None:
+                    part.saved_offset = rec.offset  # the empty merge state is consistent before it
+                before = dict(part.merger.counts) if self.metrics is not None else None
+                for snap in part.merger.apply(rec.value):
+                    value = self.encode(snap)
+                    if value is not None:
+                        self._send(snapshot_key(snap), value)
+                        if self.metrics is not None:
+                            self.metrics.observe_snapshot(snap)
+                if before is not None:
+                    self._count(before, part.merger.counts)
+                part.next_offset = rec.offset + 1
+                applied += 1
+        self.counts["records"] += applied
+        if time.monotonic() - self._last_checkpoint >= self.checkpoint_interval:
+            self.checkpoint()
+        return applied
+
+    def _count(self, before: dict[str, int], after: dict[str, int]) -> None:
+        metrics = self.metrics
+        for outcome, name in (("partials", "partial"), ("watermarks", "watermark"), ("replayed", "replayed"),
+                              ("dropped", "dropped"), ("malformed", "malformed")):
+            if after[outcome] != before[outcome]:
+                metrics.merge_records.labels(name).inc(after[outcome] - before[outcome])
+        if after["evicted"] != before["evicted"]:
+            metrics.merge_evicted.inc(after["evicted"] - before["evicted"])
+        metrics.merge_windows.set(self.open_windows())
+
+    def _send(self, key: bytes, value: bytes) -> None:
+        self._inflight.append(self.producer.send(self.output_topic, key=key, value=value))
+        self.counts["published"] += 1
+
+    def _flush(self) -> None:
+        if not self._inflight:
+            return
+        self.producer.flush(timeout=self.delivery_timeout)
+        failed = [f for f in self._inflight if not f.is_done or f.failed()]
+        if failed:
+            raise RuntimeError(f"{len(failed)} merged snapshots / merge checkpoints were not delivered")
+        self._inflight.clear()
+
+    def checkpoint(self, tps: list | None = None, commit: bool = True) -> None:
+        """Flush, save each changed partition's merge state and offset, flush the changelog, commit."""
+        from kafka.structs import OffsetAndMetadata
+
+        parts = [self.parts[tp] for tp in (tps if tps is not None else list(self.parts)) if tp in self.parts]
+        self._flush()
+        for part in parts:
+            if part.next_offset is None or part.next_offset == part.saved_offset:
+                continue
+            payload = self.codec.encode(part.tp.partition, part.next_offset, part.merger.to_dict())
+            if self.store is not None:
+                self.store.write(part.tp.partition, payload)
+            if self.changelog is not None:
+                self._inflight.extend(self.changelog.write(part.tp.partition, payload, part.next_offset, None))
+            part.saved_offset = part.next_offset
+            self.counts["checkpoints"] += 1
+        self._flush()
+        commits = {p.tp: OffsetAndMetadata(p.saved_offset, "", -1) for p in parts
+                   if p.saved_offset is not None and p.saved_offset != p.committed_offset}
+        if commits and commit:
+            try:
+                self.consumer.commit(commits, timeout_ms=int(self.commit_timeout * 1000))
+                for tp, om in commits.items():
+                    if tp in self.parts:
+                        self.parts[tp].committed_offset = om.offset
+            except Exception as exc:  # the checkpoint, not the group offset, is the source of truth
+                log.info("merge: offset commit failed (%s); the checkpoint holds the offsets", exc)
+        self._last_checkpoint = time.monotonic()
+
+    def open_windows(self) -> int:
+        return sum(p.merger.open_windows for p in list(self.parts.values()))
+
+    def known_watermarks(self) -> dict[int, int]:
+        """The largest watermark of each source partition over this stage's mergers (read from the
+        service's thread: a copy, retried if the merge thread changes a dict meanwhile)."""
+        for _ in range(5):
+            try:
+                out: dict[int, int] = {}
+                for part in list(self.parts.values()):
+                    for source, watermark in list(part.merger.watermarks.items()):
+                        if watermark > out.get(source, watermark - 1):
+                            out[source] = watermark
+                return out
+            except RuntimeError:  # changed size during iteration
+                continue
+        return {}
