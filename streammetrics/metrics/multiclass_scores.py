@@ -108,6 +108,7 @@ from streammetrics.metrics.score_columns import (
     average_scores,
     binary_auc,
     check_average,
+    rounded_exact_bounds,
     warn_no_events,
 )
 
@@ -932,13 +933,14 @@ class MulticlassScores(ScoreColumns):
         """``(low, high)`` guaranteed to contain the exact :meth:`roc_auc` of the events seen:
         each binary AUC is bounded as in :meth:`BinaryScores.roc_auc_bounds` (pairs of
         scores in one bin, however wide, count all wrong / all right) and the bounds are
-        averaged with the same (non-negative) weights as the values. ``(auc, auc)`` while
+        averaged with the same (non-negative) weights as the values. ``(auc, auc)`` up to the
+        float rounding of the weight sums (:func:`rounded_exact_bounds`) while
         the histograms used are exact (the one-vs-rest set for ``"ovr"``, the pair
         histograms for ``"ovo"``); arrays for ``average=None``."""
         exact = self._binning.exact or (multi_class != "ovo" and self._obinning.exact)
         value, low, high = self._roc(multi_class, average, not exact)
         if exact:
-            return value, (value.copy() if isinstance(value, np.ndarray) else value)
+            return rounded_exact_bounds(value, self._entries + self._oentries + 2 * _k(self))
         return low, high
 
     def average_precision(self, average: str | None = "macro") -> Any:

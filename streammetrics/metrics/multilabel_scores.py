@@ -65,6 +65,7 @@ from streammetrics.metrics.score_columns import (
     average_scores,
     binary_auc,
     check_average,
+    rounded_exact_bounds,
     warn_no_events,
 )
 
@@ -491,7 +492,7 @@ class MultilabelScores(ScoreColumns):
         ``"samples"`` is exact in every mode, as is everything when ``exact``."""
         value, low, high = self._roc(average, not self.exact)
         if self.exact or average == "samples":
-            return value, (value.copy() if isinstance(value, np.ndarray) else value)
+            return rounded_exact_bounds(value, self._entries + 2 * len(self._cols.names))
         return low, high
 
     def average_precision(self, average: str | None = "macro") -> Any:

@@ -394,3 +394,21 @@ def _columns_flat(
     weights = np.concatenate([p[2] for p in parts])
     order = np.lexsort((keys, ids))
     return ids[order], keys[order], weights[order]
+
+
+def rounded_exact_bounds(value: Any, levels: int) -> tuple[Any, Any]:
+    """Bounds of an AUC computed on exact histograms: the value widened by
+    :func:`~streammetrics.kernels.ranking.rounding_slack` (weights summed in another order
+    can move the float value by a few ulps), clipped to [0, 1]; nan stays nan; arrays
+    elementwise.
+
+    >>> rounded_exact_bounds(0.5, 10)
+    (0.499999999999984, 0.500000000000016)
+    """
+    slack = ranking.rounding_slack(levels)
+    if isinstance(value, np.ndarray):
+        return np.clip(value - slack, 0.0, 1.0), np.clip(value + slack, 0.0, 1.0)
+    if math.isnan(value):
+        return value, value
+    return max(0.0, value - slack), min(1.0, value + slack)
+

@@ -203,7 +203,7 @@ def test_roc_auc_ovo_matches_sklearn(data):
         else:
             theirs = weighted_ovo(y, s, w, average)
         assert same(ours, theirs), (average, ours, theirs)
-        assert run(acc.roc_auc_bounds, "ovo", average)[0] == (ours, ours)
+        assert same(run(acc.roc_auc_bounds, "ovo", average)[0], (ours, ours))  # up to the rounding slack
 
 
 @settings(max_examples=60)
