@@ -939,12 +939,15 @@ class MetricsService:
         high = self.consumer.highwater(part.tp)
         if high is None or (part.next_offset if part.next_offset is not None else 0) < high:
             return False
+        return self._labels_read_to_end(part)
+
+    def _labels_read_to_end(self, part: _Partition) -> bool:
+        """The partition's labels side (if any) read to its end, nothing buffered on either side."""
         side = part.labels
-        if side is not None:
-            high = self.consumer.highwater(side.tp)
-            if high is None or (side.next_offset or 0) < high or side.buffer or (part.preds and part.preds.buffer):
-                return False
-        return True
+        if side is None:
+            return True
+        high = self.consumer.highwater(side.tp)
+        return not (high is None or (side.next_offset or 0) < high or side.buffer or (part.preds and part.preds.buffer))
 
     def _send_watermarks(self) -> None:
         """``--partitioning any``: each assigned partition's watermark to every partials partition,
@@ -1141,11 +1144,8 @@ class MetricsService:
             high = self.consumer.highwater(tp)
             if high is None or (part.next_offset or 0) < high or part.pipeline.windows.open_panes():
                 return False
-            side = part.labels
-            if side is not None:
-                high = self.consumer.highwater(side.tp)
-                if high is None or (side.next_offset or 0) < high or side.buffer or (part.preds and part.preds.buffer):
-                    return False
+            if not self._labels_read_to_end(part):
+                return False
         return True
 
     def _update_lag(self) -> None:
