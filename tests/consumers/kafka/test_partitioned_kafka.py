@@ -170,7 +170,8 @@ def test_any_partitioning_three_instances_kills_join_and_leave_equal_sklearn(
         procs["b"].wait(10)
         events.append("kill b")
         start("b")
-        wait_for(lambda: settled(logs, started), 60, "a stable group before an instance leaves")
+        # generous waits: tansu can stall a group for 47 s or more around a rebalance (consumers/NOTES.md)
+        wait_for(lambda: settled(logs, started), 150, "a stable group before an instance leaves")
         stop(procs.pop("c"))  # an instance removed
         del started["c"]
         events.append("stop c")
@@ -182,9 +183,9 @@ def test_any_partitioning_three_instances_kills_join_and_leave_equal_sklearn(
         start("a")
         events.append("kill a, wipe")
         wait_for(lambda: len(finals(bootstrap_servers, out)) >= len(truth)
-                 or any(p.poll() is not None for p in procs.values()), 90, "every final window")
+                 or any(p.poll() is not None for p in procs.values()), 180, "every final window")
         assert all(p.poll() is None for p in procs.values()), {n: p.returncode for n, p in procs.items()}
-        wait_for(lambda: settled(logs, started), 60, "the last instance in both groups before the stop")
+        wait_for(lambda: settled(logs, started), 150, "the last instance in both groups before the stop")
     finally:
         feeder.join()
         for proc in procs.values():
