@@ -187,6 +187,10 @@ class _Sums:
         return _ratio(w, scale), hi, lo, m2
 
 
+#: the smallest positive float, 2**-1074: the unit of the exact sums
+_TINY = 5e-324
+
+
 def _ratio(num: int, den: int) -> float:
     """``num / den`` correctly rounded; +-inf beyond the float range."""
     try:
@@ -509,6 +513,10 @@ class Regression(Accumulator):
         if self.total_weight == 0.0:
             return _undefined("r2", "all events have zero weight")
         num, den = self._sse, self._m2
+        if den <= 2 * self.count * _TINY:
+            # the exact sums hold each w*y**2 in units of 2**-1074, so a constant truth whose squares
+            # fall below that leaves at most ~count units of truncation: indistinguishable from 0
+            den = 0.0
         if not force_finite:
             if den == 0.0:
                 # numpy's 1 - num/0: nan for 0/0, -inf otherwise (sklearn also warns RuntimeWarning)

@@ -259,3 +259,14 @@ def test_binary_monitor_update_names_the_bad_field(event, field):
     with pytest.raises(ValueError, match=field):
         mon.update(event)
     assert mon.count == 0
+
+
+def test_r2_of_a_constant_tiny_truth_follows_the_force_finite_rule():
+    """y**2 below 2**-1074 (the exact sums' unit) truncates: m2 of a constant truth came out a
+    denormal, not 0, and R2 was -1.2e19 instead of scikit-learn's force_finite 0.0 (hypothesis)."""
+    mon = RegressionMonitor()
+    mon.update_many([{"y_true": 7.649332145972639e-153, "y_pred": 0.0}] * 2)
+    assert mon.regression.r2() == 0.0 and mon.snapshot()["r2"] == 0.0
+    mon = RegressionMonitor()
+    mon.update_many([{"y_true": 7.649332145972639e-153, "y_pred": 7.649332145972639e-153}] * 2)
+    assert mon.regression.r2() == 1.0
