@@ -118,7 +118,8 @@ def test_multilabel_state_is_a_function_of_the_multiset(n, raw, budget, seed):
         seed)
     distinct = len({(j, y, s + 0.0) for truth, row in evs for j, (y, s) in enumerate(zip(truth, row))})
     assert whole.exact == (distinct <= max_exact)
-    assert entries(whole) <= max(max_bins, 16 * n)
+    # exact: one entry per distinct (label, class side, score), up to max_exact (which may exceed max_bins)
+    assert entries(whole) <= max(max_bins, 16 * n) if not whole.exact else entries(whole) == distinct
 
 
 @settings(max_examples=60, deadline=None)
