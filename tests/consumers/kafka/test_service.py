@@ -195,20 +195,19 @@ def stop(proc: subprocess.Popen) -> str:
     return (out or b"").decode()
 
 
-def _run_until_caught_up(cmd, bootstrap, output, n_expected, timeout=90.0):
-    """Run ``cmd`` until ``output`` holds ``n_expected`` windows and the process has been assigned
-    its partitions (so it is consuming, not still starting up: the snapshots may all be there
-    already from an earlier run), then SIGTERM it and check it exits cleanly."""
+def run_until_then_stop(cmd, done, what, timeout=90.0, settle=0.0) -> str:
+    """Run ``cmd`` until ``done()`` holds and the process has been assigned its partitions (so it
+    is consuming, not still starting up: the output may all be there from an earlier run), wait
+    ``settle`` seconds, then SIGTERM it; check it exits 0 and return its output."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     lines: list[bytes] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")), daemon=True)
     reader.start()
     try:
-        wait_for(lambda: (len(snapshots_by_key(read_topic(bootstrap, output, 5))) >= n_expected
-                          and any(b"assigned " in line for line in lines)) or proc.poll() is not None,
-                 timeout, "snapshots and a partition assignment")
+        wait_for(lambda: (done() and any(b"assigned " in line for line in lines)) or proc.poll() is not None,
+                 timeout, f"{what} and a partition assignment")
         assert proc.poll() is None, b"".join(lines).decode()[-3000:]
-        time.sleep(1.5)  # a last checkpoint
+        time.sleep(settle)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -221,6 +220,12 @@ def _run_until_caught_up(cmd, bootstrap, output, n_expected, timeout=90.0):
     out = b"".join(lines).decode()
     assert proc.returncode == 0, out[-3000:]
     return out
+
+
+def _run_until_caught_up(cmd, bootstrap, output, n_expected, timeout=90.0):
+    """:func:`run_until_then_stop` once ``output`` holds ``n_expected`` windows, with 1.5 s for a last checkpoint."""
+    return run_until_then_stop(cmd, lambda: len(snapshots_by_key(read_topic(bootstrap, output, 5))) >= n_expected,
+                               "snapshots", timeout, settle=1.5)
 
 
 @pytest.mark.slow

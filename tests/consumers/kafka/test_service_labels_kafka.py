@@ -9,7 +9,6 @@ import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -19,7 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/consumers: the fake-broker tests' data
 
-from test_service import consume_cmd, read_topic, wait_for  # noqa: E402
+from test_service import consume_cmd, read_topic, run_until_then_stop, wait_for  # noqa: E402
 from test_service_labels import TTL, WINDOW, compare_finals, delayed_data  # noqa: E402
 
 from consumers.service import ServiceConfig  # noqa: E402
@@ -60,31 +59,9 @@ def labels_cmd(bootstrap: str, topic: str, labels_topic: str, out: str, group: s
 
 
 def run_until_final(cmd: list[str], bootstrap: str, out: str, n_expected: int, timeout: float = 90.0) -> str:
-    """Run ``cmd`` until ``out`` holds ``n_expected`` final windows and the process has been
-    assigned its partitions (not still starting up: the windows may all be there from an earlier
-    run), then SIGTERM it and check it exits cleanly."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    lines: list[bytes] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, b"")),  # type: ignore[union-attr]
-                              daemon=True)
-    reader.start()
-    try:
-        wait_for(lambda: (n_final(published(bootstrap, out)) >= n_expected
-                          and any(b"assigned " in line for line in lines)) or proc.poll() is not None,
-                 timeout, "final snapshots and a partition assignment")
-        assert proc.poll() is None, b"".join(lines).decode()[-3000:]
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            raise AssertionError("the service did not stop within 30 s of SIGTERM") from None
-        reader.join(timeout=10)
-    output = b"".join(lines).decode()
-    assert proc.returncode == 0, output[-3000:]
-    return output
+    """:func:`run_until_then_stop` once ``out`` holds ``n_expected`` final windows."""
+    return run_until_then_stop(cmd, lambda: n_final(published(bootstrap, out)) >= n_expected, "final snapshots",
+                               timeout)
 
 
 def expected_finals(preds: list[list[dict]], labels: list[list[dict]]) -> int:
