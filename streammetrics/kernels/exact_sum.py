@@ -63,6 +63,9 @@ _MANT = (1 << 52) - 1
 _LOW = (1 << 21) - 1
 _CHUNK = 1024  # terms per extraction: 1,024 multiples of ulp(sigma) <= 2**-11 sigma sum exactly
 _LEVELS = 5
+#: buffers of at most this many terms are summed in plain Python ints (numpy's per-call set-up
+#: costs more than a few terms: a 10-event window's fold, issue 12); the same exact integer
+SMALL = 64
 _frexp = math.frexp
 _INF = math.inf
 _ldexp = math.ldexp
@@ -92,6 +95,8 @@ def exact_units_rows(a: np.ndarray) -> list[int]:
 
 def _row_units(a: np.ndarray) -> int:
     """One row of :func:`exact_units_rows` (scalar ``sigma``: few numpy calls per level)."""
+    if a.shape[0] <= SMALL:
+        return small_units(a.tolist())
     total = 0
     for start in range(0, a.shape[0], _CHUNK):
         r = a[start : start + _CHUNK]
@@ -141,6 +146,24 @@ def _integer_units(a: np.ndarray) -> int:
     total = 0
     for s, h, lo in zip(shift[starts].tolist(), high.tolist(), low.tolist()):
         total += ((h << 21) + lo) << s
+    return total
+
+
+def small_units(terms: list[float]) -> int:
+    """``sum(terms)`` exactly in units of ``2**-1074`` for a short list of finite floats: each
+    term's integer ratio ``n / 2**k`` is ``n << (1074 - k)`` units (the same integer as the
+    vectorised path, which pays off past :data:`SMALL` terms).
+
+    >>> small_units([0.5, 0.25]) == exact_units([0.5, 0.25])
+    True
+    """
+    total = 0
+    for x in terms:
+        if x:
+            if not -_INF < x < _INF:
+                raise ValueError("exact sums take finite terms")
+            n, d = x.as_integer_ratio()
+            total += n << (1075 - d.bit_length())
     return total
 
 
@@ -241,9 +264,20 @@ class ExactSum:
 
     def fold(self) -> "ExactSum":
         """Add the pending terms exactly and empty the buffer (in place)."""
-        if self.terms:
-            self.add_array(as_array(self.terms))
-            self.terms.clear()
+        terms = self.terms
+        if terms:
+            if len(terms) <= SMALL:  # plain Python: the same exact integer
+                finite = [x for x in terms if -_INF < x < _INF]
+                if len(finite) < len(terms):  # an overflowed term, as add_array keeps it apart
+                    special = 0.0
+                    for x in terms:
+                        if not -_INF < x < _INF:
+                            special += x
+                    self._special = special + self._special
+                self._units += small_units(finite)
+            else:
+                self.add_array(as_array(terms))
+            terms.clear()
         return self
 
     def add(self, x: float) -> "ExactSum":
@@ -324,6 +358,8 @@ class ExactSum:
 
 # --------------------------------------------------------------------------- binary probability sums
 _EPS = float(np.finfo(np.float64).eps)  # scikit-learn's log_loss clipping for float64
+_ONE_MINUS_EPS = 1.0 - _EPS
+_copysign = math.copysign
 
 
 def probability_terms(signed: np.ndarray, w: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -373,6 +409,10 @@ class ProbabilitySums:
 
     def fold(self) -> "ProbabilitySums":
         unit, weighted = self.unit, self.weighted
+        if len(unit) + len(weighted) // 2 <= SMALL:
+            if unit or weighted:
+                self._fold_small(unit, weighted)
+            return self
         if unit:
             self._add(*probability_terms(as_array(unit)))
             unit.clear()
@@ -381,6 +421,37 @@ class ProbabilitySums:
             self._add(*probability_terms(pairs[1::2].copy(), pairs[0::2].copy()))
             weighted.clear()
         return self
+
+    def _fold_small(self, unit: list[float], weighted: list[float]) -> None:
+        """:meth:`fold` of a few buffered events in plain floats: the terms of
+        :func:`probability_terms` by the same IEEE operations (numpy's ``log`` on one array,
+        as there), summed by :func:`small_units`."""
+        signed = unit + weighted[1::2]
+        weights = weighted[0::2]
+        n_unit = len(unit)
+        ps, ds = [], []
+        for x in signed:
+            s = abs(x)
+            q = 1.0 - s
+            if _copysign(1.0, x) > 0.0:  # not np.signbit: p = s, d = 1 - s
+                p, d = s, q
+            else:
+                p, d = q, s
+            if p < _EPS:  # np.clip(p, eps, 1 - eps)
+                p = _EPS
+            elif p > _ONE_MINUS_EPS:
+                p = _ONE_MINUS_EPS
+            ps.append(p)
+            ds.append(d * d)
+        logs = (-np.log(np.array(ps, dtype=np.float64))).tolist()
+        if weights:
+            for i, w in enumerate(weights, n_unit):
+                logs[i] *= w
+                ds[i] *= w
+        self._log._units += small_units(logs)
+        self._brier._units += small_units(ds)
+        unit.clear()
+        weighted.clear()
 
     def add_batch(self, signed: np.ndarray, w: np.ndarray | None = None) -> "ProbabilitySums":
         """Add a batch of signed scores (and weights) exactly."""

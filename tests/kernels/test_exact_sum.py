@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import streammetrics as sm
 from streammetrics.kernels.exact_sum import (
     BUFFER,
+    SMALL,
     ExactSum,
     ProbabilitySums,
     exact_units,
@@ -21,6 +22,7 @@ from streammetrics.kernels.exact_sum import (
     expansion_of,
     from_expansion,
     probability_terms,
+    small_units,
 )
 
 finite = st.floats(allow_nan=False, allow_infinity=False)
@@ -161,3 +163,42 @@ def test_binary_monitor_state_is_split_and_order_independent(events, seed):
         return (s["log_loss_sum"], s["brier_sum"], s["sum_residues"], p["score_sum"], p["score_sum_residue"])
 
     assert sums(merged) == sums(one)
+
+
+def _vectorised_units(xs: list[float]) -> int:
+    """The numpy extraction path (kernels.exact_sum._row_units beyond SMALL terms): the
+    terms repeated past SMALL, divided back."""
+    reps = SMALL // max(len(xs), 1) + 1
+    return exact_units_rows(np.tile(np.asarray(xs, dtype=np.float64), reps).reshape(1, -1))[0] // reps
+
+
+@settings(max_examples=300, deadline=None)
+@given(terms)
+def test_small_buffers_give_the_vectorised_integer(xs):
+    """Buffers of at most SMALL terms are summed in plain ints: the same exact integer as the
+    vectorised path, and through ExactSum.fold the same units and special value."""
+    assert small_units(xs) == _vectorised_units(xs) == exact_units(xs)
+    folded = ExactSum()
+    folded.terms.extend(xs + [math.inf])
+    folded.fold()
+    assert folded.units == exact_units(xs) and folded.value == math.inf
+
+
+signed_scores = st.one_of(st.floats(-1.0, 1.0), st.sampled_from([0.0, -0.0, 1.0, -1.0, 1e-20, -1e-20, 1 - 1e-17]))
+pairs = st.tuples(st.sampled_from([0.0, 0.5, 2.0, 3.7, 1e-300, 1e6]), signed_scores)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(signed_scores, max_size=40), st.lists(pairs, max_size=20))
+def test_small_probability_fold_gives_the_vectorised_terms(unit, weighted):
+    """ProbabilitySums' plain-float fold of a few events gives the units of the numpy terms
+    (probability_terms: clipping, -0.0 as a negative scored 0, weights)."""
+    small = ProbabilitySums()
+    small.unit.extend(unit)
+    small.weighted.extend(x for p in weighted for x in p)
+    small.fold()
+    log_terms, brier_terms = probability_terms(np.asarray(unit, dtype=np.float64))
+    w = np.asarray([p[0] for p in weighted], dtype=np.float64)
+    wlog, wbrier = probability_terms(np.asarray([p[1] for p in weighted], dtype=np.float64), w)
+    assert small.log.units == _vectorised_units(log_terms.tolist() + wlog.tolist())
+    assert small.brier.units == _vectorised_units(brier_terms.tolist() + wbrier.tolist())
