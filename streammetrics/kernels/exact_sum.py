@@ -174,8 +174,8 @@ def as_array(terms: list[float]) -> np.ndarray:
 
 def units_of(x: float) -> int:
     """The float ``x`` (finite) in units of ``2**-1074``, exactly."""
-    num, den = x.as_integer_ratio()
-    return num * (_SCALE // den)
+    num, den = x.as_integer_ratio()  # den = 2**k, k <= 1074
+    return num << (1075 - den.bit_length())
 
 
 def float_of(units: int) -> float:
@@ -331,6 +331,11 @@ class ExactSum:
     def expansion(self) -> list[float]:
         """The canonical expansion: ``[value, residue...]`` (see the module docstring)."""
         return expansion_of(self.units)
+
+    def parts(self) -> tuple[float, list[list[int]]]:
+        """``(value, residue())`` from one expansion (what a state writes for the sum)."""
+        exp = expansion_of(self.units)
+        return (self._special if self._special else exp[0]), [to_pair(c) for c in exp[1:]]
 
     def residue(self) -> list[list[int]]:
         """The expansion without its first element, each float as ``[m, e]`` (``m * 2**e``,

@@ -221,9 +221,9 @@ def _encode_sums(sums: ProbabilitySums, acc: "BinaryScores") -> tuple:
         return 0.0, 0.0, None
     # sum_residues: the rest of each exact sum's canonical expansion (kernels.exact_sum), so a
     # restored accumulator continues exactly; null when both sums are floats exactly
-    log, brier = sums.log, sums.brier
-    residues = [log.residue(), brier.residue()]
-    return log.value, brier.value, (residues if residues[0] or residues[1] else None)
+    log, log_residue = sums.log.parts()
+    brier, brier_residue = sums.brier.parts()
+    return log, brier, ([log_residue, brier_residue] if log_residue or brier_residue else None)
 
 
 def _decode_sums(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any]) -> ProbabilitySums:

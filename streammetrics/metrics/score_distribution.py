@@ -144,11 +144,14 @@ def _copy_sums(sums: list) -> list:
 
 
 def _encode_sums(sums: list, acc: Any) -> tuple:
-    count, total, score_sum, above = _totals(sums)
+    count = sums[_COUNT]
+    total = (count - sums[_WEVENTS]) + sums[_WTOTAL]
+    above = sums[_UNIT_ABOVE] + sums[_WABOVE]
+    # the rest of the exact sum (kernels.exact_sum), null if none
+    score_sum, residue = sums[_SUM].parts()
     # score_sum: overflow of huge margins is written as 'inf', '-inf' or 'nan' (no residue then)
     if not math.isfinite(score_sum):
         return count, total, repr(score_sum), above, None
-    residue = sums[_SUM].residue()  # the rest of the exact sum (kernels.exact_sum), null if none
     return count, total, score_sum, above, residue or None
 
 
