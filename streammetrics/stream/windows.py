@@ -619,10 +619,13 @@ class WindowManager:
         range between two events (a first event at ts=0, one dated 9999) is skipped
         arithmetically instead of stepped through.
         """
-        if state.pending:
-            self._drain_key(state)
         spec = self.spec
         s, w = spec.panes_per_slide, spec.panes_per_window
+        if state.pending:  # the queued panes these windows read (later ones keep queueing)
+            end_pane = last * s + w
+            for j in sorted(state.pending):
+                if j < end_pane:
+                    self._drain_pane(state, j)
         k = state.next_window
         assert k is not None
         panes = state.panes
@@ -667,7 +670,7 @@ class WindowManager:
                         state.awaiting.pop(j, None)
             k += 1
         self._set_next_window(state, last + 1)
-        if not panes:
+        if not panes and not state.pending:
             self._emptied.append(key)
         if closed_any and self.cumulative:
             # all-time up to the end of window `last`: the released panes plus the open panes
