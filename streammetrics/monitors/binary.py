@@ -15,7 +15,7 @@ from streammetrics.metrics.binary_scores import BinaryScores
 from streammetrics.metrics.confusion import ConfusionMatrix
 from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.monitors.base import Monitor, batch_weights, empty_like, part
-from streammetrics.monitors.fast_snapshot import binary_snapshot
+from streammetrics.monitors.fast_snapshot import binary_snapshot, binary_snapshot_state
 
 __all__ = ["BinaryMonitor"]
 
@@ -292,6 +292,19 @@ class BinaryMonitor(Monitor):
         """The metrics in plain floats (:func:`~streammetrics.monitors.fast_snapshot.binary_snapshot`:
         scikit-learn's values, None where undefined)."""
         return binary_snapshot(self)
+
+    def snapshot_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``(self.snapshot(), self.to_dict())``, computed together for a small window (what a
+        window engine publishes for each closed window:
+        :func:`~streammetrics.monitors.fast_snapshot.binary_snapshot_state`).
+
+        >>> m = BinaryMonitor().update({"y_true": 1, "score": 0.8})
+        >>> m.snapshot_state() == (m.snapshot(), m.to_dict())
+        True
+        """
+        if not _DIRECT_STATE:
+            return self.snapshot(), self.to_dict()
+        return binary_snapshot_state(self)
 
 
 #: the state keys :meth:`BinaryMonitor._state` writes directly (another declaration: generic)

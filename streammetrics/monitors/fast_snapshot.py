@@ -24,9 +24,19 @@ import numpy as np
 from streammetrics.kernels.binning import LogGridBinning
 from streammetrics.kernels.counts import binary_confusion_metrics
 from streammetrics.kernels.ranking_small import SMALL_LEVELS, levels, ranking_summary
+from streammetrics.kernels.histogram_json import SMALL_KEYS, small_histograms_to_json
+from streammetrics.metrics import binary_scores, confusion, score_distribution
+from streammetrics.metrics.binary_scores import _encode_weights
 from streammetrics.monitors.base import json_number, quiet, quiet_pair
 
-__all__ = ["binary_snapshot"]
+__all__ = ["binary_snapshot", "binary_snapshot_state"]
+
+_INT_LIMIT = 2.0**53
+_SMALL = min(SMALL_LEVELS, SMALL_KEYS)
+# the accumulators write their declared state directly (binary_snapshot_state mirrors it)
+_DIRECT = binary_scores._DIRECT_STATE and confusion._DIRECT_STATE and score_distribution._DIRECT_STATE and (
+    score_distribution._COUNT, score_distribution._SUM, score_distribution._UNIT_ABOVE,
+    score_distribution._WEVENTS, score_distribution._WTOTAL, score_distribution._WABOVE) == tuple(range(6))
 
 # bins per octave -> (half, c, highest c - k, highest k - c) of singleton keys around 1.0,
 # or None when the singleton keys are not those two runs (then binning.singleton decides)
@@ -85,10 +95,16 @@ def _ranking(sc: Any) -> dict[str, float | None]:
 
 def binary_snapshot(monitor: Any) -> dict[str, Any]:
     """The dict ``BinaryMonitor.snapshot()`` returns, computed in plain floats."""
+    sc, pr = monitor.scores, monitor.predictions
+    return _metrics(monitor, _ranking(sc), sc._log_loss_sum(), sc._sums.brier.value, pr.score_sum)
+
+
+def _metrics(monitor: Any, rank: dict[str, float | None], log_sum: float, brier_sum: float,
+             score_sum: float) -> dict[str, Any]:
+    """The snapshot's metrics from the ranking summary and the three (folded) sums."""
     cm, sc, pr = monitor.confusion, monitor.scores, monitor.predictions
     get = cm._cells.get
     conf = binary_confusion_metrics(get((0, 0), 0.0), get((0, 1), 0.0), get((1, 0), 0.0), get((1, 1), 0.0))
-    rank = _ranking(sc)
     outside = sc._outside != [None, None]
     weight = sc.total_weight  # labelled events
     seen = pr.total_weight  # every prediction (label-free ones too)
@@ -106,9 +122,71 @@ def binary_snapshot(monitor: Any) -> dict[str, Any]:
         "roc_auc_low": rank["roc_auc_low"],
         "roc_auc_high": rank["roc_auc_high"],
         "average_precision": rank["average_precision"],
-        "log_loss": None if outside or not weight > 0 else _number(sc._log_loss_sum() / weight),
-        "brier_score": None if outside or not weight > 0 else _number(sc._sums.brier.value / weight),
+        "log_loss": None if outside or not weight > 0 else _number(log_sum / weight),
+        "brier_score": None if outside or not weight > 0 else _number(brier_sum / weight),
         "positive_rate": conf["positive_rate"],
         "predicted_positive_rate": _number(pr.positive_weight / seen) if seen > 0 else None,
-        "mean_score": _number(pr.score_sum / seen) if seen > 0 else None,
+        "mean_score": _number(score_sum / seen) if seen > 0 else None,
     }
+
+
+def _compact(weights: list[float]) -> list:
+    """Whole weights below 2**53 as ints (as ``histogram._compact`` writes them)."""
+    return [int(v) if v.is_integer() and -_INT_LIMIT < v < _INT_LIMIT else v for v in weights]
+
+
+def binary_snapshot_state(monitor: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(monitor.snapshot(), monitor.to_dict())`` computed together for a small window (issue 12):
+    the levels sorted once for the ranking metrics and the histograms' JSON, each exact sum
+    expanded once for its metric and its state. Equal to the two calls (same dicts, same
+    order); windows outside the common case (a grid, scores outside [0, 1], many levels, a
+    state declared otherwise) make the two calls."""
+    sc, pr, cm = monitor.scores, monitor.predictions, monitor.confusion
+    neg_w, pos_w = sc._neg.weights, sc._pos.weights
+    pred_w = pr._hist.weights
+    if not (_DIRECT and sc._binning.exact and pr._binning.exact and sc._outside == [None, None]
+            and len(neg_w) + len(pos_w) <= _SMALL and len(pred_w) <= _SMALL):
+        return monitor.snapshot(), monitor.to_dict()
+    log_sum, log_residue = sc._sums.log.parts()
+    brier_sum, brier_residue = sc._sums.brier.parts()
+    score_sum, score_residue = pr._sums[1].parts()
+    keys, neg, pos = levels(neg_w, pos_w)
+    rank = ranking_summary(neg, pos, None)
+    if sc._one_class():  # BinaryScores.roc_auc: undefined once a class has no events
+        rank["roc_auc"] = rank["roc_auc_low"] = rank["roc_auc_high"] = None
+    metrics = _metrics(monitor, rank, log_sum, brier_sum, score_sum)
+    scores = [float(k) for k in keys]
+    if 0.0 not in pred_w and pred_w.keys() == set(keys):  # every prediction labelled: the same levels
+        # (a score of 0.0 may be keyed as 0.0 or -0.0, whichever came first, in each histogram)
+        get = pred_w.get
+        pred_hist = {"scores": list(scores), "weights": _compact([float(get(k, 0.0)) for k in keys])}
+    else:
+        pred_hist = small_histograms_to_json([pred_w], ["weights"], True)
+    sums = pr._sums
+    count = sums[0]
+    if math.isfinite(score_sum):
+        pred_sum, pred_residue = score_sum, score_residue or None
+    else:  # overflowed margins: written as a string, no residue (score_distribution._encode_sums)
+        pred_sum, pred_residue = repr(score_sum), None
+    weights, weighted = _encode_weights((sc._wevents, sc._wsum), sc)
+    state = {
+        "type": monitor.type_name, "version": monitor.version, "config": monitor._config(),
+        "state": {
+            "predictions": {
+                "type": pr.type_name, "version": pr.version, "config": pr._config(),
+                "state": {"count": count, "total_weight": (count - sums[3]) + sums[4], "score_sum": pred_sum,
+                          "positive_weight": sums[2] + sums[5], "score_sum_residue": pred_residue,
+                          "bins_per_octave": None, "histogram": pred_hist},
+            },
+            "scores": {
+                "type": sc.type_name, "version": sc.version, "config": sc._config(),
+                "state": {"events": list(sc._events), "weights": weights, "weighted": weighted,
+                          "log_loss_sum": log_sum, "brier_sum": brier_sum,
+                          "sum_residues": [log_residue, brier_residue] if log_residue or brier_residue else None,
+                          "outside_unit": None, "bins_per_octave": None,
+                          "histogram": {"scores": scores, "neg": _compact(neg), "pos": _compact(pos)}},
+            },
+            "confusion": cm.to_dict(),
+        },
+    }
+    return metrics, state

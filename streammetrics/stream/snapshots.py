@@ -100,7 +100,8 @@ def build_snapshot(
     section 3; ``labeled = count - pending - expired``). The window engine and Spark both build
     their snapshots here, so the two give the same record for the same monitor.
     ``extra_metrics(key, monitor, metrics)`` may add metrics (e.g. ``--reference``'s). An all-time
-    (``cumulative``) snapshot has no revision fields: awaiting counts are per window."""
+    (``cumulative``) snapshot has no revision fields: awaiting counts are per window. A monitor
+    with ``snapshot_state()`` (``(snapshot(), to_dict())`` in one pass) gives both at once."""
     count = monitor.count
     snap: dict[str, Any] = {
         "schema": SNAPSHOT_SCHEMA,
@@ -112,6 +113,13 @@ def build_snapshot(
     }
     if not cumulative:
         snap.update(revision=revision, labeled=count - pending - expired, expired=expired, pending=pending)
+    fused = getattr(monitor, "snapshot_state", None) if include_state and extra_metrics is None else None
+    if fused is not None:  # metrics and state computed together (BinaryMonitor: one pass)
+        snap["metrics"], state = fused()
+        if cumulative:
+            snap["cumulative"] = True
+        snap["state"] = state
+        return snap
     snap["metrics"] = monitor.snapshot()
     if extra_metrics is not None:
         extra_metrics(key, monitor, snap["metrics"])
