@@ -23,8 +23,8 @@ import numpy as np
 
 from streammetrics.kernels.binning import LogGridBinning
 from streammetrics.kernels.counts import binary_confusion_metrics
-from streammetrics.kernels.ranking_small import SMALL_LEVELS, levels, ranking_summary
 from streammetrics.kernels.histogram_json import SMALL_KEYS, small_histograms_to_json
+from streammetrics.kernels.ranking_small import SMALL_LEVELS, levels, ranking_summary
 from streammetrics.metrics import binary_scores, confusion, score_distribution
 from streammetrics.metrics.binary_scores import _encode_weights
 from streammetrics.monitors.base import json_number, quiet, quiet_pair
