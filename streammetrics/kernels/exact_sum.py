@@ -158,12 +158,12 @@ def small_units(terms: list[float]) -> int:
     True
     """
     total = 0
-    for x in terms:
-        if x:
-            if not -_INF < x < _INF:
-                raise ValueError("exact sums take finite terms")
-            n, d = x.as_integer_ratio()
+    try:
+        for x in terms:
+            n, d = x.as_integer_ratio()  # OverflowError for +-inf, ValueError for nan
             total += n << (1075 - d.bit_length())
+    except (OverflowError, ValueError):
+        raise ValueError("exact sums take finite terms") from None
     return total
 
 
@@ -267,14 +267,15 @@ class ExactSum:
         terms = self.terms
         if terms:
             if len(terms) <= SMALL:  # plain Python: the same exact integer
-                finite = [x for x in terms if -_INF < x < _INF]
-                if len(finite) < len(terms):  # an overflowed term, as add_array keeps it apart
+                try:
+                    self._units += small_units(terms)
+                except ValueError:  # an overflowed term, kept apart as add_array keeps it
                     special = 0.0
                     for x in terms:
                         if not -_INF < x < _INF:
                             special += x
                     self._special = special + self._special
-                self._units += small_units(finite)
+                    self._units += small_units([x for x in terms if -_INF < x < _INF])
             else:
                 self.add_array(as_array(terms))
             terms.clear()
