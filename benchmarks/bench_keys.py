@@ -19,9 +19,11 @@ Target (issue 12): 10,000 keys at >= 0.4x the one-key rate (goal 0.5), CPU-time 
 
 What a window of ~10 events costs on the fleet path: a monitor copied from an empty template
 (``BinaryMonitor.empty``), its pane's events applied one by one (``update_events`` of at most
-``SMALL_BATCH`` events: the fused per-event path), the pane's monitor closed without a copy
-(tumbling windows), metrics in plain floats (``fast_snapshot``), the state written by the
-accumulators' field encoders, and the line encoded by msgspec (``snapshot_line``).
+``SMALL_BATCH`` events: the fused per-event path) when its window closes (the next window's
+queue keeps queueing), the pane's monitor closed without a copy (tumbling windows), its exact
+sums folded in plain Python ints (``kernels.exact_sum.SMALL``), metrics and state in one pass
+(``BinaryMonitor.snapshot_state``: levels sorted once, each sum expanded once), and the line
+encoded by msgspec (``snapshot_line``).
 """
 from __future__ import annotations
 

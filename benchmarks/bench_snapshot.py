@@ -6,7 +6,9 @@ streams): the metrics as ``BinaryMonitor.snapshot()`` computed them before this 
 ``snapshot()`` computes them now (:func:`streammetrics.monitors.fast_snapshot.binary_snapshot`,
 plain floats), ``to_dict()`` (state encoding) with today's ``histograms_to_json`` and with
 :mod:`streammetrics.kernels.histogram_json`, and the canonical JSON line (``snapshot_line``)
-of the metrics and of the state. Each figure is the best of ``--repeats`` rounds of
+of the metrics and of the state; ``snapshot_state()`` (metrics and state in one pass, what the
+window engine calls), on a folded monitor and on a fresh one (its exact sums' buffers still to
+fold, as a closing window's). Each figure is the best of ``--repeats`` rounds of
 ``--number`` calls, in CPU time of this process (``time.process_time``).
 
     python benchmarks/bench_snapshot.py [--sizes 10,100,1000] [--repeats 5] [--number 200]
@@ -89,6 +91,8 @@ def main() -> None:
 
     sizes = [int(s) for s in args.sizes.split(",")]
     monitors = {n: window(n) for n in sizes}
+    # monitors whose exact sums are not folded yet (what a closing window holds), one per call
+    fresh = {n: [window(n) for _ in range(args.number * args.repeats + 1)] for n in sizes}
     rows: dict[str, dict[int, float]] = {}
     for n, m in monitors.items():
         metrics, state = m.snapshot(), m.to_dict()
@@ -99,6 +103,8 @@ def main() -> None:
             "metrics now: snapshot() = binary_snapshot()": m.snapshot,
             "to_dict() (state encoding)": m.to_dict,
             "to_dict() with kernels.histogram_json": lambda m=m: small_to_dict(m),
+            "snapshot_state() (metrics + state, one pass)": m.snapshot_state,
+            "fresh window: fold + snapshot_state()": lambda n=n: fresh[n].pop().snapshot_state(),
             "snapshot_line(metrics)": lambda metrics=metrics: snapshot_line(metrics),
             "snapshot_line(state)": lambda state=state: snapshot_line(state),
         }
@@ -117,8 +123,10 @@ def main() -> None:
         now = r["metrics now: snapshot() = binary_snapshot()"] + r["to_dict() (state encoding)"] + json_us
         proposed = (r["metrics now: snapshot() = binary_snapshot()"] + r["to_dict() with kernels.histogram_json"]
                     + json_us)
+        fused = r["snapshot_state() (metrics + state, one pass)"] + json_us
         print(f"{n:>5} events: metrics + state + JSON {before:,.0f} us before -> {now:,.0f} us now "
-              f"({before / now:.1f}x) -> {proposed:,.0f} us with the small state encoding ({before / proposed:.1f}x)")
+              f"({before / now:.1f}x) -> {proposed:,.0f} us with the small state encoding ({before / proposed:.1f}x)"
+              f" -> {fused:,.0f} us with snapshot_state() ({before / fused:.1f}x)")
 
 if __name__ == "__main__":
     main()
