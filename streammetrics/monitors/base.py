@@ -131,15 +131,26 @@ def empty_like(template: A) -> A:
     declared state (they would be shared): :meth:`Monitor.empty` offers it where that holds.
     """
     cls = type(template)
+    fields = cls.state_fields
+    plan = _EMPTY_PLANS.get(cls)
+    if plan is None or plan[0] is not fields:
+        plan = _EMPTY_PLANS[cls] = (fields, tuple(
+            (f.kind == "accumulator", f._multi, f._attrs, f.default) for f in fields))
     new = cls.__new__(cls)
     new.__dict__.update(template.__dict__)
-    for f in cls.state_fields:
-        if f.kind == "accumulator":
-            f.set(new, empty_like(f.get(template)))
+    for is_part, multi, attrs, default in plan[1]:  # Field.get / Field.set, inlined
+        value = empty_like(getattr(template, attrs[0])) if is_part else default(new)
+        if multi:
+            for a, v in zip(attrs, value):
+                setattr(new, a, v)
         else:
-            f.set(new, f.default(new))
+            setattr(new, attrs[0], value)
     new._refresh()
     return new
+
+
+# per accumulator type: (its state_fields, (is a part, multi-attribute, attrs, default) per field)
+_EMPTY_PLANS: dict[type, tuple[Any, tuple[tuple[bool, bool, tuple[str, ...], Callable[[Any], Any]], ...]]] = {}
 
 
 class Monitor(Accumulator):
