@@ -629,6 +629,19 @@ class WindowManager:
         k = state.next_window
         assert k is not None
         panes = state.panes
+        if s == w and not self.cumulative and not state.awaiting:
+            # tumbling windows (window j is pane j), nothing awaiting labels: the loop below, in short
+            pane_ms = spec.pane_ms
+            for j in sorted(panes):
+                if j > last:
+                    break
+                monitor = panes.pop(j)
+                if j >= k:  # (a pane below the next window holds no window left to close)
+                    self._ready.append(self._snapshot(key, state, monitor, j * pane_ms, (j + 1) * pane_ms, True))
+            self._set_next_window(state, last + 1)
+            if not panes and not state.pending:
+                self._emptied.append(key)
+            return
         closed_any = False
         while panes:
             low = min(panes)
