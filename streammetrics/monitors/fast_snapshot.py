@@ -32,6 +32,7 @@ from streammetrics.monitors.base import json_number, quiet, quiet_pair
 __all__ = ["binary_snapshot", "binary_snapshot_state"]
 
 _INT_LIMIT = 2.0**53
+_is_integer = float.is_integer
 _SMALL = min(SMALL_LEVELS, SMALL_KEYS)
 # the accumulators write their declared state directly (binary_snapshot_state mirrors it)
 _DIRECT = binary_scores._DIRECT_STATE and confusion._DIRECT_STATE and score_distribution._DIRECT_STATE and (
@@ -132,6 +133,8 @@ def _metrics(monitor: Any, rank: dict[str, float | None], log_sum: float, brier_
 
 def _compact(weights: list[float]) -> list:
     """Whole weights below 2**53 as ints (as ``histogram._compact`` writes them)."""
+    if all(map(_is_integer, weights)) and (not weights or -_INT_LIMIT < min(weights) and max(weights) < _INT_LIMIT):
+        return list(map(int, weights))  # the common case (unit weights: counts), in one C-level pass
     return [int(v) if v.is_integer() and -_INT_LIMIT < v < _INT_LIMIT else v for v in weights]
 
 
