@@ -1,0 +1,128 @@
+"""The service's fast path for the common message: one valid binary-task prediction event.
+
+:meth:`Pipeline.process <streammetrics.stream.pipeline.Pipeline.process>` decodes a message,
+runs the general field parser (every task, remapped names, ISO times, precise rejection
+reasons) and applies the event. :class:`BinaryFastPath` does the same for the message most
+producers send: a JSON object whose fields already have their canonical types (``ts`` an int or
+float of epoch seconds, ``model`` / ``segment`` / ``id`` ASCII strings, ``y_true`` 0/1 or
+true/false, ``score`` / ``weight`` floats). Such an event is checked with a handful of class
+and range tests and handed to :meth:`Pipeline.process_event`; anything else (a tombstone, an
+array, invalid JSON, another type or an out-of-range value, a label event, a prediction
+awaiting its label) is *declined* and the caller processes the message the general way. The
+fast path never refuses anything itself, so every rejection keeps the general parser's code and
+reason.
+
+Exactness: an event the fast path accepts is equal, field by field and type by type, to the one
+:meth:`EventParser.parse <streammetrics.events.parser.EventParser.parse>` builds from the same
+decoded object (property-tested in ``tests/consumers/test_fastpath.py``), and it is applied by
+the same ``process_event`` call the general path ends in, so windows, counters and snapshots do
+not depend on which path a message took.
+
+>>> from streammetrics.stream.pipeline import Pipeline, PipelineConfig
+>>> pipe = Pipeline(PipelineConfig(window=60.0, include_state=False))
+>>> fast = BinaryFastPath.for_pipeline(pipe)
+>>> fast.event(b'{"ts": 1767225601, "model": "m", "y_true": true, "score": 0.9}')
+Event(ts=1767225601.0, model='m', segment='', y_true=1, score=0.9, weight=1.0)
+>>> fast.event(b'{"ts": "2026-01-01T00:00:01Z", "model": "m", "y_true": 1, "score": 0.9}') is None
+True
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from streammetrics.events.decoding import MAX_NESTING
+from streammetrics.events.fields import MAX_NAME_LENGTH, MAX_WEIGHT
+from streammetrics.events.records import Event
+from streammetrics.stream.pipeline import Pipeline
+
+__all__ = ["BinaryFastPath"]
+
+#: epoch seconds the parser accepts: years 1 to 9999 (see :mod:`streammetrics.events.parser`)
+TS_MIN = -62135596800.0
+TS_MAX = 253402300800.0
+_INF = float("inf")
+
+
+class BinaryFastPath:
+    """Decode-and-check of single binary-task events; see the module docstring.
+
+    ``decode``: the pipeline's msgspec decoder (the fast path needs it: without msgspec every
+    message takes the general path). ``fields``: the parser's canonical -> input field names.
+    :attr:`event` is a closure over both (the per-message hot path).
+    """
+
+    __slots__ = ("event",)
+
+    def __init__(self, fields: dict[str, str]) -> None:
+        self.event: Callable[[Any], Event | None] = _event_reader(fields)
+
+    @classmethod
+    def for_pipeline(cls, pipeline: Pipeline) -> BinaryFastPath | None:
+        """The fast path of ``pipeline``'s parser, or None where it does not apply (another task,
+        a parser with relaxed key rules, no msgspec)."""
+        parser = pipeline.parser
+        decode = parser.fast_decode
+        if parser.task != "binary" or decode is None or not getattr(parser, "require_key", False):
+            return None
+        return cls(dict(parser.fields))
+
+
+def _event_reader(fields: dict[str, str]) -> Callable[[Any], Event | None]:
+    import msgspec
+
+    # msgspec checks the JSON types while decoding (int / float / str / null; an int is accepted
+    # for a float field, as the parser converts it) and skips unknown fields; a value whose
+    # decoding fails for any reason is declined
+    canonical = {"ts": float, "model": str, "y_true": int | bool, "score": float,
+                 "segment": (str | None, None), "weight": (float | None, None), "id": (str | None, None)}
+    plain = msgspec.defstruct(
+        "_PlainBinaryEvent", [(name, *kind) if isinstance(kind, tuple) else (name, kind)  # type: ignore[misc]
+                              for name, kind in canonical.items()],
+        rename={name: fields[name] for name in canonical}, array_like=False, forbid_unknown_fields=False)
+    decode = msgspec.json.Decoder(plain).decode
+    max_len, max_weight, max_nesting, ts_min, ts_max, inf = \
+        MAX_NAME_LENGTH, MAX_WEIGHT, MAX_NESTING, TS_MIN, TS_MAX, _INF
+    new_event = Event
+
+    def event(value: Any) -> Event | None:
+        """The :class:`Event` of a message value holding one plain valid binary event, else None
+        (the caller then takes the general path, which also decides every rejection)."""
+        # ASCII only: msgspec skips unknown fields without checking their UTF-8, which the general
+        # path refuses (invalid_json); short: the general path checks nesting before decoding
+        if value.__class__ is not bytes or len(value) > max_nesting or not value.isascii():
+            return None
+        try:
+            ev = decode(value)
+        except Exception:  # noqa: BLE001 - the general path decides, with its exact reason
+            return None
+        ts = ev.ts
+        if not ts_min <= ts < ts_max:
+            return None
+        model = ev.model
+        if not 0 < len(model) <= max_len or not model.isascii() or "|" in model:
+            return None
+        segment = ev.segment
+        if segment is None:
+            segment = ""
+        elif len(segment) > max_len or not segment.isascii() or "|" in segment:
+            return None
+        y_true = ev.y_true
+        if y_true != 0 and y_true != 1:
+            return None
+        if y_true.__class__ is bool:
+            y_true = 1 if y_true else 0
+        score = ev.score
+        if not -inf < score < inf:
+            return None
+        weight = ev.weight
+        if weight is None:
+            weight = 1.0
+        elif not 0.0 <= weight <= max_weight:
+            return None
+        ident = ev.id
+        if ident is not None and (len(ident) > max_len or not ident.isascii()):
+            return None
+        return new_event(ts, model, segment, y_true, score, None, None, weight, ident)
+
+    return event
