@@ -29,7 +29,7 @@ True
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any, Optional, Union
 
 from streammetrics.events.decoding import MAX_NESTING
 from streammetrics.events.fields import MAX_NAME_LENGTH, MAX_WEIGHT
@@ -70,20 +70,28 @@ class BinaryFastPath:
 
 def _event_reader(fields: dict[str, str]) -> Callable[[Any], Event | None]:
     import msgspec
+    from msgspec import Meta
 
-    # msgspec checks the JSON types while decoding (int / float / str / null; an int is accepted
-    # for a float field, as the parser converts it) and skips unknown fields; a value whose
-    # decoding fails for any reason is declined
-    canonical = {"ts": float, "model": str, "y_true": int | bool, "score": float,
-                 "segment": (str | None, None), "weight": (float | None, None), "id": (str | None, None)}
+    # msgspec checks the JSON types and the numeric and length bounds while decoding (an int is
+    # accepted for a float field, converted as the parser converts it) and skips unknown fields;
+    # a value whose decoding fails for any reason is declined
+    name = Annotated[str, Meta(min_length=1, max_length=MAX_NAME_LENGTH)]
+    optional_name = Optional[Annotated[str, Meta(max_length=MAX_NAME_LENGTH)]]
+    canonical: dict[str, Any] = {
+        "ts": Annotated[float, Meta(ge=TS_MIN, lt=TS_MAX)],
+        "model": name,
+        "y_true": Union[Annotated[int, Meta(ge=0, le=1)], bool],
+        "score": float,
+        "segment": (optional_name, None),
+        "weight": (Optional[Annotated[float, Meta(ge=0.0, le=MAX_WEIGHT)]], None),
+        "id": (optional_name, None),
+    }
     plain = msgspec.defstruct(
-        "_PlainBinaryEvent", [(name, *kind) if isinstance(kind, tuple) else (name, kind)  # type: ignore[misc]
-                              for name, kind in canonical.items()],
-        rename={name: fields[name] for name in canonical}, array_like=False, forbid_unknown_fields=False)
+        "_PlainBinaryEvent", [(key, *kind) if isinstance(kind, tuple) else (key, kind)
+                              for key, kind in canonical.items()],
+        rename={key: fields[key] for key in canonical}, forbid_unknown_fields=False)
     decode = msgspec.json.Decoder(plain).decode
-    max_len, max_weight, max_nesting, ts_min, ts_max, inf = \
-        MAX_NAME_LENGTH, MAX_WEIGHT, MAX_NESTING, TS_MIN, TS_MAX, _INF
-    new_event = Event
+    max_nesting, inf, new_event = MAX_NESTING, _INF, Event
 
     def event(value: Any) -> Event | None:
         """The :class:`Event` of a message value holding one plain valid binary event, else None
@@ -96,33 +104,22 @@ def _event_reader(fields: dict[str, str]) -> Callable[[Any], Event | None]:
             ev = decode(value)
         except Exception:  # noqa: BLE001 - the general path decides, with its exact reason
             return None
-        ts = ev.ts
-        if not ts_min <= ts < ts_max:
+        model, segment, ident = ev.model, ev.segment, ev.id
+        if "|" in model or not model.isascii():  # (non-ASCII names: the general path)
             return None
-        model = ev.model
-        if not 0 < len(model) <= max_len or not model.isascii() or "|" in model:
-            return None
-        segment = ev.segment
         if segment is None:
             segment = ""
-        elif len(segment) > max_len or not segment.isascii() or "|" in segment:
+        elif "|" in segment or not segment.isascii():
             return None
-        y_true = ev.y_true
-        if y_true != 0 and y_true != 1:
+        if ident is not None and not ident.isascii():
             return None
-        if y_true.__class__ is bool:
-            y_true = 1 if y_true else 0
         score = ev.score
         if not -inf < score < inf:
             return None
+        y_true = ev.y_true
+        if y_true.__class__ is bool:
+            y_true = 1 if y_true else 0
         weight = ev.weight
-        if weight is None:
-            weight = 1.0
-        elif not 0.0 <= weight <= max_weight:
-            return None
-        ident = ev.id
-        if ident is not None and (len(ident) > max_len or not ident.isascii()):
-            return None
-        return new_event(ts, model, segment, y_true, score, None, None, weight, ident)
+        return new_event(ev.ts, model, segment, y_true, score, None, None, 1.0 if weight is None else weight, ident)
 
     return event
