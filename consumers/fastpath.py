@@ -36,7 +36,7 @@ from streammetrics.events.fields import MAX_NAME_LENGTH, MAX_WEIGHT
 from streammetrics.events.records import Event
 from streammetrics.stream.pipeline import Pipeline
 
-__all__ = ["BinaryFastPath"]
+__all__ = ["BinaryFastPath", "plain_event_decoder"]
 
 #: epoch seconds the parser accepts: years 1 to 9999 (see :mod:`streammetrics.events.parser`)
 TS_MIN = -62135596800.0
@@ -68,13 +68,16 @@ class BinaryFastPath:
         return cls(dict(parser.fields))
 
 
-def _event_reader(fields: dict[str, str]) -> Callable[[Any], Event | None]:
+def plain_event_decoder(fields: dict[str, str] | None = None) -> Callable[[bytes], Any]:
+    """msgspec's decoder of a plain binary event (``fields``: canonical -> input names): a struct
+    with the event's fields, type- and bound-checked while decoding; raises on anything else.
+    Also the typed bare loop's decoder in ``benchmarks/bench_consumer.py``."""
     import msgspec
     from msgspec import Meta
 
+    names = {**{key: key for key in ("ts", "model", "segment", "y_true", "score", "weight", "id")}, **(fields or {})}
     # msgspec checks the JSON types and the numeric and length bounds while decoding (an int is
-    # accepted for a float field, converted as the parser converts it) and skips unknown fields;
-    # a value whose decoding fails for any reason is declined
+    # accepted for a float field, converted as the parser converts it) and skips unknown fields
     name = Annotated[str, Meta(min_length=1, max_length=MAX_NAME_LENGTH)]
     optional_name = Optional[Annotated[str, Meta(max_length=MAX_NAME_LENGTH)]]
     canonical: dict[str, Any] = {
@@ -87,10 +90,14 @@ def _event_reader(fields: dict[str, str]) -> Callable[[Any], Event | None]:
         "id": (optional_name, None),
     }
     plain = msgspec.defstruct(
-        "_PlainBinaryEvent", [(key, *kind) if isinstance(kind, tuple) else (key, kind)
-                              for key, kind in canonical.items()],
-        rename={key: fields[key] for key in canonical}, forbid_unknown_fields=False)
-    decode = msgspec.json.Decoder(plain).decode
+        "PlainBinaryEvent", [(key, *kind) if isinstance(kind, tuple) else (key, kind)
+                             for key, kind in canonical.items()],
+        rename={key: names[key] for key in canonical}, forbid_unknown_fields=False)
+    return msgspec.json.Decoder(plain).decode
+
+
+def _event_reader(fields: dict[str, str]) -> Callable[[Any], Event | None]:
+    decode = plain_event_decoder(fields)  # a value whose decoding fails for any reason is declined
     max_nesting, inf, new_event = MAX_NESTING, _INF, Event
 
     def event(value: Any) -> Event | None:
