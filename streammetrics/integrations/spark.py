@@ -32,7 +32,8 @@ late event, so ``late`` is 0 and every window is final; ``max_future`` (a wall-c
 live service) does not apply.
 
 Delayed labels (contract section 5): ``label_events=`` a DataFrame of ``{id, y_true, ts}``
-joined by ``id`` before windowing; see :func:`window_snapshots`.
+joined by ``id`` before windowing; each window's snapshot is replay's last revision, revision
+number included (a function of the timestamps: see :func:`window_snapshots`).
 
 A Structured Streaming job writes the snapshots of each micro-batch with ``foreachBatch``::
 
@@ -479,8 +480,8 @@ def window_snapshots(
     Parameters mirror ``streammetrics replay``: ``task``, ``window``/``slide`` (durations such
     as ``"60s"``), ``threshold`` (binary), ``classes`` (multiclass), ``labels`` (the label set
     of the ``labels`` task), ``fields`` (contract name -> column name, like ``--field``),
-    ``include_state`` (``--no-state`` when False). ``grace`` is accepted and checked for
-    parity: events taken in time order are never late, so it changes nothing.
+    ``include_state`` (``--no-state`` when False), ``grace`` (``--grace``: events taken in
+    time order are never late, so it changes only the revision ticks of delayed labels).
 
     Columns: ``ts`` (epoch seconds, a timestamp or an ISO-8601 string), ``model``,
     optional ``segment``, ``weight`` and ``id``, and the task's ``y_true``/``score``/
@@ -499,14 +500,19 @@ def window_snapshots(
     earlier accepted label of the id is a duplicate and ignored). A prediction without
     such a label is *expired* when the largest ``ts`` of all predictions and labels is more
     than ``label_ttl`` past its own, else *pending*; either way only its label-free part enters
-    the monitor (``update_prediction``). Snapshots are replay's last revision of each window
-    (``labeled``/``expired``/``pending``, ``final`` when nothing is pending) except that
-    ``revision`` is 0. Replay's number is not a function of the events: it counts the polls at
-    which a closed window had new labels or expiries, and replay polls revisions every 65,536
-    *input items* of the merged files (and at the end), so it depends on the items' positions
-    in the files (line order among equal ``ts``, rejected and blank lines included), which a
-    DataFrame does not have. Label rows with a null ``id``, ``ts`` or
-    ``y_true`` are dropped uncounted.
+    the monitor (``update_prediction``). Snapshots are replay's last revision of each window,
+    byte for byte, ``revision`` number included (``labeled``/``expired``/``pending``, ``final``
+    when nothing is pending; a prediction still pending at the end stays pending, as replay
+    leaves it): replay numbers revisions by event time (a closed window changed by labels or
+    expiries gets its next revision when event time minus ``grace`` enters a new pane, and at
+    the end), so the number is the count of distinct such panes in which the window changed
+    after it closed, computed here from the timestamps (:func:`_revisions`). "Replay" here is
+    ``replay PREDICTIONS --labels LABELS`` over the predictions and the labels each sorted by
+    ``ts`` (predictions first on equal ``ts``; a single file holding both kinds decides that
+    order by its lines instead). Label rows with a null ``id``, ``ts`` or ``y_true`` are
+    dropped uncounted. Rows that replay would reject (a bad score, say) are not events there,
+    but here their ``ts`` still counts as event time for the join: with such rows ``expired``
+    versus ``pending`` at the end and revision numbers may differ from replay's.
 
     Bounds: a partition task holds at most ``max_open_states`` (key, pane) monitors (default
     10,000, each <= ~40 KB of JSON for the binary task), checked after each Arrow batch
