@@ -627,8 +627,7 @@ def _revisions(events: DataFrame, joined: DataFrame, labels_df: DataFrame, names
     events (for ``X``'s pane, a global ordered window over those panes: one row per non-empty
     pane, e.g. ~525,000 for a year of minute panes).
     """
-    pane, slide, size, grace = (spec.pane_ms * 1000, spec.slide_ms * 1000, spec.size_ms * 1000,
-                                spec.grace_ms * 1000)
+    pane, grace = spec.pane_ms * 1000, spec.grace_ms * 1000  # us
     s, w = spec.panes_per_slide, spec.panes_per_window
     model = F.col(_quote(names["model"])).cast("string").alias("model")
     seg_name = names["segment"]

@@ -428,7 +428,8 @@ class WindowManager:
         prediction with its ``y_true`` (same ``ts``, key, scores, weight) and ``first_window`` what
         :meth:`add_prediction` returned. The label-based part (``monitor.update_outcome``) goes
         into every window of the prediction: its open pane, and each closed window awaiting
-        labels (which then emits a new revision at the next :meth:`poll`). Raises
+        labels (which then emits a new revision at the next revision tick, see :meth:`revision_tick`,
+        or :meth:`poll` with ``revisions=True``). Raises
         :class:`EventRejected` (``kind_mismatch``), changing nothing, if the monitor's
         ``event_tag`` refuses the labelled event; the caller should then :meth:`expire` it."""
         self._settle(event, first_window, True)
