@@ -58,7 +58,11 @@ watermark minus grace) in which labels or expiries changed it after it closed, w
 :func:`streammetrics.spark.window_snapshots` computes. ``poll(revisions=True)`` (the default,
 the live service) also emits what changed since the last tick, so that a quiet stream still
 publishes its labels; replay polls with ``revisions=False``. The last revision is
-``"final": true`` when nothing in the window awaits a label any more.
+``"final": true`` when nothing in the window awaits a label any more. Bound: by ticks, a window
+gets at most one revision per pane of event time while it awaits labels, i.e. at most about
+``(label_ttl + grace) / pane + 2`` (every prediction in it is labelled or expired once event
+time passes its ``ts + label_ttl``); a service polling with ``revisions=True`` adds at most one
+per poll.
 Kept windows are bounded by the label join's TTL and pending bound (each holds at least one
 pending prediction). Snapshots carry ``revision``, ``labeled``, ``expired`` and ``pending``;
 without delayed labels every window emits once: revision 0, final, ``labeled == count``.
