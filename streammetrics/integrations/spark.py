@@ -638,13 +638,10 @@ def _revisions(events: DataFrame, joined: DataFrame, labels_df: DataFrame, names
     def tick(col: Any) -> Any:  # the revision-tick pane of an event time
         return _floordiv(col - F.lit(grace), pane)
 
-    # the changes: joined (at J) and expired (threshold D = ts + ttl; pane of X below) predictions,
-    # once per window holding them
+    # the changes: joined (at J) and expired (threshold D = ts + ttl; pane of X below) predictions
     settled = joined.filter(F.col(_STATUS).isin("joined", "expired")).select(
-        model, segment, ts.alias("ts"), F.col(_STATUS).alias("status"),
+        model, segment, _floordiv(ts, pane).alias("pane"), F.col(_STATUS).alias("status"),
         F.when(F.col(_STATUS) == "joined", F.greatest(F.col("jts"), ts)).otherwise(ts + F.lit(ttl_us)).alias("m"))
-    p = _floordiv(F.col("ts"), pane)
-    settled = settled.withColumn("window", F.explode(F.sequence(-_floordiv(F.lit(w - 1) - p, s), _floordiv(p, s))))
     # X: the first event time past D. Per tick pane b: the largest event time in it and the next
     # non-empty pane after it; X lies in b(D) if that pane holds a time > D, else in the next one
     items = (events.filter(ts.isNotNull()).select(ts.alias("t"))
@@ -658,12 +655,16 @@ def _revisions(events: DataFrame, joined: DataFrame, labels_df: DataFrame, names
            .withColumnRenamed("b", "bd"))
     expired = (settled.filter(F.col("status") == "expired").withColumn("bd", tick(F.col("m")))
                .join(nxt, "bd", "left")
-               .select("model", "segment", "window", "m",
+               .select("model", "segment", "pane", "m",
                        F.when(F.col("maxts") > F.col("m"), F.col("bd")).otherwise(F.col("next")).alias("b")))
-    labelled = settled.filter(F.col("status") == "joined").select("model", "segment", "window", "m",
+    labelled = settled.filter(F.col("status") == "joined").select("model", "segment", "pane", "m",
                                                                    tick(F.col("m")).alias("b"))
-    changes = (labelled.unionByName(expired).groupBy("model", "segment", "window", "b")
-               .agg(F.max("m").alias("m")))  # a pane counts if one of its changes came after the close
+    # per (key, event pane, tick pane) first, then once per window holding the pane: a tick pane
+    # counts for a window if one of its changes came after the close (the largest m decides)
+    p = F.col("pane")
+    changes = (labelled.unionByName(expired).groupBy("model", "segment", "pane", "b").agg(F.max("m").alias("m"))
+               .withColumn("window", F.explode(F.sequence(-_floordiv(F.lit(w - 1) - p, s), _floordiv(p, s))))
+               .groupBy("model", "segment", "window", "b").agg(F.max("m").alias("m")))
     # C: the first event time of the key in a tick pane at or after the window's end (+ grace)
     firsts = (events.filter(ts.isNotNull() & F.col(_quote(names["model"])).isNotNull())
               .select(model, segment, tick(ts).alias("b"), ts.alias("t"))
