@@ -52,7 +52,7 @@ import numpy as np
 
 __all__ = ["BUFFER", "ExactSum", "ProbabilitySums", "probability_terms", "exact_units", "exact_units_rows", "units_of",
            "float_of", "expansion_of", "from_expansion", "MAX_EXPANSION", "two_product", "add_rows", "as_array",
-           "LogLossSum", "to_pair", "from_pair"]
+           "LogLossSum", "to_pair", "from_pair", "fold_together"]
 
 #: terms a per-event buffer holds before it is folded (bounded memory, amortised numpy call)
 BUFFER = 1024
@@ -87,7 +87,35 @@ def exact_units_rows(a: np.ndarray) -> list[int]:
     ends of the float range) goes through :func:`_integer_units` (integer mantissas summed per
     exponent).
     """
+    if a.shape[0] > 1 and 0 < a.shape[1] <= _CHUNK:
+        return _rows_units(a)
     return [_row_units(row) for row in a]
+
+
+def _rows_units(a: np.ndarray) -> list[int]:
+    """:func:`exact_units_rows` of rows of at most :data:`_CHUNK` terms: the levels of
+    :func:`_row_units`, every row at once (one ``sigma`` per row); rows that are all zero, not
+    finite, or whose levels would leave the float range go through :func:`_row_units`."""
+    top = np.abs(a).max(axis=1)
+    x = np.frexp(top)[1] + 11
+    if not (np.isfinite(top).all() and top.all()) or x.max() >= 960 or x.min() - 41 * _LEVELS <= -960:
+        return [_row_units(row) for row in a]
+    totals = [0] * a.shape[0]
+    r = a
+    for _level in range(_LEVELS):
+        sigma = np.ldexp(1.0, x)[:, None]
+        q = (r + sigma) - sigma
+        r = r - q
+        for i, v in enumerate(q.sum(axis=1).tolist()):  # exact: <= 1,024 multiples of ulp(sigma)
+            if v:
+                totals[i] += units_of(v)
+        if not r.any():
+            return totals
+        x -= 41
+    for i, row in enumerate(r):
+        if row.any():
+            totals[i] += _integer_units(row)
+    return totals
 
 
 def _row_units(a: np.ndarray) -> int:
@@ -418,6 +446,40 @@ class ProbabilitySums:
         out = cls()
         out._log, out._brier = log, brier
         return out
+
+
+def fold_together(sums: ProbabilitySums, score_sum: ExactSum) -> None:
+    """Fold ``sums`` (unit-weight events only pending) and ``score_sum`` in one vectorised exact
+    summation of three rows (log-loss terms, Brier terms, ``score_sum``'s terms): what
+    ``sums.fold(); score_sum.fold()`` gives, for about half the cost (a fused per-event path
+    fills both buffers, e.g. ``BinaryMonitor.update``). Any other case folds them one by one.
+
+    >>> a, b = ProbabilitySums(), ExactSum()
+    >>> a.unit.extend([0.9, -0.2]); b.terms.extend([0.9, 0.2])
+    >>> fold_together(a, b); (a.unit, b.terms, a.log.value == ProbabilitySums().add_batch(np.array([0.9, -0.2])).log.value)
+    ([], [], True)
+    """
+    unit, terms = sums.unit, score_sum.terms
+    if sums.weighted or not 0 < len(unit) <= _CHUNK or not 0 < len(terms) <= _CHUNK:
+        sums.fold()
+        score_sum.fold()
+        return
+    log_terms, brier_terms = probability_terms(as_array(unit))
+    score_terms = as_array(terms)
+    if not np.isfinite(score_terms).all():  # an overflowed term: ExactSum.add_array keeps it apart
+        sums.fold()
+        score_sum.fold()
+        return
+    rows = np.zeros((3, max(len(unit), len(terms))))  # zeros pad the shorter rows: they add nothing
+    rows[0, : len(unit)] = log_terms
+    rows[1, : len(unit)] = brier_terms
+    rows[2, : len(terms)] = score_terms
+    log_units, brier_units, score_units = exact_units_rows(rows)
+    sums._log._units += log_units
+    sums._brier._units += brier_units
+    score_sum._units += score_units
+    unit.clear()
+    terms.clear()
 
 
 # --------------------------------------------------------------------------- exact products
