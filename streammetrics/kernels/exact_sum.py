@@ -63,6 +63,7 @@ _MANT = (1 << 52) - 1
 _LOW = (1 << 21) - 1
 _CHUNK = 1024  # terms per extraction: 1,024 multiples of ulp(sigma) <= 2**-11 sigma sum exactly
 _LEVELS = 5
+_NEXT_LEVEL = 2.0**-41  # |r| <= ulp(sigma)/2 after a level: the next sigma is 2**-41 sigma
 _frexp = math.frexp
 _INF = math.inf
 _ldexp = math.ldexp
@@ -94,24 +95,28 @@ def exact_units_rows(a: np.ndarray) -> list[int]:
 
 def _rows_units(a: np.ndarray) -> list[int]:
     """:func:`exact_units_rows` of rows of at most :data:`_CHUNK` terms: the levels of
-    :func:`_row_units`, every row at once (one ``sigma`` per row); rows that are all zero, not
-    finite, or whose levels would leave the float range go through :func:`_row_units`."""
-    top = np.abs(a).max(axis=1)
-    x = np.frexp(top)[1] + 11
-    if not (np.isfinite(top).all() and top.all()) or x.max() >= 960 or x.min() - 41 * _LEVELS <= -960:
+    :func:`_row_units`, every row at once (one ``sigma`` per row, any for a row of zeros);
+    terms that are not finite, or levels that would leave the float range, go through
+    :func:`_row_units` row by row."""
+    top = np.abs(a).max(axis=1).tolist()
+    if not all(t < _INF for t in top):  # terms that are not finite (nan compares false)
         return [_row_units(row) for row in a]
+    xs = [_frexp(t)[1] + 11 if t else 0 for t in top]  # level 1: sigma = 2**x >= 2**11 * max|row|
+    if max(xs) >= 960 or min(xs) - 41 * _LEVELS <= -960:  # levels near the ends of the float range
+        return [_row_units(row) for row in a]
+    sigma = np.array([_ldexp(1.0, x) for x in xs])[:, None]
     totals = [0] * a.shape[0]
     r = a
     for _level in range(_LEVELS):
-        sigma = np.ldexp(1.0, x)[:, None]
-        q = (r + sigma) - sigma
+        q = r + sigma
+        q -= sigma
         r = r - q
         for i, v in enumerate(q.sum(axis=1).tolist()):  # exact: <= 1,024 multiples of ulp(sigma)
             if v:
                 totals[i] += units_of(v)
         if not r.any():
             return totals
-        x -= 41
+        sigma *= _NEXT_LEVEL
     for i, row in enumerate(r):
         if row.any():
             totals[i] += _integer_units(row)
@@ -179,8 +184,8 @@ def as_array(terms: list[float]) -> np.ndarray:
 
 def units_of(x: float) -> int:
     """The float ``x`` (finite) in units of ``2**-1074``, exactly."""
-    num, den = x.as_integer_ratio()
-    return num * (_SCALE // den)
+    num, den = x.as_integer_ratio()  # den = 2**k, k <= 1074: units = num * 2**(1074 - k)
+    return num << (1075 - den.bit_length())
 
 
 def float_of(units: int) -> float:
@@ -366,8 +371,10 @@ def probability_terms(signed: np.ndarray, w: np.ndarray | None = None) -> tuple[
     s = np.abs(signed)
     q = 1.0 - s
     p = np.where(positive, s, q)
-    np.clip(p, _EPS, 1.0 - _EPS, out=p)
-    log_terms = -np.log(p)
+    np.maximum(p, _EPS, out=p)  # np.clip's bits, without its Python-level wrapper
+    np.minimum(p, 1.0 - _EPS, out=p)
+    log_terms = np.log(p, out=p)
+    np.negative(log_terms, out=log_terms)
     d = np.where(positive, q, s)
     brier_terms = d * d
     if w is not None:
@@ -460,7 +467,7 @@ def fold_together(sums: ProbabilitySums, score_sum: ExactSum) -> None:
     ([], [], True)
     """
     unit, terms = sums.unit, score_sum.terms
-    if sums.weighted or not 0 < len(unit) <= _CHUNK or not 0 < len(terms) <= _CHUNK:
+    if sums.weighted or not unit or not terms:
         sums.fold()
         score_sum.fold()
         return
@@ -470,14 +477,15 @@ def fold_together(sums: ProbabilitySums, score_sum: ExactSum) -> None:
         sums.fold()
         score_sum.fold()
         return
-    rows = np.zeros((3, max(len(unit), len(terms))))  # zeros pad the shorter rows: they add nothing
+    pieces = -(-max(len(unit), len(terms)) // _CHUNK)  # rows of _CHUNK terms, zero-padded
+    rows = np.zeros((3, pieces * _CHUNK))
     rows[0, : len(unit)] = log_terms
     rows[1, : len(unit)] = brier_terms
     rows[2, : len(terms)] = score_terms
-    log_units, brier_units, score_units = exact_units_rows(rows)
-    sums._log._units += log_units
-    sums._brier._units += brier_units
-    score_sum._units += score_units
+    units = _rows_units(rows.reshape(3 * pieces, _CHUNK))
+    sums._log._units += sum(units[:pieces])
+    sums._brier._units += sum(units[pieces : 2 * pieces])
+    score_sum._units += sum(units[2 * pieces :])
     unit.clear()
     terms.clear()
 

@@ -86,7 +86,7 @@ def test_rows_summed_at_once_are_exact(columns):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.floats(-1.0, 1.0), max_size=BUFFER), st.lists(st.one_of(finite, st.floats(0.0, 1.0)), max_size=BUFFER),
+@given(st.lists(st.floats(-1.0, 1.0), max_size=3 * BUFFER), st.lists(st.one_of(finite, st.floats(0.0, 1.0)), max_size=BUFFER),
        st.booleans())
 def test_folding_together_is_folding_one_by_one(signed, score_terms, weighted):
     a, b = ProbabilitySums(), ExactSum()
@@ -101,6 +101,21 @@ def test_folding_together_is_folding_one_by_one(signed, score_terms, weighted):
     fold_together(a, b)
     assert not (a.unit or a.weighted or b.terms)
     assert (a.log, a.brier, b) == (c.log, c.brier, d.fold())
+
+
+@pytest.mark.parametrize("n_unit, n_terms", [(1, 3000), (1024, 1024), (2500, 7), (1025, 2049)])
+def test_folding_together_long_buffers(n_unit, n_terms):
+    rng = random.Random(n_unit)
+    signed = [rng.choice([-1.0, 1.0]) * rng.random() ** 8 for _ in range(n_unit)]
+    score_terms = [rng.random() * 10.0 ** rng.randint(-30, 3) for _ in range(n_terms)]
+    a, b, c, d = ProbabilitySums(), ExactSum(), ProbabilitySums(), ExactSum()
+    a.unit.extend(signed)
+    c.unit.extend(signed)
+    b.terms.extend(score_terms)
+    d.terms.extend(score_terms)
+    fold_together(a, b)
+    assert (a.log, a.brier, b) == (c.log, c.brier, d.fold())
+    assert Fraction(b.units, 1 << 1074) == exact(score_terms)
 
 
 def test_buffer_is_bounded_and_large_batches_are_exact():
