@@ -463,8 +463,9 @@ def fold_together(sums: ProbabilitySums, score_sum: ExactSum) -> None:
 
     >>> a, b = ProbabilitySums(), ExactSum()
     >>> a.unit.extend([0.9, -0.2]); b.terms.extend([0.9, 0.2])
-    >>> fold_together(a, b); (a.unit, b.terms, a.log.value == ProbabilitySums().add_batch(np.array([0.9, -0.2])).log.value)
-    ([], [], True)
+    >>> fold_together(a, b)
+    >>> a.unit, b.terms, a.log == ProbabilitySums().add_batch(np.array([0.9, -0.2])).log, b.value == 1.1
+    ([], [], True, True)
     """
     unit, terms = sums.unit, score_sum.terms
     if sums.weighted or not unit or not terms:

@@ -19,6 +19,7 @@ from streammetrics.monitors.fast_snapshot import binary_snapshot
 __all__ = ["BinaryMonitor"]
 
 _INF = math.inf
+_ZERO_INT, _ONE_INT = 0, 1  # compared by identity on the fused path (see BinaryMonitor.update)
 _BINARY_TRUTH = (int, bool, float)
 #: batches up to this size are applied event by event (numpy's set-up costs more than it saves)
 SMALL_BATCH = 32
@@ -124,12 +125,6 @@ class BinaryMonitor(Monitor):
         """``sum(weight * score)`` over every prediction."""
         return self.predictions.score_sum
 
-    def _refresh(self) -> None:
-        """A per-monitor 8-byte buffer read as a float and as an int (the fused path takes a
-        score's bits from it: ``struct`` calls cost twice as much); rebuilt by every copy."""
-        buf = bytearray(8)
-        self._bits = (memoryview(buf).cast("d"), memoryview(buf).cast("q"))
-
     def update(self, event: Mapping[str, Any] | Event) -> "BinaryMonitor":
         """Add one event. The common dict (``y_true`` 0/1 or a bool, a float ``score`` strictly
         inside (0, 1), no ``weight``) with both histograms on a grid takes the fused path
@@ -141,8 +136,10 @@ class BinaryMonitor(Monitor):
                 y = event["y_true"]
             except KeyError:  # the parser names the missing field
                 s = y = None
+            # y: the ints 0 and 1 by identity (CPython's cached small ints; any other 0/1 takes
+            # the accumulators' paths below, with the same result)
             if s.__class__ is float and 0.0 < s < 1.0 and "weight" not in event and (
-                    y.__class__ is int and (y == 0 or y == 1) or y is True or y is False):
+                    y is _ONE_INT or y is _ZERO_INT or y is True or y is False):
                 sc = self.scores
                 pr = self.predictions
                 sf = sc._fast
@@ -151,9 +148,8 @@ class BinaryMonitor(Monitor):
                     if self._unit_event(1 if y else 0, s):
                         return self
                 else:
-                    hists, events, unit, _, shift, rnd, c = sf
-                    ph, pshift, prnd, pc, psums, threshold, pterms = pf
-                    as_float, as_int = self._bits
+                    hists, events, unit, _, shift, rnd, c, as_float, as_int = sf
+                    ph, pshift, prnd, pc, psums, threshold, pterms, _, _ = pf
                     if s < 0.5:  # the keys from the float's bits (see LogGridBinning.key)
                         as_float[0] = s
                         b = as_int[0]
@@ -218,9 +214,8 @@ class BinaryMonitor(Monitor):
         sf = sc._fast
         pf = pr._fast
         q = 1.0 - s
-        as_float, as_int = self._bits
         if sf is not None:  # log grid: the key from the float's bits (see LogGridBinning.key)
-            hists, events, unit, _, shift, rnd, c = sf
+            hists, events, unit, _, shift, rnd, c, as_float, as_int = sf
             if s < 0.5:
                 as_float[0] = s
                 b = as_int[0]
@@ -230,7 +225,7 @@ class BinaryMonitor(Monitor):
                 b = as_int[0]
                 k = c - ((b + rnd) >> shift)
             if pf is not None:  # the predictions' histogram holds fewer keys: maybe a finer grid
-                ph, pshift, prnd, pc, psums, threshold, pterms = pf
+                ph, pshift, prnd, pc, psums, threshold, pterms, _, _ = pf
                 if pshift == shift:
                     pk: Any = k
                 elif s < 0.5:
@@ -244,7 +239,7 @@ class BinaryMonitor(Monitor):
             hists, events, unit, _ = xf
             k = s  # exact while small: the key is the score
             if pf is not None:  # predictions on the grid (more predictions than labelled ones)
-                ph, pshift, prnd, pc, psums, threshold, pterms = pf
+                ph, pshift, prnd, pc, psums, threshold, pterms, as_float, as_int = pf
                 as_float[0] = s if s < 0.5 else q
                 if s < 0.5:
                     pk = (as_int[0] + prnd) >> pshift

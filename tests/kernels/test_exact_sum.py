@@ -86,8 +86,8 @@ def test_rows_summed_at_once_are_exact(columns):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.floats(-1.0, 1.0), max_size=3 * BUFFER), st.lists(st.one_of(finite, st.floats(0.0, 1.0)), max_size=BUFFER),
-       st.booleans())
+@given(st.lists(st.floats(-1.0, 1.0), max_size=3 * BUFFER),
+       st.lists(st.one_of(finite, st.floats(0.0, 1.0)), max_size=BUFFER), st.booleans())
 def test_folding_together_is_folding_one_by_one(signed, score_terms, weighted):
     a, b = ProbabilitySums(), ExactSum()
     a.unit.extend(signed)
