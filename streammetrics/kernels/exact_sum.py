@@ -12,11 +12,12 @@ subnormal), so a sum of them is an integer number of such units: a Python ``int`
 commutative.
 
 Per-event cost. The per-event paths only ``append`` a term (or its argument) to a bounded list
-(:data:`BUFFER`, default 512 terms); :func:`exact_units` folds a buffer in one vectorised pass:
-the float64 bits give each term's integer mantissa and exponent (``x = m * 2**(e-1075)``),
-mantissas are summed per exponent in int64 (split in 32 + 21 bit halves, so no overflow for any
-batch size), and only the ~10-40 distinct exponents of a buffer meet Python ints. Reading a
-value, merging, copying or ``to_dict`` folds first.
+(:data:`BUFFER`, 1,024 terms); :func:`exact_units` folds a buffer in one vectorised pass
+(error-free extraction in levels, see :func:`exact_units_rows`; what is left near the ends of
+the float range has its integer mantissas summed per exponent in int64), and
+:func:`exact_units_rows` folds several buffers in the same numpy calls (:func:`fold_together`:
+a monitor's log-loss, Brier and score-sum buffers, about half the cost of three folds). Reading
+a value, merging, copying or ``to_dict`` folds first.
 
 JSON. :meth:`ExactSum.expansion` is the canonical non-overlapping expansion of the exact value:
 ``c0 = round(S)``, ``c1 = round(S - c0)``, ... until the rest is 0 (each ``ci`` correctly rounded,

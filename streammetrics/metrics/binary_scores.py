@@ -83,7 +83,7 @@ _CHUNK = 1 << 16  # batch arithmetic in cache-sized blocks
 _ONE = 1.0  # the default weight: ``weight is _ONE`` selects the unit-weight fast path
 
 
-def bit_views() -> tuple[memoryview, memoryview]:
+def bit_views() -> tuple[Any, Any]:  # memoryviews of formats "d" and "q" (typeshed types items as int)
     """An 8-byte buffer seen as one float64 and as one int64: ``f[0] = x; i[0]`` is the bits of
     ``x`` (half the cost of ``struct`` pack + unpack). One per accumulator state (the fast-path
     tuples hold it), so threads updating different accumulators never share one."""
