@@ -208,3 +208,39 @@ def json_text(value) -> str:
     import json
 
     return json.dumps(value)
+
+
+class _Int(int):
+    """An int that is not one of CPython's cached small ints (the fused path tests 0 and 1 by identity)."""
+
+
+def test_every_form_of_y_true_gives_the_state_of_the_plain_ints():
+    import numpy as np
+
+    rng = random.Random(11)
+    evs = [{"y_true": rng.randint(0, 1), "score": rng.random()} for _ in range(6000)]  # through the grid
+    forms = [lambda y: y, bool, float, np.int64, _Int]
+    states = []
+    for form in forms:
+        m = BinaryMonitor()
+        for e in evs:
+            m.update({"y_true": form(e["y_true"]), "score": e["score"]})
+        states.append(m.to_dict())
+    assert all(s == states[0] for s in states)
+
+
+@pytest.mark.parametrize("bad, field", [
+    ({"y_true": 2, "score": 0.3}, "y_true"), ({"y_true": "1", "score": 0.3}, "y_true"),
+    ({"y_true": 1, "score": "0.3"}, "score"), ({"y_true": 1}, "score"),
+    ({"y_true": 1, "score": math.nan}, "score"), ({"score": 0.3}, "y_true"),
+    ({"y_true": 1, "score": 0.3, "weight": -1.0}, "weight")])
+def test_bad_events_on_the_grid_are_refused_naming_the_field_and_change_nothing(bad, field):
+    rng = random.Random(2)
+    m = BinaryMonitor()
+    for _ in range(6000):
+        m.update({"y_true": rng.randint(0, 1), "score": rng.random()})
+    before = m.to_dict()
+    with pytest.raises(ValueError, match=field) as info:
+        m.update(bad)
+    assert "\n" not in str(info.value)
+    assert m.to_dict() == before
