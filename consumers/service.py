@@ -81,6 +81,7 @@ from streammetrics.stream.snapshots import snapshot_key, snapshot_line
 from streammetrics.stream.windows import DEFAULT_MAX_FUTURE, DEFAULT_MAX_KEYS
 
 from .checkpoint import CheckpointError, CheckpointStore
+from .fastpath import BinaryFastPath
 from .gc_tuning import tune_gc
 from .partials import partial_record, watermark_record
 from .settings import FETCH_SETTINGS, consumer_settings
@@ -796,11 +797,37 @@ class MetricsService:
                 side.paused = False
 
     def _apply_records(self, part: _Partition, records: list) -> int:
-        """Apply ``records`` in order (``part.next_offset`` advances after each); the number of
-        events applied. An exception leaves ``part.next_offset`` at the record at fault."""
-        process = part.pipeline.process
+        """Apply ``records`` in order, then move ``part.next_offset`` past the last; the number
+        of events applied. An exception leaves ``part.next_offset`` at the record at fault.
+
+        A message holding one plain valid binary event goes through :mod:`consumers.fastpath`
+        (checked and applied with ``Pipeline.process_event``); every other message, and every
+        message of a batch holding a poisoned offset, through ``Pipeline.process``: the same
+        windows, counters and dead letters either way."""
+        pipeline = part.pipeline
+        process = pipeline.process
         poison = part.poison
+        if poison and records and any(records[0].offset <= offset <= records[-1].offset for offset in poison):
+            fast = None  # (poisoned offsets are few: checked per batch, not per record)
+        else:
+            fast = BinaryFastPath.for_pipeline(pipeline)
         events = 0
+        if fast is not None:
+            event_of, process_event, problems = fast.event, pipeline.process_event, self._problems
+            i = 0
+            try:
+                for i, rec in enumerate(records):  # noqa: B007 - i names the record at fault
+                    event = event_of(rec.value)
+                    result = process(rec.value) if event is None else process_event(event)
+                    if result.problems:
+                        problems(rec, result.problems)
+                    events += result.applied
+            except BaseException:
+                part.next_offset = records[i].offset  # the record at fault (see _rollback)
+                raise
+            if records:
+                part.next_offset = records[-1].offset + 1
+            return events
         for rec in records:
             part.next_offset = rec.offset
             if poison and rec.offset in poison:
@@ -868,12 +895,16 @@ class MetricsService:
         partials to the partials topic); how many."""
         published = 0
         partitioned = self.config.partitioned
-        for snap in part.pipeline.poll():
+        pipeline = part.pipeline
+        snaps = pipeline.poll()
+        # the canonical line of each snapshot, encoded once by the pipeline's size check
+        lines = pipeline.lines if len(pipeline.lines) == len(snaps) else [None] * len(snaps)
+        for snap, line in zip(snaps, lines):
             key = snapshot_key(snap)
             if partitioned:
                 value = self.snapshot_value(snap, key, lambda s: partial_record(part.tp.partition, s))
             else:
-                value = self.snapshot_value(snap, key)
+                value = self.snapshot_value(snap, key, line=line)
             if value is None:
                 continue
             self._send((self.config.partials_topic or "") if partitioned else self.config.output_topic, key, value)
@@ -890,11 +921,13 @@ class MetricsService:
         return published
 
     def snapshot_value(self, snap: dict[str, Any], key: bytes,
-                       wrap: Callable[[dict[str, Any]], bytes] | None = None) -> bytes | None:
-        """The record value of ``snap`` (``wrap``: how it is encoded, default its snapshot line),
-        without its state if over the producer's limit, None (dropped, counted) if still over."""
+                       wrap: Callable[[dict[str, Any]], bytes] | None = None, *,
+                       line: str | None = None) -> bytes | None:
+        """The record value of ``snap`` (``wrap``: how it is encoded, default its snapshot line;
+        ``line``: that line if already encoded), without its state if over the producer's limit,
+        None (dropped, counted) if still over."""
         encode = wrap or (lambda s: snapshot_line(s).encode())
-        value = encode(snap)
+        value = line.encode() if line is not None and wrap is None else encode(snap)
         room = self.max_record_bytes - RECORD_OVERHEAD - len(key)
         if len(value) > room:
             return self._shrink_snapshot(snap, value, room, encode)

@@ -32,7 +32,8 @@ late event, so ``late`` is 0 and every window is final; ``max_future`` (a wall-c
 live service) does not apply.
 
 Delayed labels (contract section 5): ``label_events=`` a DataFrame of ``{id, y_true, ts}``
-joined by ``id`` before windowing; see :func:`window_snapshots`.
+joined by ``id`` before windowing; each window's snapshot is replay's last revision, revision
+number included (a function of the timestamps: see :func:`window_snapshots`).
 
 A Structured Streaming job writes the snapshots of each micro-batch with ``foreachBatch``::
 
@@ -61,6 +62,7 @@ try:
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
+    from pyspark.sql.window import Window
 except ImportError as exc:  # pragma: no cover - exercised where pyspark is absent
     raise ImportError("streammetrics.integrations.spark needs pyspark, pandas and pyarrow: "
                       "pip install 'streammetrics[spark]'") from exc
@@ -119,12 +121,13 @@ class _Config:
 
 # --------------------------------------------------------------------------- snapshots
 def _snapshot(include_state: bool, key: tuple[str, str], monitor: Any, start_ms: int, end_ms: int,
-              expired: int = 0, pending: int = 0) -> dict:
+              expired: int = 0, pending: int = 0, revision: int = 0) -> dict:
     """The snapshot of ``monitor`` for ``key`` and a window, built as the window engine builds
     it (:func:`~streammetrics.stream.snapshots.build_snapshot`; events in time order are never
-    late). ``revision`` is 0: Spark computes each window once, with every label in."""
+    late). Spark computes each window once, with every label in: ``revision`` is the number
+    replay gives its last revision (see :func:`_revisions`)."""
     return build_snapshot(key, monitor, start_ms, end_ms, final=pending == 0, pending=pending, expired=expired,
-                          include_state=include_state)
+                          include_state=include_state, revision=revision)
 
 
 # --------------------------------------------------------------------------- stage 1
@@ -362,6 +365,9 @@ def _merge_windows(cfg: _Config) -> Callable[[Any], Any]:
 
     def run(pdf: Any) -> Any:
         model, segment, k = pdf["model"].iat[0], pdf["segment"].iat[0], int(pdf["window"].iat[0])
+        revision = 0
+        if "revision" in pdf.columns and not pd.isna(pdf["revision"].iat[0]):  # delayed labels
+            revision = int(pdf["revision"].iat[0])
         states = [s if isinstance(s, str) else None for s in pdf["state"].tolist()]  # pandas: null -> NaN
         rows = sorted(zip(pdf["pane"].tolist(), states, pdf["labeled"].tolist(), pdf["expired"].tolist(),
                           pdf["pending"].tolist()), key=lambda r: (r[0], r[1] or ""))
@@ -386,7 +392,7 @@ def _merge_windows(cfg: _Config) -> Callable[[Any], Any]:
             window = cfg.factory()()
         start = k * cfg.slide_ms
         end = start + cfg.size_ms
-        snap = _snapshot(cfg.include_state, (model, segment), window, start, end, expired, pending)
+        snap = _snapshot(cfg.include_state, (model, segment), window, start, end, expired, pending, revision)
         return pd.DataFrame({"model": [model], "segment": [segment], "start_ms": [start], "end_ms": [end],
                              "snapshot": [snapshot_line(snap)]})
 
@@ -474,8 +480,8 @@ def window_snapshots(
     Parameters mirror ``streammetrics replay``: ``task``, ``window``/``slide`` (durations such
     as ``"60s"``), ``threshold`` (binary), ``classes`` (multiclass), ``labels`` (the label set
     of the ``labels`` task), ``fields`` (contract name -> column name, like ``--field``),
-    ``include_state`` (``--no-state`` when False). ``grace`` is accepted and checked for
-    parity: events taken in time order are never late, so it changes nothing.
+    ``include_state`` (``--no-state`` when False), ``grace`` (``--grace``: events taken in
+    time order are never late, so it changes only the revision ticks of delayed labels).
 
     Columns: ``ts`` (epoch seconds, a timestamp or an ISO-8601 string), ``model``,
     optional ``segment``, ``weight`` and ``id``, and the task's ``y_true``/``score``/
@@ -494,14 +500,19 @@ def window_snapshots(
     earlier accepted label of the id is a duplicate and ignored). A prediction without
     such a label is *expired* when the largest ``ts`` of all predictions and labels is more
     than ``label_ttl`` past its own, else *pending*; either way only its label-free part enters
-    the monitor (``update_prediction``). Snapshots are replay's last revision of each window
-    (``labeled``/``expired``/``pending``, ``final`` when nothing is pending) except that
-    ``revision`` is 0. Replay's number is not a function of the events: it counts the polls at
-    which a closed window had new labels or expiries, and replay polls revisions every 65,536
-    *input items* of the merged files (and at the end), so it depends on the items' positions
-    in the files (line order among equal ``ts``, rejected and blank lines included), which a
-    DataFrame does not have. Label rows with a null ``id``, ``ts`` or
-    ``y_true`` are dropped uncounted.
+    the monitor (``update_prediction``). Snapshots are replay's last revision of each window,
+    byte for byte, ``revision`` number included (``labeled``/``expired``/``pending``, ``final``
+    when nothing is pending; a prediction still pending at the end stays pending, as replay
+    leaves it): replay numbers revisions by event time (a closed window changed by labels or
+    expiries gets its next revision when event time minus ``grace`` enters a new pane, and at
+    the end), so the number is the count of distinct such panes in which the window changed
+    after it closed, computed here from the timestamps (:func:`_revisions`). "Replay" here is
+    ``replay PREDICTIONS --labels LABELS`` over the predictions and the labels each sorted by
+    ``ts`` (predictions first on equal ``ts``; a single file holding both kinds decides that
+    order by its lines instead). Label rows with a null ``id``, ``ts`` or ``y_true`` are
+    dropped uncounted. Rows that replay would reject (a bad score, say) are not events there,
+    but here their ``ts`` still counts as event time for the join: with such rows ``expired``
+    versus ``pending`` at the end and revision numbers may differ from replay's.
 
     Bounds: a partition task holds at most ``max_open_states`` (key, pane) monitors (default
     10,000, each <= ~40 KB of JSON for the binary task), checked after each Arrow batch
@@ -524,14 +535,18 @@ def window_snapshots(
     if names["model"] not in events.columns or names["ts"] not in events.columns:
         missing = [names[f] for f in ("ts", "model") if names[f] not in events.columns]
         raise ValueError(f"the DataFrame has no column {missing[0]!r} (columns: {df.columns})")
+    revisions = None
     if label_events is not None:
-        events = _join_labels(events, label_events, names, parse_duration(label_ttl, "label_ttl"), task)
+        events, revisions = _join_labels(events, label_events, names, parse_duration(label_ttl, "label_ttl"),
+                                         spec)
     if type(max_open_states) is not int or max_open_states < 1:
         raise ValueError(f"max_open_states must be a positive int, got {max_open_states!r}")
     cfg = _Config(task, threshold, classes, labels, fields, spec, include_state, maps, max_open_states,
                   bool(vectorised))
     partial = events.mapInArrow(_partial_states(cfg), _STAGE1_SCHEMA)
     states = partial.filter(F.col("reason").isNull()).drop("reason", "field", "n")
+    if revisions is not None:  # each window's revision number, on its partial states
+        states = states.join(revisions, ["model", "segment", "window"], "left")
     snaps = (states.groupBy("model", "segment", "window")
              .applyInPandas(_merge_windows(cfg), _STAGE2_SCHEMA)
              .select("model", "segment", F.timestamp_millis("start_ms").alias("window_start"),
@@ -544,8 +559,10 @@ def window_snapshots(
 
 
 def _join_labels(events: DataFrame, label_events: DataFrame, names: Mapping[str, str], ttl_s: float,
-                 task: str) -> DataFrame:
-    """Predictions without ``y_true`` get their label (JSON text in ``_LABEL``) or a status."""
+                 spec: WindowSpec) -> tuple[DataFrame, DataFrame]:
+    """Predictions without ``y_true`` get their label (JSON text in ``_LABEL``) or a status;
+    also returns the revision number of each window that labels or expiries changed after it
+    closed (:func:`_revisions`)."""
     ts, ident, y = names["ts"], names["id"], names["y_true"]
     for col in (ts, ident, y):
         if col not in label_events.columns:
@@ -559,7 +576,7 @@ def _join_labels(events: DataFrame, label_events: DataFrame, names: Mapping[str,
     labels_df = labels_df.filter(F.col("lid").isNotNull() & F.col("lts").isNotNull() & F.col("ljson").isNotNull()
                                  & (F.col("ljson") != "[null]"))
     accepted = labels_df.groupBy("lid").applyInPandas(_accept_labels(ttl_us),
-                                                     "lid string, lo long, hi long, ljson string")
+                                                     "lid string, lo long, hi long, ljson string, jts long")
     events = events.withColumn(_TS_US, _ts_us(events, ts))
     if y not in events.columns:
         events = events.withColumn(y, F.lit(None).cast("string"))
@@ -576,7 +593,90 @@ def _join_labels(events: DataFrame, label_events: DataFrame, names: Mapping[str,
     label = F.when(F.col("ljson").isNotNull(), F.expr("substring(ljson, 2, length(ljson) - 2)"))
     joined = joined.withColumn(_STATUS, status).withColumn(_LABEL, label).drop("lid", "lo", "hi", "ljson", "__sm_w")
     cols = list(inline.columns)
-    return inline.unionByName(joined.select(*cols))
+    revisions = _revisions(events, joined, labels_df, names, spec, ttl_us)
+    return inline.unionByName(joined.select(*cols)), revisions
+
+
+def _floordiv(col: Any, n: int) -> Any:
+    """``floor(col / n)`` of a long column, exactly (``col - pmod(col, n)`` is a multiple of n)."""
+    return ((col - F.pmod(col, F.lit(n))) / F.lit(n)).cast("long")
+
+
+def _revisions(events: DataFrame, joined: DataFrame, labels_df: DataFrame, names: Mapping[str, str],
+               spec: WindowSpec, ttl_us: int) -> DataFrame:
+    """``(model, segment, window, revision)``: replay's last revision number of each window
+    that labels or expiries changed after it closed (windows absent: revision 0).
+
+    Replay emits a new revision of a closed window changed by labels or expiries at each
+    revision tick, when event time (the largest ``ts`` of predictions and labels so far) minus
+    ``grace`` enters a new pane, and at the end
+    (:meth:`~streammetrics.stream.windows.WindowManager.revision_tick`). For events in time
+    order (predictions before labels on equal ``ts``) the last revision of window ``k`` of a
+    key is the number of distinct panes ``(t - grace) // pane`` of the times ``t`` of its
+    changes after its close, where, with ``C`` the first ``ts`` of the key at or after the
+    window's end + grace (the event that closes it; none: it closes at the end, revision 0):
+
+    * a prediction joined by its label at ``J = max(label ts, prediction ts)`` changed it at
+      ``J``, after the close iff ``J >= C``;
+    * a prediction expired at ``X``, the first ``ts`` of any prediction or label past its
+      ``ts + label_ttl`` (expiries due at an event's time are settled before the windows it
+      closes), after the close iff ``C <= ts + label_ttl``.
+
+    Computed with DataFrame operations on small rows: the first ``ts`` of each key per pane
+    (for ``C``, a running minimum over the key's panes) and the largest ``ts`` per pane of all
+    events (for ``X``'s pane, a global ordered window over those panes: one row per non-empty
+    pane, e.g. ~525,000 for a year of minute panes).
+    """
+    pane, grace = spec.pane_ms * 1000, spec.grace_ms * 1000  # us
+    s, w = spec.panes_per_slide, spec.panes_per_window
+    model = F.col(_quote(names["model"])).cast("string").alias("model")
+    seg_name = names["segment"]
+    segment = (F.coalesce(F.col(_quote(seg_name)).cast("string"), F.lit("")) if seg_name in events.columns
+               else F.lit("")).alias("segment")
+    ts = F.col(_TS_US)
+
+    def tick(col: Any) -> Any:  # the revision-tick pane of an event time
+        return _floordiv(col - F.lit(grace), pane)
+
+    # the changes: joined (at J) and expired (threshold D = ts + ttl; pane of X below) predictions
+    settled = joined.filter(F.col(_STATUS).isin("joined", "expired")).select(
+        model, segment, _floordiv(ts, pane).alias("pane"), F.col(_STATUS).alias("status"),
+        F.when(F.col(_STATUS) == "joined", F.greatest(F.col("jts"), ts)).otherwise(ts + F.lit(ttl_us)).alias("m"))
+    # X: the first event time past D. Per tick pane b: the largest event time in it and the next
+    # non-empty pane after it; X lies in b(D) if that pane holds a time > D, else in the next one
+    items = (events.filter(ts.isNotNull()).select(ts.alias("t"))
+             .unionByName(labels_df.select(F.col("lts").alias("t"))))
+    panes = items.groupBy(tick(F.col("t")).alias("b")).agg(F.max("t").alias("maxts"))
+    due = (settled.filter(F.col("status") == "expired").select(tick(F.col("m")).alias("b")).distinct()
+           .withColumn("maxts", F.lit(None).cast("long")))
+    following = Window.orderBy("b").rangeBetween(1, Window.unboundedFollowing)
+    nxt = (panes.unionByName(due).groupBy("b").agg(F.max("maxts").alias("maxts"))
+           .withColumn("next", F.min(F.when(F.col("maxts").isNotNull(), F.col("b"))).over(following))
+           .withColumnRenamed("b", "bd"))
+    expired = (settled.filter(F.col("status") == "expired").withColumn("bd", tick(F.col("m")))
+               .join(nxt, "bd", "left")
+               .select("model", "segment", "pane", "m",
+                       F.when(F.col("maxts") > F.col("m"), F.col("bd")).otherwise(F.col("next")).alias("b")))
+    labelled = settled.filter(F.col("status") == "joined").select("model", "segment", "pane", "m",
+                                                                   tick(F.col("m")).alias("b"))
+    # per (key, event pane, tick pane) first, then once per window holding the pane: a tick pane
+    # counts for a window if one of its changes came after the close (the largest m decides)
+    p = F.col("pane")
+    changes = (labelled.unionByName(expired).groupBy("model", "segment", "pane", "b").agg(F.max("m").alias("m"))
+               .withColumn("window", F.explode(F.sequence(-_floordiv(F.lit(w - 1) - p, s), _floordiv(p, s))))
+               .groupBy("model", "segment", "window", "b").agg(F.max("m").alias("m")))
+    # C: the first event time of the key in a tick pane at or after the window's end (+ grace)
+    firsts = (events.filter(ts.isNotNull() & F.col(_quote(names["model"])).isNotNull())
+              .select(model, segment, tick(ts).alias("b"), ts.alias("t"))
+              .groupBy("model", "segment", "b").agg(F.min("t").alias("first"))
+              .withColumn("window", F.lit(None).cast("long")))
+    ends = (changes.select("model", "segment", "window").distinct()
+            .withColumn("b", F.col("window") * F.lit(s) + F.lit(w)).withColumn("first", F.lit(None).cast("long")))
+    later = Window.partitionBy("model", "segment").orderBy("b").rangeBetween(0, Window.unboundedFollowing)
+    closes = (firsts.unionByName(ends).withColumn("close", F.min("first").over(later))
+              .filter(F.col("window").isNotNull()).select("model", "segment", "window", "close"))
+    return (changes.join(closes, ["model", "segment", "window"]).filter(F.col("m") >= F.col("close"))
+            .groupBy("model", "segment", "window").agg(F.count("*").cast("long").alias("revision")))
 
 
 def _accept_labels(ttl_us: int) -> Callable[[Any], Any]:
@@ -586,7 +686,7 @@ def _accept_labels(ttl_us: int) -> Callable[[Any], Any]:
 
     def run(pdf: Any) -> Any:
         pdf = pdf.sort_values(["lts", "ljson"], kind="stable")
-        out: dict[str, list] = {"lid": [], "lo": [], "hi": [], "ljson": []}
+        out: dict[str, list] = {"lid": [], "lo": [], "hi": [], "ljson": [], "jts": []}
         last = None
         prev_hi = None
         for lid, lts, text in zip(pdf["lid"], pdf["lts"], pdf["ljson"]):
@@ -600,6 +700,7 @@ def _accept_labels(ttl_us: int) -> Callable[[Any], Any]:
             out["lo"].append(lo)
             out["hi"].append(prev_hi)
             out["ljson"].append(text)
+            out["jts"].append(lts)
         return pd.DataFrame(out)
 
     return run

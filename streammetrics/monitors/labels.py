@@ -210,7 +210,9 @@ class LabelMonitor(Monitor):
         out["count"], out["total_weight"] = self.count, json_number(self._ptotal)
         per_class = class_report(cm, cm.labels)
         total = self._ptotal
-        for label, w in self._predicted.items():
+        # predicted labels in their state's order (sorted), not arrival order: a snapshot is then the
+        # same after a checkpoint round trip or a merge in another order (Spark partials)
+        for label, w in sorted(self._predicted.items(), key=lambda kv: (_kind(kv[0]), kv[0])):
             row = per_class.setdefault(str(label), {})
             row["predicted_rate"] = json_number(w / total) if total > 0 else None
         out["per_class"] = per_class

@@ -18,12 +18,14 @@ from typing import Any
 from streammetrics.events.records import Rejection
 from streammetrics.stream.snapshots import snapshot_line
 
-__all__ = ["REVISION_EVERY", "merged_items", "replay_merged"]
+__all__ = ["POLL_EVERY", "merged_items", "replay_merged"]
 
 _BLANK_START = frozenset([b"", b" ", b"\t", b"\r", b"\n", "", " ", "\t", "\r", "\n"])
-#: closed windows are polled every 1024 items, label revisions every 65536 (mask): a revision is
-#: a full snapshot, and a file replay gains nothing from finer ones
-REVISION_EVERY = 0xFFFF
+#: replay collects the snapshots ready every 1024 items (a mask). It polls with
+#: ``revisions=False``: label revisions come at the window engine's revision ticks (event time
+#: entering a new pane, see :meth:`~streammetrics.stream.windows.WindowManager.revision_tick`)
+#: and at the end, so the output does not depend on this number or on the items' positions
+POLL_EVERY = 0x3FF
 
 
 def _items(name: str, lines: Iterable[bytes], parse: Callable[[Any], list[Any]], rank: int,
@@ -66,15 +68,15 @@ def replay_merged(sources: list[tuple[str, Iterable[bytes]]], pipeline: Any, wri
         else:
             for problem in process(item).problems:
                 note(where, problem)
-        if n & 0x3FF == 0:
+        if n & POLL_EVERY == 0:
             stats.lines = counter[0]
             if progress is not None:
                 progress.draw(counter[1], stats)
-            for snap in pipeline.poll(revisions=n & REVISION_EVERY == 0):
+            for snap in pipeline.poll(revisions=False):
                 write(snapshot_line(snap))
                 stats.snapshots += 1
     stats.lines = counter[0]
-    for snap in pipeline.poll() + pipeline.flush():
+    for snap in pipeline.poll(revisions=False) + pipeline.flush():
         write(snapshot_line(snap))
         stats.snapshots += 1
     if progress is not None:

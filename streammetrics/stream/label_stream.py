@@ -9,7 +9,12 @@ gives, in stream order:
   now) and, unless late, to the join with the first window it counts in;
 * a label goes to the join. Every prediction the join settles is applied to its windows:
   joined -> ``add_outcome`` (label-based metrics of every window of the prediction's ``ts``;
-  closed ones emit a new revision at the next poll), expired -> ``expire``.
+  closed ones emit a new revision at the next revision tick), expired -> ``expire``.
+
+Every item's time (predictions, labels) is first given to
+:meth:`~streammetrics.stream.windows.WindowManager.revision_tick`: closed windows changed by
+labels or expiries emit their new revision when event time enters a later pane, so revision
+numbers are a function of the events' timestamps (see :mod:`streammetrics.stream.windows`).
 
 It returns :class:`Notice` records for what the caller should report (late events, rejected
 events and labels, expiries). Snapshots come from :meth:`poll` and :meth:`flush`.
@@ -21,6 +26,7 @@ from typing import Any
 
 from streammetrics.events.parser import Event
 from streammetrics.stream.labels import EXPIRED, JOINED, LABEL_EXPIRED, REJECTED, Label, LabelJoin
+from streammetrics.stream.pending import ts_us
 from streammetrics.stream.windows import EventRejected, WindowManager
 
 __all__ = ["LabelStream", "Notice"]
@@ -70,12 +76,30 @@ class LabelStream:
         self.counts = dict.fromkeys(("events", "predictions", "labels", "late", "refused"), 0)
 
     def add(self, item: Event | Label) -> list[Notice] | tuple[()]:
-        """Apply one parsed event or label; returns what to report (usually nothing)."""
+        """Apply one parsed event or label; returns what to report (usually nothing).
+
+        Order, so that the outcome depends on event times only and not on the order of items
+        with equal ``ts``: an event the windows refuse for its time (``future``) changes
+        nothing; otherwise the item's time first ticks the windows' revisions
+        (:meth:`WindowManager.revision_tick`: changes of earlier panes are emitted), then
+        advances the join (predictions expiring by it are settled, before any window this item
+        closes), then the item is applied."""
         windows = self.windows
         if item.__class__ is Label:
             self.counts["labels"] += 1
-            return self._settle(self.join.add_label(item))
+            windows.revision_tick(ts_us(item.ts))
+            notes = self._settle(self.join.advance(item.ts))
+            more = self._settle(self.join.add_label(item))
+            return [*notes, *more] if notes and more else notes or more
         event: Any = item
+        try:
+            windows.check_time(event)
+        except EventRejected as exc:
+            self.counts["refused"] += 1
+            return [Notice("rejected", exc.code, exc.reason)]
+        windows.revision_tick(ts_us(event.ts))
+        out = self.join.advance(event.ts)
+        notes = self._settle(out) if out else _NONE
         try:
             if event.y_true is not None:
                 applied = windows.add(event)
@@ -83,21 +107,20 @@ class LabelStream:
             else:
                 first = windows.add_prediction(event)
                 applied = first is not None
-        except EventRejected as exc:
+        except EventRejected as exc:  # key_limit, kind_mismatch: its time still advanced the join
             self.counts["refused"] += 1
-            return [Notice("rejected", exc.code, exc.reason)]
+            return [Notice("rejected", exc.code, exc.reason), *notes]
         if not applied:
             self.counts["late"] += 1
-            notes = self._settle(self.join.advance(event.ts))
             late = Notice("late", "late", f"late event for model={event.model!r} segment={event.segment!r} "
                                           f"ts={event.ts!r}: its windows have closed")
             return [late, *notes]
         if event.y_true is not None:
             self.counts["events"] += 1
-            out = self.join.advance(event.ts)
-            return self._settle(out) if out else _NONE
+            return notes
         self.counts["predictions"] += 1
-        return self._settle(self.join.add_prediction(event, first))
+        more = self._settle(self.join.add_prediction(event, first))
+        return [*notes, *more] if notes and more else notes or more
 
     def _settle(self, outputs: Any) -> list[Notice] | tuple[()]:
         notes: list[Notice] = []
@@ -117,9 +140,10 @@ class LabelStream:
                 notes.append(Notice(kind, o.code, o.reason))
         return notes or _NONE
 
-    def poll(self, now: float | None = None) -> list[dict[str, Any]]:
-        """Snapshots ready since the last call (closed windows, new revisions)."""
-        return self.windows.poll(now)
+    def poll(self, now: float | None = None, revisions: bool = True) -> list[dict[str, Any]]:
+        """Snapshots ready since the last call (closed windows, new revisions; with
+        ``revisions=False`` only those of revision ticks, see :meth:`WindowManager.poll`)."""
+        return self.windows.poll(now, revisions)
 
     def flush(self) -> list[dict[str, Any]]:
         """End of input: close every open window; windows awaiting labels stay non-final."""

@@ -264,6 +264,7 @@ class Pipeline:
         self._snapshots = 0
         self._degraded = 0
         self._rejected: dict[str, int] = {}
+        self.lines: list[str | None] = []  # see _emit
 
     def _stream_time(self) -> float:
         t = self.windows.stream_time()
@@ -414,11 +415,19 @@ class Pipeline:
     def _emit(self, snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         self._snapshots += len(snaps)
         limit = self.config.max_snapshot_bytes
+        lines: list[str | None] = []
         if limit is not None:
             for i, snap in enumerate(snaps):
-                if len(snapshot_line(snap)) > limit:  # ASCII-only JSON: characters are bytes
+                line = snapshot_line(snap)
+                if len(line) > limit:  # ASCII-only JSON: characters are bytes
                     snaps[i] = self._degrade(snap, limit)
                     self._degraded += 1
+                    lines.append(None)
+                else:
+                    lines.append(line)
+        #: with ``max_snapshot_bytes``: the canonical line of each snapshot the last ``poll`` /
+        #: ``flush`` returned (encoded for the size check; None for a degraded one), else []
+        self.lines = lines
         return snaps
 
     def _degrade(self, snap: dict[str, Any], limit: int) -> dict[str, Any]:

@@ -23,7 +23,8 @@ from importlib import resources
 from typing import IO, Any
 
 from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES
-from streammetrics.stream.label_replay import REVISION_EVERY, replay_merged
+from streammetrics.stream import label_replay
+from streammetrics.stream.label_replay import replay_merged
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig, Problem
 from streammetrics.stream.snapshots import snapshot_line
 
@@ -168,14 +169,14 @@ def replay_lines(
                     break
             if stats.aborted is not None:
                 break
-        if lineno & 0x3FF == 0:
-            for snap in pipeline.poll(revisions=lineno & REVISION_EVERY == 0):
+        if lineno & label_replay.POLL_EVERY == 0:  # label revisions come at revision ticks, see POLL_EVERY
+            for snap in pipeline.poll(revisions=False):
                 write(snapshot_line(snap))
                 stats.snapshots += 1
     stats.events = pipeline.counters["events"] - events_before
     stats.labels = pipeline.counters["labels"]
     stats.lines = lineno
-    for snap in pipeline.poll() + pipeline.flush():
+    for snap in pipeline.poll(revisions=False) + pipeline.flush():
         write(snapshot_line(snap))
         stats.snapshots += 1
     if progress is not None:

@@ -46,9 +46,23 @@ not evicted (their all-time monitor is the point) and ``max_keys`` alone bounds 
 :meth:`WindowManager.add_outcome` later applies its label (``update_outcome``) to every window
 of its ``ts`` that held it, :meth:`WindowManager.expire` marks it expired instead. A window
 closes as usual with revision 0; if predictions in it still await labels it is kept, as its
-merged monitor (compact state, never events) with awaiting/expired counters, and each
-:meth:`poll` emits one new revision per kept window that labels or expiries changed since
-(coalesced), the last one ``"final": true`` when nothing in it awaits a label any more.
+merged monitor (compact state, never events) with awaiting/expired counters. A kept window
+that labels or expiries changed emits one new revision (coalesced) at the next **revision
+tick**: :meth:`revision_tick` is given the event time of each item of the label stream before
+it is applied (:class:`~streammetrics.stream.label_stream.LabelStream` does this), and a tick
+is when that time minus ``grace`` enters a later pane (every ``gcd(size, slide)`` of event
+time: the moments windows close), plus the end of input (:meth:`flush`). The numbering is
+therefore a function of the events' timestamps, not of how the input is cut into polls: for
+time-ordered input, a window's last revision number is the number of distinct panes (of the
+watermark minus grace) in which labels or expiries changed it after it closed, which is what
+:func:`streammetrics.spark.window_snapshots` computes. ``poll(revisions=True)`` (the default,
+the live service) also emits what changed since the last tick, so that a quiet stream still
+publishes its labels; replay polls with ``revisions=False``. The last revision is
+``"final": true`` when nothing in the window awaits a label any more. Bound: by ticks, a window
+gets at most one revision per pane of event time while it awaits labels, i.e. at most about
+``(label_ttl + grace) / pane + 2`` (every prediction in it is labelled or expired once event
+time passes its ``ts + label_ttl``); a service polling with ``revisions=True`` adds at most one
+per poll.
 Kept windows are bounded by the label join's TTL and pending bound (each holds at least one
 pending prediction). Snapshots carry ``revision``, ``labeled``, ``expired`` and ``pending``;
 without delayed labels every window emits once: revision 0, final, ``labeled == count``.
@@ -308,6 +322,7 @@ class WindowManager:
         self._recent: dict[tuple[str, str], None] = {}
         self._max_us: float = -math.inf
         self._revised = False  # some closed window awaits a new revision (delayed labels)
+        self._rev_pane: int | None = None  # pane of the last revision tick (see revision_tick)
 
     # ----------------------------------------------------------------- events
     def add(self, event: Any) -> bool:
@@ -417,7 +432,8 @@ class WindowManager:
         prediction with its ``y_true`` (same ``ts``, key, scores, weight) and ``first_window`` what
         :meth:`add_prediction` returned. The label-based part (``monitor.update_outcome``) goes
         into every window of the prediction: its open pane, and each closed window awaiting
-        labels (which then emits a new revision at the next :meth:`poll`). Raises
+        labels (which then emits a new revision at the next revision tick, see :meth:`revision_tick`,
+        or :meth:`poll` with ``revisions=True``). Raises
         :class:`EventRejected` (``kind_mismatch``), changing nothing, if the monitor's
         ``event_tag`` refuses the labelled event; the caller should then :meth:`expire` it."""
         self._settle(event, first_window, True)
@@ -467,8 +483,28 @@ class WindowManager:
                     win.dirty = True
                     self._revised = True
 
+    def revision_tick(self, time_us: int) -> None:
+        """Delayed labels: the event time (whole microseconds) of the next item of the label
+        stream, given *before* the item is applied. When ``time_us - grace`` lies in a later pane
+        than at the last call, every closed window that labels or expiries changed since emits
+        its new revision (ready at the next :meth:`poll`). O(1) unless a revision is due."""
+        pane = (time_us - self.spec.grace_ms * 1000) // self._pane_us
+        last = self._rev_pane
+        if last is None or pane > last:
+            self._rev_pane = pane
+            if self._revised:
+                self._emit_revisions()
+
+    def check_time(self, event: Any) -> None:
+        """Raise :class:`EventRejected` (code ``future``, counted) if :meth:`add` would refuse
+        ``event`` for its time; change nothing otherwise (so a caller may advance other clocks,
+        such as the label join's, before :meth:`add` only for an event time it accepts)."""
+        ts_us = _floor(event.ts * 1e6 + 0.5)
+        if ts_us > self._future_us:
+            self._check_future(event, ts_us)
+
     def _emit_revisions(self) -> None:
-        """One new revision per closed window that labels changed since the last poll (final,
+        """One new revision per closed window that labels changed since the last emission (final,
         and forgotten, once nothing in it awaits a label)."""
         spec = self.spec
         for key, state in self._keys.items():
@@ -682,8 +718,10 @@ class WindowManager:
 
     def poll(self, now: float | None = None, revisions: bool = True) -> list[dict[str, Any]]:
         """Close idle keys (if ``idle_close`` is set) and return the snapshots ready since the last
-        call. ``revisions=False`` leaves windows revised by labels for a later poll (so that a
-        caller can coalesce revisions over longer spans than closes)."""
+        call. ``revisions=True`` also emits the revisions of windows that labels changed since the
+        last revision tick (prompt revisions for a live service); with ``revisions=False`` they
+        wait for the next tick (:meth:`revision_tick`) or :meth:`flush`, so that the output does
+        not depend on when the caller polls (replay)."""
         if self.idle_close is not None:
             self._close_idle(self._clock() if now is None else now)
         if self.shared_watermark and self._max_us != -math.inf:
@@ -807,7 +845,8 @@ class WindowManager:
         return {"type": "WindowManager", "version": 1, "spec": self.spec.to_dict(), "keys": keys,
                 "closed": [[m, g, nw, late] for (m, g), (nw, late) in self._closed.items()],
                 "forgotten_next": self._forgotten_next, "evicted": self.evicted,
-                "max_us": None if self._max_us == -math.inf else self._max_us}
+                "max_us": None if self._max_us == -math.inf else self._max_us,
+                "revision_pane": self._rev_pane}
 
     def load_dict(self, data: Mapping[str, Any]) -> WindowManager:
         """Replace the state with a checkpoint from :meth:`to_dict` (same window geometry)."""
@@ -866,6 +905,9 @@ class WindowManager:
                 raise ValueError("evicted must be an integer")
         except (TypeError, ValueError) as exc:
             raise ValueError(f"malformed WindowManager checkpoint: {exc}") from None
+        rev_pane = data.get("revision_pane")  # absent in older checkpoints: the next item ticks
+        if rev_pane is not None and type(rev_pane) is not int:
+            raise ValueError("malformed WindowManager checkpoint: revision_pane must be an integer")
         if self.max_keys is not None and len(keys) > self.max_keys:
             raise ValueError(f"checkpoint holds {len(keys)} keys with open windows, more than max_keys="
                              f"{self.max_keys}: raise max_keys (--max-keys) to load it")
@@ -885,4 +927,5 @@ class WindowManager:
         self._emptied = []
         self._ready = []
         self._revised = any(r.dirty for st in keys.values() for r in st.revising.values())
+        self._rev_pane = rev_pane
         return self

@@ -12,6 +12,7 @@ import pytest
 from kafka_fakes import FakeCluster, Faults, InjectedFault
 from test_service_unit import counts, events_with_closers, expected_counts, fill, final_snapshots, make_service
 
+from consumers.fastpath import BinaryFastPath
 from consumers.service import MetricsService
 from streammetrics.events.parser import EventParser
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig
@@ -121,19 +122,33 @@ def test_an_exception_at_any_step_loses_and_double_counts_nothing(step, nth, eve
     assert cluster.records("dlq") == []
 
 
-def test_a_record_that_always_fails_is_dead_lettered_and_the_rest_is_exact(events, tmp_path, monkeypatch):
+@pytest.mark.parametrize("entry", ["process", "process_event"])
+def test_a_record_that_always_fails_is_dead_lettered_and_the_rest_is_exact(entry, events, tmp_path, monkeypatch):
+    # process: the general path (fast path off); process_event: the fast path of plain single events
     cluster = FakeCluster()
     fill(cluster, events, per_message=1)
     bad = cluster.topics["in"][1][40]
-    process = Pipeline.process
+    if entry == "process":
+        monkeypatch.setattr(BinaryFastPath, "for_pipeline", classmethod(lambda cls, pipeline: None))
+        original = Pipeline.process
 
-    def failing_process(self: Pipeline, value: Any) -> Any:
-        if value == bad.value:
-            raise RuntimeError("a bug that this record triggers")
-        return process(self, value)
+        def failing(self: Pipeline, value: Any) -> Any:
+            if value == bad.value:
+                raise RuntimeError("a bug that this record triggers")
+            return original(self, value)
+    else:
+        original = Pipeline.process_event
+        bad_event = EventParser("binary").parse(json.loads(bad.value))
+        raised = [0]
+
+        def failing(self: Pipeline, event: Any) -> Any:
+            if event == bad_event:
+                raised[0] += 1
+                raise RuntimeError("a bug that this record triggers")
+            return original(self, event)
 
     def setup(service: MetricsService) -> None:
-        monkeypatch.setattr(Pipeline, "process", failing_process)
+        monkeypatch.setattr(Pipeline, entry, failing)
 
     assert run_until_done(cluster, tmp_path, setup=setup) == [0]
     [letter] = cluster.records("dlq")
@@ -142,6 +157,8 @@ def test_a_record_that_always_fails_is_dead_lettered_and_the_rest_is_exact(event
     assert headers["streammetrics.source"] == f"in/1/{bad.offset}".encode()
     expected = expected_counts([e for e in events if json.dumps(e).encode() != bad.value])
     assert counts(final_snapshots(cluster)) == expected
+    if entry == "process_event":
+        assert raised == [2]  # through the fast path twice, then dead-lettered without being applied
 
 
 def test_a_partly_applied_batch_is_never_checkpointed_on_close(events, tmp_path):

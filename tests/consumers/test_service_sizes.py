@@ -88,3 +88,25 @@ def test_one_array_message_with_many_bad_elements_makes_one_dead_letter_listing_
     assert headers["streammetrics.index"] == b"1"
     assert b"199 more problems" in headers["streammetrics.reason"]
     assert service.counts["events"] == 100 and service.counts["rejected"] == 200
+
+
+def test_snapshots_published_from_the_size_checks_line_keep_their_own_key_when_some_degrade(tmp_path):
+    # the service publishes each snapshot's line as the pipeline's size check encoded it
+    # (Pipeline.lines) and re-encodes only degraded ones: in a run where some snapshots of a poll
+    # keep their state and others lose it, every record's value is its own snapshot's canonical line
+    from streammetrics.stream.snapshots import snapshot_key, snapshot_line
+
+    events = events_with_closers(600, seed=2)
+    cluster = FakeCluster()
+    fill(cluster, events)
+    service = make_service(cluster, tmp_path, max_poll_records=500)
+    service.producer.config["max_request_size"] = 2500 + 512  # between the sizes with their state (~2-2.3 kB)
+    service.consumer.on_idle = service.stop
+    assert service.run() == 0
+    records = cluster.records("out")
+    snaps = [json.loads(r.value) for r in records]
+    assert any("state" in s for s in snaps) and any(s.get("state_dropped") or s.get("state_coarsened") for s in snaps)
+    for rec, snap in zip(records, snaps):
+        assert rec.key == snapshot_key(snap) and rec.value == snapshot_line(snap).encode()
+    assert {f"{s['key']['model']}|{s['key']['segment']}|{s['window']['start']}": s["count"] for s in snaps} \
+        == dict(expected_counts(events))

@@ -38,21 +38,22 @@ def config() -> PipelineConfig:
     return PipelineConfig(window=10.0, slide=5.0, label_ttl=60.0, max_future=None, include_state=False)
 
 
-def run(lines: list[bytes], cut: int | None = None, restore: bool = True) -> tuple[list, list]:
+def run(lines: list[bytes], cut: int | None = None, restore: bool = True, revisions: bool = True,
+        every: int = 5) -> tuple[list, list]:
     pipe = Pipeline(config())
     snaps, problems = [], []
     for n, line in enumerate(lines):
         if n == cut:
-            snaps += pipe.poll()  # a checkpoint holds state, not snapshots ready to publish
+            snaps += pipe.poll(revisions=revisions)  # a checkpoint holds state, not snapshots ready to publish
             if restore:
                 state = json.loads(json.dumps(pipe.to_dict()))
                 pipe.close()
                 pipe = Pipeline(config()).load_dict(state)
         res = pipe.process(line)
         problems += [(n, p.index, p.code) for p in res.problems]
-        if n % 5 == 0:
-            snaps += pipe.poll()
-    snaps += pipe.poll() + pipe.flush()
+        if n % every == 0:
+            snaps += pipe.poll(revisions=revisions)
+    snaps += pipe.poll(revisions=revisions) + pipe.flush()
     counters = pipe.counters
     pipe.close()
     return snaps, problems + [counters["labels"]]
@@ -64,6 +65,20 @@ def test_checkpoint_anywhere_changes_nothing(seed):
     rng = random.Random(seed)
     for cut in [rng.randrange(len(lines)) for _ in range(3)]:
         assert run(lines, cut) == run(lines, cut, restore=False)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_tick_revisions_survive_checkpoints_and_ignore_the_poll_cadence(seed):
+    """Polling with revisions=False (as replay does): revisions come at revision ticks only, so
+    the snapshots are the same whether the caller polls after every message, every 7th or only
+    at the end, and a checkpoint anywhere (which keeps the last tick's pane) changes nothing."""
+    lines = stream(seed)
+    want = run(lines, revisions=False, every=1)
+    assert run(lines, revisions=False, every=7) == want == run(lines, revisions=False, every=len(lines) + 1)
+    assert max(s["revision"] for s in want[0]) >= 2
+    rng = random.Random(seed)
+    for cut in [rng.randrange(len(lines)) for _ in range(3)]:
+        assert run(lines, cut, revisions=False, every=7) == want
 
 
 def test_codes_and_counters():

@@ -20,9 +20,9 @@ from sklearn import metrics as skm
 
 from consumers.broker import free_port
 from consumers.service import MetricsService, ServiceConfig
-from streammetrics.events.parser import EventParser
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig
 from streammetrics.stream.synthetic import generate_events
+from streammetrics.stream.windows import WindowManager
 
 WINDOW = 60
 
@@ -385,8 +385,11 @@ def test_consumer_fetch_wait_is_short_by_default_and_kafka_options_override_it(b
 def test_an_exception_mid_batch_neither_loses_nor_double_counts(bootstrap_servers, new_topic, unique_name,
                                                                 make_producer, tmp_path, monkeypatch):
     # issue 10 point 6: 50 events in one window, the service checkpointing after every poll of 20
-    # records, and an exception while parsing the 30th record (mid-batch, after a checkpoint).
+    # records, and an exception while applying the 30th record (mid-batch, after a checkpoint).
     # It used to save the partly applied batch with the old offset on the way out and count 59.
+    # The exception is raised in WindowManager.add, where both the fast path of plain single
+    # events (consumers/fastpath.py, which does not call the field parser) and the general path
+    # end; tests/consumers/test_service_faults.py injects into the parser of the general path.
     topic, output = new_topic(1), new_topic(1)
     events = [{"ts": 1 + i * 0.5, "model": "m", "segment": "s", "y_true": i % 2, "score": (i % 10) / 10}
               for i in range(50)]
@@ -394,21 +397,15 @@ def test_an_exception_mid_batch_neither_loses_nor_double_counts(bootstrap_server
     config = ServiceConfig(bootstrap_servers=bootstrap_servers, topic=topic, output_topic=output,
                            group_id=unique_name("g"), state_dir=str(tmp_path), idle_close=None,
                            max_poll_records=20, checkpoint_interval=0.0)
-    make_parser, calls = PipelineConfig.parser, [0]
+    add, calls = WindowManager.add, [0]
 
-    def parser(self: PipelineConfig) -> EventParser:
-        instance = make_parser(self)
-        parse = instance.parse
+    def flaky_add(self: WindowManager, event: Any) -> bool:
+        calls[0] += 1
+        if calls[0] == 30:
+            raise MemoryError("injected")
+        return add(self, event)
 
-        def flaky_parse(obj: Any) -> Any:
-            calls[0] += 1
-            if calls[0] == 30:
-                raise MemoryError("injected")
-            return parse(obj)
-        instance.parse = flaky_parse  # type: ignore[method-assign]  # per instance, as EventParser does
-        return instance
-
-    monkeypatch.setattr(PipelineConfig, "parser", parser)
+    monkeypatch.setattr(WindowManager, "add", flaky_add)
     runner = ServiceThread(config)
     service = runner.service
     with runner:
