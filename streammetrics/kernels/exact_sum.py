@@ -12,11 +12,12 @@ subnormal), so a sum of them is an integer number of such units: a Python ``int`
 commutative.
 
 Per-event cost. The per-event paths only ``append`` a term (or its argument) to a bounded list
-(:data:`BUFFER`, default 512 terms); :func:`exact_units` folds a buffer in one vectorised pass:
-the float64 bits give each term's integer mantissa and exponent (``x = m * 2**(e-1075)``),
-mantissas are summed per exponent in int64 (split in 32 + 21 bit halves, so no overflow for any
-batch size), and only the ~10-40 distinct exponents of a buffer meet Python ints. Reading a
-value, merging, copying or ``to_dict`` folds first.
+(:data:`BUFFER`, 1,024 terms); :func:`exact_units` folds a buffer in one vectorised pass
+(error-free extraction in levels, see :func:`exact_units_rows`; what is left near the ends of
+the float range has its integer mantissas summed per exponent in int64), and
+:func:`exact_units_rows` folds several buffers in the same numpy calls (:func:`fold_together`:
+a monitor's log-loss, Brier and score-sum buffers, about half the cost of three folds). Reading
+a value, merging, copying or ``to_dict`` folds first.
 
 JSON. :meth:`ExactSum.expansion` is the canonical non-overlapping expansion of the exact value:
 ``c0 = round(S)``, ``c1 = round(S - c0)``, ... until the rest is 0 (each ``ci`` correctly rounded,
@@ -52,7 +53,7 @@ import numpy as np
 
 __all__ = ["BUFFER", "ExactSum", "ProbabilitySums", "probability_terms", "exact_units", "exact_units_rows", "units_of",
            "float_of", "expansion_of", "from_expansion", "MAX_EXPANSION", "two_product", "add_rows", "as_array",
-           "LogLossSum", "to_pair", "from_pair"]
+           "LogLossSum", "to_pair", "from_pair", "fold_together"]
 
 #: terms a per-event buffer holds before it is folded (bounded memory, amortised numpy call)
 BUFFER = 1024
@@ -66,6 +67,7 @@ _LEVELS = 5
 #: buffers of at most this many terms are summed in plain Python ints (numpy's per-call set-up
 #: costs more than a few terms: a 10-event window's fold, issue 12); the same exact integer
 SMALL = 64
+_NEXT_LEVEL = 2.0**-41  # |r| <= ulp(sigma)/2 after a level: the next sigma is 2**-41 sigma
 _frexp = math.frexp
 _INF = math.inf
 _ldexp = math.ldexp
@@ -90,7 +92,39 @@ def exact_units_rows(a: np.ndarray) -> list[int]:
     ends of the float range) goes through :func:`_integer_units` (integer mantissas summed per
     exponent).
     """
+    if a.shape[0] > 1 and 0 < a.shape[1] <= _CHUNK:
+        return _rows_units(a)
     return [_row_units(row) for row in a]
+
+
+def _rows_units(a: np.ndarray) -> list[int]:
+    """:func:`exact_units_rows` of rows of at most :data:`_CHUNK` terms: the levels of
+    :func:`_row_units`, every row at once (one ``sigma`` per row, any for a row of zeros);
+    terms that are not finite, or levels that would leave the float range, go through
+    :func:`_row_units` row by row."""
+    top = np.abs(a).max(axis=1).tolist()
+    if not all(t < _INF for t in top):  # terms that are not finite (nan compares false)
+        return [_row_units(row) for row in a]
+    xs = [_frexp(t)[1] + 11 if t else 0 for t in top]  # level 1: sigma = 2**x >= 2**11 * max|row|
+    if max(xs) >= 960 or min(xs) - 41 * _LEVELS <= -960:  # levels near the ends of the float range
+        return [_row_units(row) for row in a]
+    sigma = np.array([_ldexp(1.0, x) for x in xs])[:, None]
+    totals = [0] * a.shape[0]
+    r = a
+    for _level in range(_LEVELS):
+        q = r + sigma
+        q -= sigma
+        r = r - q
+        for i, v in enumerate(q.sum(axis=1).tolist()):  # exact: <= 1,024 multiples of ulp(sigma)
+            if v:
+                totals[i] += units_of(v)
+        if not r.any():
+            return totals
+        sigma *= _NEXT_LEVEL
+    for i, row in enumerate(r):
+        if row.any():
+            totals[i] += _integer_units(row)
+    return totals
 
 
 def _row_units(a: np.ndarray) -> int:
@@ -174,7 +208,7 @@ def as_array(terms: list[float]) -> np.ndarray:
 
 def units_of(x: float) -> int:
     """The float ``x`` (finite) in units of ``2**-1074``, exactly."""
-    num, den = x.as_integer_ratio()  # den = 2**k, k <= 1074
+    num, den = x.as_integer_ratio()  # den = 2**k, k <= 1074: units = num * 2**(1074 - k)
     return num << (1075 - den.bit_length())
 
 
@@ -380,8 +414,10 @@ def probability_terms(signed: np.ndarray, w: np.ndarray | None = None) -> tuple[
     s = np.abs(signed)
     q = 1.0 - s
     p = np.where(positive, s, q)
-    np.clip(p, _EPS, 1.0 - _EPS, out=p)
-    log_terms = -np.log(p)
+    np.maximum(p, _EPS, out=p)  # np.clip's bits, without its Python-level wrapper
+    np.minimum(p, 1.0 - _EPS, out=p)
+    log_terms = np.log(p, out=p)
+    np.negative(log_terms, out=log_terms)
     d = np.where(positive, q, s)
     brier_terms = d * d
     if w is not None:
@@ -495,6 +531,42 @@ class ProbabilitySums:
         out = cls()
         out._log, out._brier = log, brier
         return out
+
+
+def fold_together(sums: ProbabilitySums, score_sum: ExactSum) -> None:
+    """Fold ``sums`` (unit-weight events only pending) and ``score_sum`` in one vectorised exact
+    summation of three rows (log-loss terms, Brier terms, ``score_sum``'s terms): what
+    ``sums.fold(); score_sum.fold()`` gives, for about half the cost (a fused per-event path
+    fills both buffers, e.g. ``BinaryMonitor.update``). Any other case folds them one by one.
+
+    >>> a, b = ProbabilitySums(), ExactSum()
+    >>> a.unit.extend([0.9, -0.2]); b.terms.extend([0.9, 0.2])
+    >>> fold_together(a, b)
+    >>> a.unit, b.terms, a.log == ProbabilitySums().add_batch(np.array([0.9, -0.2])).log, b.value == 1.1
+    ([], [], True, True)
+    """
+    unit, terms = sums.unit, score_sum.terms
+    if sums.weighted or not unit or not terms:
+        sums.fold()
+        score_sum.fold()
+        return
+    log_terms, brier_terms = probability_terms(as_array(unit))
+    score_terms = as_array(terms)
+    if not np.isfinite(score_terms).all():  # an overflowed term: ExactSum.add_array keeps it apart
+        sums.fold()
+        score_sum.fold()
+        return
+    pieces = -(-max(len(unit), len(terms)) // _CHUNK)  # rows of _CHUNK terms, zero-padded
+    rows = np.zeros((3, pieces * _CHUNK))
+    rows[0, : len(unit)] = log_terms
+    rows[1, : len(unit)] = brier_terms
+    rows[2, : len(terms)] = score_terms
+    units = _rows_units(rows.reshape(3 * pieces, _CHUNK))
+    sums._log._units += sum(units[:pieces])
+    sums._brier._units += sum(units[pieces : 2 * pieces])
+    score_sum._units += sum(units[2 * pieces :])
+    unit.clear()
+    terms.clear()
 
 
 # --------------------------------------------------------------------------- exact products

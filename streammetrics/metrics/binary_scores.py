@@ -36,7 +36,6 @@ under ``log_loss_sum`` / ``brier_sum`` and the rest of its exact expansion under
 from __future__ import annotations
 
 import math
-import struct
 import warnings
 from typing import TYPE_CHECKING, Any, Hashable, Mapping
 
@@ -82,8 +81,14 @@ _EPS = float(np.finfo(np.float64).eps)  # scikit-learn's log_loss clipping for f
 _ONE_MINUS_EPS = 1.0 - _EPS
 _CHUNK = 1 << 16  # batch arithmetic in cache-sized blocks
 _ONE = 1.0  # the default weight: ``weight is _ONE`` selects the unit-weight fast path
-_pack = struct.Struct("<d").pack
-_unpack = struct.Struct("<q").unpack
+
+
+def bit_views() -> tuple[Any, Any]:  # memoryviews of formats "d" and "q" (typeshed types items as int)
+    """An 8-byte buffer seen as one float64 and as one int64: ``f[0] = x; i[0]`` is the bits of
+    ``x`` (half the cost of ``struct`` pack + unpack). One per accumulator state (the fast-path
+    tuples hold it), so threads updating different accumulators never share one."""
+    buf = bytearray(8)
+    return memoryview(buf).cast("d"), memoryview(buf).cast("q")
 
 
 def _y_value(y_true: Any, name: str) -> int:
@@ -383,7 +388,7 @@ class BinaryScores(Accumulator):
         b = self._binning
         self._fast = (
             ((self._neg.weights, self._pos.weights), self._events, self._sums.unit, self._outside,
-             b._shift, b._round, b._c)
+             b._shift, b._round, b._c, *bit_views())
             if isinstance(b, LogGridBinning) else None
         )
         # exact while small (exact=False): the per-event path of default-weight scores in (0, 1)
@@ -481,21 +486,25 @@ class BinaryScores(Accumulator):
         fast = self._fast
         if fast is None or weight is not _ONE or score.__class__ is not float:
             return self._update_general(y, score, weight)
-        hists, events, unit, outside, shift, rnd, c = fast
+        hists, events, unit, outside, shift, rnd, c, as_float, as_int = fast
         if 0.0 < score < 0.5:  # key: see LogGridBinning
             q = 1.0 - score
-            k = (_unpack(_pack(score))[0] + rnd) >> shift
+            as_float[0] = score
+            k = (as_int[0] + rnd) >> shift
         elif 0.5 <= score < 1.0:
             q = 1.0 - score
-            k = c - ((_unpack(_pack(q))[0] + rnd) >> shift)
+            as_float[0] = q
+            k = c - ((as_int[0] + rnd) >> shift)
         elif 1.0 < score < _INF:  # a margin: log loss and Brier score become undefined
             q = None
-            k = c + ((_unpack(_pack(score - 1.0))[0] + rnd) >> shift)
+            as_float[0] = score - 1.0
+            k = c + ((as_int[0] + rnd) >> shift)
             if outside[1] is None or score > outside[1]:
                 outside[1] = score
         elif -_INF < score < 0.0:
             q = None
-            k = -((_unpack(_pack(-score))[0] + rnd) >> shift)
+            as_float[0] = -score
+            k = -((as_int[0] + rnd) >> shift)
             if outside[0] is None or score < outside[0]:
                 outside[0] = score
         else:  # exactly 0 or 1 (and -0.0), or not finite

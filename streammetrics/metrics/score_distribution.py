@@ -24,7 +24,6 @@ stream merges into the state of the whole stream.
 from __future__ import annotations
 
 import math
-import struct
 import warnings
 from typing import Any, Mapping
 
@@ -50,12 +49,11 @@ from streammetrics.kernels.histogram import (
     table_to_grid,
     to_grid,
 )
+from streammetrics.metrics.binary_scores import bit_views
 
 __all__ = ["ScoreDistribution"]
 
 _ONE = 1.0  # the default weight: ``weight is _ONE`` selects the unit-weight fast path
-_pack = struct.Struct("<d").pack
-_unpack = struct.Struct("<q").unpack
 
 
 # ----------------------------------------------------------------------------- declared state
@@ -248,7 +246,8 @@ class ScoreDistribution(Accumulator):
     def _refresh(self) -> None:
         b = self._binning
         self._fast = (
-            (self._hist.weights, b._shift, b._round, b._c, self._sums, self._threshold, self._sums[_SUM].terms)
+            (self._hist.weights, b._shift, b._round, b._c, self._sums, self._threshold, self._sums[_SUM].terms,
+             *bit_views())
             if isinstance(b, LogGridBinning) else None
         )
 
@@ -320,11 +319,13 @@ class ScoreDistribution(Accumulator):
         """Add one prediction: a finite ``score`` and a finite ``weight >= 0``."""
         fast = self._fast
         if fast is not None and weight is _ONE and score.__class__ is float:
-            h, shift, rnd, c, sums, threshold, terms = fast
+            h, shift, rnd, c, sums, threshold, terms, as_float, as_int = fast
             if 0.0 < score < 0.5:  # key: see LogGridBinning
-                k = (_unpack(_pack(score))[0] + rnd) >> shift
+                as_float[0] = score
+                k = (as_int[0] + rnd) >> shift
             elif 0.5 <= score < 1.0:
-                k = c - ((_unpack(_pack(1.0 - score))[0] + rnd) >> shift)
+                as_float[0] = 1.0 - score
+                k = c - ((as_int[0] + rnd) >> shift)
             else:
                 return self._update_general(score, weight)
             try:

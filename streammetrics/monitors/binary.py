@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import struct
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -10,7 +9,7 @@ import numpy as np
 from streammetrics.core.state import describe
 from streammetrics.core.validation import check_number
 from streammetrics.events.parser import Event
-from streammetrics.kernels.exact_sum import BUFFER
+from streammetrics.kernels.exact_sum import BUFFER, fold_together
 from streammetrics.metrics.binary_scores import BinaryScores
 from streammetrics.metrics.confusion import ConfusionMatrix
 from streammetrics.metrics.score_distribution import ScoreDistribution
@@ -20,10 +19,8 @@ from streammetrics.monitors.fast_snapshot import binary_snapshot, binary_snapsho
 __all__ = ["BinaryMonitor"]
 
 _INF = math.inf
+_ZERO_INT, _ONE_INT = 0, 1  # compared by identity on the fused path (see BinaryMonitor.update)
 _BINARY_TRUTH = (int, bool, float)
-_pack = struct.Struct("<d").pack
-_unpack = struct.Struct("<q").unpack
-_CELLS = (((0, 0), (0, 1)), ((1, 0), (1, 1)))  # confusion cell of (y, score >= threshold)
 #: batches up to this size are applied event by event (numpy's set-up costs more than it saves)
 SMALL_BATCH = 32
 
@@ -129,14 +126,73 @@ class BinaryMonitor(Monitor):
         return self.predictions.score_sum
 
     def update(self, event: Mapping[str, Any] | Event) -> "BinaryMonitor":
-        """Add one event; an ``{"y_true": 0/1, "score": float}`` dict takes an inlined fast path."""
-        if event.__class__ is dict and "weight" not in event:
-            y = event.get("y_true")
-            s = event.get("score")
-            if s.__class__ is float and 0.0 < s < 1.0 and (y is True or y is False or (
-                    y.__class__ is int and (y == 0 or y == 1))) and self._unit_event(1 if y else 0, s):
-                return self
-            if y.__class__ in _BINARY_TRUTH and (y == 0 or y == 1) and s.__class__ is float and -_INF < s < _INF:
+        """Add one event. The common dict (``y_true`` 0/1 or a bool, a float ``score`` strictly
+        inside (0, 1), no ``weight``) with both histograms on a grid takes the fused path
+        inline: what :meth:`_unit_event` does, written out once more (one call less per event;
+        ``tests/monitors/test_binary_fused.py`` holds both to the accumulators' own paths)."""
+        if event.__class__ is dict:
+            try:
+                s = event["score"]
+                y = event["y_true"]
+            except KeyError:  # the parser names the missing field
+                s = y = None
+            # y: the ints 0 and 1 by identity (CPython's cached small ints; any other 0/1 takes
+            # the accumulators' paths below, with the same result)
+            if s.__class__ is float and 0.0 < s < 1.0 and "weight" not in event and (
+                    y is _ONE_INT or y is _ZERO_INT or y is True or y is False):
+                sc = self.scores
+                pr = self.predictions
+                sf = sc._fast
+                pf = pr._fast
+                if sf is None or pf is None:  # a histogram still exact, or exact=True
+                    if self._unit_event(1 if y else 0, s):
+                        return self
+                else:
+                    hists, events, unit, _, shift, rnd, c, as_float, as_int = sf
+                    ph, pshift, prnd, pc, psums, threshold, pterms, _, _ = pf
+                    if s < 0.5:  # the keys from the float's bits (see LogGridBinning.key)
+                        as_float[0] = s
+                        b = as_int[0]
+                        k = (b + rnd) >> shift
+                        pk = k if pshift == shift else (b + prnd) >> pshift
+                    else:
+                        as_float[0] = 1.0 - s
+                        b = as_int[0]
+                        k = c - ((b + rnd) >> shift)
+                        pk = k if pshift == shift else pc - ((b + prnd) >> pshift)
+                    if y:
+                        y = 1
+                        unit.append(s)  # log-loss and Brier terms: buffered, folded exactly
+                    else:
+                        y = 0
+                        unit.append(-s)
+                    pterms.append(s)  # the score sum: likewise
+                    try:
+                        ph[pk] += 1.0
+                    except KeyError:
+                        ph[pk] = 1.0
+                        if len(ph) > pr._max_bins:  # type: ignore[operator]  # an int on a grid
+                            pr._collapse()
+                    h = hists[y]
+                    try:
+                        h[k] += 1.0
+                    except KeyError:
+                        h[k] = 1.0
+                        if len(hists[0]) + len(hists[1]) > sc._max_bins:  # type: ignore[operator]  # an int on a grid
+                            sc._collapse()
+                    psums[0] += 1
+                    events[y] += 1
+                    pending = self.confusion._pending  # confusion cells: index y_true + 2 * y_pred
+                    if s >= threshold:
+                        psums[2] += 1
+                        pending[y + 2] += 1
+                    else:
+                        pending[y] += 1
+                    if len(unit) >= BUFFER or len(pterms) >= BUFFER:
+                        fold_together(sc._sums, psums[1])
+                    return self
+            if y.__class__ in _BINARY_TRUTH and (y == 0 or y == 1) and s.__class__ is float and -_INF < s < _INF and (
+                    "weight" not in event):  # the accumulators' own paths (0.0, 1.0, margins, exact=True)
                 y = 1 if y else 0
                 self.predictions.update(s)
                 self.scores.update(y, s)
@@ -149,23 +205,27 @@ class BinaryMonitor(Monitor):
         """The common event (weight 1, ``y`` 0 or 1, a float ``s`` strictly inside (0, 1)) in
         one frame: what ``predictions.update(s)``, ``scores.update(y, s)`` and
         ``confusion.update(y, s >= threshold)`` do for it, with the score's histogram key
-        computed once when both histograms are on one binning. False (nothing changed) when
-        the monitor is ``exact=True``: the accumulators' own paths then apply it."""
+        computed once when both histograms are on one binning, the confusion cell counted in
+        the matrix's pending counts and both exact-sum buffers folded together. False
+        (nothing changed) when the monitor is ``exact=True``: the accumulators' own paths
+        then apply it."""
         sc = self.scores
         pr = self.predictions
         sf = sc._fast
         pf = pr._fast
         q = 1.0 - s
         if sf is not None:  # log grid: the key from the float's bits (see LogGridBinning.key)
-            hists, events, unit, _, shift, rnd, c = sf
+            hists, events, unit, _, shift, rnd, c, as_float, as_int = sf
             if s < 0.5:
-                b = _unpack(_pack(s))[0]
+                as_float[0] = s
+                b = as_int[0]
                 k: Any = (b + rnd) >> shift
             else:
-                b = _unpack(_pack(q))[0]
+                as_float[0] = q
+                b = as_int[0]
                 k = c - ((b + rnd) >> shift)
             if pf is not None:  # the predictions' histogram holds fewer keys: maybe a finer grid
-                ph, pshift, prnd, pc, psums, threshold, pterms = pf
+                ph, pshift, prnd, pc, psums, threshold, pterms, _, _ = pf
                 if pshift == shift:
                     pk: Any = k
                 elif s < 0.5:
@@ -179,11 +239,12 @@ class BinaryMonitor(Monitor):
             hists, events, unit, _ = xf
             k = s  # exact while small: the key is the score
             if pf is not None:  # predictions on the grid (more predictions than labelled ones)
-                ph, pshift, prnd, pc, psums, threshold, pterms = pf
+                ph, pshift, prnd, pc, psums, threshold, pterms, as_float, as_int = pf
+                as_float[0] = s if s < 0.5 else q
                 if s < 0.5:
-                    pk = (_unpack(_pack(s))[0] + prnd) >> pshift
+                    pk = (as_int[0] + prnd) >> pshift
                 else:
-                    pk = pc - ((_unpack(_pack(q))[0] + prnd) >> pshift)
+                    pk = pc - ((as_int[0] + prnd) >> pshift)
         if pf is None:  # predictions exact while small
             if pr._max_bins is None:  # exact=True
                 return False
@@ -200,11 +261,6 @@ class BinaryMonitor(Monitor):
                 pr._collapse()
         psums[0] += 1
         pterms.append(s)  # the score sum: buffered, folded exactly (kernels.exact_sum)
-        if len(pterms) >= BUFFER:
-            psums[1].fold()
-        t = s >= threshold
-        if t:
-            psums[2] += 1
         h = hists[y]
         try:
             h[k] += 1.0
@@ -214,11 +270,14 @@ class BinaryMonitor(Monitor):
                 sc._collapse()
         events[y] += 1
         unit.append(s if y else -s)  # log-loss and Brier terms: buffered, folded exactly
-        if len(unit) >= BUFFER:
-            sc._sums.fold()
-        cell = _CELLS[y][t]
-        n = self.confusion._n
-        n[cell] = n.get(cell, 0) + 1
+        pending = self.confusion._pending  # confusion cells: index y_true + 2 * y_pred
+        if s >= threshold:
+            psums[2] += 1
+            pending[y + 2] += 1
+        else:
+            pending[y] += 1
+        if len(unit) >= BUFFER or len(pterms) >= BUFFER:
+            fold_together(sc._sums, psums[1])
         return True
 
     def update_prediction(self, event: Event) -> "BinaryMonitor":

@@ -20,6 +20,7 @@ from streammetrics.kernels.exact_sum import (
     exact_units,
     exact_units_rows,
     expansion_of,
+    fold_together,
     from_expansion,
     probability_terms,
     small_units,
@@ -72,6 +73,51 @@ def test_any_split_and_merge_order_gives_the_exact_sum(xs, seed):
 def test_rows_equal_single_sums(rows):
     a = np.array(rows, dtype=np.float64).reshape(-1, 5).T.copy()
     assert exact_units_rows(a) == [exact_units(r) for r in a]
+
+
+spread = st.one_of(wide, st.floats(-1e-3, 1e-3), st.sampled_from([1.0, 2.0**-300, 3.0**-250, 0.0]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(spread, st.floats(0.0, 1.0), spread), min_size=1, max_size=80))
+def test_rows_summed_at_once_are_exact(columns):
+    """Several rows of at most 1,024 terms go through the levels together (one sigma per row);
+    rows spanning more than the levels take, zero rows and huge terms fall back: all exact."""
+    a = np.array(columns, dtype=np.float64).T.copy()
+    assert [Fraction(u, 1 << 1074) for u in exact_units_rows(a)] == [exact(list(r)) for r in a]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(-1.0, 1.0), max_size=3 * BUFFER),
+       st.lists(st.one_of(finite, st.floats(0.0, 1.0)), max_size=BUFFER), st.booleans())
+def test_folding_together_is_folding_one_by_one(signed, score_terms, weighted):
+    a, b = ProbabilitySums(), ExactSum()
+    a.unit.extend(signed)
+    b.terms.extend(score_terms)
+    if weighted:
+        a.weighted.extend([2.0, 0.3])
+    c, d = ProbabilitySums(), ExactSum()
+    c.unit.extend(signed)
+    c.weighted.extend(a.weighted)
+    d.terms.extend(score_terms)
+    fold_together(a, b)
+    assert not (a.unit or a.weighted or b.terms)
+    assert (a.log, a.brier, b) == (c.log, c.brier, d.fold())
+
+
+@pytest.mark.parametrize("n_unit, n_terms", [(1, 3000), (1024, 1024), (2500, 7), (1025, 2049)])
+def test_folding_together_long_buffers(n_unit, n_terms):
+    rng = random.Random(n_unit)
+    signed = [rng.choice([-1.0, 1.0]) * rng.random() ** 8 for _ in range(n_unit)]
+    score_terms = [rng.random() * 10.0 ** rng.randint(-30, 3) for _ in range(n_terms)]
+    a, b, c, d = ProbabilitySums(), ExactSum(), ProbabilitySums(), ExactSum()
+    a.unit.extend(signed)
+    c.unit.extend(signed)
+    b.terms.extend(score_terms)
+    d.terms.extend(score_terms)
+    fold_together(a, b)
+    assert (a.log, a.brier, b) == (c.log, c.brier, d.fold())
+    assert Fraction(b.units, 1 << 1074) == exact(score_terms)
 
 
 def test_buffer_is_bounded_and_large_batches_are_exact():

@@ -208,3 +208,69 @@ def json_text(value) -> str:
     import json
 
     return json.dumps(value)
+
+
+class _Int(int):
+    """An int that is not one of CPython's cached small ints (the fused path tests 0 and 1 by identity)."""
+
+
+def test_every_form_of_y_true_gives_the_state_of_the_plain_ints():
+    import numpy as np
+
+    rng = random.Random(11)
+    evs = [{"y_true": rng.randint(0, 1), "score": rng.random()} for _ in range(6000)]  # through the grid
+    forms = [lambda y: y, bool, float, np.int64, _Int]
+    states = []
+    for form in forms:
+        m = BinaryMonitor()
+        for e in evs:
+            m.update({"y_true": form(e["y_true"]), "score": e["score"]})
+        states.append(m.to_dict())
+    assert all(s == states[0] for s in states)
+
+
+@pytest.mark.parametrize("bad, field", [
+    ({"y_true": 2, "score": 0.3}, "y_true"), ({"y_true": "1", "score": 0.3}, "y_true"),
+    ({"y_true": 1, "score": "0.3"}, "score"), ({"y_true": 1}, "score"),
+    ({"y_true": 1, "score": math.nan}, "score"), ({"score": 0.3}, "y_true"),
+    ({"y_true": 1, "score": 0.3, "weight": -1.0}, "weight")])
+def test_bad_events_on_the_grid_are_refused_naming_the_field_and_change_nothing(bad, field):
+    rng = random.Random(2)
+    m = BinaryMonitor()
+    for _ in range(6000):
+        m.update({"y_true": rng.randint(0, 1), "score": rng.random()})
+    before = m.to_dict()
+    with pytest.raises(ValueError, match=field) as info:
+        m.update(bad)
+    assert "\n" not in str(info.value)
+    assert m.to_dict() == before
+
+
+def test_pending_confusion_counts_are_seen_by_every_reader():
+    """The fused path counts confusion cells in ConfusionMatrix._pending: reading _n adds them,
+    so copies, merges, pickles, reset and remove see every event, and a copy shares nothing."""
+    import pickle
+
+    rng = random.Random(4)
+    evs = [{"y_true": rng.randint(0, 1), "score": rng.random()} for _ in range(6000)]
+    m, ref = BinaryMonitor(), ConfusionMatrix(labels=[0, 1])
+    for e in evs:
+        m.update(e)
+        ref.update(e["y_true"], 1 if e["score"] >= 0.5 else 0)
+    assert sum(m.confusion._pending) == 6000 and m.confusion.count == 6000  # (reading adds them)
+    m.update({"y_true": 1, "score": 0.75})
+    assert m.confusion._pending == [0, 0, 0, 1]
+    ref.update(1, 1)
+    copy = m.copy()
+    assert copy.confusion.to_dict() == ref.to_dict() == m.confusion.to_dict()
+    copy.update({"y_true": 0, "score": 0.25})
+    assert m.confusion.count == 6001 and copy.confusion.count == 6002
+    assert pickle.loads(pickle.dumps(m)).confusion.to_dict() == ref.to_dict()
+    m.update({"y_true": 0, "score": 0.9})
+    m.confusion.remove(0, 1)  # the pending (0, 1) event is there to remove
+    assert m.confusion.to_dict() == ref.to_dict()
+    merged = BinaryMonitor().merge(m)
+    assert merged.confusion.to_dict() == ref.to_dict()
+    m.update({"y_true": 1, "score": 0.6})
+    m.reset()
+    assert m.confusion.count == 0 and m.confusion.to_dict() == ConfusionMatrix(labels=[0, 1]).to_dict()
