@@ -126,6 +126,8 @@ def mixed_events(seed: int = 3) -> list[Any]:
         {"model": "fraud-v2", "segment": "web", "y_true": 1, "score": 0.5},
         {"ts": 1767225600, "model": "a|b", "y_true": 1, "score": 0.5},
         {"ts": 1767225600, "model": "fraud-v1", "segment": "web", "y_true": 1, "score": 0.5, "weight": -1.0},
+        {"ts": 4102444800, "model": "fraud-v1", "segment": "web", "y_true": 1, "score": 0.5},  # 2100: future
+        {"ts": 253402300000.0, "model": "fraud-v2", "segment": "web", "y_true": 0, "score": 0.5},  # 9999
         "not an object", b"{not json", None,
     ]
     late = [{"ts": 1767225600.0 + i, "model": "fraud-v1", "segment": "web", "y_true": 1, "score": 0.5}
@@ -188,12 +190,15 @@ def test_a_mixed_batch_gives_the_general_paths_snapshots_and_dead_letters(max_po
 
     with monkeypatch.context() as patch:
         patch.setattr(BinaryFastPath, "for_pipeline", classmethod(counted))
-        fast = run(items, tmp_path / "fast", monkeypatch, True, max_poll_records=max_poll_records)
-    general = run(items, tmp_path / "general", monkeypatch, False, max_poll_records=max_poll_records)
+        fast = run(items, tmp_path / "fast", monkeypatch, True, max_poll_records=max_poll_records,
+                   max_future=3600.0)  # (the fakes' default is off) the wall clock: 2100 and 9999 are refused
+    general = run(items, tmp_path / "general", monkeypatch, False, max_poll_records=max_poll_records, max_future=3600.0)
     assert calls[0] > 800  # the fast path did take the plain messages
     assert fast[0] == general[0]
     assert fast[1] == general[1]
-    assert fast[2]["rejected"] >= 3 * 8 and fast[2]["late"] > 0  # (two of the "bad" ones are valid, slow-path events)
+    codes = [dict(headers).get("streammetrics.code") for _, _, headers in fast[1]]
+    assert codes.count(b"future") == 3 * 2  # years 2100 and 9999, decoded by the fast path, then refused
+    assert fast[2]["rejected"] >= 3 * 10 and fast[2]["late"] > 0  # (two of the "bad" ones are valid, slow-path events)
     assert {k: fast[2][k] for k in ("messages", "events", "rejected", "late", "snapshots", "dead_letters")} == \
         {k: general[2][k] for k in ("messages", "events", "rejected", "late", "snapshots", "dead_letters")}
 
