@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
+from test_score_budget import check_any_split
 
 import streammetrics as sm
 from streammetrics.kernels.ranking import rounding_slack
@@ -29,31 +30,10 @@ def structure(acc: sm.BinaryScores) -> dict:
 @settings(max_examples=150, deadline=None)
 @given(events, st.sampled_from([1, 3, 6, 12, 4096]), st.integers(0, 2**32 - 1))
 def test_any_split_merge_order_and_batching_gives_the_same_state(evs, max_bins, seed):
-    rng = random.Random(seed)
     config = {"bins": 64, "max_bins": max_bins}
-    whole = sm.BinaryScores(**config)
-    for y, s in evs:
-        whole.update(y, s)
-    batch = sm.BinaryScores(**config).update_many([e[0] for e in evs], [e[1] for e in evs])
-    assert structure(batch) == structure(whole)
-    cuts = sorted(rng.sample(range(len(evs) + 1), min(len(evs) + 1, rng.randint(0, 5))))
-    parts = []
-    for a, b in zip([0, *cuts], [*cuts, len(evs)]):
-        part = sm.BinaryScores(**config)
-        chunk = evs[a:b]
-        if rng.random() < 0.5:
-            for y, s in chunk:
-                part.update(y, s)
-        else:
-            part.update_many([e[0] for e in chunk], [e[1] for e in chunk])
-        parts.append(part)
-    rng.shuffle(parts)
-    while len(parts) > 1:
-        j = rng.randrange(len(parts) - 1)
-        parts[j : j + 2] = [parts[j] + parts[j + 1]]
-    assert structure(parts[0]) == structure(whole)
-    restored = sm.from_dict(whole.to_dict())
-    assert structure(restored) == structure(whole)
+    whole = check_any_split(lambda: sm.BinaryScores(**config), evs, lambda acc, e: acc.update(*e),
+                            lambda acc, chunk: acc.update_many([e[0] for e in chunk], [e[1] for e in chunk]),
+                            seed, structure=structure)
     distinct = len({(y, s) for y, s in evs})
     assert whole.exact == (distinct <= max_bins)
 

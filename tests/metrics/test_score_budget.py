@@ -41,7 +41,9 @@ def structure(acc) -> dict:
     return state
 
 
-def check_any_split(make, evs, feed_one, feed_many, seed):
+def check_any_split(make, evs, feed_one, feed_many, seed, structure=structure):
+    """The state of ``evs`` fed one by one equals (``structure``) the batch's, a random split's
+    parts (each fed one way or the other) merged in random order, and the dict round trip's."""
     rng = random.Random(seed)
     whole = make()
     for e in evs:
