@@ -34,7 +34,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-__all__ = ["Binning", "LogGridBinning", "ExactBinning", "make_binning", "binning_from_config", "MAX_OCTAVES"]
+__all__ = ["Binning", "LogGridBinning", "ExactBinning", "make_binning", "binning_from_config", "MAX_OCTAVES",
+           "bit_views"]
 
 _MASK = 0x7FFF_FFFF_FFFF_FFFF  # clears the sign bit (maps -0.0 to +0.0)
 _DBL_MAX = 1.7976931348623157e308
@@ -44,6 +45,15 @@ _INF_BITS = 0x7FF0_0000_0000_0000
 #: the coarsest grid's bins span this many octaves (``x`` in ``(0, 2]`` is one bin: inside
 #: [0, 1] its keys are 0.0, (0, 0.5), [0.5, 1) and 1.0; 8 keys in all)
 MAX_OCTAVES = 1 << 10
+
+
+def bit_views() -> tuple[Any, Any]:  # memoryviews of formats "d" and "q" (typeshed types items as int)
+    """An 8-byte buffer seen as one float64 and as one int64: ``f[0] = x; i[0]`` is the bits of
+    ``x`` (half the cost of ``struct`` pack + unpack), from which per-event paths compute
+    :meth:`LogGridBinning.key` inline. One per accumulator state (the fast-path tuples hold
+    it), so threads updating different accumulators never share one."""
+    buf = bytearray(8)
+    return memoryview(buf).cast("d"), memoryview(buf).cast("q")
 
 
 class Binning:

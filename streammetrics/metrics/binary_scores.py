@@ -54,7 +54,7 @@ from streammetrics.core.validation import (
     to_builtin_label,
 )
 from streammetrics.kernels import ranking
-from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning, make_binning
+from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning, bit_views, make_binning
 from streammetrics.kernels.exact_sum import BUFFER, ExactSum, ProbabilitySums
 from streammetrics.kernels.histogram import (
     MAX_TOTAL_WEIGHT,
@@ -81,14 +81,6 @@ _EPS = float(np.finfo(np.float64).eps)  # scikit-learn's log_loss clipping for f
 _ONE_MINUS_EPS = 1.0 - _EPS
 _CHUNK = 1 << 16  # batch arithmetic in cache-sized blocks
 _ONE = 1.0  # the default weight: ``weight is _ONE`` selects the unit-weight fast path
-
-
-def bit_views() -> tuple[Any, Any]:  # memoryviews of formats "d" and "q" (typeshed types items as int)
-    """An 8-byte buffer seen as one float64 and as one int64: ``f[0] = x; i[0]`` is the bits of
-    ``x`` (half the cost of ``struct`` pack + unpack). One per accumulator state (the fast-path
-    tuples hold it), so threads updating different accumulators never share one."""
-    buf = bytearray(8)
-    return memoryview(buf).cast("d"), memoryview(buf).cast("q")
 
 
 def _y_value(y_true: Any, name: str) -> int:

@@ -33,7 +33,7 @@ from streammetrics.core.accumulator import Accumulator
 from streammetrics.core.exceptions import UndefinedMetricWarning
 from streammetrics.core.state import Field, describe
 from streammetrics.core.validation import as_float_array, as_weight_array, check_number, check_weight
-from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning, make_binning
+from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning, bit_views, make_binning
 from streammetrics.kernels.exact_sum import BUFFER, ExactSum
 from streammetrics.kernels.histogram import (
     MAX_TOTAL_WEIGHT,
@@ -49,7 +49,6 @@ from streammetrics.kernels.histogram import (
     table_to_grid,
     to_grid,
 )
-from streammetrics.metrics.binary_scores import bit_views
 
 __all__ = ["ScoreDistribution"]
 
