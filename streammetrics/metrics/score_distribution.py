@@ -118,11 +118,16 @@ def _decode_hist(raw: tuple, acc: "ScoreDistribution", loaded: Mapping[str, Any]
 _COUNT, _SUM, _UNIT_ABOVE, _WEVENTS, _WTOTAL, _WABOVE = range(6)
 
 
+def _weight_totals(sums: list) -> tuple[int, float, float]:
+    """``(count, total weight, weight at score >= threshold)``."""
+    count = sums[_COUNT]
+    return count, (count - sums[_WEVENTS]) + sums[_WTOTAL], sums[_UNIT_ABOVE] + sums[_WABOVE]
+
+
 def _totals(sums: list) -> tuple[int, float, float, float]:
     """``(count, total weight, score sum, weight at score >= threshold)``."""
-    count = sums[_COUNT]
-    return (count, (count - sums[_WEVENTS]) + sums[_WTOTAL], sums[_SUM].value,
-            sums[_UNIT_ABOVE] + sums[_WABOVE])
+    count, total, above = _weight_totals(sums)
+    return count, total, sums[_SUM].value, above
 
 
 def _merge_sums(mine: list, theirs: list, acc: Any) -> list:
@@ -141,14 +146,18 @@ def _copy_sums(sums: list) -> list:
 
 
 def _encode_sums(sums: list, acc: Any) -> tuple:
-    count = sums[_COUNT]
-    total = (count - sums[_WEVENTS]) + sums[_WTOTAL]
-    above = sums[_UNIT_ABOVE] + sums[_WABOVE]
-    # the rest of the exact sum (kernels.exact_sum), null if none
-    score_sum, residue = sums[_SUM].parts()
+    return encode_sums_from_parts(sums, *sums[_SUM].parts())
+
+
+def encode_sums_from_parts(sums: list, score_sum: float, residue: list) -> tuple:
+    """The encoded sums (``count``, ``total_weight``, ``score_sum``, ``positive_weight``,
+    ``score_sum_residue``), given the score sum's ``ExactSum.parts()`` (a caller that also
+    needs the value, e.g. a one-pass snapshot, expands it once)."""
+    count, total, above = _weight_totals(sums)
     # score_sum: overflow of huge margins is written as 'inf', '-inf' or 'nan' (no residue then)
     if not math.isfinite(score_sum):
         return count, total, repr(score_sum), above, None
+    # the rest of the exact sum (kernels.exact_sum), null if none
     return count, total, score_sum, above, residue or None
 
 

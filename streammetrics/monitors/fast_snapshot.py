@@ -35,9 +35,7 @@ _INT_LIMIT = 2.0**53
 _is_integer = float.is_integer
 _SMALL = min(SMALL_LEVELS, SMALL_KEYS)
 # the accumulators write their declared state directly (binary_snapshot_state mirrors it)
-_DIRECT = binary_scores._DIRECT_STATE and confusion._DIRECT_STATE and score_distribution._DIRECT_STATE and (
-    score_distribution._COUNT, score_distribution._SUM, score_distribution._UNIT_ABOVE,
-    score_distribution._WEVENTS, score_distribution._WTOTAL, score_distribution._WABOVE) == tuple(range(6))
+_DIRECT = binary_scores._DIRECT_STATE and confusion._DIRECT_STATE and score_distribution._DIRECT_STATE
 
 # bins per octave -> (half, c, highest c - k, highest k - c) of singleton keys around 1.0,
 # or None when the singleton keys are not those two runs (then binning.singleton decides)
@@ -152,7 +150,7 @@ def binary_snapshot_state(monitor: Any) -> tuple[dict[str, Any], dict[str, Any]]
         return monitor.snapshot(), monitor.to_dict()
     log_sum, log_residue = sc._sums.log.parts()
     brier_sum, brier_residue = sc._sums.brier.parts()
-    score_sum, score_residue = pr._sums[1].parts()
+    score_sum, score_residue = pr._sums[score_distribution._SUM].parts()
     keys, neg, pos = levels(neg_w, pos_w)
     rank = ranking_summary(neg, pos, None)
     if sc._one_class():  # BinaryScores.roc_auc: undefined once a class has no events
@@ -165,20 +163,16 @@ def binary_snapshot_state(monitor: Any) -> tuple[dict[str, Any], dict[str, Any]]
         pred_hist = {"scores": list(scores), "weights": _compact([float(get(k, 0.0)) for k in keys])}
     else:
         pred_hist = small_histograms_to_json([pred_w], ["weights"], True)
-    sums = pr._sums
-    count = sums[0]
-    if math.isfinite(score_sum):
-        pred_sum, pred_residue = score_sum, score_residue or None
-    else:  # overflowed margins: written as a string, no residue (score_distribution._encode_sums)
-        pred_sum, pred_residue = repr(score_sum), None
+    count, total, pred_sum, positive, pred_residue = score_distribution.encode_sums_from_parts(
+        pr._sums, score_sum, score_residue)
     weights, weighted = _encode_weights((sc._wevents, sc._wsum), sc)
     state = {
         "type": monitor.type_name, "version": monitor.version, "config": monitor._config(),
         "state": {
             "predictions": {
                 "type": pr.type_name, "version": pr.version, "config": pr._config(),
-                "state": {"count": count, "total_weight": (count - sums[3]) + sums[4], "score_sum": pred_sum,
-                          "positive_weight": sums[2] + sums[5], "score_sum_residue": pred_residue,
+                "state": {"count": count, "total_weight": total, "score_sum": pred_sum,
+                          "positive_weight": positive, "score_sum_residue": pred_residue,
                           "bins_per_octave": None, "histogram": pred_hist},
             },
             "scores": {
