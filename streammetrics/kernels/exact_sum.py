@@ -300,16 +300,11 @@ class ExactSum:
         """Add the pending terms exactly and empty the buffer (in place)."""
         terms = self.terms
         if terms:
-            if len(terms) <= SMALL:  # plain Python: the same exact integer
+            if len(terms) <= SMALL:
                 try:
-                    self._units += small_units(terms)
-                except ValueError:  # an overflowed term, kept apart as add_array keeps it
-                    special = 0.0
-                    for x in terms:
-                        if not -_INF < x < _INF:
-                            special += x
-                    self._special = special + self._special
-                    self._units += small_units([x for x in terms if -_INF < x < _INF])
+                    self._units += small_units(terms)  # plain Python: the same exact integer
+                except ValueError:  # an overflowed term: add_array keeps it apart
+                    self.add_array(as_array(terms))
             else:
                 self.add_array(as_array(terms))
             terms.clear()
