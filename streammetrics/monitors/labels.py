@@ -58,6 +58,12 @@ def label_metrics(cm: ConfusionMatrix, labels: list | None) -> dict[str, Any]:
     }
 
 
+def _sorted_predicted(predicted: dict) -> list[tuple[Any, float]]:
+    """``(label, weight)`` of the predicted labels by kind, then label: the order the state
+    writes them in and the snapshot reports them in (independent of arrival or merge order)."""
+    return sorted(predicted.items(), key=lambda kv: (_kind(kv[0]), kv[0]))
+
+
 def _merge_predicted(mine: dict, theirs: dict, acc: Any) -> dict:
     for label, w in theirs.items():
         mine[label] = mine.get(label, 0.0) + w
@@ -130,7 +136,7 @@ class LabelMonitor(Monitor):
         Field("prediction_weight", lambda m: 0.0, "weight", attrs="_ptotal"),
         # predicted label -> summed weight (over every prediction)
         Field("predicted_labels", lambda m: {}, attrs="_predicted", merge=_merge_predicted, copy=dict,
-              encode=lambda v, m: [[k, w] for k, w in sorted(v.items(), key=lambda kv: (_kind(kv[0]), kv[0]))],
+              encode=lambda v, m: [[k, w] for k, w in _sorted_predicted(v)],
               decode=_decode_predicted),
         part("confusion", lambda m: ConfusionMatrix(labels=m._labels)),
     )
@@ -210,9 +216,9 @@ class LabelMonitor(Monitor):
         out["count"], out["total_weight"] = self.count, json_number(self._ptotal)
         per_class = class_report(cm, cm.labels)
         total = self._ptotal
-        # predicted labels in their state's order (sorted), not arrival order: a snapshot is then the
-        # same after a checkpoint round trip or a merge in another order (Spark partials)
-        for label, w in sorted(self._predicted.items(), key=lambda kv: (_kind(kv[0]), kv[0])):
+        # in the state's order, not arrival order: a snapshot is then the same after a checkpoint
+        # round trip or a merge in another order (Spark partials)
+        for label, w in _sorted_predicted(self._predicted):
             row = per_class.setdefault(str(label), {})
             row["predicted_rate"] = json_number(w / total) if total > 0 else None
         out["per_class"] = per_class
