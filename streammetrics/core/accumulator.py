@@ -204,8 +204,9 @@ class Accumulator:
             key, value = f.key, f.encode(f.get(self), self)
             if isinstance(key, tuple):
                 for k, v in zip(key, value):
-                    out[k] = v
-            else:
+                    if v is not None or k not in f.optional:  # (optional keys: omitted while None)
+                        out[k] = v
+            elif value is not None or key not in f.optional:
                 out[key] = value
         return out
 
@@ -216,8 +217,11 @@ class Accumulator:
     def _load_state(self, state: Mapping[str, Any]) -> None:
         """Replace the state by a validated copy of ``state``; raise ValueError if malformed."""
         expected = {k for f in self.state_fields for k in f.keys}
-        if set(state) != expected:
-            raise ValueError(f"state keys must be {sorted(expected)}, got {sorted(map(str, state))[:20]}")
+        required = expected - {k for f in self.state_fields for k in f.optional}
+        if not required <= set(state) <= expected:
+            raise ValueError(f"state keys must be {sorted(required)}"
+                             f"{'' if required == expected else f' (optional: {sorted(expected - required)})'}, "
+                             f"got {sorted(map(str, state))[:20]}")
         loaded: dict[str, Any] = {}
         for f in self.state_fields:
             loaded[f.keys[0]] = f.from_json(state, self, loaded)

@@ -16,7 +16,10 @@ class declares ``state_fields``: a tuple of :class:`Field`, each naming
   spanning the attributes concerned;
 * ``encode(value, acc)`` / ``decode(raw, acc, loaded)``: the JSON form and its validation
   (``loaded`` holds the fields decoded before this one, in declaration order; decode
-  raises ``ValueError`` and must check sizes before it allocates anything).
+  raises ``ValueError`` and must check sizes before it allocates anything);
+* ``optional``: keys (of ``key``) left out of the JSON while their encoded value is None and
+  read as None when absent (e.g. the residues of exact weight sums, needed only for weights
+  that are not whole numbers: states of other streams keep their bytes).
 
 :class:`~streammetrics.core.accumulator.Accumulator` then implements ``merge``, ``copy``,
 ``reset``, ``__eq__``, ``to_dict``/``from_dict`` and pickling once, for every type, and
@@ -212,7 +215,7 @@ class Field:
     """One declared state field (see the module docstring)."""
 
     __slots__ = ("key", "attrs", "kind", "default", "merge", "copy", "encode", "decode", "_multi", "_keys",
-                 "_attrs")
+                 "_attrs", "optional")
 
     merge: Callable[[Any, Any, Any], Any]
     copy: Callable[[Any], Any]
@@ -230,12 +233,17 @@ class Field:
         copy: Callable[[Any], Any] | None = None,
         encode: Callable[[Any, Any], Any] | None = None,
         decode: Callable[..., Any] | None = None,
+        optional: tuple[str, ...] = (),
     ) -> None:
         if kind not in KINDS:
             raise TypeError(f"unknown state field kind {kind!r}; known: {sorted(KINDS)}")
         k = KINDS[kind]
         self.key = key
         self._keys = key if isinstance(key, tuple) else (key,)
+        if not set(optional) <= set(self._keys):
+            raise TypeError(f"optional keys {optional!r} are not keys of the field {key!r}")
+        #: keys omitted from the JSON while None (and read as None when absent)
+        self.optional = frozenset(optional)
         if attrs is None:
             if isinstance(key, tuple):
                 raise TypeError("a field with several keys needs attrs")
@@ -273,14 +281,15 @@ class Field:
     def to_json(self, acc: Any) -> Iterator[tuple[str, Any]]:
         """``(key, JSON value)`` pairs of this field."""
         out = self.encode(self.get(acc), acc)
-        if isinstance(self.key, tuple):
-            yield from zip(self._keys, out)
-        else:
-            yield self.key, out
+        pairs = zip(self._keys, out) if isinstance(self.key, tuple) else [(self.key, out)]
+        for k, v in pairs:
+            if v is not None or k not in self.optional:
+                yield k, v
 
     def from_json(self, state: Mapping[str, Any], acc: Any, loaded: Mapping[str, Any]) -> Any:
         """The decoded value; ``ValueError`` naming the key on anything malformed."""
-        raw = tuple(state[k] for k in self._keys) if isinstance(self.key, tuple) else state[self.key]
+        get = state.get if self.optional else state.__getitem__
+        raw = tuple(get(k) for k in self._keys) if isinstance(self.key, tuple) else get(self.key)
         try:
             return self.decode(raw, acc, loaded)
         except ValueError as exc:
