@@ -87,6 +87,19 @@ from streammetrics.core.validation import (
 from streammetrics.kernels import ranking
 from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning
 from streammetrics.kernels.exact_sum import LogLossSum
+from streammetrics.kernels.exact_weights import (
+    UNIT,
+    WHOLE_MAX,
+    all_whole,
+    decode_residues,
+    encode_residues,
+    grouped_units,
+    is_whole,
+    to_units,
+    units_of,
+    value_of,
+    values_of,
+)
 from streammetrics.kernels.histogram import (
     MAX_TOTAL_WEIGHT,
     ScoreHistogram,
@@ -97,7 +110,8 @@ from streammetrics.kernels.histogram import (
     rebuild,
     summed,
 )
-from streammetrics.kernels.histogram_json import pack_dicts, pack_flat, unpack_flat
+from streammetrics.kernels.histogram import to_units as hists_to_units
+from streammetrics.kernels.histogram_json import pack_flat, unpack_flat
 from streammetrics.metrics.confusion import ConfusionMatrix, _array_kind
 from streammetrics.metrics.rows import Columns
 from streammetrics.metrics.score_columns import (
@@ -108,6 +122,9 @@ from streammetrics.metrics.score_columns import (
     average_scores,
     binary_auc,
     check_average,
+    flat_units,
+    pack_flat_sums,
+    pack_sums,
     rounded_exact_bounds,
     warn_no_events,
 )
@@ -122,6 +139,7 @@ _LOG_LOSS_SUM_TOL = 1e-8 + math.sqrt(_EPS)
 _ROW_BLOCK = 1 << 16  # rows per block in batch rank computations
 _log = math.log
 _add = operator.add
+_MAX_UNITS = units_of(MAX_TOTAL_WEIGHT)  # MAX_TOTAL_WEIGHT in units (kernels.exact_weights)
 
 
 # ----------------------------------------------------------------------------- declared state
@@ -136,9 +154,10 @@ def _fresh_h(acc: Any) -> tuple[Binning, list]:
 
 
 def _decode_h(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple[Binning, list]:
+    """The pair histograms from (bins_per_octave, histograms, histograms_residues)."""
     k = _k(acc)
-    events, weights = loaded["events"], loaded["weights"]
-    binning, flat = acc._decode_hists(raw, k * k, k * sum(events))
+    events, weights = loaded["events"], values_of(loaded["weights"])
+    binning, flat = acc._decode_hists(raw[:2], k * k, k * sum(events))
     ids, _, w = flat
     sizes = np.bincount(ids, minlength=k * k).reshape(k, k)
     totals = np.bincount(ids, weights=w, minlength=k * k).reshape(k, k)
@@ -147,6 +166,7 @@ def _decode_h(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple[Binning,
             raise ValueError(f"a histogram of class {t} has more keys than the class has events")
         if np.abs(totals[t] - weights[t]).max() > 1e-9 * max(1.0, weights[t]):
             raise ValueError(f"a histogram of class {t} does not sum to weights[{t}]")
+    flat = flat_units(flat, raw[2], "histograms_residues")[0]
     h = [[ScoreHistogram(binning) for _ in range(k)] for _ in range(k)]
     rebuild([x for row in h for x in row], binning, flat)
     return binning, h
@@ -210,28 +230,40 @@ def _merge_all(mine: tuple, theirs: tuple, acc: Any) -> tuple:
     return binning, mine[1], obinning, m_ovr
 
 
+def _encode_set(binning: Binning, hists: list[ScoreHistogram], units: bool) -> tuple:
+    """(bins_per_octave, packed set, residues) of a histogram set (see ``pack_sums``)."""
+    per_octave = None if binning.exact else binning.per_octave  # type: ignore[attr-defined]  # a log grid
+    return (per_octave, *pack_sums([h.weights for h in hists], binning.exact, units))
+
+
 def _encode_all(v: tuple, acc: Any) -> tuple:
     binning, h, obinning, ovr = v
-    ovr_json = (None, None) if binning.exact else acc._encode_set(obinning, _ovr_list(ovr))
-    return (*acc._encode_set(binning, _pairs(h)), *ovr_json)
+    units = acc._units
+    per_octave, packed, residues = _encode_set(binning, _pairs(h), units)
+    ovr_json = (None, None, None) if binning.exact else _encode_set(obinning, _ovr_list(ovr), units)
+    return per_octave, packed, ovr_json[0], ovr_json[1], residues, ovr_json[2]
 
 
 def _decode_all(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple:
-    binning, h = _decode_h(raw[:2], acc, loaded)
+    """(bins_per_octave, histograms, ovr_bins_per_octave, ovr_histograms, histograms_residues,
+    ovr_histograms_residues): each set in units mode when it has residues or a weight that
+    is not whole (``_check_state`` then puts the whole accumulator in units mode)."""
+    binning, h = _decode_h((raw[0], raw[1], raw[4]), acc, loaded)
     if binning.exact:
-        if raw[2] is not None or raw[3] is not None:
+        if raw[2] is not None or raw[3] is not None or raw[5] is not None:
             raise ValueError("ovr_histograms must be null while the pair histograms are exact (their sums)")
         return (binning, h, *_fresh_ovr(acc))
     if raw[3] is None:
         raise ValueError("ovr_histograms must be a packed set once the pair histograms are on a grid")
-    return (binning, h, *_decode_ovr(raw[2:], acc, loaded))
+    return (binning, h, *_decode_ovr((raw[2], raw[3], raw[5]), acc, loaded))
 
 
 def _decode_ovr(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple[Binning, tuple[list, list]]:
+    """The one-vs-rest set from (ovr_bins_per_octave, ovr_histograms, ovr_histograms_residues)."""
     k = _k(acc)
-    events, weights = loaded["events"], loaded["weights"]
+    events, weights = loaded["events"], values_of(loaded["weights"])
     count, total = sum(events), math.fsum(weights)
-    binning, flat = acc._decode_hists(raw, 2 * k, k * count)
+    binning, flat = acc._decode_hists(raw[:2], 2 * k, k * count)
     ids, _, w = flat
     sizes = np.bincount(ids, minlength=2 * k).reshape(k, 2)
     totals = np.bincount(ids, weights=w, minlength=2 * k).reshape(k, 2)
@@ -241,6 +273,7 @@ def _decode_ovr(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple[Binnin
             raise ValueError(f"a one-vs-rest histogram of class {c} has more keys than events")
         if abs(totals[c, 1] - weights[c]) > tol or abs(totals[c, 0] - (total - weights[c])) > tol:
             raise ValueError(f"the one-vs-rest histograms of class {c} do not match the class weights")
+    flat = flat_units(flat, raw[2], "ovr_histograms_residues")[0]
     value = _fresh_ovr(acc)[1]
     rebuild(_ovr_list(value), binning, flat)
     return binning, value
@@ -265,8 +298,8 @@ def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
     if not acc._exact:
         flat, binning = fit_flat(flat, binning, acc._finest, acc._max_exact, acc._max_bins)
     out["bins_per_octave"] = None if binning.exact else binning.per_octave  # type: ignore[attr-defined]  # a log grid
-    out["histograms"] = pack_flat(flat, k * k, binning.exact)
-    out["ovr_bins_per_octave"] = out["ovr_histograms"] = None
+    out["histograms"], out["histograms_residues"] = pack_flat_sums(flat, k * k, binning.exact)
+    out["ovr_bins_per_octave"] = out["ovr_histograms"] = out["ovr_histograms_residues"] = None
     if not binning.exact:  # the one-vs-rest set: the sums of the pair histograms, fitted on its own
         ovr_binning: Binning = ExactBinning() if acc._exact else LogGridBinning(acc._finest)
         grid_hists = [ScoreHistogram(ovr_binning) for _ in range(k * k)]
@@ -276,7 +309,7 @@ def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
         if not acc._exact:
             ovr_flat, ovr_binning = fit_flat(ovr_flat, ovr_binning, acc._finest, acc._max_exact, acc._max_bins)
         out["ovr_bins_per_octave"] = None if ovr_binning.exact else ovr_binning.per_octave  # type: ignore[attr-defined]  # a log grid
-        out["ovr_histograms"] = pack_flat(ovr_flat, 2 * k, ovr_binning.exact)
+        out["ovr_histograms"], out["ovr_histograms_residues"] = pack_flat_sums(ovr_flat, 2 * k, ovr_binning.exact)
     cells = state["cells"]
     if not isinstance(cells, list) or not all(
             isinstance(c, list) and len(c) == 3 and type(c[0]) is int and type(c[1]) is int
@@ -289,22 +322,40 @@ def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
     return out
 
 
-def _decode_weights(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> list:
-    weights = decode_list(raw, "weight", _k(acc))
-    if math.fsum(weights) > MAX_TOTAL_WEIGHT:
+def _encode_sums(v: list, acc: Any) -> tuple[list, list | None]:
+    """A list of summed weights as its floats and their residues (units mode only)."""
+    if not acc._units:
+        return list(v), None
+    return values_of(v), encode_residues(v)
+
+
+def _decode_sums(raw: tuple, n: int, name: str) -> list:
+    """``n`` summed weights from (floats, residues): units when residues are present or a
+    value is not whole (``_check_state`` then puts the accumulator in units mode), else floats."""
+    values, residues = raw
+    floats = decode_list(values, "weight", n)
+    units = decode_residues(residues, floats, f"{name}_residues")
+    if units is None and not all(is_whole(v) for v in floats):
+        units = [units_of(v) for v in floats]
+    return floats if units is None else units
+
+
+def _decode_weights(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> list:
+    weights = _decode_sums(raw, _k(acc), "weights")
+    if math.fsum(values_of(weights)) > MAX_TOTAL_WEIGHT:
         raise ValueError(f"weights sum to more than {MAX_TOTAL_WEIGHT:g}")
     return weights
 
 
 def _tolerance(loaded: Mapping[str, Any]) -> tuple[float, float]:
-    total = math.fsum(loaded["weights"])
+    total = math.fsum(values_of(loaded["weights"]))
     return total, 1e-9 * max(1.0, total)
 
 
-def _decode_ranks(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> list:
-    ranks = decode_list(raw, "weight", _k(acc))
+def _decode_ranks(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> list:
+    ranks = _decode_sums(raw, _k(acc), "ranks")
     total, tol = _tolerance(loaded)
-    if abs(math.fsum(ranks) - total) > tol:
+    if abs(math.fsum(values_of(ranks)) - total) > tol:
         raise ValueError("ranks do not sum to the total weight")
     return ranks
 
@@ -315,16 +366,24 @@ def _merge_top1(mine: list | None, theirs: list | None, acc: Any) -> list | None
     return [mine[0] + theirs[0], mine[1] + theirs[1], mine[2] or theirs[2]]
 
 
-def _decode_top1(top1: Any, acc: Any, loaded: Mapping[str, Any]) -> list | None:
+def _encode_top1(v: list | None, acc: Any) -> tuple[list | None, list | None]:
+    if v is None:
+        return None, None
+    values, residues = _encode_sums(v[:2], acc)
+    return [*values, v[2]], residues
+
+
+def _decode_top1(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> list | None:
+    top1, residues = raw
     if _k(acc) != 2:
-        if top1 is not None:
+        if top1 is not None or residues is not None:
             raise ValueError("must be null for more than two classes")
         return None
     if not (isinstance(top1, list) and len(top1) == 3 and type(top1[2]) is bool):
         raise ValueError(f"must be [hits at 0.5, hits at 0, bool], got {describe(top1)}")
-    out = [*decode_list(top1[:2], "weight", 2), top1[2]]
+    out = [*_decode_sums((top1[:2], residues), 2, "binary_top1"), top1[2]]
     total, tol = _tolerance(loaded)
-    if max(out[:2]) > total + tol:
+    if max(values_of(out[:2])) > total + tol:
         raise ValueError("hits exceed the total weight")
     return out
 
@@ -362,19 +421,20 @@ def _decode_unnormalised(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> list:
 
 def _merge_cells(mine: dict, theirs: dict, acc: Any) -> dict:
     for key, w in theirs.items():
-        mine[key] = mine.get(key, 0.0) + w
+        mine[key] = mine.get(key, 0) + w  # (0: an int in units mode, 0 + w a float else)
     return mine
 
 
-def _encode_cells(cells: dict, acc: Any) -> dict[str, Any]:
+def _encode_cells(cells: dict, acc: Any) -> tuple[dict[str, Any], list | None]:
     k = _k(acc)
-    return pack_dicts([{t * k + p: w for (t, p), w in cells.items()}], False)
+    return pack_sums([{t * k + p: w for (t, p), w in cells.items()}], False, acc._units)
 
 
-def _decode_cells(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> dict[tuple[int, int], float]:
-    events, weights = loaded["events"], loaded["weights"]
+def _decode_cells(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> dict[tuple[int, int], Any]:
+    """The cells from (packed cells, cells_residues): units as ``flat_units`` says."""
+    events, weights = loaded["events"], values_of(loaded["weights"])
     k = len(events)
-    _, keys, w = unpack_flat(raw, 1, False, min(k * k, sum(events)), positive=False)
+    ids, keys, w = unpack_flat(raw[0], 1, False, min(k * k, sum(events)), positive=False)
     if len(keys) and (keys[0] < 0 or keys[-1] >= k * k):
         raise ValueError(f"cell indices must be true * {k} + argmax in [0, {k * k})")
     t = keys // k
@@ -384,7 +444,14 @@ def _decode_cells(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> dict[tuple[i
     for c in range(k):
         if abs(rows[c] - weights[c]) > 1e-9 * max(1.0, weights[c]):
             raise ValueError(f"cells of class {c} do not sum to weights[{c}]")
+    w = flat_units((ids, keys, w), raw[1], "cells_residues")[0][2]
     return {(int(x) // k, int(x) % k): v for x, v in zip(keys.tolist(), w.tolist())}
+
+
+def _add_lists(mine: list, theirs: list, acc: Any) -> list:
+    for i, v in enumerate(theirs):
+        mine[i] += v
+    return mine
 
 
 def _copy_opt(v: list | None) -> list | None:
@@ -395,13 +462,18 @@ _MULTICLASS_STATE = (
     # events per true class (zero weights included) and summed weight per true class
     Field("events", lambda acc: [0] * _k(acc), "counts",
           decode=lambda raw, acc, ld: decode_list(raw, "count", _k(acc))),
-    Field("weights", lambda acc: [0.0] * _k(acc), "weights", decode=_decode_weights),
+    # (the summed weights below are floats while every weight is whole, else exact units
+    # (kernels.exact_weights): written as floats, plus optional residues when not exact)
+    Field(("weights", "weights_residues"), lambda acc: [0.0] * _k(acc), attrs="_weights", merge=_add_lists,
+          copy=list, encode=_encode_sums, decode=_decode_weights, optional=("weights_residues",)),
     # weight of events whose true class has rank r in its row
-    Field("ranks", lambda acc: [0.0] * _k(acc), "weights", decode=_decode_ranks),
+    Field(("ranks", "ranks_residues"), lambda acc: [0.0] * _k(acc), attrs="_ranks", merge=_add_lists, copy=list,
+          encode=_encode_sums, decode=_decode_ranks, optional=("ranks_residues",)),
     # two classes: weight of top-1 hits of scikit-learn's binary rule at the thresholds
     # 0.5 and 0, and whether a score of classes[1] outside [0, 1] was seen
-    Field("binary_top1", lambda acc: [0.0, 0.0, False] if _k(acc) == 2 else None, attrs="_top1",
-          merge=_merge_top1, copy=_copy_opt, encode=lambda v, acc: _copy_opt(v), decode=_decode_top1),
+    Field(("binary_top1", "binary_top1_residues"), lambda acc: [0.0, 0.0, False] if _k(acc) == 2 else None,
+          attrs="_top1", merge=_merge_top1, copy=_copy_opt, encode=_encode_top1, decode=_decode_top1,
+          optional=("binary_top1_residues",)),
     # exact (kernels.exact_sum): the rounded sum and the rest of its expansion (order-independent)
     Field(("log_loss_sum", "log_loss_residue"), lambda acc: LogLossSum(), attrs="_log_loss_sum",
           merge=lambda a, b, acc: a.merge(b), copy=lambda v: v.copy(), encode=_encode_log_loss,
@@ -412,17 +484,18 @@ _MULTICLASS_STATE = (
     # rows failing roc_auc's / log_loss's sum-to-1 test
     Field("unnormalised_rows", lambda acc: [0, 0], "counts", attrs="_unnormalised", decode=_decode_unnormalised),
     # (true, argmax) -> weight, packed: keys true * K + argmax (see kernels.histogram_json)
-    Field("cells", lambda acc: {}, attrs="_cells", merge=_merge_cells, copy=dict,
-          encode=_encode_cells, decode=_decode_cells),
+    Field(("cells", "cells_residues"), lambda acc: {}, attrs="_cells", merge=_merge_cells, copy=dict,
+          encode=_encode_cells, decode=_decode_cells, optional=("cells_residues",)),
     # the binning in force (null: exact scores) and H[t][c], the column-c scores of the
     # events of true class t, packed (histogram id t * K + c); and the one-vs-rest set (OvR
     # and micro AUC, average precision): per column c the scores of the events of the other
     # classes N[c] and of class c P[c] (id 2 c + is_c), in a budget of its own, so that they
     # keep their resolution however many pair histograms there are; not kept (null) while
     # the pair histograms are exact: it is then their sums. One field: merged together.
-    Field(("bins_per_octave", "histograms", "ovr_bins_per_octave", "ovr_histograms"), _fresh_all,
+    Field(("bins_per_octave", "histograms", "ovr_bins_per_octave", "ovr_histograms", "histograms_residues",
+           "ovr_histograms_residues"), _fresh_all,
           attrs=("_binning", "_h", "_obinning", "_ovr"), merge=_merge_all, copy=_copy_all,
-          encode=_encode_all, decode=_decode_all),
+          encode=_encode_all, decode=_decode_all, optional=("histograms_residues", "ovr_histograms_residues")),
 )
 
 
@@ -491,6 +564,8 @@ class MulticlassScores(ScoreColumns):
         return [x for row in self._h for x in row]
 
     def _refresh(self) -> None:
+        # units mode (kernels.exact_weights): every summed weight is an int of units then
+        self._units = self._weights[0].__class__ is int
         self._hw = [[h.weights for h in row] for row in self._h]
         self._key = None if self._binning.exact else self._binning.key
         self._entries = sum(len(d) for row in self._hw for d in row)
@@ -527,8 +602,65 @@ class MulticlassScores(ScoreColumns):
 
     def _check_merge(self, other: Accumulator) -> None:
         assert isinstance(other, MulticlassScores)
-        if math.fsum(self._weights) + math.fsum(other._weights) > MAX_TOTAL_WEIGHT:
+        if math.fsum(values_of(self._weights)) + math.fsum(values_of(other._weights)) > MAX_TOTAL_WEIGHT:
             raise ValueError(f"merged weight would exceed {MAX_TOTAL_WEIGHT:g}")
+
+    # ------------------------------------------------------------------ exact weight sums
+    def _to_units(self) -> None:
+        """Switch to units mode: every summed weight (class weights, ranks, binary top-1
+        hits, cells, both histogram sets) converted exactly to units of ``2**-1074``. The
+        state (its JSON) does not change; later weights are summed exactly."""
+        self._weights = [to_units(x) for x in self._weights]
+        self._ranks = [to_units(x) for x in self._ranks]
+        if self._top1 is not None:
+            self._top1 = [to_units(self._top1[0]), to_units(self._top1[1]), self._top1[2]]
+        self._cells = {key: to_units(x) for key, x in self._cells.items()}
+        hists_to_units(self._hist_list())
+        hists_to_units(_ovr_list(self._ovr))
+        self._refresh()
+
+    def merge(self, other: Accumulator) -> "MulticlassScores":
+        """Fold ``other`` in (see :class:`~streammetrics.core.accumulator.Accumulator`); a
+        side in float mode is first brought to units mode when the other is in units mode
+        (``other`` itself is never changed: a copy of it is)."""
+        if isinstance(other, MulticlassScores) and other._units != self._units:
+            if self._units:
+                other = other.copy()
+                other._to_units()
+            else:
+                self._to_units()  # the same state, in units
+        return super().merge(other)
+
+    def _check_state(self, loaded: dict[str, Any]) -> None:
+        """Decode rule of exact weight sums: units mode for every container as soon as one
+        of them is (a residue, or a summed weight that is not whole), else float mode."""
+        top1 = loaded["binary_top1"]
+        _, h, _, ovr = loaded["bins_per_octave"]
+        hists = [x for row in h for x in row] + _ovr_list(ovr)
+        # each container was decoded all in units or all in floats: its first value tells
+        firsts = [loaded["weights"][0], loaded["ranks"][0], next(iter(loaded["cells"].values()), 0.0),
+                  *(top1[:1] if top1 is not None else ()),
+                  *(next(iter(x.weights.values())) for x in hists if x.weights)]
+        if not any(x.__class__ is int for x in firsts):
+            return
+        loaded["weights"] = [to_units(x) for x in loaded["weights"]]
+        loaded["ranks"] = [to_units(x) for x in loaded["ranks"]]
+        if top1 is not None:
+            loaded["binary_top1"] = [to_units(top1[0]), to_units(top1[1]), top1[2]]
+        loaded["cells"] = {key: to_units(x) for key, x in loaded["cells"].items()}
+        hists_to_units(hists)
+
+    def _weight_values(self) -> list[float]:
+        """The class weights as floats (correctly rounded in units mode)."""
+        return values_of(self._weights) if self._units else self._weights
+
+    def _predicted_weights(self) -> list[float]:
+        """Weight per arg-max class (column sums of the cells), exact then rounded."""
+        k = _k(self)
+        out: list[Any] = [0] * k if self._units else [0.0] * k
+        for (_, p), w in self._cells.items():  # (exact in either mode: any order)
+            out[p] += w
+        return values_of(out)
 
     @classmethod
     def _check_config(cls, config: Mapping[str, Any]) -> None:
@@ -552,7 +684,7 @@ class MulticlassScores(ScoreColumns):
     @property
     def total_weight(self) -> float:  # type: ignore[override]  # a read-only property over the declared state
         """Summed weight of the events seen."""
-        return float(sum(self._weights))
+        return value_of(sum(self._weights)) if self._units else float(sum(self._weights))
 
     def _see_outside(self, lo: float, hi: float) -> None:
         if self._outside is None:
@@ -577,9 +709,18 @@ class MulticlassScores(ScoreColumns):
         row = cols.row(scores, "scores")
         if weight.__class__ is not float or not 0.0 <= weight < _INF:
             weight = check_weight(weight)
-        total = self._weights[t] + weight
-        if total > MAX_TOTAL_WEIGHT:
-            raise ValueError(f"weight {weight!r} would make the class weight exceed {MAX_TOTAL_WEIGHT:g}")
+        if self._units or (weight != 1.0 and not (weight.is_integer() and weight <= WHOLE_MAX)):
+            add: Any = UNIT if weight == 1.0 else units_of(weight)  # exact sums (kernels.exact_weights)
+            total = to_units(self._weights[t]) + add
+            if total > _MAX_UNITS:
+                raise ValueError(f"weight {weight!r} would make the class weight exceed {MAX_TOTAL_WEIGHT:g}")
+            if not self._units:
+                self._to_units()  # the same state, in units
+        else:  # float mode: every weight so far whole, sums exact as floats
+            add = weight
+            total = self._weights[t] + weight
+            if total > MAX_TOTAL_WEIGHT:
+                raise ValueError(f"weight {weight!r} would make the class weight exceed {MAX_TOTAL_WEIGHT:g}")
         # ---- nothing below can fail
         if weight:
             # H[t][c] and the one-vs-rest N[c] / P[c] (c == t): one key when both sets are on
@@ -591,10 +732,10 @@ class MulticlassScores(ScoreColumns):
                     s += 0.0
                     old = d.get(s)
                     if old is None:
-                        d[s] = weight
+                        d[s] = add
                         new += 1
                     else:
-                        d[s] = old + weight
+                        d[s] = old + add
             else:
                 same = self._same_key
                 assert key is not None  # pairs on a grid
@@ -603,19 +744,19 @@ class MulticlassScores(ScoreColumns):
                     d = hw[c]
                     old = d.get(k)
                     if old is None:
-                        d[k] = weight
+                        d[k] = add
                         new += 1
                     else:
-                        d[k] = old + weight
+                        d[k] = old + add
                     if not same:
                         k = s + 0.0 if okey is None else okey(s)
                     d = ow[c][c == t]
                     old = d.get(k)
                     if old is None:
-                        d[k] = weight
+                        d[k] = add
                         onew += 1
                     else:
-                        d[k] = old + weight
+                        d[k] = old + add
             if new or onew:
                 self._entries += new
                 self._oentries += onew
@@ -628,17 +769,17 @@ class MulticlassScores(ScoreColumns):
         for c, s in enumerate(row):
             if s > st or (s == st and c > t):
                 rank += 1
-        self._ranks[rank] += weight
+        self._ranks[rank] += add
         lo, hi = min(row), max(row)
         cell = (t, row.index(hi))
-        self._cells[cell] = self._cells.get(cell, 0.0) + weight
+        self._cells[cell] = self._cells.get(cell, 0) + add  # (0 + a float is a float)
         top1 = self._top1
         if top1 is not None:
             s1, is1 = row[1], t == 1
             if (s1 > 0.5) == is1:
-                top1[0] += weight
+                top1[0] += add
             if (s1 > 0.0) == is1:
-                top1[1] += weight
+                top1[1] += add
             if not 0.0 <= s1 <= 1.0:
                 top1[2] = True
         if lo >= 0.0 and hi <= 1.0:
@@ -687,15 +828,25 @@ class MulticlassScores(ScoreColumns):
         if n == 0:
             return self
         k = len(self._cols.names)
-        class_w = np.bincount(t, weights=w, minlength=k).astype(np.float64)
-        totals = [a + b for a, b in zip(self._weights, class_w.tolist())]
-        if max(totals) > MAX_TOTAL_WEIGHT:
-            raise ValueError(f"sample_weight would make a class weight exceed {MAX_TOTAL_WEIGHT:g}")
-        flat, binning = self._batch_flat(S, lambda c: t, k, k, list(range(k)), w)
+        # units mode (exact sums, kernels.exact_weights) once a weight is not whole
+        units = self._units or (w is not None and not all_whole(w))
+        wu = (np.ones(n) if w is None else w) if units else None
+        totals: list[Any]
+        if wu is not None:
+            class_u = _grouped(t, wu)
+            totals = [to_units(a) + class_u.get(c, 0) for c, a in enumerate(self._weights)]
+            if max(totals) > _MAX_UNITS:
+                raise ValueError(f"sample_weight would make a class weight exceed {MAX_TOTAL_WEIGHT:g}")
+        else:
+            class_w = np.bincount(t, weights=w, minlength=k).astype(np.float64)
+            totals = [a + b for a, b in zip(self._weights, class_w.tolist())]
+            if max(totals) > MAX_TOTAL_WEIGHT:
+                raise ValueError(f"sample_weight would make a class weight exceed {MAX_TOTAL_WEIGHT:g}")
+        flat, binning = self._batch_flat(S, lambda c: t, k, k, list(range(k)), w, units=units)
 
         def ovr_batch(state: Binning) -> tuple:
             return self._batch_flat(S, lambda c: (t == c).astype(np.int64), 2, 1, [2 * c for c in range(k)], w,
-                                    state)
+                                    state, units)
 
         oflat = None if self._binning.exact else ovr_batch(self._obinning)
         rows = np.arange(n)
@@ -703,13 +854,20 @@ class MulticlassScores(ScoreColumns):
         rank = _ranks(S, t, st)
         argmax = S.argmax(axis=1)
         code = t * k + argmax
-        cell_w = np.bincount(code, weights=w, minlength=k * k)
-        cell_n = np.bincount(code, minlength=k * k)
-        top1 = None
+        cells: dict[int, Any]  # cell code -> weight added (cells of zero-weight events too)
+        if wu is not None:
+            cells = _grouped(code, wu)
+        else:
+            cell_w = np.bincount(code, weights=w, minlength=k * k)
+            cells = {c: float(cell_w[c]) for c in np.flatnonzero(np.bincount(code, minlength=k * k)).tolist()}
+        top1: list | None = None
         if self._top1 is not None:
             s1, is1 = S[:, 1], t == 1
             hits = [(s1 > 0.5) == is1, (s1 > 0.0) == is1]
-            top1 = [float(h.sum()) if w is None else float(w[h].sum()) for h in hits]
+            if wu is not None:
+                top1 = [sum(_grouped(np.zeros(int(h.sum()), np.int64), wu[h]).values()) for h in hits]
+            else:
+                top1 = [float(h.sum()) if w is None else float(w[h].sum()) for h in hits]
             top1.append(bool(((s1 < 0.0) | (s1 > 1.0)).any()))
         inside = (S >= 0.0).all(axis=1) & (S <= 1.0).all(axis=1)
         ww = inside.astype(np.float64) if w is None else np.where(inside, w, 0.0)
@@ -725,8 +883,11 @@ class MulticlassScores(ScoreColumns):
         d = np.abs(1.0 - total_s)
         unnorm = [int(np.count_nonzero(~(d <= 1e-8 + 1e-5 * np.abs(total_s)))),
                   int(np.count_nonzero(~(d <= _LOG_LOSS_SUM_TOL)))]
-        rank_w = np.bincount(rank, weights=w, minlength=k)
+        rank_w: dict[int, Any] = _grouped(rank, wu) if wu is not None else dict(
+            enumerate(np.bincount(rank, weights=w, minlength=k).tolist()))
         # ---- commit: nothing below can fail
+        if units and not self._units:
+            self._to_units()  # the same state, in units
         if oflat is not None:
             self._obinning, self._oentries = self._add_set(_ovr_list(self._ovr), self._obinning, self._oentries,
                                                            *oflat)
@@ -742,11 +903,11 @@ class MulticlassScores(ScoreColumns):
                                                *ovr_batch(ExactBinning()))[0]
                 self._ovr = pre
         self._refresh()
-        for r, v in enumerate(rank_w.tolist()):
+        for r, v in rank_w.items():
             self._ranks[r] += v
-        for c in np.flatnonzero(cell_n).tolist():
+        for c, v in cells.items():
             cell = (c // k, c % k)
-            self._cells[cell] = self._cells.get(cell, 0.0) + float(cell_w[c])
+            self._cells[cell] = self._cells.get(cell, 0) + v
         if top1 is not None:
             mine = self._top1
             assert mine is not None  # two classes: both are lists
@@ -780,7 +941,9 @@ class MulticlassScores(ScoreColumns):
             )
         total = self.total_weight
         if self._top1 is not None and k == 1:
-            hits = self._top1[1] if self._top1[2] else self._top1[0]
+            hits = values_of([self._top1[1] if self._top1[2] else self._top1[0]])[0]
+        elif self._units:  # exact, then rounded
+            hits = value_of(sum(self._ranks[: min(k, n_classes)]))
         else:
             hits = math.fsum(self._ranks[: min(k, n_classes)])
         if not normalize:
@@ -816,7 +979,8 @@ class MulticlassScores(ScoreColumns):
         """:class:`~streammetrics.ConfusionMatrix` (``labels=classes``) of the arg-max
         predictions (ties: the first maximal score, as ``numpy.argmax``)."""
         names = self._cols.names
-        counts = {(names[t], names[p]): w for (t, p), w in self._cells.items()}
+        cells = self._cells
+        counts = dict(zip([(names[t], names[p]) for t, p in cells], values_of(list(cells.values()))))
         return ConfusionMatrix._from_counts(list(names), counts, self.count)
 
     # ------------------------------------------------------------------ ranking
@@ -874,7 +1038,7 @@ class MulticlassScores(ScoreColumns):
             return nan, nan, nan
         if multi_class == "ovo":
             return self._ovo(average, bounds)
-        class_w = np.asarray(self._weights, dtype=np.float64)
+        class_w = np.asarray(self._weight_values(), dtype=np.float64)
         if average == "weighted" and abs(float(class_w.sum())) <= 1e-8:
             return 0.0, 0.0, 0.0  # scikit-learn: weights summing to ~0 give 0, unchecked
         view = self._ovr_view()
@@ -896,7 +1060,8 @@ class MulticlassScores(ScoreColumns):
     def _ovo(self, average: str, bounds: bool) -> tuple[float, float, float]:
         """Hand & Till: the mean (or weight-share weighted mean) over pairs of classes with
         weight of the two one-vs-one AUCs ``(A(a|b) + A(b|a)) / 2``."""
-        present = [c for c, w in enumerate(self._weights) if w > 0]
+        class_w = self._weight_values()
+        present = [c for c, w in enumerate(class_w) if w > 0]
         if len(present) < 2:
             warnings.warn(
                 "ROC AUC (one-vs-one) needs at least two classes with a non-zero weight; "
@@ -914,7 +1079,7 @@ class MulticlassScores(ScoreColumns):
             ab = binary_auc(self._binning, ka, Wa[b], Wa[a], bounds)
             ba = binary_auc(self._binning, kb, Wb[a], Wb[b], bounds)
             pairs.append([(x + y) / 2 for x, y in zip(ab, ba)])
-            prevalence.append((self._weights[a] + self._weights[b]) / total)
+            prevalence.append((class_w[a] + class_w[b]) / total)
         parts = np.asarray(pairs).T
         weights = np.asarray(prevalence) if average == "weighted" else None
         low, high = average_intervals(parts[1], parts[2], average, weights)
@@ -954,7 +1119,7 @@ class MulticlassScores(ScoreColumns):
         if not self.count:
             nan = warn_no_events("average_precision")
             return np.full(k, nan) if average is None else nan
-        class_w = np.asarray(self._weights, dtype=np.float64)
+        class_w = np.asarray(self._weight_values(), dtype=np.float64)
         if average == "weighted" and abs(float(class_w.sum())) <= 1e-8:
             return 0.0
         if average == "micro":
@@ -962,6 +1127,12 @@ class MulticlassScores(ScoreColumns):
             return ranking.average_precision(w[0], w[1])
         values = np.array([ranking.average_precision(neg, pos) for _, neg, pos in self._ovr_columns()])
         return average_scores(values, average, class_w if average == "weighted" else None)
+
+
+def _grouped(keys: np.ndarray, w: np.ndarray) -> dict[int, int]:
+    """Key -> exact weight sum in units of the keys present (zero weights included)."""
+    distinct, units = grouped_units(keys, w)
+    return dict(zip(distinct.tolist(), units))
 
 
 def _ranks(S: np.ndarray, t: np.ndarray, st: np.ndarray) -> np.ndarray:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Callable, ClassVar, Mapping, overload
+from typing import Any, Callable, ClassVar, Mapping, Sequence, overload
 
 import numpy as np
 
@@ -22,6 +22,15 @@ from streammetrics.core.state import describe
 from streammetrics.core.validation import labels_to_json
 from streammetrics.kernels import ranking
 from streammetrics.kernels.binning import MAX_OCTAVES, Binning, ExactBinning, LogGridBinning, binning_from_config
+from streammetrics.kernels.exact_weights import (
+    all_whole,
+    decode_residues,
+    encode_residues,
+    grouped_units,
+    units_of,
+    value_of,
+    values_of,
+)
 from streammetrics.kernels.histogram import (
     ScoreHistogram,
     add_flat,
@@ -33,10 +42,10 @@ from streammetrics.kernels.histogram import (
     rebuild,
     regrid_flat,
 )
-from streammetrics.kernels.histogram_json import pack_dicts, unpack_flat
+from streammetrics.kernels.histogram_json import pack_dicts, pack_flat, unpack_flat
 
 __all__ = ["ScoreColumns", "average_scores", "average_intervals", "binary_auc", "warn_no_events", "check_average",
-           "DEFAULT_MAX_BINS", "DEFAULT_MAX_EXACT"]
+           "DEFAULT_MAX_BINS", "DEFAULT_MAX_EXACT", "pack_sums", "pack_flat_sums", "flat_units"]
 
 _EPS = float(np.finfo(np.float64).eps)
 
@@ -90,6 +99,50 @@ def warn_no_events(name: str) -> float:
 def check_average(average: Any, options: tuple, what: str) -> None:
     if average not in options:
         raise ValueError(f"average must be one of {options} for {what}, got {average!r}")
+
+
+def pack_sums(weights: Sequence[Mapping], exact: bool, units: bool) -> tuple[dict[str, Any], list | None]:
+    """``(packed, residues)``: :func:`~streammetrics.kernels.histogram_json.pack_dicts` of
+    histograms (or cells) given as ``{key: summed weight}`` dicts, and the residues of their
+    exact sums (:func:`~streammetrics.kernels.exact_weights.encode_residues`, indexed by
+    entry in packed order: histogram, then ascending key; None when every float is exact).
+    ``units``: the sums are units (the accumulator is in units mode), written as their
+    correctly rounded floats; else floats, packed exactly as before (residues None).
+
+    >>> from streammetrics.kernels.exact_weights import units_of
+    >>> packed, residues = pack_sums([{2: units_of(0.1) + units_of(0.2)}, {1: units_of(0.5)}], False, True)
+    >>> packed["weights"], residues
+    ('float64', [[0, [[-4503599627370496, -107]]]])
+    """
+    if not units:
+        return pack_dicts(weights, exact), None
+    floats = [{k: value_of(v) for k, v in w.items()} for w in weights]
+    return pack_dicts(floats, exact), encode_residues([w[k] for w in weights for k in sorted(w)])
+
+
+def pack_flat_sums(flat: Flat, n_hists: int, exact: bool) -> tuple[dict[str, Any], list | None]:
+    """:func:`pack_sums` of a set given flat (weights float64: float mode, or an object
+    array of units: units mode)."""
+    ids, keys, w = flat
+    if w.dtype != object:
+        return pack_flat(flat, n_hists, exact), None
+    units = w.tolist()
+    return pack_flat((ids, keys, np.asarray(values_of(units), dtype=np.float64)), n_hists, exact), \
+        encode_residues(units)
+
+
+def flat_units(flat: Flat, residues: Any, name: str) -> tuple[Flat, bool]:
+    """``(flat, units)`` of a decoded packed set (see :func:`pack_sums`) and its residues
+    (``name``: their state key): weights as an object array of exact units when residues
+    are present or a weight is not a whole number (units mode), else unchanged (float
+    mode). ``ValueError`` naming ``name`` on malformed residues."""
+    ids, keys, w = flat
+    units = decode_residues(residues, w.tolist(), name)
+    if units is None:
+        if all_whole(w):
+            return flat, False
+        units = [units_of(v) for v in w.tolist()]
+    return (ids, keys, _objects(units)), True
 
 
 # ----------------------------------------------------------------------------- accumulator
@@ -229,14 +282,16 @@ class ScoreColumns(Accumulator):
 
     def _batch_flat(
         self, S: np.ndarray, groups_of: Callable[[int], np.ndarray], n_groups: int, stride: int,
-        offsets: list[int], w: np.ndarray | None, state: Binning | None = None,
+        offsets: list[int], w: np.ndarray | None, state: Binning | None = None, units: bool = False,
     ) -> tuple[Flat, Binning]:
         """The histogram entries a validated batch adds, flat (see
         :func:`~streammetrics.kernels.histogram.flatten`), and their binning: column ``c``'s
         score of row ``i`` goes to histogram ``groups_of(c)[i] * stride + offsets[c]``
         (groups in ``[0, n_groups)``). Exact while the batch alone fits ``max_exact`` and
         the set (binning ``state``, default the main one) is exact, else on the set's grid
-        (or the finest), coarsened as the batch alone needs. Zero weights add nothing."""
+        (or the finest), coarsened as the batch alone needs. Zero weights add nothing.
+        ``units``: the weights of the entries are exact sums in units (an object array of
+        ints, for a set in units mode; see :mod:`~streammetrics.kernels.exact_weights`)."""
         if w is not None and not w.all():
             keep = w > 0
             S, w = S[keep], w[keep]
@@ -246,19 +301,19 @@ class ScoreColumns(Accumulator):
         if binning.exact and self._finest is not None:
             limit: int = self._max_exact  # type: ignore[assignment]  # an int here
             grid = LogGridBinning(self._finest)
-            flat = _columns_flat(S, groups_of, n_groups, stride, offsets, w, grid)
+            flat = _columns_flat(S, groups_of, n_groups, stride, offsets, w, grid, units=units)
             # exact only if the batch's exact entries fit; a first block of rows that alone
             # does not fit settles it without sorting the whole batch
             m = 2 * limit + 1
             if len(flat[0]) <= limit and (len(S) <= m or _columns_flat(
                     S[:m], lambda c: groups_of(c)[:m], n_groups, stride, offsets, None if w is None else w[:m],
                     binning, limit) is not None):
-                exact = _columns_flat(S, groups_of, n_groups, stride, offsets, w, binning, limit)
+                exact = _columns_flat(S, groups_of, n_groups, stride, offsets, w, binning, limit, units)
                 if exact is not None:
                     return exact, binning
             binning = grid
         else:
-            flat = _columns_flat(S, groups_of, n_groups, stride, offsets, w, binning)
+            flat = _columns_flat(S, groups_of, n_groups, stride, offsets, w, binning, units=units)
         if self._finest is None:
             return flat, binning
         return fit_flat(flat, binning, self._finest, self._max_exact, self._max_bins)  # type: ignore[arg-type]  # ints here
@@ -347,23 +402,24 @@ class ScoreColumns(Accumulator):
 @overload
 def _columns_flat(
     S: np.ndarray, groups_of: Callable[[int], np.ndarray], n_groups: int, stride: int, offsets: list[int],
-    w: np.ndarray | None, binning: Binning,
+    w: np.ndarray | None, binning: Binning, *, units: bool = False,
 ) -> Flat: ...
 
 
 @overload
 def _columns_flat(
     S: np.ndarray, groups_of: Callable[[int], np.ndarray], n_groups: int, stride: int, offsets: list[int],
-    w: np.ndarray | None, binning: Binning, limit: int,
+    w: np.ndarray | None, binning: Binning, limit: int, units: bool = False,
 ) -> Flat | None: ...
 
 
 def _columns_flat(
     S: np.ndarray, groups_of: Callable[[int], np.ndarray], n_groups: int, stride: int, offsets: list[int],
-    w: np.ndarray | None, binning: Binning, limit: int | None = None,
+    w: np.ndarray | None, binning: Binning, limit: int | None = None, units: bool = False,
 ) -> Flat | None:
     """Flat entries of every column of ``S`` keyed on ``binning`` (see ``_batch_flat``);
-    None as soon as they exceed ``limit`` (columns left undone)."""
+    None as soon as they exceed ``limit`` (columns left undone). ``units``: weights as
+    exact sums in units (object arrays, :func:`~streammetrics.kernels.exact_weights.grouped_units`)."""
     parts = []
     found = 0
     for c, offset in enumerate(offsets):
@@ -373,27 +429,39 @@ def _columns_flat(
             order = np.lexsort((keys, col_groups))
             g, k = col_groups[order], keys[order]
             ww = np.ones(len(k)) if w is None else w[order]
-            if len(g) > 1:
-                new = np.empty(len(g), dtype=bool)
+            new = np.empty(len(g), dtype=bool)
+            if len(g):
                 new[0] = True
                 new[1:] = (g[1:] != g[:-1]) | (k[1:] != k[:-1])
+            if units:  # exact sums per run of equal (group, score)
+                seg = np.cumsum(new) - 1
+                starts = np.flatnonzero(new)
+                g, k, ww = g[starts], k[starts], _objects(grouped_units(seg, ww)[1])
+            elif len(g) > 1:
                 starts = np.flatnonzero(new)
                 g, k, ww = g[starts], k[starts], np.add.reduceat(ww, starts)
         else:
-            uniq, table = aggregate(keys, col_groups, n_groups, w)
+            uniq, table = aggregate(keys, col_groups, n_groups, w, exact=units)
             rows, g = np.nonzero(table)
             k, ww = uniq[rows], table[rows, g]
-        parts.append((g.astype(np.int64) * stride + offset, k, ww.astype(np.float64)))
+        parts.append((g.astype(np.int64) * stride + offset, k, ww if units else ww.astype(np.float64)))
         found += len(k)
         if limit is not None and found > limit:
             return None
     if not parts:
-        return np.zeros(0, np.int64), np.zeros(0), np.zeros(0)
+        return np.zeros(0, np.int64), np.zeros(0), np.zeros(0, dtype=object if units else np.float64)
     ids = np.concatenate([p[0] for p in parts])
     keys = np.concatenate([p[1] for p in parts])
     weights = np.concatenate([p[2] for p in parts])
     order = np.lexsort((keys, ids))
     return ids[order], keys[order], weights[order]
+
+
+def _objects(values: list) -> np.ndarray:
+    """An object array of the Python ints ``values`` (exact sums in units)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
 
 
 def rounded_exact_bounds(value: Any, levels: int) -> tuple[Any, Any]:

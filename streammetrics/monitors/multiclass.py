@@ -1,6 +1,7 @@
 """``MulticlassMonitor``: a multiclass classifier's score vectors (``y_true``, ``scores``)."""
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any, Hashable, Mapping, Sequence
 
@@ -9,6 +10,21 @@ import numpy as np
 from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.events.parser import Event
 from streammetrics.kernels.exact_sum import ExactSum, add_rows
+from streammetrics.kernels.exact_weights import (
+    UNIT,
+    WHOLE_MAX,
+    all_whole,
+    decode_residues,
+    encode_residues,
+    grouped_units,
+    is_whole,
+    residue_of,
+    to_units,
+    units_of,
+    value_of,
+    values_of,
+    with_residue,
+)
 from streammetrics.kernels.histogram import MAX_TOTAL_WEIGHT
 from streammetrics.metrics.multiclass_scores import MulticlassScores
 from streammetrics.metrics.score_distribution import ScoreDistribution
@@ -72,6 +88,49 @@ def _decode_sums(raw: tuple, m: Any, loaded: Mapping[str, Any]) -> list | None:
     if not isinstance(residues, list) or len(residues) != _k(m):
         raise ValueError(f"score_sums_residue must be null or a list of {_k(m)} lists, got {describe(residues)}")
     return [ExactSum.from_parts(v, r, "score_sums") for v, r in zip(values, residues)]
+
+
+# prediction_weight and predicted_weights: floats while every weight is whole, else exact
+# units (kernels.exact_weights; both in the same mode); written as floats plus residues
+def _merge_total(mine: float | int, theirs: float | int, m: Any) -> float | int:
+    if mine.__class__ is theirs.__class__:
+        return mine + theirs
+    return to_units(mine) + to_units(theirs)  # one side in units mode: the sum in units
+
+
+def _merge_pweights(mine: list, theirs: list, m: Any) -> list:
+    if mine[0].__class__ is not theirs[0].__class__:
+        return [to_units(a) + to_units(b) for a, b in zip(mine, theirs)]
+    for i, v in enumerate(theirs):
+        mine[i] += v
+    return mine
+
+
+def _encode_total(v: float | int, m: Any) -> tuple[float, list | None]:
+    return (v, None) if v.__class__ is float else (value_of(v), residue_of(v))
+
+
+def _decode_total(raw: tuple, m: Any, loaded: Mapping[str, Any]) -> float | int:
+    value, residue = raw
+    if type(value) not in (int, float) or not 0.0 <= value < math.inf:
+        raise ValueError(f"must be a finite non-negative number, got {describe(value)}")
+    value = float(value)
+    if residue is not None:
+        return with_residue(value, residue, "prediction_weight_residue")
+    return value if is_whole(value) else units_of(value)
+
+
+def _encode_pweights(v: list, m: Any) -> tuple[list, list | None]:
+    return (list(v), None) if v[0].__class__ is float else (values_of(v), encode_residues(v))
+
+
+def _decode_pweights(raw: tuple, m: Any, loaded: Mapping[str, Any]) -> list:
+    values, residues = raw
+    floats = decode_list(values, "weight", _k(m))
+    units = decode_residues(residues, floats, "predicted_weights_residues")
+    if units is None and not all(is_whole(v) for v in floats):
+        units = [units_of(v) for v in floats]
+    return floats if units is None else units
 
 
 def _migrate_v3(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
@@ -221,10 +280,14 @@ class MulticlassMonitor(Monitor):
     migrations = {1: _migrate_v1, 2: _migrate_v2, 3: _migrate_v3}
     state_fields = (
         Field("count", lambda m: 0, "count", attrs="_pcount"),
-        Field("prediction_weight", lambda m: 0.0, "weight", attrs="_ptotal"),
+        # summed weight of the predictions (exact: see _merge_total)
+        Field(("prediction_weight", "prediction_weight_residue"), lambda m: 0.0, attrs="_ptotal",
+              merge=_merge_total, copy=lambda v: v, encode=_encode_total, decode=_decode_total,
+              optional=("prediction_weight_residue",)),
         # weight of the predictions whose arg-max (first maximum) is each class
-        Field("predicted_weights", lambda m: [0.0] * _k(m), "weights", attrs="_pweights",
-              decode=lambda raw, m, ld: decode_list(raw, "weight", _k(m))),
+        Field(("predicted_weights", "predicted_weights_residues"), lambda m: [0.0] * _k(m), attrs="_pweights",
+              merge=_merge_pweights, copy=list, encode=_encode_pweights, decode=_decode_pweights,
+              optional=("predicted_weights_residues",)),
         # per class: sum of weight * score (None: unknown, state from a version-1 dict)
         Field(("score_sums", "score_sums_residue"), lambda m: [ExactSum() for _ in range(_k(m))], attrs="_psums",
               merge=_merge_sums, copy=lambda v: None if v is None else [s.copy() for s in v], encode=_encode_sums,
@@ -240,7 +303,7 @@ class MulticlassMonitor(Monitor):
     )
 
     _pcount: int
-    _ptotal: float
+    _ptotal: float | int  # float mode, or units (kernels.exact_weights)
     _pweights: list
     _psums: list | None
     scores: MulticlassScores
@@ -312,7 +375,37 @@ class MulticlassMonitor(Monitor):
 
     @property
     def total_weight(self) -> float:  # type: ignore[override]  # read-only: weight of the predictions
-        return self._ptotal
+        t = self._ptotal
+        return t if t.__class__ is float else value_of(t)
+
+    @property
+    def predicted_weights(self) -> list[float]:
+        """Weight of the predictions whose arg-max (first maximum) is each class."""
+        return values_of(self._pweights)
+
+    def _check_state(self, loaded: dict[str, Any]) -> None:
+        super()._check_state(loaded)
+        # exact weight sums: both in units mode as soon as one is
+        total, weights = loaded["prediction_weight"], loaded["predicted_weights"]
+        if total.__class__ is int or weights[0].__class__ is int:
+            loaded["prediction_weight"] = to_units(total)
+            loaded["predicted_weights"] = [to_units(x) for x in weights]
+
+    def _add_units(self, pred: np.ndarray | int, w: np.ndarray | float | None) -> None:
+        """Add prediction weights exactly (units mode; switching to it if need be): one
+        weight ``w`` to class ``pred``, or a batch (``w`` None: unit weights)."""
+        if self._ptotal.__class__ is float:
+            self._ptotal = units_of(self._ptotal)  # type: ignore[arg-type]  # a float here
+            self._pweights = [units_of(x) for x in self._pweights]
+        if isinstance(pred, np.ndarray):
+            keys, units = grouped_units(pred, np.ones(len(pred)) if w is None else w)  # type: ignore[arg-type]  # an array
+            for p, u in zip(keys.tolist(), units):
+                self._pweights[p] += u
+            self._ptotal += sum(units)
+        else:
+            u = UNIT if w == 1.0 else units_of(float(w))  # type: ignore[arg-type]  # a float here
+            self._ptotal += u
+            self._pweights[pred] += u
 
     def update_prediction(self, event: Event) -> "MulticlassMonitor":
         s, w = event.scores, event.weight
@@ -326,8 +419,12 @@ class MulticlassMonitor(Monitor):
             raise ValueError(f"weight {w!r} would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
         pred = max(range(len(s)), key=s.__getitem__)
         self._pcount += 1
-        self._ptotal += w
-        self._pweights[pred] += w
+        total = self._ptotal
+        if total.__class__ is float and (w == 1.0 or (w.__class__ is float and w.is_integer() and w <= WHOLE_MAX)):
+            self._ptotal = total + w
+            self._pweights[pred] += w
+        else:
+            self._add_units(pred, w)
         sums = self._psums
         if sums is not None:
             for i, v in enumerate(s):
@@ -368,10 +465,13 @@ class MulticlassMonitor(Monitor):
         if columns is not None and columns[0].total_weight + total > MAX_TOTAL_WEIGHT:
             raise ValueError(f"sample weights would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
         self._pcount += len(events)
-        self._ptotal += total
-        counts = np.bincount(pred, weights=wv, minlength=len(self.classes))
-        for i, v in enumerate(counts.tolist()):
-            self._pweights[i] += v
+        if self._ptotal.__class__ is float and (w is None or all_whole(w)):
+            self._ptotal += total
+            counts = np.bincount(pred, weights=wv, minlength=len(self.classes))
+            for i, v in enumerate(counts.tolist()):
+                self._pweights[i] += v
+        else:
+            self._add_units(pred, w)
         if self._psums is not None:  # exact sums of the per-event terms w * s
             add_rows(self._psums, list((wv[:, None] * S).T))
         if columns is not None:
@@ -409,7 +509,7 @@ class MulticlassMonitor(Monitor):
         sc = self.scores
         cm = sc.confusion()
         out = label_metrics(cm, self.classes)
-        out["count"], out["total_weight"] = self.count, json_number(self._ptotal)
+        out["count"], out["total_weight"] = self.count, json_number(self.total_weight)
         out["top_k_accuracy"] = quiet(sc.top_k_accuracy, k=2) if len(self.classes) > 2 else None
         out["log_loss"] = quiet(sc.log_loss)
         out["roc_auc"] = quiet(sc.roc_auc, multi_class="ovr", average="macro")
@@ -424,11 +524,12 @@ class MulticlassMonitor(Monitor):
         for i, label in enumerate(self.classes):
             if str(label) in per_class:
                 per_class[str(label)]["roc_auc"] = json_number(aucs[i])
-        total = self._ptotal
+        total = self.total_weight
+        pweights = self.predicted_weights
         if self._pcount:
             for i, label in enumerate(self.classes):
                 row = per_class.setdefault(str(label), {})
-                row["predicted_rate"] = json_number(self._pweights[i] / total) if total > 0 else None
+                row["predicted_rate"] = json_number(pweights[i] / total) if total > 0 else None
                 sums = self._psums
                 row["mean_score"] = json_number(sums[i].value / total) if sums is not None and total > 0 else None
         out["per_class"] = per_class

@@ -98,10 +98,7 @@ def _multiclass_scores_of(obj: Any) -> MulticlassScores | None:
 
 def _predicted_shares(scores: MulticlassScores) -> np.ndarray:
     """Weight per arg-max class of a MulticlassScores (column sums of its cells)."""
-    out = np.zeros(len(scores.classes))
-    for (_, p), w in scores._cells.items():
-        out[p] += w
-    return out
+    return np.asarray(scores._predicted_weights(), dtype=np.float64)
 
 
 class MulticlassEstimate:
@@ -294,7 +291,7 @@ class MulticlassReference:
         scores = _multiclass_scores_of(window)
         if scores is not None and scores.classes != self.classes:
             raise ValueError(f"window classes {scores.classes!r} != reference classes {self.classes!r}")
-        pweights = getattr(window, "_pweights", None)
+        pweights = getattr(window, "predicted_weights", None)  # a MulticlassMonitor's (floats)
         predicted = np.asarray(pweights, dtype=np.float64) if pweights is not None else (
             _predicted_shares(scores) if scores is not None else np.zeros(len(self.classes)))
         out: dict[str, Any] = {
@@ -319,8 +316,8 @@ class MulticlassReference:
         est = getattr(monitor, "_estimate", None)
         if est is None or est[0] != self.fingerprint or est[1] != monitor.count:
             return None
-        m = cbpe_multiclass.estimated_metrics(np.asarray(est[2]), np.asarray(monitor._pweights, dtype=np.float64),
-                                              np.asarray(est[3]), monitor.total_weight)
+        predicted = np.asarray(monitor.predicted_weights, dtype=np.float64)
+        m = cbpe_multiclass.estimated_metrics(np.asarray(est[2]), predicted, np.asarray(est[3]), monitor.total_weight)
         return {"estimated_accuracy": m["accuracy"], "estimated_macro_f1": m["macro_f1"]}
 
     def metrics(self, window: Any, estimate: MulticlassEstimate | None = None) -> dict[str, Any]:
