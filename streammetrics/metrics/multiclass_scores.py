@@ -530,13 +530,13 @@ class MulticlassScores(ScoreColumns):
 
     # the declared state (see _MULTICLASS_STATE)
     _events: list[int]
-    _weights: list[float]
-    _ranks: list[float]
+    _weights: list[Any]  # floats (float mode) or units (kernels.exact_weights)
+    _ranks: list[Any]
     _top1: list | None
     _log_loss_sum: LogLossSum
     _outside: list[float] | None
     _unnormalised: list[int]
-    _cells: dict[tuple[int, int], float]
+    _cells: dict[tuple[int, int], Any]
     _h: list[list[ScoreHistogram]]
     _obinning: Binning
     _ovr: tuple[list[ScoreHistogram], list[ScoreHistogram]]

@@ -107,7 +107,7 @@ def _merge_pweights(mine: list, theirs: list, m: Any) -> list:
 
 
 def _encode_total(v: float | int, m: Any) -> tuple[float, list | None]:
-    return (v, None) if v.__class__ is float else (value_of(v), residue_of(v))
+    return (v, None) if isinstance(v, float) else (value_of(v), residue_of(v))
 
 
 def _decode_total(raw: tuple, m: Any, loaded: Mapping[str, Any]) -> float | int:
@@ -376,7 +376,7 @@ class MulticlassMonitor(Monitor):
     @property
     def total_weight(self) -> float:  # type: ignore[override]  # read-only: weight of the predictions
         t = self._ptotal
-        return t if t.__class__ is float else value_of(t)
+        return t if isinstance(t, float) else value_of(t)
 
     @property
     def predicted_weights(self) -> list[float]:
@@ -394,8 +394,8 @@ class MulticlassMonitor(Monitor):
     def _add_units(self, pred: np.ndarray | int, w: np.ndarray | float | None) -> None:
         """Add prediction weights exactly (units mode; switching to it if need be): one
         weight ``w`` to class ``pred``, or a batch (``w`` None: unit weights)."""
-        if self._ptotal.__class__ is float:
-            self._ptotal = units_of(self._ptotal)  # type: ignore[arg-type]  # a float here
+        if isinstance(self._ptotal, float):
+            self._ptotal = units_of(self._ptotal)
             self._pweights = [units_of(x) for x in self._pweights]
         if isinstance(pred, np.ndarray):
             keys, units = grouped_units(pred, np.ones(len(pred)) if w is None else w)  # type: ignore[arg-type]  # an array
