@@ -28,6 +28,16 @@ State (all mergeable by addition):
   the [min, max] of any score outside [0, 1], and the number of rows that fail each of
   scikit-learn's "rows sum to 1" tests.
 
+Every summed weight above (class weights, ranks, binary top-1 hits, cells, both histogram
+sets) is exact (:mod:`~streammetrics.kernels.exact_weights`): floats while every weight seen
+is a whole number (exact below ``2**53``), else, for the whole accumulator ("units mode",
+from the first weight such as 0.1, or a merge with a state in units mode), Python ints of
+units of ``2**-1074``, so that the state depends only on the multiset of events, however a
+stream is split, batched or merged. The state writes each sum as its correctly rounded float
+where it always did and, only when some float is not exact, optional ``<key>_residues``
+keys (``[[index, residue], ...]``; for packed sets the index of the entry in packed order):
+states of whole weights keep their bytes. Metrics read the correctly rounded sums.
+
 ``to_dict`` (version 2) writes the histograms and the cells in the packed form of
 :func:`~streammetrics.kernels.histogram_json.pack_flat` (base64 of varints / float64,
 zlib-compressed when large; pair histogram id ``t * K + c``, one-vs-rest id ``2 c`` for

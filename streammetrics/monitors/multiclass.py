@@ -257,6 +257,9 @@ class MulticlassMonitor(Monitor):
     (``reference=``, or :meth:`use_references` per key), the ``2K + 1`` CBPE sums of its
     predictions against it (``estimate``; see
     :meth:`MulticlassReference.metrics <streammetrics.monitors.reference_multiclass.MulticlassReference.metrics>`).
+    ``total_weight`` and the predicted-class weights are exact sums (floats while every
+    weight is whole, else units: see :mod:`~streammetrics.kernels.exact_weights`; written
+    with optional ``prediction_weight_residue`` / ``predicted_weights_residues``).
     The binding is not state: ``copy`` keeps it, ``to_dict``/pickling drop it (bind again
     after loading; the sums carry the reference's fingerprint, so sums of another reference
     are never read as this one's). Label-based part: hard-label metrics of the
