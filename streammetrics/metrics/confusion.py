@@ -187,6 +187,9 @@ def _decode_cells(raw: tuple, acc: "ConfusionMatrix", loaded: Mapping[str, Any])
     units = decode_residues(residues, list(parsed.values()), "cells_residues")
     if units is not None:  # residues: exact sums of weights that are not whole numbers
         parsed = dict(zip(parsed, units))
+        if total != value_of(sum(units)):  # written with the residues: exactly the rounded sum
+            raise ValueError(f"total_weight={total!r} is not the correctly rounded sum of the cells "
+                             f"{value_of(sum(units))!r}")
     return acc._check_cells(_normal_form(parsed), count, total, loaded["unit_weights"])
 
 
