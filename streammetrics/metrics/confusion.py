@@ -49,6 +49,7 @@ from streammetrics.core.validation import (
     to_builtin_label,
 )
 from streammetrics.kernels import classification as _cls
+from streammetrics.kernels.counts import one_class
 from streammetrics.kernels.exact_weights import (
     UNIT,
     WHOLE_MAX,
@@ -60,7 +61,6 @@ from streammetrics.kernels.exact_weights import (
     units_of,
     value_of,
 )
-from streammetrics.kernels.counts import one_class
 from streammetrics.kernels.report_text import classification_report_of
 
 __all__ = ["ConfusionMatrix"]
@@ -136,10 +136,10 @@ def _merge_cells(mine: tuple, theirs: tuple, acc: Any) -> tuple:
     return n, w, n_weighted + theirs[2]
 
 
-def _cell_totals(n: Mapping[tuple, int], w: Mapping[tuple, float | int]) -> dict[tuple, float | int]:
-    """Cell -> total weight: whole floats, or units when ``w`` is in units."""
+def _cell_totals(n: Mapping[tuple, int], w: Mapping[tuple, Any]) -> dict[tuple, Any]:
+    """Cell -> total weight: whole floats, or units (ints) when ``w`` is in units."""
     if w and _is_units(w):
-        units = {key: c * UNIT for key, c in n.items()}
+        units: dict[tuple, Any] = {key: c * UNIT for key, c in n.items()}
         for key, u in w.items():
             units[key] = units.get(key, 0) + u
         return units
@@ -645,7 +645,7 @@ class ConfusionMatrix(Accumulator):
             pred[p] = pred.get(p, zero) + w
             if t == p:
                 tp[t] = tp.get(t, zero) + w
-        read = value_of if self._exact else float
+        read: Any = value_of if self._exact else float
         return (
             np.array([read(tp.get(x, zero)) for x in labels], dtype=np.float64),
             np.array([read(pred.get(x, zero)) for x in labels], dtype=np.float64),

@@ -16,7 +16,14 @@ from streammetrics.core.labels import LABEL_KINDS
 from streammetrics.core.state import Field, describe
 from streammetrics.core.validation import check_weight, to_builtin_label
 from streammetrics.events.parser import Event
-from streammetrics.kernels.exact_weights import WHOLE_MAX, decode_residues, encode_residues, is_whole, units_of, value_of
+from streammetrics.kernels.exact_weights import (
+    WHOLE_MAX,
+    decode_residues,
+    encode_residues,
+    is_whole,
+    units_of,
+    value_of,
+)
 from streammetrics.metrics.confusion import ConfusionMatrix, _kind
 from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
 
@@ -65,8 +72,8 @@ def label_metrics(cm: ConfusionMatrix, labels: list | None) -> dict[str, Any]:
     }
 
 
-def _sorted_predicted(predicted: dict) -> list[tuple[Any, float]]:
-    """``(label, weight)`` of the predicted labels by kind, then label: the order the state
+def _sorted_predicted(predicted: dict) -> list[tuple[Any, Any]]:
+    """``(label, summed weight)`` of the predicted labels by kind, then label: the order the state
     writes them in and the snapshot reports them in (independent of arrival or merge order)."""
     return sorted(predicted.items(), key=lambda kv: (_kind(kv[0]), kv[0]))
 
@@ -91,6 +98,7 @@ def _merge_weights(mine: tuple, theirs: tuple, acc: Any) -> tuple:
 
 
 def _encode_weights(value: tuple, mon: Any) -> tuple:
+    total: Any
     total, predicted = value
     items = _sorted_predicted(predicted)
     if total.__class__ is float:  # whole weights: float sums are exact
@@ -202,7 +210,7 @@ class LabelMonitor(Monitor):
 
     @property
     def total_weight(self) -> float:  # type: ignore[override]  # read-only: weight of the predictions
-        total = self._ptotal
+        total: Any = self._ptotal
         return total if total.__class__ is float else value_of(total)
 
     @staticmethod
@@ -268,7 +276,7 @@ class LabelMonitor(Monitor):
         total = self.total_weight
         out["count"], out["total_weight"] = self.count, json_number(total)
         per_class = class_report(cm, cm.labels)
-        read = float if self._ptotal.__class__ is float else value_of
+        read: Any = float if self._ptotal.__class__ is float else value_of
         # in the state's order, not arrival order: a snapshot is then the same after a checkpoint
         # round trip or a merge in another order (Spark partials)
         for label, weight in _sorted_predicted(self._predicted):
