@@ -280,3 +280,77 @@ def test_metrics_match_sklearn_with_any_weights(stream, data):
         warnings.simplefilter("ignore")
         for ours, theirs in checks:
             assert _close(float(ours()), float(theirs())), (ours, theirs)
+
+
+# ------------------------------------------------------------------ MultilabelConfusion
+ML_BEFORE = ('{"type": "MultilabelConfusion", "version": 1, "config": {"labels": ["a", "b", "c"]}, "state": '
+             '{"count": 5, "total_weight": 7.0, "tp": [5.0, 1.0, 1.0], "pred": [5.0, 3.0, 1.0], "true": [5.0, 1.0, 4.0], '
+             '"subset_correct": 4.0, "wrong_labels": 5.0, "samples": [[1, 1, 1, 4.0, 0], [1, 2, 1, 1.0, 0], '
+             '[1, 2, 2, 2.0, 0], [2, 2, 2, 0.0, 1]]}}')
+
+
+def test_multilabel_whole_weights_keep_their_bytes():
+    m = sm.MultilabelConfusion(["a", "b", "c"])
+    m.update([1, 0, 1], [1, 1, 0], 2.0).update([0, 0, 1], [0, 0, 1]).update([1, 1, 0], [1, 1, 0], 0.0)
+    m.update_many([[1, 0, 0], [0, 1, 1]], [[1, 0, 0], [0, 1, 0]], [3.0, 1.0])
+    assert json.dumps(m.to_dict()) == ML_BEFORE and not m._exact
+    assert json.dumps(sm.from_dict(json.loads(ML_BEFORE)).to_dict()) == ML_BEFORE
+
+
+def _ml_events(seed: int, n: int):
+    rng = np.random.default_rng(seed)
+    T = (rng.random((n, 3)) < 0.5).astype(int)
+    P = np.where(rng.random((n, 3)) < 0.7, T, 1 - T)
+    pool = np.array([1.0, 0.1, 2.7, 0.0, 3.0, 0.3])
+    w = np.where(rng.random(n) < 0.5, pool[rng.integers(0, len(pool), n)], rng.random(n) * 3)
+    return T, P, w
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_multilabel_state_is_order_free_with_any_weights(seed):
+    T, P, w = _ml_events(seed, 200)
+    one = sm.MultilabelConfusion(3)
+    for t, p, x in zip(T.tolist(), P.tolist(), w.tolist()):
+        one.update(t, p, x)
+    want = json.dumps(one.to_dict())
+    assert one._exact and "weight_residues" in one.to_dict()["state"]
+    assert json.dumps(sm.MultilabelConfusion(3).update_many(T, P, w).to_dict()) == want
+    rng = np.random.default_rng(seed + 100)
+    order = rng.permutation(len(w))
+    parts = []
+    for chunk in np.array_split(order, 4):
+        acc = sm.MultilabelConfusion(3)
+        if rng.random() < 0.5:
+            acc.update_many(T[chunk], P[chunk], w[chunk])
+        else:
+            for i in chunk.tolist():
+                acc.update(T[i].tolist(), P[i].tolist(), float(w[i]))
+        parts.append(acc)
+    merged = parts[3] + parts[1]
+    merged = (parts[2] + merged) + parts[0]
+    assert json.dumps(merged.to_dict()) == want
+    back = sm.from_dict(json.loads(want))
+    assert json.dumps(back.to_dict()) == want and back == one
+    whole = sm.MultilabelConfusion(3).update_many(T, P, np.round(w))  # a float-mode part
+    assert not whole._exact
+    assert json.dumps((whole + one).to_dict()) == json.dumps((one + whole).to_dict())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for average in ("micro", "macro", "weighted", "samples"):
+            assert _close(one.f1(average=average, zero_division=0),
+                          skm.f1_score(T, P, average=average, zero_division=0, sample_weight=w))
+            assert _close(one.jaccard(average=average, zero_division=0),
+                          skm.jaccard_score(T, P, average=average, zero_division=0, sample_weight=w))
+        assert _close(one.accuracy(), skm.accuracy_score(T, P, sample_weight=w))
+        assert _close(one.hamming_loss(), skm.hamming_loss(T, P, sample_weight=w))
+
+
+@pytest.mark.parametrize("bad", BAD_RESIDUES)
+def test_multilabel_malformed_residues_name_the_key(bad):
+    m = sm.MultilabelConfusion(2).update([1, 0], [1, 1], 0.1).update([1, 0], [1, 0], 0.2)
+    data = m.to_dict()
+    assert data["state"]["weight_residues"]
+    data["state"]["weight_residues"] = bad
+    with pytest.raises(ValueError, match="weight_residues") as info:
+        sm.from_dict(data)
+    assert "\n" not in str(info.value)
