@@ -284,7 +284,8 @@ def test_metrics_match_sklearn_with_any_weights(stream, data):
 
 # ------------------------------------------------------------------ MultilabelConfusion
 ML_BEFORE = ('{"type": "MultilabelConfusion", "version": 1, "config": {"labels": ["a", "b", "c"]}, "state": '
-             '{"count": 5, "total_weight": 7.0, "tp": [5.0, 1.0, 1.0], "pred": [5.0, 3.0, 1.0], "true": [5.0, 1.0, 4.0], '
+             '{"count": 5, "total_weight": 7.0, "tp": [5.0, 1.0, 1.0], "pred": [5.0, 3.0, 1.0], '
+             '"true": [5.0, 1.0, 4.0], '
              '"subset_correct": 4.0, "wrong_labels": 5.0, "samples": [[1, 1, 1, 4.0, 0], [1, 2, 1, 1.0, 0], '
              '[1, 2, 2, 2.0, 0], [2, 2, 2, 0.0, 1]]}}')
 
