@@ -34,9 +34,12 @@ is a whole number (exact below ``2**53``), else, for the whole accumulator ("uni
 from the first weight such as 0.1, or a merge with a state in units mode), Python ints of
 units of ``2**-1074``, so that the state depends only on the multiset of events, however a
 stream is split, batched or merged. The state writes each sum as its correctly rounded float
-where it always did and, only when some float is not exact, optional ``<key>_residues``
-keys (``[[index, residue], ...]``; for packed sets the index of the entry in packed order):
-states of whole weights keep their bytes. Metrics read the correctly rounded sums.
+where it always did and, only when some float is not exact, its residue: under optional
+``weights_residues`` / ``ranks_residues`` / ``binary_top1_residues`` keys
+(``[[index, residue], ...]``) and, for the packed cells and histogram sets, under the packed
+form's optional ``"residues"`` (indexed by entry in packed order; see
+:func:`~streammetrics.kernels.histogram_json.pack_flat`). States of whole weights keep their
+bytes. Metrics read the correctly rounded sums.
 
 ``to_dict`` (version 2) writes the histograms and the cells in the packed form of
 :func:`~streammetrics.kernels.histogram_json.pack_flat` (base64 of varints / float64,
@@ -121,7 +124,7 @@ from streammetrics.kernels.histogram import (
     summed,
 )
 from streammetrics.kernels.histogram import to_units as hists_to_units
-from streammetrics.kernels.histogram_json import pack_flat, unpack_flat
+from streammetrics.kernels.histogram_json import pack_dicts, pack_flat, unpack_flat
 from streammetrics.metrics.confusion import ConfusionMatrix, _array_kind
 from streammetrics.metrics.rows import Columns
 from streammetrics.metrics.score_columns import (
@@ -132,9 +135,6 @@ from streammetrics.metrics.score_columns import (
     average_scores,
     binary_auc,
     check_average,
-    flat_units,
-    pack_flat_sums,
-    pack_sums,
     rounded_exact_bounds,
     warn_no_events,
 )
@@ -164,11 +164,12 @@ def _fresh_h(acc: Any) -> tuple[Binning, list]:
 
 
 def _decode_h(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple[Binning, list]:
-    """The pair histograms from (bins_per_octave, histograms, histograms_residues)."""
+    """The pair histograms (in units when the packed set has residues or a weight that is
+    not whole: ``_check_state`` then puts the accumulator in units mode)."""
     k = _k(acc)
     events, weights = loaded["events"], values_of(loaded["weights"])
-    binning, flat = acc._decode_hists(raw[:2], k * k, k * sum(events))
-    ids, _, w = flat
+    binning, flat = acc._decode_hists(raw, k * k, k * sum(events), exact_weights=True)
+    ids, _, w = flat[0], flat[1], _floats(flat[2])
     sizes = np.bincount(ids, minlength=k * k).reshape(k, k)
     totals = np.bincount(ids, weights=w, minlength=k * k).reshape(k, k)
     for t in range(k):
@@ -176,7 +177,6 @@ def _decode_h(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple[Binning,
             raise ValueError(f"a histogram of class {t} has more keys than the class has events")
         if np.abs(totals[t] - weights[t]).max() > 1e-9 * max(1.0, weights[t]):
             raise ValueError(f"a histogram of class {t} does not sum to weights[{t}]")
-    flat = flat_units(flat, raw[2], "histograms_residues")[0]
     h = [[ScoreHistogram(binning) for _ in range(k)] for _ in range(k)]
     rebuild([x for row in h for x in row], binning, flat)
     return binning, h
@@ -240,41 +240,37 @@ def _merge_all(mine: tuple, theirs: tuple, acc: Any) -> tuple:
     return binning, mine[1], obinning, m_ovr
 
 
-def _encode_set(binning: Binning, hists: list[ScoreHistogram], units: bool) -> tuple:
-    """(bins_per_octave, packed set, residues) of a histogram set (see ``pack_sums``)."""
-    per_octave = None if binning.exact else binning.per_octave  # type: ignore[attr-defined]  # a log grid
-    return (per_octave, *pack_sums([h.weights for h in hists], binning.exact, units))
-
-
 def _encode_all(v: tuple, acc: Any) -> tuple:
+    """Both sets packed (units mode: the rounded floats, and their residues under the
+    packed set's ``"residues"``; see :func:`~streammetrics.kernels.histogram_json.pack_flat`)."""
     binning, h, obinning, ovr = v
-    units = acc._units
-    per_octave, packed, residues = _encode_set(binning, _pairs(h), units)
-    ovr_json = (None, None, None) if binning.exact else _encode_set(obinning, _ovr_list(ovr), units)
-    return per_octave, packed, ovr_json[0], ovr_json[1], residues, ovr_json[2]
+    ovr_json = (None, None) if binning.exact else acc._encode_set(obinning, _ovr_list(ovr))
+    return (*acc._encode_set(binning, _pairs(h)), *ovr_json)
 
 
 def _decode_all(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple:
-    """(bins_per_octave, histograms, ovr_bins_per_octave, ovr_histograms, histograms_residues,
-    ovr_histograms_residues): each set in units mode when it has residues or a weight that
-    is not whole (``_check_state`` then puts the whole accumulator in units mode)."""
-    binning, h = _decode_h((raw[0], raw[1], raw[4]), acc, loaded)
+    binning, h = _decode_h(raw[:2], acc, loaded)
     if binning.exact:
-        if raw[2] is not None or raw[3] is not None or raw[5] is not None:
+        if raw[2] is not None or raw[3] is not None:
             raise ValueError("ovr_histograms must be null while the pair histograms are exact (their sums)")
         return (binning, h, *_fresh_ovr(acc))
     if raw[3] is None:
         raise ValueError("ovr_histograms must be a packed set once the pair histograms are on a grid")
-    return (binning, h, *_decode_ovr((raw[2], raw[3], raw[5]), acc, loaded))
+    return (binning, h, *_decode_ovr(raw[2:], acc, loaded))
+
+
+def _floats(w: np.ndarray) -> np.ndarray:
+    """Decoded packed weights as floats (units, an object array, correctly rounded)."""
+    return np.asarray(values_of(w.tolist()), dtype=np.float64) if w.dtype == object else w
 
 
 def _decode_ovr(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple[Binning, tuple[list, list]]:
-    """The one-vs-rest set from (ovr_bins_per_octave, ovr_histograms, ovr_histograms_residues)."""
+    """The one-vs-rest set (units as in ``_decode_h``)."""
     k = _k(acc)
     events, weights = loaded["events"], values_of(loaded["weights"])
     count, total = sum(events), math.fsum(weights)
-    binning, flat = acc._decode_hists(raw[:2], 2 * k, k * count)
-    ids, _, w = flat
+    binning, flat = acc._decode_hists(raw, 2 * k, k * count, exact_weights=True)
+    ids, _, w = flat[0], flat[1], _floats(flat[2])
     sizes = np.bincount(ids, minlength=2 * k).reshape(k, 2)
     totals = np.bincount(ids, weights=w, minlength=2 * k).reshape(k, 2)
     tol = 1e-9 * max(1.0, total)
@@ -283,7 +279,6 @@ def _decode_ovr(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple[Binnin
             raise ValueError(f"a one-vs-rest histogram of class {c} has more keys than events")
         if abs(totals[c, 1] - weights[c]) > tol or abs(totals[c, 0] - (total - weights[c])) > tol:
             raise ValueError(f"the one-vs-rest histograms of class {c} do not match the class weights")
-    flat = flat_units(flat, raw[2], "ovr_histograms_residues")[0]
     value = _fresh_ovr(acc)[1]
     rebuild(_ovr_list(value), binning, flat)
     return binning, value
@@ -308,8 +303,8 @@ def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
     if not acc._exact:
         flat, binning = fit_flat(flat, binning, acc._finest, acc._max_exact, acc._max_bins)
     out["bins_per_octave"] = None if binning.exact else binning.per_octave  # type: ignore[attr-defined]  # a log grid
-    out["histograms"], out["histograms_residues"] = pack_flat_sums(flat, k * k, binning.exact)
-    out["ovr_bins_per_octave"] = out["ovr_histograms"] = out["ovr_histograms_residues"] = None
+    out["histograms"] = pack_flat(flat, k * k, binning.exact)  # (with residues if in units)
+    out["ovr_bins_per_octave"] = out["ovr_histograms"] = None
     if not binning.exact:  # the one-vs-rest set: the sums of the pair histograms, fitted on its own
         ovr_binning: Binning = ExactBinning() if acc._exact else LogGridBinning(acc._finest)
         grid_hists = [ScoreHistogram(ovr_binning) for _ in range(k * k)]
@@ -319,7 +314,7 @@ def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
         if not acc._exact:
             ovr_flat, ovr_binning = fit_flat(ovr_flat, ovr_binning, acc._finest, acc._max_exact, acc._max_bins)
         out["ovr_bins_per_octave"] = None if ovr_binning.exact else ovr_binning.per_octave  # type: ignore[attr-defined]  # a log grid
-        out["ovr_histograms"], out["ovr_histograms_residues"] = pack_flat_sums(ovr_flat, 2 * k, ovr_binning.exact)
+        out["ovr_histograms"] = pack_flat(ovr_flat, 2 * k, ovr_binning.exact)
     cells = state["cells"]
     if not isinstance(cells, list) or not all(
             isinstance(c, list) and len(c) == 3 and type(c[0]) is int and type(c[1]) is int
@@ -435,16 +430,17 @@ def _merge_cells(mine: dict, theirs: dict, acc: Any) -> dict:
     return mine
 
 
-def _encode_cells(cells: dict, acc: Any) -> tuple[dict[str, Any], list | None]:
+def _encode_cells(cells: dict, acc: Any) -> dict[str, Any]:
     k = _k(acc)
-    return pack_sums([{t * k + p: w for (t, p), w in cells.items()}], False, acc._units)
+    return pack_dicts([{t * k + p: w for (t, p), w in cells.items()}], False)  # (residues: units mode)
 
 
-def _decode_cells(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> dict[tuple[int, int], Any]:
-    """The cells from (packed cells, cells_residues): units as ``flat_units`` says."""
+def _decode_cells(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> dict[tuple[int, int], Any]:
+    """The cells (in units when the packed cells have residues or a weight that is not whole)."""
     events, weights = loaded["events"], values_of(loaded["weights"])
     k = len(events)
-    ids, keys, w = unpack_flat(raw[0], 1, False, min(k * k, sum(events)), positive=False)
+    _, keys, exact_w = unpack_flat(raw, 1, False, min(k * k, sum(events)), positive=False, exact_weights=True)
+    w = _floats(exact_w)
     if len(keys) and (keys[0] < 0 or keys[-1] >= k * k):
         raise ValueError(f"cell indices must be true * {k} + argmax in [0, {k * k})")
     t = keys // k
@@ -454,8 +450,7 @@ def _decode_cells(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> dict[tuple
     for c in range(k):
         if abs(rows[c] - weights[c]) > 1e-9 * max(1.0, weights[c]):
             raise ValueError(f"cells of class {c} do not sum to weights[{c}]")
-    w = flat_units((ids, keys, w), raw[1], "cells_residues")[0][2]
-    return {(int(x) // k, int(x) % k): v for x, v in zip(keys.tolist(), w.tolist())}
+    return {(int(x) // k, int(x) % k): v for x, v in zip(keys.tolist(), exact_w.tolist())}
 
 
 def _add_lists(mine: list, theirs: list, acc: Any) -> list:
@@ -494,18 +489,17 @@ _MULTICLASS_STATE = (
     # rows failing roc_auc's / log_loss's sum-to-1 test
     Field("unnormalised_rows", lambda acc: [0, 0], "counts", attrs="_unnormalised", decode=_decode_unnormalised),
     # (true, argmax) -> weight, packed: keys true * K + argmax (see kernels.histogram_json)
-    Field(("cells", "cells_residues"), lambda acc: {}, attrs="_cells", merge=_merge_cells, copy=dict,
-          encode=_encode_cells, decode=_decode_cells, optional=("cells_residues",)),
+    Field("cells", lambda acc: {}, attrs="_cells", merge=_merge_cells, copy=dict,
+          encode=_encode_cells, decode=_decode_cells),
     # the binning in force (null: exact scores) and H[t][c], the column-c scores of the
     # events of true class t, packed (histogram id t * K + c); and the one-vs-rest set (OvR
     # and micro AUC, average precision): per column c the scores of the events of the other
     # classes N[c] and of class c P[c] (id 2 c + is_c), in a budget of its own, so that they
     # keep their resolution however many pair histograms there are; not kept (null) while
     # the pair histograms are exact: it is then their sums. One field: merged together.
-    Field(("bins_per_octave", "histograms", "ovr_bins_per_octave", "ovr_histograms", "histograms_residues",
-           "ovr_histograms_residues"), _fresh_all,
+    Field(("bins_per_octave", "histograms", "ovr_bins_per_octave", "ovr_histograms"), _fresh_all,
           attrs=("_binning", "_h", "_obinning", "_ovr"), merge=_merge_all, copy=_copy_all,
-          encode=_encode_all, decode=_decode_all, optional=("histograms_residues", "ovr_histograms_residues")),
+          encode=_encode_all, decode=_decode_all),
 )
 
 

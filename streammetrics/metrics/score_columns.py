@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Callable, ClassVar, Mapping, Sequence, overload
+from typing import Any, Callable, ClassVar, Mapping, overload
 
 import numpy as np
 
@@ -22,15 +22,7 @@ from streammetrics.core.state import describe
 from streammetrics.core.validation import labels_to_json
 from streammetrics.kernels import ranking
 from streammetrics.kernels.binning import MAX_OCTAVES, Binning, ExactBinning, LogGridBinning, binning_from_config
-from streammetrics.kernels.exact_weights import (
-    all_whole,
-    decode_residues,
-    encode_residues,
-    grouped_units,
-    units_of,
-    value_of,
-    values_of,
-)
+from streammetrics.kernels.exact_weights import grouped_units
 from streammetrics.kernels.histogram import (
     ScoreHistogram,
     add_flat,
@@ -42,10 +34,10 @@ from streammetrics.kernels.histogram import (
     rebuild,
     regrid_flat,
 )
-from streammetrics.kernels.histogram_json import pack_dicts, pack_flat, unpack_flat
+from streammetrics.kernels.histogram_json import pack_dicts, unpack_flat
 
 __all__ = ["ScoreColumns", "average_scores", "average_intervals", "binary_auc", "warn_no_events", "check_average",
-           "DEFAULT_MAX_BINS", "DEFAULT_MAX_EXACT", "pack_sums", "pack_flat_sums", "flat_units"]
+           "DEFAULT_MAX_BINS", "DEFAULT_MAX_EXACT"]
 
 _EPS = float(np.finfo(np.float64).eps)
 
@@ -99,50 +91,6 @@ def warn_no_events(name: str) -> float:
 def check_average(average: Any, options: tuple, what: str) -> None:
     if average not in options:
         raise ValueError(f"average must be one of {options} for {what}, got {average!r}")
-
-
-def pack_sums(weights: Sequence[Mapping], exact: bool, units: bool) -> tuple[dict[str, Any], list | None]:
-    """``(packed, residues)``: :func:`~streammetrics.kernels.histogram_json.pack_dicts` of
-    histograms (or cells) given as ``{key: summed weight}`` dicts, and the residues of their
-    exact sums (:func:`~streammetrics.kernels.exact_weights.encode_residues`, indexed by
-    entry in packed order: histogram, then ascending key; None when every float is exact).
-    ``units``: the sums are units (the accumulator is in units mode), written as their
-    correctly rounded floats; else floats, packed exactly as before (residues None).
-
-    >>> from streammetrics.kernels.exact_weights import units_of
-    >>> packed, residues = pack_sums([{2: units_of(0.1) + units_of(0.2)}, {1: units_of(0.5)}], False, True)
-    >>> packed["weights"], residues
-    ('float64', [[0, [[-4503599627370496, -107]]]])
-    """
-    if not units:
-        return pack_dicts(weights, exact), None
-    floats = [{k: value_of(v) for k, v in w.items()} for w in weights]
-    return pack_dicts(floats, exact), encode_residues([w[k] for w in weights for k in sorted(w)])
-
-
-def pack_flat_sums(flat: Flat, n_hists: int, exact: bool) -> tuple[dict[str, Any], list | None]:
-    """:func:`pack_sums` of a set given flat (weights float64: float mode, or an object
-    array of units: units mode)."""
-    ids, keys, w = flat
-    if w.dtype != object:
-        return pack_flat(flat, n_hists, exact), None
-    units = w.tolist()
-    return pack_flat((ids, keys, np.asarray(values_of(units), dtype=np.float64)), n_hists, exact), \
-        encode_residues(units)
-
-
-def flat_units(flat: Flat, residues: Any, name: str) -> tuple[Flat, bool]:
-    """``(flat, units)`` of a decoded packed set (see :func:`pack_sums`) and its residues
-    (``name``: their state key): weights as an object array of exact units when residues
-    are present or a weight is not a whole number (units mode), else unchanged (float
-    mode). ``ValueError`` naming ``name`` on malformed residues."""
-    ids, keys, w = flat
-    units = decode_residues(residues, w.tolist(), name)
-    if units is None:
-        if all_whole(w):
-            return flat, False
-        units = [units_of(v) for v in w.tolist()]
-    return (ids, keys, _objects(units)), True
 
 
 # ----------------------------------------------------------------------------- accumulator
@@ -365,10 +313,14 @@ class ScoreColumns(Accumulator):
     def _encode_hists(self, value: tuple) -> tuple:
         return self._encode_set(value[0], self._hist_list_of(value[1]))
 
-    def _decode_hists(self, raw: tuple, n_hists: int, max_keys: int) -> tuple[Binning, Flat]:
+    def _decode_hists(
+        self, raw: tuple, n_hists: int, max_keys: int, exact_weights: bool = False
+    ) -> tuple[Binning, Flat]:
         """``(binning, flat)`` of the (bins_per_octave, histograms) field; ``ValueError`` on
         anything malformed. ``max_keys``: the entries the events can have made (columns x
-        events); the budget caps it further before anything is decoded."""
+        events); the budget caps it further before anything is decoded. ``exact_weights``:
+        residues accepted, weights in units when the set is in units mode (see
+        :func:`~streammetrics.kernels.histogram_json.unpack_flat`)."""
         per_octave, data = raw
         binning = self._level(per_octave)
         if self._finest is None:
@@ -379,7 +331,7 @@ class ScoreColumns(Accumulator):
             cap = max(int(self._max_bins or 0), 8 * n_hists)
         else:
             cap = self._max_bins  # type: ignore[assignment]  # an int here
-        flat = unpack_flat(data, n_hists, binning.exact, min(cap, max_keys))
+        flat = unpack_flat(data, n_hists, binning.exact, min(cap, max_keys), exact_weights=exact_weights)
         binning.check_keys(flat[1], "histogram keys")
         return binning, flat
 

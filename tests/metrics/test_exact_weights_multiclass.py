@@ -15,6 +15,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn import metrics as skm
 from test_multiclass_scores import weighted_ovo
 
@@ -127,7 +129,8 @@ def test_whole_weights_keep_their_former_bytes():
     states = whole_weight_states()
     assert {name: digest(acc) for name, acc in states.items()} == GOLDEN
     for acc in states.values():
-        assert '_residues"' not in state_bytes(acc) and "prediction_weight_residue" not in state_bytes(acc)
+        text = state_bytes(acc)
+        assert "residues" not in text and "prediction_weight_residue" not in text
 
 
 def test_whole_weights_stay_in_float_mode():
@@ -148,6 +151,20 @@ def test_any_weights_order_free(seed, k, config, n, many):
     check_splits(lambda: sm.MulticlassScores(list(range(k)), **config), events(k, n, seed, many=many), seed)
 
 
+WEIGHTS = st.sampled_from([0.0, 1.0, 2.0, 0.1, 0.2, 0.3, 2.7, 1e-3, 5e-324, 1e10]) | st.floats(0, 10)
+
+
+@settings(max_examples=60, deadline=None)
+@given(k=st.integers(2, 5), seed=st.integers(0, 10**6),
+       evs=st.lists(st.tuples(st.integers(0, 4), st.lists(st.sampled_from(SCORES), min_size=5, max_size=5), WEIGHTS),
+                    min_size=1, max_size=40),
+       config=st.sampled_from([{}, {"max_exact": 3, "max_bins": 6}, {"bins": 2, "max_exact": 1, "max_bins": 1},
+                               {"exact": True}]))
+def test_any_stream_order_free(k, seed, evs, config):
+    evs = [(t % k, s[:k], w) for t, s, w in evs]
+    check_splits(lambda: sm.MulticlassScores(list(range(k)), **config), evs, seed, rounds=2)
+
+
 @pytest.mark.parametrize("k,config", [(20, {}), (50, {}), (50, {"max_exact": 100, "max_bins": 400})])
 def test_many_classes_order_free(k, config):
     whole = check_splits(lambda: sm.MulticlassScores(list(range(k)), **config), events(k, 150, k, many=True), k,
@@ -157,13 +174,13 @@ def test_many_classes_order_free(k, config):
 
 def test_residues_appear_only_where_needed():
     acc = sm.MulticlassScores(list("abc")).update("a", [0.5, 0.3, 0.2], 0.5)
-    assert acc._units and '_residues"' not in state_bytes(acc)  # 0.5 is exact as a float
+    assert acc._units and "residues" not in state_bytes(acc)  # 0.5 is exact as a float
     acc.update("a", [0.5, 0.3, 0.2], 0.1).update("a", [0.5, 0.3, 0.2], 0.2)
     state = acc.to_dict()["state"]
     assert state["weights"][0] == value_of(units_of(0.5) + units_of(0.1) + units_of(0.2))
-    assert {k for k in state if k.endswith("residues")} == {"weights_residues", "ranks_residues",
-                                                           "cells_residues", "histograms_residues"}
+    assert {k for k in state if k.endswith("residues")} == {"weights_residues", "ranks_residues"}
     assert state["weights_residues"][0][0] == 0
+    assert "residues" in state["cells"] and "residues" in state["histograms"]  # the packed sets' own
 
 
 # ------------------------------------------------------------------ merges across modes
@@ -216,38 +233,53 @@ def units_state(k: int = 3, **config) -> dict:
     return feed(sm.MulticlassScores(list(range(k)), **config), evs, False).to_dict()
 
 
-@pytest.mark.parametrize("key", ["weights_residues", "ranks_residues", "cells_residues", "histograms_residues",
-                                 "ovr_histograms_residues", "binary_top1_residues"])
+#: where each residue lives: a state key, or the "residues" of a packed set
+RESIDUES = {"weights_residues": ("weights_residues",), "ranks_residues": ("ranks_residues",),
+            "binary_top1_residues": ("binary_top1_residues",), "cells": ("cells", "residues"),
+            "histograms": ("histograms", "residues"), "ovr_histograms": ("ovr_histograms", "residues")}
+
+
+def set_residue(state: dict, where: str, value) -> None:
+    path = RESIDUES[where]
+    target = state["state"]
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+
+
+@pytest.mark.parametrize("where", sorted(RESIDUES))
 @pytest.mark.parametrize("bad", ["junk", [], [[0, "x"]], [[0, [[3, -60]]]], [[10**6, [[1, -1074]]]],
                                  [[1, [[1, -1074]]], [0, [[1, -1074]]]], [[0, [[1, -1074]]], [0, [[1, -1074]]]]])
-def test_malformed_residues_are_refused(key, bad):
-    k = 2 if key == "binary_top1_residues" else 3
-    config = {"max_exact": 10, "max_bins": 30} if key.startswith("ovr") else {}
+def test_malformed_residues_are_refused(where, bad):
+    k = 2 if where == "binary_top1_residues" else 3
+    config = {"max_exact": 10, "max_bins": 30} if where == "ovr_histograms" else {}
     state = units_state(k, **config)
-    assert key in state["state"]
-    state["state"][key] = bad
-    with pytest.raises(ValueError, match=key):
+    path = RESIDUES[where]
+    assert (state["state"][path[0]] if len(path) == 1 else state["state"][path[0]].get("residues")) is not None
+    set_residue(state, where, bad)
+    with pytest.raises(ValueError, match=path[0]):
         sm.from_dict(state)
 
 
-@pytest.mark.parametrize("key", ["weights_residues", "ranks_residues", "cells_residues", "histograms_residues",
-                                 "binary_top1_residues"])
-def test_residue_of_an_exact_value_is_refused(key):
+@pytest.mark.parametrize("where", sorted(set(RESIDUES) - {"ovr_histograms"}))
+def test_residue_of_an_exact_value_is_refused(where):
     """A residue on a whole-weight state: not the canonical expansion of its sum."""
-    k = 2 if key == "binary_top1_residues" else 3
+    k = 2 if where == "binary_top1_residues" else 3
     acc = feed(sm.MulticlassScores(list(range(k))), events(k, 40, 1, whole=True), False)
     state = acc.to_dict()
-    state["state"][key] = [[0, [[1, -1074]]]]
-    with pytest.raises(ValueError, match=key):
+    set_residue(state, where, [[0, [[1, -1074]]]])
+    with pytest.raises(ValueError, match=RESIDUES[where][0]):
         sm.from_dict(state)
 
 
-def test_ovr_residues_while_the_pairs_are_exact_are_refused():
+def test_residues_on_a_float_mode_set_of_another_accumulator_are_refused():
+    """The packed sets of MultilabelScores (no exact weight sums) still refuse residues."""
     state = units_state()
-    assert state["state"]["ovr_histograms"] is None
-    state["state"]["ovr_histograms_residues"] = state["state"].get("histograms_residues")
-    with pytest.raises(ValueError, match="ovr_histograms"):
-        sm.from_dict(state)
+    assert "residues" in state["state"]["histograms"]
+    ml = sm.MultilabelScores(["x", "y"]).update_many([[1, 0], [0, 1]], [[0.2, 0.7], [0.6, 0.1]]).to_dict()
+    ml["state"]["histograms"]["residues"] = [[0, [[1, -1074]]]]
+    with pytest.raises(ValueError, match="residues"):
+        sm.from_dict(ml)
 
 
 def test_a_valid_residue_round_trips_and_decodes_to_units():
@@ -256,7 +288,10 @@ def test_a_valid_residue_round_trips_and_decodes_to_units():
     back = sm.from_dict(copy.deepcopy(state))
     assert back._units and back.to_dict() == state
     # the same state without its residues: still units mode (non-whole floats), other bytes
-    stripped = {**state, "state": {k: v for k, v in state["state"].items() if not k.endswith("residues")}}
+    stripped = copy.deepcopy(state)
+    stripped["state"] = {k: v for k, v in stripped["state"].items() if not k.endswith("residues")}
+    for key in ("cells", "histograms"):
+        del stripped["state"][key]["residues"]
     approx = sm.from_dict(stripped)
     assert approx._units and approx.to_dict() == stripped
 
