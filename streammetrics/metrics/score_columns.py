@@ -249,7 +249,7 @@ class ScoreColumns(Accumulator):
         if binning.exact and self._finest is not None:
             limit: int = self._max_exact  # type: ignore[assignment]  # an int here
             grid = LogGridBinning(self._finest)
-            flat = _columns_flat(S, groups_of, n_groups, stride, offsets, w, grid, units=units)
+            flat = _columns_flat(S, groups_of, n_groups, stride, offsets, w, grid)
             # exact only if the batch's exact entries fit; a first block of rows that alone
             # does not fit settles it without sorting the whole batch
             m = 2 * limit + 1
@@ -260,6 +260,8 @@ class ScoreColumns(Accumulator):
                 if exact is not None:
                     return exact, binning
             binning = grid
+            if units:  # the same entries (positive sums), with exact sums
+                flat = _columns_flat(S, groups_of, n_groups, stride, offsets, w, grid, units=True)
         else:
             flat = _columns_flat(S, groups_of, n_groups, stride, offsets, w, binning, units=units)
         if self._finest is None:
