@@ -455,3 +455,20 @@ def test_reference_reads_monitor_predicted_weights_as_floats():
     shares = _predicted_shares(mon.scores).tolist()
     assert shares == [value_of(sum(units_of(e.weight) for e in labelled
                                    if max(range(3), key=e.scores.__getitem__) == c)) for c in range(3)]
+
+
+def test_units_mode_survives_pickle_copy_and_resets_to_float_mode():
+    import pickle
+
+    acc = feed(sm.MulticlassScores([0, 1, 2], max_exact=10, max_bins=30), events(3, 80, 8, many=True), False)
+    assert acc._units and not acc.exact
+    for other in (pickle.loads(pickle.dumps(acc)), copy.deepcopy(acc), acc.copy()):
+        assert other._units and state_bytes(other) == state_bytes(acc)
+        feed(other, events(3, 20, 9, whole=True), True)
+        assert state_bytes(other) == state_bytes(feed(acc.copy(), events(3, 20, 9, whole=True), False))
+    acc.reset()
+    assert not acc._units and state_bytes(acc) == state_bytes(sm.MulticlassScores([0, 1, 2], max_exact=10,
+                                                                                  max_bins=30))
+    mon = feed_monitor(sm.MulticlassMonitor(list("abc")), monitor_events(30, 1), False)
+    assert type(mon._ptotal) is int
+    assert type(mon.copy()._ptotal) is int and type(mon.reset()._ptotal) is float
