@@ -67,6 +67,7 @@ from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning,
 from streammetrics.kernels.exact_sum import BUFFER, ExactSum, ProbabilitySums
 from streammetrics.kernels.exact_weights import (
     UNIT,
+    WHOLE_MAX,
     all_whole,
     decode_residues,
     encode_residues,
@@ -104,6 +105,9 @@ _EPS = float(np.finfo(np.float64).eps)  # scikit-learn's log_loss clipping for f
 _ONE_MINUS_EPS = 1.0 - _EPS
 _CHUNK = 1 << 16  # batch arithmetic in cache-sized blocks
 _ONE = 1.0  # the default weight: ``weight is _ONE`` selects the unit-weight fast path
+# units mode: below these, a summed weight plus any weight (and event count) stays below the bound
+_NEAR_MAX = MAX_TOTAL_WEIGHT / 4
+_NEAR_MAX_UNITS = units_of(_NEAR_MAX)
 
 
 def _value(x: float | int) -> float:
@@ -638,15 +642,22 @@ class BinaryScores(Accumulator):
             score = check_number(score, "score")
         if weight.__class__ is not float or not 0.0 <= weight < _INF:
             weight = check_weight(weight)
-        if self._class_weight(y) + weight > MAX_TOTAL_WEIGHT:
-            raise ValueError(f"weight {weight!r} would make the class weight exceed {MAX_TOTAL_WEIGHT:g}")
-        if self._wsum[0].__class__ is int:  # units mode: the weight in exact units
-            u: float | int = UNIT if weight == 1.0 else units_of(weight)
-        elif is_whole(weight):
-            u = weight
-        else:  # the first weight that is not whole: every summed weight to units
-            self._to_units()
-            u = units_of(weight)
+        wsum = self._wsum
+        u: float | int
+        if wsum[0].__class__ is int:  # units mode: the weight in exact units
+            # (the class weight is rounded only when it or the weight could reach the bound)
+            if (wsum[y] >= _NEAR_MAX_UNITS or weight >= _NEAR_MAX) and (
+                    self._class_weight(y) + weight > MAX_TOTAL_WEIGHT):
+                raise ValueError(f"weight {weight!r} would make the class weight exceed {MAX_TOTAL_WEIGHT:g}")
+            u = UNIT if weight == 1.0 else units_of(weight)
+        else:
+            if (self._events[y] - self._wevents[y]) + wsum[y] + weight > MAX_TOTAL_WEIGHT:
+                raise ValueError(f"weight {weight!r} would make the class weight exceed {MAX_TOTAL_WEIGHT:g}")
+            if weight.is_integer() and weight <= WHOLE_MAX:  # (is_whole, inline)
+                u = weight
+            else:  # the first weight that is not whole: every summed weight to units
+                self._to_units()
+                u = units_of(weight)
         if weight:
             k = self._binning.key(score)
             h = (self._neg.weights, self._pos.weights)[y]

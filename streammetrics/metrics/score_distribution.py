@@ -41,6 +41,7 @@ from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning,
 from streammetrics.kernels.exact_sum import BUFFER, ExactSum
 from streammetrics.kernels.exact_weights import (
     UNIT,
+    WHOLE_MAX,
     all_whole,
     decode_residues,
     encode_residues,
@@ -70,6 +71,9 @@ from streammetrics.kernels.histogram import to_units as histograms_to_units
 __all__ = ["ScoreDistribution"]
 
 _ONE = 1.0  # the default weight: ``weight is _ONE`` selects the unit-weight fast path
+# units mode: below these, the total weight plus any weight (and event count) stays below the bound
+_NEAR_MAX = MAX_TOTAL_WEIGHT / 4
+_NEAR_MAX_UNITS = units_of(_NEAR_MAX)
 
 
 # ----------------------------------------------------------------------------- declared state
@@ -434,15 +438,21 @@ class ScoreDistribution(Accumulator):
     def _update_general(self, score: Any, weight: Any) -> "ScoreDistribution":
         s = check_number(score, "score")
         w = check_weight(weight)
-        if self.total_weight + w > MAX_TOTAL_WEIGHT:
-            raise ValueError(f"weight {w!r} would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
-        if self._units:  # units mode: the weight in exact units
-            u: float | int = UNIT if w == 1.0 else units_of(w)
-        elif is_whole(w):
-            u = w
-        else:  # the first weight that is not whole: every summed weight to units
-            self._to_units()
-            u = units_of(w)
+        sums = self._sums
+        u: float | int
+        if sums[_WTOTAL].__class__ is int:  # units mode: the weight in exact units
+            # (the total is rounded only when it or the weight could reach the bound)
+            if (sums[_WTOTAL] >= _NEAR_MAX_UNITS or w >= _NEAR_MAX) and self.total_weight + w > MAX_TOTAL_WEIGHT:
+                raise ValueError(f"weight {w!r} would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
+            u = UNIT if w == 1.0 else units_of(w)
+        else:
+            if (sums[_COUNT] - sums[_WEVENTS]) + sums[_WTOTAL] + w > MAX_TOTAL_WEIGHT:
+                raise ValueError(f"weight {w!r} would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
+            if w.is_integer() and w <= WHOLE_MAX:  # (is_whole, inline)
+                u = w
+            else:  # the first weight that is not whole: every summed weight to units
+                self._to_units()
+                u = units_of(w)
         if w:
             k = self._binning.key(s)
             h = self._hist.weights
@@ -450,7 +460,6 @@ class ScoreDistribution(Accumulator):
             h[k] = u if old is None else old + u
             if old is None and self._max_bins is not None and len(h) > self._max_bins:  # exact or grid
                 self._collapse()
-        sums = self._sums
         sums[_COUNT] += 1
         if weight is _ONE:
             sums[_SUM].add(s)
