@@ -147,11 +147,21 @@ def grouped_units(keys: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, list[int
     normal = biased > 0
     mant[normal] |= 1 << 52
     shift = np.where(normal, biased - 1, 0)  # w = mant * 2**shift units
-    order = np.lexsort((shift, keys))
-    k, shift, mant = keys[order], shift[order], mant[order]
-    new = np.empty(len(k), dtype=bool)
-    new[0] = True
-    new[1:] = (k[1:] != k[:-1]) | (shift[1:] != shift[:-1])
+    if keys.dtype.kind in "iu" and int(keys.max()) - int(keys.min()) < 1 << 50:
+        # small int keys: one argsort of (key, exponent) packed in an int64 (exponents < 2**11)
+        combined = ((keys.astype(np.int64) - int(keys.min())) << 11) | shift
+        order = np.argsort(combined, kind="stable")  # (radix-like for int64: ~2x a quicksort here)
+        combined = combined[order]
+        k, shift, mant = keys[order], shift[order], mant[order]
+        new = np.empty(len(k), dtype=bool)
+        new[0] = True
+        np.not_equal(combined[1:], combined[:-1], out=new[1:])
+    else:
+        order = np.lexsort((shift, keys))
+        k, shift, mant = keys[order], shift[order], mant[order]
+        new = np.empty(len(k), dtype=bool)
+        new[0] = True
+        new[1:] = (k[1:] != k[:-1]) | (shift[1:] != shift[:-1])
     starts = np.flatnonzero(new)
     high = np.add.reduceat(mant >> 21, starts).tolist()
     low = np.add.reduceat(mant & _LOW, starts).tolist()

@@ -20,6 +20,14 @@ bins per octave while they hold more than ``max_bins`` keys; since it coarsens e
 when the events seen so far need it, the result does not depend on how a stream was
 split, batched or merged.
 
+Exact weights (:mod:`streammetrics.kernels.exact_weights`): the weights of a set of histograms
+used together are floats while every weight added was a whole number (exact float sums), or
+Python ints of units of ``2**-1074`` in *units mode* (:func:`to_units`, :func:`units_mode`),
+once the accumulator has seen another weight: every function here works in both modes
+(object arrays of ints in units mode; ``aggregate(..., exact=True)`` sums a batch exactly),
+:func:`aligned` always returns floats (correctly rounded) and the JSON writes the rounded
+floats plus the residues of the inexact ones (``"residues"``, only when there are any).
+
 Accumulators with many histograms (``MulticlassScores``, ``MultilabelScores``) bound them
 together: :func:`flatten` / :func:`rebuild` move a set of histograms to and from three
 sorted arrays, :func:`regrid_flat` re-keys them on a coarser binning and :func:`fit_flat` /
@@ -38,7 +46,16 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from streammetrics.core.state import describe
 from streammetrics.kernels.binning import Binning, LogGridBinning
+from streammetrics.kernels.exact_weights import (
+    UNIT,
+    decode_residues,
+    encode_residues,
+    grouped_units,
+    units_of,
+    value_of,
+)
 from streammetrics.kernels.histogram_json import SMALL_KEYS, small_histograms_to_json
 
 __all__ = [
@@ -63,6 +80,9 @@ __all__ = [
     "fit_flat",
     "fit",
     "add_flat",
+    "units_mode",
+    "to_units",
+    "weight_array",
 ]
 
 #: above this, summed weights could overflow float64 in derived sums; updates refuse it
@@ -85,14 +105,14 @@ class ScoreHistogram:
             raise ValueError(f"cannot merge histograms over {other.binning!r} and {self.binning!r}")
         w = self.weights
         for k, v in other.weights.items():
-            w[k] = w.get(k, 0.0) + v
+            w[k] = w.get(k, 0) + v
 
     def merge_weights(self, weights: Mapping[Any, float]) -> None:
         """Add ``key -> weight`` pairs (keys of this histogram's binning)."""
         w = self.weights
         get = w.get
         for k, v in weights.items():
-            w[k] = get(k, 0.0) + v
+            w[k] = get(k, 0) + v
 
     def copy(self) -> "ScoreHistogram":
         new = ScoreHistogram(self.binning)
@@ -100,8 +120,9 @@ class ScoreHistogram:
         return new
 
     def total(self) -> float:
-        """Summed weight of all keys."""
-        return float(sum(self.weights.values()))
+        """Summed weight of all keys (correctly rounded in units mode)."""
+        t = sum(self.weights.values())
+        return t if isinstance(t, float) else value_of(int(t))
 
     def __len__(self) -> int:
         return len(self.weights)
@@ -117,9 +138,40 @@ class ScoreHistogram:
         return f"ScoreHistogram({self.binning!r}, {len(self.weights)} keys, weight={self.total():g})"
 
 
+def units_mode(hists: Iterable[ScoreHistogram]) -> bool:
+    """True if the histograms hold units (ints) rather than floats (see the module docstring)."""
+    for h in hists:
+        for v in h.weights.values():
+            return v.__class__ is int
+    return False
+
+
+def to_units(hists: Iterable[ScoreHistogram]) -> None:
+    """Convert float weights to exact units, in place (the dicts stay the same objects)."""
+    for h in hists:
+        w = h.weights
+        for k, v in w.items():
+            if v.__class__ is not int:
+                w[k] = units_of(v)
+
+
+def weight_array(values: Iterable[Any], n: int, units: bool) -> np.ndarray:
+    """Weights as float64, or (``units``) as an object array of exact ints."""
+    return np.fromiter(values, dtype=object if units else np.float64, count=n)
+
+
+def _floats(values: Iterable[Any], n: int) -> np.ndarray:
+    """Float64 weights of one histogram's values (units correctly rounded)."""
+    vals = list(values)
+    if vals and vals[0].__class__ is int:
+        return np.array([value_of(v) for v in vals], dtype=np.float64)
+    return np.fromiter(vals, dtype=np.float64, count=n)
+
+
 def aligned(*hists: ScoreHistogram) -> tuple[np.ndarray, np.ndarray]:
     """``(keys, weights)``: the union of the histograms' keys in ascending score order and
-    a ``(len(hists), len(keys))`` float64 array of their weights (0 where absent)."""
+    a ``(len(hists), len(keys))`` float64 array of their weights (0 where absent; units
+    correctly rounded)."""
     binning = hists[0].binning
     if any(h.binning != binning for h in hists):
         raise ValueError("histograms over different binnings cannot be aligned")
@@ -133,8 +185,7 @@ def aligned(*hists: ScoreHistogram) -> tuple[np.ndarray, np.ndarray]:
     for row, h in zip(out, hists):
         if h.weights:
             k = np.fromiter(h.weights.keys(), dtype=dtype, count=len(h.weights))
-            v = np.fromiter(h.weights.values(), dtype=np.float64, count=len(h.weights))
-            row[np.searchsorted(keys, k)] = v
+            row[np.searchsorted(keys, k)] = _floats(h.weights.values(), len(h.weights))
     return keys, out
 
 
@@ -147,17 +198,20 @@ def summed(hists: Iterable[ScoreHistogram], binning: Binning) -> ScoreHistogram:
 
 
 def aggregate(
-    keys: np.ndarray, groups: np.ndarray | None, n_groups: int, weights: np.ndarray | None
+    keys: np.ndarray, groups: np.ndarray | None, n_groups: int, weights: np.ndarray | None, exact: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(keys, table)``: the distinct keys of a batch (ascending) and a
     ``(len(keys), n_groups)`` table of the summed weight of each (key, group), rows with
     no weight dropped. One ``np.bincount`` over the key range, or a sort when the range
-    is much wider than the batch (and for the float keys of an exact binning)."""
+    is much wider than the batch (and for the float keys of an exact binning).
+    ``exact``: the table is an object array of exact sums in units (units mode)."""
     n = len(keys)
     if n == 0:
-        return keys[:0], np.zeros((0, n_groups))
-    if keys.dtype.kind == "f":  # exact binning: distinct scores by sorting
+        return keys[:0], np.zeros((0, n_groups), dtype=object if exact else np.float64)
+    if exact or keys.dtype.kind == "f":  # exact binning (or sums): distinct keys by sorting
         uniq, index = np.unique(keys, return_inverse=True)
+        if exact:
+            return _tabulate_units(uniq, index.reshape(-1), groups, n_groups, weights)
         return _tabulate(uniq, index.reshape(-1), groups, n_groups, weights, grouped=False)
     lo, hi = int(keys.min()), int(keys.max())
     span = hi - lo + 1
@@ -220,6 +274,28 @@ def _tabulate(
     return row_keys[rows], table[rows].astype(np.float64)
 
 
+def _tabulate_units(
+    row_keys: np.ndarray, index: np.ndarray, groups: np.ndarray | None, n_groups: int, weights: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_tabulate` with exact sums (units, an object table): :func:`grouped_units`
+    (unit weights: counts times :data:`UNIT`); rows with no weight dropped."""
+    if groups is not None and n_groups > 1:
+        index = index * n_groups + groups
+    if weights is None:
+        codes, counts = np.unique(index, return_counts=True)
+        sums = [c * UNIT for c in counts.tolist()]
+    else:
+        codes, sums = grouped_units(index, weights)
+        keep = [i for i, u in enumerate(sums) if u]
+        codes, sums = codes[keep], [sums[i] for i in keep]
+    rows, at = np.unique(codes // n_groups, return_inverse=True)
+    table = np.zeros((len(rows), n_groups), dtype=object)
+    cells = np.empty(len(sums), dtype=object)
+    cells[:] = sums
+    table[at.reshape(-1), codes % n_groups] = cells
+    return row_keys[rows], table
+
+
 def coarsen_table(
     binning: LogGridBinning, keys: np.ndarray, table: np.ndarray
 ) -> tuple[LogGridBinning, np.ndarray, np.ndarray]:
@@ -241,7 +317,7 @@ def insert_table(hists: Sequence[ScoreHistogram], keys: np.ndarray, table: np.nd
         w = h.weights
         get = w.get
         for k, v in zip(keys[nz].tolist(), col[nz].tolist()):
-            w[k] = get(k, 0.0) + v
+            w[k] = get(k, 0) + v
 
 
 def add_grouped(
@@ -249,11 +325,12 @@ def add_grouped(
     keys: np.ndarray,
     groups: np.ndarray | None,
     weights: np.ndarray | None,
+    exact: bool = False,
 ) -> None:
     """Add a batch of keyed events to ``hists[groups[i]]`` (all to ``hists[0]`` if ``groups``
     is None): :func:`aggregate` then one dict update per non-empty (key, group). Inputs
-    must be validated: this cannot fail half-way."""
-    insert_table(hists, *aggregate(keys, groups, len(hists), weights))
+    must be validated: this cannot fail half-way. ``exact``: histograms in units mode."""
+    insert_table(hists, *aggregate(keys, groups, len(hists), weights, exact))
 
 
 def coarsen_all(hists: Sequence[ScoreHistogram]) -> LogGridBinning:
@@ -264,7 +341,7 @@ def coarsen_all(hists: Sequence[ScoreHistogram]) -> LogGridBinning:
     for h in hists:
         if h.weights:
             keys = np.fromiter(h.weights.keys(), dtype=np.int64, count=len(h.weights))
-            vals = np.fromiter(h.weights.values(), dtype=np.float64, count=len(h.weights))
+            vals = weight_array(h.weights.values(), len(h.weights), units_mode([h]))
             order = np.argsort(keys)
             _, k, v = coarsen_table(binning, keys[order], vals[order, None])
             h.weights = dict(zip(k.tolist(), v[:, 0].tolist()))
@@ -290,7 +367,7 @@ def to_grid(hists: Sequence[ScoreHistogram], grid: LogGridBinning) -> LogGridBin
     for h in hists:
         if h.weights:
             keys = np.fromiter(h.weights.keys(), dtype=np.float64, count=len(h.weights))
-            vals = np.fromiter(h.weights.values(), dtype=np.float64, count=len(h.weights))
+            vals = weight_array(h.weights.values(), len(h.weights), units_mode([h]))
             order = np.argsort(keys)
             _, k, v = table_to_grid(grid, keys[order], vals[order, None])
             h.weights = dict(zip(k.tolist(), v[:, 0].tolist()))
@@ -347,14 +424,15 @@ def coarser_of(a: Binning, b: Binning) -> Binning:
 
 
 def flatten(hists: Sequence[ScoreHistogram], binning: Binning) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(ids, keys, weights)`` of every entry of ``hists`` sorted by (index in hists, key)."""
+    """``(ids, keys, weights)`` of every entry of ``hists`` sorted by (index in hists, key);
+    weights float64, or an object array of ints in units mode."""
     from itertools import chain
 
     sizes = [len(h.weights) for h in hists]
     n = sum(sizes)
     dtype = np.float64 if binning.exact else np.int64
     keys = np.fromiter(chain.from_iterable(h.weights.keys() for h in hists), dtype=dtype, count=n)
-    weights = np.fromiter(chain.from_iterable(h.weights.values() for h in hists), dtype=np.float64, count=n)
+    weights = weight_array(chain.from_iterable(h.weights.values() for h in hists), n, units_mode(hists))
     ids = np.repeat(np.arange(len(hists), dtype=np.int64), sizes)
     order = np.lexsort((keys, ids))
     return ids[order], keys[order], weights[order]
@@ -455,7 +533,7 @@ def add_flat(hists: Sequence[ScoreHistogram], flat: tuple[np.ndarray, np.ndarray
             continue
         get = d.get
         for k, w in zip(key_list[a:b], weight_list[a:b]):
-            d[k] = get(k, 0.0) + w
+            d[k] = get(k, 0) + w
     return sum(len(d) for d in dicts) - before
 
 
@@ -488,7 +566,9 @@ def _compact(values: np.ndarray) -> list:
 
 def histograms_to_json(hists: Sequence[ScoreHistogram], names: Sequence[str]) -> dict[str, Any]:
     """JSON-safe dict of several histograms of one binning on a shared key list:
-    ``{"key_deltas" | "scores": [...], names[i]: [weights aligned on the keys]}``."""
+    ``{"key_deltas" | "scores": [...], names[i]: [weights aligned on the keys]}``, plus
+    ``"residues": {name: [[index, residue], ...]}`` for the weights (units mode) that are not
+    exactly their floats (the key is absent when there are none)."""
     binning = hists[0].binning
     if sum(len(h.weights) for h in hists) <= SMALL_KEYS and all(h.binning is binning for h in hists):
         # few keys: the same dict in plain Python, without the arrays' set-up (issue 12)
@@ -500,19 +580,37 @@ def histograms_to_json(hists: Sequence[ScoreHistogram], names: Sequence[str]) ->
         out = {"key_deltas": np.diff(keys, prepend=0).tolist()}
     for name, row in zip(names, weights):
         out[name] = _compact(row)
+    if units_mode(hists):
+        key_list = keys.tolist()
+        residues = {}
+        for name, h in zip(names, hists):
+            get = h.weights.get
+            r = encode_residues([get(k, 0) for k in key_list])
+            if r is not None:
+                residues[name] = r
+        if residues:
+            out["residues"] = residues
     return out
 
 
 def histograms_from_json(
-    data: Mapping[str, Any], binning: Binning, names: Sequence[str]
+    data: Mapping[str, Any], binning: Binning, names: Sequence[str], exact_weights: bool = False
 ) -> list[ScoreHistogram]:
-    """Inverse of :func:`histograms_to_json`; ``ValueError`` on anything malformed."""
+    """Inverse of :func:`histograms_to_json`; ``ValueError`` on anything malformed.
+    ``exact_weights`` (accumulators that keep exact weight sums): the histograms are in
+    units mode when residues are present or a weight is not whole, else float mode; without
+    it, weights are floats and residues are refused."""
     if not isinstance(data, Mapping):
         raise ValueError(f"histogram must be a mapping, got {type(data).__name__}")
     key_field = "scores" if binning.exact else "key_deltas"
     expected = {key_field, *names}
-    if set(data) != expected:
-        raise ValueError(f"histogram keys must be {sorted(expected)}, got {sorted(map(str, data))}")
+    if set(data) - {"residues"} != expected:
+        raise ValueError(f"histogram keys must be {sorted(expected)} (and 'residues'), got {sorted(map(str, data))}")
+    residues = data.get("residues")
+    if residues is not None and not exact_weights:
+        raise ValueError("histogram residues are not accepted here (no exact weight sums)")
+    if residues is not None and (not isinstance(residues, Mapping) or not residues or not set(residues) <= set(names)):
+        raise ValueError(f"histogram residues must map some of {list(names)} to residues, got {describe(residues)}")
     raw = data[key_field]
     if not isinstance(raw, list):
         raise ValueError(f"histogram {key_field!r} must be a list")
@@ -530,6 +628,7 @@ def histograms_from_json(
     if len(keys) > 1 and not (np.diff(keys) > 0).all():
         raise ValueError(f"histogram {key_field} must give strictly ascending keys")
     hists = []
+    units = residues is not None
     for name in names:
         row = data[name]
         if not isinstance(row, list) or len(row) != len(keys):
@@ -537,10 +636,20 @@ def histograms_from_json(
         w = _number_array(row, f"histogram {name}")
         if len(w) and (w.min() < 0 or w.sum() > MAX_TOTAL_WEIGHT):
             raise ValueError(f"histogram {name!r} weights must be non-negative with a finite sum")
+        units = units or (exact_weights and not bool(np.all(w == np.floor(w))))
         h = ScoreHistogram(binning)
         nz = np.flatnonzero(w)
         h.weights = dict(zip(keys[nz].tolist(), w[nz].tolist()))
         hists.append(h)
+    if units:  # units mode: the written floats plus their residues, exactly
+        key_list = keys.tolist()
+        for name, h in zip(names, hists):
+            values = [float(v) for v in data[name]]
+            exact = decode_residues((residues or {}).get(name), values, f"histogram residues[{name!r}]")
+            if exact is None:
+                to_units([h])
+            else:
+                h.weights = {k: u for k, u in zip(key_list, exact) if u}
     return hists
 
 

@@ -9,6 +9,10 @@ which is most of a 10-event window's ``to_dict``. :func:`small_histograms_to_jso
 the identical dict (same keys, same lists, ints where the weights are whole) from the
 ``{key: weight}`` dicts directly; callers use it up to :data:`SMALL_KEYS` keys.
 
+Weights in units (exact sums, :mod:`streammetrics.kernels.exact_weights`) are written as their
+correctly rounded floats, plus the residues of those that are not exact under ``"residues"``
+(the key is absent when there are none).
+
 >>> small_histograms_to_json([{3: 1.0, 10: 2.5}, {10: 1.0}], ["neg", "pos"], exact=False)
 {'key_deltas': [3, 7], 'neg': [1, 2.5], 'pos': [0, 1]}
 """
@@ -32,6 +36,7 @@ from streammetrics.core.state import (
     unzigzag,
     zigzag,
 )
+from streammetrics.kernels.exact_weights import decode_residues, encode_residues, units_of, value_of
 
 __all__ = ["SMALL_KEYS", "small_histograms_to_json", "PACKED_FORMAT", "ZLIB_FROM", "pack_flat", "pack_dicts",
            "unpack_flat"]
@@ -59,11 +64,19 @@ def small_histograms_to_json(weights: Sequence[Mapping], names: Sequence[str], e
             prev = int(k)
         out = {"key_deltas": deltas}
     limit = _INT_LIMIT
+    residues = {}
     for name, w in zip(names, weights):
         get = w.get
+        values = [get(k, 0.0) for k in keys]
+        if any(v.__class__ is int for v in values):  # units mode
+            r = encode_residues(values)
+            if r is not None:
+                residues[name] = r
+            values = [value_of(v) if v.__class__ is int else v for v in values]
         # as histogram._compact: whole weights below 2**53 as ints, others as floats
-        out[name] = [int(v) if v.is_integer() and -limit < v < limit else v
-                     for v in [float(get(k, 0.0)) for k in keys]]
+        out[name] = [int(v) if v.is_integer() and -limit < v < limit else v for v in values]
+    if residues:
+        out["residues"] = residues
     return out
 
 
@@ -97,6 +110,11 @@ def pack_flat(flat: tuple[np.ndarray, np.ndarray, np.ndarray], n_hists: int, exa
     'AgABCggDAQIB'
     """
     ids, keys, weights = flat
+    residues = None
+    if weights.dtype == object:  # units mode: the rounded floats, and the residues apart
+        units = weights.tolist()
+        residues = encode_residues(units)
+        weights = np.array([value_of(u) for u in units], dtype=np.float64)
     sizes = pack_uints(np.bincount(ids, minlength=n_hists))
     key_bytes = pack_floats(keys) if exact else pack_uints(zigzag(np.diff(keys, prepend=0)))
     if len(weights) and not (np.all(weights == np.floor(weights)) and float(weights.max()) < _INT_LIMIT):
@@ -106,7 +124,7 @@ def pack_flat(flat: tuple[np.ndarray, np.ndarray, np.ndarray], n_hists: int, exa
     raw = sizes + key_bytes + weight_bytes
     packed = zlib.compress(raw, 6) if len(raw) >= ZLIB_FROM else raw
     compressed = len(packed) < len(raw)
-    return {
+    out: dict[str, Any] = {
         "packed": PACKED_FORMAT,
         "entries": len(ids),
         "keys": "scores" if exact else "key_deltas",
@@ -115,6 +133,9 @@ def pack_flat(flat: tuple[np.ndarray, np.ndarray, np.ndarray], n_hists: int, exa
         "zlib": compressed,
         "data": to_base64(packed if compressed else raw),
     }
+    if residues is not None:
+        out["residues"] = residues
+    return out
 
 
 def pack_dicts(weights: Sequence[Mapping], exact: bool) -> dict[str, Any]:
@@ -127,12 +148,14 @@ def pack_dicts(weights: Sequence[Mapping], exact: bool) -> dict[str, Any]:
     """
     sizes = [len(w) for w in weights]
     n = sum(sizes)
-    if n > SMALL_KEYS:
+    units = any(v.__class__ is int for w in weights for v in w.values())
+    if n > SMALL_KEYS or units:
         from itertools import chain
 
         dtype = np.float64 if exact else np.int64
         keys = np.fromiter(chain.from_iterable(w.keys() for w in weights), dtype=dtype, count=n)
-        values = np.fromiter(chain.from_iterable(w.values() for w in weights), dtype=np.float64, count=n)
+        values = np.fromiter(chain.from_iterable(w.values() for w in weights), dtype=object if units else np.float64,
+                             count=n)
         ids = np.repeat(np.arange(len(weights), dtype=np.int64), sizes)
         order = np.lexsort((keys, ids))
         return pack_flat((ids, keys[order], values[order]), len(weights), exact)
@@ -184,20 +207,24 @@ def _uvarints(values: Sequence[int]) -> bytes:
 
 
 _FIELDS = {"packed", "entries", "keys", "weights", "lengths", "zlib", "data"}
+_OPTIONAL = {"residues"}
 
 
 def unpack_flat(
-    data: Any, n_hists: int, exact: bool, max_entries: int, positive: bool = True
+    data: Any, n_hists: int, exact: bool, max_entries: int, positive: bool = True, exact_weights: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Inverse of :func:`pack_flat`, validated: ``ValueError`` on anything malformed, and
     before decoding anything when the declared entries exceed ``max_entries`` or a length
     exceeds what the entries allow (compressed data is inflated to at most the declared
     lengths). Keys are checked ascending within each histogram (the caller checks them
-    against its binning); weights finite, and > 0 when ``positive``."""
+    against its binning); weights finite, and > 0 when ``positive``. Weights are float64, or
+    with ``exact_weights``, exact units (an object array of ints) when a residue is present or
+    a weight is not whole (units mode, :mod:`streammetrics.kernels.exact_weights`); without it,
+    floats, and residues are refused."""
     if not isinstance(data, Mapping):
         raise ValueError(f"must be a packed mapping, got {describe(data)}")
-    if set(data) != _FIELDS:
-        raise ValueError(f"keys must be {sorted(_FIELDS)}, got {sorted(map(str, data))[:8]}")
+    if not _FIELDS <= set(data) <= _FIELDS | _OPTIONAL:
+        raise ValueError(f"keys must be {sorted(_FIELDS)} (and 'residues'), got {sorted(map(str, data))[:8]}")
     if data["packed"] != PACKED_FORMAT or type(data["packed"]) is not int:
         raise ValueError(f"packed format {describe(data['packed'])} is not {PACKED_FORMAT}")
     n = data["entries"]
@@ -247,6 +274,16 @@ def unpack_flat(
     if positive and n and not weights.min() > 0:
         raise ValueError("every stored weight must be positive")
     ids = np.repeat(np.arange(n_hists, dtype=np.int64), counts_per)
+    residues = data.get("residues")
+    if residues is not None and not exact_weights:
+        raise ValueError("residues are not accepted here (no exact weight sums)")
+    if exact_weights and (residues is not None
+                          or (data["weights"] == "float64" and not bool(np.all(weights == np.floor(weights))))):
+        values = weights.tolist()
+        exact_units = decode_residues(residues, values, "residues")
+        units = np.empty(n, dtype=object)
+        units[:] = exact_units if exact_units is not None else [units_of(v) for v in values]
+        return ids, keys, units
     return ids, keys, weights
 
 

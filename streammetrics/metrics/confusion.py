@@ -9,6 +9,14 @@ counts; ``count`` and ``total_weight`` are derived. An event with weight 0 still
 its cell, so its labels count as seen, as they do for scikit-learn's ``unique_labels``.
 ``to_dict`` writes each cell's total weight.
 
+Summed weights are exact (:mod:`streammetrics.kernels.exact_weights`): the state depends
+only on the multiset of events, whatever the order of updates and merges. The weighted
+sums are whole floats while every weight other than 1 is a whole number up to ``2**32``
+(exact while a cell stays below ``2**53``), else ints of units of ``2**-1074`` (at most ~2,100
+bits each). Cells and ``total_weight`` are written correctly rounded; ``cells_residues``
+(only when some cell's float is not its exact sum) lists ``[index in cells, residue]``.
+Metrics read the correctly rounded sums.
+
 Labels are int, str or bool (numpy scalars become Python ones, integral floats become
 ints, other finite floats are kept). One accumulator holds labels of a single kind: all
 bool, all numbers or all str. ``True == 1`` in Python, so bools and ints mixed in one
@@ -42,6 +50,17 @@ from streammetrics.core.validation import (
 )
 from streammetrics.kernels import classification as _cls
 from streammetrics.kernels.counts import one_class
+from streammetrics.kernels.exact_weights import (
+    UNIT,
+    WHOLE_MAX,
+    all_whole,
+    decode_residues,
+    encode_residues,
+    grouped_units,
+    is_whole,
+    units_of,
+    value_of,
+)
 from streammetrics.kernels.report_text import classification_report_of
 
 __all__ = ["ConfusionMatrix"]
@@ -55,6 +74,8 @@ _FAST_CLASS = {"bool": bool, "number": int, "str": str}
 _DTYPE_KINDS = {"b": "bool", "i": "number", "u": "number", "f": "number", "U": "str"}
 # small non-negative int labels are counted with one bincount on a combined code
 _DIRECT_MAX_LABEL = 1024
+# a batch of whole weights is summed in float64 (bincount) while its total stays at most this
+_FLOAT_EXACT = float(2**52)
 
 
 _kind = label_kind
@@ -81,27 +102,70 @@ def _array_kind(arr: np.ndarray, name: str) -> str | None:
 
 
 # ----------------------------------------------------------------------------- declared state
+def _is_units(sums: Mapping) -> bool:
+    """True if summed weights are held in units (every value an int), not whole floats."""
+    return next(iter(sums.values()), 0.0).__class__ is int
+
+
+def _as_units(sums: dict) -> dict:
+    """``sums`` in units: itself if already (or empty), else a converted copy."""
+    return sums if not sums or _is_units(sums) else {key: units_of(x) for key, x in sums.items()}
+
+
+def _normal_form(sums: dict) -> dict:
+    """Summed weights (floats or units) in the form a decoded state holds them: whole
+    floats while every sum is whole (:func:`is_whole`), else units."""
+    if _is_units(sums):
+        if all(not u % UNIT and is_whole(value_of(u)) for u in sums.values()):
+            return {key: value_of(u) for key, u in sums.items()}
+        return sums
+    return sums if all(is_whole(x) for x in sums.values()) else _as_units(sums)
+
+
 def _merge_cells(mine: tuple, theirs: tuple, acc: Any) -> tuple:
     n, w, n_weighted = mine
     for key, v in theirs[0].items():
         n[key] = n.get(key, 0) + v
-    for key, x in theirs[1].items():
-        w[key] = w.get(key, 0.0) + x
+    tw = theirs[1]
+    if tw:
+        zero: float | int = 0.0
+        if _is_units(w) or _is_units(tw):  # a side in units: both in units
+            w, tw, zero = _as_units(w), _as_units(tw), 0
+        for key, x in tw.items():
+            w[key] = w.get(key, zero) + x
     return n, w, n_weighted + theirs[2]
+
+
+def _cell_totals(n: Mapping[tuple, int], w: Mapping[tuple, Any]) -> dict[tuple, Any]:
+    """Cell -> total weight: whole floats, or units (ints) when ``w`` is in units."""
+    if w and _is_units(w):
+        units: dict[tuple, Any] = {key: c * UNIT for key, c in n.items()}
+        for key, u in w.items():
+            units[key] = units.get(key, 0) + u
+        return units
+    cells = {key: float(c) for key, c in n.items()}
+    for key, x in w.items():
+        cells[key] = cells.get(key, 0.0) + x
+    return cells
 
 
 def _encode_cells(value: tuple, acc: Any) -> tuple:
     n, w, n_weighted = value
-    cells = {key: float(c) for key, c in n.items()}
-    for key, x in w.items():
-        cells[key] = cells.get(key, 0.0) + x
     count = sum(n.values()) + n_weighted
-    total = float(sum(n.values())) + math.fsum(w.values())
-    return count, total, [[t, p, float(x)] for (t, p), x in sorted(cells.items())]
+    if not w or not _is_units(w):  # whole weights: float sums are exact
+        cells = {key: float(c) for key, c in n.items()}
+        for key, x in w.items():
+            cells[key] = cells.get(key, 0.0) + x
+        total = float(sum(n.values())) + math.fsum(w.values())
+        return count, total, [[t, p, float(x)] for (t, p), x in sorted(cells.items())], None
+    items = sorted(_cell_totals(n, w).items())
+    sums = [u for _, u in items]
+    return (count, value_of(sum(sums)), [[t, p, value_of(u)] for (t, p), u in items],
+            encode_residues(sums))
 
 
 def _decode_cells(raw: tuple, acc: "ConfusionMatrix", loaded: Mapping[str, Any]) -> tuple:
-    count, total, cells = raw
+    count, total, cells, residues = raw
     if type(count) is not int or count < 0:
         raise ValueError(f"count must be a non-negative int, got {describe(count)}")
     total = check_weight(total, "total_weight")
@@ -109,7 +173,7 @@ def _decode_cells(raw: tuple, acc: "ConfusionMatrix", loaded: Mapping[str, Any])
         raise ValueError(f"cells must be a list of [true, pred, weight], got {type(cells).__name__}")
     if len(cells) > count:
         raise ValueError(f"{len(cells)} cells cannot come from count={count} events")
-    parsed: dict[tuple, float] = {}
+    parsed: dict[tuple, Any] = {}
     for i, cell in enumerate(cells):
         if not isinstance(cell, list) or len(cell) != 3:
             raise ValueError(f"cells[{i}] must be a [true, pred, weight] list, got {describe(cell)}")
@@ -120,21 +184,29 @@ def _decode_cells(raw: tuple, acc: "ConfusionMatrix", loaded: Mapping[str, Any])
         if key in parsed or (t, p) != (cell[0], cell[1]):
             raise ValueError(f"cells[{i}] repeats or mis-encodes the cell {key!r}")
         parsed[key] = w
-    return acc._check_cells(parsed, count, total, loaded["unit_weights"])
+    units = decode_residues(residues, list(parsed.values()), "cells_residues")
+    if units is not None:  # residues: exact sums of weights that are not whole numbers
+        parsed = dict(zip(parsed, units))
+        if total != value_of(sum(units)):  # written with the residues: exactly the rounded sum
+            raise ValueError(f"total_weight={total!r} is not the correctly rounded sum of the cells "
+                             f"{value_of(sum(units))!r}")
+    return acc._check_cells(_normal_form(parsed), count, total, loaded["unit_weights"])
 
 
 _CONFUSION_STATE = (
     Field("unit_weights", lambda acc: True, "flag_all", attrs="_unit"),
     # unit-weight counts and weighted sums per (true, pred) cell, and the number of
-    # weighted events; written as the cells' total weights with count and total_weight
-    Field(("count", "total_weight", "cells"), lambda acc: ({}, {}, 0), attrs=("_n", "_w", "_n_weighted"),
-          merge=_merge_cells, copy=lambda v: (dict(v[0]), dict(v[1]), v[2]),
-          encode=_encode_cells, decode=_decode_cells),
+    # weighted events; written as the cells' total weights (correctly rounded) with count and
+    # total_weight, and the residues of the cells whose float is not their exact sum
+    Field(("count", "total_weight", "cells", "cells_residues"), lambda acc: ({}, {}, 0),
+          attrs=("_n", "_w", "_n_weighted"), merge=_merge_cells, copy=lambda v: (dict(v[0]), dict(v[1]), v[2]),
+          encode=_encode_cells, decode=_decode_cells, optional=("cells_residues",)),
 )
 
 
 #: the state keys :meth:`ConfusionMatrix._state` writes directly (another declaration: generic)
-_DIRECT_STATE = tuple(k for f in _CONFUSION_STATE for k in f.keys) == ("unit_weights", "count", "total_weight", "cells")
+_DIRECT_STATE = tuple(k for f in _CONFUSION_STATE for k in f.keys) == (
+    "unit_weights", "count", "total_weight", "cells", "cells_residues")
 
 
 class ConfusionMatrix(Accumulator):
@@ -171,14 +243,27 @@ class ConfusionMatrix(Accumulator):
     #: ``y_true + 2 * y_pred`` (:data:`PENDING_CELLS`); reading ``_n`` adds them. Used only on
     #: matrices whose labels are ``[0, 1]``.
     _pending: list[int]
-    _w: dict[tuple, float]  # cell -> summed weight of the other events
+    #: cell -> summed weight of the other events: whole floats while every such weight is a
+    #: whole number (:func:`~streammetrics.kernels.exact_weights.is_whole`), else ints of units
+    #: (``UNIT`` per 1.0) in every cell ("units mode", :attr:`_exact`)
+    _w: dict[tuple, Any]
     _n_weighted: int  # number of events in self._w
     _unit: bool  # every weight so far was exactly 1 (report prints int supports)
+    _exact: bool  # self._w holds units (derived from its values)
 
     def _refresh(self) -> None:
-        """The label kind (derived: every label seen has a cell) and its fast-path class."""
+        """The label kind (derived: every label seen has a cell) and its fast-path class, and
+        the mode of the weighted sums."""
         cell = next(iter(self._n or self._w), None)
         self._set_kind(self._fixed_kind if cell is None else _kind(cell[0]))
+        self._exact = _is_units(self._w)
+
+    def _to_units(self) -> dict[tuple, int]:
+        """Switch the weighted sums to units (exactly); returns them."""
+        if not self._exact:
+            self._w = _as_units(self._w)
+            self._exact = True
+        return self._w
 
     @property
     def _n(self) -> dict[tuple, int]:
@@ -214,11 +299,15 @@ class ConfusionMatrix(Accumulator):
 
     @property
     def total_weight(self) -> float:  # type: ignore[override]  # a read-only property over the declared state
+        if self._exact:
+            return value_of(sum(self._n.values()) * UNIT + sum(self._w.values()))
         return float(sum(self._n.values())) + math.fsum(self._w.values())
 
     @property
     def _cells(self) -> dict[tuple, float]:
-        """Total weight per cell."""
+        """Total weight per cell (correctly rounded)."""
+        if self._exact:
+            return {key: value_of(u) for key, u in _cell_totals(self._n, self._w).items()}
         cells = {key: float(n) for key, n in self._n.items()}
         for key, w in self._w.items():
             cells[key] = cells.get(key, 0.0) + w
@@ -231,13 +320,17 @@ class ConfusionMatrix(Accumulator):
         """The declared fields' encoders, called directly (one snapshot per key and window)."""
         if not _DIRECT_STATE:
             return super()._state()
-        count, total, cells = _encode_cells((self._n, self._w, self._n_weighted), self)
-        return {"unit_weights": self._unit, "count": count, "total_weight": total, "cells": cells}
+        count, total, cells, residues = _encode_cells((self._n, self._w, self._n_weighted), self)
+        out = {"unit_weights": self._unit, "count": count, "total_weight": total, "cells": cells}
+        if residues is not None:
+            out["cells_residues"] = residues
+        return out
 
     def _check_cells(
-        self, cells: dict[tuple, float], count: int, total: float, unit: bool
+        self, cells: dict[tuple, Any], count: int, total: float, unit: bool
     ) -> tuple[dict, dict, int]:
-        """Validate a complete state; ``(unit counts, weights, weighted events)`` to install."""
+        """Validate a complete state, cells' total weights as whole floats or all in units
+        (:func:`_normal_form`); ``(unit counts, weights, weighted events)`` to install."""
         labels = {x for key in cells for x in key}
         kinds = {_kind(x) for x in labels}
         if self._fixed_kind is not None:
@@ -250,10 +343,11 @@ class ConfusionMatrix(Accumulator):
                 raise ValueError(f"cells hold labels {extra!r} outside labels {self._fixed!r}")
         if len(cells) > count:
             raise ValueError(f"{len(cells)} cells cannot come from count={count} events")
-        cell_total = math.fsum(cells.values())
-        if abs(cell_total - total) > 1e-9 * max(1.0, total):
+        exact = _is_units(cells)
+        cell_total = value_of(sum(cells.values())) if exact else math.fsum(cells.values())
+        if abs(cell_total - total) > 1e-9 * max(1.0, total):  # (states written before exact sums: rounded)
             raise ValueError(f"total_weight={total!r} differs from the sum of the cells {cell_total!r}")
-        if unit and (cell_total != count or any(w < 1 or not float(w).is_integer() for w in cells.values())):
+        if unit and (exact or cell_total != count or any(w < 1 or not w.is_integer() for w in cells.values())):
             raise ValueError("unit_weights=True but the cells are not counts of unit-weight events")
         if unit:  # unit-weight events only: the cells are their counts
             return {k: int(w) for k, w in cells.items()}, {}, 0
@@ -263,22 +357,32 @@ class ConfusionMatrix(Accumulator):
     def _from_counts(
         cls,
         labels: Sequence[Hashable] | None,
-        counts: Mapping[tuple[Hashable, Hashable], float],
+        counts: Mapping[tuple[Hashable, Hashable], float | int],
         count: int,
+        units: bool = False,
     ) -> "ConfusionMatrix":
         """A ConfusionMatrix holding ``counts`` {(true, pred): weight} of ``count`` events.
 
         ``labels`` is the constructor argument (None: discovered). Every cell present,
         even with weight 0, marks its labels as seen. Supports print as ints in the text
-        report when the cells are whole numbers summing to ``count``.
+        report when the cells are whole numbers summing to ``count``. ``units``: the weights
+        are exact sums in units of ``2**-1074`` (non-negative ints,
+        :mod:`streammetrics.kernels.exact_weights`) instead of floats.
         """
         cm = cls(labels)
-        cells: dict[tuple, float] = {}
+        cells: dict[tuple, Any] = {}
         for (t, p), w in counts.items():
             key = (to_builtin_label(t, "counts key"), to_builtin_label(p, "counts key"))
-            cells[key] = cells.get(key, 0.0) + check_weight(w, f"counts[{key!r}]")
-        total = math.fsum(cells.values())
-        unit = total == count and all(w >= 1 and w.is_integer() for w in cells.values())
+            if units:
+                if w.__class__ is not int or w < 0:
+                    raise ValueError(f"counts[{key!r}] must be a non-negative int of units, got {describe(w)}")
+            else:
+                w = units_of(check_weight(w, f"counts[{key!r}]"))
+            cells[key] = cells.get(key, 0) + w  # (exact: keys that normalise alike are summed)
+        cells = _normal_form(cells)
+        exact = _is_units(cells)
+        total = value_of(sum(cells.values())) if exact else math.fsum(cells.values())
+        unit = not exact and total == count and all(w >= 1 and w.is_integer() for w in cells.values())
         cm._n, cm._w, cm._n_weighted = cm._check_cells(cells, count, total, unit)
         cm._unit = unit
         cm._refresh()
@@ -309,10 +413,14 @@ class ConfusionMatrix(Accumulator):
         key = (y_true, y_pred)
         if weight == 1.0:
             self._n[key] = self._n.get(key, 0) + 1
-        else:
-            self._unit = False
+            return self
+        self._unit = False
+        self._n_weighted += 1
+        if not self._exact and weight.is_integer() and weight <= WHOLE_MAX:  # exact as a float sum
             self._w[key] = self._w.get(key, 0.0) + weight
-            self._n_weighted += 1
+        else:
+            w = self._to_units()
+            w[key] = w.get(key, 0) + units_of(weight)
         return self
 
     def _admit(self, y_true: Any, y_pred: Any) -> tuple[Hashable, Hashable]:
@@ -361,16 +469,22 @@ class ConfusionMatrix(Accumulator):
         labels, ct, cp = _codes(t, p)
         k = len(labels)
         code = ct * k + cp
+        exact = False  # the other events' sums in units (else whole floats)
+        other_cells: tuple[np.ndarray, Any] = (np.empty(0, dtype=np.intp), [])
         if w is None:
             unit_cells = _cell_sums(code, k, None)
-            other_cells = (np.empty(0, dtype=np.intp), np.empty(0))
             n_other = 0
         else:
             is_unit = w == 1.0
             n_other = int(n - np.count_nonzero(is_unit))
             unit_cells = _cell_sums(code[is_unit], k, None)
-            other_cells = _cell_sums(code[~is_unit], k, w[~is_unit]) if n_other else (
-                np.empty(0, dtype=np.intp), np.empty(0))
+            if n_other:
+                wo = w[~is_unit]
+                if not self._exact and all_whole(wo) and float(wo.sum()) <= _FLOAT_EXACT:
+                    other_cells = _cell_sums(code[~is_unit], k, wo)  # whole: float sums are exact
+                else:
+                    exact = True
+                    other_cells = grouped_units(code[~is_unit], wo)
         if self._allowed is not None:
             used = set()
             for pair_codes, _ in (unit_cells, other_cells):
@@ -386,9 +500,11 @@ class ConfusionMatrix(Accumulator):
                                 f"{name}[{i}]={labels[c]!r} is not one of labels {self._fixed!r}"
                             )
         # ---- commit: nothing below can fail
-        for store, (pair_codes, sums) in ((self._n, unit_cells), (self._w, other_cells)):
-            zero = 0 if store is self._n else 0.0
-            for r, c, v in zip((pair_codes // k).tolist(), (pair_codes % k).tolist(), sums.tolist()):
+        other = self._to_units() if exact else self._w
+        for store, zero, (pair_codes, sums) in ((self._n, 0, unit_cells), (other, 0 if exact else 0.0, other_cells)):
+            if isinstance(sums, np.ndarray):
+                sums = sums.tolist()
+            for r, c, v in zip((pair_codes // k).tolist(), (pair_codes % k).tolist(), sums):
                 key = (labels[r], labels[c])
                 store[key] = store.get(key, zero) + v
         self._n_weighted += n_other
@@ -407,10 +523,10 @@ class ConfusionMatrix(Accumulator):
         Unit-weight events are exact integer counts, so ``update`` then ``remove`` leaves
         the state exactly as if the event had never been added (a cell that empties
         disappears, and with ``labels=None`` so do labels no other event uses). Weighted
-        events are float sums: a cell whose weight falls to at most 1e-9 of its value
-        before the removal is rounding residue and is dropped (a zero-weight event's cell
-        is dropped when its weight is 0); once no weighted event remains, the weighted
-        sums are cleared exactly.
+        events are exact sums too: a cell whose weight falls to 0 is dropped (a zero-weight
+        event's cell too); a weight at most 1e-9 above what its cell holds (a cell of a state
+        written before exact sums, rounded) empties it; once no weighted event remains, the
+        weighted sums are cleared.
 
         ``ValueError`` (state unchanged) when the event cannot have been added: a label
         of another kind, no event in the cell ``(y_true, y_pred)``, a weight larger than
@@ -434,28 +550,36 @@ class ConfusionMatrix(Accumulator):
                 self._n[key] = n - 1
         else:
             old = self._w.get(key)
-            if old is None or self._n_weighted == 0 or w > old * (1.0 + 1e-9):
-                held = n + (old or 0.0)
+            old_units = 0 if old is None else old if old.__class__ is int else units_of(old)
+            if old is None or self._n_weighted == 0 or w > value_of(old_units) * (1.0 + 1e-9):
+                held = value_of(n * UNIT + old_units)
                 raise ValueError(
                     f"cannot remove an event (y_true={t!r}, y_pred={p!r}, weight={w!r}) that was "
                     f"never added: the cell holds weight {held!r}"
                 )
+            w_units = units_of(w)
             if self._n_weighted == 1:  # the last weighted event takes all their weight
-                left = math.fsum(self._w.values()) - w
+                left = value_of(max(sum(x if x.__class__ is int else units_of(x) for x in self._w.values())
+                                    - w_units, 0))
                 if left > 1e-9 * (left + w):
                     raise ValueError(
                         f"cannot remove an event (y_true={t!r}, y_pred={p!r}, weight={w!r}) that "
                         f"was never added: it would be the last weighted event, but weight "
                         f"{left!r} would remain"
                     )
-            new = old - w
-            if new <= 1e-9 * old:
-                del self._w[key]
+            if self._exact or not is_whole(w):
+                new: float | int = max(old_units - w_units, 0)
+                self._to_units()
             else:
+                new = max(old - w, 0.0)
+            if new:
                 self._w[key] = new
+            else:
+                del self._w[key]
             self._n_weighted -= 1
-            if self._n_weighted == 0:  # only unit-weight events remain: drop float residue
+            if self._n_weighted == 0:  # only unit-weight events remain
                 self._w.clear()
+                self._exact = False
                 self._unit = True
         if not self._n and not self._w:
             self.reset()  # empty: forget the label kind too, as a new accumulator
@@ -510,19 +634,22 @@ class ConfusionMatrix(Accumulator):
         return check_label_list(labels, "labels", one_kind=False, distinct=False)
 
     def _class_sums(self, labels: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per-label (tp, predicted, true) weight sums in the order of ``labels``."""
+        """Per-label (tp, predicted, true) weight sums in the order of ``labels``: exact sums
+        (whole floats, or units), correctly rounded."""
         tp: dict = {}
         pred: dict = {}
         true: dict = {}
-        for (t, p), w in self._cells.items():
-            true[t] = true.get(t, 0.0) + w
-            pred[p] = pred.get(p, 0.0) + w
+        zero: float | int = 0 if self._exact else 0.0
+        for (t, p), w in _cell_totals(self._n, self._w).items():
+            true[t] = true.get(t, zero) + w
+            pred[p] = pred.get(p, zero) + w
             if t == p:
-                tp[t] = tp.get(t, 0.0) + w
+                tp[t] = tp.get(t, zero) + w
+        read: Any = value_of if self._exact else float
         return (
-            np.array([tp.get(x, 0.0) for x in labels], dtype=np.float64),
-            np.array([pred.get(x, 0.0) for x in labels], dtype=np.float64),
-            np.array([true.get(x, 0.0) for x in labels], dtype=np.float64),
+            np.array([read(tp.get(x, zero)) for x in labels], dtype=np.float64),
+            np.array([read(pred.get(x, zero)) for x in labels], dtype=np.float64),
+            np.array([read(true.get(x, zero)) for x in labels], dtype=np.float64),
         )
 
     # ------------------------------------------------------------- metrics
@@ -615,20 +742,20 @@ class ConfusionMatrix(Accumulator):
         if self._undefined():
             return self._nan_result("specificity", average, labels)
         tp, pred, true = self._class_sums(labels)
-        total = float(np.sum(np.fromiter(self._cells.values(), dtype=np.float64, count=len(self._cells))))
+        total = self.total_weight
         return _cls.specificity(tp, pred, true, total, average=average, zero_division=zero_division)
 
     def accuracy(self, normalize: bool = True) -> float:
         """Weighted fraction (``normalize=False``: weighted count) of events with
         y_true == y_pred, as ``sklearn.metrics.accuracy_score``."""
-        correct = math.fsum(w for (t, p), w in self._cells.items() if t == p)
+        diagonal = [w for (t, p), w in _cell_totals(self._n, self._w).items() if t == p]
+        correct = value_of(sum(diagonal)) if self._exact else math.fsum(diagonal)
         if not normalize:
             return float(correct)
         if self._undefined():
             _cls.warn_undefined_state("accuracy")
             return math.nan
-        total = math.fsum(self._cells.values())
-        return correct / total
+        return correct / self.total_weight
 
     def balanced_accuracy(self, adjusted: bool = False) -> float:
         """Mean per-class recall over classes present in y_true, as

@@ -14,6 +14,13 @@ tp/(n_true + n_pred - tp)) is a function of that triple, so the samples average 
 for every beta and mergeable; zero-weight events are kept apart because scikit-learn
 scores them as 0/0 (``zero_division``, warning) before weighting them by 0.
 
+Summed weights are exact (:mod:`streammetrics.kernels.exact_weights`), so the state depends
+only on the multiset of events: whole floats while every weight is a whole number up to
+``2**32`` (exact while a sum stays below ``2**53``), else ints of units of ``2**-1074`` in every
+container. They are written correctly rounded; ``weight_residues`` (only when some float is
+not its exact sum) lists ``[index, residue]`` over the flat sequence ``[total_weight, *tp,
+*pred, *true, subset_correct, wrong_labels, *samples' weights]``. Metrics read the floats.
+
 Empty input: as for :class:`~streammetrics.ConfusionMatrix`, metrics of an accumulator
 without any event of non-zero weight return NaN with an ``UndefinedMetricWarning``
 (scikit-learn raises).
@@ -35,12 +42,24 @@ from streammetrics.core.validation import (
     to_builtin_label,
 )
 from streammetrics.kernels import classification as _cls
+from streammetrics.kernels.exact_weights import (
+    WHOLE_MAX,
+    all_whole,
+    decode_residues,
+    encode_residues,
+    grouped_units,
+    is_whole,
+    units_of,
+    value_of,
+)
 from streammetrics.metrics.confusion import _kind
 from streammetrics.metrics.rows import Columns
 
 __all__ = ["MultilabelConfusion"]
 
 _INF = math.inf
+# a batch of whole weights is summed in float64 while its sums stay at most this
+_FLOAT_EXACT = float(2**52)
 _SETS = (set, frozenset)
 _BUILTIN = (int, str, bool, float)
 
@@ -50,65 +69,142 @@ def _n(acc: Any) -> int:
     return len(acc._labels)
 
 
-def _decode_samples(groups: Any, acc: Any, loaded: Mapping[str, Any]) -> dict[tuple[int, int, int], list]:
-    n, count, total = _n(acc), loaded["count"], loaded["total_weight"]
+def _decode_samples(groups: Any, acc: Any, count: int, total: float) -> dict[tuple[int, int, int], list]:
+    n = _n(acc)
     if not isinstance(groups, list):
-        raise ValueError("must be a list of [tp, n_true, n_pred, weight, n_zero_weight]")
+        raise ValueError("samples must be a list of [tp, n_true, n_pred, weight, n_zero_weight]")
     if len(groups) > count:
-        raise ValueError(f"{len(groups)} groups cannot come from count={count} events")
+        raise ValueError(f"samples: {len(groups)} groups cannot come from count={count} events")
     samples: dict[tuple[int, int, int], list] = {}
     events = 0
     for i, g in enumerate(groups):
         if not isinstance(g, list) or len(g) != 5:
-            raise ValueError(f"[{i}] must be [tp, n_true, n_pred, weight, n_zero_weight], got {describe(g)}")
+            raise ValueError(f"samples[{i}] must be [tp, n_true, n_pred, weight, n_zero_weight], got {describe(g)}")
         ni, nt, np_, w, nz = g
         if not all(type(x) is int for x in (ni, nt, np_, nz)):
-            raise ValueError(f"[{i}] counts must be ints, got {describe(g)}")
+            raise ValueError(f"samples[{i}] counts must be ints, got {describe(g)}")
         if not (0 <= ni <= nt <= n and ni <= np_ <= n and nz >= 0):
-            raise ValueError(f"[{i}] is not a possible (tp, n_true, n_pred) of {n} labels: {describe(g)}")
+            raise ValueError(f"samples[{i}] is not a possible (tp, n_true, n_pred) of {n} labels: {describe(g)}")
         key = (ni, nt, np_)
         if key in samples:
-            raise ValueError(f"[{i}] repeats {key!r}")
+            raise ValueError(f"samples[{i}] repeats {key!r}")
         samples[key] = [check_weight(w, f"samples[{i}][3]"), nz]
         events += 1 if w > 0 else 0
         events += nz
     if events > count or (count > 0) != bool(samples):
-        raise ValueError(f"do not describe count={count} events")
+        raise ValueError(f"samples do not describe count={count} events")
     if abs(math.fsum(v[0] for v in samples.values()) - total) > 1e-9 * max(1.0, total):
         raise ValueError("total_weight differs from the summed sample weights")
     return samples
 
 
-def _decode_weights(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> list:
-    return decode_list(raw, "weight", _n(acc))
+def _weight(raw: Any, name: str) -> float:
+    if type(raw) not in (int, float) or not 0.0 <= raw < _INF:
+        raise ValueError(f"{name} must be a finite non-negative number, got {describe(raw)}")
+    return float(raw)
 
 
-def _merge_samples(mine: dict, theirs: dict, acc: Any) -> dict:
-    for key, (w, nz) in theirs.items():
-        g = mine.get(key)
+def _is_units(sums: tuple) -> bool:
+    """True if the summed weights (the declared tuple) are held in units."""
+    return sums[0].__class__ is int
+
+
+def _to_units(sums: tuple) -> tuple:
+    """The summed weights in units: ``sums`` itself if already, else a converted copy."""
+    if _is_units(sums):
+        return sums
+    total, tp, pred, true, correct, wrong, samples = sums
+    return (units_of(total), [units_of(x) for x in tp], [units_of(x) for x in pred], [units_of(x) for x in true],
+            units_of(correct), units_of(wrong), {k: [units_of(g[0]), g[1]] for k, g in samples.items()})
+
+
+def _merge_sums(mine: tuple, theirs: tuple, acc: Any) -> tuple:
+    if _is_units(mine) or _is_units(theirs):  # a side in units: both in units
+        mine, theirs = _to_units(mine), _to_units(theirs)
+    total, tp, pred, true, correct, wrong, samples = mine
+    for lst, add in zip((tp, pred, true), theirs[1:4]):
+        for j, x in enumerate(add):
+            lst[j] += x
+    for key, (w, nz) in theirs[6].items():
+        g = samples.get(key)
         if g is None:
-            mine[key] = [w, nz]
+            samples[key] = [w, nz]
         else:
             g[0] += w
             g[1] += nz
-    return mine
+    return total + theirs[0], tp, pred, true, correct + theirs[4], wrong + theirs[5], samples
+
+
+def _flat(sums: tuple) -> tuple[list, list]:
+    """(the summed weights in the order of ``weight_residues``, the sorted samples' keys)."""
+    total, tp, pred, true, correct, wrong, samples = sums
+    keys = sorted(samples)
+    return [total, *tp, *pred, *true, correct, wrong, *(samples[k][0] for k in keys)], keys
+
+
+def _encode_sums(sums: tuple, acc: Any) -> tuple:
+    total, tp, pred, true, correct, wrong, samples = sums
+    if not _is_units(sums):  # whole weights: float sums are exact
+        return (total, list(tp), list(pred), list(true), correct, wrong,
+                [[k[0], k[1], k[2], float(g[0]), g[1]] for k, g in sorted(samples.items())], None)
+    n = len(tp)
+    flat, keys = _flat(sums)
+    values = [value_of(u) for u in flat]
+    rows = [[k[0], k[1], k[2], v, samples[k][1]] for k, v in zip(keys, values[3 * n + 3:])]
+    return (values[0], values[1:n + 1], values[n + 1:2 * n + 1], values[2 * n + 1:3 * n + 1], values[3 * n + 1],
+            values[3 * n + 2], rows, encode_residues(flat))
+
+
+def _decode_sums(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple:
+    total, tp, pred, true, correct, wrong, groups, residues = raw
+    total = _weight(total, "total_weight")
+    lists = []
+    for name, value in (("tp", tp), ("pred", pred), ("true", true)):
+        try:
+            lists.append(decode_list(value, "weight", _n(acc)))
+        except ValueError as exc:
+            raise ValueError(f"{name}{'' if str(exc).startswith('[') else ': '}{exc}") from None
+    decoded = _decode_samples(groups, acc, loaded["count"], total)
+    sums = (total, *lists, _weight(correct, "subset_correct"), _weight(wrong, "wrong_labels"), decoded)
+    flat, keys = _flat(sums)
+    units = decode_residues(residues, flat, "weight_residues")
+    if units is None and not all(is_whole(x) for x in flat):
+        units = [units_of(x) for x in flat]
+    if units is None:
+        return sums
+    n = _n(acc)
+    samples = {k: [u, decoded[k][1]] for k, u in zip(keys, units[3 * n + 3:])}
+    return (units[0], units[1:n + 1], units[n + 1:2 * n + 1], units[2 * n + 1:3 * n + 1], units[3 * n + 1],
+            units[3 * n + 2], samples)
 
 
 _MULTILABEL_CONFUSION_STATE = (
     Field("count", lambda acc: 0, "count", attrs="count"),
-    Field("total_weight", lambda acc: 0.0, "weight", attrs="total_weight"),
-    # per label: weight of true positives, of predictions, of truths (support)
-    Field("tp", lambda acc: [0.0] * _n(acc), "weights", decode=_decode_weights),
-    Field("pred", lambda acc: [0.0] * _n(acc), "weights", decode=_decode_weights),
-    Field("true", lambda acc: [0.0] * _n(acc), "weights", decode=_decode_weights),
-    # weight of events predicted exactly right; weighted number of wrong label decisions
-    Field("subset_correct", lambda acc: 0.0, "weight", attrs="_correct"),
-    Field("wrong_labels", lambda acc: 0.0, "weight", attrs="_wrong"),
-    # {(tp, n_true, n_pred): [summed weight, zero-weight events]}
-    Field("samples", lambda acc: {}, merge=_merge_samples, copy=lambda v: {k: list(g) for k, g in v.items()},
-          encode=lambda v, acc: [[k[0], k[1], k[2], float(g[0]), g[1]] for k, g in sorted(v.items())],
-          decode=_decode_samples),
+    # the summed weights: of every event; per label, of true positives, of predictions, of truths
+    # (support); of events predicted exactly right; the weighted number of wrong label decisions;
+    # {(tp, n_true, n_pred): [summed weight, zero-weight events]}; and their residues if needed
+    Field(("total_weight", "tp", "pred", "true", "subset_correct", "wrong_labels", "samples", "weight_residues"),
+          lambda acc: (0.0, [0.0] * _n(acc), [0.0] * _n(acc), [0.0] * _n(acc), 0.0, 0.0, {}),
+          attrs=("_total", "_tp", "_pred", "_true", "_correct", "_wrong", "_samples"), merge=_merge_sums,
+          copy=lambda v: (v[0], list(v[1]), list(v[2]), list(v[3]), v[4], v[5], {k: list(g) for k, g in v[6].items()}),
+          encode=_encode_sums, decode=_decode_sums, optional=("weight_residues",)),
 )
+
+
+def _units_total(w: np.ndarray) -> int:
+    """The exact sum of the weights ``w`` in units."""
+    return sum(grouped_units(np.zeros(len(w), dtype=np.int64), w)[1])
+
+
+def _column_units(M: np.ndarray, w: np.ndarray, n: int) -> list[int]:
+    """Per column of the indicator matrix ``M``, the exact sum in units of the weights of
+    its rows that hold a 1."""
+    rows, cols = np.nonzero(M)
+    keys, units = grouped_units(cols, w[rows])
+    out = [0] * n
+    for j, u in zip(keys.tolist(), units):
+        out[j] = u
+    return out
 
 
 class MultilabelConfusion(Accumulator):
@@ -126,13 +222,15 @@ class MultilabelConfusion(Accumulator):
     type_name = "MultilabelConfusion"
     state_fields = _MULTILABEL_CONFUSION_STATE
 
-    # the declared state (see _MULTILABEL_CONFUSION_STATE)
-    _tp: list[float]
-    _pred: list[float]
-    _true: list[float]
-    _correct: float
-    _wrong: float
+    # the declared state (see _MULTILABEL_CONFUSION_STATE): whole floats, or all ints of units
+    _total: Any
+    _tp: list[Any]
+    _pred: list[Any]
+    _true: list[Any]
+    _correct: Any
+    _wrong: Any
     _samples: dict[tuple[int, int, int], list]
+    _exact: bool  # the summed weights are in units (derived)
 
     def __init__(self, labels: int | Sequence[Hashable]) -> None:
         names = check_label_list(labels, "labels", allow_count=True)
@@ -151,12 +249,28 @@ class MultilabelConfusion(Accumulator):
     def _config(self) -> dict[str, Any]:
         return {"labels": list(self._labels)}
 
+    def _refresh(self) -> None:
+        self._exact = self._total.__class__ is int
+        self._read: Any = value_of if self._exact else float
+
+    def _sums_tuple(self) -> tuple:
+        return self._total, self._tp, self._pred, self._true, self._correct, self._wrong, self._samples
+
+    def _switch_to_units(self) -> None:
+        """Hold every summed weight in units from now on (exactly)."""
+        if not self._exact:
+            (self._total, self._tp, self._pred, self._true, self._correct, self._wrong,
+             self._samples) = _to_units(self._sums_tuple())
+            self._refresh()
+
+    @property
+    def total_weight(self) -> float:  # type: ignore[override]  # a read-only property over the declared state
+        return self._read(self._total)
+
     def _check_state(self, loaded: dict[str, Any]) -> None:
-        total = loaded["total_weight"]
-        tol = 1e-9 * max(1.0, total)
-        if loaded["subset_correct"] > total + tol or any(
-            t > min(p, tr) + tol for t, p, tr in zip(loaded["tp"], loaded["pred"], loaded["true"])
-        ):
+        total, tp, pred, true, correct = loaded["total_weight"][:5]
+        tol: Any = 0 if total.__class__ is int else 1e-9 * max(1.0, total)  # units: exact, compared exactly
+        if correct > total + tol or any(t > min(p, tr) + tol for t, p, tr in zip(tp, pred, true)):
             raise ValueError("tp or subset_correct exceed the weights they count")
 
     @classmethod
@@ -176,6 +290,10 @@ class MultilabelConfusion(Accumulator):
             weight = check_weight(weight)
         t = self._row(y_true, "y_true")
         p = self._row(y_pred, "y_pred")
+        zero_weight = weight == 0.0
+        if self._exact or not (weight.is_integer() and weight <= WHOLE_MAX):
+            self._switch_to_units()
+            weight = units_of(weight)  # units: the sums are ints
         both = t & p
         true, pred, tp = self._true, self._pred, self._tp
         for j in t:
@@ -191,13 +309,13 @@ class MultilabelConfusion(Accumulator):
         key = (ni, nt, np_)
         g = self._samples.get(key)
         if g is None:
-            self._samples[key] = [weight, 1 if weight == 0.0 else 0]
+            self._samples[key] = [weight, 1 if zero_weight else 0]
         else:
             g[0] += weight
-            if weight == 0.0:
+            if zero_weight:
                 g[1] += 1
         self.count += 1
-        self.total_weight += weight
+        self._total += weight
         return self
 
     def update_many(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> "MultilabelConfusion":
@@ -220,26 +338,38 @@ class MultilabelConfusion(Accumulator):
         code = (ni * (L + 1) + nt) * (L + 1) + np_
         keys, inverse = np.unique(code, return_inverse=True)
         inverse = inverse.reshape(-1)
+        units = False
         if w is None:
             add_true, add_pred, add_tp = T.sum(axis=0), P.sum(axis=0), both.sum(axis=0)
             correct, wrong_sum, total = float(exact.sum()), float(wrong.sum()), float(n)
-            group_w: np.ndarray = np.bincount(inverse, minlength=len(keys)).astype(np.float64)
+            group_w: Any = np.bincount(inverse, minlength=len(keys)).astype(np.float64)
             group_zero = np.zeros(len(keys), dtype=np.int64)
         else:
-            add_true, add_pred, add_tp = (w @ M.astype(np.float64) for M in (T, P, both))
-            correct = float(w[exact].sum())
-            wrong_sum = float(np.dot(w, wrong.astype(np.float64)))
-            total = float(w.sum())
-            group_w = np.bincount(inverse, weights=w, minlength=len(keys))
             group_zero = np.bincount(inverse[w == 0], minlength=len(keys))
+            wrong_sum = float(np.dot(w, wrong.astype(np.float64)))
+            if not self._exact and all_whole(w) and max(wrong_sum, float(w.sum())) <= _FLOAT_EXACT:
+                add_true, add_pred, add_tp = (w @ M.astype(np.float64) for M in (T, P, both))  # whole: exact
+                correct = float(w[exact].sum())
+                total = float(w.sum())
+                group_w = np.bincount(inverse, weights=w, minlength=len(keys))
+            else:  # exact sums in units, grouped in one vectorised pass each
+                units = True
+                add_true, add_pred, add_tp = (_column_units(M, w, L) for M in (T, P, both))
+                correct = _units_total(w[exact])
+                wrong_keys, wrong_units = grouped_units(wrong, w)
+                wrong_sum = sum(k * u for k, u in zip(wrong_keys.tolist(), wrong_units))
+                total = _units_total(w)
+                group_w = grouped_units(inverse, w)[1]  # every group has a row: one sum per key
         # ---- commit
+        if units:
+            self._switch_to_units()
         for mine, add in ((self._true, add_true), (self._pred, add_pred), (self._tp, add_tp)):
-            for j, v in enumerate(add.tolist()):
+            for j, v in enumerate(add if units else add.tolist()):
                 mine[j] += v
         self._correct += correct
         self._wrong += wrong_sum
         samples = self._samples
-        for c, gw, gz in zip(keys.tolist(), group_w.tolist(), group_zero.tolist()):
+        for c, gw, gz in zip(keys.tolist(), group_w if units else group_w.tolist(), group_zero.tolist()):
             key = (c // (L + 1) ** 2, (c // (L + 1)) % (L + 1), c % (L + 1))
             g = samples.get(key)
             if g is None:
@@ -248,7 +378,7 @@ class MultilabelConfusion(Accumulator):
                 g[0] += gw
                 g[1] += gz
         self.count += n
-        self.total_weight += total
+        self._total += total
         return self
 
     # ------------------------------------------------------------- metrics
@@ -262,10 +392,11 @@ class MultilabelConfusion(Accumulator):
 
     def _sums(self, labels: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         idx = [self._index[x] for x in labels]
+        read = self._read
         return (
-            np.array([self._tp[j] for j in idx], dtype=np.float64),
-            np.array([self._pred[j] for j in idx], dtype=np.float64),
-            np.array([self._true[j] for j in idx], dtype=np.float64),
+            np.array([read(self._tp[j]) for j in idx], dtype=np.float64),
+            np.array([read(self._pred[j]) for j in idx], dtype=np.float64),
+            np.array([read(self._true[j]) for j in idx], dtype=np.float64),
         )
 
     def _labels_for(self, labels: Any, pos_label: Any, average: Any) -> list:
@@ -308,7 +439,7 @@ class MultilabelConfusion(Accumulator):
                 tp.append(ni)
                 pred.append(np_)
                 true.append(nt)
-                weights.append(w)
+                weights.append(self._read(w))
             if nz:
                 tp.append(0)
                 pred.append(0)
@@ -371,12 +502,13 @@ class MultilabelConfusion(Accumulator):
     def accuracy(self, normalize: bool = True) -> float:
         """Subset accuracy: weighted fraction (or weighted count) of events whose predicted
         label set equals the true one, as ``sklearn.metrics.accuracy_score``."""
+        correct = self._read(self._correct)
         if not normalize:
-            return float(self._correct)
+            return correct
         if self.total_weight == 0.0:
             _cls.warn_undefined_state("accuracy")
             return math.nan
-        return self._correct / self.total_weight
+        return correct / self.total_weight
 
     def hamming_loss(self) -> float:
         """Weighted fraction of wrong label decisions, as ``sklearn.metrics.hamming_loss``:
@@ -385,4 +517,4 @@ class MultilabelConfusion(Accumulator):
             _cls.warn_undefined_state("hamming_loss")
             return math.nan
         weight_average = self.total_weight / self.count
-        return self._wrong / (self.count * len(self._labels) * weight_average)
+        return self._read(self._wrong) / (self.count * len(self._labels) * weight_average)

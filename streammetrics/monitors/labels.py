@@ -1,5 +1,11 @@
 """``LabelMonitor``: hard predictions (``y_true``, ``y_pred`` labels), and the hard-label
-snapshot helpers it shares with :mod:`streammetrics.monitors.multiclass`."""
+snapshot helpers it shares with :mod:`streammetrics.monitors.multiclass`.
+
+The prediction weight and each predicted label's weight are exact sums
+(:mod:`streammetrics.kernels.exact_weights`): whole floats while every weight is a whole
+number up to ``2**32`` (exact while a sum stays below ``2**53``), else ints of units of
+``2**-1074``; written correctly rounded, with ``weight_residues`` (``[[index, residue], ...]``
+over ``[prediction_weight, *predicted_labels]``) only when some float is not its exact sum."""
 from __future__ import annotations
 
 import math
@@ -10,6 +16,14 @@ from streammetrics.core.labels import LABEL_KINDS
 from streammetrics.core.state import Field, describe
 from streammetrics.core.validation import check_weight, to_builtin_label
 from streammetrics.events.parser import Event
+from streammetrics.kernels.exact_weights import (
+    WHOLE_MAX,
+    decode_residues,
+    encode_residues,
+    is_whole,
+    units_of,
+    value_of,
+)
 from streammetrics.metrics.confusion import ConfusionMatrix, _kind
 from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
 
@@ -58,36 +72,74 @@ def label_metrics(cm: ConfusionMatrix, labels: list | None) -> dict[str, Any]:
     }
 
 
-def _sorted_predicted(predicted: dict) -> list[tuple[Any, float]]:
-    """``(label, weight)`` of the predicted labels by kind, then label: the order the state
+def _sorted_predicted(predicted: dict) -> list[tuple[Any, Any]]:
+    """``(label, summed weight)`` of the predicted labels by kind, then label: the order the state
     writes them in and the snapshot reports them in (independent of arrival or merge order)."""
     return sorted(predicted.items(), key=lambda kv: (_kind(kv[0]), kv[0]))
 
 
-def _merge_predicted(mine: dict, theirs: dict, acc: Any) -> dict:
-    for label, w in theirs.items():
-        mine[label] = mine.get(label, 0.0) + w
-    return mine
+def _in_units(total: float | int, predicted: dict) -> tuple[int, dict]:
+    """The prediction weights in units (themselves if already)."""
+    if total.__class__ is int:
+        return int(total), predicted
+    return units_of(total), {label: units_of(w) for label, w in predicted.items()}
+
+
+def _merge_weights(mine: tuple, theirs: tuple, acc: Any) -> tuple:
+    total, predicted = mine
+    their_total, their_predicted = theirs
+    zero: float | int = 0.0
+    if total.__class__ is int or their_total.__class__ is int:  # a side in units: both in units
+        (total, predicted), (their_total, their_predicted) = _in_units(*mine), _in_units(*theirs)
+        zero = 0
+    for label, w in their_predicted.items():
+        predicted[label] = predicted.get(label, zero) + w
+    return total + their_total, predicted
+
+
+def _encode_weights(value: tuple, mon: Any) -> tuple:
+    total: Any
+    total, predicted = value
+    items = _sorted_predicted(predicted)
+    if total.__class__ is float:  # whole weights: float sums are exact
+        return total, [[k, w] for k, w in items], None
+    return (value_of(total), [[k, value_of(w)] for k, w in items],
+            encode_residues([total] + [w for _, w in items]))
+
+
+def _decode_weights(raw: tuple, mon: "LabelMonitor", loaded: Mapping[str, Any]) -> tuple:
+    total, labels, residues = raw
+    if type(total) not in (int, float) or not 0.0 <= total < math.inf:
+        raise ValueError(f"prediction_weight must be a finite non-negative number, got {describe(total)}")
+    total = float(total)
+    predicted = _decode_predicted(labels, mon, loaded)
+    values = [total, *predicted.values()]
+    units = decode_residues(residues, values, "weight_residues")
+    if units is None and not all(is_whole(v) for v in values):
+        units = [units_of(v) for v in values]
+    if units is None:
+        return total, predicted
+    return units[0], dict(zip(predicted, units[1:]))
 
 
 def _decode_predicted(raw: Any, mon: "LabelMonitor", loaded: Mapping[str, Any]) -> dict:
     if not isinstance(raw, list):
-        raise ValueError(f"must be a list of [label, weight], got {describe(raw)}")
+        raise ValueError(f"predicted_labels must be a list of [label, weight], got {describe(raw)}")
     if len(raw) > loaded["count"]:
         raise ValueError(f"{len(raw)} labels cannot come from count={loaded['count']} predictions")
     out: dict = {}
     kinds = set()
     for i, pair in enumerate(raw):
         if not isinstance(pair, list) or len(pair) != 2:
-            raise ValueError(f"[{i}] must be [label, weight], got {describe(pair)}")
+            raise ValueError(f"predicted_labels[{i}] must be [label, weight], got {describe(pair)}")
         label = to_builtin_label(pair[0], f"predicted_labels[{i}][0]")
         if label in out or label != pair[0]:
-            raise ValueError(f"[{i}] repeats or mis-encodes the label {label!r}")
+            raise ValueError(f"predicted_labels[{i}] repeats or mis-encodes the label {label!r}")
         kinds.add(_kind(label))
         out[label] = check_weight(pair[1], f"predicted_labels[{i}][1]")
     allowed = mon._labels
     if len(kinds) > 1 or (allowed is not None and any(x not in allowed for x in out)):
-        raise ValueError("labels of several kinds, or outside the monitor's labels")
+        raise ValueError("predicted_labels: labels of several kinds, or outside the monitor's labels")
     return out
 
 
@@ -133,16 +185,15 @@ class LabelMonitor(Monitor):
     migrations = {1: _migrate_v1}
     state_fields = (
         Field("count", lambda m: 0, "count", attrs="_pcount"),
-        Field("prediction_weight", lambda m: 0.0, "weight", attrs="_ptotal"),
-        # predicted label -> summed weight (over every prediction)
-        Field("predicted_labels", lambda m: {}, attrs="_predicted", merge=_merge_predicted, copy=dict,
-              encode=lambda v, m: [[k, w] for k, w in _sorted_predicted(v)],
-              decode=_decode_predicted),
+        # the weight of every prediction, and per predicted label (exact sums; residues when needed)
+        Field(("prediction_weight", "predicted_labels", "weight_residues"), lambda m: (0.0, {}),
+              attrs=("_ptotal", "_predicted"), merge=_merge_weights, copy=lambda v: (v[0], dict(v[1])),
+              encode=_encode_weights, decode=_decode_weights, optional=("weight_residues",)),
         part("confusion", lambda m: ConfusionMatrix(labels=m._labels)),
     )
 
     _pcount: int
-    _ptotal: float
+    _ptotal: float | int  # a whole float, or units (then so are the values of _predicted)
     _predicted: dict
     confusion: ConfusionMatrix
 
@@ -159,7 +210,8 @@ class LabelMonitor(Monitor):
 
     @property
     def total_weight(self) -> float:  # type: ignore[override]  # read-only: weight of the predictions
-        return self._ptotal
+        total: Any = self._ptotal
+        return total if total.__class__ is float else value_of(total)
 
     @staticmethod
     def event_tag(event: Event) -> str:
@@ -186,9 +238,17 @@ class LabelMonitor(Monitor):
 
     def _predict(self, label: Any, w: float) -> None:
         self._pcount += 1
-        self._ptotal += w
         p = self._predicted
-        p[label] = p.get(label, 0.0) + w
+        if self._ptotal.__class__ is float and w.is_integer() and w <= WHOLE_MAX:  # exact as a float sum
+            self._ptotal += w
+            p[label] = p.get(label, 0.0) + w
+        else:
+            if self._ptotal.__class__ is float:  # the first weight that is not whole: to units
+                self._ptotal, p = _in_units(self._ptotal, p)
+                self._predicted = p
+            u = units_of(w)
+            self._ptotal += u
+            p[label] = p.get(label, 0) + u
 
     def update_outcome(self, event: Event) -> "LabelMonitor":
         self.confusion.update(event.y_true, event.y_pred, event.weight)
@@ -213,12 +273,14 @@ class LabelMonitor(Monitor):
     def snapshot(self) -> dict[str, Any]:
         cm = self.confusion
         out = label_metrics(cm, None)
-        out["count"], out["total_weight"] = self.count, json_number(self._ptotal)
+        total = self.total_weight
+        out["count"], out["total_weight"] = self.count, json_number(total)
         per_class = class_report(cm, cm.labels)
-        total = self._ptotal
+        read: Any = float if self._ptotal.__class__ is float else value_of
         # in the state's order, not arrival order: a snapshot is then the same after a checkpoint
         # round trip or a merge in another order (Spark partials)
-        for label, w in _sorted_predicted(self._predicted):
+        for label, weight in _sorted_predicted(self._predicted):
+            w = read(weight)
             row = per_class.setdefault(str(label), {})
             row["predicted_rate"] = json_number(w / total) if total > 0 else None
         out["per_class"] = per_class

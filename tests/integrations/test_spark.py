@@ -3,9 +3,8 @@
 One local Spark session (``local[2]``, loopback, no UI) for the module. The rows go to Spark
 shuffled over three partitions; replay reads them sorted by ``ts`` from a JSONL file. Lines are
 compared byte for byte, for every task: every float sum of the states is exact
-(kernels.exact_sum). Weights are dyadic (0.25, 0.5, 2.5) where they enter histograms, cells or
-class weights (those sums of weights are plain float sums, exact for such weights); the regression
-task, whose sums are all exact, also takes non-dyadic weights.
+(kernels.exact_sum; summed weights: kernels.exact_weights), so weights are any floats (0.1, 2.7,
+random ones) as well as whole numbers.
 """
 from __future__ import annotations
 
@@ -105,7 +104,7 @@ def binary_events(n, seed=1, weights=False, dyadic=False):
         score = rnd.randrange(1025) / 1024 if dyadic else rnd.random()
         out.append({"ts": T0 + rnd.random() * 300, "model": rnd.choice(["a", "b"]), "segment": rnd.choice(["x", "y"]),
                     "y_true": int(rnd.random() < score), "score": score, "id": f"p{i}",
-                    "weight": rnd.choice([0.25, 1.0, 2.5]) if weights else None})
+                    "weight": rnd.choice([0.1, 1.0, 2.7, rnd.random() * 3]) if weights else None})
     return out
 
 
@@ -136,16 +135,16 @@ def test_every_task_equals_replay(spark, tmp_path):
         ts, model = T0 + rnd.random() * 200, rnd.choice(["m1", "m2"])
         p = [rnd.random() for _ in classes]
         multi.append({"ts": ts, "model": model, "y_true": rnd.choice(classes), "scores": [x / sum(p) for x in p],
-                      "weight": rnd.choice([None, 0.5, 2.0])})
+                      "weight": rnd.choice([None, 0.1, 2.0, rnd.random() * 3])})
         labels.append({"ts": round(ts * 1e6) / 1e6, "model": model, "y_true": rnd.choice(classes),
-                       "y_pred": rnd.choice(classes)})
+                       "y_pred": rnd.choice(classes), "weight": rnd.choice([None, 0.3, 1.7, rnd.random()])})
         regression.append({"ts": ts, "model": model, "label": rnd.gauss(3, 1), "y_pred": rnd.gauss(3, 1.2),
                            "weight": rnd.choice([None, 0.1, 2.7])})
     results = {}
     frames = {
         "multiclass": (multi, "ts double, model string, y_true string, scores array<double>, weight double",
                        dict(task="multiclass", classes=classes), ["--task", "multiclass", "--classes", "cat,dog,emu"]),
-        "labels": (labels, "ts double, model string, y_true string, y_pred string", dict(task="labels"),
+        "labels": (labels, "ts double, model string, y_true string, y_pred string, weight double", dict(task="labels"),
                    ["--task", "labels"]),
         "regression": (regression, "ts double, model string, label double, y_pred double, weight double",
                        dict(task="regression", fields={"y_true": "label"}, slide="15s", max_open_states=2),
@@ -167,7 +166,7 @@ def test_every_task_equals_replay(spark, tmp_path):
 
 
 def test_merge_snapshots_rolls_up_windows_and_segments(spark, tmp_path):
-    events = binary_events(2000, seed=4)
+    events = binary_events(2000, seed=4, weights=True)
     minutes = window_snapshots(frame(spark, events, BINARY), window="60s")
     by_5min = [r.snapshot for r in merge_snapshots(minutes, window="300s").collect()]
     want, _ = replay(tmp_path, events, "--window", "300s")
@@ -199,7 +198,7 @@ def test_delayed_labels_final_counts(spark, tmp_path, task):
         y = label_of(rnd, fields)
         other = label_of(rnd, fields)
         common = {"ts": ts, "model": "m", "segment": rnd.choice(["x", "y"]), "id": f"i{i}",
-                  "weight": rnd.choice([None, 0.5, 2.5]), **fields}
+                  "weight": rnd.choice([None, 0.1, 2.5, rnd.random() * 2]), **fields}
         fate = rnd.random()
         if fate < 0.2:  # labelled inline
             preds.append({**common, "y_true": y})
@@ -254,7 +253,7 @@ def test_delayed_label_revisions_over_many_panes_equal_replay(spark, tmp_path):
             ts = T0 + rnd.randrange(240)
             fields = pred_fields(rnd)
             common = {"ts": ts, "model": rnd.choice(["m", "n"]), "segment": rnd.choice(["x", "y"]), "id": f"i{i}",
-                      "weight": None if task == "labels" else rnd.choice([None, 0.5, 2.5]), **fields}
+                      "weight": rnd.choice([None, 0.1, 2.5, rnd.random() * 2]), **fields}
             fate = rnd.random()
             if fate < 0.1:  # labelled inline
                 preds.append({**common, "y_true": label_of(rnd, fields)})
@@ -292,7 +291,7 @@ def test_delayed_label_revisions_over_many_panes_equal_replay(spark, tmp_path):
 def test_foreach_batch_partial_windows_merge_to_replay(spark, tmp_path):
     """The README's Structured Streaming example: each micro-batch's snapshots (partial windows
     when a window spans two batches) appended to a table, then merged with merge_snapshots."""
-    events = sorted(binary_events(1200, seed=6), key=lambda e: e["ts"])
+    events = sorted(binary_events(1200, seed=6, weights=True), key=lambda e: e["ts"])
     src = tmp_path / "in"
     src.mkdir()
     for i, part in enumerate((events[:500], events[500:])):  # the cut falls inside a window
