@@ -201,7 +201,7 @@ def _decode_histograms(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any
         n = len(hist.get("scores", ()))
         if n > acc._max_bins:  # type: ignore[operator]  # max_bins is an int unless exact
             raise ValueError(f"an exact state (bins_per_octave null) holds {n} > max_bins scores")
-    neg, pos = histograms_from_json(hist, binning, ["neg", "pos"])
+    neg, pos = histograms_from_json(hist, binning, ["neg", "pos"], exact_weights=True)
     if binning.exact and not acc._exact and len(neg) + len(pos) > acc._max_bins:  # type: ignore[operator]  # an int here
         raise ValueError(f"an exact state holds {len(neg) + len(pos)} > max_bins={acc._max_bins} keys")
     if not binning.exact and binning.bins > 1 and len(neg) + len(pos) > acc._max_bins:  # type: ignore[operator]  # max_bins is set on a log grid
@@ -210,16 +210,10 @@ def _decode_histograms(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any
     for c, (h, n) in enumerate(zip((neg, pos), events)):
         if len(h) > n:
             raise ValueError(f"{len(h)} weighted bins cannot come from events[{c}] = {n}")
-        w, total = _class_weight_of(n, wevents[c], wsum[c]), _histogram_total(h)
+        w, total = _class_weight_of(n, wevents[c], wsum[c]), h.total()
         if abs(total - w) > 1e-9 * max(1.0, w):
             raise ValueError(f"weights[{c}] = {w!r} differs from the histogram's total {total!r}")
     return binning, neg, pos
-
-
-def _histogram_total(h: ScoreHistogram) -> float:
-    """The summed weight of a histogram (float or units mode), as a float."""
-    values: list[Any] = list(h.weights.values())
-    return value_of(sum(values)) if values and values[0].__class__ is int else float(sum(values))
 
 
 def _class_weight_of(events: int, wevents: int, wsum: float | int) -> float:

@@ -127,14 +127,13 @@ def _decode_hist(raw: tuple, acc: "ScoreDistribution", loaded: Mapping[str, Any]
         binning = ExactBinning()
     if binning.exact and not acc._exact and isinstance(data, Mapping) and len(data.get("scores", ())) > acc._max_bins:  # type: ignore[operator]  # an int unless exact
         raise ValueError(f"an exact state (bins_per_octave null) holds more than max_bins={acc._max_bins} scores")
-    (hist,) = histograms_from_json(data, binning, ["weights"])
+    (hist,) = histograms_from_json(data, binning, ["weights"], exact_weights=True)
     if not binning.exact and binning.bins > 1 and len(hist) > acc._max_bins:  # type: ignore[operator]  # max_bins is set on a log grid
         raise ValueError(f"the histogram holds more than max_bins={acc._max_bins} keys")
     count, total, _, _ = _totals(loaded["count"])
     if len(hist) > count:
         raise ValueError(f"{len(hist)} weighted bins cannot come from count={count}")
-    values: list[Any] = list(hist.weights.values())
-    hist_total = value_of(sum(values)) if values and values[0].__class__ is int else float(sum(values))
+    hist_total = hist.total()
     if abs(hist_total - total) > 1e-9 * max(1.0, total):
         raise ValueError(f"total_weight={total!r} differs from the histogram's total {hist_total!r}")
     return binning, hist
