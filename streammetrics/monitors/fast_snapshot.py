@@ -11,7 +11,9 @@ histogram dicts, the bounds recomputing the AUC). Here the same numbers come fro
   methods, whose numpy arrays are then worth their set-up),
 
 giving the same dict (same keys, same order; values equal to 1e-12, ``None`` in the same
-places). Log loss, Brier score, counts and rates are read from the accumulators' sums. To wire it in:
+places). Log loss, Brier score, counts and rates are read from the accumulators' sums. Exact weight
+sums in units (weights that are not whole) are read as their correctly rounded floats; the
+one-pass :func:`binary_snapshot_state` leaves such windows to the two calls. To wire it in:
 ``BinaryMonitor.snapshot`` returns ``binary_snapshot(self)``.
 """
 from __future__ import annotations
