@@ -21,13 +21,11 @@ No RDD or SparkContext is used (Spark Connect and Databricks serverless work), a
 grouped-aggregate pandas UDF (those ship every row to its group). The shuffle holds at most
 ``partitions x keys x panes x windows-per-pane`` states (~1-40 KB of JSON each).
 
-Equal to replay: the snapshot lines are byte-identical for every task, weights and segments
-included: every float sum in the states is exact (:mod:`streammetrics.kernels.exact_sum`: log-loss,
-Brier, score and regression sums are functions of the multiset of events, whatever the
-partitioning or merge order). One exception: sums of *non-dyadic* weights (0.1, 2.7) in histogram
-bins, confusion cells and class or total weights are plain float sums (exact for dyadic weights
-such as 0.25 or 2.5, and for the regression task always), so with such weights those agree with
-replay to ~1e-15 relative only. "Time order": replay over the events sorted by ``ts`` sees no
+Equal to replay: the snapshot lines are byte-identical for every task, weights (any floats)
+and segments included: every float sum in the states is exact (:mod:`streammetrics.kernels.exact_sum`:
+log-loss, Brier, score and regression sums; :mod:`streammetrics.kernels.exact_weights`: summed
+weights in confusion cells, histogram bins, class and prediction totals), so states are
+functions of the multiset of events, whatever the partitioning or merge order. "Time order": replay over the events sorted by ``ts`` sees no
 late event, so ``late`` is 0 and every window is final; ``max_future`` (a wall-clock bound of the
 live service) does not apply.
 

@@ -68,7 +68,7 @@ def small_histograms_to_json(weights: Sequence[Mapping], names: Sequence[str], e
     for name, w in zip(names, weights):
         get = w.get
         values = [get(k, 0.0) for k in keys]
-        if any(v.__class__ is int for v in values):  # units mode
+        if w and next(iter(w.values())).__class__ is int:  # units mode (a set is in one mode)
             r = encode_residues(values)
             if r is not None:
                 residues[name] = r

@@ -32,6 +32,15 @@ by one vectorised exact summation of the terms ``w * -log(p)`` and ``w * (y - s)
 or merging (replay and Spark write the same bits). ``to_dict`` writes each correctly rounded sum
 under ``log_loss_sum`` / ``brier_sum`` and the rest of its exact expansion under
 ``sum_residues`` (dict version 3; versions 1 and 2 still load, their sums taken as exact).
+
+Summed weights (class weights, histogram bins) are exact too (:mod:`streammetrics.kernels.exact_weights`):
+floats while every weight is a whole number (the default 1.0; exact while a sum stays below
+2**53), else - from the first weight that is not whole, or a merge with such a state - the
+whole accumulator ("units mode") holds Python ints of units of 2**-1074 (at most ~2,100 bits
+each), exact under any split, merge order or batching. The JSON writes each sum as its
+correctly rounded float where it always did, plus the rest of the exact sum only when that
+float is not exact (``weighted_residues``, the histogram's ``residues``; omitted otherwise, so
+states of whole weights keep their bytes); the metrics read the correctly rounded floats.
 """
 from __future__ import annotations
 
@@ -56,6 +65,19 @@ from streammetrics.core.validation import (
 from streammetrics.kernels import ranking
 from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning, bit_views, make_binning
 from streammetrics.kernels.exact_sum import BUFFER, ExactSum, ProbabilitySums
+from streammetrics.kernels.exact_weights import (
+    UNIT,
+    WHOLE_MAX,
+    all_whole,
+    decode_residues,
+    encode_residues,
+    grouped_units,
+    is_whole,
+    to_units,
+    units_of,
+    value_of,
+    values_of,
+)
 from streammetrics.kernels.histogram import (
     MAX_TOTAL_WEIGHT,
     ScoreHistogram,
@@ -69,7 +91,9 @@ from streammetrics.kernels.histogram import (
     insert_table,
     table_to_grid,
     to_grid,
+    units_mode,
 )
+from streammetrics.kernels.histogram import to_units as histograms_to_units
 
 if TYPE_CHECKING:  # the module imports ConfusionMatrix lazily (it imports this one)
     from streammetrics.metrics.confusion import ConfusionMatrix
@@ -81,6 +105,14 @@ _EPS = float(np.finfo(np.float64).eps)  # scikit-learn's log_loss clipping for f
 _ONE_MINUS_EPS = 1.0 - _EPS
 _CHUNK = 1 << 16  # batch arithmetic in cache-sized blocks
 _ONE = 1.0  # the default weight: ``weight is _ONE`` selects the unit-weight fast path
+# units mode: below these, a summed weight plus any weight (and event count) stays below the bound
+_NEAR_MAX = MAX_TOTAL_WEIGHT / 4
+_NEAR_MAX_UNITS = units_of(_NEAR_MAX)
+
+
+def _value(x: float | int) -> float:
+    """A summed weight as a float (units rounded correctly)."""
+    return x if isinstance(x, float) else value_of(x)
 
 
 def _y_value(y_true: Any, name: str) -> int:
@@ -130,10 +162,14 @@ def _merge_histograms(mine: tuple, theirs: tuple, acc: "BinaryScores") -> tuple:
     if the other is on a grid), add, then bound by ``max_bins`` (see :func:`~streammetrics.kernels.histogram.bound`)."""
     binning, neg, pos = mine
     other = [theirs[1], theirs[2]]
+    convert = acc._units and not units_mode(other)  # (_check_merge moved self to units if other is)
+    if convert or not (binning.exact and theirs[0].exact):  # other's histograms change: copies
+        other = [h.copy() for h in other]
+    if convert:
+        histograms_to_units(other)
     if binning.exact and not theirs[0].exact:
         binning = to_grid([neg, pos], _finest_grid(acc))
     if not binning.exact:
-        other = [h.copy() for h in other]
         if theirs[0].exact:
             to_grid(other, _finest_grid(acc))
         while other[0].binning.bins > binning.bins:
@@ -165,25 +201,39 @@ def _decode_histograms(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any
         n = len(hist.get("scores", ()))
         if n > acc._max_bins:  # type: ignore[operator]  # max_bins is an int unless exact
             raise ValueError(f"an exact state (bins_per_octave null) holds {n} > max_bins scores")
-    neg, pos = histograms_from_json(hist, binning, ["neg", "pos"])
+    neg, pos = histograms_from_json(hist, binning, ["neg", "pos"], exact_weights=True)
     if binning.exact and not acc._exact and len(neg) + len(pos) > acc._max_bins:  # type: ignore[operator]  # an int here
         raise ValueError(f"an exact state holds {len(neg) + len(pos)} > max_bins={acc._max_bins} keys")
     if not binning.exact and binning.bins > 1 and len(neg) + len(pos) > acc._max_bins:  # type: ignore[operator]  # max_bins is set on a log grid
         raise ValueError(f"the histograms hold more than max_bins={acc._max_bins} keys")
     events, (wevents, wsum) = loaded["events"], loaded["weights"]
-    weights = [(n - e) + w for n, e, w in zip(events, wevents, wsum)]
-    for c, (h, n, w) in enumerate(zip((neg, pos), events, weights)):
+    for c, (h, n) in enumerate(zip((neg, pos), events)):
         if len(h) > n:
             raise ValueError(f"{len(h)} weighted bins cannot come from events[{c}] = {n}")
-        if abs(h.total() - w) > 1e-9 * max(1.0, w):
-            raise ValueError(f"weights[{c}] = {w!r} differs from the histogram's total {h.total()!r}")
+        w, total = _class_weight_of(n, wevents[c], wsum[c]), h.total()
+        if abs(total - w) > 1e-9 * max(1.0, w):
+            raise ValueError(f"weights[{c}] = {w!r} differs from the histogram's total {total!r}")
     return binning, neg, pos
+
+
+def _class_weight_of(events: int, wevents: int, wsum: float | int) -> float:
+    """A class's weight: its unit-weight events plus the summed weight of the others
+    (``wsum`` a float in float mode, units in units mode), as a float."""
+    if wsum.__class__ is int:
+        return value_of((events - wevents) * UNIT + wsum)
+    return (events - wevents) + wsum
 
 
 def _encode_weights(value: tuple, acc: "BinaryScores") -> tuple:
     wevents, wsum = value
     # weights: the class weights; weighted: their exact parts [wevents0, wevents1, wsum0, wsum1]
-    return [acc._class_weight(0), acc._class_weight(1)], [*wevents, *wsum]
+    # (each wsum correctly rounded); weighted_residues: the rest of the exact wsum that are not
+    # floats exactly (kernels.exact_weights), omitted when there are none
+    events = acc._events
+    if wsum[0].__class__ is int:  # units mode
+        return ([_class_weight_of(events[0], wevents[0], wsum[0]), _class_weight_of(events[1], wevents[1], wsum[1])],
+                [*wevents, *values_of(wsum)], encode_residues(wsum))
+    return [(events[0] - wevents[0]) + wsum[0], (events[1] - wevents[1]) + wsum[1]], [*wevents, *wsum], None
 
 
 def _decode_weights(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any]) -> tuple:
@@ -193,19 +243,30 @@ def _decode_weights(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any]) 
             raise ValueError(f"weights[{c}] exceeds {MAX_TOTAL_WEIGHT:g}")
     events = loaded["events"]
     if raw[1] is None:  # version 1: every loaded event counts as weighted
-        return list(events), weights
+        if raw[2] is not None:
+            raise ValueError("weighted_residues must be null when weighted is")
+        return list(events), _weight_mode(weights, None)
     parts = raw[1]
     if not isinstance(parts, list) or len(parts) != 4:
         raise ValueError(f"weighted must be [wevents0, wevents1, wsum0, wsum1], got {describe(parts)}")
     wevents = decode_list(parts[:2], "count", 2)
-    wsum = decode_list(parts[2:], "weight", 2)
+    wsum = _weight_mode([float(w) for w in decode_list(parts[2:], "weight", 2)],
+                        decode_residues(raw[2], [float(w) for w in parts[2:]], "weighted_residues"))
     for c in (0, 1):
         if wevents[c] > events[c]:
             raise ValueError(f"weighted[{c}] = {wevents[c]} exceeds events[{c}] = {events[c]}")
-        if (events[c] - wevents[c]) + wsum[c] != weights[c]:
-            raise ValueError(f"weighted gives class weight {(events[c] - wevents[c]) + wsum[c]!r}, "
-                             f"weights[{c}] is {weights[c]!r}")
-    return wevents, [float(w) for w in wsum]
+        got = _class_weight_of(events[c], wevents[c], wsum[c])
+        if got != weights[c]:
+            raise ValueError(f"weighted gives class weight {got!r}, weights[{c}] is {weights[c]!r}")
+    return wevents, wsum
+
+
+def _weight_mode(values: list[float], units: list[int] | None) -> list:
+    """Decoded summed weights: units when they have residues or one is not whole (units
+    mode), else the floats (float mode)."""
+    if units is None and all(is_whole(v) for v in values):
+        return values
+    return units if units is not None else [units_of(v) for v in values]
 
 
 def _merge_sums(mine: ProbabilitySums, theirs: ProbabilitySums, acc: "BinaryScores") -> ProbabilitySums:
@@ -269,19 +330,27 @@ def _decode_outside(outside: Any, acc: "BinaryScores", loaded: Mapping[str, Any]
 
 
 def _add_pairs(mine: tuple, theirs: tuple, acc: Any) -> tuple:
-    for a, b in zip(mine, theirs):
-        a[0] += b[0]
-        a[1] += b[1]
+    (ne, nw), (te, tw) = mine, theirs
+    ne[0] += te[0]
+    ne[1] += te[1]
+    if nw[0].__class__ is int:  # units mode (_check_merge moved self to units if other is)
+        nw[0] += to_units(tw[0])
+        nw[1] += to_units(tw[1])
+    else:
+        nw[0] += tw[0]
+        nw[1] += tw[1]
     return mine
 
 
 _BINARY_STATE = (
     Field("events", lambda acc: [0, 0], "counts", decode=lambda raw, acc, ld: decode_list(raw, "count", 2)),
     # events added with a weight other than 1.0, and their summed weight, per class: the other
-    # events have weight 1, so class weight = events - wevents + wsum (written: class weight)
-    Field(("weights", "weighted"), lambda acc: ([0, 0], [0.0, 0.0]), attrs=("_wevents", "_wsum"),
-          merge=_add_pairs, copy=lambda v: (list(v[0]), list(v[1])),
-          encode=_encode_weights, decode=_decode_weights),
+    # events have weight 1, so class weight = events - wevents + wsum (written: class weight).
+    # wsum: floats while every weight is whole, else exact units (kernels.exact_weights), the
+    # residues of the units written under weighted_residues (omitted while there are none)
+    Field(("weights", "weighted", "weighted_residues"), lambda acc: ([0, 0], [0.0, 0.0]),
+          attrs=("_wevents", "_wsum"), merge=_add_pairs, copy=lambda v: (list(v[0]), list(v[1])),
+          encode=_encode_weights, decode=_decode_weights, optional=("weighted_residues",)),
     # exact sums of w * -log(p) and w * (y - s)**2 (p: the clipped probability of the true
     # class), buffered per event and folded exactly (kernels.exact_sum): order-independent
     Field(("log_loss_sum", "brier_sum", "sum_residues"), lambda acc: ProbabilitySums(), attrs="_sums",
@@ -300,8 +369,8 @@ _BINARY_STATE = (
 #: the state keys :meth:`BinaryScores._state` writes directly; another declaration of the state
 #: (a field added) switches it back to the generic encoding of the declared fields
 _DIRECT_STATE = tuple(k for f in _BINARY_STATE for k in f.keys) == (
-    "events", "weights", "weighted", "log_loss_sum", "brier_sum", "sum_residues", "outside_unit",
-    "bins_per_octave", "histogram")
+    "events", "weights", "weighted", "weighted_residues", "log_loss_sum", "brier_sum", "sum_residues",
+    "outside_unit", "bins_per_octave", "histogram")
 
 
 class BinaryScores(Accumulator):
@@ -350,7 +419,7 @@ class BinaryScores(Accumulator):
     # the declared state (see _BINARY_STATE)
     _events: list[int]
     _wevents: list[int]
-    _wsum: list[float]
+    _wsum: list[float | int]  # floats in float mode, ints of units in units mode
     _sums: ProbabilitySums
     _outside: list[float | None]
     _binning: Binning
@@ -378,16 +447,38 @@ class BinaryScores(Accumulator):
         """Cache the containers and constants the per-event path uses in one tuple (one
         attribute lookup per event); called whenever a container is replaced."""
         b = self._binning
+        # the weight a default-weight event adds to its bin: 1.0, or UNIT in units mode
+        self._inc = inc = UNIT if self._wsum[0].__class__ is int else 1.0
         self._fast = (
             ((self._neg.weights, self._pos.weights), self._events, self._sums.unit, self._outside,
-             b._shift, b._round, b._c, *bit_views())
+             b._shift, b._round, b._c, *bit_views(), inc)
             if isinstance(b, LogGridBinning) else None
         )
         # exact while small (exact=False): the per-event path of default-weight scores in (0, 1)
         self._xfast = (
-            ((self._neg.weights, self._pos.weights), self._events, self._sums.unit, self._max_bins)
+            ((self._neg.weights, self._pos.weights), self._events, self._sums.unit, self._max_bins, inc)
             if b.exact and self._max_bins is not None else None
         )
+
+    @property
+    def _units(self) -> bool:
+        """Units mode: the summed weights (``_wsum``, the histograms) are exact ints of units."""
+        return self._wsum[0].__class__ is int
+
+    def _to_units(self) -> None:
+        """Switch to units mode (exact conversion; the encoded state does not change)."""
+        if not self._units:
+            self._wsum[:] = [units_of(w) for w in self._wsum]
+            histograms_to_units([self._neg, self._pos])
+            self._refresh()
+
+    def _check_state(self, loaded: dict[str, Any]) -> None:
+        """One mode for the whole accumulator: units if any summed weight decoded as units."""
+        wsum = loaded["weights"][1]
+        _, neg, pos = loaded["bins_per_octave"]
+        if wsum[0].__class__ is int or units_mode([neg, pos]):
+            wsum[:] = [to_units(w) for w in wsum]
+            histograms_to_units([neg, pos])
 
     @property
     def count(self) -> int:  # type: ignore[override]  # a read-only property over the declared state
@@ -400,7 +491,7 @@ class BinaryScores(Accumulator):
         return self._class_weight(0) + self._class_weight(1)
 
     def _class_weight(self, c: int) -> float:
-        return (self._events[c] - self._wevents[c]) + self._wsum[c]
+        return _class_weight_of(self._events[c], self._wevents[c], self._wsum[c])
 
     @property
     def bins(self) -> int | None:
@@ -431,9 +522,15 @@ class BinaryScores(Accumulator):
         if not _DIRECT_STATE:
             return super()._state()
         events, wevents, wsum = self._events, self._wevents, self._wsum
-        weights, weighted = _encode_weights((wevents, wsum), self)
+        weights, weighted, weighted_residues = _encode_weights((wevents, wsum), self)
         ll, brier, residues = _encode_sums(self._sums, self)
         bpo, hist = _encode_histograms((self._binning, self._neg, self._pos), self)
+        if weighted_residues is not None:  # (an optional key: as the declared fields write it)
+            return {"events": list(events), "weights": weights, "weighted": weighted,
+                    "weighted_residues": weighted_residues, "log_loss_sum": ll, "brier_sum": brier,
+                    "sum_residues": residues,
+                    "outside_unit": None if self._outside == [None, None] else list(self._outside),
+                    "bins_per_octave": bpo, "histogram": hist}
         return {"events": list(events), "weights": weights, "weighted": weighted, "log_loss_sum": ll,
                 "brier_sum": brier, "sum_residues": residues,
                 "outside_unit": None if self._outside == [None, None] else list(self._outside),
@@ -447,6 +544,8 @@ class BinaryScores(Accumulator):
         assert isinstance(other, BinaryScores)
         if max(self._class_weight(c) + other._class_weight(c) for c in (0, 1)) > MAX_TOTAL_WEIGHT:
             raise ValueError(f"merged class weight would exceed {MAX_TOTAL_WEIGHT:g}")
+        if other._units:  # the merge cannot fail now: to units mode (the state reads the same)
+            self._to_units()
 
     def _collapse(self) -> None:
         """Leave exact scores for the grid, and coarsen it, while the histograms hold more
@@ -478,7 +577,7 @@ class BinaryScores(Accumulator):
         fast = self._fast
         if fast is None or weight is not _ONE or score.__class__ is not float:
             return self._update_general(y, score, weight)
-        hists, events, unit, outside, shift, rnd, c, as_float, as_int = fast
+        hists, events, unit, outside, shift, rnd, c, as_float, as_int, inc = fast
         if 0.0 < score < 0.5:  # key: see LogGridBinning
             q = 1.0 - score
             as_float[0] = score
@@ -503,9 +602,9 @@ class BinaryScores(Accumulator):
             return self._update_general(y, score, weight)
         h = hists[y]
         try:
-            h[k] += 1.0
+            h[k] += inc
         except KeyError:  # a new bin: coarsen the grid if the histograms are now too big
-            h[k] = 1.0
+            h[k] = inc
             if len(hists[0]) + len(hists[1]) > self._max_bins:  # type: ignore[operator]  # a log grid: an int
                 self._collapse()
         events[y] += 1
@@ -520,12 +619,12 @@ class BinaryScores(Accumulator):
         """:meth:`update` for any validated ``y`` and unvalidated score and weight."""
         xfast = self._xfast
         if xfast is not None and weight is _ONE and score.__class__ is float and 0.0 < score < 1.0:
-            hists, events, unit, max_bins = xfast  # exact while small: the key is the score
+            hists, events, unit, max_bins, inc = xfast  # exact while small: the key is the score
             h = hists[y]
             try:
-                h[score] += 1.0
+                h[score] += inc
             except KeyError:
-                h[score] = 1.0
+                h[score] = inc
                 if len(hists[0]) + len(hists[1]) > max_bins:
                     self._collapse()  # onto the grid
             events[y] += 1
@@ -537,13 +636,27 @@ class BinaryScores(Accumulator):
             score = check_number(score, "score")
         if weight.__class__ is not float or not 0.0 <= weight < _INF:
             weight = check_weight(weight)
-        if self._class_weight(y) + weight > MAX_TOTAL_WEIGHT:
-            raise ValueError(f"weight {weight!r} would make the class weight exceed {MAX_TOTAL_WEIGHT:g}")
+        wsum = self._wsum
+        u: float | int
+        if wsum[0].__class__ is int:  # units mode: the weight in exact units
+            # (the class weight is rounded only when it or the weight could reach the bound)
+            if (wsum[y] >= _NEAR_MAX_UNITS or weight >= _NEAR_MAX) and (
+                    self._class_weight(y) + weight > MAX_TOTAL_WEIGHT):
+                raise ValueError(f"weight {weight!r} would make the class weight exceed {MAX_TOTAL_WEIGHT:g}")
+            u = UNIT if weight == 1.0 else units_of(weight)
+        else:
+            if (self._events[y] - self._wevents[y]) + wsum[y] + weight > MAX_TOTAL_WEIGHT:
+                raise ValueError(f"weight {weight!r} would make the class weight exceed {MAX_TOTAL_WEIGHT:g}")
+            if weight.is_integer() and weight <= WHOLE_MAX:  # (is_whole, inline)
+                u = weight
+            else:  # the first weight that is not whole: every summed weight to units
+                self._to_units()
+                u = units_of(weight)
         if weight:
             k = self._binning.key(score)
             h = (self._neg.weights, self._pos.weights)[y]
             old = h.get(k)
-            h[k] = weight if old is None else old + weight
+            h[k] = u if old is None else old + u
         if 0.0 <= score <= 1.0:
             sums = self._sums
             if weight == 1.0:  # a unit weight, as the fast path
@@ -560,7 +673,7 @@ class BinaryScores(Accumulator):
         self._events[y] += 1
         if weight != 1.0:  # events of weight 1.0 are unit events on every path (canonical state)
             self._wevents[y] += 1
-            self._wsum[y] += weight
+            self._wsum[y] += u
         if weight and old is None and self._max_bins is not None:
             if len(self._neg) + len(self._pos) > self._max_bins:
                 self._collapse()
@@ -586,14 +699,22 @@ class BinaryScores(Accumulator):
             class_w = (float(w[~positive].sum()), float(w[positive].sum()))
         if max(self._class_weight(c) + float(class_w[c]) for c in (0, 1)) > MAX_TOTAL_WEIGHT:
             raise ValueError(f"sample_weight would make a class weight exceed {MAX_TOTAL_WEIGHT:g}")
-        weighted_n, weighted_w = (0, 0), (0.0, 0.0)
+        # units mode (exact sums) if already in it or if some weight of the batch is not whole
+        units = self._units or (w is not None and not all_whole(w))
+        weighted_n: tuple[int, int] = (0, 0)
+        weighted_w: tuple[float | int, float | int] = (0.0, 0.0)
         if w is not None:  # weight 1.0 counts as a unit event, as per event: a canonical state
             other = w != 1.0
             positive = y.view(bool)
             weighted_n = (int(np.count_nonzero(other & ~positive)), int(np.count_nonzero(other & positive)))
-            weighted_w = (float(w[other & ~positive].sum()), float(w[other & positive].sum()))
+            if units:
+                classes, sums = grouped_units(y[other], w[other])
+                got = dict(zip(classes.tolist(), sums))
+                weighted_w = (got.get(0, 0), got.get(1, 0))
+            else:  # whole weights: float sums are exact
+                weighted_w = (float(w[other & ~positive].sum()), float(w[other & positive].sum()))
         binning = self._binning
-        keys, table = aggregate(binning.keys(s), y, 2, w)
+        keys, table = aggregate(binning.keys(s), y, 2, w, exact=units)
         if binning.exact and self._finest is not None and np.count_nonzero(table) > self._max_bins:  # type: ignore[operator]  # an int unless exact
             # the batch alone has too many distinct scores: to the finest grid right away
             binning, keys, table = table_to_grid(LogGridBinning(self._finest), keys, table)
@@ -608,6 +729,8 @@ class BinaryScores(Accumulator):
             probabilities = False
             outside = (lo if lo < 0.0 else None, hi if hi > 1.0 else None)
         # ---- nothing below can fail
+        if units:
+            self._to_units()
         if self._binning.exact and not binning.exact:
             self._binning = to_grid([self._neg, self._pos], LogGridBinning(self._finest))  # type: ignore[arg-type]  # an int here
         while self._binning.bins is not None and self._binning.bins > binning.bins:  # type: ignore[attr-defined]  # a LogGridBinning (or the same type) here
@@ -617,8 +740,8 @@ class BinaryScores(Accumulator):
         for c in (0, 1):
             self._events[c] += int(class_n[c])
             if w is not None:
-                self._wevents[c] += int(weighted_n[c])
-                self._wsum[c] += float(weighted_w[c])
+                self._wevents[c] += weighted_n[c]
+                self._wsum[c] += weighted_w[c]
         if probabilities:  # exact sums of the same per-event terms as the per-event path
             for start in range(0, n, _CHUNK):
                 sc = s[start : start + _CHUNK]
@@ -658,45 +781,52 @@ class BinaryScores(Accumulator):
         s = check_number(score, "score")
         w = check_weight(weight)
         events, wevents, wsum = self._events, self._wevents, self._wsum
+        # the checks read floats (summed weights rounded in units mode), the removal is exact
+        wsum_y = _value(wsum[y])
         unit = w == 1.0 and events[y] - wevents[y] > 0  # one of the default-weight events
-        if events[y] == 0 or (not unit and (wevents[y] == 0 or w > wsum[y] * (1.0 + 1e-9))):
+        if events[y] == 0 or (not unit and (wevents[y] == 0 or w > wsum_y * (1.0 + 1e-9))):
             raise ValueError(
                 f"cannot remove an event (y_true={y}, score={s!r}, weight={w!r}) that was never "
                 f"added: {events[y] - wevents[y]} unit-weight and {wevents[y]} weighted event(s) "
-                f"of class {y} (weight {wsum[y]!r}) remain"
+                f"of class {y} (weight {wsum_y!r}) remain"
             )
         h = (self._neg.weights, self._pos.weights)[y]
         k = self._binning.key(s)
         old = h.get(k) if w else 0.0
-        if w and (old is None or w > old * (1.0 + 1e-9)):
+        if w and (old is None or w > _value(old) * (1.0 + 1e-9)):
             raise ValueError(
                 f"cannot remove an event (y_true={y}, score={s!r}, weight={w!r}) that was never "
-                f"added: its bin holds weight {old or 0.0!r} of class {y}"
+                f"added: its bin holds weight {_value(old or 0.0)!r} of class {y}"
             )
         # the last event (weighted event) of the class must take all its weight with it
         left = None
         if events[y] == 1:
-            left = sum(h.values()) - w
+            left = _value(sum(h.values())) - w
         elif not unit and wevents[y] == 1:
-            left = wsum[y] - w
-        if left is not None and left > 1e-9 * (w + (events[y] - wevents[y]) + wsum[y]):
+            left = wsum_y - w
+        if left is not None and left > 1e-9 * (w + (events[y] - wevents[y]) + wsum_y):
             raise ValueError(
                 f"cannot remove an event (y_true={y}, score={s!r}, weight={w!r}) that was never "
                 f"added: it would be the last {'weighted ' if events[y] > 1 else ''}event of "
                 f"class {y}, but weight {left!r} would remain"
             )
         # ---- nothing below can fail
+        if not is_whole(w):
+            self._to_units()  # (a no-op in units mode)
+        units = self._units
+        u: float | int = (UNIT if w == 1.0 else units_of(w)) if units else w
+        h = (self._neg.weights, self._pos.weights)[y]
         if w:
-            assert old is not None  # checked above
-            new = old - w
-            if new <= 1e-9 * old:
+            old = h[k]
+            new = old - u
+            if _value(new) <= 1e-9 * _value(old):
                 del h[k]
             else:
                 h[k] = new
         events[y] -= 1
         if not unit:
             wevents[y] -= 1
-            wsum[y] = wsum[y] - w if wevents[y] and wsum[y] > w else 0.0
+            wsum[y] = wsum[y] - u if wevents[y] and wsum[y] > u else (0 if units else 0.0)
         if events[0] + events[1] == 0:
             self.reset()  # empty: the state of a new accumulator (finest grid)
             return self

@@ -15,7 +15,11 @@ total weight ``W``, the weighted score sum
   the input of drift statistics against a reference.
 
 All parts merge by addition (histograms on the coarser of two grids), so any split of a
-stream merges into the state of the whole stream.
+stream merges into the state of the whole stream. The summed weights (``W``, ``P``, the
+histogram bins) are exact (:mod:`streammetrics.kernels.exact_weights`): floats while every
+weight is whole (exact while a sum stays below 2**53), else exact ints of units of 2**-1074
+(units mode, at most ~2,100 bits each); the JSON writes their correctly rounded floats, plus
+``weight_residues`` and the histogram's ``residues`` only when a float is not exact.
 
 >>> d = ScoreDistribution(threshold=0.5).update_many([0.2, 0.6, 0.9, 0.4])
 >>> d.count, d.mean_score(), d.predicted_positive_rate()
@@ -35,6 +39,18 @@ from streammetrics.core.state import Field, describe
 from streammetrics.core.validation import as_float_array, as_weight_array, check_number, check_weight
 from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning, bit_views, make_binning
 from streammetrics.kernels.exact_sum import BUFFER, ExactSum
+from streammetrics.kernels.exact_weights import (
+    UNIT,
+    WHOLE_MAX,
+    all_whole,
+    decode_residues,
+    encode_residues,
+    grouped_units,
+    is_whole,
+    to_units,
+    units_of,
+    value_of,
+)
 from streammetrics.kernels.histogram import (
     MAX_TOTAL_WEIGHT,
     ScoreHistogram,
@@ -48,11 +64,16 @@ from streammetrics.kernels.histogram import (
     insert_table,
     table_to_grid,
     to_grid,
+    units_mode,
 )
+from streammetrics.kernels.histogram import to_units as histograms_to_units
 
 __all__ = ["ScoreDistribution"]
 
 _ONE = 1.0  # the default weight: ``weight is _ONE`` selects the unit-weight fast path
+# units mode: below these, the total weight plus any weight (and event count) stays below the bound
+_NEAR_MAX = MAX_TOTAL_WEIGHT / 4
+_NEAR_MAX_UNITS = units_of(_NEAR_MAX)
 
 
 # ----------------------------------------------------------------------------- declared state
@@ -69,11 +90,15 @@ def _finest_grid(acc: Any) -> LogGridBinning:
 
 def _merge_hist(mine: tuple, theirs: tuple, acc: "ScoreDistribution") -> tuple:
     binning, hist = mine
+    other = theirs[1]
+    convert = acc._units and not units_mode([other])  # (_check_merge moved self to units if other is)
+    if convert or not (binning.exact and theirs[0].exact):  # other's histogram changes: a copy
+        other = other.copy()
+    if convert:
+        histograms_to_units([other])
     if binning.exact and not theirs[0].exact:
         binning = to_grid([hist], _finest_grid(acc))
-    other = theirs[1]
     if not binning.exact:
-        other = other.copy()
         if other.binning.exact:
             to_grid([other], _finest_grid(acc))
         while other.binning.bins > binning.bins:
@@ -102,26 +127,39 @@ def _decode_hist(raw: tuple, acc: "ScoreDistribution", loaded: Mapping[str, Any]
         binning = ExactBinning()
     if binning.exact and not acc._exact and isinstance(data, Mapping) and len(data.get("scores", ())) > acc._max_bins:  # type: ignore[operator]  # an int unless exact
         raise ValueError(f"an exact state (bins_per_octave null) holds more than max_bins={acc._max_bins} scores")
-    (hist,) = histograms_from_json(data, binning, ["weights"])
+    (hist,) = histograms_from_json(data, binning, ["weights"], exact_weights=True)
     if not binning.exact and binning.bins > 1 and len(hist) > acc._max_bins:  # type: ignore[operator]  # max_bins is set on a log grid
         raise ValueError(f"the histogram holds more than max_bins={acc._max_bins} keys")
     count, total, _, _ = _totals(loaded["count"])
     if len(hist) > count:
         raise ValueError(f"{len(hist)} weighted bins cannot come from count={count}")
-    if abs(hist.total() - total) > 1e-9 * max(1.0, total):
-        raise ValueError(f"total_weight={total!r} differs from the histogram's total {hist.total()!r}")
+    hist_total = hist.total()
+    if abs(hist_total - total) > 1e-9 * max(1.0, total):
+        raise ValueError(f"total_weight={total!r} differs from the histogram's total {hist_total!r}")
     return binning, hist
 
 
 # [count, score sum (an exact ExactSum), unit-weight events at score >= threshold, weighted
-# events, their weight, their weight at score >= threshold]: the unit-weight path touches three
+# events, their weight, their weight at score >= threshold]: the unit-weight path touches three.
+# The two summed weights are floats in float mode, ints of units in units mode.
 _COUNT, _SUM, _UNIT_ABOVE, _WEVENTS, _WTOTAL, _WABOVE = range(6)
 
 
-def _weight_totals(sums: list) -> tuple[int, float, float]:
-    """``(count, total weight, weight at score >= threshold)``."""
+def _weight_sums(sums: list) -> tuple[int, float | int, float | int]:
+    """``(count, total weight, weight at score >= threshold)``: exact, the weights floats in
+    float mode and ints of units in units mode."""
     count = sums[_COUNT]
+    if sums[_WTOTAL].__class__ is int:
+        return count, (count - sums[_WEVENTS]) * UNIT + sums[_WTOTAL], sums[_UNIT_ABOVE] * UNIT + sums[_WABOVE]
     return count, (count - sums[_WEVENTS]) + sums[_WTOTAL], sums[_UNIT_ABOVE] + sums[_WABOVE]
+
+
+def _weight_totals(sums: list) -> tuple[int, float, float]:
+    """``(count, total weight, weight at score >= threshold)``, the weights as floats."""
+    count, total, above = _weight_sums(sums)
+    if total.__class__ is int:
+        return count, value_of(total), value_of(above)  # type: ignore[arg-type]  # ints in units mode
+    return count, total, above
 
 
 def _totals(sums: list) -> tuple[int, float, float, float]:
@@ -131,9 +169,12 @@ def _totals(sums: list) -> tuple[int, float, float, float]:
 
 
 def _merge_sums(mine: list, theirs: list, acc: Any) -> list:
+    units = mine[_WTOTAL].__class__ is int  # (_check_merge moved self to units if other is)
     for i, v in enumerate(theirs):
         if i == _SUM:
             mine[i].merge(v)  # exact (kernels.exact_sum): independent of the merge order
+        elif units and (i == _WTOTAL or i == _WABOVE):
+            mine[i] += to_units(v)
         else:
             mine[i] += v
     return mine
@@ -151,18 +192,22 @@ def _encode_sums(sums: list, acc: Any) -> tuple:
 
 def encode_sums_from_parts(sums: list, score_sum: float, residue: list) -> tuple:
     """The encoded sums (``count``, ``total_weight``, ``score_sum``, ``positive_weight``,
-    ``score_sum_residue``), given the score sum's ``ExactSum.parts()`` (a caller that also
-    needs the value, e.g. a one-pass snapshot, expands it once)."""
-    count, total, above = _weight_totals(sums)
+    ``score_sum_residue``, ``weight_residues``), given the score sum's ``ExactSum.parts()``
+    (a caller that also needs the value, e.g. a one-pass snapshot, expands it once)."""
+    count, total, above = _weight_sums(sums)
+    weight_residues = None
+    if total.__class__ is int:  # units mode: the floats, and the rest of the exact sums (if any)
+        weight_residues = encode_residues([total, above])
+        total, above = value_of(total), value_of(above)  # type: ignore[arg-type]  # ints here
     # score_sum: overflow of huge margins is written as 'inf', '-inf' or 'nan' (no residue then)
     if not math.isfinite(score_sum):
-        return count, total, repr(score_sum), above, None
+        return count, total, repr(score_sum), above, None, weight_residues
     # the rest of the exact sum (kernels.exact_sum), null if none
-    return count, total, score_sum, above, residue or None
+    return count, total, score_sum, above, residue or None, weight_residues
 
 
 def _decode_sums(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> list:
-    count, total, score_sum, above, residue = raw
+    count, total, score_sum, above, residue, weight_residues = raw
     if type(count) is not int or count < 0:
         raise ValueError(f"count must be a non-negative int, got {describe(count)}")
     total = check_weight(total, "total_weight")
@@ -174,6 +219,12 @@ def _decode_sums(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> list:
         raise ValueError(f"positive_weight={above!r} exceeds total_weight={total!r}")
     exact = (ExactSum.from_parts(score_sum, residue, "score_sum") if math.isfinite(score_sum)
              else ExactSum())  # an overflowed sum (only reachable from huge margins) restarts
+    # the summed weights: floats while whole, else units (with their residues, if any)
+    units = decode_residues(weight_residues, [total, above], "weight_residues")
+    if units is None and not (is_whole(total) and is_whole(above)):
+        units = [units_of(total), units_of(above)]
+    if units is not None:
+        total, above = units
     # every loaded event counts as weighted: total = count - weighted events + their weight
     return [count, exact, 0, count, total, above]
 
@@ -186,9 +237,12 @@ def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
 _STATE = (
     # count, total weight, sum of weight * score (for mean_score), weight at score >= threshold
     # (score_sum is exact: score_sum_residue holds the rest of its expansion, kernels.exact_sum)
-    Field(("count", "total_weight", "score_sum", "positive_weight", "score_sum_residue"),
+    # (the summed weights: floats while whole, else exact units, the rest of whose floats is
+    # written under weight_residues, omitted while there is none; kernels.exact_weights)
+    Field(("count", "total_weight", "score_sum", "positive_weight", "score_sum_residue", "weight_residues"),
           lambda acc: [0, ExactSum(), 0, 0, 0.0, 0.0],
-          attrs="_sums", merge=_merge_sums, copy=_copy_sums, encode=_encode_sums, decode=_decode_sums),
+          attrs="_sums", merge=_merge_sums, copy=_copy_sums, encode=_encode_sums, decode=_decode_sums,
+          optional=("weight_residues",)),
     # the grid in force and the histogram on it: merged together (grids coarsen)
     Field(("bins_per_octave", "histogram"), _fresh, attrs=("_binning", "_hist"), merge=_merge_hist,
           copy=lambda v: (v[0], v[1].copy()), encode=_encode_hist, decode=_decode_hist),
@@ -197,7 +251,8 @@ _STATE = (
 
 #: the state keys :meth:`ScoreDistribution._state` writes directly (another declaration: generic)
 _DIRECT_STATE = tuple(k for f in _STATE for k in f.keys) == (
-    "count", "total_weight", "score_sum", "positive_weight", "score_sum_residue", "bins_per_octave", "histogram")
+    "count", "total_weight", "score_sum", "positive_weight", "score_sum_residue", "weight_residues",
+    "bins_per_octave", "histogram")
 
 
 class ScoreDistribution(Accumulator):
@@ -246,23 +301,52 @@ class ScoreDistribution(Accumulator):
         """The declared fields' encoders, called directly (one snapshot per key and window)."""
         if not _DIRECT_STATE:
             return super()._state()
-        count, total, score_sum, above, residue = _encode_sums(self._sums, self)
+        count, total, score_sum, above, residue, weight_residues = _encode_sums(self._sums, self)
         bpo, hist = _encode_hist((self._binning, self._hist), self)
+        if weight_residues is not None:  # (an optional key: as the declared fields write it)
+            return {"count": count, "total_weight": total, "score_sum": score_sum, "positive_weight": above,
+                    "score_sum_residue": residue, "weight_residues": weight_residues, "bins_per_octave": bpo,
+                    "histogram": hist}
         return {"count": count, "total_weight": total, "score_sum": score_sum, "positive_weight": above,
                 "score_sum_residue": residue, "bins_per_octave": bpo, "histogram": hist}
 
     def _refresh(self) -> None:
         b = self._binning
+        # the weight a default-weight prediction adds to its bin: 1.0, or UNIT in units mode
+        self._inc = inc = UNIT if self._sums[_WTOTAL].__class__ is int else 1.0
         self._fast = (
             (self._hist.weights, b._shift, b._round, b._c, self._sums, self._threshold, self._sums[_SUM].terms,
-             *bit_views())
+             *bit_views(), inc)
             if isinstance(b, LogGridBinning) else None
         )
+
+    @property
+    def _units(self) -> bool:
+        """Units mode: the summed weights (total, above threshold, the histogram) are exact ints of units."""
+        return self._sums[_WTOTAL].__class__ is int
+
+    def _to_units(self) -> None:
+        """Switch to units mode (exact conversion; the encoded state does not change)."""
+        if not self._units:
+            sums = self._sums
+            sums[_WTOTAL], sums[_WABOVE] = units_of(sums[_WTOTAL]), units_of(sums[_WABOVE])
+            histograms_to_units([self._hist])
+            self._refresh()
+
+    def _check_state(self, loaded: dict[str, Any]) -> None:
+        """One mode for the whole accumulator: units if any summed weight decoded as units."""
+        sums = loaded["count"]
+        _, hist = loaded["bins_per_octave"]
+        if sums[_WTOTAL].__class__ is int or units_mode([hist]):
+            sums[_WTOTAL], sums[_WABOVE] = to_units(sums[_WTOTAL]), to_units(sums[_WABOVE])
+            histograms_to_units([hist])
 
     def _check_merge(self, other: Accumulator) -> None:
         assert isinstance(other, ScoreDistribution)
         if self.total_weight + other.total_weight > MAX_TOTAL_WEIGHT:
             raise ValueError(f"merged weight would exceed {MAX_TOTAL_WEIGHT:g}")
+        if other._units:  # the merge cannot fail now: to units mode (the state reads the same)
+            self._to_units()
 
     def _collapse(self) -> None:
         self._binning = bound(self._binning, [self._hist], self._finest, self._max_bins)
@@ -277,8 +361,7 @@ class ScoreDistribution(Accumulator):
     @property
     def total_weight(self) -> float:  # type: ignore[override]  # a read-only view of the declared state
         """Summed weight of the predictions."""
-        sums = self._sums
-        return (sums[_COUNT] - sums[_WEVENTS]) + sums[_WTOTAL]
+        return _weight_totals(self._sums)[1]
 
     @property
     def threshold(self) -> float:
@@ -293,7 +376,7 @@ class ScoreDistribution(Accumulator):
     @property
     def positive_weight(self) -> float:
         """Weight of the predictions with ``score >= threshold``."""
-        return self._sums[_UNIT_ABOVE] + self._sums[_WABOVE]
+        return _weight_totals(self._sums)[2]
 
     @property
     def bins_per_octave(self) -> int | None:
@@ -327,7 +410,7 @@ class ScoreDistribution(Accumulator):
         """Add one prediction: a finite ``score`` and a finite ``weight >= 0``."""
         fast = self._fast
         if fast is not None and weight is _ONE and score.__class__ is float:
-            h, shift, rnd, c, sums, threshold, terms, as_float, as_int = fast
+            h, shift, rnd, c, sums, threshold, terms, as_float, as_int, inc = fast
             if 0.0 < score < 0.5:  # key: see LogGridBinning
                 as_float[0] = score
                 k = (as_int[0] + rnd) >> shift
@@ -337,9 +420,9 @@ class ScoreDistribution(Accumulator):
             else:
                 return self._update_general(score, weight)
             try:
-                h[k] += 1.0
+                h[k] += inc
             except KeyError:
-                h[k] = 1.0
+                h[k] = inc
                 if len(h) > self._max_bins:  # type: ignore[operator]  # a log grid: max_bins set
                     self._collapse()
             sums[0] += 1
@@ -354,16 +437,28 @@ class ScoreDistribution(Accumulator):
     def _update_general(self, score: Any, weight: Any) -> "ScoreDistribution":
         s = check_number(score, "score")
         w = check_weight(weight)
-        if self.total_weight + w > MAX_TOTAL_WEIGHT:
-            raise ValueError(f"weight {w!r} would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
+        sums = self._sums
+        u: float | int
+        if sums[_WTOTAL].__class__ is int:  # units mode: the weight in exact units
+            # (the total is rounded only when it or the weight could reach the bound)
+            if (sums[_WTOTAL] >= _NEAR_MAX_UNITS or w >= _NEAR_MAX) and self.total_weight + w > MAX_TOTAL_WEIGHT:
+                raise ValueError(f"weight {w!r} would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
+            u = UNIT if w == 1.0 else units_of(w)
+        else:
+            if (sums[_COUNT] - sums[_WEVENTS]) + sums[_WTOTAL] + w > MAX_TOTAL_WEIGHT:
+                raise ValueError(f"weight {w!r} would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
+            if w.is_integer() and w <= WHOLE_MAX:  # (is_whole, inline)
+                u = w
+            else:  # the first weight that is not whole: every summed weight to units
+                self._to_units()
+                u = units_of(w)
         if w:
             k = self._binning.key(s)
             h = self._hist.weights
             old = h.get(k)
-            h[k] = w if old is None else old + w
+            h[k] = u if old is None else old + u
             if old is None and self._max_bins is not None and len(h) > self._max_bins:  # exact or grid
                 self._collapse()
-        sums = self._sums
         sums[_COUNT] += 1
         if weight is _ONE:
             sums[_SUM].add(s)
@@ -371,10 +466,10 @@ class ScoreDistribution(Accumulator):
                 sums[_UNIT_ABOVE] += 1
         else:
             sums[_WEVENTS] += 1
-            sums[_WTOTAL] += w
+            sums[_WTOTAL] += u
             sums[_SUM].add(w * s)
             if s >= self._threshold:
-                sums[_WABOVE] += w
+                sums[_WABOVE] += u
         return self
 
     def update_many(self, scores: Any, sample_weight: Any = None) -> "ScoreDistribution":
@@ -388,8 +483,10 @@ class ScoreDistribution(Accumulator):
         total = float(n) if w is None else float(w.sum())
         if self.total_weight + total > MAX_TOTAL_WEIGHT:
             raise ValueError(f"sample_weight would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
+        # units mode (exact sums) if already in it or if some weight of the batch is not whole
+        units = self._units or (w is not None and not all_whole(w))
         binning = self._binning
-        keys, table = aggregate(binning.keys(s), None, 1, w)
+        keys, table = aggregate(binning.keys(s), None, 1, w, exact=units)
         if binning.exact and self._finest is not None and len(keys) > self._max_bins:  # type: ignore[operator]  # an int unless exact
             # the batch alone has too many distinct scores: to the finest grid right away
             binning, keys, table = table_to_grid(LogGridBinning(self._finest), keys, table)
@@ -397,9 +494,20 @@ class ScoreDistribution(Accumulator):
             while np.count_nonzero(table) > self._max_bins and binning.bins > 1:  # type: ignore[attr-defined,operator]  # a log grid
                 binning, keys, table = coarsen_table(binning, keys, table)  # type: ignore[arg-type]  # a LogGridBinning
         above = s >= self._threshold
-        above_w = float(np.count_nonzero(above)) if w is None else float(w[above].sum())
+        total_w: float | int
+        above_w: float | int
+        if w is None:
+            total_w, above_w = 0.0, 0.0
+        elif units:  # exact sums of the weights below and at or above the threshold
+            sides, side_sums = grouped_units(above.view(np.int8), w)
+            got = dict(zip(sides.tolist(), side_sums))
+            total_w, above_w = got.get(0, 0) + got.get(1, 0), got.get(1, 0)
+        else:  # whole weights: float sums are exact
+            total_w, above_w = total, float(w[above].sum())
         score_terms = s if w is None else w * s  # the per-event terms, summed exactly below
         # ---- nothing below can fail
+        if units:
+            self._to_units()
         if self._binning.exact and not binning.exact:
             self._binning = to_grid([self._hist], LogGridBinning(self._finest))  # type: ignore[arg-type]  # an int here
         while not binning.exact and self._binning.bins > binning.bins:  # type: ignore[attr-defined]  # log grids
@@ -413,6 +521,6 @@ class ScoreDistribution(Accumulator):
             sums[_UNIT_ABOVE] += int(np.count_nonzero(above))
         else:
             sums[_WEVENTS] += n
-            sums[_WTOTAL] += total
+            sums[_WTOTAL] += total_w
             sums[_WABOVE] += above_w
         return self

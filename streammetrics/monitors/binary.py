@@ -148,8 +148,8 @@ class BinaryMonitor(Monitor):
                     if self._unit_event(1 if y else 0, s):
                         return self
                 else:
-                    hists, events, unit, _, shift, rnd, c, as_float, as_int = sf
-                    ph, pshift, prnd, pc, psums, threshold, pterms, _, _ = pf
+                    hists, events, unit, _, shift, rnd, c, as_float, as_int, inc = sf
+                    ph, pshift, prnd, pc, psums, threshold, pterms, _, _, pinc = pf
                     if s < 0.5:  # the keys from the float's bits (see LogGridBinning.key)
                         as_float[0] = s
                         b = as_int[0]
@@ -167,17 +167,17 @@ class BinaryMonitor(Monitor):
                         y = 0
                         unit.append(-s)
                     pterms.append(s)  # the score sum: likewise
-                    try:
-                        ph[pk] += 1.0
+                    try:  # (the increments: 1.0, or UNIT in units mode)
+                        ph[pk] += pinc
                     except KeyError:
-                        ph[pk] = 1.0
+                        ph[pk] = pinc
                         if len(ph) > pr._max_bins:  # type: ignore[operator]  # an int on a grid
                             pr._collapse()
                     h = hists[y]
                     try:
-                        h[k] += 1.0
+                        h[k] += inc
                     except KeyError:
-                        h[k] = 1.0
+                        h[k] = inc
                         if len(hists[0]) + len(hists[1]) > sc._max_bins:  # type: ignore[operator]  # an int on a grid
                             sc._collapse()
                     psums[0] += 1
@@ -215,7 +215,7 @@ class BinaryMonitor(Monitor):
         pf = pr._fast
         q = 1.0 - s
         if sf is not None:  # log grid: the key from the float's bits (see LogGridBinning.key)
-            hists, events, unit, _, shift, rnd, c, as_float, as_int = sf
+            hists, events, unit, _, shift, rnd, c, as_float, as_int, inc = sf
             if s < 0.5:
                 as_float[0] = s
                 b = as_int[0]
@@ -225,7 +225,7 @@ class BinaryMonitor(Monitor):
                 b = as_int[0]
                 k = c - ((b + rnd) >> shift)
             if pf is not None:  # the predictions' histogram holds fewer keys: maybe a finer grid
-                ph, pshift, prnd, pc, psums, threshold, pterms, _, _ = pf
+                ph, pshift, prnd, pc, psums, threshold, pterms, _, _, pinc = pf
                 if pshift == shift:
                     pk: Any = k
                 elif s < 0.5:
@@ -236,10 +236,10 @@ class BinaryMonitor(Monitor):
             xf = sc._xfast
             if xf is None:  # exact=True
                 return False
-            hists, events, unit, _ = xf
+            hists, events, unit, _, inc = xf
             k = s  # exact while small: the key is the score
             if pf is not None:  # predictions on the grid (more predictions than labelled ones)
-                ph, pshift, prnd, pc, psums, threshold, pterms, as_float, as_int = pf
+                ph, pshift, prnd, pc, psums, threshold, pterms, as_float, as_int, pinc = pf
                 as_float[0] = s if s < 0.5 else q
                 if s < 0.5:
                     pk = (as_int[0] + prnd) >> pshift
@@ -253,19 +253,20 @@ class BinaryMonitor(Monitor):
             pterms = psums[1].terms
             pk = s
             threshold = self.threshold
-        try:
-            ph[pk] += 1.0
+            pinc = pr._inc
+        try:  # (the increments: 1.0, or UNIT in units mode)
+            ph[pk] += pinc
         except KeyError:
-            ph[pk] = 1.0
+            ph[pk] = pinc
             if len(ph) > pr._max_bins:  # type: ignore[operator]  # an int unless exact=True
                 pr._collapse()
         psums[0] += 1
         pterms.append(s)  # the score sum: buffered, folded exactly (kernels.exact_sum)
         h = hists[y]
         try:
-            h[k] += 1.0
+            h[k] += inc
         except KeyError:
-            h[k] = 1.0
+            h[k] = inc
             if len(hists[0]) + len(hists[1]) > sc._max_bins:  # type: ignore[operator]  # an int unless exact=True
                 sc._collapse()
         events[y] += 1

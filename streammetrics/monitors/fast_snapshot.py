@@ -11,7 +11,9 @@ histogram dicts, the bounds recomputing the AUC). Here the same numbers come fro
   methods, whose numpy arrays are then worth their set-up),
 
 giving the same dict (same keys, same order; values equal to 1e-12, ``None`` in the same
-places). Log loss, Brier score, counts and rates are read from the accumulators' sums. To wire it in:
+places). Log loss, Brier score, counts and rates are read from the accumulators' sums. Exact weight
+sums in units (weights that are not whole) are read as their correctly rounded floats; the
+one-pass :func:`binary_snapshot_state` leaves such windows to the two calls. To wire it in:
 ``BinaryMonitor.snapshot`` returns ``binary_snapshot(self)``.
 """
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 
 from streammetrics.kernels.binning import LogGridBinning
 from streammetrics.kernels.counts import binary_confusion_metrics
+from streammetrics.kernels.exact_weights import values_of
 from streammetrics.kernels.histogram_json import SMALL_KEYS, small_histograms_to_json
 from streammetrics.kernels.ranking_small import SMALL_LEVELS, levels, ranking_summary
 from streammetrics.metrics import binary_scores, confusion, score_distribution
@@ -82,6 +85,8 @@ def _number(value: float) -> float | None:
 def _ranking(sc: Any) -> dict[str, float | None]:
     neg_w, pos_w = sc._neg.weights, sc._pos.weights
     if len(neg_w) + len(pos_w) <= SMALL_LEVELS:
+        if sc._units:  # exact sums in units: the levels read their correctly rounded floats
+            neg_w, pos_w = _floats(neg_w), _floats(pos_w)
         keys, neg, pos = levels(neg_w, pos_w)
         out = ranking_summary(neg, pos, _singleton(sc._binning, keys))
         if sc._one_class():  # BinaryScores.roc_auc: undefined once a class has no events
@@ -90,6 +95,11 @@ def _ranking(sc: Any) -> dict[str, float | None]:
     low, high = quiet_pair(sc.roc_auc_bounds)  # the numpy path for large windows
     return {"roc_auc": quiet(sc.roc_auc), "roc_auc_low": low, "roc_auc_high": high,
             "average_precision": quiet(sc.average_precision)}
+
+
+def _floats(weights: dict) -> dict:
+    """``{key: weight}`` of units (units mode) as ``{key: correctly rounded float}``."""
+    return dict(zip(weights, values_of(list(weights.values()))))
 
 
 def binary_snapshot(monitor: Any) -> dict[str, Any]:
@@ -146,8 +156,8 @@ def binary_snapshot_state(monitor: Any) -> tuple[dict[str, Any], dict[str, Any]]
     neg_w, pos_w = sc._neg.weights, sc._pos.weights
     pred_w = pr._hist.weights
     if not (_DIRECT and sc._binning.exact and pr._binning.exact and sc._outside == [None, None]
-            and len(neg_w) + len(pos_w) <= _SMALL and len(pred_w) <= _SMALL):
-        return monitor.snapshot(), monitor.to_dict()
+            and len(neg_w) + len(pos_w) <= _SMALL and len(pred_w) <= _SMALL and not sc._units and not pr._units):
+        return monitor.snapshot(), monitor.to_dict()  # (units mode too: weights that are not whole)
     log_sum, log_residue = sc._sums.log.parts()
     brier_sum, brier_residue = sc._sums.brier.parts()
     score_sum, score_residue = pr._sums[score_distribution._SUM].parts()
@@ -163,9 +173,9 @@ def binary_snapshot_state(monitor: Any) -> tuple[dict[str, Any], dict[str, Any]]
         pred_hist = {"scores": list(scores), "weights": _compact([float(get(k, 0.0)) for k in keys])}
     else:
         pred_hist = small_histograms_to_json([pred_w], ["weights"], True)
-    count, total, pred_sum, positive, pred_residue = score_distribution.encode_sums_from_parts(
-        pr._sums, score_sum, score_residue)
-    weights, weighted = _encode_weights((sc._wevents, sc._wsum), sc)
+    count, total, pred_sum, positive, pred_residue, _ = score_distribution.encode_sums_from_parts(
+        pr._sums, score_sum, score_residue)  # (float mode: no weight residues)
+    weights, weighted, _ = _encode_weights((sc._wevents, sc._wsum), sc)
     state = {
         "type": monitor.type_name, "version": monitor.version, "config": monitor._config(),
         "state": {

@@ -1,6 +1,6 @@
 """kernels.histogram_json.small_histograms_to_json == the numpy encoding histograms_to_json used
 before it routed small histograms there (``aligned``, ``np.diff``, ``_compact``), JSON text
-included (ints stay ints), for binned and exact BinaryScores on hypothesis streams; and
+included (ints stay ints; residues of exact weight sums), for binned and exact BinaryScores on hypothesis streams; and
 histograms_to_json gives the same on both sides of SMALL_KEYS."""
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streammetrics.kernels.histogram import _compact, aligned, histograms_to_json
+from streammetrics.kernels.exact_weights import encode_residues
+from streammetrics.kernels.histogram import _compact, aligned, histograms_to_json, units_mode
 from streammetrics.kernels.histogram_json import SMALL_KEYS, small_histograms_to_json
 from streammetrics.metrics.binary_scores import BinaryScores
 
@@ -29,6 +30,11 @@ def numpy_encoding(hists, names) -> dict[str, Any]:
         out = {"key_deltas": np.diff(keys, prepend=0).tolist()}
     for name, row in zip(names, weights):
         out[name] = _compact(row)
+    if units_mode(hists):  # exact weight sums: the residues of the inexact floats, by name
+        residues = {name: r for name, h in zip(names, hists)
+                    if (r := encode_residues([h.weights.get(k, 0) for k in keys.tolist()])) is not None}
+        if residues:
+            out["residues"] = residues
     return out
 
 
