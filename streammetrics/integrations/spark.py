@@ -25,9 +25,9 @@ Equal to replay: the snapshot lines are byte-identical for every task, weights (
 and segments included: every float sum in the states is exact (:mod:`streammetrics.kernels.exact_sum`:
 log-loss, Brier, score and regression sums; :mod:`streammetrics.kernels.exact_weights`: summed
 weights in confusion cells, histogram bins, class and prediction totals), so states are
-functions of the multiset of events, whatever the partitioning or merge order. "Time order": replay over the events sorted by ``ts`` sees no
-late event, so ``late`` is 0 and every window is final; ``max_future`` (a wall-clock bound of the
-live service) does not apply.
+functions of the multiset of events, whatever the partitioning or merge order. "Time order":
+replay over the events sorted by ``ts`` sees no late event, so ``late`` is 0 and every window is
+final; ``max_future`` (a wall-clock bound of the live service) does not apply.
 
 Delayed labels (contract section 5): ``label_events=`` a DataFrame of ``{id, y_true, ts}``
 joined by ``id`` before windowing; each window's snapshot is replay's last revision, revision

@@ -148,7 +148,7 @@ def pack_dicts(weights: Sequence[Mapping], exact: bool) -> dict[str, Any]:
     """
     sizes = [len(w) for w in weights]
     n = sum(sizes)
-    units = any(v.__class__ is int for w in weights for v in w.values())
+    units = any(next(iter(w.values())).__class__ is int for w in weights if w)  # (a set is in one mode)
     if n > SMALL_KEYS or units:
         from itertools import chain
 
