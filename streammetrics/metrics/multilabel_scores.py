@@ -21,6 +21,21 @@ State (all mergeable by addition):
   scikit-learn's step sum) are computed exactly when the event arrives and kept as
   weighted running sums, with the number of rows where they are undefined.
 
+Exact sums (:mod:`~streammetrics.kernels.exact_weights`): the summed weights (total, positive
+weights per label, the histograms' weights) are floats while every weight seen is a whole
+number (exact below ``2**53``), else, for the whole accumulator ("units mode", from the first
+weight such as 0.1, or a merge with a state in units mode), Python ints of units of
+``2**-1074`` (at most ~2,100 bits each). The ``samples`` sums add one term per row, ``w *
+row_auc`` and ``w * row_ap``, each rounded once as a float (the same float on the per-event
+and batch paths), exactly (:class:`~streammetrics.kernels.exact_sum.ExactSum`, buffered per
+event). So the state depends only on the multiset of events, however a stream is split,
+batched and merged. The JSON writes every sum's correctly rounded float where it always did
+and, only when that float is not exact, its residue under optional keys
+(``total_weight_residue``, ``positive_weights_residues``, ``samples_sums_residues``, and the
+packed histograms' ``"residues"``; see :func:`~streammetrics.kernels.histogram_json.pack_flat`),
+so states of whole weights keep their bytes, except the ``samples`` sums, which are now the
+correctly rounded exact sums (with a residue when that is not exact).
+
 scikit-learn's edge cases, mirrored: a label with one class present gives a nan ROC AUC
 with an ``UndefinedMetricWarning`` (so ``macro`` is nan; ``weighted`` zeroes labels without
 positives); a row with one class present makes the ``samples`` ROC AUC nan unless its weight
@@ -45,6 +60,22 @@ from streammetrics.core.validation import (
 )
 from streammetrics.kernels import ranking
 from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning
+from streammetrics.kernels.exact_sum import BUFFER, ExactSum
+from streammetrics.kernels.exact_weights import (
+    UNIT,
+    WHOLE_MAX,
+    all_whole,
+    decode_residues,
+    encode_residues,
+    grouped_units,
+    is_whole,
+    residue_of,
+    to_units,
+    units_of,
+    value_of,
+    values_of,
+    with_residue,
+)
 from streammetrics.kernels.histogram import (
     MAX_TOTAL_WEIGHT,
     ScoreHistogram,
@@ -55,6 +86,7 @@ from streammetrics.kernels.histogram import (
     rebuild,
     summed,
 )
+from streammetrics.kernels.histogram import to_units as hists_to_units
 from streammetrics.kernels.histogram_json import pack_flat
 from streammetrics.metrics.rows import Columns
 from streammetrics.metrics.score_columns import (
@@ -75,6 +107,8 @@ _INF = math.inf
 _SETS = (set, frozenset)
 _AVERAGES = ("micro", "macro", "weighted", "samples", None)
 _ROW_BLOCK = 1 << 18  # matrix cells per block in batch row statistics
+_MAX_UNITS = units_of(MAX_TOTAL_WEIGHT)  # MAX_TOTAL_WEIGHT in units (kernels.exact_weights)
+_PAIRS = 2 * BUFFER  # pending samples terms (pairs, flattened) before a fold
 
 
 def _row_stats(truth: list[bool], row: list[float]) -> tuple[int, int, int, float]:
@@ -154,15 +188,37 @@ def _n(acc: Any) -> int:
     return len(acc._cols.names)
 
 
+def _total_of(loaded: Mapping[str, Any]) -> float:
+    """The decoded total weight as a float (units correctly rounded)."""
+    return values_of([loaded["total_weight"]])[0]
+
+
 def _tol(loaded: Mapping[str, Any]) -> float:
-    return 1e-9 * max(1.0, loaded["total_weight"])
+    return 1e-9 * max(1.0, _total_of(loaded))
 
 
-def _decode_total(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> float:
-    total = check_weight(raw, "total_weight")
+def _encode_total(v: float | int, acc: Any) -> tuple[float, list | None]:
+    """The total weight as its float and, in units mode when not exact, its residue."""
+    return (v, None) if v.__class__ is float else (value_of(v), residue_of(v))  # type: ignore[arg-type]  # units
+
+
+def _decode_total(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> float | int:
+    """The total weight: units when a residue is present or the value is not whole
+    (``_check_state`` then puts the accumulator in units mode), else a float."""
+    value, residue = raw
+    total = check_weight(value, "total_weight")
     if total > MAX_TOTAL_WEIGHT:
         raise ValueError(f"exceeds {MAX_TOTAL_WEIGHT:g}")
-    return total
+    if residue is not None:
+        return with_residue(total, residue, "total_weight_residue")
+    return total if is_whole(total) else units_of(total)
+
+
+def _encode_sums(v: list, acc: Any) -> tuple[list, list | None]:
+    """A list of summed weights as its floats and their residues (units mode only)."""
+    if not acc._units:
+        return list(v), None
+    return values_of(v), encode_residues(v)
 
 
 def _decode_negative_events(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> list:
@@ -172,18 +228,81 @@ def _decode_negative_events(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> li
     return neg
 
 
-def _decode_positive_weights(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> list:
-    w_pos = decode_list(raw, "weight", _n(acc))
-    if any(w > loaded["total_weight"] + _tol(loaded) for w in w_pos):
+def _decode_positive_weights(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> list:
+    """Per label the positive weight: units when residues are present or a value is not
+    whole (``_check_state`` then puts the accumulator in units mode), else floats."""
+    values, residues = raw
+    w_pos = decode_list(values, "weight", _n(acc))
+    if any(w > _total_of(loaded) + _tol(loaded) for w in w_pos):
         raise ValueError("exceed total_weight")
-    return w_pos
+    units = decode_residues(residues, w_pos, "positive_weights_residues")
+    if units is None and not all(is_whole(v) for v in w_pos):
+        units = [units_of(v) for v in w_pos]
+    return w_pos if units is None else units
 
 
-def _decode_samples_sum(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> float:
-    v = check_weight(raw, "samples sum")
-    if v > loaded["total_weight"] + _tol(loaded):
-        raise ValueError("exceeds the total weight")
-    return v
+class SamplesSums:
+    """The exact sums of the ``samples`` terms ``w * row_auc`` (0.0 where the row's ROC AUC
+    is undefined) and ``w * row_ap``, each term a float rounded once (the same float on the
+    per-event and batch paths). Per event, :attr:`terms` buffers the pairs flattened
+    (``terms += (auc_term, ap_term)``, :meth:`fold` at :data:`_PAIRS`); batches go to
+    :meth:`add_arrays`; reading, merging and copying fold first."""
+
+    __slots__ = ("terms", "auc", "ap")
+
+    def __init__(self, auc: ExactSum | None = None, ap: ExactSum | None = None) -> None:
+        #: pending (auc term, ap term) pairs, flattened (a list object that is never replaced)
+        self.terms: list[float] = []
+        self.auc = ExactSum() if auc is None else auc
+        self.ap = ExactSum() if ap is None else ap
+
+    def fold(self) -> "SamplesSums":
+        terms = self.terms
+        if terms:
+            self.auc.terms.extend(terms[0::2])
+            self.ap.terms.extend(terms[1::2])
+            terms.clear()
+            self.auc.fold()
+            self.ap.fold()
+        return self
+
+    def add_arrays(self, auc: np.ndarray, ap: np.ndarray) -> "SamplesSums":
+        self.auc.add_array(auc)
+        self.ap.add_array(ap)
+        return self
+
+    def merge(self, other: "SamplesSums") -> "SamplesSums":
+        other.fold()
+        self.auc.merge(other.auc)
+        self.ap.merge(other.ap)
+        return self
+
+    def copy(self) -> "SamplesSums":
+        self.fold()
+        return SamplesSums(self.auc.copy(), self.ap.copy())
+
+    def units(self) -> list[int]:
+        """Both sums in units of ``2**-1074``."""
+        self.fold()
+        return [self.auc.units, self.ap.units]
+
+
+def _encode_samples(v: SamplesSums, acc: Any) -> tuple[float, float, list | None]:
+    units = v.units()
+    return value_of(units[0]), value_of(units[1]), encode_residues(units)
+
+
+def _decode_samples(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> SamplesSums:
+    """Both sums (each at most the total weight) and their residues (validated)."""
+    values = [check_weight(v, key) for v, key in zip(raw[:2], _SAMPLES_KEYS)]
+    for v, key in zip(values, _SAMPLES_KEYS):
+        if v > _total_of(loaded) + _tol(loaded):
+            raise ValueError(f"{key} exceeds the total weight")
+    units = decode_residues(raw[2], values, "samples_sums_residues") or [units_of(v) for v in values]
+    return SamplesSums(ExactSum(units[0]), ExactSum(units[1]))
+
+
+_SAMPLES_KEYS = ("samples_roc_auc_sum", "samples_average_precision_sum")
 
 
 def _decode_rows(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> list:
@@ -204,11 +323,13 @@ def _fresh_histograms(acc: Any) -> tuple[Binning, tuple[list, list]]:
 
 def _decode_histograms(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple[Binning, tuple[list, list]]:
     n = _n(acc)
-    binning, flat = acc._decode_hists(raw, 2 * n, n * loaded["count"])
+    binning, flat = acc._decode_hists(raw, 2 * n, n * loaded["count"], exact_weights=True)
     ids, _, w = flat
+    if w.dtype == object:  # units (exact_weights): compared as correctly rounded floats
+        w = np.asarray(values_of(w.tolist()), dtype=np.float64)
     sizes = np.bincount(ids, minlength=2 * n).reshape(n, 2)
     totals = np.bincount(ids, weights=w, minlength=2 * n).reshape(n, 2)
-    total, tol, w_pos = loaded["total_weight"], _tol(loaded), loaded["positive_weights"]
+    total, tol, w_pos = _total_of(loaded), _tol(loaded), values_of(loaded["positive_weights"])
     for j in range(n):
         if sizes[j, 1] > loaded["positive_events"][j] or sizes[j, 0] > loaded["negative_events"][j]:
             raise ValueError(f"histogram of label {j} has more keys than events")
@@ -244,18 +365,24 @@ def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
 
 _MULTILABEL_STATE = (
     Field("count", lambda acc: 0, "count"),
-    Field("total_weight", lambda acc: 0.0, "weight", attrs="_total", decode=_decode_total),
+    # (the summed weights are floats while every weight is whole, else exact units
+    # (kernels.exact_weights): written as floats, plus optional residues when not exact)
+    Field(("total_weight", "total_weight_residue"), lambda acc: 0.0, attrs="_total",
+          merge=lambda a, b, acc: a + b, copy=lambda v: v, encode=_encode_total, decode=_decode_total,
+          optional=("total_weight_residue",)),
     # events with the label present / absent (zero weights included)
     Field("positive_events", lambda acc: [0] * _n(acc), "counts", attrs="_n_pos",
           decode=lambda raw, acc, ld: decode_list(raw, "count", _n(acc))),
     Field("negative_events", lambda acc: [0] * _n(acc), "counts", attrs="_n_neg", decode=_decode_negative_events),
     # weight of events with the label present
-    Field("positive_weights", lambda acc: [0.0] * _n(acc), "weights", attrs="_w_pos",
-          decode=_decode_positive_weights),
-    # sums of w * row ROC AUC over rows where it is defined, and of w * row average precision
-    Field("samples_roc_auc_sum", lambda acc: 0.0, "weight", attrs="_auc_sum", decode=_decode_samples_sum),
-    Field("samples_average_precision_sum", lambda acc: 0.0, "weight", attrs="_ap_sum",
-          decode=_decode_samples_sum),
+    Field(("positive_weights", "positive_weights_residues"), lambda acc: [0.0] * _n(acc), attrs="_w_pos",
+          merge=lambda a, b, acc: [x + y for x, y in zip(a, b)], copy=list, encode=_encode_sums,
+          decode=_decode_positive_weights, optional=("positive_weights_residues",)),
+    # exact sums of w * row ROC AUC over rows where it is defined, and of w * row average
+    # precision (each written as its correctly rounded float, plus optional residues)
+    Field((*_SAMPLES_KEYS, "samples_sums_residues"), lambda acc: SamplesSums(), attrs="_samples",
+          merge=lambda a, b, acc: a.merge(b), copy=lambda v: v.copy(), encode=_encode_samples,
+          decode=_decode_samples, optional=("samples_sums_residues",)),
     # rows with one class (ROC AUC undefined), those of them with weight > 0, and rows
     # without a positive label (average precision 0 with a warning)
     Field(("one_class_rows", "no_positive_rows"), lambda acc: [0, 0, 0], attrs="_rows",
@@ -294,12 +421,11 @@ class MultilabelScores(ScoreColumns):
 
     # the declared state (see _MULTILABEL_STATE)
     _count: int
-    _total: float
+    _total: Any  # a float (float mode) or units (kernels.exact_weights)
     _n_pos: list[int]
     _n_neg: list[int]
-    _w_pos: list[float]
-    _auc_sum: float
-    _ap_sum: float
+    _w_pos: list[Any]  # floats or units, as _total
+    _samples: SamplesSums
     _rows: list[int]
     _pair: tuple[list[ScoreHistogram], list[ScoreHistogram]]
     columns_key = "labels"
@@ -324,6 +450,8 @@ class MultilabelScores(ScoreColumns):
         return self._hist_list_of(self._pair)
 
     def _refresh(self) -> None:
+        # units mode (kernels.exact_weights): every summed weight is an int of units then
+        self._units = self._total.__class__ is int
         self._neg, self._pos = self._pair
         self._hw = [(a.weights, b.weights) for a, b in zip(self._neg, self._pos)]
         self._key = self._binning.key
@@ -332,8 +460,42 @@ class MultilabelScores(ScoreColumns):
 
     def _check_merge(self, other: Accumulator) -> None:
         assert isinstance(other, MultilabelScores)
-        if self._total + other._total > MAX_TOTAL_WEIGHT:
+        if to_units(self._total) + to_units(other._total) > _MAX_UNITS:
             raise ValueError(f"merged weight would exceed {MAX_TOTAL_WEIGHT:g}")
+
+    # ------------------------------------------------------------------ exact weight sums
+    def _to_units(self) -> None:
+        """Switch to units mode: the total, the positive weights and every histogram
+        converted exactly to units of ``2**-1074``. The state (its JSON) does not change;
+        later weights are summed exactly."""
+        self._total = to_units(self._total)
+        self._w_pos = [to_units(x) for x in self._w_pos]
+        hists_to_units(self._hist_list())
+        self._refresh()
+
+    def merge(self, other: Accumulator) -> "MultilabelScores":
+        """Fold ``other`` in (see :class:`~streammetrics.core.accumulator.Accumulator`); a
+        side in float mode is first brought to units mode when the other is in units mode
+        (``other`` itself is never changed: a copy of it is)."""
+        if isinstance(other, MultilabelScores) and other._units != self._units:
+            if self._units:
+                other = other.copy()
+                other._to_units()
+            else:
+                self._to_units()  # the same state, in units
+        return super().merge(other)
+
+    def _check_state(self, loaded: dict[str, Any]) -> None:
+        """Decode rule of exact weight sums: units mode for every container as soon as one
+        of them is (a residue, or a summed weight that is not whole), else float mode."""
+        hists = self._hist_list_of(loaded["bins_per_octave"][1])
+        firsts = [loaded["total_weight"], *loaded["positive_weights"][:1],
+                  *(next(iter(h.weights.values())) for h in hists if h.weights)]
+        if not any(x.__class__ is int for x in firsts):
+            return
+        loaded["total_weight"] = to_units(loaded["total_weight"])
+        loaded["positive_weights"] = [to_units(x) for x in loaded["positive_weights"]]
+        hists_to_units(hists)
 
     @property
     def labels(self) -> list:
@@ -347,8 +509,8 @@ class MultilabelScores(ScoreColumns):
 
     @property
     def total_weight(self) -> float:  # type: ignore[override]  # a read-only property over the declared state
-        """Summed weight of the events seen."""
-        return self._total
+        """Summed weight of the events seen (exact, correctly rounded)."""
+        return value_of(self._total) if self._units else self._total
 
     # ------------------------------------------------------------------ updates
     def update(self, y_true: Any, scores: Any, weight: float = 1.0) -> "MultilabelScores":
@@ -358,16 +520,27 @@ class MultilabelScores(ScoreColumns):
         row = self._cols.row(scores, "scores")
         if weight.__class__ is not float or not 0.0 <= weight < _INF:
             weight = check_weight(weight)
-        if self._total + weight > MAX_TOTAL_WEIGHT:
-            raise ValueError(f"weight {weight!r} would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
+        if self._units or (weight != 1.0 and not (weight.is_integer() and weight <= WHOLE_MAX)):
+            add: Any = UNIT if weight == 1.0 else units_of(weight)  # exact sums (kernels.exact_weights)
+            total = to_units(self._total) + add
+            if total > _MAX_UNITS:
+                raise ValueError(f"weight {weight!r} would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
+        else:  # float mode: every weight so far whole, sums exact as floats
+            add = weight
+            total = self._total + weight
+            if total > MAX_TOTAL_WEIGHT:
+                raise ValueError(f"weight {weight!r} would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
         n_pos, n_neg, u2, ap = _row_stats(truth, row)
         # ---- nothing below can fail
+        if add.__class__ is int and not self._units:
+            self._to_units()  # the same state, in units
         key = self._key
         new = 0
+        w_pos = self._w_pos
         for j, (present, s, hists) in enumerate(zip(truth, row, self._hw)):
             if present:
                 self._n_pos[j] += 1
-                self._w_pos[j] += weight
+                w_pos[j] += add
             else:
                 self._n_neg[j] += 1
             if weight:
@@ -375,25 +548,30 @@ class MultilabelScores(ScoreColumns):
                 k = key(s)
                 old = d.get(k)
                 if old is None:
-                    d[k] = weight
+                    d[k] = add
                     new += 1
                 else:
-                    d[k] = old + weight
+                    d[k] = old + add
         if new:
             self._entries += new
             if self._entries > self._over:
                 self._fit()
         if n_pos and n_neg:
-            self._auc_sum += weight * (u2 / (2 * n_pos * n_neg))
+            auc_term = weight * (u2 / (2 * n_pos * n_neg))
         else:
+            auc_term = 0.0
             self._rows[0] += 1
             if weight:
                 self._rows[1] += 1
             if not n_pos:
                 self._rows[2] += 1
-        self._ap_sum += weight * ap
+        samples = self._samples
+        terms = samples.terms
+        terms += (auc_term, weight * ap)  # summed exactly (SamplesSums)
+        if len(terms) >= _PAIRS:
+            samples.fold()
         self._count += 1
-        self._total += weight
+        self._total = total
         return self
 
     def update_many(self, y_true: Any, score_matrix: Any, sample_weight: Any = None) -> "MultilabelScores":
@@ -407,32 +585,46 @@ class MultilabelScores(ScoreColumns):
         w = as_weight_array(sample_weight, n)
         if n == 0:
             return self
-        batch_w = float(n) if w is None else float(w.sum())
-        if self._total + batch_w > MAX_TOTAL_WEIGHT:
-            raise ValueError(f"sample_weight would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
-        P, N, U2, AP = _row_stats_batch(T, S)
+        L = S.shape[1]
         ww = np.ones(n) if w is None else w
+        # units mode (exact sums, kernels.exact_weights) once a weight is not whole
+        units = self._units or (w is not None and not all_whole(w))
+        w_pos: list[Any]
+        if units:
+            total: Any = to_units(self._total) + sum(grouped_units(np.zeros(n, np.int64), ww)[1])
+            if total > _MAX_UNITS:
+                raise ValueError(f"sample_weight would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
+            rows_t, cols_t = np.nonzero(T)
+            present, sums = grouped_units(cols_t, ww[rows_t])
+            w_pos = [0] * L
+            for j, u in zip(present.tolist(), sums):
+                w_pos[j] = u
+        else:
+            total = self._total + (float(n) if w is None else float(w.sum()))
+            if total > MAX_TOTAL_WEIGHT:
+                raise ValueError(f"sample_weight would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
+            w_pos = (ww @ T.astype(np.float64)).tolist()
+        P, N, U2, AP = _row_stats_batch(T, S)
         defined = (P > 0) & (N > 0)
-        auc = U2[defined] / (2 * P[defined] * N[defined])
-        auc_sum = float(np.dot(ww[defined], auc))
-        ap_sum = float(np.dot(ww, AP))
+        auc_terms = np.zeros(n)  # the per-event terms: w * (U2 / (2 P N)), 0.0 where undefined
+        auc_terms[defined] = ww[defined] * (U2[defined] / (2 * P[defined] * N[defined]))
         rows = [int(np.count_nonzero(~defined)), int(np.count_nonzero(~defined & (ww > 0))),
                 int(np.count_nonzero(P == 0))]
         n_pos = T.sum(axis=0).tolist()
-        w_pos = (ww @ T.astype(np.float64)).tolist()
         flat, binning = self._batch_flat(S, lambda j: T[:, j].astype(np.int64), 2, 1,
-                                         [2 * j for j in range(S.shape[1])], w)
+                                         [2 * j for j in range(L)], w, units=units)
         # ---- commit: nothing below can fail
+        if units and not self._units:
+            self._to_units()  # the same state, in units
         self._add_batch(flat, binning)
-        for j in range(S.shape[1]):
+        for j in range(L):
             self._n_pos[j] += n_pos[j]
             self._n_neg[j] += n - n_pos[j]
             self._w_pos[j] += w_pos[j]
-        self._auc_sum += auc_sum
-        self._ap_sum += ap_sum
+        self._samples.add_arrays(auc_terms, ww * AP)
         self._rows = [a + b for a, b in zip(self._rows, rows)]
         self._count += n
-        self._total += batch_w
+        self._total = total
         return self
 
     # ------------------------------------------------------------------ metrics
@@ -453,12 +645,13 @@ class MultilabelScores(ScoreColumns):
                 ranking.warn_one_class()
             if self._rows[1]:
                 return math.nan, math.nan, math.nan
-            if not self._total > 0:
+            total = self.total_weight
+            if not total > 0:
                 nan = warn_no_events("roc_auc")
                 return nan, nan, nan
-            value = self._auc_sum / self._total
+            value = self._samples.fold().auc.value / total
             return value, value, value
-        w_pos = np.asarray(self._w_pos, dtype=np.float64)
+        w_pos = np.asarray(values_of(self._w_pos), dtype=np.float64)
         if average == "weighted" and abs(float(w_pos.sum())) <= 1e-8:
             return 0.0, 0.0, 0.0  # scikit-learn: weights summing to ~0 give 0, unchecked
         if average == "micro":
@@ -511,10 +704,11 @@ class MultilabelScores(ScoreColumns):
                     UserWarning,
                     stacklevel=2,
                 )
-            if not self._total > 0:
+            total = self.total_weight
+            if not total > 0:
                 return warn_no_events("average_precision")
-            return self._ap_sum / self._total
-        w_pos = np.asarray(self._w_pos, dtype=np.float64)
+            return self._samples.fold().ap.value / total
+        w_pos = np.asarray(values_of(self._w_pos), dtype=np.float64)
         if average == "weighted" and abs(float(w_pos.sum())) <= 1e-8:
             return 0.0
         if average == "micro":
