@@ -60,7 +60,7 @@ from streammetrics.core.validation import (
 )
 from streammetrics.kernels import ranking
 from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning
-from streammetrics.kernels.exact_sum import BUFFER, ExactSum
+from streammetrics.kernels.exact_sum import BUFFER, SMALL, ExactSum, as_array
 from streammetrics.kernels.exact_weights import (
     UNIT,
     WHOLE_MAX,
@@ -246,7 +246,12 @@ class SamplesSums:
     is undefined) and ``w * row_ap``, each term a float rounded once (the same float on the
     per-event and batch paths). Per event, :attr:`terms` buffers the pairs flattened
     (``terms += (auc_term, ap_term)``, :meth:`fold` at :data:`_PAIRS`); batches go to
-    :meth:`add_arrays`; reading, merging and copying fold first."""
+    :meth:`add_arrays`; reading, merging and copying fold first.
+
+    >>> s = SamplesSums(); s.terms += (0.1, 0.5, 0.7, 0.25, 0.2, 0.125)
+    >>> s.fold().auc.value, s.ap.value, 0.1 + 0.7 + 0.2  # exact, then rounded once
+    (1.0, 0.875, 0.9999999999999999)
+    """
 
     __slots__ = ("terms", "auc", "ap")
 
@@ -258,7 +263,11 @@ class SamplesSums:
 
     def fold(self) -> "SamplesSums":
         terms = self.terms
-        if terms:
+        if len(terms) > 2 * SMALL:  # one array for both sums
+            pairs = as_array(terms)
+            terms.clear()
+            self.add_arrays(pairs[0::2], pairs[1::2])
+        elif terms:  # ExactSum's plain-Python path for a few terms
             self.auc.terms.extend(terms[0::2])
             self.ap.terms.extend(terms[1::2])
             terms.clear()
@@ -426,6 +435,7 @@ class MultilabelScores(ScoreColumns):
     _n_neg: list[int]
     _w_pos: list[Any]  # floats or units, as _total
     _samples: SamplesSums
+    _sterms: list[float]  # _samples.terms (the per-event buffer)
     _rows: list[int]
     _pair: tuple[list[ScoreHistogram], list[ScoreHistogram]]
     columns_key = "labels"
@@ -452,6 +462,7 @@ class MultilabelScores(ScoreColumns):
     def _refresh(self) -> None:
         # units mode (kernels.exact_weights): every summed weight is an int of units then
         self._units = self._total.__class__ is int
+        self._sterms = self._samples.terms
         self._neg, self._pos = self._pair
         self._hw = [(a.weights, b.weights) for a, b in zip(self._neg, self._pos)]
         self._key = self._binning.key
@@ -520,20 +531,20 @@ class MultilabelScores(ScoreColumns):
         row = self._cols.row(scores, "scores")
         if weight.__class__ is not float or not 0.0 <= weight < _INF:
             weight = check_weight(weight)
-        if self._units or (weight != 1.0 and not (weight.is_integer() and weight <= WHOLE_MAX)):
-            add: Any = UNIT if weight == 1.0 else units_of(weight)  # exact sums (kernels.exact_weights)
-            total = to_units(self._total) + add
-            if total > _MAX_UNITS:
-                raise ValueError(f"weight {weight!r} would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
-        else:  # float mode: every weight so far whole, sums exact as floats
-            add = weight
+        if not self._units and (weight == 1.0 or (weight.is_integer() and weight <= WHOLE_MAX)):
+            add: Any = weight  # float mode: every weight so far whole, sums exact as floats
             total = self._total + weight
             if total > MAX_TOTAL_WEIGHT:
                 raise ValueError(f"weight {weight!r} would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
+        else:
+            add = UNIT if weight == 1.0 else units_of(weight)  # exact sums (kernels.exact_weights)
+            total = to_units(self._total) + add
+            if total > _MAX_UNITS:
+                raise ValueError(f"weight {weight!r} would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
+            if not self._units:
+                self._to_units()  # the same state, in units (nothing below can fail)
         n_pos, n_neg, u2, ap = _row_stats(truth, row)
         # ---- nothing below can fail
-        if add.__class__ is int and not self._units:
-            self._to_units()  # the same state, in units
         key = self._key
         new = 0
         w_pos = self._w_pos
@@ -565,11 +576,11 @@ class MultilabelScores(ScoreColumns):
                 self._rows[1] += 1
             if not n_pos:
                 self._rows[2] += 1
-        samples = self._samples
-        terms = samples.terms
-        terms += (auc_term, weight * ap)  # summed exactly (SamplesSums)
+        terms = self._sterms  # summed exactly (SamplesSums)
+        terms.append(auc_term)
+        terms.append(weight * ap)
         if len(terms) >= _PAIRS:
-            samples.fold()
+            self._samples.fold()
         self._count += 1
         self._total = total
         return self
