@@ -245,12 +245,12 @@ class SamplesSums:
     """The exact sums of the ``samples`` terms ``w * row_auc`` (0.0 where the row's ROC AUC
     is undefined) and ``w * row_ap``, each term a float rounded once (the same float on the
     per-event and batch paths). Per event, :attr:`terms` buffers the pairs flattened
-    (``terms += (auc_term, ap_term)``, :meth:`fold` at :data:`_PAIRS`); batches go to
+    (``auc_term, ap_term, ...``, :meth:`fold` at :data:`_PAIRS`); batches go to
     :meth:`add_arrays`; reading, merging and copying fold first.
 
-    >>> s = SamplesSums(); s.terms += (0.1, 0.5, 0.7, 0.25, 0.2, 0.125)
-    >>> s.fold().auc.value, s.ap.value, 0.1 + 0.7 + 0.2  # exact, then rounded once
-    (1.0, 0.875, 0.9999999999999999)
+    >>> s = SamplesSums(); s.terms += (0.1, 0.5, 0.2, 0.25, 0.3, 0.125)
+    >>> s.fold().auc.value, s.ap.value, 0.1 + 0.2 + 0.3  # exact, then rounded once
+    (0.6, 0.875, 0.6000000000000001)
     """
 
     __slots__ = ("terms", "auc", "ap")
