@@ -26,7 +26,14 @@ binning, or exact), built from arrays or merged from saved states. From it:
   sums in its declared state, fed per prediction (labelled or not): the ``K`` sums
   ``tp`` and ``prob`` plus its own predicted-class weights and total weight, tagged with
   :attr:`MulticlassReference.fingerprint`; :meth:`MulticlassReference.metrics` reads them
-  when the tag is the reference's and every prediction of the window was fed.
+  when the tag is the reference's and every prediction of the window was fed. Those sums
+  are exact (contract section 1: a function of the multiset of predictions): each term
+  ``w p_c`` is rounded once, as ``cal_c * (w / total)`` by :func:`estimate_terms` on the
+  per-event path (rows buffered, :data:`~streammetrics.kernels.exact_sum.BUFFER` at a time)
+  and the batch path alike, then summed exactly
+  (:class:`~streammetrics.kernels.exact_sum.ExactSum`); a state writes their correctly
+  rounded values plus, when some is not exact, the rest of their expansions
+  (``estimate["residues"]``).
 
 A window is a ``MulticlassMonitor`` (its label-free ``predicted_weights`` for the
 predicted-class drift, its label-free per-class score histograms ``class_scores``, one per
@@ -57,11 +64,15 @@ import numpy as np
 from streammetrics.core.accumulator import from_dict
 from streammetrics.core.exceptions import UndefinedMetricWarning
 from streammetrics.kernels import cbpe, cbpe_multiclass, drift
+from streammetrics.kernels.exact_sum import BUFFER, SMALL, ExactSum, add_rows, as_array, small_units
 from streammetrics.kernels.levels import level_bounds
 from streammetrics.metrics.multiclass_scores import MulticlassScores
 from streammetrics.monitors.reference import _distribution_of, _json, _Levels
 
-__all__ = ["MULTICLASS_METRICS", "PER_CLASS_METRICS", "MulticlassEstimate", "MulticlassReference"]
+__all__ = [
+    "MULTICLASS_METRICS", "PER_CLASS_METRICS", "MulticlassEstimate", "MulticlassReference", "add_estimate_terms",
+    "estimate_terms", "fold_estimate", "new_estimate",
+]
 
 #: per-class keys added to ``per_class[c]`` of a snapshot
 PER_CLASS_METRICS = (
@@ -99,6 +110,71 @@ def _multiclass_scores_of(obj: Any) -> MulticlassScores | None:
 def _predicted_shares(scores: MulticlassScores) -> np.ndarray:
     """Weight per arg-max class of a MulticlassScores (column sums of its cells)."""
     return np.asarray(scores._predicted_weights(), dtype=np.float64)
+
+
+# ------------------------------------------------------------------ a monitor's estimate sums
+# [fingerprint, rows fed, tp (K ExactSum), prob (K ExactSum), pending rows]: the pending rows
+# are flat ``K`` calibrated values (not normalised), weight, arg-max class per row, folded by
+# fold_estimate (at BUFFER rows, or before any read, merge, copy or encoding)
+def new_estimate(fingerprint: str, k: int) -> list:
+    """Empty estimate sums of ``k`` classes tagged with a reference's fingerprint."""
+    return [fingerprint, 0, [ExactSum() for _ in range(k)], [ExactSum() for _ in range(k)], []]
+
+
+def estimate_terms(cal: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The ``(n, K)`` terms ``w * p_c`` of rows of calibrated values ``cal`` (not normalised)
+    and weights ``w``: ``cal_c * (w / total)`` with ``total = cal_0 + cal_1 + ...`` added left to
+    right (a row whose values sum to 0 is uniform: ``cal_c = 1``, ``total = K``). Every path
+    computes a term by these operations, so a term depends only on its event.
+
+    >>> estimate_terms(np.array([[0.5, 0.25, 0.25], [0.0, 0.0, 0.0]]), np.array([2.0, 3.0])).tolist()
+    [[1.0, 0.5, 0.5], [1.0, 1.0, 1.0]]
+    """
+    k = cal.shape[1]
+    total = cal[:, 0].copy()
+    for c in range(1, k):
+        total += cal[:, c]
+    zero = total == 0
+    if zero.any():
+        cal = cal.copy()
+        cal[zero] = 1.0
+        total[zero] = float(k)
+    f = w / total
+    return cal * f[:, None]
+
+
+def add_estimate_terms(est: list, terms: np.ndarray, pred: np.ndarray) -> None:
+    """Add rows of :func:`estimate_terms` (arg-max classes ``pred``) to the exact sums:
+    ``tp[c]`` the term of class ``c`` of rows predicted ``c``, ``prob[c]`` every row's."""
+    n, k = terms.shape
+    if not n:
+        return
+    tp, prob = est[2], est[3]
+    rows = np.arange(n)
+    diag = terms[rows, pred]
+    if n <= SMALL:  # plain Python ints: numpy's set-up costs more for a few rows
+        groups: list[list[float]] = [[] for _ in range(k)]
+        for p, x in zip(pred.tolist(), diag.tolist()):
+            groups[p].append(x)
+        for c, column in enumerate(terms.T.tolist()):
+            prob[c].merge(ExactSum(small_units(column)))
+            if groups[c]:
+                tp[c].merge(ExactSum(small_units(groups[c])))
+        return
+    hits = np.zeros_like(terms)
+    hits[rows, pred] = diag
+    add_rows([*tp, *prob], [*hits.T, *terms.T])
+
+
+def fold_estimate(est: list) -> list:
+    """Add the pending rows of estimate sums exactly (in place) and return them."""
+    pending = est[4]
+    if pending:
+        k = len(est[2])
+        rows = as_array(pending).reshape(-1, k + 2)
+        pending.clear()
+        add_estimate_terms(est, estimate_terms(rows[:, :k], rows[:, k].copy()), rows[:, k + 1].astype(np.intp))
+    return est
 
 
 class MulticlassEstimate:
@@ -171,6 +247,9 @@ class MulticlassReference:
         # per class (x knots, y knots, slopes, first x, last x, first y, last y) as Python
         # floats: the per-event calibration (np.interp's arithmetic, without numpy calls)
         self._knots = [_knots(x, y) for x, y in self.fits]
+        # the same knots and slopes as arrays: calibrated_matrix, the batch path
+        self._knot_arrays = [(np.array(k[0], dtype=np.float64), np.array(k[1], dtype=np.float64),
+                              np.array(k[2], dtype=np.float64)) for k in self._knots]
         text = json.dumps(self.scores.to_dict(), sort_keys=True, separators=(",", ":"))
         #: identifies the calibration that monitors' estimate sums were fed with (16 hex digits
         #: of the SHA-256 of the reference's state): sums of another reference are not read
@@ -245,18 +324,33 @@ class MulticlassReference:
             return [1.0 / len(cal)] * len(cal)
         return [c / total for c in cal]
 
-    def feed_row(self, row: Sequence[float], weight: float, pred: int, tp: list, prob: list) -> None:
-        """Add one score row (arg-max ``pred``) of weight ``weight`` to the estimate sums
-        ``tp`` and ``prob`` (see :mod:`~streammetrics.kernels.cbpe_multiclass`): the
-        per-event path, ``weight * p_c`` as ``p_c * (weight / total)`` (one division)."""
-        cal = self._calibrate_row(row)
-        total = sum(cal)
-        if total == 0:
-            cal, total = [1.0] * len(cal), float(len(cal))
-        f = weight / total
-        tp[pred] += cal[pred] * f
-        for i, c in enumerate(cal):
-            prob[i] += c * f
+    def calibrated_matrix(self, score_matrix: np.ndarray) -> np.ndarray:
+        """The one-vs-rest calibrated values of score rows, not normalised, by the arithmetic
+        of :meth:`_calibrate_row` (np.interp's ``slope * (x - xp[j]) + fp[j]``, ``j`` by
+        ``searchsorted``), so the batch and per-event estimate terms are the same floats."""
+        s = np.asarray(score_matrix, dtype=np.float64)
+        out = np.empty_like(s)
+        for c, ((xs, ys, slopes), knots) in enumerate(zip(self._knot_arrays, self._knots)):
+            v = s[:, c]
+            lo, hi, ylo, yhi = knots[3:]
+            if len(slopes):
+                j = np.clip(np.searchsorted(xs, v, side="right") - 1, 0, len(slopes) - 1)
+                mid = slopes[j] * (v - xs[j]) + ys[j]
+            else:
+                mid = np.full(len(v), ylo)
+            out[:, c] = np.where(v <= lo, ylo, np.where(v >= hi, yhi, mid))
+        return out
+
+    def feed_row(self, row: Sequence[float], weight: float, pred: int, estimate: list) -> None:
+        """Add one score row (arg-max ``pred``) of weight ``weight`` to estimate sums (see
+        :func:`new_estimate`): the per-event path buffers its calibrated values, weight and
+        class; the terms and their exact sums come at the fold (:func:`fold_estimate`)."""
+        pending = estimate[4]
+        pending += self._calibrate_row(row)
+        pending.append(weight)
+        pending.append(pred)
+        if len(pending) >= BUFFER * (len(row) + 2):
+            fold_estimate(estimate)
 
     def estimator(self) -> MulticlassEstimate:
         """An empty mergeable estimate to feed a window's rows into."""
@@ -316,8 +410,11 @@ class MulticlassReference:
         est = getattr(monitor, "_estimate", None)
         if est is None or est[0] != self.fingerprint or est[1] != monitor.count:
             return None
+        fold_estimate(est)
         predicted = np.asarray(monitor.predicted_weights, dtype=np.float64)
-        m = cbpe_multiclass.estimated_metrics(np.asarray(est[2]), predicted, np.asarray(est[3]), monitor.total_weight)
+        tp = np.array([s.value for s in est[2]])
+        prob = np.array([s.value for s in est[3]])
+        m = cbpe_multiclass.estimated_metrics(tp, predicted, prob, monitor.total_weight)
         return {"estimated_accuracy": m["accuracy"], "estimated_macro_f1": m["macro_f1"]}
 
     def metrics(self, window: Any, estimate: MulticlassEstimate | None = None) -> dict[str, Any]:
