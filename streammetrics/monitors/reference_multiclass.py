@@ -116,6 +116,11 @@ def _predicted_shares(scores: MulticlassScores) -> np.ndarray:
 # [fingerprint, rows fed, tp (K ExactSum), prob (K ExactSum), pending rows]: the pending rows
 # are flat ``K`` calibrated values (not normalised), weight, arg-max class per row, folded by
 # fold_estimate (at BUFFER rows, or before any read, merge, copy or encoding)
+#: up to this many classes the tp hits are summed as a zero-padded (n, K) array with the prob
+#: terms (one exact pass); beyond, grouped by class (about ``n`` entries instead of ``n K``)
+_FULL_HITS = 4
+
+
 def new_estimate(fingerprint: str, k: int) -> list:
     """Empty estimate sums of ``k`` classes tagged with a reference's fingerprint."""
     return [fingerprint, 0, [ExactSum() for _ in range(k)], [ExactSum() for _ in range(k)], []]
@@ -161,9 +166,20 @@ def add_estimate_terms(est: list, terms: np.ndarray, pred: np.ndarray) -> None:
             if groups[c]:
                 tp[c].merge(ExactSum(small_units(groups[c])))
         return
-    hits = np.zeros_like(terms)
-    hits[rows, pred] = diag
-    add_rows([*tp, *prob], [*hits.T, *terms.T])
+    if k <= _FULL_HITS:  # tp: each row's hit in its class's row of an (n, K) array, one pass with prob
+        hits = np.zeros_like(terms)
+        hits[rows, pred] = diag
+        add_rows([*tp, *prob], [*hits.T, *terms.T])
+        return
+    add_rows(prob, list(terms.T))
+    # tp: class c's hits in row c of a (K, largest class count) array, zero-padded
+    order = np.argsort(pred, kind="stable")
+    grouped = pred[order]
+    counts = np.bincount(grouped, minlength=k)
+    starts = np.cumsum(counts) - counts
+    hits = np.zeros((k, int(counts.max())))
+    hits[grouped, rows - starts[grouped]] = diag[order]
+    add_rows(tp, list(hits))
 
 
 def fold_estimate(est: list) -> list:

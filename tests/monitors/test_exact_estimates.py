@@ -183,3 +183,28 @@ def test_malformed_residues_are_one_line_errors_naming_the_key(change, needle):
         from_dict(d)
     text = str(info.value)
     assert "\n" not in text and needle in text and "estimate" in text
+
+
+@pytest.mark.parametrize("k", [2, 7])
+def test_any_number_of_classes_per_event_batch_and_merge_agree(k):
+    """Few classes (tp hits summed with the prob terms) and many (grouped by class): per
+    event (past BUFFER), one batch, and reversed batches of 150 give the same bytes."""
+    rng = np.random.default_rng(k)
+    classes = [f"k{i}" for i in range(k)]
+    y = rng.integers(0, k, 600)
+    s = rng.dirichlet([1] * k, 600)
+    s[np.arange(600), y] += 0.5
+    ref = MulticlassReference.from_arrays(np.array(classes)[y], s / s.sum(axis=1, keepdims=True), classes=classes)
+    n = BUFFER + 200
+    rows = np.round(rng.dirichlet([1] * k, n), int(rng.integers(2, 6))).tolist()  # ties
+    weights = rng.choice([1.0, 0.0, 0.3, 2.7, 7.0], n).tolist()
+    evs = [Event(float(i), "m", scores=tuple(r), weight=w) for i, (r, w) in enumerate(zip(rows, weights))]
+    per_event = MulticlassMonitor(classes, reference=ref)
+    for e in evs:
+        per_event.update_prediction(e)
+    batch = MulticlassMonitor(classes, reference=ref).update_predictions(evs)
+    chunks = MulticlassMonitor(classes)
+    for lo in range(0, n, 150)[::-1]:
+        chunks.merge(MulticlassMonitor(classes, reference=ref).update_predictions(evs[lo:lo + 150]))
+    assert _bytes(per_event) == _bytes(batch) == _bytes(chunks)
+    assert _view(per_event, ref) == _view(chunks, ref)
