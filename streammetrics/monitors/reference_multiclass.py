@@ -195,36 +195,59 @@ def fold_estimate(est: list) -> list:
 
 class MulticlassEstimate:
     """Mergeable CBPE sums of a window's score rows against a :class:`MulticlassReference`
-    (``3K + 1`` numbers; see :mod:`streammetrics.kernels.cbpe_multiclass`)."""
+    (``3K + 1`` numbers; see :mod:`streammetrics.kernels.cbpe_multiclass`), exact: the terms
+    of :func:`estimate_terms` and the weights summed exactly, so any split merged in any order
+    gives the same sums."""
 
     def __init__(self, reference: MulticlassReference) -> None:
         self.reference = reference
         k = len(reference.classes)
-        self.tp, self.predicted, self.prob = np.zeros(k), np.zeros(k), np.zeros(k)
-        self.total = 0.0
+        self._sums = new_estimate(reference.fingerprint, k)
+        self._predicted = [ExactSum() for _ in range(k)]
+        self._total = ExactSum()
+
+    @property
+    def tp(self) -> np.ndarray:
+        """Per class the (correctly rounded) expected weight of its true positives."""
+        return np.array([s.value for s in self._sums[2]])
+
+    @property
+    def prob(self) -> np.ndarray:
+        """Per class the summed calibrated probability of every row (weighted)."""
+        return np.array([s.value for s in self._sums[3]])
+
+    @property
+    def predicted(self) -> np.ndarray:
+        """Per class the weight of the rows predicted (arg-max) that class."""
+        return np.array([s.value for s in self._predicted])
+
+    @property
+    def total(self) -> float:
+        return self._total.value
 
     def update_many(self, score_matrix: Any, sample_weight: Any = None) -> MulticlassEstimate:
         """Add score rows (validated as ``MulticlassScores.update_many``; nothing changes on error)."""
         s = self.reference.scores._cols.matrix(score_matrix, "score_matrix")
-        w = None
+        w = np.ones(len(s))
         if sample_weight is not None:
             w = np.asarray(sample_weight, dtype=np.float64)
             if w.shape != (len(s),) or not np.isfinite(w).all() or (len(w) and w.min() < 0):
                 raise ValueError("sample_weight must be finite, >= 0 and one per row")
-        tp, predicted, prob, total = cbpe_multiclass.expected_sums(s, self.reference.calibrated(s), w)
-        self.tp += tp
-        self.predicted += predicted
-        self.prob += prob
-        self.total += total
+        if not len(s):
+            return self
+        pred = s.argmax(axis=1)
+        add_estimate_terms(self._sums, estimate_terms(self.reference.calibrated_matrix(s), w), pred)
+        for c, total in enumerate(self._predicted):
+            total.add_array(w[pred == c])
+        self._total.add_array(w)
         return self
 
     def merge(self, other: MulticlassEstimate) -> MulticlassEstimate:
         if other.reference is not self.reference:
             raise ValueError("estimates against different references cannot be merged")
-        self.tp += other.tp
-        self.predicted += other.predicted
-        self.prob += other.prob
-        self.total += other.total
+        for mine, theirs in zip([*self._sums[2], *self._sums[3], *self._predicted, self._total],
+                                [*other._sums[2], *other._sums[3], *other._predicted, other._total]):
+            mine.merge(theirs)
         return self
 
     def metrics(self) -> dict[str, float]:

@@ -208,3 +208,20 @@ def test_any_number_of_classes_per_event_batch_and_merge_agree(k):
         chunks.merge(MulticlassMonitor(classes, reference=ref).update_predictions(evs[lo:lo + 150]))
     assert _bytes(per_event) == _bytes(batch) == _bytes(chunks)
     assert _view(per_event, ref) == _view(chunks, ref)
+
+
+def test_multiclass_estimate_merges_exactly_in_any_order():
+    rng = np.random.default_rng(8)
+    s = rng.dirichlet([2, 1, 1, 1], 300)
+    w = rng.random(300) * 3
+    ref = REFS[False]
+    whole = ref.estimator().update_many(s, w)
+    parts = [ref.estimator().update_many(s[lo:lo + 70], w[lo:lo + 70]) for lo in range(0, 300, 70)]
+    merged = ref.estimator()
+    for p in parts[::-1]:
+        merged.merge(p)
+    for name in ("tp", "prob", "predicted"):
+        assert getattr(merged, name).tolist() == getattr(whole, name).tolist()
+    assert merged.total == whole.total == math.fsum(w.tolist()) and merged.metrics() == whole.metrics()
+    m = _feed(MulticlassMonitor(CLASSES, reference=ref), _events(s.tolist(), w.tolist(), False), False, batch=False)
+    assert ref.metrics(m)["estimated_accuracy"] == pytest.approx(whole.metrics()["estimated_accuracy"], rel=1e-15)
