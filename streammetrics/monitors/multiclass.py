@@ -284,7 +284,7 @@ class MulticlassMonitor(Monitor):
     with at most as many keys) for per-class score drift, and, when the
     monitor is bound to a :class:`~streammetrics.monitors.reference_multiclass.MulticlassReference`
     (``reference=``, or :meth:`use_references` per key), the ``2K + 1`` CBPE sums of its
-    predictions against it (``estimate``; see
+    predictions against it (``estimate``, exact sums written with an optional ``residues`` key; see
     :meth:`MulticlassReference.metrics <streammetrics.monitors.reference_multiclass.MulticlassReference.metrics>`).
     ``total_weight`` and the predicted-class weights are exact sums (floats while every
     weight is whole, else units: see :mod:`~streammetrics.kernels.exact_weights`; written
