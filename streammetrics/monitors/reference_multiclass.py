@@ -187,10 +187,38 @@ def fold_estimate(est: list) -> list:
     pending = est[4]
     if pending:
         k = len(est[2])
-        rows = as_array(pending).reshape(-1, k + 2)
+        if len(pending) <= SMALL * (k + 2):
+            _fold_small(est, pending, k)
+        else:
+            rows = as_array(pending).reshape(-1, k + 2)
+            terms = estimate_terms(rows[:, :k], rows[:, k].copy())
+            add_estimate_terms(est, terms, rows[:, k + 1].astype(np.intp))
         pending.clear()
-        add_estimate_terms(est, estimate_terms(rows[:, :k], rows[:, k].copy()), rows[:, k + 1].astype(np.intp))
     return est
+
+
+def _fold_small(est: list, pending: list, k: int) -> None:
+    """:func:`fold_estimate` of a few rows in plain Python (a small window's snapshot): the
+    IEEE operations of :func:`estimate_terms` in its order, summed by ``small_units``."""
+    tp_terms: list[list[float]] = [[] for _ in range(k)]
+    prob_terms: list[list[float]] = [[] for _ in range(k)]
+    step = k + 2
+    for i in range(0, len(pending), step):
+        cal = pending[i : i + k]
+        total = cal[0]
+        for c in cal[1:]:
+            total += c
+        if total == 0:
+            cal, total = [1.0] * k, float(k)
+        f = pending[i + k] / total
+        for j in range(k):
+            prob_terms[j].append(cal[j] * f)
+        pred = int(pending[i + k + 1])
+        tp_terms[pred].append(cal[pred] * f)
+    for sums, groups in ((est[2], tp_terms), (est[3], prob_terms)):
+        for s, group in zip(sums, groups):
+            if group:
+                s.merge(ExactSum(small_units(group)))
 
 
 class MulticlassEstimate:
