@@ -30,6 +30,7 @@ from streammetrics.metrics.multiclass_scores import MulticlassScores
 from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
 from streammetrics.monitors.labels import class_report, label_metrics
+from streammetrics.monitors.reference_multiclass import add_estimate_terms, estimate_terms, fold_estimate, new_estimate
 
 __all__ = [
     "CLASS_SCORE_BINS", "CLASS_SCORE_BUDGET", "CLASS_SCORE_MAX_BINS", "MulticlassMonitor", "class_score_max_bins",
@@ -169,48 +170,76 @@ def _decode_class_scores(raw: Any, m: Any, loaded: Mapping[str, Any]) -> list | 
     return out
 
 
-# estimate sums against a reference: [fingerprint, rows fed, tp per class, prob per class]
-# (None: no row fed yet; fingerprint "": sums of different references were merged)
+# estimate sums against a reference: [fingerprint, rows fed, tp per class, prob per class,
+# pending rows] (monitors.reference_multiclass.new_estimate; exact sums, residues when needed;
+# None: no row fed yet; fingerprint "": sums of different references were merged)
 def _merge_estimate(mine: list | None, theirs: list | None, acc: Any) -> list | None:
     if theirs is None:
         return mine
     if mine is None:
         return _copy_estimate(theirs)
+    fold_estimate(theirs)
     if mine[0] != theirs[0]:
         mine[0] = ""
     mine[1] += theirs[1]
     for dst, src in ((mine[2], theirs[2]), (mine[3], theirs[3])):
-        for i, v in enumerate(src):
-            dst[i] += v
+        for a, b in zip(dst, src):
+            a.merge(b)  # exact: independent of the merge order
     return mine
 
 
 def _copy_estimate(v: list | None) -> list | None:
-    return None if v is None else [v[0], v[1], list(v[2]), list(v[3])]
+    if v is None:
+        return None
+    fold_estimate(v)
+    return [v[0], v[1], [s.copy() for s in v[2]], [s.copy() for s in v[3]], []]
 
 
 def _encode_estimate(v: list | None, m: Any) -> dict[str, Any] | None:
-    return None if v is None else {"reference": v[0], "count": v[1], "tp": list(v[2]), "prob": list(v[3])}
+    """``{reference, count, tp, prob}`` (the correctly rounded sums) and, only when some sum is
+    not a float, ``residues: {tp, prob}`` (per class the rest of its exact expansion)."""
+    if v is None:
+        return None
+    fold_estimate(v)
+    out: dict[str, Any] = {"reference": v[0], "count": v[1]}
+    residues = {}
+    for name, sums in (("tp", v[2]), ("prob", v[3])):
+        parts = [s.parts() for s in sums]
+        out[name] = [p[0] for p in parts]
+        residues[name] = [p[1] for p in parts]
+    if any(any(r) for r in residues.values()):
+        out["residues"] = residues
+    return out
+
+
+_ESTIMATE_KEYS = {"reference", "count", "tp", "prob"}
 
 
 def _decode_estimate(raw: Any, m: Any, loaded: Mapping[str, Any]) -> list | None:
     if raw is None:
         return None
-    if not isinstance(raw, Mapping) or set(raw) != {"reference", "count", "tp", "prob"}:
-        raise ValueError(f"must be null or {{reference, count, tp, prob}}, got {describe(raw)}")
+    if not isinstance(raw, Mapping) or not _ESTIMATE_KEYS <= set(raw) <= {*_ESTIMATE_KEYS, "residues"}:
+        raise ValueError(f"must be null or {{reference, count, tp, prob[, residues]}}, got {describe(raw)}")
     fp, count = raw["reference"], raw["count"]
     if not isinstance(fp, str) or len(fp) > 64:
         raise ValueError(f"reference must be a fingerprint string, got {describe(fp)}")
     if type(count) is not int or not 0 <= count <= loaded["count"]:
         raise ValueError(f"count must be an int in [0, {loaded['count']}], got {describe(count)}")
     k = _k(m)
+    residues = raw.get("residues")
+    if residues is not None and (not isinstance(residues, Mapping) or set(residues) != {"tp", "prob"}):
+        raise ValueError(f"residues must be {{tp, prob}}, got {describe(residues)}")
     sums = []
     for name in ("tp", "prob"):
         try:
-            sums.append(decode_list(raw[name], "weight", k))
+            values = decode_list(raw[name], "weight", k)
         except ValueError as exc:
             raise ValueError(f"{name} {exc}") from None
-    return [fp, count, *sums]
+        rest = [[] for _ in values] if residues is None else residues[name]
+        if not isinstance(rest, list) or len(rest) != k:
+            raise ValueError(f"residues {name} must be a list of {k} lists, got {describe(rest)}")
+        sums.append([ExactSum.from_parts(v, r, f"residues {name}") for v, r in zip(values, rest)])
+    return [fp, count, *sums, []]
 
 
 def _migrate_v2(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
@@ -255,7 +284,7 @@ class MulticlassMonitor(Monitor):
     with at most as many keys) for per-class score drift, and, when the
     monitor is bound to a :class:`~streammetrics.monitors.reference_multiclass.MulticlassReference`
     (``reference=``, or :meth:`use_references` per key), the ``2K + 1`` CBPE sums of its
-    predictions against it (``estimate``; see
+    predictions against it (``estimate``, exact sums written with an optional ``residues`` key; see
     :meth:`MulticlassReference.metrics <streammetrics.monitors.reference_multiclass.MulticlassReference.metrics>`).
     ``total_weight`` and the predicted-class weights are exact sums (floats while every
     weight is whole, else units: see :mod:`~streammetrics.kernels.exact_weights`; written
@@ -442,9 +471,9 @@ class MulticlassMonitor(Monitor):
         if ref is not None:
             est = self._estimate
             if est is None:
-                est = self._estimate = [ref.fingerprint, 0, [0.0] * len(s), [0.0] * len(s)]
+                est = self._estimate = new_estimate(ref.fingerprint, len(s))
             est[1] += 1
-            ref.feed_row(s, w, pred, est[2], est[3])
+            ref.feed_row(s, w, pred, est)
         return self
 
     def update_predictions(self, events: Sequence[Event]) -> "MulticlassMonitor":
@@ -459,10 +488,8 @@ class MulticlassMonitor(Monitor):
         if ref is None and self._references is not None:
             ref = self._bind_key(events[0])
         pred = S.argmax(axis=1)
-        if ref is not None:  # before any change: may raise
-            p = ref.calibrated(S)
-            tp = np.bincount(pred, weights=wv * p[np.arange(len(S)), pred], minlength=len(self.classes)).tolist()
-            prob = (wv @ p).tolist()
+        if ref is not None:  # before any change: may raise (the per-event path's terms)
+            terms = estimate_terms(ref.calibrated_matrix(S), wv)
         columns = self._class_scores
         total = float(len(events)) if w is None else float(w.sum())
         if columns is not None and columns[0].total_weight + total > MAX_TOTAL_WEIGHT:
@@ -483,11 +510,9 @@ class MulticlassMonitor(Monitor):
         if ref is not None:
             est = self._estimate
             if est is None:
-                est = self._estimate = [ref.fingerprint, 0, [0.0] * len(tp), [0.0] * len(tp)]
+                est = self._estimate = new_estimate(ref.fingerprint, len(self.classes))
             est[1] += len(events)
-            for i in range(len(tp)):
-                est[2][i] += tp[i]
-                est[3][i] += prob[i]
+            add_estimate_terms(est, terms, pred)
         return self
 
     def update_outcome(self, event: Event) -> "MulticlassMonitor":

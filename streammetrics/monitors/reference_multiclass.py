@@ -26,7 +26,14 @@ binning, or exact), built from arrays or merged from saved states. From it:
   sums in its declared state, fed per prediction (labelled or not): the ``K`` sums
   ``tp`` and ``prob`` plus its own predicted-class weights and total weight, tagged with
   :attr:`MulticlassReference.fingerprint`; :meth:`MulticlassReference.metrics` reads them
-  when the tag is the reference's and every prediction of the window was fed.
+  when the tag is the reference's and every prediction of the window was fed. Those sums
+  are exact (contract section 1: a function of the multiset of predictions): each term
+  ``w p_c`` is rounded once, as ``cal_c * (w / total)`` by :func:`estimate_terms` on the
+  per-event path (rows buffered, :data:`~streammetrics.kernels.exact_sum.BUFFER` at a time)
+  and the batch path alike, then summed exactly
+  (:class:`~streammetrics.kernels.exact_sum.ExactSum`); a state writes their correctly
+  rounded values plus, when some is not exact, the rest of their expansions
+  (``estimate["residues"]``).
 
 A window is a ``MulticlassMonitor`` (its label-free ``predicted_weights`` for the
 predicted-class drift, its label-free per-class score histograms ``class_scores``, one per
@@ -57,11 +64,15 @@ import numpy as np
 from streammetrics.core.accumulator import from_dict
 from streammetrics.core.exceptions import UndefinedMetricWarning
 from streammetrics.kernels import cbpe, cbpe_multiclass, drift
+from streammetrics.kernels.exact_sum import BUFFER, SMALL, ExactSum, add_rows, as_array, small_units
 from streammetrics.kernels.levels import level_bounds
 from streammetrics.metrics.multiclass_scores import MulticlassScores
 from streammetrics.monitors.reference import _distribution_of, _json, _Levels
 
-__all__ = ["MULTICLASS_METRICS", "PER_CLASS_METRICS", "MulticlassEstimate", "MulticlassReference"]
+__all__ = [
+    "MULTICLASS_METRICS", "PER_CLASS_METRICS", "MulticlassEstimate", "MulticlassReference", "add_estimate_terms",
+    "estimate_terms", "fold_estimate", "new_estimate",
+]
 
 #: per-class keys added to ``per_class[c]`` of a snapshot
 PER_CLASS_METRICS = (
@@ -101,38 +112,170 @@ def _predicted_shares(scores: MulticlassScores) -> np.ndarray:
     return np.asarray(scores._predicted_weights(), dtype=np.float64)
 
 
+# ------------------------------------------------------------------ a monitor's estimate sums
+# [fingerprint, rows fed, tp (K ExactSum), prob (K ExactSum), pending rows]: the pending rows
+# are flat ``K`` calibrated values (not normalised), weight, arg-max class per row, folded by
+# fold_estimate (at BUFFER rows, or before any read, merge, copy or encoding)
+#: up to this many classes the tp hits are summed as a zero-padded (n, K) array with the prob
+#: terms (one exact pass); beyond, grouped by class (about ``n`` entries instead of ``n K``)
+_FULL_HITS = 4
+
+
+def new_estimate(fingerprint: str, k: int) -> list:
+    """Empty estimate sums of ``k`` classes tagged with a reference's fingerprint."""
+    return [fingerprint, 0, [ExactSum() for _ in range(k)], [ExactSum() for _ in range(k)], []]
+
+
+def estimate_terms(cal: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The ``(n, K)`` terms ``w * p_c`` of rows of calibrated values ``cal`` (not normalised)
+    and weights ``w``: ``cal_c * (w / total)`` with ``total = cal_0 + cal_1 + ...`` added left to
+    right (a row whose values sum to 0 is uniform: ``cal_c = 1``, ``total = K``). Every path
+    computes a term by these operations, so a term depends only on its event.
+
+    >>> estimate_terms(np.array([[0.5, 0.25, 0.25], [0.0, 0.0, 0.0]]), np.array([2.0, 3.0])).tolist()
+    [[1.0, 0.5, 0.5], [1.0, 1.0, 1.0]]
+    """
+    k = cal.shape[1]
+    total = cal[:, 0].copy()
+    for c in range(1, k):
+        total += cal[:, c]
+    zero = total == 0
+    if zero.any():
+        cal = cal.copy()
+        cal[zero] = 1.0
+        total[zero] = float(k)
+    f = w / total
+    return cal * f[:, None]
+
+
+def add_estimate_terms(est: list, terms: np.ndarray, pred: np.ndarray) -> None:
+    """Add rows of :func:`estimate_terms` (arg-max classes ``pred``) to the exact sums:
+    ``tp[c]`` the term of class ``c`` of rows predicted ``c``, ``prob[c]`` every row's."""
+    n, k = terms.shape
+    if not n:
+        return
+    tp, prob = est[2], est[3]
+    rows = np.arange(n)
+    diag = terms[rows, pred]
+    if n <= SMALL:  # plain Python ints: numpy's set-up costs more for a few rows
+        groups: list[list[float]] = [[] for _ in range(k)]
+        for p, x in zip(pred.tolist(), diag.tolist()):
+            groups[p].append(x)
+        for c, column in enumerate(terms.T.tolist()):
+            prob[c].merge(ExactSum(small_units(column)))
+            if groups[c]:
+                tp[c].merge(ExactSum(small_units(groups[c])))
+        return
+    if k <= _FULL_HITS:  # tp: each row's hit in its class's row of an (n, K) array, one pass with prob
+        hits = np.zeros_like(terms)
+        hits[rows, pred] = diag
+        add_rows([*tp, *prob], [*hits.T, *terms.T])
+        return
+    add_rows(prob, list(terms.T))
+    # tp: class c's hits in row c of a (K, largest class count) array, zero-padded
+    order = np.argsort(pred, kind="stable")
+    grouped = pred[order]
+    counts = np.bincount(grouped, minlength=k)
+    starts = np.cumsum(counts) - counts
+    hits = np.zeros((k, int(counts.max())))
+    hits[grouped, rows - starts[grouped]] = diag[order]
+    add_rows(tp, list(hits))
+
+
+def fold_estimate(est: list) -> list:
+    """Add the pending rows of estimate sums exactly (in place) and return them."""
+    pending = est[4]
+    if pending:
+        k = len(est[2])
+        if len(pending) <= SMALL * (k + 2):
+            _fold_small(est, pending, k)
+        else:
+            rows = as_array(pending).reshape(-1, k + 2)
+            terms = estimate_terms(rows[:, :k], rows[:, k].copy())
+            add_estimate_terms(est, terms, rows[:, k + 1].astype(np.intp))
+        pending.clear()
+    return est
+
+
+def _fold_small(est: list, pending: list, k: int) -> None:
+    """:func:`fold_estimate` of a few rows in plain Python (a small window's snapshot): the
+    IEEE operations of :func:`estimate_terms` in its order, summed by ``small_units``."""
+    tp_terms: list[list[float]] = [[] for _ in range(k)]
+    prob_terms: list[list[float]] = [[] for _ in range(k)]
+    step = k + 2
+    for i in range(0, len(pending), step):
+        cal = pending[i : i + k]
+        total = cal[0]
+        for c in cal[1:]:
+            total += c
+        if total == 0:
+            cal, total = [1.0] * k, float(k)
+        f = pending[i + k] / total
+        for j in range(k):
+            prob_terms[j].append(cal[j] * f)
+        pred = int(pending[i + k + 1])
+        tp_terms[pred].append(cal[pred] * f)
+    for sums, groups in ((est[2], tp_terms), (est[3], prob_terms)):
+        for s, group in zip(sums, groups):
+            if group:
+                s.merge(ExactSum(small_units(group)))
+
+
 class MulticlassEstimate:
     """Mergeable CBPE sums of a window's score rows against a :class:`MulticlassReference`
-    (``3K + 1`` numbers; see :mod:`streammetrics.kernels.cbpe_multiclass`)."""
+    (``3K + 1`` numbers; see :mod:`streammetrics.kernels.cbpe_multiclass`), exact: the terms
+    of :func:`estimate_terms` and the weights summed exactly, so any split merged in any order
+    gives the same sums."""
 
     def __init__(self, reference: MulticlassReference) -> None:
         self.reference = reference
         k = len(reference.classes)
-        self.tp, self.predicted, self.prob = np.zeros(k), np.zeros(k), np.zeros(k)
-        self.total = 0.0
+        self._sums = new_estimate(reference.fingerprint, k)
+        self._predicted = [ExactSum() for _ in range(k)]
+        self._total = ExactSum()
+
+    @property
+    def tp(self) -> np.ndarray:
+        """Per class the (correctly rounded) expected weight of its true positives."""
+        return np.array([s.value for s in self._sums[2]])
+
+    @property
+    def prob(self) -> np.ndarray:
+        """Per class the summed calibrated probability of every row (weighted)."""
+        return np.array([s.value for s in self._sums[3]])
+
+    @property
+    def predicted(self) -> np.ndarray:
+        """Per class the weight of the rows predicted (arg-max) that class."""
+        return np.array([s.value for s in self._predicted])
+
+    @property
+    def total(self) -> float:
+        return self._total.value
 
     def update_many(self, score_matrix: Any, sample_weight: Any = None) -> MulticlassEstimate:
         """Add score rows (validated as ``MulticlassScores.update_many``; nothing changes on error)."""
         s = self.reference.scores._cols.matrix(score_matrix, "score_matrix")
-        w = None
+        w = np.ones(len(s))
         if sample_weight is not None:
             w = np.asarray(sample_weight, dtype=np.float64)
             if w.shape != (len(s),) or not np.isfinite(w).all() or (len(w) and w.min() < 0):
                 raise ValueError("sample_weight must be finite, >= 0 and one per row")
-        tp, predicted, prob, total = cbpe_multiclass.expected_sums(s, self.reference.calibrated(s), w)
-        self.tp += tp
-        self.predicted += predicted
-        self.prob += prob
-        self.total += total
+        if not len(s):
+            return self
+        pred = s.argmax(axis=1)
+        add_estimate_terms(self._sums, estimate_terms(self.reference.calibrated_matrix(s), w), pred)
+        for c, total in enumerate(self._predicted):
+            total.add_array(w[pred == c])
+        self._total.add_array(w)
         return self
 
     def merge(self, other: MulticlassEstimate) -> MulticlassEstimate:
         if other.reference is not self.reference:
             raise ValueError("estimates against different references cannot be merged")
-        self.tp += other.tp
-        self.predicted += other.predicted
-        self.prob += other.prob
-        self.total += other.total
+        for mine, theirs in zip([*self._sums[2], *self._sums[3], *self._predicted, self._total],
+                                [*other._sums[2], *other._sums[3], *other._predicted, other._total]):
+            mine.merge(theirs)
         return self
 
     def metrics(self) -> dict[str, float]:
@@ -171,6 +314,9 @@ class MulticlassReference:
         # per class (x knots, y knots, slopes, first x, last x, first y, last y) as Python
         # floats: the per-event calibration (np.interp's arithmetic, without numpy calls)
         self._knots = [_knots(x, y) for x, y in self.fits]
+        # the same knots and slopes as arrays: calibrated_matrix, the batch path
+        self._knot_arrays = [(np.array(k[0], dtype=np.float64), np.array(k[1], dtype=np.float64),
+                              np.array(k[2], dtype=np.float64)) for k in self._knots]
         text = json.dumps(self.scores.to_dict(), sort_keys=True, separators=(",", ":"))
         #: identifies the calibration that monitors' estimate sums were fed with (16 hex digits
         #: of the SHA-256 of the reference's state): sums of another reference are not read
@@ -245,18 +391,33 @@ class MulticlassReference:
             return [1.0 / len(cal)] * len(cal)
         return [c / total for c in cal]
 
-    def feed_row(self, row: Sequence[float], weight: float, pred: int, tp: list, prob: list) -> None:
-        """Add one score row (arg-max ``pred``) of weight ``weight`` to the estimate sums
-        ``tp`` and ``prob`` (see :mod:`~streammetrics.kernels.cbpe_multiclass`): the
-        per-event path, ``weight * p_c`` as ``p_c * (weight / total)`` (one division)."""
-        cal = self._calibrate_row(row)
-        total = sum(cal)
-        if total == 0:
-            cal, total = [1.0] * len(cal), float(len(cal))
-        f = weight / total
-        tp[pred] += cal[pred] * f
-        for i, c in enumerate(cal):
-            prob[i] += c * f
+    def calibrated_matrix(self, score_matrix: np.ndarray) -> np.ndarray:
+        """The one-vs-rest calibrated values of score rows, not normalised, by the arithmetic
+        of :meth:`_calibrate_row` (np.interp's ``slope * (x - xp[j]) + fp[j]``, ``j`` by
+        ``searchsorted``), so the batch and per-event estimate terms are the same floats."""
+        s = np.asarray(score_matrix, dtype=np.float64)
+        out = np.empty_like(s)
+        for c, ((xs, ys, slopes), knots) in enumerate(zip(self._knot_arrays, self._knots)):
+            v = s[:, c]
+            lo, hi, ylo, yhi = knots[3:]
+            if len(slopes):
+                j = np.clip(np.searchsorted(xs, v, side="right") - 1, 0, len(slopes) - 1)
+                mid = slopes[j] * (v - xs[j]) + ys[j]
+            else:
+                mid = np.full(len(v), ylo)
+            out[:, c] = np.where(v <= lo, ylo, np.where(v >= hi, yhi, mid))
+        return out
+
+    def feed_row(self, row: Sequence[float], weight: float, pred: int, estimate: list) -> None:
+        """Add one score row (arg-max ``pred``) of weight ``weight`` to estimate sums (see
+        :func:`new_estimate`): the per-event path buffers its calibrated values, weight and
+        class; the terms and their exact sums come at the fold (:func:`fold_estimate`)."""
+        pending = estimate[4]
+        pending += self._calibrate_row(row)
+        pending.append(weight)
+        pending.append(pred)
+        if len(pending) >= BUFFER * (len(row) + 2):
+            fold_estimate(estimate)
 
     def estimator(self) -> MulticlassEstimate:
         """An empty mergeable estimate to feed a window's rows into."""
@@ -316,8 +477,11 @@ class MulticlassReference:
         est = getattr(monitor, "_estimate", None)
         if est is None or est[0] != self.fingerprint or est[1] != monitor.count:
             return None
+        fold_estimate(est)
         predicted = np.asarray(monitor.predicted_weights, dtype=np.float64)
-        m = cbpe_multiclass.estimated_metrics(np.asarray(est[2]), predicted, np.asarray(est[3]), monitor.total_weight)
+        tp = np.array([s.value for s in est[2]])
+        prob = np.array([s.value for s in est[3]])
+        m = cbpe_multiclass.estimated_metrics(tp, predicted, prob, monitor.total_weight)
         return {"estimated_accuracy": m["accuracy"], "estimated_macro_f1": m["macro_f1"]}
 
     def metrics(self, window: Any, estimate: MulticlassEstimate | None = None) -> dict[str, Any]:
