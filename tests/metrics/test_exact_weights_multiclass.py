@@ -272,8 +272,9 @@ def test_residue_of_an_exact_value_is_refused(where):
         sm.from_dict(state)
 
 
-def test_residues_on_a_float_mode_set_of_another_accumulator_are_refused():
-    """The packed sets of MultilabelScores (no exact weight sums) still refuse residues."""
+def test_non_canonical_residues_in_multilabel_packed_sets_are_refused():
+    """MultilabelScores' packed sets (exact weight sums too) refuse a residue that is not a
+    canonical pair ([1, -1074] has no normalised mantissa)."""
     state = units_state()
     assert "residues" in state["state"]["histograms"]
     ml = sm.MultilabelScores(["x", "y"]).update_many([[1, 0], [0, 1]], [[0.2, 0.7], [0.6, 0.1]]).to_dict()
