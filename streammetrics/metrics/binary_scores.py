@@ -758,9 +758,10 @@ class BinaryScores(Accumulator):
         Not part of the accumulator protocol: it lets sliding windows (e.g. river's
         ``utils.Rolling``) subtract the event that leaves the window. What is removed:
 
-        * the event's weight from its bin (``h[key(score)] -= weight``; a bin that falls
-          to at most 1e-9 of its weight before the removal is rounding residue and is
-          dropped) and from its class's event count and weight;
+        * the event's weight from its bin (``h[key(score)] -= weight``, exactly; a bin
+          that falls to 0, or below after removing a weight at most 1e-9 above what it holds
+          (a bin of a state written before exact sums, rounded), is dropped) and from its
+          class's event count and weight;
         * its log-loss term ``weight * -log p`` (``p`` the clipped probability of the true
           class) and Brier term ``weight * (y - score)**2``, exactly (the sums are exact).
 
@@ -819,7 +820,7 @@ class BinaryScores(Accumulator):
         if w:
             old = h[k]
             new = old - u
-            if _value(new) <= 1e-9 * _value(old):
+            if new <= 0:  # exact sums: only an emptied bin (or one of a rounded older state) goes
                 del h[k]
             else:
                 h[k] = new
