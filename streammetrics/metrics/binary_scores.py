@@ -760,7 +760,8 @@ class BinaryScores(Accumulator):
 
         * the event's weight from its bin (``h[key(score)] -= weight``, exactly; a bin
           that falls to 0, or below after removing a weight at most 1e-9 above what it holds
-          (a bin of a state written before exact sums, rounded), is dropped) and from its
+          (a bin of a state written before exact sums, rounded), is dropped; once only
+          unit-weight events of the class remain, its bins are their counts) and from its
           class's event count and weight;
         * its log-loss term ``weight * -log p`` (``p`` the clipped probability of the true
           class) and Brier term ``weight * (y - score)**2``, exactly (the sums are exact).
@@ -833,6 +834,15 @@ class BinaryScores(Accumulator):
             return self
         if events[y] == 0:
             h.clear()  # drop residue of float weights
+        elif units and not unit and not wevents[y]:
+            # only unit-weight events of the class remain: its bins are their counts (a bin of a
+            # state written before exact sums, rounded, may keep a residue: dropped here)
+            for key, x in list(h.items()):
+                c = (x + (UNIT >> 1)) // UNIT
+                if c > 0:
+                    h[key] = c * UNIT
+                else:
+                    del h[key]
         if 0.0 <= s <= 1.0:  # the event's exact terms, negated: the sums are as if never added
             sums = self._sums
             sums.weighted += (-w, s if y else -s)
