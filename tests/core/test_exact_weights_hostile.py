@@ -3,10 +3,15 @@ residues in dicts, mode edges (merge, reset, copy, remove) and extreme weights."
 from __future__ import annotations
 
 import json
+import random
+import tracemalloc
 
+import numpy as np
 import pytest
 
 import streammetrics as sm
+from streammetrics.events.parser import Event
+from streammetrics.monitors.reference_multiclass import MulticlassReference
 
 
 def state_bytes(acc) -> str:
@@ -37,3 +42,212 @@ def test_binary_scores_remove_from_a_rounded_older_state_leaves_the_unit_counts(
     d["state"]["histogram"].pop("residues")
     b = sm.from_dict(d).remove(0, 0.5, 0.1).remove(0, 0.5, 0.2)
     assert state_bytes(b) == state_bytes(make().update(0, 0.5, 1.0).update(0, 0.7, 1.0).update(1, 0.5, 1.0))
+
+
+# ----------------------------------------------------------------------------- hostile residues
+def _events(task: str, n: int = 60, seed: int = 1) -> list:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        w = rng.choice([0.1, 1.0, 2.7, 0.3])
+        if task == "binary":
+            e = Event(i, "m", y_true=int(rng.random() < 0.4), score=rng.choice([0.1, 0.5, 0.9]), weight=w)
+        elif task == "multiclass":
+            raw = [rng.choice([1.0, 2.0, 3.0]) for _ in range(3)]
+            e = Event(i, "m", y_true=rng.choice("abc"), scores=tuple(r / sum(raw) for r in raw), weight=w)
+        elif task == "labels":
+            e = Event(i, "m", y_true=rng.choice("xyz"), y_pred=rng.choice("xyz"), weight=w)
+        else:
+            e = Event(i, "m", y_true=rng.uniform(0, 5), y_pred=rng.uniform(0, 5), weight=w)
+        if i % 5 == 0:
+            e.y_true = None
+        out.append(e)
+    return out
+
+
+def _monitor(make, task):
+    m = make()
+    for e in _events(task):
+        m.update_prediction(e) if e.y_true is None else m.update_event(e)
+    return m
+
+
+def _fed(acc, rows):
+    rng = random.Random(3)
+    for row in rows(rng):
+        acc.update(*row)
+    return acc
+
+
+def _mc_rows(k):
+    def rows(rng):
+        for _ in range(60):
+            raw = [rng.choice([1.0, 2.0, 3.0]) for _ in range(k)]
+            yield "abc"[rng.randrange(k)], tuple(r / sum(raw) for r in raw), rng.choice([0.1, 1.0, 2.7])
+    return rows
+
+
+def _estimate_monitor():
+    rng = np.random.default_rng(5)
+    y, s = rng.integers(0, 3, 300), rng.dirichlet([1, 1, 1], 300)
+    ref = MulticlassReference.from_arrays(np.array(list("abc"))[y], s, classes=list("abc"))
+    m = sm.MulticlassMonitor(list("abc"), reference=ref)
+    for e in _events("multiclass"):
+        m.update_prediction(e)
+    return m
+
+
+#: a units-mode accumulator of every type (weights 0.1, 2.7 among whole ones)
+UNITS = {
+    "ConfusionMatrix": lambda: _fed(sm.ConfusionMatrix(list("abc")), lambda rng: (
+        (rng.choice("abc"), rng.choice("abc"), rng.choice([0.1, 1.0, 2.7])) for _ in range(40))),
+    "BinaryScores": lambda: _fed(sm.BinaryScores(), lambda rng: (
+        (int(rng.random() < 0.5), rng.choice([0.1, 0.3, 0.9]), rng.choice([0.1, 1.0, 2.7])) for _ in range(40))),
+    "BinaryScores-grid": lambda: _fed(sm.BinaryScores(max_bins=16), lambda rng: (
+        (i % 2, (i * 37 % 101) / 101, 0.1 if i % 3 else 1.0) for i in range(200))),
+    "ScoreDistribution": lambda: _fed(sm.ScoreDistribution(max_bins=16), lambda rng: (
+        ((i * 37 % 101) / 101, 0.1 if i % 3 else 1.0) for i in range(200))),
+    "MulticlassScores": lambda: _fed(sm.MulticlassScores(list("abc")), _mc_rows(3)),
+    "MulticlassScores-2": lambda: _fed(sm.MulticlassScores(list("ab")), _mc_rows(2)),
+    "MultilabelConfusion": lambda: _fed(sm.MultilabelConfusion(3), lambda rng: (
+        ([rng.randint(0, 1) for _ in range(3)], [rng.randint(0, 1) for _ in range(3)], rng.choice([0.1, 1.0, 2.7]))
+        for _ in range(60))),
+    "MultilabelScores": lambda: _fed(sm.MultilabelScores(3), lambda rng: (
+        ([rng.randint(0, 1) for _ in range(3)], [rng.choice([0.1, 0.5, 0.9]) for _ in range(3)],
+         rng.choice([0.1, 1.0, 2.7])) for _ in range(60))),
+    "BinaryMonitor": lambda: _monitor(lambda: sm.BinaryMonitor(threshold=0.4), "binary"),
+    "MulticlassMonitor": lambda: _monitor(lambda: sm.MulticlassMonitor(list("abc")), "multiclass"),
+    "MulticlassMonitor-estimate": _estimate_monitor,
+    "LabelMonitor": lambda: _monitor(sm.LabelMonitor, "labels"),
+    "RegressionMonitor": lambda: _monitor(sm.RegressionMonitor, "regression"),
+}
+
+
+def _residue_paths(d, path=()):
+    """Paths of the residue keys in a state (nested accumulator states included)."""
+    if isinstance(d, dict):
+        for k, v in d.items():
+            if k.endswith("residues") or k.endswith("_residue"):
+                yield path + (k,)
+            else:
+                yield from _residue_paths(v, path + (k,))
+    elif isinstance(d, list):
+        for i, v in enumerate(d):
+            yield from _residue_paths(v, path + (i,))
+
+
+def _get(d, path):
+    for k in path:
+        d = d[k]
+    return d
+
+
+def _put(d, path, v):
+    _get(d, path[:-1])[path[-1]] = v
+
+
+BIG_PAIR = [4503599627370496, -100]
+DEEP: list = []
+for _ in range(100):
+    DEEP = [DEEP]
+
+
+def _mutations(v):
+    """Malformed replacements of the residue value ``v`` (every shape the state keys use)."""
+    yield "true", True
+    yield "float", 1.5
+    yield "str", "x"
+    yield "object", {"0": 1}
+    yield "deep", DEEP
+    yield "huge-int", 10**400
+    if isinstance(v, dict):  # packed / per-histogram residues: {"neg": [...], ...} or {"tp": ..., "prob": ...}
+        for k in v:
+            for label, m in _mutations(v[k]):
+                yield f"{k}:{label}", {**v, k: m}
+        yield "extra-key", {**v, "zz": []}
+        return
+    first = v[0] if isinstance(v, list) and v else None
+    if isinstance(first, list) and len(first) == 2 and first[0].__class__ is int and isinstance(first[1], list):
+        i, r = first  # [[index, residue], ...]
+        rest = v[1:]
+        m, e = r[0]
+        yield "index-bool", [[True, r], *rest]
+        yield "index-float", [[float(i), r], *rest]
+        yield "index-huge", [[10**30, r], *rest]
+        yield "index-negative", [[-1, r], *rest]
+        yield "duplicate", [first, first, *rest]
+        if rest:
+            yield "unsorted", [rest[0], first, *rest[1:]]
+        yield "mantissa-bool", [[i, [[True, e]]], *rest]
+        yield "mantissa-float", [[i, [[float(m), e]]], *rest]
+        yield "mantissa-huge", [[i, [[10**40, e]]], *rest]
+        yield "exponent-huge", [[i, [[m, 10**6]]], *rest]
+        yield "exponent-low", [[i, [[m, -1199]]], *rest]
+        yield "not-below-half-ulp", [[i, [[m, e + 40]]], *rest]
+        yield "zero-pair", [[i, [[0, 0]]], *rest]
+        yield "too-long", [[i, [r[0]] * 60], *rest]
+        yield "million", [first] * 1_000_001
+    elif isinstance(first, list) and len(first) == 2 and all(x.__class__ is int for x in first):
+        m, e = first  # one residue: [[mantissa, exponent], ...]
+        yield "pair-bool", [[True, e], *v[1:]]
+        yield "pair-float", [[float(m), e], *v[1:]]
+        yield "pair-exponent-huge", [[m, 10**6], *v[1:]]
+        yield "pair-not-below-half-ulp", [[m, e + 40], *v[1:]]
+        yield "pair-zero", [[0, 0], *v[1:]]
+        yield "pair-too-long", v * 60
+    elif isinstance(first, list):  # one residue per sum: [[[m, e], ...], ...]
+        for label, m in _mutations(first or [BIG_PAIR]):
+            yield f"first:{label}", [m, *v[1:]]
+        yield "short", v[:-1]
+        yield "long", [*v, first]
+    else:
+        raise AssertionError(f"unknown residue shape {v!r:.80}")
+
+
+def _cases():
+    for name, make in UNITS.items():
+        state = make().to_dict()["state"]
+        for path in _residue_paths(state):
+            if _get(state, path) is None:  # (a sum's residue written as null: nothing to mutate)
+                continue
+            yield pytest.param(name, path, id=f"{name}-{'.'.join(map(str, path))}")
+
+
+@pytest.fixture(scope="module")
+def units_states():
+    return {name: make().to_dict() for name, make in UNITS.items()}
+
+
+def test_every_residue_key_is_exercised(units_states):
+    keys = {p[-1] if p[-1] != "residues" else f"{p[-2]}.residues"
+            for d in units_states.values() for p in _residue_paths(d["state"])}
+    assert {"cells_residues", "weight_residues", "weighted_residues", "weights_residues", "ranks_residues",
+            "binary_top1_residues", "prediction_weight_residue", "predicted_weights_residues",
+            "total_weight_residue", "positive_weights_residues", "samples_sums_residues", "histogram.residues",
+            "histograms.residues", "cells.residues", "estimate.residues"} <= keys, keys
+
+
+@pytest.mark.parametrize("name,path", list(_cases()))
+def test_malformed_residues_are_a_one_line_value_error(units_states, name, path):
+    d = units_states[name]
+    text = json.dumps(d)
+    target = UNITS[name]()
+    before = state_bytes(target)
+    field = path[-1] if path[-1] != "residues" else path[-2]
+    for label, bad in _mutations(_get(d["state"], path)):
+        dd = json.loads(text)
+        _put(dd["state"], path, bad)
+        tracemalloc.start()
+        try:
+            with pytest.raises(ValueError) as info:
+                sm.from_dict(dd)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        msg = str(info.value)
+        assert "\n" not in msg and (field in msg or path[-1] in msg), (label, msg)
+        assert peak < 64 << 20, (label, peak)
+        if label in ("true", "duplicate", "not-below-half-ulp", "pair-not-below-half-ulp"):  # into a live one
+            with pytest.raises(ValueError):
+                target.__setstate__({"config": dd["config"], "state": dd["state"]})
+            assert state_bytes(target) == before
