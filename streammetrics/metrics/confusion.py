@@ -12,7 +12,7 @@ its cell, so its labels count as seen, as they do for scikit-learn's ``unique_la
 Summed weights are exact (:mod:`streammetrics.kernels.exact_weights`): the state depends
 only on the multiset of events, whatever the order of updates and merges. The weighted
 sums are whole floats while every weight other than 1 is a whole number up to ``2**32``
-(exact while a cell stays below ``2**53``), else ints of units of ``2**-1074`` (at most ~2,100
+and every cell's weighted sum at most ``2**52`` (so float sums are exact), else ints of units of ``2**-1074`` (at most ~2,100
 bits each). Cells and ``total_weight`` are written correctly rounded; ``cells_residues``
 (only when some cell's float is not its exact sum) lists ``[index in cells, residue]``.
 Metrics read the correctly rounded sums.
@@ -74,7 +74,7 @@ _FAST_CLASS = {"bool": bool, "number": int, "str": str}
 _DTYPE_KINDS = {"b": "bool", "i": "number", "u": "number", "f": "number", "U": "str"}
 # small non-negative int labels are counted with one bincount on a combined code
 _DIRECT_MAX_LABEL = 1024
-# a batch of whole weights is summed in float64 (bincount) while its total stays at most this
+# whole weights are summed as floats (a batch in float64, bincount) while a cell stays at most this
 _FLOAT_EXACT = float(2**52)
 
 
@@ -129,7 +129,8 @@ def _merge_cells(mine: tuple, theirs: tuple, acc: Any) -> tuple:
     tw = theirs[1]
     if tw:
         zero: float | int = 0.0
-        if _is_units(w) or _is_units(tw):  # a side in units: both in units
+        if (_is_units(w) or _is_units(tw)  # a side in units, or float sums that could round: both in units
+                or max(w.values(), default=0.0) + max(tw.values(), default=0.0) > _FLOAT_EXACT):
             w, tw, zero = _as_units(w), _as_units(tw), 0
         for key, x in tw.items():
             w[key] = w.get(key, zero) + x
@@ -417,10 +418,12 @@ class ConfusionMatrix(Accumulator):
         self._unit = False
         self._n_weighted += 1
         if not self._exact and weight.is_integer() and weight <= WHOLE_MAX:  # exact as a float sum
-            self._w[key] = self._w.get(key, 0.0) + weight
-        else:
-            w = self._to_units()
-            w[key] = w.get(key, 0) + units_of(weight)
+            x = self._w.get(key, 0.0) + weight
+            if x <= _FLOAT_EXACT:  # (beyond, a float sum would round: units)
+                self._w[key] = x
+                return self
+        w = self._to_units()
+        w[key] = w.get(key, 0) + units_of(weight)
         return self
 
     def _admit(self, y_true: Any, y_pred: Any) -> tuple[Hashable, Hashable]:
@@ -480,7 +483,8 @@ class ConfusionMatrix(Accumulator):
             unit_cells = _cell_sums(code[is_unit], k, None)
             if n_other:
                 wo = w[~is_unit]
-                if not self._exact and all_whole(wo) and float(wo.sum()) <= _FLOAT_EXACT:
+                if (not self._exact and all_whole(wo)
+                        and float(wo.sum()) + max(self._w.values(), default=0.0) <= _FLOAT_EXACT):
                     other_cells = _cell_sums(code[~is_unit], k, wo)  # whole: float sums are exact
                 else:
                     exact = True
