@@ -16,8 +16,8 @@ scores them as 0/0 (``zero_division``, warning) before weighting them by 0.
 
 Summed weights are exact (:mod:`streammetrics.kernels.exact_weights`), so the state depends
 only on the multiset of events: whole floats while every weight is a whole number up to
-``2**32`` (exact while a sum stays below ``2**53``), else ints of units of ``2**-1074`` in every
-container. They are written correctly rounded; ``weight_residues`` (only when some float is
+``2**32`` and total + wrong_labels stays at most ``2**52`` (so float sums are exact), else ints of
+units of ``2**-1074`` in every container. They are written correctly rounded; ``weight_residues`` (only when some float is
 not its exact sum) lists ``[index, residue]`` over the flat sequence ``[total_weight, *tp,
 *pred, *true, subset_correct, wrong_labels, *samples' weights]``. Metrics read the floats.
 
@@ -58,7 +58,7 @@ from streammetrics.metrics.rows import Columns
 __all__ = ["MultilabelConfusion"]
 
 _INF = math.inf
-# a batch of whole weights is summed in float64 while its sums stay at most this
+# whole weights are summed as floats (a batch in float64) while total + wrong stays at most this
 _FLOAT_EXACT = float(2**52)
 _SETS = (set, frozenset)
 _BUILTIN = (int, str, bool, float)
@@ -119,7 +119,8 @@ def _to_units(sums: tuple) -> tuple:
 
 
 def _merge_sums(mine: tuple, theirs: tuple, acc: Any) -> tuple:
-    if _is_units(mine) or _is_units(theirs):  # a side in units: both in units
+    if (_is_units(mine) or _is_units(theirs)  # a side in units, or float sums that could round: both in units
+            or mine[0] + mine[5] + theirs[0] + theirs[5] > _FLOAT_EXACT):
         mine, theirs = _to_units(mine), _to_units(theirs)
     total, tp, pred, true, correct, wrong, samples = mine
     for lst, add in zip((tp, pred, true), theirs[1:4]):
@@ -291,8 +292,8 @@ class MultilabelConfusion(Accumulator):
         t = self._row(y_true, "y_true")
         p = self._row(y_pred, "y_pred")
         zero_weight = weight == 0.0
-        if self._exact or not (weight.is_integer() and weight <= WHOLE_MAX):
-            self._switch_to_units()
+        if self._exact or not (weight.is_integer() and weight <= WHOLE_MAX) or self._total + self._wrong > _FLOAT_EXACT:
+            self._switch_to_units()  # (float sums stay exact: every sum <= total + wrong <= 2**52 + one event)
             weight = units_of(weight)  # units: the sums are ints
         both = t & p
         true, pred, tp = self._true, self._pred, self._tp
@@ -347,7 +348,8 @@ class MultilabelConfusion(Accumulator):
         else:
             group_zero = np.bincount(inverse[w == 0], minlength=len(keys))
             wrong_sum = float(np.dot(w, wrong.astype(np.float64)))
-            if not self._exact and all_whole(w) and max(wrong_sum, float(w.sum())) <= _FLOAT_EXACT:
+            if (not self._exact and all_whole(w)
+                    and wrong_sum + float(w.sum()) + self._total + self._wrong <= _FLOAT_EXACT):
                 add_true, add_pred, add_tp = (w @ M.astype(np.float64) for M in (T, P, both))  # whole: exact
                 correct = float(w[exact].sum())
                 total = float(w.sum())
