@@ -34,8 +34,8 @@ under ``log_loss_sum`` / ``brier_sum`` and the rest of its exact expansion under
 ``sum_residues`` (dict version 3; versions 1 and 2 still load, their sums taken as exact).
 
 Summed weights (class weights, histogram bins) are exact too (:mod:`streammetrics.kernels.exact_weights`):
-floats while every weight is a whole number (the default 1.0; exact while a sum stays below
-2**53), else - from the first weight that is not whole, or a merge with such a state - the
+floats while every weight is a whole number (the default 1.0) and every class weight at most
+2**52 (float sums exact), else - from the first weight that is not whole, or a merge with such a state - the
 whole accumulator ("units mode") holds Python ints of units of 2**-1074 (at most ~2,100 bits
 each), exact under any split, merge order or batching. The JSON writes each sum as its
 correctly rounded float where it always did, plus the rest of the exact sum only when that
@@ -108,6 +108,8 @@ _ONE = 1.0  # the default weight: ``weight is _ONE`` selects the unit-weight fas
 # units mode: below these, a summed weight plus any weight (and event count) stays below the bound
 _NEAR_MAX = MAX_TOTAL_WEIGHT / 4
 _NEAR_MAX_UNITS = units_of(_NEAR_MAX)
+# float mode while a class weight stays at most this (float sums of whole weights exact: < 2**53)
+_FLOAT_EXACT = float(2**52)
 
 
 def _value(x: float | int) -> float:
@@ -542,9 +544,10 @@ class BinaryScores(Accumulator):
 
     def _check_merge(self, other: Accumulator) -> None:
         assert isinstance(other, BinaryScores)
-        if max(self._class_weight(c) + other._class_weight(c) for c in (0, 1)) > MAX_TOTAL_WEIGHT:
+        largest = max(self._class_weight(c) + other._class_weight(c) for c in (0, 1))
+        if largest > MAX_TOTAL_WEIGHT:
             raise ValueError(f"merged class weight would exceed {MAX_TOTAL_WEIGHT:g}")
-        if other._units:  # the merge cannot fail now: to units mode (the state reads the same)
+        if other._units or largest > _FLOAT_EXACT:  # the merge cannot fail now: to units mode (the state reads the same)
             self._to_units()
 
     def _collapse(self) -> None:
@@ -645,9 +648,10 @@ class BinaryScores(Accumulator):
                 raise ValueError(f"weight {weight!r} would make the class weight exceed {MAX_TOTAL_WEIGHT:g}")
             u = UNIT if weight == 1.0 else units_of(weight)
         else:
-            if (self._events[y] - self._wevents[y]) + wsum[y] + weight > MAX_TOTAL_WEIGHT:
+            class_weight = (self._events[y] - self._wevents[y]) + wsum[y] + weight
+            if class_weight > MAX_TOTAL_WEIGHT:
                 raise ValueError(f"weight {weight!r} would make the class weight exceed {MAX_TOTAL_WEIGHT:g}")
-            if weight.is_integer() and weight <= WHOLE_MAX:  # (is_whole, inline)
+            if weight.is_integer() and weight <= WHOLE_MAX and class_weight <= _FLOAT_EXACT:  # (is_whole, inline)
                 u = weight
             else:  # the first weight that is not whole: every summed weight to units
                 self._to_units()
@@ -697,10 +701,12 @@ class BinaryScores(Accumulator):
             positive = y.view(bool)
             # each class summed on its own: total - positives can round to a tiny negative
             class_w = (float(w[~positive].sum()), float(w[positive].sum()))
-        if max(self._class_weight(c) + float(class_w[c]) for c in (0, 1)) > MAX_TOTAL_WEIGHT:
+        largest = max(self._class_weight(c) + float(class_w[c]) for c in (0, 1))
+        if largest > MAX_TOTAL_WEIGHT:
             raise ValueError(f"sample_weight would make a class weight exceed {MAX_TOTAL_WEIGHT:g}")
-        # units mode (exact sums) if already in it or if some weight of the batch is not whole
-        units = self._units or (w is not None and not all_whole(w))
+        # units mode (exact sums) if already in it, if some weight of the batch is not whole, or
+        # if a float sum could round (a class weight beyond 2**52)
+        units = self._units or (w is not None and (largest > _FLOAT_EXACT or not all_whole(w)))
         weighted_n: tuple[int, int] = (0, 0)
         weighted_w: tuple[float | int, float | int] = (0.0, 0.0)
         if w is not None:  # weight 1.0 counts as a unit event, as per event: a canonical state
