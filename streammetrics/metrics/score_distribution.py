@@ -17,7 +17,7 @@ total weight ``W``, the weighted score sum
 All parts merge by addition (histograms on the coarser of two grids), so any split of a
 stream merges into the state of the whole stream. The summed weights (``W``, ``P``, the
 histogram bins) are exact (:mod:`streammetrics.kernels.exact_weights`): floats while every
-weight is whole (exact while a sum stays below 2**53), else exact ints of units of 2**-1074
+weight is whole and the total weight at most 2**52 (float sums exact), else exact ints of units of 2**-1074
 (units mode, at most ~2,100 bits each); the JSON writes their correctly rounded floats, plus
 ``weight_residues`` and the histogram's ``residues`` only when a float is not exact.
 
@@ -73,6 +73,8 @@ __all__ = ["ScoreDistribution"]
 _ONE = 1.0  # the default weight: ``weight is _ONE`` selects the unit-weight fast path
 # units mode: below these, the total weight plus any weight (and event count) stays below the bound
 _NEAR_MAX = MAX_TOTAL_WEIGHT / 4
+# float mode while the total weight stays at most this (float sums of whole weights exact: < 2**53)
+_FLOAT_EXACT = float(2**52)
 _NEAR_MAX_UNITS = units_of(_NEAR_MAX)
 
 
@@ -345,7 +347,7 @@ class ScoreDistribution(Accumulator):
         assert isinstance(other, ScoreDistribution)
         if self.total_weight + other.total_weight > MAX_TOTAL_WEIGHT:
             raise ValueError(f"merged weight would exceed {MAX_TOTAL_WEIGHT:g}")
-        if other._units:  # the merge cannot fail now: to units mode (the state reads the same)
+        if other._units or self.total_weight + other.total_weight > _FLOAT_EXACT:  # cannot fail now: to units
             self._to_units()
 
     def _collapse(self) -> None:
@@ -445,9 +447,10 @@ class ScoreDistribution(Accumulator):
                 raise ValueError(f"weight {w!r} would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
             u = UNIT if w == 1.0 else units_of(w)
         else:
-            if (sums[_COUNT] - sums[_WEVENTS]) + sums[_WTOTAL] + w > MAX_TOTAL_WEIGHT:
+            total = (sums[_COUNT] - sums[_WEVENTS]) + sums[_WTOTAL] + w
+            if total > MAX_TOTAL_WEIGHT:
                 raise ValueError(f"weight {w!r} would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
-            if w.is_integer() and w <= WHOLE_MAX:  # (is_whole, inline)
+            if w.is_integer() and w <= WHOLE_MAX and total <= _FLOAT_EXACT:  # (is_whole, inline)
                 u = w
             else:  # the first weight that is not whole: every summed weight to units
                 self._to_units()
@@ -483,8 +486,9 @@ class ScoreDistribution(Accumulator):
         total = float(n) if w is None else float(w.sum())
         if self.total_weight + total > MAX_TOTAL_WEIGHT:
             raise ValueError(f"sample_weight would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
-        # units mode (exact sums) if already in it or if some weight of the batch is not whole
-        units = self._units or (w is not None and not all_whole(w))
+        # units mode (exact sums) if already in it, if some weight of the batch is not whole, or
+        # if a float sum could round (a total beyond 2**52)
+        units = self._units or (w is not None and (self.total_weight + total > _FLOAT_EXACT or not all_whole(w)))
         binning = self._binning
         keys, table = aggregate(binning.keys(s), None, 1, w, exact=units)
         if binning.exact and self._finest is not None and len(keys) > self._max_bins:  # type: ignore[operator]  # an int unless exact
