@@ -23,8 +23,8 @@ State (all mergeable by addition):
 
 Exact sums (:mod:`~streammetrics.kernels.exact_weights`): the summed weights (total, positive
 weights per label, the histograms' weights) are floats while every weight seen is a whole
-number (exact below ``2**53``), else, for the whole accumulator ("units mode", from the first
-weight such as 0.1, or a merge with a state in units mode), Python ints of units of
+number and the total at most ``2**52`` (float sums exact), else, for the whole accumulator ("units
+mode", from the first weight such as 0.1, a total past ``2**52``, or a merge with a state in units mode), Python ints of units of
 ``2**-1074`` (at most ~2,100 bits each). The ``samples`` sums add one term per row, ``w *
 row_auc`` and ``w * row_ap``, each rounded once as a float (the same float on the per-event
 and batch paths), exactly (:class:`~streammetrics.kernels.exact_sum.ExactSum`, buffered per
@@ -108,6 +108,8 @@ _SETS = (set, frozenset)
 _AVERAGES = ("micro", "macro", "weighted", "samples", None)
 _ROW_BLOCK = 1 << 18  # matrix cells per block in batch row statistics
 _MAX_UNITS = units_of(MAX_TOTAL_WEIGHT)  # MAX_TOTAL_WEIGHT in units (kernels.exact_weights)
+# float mode while the total weight stays at most this (float sums of whole weights exact: < 2**53)
+_FLOAT_EXACT = float(2**52)
 _PAIRS = 2 * BUFFER  # pending samples terms (pairs, flattened) before a fold
 
 
@@ -488,6 +490,9 @@ class MultilabelScores(ScoreColumns):
         """Fold ``other`` in (see :class:`~streammetrics.core.accumulator.Accumulator`); a
         side in float mode is first brought to units mode when the other is in units mode
         (``other`` itself is never changed: a copy of it is)."""
+        if (isinstance(other, MultilabelScores) and not self._units and not other._units
+                and self._total + other._total > _FLOAT_EXACT):  # float sums could round: both in units
+            self._to_units()
         if isinstance(other, MultilabelScores) and other._units != self._units:
             if self._units:
                 other = other.copy()
@@ -531,7 +536,8 @@ class MultilabelScores(ScoreColumns):
         row = self._cols.row(scores, "scores")
         if weight.__class__ is not float or not 0.0 <= weight < _INF:
             weight = check_weight(weight)
-        if not self._units and (weight == 1.0 or (weight.is_integer() and weight <= WHOLE_MAX)):
+        if (not self._units and (weight == 1.0 or (weight.is_integer() and weight <= WHOLE_MAX))
+                and self._total <= _FLOAT_EXACT):
             add: Any = weight  # float mode: every weight so far whole, sums exact as floats
             total = self._total + weight
             if total > MAX_TOTAL_WEIGHT:
@@ -599,7 +605,8 @@ class MultilabelScores(ScoreColumns):
         L = S.shape[1]
         ww = np.ones(n) if w is None else w
         # units mode (exact sums, kernels.exact_weights) once a weight is not whole
-        units = self._units or (w is not None and not all_whole(w))
+        units = (self._units or (w is not None and not all_whole(w))
+                 or self._total + (float(n) if w is None else float(w.sum())) > _FLOAT_EXACT)
         w_pos: list[Any]
         if units:
             total: Any = to_units(self._total) + sum(grouped_units(np.zeros(n, np.int64), ww)[1])
