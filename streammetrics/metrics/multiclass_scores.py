@@ -30,8 +30,8 @@ State (all mergeable by addition):
 
 Every summed weight above (class weights, ranks, binary top-1 hits, cells, both histogram
 sets) is exact (:mod:`~streammetrics.kernels.exact_weights`): floats while every weight seen
-is a whole number (exact below ``2**53``), else, for the whole accumulator ("units mode",
-from the first weight such as 0.1, or a merge with a state in units mode), Python ints of
+is a whole number and the total weight at most ``2**52`` (float sums exact), else, for the whole
+accumulator ("units mode", from the first weight such as 0.1, a total past ``2**52``, or a merge with a state in units mode), Python ints of
 units of ``2**-1074``, so that the state depends only on the multiset of events, however a
 stream is split, batched or merged. The state writes each sum as its correctly rounded float
 where it always did and, only when some float is not exact, its residue: under optional
@@ -150,6 +150,9 @@ _ROW_BLOCK = 1 << 16  # rows per block in batch rank computations
 _log = math.log
 _add = operator.add
 _MAX_UNITS = units_of(MAX_TOTAL_WEIGHT)  # MAX_TOTAL_WEIGHT in units (kernels.exact_weights)
+# float mode while the total weight (a bound on every summed weight) stays at most this (float sums of
+# whole weights exact: < 2**53)
+_FLOAT_EXACT = float(2**52)
 
 
 # ----------------------------------------------------------------------------- declared state
@@ -627,6 +630,9 @@ class MulticlassScores(ScoreColumns):
         """Fold ``other`` in (see :class:`~streammetrics.core.accumulator.Accumulator`); a
         side in float mode is first brought to units mode when the other is in units mode
         (``other`` itself is never changed: a copy of it is)."""
+        if (isinstance(other, MulticlassScores) and not self._units and not other._units
+                and sum(self._weights) + sum(other._weights) > _FLOAT_EXACT):  # float sums could round: units
+            self._to_units()
         if isinstance(other, MulticlassScores) and other._units != self._units:
             if self._units:
                 other = other.copy()
@@ -713,7 +719,8 @@ class MulticlassScores(ScoreColumns):
         row = cols.row(scores, "scores")
         if weight.__class__ is not float or not 0.0 <= weight < _INF:
             weight = check_weight(weight)
-        if self._units or (weight != 1.0 and not (weight.is_integer() and weight <= WHOLE_MAX)):
+        if self._units or (weight != 1.0 and (not (weight.is_integer() and weight <= WHOLE_MAX)
+                                              or sum(self._weights) + weight > _FLOAT_EXACT)):
             add: Any = UNIT if weight == 1.0 else units_of(weight)  # exact sums (kernels.exact_weights)
             total = to_units(self._weights[t]) + add
             if total > _MAX_UNITS:
@@ -833,7 +840,8 @@ class MulticlassScores(ScoreColumns):
             return self
         k = len(self._cols.names)
         # units mode (exact sums, kernels.exact_weights) once a weight is not whole
-        units = self._units or (w is not None and not all_whole(w))
+        units = (self._units or (w is not None and not all_whole(w))
+                 or sum(self._weights) + (float(n) if w is None else float(w.sum())) > _FLOAT_EXACT)
         wu = (np.ones(n) if w is None else w) if units else None
         totals: list[Any]
         if wu is not None:

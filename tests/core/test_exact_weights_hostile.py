@@ -285,13 +285,10 @@ def _quarter_2_53(kind):
             lambda a: a.update("a", (0.6, 0.4), 3.0))
 
 
-NOT_FIXED = pytest.mark.xfail(strict=True, reason="float-mode sums past 2**53 round (fixed here: the two confusions, BinaryScores, ScoreDistribution)")
-
-
 @pytest.mark.parametrize("kind", ["ConfusionMatrix", "MultilabelConfusion",
                                   "BinaryScores",
                                   "ScoreDistribution",
-                                  pytest.param("MulticlassScores", marks=NOT_FIXED), "MultilabelScores"])
+                                  "MulticlassScores", "MultilabelScores"])
 def test_whole_weight_sums_past_2_53_stay_exact(kind):
     # 2**21 + 8 events of weight 2**32 and two of weight 3: past 2**53 a float sum rounds each
     # odd partial sum, differently in different orders (was: float mode kept summing floats
