@@ -33,6 +33,10 @@ _NAN = math.nan
 _LABEL_KINDS = LABEL_KINDS
 
 
+# float mode while the prediction weight stays at most this (float sums of whole weights exact: < 2**53)
+_FLOAT_EXACT = float(2**52)
+
+
 def class_report(cm: ConfusionMatrix, labels: list) -> dict[str, Any]:
     """Per-class precision/recall/F1/support (None where undefined), keyed by ``str(label)``."""
     with warnings.catch_warnings():
@@ -89,7 +93,8 @@ def _merge_weights(mine: tuple, theirs: tuple, acc: Any) -> tuple:
     total, predicted = mine
     their_total, their_predicted = theirs
     zero: float | int = 0.0
-    if total.__class__ is int or their_total.__class__ is int:  # a side in units: both in units
+    if (total.__class__ is int or their_total.__class__ is int  # a side in units, or float sums that
+            or total + their_total > _FLOAT_EXACT):  # could round: both in units
         (total, predicted), (their_total, their_predicted) = _in_units(*mine), _in_units(*theirs)
         zero = 0
     for label, w in their_predicted.items():
@@ -239,7 +244,8 @@ class LabelMonitor(Monitor):
     def _predict(self, label: Any, w: float) -> None:
         self._pcount += 1
         p = self._predicted
-        if self._ptotal.__class__ is float and w.is_integer() and w <= WHOLE_MAX:  # exact as a float sum
+        if (self._ptotal.__class__ is float and w.is_integer() and w <= WHOLE_MAX
+                and self._ptotal <= _FLOAT_EXACT):  # exact as a float sum
             self._ptotal += w
             p[label] = p.get(label, 0.0) + w
         else:

@@ -48,6 +48,10 @@ CLASS_SCORE_BUDGET = 4096
 CLASS_SCORE_MIN_BINS = 16
 
 
+# float mode while the prediction weight stays at most this (float sums of whole weights exact: < 2**53)
+_FLOAT_EXACT = float(2**52)
+
+
 def class_score_max_bins(k: int) -> int:
     """Keys per class column: ``max(CLASS_SCORE_MIN_BINS, min(CLASS_SCORE_MAX_BINS, CLASS_SCORE_BUDGET // k))``.
 
@@ -94,13 +98,14 @@ def _decode_sums(raw: tuple, m: Any, loaded: Mapping[str, Any]) -> list | None:
 # prediction_weight and predicted_weights: floats while every weight is whole, else exact
 # units (kernels.exact_weights; both in the same mode); written as floats plus residues
 def _merge_total(mine: float | int, theirs: float | int, m: Any) -> float | int:
-    if mine.__class__ is theirs.__class__:
+    if mine.__class__ is theirs.__class__ and (mine.__class__ is int or mine + theirs <= _FLOAT_EXACT):
         return mine + theirs
-    return to_units(mine) + to_units(theirs)  # one side in units mode: the sum in units
+    return to_units(mine) + to_units(theirs)  # one side in units mode (or a float sum could round): units
 
 
 def _merge_pweights(mine: list, theirs: list, m: Any) -> list:
-    if mine[0].__class__ is not theirs[0].__class__:
+    if mine[0].__class__ is not theirs[0].__class__ or (
+            mine[0].__class__ is float and sum(mine) + sum(theirs) > _FLOAT_EXACT):  # (as _merge_total)
         return [to_units(a) + to_units(b) for a, b in zip(mine, theirs)]
     for i, v in enumerate(theirs):
         mine[i] += v
@@ -452,7 +457,8 @@ class MulticlassMonitor(Monitor):
         pred = max(range(len(s)), key=s.__getitem__)
         self._pcount += 1
         total = self._ptotal
-        if total.__class__ is float and (w == 1.0 or (w.__class__ is float and w.is_integer() and w <= WHOLE_MAX)):
+        if total.__class__ is float and total <= _FLOAT_EXACT and (
+                w == 1.0 or (w.__class__ is float and w.is_integer() and w <= WHOLE_MAX)):
             self._ptotal = total + w
             self._pweights[pred] += w
         else:
@@ -495,7 +501,7 @@ class MulticlassMonitor(Monitor):
         if columns is not None and columns[0].total_weight + total > MAX_TOTAL_WEIGHT:
             raise ValueError(f"sample weights would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
         self._pcount += len(events)
-        if self._ptotal.__class__ is float and (w is None or all_whole(w)):
+        if self._ptotal.__class__ is float and self._ptotal + total <= _FLOAT_EXACT and (w is None or all_whole(w)):
             self._ptotal += total
             counts = np.bincount(pred, weights=wv, minlength=len(self.classes))
             for i, v in enumerate(counts.tolist()):

@@ -309,3 +309,26 @@ def test_whole_weight_sums_past_2_53_stay_exact(kind):
     got = {order: build(*order) for order in ("bss", "ssb", "s|bs", "bs|s", "b|ss", "ss|b", "sbs")}
     assert len(set(got.values())) == 1, got
     assert got["bss"][1] == N53 * 2**32 + 6
+
+
+@pytest.mark.parametrize("kind", ["LabelMonitor", "MulticlassMonitor"])
+def test_prediction_weights_past_2_53_stay_exact(kind):
+    # the monitors' own float sums (prediction_weight, predicted weights per label / class)
+    if kind == "LabelMonitor":
+        make, big_e, small_e = (sm.LabelMonitor, Event(0, "m", y_pred="x", weight=2.0**32),
+                                Event(0, "m", y_pred="x", weight=3.0))
+    else:
+        make, big_e, small_e = (lambda: sm.MulticlassMonitor(["a", "b"]), Event(0, "m", scores=(0.6, 0.4), weight=2.0**32),
+                                Event(0, "m", scores=(0.6, 0.4), weight=3.0))
+    quarter = [big_e] * (N53 // 4)
+
+    def big(m):
+        for _ in range(4):
+            m.update_predictions(quarter)
+        return m
+
+    a = big(make()).update_prediction(small_e).update_prediction(small_e)
+    b = big(make().update_prediction(small_e).update_prediction(small_e))
+    c = make().update_prediction(small_e) + big(make()).update_prediction(small_e)
+    assert state_bytes(a) == state_bytes(b) == state_bytes(c)
+    assert a.to_dict()["state"]["prediction_weight"] == N53 * 2**32 + 6
