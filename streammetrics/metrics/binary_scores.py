@@ -547,7 +547,7 @@ class BinaryScores(Accumulator):
         largest = max(self._class_weight(c) + other._class_weight(c) for c in (0, 1))
         if largest > MAX_TOTAL_WEIGHT:
             raise ValueError(f"merged class weight would exceed {MAX_TOTAL_WEIGHT:g}")
-        if other._units or largest > _FLOAT_EXACT:  # the merge cannot fail now: to units mode (the state reads the same)
+        if other._units or largest > _FLOAT_EXACT:  # cannot fail now: to units mode (the state reads the same)
             self._to_units()
 
     def _collapse(self) -> None:

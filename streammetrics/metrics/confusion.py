@@ -9,12 +9,13 @@ counts; ``count`` and ``total_weight`` are derived. An event with weight 0 still
 its cell, so its labels count as seen, as they do for scikit-learn's ``unique_labels``.
 ``to_dict`` writes each cell's total weight.
 
-Summed weights are exact (:mod:`streammetrics.kernels.exact_weights`): the state depends
-only on the multiset of events, whatever the order of updates and merges. The weighted
-sums are whole floats while every weight other than 1 is a whole number up to ``2**32``
-and every cell's weighted sum at most ``2**52`` (so float sums are exact), else ints of units of ``2**-1074`` (at most ~2,100
-bits each). Cells and ``total_weight`` are written correctly rounded; ``cells_residues``
-(only when some cell's float is not its exact sum) lists ``[index in cells, residue]``.
+Summed weights are exact (:mod:`streammetrics.kernels.exact_weights`): the state depends only
+on the multiset of events, whatever the order of updates and merges. The weighted sums are
+whole floats while every weight other than 1 is a whole number up to ``2**32`` and every cell's
+weighted sum at most ``2**52`` (so float sums are exact), else ints of units of ``2**-1074``
+(at most ~2,100 bits each). Cells and ``total_weight`` are written correctly rounded;
+``cells_residues`` (only when some cell's float is not its exact sum) lists ``[index in cells,
+residue]``.
 Metrics read the correctly rounded sums.
 
 Labels are int, str or bool (numpy scalars become Python ones, integral floats become

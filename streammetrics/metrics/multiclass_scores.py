@@ -28,13 +28,14 @@ State (all mergeable by addition):
   the [min, max] of any score outside [0, 1], and the number of rows that fail each of
   scikit-learn's "rows sum to 1" tests.
 
-Every summed weight above (class weights, ranks, binary top-1 hits, cells, both histogram
-sets) is exact (:mod:`~streammetrics.kernels.exact_weights`): floats while every weight seen
-is a whole number and the total weight at most ``2**52`` (float sums exact), else, for the whole
-accumulator ("units mode", from the first weight such as 0.1, a total past ``2**52``, or a merge with a state in units mode), Python ints of
-units of ``2**-1074``, so that the state depends only on the multiset of events, however a
-stream is split, batched or merged. The state writes each sum as its correctly rounded float
-where it always did and, only when some float is not exact, its residue: under optional
+Every summed weight above (class weights, ranks, binary top-1 hits, cells, both histogram sets)
+is exact (:mod:`~streammetrics.kernels.exact_weights`): floats while every weight seen is a
+whole number and the total weight at most ``2**52`` (float sums exact), else, for the whole
+accumulator ("units mode", from the first weight such as 0.1, a total past ``2**52``, or a
+merge with a state in units mode), Python ints of units of ``2**-1074``, so that the state
+depends only on the multiset of events, however a stream is split, batched or merged. The
+state writes each sum as its correctly rounded float where it always did and, only when some
+float is not exact, its residue: under optional
 ``weights_residues`` / ``ranks_residues`` / ``binary_top1_residues`` keys
 (``[[index, residue], ...]``) and, for the packed cells and histogram sets, under the packed
 form's optional ``"residues"`` (indexed by entry in packed order; see

@@ -16,10 +16,11 @@ scores them as 0/0 (``zero_division``, warning) before weighting them by 0.
 
 Summed weights are exact (:mod:`streammetrics.kernels.exact_weights`), so the state depends
 only on the multiset of events: whole floats while every weight is a whole number up to
-``2**32`` and total + wrong_labels stays at most ``2**52`` (so float sums are exact), else ints of
-units of ``2**-1074`` in every container. They are written correctly rounded; ``weight_residues`` (only when some float is
-not its exact sum) lists ``[index, residue]`` over the flat sequence ``[total_weight, *tp,
-*pred, *true, subset_correct, wrong_labels, *samples' weights]``. Metrics read the floats.
+``2**32`` and total + wrong_labels stays at most ``2**52`` (so float sums are exact), else ints
+of units of ``2**-1074`` in every container. They are written correctly rounded;
+``weight_residues`` (only when some float is not its exact sum) lists ``[index, residue]`` over
+the flat sequence ``[total_weight, *tp, *pred, *true, subset_correct, wrong_labels, *samples'
+weights]``. Metrics read the floats.
 
 Empty input: as for :class:`~streammetrics.ConfusionMatrix`, metrics of an accumulator
 without any event of non-zero weight return NaN with an ``UndefinedMetricWarning``

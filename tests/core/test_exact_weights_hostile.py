@@ -271,7 +271,8 @@ def _quarter_2_53(kind):
         return sm.ConfusionMatrix([0, 1]), lambda a: a.update_many(zeros, zeros, w), lambda a: a.update(0, 0, 3.0)
     if kind == "MultilabelConfusion":
         ones = np.ones((n, 2), dtype=np.int64)
-        return sm.MultilabelConfusion(2), lambda a: a.update_many(ones, ones, w), lambda a: a.update([1, 1], [1, 1], 3.0)
+        return (sm.MultilabelConfusion(2), lambda a: a.update_many(ones, ones, w),
+                lambda a: a.update([1, 1], [1, 1], 3.0))
     if kind == "BinaryScores":
         return sm.BinaryScores(), lambda a: a.update_many(zeros, halves, w), lambda a: a.update(0, 0.5, 3.0)
     if kind == "ScoreDistribution":
@@ -318,7 +319,8 @@ def test_prediction_weights_past_2_53_stay_exact(kind):
         make, big_e, small_e = (sm.LabelMonitor, Event(0, "m", y_pred="x", weight=2.0**32),
                                 Event(0, "m", y_pred="x", weight=3.0))
     else:
-        make, big_e, small_e = (lambda: sm.MulticlassMonitor(["a", "b"]), Event(0, "m", scores=(0.6, 0.4), weight=2.0**32),
+        make, big_e, small_e = (lambda: sm.MulticlassMonitor(["a", "b"]),
+                                Event(0, "m", scores=(0.6, 0.4), weight=2.0**32),
                                 Event(0, "m", scores=(0.6, 0.4), weight=3.0))
     quarter = [big_e] * (N53 // 4)
 
