@@ -28,8 +28,8 @@ number and the total at most ``2**52`` (float sums exact), else, for the whole a
 state in units mode), Python ints of units of ``2**-1074`` (at most ~2,100 bits each).
 The ``samples`` sums add one term per row, ``w * row_auc`` and ``w * row_ap``, each rounded
 once as a float (the same float on the per-event and batch paths), exactly
-(:class:`~streammetrics.kernels.exact_sum.ExactSum`, buffered per event). So the state depends only on the multiset of events, however a stream is split,
-batched and merged. The JSON writes every sum's correctly rounded float where it always did
+(:class:`~streammetrics.kernels.exact_sum.ExactSum`, buffered per event). So the state depends
+only on the multiset of events, however a stream is split, batched and merged. The JSON writes every sum's correctly rounded float where it always did
 and, only when that float is not exact, its residue under optional keys
 (``total_weight_residue``, ``positive_weights_residues``, ``samples_sums_residues``, and the
 packed histograms' ``"residues"``; see :func:`~streammetrics.kernels.histogram_json.pack_flat`),
