@@ -3,6 +3,7 @@ residues in dicts, mode edges (merge, reset, copy, remove) and extreme weights."
 from __future__ import annotations
 
 import json
+import pickle
 import random
 import tracemalloc
 
@@ -334,3 +335,73 @@ def test_prediction_weights_past_2_53_stay_exact(kind):
     c = make().update_prediction(small_e) + big(make()).update_prediction(small_e)
     assert state_bytes(a) == state_bytes(b) == state_bytes(c)
     assert a.to_dict()["state"]["prediction_weight"] == N53 * 2**32 + 6
+
+
+# ----------------------------------------------------------------------------- mode edges
+def _rows(kind, rng, w):
+    if kind == "ConfusionMatrix":
+        return rng.choice("abc"), rng.choice("abc"), w
+    if kind in ("BinaryScores", "BinaryScores-grid"):
+        return int(rng.random() < 0.5), rng.choice([0.1, 0.3, 0.9]) if kind == "BinaryScores" else rng.random(), w
+    if kind == "ScoreDistribution":
+        return rng.random(), w
+    if kind == "MulticlassScores":
+        raw = [rng.choice([1.0, 2.0, 3.0]) for _ in range(3)]
+        return rng.choice("abc"), tuple(r / sum(raw) for r in raw), w
+    if kind == "MultilabelConfusion":
+        return [rng.randint(0, 1) for _ in range(3)], [rng.randint(0, 1) for _ in range(3)], w
+    return [rng.randint(0, 1) for _ in range(3)], [rng.choice([0.1, 0.5, 0.9]) for _ in range(3)], w
+
+
+MAKE = {
+    "ConfusionMatrix": lambda: sm.ConfusionMatrix(list("abc")),
+    "BinaryScores": sm.BinaryScores,
+    "BinaryScores-grid": lambda: sm.BinaryScores(max_bins=4),
+    "ScoreDistribution": lambda: sm.ScoreDistribution(max_bins=4),
+    "MulticlassScores": lambda: sm.MulticlassScores(list("abc")),
+    "MultilabelConfusion": lambda: sm.MultilabelConfusion(3),
+    "MultilabelScores": lambda: sm.MultilabelScores(3),
+    "BinaryMonitor": lambda: sm.BinaryMonitor(threshold=0.4),
+    "MulticlassMonitor": lambda: sm.MulticlassMonitor(list("abc")),
+    "LabelMonitor": sm.LabelMonitor,
+    "RegressionMonitor": sm.RegressionMonitor,
+}
+TASK = {"BinaryMonitor": "binary", "MulticlassMonitor": "multiclass", "LabelMonitor": "labels",
+        "RegressionMonitor": "regression"}
+
+
+def _feed(kind, acc, weights, seed):
+    rng = random.Random(seed)
+    if kind in TASK:
+        for e, w in zip(_events(TASK[kind], len(weights), seed), weights):
+            e.weight = w
+            acc.update_prediction(e) if e.y_true is None else acc.update_event(e)
+        return acc
+    for w in weights:
+        acc.update(*_rows(kind, rng, w))
+    return acc
+
+
+@pytest.mark.parametrize("kind", sorted(MAKE))
+def test_mode_edges(kind):
+    make = MAKE[kind]
+    units = _feed(kind, make(), [0.1, 1.0, 2.7, 3.0, 0.3] * 4, 1)
+    whole = _feed(kind, make(), [1.0, 2.0, 1.0] * 4, 2)
+    empty = make()
+    for a, b in [(units, whole), (units, empty), (whole, empty)]:
+        before = state_bytes(a), state_bytes(b)
+        assert state_bytes(a + b) == state_bytes(b + a)
+        merged = b.copy().merge(a)
+        _feed(kind, merged, [0.1, 1.0], 9)  # a later event changes neither operand
+        assert (state_bytes(a), state_bytes(b)) == before
+    # reset: float mode again, a unit-weight stream gives a fresh accumulator's bytes
+    again = _feed(kind, units.copy().reset(), [1.0, 2.0, 1.0], 3)
+    assert state_bytes(units.copy().reset()) == state_bytes(make())
+    assert state_bytes(again) == state_bytes(_feed(kind, make(), [1.0, 2.0, 1.0], 3))
+    for src in (units, whole, empty):
+        before = state_bytes(src)
+        for twin in (src.copy(), pickle.loads(pickle.dumps(src)), sm.from_dict(json.loads(before))):
+            assert state_bytes(twin) == before
+            _feed(kind, twin, [0.1, 5e-324, 2.0**32, 2.0**32 + 1], 4)
+            assert state_bytes(src) == before
+            assert state_bytes(twin) == state_bytes(_feed(kind, src.copy(), [0.1, 5e-324, 2.0**32, 2.0**32 + 1], 4))
