@@ -44,13 +44,16 @@ import numpy as np
 from streammetrics.core.state import describe
 from streammetrics.kernels.exact_sum import MAX_EXPANSION, expansion_of, float_of, from_pair, to_pair, units_of
 
-__all__ = ["UNIT", "WHOLE_MAX", "is_whole", "all_whole", "units_of", "value_of", "to_units", "residue_of",
-           "with_residue", "encode_residues", "decode_residues", "grouped_units", "values_of"]
+__all__ = ["UNIT", "WHOLE_MAX", "FLOAT_EXACT", "is_whole", "all_whole", "units_of", "value_of", "to_units",
+           "residue_of", "with_residue", "encode_residues", "decode_residues", "grouped_units", "values_of"]
 
 #: units of ``2**-1074`` per 1.0
 UNIT = 1 << 1074
 #: whole-number weights up to this are summed as floats (exact while a sum stays below 2**53)
 WHOLE_MAX = float(1 << 32)
+#: float sums of whole weights stay floats while at most this (below 2**53, where they would
+#: round); an accumulator whose sum would pass it switches to units
+FLOAT_EXACT = float(1 << 52)
 
 value_of = float_of  # units -> the correctly rounded float (half-even)
 _MANT = (1 << 52) - 1

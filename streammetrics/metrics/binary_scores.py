@@ -66,6 +66,7 @@ from streammetrics.kernels import ranking
 from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning, bit_views, make_binning
 from streammetrics.kernels.exact_sum import BUFFER, ExactSum, ProbabilitySums
 from streammetrics.kernels.exact_weights import (
+    FLOAT_EXACT,
     UNIT,
     WHOLE_MAX,
     all_whole,
@@ -109,7 +110,7 @@ _ONE = 1.0  # the default weight: ``weight is _ONE`` selects the unit-weight fas
 _NEAR_MAX = MAX_TOTAL_WEIGHT / 4
 _NEAR_MAX_UNITS = units_of(_NEAR_MAX)
 # float mode while a class weight stays at most this (float sums of whole weights exact: < 2**53)
-_FLOAT_EXACT = float(2**52)
+_FLOAT_EXACT = FLOAT_EXACT
 
 
 def _value(x: float | int) -> float:

@@ -52,6 +52,7 @@ from streammetrics.core.validation import (
 from streammetrics.kernels import classification as _cls
 from streammetrics.kernels.counts import one_class
 from streammetrics.kernels.exact_weights import (
+    FLOAT_EXACT,
     UNIT,
     WHOLE_MAX,
     all_whole,
@@ -76,7 +77,7 @@ _DTYPE_KINDS = {"b": "bool", "i": "number", "u": "number", "f": "number", "U": "
 # small non-negative int labels are counted with one bincount on a combined code
 _DIRECT_MAX_LABEL = 1024
 # whole weights are summed as floats (a batch in float64, bincount) while a cell stays at most this
-_FLOAT_EXACT = float(2**52)
+_FLOAT_EXACT = FLOAT_EXACT
 
 
 _kind = label_kind

@@ -102,6 +102,7 @@ from streammetrics.kernels import ranking
 from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning
 from streammetrics.kernels.exact_sum import LogLossSum
 from streammetrics.kernels.exact_weights import (
+    FLOAT_EXACT,
     UNIT,
     WHOLE_MAX,
     all_whole,
@@ -153,7 +154,7 @@ _add = operator.add
 _MAX_UNITS = units_of(MAX_TOTAL_WEIGHT)  # MAX_TOTAL_WEIGHT in units (kernels.exact_weights)
 # float mode while the total weight (a bound on every summed weight) stays at most this (float sums of
 # whole weights exact: < 2**53)
-_FLOAT_EXACT = float(2**52)
+_FLOAT_EXACT = FLOAT_EXACT
 
 
 # ----------------------------------------------------------------------------- declared state
@@ -627,20 +628,9 @@ class MulticlassScores(ScoreColumns):
         hists_to_units(_ovr_list(self._ovr))
         self._refresh()
 
-    def merge(self, other: Accumulator) -> "MulticlassScores":
-        """Fold ``other`` in (see :class:`~streammetrics.core.accumulator.Accumulator`); a
-        side in float mode is first brought to units mode when the other is in units mode
-        (``other`` itself is never changed: a copy of it is)."""
-        if (isinstance(other, MulticlassScores) and not self._units and not other._units
-                and sum(self._weights) + sum(other._weights) > _FLOAT_EXACT):  # float sums could round: units
-            self._to_units()
-        if isinstance(other, MulticlassScores) and other._units != self._units:
-            if self._units:
-                other = other.copy()
-                other._to_units()
-            else:
-                self._to_units()  # the same state, in units
-        return super().merge(other)
+    def _whole_total(self) -> float:
+        """The total weight in float mode (bounds every summed weight: see :meth:`ScoreColumns.merge`)."""
+        return float(sum(self._weights))
 
     def _check_state(self, loaded: dict[str, Any]) -> None:
         """Decode rule of exact weight sums: units mode for every container as soon as one

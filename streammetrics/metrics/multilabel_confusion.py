@@ -44,6 +44,7 @@ from streammetrics.core.validation import (
 )
 from streammetrics.kernels import classification as _cls
 from streammetrics.kernels.exact_weights import (
+    FLOAT_EXACT,
     WHOLE_MAX,
     all_whole,
     decode_residues,
@@ -60,7 +61,7 @@ __all__ = ["MultilabelConfusion"]
 
 _INF = math.inf
 # whole weights are summed as floats (a batch in float64) while total + wrong stays at most this
-_FLOAT_EXACT = float(2**52)
+_FLOAT_EXACT = FLOAT_EXACT
 _SETS = (set, frozenset)
 _BUILTIN = (int, str, bool, float)
 

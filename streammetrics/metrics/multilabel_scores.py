@@ -63,6 +63,7 @@ from streammetrics.kernels import ranking
 from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning
 from streammetrics.kernels.exact_sum import BUFFER, SMALL, ExactSum, as_array
 from streammetrics.kernels.exact_weights import (
+    FLOAT_EXACT,
     UNIT,
     WHOLE_MAX,
     all_whole,
@@ -110,7 +111,7 @@ _AVERAGES = ("micro", "macro", "weighted", "samples", None)
 _ROW_BLOCK = 1 << 18  # matrix cells per block in batch row statistics
 _MAX_UNITS = units_of(MAX_TOTAL_WEIGHT)  # MAX_TOTAL_WEIGHT in units (kernels.exact_weights)
 # float mode while the total weight stays at most this (float sums of whole weights exact: < 2**53)
-_FLOAT_EXACT = float(2**52)
+_FLOAT_EXACT = FLOAT_EXACT
 _PAIRS = 2 * BUFFER  # pending samples terms (pairs, flattened) before a fold
 
 
@@ -487,20 +488,9 @@ class MultilabelScores(ScoreColumns):
         hists_to_units(self._hist_list())
         self._refresh()
 
-    def merge(self, other: Accumulator) -> "MultilabelScores":
-        """Fold ``other`` in (see :class:`~streammetrics.core.accumulator.Accumulator`); a
-        side in float mode is first brought to units mode when the other is in units mode
-        (``other`` itself is never changed: a copy of it is)."""
-        if (isinstance(other, MultilabelScores) and not self._units and not other._units
-                and self._total + other._total > _FLOAT_EXACT):  # float sums could round: both in units
-            self._to_units()
-        if isinstance(other, MultilabelScores) and other._units != self._units:
-            if self._units:
-                other = other.copy()
-                other._to_units()
-            else:
-                self._to_units()  # the same state, in units
-        return super().merge(other)
+    def _whole_total(self) -> float:
+        """The total weight in float mode (bounds every summed weight: see :meth:`ScoreColumns.merge`)."""
+        return float(self._total)
 
     def _check_state(self, loaded: dict[str, Any]) -> None:
         """Decode rule of exact weight sums: units mode for every container as soon as one

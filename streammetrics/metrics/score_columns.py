@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Callable, ClassVar, Mapping, overload
+from typing import Any, Callable, ClassVar, Mapping, TypeVar, overload
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from streammetrics.core.state import describe
 from streammetrics.core.validation import labels_to_json
 from streammetrics.kernels import ranking
 from streammetrics.kernels.binning import MAX_OCTAVES, Binning, ExactBinning, LogGridBinning, binning_from_config
-from streammetrics.kernels.exact_weights import grouped_units
+from streammetrics.kernels.exact_weights import FLOAT_EXACT, grouped_units
 from streammetrics.kernels.histogram import (
     ScoreHistogram,
     add_flat,
@@ -111,6 +111,9 @@ def _budget(value: Any, name: str) -> int:
 Flat = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
+_S = TypeVar("_S", bound="ScoreColumns")
+
+
 class ScoreColumns(Accumulator):
     """Configuration and histogram budget shared by the accumulators of one score per
     column (class or label): the column names (config key :attr:`columns_key`), the score
@@ -130,6 +133,30 @@ class ScoreColumns(Accumulator):
 
     #: config key of the column names: "classes" or "labels"
     columns_key: ClassVar[str] = "classes"
+    #: summed weights in units (kernels.exact_weights) rather than whole floats
+    _units: bool
+
+    def _to_units(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _whole_total(self) -> float:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def merge(self: _S, other: Accumulator) -> _S:
+        """Fold ``other`` in (see :class:`~streammetrics.core.accumulator.Accumulator`). Exact
+        weight sums: both sides go to units mode when either is in it, or when their float
+        totals together would pass :data:`~streammetrics.kernels.exact_weights.FLOAT_EXACT`;
+        ``other`` itself is never changed (a copy of it is)."""
+        if isinstance(other, type(self)):
+            if not self._units and not other._units and self._whole_total() + other._whole_total() > FLOAT_EXACT:
+                self._to_units()  # float sums could round
+            if other._units != self._units:
+                if self._units:
+                    other = other.copy()
+                    other._to_units()
+                else:
+                    self._to_units()  # the same state, in units
+        return super().merge(other)
     _cols: Any
     _binning: Binning
     _entries: int

@@ -40,6 +40,7 @@ from streammetrics.core.validation import as_float_array, as_weight_array, check
 from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning, bit_views, make_binning
 from streammetrics.kernels.exact_sum import BUFFER, ExactSum
 from streammetrics.kernels.exact_weights import (
+    FLOAT_EXACT,
     UNIT,
     WHOLE_MAX,
     all_whole,
@@ -74,7 +75,7 @@ _ONE = 1.0  # the default weight: ``weight is _ONE`` selects the unit-weight fas
 # units mode: below these, the total weight plus any weight (and event count) stays below the bound
 _NEAR_MAX = MAX_TOTAL_WEIGHT / 4
 # float mode while the total weight stays at most this (float sums of whole weights exact: < 2**53)
-_FLOAT_EXACT = float(2**52)
+_FLOAT_EXACT = FLOAT_EXACT
 _NEAR_MAX_UNITS = units_of(_NEAR_MAX)
 
 

@@ -17,6 +17,7 @@ from streammetrics.core.state import Field, describe
 from streammetrics.core.validation import check_weight, to_builtin_label
 from streammetrics.events.parser import Event
 from streammetrics.kernels.exact_weights import (
+    FLOAT_EXACT,
     WHOLE_MAX,
     decode_residues,
     encode_residues,
@@ -34,7 +35,7 @@ _LABEL_KINDS = LABEL_KINDS
 
 
 # float mode while the prediction weight stays at most this (float sums of whole weights exact: < 2**53)
-_FLOAT_EXACT = float(2**52)
+_FLOAT_EXACT = FLOAT_EXACT
 
 
 def class_report(cm: ConfusionMatrix, labels: list) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.events.parser import Event
 from streammetrics.kernels.exact_sum import ExactSum, add_rows
 from streammetrics.kernels.exact_weights import (
+    FLOAT_EXACT,
     UNIT,
     WHOLE_MAX,
     all_whole,
@@ -49,7 +50,7 @@ CLASS_SCORE_MIN_BINS = 16
 
 
 # float mode while the prediction weight stays at most this (float sums of whole weights exact: < 2**53)
-_FLOAT_EXACT = float(2**52)
+_FLOAT_EXACT = FLOAT_EXACT
 
 
 def class_score_max_bins(k: int) -> int:
