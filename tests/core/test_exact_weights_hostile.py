@@ -291,6 +291,7 @@ def _quarter_2_53(kind):
                                   "BinaryScores",
                                   "ScoreDistribution",
                                   "MulticlassScores", "MultilabelScores"])
+@pytest.mark.slow  # 2**21 events: up to ~7 s each
 def test_whole_weight_sums_past_2_53_stay_exact(kind):
     # 2**21 + 8 events of weight 2**32 and two of weight 3: past 2**53 a float sum rounds each
     # odd partial sum, differently in different orders (was: float mode kept summing floats
@@ -313,6 +314,7 @@ def test_whole_weight_sums_past_2_53_stay_exact(kind):
     assert got["bss"][1] == N53 * 2**32 + 6
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["LabelMonitor", "MulticlassMonitor"])
 def test_prediction_weights_past_2_53_stay_exact(kind):
     # the monitors' own float sums (prediction_weight, predicted weights per label / class)
