@@ -45,7 +45,8 @@ from streammetrics.core.state import describe
 from streammetrics.kernels.exact_sum import MAX_EXPANSION, expansion_of, float_of, from_pair, to_pair, units_of
 
 __all__ = ["UNIT", "WHOLE_MAX", "FLOAT_EXACT", "is_whole", "all_whole", "units_of", "value_of", "to_units",
-           "residue_of", "with_residue", "encode_residues", "decode_residues", "grouped_units", "values_of"]
+           "residue_of", "with_residue", "encode_residues", "decode_residues", "encode_sums", "decode_sums",
+           "grouped_units", "units_by_key", "values_of"]
 
 #: units of ``2**-1074`` per 1.0
 UNIT = 1 << 1074
@@ -132,6 +133,34 @@ def decode_residues(raw: Any, values: Sequence[float], name: str) -> list[int] |
         last = i
         units[i] = with_residue(values[i], item[1], f"{name}[{j}]")
     return units
+
+
+def encode_sums(sums: Sequence[float | int]) -> tuple[list[float], list[list[Any]] | None]:
+    """A list of summed weights (all floats, or all units) as its floats and their residues
+    (:func:`encode_residues`; None in float mode)."""
+    if not sums or isinstance(sums[0], float):
+        return list(sums), None  # float mode: every sum a float
+    return values_of(sums), encode_residues(sums)
+
+
+def decode_sums(values: Sequence[float], residues: Any, name: str) -> list:
+    """The decode rule of summed weights: the written floats ``values`` as units when
+    ``residues`` (:func:`decode_residues`, refused under ``name`` if malformed) are present or
+    a value is not whole (:func:`is_whole`), else the floats themselves (float mode)."""
+    units = decode_residues(residues, values, name)
+    if units is None and not all(is_whole(v) for v in values):
+        units = [units_of(v) for v in values]
+    return list(values) if units is None else units
+
+
+def units_by_key(keys: np.ndarray, w: np.ndarray) -> dict[Any, int]:
+    """:func:`grouped_units` as a dict: key -> exact weight sum in units (keys present only).
+
+    >>> units_by_key(np.array([1, 0, 1]), np.array([0.5, 2.0, 0.25])) == {0: 2 * UNIT, 1: 3 * UNIT // 4}
+    True
+    """
+    keys_present, units = grouped_units(keys, w)
+    return dict(zip(keys_present.tolist(), units))
 
 
 def grouped_units(keys: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, list[int]]:

@@ -72,9 +72,9 @@ from streammetrics.kernels.exact_weights import (
     all_whole,
     decode_residues,
     encode_residues,
-    grouped_units,
     is_whole,
     to_units,
+    units_by_key,
     units_of,
     value_of,
     values_of,
@@ -715,8 +715,7 @@ class BinaryScores(Accumulator):
             positive = y.view(bool)
             weighted_n = (int(np.count_nonzero(other & ~positive)), int(np.count_nonzero(other & positive)))
             if units:
-                classes, sums = grouped_units(y[other], w[other])
-                got = dict(zip(classes.tolist(), sums))
+                got = units_by_key(y[other], w[other])
                 weighted_w = (got.get(0, 0), got.get(1, 0))
             else:  # whole weights: float sums are exact
                 weighted_w = (float(w[other & ~positive].sum()), float(w[other & positive].sum()))

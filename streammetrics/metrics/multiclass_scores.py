@@ -100,17 +100,16 @@ from streammetrics.core.validation import (
 )
 from streammetrics.kernels import ranking
 from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning
-from streammetrics.kernels.exact_sum import LogLossSum
+from streammetrics.kernels.exact_sum import LogLossSum, exact_units
 from streammetrics.kernels.exact_weights import (
     FLOAT_EXACT,
     UNIT,
     WHOLE_MAX,
     all_whole,
-    decode_residues,
-    encode_residues,
-    grouped_units,
-    is_whole,
+    decode_sums,
+    encode_sums,
     to_units,
+    units_by_key,
     units_of,
     value_of,
     values_of,
@@ -332,22 +331,11 @@ def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
     return out
 
 
-def _encode_sums(v: list, acc: Any) -> tuple[list, list | None]:
-    """A list of summed weights as its floats and their residues (units mode only)."""
-    if not acc._units:
-        return list(v), None
-    return values_of(v), encode_residues(v)
-
-
 def _decode_sums(raw: tuple, n: int, name: str) -> list:
     """``n`` summed weights from (floats, residues): units when residues are present or a
     value is not whole (``_check_state`` then puts the accumulator in units mode), else floats."""
     values, residues = raw
-    floats = decode_list(values, "weight", n)
-    units = decode_residues(residues, floats, f"{name}_residues")
-    if units is None and not all(is_whole(v) for v in floats):
-        units = [units_of(v) for v in floats]
-    return floats if units is None else units
+    return decode_sums(decode_list(values, "weight", n), residues, f"{name}_residues")
 
 
 def _decode_weights(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> list:
@@ -379,7 +367,7 @@ def _merge_top1(mine: list | None, theirs: list | None, acc: Any) -> list | None
 def _encode_top1(v: list | None, acc: Any) -> tuple[list | None, list | None]:
     if v is None:
         return None, None
-    values, residues = _encode_sums(v[:2], acc)
+    values, residues = encode_sums(v[:2])
     return [*values, v[2]], residues
 
 
@@ -475,10 +463,10 @@ _MULTICLASS_STATE = (
     # (the summed weights below are floats while every weight is whole, else exact units
     # (kernels.exact_weights): written as floats, plus optional residues when not exact)
     Field(("weights", "weights_residues"), lambda acc: [0.0] * _k(acc), attrs="_weights", merge=_add_lists,
-          copy=list, encode=_encode_sums, decode=_decode_weights, optional=("weights_residues",)),
+          copy=list, encode=lambda v, acc: encode_sums(v), decode=_decode_weights, optional=("weights_residues",)),
     # weight of events whose true class has rank r in its row
     Field(("ranks", "ranks_residues"), lambda acc: [0.0] * _k(acc), attrs="_ranks", merge=_add_lists, copy=list,
-          encode=_encode_sums, decode=_decode_ranks, optional=("ranks_residues",)),
+          encode=lambda v, acc: encode_sums(v), decode=_decode_ranks, optional=("ranks_residues",)),
     # two classes: weight of top-1 hits of scikit-learn's binary rule at the thresholds
     # 0.5 and 0, and whether a score of classes[1] outside [0, 1] was seen
     Field(("binary_top1", "binary_top1_residues"), lambda acc: [0.0, 0.0, False] if _k(acc) == 2 else None,
@@ -836,7 +824,7 @@ class MulticlassScores(ScoreColumns):
         wu = (np.ones(n) if w is None else w) if units else None
         totals: list[Any]
         if wu is not None:
-            class_u = _grouped(t, wu)
+            class_u = units_by_key(t, wu)
             totals = [to_units(a) + class_u.get(c, 0) for c, a in enumerate(self._weights)]
             if max(totals) > _MAX_UNITS:
                 raise ValueError(f"sample_weight would make a class weight exceed {MAX_TOTAL_WEIGHT:g}")
@@ -859,7 +847,7 @@ class MulticlassScores(ScoreColumns):
         code = t * k + argmax
         cells: dict[int, Any]  # cell code -> weight added (cells of zero-weight events too)
         if wu is not None:
-            cells = _grouped(code, wu)
+            cells = units_by_key(code, wu)
         else:
             cell_w = np.bincount(code, weights=w, minlength=k * k)
             cells = {c: float(cell_w[c]) for c in np.flatnonzero(np.bincount(code, minlength=k * k)).tolist()}
@@ -868,7 +856,7 @@ class MulticlassScores(ScoreColumns):
             s1, is1 = S[:, 1], t == 1
             hits = [(s1 > 0.5) == is1, (s1 > 0.0) == is1]
             if wu is not None:
-                top1 = [sum(_grouped(np.zeros(int(h.sum()), np.int64), wu[h]).values()) for h in hits]
+                top1 = [exact_units(wu[h]) for h in hits]
             else:
                 top1 = [float(h.sum()) if w is None else float(w[h].sum()) for h in hits]
             top1.append(bool(((s1 < 0.0) | (s1 > 1.0)).any()))
@@ -886,7 +874,7 @@ class MulticlassScores(ScoreColumns):
         d = np.abs(1.0 - total_s)
         unnorm = [int(np.count_nonzero(~(d <= 1e-8 + 1e-5 * np.abs(total_s)))),
                   int(np.count_nonzero(~(d <= _LOG_LOSS_SUM_TOL)))]
-        rank_w: dict[int, Any] = _grouped(rank, wu) if wu is not None else dict(
+        rank_w: dict[int, Any] = units_by_key(rank, wu) if wu is not None else dict(
             enumerate(np.bincount(rank, weights=w, minlength=k).tolist()))
         # ---- commit: nothing below can fail
         if units and not self._units:
@@ -1130,12 +1118,6 @@ class MulticlassScores(ScoreColumns):
             return ranking.average_precision(w[0], w[1])
         values = np.array([ranking.average_precision(neg, pos) for _, neg, pos in self._ovr_columns()])
         return average_scores(values, average, class_w if average == "weighted" else None)
-
-
-def _grouped(keys: np.ndarray, w: np.ndarray) -> dict[int, int]:
-    """Key -> exact weight sum in units of the keys present (zero weights included)."""
-    distinct, units = grouped_units(keys, w)
-    return dict(zip(distinct.tolist(), units))
 
 
 def _ranks(S: np.ndarray, t: np.ndarray, st: np.ndarray) -> np.ndarray:

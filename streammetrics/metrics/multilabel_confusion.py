@@ -43,14 +43,15 @@ from streammetrics.core.validation import (
     to_builtin_label,
 )
 from streammetrics.kernels import classification as _cls
+from streammetrics.kernels.exact_sum import exact_units
 from streammetrics.kernels.exact_weights import (
     FLOAT_EXACT,
     WHOLE_MAX,
     all_whole,
-    decode_residues,
+    decode_sums,
     encode_residues,
     grouped_units,
-    is_whole,
+    units_by_key,
     units_of,
     value_of,
 )
@@ -170,10 +171,8 @@ def _decode_sums(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple:
     decoded = _decode_samples(groups, acc, loaded["count"], total)
     sums = (total, *lists, _weight(correct, "subset_correct"), _weight(wrong, "wrong_labels"), decoded)
     flat, keys = _flat(sums)
-    units = decode_residues(residues, flat, "weight_residues")
-    if units is None and not all(is_whole(x) for x in flat):
-        units = [units_of(x) for x in flat]
-    if units is None:
+    units = decode_sums(flat, residues, "weight_residues")
+    if not units or units[0].__class__ is float:  # float mode
         return sums
     n = _n(acc)
     samples = {k: [u, decoded[k][1]] for k, u in zip(keys, units[3 * n + 3:])}
@@ -194,20 +193,12 @@ _MULTILABEL_CONFUSION_STATE = (
 )
 
 
-def _units_total(w: np.ndarray) -> int:
-    """The exact sum of the weights ``w`` in units."""
-    return sum(grouped_units(np.zeros(len(w), dtype=np.int64), w)[1])
-
-
 def _column_units(M: np.ndarray, w: np.ndarray, n: int) -> list[int]:
     """Per column of the indicator matrix ``M``, the exact sum in units of the weights of
     its rows that hold a 1."""
     rows, cols = np.nonzero(M)
-    keys, units = grouped_units(cols, w[rows])
-    out = [0] * n
-    for j, u in zip(keys.tolist(), units):
-        out[j] = u
-    return out
+    got = units_by_key(cols, w[rows])
+    return [got.get(j, 0) for j in range(n)]
 
 
 class MultilabelConfusion(Accumulator):
@@ -359,10 +350,10 @@ class MultilabelConfusion(Accumulator):
             else:  # exact sums in units, grouped in one vectorised pass each
                 units = True
                 add_true, add_pred, add_tp = (_column_units(M, w, L) for M in (T, P, both))
-                correct = _units_total(w[exact])
+                correct = exact_units(w[exact])
                 wrong_keys, wrong_units = grouped_units(wrong, w)
                 wrong_sum = sum(k * u for k, u in zip(wrong_keys.tolist(), wrong_units))
-                total = _units_total(w)
+                total = exact_units(w)
                 group_w = grouped_units(inverse, w)[1]  # every group has a row: one sum per key
         # ---- commit
         if units:

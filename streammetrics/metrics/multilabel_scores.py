@@ -61,18 +61,20 @@ from streammetrics.core.validation import (
 )
 from streammetrics.kernels import ranking
 from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning
-from streammetrics.kernels.exact_sum import BUFFER, SMALL, ExactSum, as_array
+from streammetrics.kernels.exact_sum import BUFFER, SMALL, ExactSum, as_array, exact_units
 from streammetrics.kernels.exact_weights import (
     FLOAT_EXACT,
     UNIT,
     WHOLE_MAX,
     all_whole,
     decode_residues,
+    decode_sums,
     encode_residues,
-    grouped_units,
+    encode_sums,
     is_whole,
     residue_of,
     to_units,
+    units_by_key,
     units_of,
     value_of,
     values_of,
@@ -218,13 +220,6 @@ def _decode_total(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> float | in
     return total if is_whole(total) else units_of(total)
 
 
-def _encode_sums(v: list, acc: Any) -> tuple[list, list | None]:
-    """A list of summed weights as its floats and their residues (units mode only)."""
-    if not acc._units:
-        return list(v), None
-    return values_of(v), encode_residues(v)
-
-
 def _decode_negative_events(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> list:
     neg = decode_list(raw, "count", _n(acc))
     if any(a + b != loaded["count"] for a, b in zip(loaded["positive_events"], neg)):
@@ -239,10 +234,7 @@ def _decode_positive_weights(raw: tuple, acc: Any, loaded: Mapping[str, Any]) ->
     w_pos = decode_list(values, "weight", _n(acc))
     if any(w > _total_of(loaded) + _tol(loaded) for w in w_pos):
         raise ValueError("exceed total_weight")
-    units = decode_residues(residues, w_pos, "positive_weights_residues")
-    if units is None and not all(is_whole(v) for v in w_pos):
-        units = [units_of(v) for v in w_pos]
-    return w_pos if units is None else units
+    return decode_sums(w_pos, residues, "positive_weights_residues")
 
 
 class SamplesSums:
@@ -389,7 +381,7 @@ _MULTILABEL_STATE = (
     Field("negative_events", lambda acc: [0] * _n(acc), "counts", attrs="_n_neg", decode=_decode_negative_events),
     # weight of events with the label present
     Field(("positive_weights", "positive_weights_residues"), lambda acc: [0.0] * _n(acc), attrs="_w_pos",
-          merge=lambda a, b, acc: [x + y for x, y in zip(a, b)], copy=list, encode=_encode_sums,
+          merge=lambda a, b, acc: [x + y for x, y in zip(a, b)], copy=list, encode=lambda v, acc: encode_sums(v),
           decode=_decode_positive_weights, optional=("positive_weights_residues",)),
     # exact sums of w * row ROC AUC over rows where it is defined, and of w * row average
     # precision (each written as its correctly rounded float, plus optional residues)
@@ -600,14 +592,12 @@ class MultilabelScores(ScoreColumns):
                  or self._total + (float(n) if w is None else float(w.sum())) > _FLOAT_EXACT)
         w_pos: list[Any]
         if units:
-            total: Any = to_units(self._total) + sum(grouped_units(np.zeros(n, np.int64), ww)[1])
+            total: Any = to_units(self._total) + exact_units(ww)
             if total > _MAX_UNITS:
                 raise ValueError(f"sample_weight would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
             rows_t, cols_t = np.nonzero(T)
-            present, sums = grouped_units(cols_t, ww[rows_t])
-            w_pos = [0] * L
-            for j, u in zip(present.tolist(), sums):
-                w_pos[j] = u
+            got = units_by_key(cols_t, ww[rows_t])
+            w_pos = [got.get(j, 0) for j in range(L)]
         else:
             total = self._total + (float(n) if w is None else float(w.sum()))
             if total > MAX_TOTAL_WEIGHT:

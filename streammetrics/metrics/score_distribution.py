@@ -44,11 +44,10 @@ from streammetrics.kernels.exact_weights import (
     UNIT,
     WHOLE_MAX,
     all_whole,
-    decode_residues,
+    decode_sums,
     encode_residues,
-    grouped_units,
-    is_whole,
     to_units,
+    units_by_key,
     units_of,
     value_of,
 )
@@ -223,11 +222,7 @@ def _decode_sums(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> list:
     exact = (ExactSum.from_parts(score_sum, residue, "score_sum") if math.isfinite(score_sum)
              else ExactSum())  # an overflowed sum (only reachable from huge margins) restarts
     # the summed weights: floats while whole, else units (with their residues, if any)
-    units = decode_residues(weight_residues, [total, above], "weight_residues")
-    if units is None and not (is_whole(total) and is_whole(above)):
-        units = [units_of(total), units_of(above)]
-    if units is not None:
-        total, above = units
+    total, above = decode_sums([total, above], weight_residues, "weight_residues")
     # every loaded event counts as weighted: total = count - weighted events + their weight
     return [count, exact, 0, count, total, above]
 
@@ -504,8 +499,7 @@ class ScoreDistribution(Accumulator):
         if w is None:
             total_w, above_w = 0.0, 0.0
         elif units:  # exact sums of the weights below and at or above the threshold
-            sides, side_sums = grouped_units(above.view(np.int8), w)
-            got = dict(zip(sides.tolist(), side_sums))
+            got = units_by_key(above.view(np.int8), w)
             total_w, above_w = got.get(0, 0) + got.get(1, 0), got.get(1, 0)
         else:  # whole weights: float sums are exact
             total_w, above_w = total, float(w[above].sum())

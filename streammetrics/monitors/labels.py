@@ -19,9 +19,8 @@ from streammetrics.events.parser import Event
 from streammetrics.kernels.exact_weights import (
     FLOAT_EXACT,
     WHOLE_MAX,
-    decode_residues,
+    decode_sums,
     encode_residues,
-    is_whole,
     units_of,
     value_of,
 )
@@ -119,13 +118,8 @@ def _decode_weights(raw: tuple, mon: "LabelMonitor", loaded: Mapping[str, Any]) 
         raise ValueError(f"prediction_weight must be a finite non-negative number, got {describe(total)}")
     total = float(total)
     predicted = _decode_predicted(labels, mon, loaded)
-    values = [total, *predicted.values()]
-    units = decode_residues(residues, values, "weight_residues")
-    if units is None and not all(is_whole(v) for v in values):
-        units = [units_of(v) for v in values]
-    if units is None:
-        return total, predicted
-    return units[0], dict(zip(predicted, units[1:]))
+    sums = decode_sums([total, *predicted.values()], residues, "weight_residues")
+    return sums[0], dict(zip(predicted, sums[1:]))
 
 
 def _decode_predicted(raw: Any, mon: "LabelMonitor", loaded: Mapping[str, Any]) -> dict:

@@ -15,8 +15,8 @@ from streammetrics.kernels.exact_weights import (
     UNIT,
     WHOLE_MAX,
     all_whole,
-    decode_residues,
-    encode_residues,
+    decode_sums,
+    encode_sums,
     grouped_units,
     is_whole,
     residue_of,
@@ -127,17 +127,9 @@ def _decode_total(raw: tuple, m: Any, loaded: Mapping[str, Any]) -> float | int:
     return value if is_whole(value) else units_of(value)
 
 
-def _encode_pweights(v: list, m: Any) -> tuple[list, list | None]:
-    return (list(v), None) if v[0].__class__ is float else (values_of(v), encode_residues(v))
-
-
 def _decode_pweights(raw: tuple, m: Any, loaded: Mapping[str, Any]) -> list:
     values, residues = raw
-    floats = decode_list(values, "weight", _k(m))
-    units = decode_residues(residues, floats, "predicted_weights_residues")
-    if units is None and not all(is_whole(v) for v in floats):
-        units = [units_of(v) for v in floats]
-    return floats if units is None else units
+    return decode_sums(decode_list(values, "weight", _k(m)), residues, "predicted_weights_residues")
 
 
 def _migrate_v3(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
@@ -324,7 +316,7 @@ class MulticlassMonitor(Monitor):
               optional=("prediction_weight_residue",)),
         # weight of the predictions whose arg-max (first maximum) is each class
         Field(("predicted_weights", "predicted_weights_residues"), lambda m: [0.0] * _k(m), attrs="_pweights",
-              merge=_merge_pweights, copy=list, encode=_encode_pweights, decode=_decode_pweights,
+              merge=_merge_pweights, copy=list, encode=lambda v, m: encode_sums(v), decode=_decode_pweights,
               optional=("predicted_weights_residues",)),
         # per class: sum of weight * score (None: unknown, state from a version-1 dict)
         Field(("score_sums", "score_sums_residue"), lambda m: [ExactSum() for _ in range(_k(m))], attrs="_psums",
