@@ -403,10 +403,17 @@ class Pipeline:
         return MessageResult(0, [Problem(index, code, reason, field_name)])
 
     # ------------------------------------------------------------------ output
-    def poll(self, now: float | None = None, revisions: bool = True) -> list[dict[str, Any]]:
+    def poll(self, now: float | None = None, revisions: bool = True, collect: bool = True) -> list[dict[str, Any]]:
         """Snapshots ready since the last call (idle keys closed first when ``idle_close`` is set);
-        ``revisions=False`` leaves label revisions of closed windows for a later poll."""
-        return self._emit(self.windows.poll(now, revisions))
+        ``revisions=False`` leaves label revisions of closed windows for a later poll;
+        ``collect=False`` closes what is due and leaves the ready snapshots queued
+        (:meth:`WindowManager.poll <streammetrics.stream.windows.WindowManager.poll>`)."""
+        return self._emit(self.windows.poll(now, revisions, collect))
+
+    @property
+    def ready_count(self) -> int:
+        """Snapshots ready and not yet returned by :meth:`poll`."""
+        return self.windows.ready_count
 
     def flush(self) -> list[dict[str, Any]]:
         """End of input: close every open window and return every ready snapshot."""

@@ -765,12 +765,14 @@ class WindowManager:
             end = last * spec.slide_ms + spec.size_ms
             self._ready.append(self._snapshot(key, state, total, start, end, False, cumulative=True))
 
-    def poll(self, now: float | None = None, revisions: bool = True) -> list[dict[str, Any]]:
+    def poll(self, now: float | None = None, revisions: bool = True, collect: bool = True) -> list[dict[str, Any]]:
         """Close idle keys (if ``idle_close`` is set) and return the snapshots ready since the last
         call. ``revisions=True`` also emits the revisions of windows that labels changed since the
         last revision tick (prompt revisions for a live service); with ``revisions=False`` they
         wait for the next tick (:meth:`revision_tick`) or :meth:`flush`, so that the output does
-        not depend on when the caller polls (replay)."""
+        not depend on when the caller polls (replay). ``collect=False`` does the closing work
+        and returns nothing: the ready snapshots stay queued (in order, :attr:`ready_count`) for
+        a later call, so that more small windows are built together (replay)."""
         if self.idle_close is not None:
             self._close_idle(self._clock() if now is None else now)
         if self.shared_watermark and self._max_us != -math.inf:
@@ -779,10 +781,17 @@ class WindowManager:
             self._emit_revisions()
         if self._emptied:
             self._evict_emptied()
+        if not collect:
+            return []
         if self._deferred:
             self._build_deferred()
         ready, self._ready = self._ready, []
         return ready
+
+    @property
+    def ready_count(self) -> int:
+        """Snapshots ready and not yet returned by :meth:`poll`."""
+        return len(self._ready)
 
     def _build_deferred(self) -> None:
         """Replace the :class:`_Deferred` windows in the ready queue by their snapshots: the
