@@ -410,10 +410,11 @@ class Pipeline:
         (:meth:`WindowManager.poll <streammetrics.stream.windows.WindowManager.poll>`)."""
         return self._emit(self.windows.poll(now, revisions, collect))
 
-    @property
-    def ready_count(self) -> int:
-        """Snapshots ready and not yet returned by :meth:`poll`."""
-        return self.windows.ready_count
+    def collect_due(self, at_least: int) -> bool:
+        """Whether a poll should return the ready snapshots: some is built already (hold none of
+        those: a large window's snapshot), or ``at_least`` small windows wait to be built together."""
+        ready = self.windows.ready_count
+        return ready != self.windows.deferred_count or ready >= at_least
 
     def flush(self) -> list[dict[str, Any]]:
         """End of input: close every open window and return every ready snapshot."""

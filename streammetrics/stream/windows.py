@@ -336,6 +336,8 @@ class WindowManager:
         self._fleet: Callable[[list], list] | None = getattr(template, "snapshot_states", None) if (
             batch and include_state and extra_metrics is None and not cumulative
             and self.spec.panes_per_slide == self.spec.panes_per_window) else None
+        #: panes of at most this many queued events are deferred (larger ones close as before)
+        self._fleet_max = getattr(template, "snapshot_states_max_events", 0)
         self._deferred: list[_Deferred] = []
         self._pane_us = self.spec.pane_ms * 1000
         self._idle = idle_close is not None
@@ -687,8 +689,8 @@ class WindowManager:
             fleet = self._fleet is not None and not state.awaiting
             for j in sorted(state.pending):
                 if j < end_pane:
-                    if fleet and j not in panes:  # a pane of queued events only: built at poll()
-                        events = state.pending.pop(j)
+                    if fleet and j not in panes and len(state.pending[j]) <= self._fleet_max:
+                        events = state.pending.pop(j)  # a small pane of queued events only: built at poll()
                         if j >= k:
                             pane_ms = spec.pane_ms
                             deferred = _Deferred(key, state.late, j * pane_ms, (j + 1) * pane_ms, events)
@@ -792,6 +794,12 @@ class WindowManager:
     def ready_count(self) -> int:
         """Snapshots ready and not yet returned by :meth:`poll`."""
         return len(self._ready)
+
+    @property
+    def deferred_count(self) -> int:
+        """Of :attr:`ready_count`, the small windows whose snapshots :meth:`poll` builds together
+        (each holds at most the template's ``snapshot_states_max_events`` queued events)."""
+        return len(self._deferred)
 
     def _build_deferred(self) -> None:
         """Replace the :class:`_Deferred` windows in the ready queue by their snapshots: the
