@@ -63,20 +63,20 @@ def _eligible(events: Sequence[Any]) -> bool:
 
 
 def _parts(terms: list[float]) -> tuple[float, list[list[int]]]:
-    """``ExactSum.parts()`` of the exact sum of a few finite ``terms``: the canonical expansion
-    ``c_0 = round(sum)``, ``c_k = round(sum - c_0 - ... - c_{k-1})`` until nothing is left,
-    each by ``math.fsum`` (correctly rounded, half to even, as
-    :func:`~streammetrics.kernels.exact_sum.expansion_of`)."""
+    """``ExactSum.parts()`` of the exact sum of a few finite ``terms`` (a list of the caller's
+    that this extends): the canonical expansion ``c_0 = round(sum)``,
+    ``c_k = round(sum - c_0 - ... - c_{k-1})`` until nothing is left, each by ``math.fsum``
+    (correctly rounded, half to even, as :func:`~streammetrics.kernels.exact_sum.expansion_of`)."""
     value = _fsum(terms)
-    rest = [*terms, -value]
-    c = _fsum(rest)
+    terms.append(-value)
+    c = _fsum(terms)
     if not c:
         return value, []
     residue = []
     while c:
         residue.append(to_pair(c))
-        rest.append(-c)
-        c = _fsum(rest)
+        terms.append(-c)
+        c = _fsum(terms)
     return value, residue
 
 

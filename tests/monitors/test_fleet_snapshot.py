@@ -118,5 +118,5 @@ def test_parts_is_the_exact_sums_expansion(terms: list[float]) -> None:
     """The fsum-based expansion is ExactSum's (correctly rounded half to even at every step)."""
     exact = ExactSum()
     exact.terms.extend(terms)
-    assert _parts(terms) == exact.parts()
+    assert _parts(list(terms)) == exact.parts()
     assert math.fsum(terms) == exact.value
