@@ -684,31 +684,32 @@ class WindowManager:
         k = state.next_window
         assert k is not None
         panes = state.panes
+        # small panes of queued events only (tumbling windows, self._fleet): closed without a
+        # monitor, their snapshots built at poll() together with the other windows closed since
+        deferred: dict[int, list] = {}
         if state.pending:  # the queued panes these windows read (later ones keep queueing)
             end_pane = last * s + w
             fleet = self._fleet is not None and not state.awaiting
             for j in sorted(state.pending):
                 if j < end_pane:
                     if fleet and j not in panes and len(state.pending[j]) <= self._fleet_max:
-                        events = state.pending.pop(j)  # a small pane of queued events only: built at poll()
-                        if j >= k:
-                            pane_ms = spec.pane_ms
-                            deferred = _Deferred(key, state.late, j * pane_ms, (j + 1) * pane_ms, events)
-                            panes[j] = deferred  # (closed in pane order with the key's other panes below)
+                        deferred[j] = state.pending.pop(j)
                     else:
                         self._drain_pane(state, j)
         if s == w and not self.cumulative and not state.awaiting:
             # tumbling windows (window j is pane j), nothing awaiting labels: the loop below, in short
             pane_ms = spec.pane_ms
-            for j in sorted(panes):
+            for j in sorted(panes.keys() | deferred.keys()) if deferred else sorted(panes):
                 if j > last:
                     break
-                monitor = panes.pop(j)
-                if monitor.__class__ is _Deferred:
-                    self._ready.append(monitor)
-                    self._deferred.append(monitor)
-                elif j >= k:  # (a pane below the next window holds no window left to close)
-                    self._ready.append(self._snapshot(key, state, monitor, j * pane_ms, (j + 1) * pane_ms, True))
+                if j < k:  # a pane below the next window holds no window left to close
+                    panes.pop(j, None)
+                elif j in deferred:
+                    window = _Deferred(key, state.late, j * pane_ms, (j + 1) * pane_ms, deferred[j])
+                    self._ready.append(window)
+                    self._deferred.append(window)
+                else:
+                    self._ready.append(self._snapshot(key, state, panes.pop(j), j * pane_ms, (j + 1) * pane_ms, True))
             self._set_next_window(state, last + 1)
             if not panes and not state.pending:
                 self._emptied.append(key)
