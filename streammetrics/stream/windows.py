@@ -811,12 +811,13 @@ class WindowManager:
         records = self._fleet([d.events for d in deferred])
         built: dict[int, dict[str, Any]] = {}
         for d, record in zip(deferred, records):
-            if record is None:
+            if record is None:  # the window's monitor, as when it closes without deferral
                 monitor = self._factory()
                 monitor.update_events(d.events)
-                record = monitor.snapshot_state()
-            built[id(d)] = build_snapshot(d.key, self._template, d.start_ms, d.end_ms, final=True, late=d.late,
-                                          count=len(d.events), record=record)
+                built[id(d)] = build_snapshot(d.key, monitor, d.start_ms, d.end_ms, final=True, late=d.late)
+            else:
+                built[id(d)] = build_snapshot(d.key, self._template, d.start_ms, d.end_ms, final=True,
+                                              late=d.late, count=len(d.events), record=record)
         self._ready = [built[id(r)] if r.__class__ is _Deferred else r for r in self._ready]
 
     def _close_all(self, max_us: float) -> None:
