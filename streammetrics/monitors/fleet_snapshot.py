@@ -8,20 +8,25 @@ are concatenated into columns once and every per-window quantity comes from one 
 
 * levels: one sort by (window, score); per (window, score) the negative and positive counts
   (``np.add.reduceat``), split per window by offsets (the exact histograms of a small window);
-* the confusion cells, class counts and predicted positives: one ``np.bincount`` each;
+* the confusion cells, class counts and predicted positives: one ``np.bincount``;
+* the metrics as numpy columns: the confusion metrics of
+  :func:`~streammetrics.kernels.counts.binary_confusion_metrics`, and ROC AUC, its bounds and
+  average precision of :func:`~streammetrics.kernels.ranking_small.ranking_summary` on rows of
+  levels (unit weights make every intermediate a whole number, exact in any order; average
+  precision adds its terms along each row in the one-window loop's order, so every value is
+  the same float);
 * the exact sums (log loss, Brier score, score sum): the per-event terms of
   :func:`~streammetrics.kernels.exact_sum.probability_terms` (the formula every path uses), then
   their canonical expansion per window by ``math.fsum`` (correctly rounded: the expansion
   the exact sums write, whatever the order of the terms).
 
-The metrics and state are then written by the functions the one-window path uses
-(:func:`~streammetrics.monitors.fast_snapshot.metrics_of`,
-:func:`~streammetrics.monitors.fast_snapshot.state_of`): the records equal
+The state is then written by the layout the one-window path uses
+(:func:`~streammetrics.monitors.fast_snapshot.state_of`): the records equal
 ``(m.snapshot(), m.to_dict())`` of a monitor ``m`` built from the template and given the pane's
 events (``tests/monitors/test_fleet_snapshot.py`` holds the two to the same JSON). A pane
-outside the common case (a weight other than 1, a label absent or not 0/1, a score not strictly
-inside (0, 1), more events than a small window's levels) gets None: the caller builds that one
-window by window.
+outside the common case (a weight other than 1, a label not 0/1, a score not strictly inside
+(0, 1), more than :data:`FLEET_MAX_EVENTS` events) gets None: the caller builds that window's
+monitor.
 """
 from __future__ import annotations
 
