@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .lean_records import install as install_lean_records
 from .settings import consumer_settings
 
 if TYPE_CHECKING:
@@ -57,6 +58,8 @@ def kafka_clients(config: "ServiceConfig") -> tuple[Any, Any]:
         group_id=config.group_id,
         **consumer_settings(max_poll_records=config.max_poll_records, **consumer_options),
     )
+    if config.lean_records:  # plain batches decoded by consumers.lean_records: the same records, faster
+        install_lean_records(consumer)
     try:
         producer = KafkaProducer(bootstrap_servers=config.bootstrap_servers,
                                  **producer_settings(config, **producer_options))

@@ -148,6 +148,9 @@ class ServiceConfig:
     include_state: bool = True
     checkpoint_interval: float = 1.0
     max_poll_records: int = 5000
+    #: the consumer decodes plain record batches with :mod:`consumers.lean_records` (the same
+    #: ``ConsumerRecord`` tuples as kafka-python's, ~2.5x cheaper); False: kafka-python's own loop
+    lean_records: bool = True
     kafka_options: dict[str, Any] = field(default_factory=dict)
     delivery_timeout: float = 10.0
     commit_timeout: float = 5.0
