@@ -64,11 +64,14 @@ def unpack_batch(batch: Any, topic: str, partition: int, leader_epoch: int) -> t
     try:
         for _ in range(count):
             # Record => Length Attributes TimestampDelta OffsetDelta Key Value [Headers], zigzag
-            # varints (kafka-python reads the int8 attributes as a varint too); a byte < 0x80 is a
-            # whole varint, decode_varint does the rest
+            # varints (kafka-python reads the int8 attributes as a varint too), inlined up to two
+            # bytes (byte 1 < 0x80: one byte; else byte 2 < 0x80: two), decode_varint beyond
             b = buf[pos]
             if b < 0x80:
                 length, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif buf[pos + 1] < 0x80:
+                b = (b & 0x7F) | (buf[pos + 1] << 7)
+                length, pos = (b >> 1) ^ -(b & 1), pos + 2
             else:
                 length, pos = decode_varint(buf, pos)
             start = pos
@@ -79,16 +82,25 @@ def unpack_batch(batch: Any, topic: str, partition: int, leader_epoch: int) -> t
             b = buf[pos]
             if b < 0x80:
                 ts_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif buf[pos + 1] < 0x80:
+                b = (b & 0x7F) | (buf[pos + 1] << 7)
+                ts_delta, pos = (b >> 1) ^ -(b & 1), pos + 2
             else:
                 ts_delta, pos = decode_varint(buf, pos)
             b = buf[pos]
             if b < 0x80:
                 offset_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif buf[pos + 1] < 0x80:
+                b = (b & 0x7F) | (buf[pos + 1] << 7)
+                offset_delta, pos = (b >> 1) ^ -(b & 1), pos + 2
             else:
                 offset_delta, pos = decode_varint(buf, pos)
             b = buf[pos]
             if b < 0x80:
                 key_len, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif buf[pos + 1] < 0x80:
+                b = (b & 0x7F) | (buf[pos + 1] << 7)
+                key_len, pos = (b >> 1) ^ -(b & 1), pos + 2
             else:
                 key_len, pos = decode_varint(buf, pos)
             if key_len >= 0:
@@ -99,6 +111,9 @@ def unpack_batch(batch: Any, topic: str, partition: int, leader_epoch: int) -> t
             b = buf[pos]
             if b < 0x80:
                 value_len, pos = (b >> 1) ^ -(b & 1), pos + 1
+            elif buf[pos + 1] < 0x80:
+                b = (b & 0x7F) | (buf[pos + 1] << 7)
+                value_len, pos = (b >> 1) ^ -(b & 1), pos + 2
             else:
                 value_len, pos = decode_varint(buf, pos)
             if value_len >= 0:
