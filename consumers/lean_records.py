@@ -212,11 +212,18 @@ def _lean_class() -> type:
                             continue
                         unpacked = unpack_batch(batch, tp.topic, tp.partition, self.leader_epoch)
                     if unpacked is not None:
-                        for rec, size in zip(*unpacked):
-                            self.records_read += 1
-                            self.bytes_read += size
-                            self.next_fetch_offset = rec[3] + 1
-                            yield rec
+                        # fetch metrics (records and bytes read) count the records handed out, as
+                        # kafka-python's loop does, added once per batch or when the iteration is
+                        # dropped mid-batch (a drain closes this generator before it reports them)
+                        recs, sizes = unpacked
+                        handed = 0
+                        try:
+                            for handed, rec in enumerate(recs, 1):  # noqa: B007 - counted in finally
+                                self.next_fetch_offset = rec[3] + 1
+                                yield rec
+                        finally:
+                            self.records_read += handed
+                            self.bytes_read += sum(sizes[:handed]) if handed < len(sizes) else sum(sizes)
                     else:  # legacy formats and anything unusual: kafka-python's own loop and errors
                         for record in batch:
                             if self.check_crcs and not record.validate_crc():

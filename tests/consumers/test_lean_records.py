@@ -159,3 +159,18 @@ def test_a_failing_self_test_leaves_the_consumer_alone(monkeypatch: pytest.Monke
 def test_the_helper_unpacks_like_the_fetcher() -> None:
     records = lean_records.built_records([(b"a", b"1", []), (b"b", b"2", [])], base_offset=3)
     assert [r.offset for r in unpack(TP, records, fetch_offset=3)] == [3, 4]
+
+
+@pytest.mark.parametrize("taken", [0, 1, 3, 5, 6])
+def test_fetch_metrics_of_a_partition_drained_mid_batch(taken: int) -> None:
+    # a seek or revocation drains the records: the metrics count what was handed out
+    data = batch_bytes([(b"k", b"v" * i, []) for i in range(6)], base_offset=0)
+    reported = []
+    for lean in (True, False):
+        cls = lean_records._lean() if lean else Fetcher.PartitionRecords
+        aggregator = SimpleNamespace(record=lambda tp, nbytes, nrecords: reported.append((nbytes, nrecords)))
+        part = cls(0, TP, MemoryRecords(data), metric_aggregator=aggregator)
+        got = part.take(taken) if taken else []
+        part.drain()
+        assert len(got) == taken
+    assert reported[0] == reported[1] and reported[0][1] == taken
