@@ -40,7 +40,7 @@ log = logging.getLogger("streammetrics.consume")
 def _partition_records_class() -> type:
     from kafka.consumer.fetcher import Fetcher
 
-    return Fetcher.PartitionRecords  # type: ignore[no-any-return]  # kafka-python is untyped
+    return Fetcher.PartitionRecords
 
 
 def unpack_batch(batch: Any, topic: str, partition: int, leader_epoch: int) -> tuple[list, list[int]] | None:
@@ -285,7 +285,7 @@ def _lean() -> type:
     global LeanPartitionRecords
     if LeanPartitionRecords is None:
         LeanPartitionRecords = _lean_class()
-    return LeanPartitionRecords  # type: ignore[no-any-return]
+    return LeanPartitionRecords
 
 
 def _self_test() -> bool:
