@@ -174,3 +174,19 @@ def test_fetch_metrics_of_a_partition_drained_mid_batch(taken: int) -> None:
         part.drain()
         assert len(got) == taken
     assert reported[0] == reported[1] and reported[0][1] == taken
+
+
+@pytest.mark.parametrize("lean", [True, False])
+def test_the_service_clients_use_it_unless_turned_off(lean: bool) -> None:
+    from consumers.clients import kafka_clients
+    from consumers.service import ServiceConfig
+
+    # no broker needed: api_version given, nothing connects before the first poll
+    config = ServiceConfig(bootstrap_servers="127.0.0.1:1", topic="t", output_topic="o", lean_records=lean,
+                           kafka_options={"api_version": (2, 5)})
+    consumer, producer = kafka_clients(config)
+    try:
+        assert (consumer._fetcher.PartitionRecords is lean_records._lean()) is lean
+    finally:
+        consumer.close(autocommit=False, timeout_ms=100)
+        producer.close(timeout=0.1)
