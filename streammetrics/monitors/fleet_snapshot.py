@@ -32,8 +32,8 @@ import numpy as np
 
 from streammetrics.kernels.exact_sum import probability_terms, to_pair
 from streammetrics.kernels.histogram_json import SMALL_KEYS
-from streammetrics.kernels.ranking_small import SMALL_LEVELS, ranking_summary
-from streammetrics.monitors.fast_snapshot import _DIRECT, metrics_of, state_of
+from streammetrics.kernels.ranking_small import SMALL_LEVELS
+from streammetrics.monitors.fast_snapshot import _DIRECT, state_of
 
 __all__ = ["FLEET_MAX_EVENTS", "binary_snapshot_states"]
 
@@ -41,6 +41,10 @@ __all__ = ["FLEET_MAX_EVENTS", "binary_snapshot_states"]
 #: ranking and the small histogram encoding); larger ones are built window by window
 FLEET_MAX_EVENTS = min(SMALL_LEVELS, SMALL_KEYS)
 _fsum = math.fsum
+#: the metrics read from the vectorised columns, in the order of a snapshot's keys
+_FROM_COLUMNS = ("accuracy", "balanced_accuracy", "precision", "recall", "f1", "specificity", "matthews_corrcoef",
+                 "positive_rate", "predicted_positive_rate", "roc_auc", "roc_auc_low", "roc_auc_high",
+                 "average_precision")
 
 
 def _eligible(events: Sequence[Any]) -> bool:
@@ -72,6 +76,87 @@ def _parts(terms: list[float]) -> tuple[float, list[list[int]]]:
     return value, residue
 
 
+def _none_where(values: np.ndarray, undefined: np.ndarray) -> list:
+    """``values`` as a list of floats, None where ``undefined``."""
+    out = values.tolist()
+    if undefined.any():
+        for j in np.flatnonzero(undefined).tolist():
+            out[j] = None
+    return out
+
+
+def _confusion_columns(cells: np.ndarray) -> dict[str, list]:
+    """:func:`~streammetrics.kernels.counts.binary_confusion_metrics` of many windows of unit
+    weights (``cells``: rows ``tn, fn, fp, tp`` as counts), as one list per metric. Every
+    intermediate is a whole number below 2**53 (exact in any order), so each value is the same
+    float as the one-window formula's: one IEEE division (or square root) of the same operands."""
+    tn, fn, fp, tp = (cells[:, c].astype(np.float64) for c in range(4))
+    n_true0, n_true1 = tn + fp, fn + tp
+    total = n_true0 + n_true1  # > 0: every window holds an event
+    pred0, pred1 = tn + fn, tp + fp
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r0, r1 = tn / n_true0, tp / n_true1
+        both = (n_true0 > 0) & (n_true1 > 0)
+        balanced = np.where(both, (r0 + r1) / 2, np.where(n_true0 > 0, r0, r1))  # fsum of the defined / their number
+        f1_den = n_true1 + pred1
+        f1 = 2.0 * tp / f1_den
+        # matthews_corrcoef: 0.0 for one class on either side, else cov / sqrt(var product)
+        n_samples = pred0 + pred1
+        square = n_samples * n_samples
+        cov_ytyp = (tn + tp) * n_samples - (n_true0 * pred0 + n_true1 * pred1)
+        product = (square - (pred0 * pred0 + pred1 * pred1)) * (square - (n_true0 * n_true0 + n_true1 * n_true1))
+        mcc = np.where(both & (pred0 > 0) & (pred1 > 0) & (product != 0), cov_ytyp / np.sqrt(product), 0.0)
+    return {
+        "accuracy": ((tn + tp) / total).tolist(),
+        "balanced_accuracy": balanced.tolist(),
+        "precision": _none_where(tp / np.where(pred1 > 0, pred1, 1.0), pred1 == 0),
+        "recall": _none_where(r1, n_true1 == 0),
+        "f1": _none_where(f1, f1_den == 0),
+        "specificity": _none_where(r0, n_true0 == 0),
+        "matthews_corrcoef": mcc.tolist(),
+        "positive_rate": (n_true1 / total).tolist(),
+        "predicted_positive_rate": (pred1 / total).tolist(),
+    }
+
+
+def _ranking_columns(window_of_level: np.ndarray, neg: np.ndarray, pos: np.ndarray, m: int,
+                     one_class: np.ndarray) -> dict[str, list]:
+    """:func:`~streammetrics.kernels.ranking_small.ranking_summary` (exact levels) of ``m``
+    windows of unit weights at once, one list per value; levels ascending within each window.
+    The levels are laid out one row per window, highest first (zeros after a window's last):
+    the AUC's sums are whole numbers (exact in any order), and average precision adds its
+    terms column by column (``np.add.accumulate`` along a row: the same sequence of IEEE
+    additions as the one-window loop)."""
+    counts = np.bincount(window_of_level, minlength=m)
+    width = int(counts.max())
+    ends = np.cumsum(counts)
+    descending = (ends[window_of_level] - 1) - np.arange(len(window_of_level))  # column, from the top
+    shape = (m, width)
+    n_rows = np.zeros(shape)
+    p_rows = np.zeros(shape)
+    n_rows[window_of_level, descending] = neg
+    p_rows[window_of_level, descending] = pos
+    tps = np.add.accumulate(p_rows, axis=1)
+    fps = np.add.accumulate(n_rows, axis=1)
+    total_p, total_n = tps[:, -1:], fps[:, -1:]
+    real = np.arange(width)[None, :] < counts[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        recall = np.where(total_p > 0, tps / total_p, 1.0)
+        prev = np.zeros(shape)
+        prev[:, 1:] = recall[:, :-1]
+        terms = np.where(real, (recall - prev) * (tps / (tps + fps)), 0.0)
+        ap = np.maximum(0.0, np.add.accumulate(terms, axis=1)[:, -1])
+        area = (n_rows * ((tps - p_rows) * 2.0 + p_rows)).sum(axis=1)  # whole numbers: exact
+        auc = area / (2.0 * total_n[:, 0] * total_p[:, 0])
+    slack = (4.0 * counts + 32.0) * 2.0**-52  # ranking.rounding_slack of each window's levels
+    return {
+        "roc_auc": _none_where(auc, one_class),
+        "roc_auc_low": _none_where(np.maximum(0.0, auc - slack), one_class),
+        "roc_auc_high": _none_where(np.minimum(1.0, auc + slack), one_class),
+        "average_precision": ap.tolist(),
+    }
+
+
 def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> list[tuple[dict, dict] | None]:
     """Per pane (a list of parsed events): ``(snapshot(), to_dict())`` of a new monitor of
     ``template``'s configuration (an empty ``BinaryMonitor`` with ``exact=False``) given the
@@ -89,8 +174,6 @@ def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> lis
     s = np.fromiter((e.score for i in chosen for e in panes[i]), dtype=np.float64, count=n)
     win = np.repeat(np.arange(m, dtype=np.int64), lengths)
     above = s >= template.threshold
-    # confusion cells (true + 2 * predicted) and the class counts, per window
-    cells = np.bincount(win * 4 + y + 2 * above, minlength=4 * m).reshape(m, 4).tolist()
     # levels: distinct scores per window, ascending, with their negative / positive counts
     order = np.lexsort((s, win))
     ws, ss, ys = win[order], s[order], y[order]
@@ -103,13 +186,18 @@ def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> lis
     neg = np.add.reduceat(1 - ys, starts)
     level_ends = np.cumsum(np.bincount(ws[starts], minlength=m)).tolist()
     scores_all = ss[starts].tolist()
-    neg_all = neg.astype(np.float64).tolist()
-    pos_all = pos.astype(np.float64).tolist()
     neg_int, pos_int, both_int = neg.tolist(), pos.tolist(), (neg + pos).tolist()
     # exact sums: the per-event terms every path computes, summed exactly per window
     log_terms, brier_terms = probability_terms(np.where(y == 1, s, -s))
     log_all, brier_all, score_all = log_terms.tolist(), brier_terms.tolist(), s.tolist()
     event_ends = np.cumsum(lengths).tolist()
+    # the metrics, one list per metric (None where undefined), then one row per window
+    cells_array = np.bincount(win * 4 + y + 2 * above, minlength=4 * m).reshape(m, 4)  # true + 2 * predicted
+    cells = cells_array.tolist()
+    columns = _confusion_columns(cells_array)
+    one_class = (cells_array[:, 0] + cells_array[:, 2] == 0) | (cells_array[:, 1] + cells_array[:, 3] == 0)
+    columns.update(_ranking_columns(ws[starts], neg.astype(np.float64), pos.astype(np.float64), m, one_class))
+    metric_rows = zip(*(columns[k] for k in _FROM_COLUMNS))
     cm = template.confusion
     begin = first = 0
     for j, i in enumerate(chosen):
@@ -118,17 +206,21 @@ def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> lis
         tn, fn, fp, tp = cells[j]  # index true + 2 * predicted: (0,0), (1,0), (0,1), (1,1)
         n0, n1 = tn + fp, fn + tp
         count = n0 + n1
-        neg_j, pos_j = neg_all[begin:end], pos_all[begin:end]
-        rank = ranking_summary(neg_j, pos_j, None)
-        if not (n0 and n1):  # BinaryScores.roc_auc: undefined once a class has no events
-            rank["roc_auc"] = rank["roc_auc_low"] = rank["roc_auc_high"] = None
         log_sum, log_residue = _parts(log_all[first:last])
         brier_sum, brier_residue = _parts(brier_all[first:last])
         score_sum, score_residue = _parts(score_all[first:last])
         total = float(count)
         positive = float(fp + tp)
-        metrics = metrics_of(count, total, positive, total, (float(tn), float(fp), float(fn), float(tp)),
-                             False, rank, log_sum, brier_sum, score_sum)
+        (accuracy, balanced, precision, recall, f1, specificity, mcc, positive_rate, predicted_positive_rate,
+         roc_auc, roc_auc_low, roc_auc_high, average_precision) = next(metric_rows)
+        metrics = {
+            "count": count, "total_weight": total, "accuracy": accuracy, "balanced_accuracy": balanced,
+            "precision": precision, "recall": recall, "f1": f1, "specificity": specificity,
+            "matthews_corrcoef": mcc, "roc_auc": roc_auc, "roc_auc_low": roc_auc_low, "roc_auc_high": roc_auc_high,
+            "average_precision": average_precision, "log_loss": log_sum / total, "brier_score": brier_sum / total,
+            "positive_rate": positive_rate, "predicted_positive_rate": predicted_positive_rate,
+            "mean_score": score_sum / total,
+        }
         scores = scores_all[begin:end]
         confusion = {
             "type": cm.type_name, "version": cm.version, "config": cm._config(),

@@ -843,9 +843,11 @@ class WindowManager:
     def flush(self) -> list[dict[str, Any]]:
         """Close every open window of every key (end of input) and return all ready snapshots."""
         for key, state in self._keys.items():
-            self._drain_key(state)
-            if state.panes:
-                self._close_through(key, state, self.spec.last_window_of_pane(max(state.panes)))
+            if self._fleet is None or state.awaiting:
+                self._drain_key(state)
+            if state.panes or state.pending:  # (queued panes of small windows are closed together)
+                last = max(max(state.panes, default=-1), max(state.pending, default=-1))
+                self._close_through(key, state, self.spec.last_window_of_pane(last))
         if self._revised:
             self._emit_revisions()
         if self._emptied:

@@ -3,7 +3,8 @@ where ``BinaryMonitor.snapshot_states`` builds them in one vectorised pass) give
 snapshot lines, in the same order, as windows built one by one, on hypothesis streams over a
 few keys: common events and odd ones (weights, scores 0 / 1 / outside [0, 1], labels to come
 later and their labels), late and out-of-order events, panes drained early by ``max_pending``,
-idle-closed keys, polls at any point, and a checkpoint taken and restored mid-stream."""
+keys closed when idle (event-time clock), one watermark shared by every key, polls at any
+point, and checkpoints taken and restored mid-stream."""
 from __future__ import annotations
 
 import json
@@ -14,17 +15,25 @@ from hypothesis import strategies as st
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig
 from streammetrics.stream.snapshots import snapshot_line
 
-score = st.one_of(st.floats(0.0, 1.0, exclude_min=True, exclude_max=True), st.sampled_from([0.5, 0.25, 0.0, 1.0, 1.5]))
-event = st.fixed_dictionaries(
-    {"ts": st.integers(0, 120_000).map(lambda ms: ms / 1000), "model": st.sampled_from(["a", "b", "c", "d"]),
-     "y_true": st.sampled_from([0, 1, 1]), "score": score},
-    optional={"weight": st.sampled_from([1.0, 2.0, 0.5]), "segment": st.sampled_from(["", "x"])},
+common_score = st.one_of(st.floats(0.0, 1.0, exclude_min=True, exclude_max=True), st.sampled_from([0.5, 0.25]))
+times = st.integers(0, 90_000).map(lambda ms: ms / 1000)
+common = st.fixed_dictionaries(
+    {"ts": times, "model": st.sampled_from(["a", "b", "c", "d"]), "y_true": st.sampled_from([0, 1, 1]),
+     "score": common_score},
+    optional={"segment": st.sampled_from(["", "x"])},
+)
+odd = st.one_of(  # events a small window cannot take in the vectorised pass
+    st.fixed_dictionaries({"ts": times, "model": st.sampled_from(["a", "b"]), "y_true": st.sampled_from([0, 1]),
+                           "score": st.sampled_from([0.0, 1.0, 1.5])}),
+    st.fixed_dictionaries({"ts": times, "model": st.sampled_from(["a", "b"]), "y_true": st.sampled_from([0, 1]),
+                           "score": common_score, "weight": st.sampled_from([2.0, 0.5])}),
 )
 label_free = st.fixed_dictionaries(  # a prediction whose label comes later, then its label
-    {"ts": st.integers(0, 120_000).map(lambda ms: ms / 1000), "model": st.sampled_from(["a", "e"]),
-     "score": score, "id": st.sampled_from(["p1", "p2", "p3"])})
-items = st.lists(st.one_of(event, event, event, event, label_free, st.just("poll"), st.just("checkpoint")),
-                 max_size=80)
+    {"ts": times, "model": st.sampled_from(["a", "e"]), "score": common_score, "id": st.sampled_from(["p1", "p2"])})
+# per item: a common event 12 times in 16, else an odd one, a delayed label, a poll or a checkpoint
+item = st.tuples(st.integers(0, 15), common, odd, label_free).map(
+    lambda t: t[1] if t[0] < 12 else (t[2], t[3], "poll", "checkpoint")[t[0] - 12])
+items = st.lists(item, min_size=30, max_size=150)
 
 
 def run(stream: list, fleet: bool, config: PipelineConfig) -> list[str]:
@@ -49,11 +58,17 @@ def run(stream: list, fleet: bool, config: PipelineConfig) -> list[str]:
     return lines + [snapshot_line(s) for s in pipeline.poll(revisions=False) + pipeline.flush()]
 
 
-@settings(max_examples=120, deadline=None)
-@given(items, st.sampled_from([10.0, 30.0]), st.sampled_from([0.0, 5.0]), st.sampled_from([4096, 3]))
+@settings(max_examples=150, deadline=None)
+@given(items, st.sampled_from([10.0, 30.0]), st.sampled_from([0.0, 5.0]), st.sampled_from([4096, 3]),
+       st.sampled_from([None, 20.0]), st.booleans(), st.booleans())
 def test_deferred_windows_equal_windows_built_one_by_one(stream: list, window: float, grace: float,
-                                                         max_pending: int) -> None:
-    config = PipelineConfig(window=window, grace=grace, max_pending=max_pending, max_future=None)
+                                                         max_pending: int, idle_close: float | None,
+                                                         shared_watermark: bool, in_order: bool) -> None:
+    if in_order:  # mostly in time order (many windows close), the commands where they were drawn
+        events = iter(sorted((i for i in stream if isinstance(i, dict)), key=lambda e: e["ts"]))
+        stream = [next(events) if isinstance(i, dict) else i for i in stream]
+    config = PipelineConfig(window=window, grace=grace, max_pending=max_pending, max_future=None,
+                            idle_close=idle_close, idle_clock="event", shared_watermark=shared_watermark)
     fleet = run([dict(i) if isinstance(i, dict) else i for i in stream], True, config)
     assert fleet == run([dict(i) if isinstance(i, dict) else i for i in stream], False, config)
 
@@ -79,6 +94,5 @@ def test_many_keys_take_the_vectorised_pass() -> None:
         if i % 100 == 99:
             lines += [snapshot_line(s) for s in pipeline.poll()]
     lines += [snapshot_line(s) for s in pipeline.flush()]
-    # every key's event is alone in its window; flush() builds each key's last one by itself
-    assert len(lines) == 2000 and sum(calls) == 2000 - 37 and max(calls) > 30
+    assert len(lines) == sum(calls) == 2000 and max(calls) > 30  # every event alone in its window
     assert lines == run(stream, False, config)
