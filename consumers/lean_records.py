@@ -127,13 +127,13 @@ def unpack_batch(batch: Any, topic: str, partition: int, leader_epoch: int) -> t
                 header_size = -1
             else:
                 headers, header_size, pos = _headers(buf, pos)
-            if pos - start != length:
+            if pos - start != length:  # (so the key and value slices were whole: their sizes are the lengths)
                 return None
             append_size(length)
             append(new(record_type, (topic, partition, leader_epoch, base_offset + offset_delta,
                                      max_ts if log_append else first_ts + ts_delta, log_append, key, value,
-                                     headers, None, len(key) if key is not None else -1,
-                                     len(value) if value is not None else -1, header_size)))
+                                     headers, None, key_len if key is not None else -1,
+                                     value_len if value is not None else -1, header_size)))
     except (IndexError, ValueError):
         return None
     if pos != len(buf):
