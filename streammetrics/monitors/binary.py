@@ -15,7 +15,7 @@ from streammetrics.metrics.confusion import ConfusionMatrix
 from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.monitors.base import Monitor, batch_weights, empty_like, part
 from streammetrics.monitors.fast_snapshot import binary_snapshot, binary_snapshot_state
-from streammetrics.monitors.fleet_snapshot import binary_snapshot_states
+from streammetrics.monitors.fleet_snapshot import FLEET_MAX_EVENTS, binary_snapshot_states
 
 __all__ = ["BinaryMonitor"]
 
@@ -366,6 +366,9 @@ class BinaryMonitor(Monitor):
         if not _DIRECT_STATE or type(self) is not BinaryMonitor:  # a subclass may write either otherwise
             return self.snapshot(), self.to_dict()
         return binary_snapshot_state(self)
+
+    #: most events of a pane :meth:`snapshot_states` takes (more: None, built window by window)
+    snapshot_states_max_events = FLEET_MAX_EVENTS
 
     def snapshot_states(self, panes: Sequence[Sequence[Event]]) -> list[tuple[dict[str, Any], dict[str, Any]] | None]:
         """Called on an empty monitor (a template): per list of parsed events, the

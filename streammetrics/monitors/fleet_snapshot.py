@@ -26,6 +26,8 @@ window by window.
 from __future__ import annotations
 
 import math
+from itertools import chain
+from operator import attrgetter
 from typing import Any, Sequence
 
 import numpy as np
@@ -41,6 +43,8 @@ __all__ = ["FLEET_MAX_EVENTS", "binary_snapshot_states"]
 #: ranking and the small histogram encoding); larger ones are built window by window
 FLEET_MAX_EVENTS = min(SMALL_LEVELS, SMALL_KEYS)
 _fsum = math.fsum
+_LABEL, _SCORE, _WEIGHT = attrgetter("y_true"), attrgetter("score"), attrgetter("weight")
+_FLOAT, _INT = {float}, {int, bool}
 #: the metrics read from the vectorised columns, in the order of a snapshot's keys
 _FROM_COLUMNS = ("accuracy", "balanced_accuracy", "precision", "recall", "f1", "specificity", "matthews_corrcoef",
                  "positive_rate", "predicted_positive_rate", "roc_auc", "roc_auc_low", "roc_auc_high",
@@ -59,20 +63,20 @@ def _eligible(events: Sequence[Any]) -> bool:
 
 
 def _parts(terms: list[float]) -> tuple[float, list[list[int]]]:
-    """``ExactSum.parts()`` of the exact sum of a few finite ``terms``: the canonical expansion
-    ``c_0 = round(sum)``, ``c_k = round(sum - c_0 - ... - c_{k-1})`` until nothing is left,
-    each by ``math.fsum`` (correctly rounded, half to even, as
-    :func:`~streammetrics.kernels.exact_sum.expansion_of`)."""
+    """``ExactSum.parts()`` of the exact sum of a few finite ``terms`` (a list of the caller's
+    that this extends): the canonical expansion ``c_0 = round(sum)``,
+    ``c_k = round(sum - c_0 - ... - c_{k-1})`` until nothing is left, each by ``math.fsum``
+    (correctly rounded, half to even, as :func:`~streammetrics.kernels.exact_sum.expansion_of`)."""
     value = _fsum(terms)
-    rest = [*terms, -value]
-    c = _fsum(rest)
+    terms.append(-value)
+    c = _fsum(terms)
     if not c:
         return value, []
     residue = []
     while c:
         residue.append(to_pair(c))
-        rest.append(-c)
-        c = _fsum(rest)
+        terms.append(-c)
+        c = _fsum(terms)
     return value, residue
 
 
@@ -157,6 +161,27 @@ def _ranking_columns(window_of_level: np.ndarray, neg: np.ndarray, pos: np.ndarr
     }
 
 
+def _common_columns(panes: Sequence[Sequence[Any]]) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray]:
+    """``(indexes of the panes in the common case, their lengths, y_true as int64, score)``,
+    the two columns over those panes' events in order: one pass over all events
+    (``attrgetter`` maps), the conditions checked on arrays; pane by pane (:func:`_eligible`)
+    when some label, score or weight is not of the parser's types (int, float, float)."""
+    events = list(chain.from_iterable(panes))
+    labels, scores, weights = list(map(_LABEL, events)), list(map(_SCORE, events)), list(map(_WEIGHT, events))
+    sizes = np.fromiter(map(len, panes), dtype=np.int64, count=len(panes))
+    if set(map(type, scores)) <= _FLOAT and set(map(type, weights)) <= _FLOAT and set(map(type, labels)) <= _INT:
+        y = np.array(labels, dtype=np.int64)
+        s = np.array(scores, dtype=np.float64)
+        odd = ~((np.array(weights, dtype=np.float64) == 1.0) & (s > 0.0) & (s < 1.0) & ((y == 0) | (y == 1)))
+        pane_of = np.repeat(np.arange(len(panes), dtype=np.int64), sizes)
+        ok = (np.bincount(pane_of[odd], minlength=len(panes)) == 0) & (sizes > 0) & (sizes <= FLEET_MAX_EVENTS)
+        keep = ok[pane_of]
+        return np.flatnonzero(ok).tolist(), sizes[ok], y[keep], s[keep]
+    chosen = [i for i, pane in enumerate(panes) if _eligible(pane)]
+    return (chosen, sizes[chosen], np.array([e.y_true for i in chosen for e in panes[i]], dtype=np.int64),
+            np.array([e.score for i in chosen for e in panes[i]], dtype=np.float64))
+
+
 def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> list[tuple[dict, dict] | None]:
     """Per pane (a list of parsed events): ``(snapshot(), to_dict())`` of a new monitor of
     ``template``'s configuration (an empty ``BinaryMonitor`` with ``exact=False``) given the
@@ -164,14 +189,11 @@ def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> lis
     out: list[tuple[dict, dict] | None] = [None] * len(panes)
     if not (_DIRECT and not template.exact and template.count == 0 and not template.labeled):
         return out
-    chosen = [i for i, events in enumerate(panes) if _eligible(events)]
+    chosen, lengths, y, s = _common_columns(panes)
     if not chosen:
         return out
-    lengths = np.fromiter((len(panes[i]) for i in chosen), dtype=np.int64, count=len(chosen))
-    n = int(lengths.sum())
+    n = len(s)
     m = len(chosen)
-    y = np.fromiter((e.y_true for i in chosen for e in panes[i]), dtype=np.int64, count=n)
-    s = np.fromiter((e.score for i in chosen for e in panes[i]), dtype=np.float64, count=n)
     win = np.repeat(np.arange(m, dtype=np.int64), lengths)
     above = s >= template.threshold
     # levels: distinct scores per window, ascending, with their negative / positive counts

@@ -336,6 +336,8 @@ class WindowManager:
         self._fleet: Callable[[list], list] | None = getattr(template, "snapshot_states", None) if (
             batch and include_state and extra_metrics is None and not cumulative
             and self.spec.panes_per_slide == self.spec.panes_per_window) else None
+        #: panes of at most this many queued events are deferred (larger ones close as before)
+        self._fleet_max = getattr(template, "snapshot_states_max_events", 0)
         self._deferred: list[_Deferred] = []
         self._pane_us = self.spec.pane_ms * 1000
         self._idle = idle_close is not None
@@ -687,8 +689,8 @@ class WindowManager:
             fleet = self._fleet is not None and not state.awaiting
             for j in sorted(state.pending):
                 if j < end_pane:
-                    if fleet and j not in panes:  # a pane of queued events only: built at poll()
-                        events = state.pending.pop(j)
+                    if fleet and j not in panes and len(state.pending[j]) <= self._fleet_max:
+                        events = state.pending.pop(j)  # a small pane of queued events only: built at poll()
                         if j >= k:
                             pane_ms = spec.pane_ms
                             deferred = _Deferred(key, state.late, j * pane_ms, (j + 1) * pane_ms, events)
@@ -765,12 +767,14 @@ class WindowManager:
             end = last * spec.slide_ms + spec.size_ms
             self._ready.append(self._snapshot(key, state, total, start, end, False, cumulative=True))
 
-    def poll(self, now: float | None = None, revisions: bool = True) -> list[dict[str, Any]]:
+    def poll(self, now: float | None = None, revisions: bool = True, collect: bool = True) -> list[dict[str, Any]]:
         """Close idle keys (if ``idle_close`` is set) and return the snapshots ready since the last
         call. ``revisions=True`` also emits the revisions of windows that labels changed since the
         last revision tick (prompt revisions for a live service); with ``revisions=False`` they
         wait for the next tick (:meth:`revision_tick`) or :meth:`flush`, so that the output does
-        not depend on when the caller polls (replay)."""
+        not depend on when the caller polls (replay). ``collect=False`` does the closing work
+        and returns nothing: the ready snapshots stay queued (in order, :attr:`ready_count`) for
+        a later call, so that more small windows are built together (replay)."""
         if self.idle_close is not None:
             self._close_idle(self._clock() if now is None else now)
         if self.shared_watermark and self._max_us != -math.inf:
@@ -779,10 +783,23 @@ class WindowManager:
             self._emit_revisions()
         if self._emptied:
             self._evict_emptied()
+        if not collect:
+            return []
         if self._deferred:
             self._build_deferred()
         ready, self._ready = self._ready, []
         return ready
+
+    @property
+    def ready_count(self) -> int:
+        """Snapshots ready and not yet returned by :meth:`poll`."""
+        return len(self._ready)
+
+    @property
+    def deferred_count(self) -> int:
+        """Of :attr:`ready_count`, the small windows whose snapshots :meth:`poll` builds together
+        (each holds at most the template's ``snapshot_states_max_events`` queued events)."""
+        return len(self._deferred)
 
     def _build_deferred(self) -> None:
         """Replace the :class:`_Deferred` windows in the ready queue by their snapshots: the

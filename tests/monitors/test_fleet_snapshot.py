@@ -92,6 +92,24 @@ def test_refused_panes_and_templates() -> None:
     assert BinaryMonitor(exact=True).snapshot_states([common]) == [None]  # exact=True: its own layout
 
 
+def test_events_not_of_the_parsers_types_are_checked_pane_by_pane() -> None:
+    """Hand-built events (an int weight, a numpy score, a bool label): the panes are then
+    checked one by one, with the same records as monitors built window by window."""
+    import numpy as np
+
+    from streammetrics.events.records import Event
+
+    int_weight = [Event(0.0, "m", y_true=1, score=0.7, weight=1), parse(0, 0.2)]
+    numpy_score = [Event(0.0, "m", y_true=1, score=np.float64(0.7)), parse(0, 0.2)]
+    bool_label = [Event(0.0, "m", y_true=True, score=0.7), parse(0, 0.2)]
+    common = [parse(1, 0.6), parse(0, 0.6)]
+    records = BinaryMonitor().snapshot_states([int_weight, numpy_score, bool_label, common])
+    assert records[1] is None
+    for events, record in zip([int_weight, bool_label, common], [records[0], records[2], records[3]]):
+        assert record is not None and json.dumps(record) == json.dumps(window_by_window(events))
+    assert BinaryMonitor().snapshot_states([bool_label, common]) == [records[2], records[3]]  # the array path
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(
     st.floats(0.0, 40.0, allow_subnormal=True),
@@ -100,5 +118,5 @@ def test_parts_is_the_exact_sums_expansion(terms: list[float]) -> None:
     """The fsum-based expansion is ExactSum's (correctly rounded half to even at every step)."""
     exact = ExactSum()
     exact.terms.extend(terms)
-    assert _parts(terms) == exact.parts()
+    assert _parts(list(terms)) == exact.parts()
     assert math.fsum(terms) == exact.value

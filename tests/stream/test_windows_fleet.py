@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streammetrics.stream import label_replay
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig
+from streammetrics.stream.replay import replay_lines
 from streammetrics.stream.snapshots import snapshot_line
 
 common_score = st.one_of(st.floats(0.0, 1.0, exclude_min=True, exclude_max=True), st.sampled_from([0.5, 0.25]))
@@ -96,3 +99,23 @@ def test_many_keys_take_the_vectorised_pass() -> None:
     lines += [snapshot_line(s) for s in pipeline.flush()]
     assert len(lines) == sum(calls) == 2000 and max(calls) > 30  # every event alone in its window
     assert lines == run(stream, False, config)
+
+
+@pytest.mark.parametrize("idle_close", [None, 3.0])
+def test_replay_output_does_not_depend_on_when_it_collects(monkeypatch: pytest.MonkeyPatch,
+                                                           idle_close: float | None) -> None:
+    """replay holds small windows back until COLLECT_READY wait (polls keep their places):
+    the same lines in the same order whatever the number, idle closing included."""
+    events = [{"ts": t * 0.01, "model": f"m{(t * 7) % 300}", "y_true": t % 3 == 0,
+               "score": ((t * 7919) % 997 + 1) / 999, **({"weight": 2.0} if t % 101 == 0 else {})}
+              for t in range(6000)]
+    data = [json.dumps(e).encode() for e in events]
+    outputs = []
+    for collect in (1, 50, 10**9):
+        monkeypatch.setattr(label_replay, "COLLECT_READY", collect)
+        config = PipelineConfig(window=5.0, idle_close=idle_close, idle_clock="event", max_future=None)
+        lines: list[str] = []
+        stats = replay_lines(data, Pipeline(config), lines.append)
+        assert stats.snapshots == len(lines) > 1000
+        outputs.append(lines)
+    assert outputs[0] == outputs[1] == outputs[2]
