@@ -139,9 +139,12 @@ def fill_batched_events(bootstrap: str, topic: str, n_events: int, *, batch_size
 
 
 def bare_consume(bootstrap: str, topic: str, expected_events: int, *, timeout: float = 300.0,
-                 decode: Callable[[bytes], Any] = json.loads, **consumer_config: Any) -> ReadRate:
+                 decode: Callable[[bytes], Any] = json.loads, lean_records: bool = False,
+                 **consumer_config: Any) -> ReadRate:
     """Read ``topic`` from the beginning, only polling and decoding every value (``decode``:
     ``json.loads`` by default; pass the service's decoder for a like-for-like ceiling).
+    ``lean_records``: unpack record batches with :mod:`consumers.lean_records`, as the service's
+    consumer does (the same records; off by default: kafka-python's own loop).
 
     Stops after ``expected_events`` events (an array message counts its elements); raises
     ``TimeoutError`` if they do not arrive within ``timeout`` seconds.
@@ -149,6 +152,11 @@ def bare_consume(bootstrap: str, topic: str, expected_events: int, *, timeout: f
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **consumer_config)
+    if lean_records:
+        from consumers.lean_records import install
+
+        if not install(consumer):
+            raise RuntimeError("consumers.lean_records does not apply to this kafka-python")
     try:
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
         if not partitions:

@@ -7,14 +7,18 @@ place that builds ``KafkaConsumer`` / ``KafkaProducer`` and adapts the rebalance
 """
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
+from .lean_records import install as install_lean_records
 from .settings import consumer_settings
 
 if TYPE_CHECKING:
     from .service import ServiceConfig
 
 __all__ = ["kafka_clients", "split_client_options", "rebalance_listener", "producer_settings"]
+
+log = logging.getLogger("streammetrics.consume")
 
 
 def producer_settings(config: "ServiceConfig", **overrides: Any) -> dict[str, Any]:
@@ -57,6 +61,9 @@ def kafka_clients(config: "ServiceConfig") -> tuple[Any, Any]:
         group_id=config.group_id,
         **consumer_settings(max_poll_records=config.max_poll_records, **consumer_options),
     )
+    if config.lean_records and not install_lean_records(consumer):  # the same records, ~3.5 us cheaper each
+        log.info("record batches unpacked by kafka-python's own loop: consumers.lean_records does not apply "
+                 "to this kafka-python version")
     try:
         producer = KafkaProducer(bootstrap_servers=config.bootstrap_servers,
                                  **producer_settings(config, **producer_options))

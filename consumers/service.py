@@ -148,6 +148,9 @@ class ServiceConfig:
     include_state: bool = True
     checkpoint_interval: float = 1.0
     max_poll_records: int = 5000
+    #: the consumer decodes plain record batches with :mod:`consumers.lean_records` (the same
+    #: ``ConsumerRecord`` tuples as kafka-python's, ~2.5x cheaper); False: kafka-python's own loop
+    lean_records: bool = True
     kafka_options: dict[str, Any] = field(default_factory=dict)
     delivery_timeout: float = 10.0
     commit_timeout: float = 5.0
@@ -812,34 +815,39 @@ class MetricsService:
         else:
             fast = BinaryFastPath.for_pipeline(pipeline)
         events = 0
-        if fast is not None:
+        if fast is not None and records:
             event_of, process_event, problems = fast.event, pipeline.process_event, self._problems
-            i = 0
+            rec = records[0]
             try:
-                for i, rec in enumerate(records):  # noqa: B007 - i names the record at fault
-                    event = event_of(rec.value)
-                    result = process(rec.value) if event is None else process_event(event)
+                for rec in records:  # the per-message loop: counters and offsets are per batch
+                    value = rec.value
+                    event = event_of(value)
+                    result = process(value) if event is None else process_event(event)
                     if result.problems:
                         problems(rec, result.problems)
                     events += result.applied
             except BaseException:
-                part.next_offset = records[i].offset  # the record at fault (see _rollback)
+                part.next_offset = rec.offset  # the record at fault (see _rollback)
                 raise
-            if records:
-                part.next_offset = records[-1].offset + 1
-            return events
-        for rec in records:
-            part.next_offset = rec.offset
-            if poison and rec.offset in poison:
-                self._dead_letter(rec, [Problem(None, "internal", "internal error while processing this message "
-                                                                  "(see the service log)")])
-                continue
-            result = process(rec.value)
-            events += result.applied
-            if result.problems:
-                self._problems(rec, result.problems)
-        if records:
             part.next_offset = records[-1].offset + 1
+            return events
+        if not records:
+            return 0
+        rec = records[0]
+        try:
+            for rec in records:
+                if poison and rec.offset in poison:
+                    self._dead_letter(rec, [Problem(None, "internal", "internal error while processing this "
+                                                                      "message (see the service log)")])
+                    continue
+                result = process(rec.value)
+                events += result.applied
+                if result.problems:
+                    self._problems(rec, result.problems)
+        except BaseException:
+            part.next_offset = rec.offset  # the record at fault (see _rollback)
+            raise
+        part.next_offset = records[-1].offset + 1
         return events
 
     def _problems(self, rec: Any, problems: list[Problem]) -> None:
