@@ -71,6 +71,7 @@ _NEXT_LEVEL = 2.0**-41  # |r| <= ulp(sigma)/2 after a level: the next sigma is 2
 _frexp = math.frexp
 _INF = math.inf
 _ldexp = math.ldexp
+_pack_into = struct.pack_into
 
 
 def exact_units(x: Any) -> int:
@@ -545,19 +546,30 @@ def fold_together(sums: ProbabilitySums, score_sum: ExactSum) -> None:
         sums.fold()
         score_sum.fold()
         return
-    log_terms, brier_terms = probability_terms(as_array(unit))
-    score_terms = as_array(terms)
-    if not np.isfinite(score_terms).all():  # an overflowed term: ExactSum.add_array keeps it apart
+    n, m = len(unit), len(terms)
+    width = -(-max(n, m) // _CHUNK) * _CHUNK  # rows of whole _CHUNKs, zero-padded
+    rows = np.zeros((3, width))
+    _pack_into(f"{n}d", rows, 0, *unit)  # the signed scores, in the log-loss row until their terms replace them
+    _pack_into(f"{m}d", rows, 16 * width, *terms)
+    # probability_terms' operations, written into the rows (the log-loss row holds log(p) <= 0:
+    # its units are subtracted, the exact sum of -log(p))
+    x = rows[0, :n]
+    negative = np.signbit(x)
+    s = np.abs(x)
+    q = 1.0 - s
+    p = np.where(negative, q, s)
+    np.maximum(p, _EPS, out=p)
+    np.minimum(p, _ONE_MINUS_EPS, out=p)
+    np.log(p, out=x)
+    d = np.where(negative, s, q)
+    np.multiply(d, d, out=rows[1, :n])
+    pieces = width // _CHUNK
+    if not -_INF < float(np.abs(rows[2]).max()) < _INF:  # an overflowed term: ExactSum.add_array keeps it apart
         sums.fold()
         score_sum.fold()
         return
-    pieces = -(-max(len(unit), len(terms)) // _CHUNK)  # rows of _CHUNK terms, zero-padded
-    rows = np.zeros((3, pieces * _CHUNK))
-    rows[0, : len(unit)] = log_terms
-    rows[1, : len(unit)] = brier_terms
-    rows[2, : len(terms)] = score_terms
     units = _rows_units(rows.reshape(3 * pieces, _CHUNK))
-    sums._log._units += sum(units[:pieces])
+    sums._log._units -= sum(units[:pieces])
     sums._brier._units += sum(units[pieces : 2 * pieces])
     score_sum._units += sum(units[2 * pieces :])
     unit.clear()
