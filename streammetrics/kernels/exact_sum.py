@@ -549,8 +549,8 @@ def fold_together(sums: ProbabilitySums, score_sum: ExactSum) -> None:
     n, m = len(unit), len(terms)
     width = -(-max(n, m) // _CHUNK) * _CHUNK  # rows of whole _CHUNKs, zero-padded
     rows = np.empty((3, width))
-    _pack_into(f"{n}d", rows, 0, *unit)  # the signed scores, in the log-loss row until their terms replace them
-    _pack_into(f"{m}d", rows, 16 * width, *terms)
+    _pack_into(f"{n}d", rows.data, 0, *unit)  # the signed scores, in the log-loss row until their terms replace them
+    _pack_into(f"{m}d", rows.data, 16 * width, *terms)
     if n < width:
         rows[:2, n:] = 0.0
     if m < width:
