@@ -17,13 +17,12 @@ one-key rate of the same run.
 
 Target (issue 12): 10,000 keys at >= 0.4x the one-key rate (goal 0.5), CPU-time ratio.
 
-What a window of ~10 events costs on the fleet path: a monitor copied from an empty template
-(``BinaryMonitor.empty``), its pane's events applied one by one (``update_events`` of at most
-``SMALL_BATCH`` events: the fused per-event path) when its window closes (the next window's
-queue keeps queueing), the pane's monitor closed without a copy (tumbling windows), its exact
-sums folded in plain Python ints (``kernels.exact_sum.SMALL``), metrics and state in one pass
-(``BinaryMonitor.snapshot_state``: levels sorted once, each sum expanded once), and the line
-encoded by msgspec (``snapshot_line``).
+What a window of ~10 events costs on the fleet path: its events queued in its pane, the pane
+handed over without a monitor when the window closes (tumbling windows) and its snapshot built
+at the next ``poll`` together with every other window closed since
+(``BinaryMonitor.snapshot_states``, :mod:`streammetrics.monitors.fleet_snapshot`: levels by one
+sort, confusion cells by one bincount, metrics in numpy columns, each exact sum's expansion by
+``math.fsum``), then the line encoded by msgspec (``snapshot_line``).
 """
 from __future__ import annotations
 

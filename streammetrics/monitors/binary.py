@@ -15,6 +15,7 @@ from streammetrics.metrics.confusion import ConfusionMatrix
 from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.monitors.base import Monitor, batch_weights, empty_like, part
 from streammetrics.monitors.fast_snapshot import binary_snapshot, binary_snapshot_state
+from streammetrics.monitors.fleet_snapshot import FLEET_MAX_EVENTS, binary_snapshot_states
 
 __all__ = ["BinaryMonitor"]
 
@@ -378,6 +379,25 @@ class BinaryMonitor(Monitor):
         if not _DIRECT_STATE or type(self) is not BinaryMonitor:  # a subclass may write either otherwise
             return self.snapshot(), self.to_dict()
         return binary_snapshot_state(self)
+
+    #: most events of a pane :meth:`snapshot_states` takes (more: None, built window by window)
+    snapshot_states_max_events = FLEET_MAX_EVENTS
+
+    def snapshot_states(self, panes: Sequence[Sequence[Event]]) -> list[tuple[dict[str, Any], dict[str, Any]] | None]:
+        """Called on an empty monitor (a template): per list of parsed events, the
+        :meth:`snapshot_state` of a new monitor of this configuration given those events, or
+        None where the caller must build that monitor (the window engine closing many small
+        windows at once: :func:`~streammetrics.monitors.fleet_snapshot.binary_snapshot_states`).
+
+        >>> from streammetrics.events.parser import EventParser
+        >>> parse = EventParser("binary").parse
+        >>> events = [parse({"ts": 0, "model": "m", "y_true": y, "score": s}) for y, s in [(1, 0.8), (0, 0.3)]]
+        >>> BinaryMonitor().snapshot_states([events])[0] == BinaryMonitor().update_events(events).snapshot_state()
+        True
+        """
+        if not _DIRECT_STATE or type(self) is not BinaryMonitor:
+            return [None] * len(panes)
+        return binary_snapshot_states(self, panes)
 
 
 #: the state keys :meth:`BinaryMonitor._state` writes directly (another declaration: generic)

@@ -18,7 +18,7 @@ from typing import Any
 from streammetrics.events.records import Rejection
 from streammetrics.stream.snapshots import snapshot_line
 
-__all__ = ["POLL_EVERY", "merged_items", "replay_merged"]
+__all__ = ["COLLECT_READY", "POLL_EVERY", "merged_items", "replay_merged"]
 
 _BLANK_START = frozenset([b"", b" ", b"\t", b"\r", b"\n", "", " ", "\t", "\r", "\n"])
 #: replay collects the snapshots ready every 1024 items (a mask). It polls with
@@ -26,6 +26,13 @@ _BLANK_START = frozenset([b"", b" ", b"\t", b"\r", b"\n", "", " ", "\t", "\r", "
 #: entering a new pane, see :meth:`~streammetrics.stream.windows.WindowManager.revision_tick`)
 #: and at the end, so the output does not depend on this number or on the items' positions
 POLL_EVERY = 0x3FF
+#: ...and writes them at once unless every ready one is a small window still to build and fewer
+#: than this many wait (:meth:`~streammetrics.stream.pipeline.Pipeline.collect_due`): small
+#: windows that close between two writes are built together (one vectorised pass, see
+#: :mod:`streammetrics.monitors.fleet_snapshot`), at most this many at a time, each holding at
+#: most 256 queued events. The polls keep their places, so idle closing and revisions are where
+#: they were: the output is the same lines in the same order, whatever this number
+COLLECT_READY = 1024
 
 
 def _items(name: str, lines: Iterable[bytes], parse: Callable[[Any], list[Any]], rank: int,
@@ -72,7 +79,7 @@ def replay_merged(sources: list[tuple[str, Iterable[bytes]]], pipeline: Any, wri
             stats.lines = counter[0]
             if progress is not None:
                 progress.draw(counter[1], stats)
-            for snap in pipeline.poll(revisions=False):
+            for snap in pipeline.poll(revisions=False, collect=pipeline.collect_due(COLLECT_READY)):
                 write(snapshot_line(snap))
                 stats.snapshots += 1
     stats.lines = counter[0]

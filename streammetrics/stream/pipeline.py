@@ -403,10 +403,18 @@ class Pipeline:
         return MessageResult(0, [Problem(index, code, reason, field_name)])
 
     # ------------------------------------------------------------------ output
-    def poll(self, now: float | None = None, revisions: bool = True) -> list[dict[str, Any]]:
+    def poll(self, now: float | None = None, revisions: bool = True, collect: bool = True) -> list[dict[str, Any]]:
         """Snapshots ready since the last call (idle keys closed first when ``idle_close`` is set);
-        ``revisions=False`` leaves label revisions of closed windows for a later poll."""
-        return self._emit(self.windows.poll(now, revisions))
+        ``revisions=False`` leaves label revisions of closed windows for a later poll;
+        ``collect=False`` closes what is due and leaves the ready snapshots queued
+        (:meth:`WindowManager.poll <streammetrics.stream.windows.WindowManager.poll>`)."""
+        return self._emit(self.windows.poll(now, revisions, collect))
+
+    def collect_due(self, at_least: int) -> bool:
+        """Whether a poll should return the ready snapshots: some is built already (hold none of
+        those: a large window's snapshot), or ``at_least`` small windows wait to be built together."""
+        ready = self.windows.ready_count
+        return ready != self.windows.deferred_count or ready >= at_least
 
     def flush(self) -> list[dict[str, Any]]:
         """End of input: close every open window and return every ready snapshot."""

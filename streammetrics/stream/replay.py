@@ -170,7 +170,7 @@ def replay_lines(
             if stats.aborted is not None:
                 break
         if lineno & label_replay.POLL_EVERY == 0:  # label revisions come at revision ticks, see POLL_EVERY
-            for snap in pipeline.poll(revisions=False):
+            for snap in pipeline.poll(revisions=False, collect=pipeline.collect_due(label_replay.COLLECT_READY)):
                 write(snapshot_line(snap))
                 stats.snapshots += 1
     stats.events = pipeline.counters["events"] - events_before

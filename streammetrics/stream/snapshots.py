@@ -95,14 +95,18 @@ def build_snapshot(
     key: tuple[str, str], monitor: Any, start_ms: int, end_ms: int, *, final: bool, late: int = 0,
     revision: int = 0, pending: int = 0, expired: int = 0, cumulative: bool = False, include_state: bool = True,
     extra_metrics: Callable[[tuple[str, str], Any, dict[str, Any]], Any] | None = None,
+    count: int | None = None, record: tuple[dict[str, Any], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The snapshot of ``monitor`` for ``key`` and the window ``[start_ms, end_ms)`` (contract
     section 3; ``labeled = count - pending - expired``). The window engine and Spark both build
     their snapshots here, so the two give the same record for the same monitor.
     ``extra_metrics(key, monitor, metrics)`` may add metrics (e.g. ``--reference``'s). An all-time
     (``cumulative``) snapshot has no revision fields: awaiting counts are per window. A monitor
-    with ``snapshot_state()`` (``(snapshot(), to_dict())`` in one pass) gives both at once."""
-    count = monitor.count
+    with ``snapshot_state()`` (``(snapshot(), to_dict())`` in one pass) gives both at once; a
+    caller that computed that pair already passes it as ``record`` with the window's ``count``
+    (``monitor`` is then unused: the window engine's windows closed many at a time)."""
+    if record is None or count is None:
+        count = monitor.count
     snap: dict[str, Any] = {
         "schema": SNAPSHOT_SCHEMA,
         "key": {"model": key[0], "segment": key[1]},
@@ -114,8 +118,8 @@ def build_snapshot(
     if not cumulative:
         snap.update(revision=revision, labeled=count - pending - expired, expired=expired, pending=pending)
     fused = getattr(monitor, "snapshot_state", None) if include_state and extra_metrics is None else None
-    if fused is not None:  # metrics and state computed together (BinaryMonitor: one pass)
-        snap["metrics"], state = fused()
+    if record is not None or fused is not None:  # metrics and state computed together (BinaryMonitor: one pass)
+        snap["metrics"], state = record if record is not None else fused()  # type: ignore[misc]
         if cumulative:
             snap["cumulative"] = True
         snap["state"] = state

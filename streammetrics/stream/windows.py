@@ -236,6 +236,20 @@ class _Revising:
         self.dirty = dirty
 
 
+class _Deferred:
+    """A closed tumbling window of queued events whose snapshot :meth:`WindowManager.poll`
+    builds (with the other windows closed since the last poll, in one vectorised pass)."""
+
+    __slots__ = ("end_ms", "events", "key", "late", "start_ms")
+
+    def __init__(self, key: tuple[str, str], late: int, start_ms: int, end_ms: int, events: list) -> None:
+        self.key = key
+        self.late = late
+        self.start_ms = start_ms
+        self.end_ms = end_ms
+        self.events = events
+
+
 class WindowManager:
     """Per-key event-time windows over monitors; see the module docstring for the semantics.
 
@@ -313,8 +327,18 @@ class WindowManager:
         self._emptied: list[tuple[str, str]] = []
         #: keys evicted (all windows closed, nothing queued) since construction
         self.evicted = 0
-        self._ready: list[dict[str, Any]] = []
-        self._event_tag = getattr(monitor_factory(), "event_tag", None)
+        self._ready: list[Any] = []  # snapshot dicts, and _Deferred ones until poll/flush builds them
+        template = monitor_factory()
+        self._event_tag = getattr(template, "event_tag", None)
+        # many small windows closed together (tumbling, queued events, state in the snapshot):
+        # the template's snapshot_states builds their records in one vectorised pass at poll()
+        self._template = template
+        self._fleet: Callable[[list], list] | None = getattr(template, "snapshot_states", None) if (
+            batch and include_state and extra_metrics is None and not cumulative
+            and self.spec.panes_per_slide == self.spec.panes_per_window) else None
+        #: panes of at most this many queued events are deferred (larger ones close as before)
+        self._fleet_max = getattr(template, "snapshot_states_max_events", 0)
+        self._deferred: list[_Deferred] = []
         self._pane_us = self.spec.pane_ms * 1000
         self._idle = idle_close is not None
         # with idle_close: held keys, least recently seen first (clock values never decrease), so
@@ -657,14 +681,22 @@ class WindowManager:
         """
         spec = self.spec
         s, w = spec.panes_per_slide, spec.panes_per_window
-        if state.pending:  # the queued panes these windows read (later ones keep queueing)
-            end_pane = last * s + w
-            for j in sorted(state.pending):
-                if j < end_pane:
-                    self._drain_pane(state, j)
         k = state.next_window
         assert k is not None
         panes = state.panes
+        if state.pending:  # the queued panes these windows read (later ones keep queueing)
+            end_pane = last * s + w
+            fleet = self._fleet is not None and not state.awaiting
+            for j in sorted(state.pending):
+                if j < end_pane:
+                    if fleet and j not in panes and len(state.pending[j]) <= self._fleet_max:
+                        events = state.pending.pop(j)  # a small pane of queued events only: built at poll()
+                        if j >= k:
+                            pane_ms = spec.pane_ms
+                            deferred = _Deferred(key, state.late, j * pane_ms, (j + 1) * pane_ms, events)
+                            panes[j] = deferred  # (closed in pane order with the key's other panes below)
+                    else:
+                        self._drain_pane(state, j)
         if s == w and not self.cumulative and not state.awaiting:
             # tumbling windows (window j is pane j), nothing awaiting labels: the loop below, in short
             pane_ms = spec.pane_ms
@@ -672,7 +704,10 @@ class WindowManager:
                 if j > last:
                     break
                 monitor = panes.pop(j)
-                if j >= k:  # (a pane below the next window holds no window left to close)
+                if monitor.__class__ is _Deferred:
+                    self._ready.append(monitor)
+                    self._deferred.append(monitor)
+                elif j >= k:  # (a pane below the next window holds no window left to close)
                     self._ready.append(self._snapshot(key, state, monitor, j * pane_ms, (j + 1) * pane_ms, True))
             self._set_next_window(state, last + 1)
             if not panes and not state.pending:
@@ -732,12 +767,14 @@ class WindowManager:
             end = last * spec.slide_ms + spec.size_ms
             self._ready.append(self._snapshot(key, state, total, start, end, False, cumulative=True))
 
-    def poll(self, now: float | None = None, revisions: bool = True) -> list[dict[str, Any]]:
+    def poll(self, now: float | None = None, revisions: bool = True, collect: bool = True) -> list[dict[str, Any]]:
         """Close idle keys (if ``idle_close`` is set) and return the snapshots ready since the last
         call. ``revisions=True`` also emits the revisions of windows that labels changed since the
         last revision tick (prompt revisions for a live service); with ``revisions=False`` they
         wait for the next tick (:meth:`revision_tick`) or :meth:`flush`, so that the output does
-        not depend on when the caller polls (replay)."""
+        not depend on when the caller polls (replay). ``collect=False`` does the closing work
+        and returns nothing: the ready snapshots stay queued (in order, :attr:`ready_count`) for
+        a later call, so that more small windows are built together (replay)."""
         if self.idle_close is not None:
             self._close_idle(self._clock() if now is None else now)
         if self.shared_watermark and self._max_us != -math.inf:
@@ -746,8 +783,40 @@ class WindowManager:
             self._emit_revisions()
         if self._emptied:
             self._evict_emptied()
+        if not collect:
+            return []
+        if self._deferred:
+            self._build_deferred()
         ready, self._ready = self._ready, []
         return ready
+
+    @property
+    def ready_count(self) -> int:
+        """Snapshots ready and not yet returned by :meth:`poll`."""
+        return len(self._ready)
+
+    @property
+    def deferred_count(self) -> int:
+        """Of :attr:`ready_count`, the small windows whose snapshots :meth:`poll` builds together
+        (each holds at most the template's ``snapshot_states_max_events`` queued events)."""
+        return len(self._deferred)
+
+    def _build_deferred(self) -> None:
+        """Replace the :class:`_Deferred` windows in the ready queue by their snapshots: the
+        template's ``snapshot_states`` for all of them at once, a monitor window by window
+        for those it leaves (None)."""
+        deferred, self._deferred = self._deferred, []
+        assert self._fleet is not None
+        records = self._fleet([d.events for d in deferred])
+        built: dict[int, dict[str, Any]] = {}
+        for d, record in zip(deferred, records):
+            if record is None:
+                monitor = self._factory()
+                monitor.update_events(d.events)
+                record = monitor.snapshot_state()
+            built[id(d)] = build_snapshot(d.key, self._template, d.start_ms, d.end_ms, final=True, late=d.late,
+                                          count=len(d.events), record=record)
+        self._ready = [built[id(r)] if r.__class__ is _Deferred else r for r in self._ready]
 
     def _close_all(self, max_us: float) -> None:
         """Shared watermark: close every held key's windows that end at or before it. O(keys)."""
@@ -791,13 +860,17 @@ class WindowManager:
     def flush(self) -> list[dict[str, Any]]:
         """Close every open window of every key (end of input) and return all ready snapshots."""
         for key, state in self._keys.items():
-            self._drain_key(state)
-            if state.panes:
-                self._close_through(key, state, self.spec.last_window_of_pane(max(state.panes)))
+            if self._fleet is None or state.awaiting:
+                self._drain_key(state)
+            if state.panes or state.pending:  # (queued panes of small windows are closed together)
+                last = max(max(state.panes, default=-1), max(state.pending, default=-1))
+                self._close_through(key, state, self.spec.last_window_of_pane(last))
         if self._revised:
             self._emit_revisions()
         if self._emptied:
             self._evict_emptied()
+        if self._deferred:
+            self._build_deferred()
         ready, self._ready = self._ready, []
         return ready
 
@@ -942,6 +1015,7 @@ class WindowManager:
         self.evicted = evicted
         self._emptied = []
         self._ready = []
+        self._deferred = []
         self._revised = any(r.dirty for st in keys.values() for r in st.revising.values())
         self._rev_pane = rev_pane
         return self

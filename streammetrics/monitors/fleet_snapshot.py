@@ -1,0 +1,266 @@
+"""``binary_snapshot_states``: many small binary windows closed in one vectorised pass (issue 12).
+
+A fleet of sparse keys closes ~100,000 windows of ~10 events where one key closes a few
+large ones. Window by window, each costs a monitor built from the template, its events applied
+one by one, three exact sums folded and the state encoded: ~100 us of pure-Python work that
+cache misses over thousands of live keys make slower still. Here the panes closing together
+are concatenated into columns once and every per-window quantity comes from one numpy pass:
+
+* levels: one sort by (window, score); per (window, score) the negative and positive counts
+  (``np.add.reduceat``), split per window by offsets (the exact histograms of a small window);
+* the confusion cells, class counts and predicted positives: one ``np.bincount`` each;
+* the exact sums (log loss, Brier score, score sum): the per-event terms of
+  :func:`~streammetrics.kernels.exact_sum.probability_terms` (the formula every path uses), then
+  their canonical expansion per window by ``math.fsum`` (correctly rounded: the expansion
+  the exact sums write, whatever the order of the terms).
+
+The metrics and state are then written by the functions the one-window path uses
+(:func:`~streammetrics.monitors.fast_snapshot.metrics_of`,
+:func:`~streammetrics.monitors.fast_snapshot.state_of`): the records equal
+``(m.snapshot(), m.to_dict())`` of a monitor ``m`` built from the template and given the pane's
+events (``tests/monitors/test_fleet_snapshot.py`` holds the two to the same JSON). A pane
+outside the common case (a weight other than 1, a label absent or not 0/1, a score not strictly
+inside (0, 1), more events than a small window's levels) gets None: the caller builds that one
+window by window.
+"""
+from __future__ import annotations
+
+import math
+from itertools import chain
+from operator import attrgetter
+from typing import Any, Sequence
+
+import numpy as np
+
+from streammetrics.kernels.exact_sum import probability_terms, to_pair
+from streammetrics.kernels.histogram_json import SMALL_KEYS
+from streammetrics.kernels.ranking_small import SMALL_LEVELS
+from streammetrics.monitors.fast_snapshot import _DIRECT, state_of
+
+__all__ = ["FLEET_MAX_EVENTS", "binary_snapshot_states"]
+
+#: panes of at most this many events take the vectorised pass (their levels fit the one-pass
+#: ranking and the small histogram encoding); larger ones are built window by window
+FLEET_MAX_EVENTS = min(SMALL_LEVELS, SMALL_KEYS)
+_fsum = math.fsum
+_LABEL, _SCORE, _WEIGHT = attrgetter("y_true"), attrgetter("score"), attrgetter("weight")
+_FLOAT, _INT = {float}, {int, bool}
+#: the metrics read from the vectorised columns, in the order of a snapshot's keys
+_FROM_COLUMNS = ("accuracy", "balanced_accuracy", "precision", "recall", "f1", "specificity", "matthews_corrcoef",
+                 "positive_rate", "predicted_positive_rate", "roc_auc", "roc_auc_low", "roc_auc_high",
+                 "average_precision")
+
+
+def _eligible(events: Sequence[Any]) -> bool:
+    """Every event of weight 1, label 0 or 1, a float score strictly inside (0, 1)."""
+    if not 0 < len(events) <= FLEET_MAX_EVENTS:
+        return False
+    for e in events:
+        s = e.score
+        if not (e.weight == 1.0 and s.__class__ is float and 0.0 < s < 1.0 and (e.y_true == 0 or e.y_true == 1)):
+            return False
+    return True
+
+
+def _parts(terms: list[float]) -> tuple[float, list[list[int]]]:
+    """``ExactSum.parts()`` of the exact sum of a few finite ``terms`` (a list of the caller's
+    that this extends): the canonical expansion ``c_0 = round(sum)``,
+    ``c_k = round(sum - c_0 - ... - c_{k-1})`` until nothing is left, each by ``math.fsum``
+    (correctly rounded, half to even, as :func:`~streammetrics.kernels.exact_sum.expansion_of`)."""
+    value = _fsum(terms)
+    terms.append(-value)
+    c = _fsum(terms)
+    if not c:
+        return value, []
+    residue = []
+    while c:
+        residue.append(to_pair(c))
+        terms.append(-c)
+        c = _fsum(terms)
+    return value, residue
+
+
+def _none_where(values: np.ndarray, undefined: np.ndarray) -> list:
+    """``values`` as a list of floats, None where ``undefined``."""
+    out = values.tolist()
+    if undefined.any():
+        for j in np.flatnonzero(undefined).tolist():
+            out[j] = None
+    return out
+
+
+def _confusion_columns(cells: np.ndarray) -> dict[str, list]:
+    """:func:`~streammetrics.kernels.counts.binary_confusion_metrics` of many windows of unit
+    weights (``cells``: rows ``tn, fn, fp, tp`` as counts), as one list per metric. Every
+    intermediate is a whole number below 2**53 (exact in any order), so each value is the same
+    float as the one-window formula's: one IEEE division (or square root) of the same operands."""
+    tn, fn, fp, tp = (cells[:, c].astype(np.float64) for c in range(4))
+    n_true0, n_true1 = tn + fp, fn + tp
+    total = n_true0 + n_true1  # > 0: every window holds an event
+    pred0, pred1 = tn + fn, tp + fp
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r0, r1 = tn / n_true0, tp / n_true1
+        both = (n_true0 > 0) & (n_true1 > 0)
+        balanced = np.where(both, (r0 + r1) / 2, np.where(n_true0 > 0, r0, r1))  # fsum of the defined / their number
+        f1_den = n_true1 + pred1
+        f1 = 2.0 * tp / f1_den
+        # matthews_corrcoef: 0.0 for one class on either side, else cov / sqrt(var product)
+        n_samples = pred0 + pred1
+        square = n_samples * n_samples
+        cov_ytyp = (tn + tp) * n_samples - (n_true0 * pred0 + n_true1 * pred1)
+        product = (square - (pred0 * pred0 + pred1 * pred1)) * (square - (n_true0 * n_true0 + n_true1 * n_true1))
+        mcc = np.where(both & (pred0 > 0) & (pred1 > 0) & (product != 0), cov_ytyp / np.sqrt(product), 0.0)
+    return {
+        "accuracy": ((tn + tp) / total).tolist(),
+        "balanced_accuracy": balanced.tolist(),
+        "precision": _none_where(tp / np.where(pred1 > 0, pred1, 1.0), pred1 == 0),
+        "recall": _none_where(r1, n_true1 == 0),
+        "f1": _none_where(f1, f1_den == 0),
+        "specificity": _none_where(r0, n_true0 == 0),
+        "matthews_corrcoef": mcc.tolist(),
+        "positive_rate": (n_true1 / total).tolist(),
+        "predicted_positive_rate": (pred1 / total).tolist(),
+    }
+
+
+def _ranking_columns(window_of_level: np.ndarray, neg: np.ndarray, pos: np.ndarray, m: int,
+                     one_class: np.ndarray) -> dict[str, list]:
+    """:func:`~streammetrics.kernels.ranking_small.ranking_summary` (exact levels) of ``m``
+    windows of unit weights at once, one list per value; levels ascending within each window.
+    The levels are laid out one row per window, highest first (zeros after a window's last):
+    the AUC's sums are whole numbers (exact in any order), and average precision adds its
+    terms column by column (``np.add.accumulate`` along a row: the same sequence of IEEE
+    additions as the one-window loop)."""
+    counts = np.bincount(window_of_level, minlength=m)
+    width = int(counts.max())
+    ends = np.cumsum(counts)
+    descending = (ends[window_of_level] - 1) - np.arange(len(window_of_level))  # column, from the top
+    shape = (m, width)
+    n_rows = np.zeros(shape)
+    p_rows = np.zeros(shape)
+    n_rows[window_of_level, descending] = neg
+    p_rows[window_of_level, descending] = pos
+    tps = np.add.accumulate(p_rows, axis=1)
+    fps = np.add.accumulate(n_rows, axis=1)
+    total_p, total_n = tps[:, -1:], fps[:, -1:]
+    real = np.arange(width)[None, :] < counts[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        recall = np.where(total_p > 0, tps / total_p, 1.0)
+        prev = np.zeros(shape)
+        prev[:, 1:] = recall[:, :-1]
+        terms = np.where(real, (recall - prev) * (tps / (tps + fps)), 0.0)
+        ap = np.maximum(0.0, np.add.accumulate(terms, axis=1)[:, -1])
+        area = (n_rows * ((tps - p_rows) * 2.0 + p_rows)).sum(axis=1)  # whole numbers: exact
+        auc = area / (2.0 * total_n[:, 0] * total_p[:, 0])
+    slack = (4.0 * counts + 32.0) * 2.0**-52  # ranking.rounding_slack of each window's levels
+    return {
+        "roc_auc": _none_where(auc, one_class),
+        "roc_auc_low": _none_where(np.maximum(0.0, auc - slack), one_class),
+        "roc_auc_high": _none_where(np.minimum(1.0, auc + slack), one_class),
+        "average_precision": ap.tolist(),
+    }
+
+
+def _common_columns(panes: Sequence[Sequence[Any]]) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray]:
+    """``(indexes of the panes in the common case, their lengths, y_true as int64, score)``,
+    the two columns over those panes' events in order: one pass over all events
+    (``attrgetter`` maps), the conditions checked on arrays; pane by pane (:func:`_eligible`)
+    when some label, score or weight is not of the parser's types (int, float, float)."""
+    events = list(chain.from_iterable(panes))
+    labels, scores, weights = list(map(_LABEL, events)), list(map(_SCORE, events)), list(map(_WEIGHT, events))
+    sizes = np.fromiter(map(len, panes), dtype=np.int64, count=len(panes))
+    if set(map(type, scores)) <= _FLOAT and set(map(type, weights)) <= _FLOAT and set(map(type, labels)) <= _INT:
+        y = np.array(labels, dtype=np.int64)
+        s = np.array(scores, dtype=np.float64)
+        odd = ~((np.array(weights, dtype=np.float64) == 1.0) & (s > 0.0) & (s < 1.0) & ((y == 0) | (y == 1)))
+        pane_of = np.repeat(np.arange(len(panes), dtype=np.int64), sizes)
+        ok = (np.bincount(pane_of[odd], minlength=len(panes)) == 0) & (sizes > 0) & (sizes <= FLEET_MAX_EVENTS)
+        keep = ok[pane_of]
+        return np.flatnonzero(ok).tolist(), sizes[ok], y[keep], s[keep]
+    chosen = [i for i, pane in enumerate(panes) if _eligible(pane)]
+    return (chosen, sizes[chosen], np.array([e.y_true for i in chosen for e in panes[i]], dtype=np.int64),
+            np.array([e.score for i in chosen for e in panes[i]], dtype=np.float64))
+
+
+def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> list[tuple[dict, dict] | None]:
+    """Per pane (a list of parsed events): ``(snapshot(), to_dict())`` of a new monitor of
+    ``template``'s configuration (an empty ``BinaryMonitor`` with ``exact=False``) given the
+    pane's events, or None for a pane outside the common case (see the module)."""
+    out: list[tuple[dict, dict] | None] = [None] * len(panes)
+    if not (_DIRECT and not template.exact and template.count == 0 and not template.labeled):
+        return out
+    chosen, lengths, y, s = _common_columns(panes)
+    if not chosen:
+        return out
+    n = len(s)
+    m = len(chosen)
+    win = np.repeat(np.arange(m, dtype=np.int64), lengths)
+    above = s >= template.threshold
+    # levels: distinct scores per window, ascending, with their negative / positive counts
+    order = np.lexsort((s, win))
+    ws, ss, ys = win[order], s[order], y[order]
+    new = np.empty(n, dtype=bool)
+    new[0] = True
+    np.not_equal(ss[1:], ss[:-1], out=new[1:])
+    new[1:] |= ws[1:] != ws[:-1]
+    starts = np.flatnonzero(new)
+    pos = np.add.reduceat(ys, starts)
+    neg = np.add.reduceat(1 - ys, starts)
+    level_ends = np.cumsum(np.bincount(ws[starts], minlength=m)).tolist()
+    scores_all = ss[starts].tolist()
+    neg_int, pos_int, both_int = neg.tolist(), pos.tolist(), (neg + pos).tolist()
+    # exact sums: the per-event terms every path computes, summed exactly per window
+    log_terms, brier_terms = probability_terms(np.where(y == 1, s, -s))
+    log_all, brier_all, score_all = log_terms.tolist(), brier_terms.tolist(), s.tolist()
+    event_ends = np.cumsum(lengths).tolist()
+    # the metrics, one list per metric (None where undefined), then one row per window
+    cells_array = np.bincount(win * 4 + y + 2 * above, minlength=4 * m).reshape(m, 4)  # true + 2 * predicted
+    cells = cells_array.tolist()
+    columns = _confusion_columns(cells_array)
+    one_class = (cells_array[:, 0] + cells_array[:, 2] == 0) | (cells_array[:, 1] + cells_array[:, 3] == 0)
+    columns.update(_ranking_columns(ws[starts], neg.astype(np.float64), pos.astype(np.float64), m, one_class))
+    metric_rows = zip(*(columns[k] for k in _FROM_COLUMNS))
+    cm = template.confusion
+    begin = first = 0
+    for j, i in enumerate(chosen):
+        end = level_ends[j]
+        last = event_ends[j]
+        tn, fn, fp, tp = cells[j]  # index true + 2 * predicted: (0,0), (1,0), (0,1), (1,1)
+        n0, n1 = tn + fp, fn + tp
+        count = n0 + n1
+        log_sum, log_residue = _parts(log_all[first:last])
+        brier_sum, brier_residue = _parts(brier_all[first:last])
+        score_sum, score_residue = _parts(score_all[first:last])
+        total = float(count)
+        positive = float(fp + tp)
+        (accuracy, balanced, precision, recall, f1, specificity, mcc, positive_rate, predicted_positive_rate,
+         roc_auc, roc_auc_low, roc_auc_high, average_precision) = next(metric_rows)
+        metrics = {
+            "count": count, "total_weight": total, "accuracy": accuracy, "balanced_accuracy": balanced,
+            "precision": precision, "recall": recall, "f1": f1, "specificity": specificity,
+            "matthews_corrcoef": mcc, "roc_auc": roc_auc, "roc_auc_low": roc_auc_low, "roc_auc_high": roc_auc_high,
+            "average_precision": average_precision, "log_loss": log_sum / total, "brier_score": brier_sum / total,
+            "positive_rate": positive_rate, "predicted_positive_rate": predicted_positive_rate,
+            "mean_score": score_sum / total,
+        }
+        scores = scores_all[begin:end]
+        confusion = {
+            "type": cm.type_name, "version": cm.version, "config": cm._config(),
+            "state": {"unit_weights": True, "count": count, "total_weight": total,
+                      "cells": [[t, p, float(c)] for (t, p), c in (((0, 0), tn), ((0, 1), fp), ((1, 0), fn),
+                                                                  ((1, 1), tp)) if c]},
+        }
+        state = state_of(template, {
+            "count": count, "total_weight": total, "score_sum": score_sum, "positive_weight": positive,
+            "score_sum_residue": score_residue or None, "bins_per_octave": None,
+            "histogram": {"scores": list(scores), "weights": both_int[begin:end]},
+        }, {
+            "events": [n0, n1], "weights": [float(n0), float(n1)], "weighted": [0, 0, 0.0, 0.0],
+            "log_loss_sum": log_sum, "brier_sum": brier_sum,
+            "sum_residues": [log_residue, brier_residue] if log_residue or brier_residue else None,
+            "outside_unit": None, "bins_per_octave": None,
+            "histogram": {"scores": scores, "neg": neg_int[begin:end], "pos": pos_int[begin:end]},
+        }, confusion)
+        out[i] = (metrics, state)
+        begin, first = end, last
+    return out

@@ -1,0 +1,122 @@
+"""monitors.fleet_snapshot.binary_snapshot_states (many small windows in one vectorised pass)
+gives, for every pane it takes, the JSON of ``(m.snapshot(), m.to_dict())`` of a monitor ``m``
+built window by window, and None for every pane outside the common case; hypothesis panes
+with ties, the threshold, one-class panes, grid and dense scores, and panes it must refuse
+(weights other than 1, absent labels, scores 0.0 / 1.0 / outside [0, 1], too many events)."""
+from __future__ import annotations
+
+import json
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streammetrics.events.parser import EventParser
+from streammetrics.kernels.exact_sum import ExactSum
+from streammetrics.monitors import BinaryMonitor
+from streammetrics.monitors.fleet_snapshot import FLEET_MAX_EVENTS, _parts
+from streammetrics.stream.snapshots import snapshot_line
+
+PARSER = EventParser("binary")
+
+common_score = st.one_of(
+    st.sampled_from([0.5, 0.25, 0.75, 2.0**-60, 1.0 - 2.0**-53, 0.1, 0.9]),
+    st.integers(1, 9).map(lambda k: k / 10),
+    st.floats(0.0, 1.0, exclude_min=True, exclude_max=True),
+)
+common_event = st.tuples(st.integers(0, 1), common_score)
+odd_event = st.one_of(
+    st.tuples(st.integers(0, 1), st.sampled_from([0.0, 1.0, -0.5, 1.5]), st.just(None)),  # score not in (0, 1)
+    st.tuples(st.integers(0, 1), common_score, st.sampled_from([0.0, 0.5, 2.0, 3.25])),  # weight other than 1
+    st.tuples(st.none(), common_score, st.just(None)),  # no label
+)
+
+
+def parse(y, s, w=None) -> object:
+    """A parsed event (``y`` None: a prediction whose label has not come, as the delayed-label
+    parser gives it)."""
+    raw = {"ts": 0.0, "model": "m", "y_true": 1 if y is None else y, "score": s}
+    if w is not None:
+        raw["weight"] = w
+    event = PARSER.parse(raw)
+    assert event.__class__.__name__ == "Event", event
+    if y is None:
+        event.y_true = None
+    return event
+
+
+pane = st.one_of(
+    st.lists(common_event, min_size=1, max_size=40).map(lambda evs: (True, [parse(y, s) for y, s in evs])),
+    st.tuples(st.lists(common_event, max_size=10), odd_event, st.lists(common_event, max_size=10)).map(
+        lambda t: (False, [parse(y, s) for y, s in t[0]] + [parse(*t[1])] + [parse(y, s) for y, s in t[2]])),
+)
+
+
+def window_by_window(events: list) -> tuple[dict, dict]:
+    m = BinaryMonitor()
+    for e in events:
+        if e.y_true is None:
+            m.update_prediction(e)
+        else:
+            m.update_event(e)
+    return m.snapshot_state()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(pane, min_size=1, max_size=12), st.sampled_from([0.5, 0.3, 0.9]))
+def test_records_equal_the_window_by_window_monitor(panes: list, threshold: float) -> None:
+    template = BinaryMonitor(threshold=threshold)
+    records = template.snapshot_states([events for _, events in panes])
+    assert len(records) == len(panes)
+    for (common, events), record in zip(panes, records):
+        if not common:
+            assert record is None
+            continue
+        m = BinaryMonitor(threshold=threshold).update_events(events)
+        expected = m.snapshot_state()
+        assert record is not None
+        assert json.dumps(record) == json.dumps(expected)  # same keys, order and values
+        snap = {"metrics": record[0], "state": record[1]}
+        assert snapshot_line(snap) == snapshot_line({"metrics": expected[0], "state": expected[1]})
+        assert BinaryMonitor.from_dict(record[1]) == m
+
+
+def test_refused_panes_and_templates() -> None:
+    common = [parse(1, 0.7), parse(0, 0.2)]
+    assert BinaryMonitor().snapshot_states([[], common])[0] is None  # an empty pane
+    big = [parse(i % 2, (i + 1) / (FLEET_MAX_EVENTS + 2)) for i in range(FLEET_MAX_EVENTS + 1)]
+    assert BinaryMonitor().snapshot_states([big])[0] is None
+    at_bound = big[:FLEET_MAX_EVENTS]
+    record = BinaryMonitor().snapshot_states([at_bound])[0]
+    assert record is not None and json.dumps(record) == json.dumps(window_by_window(at_bound))
+    assert BinaryMonitor(exact=True).snapshot_states([common]) == [None]  # exact=True: its own layout
+
+
+def test_events_not_of_the_parsers_types_are_checked_pane_by_pane() -> None:
+    """Hand-built events (an int weight, a numpy score, a bool label): the panes are then
+    checked one by one, with the same records as monitors built window by window."""
+    import numpy as np
+
+    from streammetrics.events.records import Event
+
+    int_weight = [Event(0.0, "m", y_true=1, score=0.7, weight=1), parse(0, 0.2)]
+    numpy_score = [Event(0.0, "m", y_true=1, score=np.float64(0.7)), parse(0, 0.2)]
+    bool_label = [Event(0.0, "m", y_true=True, score=0.7), parse(0, 0.2)]
+    common = [parse(1, 0.6), parse(0, 0.6)]
+    records = BinaryMonitor().snapshot_states([int_weight, numpy_score, bool_label, common])
+    assert records[1] is None
+    for events, record in zip([int_weight, bool_label, common], [records[0], records[2], records[3]]):
+        assert record is not None and json.dumps(record) == json.dumps(window_by_window(events))
+    assert BinaryMonitor().snapshot_states([bool_label, common]) == [records[2], records[3]]  # the array path
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(
+    st.floats(0.0, 40.0, allow_subnormal=True),
+    st.sampled_from([1.0, 2.0**-53, 2.0**-54, 3 * 2.0**-54, 2.0**52, 0.1, 1e-300, 5e-324])), min_size=1, max_size=64))
+def test_parts_is_the_exact_sums_expansion(terms: list[float]) -> None:
+    """The fsum-based expansion is ExactSum's (correctly rounded half to even at every step)."""
+    exact = ExactSum()
+    exact.terms.extend(terms)
+    assert _parts(list(terms)) == exact.parts()
+    assert math.fsum(terms) == exact.value
