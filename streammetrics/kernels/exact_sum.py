@@ -71,6 +71,7 @@ _NEXT_LEVEL = 2.0**-41  # |r| <= ulp(sigma)/2 after a level: the next sigma is 2
 _frexp = math.frexp
 _INF = math.inf
 _ldexp = math.ldexp
+_pack_into = struct.pack_into
 
 
 def exact_units(x: Any) -> int:
@@ -545,23 +546,71 @@ def fold_together(sums: ProbabilitySums, score_sum: ExactSum) -> None:
         sums.fold()
         score_sum.fold()
         return
-    log_terms, brier_terms = probability_terms(as_array(unit))
-    score_terms = as_array(terms)
-    if not np.isfinite(score_terms).all():  # an overflowed term: ExactSum.add_array keeps it apart
+    n, m = len(unit), len(terms)
+    width = -(-max(n, m) // _CHUNK) * _CHUNK  # rows of whole _CHUNKs, zero-padded
+    rows = np.empty((3, width))
+    _pack_into(f"{n}d", rows.data, 0, *unit)  # the signed scores, in the log-loss row until their terms replace them
+    _pack_into(f"{m}d", rows.data, 16 * width, *terms)
+    if n < width:
+        rows[:2, n:] = 0.0
+    if m < width:
+        rows[2, m:] = 0.0
+    # probability_terms' operations, written into the rows (the log-loss row holds log(p) <= 0:
+    # its units are subtracted, the exact sum of -log(p))
+    x = rows[0, :n]
+    negative = np.signbit(x)
+    s = np.abs(x)
+    q = 1.0 - s
+    p = np.where(negative, q, s)
+    np.maximum(p, _EPS, out=p)
+    np.minimum(p, _ONE_MINUS_EPS, out=p)
+    np.log(p, out=x)
+    d = np.where(negative, s, q)
+    np.multiply(d, d, out=rows[1, :n])
+    pieces = width // _CHUNK
+    units = _scratch_units(rows.reshape(3 * pieces, _CHUNK))
+    if units is None:  # an overflowed term (ExactSum.add_array keeps it apart), or the ends of the float range
         sums.fold()
         score_sum.fold()
         return
-    pieces = -(-max(len(unit), len(terms)) // _CHUNK)  # rows of _CHUNK terms, zero-padded
-    rows = np.zeros((3, pieces * _CHUNK))
-    rows[0, : len(unit)] = log_terms
-    rows[1, : len(unit)] = brier_terms
-    rows[2, : len(terms)] = score_terms
-    units = _rows_units(rows.reshape(3 * pieces, _CHUNK))
-    sums._log._units += sum(units[:pieces])
+    sums._log._units -= sum(units[:pieces])
     sums._brier._units += sum(units[pieces : 2 * pieces])
     score_sum._units += sum(units[2 * pieces :])
     unit.clear()
     terms.clear()
+
+
+def _scratch_units(a: np.ndarray) -> list[int] | None:
+    """:func:`exact_units_rows` of rows of at most :data:`_CHUNK` terms that the caller gives
+    up (overwritten): the levels of :func:`_rows_units` with one ``sigma`` for every row (a
+    scalar: cheaper passes than a column of them; a row of smaller terms may take a level
+    more, the sums are the same exact integers). None (``a`` unusable) when a term is not
+    finite or the levels would leave the float range."""
+    top = float(np.abs(a).max())
+    if not top < _INF:  # (nan compares false)
+        return None
+    if top == 0.0:
+        return [0] * a.shape[0]
+    x = _frexp(top)[1] + 11  # level 1: sigma = 2**x >= 2**11 * max|a|
+    if x >= 960 or x - 41 * _LEVELS <= -960:
+        return None
+    sigma = _ldexp(1.0, x)
+    totals = [0] * a.shape[0]
+    q = np.empty_like(a)
+    for level in range(_LEVELS):
+        np.add(a, sigma, out=q)
+        q -= sigma  # exact: a multiple of ulp(sigma); a -= q is exact too
+        a -= q
+        for i, v in enumerate(q.sum(axis=1).tolist()):  # exact: <= 1,024 multiples of ulp(sigma)
+            if v:
+                totals[i] += units_of(v)
+        if level and not a.any():  # (after the first level something is nearly always left)
+            return totals
+        sigma *= _NEXT_LEVEL
+    for i, row in enumerate(a):
+        if row.any():
+            totals[i] += _integer_units(row)
+    return totals
 
 
 # --------------------------------------------------------------------------- exact products

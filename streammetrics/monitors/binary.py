@@ -130,70 +130,83 @@ class BinaryMonitor(Monitor):
         """Add one event. The common dict (``y_true`` 0/1 or a bool, a float ``score`` strictly
         inside (0, 1), no ``weight``) with both histograms on a grid takes the fused path
         inline: what :meth:`_unit_event` does, written out once more (one call less per event;
-        ``tests/monitors/test_binary_fused.py`` holds both to the accumulators' own paths)."""
+        ``tests/monitors/test_binary_fused.py`` holds both to the accumulators' own paths).
+        Any other event leaves through :meth:`_update_other` (short jumps keep the checks
+        above specialised)."""
+        if event.__class__ is not dict:
+            return self._update_other(event)
+        try:
+            s = event["score"]
+            y = event["y_true"]
+        except KeyError:  # the parser names the missing field
+            return self._update_other(event)
+        # y: the ints 0 and 1 by identity (CPython's cached small ints; any other 0/1 takes
+        # the accumulators' paths, with the same result); a bool indexes as 0/1 below
+        if s.__class__ is not float or not 0.0 < s < 1.0 or "weight" in event or not (
+                y is _ZERO_INT or y is _ONE_INT or y is True or y is False):
+            return self._update_other(event)
+        sc = self.scores
+        pr = self.predictions
+        sf = sc._fast
+        pf = pr._fast
+        if sf is None or pf is None:  # a histogram still exact, or exact=True
+            if self._unit_event(1 if y else 0, s):
+                return self
+            return self._update_other(event)
+        hists, events, unit, _, shift, rnd, c, as_float, as_int, inc = sf
+        ph, pshift, prnd, pc, psums, threshold, pterms, _, _, pinc = pf
+        if s < 0.5:  # the keys from the float's bits (see LogGridBinning.key)
+            as_float[0] = s
+            b = as_int[0]
+            k = (b + rnd) >> shift
+            pk = k if pshift == shift else (b + prnd) >> pshift
+        else:
+            as_float[0] = 1.0 - s
+            b = as_int[0]
+            k = c - ((b + rnd) >> shift)
+            pk = k if pshift == shift else pc - ((b + prnd) >> pshift)
+        if y:
+            unit.append(s)  # log-loss and Brier terms: buffered, folded exactly
+        else:
+            unit.append(-s)
+        pterms.append(s)  # the score sum: likewise
+        try:  # (the increments: 1.0, or UNIT in units mode)
+            ph[pk] += pinc
+        except KeyError:
+            ph[pk] = pinc
+            if len(ph) > pr._max_bins:  # type: ignore[operator]  # an int on a grid
+                pr._collapse()
+        h = hists[y]
+        try:
+            h[k] += inc
+        except KeyError:
+            h[k] = inc
+            if len(hists[0]) + len(hists[1]) > sc._max_bins:  # type: ignore[operator]  # an int on a grid
+                sc._collapse()
+        psums[0] += 1
+        events[y] += 1
+        pending = self.confusion._pending  # confusion cells: index y_true + 2 * y_pred
+        if s >= threshold:
+            psums[2] += 1
+            pending[y + 2] += 1
+        else:
+            pending[y] += 1
+        if len(unit) >= BUFFER or len(pterms) >= BUFFER:
+            fold_together(sc._sums, psums[1])
+        return self
+
+    def _update_other(self, event: Mapping[str, Any] | Event) -> "BinaryMonitor":
+        """:meth:`update` of any event the fused path does not take: a valid 0/1 truth with a
+        finite float score and no weight through the accumulators' own paths (0.0, 1.0,
+        margins, exact=True), anything else through the parser."""
         if event.__class__ is dict:
             try:
                 s = event["score"]
                 y = event["y_true"]
             except KeyError:  # the parser names the missing field
                 s = y = None
-            # y: the ints 0 and 1 by identity (CPython's cached small ints; any other 0/1 takes
-            # the accumulators' paths below, with the same result)
-            if s.__class__ is float and 0.0 < s < 1.0 and "weight" not in event and (
-                    y is _ONE_INT or y is _ZERO_INT or y is True or y is False):
-                sc = self.scores
-                pr = self.predictions
-                sf = sc._fast
-                pf = pr._fast
-                if sf is None or pf is None:  # a histogram still exact, or exact=True
-                    if self._unit_event(1 if y else 0, s):
-                        return self
-                else:
-                    hists, events, unit, _, shift, rnd, c, as_float, as_int, inc = sf
-                    ph, pshift, prnd, pc, psums, threshold, pterms, _, _, pinc = pf
-                    if s < 0.5:  # the keys from the float's bits (see LogGridBinning.key)
-                        as_float[0] = s
-                        b = as_int[0]
-                        k = (b + rnd) >> shift
-                        pk = k if pshift == shift else (b + prnd) >> pshift
-                    else:
-                        as_float[0] = 1.0 - s
-                        b = as_int[0]
-                        k = c - ((b + rnd) >> shift)
-                        pk = k if pshift == shift else pc - ((b + prnd) >> pshift)
-                    if y:
-                        y = 1
-                        unit.append(s)  # log-loss and Brier terms: buffered, folded exactly
-                    else:
-                        y = 0
-                        unit.append(-s)
-                    pterms.append(s)  # the score sum: likewise
-                    try:  # (the increments: 1.0, or UNIT in units mode)
-                        ph[pk] += pinc
-                    except KeyError:
-                        ph[pk] = pinc
-                        if len(ph) > pr._max_bins:  # type: ignore[operator]  # an int on a grid
-                            pr._collapse()
-                    h = hists[y]
-                    try:
-                        h[k] += inc
-                    except KeyError:
-                        h[k] = inc
-                        if len(hists[0]) + len(hists[1]) > sc._max_bins:  # type: ignore[operator]  # an int on a grid
-                            sc._collapse()
-                    psums[0] += 1
-                    events[y] += 1
-                    pending = self.confusion._pending  # confusion cells: index y_true + 2 * y_pred
-                    if s >= threshold:
-                        psums[2] += 1
-                        pending[y + 2] += 1
-                    else:
-                        pending[y] += 1
-                    if len(unit) >= BUFFER or len(pterms) >= BUFFER:
-                        fold_together(sc._sums, psums[1])
-                    return self
             if y.__class__ in _BINARY_TRUTH and (y == 0 or y == 1) and s.__class__ is float and -_INF < s < _INF and (
-                    "weight" not in event):  # the accumulators' own paths (0.0, 1.0, margins, exact=True)
+                    "weight" not in event):
                 y = 1 if y else 0
                 self.predictions.update(s)
                 self.scores.update(y, s)

@@ -120,6 +120,24 @@ def test_folding_together_long_buffers(n_unit, n_terms):
     assert Fraction(b.units, 1 << 1074) == exact(score_terms)
 
 
+
+@pytest.mark.parametrize("tiny", [1e-200, 5e-324, 1e-80])
+def test_folding_together_rows_far_below_the_largest_term(tiny):
+    """The rows share one sigma (from the largest term of all three): a row of terms far below
+    it runs out of levels and finishes on the integer path; still exact."""
+    rng = random.Random(5)
+    signed = [rng.choice([-1.0, 1.0]) * rng.random() for _ in range(700)]
+    score_terms = [tiny * rng.random() for _ in range(1024)] + [3e5]
+    a, b, c, d = ProbabilitySums(), ExactSum(), ProbabilitySums(), ExactSum()
+    a.unit.extend(signed)
+    c.unit.extend(signed)
+    b.terms.extend(score_terms)
+    d.terms.extend(score_terms)
+    fold_together(a, b)
+    assert not (a.unit or b.terms)
+    assert (a.log, a.brier, b) == (c.log, c.brier, d.fold())
+    assert Fraction(b.units, 1 << 1074) == exact(score_terms)
+
 def test_buffer_is_bounded_and_large_batches_are_exact():
     s = ExactSum()
     xs = [0.1 * i for i in range(3 * BUFFER + 7)]
