@@ -664,10 +664,11 @@ class BinaryScores(Accumulator):
             h[k] = u if old is None else old + u
         if 0.0 <= score <= 1.0:
             sums = self._sums
+            signed = score + 0.0 if y else -(score + 0.0)  # (+ 0.0: a score of -0.0 signs as 0.0)
             if weight == 1.0:  # a unit weight, as the fast path
-                sums.unit.append(score if y else -score)
+                sums.unit.append(signed)
             else:
-                sums.weighted += (weight, score if y else -score)
+                sums.weighted += (weight, signed)
             if len(sums.unit) + len(sums.weighted) >= BUFFER:
                 sums.fold()
         else:  # log loss and Brier score are undefined from now on; remember why
@@ -750,7 +751,7 @@ class BinaryScores(Accumulator):
                 self._wsum[c] += weighted_w[c]
         if probabilities:  # exact sums of the same per-event terms as the per-event path
             for start in range(0, n, _CHUNK):
-                sc = s[start : start + _CHUNK]
+                sc = s[start : start + _CHUNK] + 0.0  # (a score of -0.0 signs as 0.0)
                 signed = np.where(y[start : start + _CHUNK].view(bool), sc, -sc)
                 self._sums.add_batch(signed, None if w is None else w[start : start + _CHUNK])
         if outside is not None:
@@ -851,7 +852,7 @@ class BinaryScores(Accumulator):
                     del h[key]
         if 0.0 <= s <= 1.0:  # the event's exact terms, negated: the sums are as if never added
             sums = self._sums
-            sums.weighted += (-w, s if y else -s)
+            sums.weighted += (-w, s + 0.0 if y else -(s + 0.0))  # (a score of -0.0 signs as 0.0)
             if len(sums.unit) + len(sums.weighted) >= BUFFER:
                 sums.fold()
         return self

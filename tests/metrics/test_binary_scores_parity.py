@@ -30,7 +30,7 @@ def streams(draw, weights="dyadic", max_size=40, kind="mixed"):
     n = draw(st.integers(1, max_size))
     if kind == "probabilities":
         pool_values = st.one_of(
-            st.sampled_from([0.0, 1.0, 0.5, 1e-12, 1 - 1e-12, 1 - 2**-53, 2**-60]),
+            st.sampled_from([0.0, -0.0, 1.0, 0.5, 1e-12, 1 - 1e-12, 1 - 2**-53, 2**-60]),
             st.floats(0.0, 1.0),
         )
     else:
@@ -260,6 +260,22 @@ def test_log_loss_clips_at_float64_eps_not_1e15():
     assert acc.log_loss() == pytest.approx(expected, rel=1e-15)
     assert acc.log_loss() == pytest.approx(skm.log_loss([1, 0], [0.0, 1.0]), rel=1e-15)
     assert abs(acc.log_loss() - (-math.log(1e-15))) > 1.0
+
+
+def test_a_score_of_negative_zero_is_a_score_of_zero():
+    """-0.0 is 0.0: its log-loss and Brier terms are those of 0.0 on every path (per event,
+    weighted, batch, removal; the monitor's), as scikit-learn's (it signs events internally)."""
+    y, s, w = [0, 1, 1], [-0.0, 0.9, -0.0], [1.0, 1.0, 2.0]
+    zero = [0.0, 0.9, 0.0]
+    theirs = (skm.log_loss(y, zero, sample_weight=w), skm.brier_score_loss(y, zero, sample_weight=w))
+    per_event = sm.BinaryScores()
+    for args in zip(y, s, w):
+        per_event.update(*args)
+    batch = sm.BinaryScores().update_many(y, s, w)
+    removed = sm.BinaryScores().update_many(y + [0], s + [-0.0], w + [3.0]).remove(0, -0.0, 3.0)
+    monitor = sm.BinaryMonitor().update_many([{"y_true": a, "score": b, "weight": c} for a, b, c in zip(y, s, w)])
+    for acc in (per_event, batch, removed, monitor.scores):
+        assert (acc.log_loss(), acc.brier_score()) == pytest.approx(theirs, rel=1e-14)
 
 
 def test_one_event_per_event_log_loss_matches_sklearn():
