@@ -339,6 +339,8 @@ class WindowManager:
         #: panes of at most this many queued events are deferred (larger ones close as before)
         self._fleet_max = getattr(template, "snapshot_states_max_events", 0)
         self._deferred: list[_Deferred] = []
+        #: vectorised builds that raised (their windows were then built one by one, as at close)
+        self.fleet_failures = 0
         self._pane_us = self.spec.pane_ms * 1000
         self._idle = idle_close is not None
         # with idle_close: held keys, least recently seen first (clock values never decrease), so
@@ -808,7 +810,11 @@ class WindowManager:
         for those it leaves (None)."""
         deferred, self._deferred = self._deferred, []
         assert self._fleet is not None
-        records = self._fleet([d.events for d in deferred])
+        try:
+            records = self._fleet([d.events for d in deferred])
+        except Exception:  # noqa: BLE001 - an optimisation: each window then from its monitor, as at close
+            self.fleet_failures += 1
+            records = [None] * len(deferred)
         built: dict[int, dict[str, Any]] = {}
         for d, record in zip(deferred, records):
             if record is None:  # the window's monitor, as when it closes without deferral

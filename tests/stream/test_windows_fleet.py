@@ -119,3 +119,25 @@ def test_replay_output_does_not_depend_on_when_it_collects(monkeypatch: pytest.M
         assert stats.snapshots == len(lines) > 1000
         outputs.append(lines)
     assert outputs[0] == outputs[1] == outputs[2]
+
+
+def test_a_failing_vectorised_build_falls_back_to_monitors() -> None:
+    """Fault injection: snapshot_states raising builds every deferred window from its monitor
+    (counted), with the lines the vectorised build gives."""
+    stream = [{"ts": t * 0.5, "model": f"m{t % 23}", "y_true": t % 3 == 0, "score": ((t * 7919) % 997 + 1) / 999}
+              for t in range(1500)]
+    config = PipelineConfig(window=10.0, max_future=None)
+    pipeline = Pipeline(config)
+
+    def broken(panes: list) -> list:
+        raise RuntimeError("injected")
+
+    pipeline.windows._fleet = broken
+    lines = []
+    for i, item in enumerate(stream):
+        pipeline.process(json.dumps(item))
+        if i % 100 == 99:
+            lines += [snapshot_line(s) for s in pipeline.poll()]
+    lines += [snapshot_line(s) for s in pipeline.flush()]
+    assert pipeline.windows.fleet_failures == 15 + 1  # every poll that had windows to build, and flush
+    assert lines == run(stream, True, config) == run(stream, False, config)
