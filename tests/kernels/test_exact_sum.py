@@ -105,19 +105,25 @@ def test_folding_together_is_folding_one_by_one(signed, score_terms, weighted):
     assert (a.log, a.brier, b) == (c.log, c.brier, d.fold())
 
 
-@pytest.mark.parametrize("n_unit, n_terms", [(1, 3000), (1024, 1024), (2500, 7), (1025, 2049)])
-def test_folding_together_long_buffers(n_unit, n_terms):
-    rng = random.Random(n_unit)
-    signed = [rng.choice([-1.0, 1.0]) * rng.random() ** 8 for _ in range(n_unit)]
-    score_terms = [rng.random() * 10.0 ** rng.randint(-30, 3) for _ in range(n_terms)]
+def check_folded_together(signed: list[float], score_terms: list[float]) -> None:
+    """fold_together of the two buffers == folding each on its own, and exact."""
     a, b, c, d = ProbabilitySums(), ExactSum(), ProbabilitySums(), ExactSum()
     a.unit.extend(signed)
     c.unit.extend(signed)
     b.terms.extend(score_terms)
     d.terms.extend(score_terms)
     fold_together(a, b)
+    assert not (a.unit or b.terms)
     assert (a.log, a.brier, b) == (c.log, c.brier, d.fold())
     assert Fraction(b.units, 1 << 1074) == exact(score_terms)
+
+
+@pytest.mark.parametrize("n_unit, n_terms", [(1, 3000), (1024, 1024), (2500, 7), (1025, 2049)])
+def test_folding_together_long_buffers(n_unit, n_terms):
+    rng = random.Random(n_unit)
+    signed = [rng.choice([-1.0, 1.0]) * rng.random() ** 8 for _ in range(n_unit)]
+    score_terms = [rng.random() * 10.0 ** rng.randint(-30, 3) for _ in range(n_terms)]
+    check_folded_together(signed, score_terms)
 
 
 
@@ -128,15 +134,8 @@ def test_folding_together_rows_far_below_the_largest_term(tiny):
     rng = random.Random(5)
     signed = [rng.choice([-1.0, 1.0]) * rng.random() for _ in range(700)]
     score_terms = [tiny * rng.random() for _ in range(1024)] + [3e5]
-    a, b, c, d = ProbabilitySums(), ExactSum(), ProbabilitySums(), ExactSum()
-    a.unit.extend(signed)
-    c.unit.extend(signed)
-    b.terms.extend(score_terms)
-    d.terms.extend(score_terms)
-    fold_together(a, b)
-    assert not (a.unit or b.terms)
-    assert (a.log, a.brier, b) == (c.log, c.brier, d.fold())
-    assert Fraction(b.units, 1 << 1074) == exact(score_terms)
+    check_folded_together(signed, score_terms)
+
 
 def test_buffer_is_bounded_and_large_batches_are_exact():
     s = ExactSum()

@@ -76,6 +76,16 @@ def test_deferred_windows_equal_windows_built_one_by_one(stream: list, window: f
     assert fleet == run([dict(i) if isinstance(i, dict) else i for i in stream], False, config)
 
 
+def polled_every_100(pipeline: Pipeline, stream: list) -> list[str]:
+    """The lines of ``stream`` through ``pipeline``, polled every 100 events, then flushed."""
+    lines = []
+    for i, item in enumerate(stream):
+        pipeline.process(json.dumps(item))
+        if i % 100 == 99:
+            lines += [snapshot_line(s) for s in pipeline.poll()]
+    return lines + [snapshot_line(s) for s in pipeline.flush()]
+
+
 def test_many_keys_take_the_vectorised_pass() -> None:
     """A fleet of sparse keys: the windows are built by snapshot_states (counted), and equal."""
     stream = [{"ts": t * 0.5, "model": f"m{t % 37}", "y_true": t % 3 == 0, "score": ((t * 7919) % 997 + 1) / 999}
@@ -91,12 +101,7 @@ def test_many_keys_take_the_vectorised_pass() -> None:
         return fleet(panes)
 
     pipeline.windows._fleet = counted
-    lines = []
-    for i, item in enumerate(stream):
-        pipeline.process(json.dumps(item))
-        if i % 100 == 99:
-            lines += [snapshot_line(s) for s in pipeline.poll()]
-    lines += [snapshot_line(s) for s in pipeline.flush()]
+    lines = polled_every_100(pipeline, stream)
     assert len(lines) == sum(calls) == 2000 and max(calls) > 30  # every event alone in its window
     assert lines == run(stream, False, config)
 
@@ -133,11 +138,6 @@ def test_a_failing_vectorised_build_falls_back_to_monitors() -> None:
         raise RuntimeError("injected")
 
     pipeline.windows._fleet = broken
-    lines = []
-    for i, item in enumerate(stream):
-        pipeline.process(json.dumps(item))
-        if i % 100 == 99:
-            lines += [snapshot_line(s) for s in pipeline.poll()]
-    lines += [snapshot_line(s) for s in pipeline.flush()]
+    lines = polled_every_100(pipeline, stream)
     assert pipeline.windows.fleet_failures == 15 + 1  # every poll that had windows to build, and flush
     assert lines == run(stream, True, config) == run(stream, False, config)
