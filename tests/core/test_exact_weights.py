@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from order_free import check_order_free, per_event_or_batch, state_bytes
 
 import streammetrics as sm
 from streammetrics.events.parser import Event
@@ -76,40 +77,6 @@ def weights(rng: random.Random, n: int) -> list[float]:
     return [rng.choice(pool)() for _ in range(n)]
 
 
-def state_bytes(acc) -> str:
-    return json.dumps(acc.to_dict(), sort_keys=True)
-
-
-def check_order_free(make, evs, feed_one, feed_many, seed):
-    """Per-event, batch, random splits merged in random order, and the dict round trip:
-    the same JSON bytes."""
-    rng = random.Random(seed)
-    whole = make()
-    for e in evs:
-        feed_one(whole, e)
-    want = state_bytes(whole)
-    assert state_bytes(feed_many(make(), evs)) == want
-    for _ in range(3):
-        shuffled = list(evs)
-        rng.shuffle(shuffled)
-        parts = [make() for _ in range(rng.randint(2, 5))]
-        for i, part in enumerate(parts):
-            mine = shuffled[i::len(parts)]
-            if rng.random() < 0.5:
-                for e in mine:
-                    feed_one(part, e)
-            else:
-                feed_many(part, mine)
-        rng.shuffle(parts)
-        while len(parts) > 1:
-            j = rng.randrange(len(parts) - 1)
-            parts[j : j + 2] = [parts[j] + parts[j + 1]]
-        assert state_bytes(parts[0]) == want
-    back = sm.from_dict(json.loads(want))
-    assert state_bytes(back) == want and back == whole
-    return whole
-
-
 def _scores(rng, n, many):
     return [rng.choice(SCORES) if not many else round(rng.random(), 3) for _ in range(n)]
 
@@ -155,7 +122,7 @@ ACCUMULATORS = {
 @pytest.mark.parametrize("seed", range(4))
 def test_accumulator_state_is_order_free_with_any_weights(name, seed):
     make, events, one, many = ACCUMULATORS[name]
-    check_order_free(make, events(300, seed), one, many, seed)
+    check_order_free(make, events(300, seed), per_event_or_batch(one, many), seed)
 
 
 def monitor_events(task: str, n: int, seed: int) -> list[Event]:
@@ -200,7 +167,7 @@ def test_monitor_state_and_snapshot_are_order_free_with_any_weights(task, seed):
         mon.update_predictions([e for e in es if e.y_true is None])
         return mon.update_events([e for e in es if e.y_true is not None])
 
-    whole = check_order_free(MONITORS[task], evs, one, many, seed)
+    whole = check_order_free(MONITORS[task], evs, per_event_or_batch(one, many), seed)
     snap = json.dumps(whole.snapshot(), sort_keys=True)
     for other in (sm.from_dict(json.loads(state_bytes(whole))),):
         assert json.dumps(other.snapshot(), sort_keys=True) == snap

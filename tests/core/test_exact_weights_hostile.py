@@ -9,14 +9,11 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from order_free import state_bytes
 
 import streammetrics as sm
 from streammetrics.events.parser import Event
 from streammetrics.monitors.reference_multiclass import MulticlassReference
-
-
-def state_bytes(acc) -> str:
-    return json.dumps(acc.to_dict(), sort_keys=True)
 
 
 # ----------------------------------------------------------------------------- remove()

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from order_free import check_order_free, state_bytes
 from sklearn import metrics as skm
 from test_multiclass_scores import weighted_ovo
 
@@ -26,10 +27,6 @@ from streammetrics.kernels.exact_weights import units_of, value_of
 
 SCORES = [0.0, 1.0, 0.5, 0.05, 0.1, 0.2, 0.3, 0.7, 0.9, 0.99]
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # rows not summing to 1, k >= n_classes
-
-
-def state_bytes(acc) -> str:
-    return json.dumps(acc.to_dict(), sort_keys=True)
 
 
 def digest(acc) -> str:
@@ -70,26 +67,8 @@ def feed(acc, evs, batch: bool):
 
 
 def check_splits(make, evs, seed: int, rounds: int = 3) -> sm.MulticlassScores:
-    """Per-event, batch, random splits (each fed per event or as a batch) merged in random
-    order, and the dict round trip: the same bytes."""
-    rng = random.Random(seed)
-    whole = feed(make(), evs, False)
-    want = state_bytes(whole)
-    assert state_bytes(feed(make(), evs, True)) == want
-    for _ in range(rounds):
-        shuffled = list(evs)
-        rng.shuffle(shuffled)
-        parts = [make() for _ in range(rng.randint(2, 5))]
-        for i, part in enumerate(parts):
-            feed(part, shuffled[i::len(parts)], rng.random() < 0.5)
-        rng.shuffle(parts)
-        while len(parts) > 1:
-            j = rng.randrange(len(parts) - 1)
-            parts[j : j + 2] = [parts[j] + parts[j + 1]]
-        assert state_bytes(parts[0]) == want
-    back = sm.from_dict(json.loads(want))
-    assert state_bytes(back) == want and back == whole
-    return whole
+    """:func:`order_free.check_order_free` of the (true class, row, weight) events."""
+    return check_order_free(make, evs, feed, seed, rounds)
 
 
 # ------------------------------------------------------------------ whole weights: former bytes

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from order_free import check_order_free, state_bytes
 from sklearn import metrics as skm
 
 import streammetrics as sm
@@ -29,10 +30,6 @@ from streammetrics.metrics.multilabel_scores import _row_stats, _row_stats_batch
 SCORES = [0.0, 1.0, 0.5, 0.05, 0.1, 0.2, 0.3, 0.7, 0.9, 0.99]
 SAMPLES = ("samples_roc_auc_sum", "samples_average_precision_sum", "samples_sums_residues")
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # one-class labels and rows
-
-
-def state_bytes(acc) -> str:
-    return json.dumps(acc.to_dict(), sort_keys=True)
 
 
 def digest(acc, drop=()) -> str:
@@ -63,29 +60,6 @@ def feed(acc, evs, batch: bool):
     for t, s, w in evs:
         acc.update(t, s, w)
     return acc
-
-
-def check_order_free(make, evs, seed: int, rounds: int = 3) -> sm.MultilabelScores:
-    """Per-event, batch, random splits (each fed per event or as a batch) merged in random
-    order, and the dict round trip: the same JSON bytes."""
-    rng = random.Random(seed)
-    whole = feed(make(), evs, False)
-    want = state_bytes(whole)
-    assert state_bytes(feed(make(), evs, True)) == want
-    for _ in range(rounds):
-        shuffled = list(evs)
-        rng.shuffle(shuffled)
-        parts = [make() for _ in range(rng.randint(2, 5))]
-        for i, part in enumerate(parts):
-            feed(part, shuffled[i::len(parts)], rng.random() < 0.5)
-        rng.shuffle(parts)
-        while len(parts) > 1:
-            j = rng.randrange(len(parts) - 1)
-            parts[j : j + 2] = [parts[j] + parts[j + 1]]
-        assert state_bytes(parts[0]) == want
-    back = sm.from_dict(json.loads(want))
-    assert state_bytes(back) == want and back == whole
-    return whole
 
 
 # ------------------------------------------------------------------ whole weights: former bytes
@@ -177,7 +151,7 @@ CONFIGS = [({}, False), ({"exact": True}, True),
 @pytest.mark.parametrize("config,many", CONFIGS)
 @pytest.mark.parametrize("whole", [False, True])
 def test_any_weights_order_free(seed, L, config, many, whole):
-    acc = check_order_free(lambda: sm.MultilabelScores(L, **config), events(L, 200, seed, whole, many), seed)
+    acc = check_order_free(lambda: sm.MultilabelScores(L, **config), events(L, 200, seed, whole, many), feed, seed)
     assert acc._units != whole
     if config.get("max_bins", 10**6) < 100:
         assert not acc.exact  # the grid was reached
@@ -186,7 +160,7 @@ def test_any_weights_order_free(seed, L, config, many, whole):
 @pytest.mark.parametrize("w", [0.1, 0.0, 3.0])
 def test_constant_weights_order_free(w):
     evs = [(t, s, w) for t, s, _ in events(3, 150, 5, many=True)]
-    acc = check_order_free(lambda: sm.MultilabelScores(3, max_exact=40, max_bins=60), evs, 5)
+    acc = check_order_free(lambda: sm.MultilabelScores(3, max_exact=40, max_bins=60), evs, feed, 5)
     assert acc._units == (w == 0.1)
 
 
@@ -202,12 +176,12 @@ WEIGHTS = st.sampled_from([0.0, 1.0, 2.0, 0.1, 0.2, 0.3, 2.7, 1e-3, 5e-324, 1e10
                                {"exact": True}]))
 def test_any_stream_order_free(L, seed, evs, config):
     evs = [([int(v) for v in t[:L]], s[:L], w) for t, s, w in evs]
-    check_order_free(lambda: sm.MultilabelScores(L, **config), evs, seed, rounds=2)
+    check_order_free(lambda: sm.MultilabelScores(L, **config), evs, feed, seed, rounds=2)
 
 
 def test_many_labels_order_free():
     acc = check_order_free(lambda: sm.MultilabelScores(30, max_exact=100, max_bins=400), events(30, 120, 1, many=True),
-                           1, rounds=2)
+                           feed, 1, rounds=2)
     assert acc._units and not acc.exact
 
 
