@@ -109,20 +109,26 @@ def _rows_units(a: np.ndarray) -> list[int]:
     xs = [_frexp(t)[1] + 11 if t else 0 for t in top]  # level 1: sigma = 2**x >= 2**11 * max|row|
     if max(xs) >= 960 or min(xs) - 41 * _LEVELS <= -960:  # levels near the ends of the float range
         return [_row_units(row) for row in a]
-    sigma = np.array([_ldexp(1.0, x) for x in xs])[:, None]
+    return _level_units(a.copy(), np.array([_ldexp(1.0, x) for x in xs])[:, None])
+
+
+def _level_units(a: np.ndarray, sigma: float | np.ndarray) -> list[int]:
+    """The exact sum of each row of ``a`` in units, overwriting ``a``: :data:`_LEVELS` levels
+    of extraction from ``sigma`` (a power of two ``>= 2**11 * max|row|``, one for all rows or
+    a column of one per row) down, then what is left through :func:`_integer_units`."""
     totals = [0] * a.shape[0]
-    r = a
-    for _level in range(_LEVELS):
-        q = r + sigma
-        q -= sigma
-        r = r - q
+    q = np.empty_like(a)
+    for level in range(_LEVELS):
+        np.add(a, sigma, out=q)
+        q -= sigma  # exact: a multiple of ulp(sigma); a -= q is exact too
+        a -= q
         for i, v in enumerate(q.sum(axis=1).tolist()):  # exact: <= 1,024 multiples of ulp(sigma)
             if v:
                 totals[i] += units_of(v)
-        if not r.any():
+        if level and not a.any():  # (after the first level something is nearly always left)
             return totals
-        sigma *= _NEXT_LEVEL
-    for i, row in enumerate(r):
+        sigma = sigma * _NEXT_LEVEL
+    for i, row in enumerate(a):
         if row.any():
             totals[i] += _integer_units(row)
     return totals
@@ -594,23 +600,7 @@ def _scratch_units(a: np.ndarray) -> list[int] | None:
     x = _frexp(top)[1] + 11  # level 1: sigma = 2**x >= 2**11 * max|a|
     if x >= 960 or x - 41 * _LEVELS <= -960:
         return None
-    sigma = _ldexp(1.0, x)
-    totals = [0] * a.shape[0]
-    q = np.empty_like(a)
-    for level in range(_LEVELS):
-        np.add(a, sigma, out=q)
-        q -= sigma  # exact: a multiple of ulp(sigma); a -= q is exact too
-        a -= q
-        for i, v in enumerate(q.sum(axis=1).tolist()):  # exact: <= 1,024 multiples of ulp(sigma)
-            if v:
-                totals[i] += units_of(v)
-        if level and not a.any():  # (after the first level something is nearly always left)
-            return totals
-        sigma *= _NEXT_LEVEL
-    for i, row in enumerate(a):
-        if row.any():
-            totals[i] += _integer_units(row)
-    return totals
+    return _level_units(a, _ldexp(1.0, x))
 
 
 # --------------------------------------------------------------------------- exact products
