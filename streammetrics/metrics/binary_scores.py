@@ -68,7 +68,6 @@ from streammetrics.kernels.exact_sum import BUFFER, ExactSum, ProbabilitySums
 from streammetrics.kernels.exact_weights import (
     FLOAT_EXACT,
     UNIT,
-    WHOLE_MAX,
     all_whole,
     decode_residues,
     encode_residues,
@@ -652,7 +651,7 @@ class BinaryScores(Accumulator):
             class_weight = (self._events[y] - self._wevents[y]) + wsum[y] + weight
             if class_weight > MAX_TOTAL_WEIGHT:
                 raise ValueError(f"weight {weight!r} would make the class weight exceed {MAX_TOTAL_WEIGHT:g}")
-            if weight.is_integer() and weight <= WHOLE_MAX and class_weight <= _FLOAT_EXACT:  # (is_whole, inline)
+            if is_whole(weight) and class_weight <= _FLOAT_EXACT:
                 u = weight
             else:  # the first weight that is not whole: every summed weight to units
                 self._to_units()

@@ -42,10 +42,10 @@ from streammetrics.kernels.exact_sum import BUFFER, ExactSum
 from streammetrics.kernels.exact_weights import (
     FLOAT_EXACT,
     UNIT,
-    WHOLE_MAX,
     all_whole,
     decode_sums,
     encode_residues,
+    is_whole,
     to_units,
     units_by_key,
     units_of,
@@ -446,7 +446,7 @@ class ScoreDistribution(Accumulator):
             total = (sums[_COUNT] - sums[_WEVENTS]) + sums[_WTOTAL] + w
             if total > MAX_TOTAL_WEIGHT:
                 raise ValueError(f"weight {w!r} would make the total weight exceed {MAX_TOTAL_WEIGHT:g}")
-            if w.is_integer() and w <= WHOLE_MAX and total <= _FLOAT_EXACT:  # (is_whole, inline)
+            if is_whole(w) and total <= _FLOAT_EXACT:
                 u = w
             else:  # the first weight that is not whole: every summed weight to units
                 self._to_units()
