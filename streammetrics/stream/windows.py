@@ -815,16 +815,17 @@ class WindowManager:
         except Exception:  # noqa: BLE001 - an optimisation: each window then from its monitor, as at close
             self.fleet_failures += 1
             records = [None] * len(deferred)
-        built: dict[int, dict[str, Any]] = {}
+        built = []
         for d, record in zip(deferred, records):
             if record is None:  # the window's monitor, as when it closes without deferral
                 monitor = self._factory()
                 monitor.update_events(d.events)
-                built[id(d)] = build_snapshot(d.key, monitor, d.start_ms, d.end_ms, final=True, late=d.late)
+                built.append(build_snapshot(d.key, monitor, d.start_ms, d.end_ms, final=True, late=d.late))
             else:
-                built[id(d)] = build_snapshot(d.key, self._template, d.start_ms, d.end_ms, final=True,
-                                              late=d.late, count=len(d.events), record=record)
-        self._ready = [built[id(r)] if r.__class__ is _Deferred else r for r in self._ready]
+                built.append(build_snapshot(d.key, self._template, d.start_ms, d.end_ms, final=True,
+                                            late=d.late, count=len(d.events), record=record))
+        in_order = iter(built)  # (_deferred holds them in their order in the ready queue)
+        self._ready = [next(in_order) if r.__class__ is _Deferred else r for r in self._ready]
 
     def _close_all(self, max_us: float) -> None:
         """Shared watermark: close every held key's windows that end at or before it. O(keys)."""
@@ -861,18 +862,20 @@ class WindowManager:
             for key in idle:
                 del self._recent[key]
                 state = self._keys.get(key)
-                if state is not None and (state.panes or state.pending):
-                    self._drain_key(state)
-                    self._close_through(key, state, self.spec.last_window_of_pane(max(state.panes)))
+                if state is not None:
+                    self._close_open(key, state)
+
+    def _close_open(self, key: tuple[str, str], state: _KeyState) -> None:
+        """Close every window of the key that holds an open or queued pane (:meth:`_close_through`
+        applies the queued ones, or defers small ones to be built together)."""
+        if state.panes or state.pending:
+            last = max(max(state.panes, default=-1), max(state.pending, default=-1))
+            self._close_through(key, state, self.spec.last_window_of_pane(last))
 
     def flush(self) -> list[dict[str, Any]]:
         """Close every open window of every key (end of input) and return all ready snapshots."""
         for key, state in self._keys.items():
-            if self._fleet is None or state.awaiting:
-                self._drain_key(state)
-            if state.panes or state.pending:  # (queued panes of small windows are closed together)
-                last = max(max(state.panes, default=-1), max(state.pending, default=-1))
-                self._close_through(key, state, self.spec.last_window_of_pane(last))
+            self._close_open(key, state)
         if self._revised:
             self._emit_revisions()
         if self._emptied:
