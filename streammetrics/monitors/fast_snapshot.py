@@ -19,7 +19,7 @@ one-pass :func:`binary_snapshot_state` leaves such windows to the two calls. To 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -113,19 +113,19 @@ def _metrics(monitor: Any, rank: dict[str, float | None], log_sum: float, brier_
     """The snapshot's metrics from the ranking summary and the three (folded) sums."""
     cm, sc, pr = monitor.confusion, monitor.scores, monitor.predictions
     get = cm._cells.get
-    return metrics_of(monitor.count, pr.total_weight, pr.positive_weight, sc.total_weight,
-                      (get((0, 0), 0.0), get((0, 1), 0.0), get((1, 0), 0.0), get((1, 1), 0.0)),
+    conf = binary_confusion_metrics(get((0, 0), 0.0), get((0, 1), 0.0), get((1, 0), 0.0), get((1, 1), 0.0))
+    return metrics_of(monitor.count, pr.total_weight, pr.positive_weight, sc.total_weight, conf,
                       sc._outside != [None, None], rank, log_sum, brier_sum, score_sum)
 
 
-def metrics_of(count: int, seen: float, predicted_positive: float, weight: float,
-               cells: tuple[float, float, float, float], outside: bool, rank: dict[str, float | None],
-               log_sum: float, brier_sum: float, score_sum: float) -> dict[str, Any]:
+def metrics_of(count: int, seen: float, predicted_positive: float, weight: float, conf: Mapping[str, float | None],
+               outside: bool, rank: Mapping[str, float | None], log_sum: float, brier_sum: float,
+               score_sum: float) -> dict[str, Any]:
     """``BinaryMonitor.snapshot()`` from its numbers: ``seen`` the weight of every prediction,
     ``predicted_positive`` the part at ``score >= threshold``, ``weight`` the labelled weight,
-    ``cells`` (tn, fp, fn, tp), ``outside`` a score outside [0, 1] seen, ``rank`` of
+    ``conf`` of :func:`~streammetrics.kernels.counts.binary_confusion_metrics`, ``outside`` a
+    score outside [0, 1] seen, ``rank`` of
     :func:`~streammetrics.kernels.ranking_small.ranking_summary` and the three sums."""
-    conf = binary_confusion_metrics(*cells)
     return {
         "count": count,
         "total_weight": json_number(seen),

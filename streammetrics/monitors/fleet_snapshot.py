@@ -20,8 +20,9 @@ are concatenated into columns once and every per-window quantity comes from one 
   their canonical expansion per window by ``math.fsum`` (correctly rounded: the expansion
   the exact sums write, whatever the order of the terms).
 
-The state is then written by the layout the one-window path uses
-(:func:`~streammetrics.monitors.fast_snapshot.state_of`): the records equal
+The metrics and state are then written by the layout the one-window path uses
+(:func:`~streammetrics.monitors.fast_snapshot.metrics_of`,
+:func:`~streammetrics.monitors.fast_snapshot.state_of`): the records equal
 ``(m.snapshot(), m.to_dict())`` of a monitor ``m`` built from the template and given the pane's
 events (``tests/monitors/test_fleet_snapshot.py`` holds the two to the same JSON). A pane
 outside the common case (a weight other than 1, a label not 0/1, a score not strictly inside
@@ -37,10 +38,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from streammetrics.kernels.counts import BINARY_METRICS
 from streammetrics.kernels.exact_sum import probability_terms, to_pair
 from streammetrics.kernels.histogram_json import SMALL_KEYS
 from streammetrics.kernels.ranking_small import SMALL_LEVELS
-from streammetrics.monitors.fast_snapshot import _DIRECT, state_of
+from streammetrics.monitors.fast_snapshot import _DIRECT, metrics_of, state_of
 
 __all__ = ["FLEET_MAX_EVENTS", "binary_snapshot_states"]
 
@@ -50,10 +52,8 @@ FLEET_MAX_EVENTS = min(SMALL_LEVELS, SMALL_KEYS)
 _fsum = math.fsum
 _LABEL, _SCORE, _WEIGHT = attrgetter("y_true"), attrgetter("score"), attrgetter("weight")
 _FLOAT, _INT = {float}, {int, bool}
-#: the metrics read from the vectorised columns, in the order of a snapshot's keys
-_FROM_COLUMNS = ("accuracy", "balanced_accuracy", "precision", "recall", "f1", "specificity", "matthews_corrcoef",
-                 "positive_rate", "predicted_positive_rate", "roc_auc", "roc_auc_low", "roc_auc_high",
-                 "average_precision")
+#: the values of ranking_small.ranking_summary, read from the vectorised columns
+_RANKING = ("roc_auc", "roc_auc_low", "roc_auc_high", "average_precision")
 
 
 def _eligible(events: Sequence[Any]) -> bool:
@@ -224,7 +224,8 @@ def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> lis
     columns = _confusion_columns(cells_array)
     one_class = (cells_array[:, 0] + cells_array[:, 2] == 0) | (cells_array[:, 1] + cells_array[:, 3] == 0)
     columns.update(_ranking_columns(ws[starts], neg.astype(np.float64), pos.astype(np.float64), m, one_class))
-    metric_rows = zip(*(columns[k] for k in _FROM_COLUMNS))
+    conf_rows = zip(*(columns[k] for k in BINARY_METRICS))
+    rank_rows = zip(*(columns[k] for k in _RANKING))
     cm = template.confusion
     begin = first = 0
     for j, i in enumerate(chosen):
@@ -238,16 +239,8 @@ def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> lis
         score_sum, score_residue = _parts(score_all[first:last])
         total = float(count)
         positive = float(fp + tp)
-        (accuracy, balanced, precision, recall, f1, specificity, mcc, positive_rate, predicted_positive_rate,
-         roc_auc, roc_auc_low, roc_auc_high, average_precision) = next(metric_rows)
-        metrics = {
-            "count": count, "total_weight": total, "accuracy": accuracy, "balanced_accuracy": balanced,
-            "precision": precision, "recall": recall, "f1": f1, "specificity": specificity,
-            "matthews_corrcoef": mcc, "roc_auc": roc_auc, "roc_auc_low": roc_auc_low, "roc_auc_high": roc_auc_high,
-            "average_precision": average_precision, "log_loss": log_sum / total, "brier_score": brier_sum / total,
-            "positive_rate": positive_rate, "predicted_positive_rate": predicted_positive_rate,
-            "mean_score": score_sum / total,
-        }
+        metrics = metrics_of(count, total, positive, total, dict(zip(BINARY_METRICS, next(conf_rows))), False,
+                             dict(zip(_RANKING, next(rank_rows))), log_sum, brier_sum, score_sum)
         scores = scores_all[begin:end]
         confusion = {
             "type": cm.type_name, "version": cm.version, "config": cm._config(),
