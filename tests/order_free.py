@@ -50,3 +50,20 @@ def per_event_or_batch(one: Callable[[Any, Any], Any], many: Callable[[Any, list
                 one(acc, e)
         return acc
     return feed
+
+
+def check_mode_merges(make: Callable[[], Any], whole_evs: list, any_evs: list, feed: Feed) -> None:
+    """An accumulator of whole weights (float sums) and one of any weights (exact units)
+    merged in both orders, by ``+`` (copies) and ``merge`` (in place): the state of all the
+    events fed to one, and a side merged in is not converted."""
+    a, b = feed(make(), whole_evs, False), feed(make(), any_evs, True)
+    assert not a._units and b._units
+    want = state_bytes(feed(feed(make(), any_evs, False), whole_evs, True))
+    a_before, b_before = state_bytes(a), state_bytes(b)
+    assert state_bytes(a + b) == state_bytes(b + a) == want
+    assert state_bytes(a) == a_before and state_bytes(b) == b_before and not a._units  # __add__ copies
+    a.merge(b)
+    assert a._units and state_bytes(a) == want and state_bytes(b) == b_before
+    c = feed(make(), whole_evs, True)
+    b.merge(c)
+    assert state_bytes(b) == want and not c._units  # c was not converted

@@ -14,7 +14,8 @@ from streammetrics.core import state as state_mod
 PEAK = 8 << 20
 
 
-def _rejected(d, *words):
+def rejection(d) -> tuple[str, int]:
+    """``sm.from_dict(d)``'s one-line ValueError message and the allocation peak on the way."""
     tracemalloc.start()
     try:
         with pytest.raises(ValueError) as info:
@@ -24,6 +25,11 @@ def _rejected(d, *words):
         tracemalloc.stop()
     text = str(info.value)
     assert "\n" not in text
+    return text, peak
+
+
+def _rejected(d, *words):
+    text, peak = rejection(d)
     for w in words:
         assert w in text, (w, text)
     assert peak < PEAK, peak

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from order_free import check_order_free, state_bytes
+from order_free import check_mode_merges, check_order_free, state_bytes
 from sklearn import metrics as skm
 from test_multiclass_scores import weighted_ovo
 
@@ -165,20 +165,8 @@ def test_residues_appear_only_where_needed():
 # ------------------------------------------------------------------ merges across modes
 @pytest.mark.parametrize("config", [{}, {"max_exact": 10, "max_bins": 30}])
 def test_merge_float_and_units_modes_in_both_orders(config):
-    make = lambda: sm.MulticlassScores(list(range(3)), **config)  # noqa: E731
-    whole_evs = events(3, 120, 1, whole=True, many=True)
-    any_evs = events(3, 120, 2, many=True)
-    a, b = feed(make(), whole_evs, False), feed(make(), any_evs, True)
-    assert not a._units and b._units
-    want = state_bytes(feed(feed(make(), any_evs, False), whole_evs, True))
-    a_before, b_before = state_bytes(a), state_bytes(b)
-    assert state_bytes(a + b) == state_bytes(b + a) == want
-    assert state_bytes(a) == a_before and state_bytes(b) == b_before and not a._units  # __add__ copies
-    a.merge(b)
-    assert a._units and state_bytes(a) == want and state_bytes(b) == b_before
-    c = feed(make(), whole_evs, True)
-    b.merge(c)
-    assert state_bytes(b) == want and not c._units  # c was not converted
+    check_mode_merges(lambda: sm.MulticlassScores(list(range(3)), **config), events(3, 120, 1, whole=True, many=True),
+                      events(3, 120, 2, many=True), feed)
 
 
 def test_units_mode_with_unit_weights_and_empty_sides():
