@@ -142,57 +142,73 @@ class BinaryMonitor(Monitor):
             return self._update_other(event)
         # y: the ints 0 and 1 by identity (CPython's cached small ints; any other 0/1 takes
         # the accumulators' paths, with the same result); a bool indexes as 0/1 below
-        if s.__class__ is not float or not 0.0 < s < 1.0 or "weight" in event or not (
+        if s.__class__ is not float or "weight" in event or not (
                 y is _ZERO_INT or y is _ONE_INT or y is True or y is False):
             return self._update_other(event)
-        sc = self.scores
-        pr = self.predictions
-        sf = sc._fast
-        pf = pr._fast
+        sf = self.scores._fast
+        pf = self.predictions._fast
         if sf is None or pf is None:  # a histogram still exact, or exact=True
-            if self._unit_event(1 if y else 0, s):
+            if 0.0 < s < 1.0 and self._unit_event(1 if y else 0, s):
                 return self
             return self._update_other(event)
         hists, events, unit, _, shift, rnd, c, as_float, as_int, inc = sf
         ph, pshift, prnd, pc, psums, threshold, pterms, _, _, pinc = pf
-        if s < 0.5:  # the keys from the float's bits (see LogGridBinning.key)
+        # the keys from the float's bits (see LogGridBinning.key), the score's range checked
+        # on the way (0 < s < 1; nan fails both tests); the labelled histograms' grid is
+        # usually the predictions' or the next coarser one: ceil(ceil(b / 2**p) / 2) is
+        # ceil(b / 2**(p + 1)), in small ints
+        if s < 0.5:
+            if not s > 0.0:
+                return self._update_other(event)
             as_float[0] = s
             b = as_int[0]
-            k = (b + rnd) >> shift
-            pk = k if pshift == shift else (b + prnd) >> pshift
-        else:
+            pk = (b + prnd) >> pshift
+            if pshift == shift:
+                k = pk
+            elif pshift + 1 == shift:
+                k = (pk + 1) >> 1
+            else:
+                k = (b + rnd) >> shift
+            unit.append(s if y else -s)  # log-loss and Brier terms: buffered, folded exactly
+        elif s < 1.0:
             as_float[0] = 1.0 - s
             b = as_int[0]
-            k = c - ((b + rnd) >> shift)
-            pk = k if pshift == shift else pc - ((b + prnd) >> pshift)
-        if y:
-            unit.append(s)  # log-loss and Brier terms: buffered, folded exactly
+            pu = (b + prnd) >> pshift
+            pk = pc - pu
+            if pshift == shift:
+                k = c - pu
+            elif pshift + 1 == shift:
+                k = c - ((pu + 1) >> 1)
+            else:
+                k = c - ((b + rnd) >> shift)
+            unit.append(s if y else -s)
         else:
-            unit.append(-s)
+            return self._update_other(event)
         pterms.append(s)  # the score sum: likewise
+        # (x[i] = x[i] + 1 rather than x[i] += 1: two instructions less, the same operations)
         try:  # (the increments: 1.0, or UNIT in units mode)
-            ph[pk] += pinc
+            ph[pk] = ph[pk] + pinc
         except KeyError:
             ph[pk] = pinc
-            if len(ph) > pr._max_bins:  # type: ignore[operator]  # an int on a grid
-                pr._collapse()
+            if len(ph) > self.predictions._max_bins:  # type: ignore[operator]  # an int on a grid
+                self.predictions._collapse()
         h = hists[y]
         try:
-            h[k] += inc
+            h[k] = h[k] + inc
         except KeyError:
             h[k] = inc
+            sc = self.scores
             if len(hists[0]) + len(hists[1]) > sc._max_bins:  # type: ignore[operator]  # an int on a grid
                 sc._collapse()
-        psums[0] += 1
-        events[y] += 1
+        psums[0] = psums[0] + 1
+        events[y] = events[y] + 1
         pending = self.confusion._pending  # confusion cells: index y_true + 2 * y_pred
         if s >= threshold:
-            psums[2] += 1
-            pending[y + 2] += 1
-        else:
-            pending[y] += 1
-        if len(unit) >= BUFFER or len(pterms) >= BUFFER:
-            fold_together(sc._sums, psums[1])
+            psums[2] = psums[2] + 1
+            y += 2
+        pending[y] = pending[y] + 1
+        if len(pterms) >= BUFFER:  # (unit: see fold_together's bound)
+            fold_together(self.scores._sums, psums[1])
         return self
 
     def _update_other(self, event: Mapping[str, Any] | Event) -> "BinaryMonitor":
