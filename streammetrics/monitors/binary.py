@@ -284,20 +284,34 @@ class BinaryMonitor(Monitor):
             pk = s
             threshold = self.threshold
             pinc = pr._inc
-        try:  # (the increments: 1.0, or UNIT in units mode)
-            ph[pk] += pinc
-        except KeyError:
-            ph[pk] = pinc
-            if len(ph) > pr._max_bins:  # type: ignore[operator]  # an int unless exact=True
+        # (the increments: 1.0, or UNIT in units mode; an exact key is mostly a new one:
+        # looked up with get, an exception per new key would cost more than the call)
+        if pf is not None:
+            try:
+                ph[pk] += pinc
+            except KeyError:
+                ph[pk] = pinc
+                if len(ph) > pr._max_bins:  # type: ignore[operator]  # an int on a grid
+                    pr._collapse()
+        else:
+            old = ph.get(pk)
+            ph[pk] = pinc if old is None else old + pinc
+            if old is None and len(ph) > pr._max_bins:  # type: ignore[operator]  # an int unless exact=True
                 pr._collapse()
         psums[0] += 1
         pterms.append(s)  # the score sum: buffered, folded exactly (kernels.exact_sum)
         h = hists[y]
-        try:
-            h[k] += inc
-        except KeyError:
-            h[k] = inc
-            if len(hists[0]) + len(hists[1]) > sc._max_bins:  # type: ignore[operator]  # an int unless exact=True
+        if sf is not None:
+            try:
+                h[k] += inc
+            except KeyError:
+                h[k] = inc
+                if len(hists[0]) + len(hists[1]) > sc._max_bins:  # type: ignore[operator]  # an int on a grid
+                    sc._collapse()
+        else:
+            old = h.get(k)
+            h[k] = inc if old is None else old + inc
+            if old is None and len(hists[0]) + len(hists[1]) > sc._max_bins:  # type: ignore[operator]  # an int unless exact=True
                 sc._collapse()
         events[y] += 1
         unit.append(s if y else -s)  # log-loss and Brier terms: buffered, folded exactly
