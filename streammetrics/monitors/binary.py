@@ -161,29 +161,26 @@ class BinaryMonitor(Monitor):
             if not s > 0.0:
                 return self._update_other(event)
             as_float[0] = s
-            b = as_int[0]
-            pk = (b + prnd) >> pshift
+            pk = (as_int[0] + prnd) >> pshift
             if pshift == shift:
                 k = pk
             elif pshift + 1 == shift:
                 k = (pk + 1) >> 1
             else:
-                k = (b + rnd) >> shift
-            unit.append(s if y else -s)  # log-loss and Brier terms: buffered, folded exactly
+                k = (as_int[0] + rnd) >> shift
         elif s < 1.0:
             as_float[0] = 1.0 - s
-            b = as_int[0]
-            pu = (b + prnd) >> pshift
+            pu = (as_int[0] + prnd) >> pshift
             pk = pc - pu
             if pshift == shift:
-                k = c - pu
+                k = pk  # (one grid: c == pc)
             elif pshift + 1 == shift:
                 k = c - ((pu + 1) >> 1)
             else:
-                k = c - ((b + rnd) >> shift)
-            unit.append(s if y else -s)
+                k = c - ((as_int[0] + rnd) >> shift)
         else:
             return self._update_other(event)
+        unit.append(s if y else -s)  # log-loss and Brier terms: buffered, folded exactly
         pterms.append(s)  # the score sum: likewise
         # (x[i] = x[i] + 1 rather than x[i] += 1: two instructions less, the same operations)
         try:  # (the increments: 1.0, or UNIT in units mode)
@@ -197,9 +194,8 @@ class BinaryMonitor(Monitor):
             h[k] = h[k] + inc
         except KeyError:
             h[k] = inc
-            sc = self.scores
-            if len(hists[0]) + len(hists[1]) > sc._max_bins:  # type: ignore[operator]  # an int on a grid
-                sc._collapse()
+            if len(hists[0]) + len(hists[1]) > self.scores._max_bins:  # type: ignore[operator]  # an int on a grid
+                self.scores._collapse()
         psums[0] = psums[0] + 1
         events[y] = events[y] + 1
         pending = self.confusion._pending  # confusion cells: index y_true + 2 * y_pred
@@ -207,7 +203,7 @@ class BinaryMonitor(Monitor):
             psums[2] = psums[2] + 1
             y += 2
         pending[y] = pending[y] + 1
-        if len(pterms) >= BUFFER:  # (unit: see fold_together's bound)
+        if len(unit) >= BUFFER or len(pterms) >= BUFFER:  # (both: either may also fill alone)
             fold_together(self.scores._sums, psums[1])
         return self
 
