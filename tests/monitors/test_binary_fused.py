@@ -274,3 +274,41 @@ def test_pending_confusion_counts_are_seen_by_every_reader():
     m.update({"y_true": 1, "score": 0.6})
     m.reset()
     assert m.confusion.count == 0 and m.confusion.to_dict() == ConfusionMatrix(labels=[0, 1]).to_dict()
+
+
+@pytest.mark.parametrize("own", ["update_prediction", "update_outcome", "read_predictions", "read_scores"])
+@pytest.mark.parametrize("fused", ["update", "update_event"])
+def test_the_exact_sum_buffers_stay_below_buffer_whichever_path_folds_one(fused, own):
+    """The fused paths append to both exact-sum buffers (log-loss/Brier terms, score sum) and
+    fold them together once either holds BUFFER terms; each accumulator's own paths (and a
+    read) fold only their own. Here one own event comes just as the buffers fill, every cycle:
+    a fused path testing one buffer only would let the other grow past BUFFER (without bound)."""
+    from streammetrics.kernels.exact_sum import BUFFER
+
+    rng = random.Random(5)
+    m, pr, sc = BinaryMonitor(), ScoreDistribution(), BinaryScores()
+    cm = ConfusionMatrix(labels=[0, 1])
+    for i in range(10 * BUFFER):  # through the exact phase and onto the grid
+        y, s = rng.randint(0, 1), rng.random()
+        if i % BUFFER != BUFFER - 1:
+            if fused == "update":
+                m.update({"y_true": y, "score": s})
+            else:
+                m.update_event(PARSER.parse({"y_true": y, "score": s}))
+            pr.update(s)
+            sc.update(y, s)
+            cm.update(y, 1 if s >= 0.5 else 0)
+        elif own == "update_prediction":
+            m.update_prediction(PARSER.parse({"y_true": y, "score": s}))
+            pr.update(s)
+        elif own == "update_outcome":
+            m.update_outcome(PARSER.parse({"y_true": y, "score": s}))
+            sc.update(y, s)
+            cm.update(y, 1 if s >= 0.5 else 0)
+        elif own == "read_predictions":
+            m.predictions.mean_score()
+        else:
+            m.scores.log_loss()
+        assert len(m.scores._sums.unit) < BUFFER and len(m.predictions._sums[1].terms) < BUFFER
+    assert m.scores.bins_per_octave is not None and m.predictions.bins_per_octave is not None
+    assert state(m) == (pr.to_dict(), sc.to_dict(), cm.to_dict())
