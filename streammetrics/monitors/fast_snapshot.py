@@ -31,6 +31,7 @@ from streammetrics.kernels.ranking_small import SMALL_LEVELS, levels, ranking_su
 from streammetrics.metrics import binary_scores, confusion, score_distribution
 from streammetrics.metrics.binary_scores import _encode_weights
 from streammetrics.monitors.base import json_number, quiet, quiet_pair
+from streammetrics.monitors.binary_events import events_form
 
 __all__ = ["binary_snapshot", "binary_snapshot_state", "metrics_of", "state_of"]
 
@@ -161,6 +162,10 @@ def binary_snapshot_state(monitor: Any) -> tuple[dict[str, Any], dict[str, Any]]
     expanded once for its metric and its state. Equal to the two calls (same dicts, same
     order); windows outside the common case (a grid, scores outside [0, 1], many levels, a
     state declared otherwise) make the two calls."""
+    small = events_form(monitor)
+    if small is not None:  # the events form: the state is the predictions
+        return binary_snapshot(monitor), {"type": monitor.type_name, "version": monitor.version,
+                                          "config": monitor._config(), "state": small}
     sc, pr, cm = monitor.scores, monitor.predictions, monitor.confusion
     neg_w, pos_w = sc._neg.weights, sc._pos.weights
     pred_w = pr._hist.weights
