@@ -21,8 +21,10 @@ are concatenated into columns once and every per-window quantity comes from one 
   summed per window by ``math.fsum`` (correctly rounded: the value the exact sums read,
   whatever the order of the terms).
 
-The metrics are written by the one-window path's :func:`~streammetrics.monitors.fast_snapshot.metrics_of`
-and the state is the events form: the records equal ``(m.snapshot(), m.to_dict())`` of a
+The log loss, Brier score and mean score are those sums divided by the window's weight (one
+IEEE division, as the one-window path), every metric a column, each window's snapshot a row
+of them under :data:`~streammetrics.monitors.fast_snapshot.SNAPSHOT_KEYS`; the state is the
+events form: the records equal ``(m.snapshot(), m.to_dict())`` of a
 monitor ``m`` built from the template and given the pane's events
 (``tests/monitors/test_fleet_snapshot.py`` holds the two to the same JSON). A pane outside the
 common case (a weight other than 1, a label not 0/1, a score not strictly inside (0, 1), more
@@ -38,11 +40,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from streammetrics.kernels.counts import BINARY_METRICS
 from streammetrics.kernels.exact_sum import probability_terms
 from streammetrics.kernels.histogram_json import SMALL_KEYS
 from streammetrics.kernels.ranking_small import SMALL_LEVELS
-from streammetrics.monitors.fast_snapshot import _DIRECT, metrics_of
+from streammetrics.monitors.fast_snapshot import _DIRECT, SNAPSHOT_KEYS
 
 __all__ = ["FLEET_MAX_EVENTS", "binary_snapshot_states"]
 
@@ -197,26 +198,21 @@ def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> lis
     # exact sums: the per-event terms every path computes, each window's correctly rounded sum
     log_terms, brier_terms = probability_terms(np.where(ys == 1, ss, -ss))
     log_all, brier_all, score_all, label_all = log_terms.tolist(), brier_terms.tolist(), ss.tolist(), ys.tolist()
-    event_ends = np.cumsum(lengths).tolist()
-    # the metrics, one list per metric (None where undefined), then one row per window
-    cells_array = np.bincount(win * 4 + y + 2 * above, minlength=4 * m).reshape(m, 4)  # true + 2 * predicted
-    columns = _confusion_columns(cells_array)
-    one_class = (cells_array[:, 0] + cells_array[:, 2] == 0) | (cells_array[:, 1] + cells_array[:, 3] == 0)
+    ends = np.cumsum(lengths)
+    spans = list(zip((ends - lengths).tolist(), ends.tolist()))
+    # the metrics: one list per key of the snapshot (None where undefined), then one row per window
+    cells = np.bincount(win * 4 + y + 2 * above, minlength=4 * m).reshape(m, 4)  # true + 2 * predicted
+    columns = _confusion_columns(cells)
+    one_class = (cells[:, 0] + cells[:, 2] == 0) | (cells[:, 1] + cells[:, 3] == 0)
     columns.update(_ranking_columns(ws[starts], neg.astype(np.float64), pos.astype(np.float64), m, one_class))
-    conf_rows = zip(*(columns[k] for k in BINARY_METRICS))
-    rank_rows = zip(*(columns[k] for k in _RANKING))
-    predicted = (cells_array[:, 2] + cells_array[:, 3]).tolist()
+    totals = lengths.astype(np.float64)  # the weight of every prediction, of the labelled ones
+    columns["count"], columns["total_weight"] = lengths.tolist(), totals.tolist()
+    for key, terms in (("log_loss", log_all), ("brier_score", brier_all), ("mean_score", score_all)):
+        columns[key] = (np.array([_fsum(terms[a:b]) for a, b in spans]) / totals).tolist()  # one IEEE division each
+    rows = zip(*(columns[k] for k in SNAPSHOT_KEYS))
     name, version, threshold = template.type_name, template.version, template.threshold
-    first = 0
-    for j, i in enumerate(chosen):
-        last = event_ends[j]
-        count = last - first
-        total = float(count)
-        metrics = metrics_of(count, total, float(predicted[j]), total, dict(zip(BINARY_METRICS, next(conf_rows))),
-                             False, dict(zip(_RANKING, next(rank_rows))), _fsum(log_all[first:last]),
-                             _fsum(brier_all[first:last]), _fsum(score_all[first:last]))
-        state = {"type": name, "version": version, "config": {"threshold": threshold, "exact": False},
-                 "state": {"score": score_all[first:last], "y_true": label_all[first:last]}}
-        out[i] = (metrics, state)
-        first = last
+    for i, row, (a, b) in zip(chosen, rows, spans):
+        out[i] = (dict(zip(SNAPSHOT_KEYS, row)),
+                  {"type": name, "version": version, "config": {"threshold": threshold, "exact": False},
+                   "state": {"score": score_all[a:b], "y_true": label_all[a:b]}})
     return out
