@@ -53,8 +53,6 @@ FLEET_MAX_EVENTS = min(SMALL_LEVELS, SMALL_KEYS)
 _fsum = math.fsum
 _LABEL, _SCORE, _WEIGHT = attrgetter("y_true"), attrgetter("score"), attrgetter("weight")
 _FLOAT, _INT = {float}, {int, bool}
-#: the values of ranking_small.ranking_summary, read from the vectorised columns
-_RANKING = ("roc_auc", "roc_auc_low", "roc_auc_high", "average_precision")
 
 
 def _eligible(events: Sequence[Any], cap: int) -> bool:
