@@ -20,9 +20,10 @@ Target (issue 12): 10,000 keys at >= 0.4x the one-key rate (goal 0.5), CPU-time 
 What a window of ~10 events costs on the fleet path: its events queued in its pane, the pane
 handed over without a monitor when the window closes (tumbling windows) and its snapshot built
 at the next ``poll`` together with every other window closed since
-(``BinaryMonitor.snapshot_states``, :mod:`streammetrics.monitors.fleet_snapshot`: levels by one
-sort, confusion cells by one bincount, metrics in numpy columns, each exact sum's expansion by
-``math.fsum``), then the line encoded by msgspec (``snapshot_line``).
+(``BinaryMonitor.snapshot_states``, :mod:`streammetrics.monitors.fleet_snapshot`: events and
+levels by one sort, confusion cells by one bincount, every metric a numpy column, each sum by
+``math.fsum``; the state is the window's events, :mod:`streammetrics.monitors.binary_events`),
+then the line encoded by msgspec (``snapshot_line``).
 """
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from streammetrics.metrics.binary_scores import BinaryScores
 from streammetrics.metrics.confusion import ConfusionMatrix
 from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.monitors.base import Monitor, batch_weights, empty_like, part
+from streammetrics.monitors.binary_events import EVENTS_FORM_MAX, events_form, load_events_form
 from streammetrics.monitors.fast_snapshot import binary_snapshot, binary_snapshot_state
 from streammetrics.monitors.fleet_snapshot import FLEET_MAX_EVENTS, binary_snapshot_states
 
@@ -75,7 +76,13 @@ class BinaryMonitor(Monitor):
     task = "binary"
     parts = ("scores", "confusion")
     fields = ("y_true", "score", "weight")
-    migrations = {1: _migrate_v1}
+    #: 3: a small monitor of unit weights writes its events (:mod:`~streammetrics.monitors.binary_events`)
+    version = 3
+    migrations = {1: _migrate_v1, 2: lambda state, config: state}  # (version 3 reads the parts' layout too)
+    #: most predictions (each of weight 1) whose state is written as the predictions themselves
+    #: (the events form; more, or other weights: the parts' layout); also the most an
+    #: events-form dict may hold when read
+    events_form_max = EVENTS_FORM_MAX
     state_fields = (
         part("predictions", lambda m: ScoreDistribution(threshold=m.threshold, exact=m.exact)),
         part("scores", lambda m: BinaryScores(exact=m.exact)),
@@ -95,11 +102,25 @@ class BinaryMonitor(Monitor):
         return {"threshold": self.threshold, "exact": self.exact}
 
     def _state(self) -> dict[str, Any]:
-        """The three parts' ``to_dict()`` (as the declared ``part`` fields write them)."""
+        """The events form while it applies (:func:`~streammetrics.monitors.binary_events.events_form`),
+        else the three parts' ``to_dict()`` (as the declared ``part`` fields write them)."""
+        small = events_form(self)
+        return self._parts_state() if small is None else small
+
+    def _parts_state(self) -> dict[str, Any]:
+        """The parts' layout: the three parts' ``to_dict()`` (as the declared ``part`` fields write them)."""
         if not _DIRECT_STATE:
             return super()._state()
         return {"predictions": self.predictions.to_dict(), "scores": self.scores.to_dict(),
                 "confusion": self.confusion.to_dict()}
+
+    def _load_state(self, state: Mapping[str, Any]) -> None:
+        """The parts' layout, or the events form (``score`` and ``y_true``: the predictions added back)."""
+        if "score" in state or "y_true" in state:
+            load_events_form(self, state)
+            self._refresh()
+        else:
+            super()._load_state(state)
 
     def empty(self) -> "BinaryMonitor":
         """A new monitor with this one's configuration and no events, built without the

@@ -31,8 +31,16 @@ from streammetrics.kernels.ranking_small import SMALL_LEVELS, levels, ranking_su
 from streammetrics.metrics import binary_scores, confusion, score_distribution
 from streammetrics.metrics.binary_scores import _encode_weights
 from streammetrics.monitors.base import json_number, quiet, quiet_pair
+from streammetrics.monitors.binary_events import events_form
 
-__all__ = ["binary_snapshot", "binary_snapshot_state", "metrics_of", "state_of"]
+__all__ = ["SNAPSHOT_KEYS", "binary_snapshot", "binary_snapshot_state", "metrics_of", "state_of"]
+
+#: the keys of ``BinaryMonitor.snapshot()``, in its order
+SNAPSHOT_KEYS = (
+    "count", "total_weight", "accuracy", "balanced_accuracy", "precision", "recall", "f1", "specificity",
+    "matthews_corrcoef", "roc_auc", "roc_auc_low", "roc_auc_high", "average_precision", "log_loss", "brier_score",
+    "positive_rate", "predicted_positive_rate", "mean_score",
+)
 
 _INT_LIMIT = 2.0**53
 _is_integer = float.is_integer
@@ -126,26 +134,16 @@ def metrics_of(count: int, seen: float, predicted_positive: float, weight: float
     ``conf`` of :func:`~streammetrics.kernels.counts.binary_confusion_metrics`, ``outside`` a
     score outside [0, 1] seen, ``rank`` of
     :func:`~streammetrics.kernels.ranking_small.ranking_summary` and the three sums."""
-    return {
-        "count": count,
-        "total_weight": json_number(seen),
-        "accuracy": conf["accuracy"],
-        "balanced_accuracy": conf["balanced_accuracy"],
-        "precision": conf["precision"],
-        "recall": conf["recall"],
-        "f1": conf["f1"],
-        "specificity": conf["specificity"],
-        "matthews_corrcoef": conf["matthews_corrcoef"],
-        "roc_auc": rank["roc_auc"],
-        "roc_auc_low": rank["roc_auc_low"],
-        "roc_auc_high": rank["roc_auc_high"],
-        "average_precision": rank["average_precision"],
-        "log_loss": None if outside or not weight > 0 else _number(log_sum / weight),
-        "brier_score": None if outside or not weight > 0 else _number(brier_sum / weight),
-        "positive_rate": conf["positive_rate"],
-        "predicted_positive_rate": _number(predicted_positive / seen) if seen > 0 else None,
-        "mean_score": _number(score_sum / seen) if seen > 0 else None,
-    }
+    return dict(zip(SNAPSHOT_KEYS, (
+        count, json_number(seen), conf["accuracy"], conf["balanced_accuracy"], conf["precision"], conf["recall"],
+        conf["f1"], conf["specificity"], conf["matthews_corrcoef"],
+        rank["roc_auc"], rank["roc_auc_low"], rank["roc_auc_high"], rank["average_precision"],
+        None if outside or not weight > 0 else _number(log_sum / weight),
+        None if outside or not weight > 0 else _number(brier_sum / weight),
+        conf["positive_rate"],
+        _number(predicted_positive / seen) if seen > 0 else None,
+        _number(score_sum / seen) if seen > 0 else None,
+    )))
 
 
 def _compact(weights: list[float]) -> list:
@@ -161,6 +159,10 @@ def binary_snapshot_state(monitor: Any) -> tuple[dict[str, Any], dict[str, Any]]
     expanded once for its metric and its state. Equal to the two calls (same dicts, same
     order); windows outside the common case (a grid, scores outside [0, 1], many levels, a
     state declared otherwise) make the two calls."""
+    small = events_form(monitor)
+    if small is not None:  # the events form: the state is the predictions
+        return binary_snapshot(monitor), {"type": monitor.type_name, "version": monitor.version,
+                                          "config": monitor._config(), "state": small}
     sc, pr, cm = monitor.scores, monitor.predictions, monitor.confusion
     neg_w, pos_w = sc._neg.weights, sc._pos.weights
     pred_w = pr._hist.weights

@@ -6,8 +6,9 @@ one by one, three exact sums folded and the state encoded: ~100 us of pure-Pytho
 cache misses over thousands of live keys make slower still. Here the panes closing together
 are concatenated into columns once and every per-window quantity comes from one numpy pass:
 
-* levels: one sort by (window, score); per (window, score) the negative and positive counts
-  (``np.add.reduceat``), split per window by offsets (the exact histograms of a small window);
+* one sort by (window, score, y_true): each window's events in the order of the events form
+  (:mod:`~streammetrics.monitors.binary_events`, the state of such a window: its events), and
+  its levels: per (window, score) the negative and positive counts (``np.add.reduceat``);
 * the confusion cells, class counts and predicted positives: one ``np.bincount``;
 * the metrics as numpy columns: the confusion metrics of
   :func:`~streammetrics.kernels.counts.binary_confusion_metrics`, and ROC AUC, its bounds and
@@ -15,19 +16,20 @@ are concatenated into columns once and every per-window quantity comes from one 
   levels (unit weights make every intermediate a whole number, exact in any order; average
   precision adds its terms along each row in the one-window loop's order, so every value is
   the same float);
-* the exact sums (log loss, Brier score, score sum): the per-event terms of
-  :func:`~streammetrics.kernels.exact_sum.probability_terms` (the formula every path uses), then
-  their canonical expansion per window by ``math.fsum`` (correctly rounded: the expansion
-  the exact sums write, whatever the order of the terms).
+* the sums of log loss, Brier score and score: the per-event terms of
+  :func:`~streammetrics.kernels.exact_sum.probability_terms` (the formula every path uses),
+  summed per window by ``math.fsum`` (correctly rounded: the value the exact sums read,
+  whatever the order of the terms).
 
-The metrics and state are then written by the layout the one-window path uses
-(:func:`~streammetrics.monitors.fast_snapshot.metrics_of`,
-:func:`~streammetrics.monitors.fast_snapshot.state_of`): the records equal
-``(m.snapshot(), m.to_dict())`` of a monitor ``m`` built from the template and given the pane's
-events (``tests/monitors/test_fleet_snapshot.py`` holds the two to the same JSON). A pane
-outside the common case (a weight other than 1, a label not 0/1, a score not strictly inside
-(0, 1), more than :data:`FLEET_MAX_EVENTS` events) gets None: the caller builds that window's
-monitor.
+The log loss, Brier score and mean score are those sums divided by the window's weight (one
+IEEE division, as the one-window path), every metric a column, each window's snapshot a row
+of them under :data:`~streammetrics.monitors.fast_snapshot.SNAPSHOT_KEYS`; the state is the
+events form: the records equal ``(m.snapshot(), m.to_dict())`` of a
+monitor ``m`` built from the template and given the pane's events
+(``tests/monitors/test_fleet_snapshot.py`` holds the two to the same JSON). A pane outside the
+common case (a weight other than 1, a label not 0/1, a score not strictly inside (0, 1), more
+than :data:`FLEET_MAX_EVENTS` events or than the template's ``events_form_max``) gets None:
+the caller builds that window's monitor.
 """
 from __future__ import annotations
 
@@ -38,11 +40,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from streammetrics.kernels.counts import BINARY_METRICS
-from streammetrics.kernels.exact_sum import probability_terms, to_pair
+from streammetrics.kernels.exact_sum import probability_terms
 from streammetrics.kernels.histogram_json import SMALL_KEYS
 from streammetrics.kernels.ranking_small import SMALL_LEVELS
-from streammetrics.monitors.fast_snapshot import _DIRECT, metrics_of, state_of
+from streammetrics.monitors.fast_snapshot import _DIRECT, SNAPSHOT_KEYS
 
 __all__ = ["FLEET_MAX_EVENTS", "binary_snapshot_states"]
 
@@ -52,37 +53,17 @@ FLEET_MAX_EVENTS = min(SMALL_LEVELS, SMALL_KEYS)
 _fsum = math.fsum
 _LABEL, _SCORE, _WEIGHT = attrgetter("y_true"), attrgetter("score"), attrgetter("weight")
 _FLOAT, _INT = {float}, {int, bool}
-#: the values of ranking_small.ranking_summary, read from the vectorised columns
-_RANKING = ("roc_auc", "roc_auc_low", "roc_auc_high", "average_precision")
 
 
-def _eligible(events: Sequence[Any]) -> bool:
-    """Every event of weight 1, label 0 or 1, a float score strictly inside (0, 1)."""
-    if not 0 < len(events) <= FLEET_MAX_EVENTS:
+def _eligible(events: Sequence[Any], cap: int) -> bool:
+    """At most ``cap`` events, each of weight 1, label 0 or 1, a float score strictly inside (0, 1)."""
+    if not 0 < len(events) <= cap:
         return False
     for e in events:
         s = e.score
         if not (e.weight == 1.0 and s.__class__ is float and 0.0 < s < 1.0 and (e.y_true == 0 or e.y_true == 1)):
             return False
     return True
-
-
-def _parts(terms: list[float]) -> tuple[float, list[list[int]]]:
-    """``ExactSum.parts()`` of the exact sum of a few finite ``terms`` (a list of the caller's
-    that this extends): the canonical expansion ``c_0 = round(sum)``,
-    ``c_k = round(sum - c_0 - ... - c_{k-1})`` until nothing is left, each by ``math.fsum``
-    (correctly rounded, half to even, as :func:`~streammetrics.kernels.exact_sum.expansion_of`)."""
-    value = _fsum(terms)
-    terms.append(-value)
-    c = _fsum(terms)
-    if not c:
-        return value, []
-    residue = []
-    while c:
-        residue.append(to_pair(c))
-        terms.append(-c)
-        c = _fsum(terms)
-    return value, residue
 
 
 def _none_where(values: np.ndarray, undefined: np.ndarray) -> list:
@@ -166,7 +147,7 @@ def _ranking_columns(window_of_level: np.ndarray, neg: np.ndarray, pos: np.ndarr
     }
 
 
-def _common_columns(panes: Sequence[Sequence[Any]]) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray]:
+def _common_columns(panes: Sequence[Sequence[Any]], cap: int) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray]:
     """``(indexes of the panes in the common case, their lengths, y_true as int64, score)``,
     the two columns over those panes' events in order: one pass over all events
     (``attrgetter`` maps), the conditions checked on arrays; pane by pane (:func:`_eligible`)
@@ -179,10 +160,10 @@ def _common_columns(panes: Sequence[Sequence[Any]]) -> tuple[list[int], np.ndarr
         s = np.array(scores, dtype=np.float64)
         odd = ~((np.array(weights, dtype=np.float64) == 1.0) & (s > 0.0) & (s < 1.0) & ((y == 0) | (y == 1)))
         pane_of = np.repeat(np.arange(len(panes), dtype=np.int64), sizes)
-        ok = (np.bincount(pane_of[odd], minlength=len(panes)) == 0) & (sizes > 0) & (sizes <= FLEET_MAX_EVENTS)
+        ok = (np.bincount(pane_of[odd], minlength=len(panes)) == 0) & (sizes > 0) & (sizes <= cap)
         keep = ok[pane_of]
         return np.flatnonzero(ok).tolist(), sizes[ok], y[keep], s[keep]
-    chosen = [i for i, pane in enumerate(panes) if _eligible(pane)]
+    chosen = [i for i, pane in enumerate(panes) if _eligible(pane, cap)]
     return (chosen, sizes[chosen], np.array([e.y_true for i in chosen for e in panes[i]], dtype=np.int64),
             np.array([e.score for i in chosen for e in panes[i]], dtype=np.float64))
 
@@ -194,15 +175,16 @@ def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> lis
     out: list[tuple[dict, dict] | None] = [None] * len(panes)
     if not (_DIRECT and not template.exact and template.count == 0 and not template.labeled):
         return out
-    chosen, lengths, y, s = _common_columns(panes)
+    chosen, lengths, y, s = _common_columns(panes, min(FLEET_MAX_EVENTS, template.events_form_max))
     if not chosen:
         return out
     n = len(s)
     m = len(chosen)
     win = np.repeat(np.arange(m, dtype=np.int64), lengths)
     above = s >= template.threshold
+    # the events in the events form's order (per window: by score, then y_true), and the
     # levels: distinct scores per window, ascending, with their negative / positive counts
-    order = np.lexsort((s, win))
+    order = np.lexsort((y, s, win))
     ws, ss, ys = win[order], s[order], y[order]
     new = np.empty(n, dtype=bool)
     new[0] = True
@@ -211,54 +193,24 @@ def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> lis
     starts = np.flatnonzero(new)
     pos = np.add.reduceat(ys, starts)
     neg = np.add.reduceat(1 - ys, starts)
-    level_ends = np.cumsum(np.bincount(ws[starts], minlength=m)).tolist()
-    scores_all = ss[starts].tolist()
-    neg_int, pos_int, both_int = neg.tolist(), pos.tolist(), (neg + pos).tolist()
-    # exact sums: the per-event terms every path computes, summed exactly per window
-    log_terms, brier_terms = probability_terms(np.where(y == 1, s, -s))
-    log_all, brier_all, score_all = log_terms.tolist(), brier_terms.tolist(), s.tolist()
-    event_ends = np.cumsum(lengths).tolist()
-    # the metrics, one list per metric (None where undefined), then one row per window
-    cells_array = np.bincount(win * 4 + y + 2 * above, minlength=4 * m).reshape(m, 4)  # true + 2 * predicted
-    cells = cells_array.tolist()
-    columns = _confusion_columns(cells_array)
-    one_class = (cells_array[:, 0] + cells_array[:, 2] == 0) | (cells_array[:, 1] + cells_array[:, 3] == 0)
+    # exact sums: the per-event terms every path computes, each window's correctly rounded sum
+    log_terms, brier_terms = probability_terms(np.where(ys == 1, ss, -ss))
+    log_all, brier_all, score_all, label_all = log_terms.tolist(), brier_terms.tolist(), ss.tolist(), ys.tolist()
+    ends = np.cumsum(lengths)
+    spans = list(zip((ends - lengths).tolist(), ends.tolist()))
+    # the metrics: one list per key of the snapshot (None where undefined), then one row per window
+    cells = np.bincount(win * 4 + y + 2 * above, minlength=4 * m).reshape(m, 4)  # true + 2 * predicted
+    columns = _confusion_columns(cells)
+    one_class = (cells[:, 0] + cells[:, 2] == 0) | (cells[:, 1] + cells[:, 3] == 0)
     columns.update(_ranking_columns(ws[starts], neg.astype(np.float64), pos.astype(np.float64), m, one_class))
-    conf_rows = zip(*(columns[k] for k in BINARY_METRICS))
-    rank_rows = zip(*(columns[k] for k in _RANKING))
-    cm = template.confusion
-    begin = first = 0
-    for j, i in enumerate(chosen):
-        end = level_ends[j]
-        last = event_ends[j]
-        tn, fn, fp, tp = cells[j]  # index true + 2 * predicted: (0,0), (1,0), (0,1), (1,1)
-        n0, n1 = tn + fp, fn + tp
-        count = n0 + n1
-        log_sum, log_residue = _parts(log_all[first:last])
-        brier_sum, brier_residue = _parts(brier_all[first:last])
-        score_sum, score_residue = _parts(score_all[first:last])
-        total = float(count)
-        positive = float(fp + tp)
-        metrics = metrics_of(count, total, positive, total, dict(zip(BINARY_METRICS, next(conf_rows))), False,
-                             dict(zip(_RANKING, next(rank_rows))), log_sum, brier_sum, score_sum)
-        scores = scores_all[begin:end]
-        confusion = {
-            "type": cm.type_name, "version": cm.version, "config": cm._config(),
-            "state": {"unit_weights": True, "count": count, "total_weight": total,
-                      "cells": [[t, p, float(c)] for (t, p), c in (((0, 0), tn), ((0, 1), fp), ((1, 0), fn),
-                                                                  ((1, 1), tp)) if c]},
-        }
-        state = state_of(template, {
-            "count": count, "total_weight": total, "score_sum": score_sum, "positive_weight": positive,
-            "score_sum_residue": score_residue or None, "bins_per_octave": None,
-            "histogram": {"scores": list(scores), "weights": both_int[begin:end]},
-        }, {
-            "events": [n0, n1], "weights": [float(n0), float(n1)], "weighted": [0, 0, 0.0, 0.0],
-            "log_loss_sum": log_sum, "brier_sum": brier_sum,
-            "sum_residues": [log_residue, brier_residue] if log_residue or brier_residue else None,
-            "outside_unit": None, "bins_per_octave": None,
-            "histogram": {"scores": scores, "neg": neg_int[begin:end], "pos": pos_int[begin:end]},
-        }, confusion)
-        out[i] = (metrics, state)
-        begin, first = end, last
+    totals = lengths.astype(np.float64)  # the weight of every prediction, of the labelled ones
+    columns["count"], columns["total_weight"] = lengths.tolist(), totals.tolist()
+    for key, terms in (("log_loss", log_all), ("brier_score", brier_all), ("mean_score", score_all)):
+        columns[key] = (np.array([_fsum(terms[a:b]) for a, b in spans]) / totals).tolist()  # one IEEE division each
+    rows = zip(*(columns[k] for k in SNAPSHOT_KEYS))
+    name, version, threshold = template.type_name, template.version, template.threshold
+    for i, row, (a, b) in zip(chosen, rows, spans):
+        out[i] = (dict(zip(SNAPSHOT_KEYS, row)),
+                  {"type": name, "version": version, "config": {"threshold": threshold, "exact": False},
+                   "state": {"score": score_all[a:b], "y_true": label_all[a:b]}})
     return out

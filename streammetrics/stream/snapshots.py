@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import math
+from functools import partial
+from operator import is_not
 from typing import Any, Callable
 
 __all__ = ["SNAPSHOT_SCHEMA", "snapshot_key", "snapshot_line"]
@@ -59,10 +61,23 @@ def snapshot_line(snapshot: dict[str, Any]) -> str:
     return _JSON.encode(snapshot)
 
 
+_fsum = math.fsum
+_not_none = partial(is_not, None)
+
+
 def _finite(value: Any, depth: int = 0) -> bool:
     """No NaN or infinity in the metrics (containers nested up to 4 levels, e.g.
-    ``per_class``; deeper ones: False, json decides)."""
+    ``per_class``; deeper ones: False, json decides). A flat dict of numbers and None (a
+    binary window's metrics) is decided by one C-level ``math.fsum`` of its numbers: NaN or
+    an infinity makes the sum NaN or infinite (or raises, as overflow and anything but a
+    number do: then the values are looked at one by one)."""
     cls = value.__class__
+    if cls is dict and not depth:
+        try:
+            if -_INF < _fsum(filter(_not_none, value.values())) < _INF:
+                return True
+        except (TypeError, ValueError, OverflowError):
+            pass
     if cls is dict or cls is list:
         if depth >= 4:
             return False

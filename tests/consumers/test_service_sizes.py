@@ -35,13 +35,13 @@ def test_a_snapshot_over_the_limit_is_published_without_its_state_and_counted(tm
     cluster = FakeCluster()
     fill(cluster, events)
     service = make_service(cluster, tmp_path)
-    # these snapshots are 1,344-1,692 bytes with their state, 677-796 without
-    service.producer.config["max_request_size"] = 1300 + 512  # metrics fit, the state does not
+    # these snapshots are 988-1,423 bytes with their state (the events form), 672-792 without
+    service.producer.config["max_request_size"] = 900 + 512  # metrics fit, the state does not
     service.consumer.on_idle = service.stop
     assert service.run() == 0
     snaps = [json.loads(r.value) for r in cluster.records("out")]
     assert snaps and all(s["state_dropped"] is True and "state" not in s for s in snaps)
-    assert all(len(r.value) + len(r.key) <= 1300 for r in cluster.records("out"))
+    assert all(len(r.value) + len(r.key) <= 900 for r in cluster.records("out"))
     assert {f"{s['key']['model']}|{s['key']['segment']}|{s['window']['start']}": s["count"] for s in snaps} \
         == dict(expected_counts(events))
     text = service.metrics.render().decode()
@@ -100,7 +100,7 @@ def test_snapshots_published_from_the_size_checks_line_keep_their_own_key_when_s
     cluster = FakeCluster()
     fill(cluster, events)
     service = make_service(cluster, tmp_path, max_poll_records=500)
-    service.producer.config["max_request_size"] = 2500 + 512  # between the sizes with their state (~2-2.3 kB)
+    service.producer.config["max_request_size"] = 1400 + 512  # between the sizes with their state (~1-1.7 kB)
     service.consumer.on_idle = service.stop
     assert service.run() == 0
     records = cluster.records("out")

@@ -71,7 +71,12 @@ WHOLE_WEIGHT_BYTES = {
 def test_whole_weights_keep_their_bytes(name):
     acc = whole_weight_cases()[name]
     snap = json.dumps(acc.snapshot(), sort_keys=True) if hasattr(acc, "snapshot") else ""
-    assert hashlib.sha256((state_bytes(acc) + snap).encode()).hexdigest()[:16] == WHOLE_WEIGHT_BYTES[name]
+    written = state_bytes(acc)
+    if isinstance(acc, sm.BinaryMonitor):  # version 3 writes these weights in version 2's layout
+        head = '{"type": "BinaryMonitor", "version": '
+        assert written.startswith(head + "3, ")
+        written = head + "2, " + written[len(head) + 3:]
+    assert hashlib.sha256((written + snap).encode()).hexdigest()[:16] == WHOLE_WEIGHT_BYTES[name]
     assert "residues" not in state_bytes(acc).replace("sum_residues", "").replace("score_sum_residue", "")
     parts = [acc] if not isinstance(acc, sm.BinaryMonitor) else [acc.scores, acc.predictions]
     assert not any(p._units for p in parts)  # float mode: the fast paths add 1.0

@@ -196,8 +196,12 @@ def test_monitor_protocol_round_trip_merge_and_config_mismatch():
         a.merge(BinaryMonitor(threshold=0.9))
     with pytest.raises(ValueError):
         a.merge(LabelMonitor())
-    bad = both.to_dict()
-    bad["state"]["confusion"]["state"]["count"] = 5
+    bad = both.to_dict()  # the events form
+    bad["state"]["y_true"][0] = 2
+    with pytest.raises(ValueError, match=r"state\['y_true'\]\[0\] must be 0, 1 or null"):
+        sm.from_dict(bad)
+    bad = (both + BinaryMonitor(threshold=0.3).update({"y_true": 0, "score": 0.2, "weight": 2.0})).to_dict()
+    bad["state"]["confusion"]["state"]["count"] = 5  # the parts' layout
     with pytest.raises(ValueError):
         sm.from_dict(bad)
     assert both.copy().reset().count == 0 and both.count == 2

@@ -113,7 +113,12 @@ def test_binary_label_free_metrics_are_the_old_formulas():
     assert snap["predicted_positive_rate"] == mat[:, 1].sum() / cm.total_weight
 
 
-def test_version_1_dicts_become_version_2():
-    m = sm.BinaryMonitor()
-    assert m.to_dict()["version"] == 2 and set(m.to_dict()["state"]) == {"predictions", "scores", "confusion"}
-    assert type(m).readable_versions() == (1, 2)
+def test_binary_monitor_version_3_writes_both_layouts_and_reads_version_2():
+    m = sm.BinaryMonitor().update({"y_true": 1, "score": 0.5, "weight": 2.0})  # (the parts' layout)
+    assert m.to_dict()["version"] == 3 and set(m.to_dict()["state"]) == {"predictions", "scores", "confusion"}
+    assert type(m).readable_versions() == (1, 2, 3)
+    assert sm.from_dict({**m.to_dict(), "version": 2}) == m  # version 2: the parts' layout only
+    small = sm.BinaryMonitor().update({"y_true": 1, "score": 0.5})
+    assert set(small.to_dict()["state"]) == {"score", "y_true"}  # the events form
+    parts = {**small.to_dict(), "version": 2, "state": small._parts_state()}  # as version 2 wrote it
+    assert sm.from_dict(parts) == small and sm.from_dict(parts).to_dict() == small.to_dict()

@@ -98,12 +98,12 @@ def test_max_keys_and_max_snapshot_bytes_flags(tmp_path, capsys):
     path = tmp_path / "keys.jsonl"
     path.write_text("".join(json.dumps({"ts": 1767225600 + i, "model": f"m{i}", "y_true": 1, "score": 0.5}) + "\n"
                             for i in range(5)))
-    code = main(["replay", str(path), "--max-keys", "3", "--max-snapshot-bytes", "700"])
+    code = main(["replay", str(path), "--max-keys", "3", "--max-snapshot-bytes", "650"])
     out, err = capsys.readouterr()
     snaps = [json.loads(line) for line in out.splitlines()]
     assert code == 0 and len(snaps) == 3 and "3 events applied, 2 rejected" in err
     assert "max_keys=3" in err
-    assert all(s["state_dropped"] is True and len(line) <= 700 for s, line in zip(snaps, out.splitlines()))
+    assert all(s["state_dropped"] is True and len(line) <= 650 for s, line in zip(snaps, out.splitlines()))
 
 
 def test_output_onto_the_file_on_stdin_is_refused(events_file):

@@ -44,14 +44,23 @@ def test_every_float_prints_as_repr(x):
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, np.float64("nan")])
-@pytest.mark.parametrize("where", ["top", "nested", "deep"])
+@pytest.mark.parametrize("where", ["top", "nested", "deep", "flat", "flat_text", "opposite"])
 def test_non_finite_metrics_are_refused_as_json_refuses_them(bad, where):
     metrics = {"top": {"a": bad}, "nested": {"per_class": {"x": bad}},
-               "deep": {"a": [[[[{"b": bad}]]]]}}[where]
+               "deep": {"a": [[[[{"b": bad}]]]]}, "flat": {"a": None, "b": 3, "c": 0.5, "d": bad, "e": True},
+               "flat_text": {"a": "x", "b": bad}, "opposite": {"a": bad, "b": -bad, "c": 1.0}}[where]
     with pytest.raises(ValueError):
         canonical({"metrics": metrics})
     with pytest.raises(ValueError):
         snapshot_line({"metrics": metrics})
+
+
+@pytest.mark.parametrize("metrics", [
+    {"a": 1e308, "b": 1e308, "c": None},  # finite values whose sum overflows
+    {"a": 10**400, "b": 0.5}, {"a": np.float64(0.25), "b": 2}, {}, {"a": None},
+])
+def test_flat_metrics_that_one_sum_cannot_judge_are_judged_value_by_value(metrics):
+    assert snapshot_line({"metrics": metrics}) == canonical({"metrics": metrics})
 
 
 def test_real_snapshots_take_the_fast_path_and_match(monkeypatch):
