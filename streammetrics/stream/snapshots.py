@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from functools import partial
 from operator import is_not
 from typing import Any, Callable
@@ -33,8 +34,11 @@ except ImportError:  # pragma: no cover - exercised where msgspec is absent
 #: where msgspec's output may differ from json's: floats in exponent form (``1e16`` /
 #: ``1e+16``), below 1e-4 (``0.00001`` / ``1e-05``), escapes, DEL (json escapes it). Found
 #: in the output as ``0.0000``, and with digits mapped to 0 and backslash / DEL to ``~``, as
-#: ``0e`` and ``~`` (in strings too: then json encodes, which changes nothing but the time)
+#: ``0e`` and ``~``. Escapes and DEL: json encodes; floats: rewritten (:func:`_json_floats`)
 _MARK = bytes.maketrans(b"123456789\\\x7f", b"000000000~~")
+#: a float msgspec writes otherwise than ``repr`` (below 1e-4, or in exponent form), as a value
+#: in compact JSON: after ``:``, ``,`` or ``[``, before ``,``, ``]`` or ``}``
+_ODD_FLOAT = re.compile(rb"(?<=[:,\[])-?(?:0\.0000[0-9]+|[0-9]+(?:\.[0-9]+)?e-?[0-9]+)(?=[,\]}])")
 _INF = math.inf
 
 
@@ -43,8 +47,9 @@ def snapshot_line(snapshot: dict[str, Any]) -> str:
 
     The line is ``json.dumps(snapshot, separators=(",", ":"), allow_nan=False)``. With msgspec
     installed it is encoded by msgspec and kept when it cannot differ from that (pure ASCII,
-    no escape, no float in exponent form or below 1e-4: there both print floats as
-    ``repr`` does), else encoded by json: byte-identical either way. json refuses NaN and
+    no escape: both print floats as ``repr`` does from 1e-4 to 1e16), with the float values
+    outside that range rewritten as ``repr`` writes them (:func:`_json_floats`: a score of
+    1e-05 is common), else encoded by json: byte-identical either way. json refuses NaN and
     infinities where msgspec writes null: the metrics are checked here (a non-finite one goes
     to json, which raises); states are finite by construction (``to_dict`` writes numbers that
     ``from_dict`` accepts)."""
@@ -56,9 +61,39 @@ def snapshot_line(snapshot: dict[str, Any]) -> str:
             raw = None
         if raw is not None and raw.isascii():
             marked = raw.translate(_MARK)
-            if b"0e" not in marked and b"~" not in marked and b"0.0000" not in raw:
-                return raw.decode("ascii")
+            if b"~" not in marked:
+                if b"0e" in marked or b"0.0000" in raw:
+                    raw = _json_floats(raw, marked)
+                if raw is not None:
+                    return raw.decode("ascii")
     return _JSON.encode(snapshot)
+
+
+def _json_floats(raw: bytes, marked: bytes) -> bytes | None:
+    """msgspec's ``raw`` (ASCII, no escape; ``marked``: its digits mapped to 0) with each float
+    value that msgspec writes otherwise than json (``0.00001``, ``1e-7``, ``1e16``) rewritten as
+    json writes it (``repr``: ``1e-05``, ``1e-07``, ``1e+16``; msgspec's digits are the
+    shortest that round-trip, so ``float`` of them is the same float). None (json decides)
+    when such a token lies inside a string (an odd number of quotes before it), or when
+    ``0.0000`` or a digit before ``e`` occurs anywhere but in the rewritten values (a float
+    dict key, ``10.00001``, a name like ``v2e``)."""
+    parts = []
+    last = quotes = small = 0
+    for match in _ODD_FLOAT.finditer(raw):
+        start = match.start()
+        quotes += raw.count(b'"', last, start)
+        if quotes & 1:
+            return None
+        token = match.group()
+        if b"e" not in token:
+            small += 1
+        parts.append(raw[last:start])
+        parts.append(repr(float(token)).encode("ascii"))
+        last = match.end()
+    if raw.count(b"0.0000") != small or marked.count(b"0e") != len(parts) // 2 - small:
+        return None
+    parts.append(raw[last:])
+    return b"".join(parts)
 
 
 _fsum = math.fsum

@@ -63,6 +63,36 @@ def test_flat_metrics_that_one_sum_cannot_judge_are_judged_value_by_value(metric
     assert snapshot_line({"metrics": metrics}) == canonical({"metrics": metrics})
 
 
+@pytest.mark.parametrize("snap", [
+    {"m": "x:0.00001,y", "v": 1e-5},  # the float's msgspec text also inside a string
+    {"m": "[1e16]", "v": [1e16, -1e-7]},
+    {"k": {1e-5: 1.0, 0.5: 2.0}},  # a float key: msgspec writes "0.00001", json "1e-05"
+    {"a": 10.00001, "b": 1e-7},  # 0.0000 inside an ordinary float
+    {"m": "v2e", "b": 1e16, "c": 2.5e-10},
+    {"a": [5e-324, -1e-5, 1.5e300, 0.0001, 12.00001]},
+])
+def test_floats_msgspec_writes_otherwise_match_json(snap):
+    assert snapshot_line(snap) == canonical(snap)
+
+
+def test_small_scores_keep_the_fast_path(monkeypatch):
+    # a fraud model's scores go below 1e-4: msgspec writes 0.00001 and 1e-7 where json writes
+    # 1e-05 and 1e-07; those values are rewritten in msgspec's line rather than json called
+    m = BinaryMonitor()
+    for i, s in enumerate([0.00001, 2.5e-7, 0.000093, 0.3, 0.9, 1e-12]):
+        m.update({"y_true": i % 2, "score": s})
+    snap = build_snapshot(("m", "s"), m, 0, 60_000, final=True)
+    line = canonical(snap)
+    assert "1e-05" in line and "2.5e-07" in line
+    if snapshots._fast_encode is not None:
+        class NoJson:
+            def encode(self, value):
+                raise AssertionError("json path taken")
+
+        monkeypatch.setattr(snapshots, "_JSON", NoJson())
+    assert snapshot_line(snap) == line
+
+
 def test_real_snapshots_take_the_fast_path_and_match(monkeypatch):
     m = BinaryMonitor()
     for i in range(40):
