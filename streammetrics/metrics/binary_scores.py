@@ -44,9 +44,10 @@ states of whole weights keep their bytes); the metrics read the correctly rounde
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
-from typing import TYPE_CHECKING, Any, Hashable, Mapping
+from typing import TYPE_CHECKING, Any, Hashable, Iterator, Mapping
 
 import numpy as np
 
@@ -857,10 +858,33 @@ class BinaryScores(Accumulator):
         return self
 
     # ------------------------------------------------------------------ levels
+    #: the levels while :meth:`levels_read_once` holds them (None: each reading builds them)
+    _held_levels: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
     def _levels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(keys, neg, pos)``: non-empty levels in ascending score order."""
+        held = self._held_levels
+        if held is not None:
+            return held
         keys, w = aligned(self._neg, self._pos)
         return keys, w[0], w[1]
+
+    @contextlib.contextmanager
+    def levels_read_once(self) -> Iterator[None]:
+        """Within the block, the metrics read the levels built on entry instead of building
+        them each (a snapshot reads ROC AUC, its bounds and average precision: four builds
+        of sorted arrays from the histograms). Nothing may change the accumulator meanwhile.
+
+        >>> s = BinaryScores().update_many([0, 1, 1], [0.2, 0.7, 0.4])
+        >>> with s.levels_read_once():
+        ...     s.roc_auc(), s.roc_auc_bounds()[0] <= s.roc_auc(), s.average_precision()
+        (1.0, True, 1.0)
+        """
+        self._held_levels = self._levels()
+        try:
+            yield
+        finally:
+            del self._held_levels
 
     def _one_class(self) -> bool:
         return not (self._events[0] and self._events[1])

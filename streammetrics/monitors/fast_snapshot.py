@@ -100,9 +100,10 @@ def _ranking(sc: Any) -> dict[str, float | None]:
         if sc._one_class():  # BinaryScores.roc_auc: undefined once a class has no events
             out["roc_auc"] = out["roc_auc_low"] = out["roc_auc_high"] = None
         return out
-    low, high = quiet_pair(sc.roc_auc_bounds)  # the numpy path for large windows
-    return {"roc_auc": quiet(sc.roc_auc), "roc_auc_low": low, "roc_auc_high": high,
-            "average_precision": quiet(sc.average_precision)}
+    with sc.levels_read_once():  # the numpy path for large windows, the levels built once
+        low, high = quiet_pair(sc.roc_auc_bounds)
+        return {"roc_auc": quiet(sc.roc_auc), "roc_auc_low": low, "roc_auc_high": high,
+                "average_precision": quiet(sc.average_precision)}
 
 
 def _floats(weights: dict) -> dict:
