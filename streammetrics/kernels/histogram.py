@@ -558,10 +558,9 @@ def fit(
 # ----------------------------------------------------------------------------- JSON
 def _compact(values: np.ndarray) -> list:
     """Floats as a JSON list, integral ones (below 2**53) written as ints."""
-    out = values.tolist()
     if len(values) and np.all((values == np.floor(values)) & (np.abs(values) < 2.0**53)):
-        return [int(v) for v in out]
-    return [int(v) if v.is_integer() and abs(v) < 2.0**53 else v for v in out]
+        return values.astype(np.int64).tolist()  # (exact: whole and below 2**53)
+    return [int(v) if v.is_integer() and abs(v) < 2.0**53 else v for v in values.tolist()]
 
 
 def histograms_to_json(hists: Sequence[ScoreHistogram], names: Sequence[str]) -> dict[str, Any]:
