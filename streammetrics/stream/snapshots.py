@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from functools import partial
 from operator import is_not
 from typing import Any, Callable
@@ -36,9 +35,9 @@ except ImportError:  # pragma: no cover - exercised where msgspec is absent
 #: in the output as ``0.0000``, and with digits mapped to 0 and backslash / DEL to ``~``, as
 #: ``0e`` and ``~``. Escapes and DEL: json encodes; floats: rewritten (:func:`_json_floats`)
 _MARK = bytes.maketrans(b"123456789\\\x7f", b"000000000~~")
-#: a float msgspec writes otherwise than ``repr`` (below 1e-4, or in exponent form), as a value
-#: in compact JSON: after ``:``, ``,`` or ``[``, before ``,``, ``]`` or ``}``
-_ODD_FLOAT = re.compile(rb"(?<=[:,\[])-?(?:0\.0000[0-9]+|[0-9]+(?:\.[0-9]+)?e-?[0-9]+)(?=[,\]}])")
+#: the bytes of a JSON number (msgspec writes no ``+`` or ``E``), and those around a value
+_NUMBER = frozenset(b"0123456789.-e")
+_BEFORE, _AFTER = frozenset(b":,["), frozenset(b",]}")
 _INF = math.inf
 
 
@@ -73,27 +72,42 @@ def _json_floats(raw: bytes, marked: bytes) -> bytes | None:
     """msgspec's ``raw`` (ASCII, no escape; ``marked``: its digits mapped to 0) with each float
     value that msgspec writes otherwise than json (``0.00001``, ``1e-7``, ``1e16``) rewritten as
     json writes it (``repr``: ``1e-05``, ``1e-07``, ``1e+16``; msgspec's digits are the
-    shortest that round-trip, so ``float`` of them is the same float). None (json decides)
-    when such a token lies inside a string (an odd number of quotes before it), or when
-    ``0.0000`` or a digit before ``e`` occurs anywhere but in the rewritten values (a float
-    dict key, ``10.00001``, a name like ``v2e``)."""
+    shortest that round-trip, so ``float`` of them is the same float). Each such value holds
+    one mark (``0.0000``, or a digit before ``e``), found by ``bytes.find``. None (json
+    decides) when a mark is anything else: inside a string (an odd number of quotes before
+    it), a float dict key, a name like ``v2e``. (An ordinary float holding a mark, such as
+    ``10.00001``, is rewritten as itself.)"""
+    marks = _finds(raw, b"0.0000") + _finds(marked, b"0e")
+    marks.sort()
     parts = []
-    last = quotes = small = 0
-    for match in _ODD_FLOAT.finditer(raw):
-        start = match.start()
+    last = quotes = 0
+    size = len(raw)
+    for mark in marks:
+        start = end = mark
+        while start and raw[start - 1] in _NUMBER:
+            start -= 1
+        while end < size and raw[end] in _NUMBER:
+            end += 1
+        token = raw[start:end]
         quotes += raw.count(b'"', last, start)
-        if quotes & 1:
-            return None
-        token = match.group()
-        if b"e" not in token:
-            small += 1
+        if quotes & 1 or start < last or not start or raw[start - 1] not in _BEFORE or end == size or (
+                raw[end] not in _AFTER):
+            return None  # (outside strings, a value of these bytes is a JSON number: a float here)
         parts.append(raw[last:start])
         parts.append(repr(float(token)).encode("ascii"))
-        last = match.end()
-    if raw.count(b"0.0000") != small or marked.count(b"0e") != len(parts) // 2 - small:
-        return None
+        last = end
     parts.append(raw[last:])
     return b"".join(parts)
+
+
+def _finds(data: bytes, mark: bytes) -> list[int]:
+    """Every position of ``mark`` in ``data`` (non-overlapping, left to right)."""
+    out = []
+    i = data.find(mark)
+    while i != -1:
+        out.append(i)
+        i = data.find(mark, i + len(mark))
+    return out
 
 
 _fsum = math.fsum
