@@ -315,6 +315,9 @@ def insert_table(hists: Sequence[ScoreHistogram], keys: np.ndarray, table: np.nd
         if not len(nz):
             continue
         w = h.weights
+        if not w:  # (a window's first batch: the keys are distinct, nothing to add to)
+            w.update(zip(keys[nz].tolist(), col[nz].tolist()))
+            continue
         get = w.get
         for k, v in zip(keys[nz].tolist(), col[nz].tolist()):
             w[k] = get(k, 0) + v
