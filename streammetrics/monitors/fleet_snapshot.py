@@ -151,14 +151,19 @@ def _common_columns(panes: Sequence[Sequence[Any]], cap: int) -> tuple[list[int]
     """``(indexes of the panes in the common case, their lengths, y_true as int64, score)``,
     the two columns over those panes' events in order: one pass over all events
     (``attrgetter`` maps), the conditions checked on arrays; pane by pane (:func:`_eligible`)
-    when some label, score or weight is not of the parser's types (int, float, float)."""
+    when some label, score or weight is not of the parser's types (int, float, float). Weights
+    all equal to 1 (the parser's default, one float object) are checked by one ``list.count``."""
     events = list(chain.from_iterable(panes))
     labels, scores, weights = list(map(_LABEL, events)), list(map(_SCORE, events)), list(map(_WEIGHT, events))
     sizes = np.fromiter(map(len, panes), dtype=np.int64, count=len(panes))
-    if set(map(type, scores)) <= _FLOAT and set(map(type, weights)) <= _FLOAT and set(map(type, labels)) <= _INT:
+    all_unit = weights.count(1.0) == len(weights)  # (a weight equal to 1 takes the unit path on every path)
+    if set(map(type, scores)) <= _FLOAT and set(map(type, labels)) <= _INT and (
+            all_unit or set(map(type, weights)) <= _FLOAT):
         y = np.array(labels, dtype=np.int64)
         s = np.array(scores, dtype=np.float64)
-        odd = ~((np.array(weights, dtype=np.float64) == 1.0) & (s > 0.0) & (s < 1.0) & ((y == 0) | (y == 1)))
+        odd = ~((s > 0.0) & (s < 1.0) & ((y == 0) | (y == 1)))
+        if not all_unit:
+            odd |= np.array(weights, dtype=np.float64) != 1.0
         pane_of = np.repeat(np.arange(len(panes), dtype=np.int64), sizes)
         ok = (np.bincount(pane_of[odd], minlength=len(panes)) == 0) & (sizes > 0) & (sizes <= cap)
         keep = ok[pane_of]
@@ -184,7 +189,7 @@ def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> lis
     above = s >= template.threshold
     # the events in the events form's order (per window: by score, then y_true), and the
     # levels: distinct scores per window, ascending, with their negative / positive counts
-    order = np.lexsort((y, s, win))
+    order = np.lexsort(((s.view(np.int64) << 1) | y, win))  # (a score in (0, 1): its bits ascend with it)
     ws, ss, ys = win[order], s[order], y[order]
     new = np.empty(n, dtype=bool)
     new[0] = True
