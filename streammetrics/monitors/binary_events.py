@@ -28,6 +28,7 @@ import math
 from typing import Any, Mapping
 
 from streammetrics.core.state import describe
+from streammetrics.metrics.confusion import PENDING_CELLS
 
 __all__ = ["EVENTS_FORM_MAX", "events_form", "load_events_form"]
 
@@ -76,7 +77,7 @@ def events_form(monitor: Any) -> dict[str, list] | None:
             cells[1] += b
     if len(scores) != n or cells[0] + cells[2] != sc._events[0] or cells[1] + cells[3] != sc._events[1]:
         return None  # (a labelled score missing from the predictions: the sums above disagree)
-    if above != pr.positive_weight or {c: k for c, k in zip(((0, 0), (1, 0), (0, 1), (1, 1)), cells) if k} != {
+    if above != pr.positive_weight or {c: k for c, k in zip(PENDING_CELLS, cells) if k} != {
             c: k for c, k in cm._n.items() if k}:
         return None
     return {"score": scores, "y_true": labels}

@@ -19,7 +19,7 @@ one-pass :func:`binary_snapshot_state` leaves such windows to the two calls. To 
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +33,7 @@ from streammetrics.metrics.binary_scores import _encode_weights
 from streammetrics.monitors.base import json_number, quiet, quiet_pair
 from streammetrics.monitors.binary_events import events_form
 
-__all__ = ["SNAPSHOT_KEYS", "binary_snapshot", "binary_snapshot_state", "metrics_of", "state_of"]
+__all__ = ["SNAPSHOT_KEYS", "binary_snapshot", "binary_snapshot_state"]
 
 #: the keys of ``BinaryMonitor.snapshot()``, in its order
 SNAPSHOT_KEYS = (
@@ -123,26 +123,17 @@ def _metrics(monitor: Any, rank: dict[str, float | None], log_sum: float, brier_
     cm, sc, pr = monitor.confusion, monitor.scores, monitor.predictions
     get = cm._cells.get
     conf = binary_confusion_metrics(get((0, 0), 0.0), get((0, 1), 0.0), get((1, 0), 0.0), get((1, 1), 0.0))
-    return metrics_of(monitor.count, pr.total_weight, pr.positive_weight, sc.total_weight, conf,
-                      sc._outside != [None, None], rank, log_sum, brier_sum, score_sum)
-
-
-def metrics_of(count: int, seen: float, predicted_positive: float, weight: float, conf: Mapping[str, float | None],
-               outside: bool, rank: Mapping[str, float | None], log_sum: float, brier_sum: float,
-               score_sum: float) -> dict[str, Any]:
-    """``BinaryMonitor.snapshot()`` from its numbers: ``seen`` the weight of every prediction,
-    ``predicted_positive`` the part at ``score >= threshold``, ``weight`` the labelled weight,
-    ``conf`` of :func:`~streammetrics.kernels.counts.binary_confusion_metrics`, ``outside`` a
-    score outside [0, 1] seen, ``rank`` of
-    :func:`~streammetrics.kernels.ranking_small.ranking_summary` and the three sums."""
+    outside = sc._outside != [None, None]
+    weight = sc.total_weight  # labelled events
+    seen = pr.total_weight  # every prediction (label-free ones too)
     return dict(zip(SNAPSHOT_KEYS, (
-        count, json_number(seen), conf["accuracy"], conf["balanced_accuracy"], conf["precision"], conf["recall"],
-        conf["f1"], conf["specificity"], conf["matthews_corrcoef"],
+        monitor.count, json_number(seen), conf["accuracy"], conf["balanced_accuracy"], conf["precision"],
+        conf["recall"], conf["f1"], conf["specificity"], conf["matthews_corrcoef"],
         rank["roc_auc"], rank["roc_auc_low"], rank["roc_auc_high"], rank["average_precision"],
         None if outside or not weight > 0 else _number(log_sum / weight),
         None if outside or not weight > 0 else _number(brier_sum / weight),
         conf["positive_rate"],
-        _number(predicted_positive / seen) if seen > 0 else None,
+        _number(pr.positive_weight / seen) if seen > 0 else None,
         _number(score_sum / seen) if seen > 0 else None,
     )))
 
@@ -188,28 +179,24 @@ def binary_snapshot_state(monitor: Any) -> tuple[dict[str, Any], dict[str, Any]]
     count, total, pred_sum, positive, pred_residue, _ = score_distribution.encode_sums_from_parts(
         pr._sums, score_sum, score_residue)  # (float mode: no weight residues)
     weights, weighted, _ = _encode_weights((sc._wevents, sc._wsum), sc)
-    state = state_of(monitor, {
-        "count": count, "total_weight": total, "score_sum": pred_sum, "positive_weight": positive,
-        "score_sum_residue": pred_residue, "bins_per_octave": None, "histogram": pred_hist,
-    }, {
-        "events": list(sc._events), "weights": weights, "weighted": weighted, "log_loss_sum": log_sum,
-        "brier_sum": brier_sum, "sum_residues": [log_residue, brier_residue] if log_residue or brier_residue else None,
-        "outside_unit": None, "bins_per_octave": None,
-        "histogram": {"scores": scores, "neg": _compact(neg), "pos": _compact(pos)},
-    }, cm.to_dict())
-    return metrics, state
-
-
-def state_of(monitor: Any, predictions: dict[str, Any], scores: dict[str, Any],
-             confusion: dict[str, Any]) -> dict[str, Any]:
-    """``monitor.to_dict()`` from its parts' declared states (``predictions``, ``scores``) and
-    the confusion matrix's ``to_dict()`` (``monitor``: any monitor of the configuration)."""
-    pr, sc = monitor.predictions, monitor.scores
-    return {
+    state = {
         "type": monitor.type_name, "version": monitor.version, "config": monitor._config(),
         "state": {
-            "predictions": {"type": pr.type_name, "version": pr.version, "config": pr._config(), "state": predictions},
-            "scores": {"type": sc.type_name, "version": sc.version, "config": sc._config(), "state": scores},
-            "confusion": confusion,
+            "predictions": {
+                "type": pr.type_name, "version": pr.version, "config": pr._config(),
+                "state": {"count": count, "total_weight": total, "score_sum": pred_sum,
+                          "positive_weight": positive, "score_sum_residue": pred_residue,
+                          "bins_per_octave": None, "histogram": pred_hist},
+            },
+            "scores": {
+                "type": sc.type_name, "version": sc.version, "config": sc._config(),
+                "state": {"events": list(sc._events), "weights": weights, "weighted": weighted,
+                          "log_loss_sum": log_sum, "brier_sum": brier_sum,
+                          "sum_residues": [log_residue, brier_residue] if log_residue or brier_residue else None,
+                          "outside_unit": None, "bins_per_octave": None,
+                          "histogram": {"scores": scores, "neg": _compact(neg), "pos": _compact(pos)}},
+            },
+            "confusion": cm.to_dict(),
         },
     }
+    return metrics, state

@@ -213,9 +213,8 @@ def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> lis
     for key, terms in (("log_loss", log_all), ("brier_score", brier_all), ("mean_score", score_all)):
         columns[key] = (np.array([_fsum(terms[a:b]) for a, b in spans]) / totals).tolist()  # one IEEE division each
     rows = zip(*(columns[k] for k in SNAPSHOT_KEYS))
-    name, version, threshold = template.type_name, template.version, template.threshold
+    name, version, config = template.type_name, template.version, template._config
     for i, row, (a, b) in zip(chosen, rows, spans):
-        out[i] = (dict(zip(SNAPSHOT_KEYS, row)),
-                  {"type": name, "version": version, "config": {"threshold": threshold, "exact": False},
-                   "state": {"score": score_all[a:b], "y_true": label_all[a:b]}})
+        out[i] = (dict(zip(SNAPSHOT_KEYS, row)), {"type": name, "version": version, "config": config(),
+                                                  "state": {"score": score_all[a:b], "y_true": label_all[a:b]}})
     return out
