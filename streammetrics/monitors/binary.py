@@ -427,8 +427,11 @@ class BinaryMonitor(Monitor):
             return self.snapshot(), self.to_dict()
         return binary_snapshot_state(self)
 
-    #: most events of a pane :meth:`snapshot_states` takes (more: None, built window by window)
-    snapshot_states_max_events = FLEET_MAX_EVENTS
+    @property
+    def snapshot_states_max_events(self) -> int:
+        """Most events of a pane :meth:`snapshot_states` takes (more: None, built window by
+        window): the vectorised pass's bound, within the events form's."""
+        return min(FLEET_MAX_EVENTS, self.events_form_max)
 
     def snapshot_states(self, panes: Sequence[Sequence[Event]]) -> list[tuple[dict[str, Any], dict[str, Any]] | None]:
         """Called on an empty monitor (a template): per list of parsed events, the

@@ -180,7 +180,7 @@ def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> lis
     out: list[tuple[dict, dict] | None] = [None] * len(panes)
     if not (_DIRECT and not template.exact and template.count == 0 and not template.labeled):
         return out
-    chosen, lengths, y, s = _common_columns(panes, min(FLEET_MAX_EVENTS, template.events_form_max))
+    chosen, lengths, y, s = _common_columns(panes, template.snapshot_states_max_events)
     if not chosen:
         return out
     n = len(s)
