@@ -49,10 +49,10 @@ REPLAY_GC_THRESHOLD = 100_000
 @contextlib.contextmanager
 def replay_gc() -> Iterator[None]:
     """Garbage-collector settings for a replay (``streammetrics replay`` runs inside it), in the
-    manner of the service's ``tune_gc``: a replay allocates a few short-lived containers per event and per
-    snapshot while window state for every key lives on, and with CPython's default thresholds
-    the collector rescans that state every 700 allocations (a fifth of the time of a replay
-    over 10,000 keys). Here the youngest generation is collected every
+    manner of the service's ``tune_gc``: a replay allocates a few short-lived containers per
+    event and per snapshot while window state for every key lives on, and with CPython's
+    default thresholds the collector rescans that state every 700 allocations (a fifth of the
+    time of a replay over 10,000 keys). Here the youngest generation is collected every
     :data:`REPLAY_GC_THRESHOLD` (100,000) allocations and the older ones every 50 of those (at
     most ~100,000 containers of garbage cycles, some 10-20 MB, wait longer: a replay makes
     almost none); the previous thresholds are restored on exit."""
