@@ -1,7 +1,9 @@
 """Per-event cost of a BinaryMonitor against river's metrics for the same events, in one run.
 
-streammetrics: ``BinaryMonitor.update(event_dict)`` (parsing and validation included) and
-``update_event(Event)`` (pre-parsed, as the window engine calls it). river: ``Accuracy``,
+streammetrics: ``BinaryMonitor.update(event_dict)`` (parsing and validation included; the
+common event is queued and applied in batches of ``update_queue_max`` by the parts'
+``update_many``, the last ones by the read that ends the run) and ``update_event(Event)``
+(pre-parsed, as the window engine calls it: event by event). river: ``Accuracy``,
 ``F1``, ``ROCAUC`` and ``LogLoss`` updated for each event (``ROCAUC`` at its defaults).
 
     python benchmarks/bench_monitor.py [--events N] [--repeats R] [--quick]
@@ -45,6 +47,7 @@ def main() -> None:
         update = m.update
         for e in events:
             update(e)
+        assert m.count == len(events)  # (update queues events; this read applies the last ones)
 
     def ours_parsed() -> None:
         m = BinaryMonitor()

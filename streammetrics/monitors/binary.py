@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Generic, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -23,8 +23,27 @@ __all__ = ["BinaryMonitor"]
 _INF = math.inf
 _ZERO_INT, _ONE_INT = 0, 1  # compared by identity on the fused path (see BinaryMonitor.update)
 _BINARY_TRUTH = (int, bool, float)
+P = TypeVar("P")
 #: batches up to this size are applied event by event (numpy's set-up costs more than it saves)
 SMALL_BATCH = 32
+
+
+class _QueuedPart(Generic[P]):
+    """A part of :class:`BinaryMonitor` (kept in ``_<name>``): reading it applies the events
+    :meth:`BinaryMonitor.update` queued first."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.attr = "_" + name
+
+    def __get__(self, monitor: "BinaryMonitor | None", owner: type | None = None) -> P:
+        if monitor is None:
+            return self  # type: ignore[return-value]  # (the class attribute: the descriptor)
+        if monitor._queue:
+            monitor._apply_queue()
+        return monitor.__dict__[self.attr]
+
+    def __set__(self, monitor: "BinaryMonitor", value: P) -> None:
+        monitor.__dict__[self.attr] = value
 
 
 def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
@@ -83,15 +102,25 @@ class BinaryMonitor(Monitor):
     #: (the events form; more, or other weights: the parts' layout); also the most an
     #: events-form dict may hold when read
     events_form_max = EVENTS_FORM_MAX
+    #: most events :meth:`update` queues before applying them to the parts (a list of floats:
+    #: ~32 bytes per event, 64 KiB at most; the per-event path's two exact-sum buffers hold as much)
+    update_queue_max = 2 * BUFFER
     state_fields = (
         part("predictions", lambda m: ScoreDistribution(threshold=m.threshold, exact=m.exact)),
         part("scores", lambda m: BinaryScores(exact=m.exact)),
         part("confusion", lambda m: ConfusionMatrix(labels=[0, 1])),
     )
 
-    predictions: ScoreDistribution
-    scores: BinaryScores
-    confusion: ConfusionMatrix
+    # The parts, read through properties that apply the queue of :meth:`update` first (the
+    # update paths write to ``_predictions``, ``_scores`` and ``_confusion`` directly: the
+    # state is a function of the multiset of events, whatever the order)
+    predictions: _QueuedPart[ScoreDistribution] = _QueuedPart()
+    scores: _QueuedPart[BinaryScores] = _QueuedPart()
+    confusion: _QueuedPart[ConfusionMatrix] = _QueuedPart()
+    _predictions: ScoreDistribution
+    _scores: BinaryScores
+    _confusion: ConfusionMatrix
+    _queue: list[float]
 
     def __init__(self, threshold: float = 0.5, exact: bool = False) -> None:
         self.threshold = check_number(threshold, "threshold")
@@ -100,6 +129,11 @@ class BinaryMonitor(Monitor):
 
     def _config(self) -> dict[str, Any]:
         return {"threshold": self.threshold, "exact": self.exact}
+
+    def _refresh(self) -> None:
+        """No queued events (after reset, copy, merge or load the parts are the whole state;
+        a reset drops the queue)."""
+        self._queue = []
 
     def _state(self) -> dict[str, Any]:
         """The events form while it applies (:func:`~streammetrics.monitors.binary_events.events_form`),
@@ -149,11 +183,13 @@ class BinaryMonitor(Monitor):
 
     def update(self, event: Mapping[str, Any] | Event) -> "BinaryMonitor":
         """Add one event. The common dict (``y_true`` 0/1 or a bool, a float ``score`` strictly
-        inside (0, 1), no ``weight``) with both histograms on a grid takes the fused path
-        inline: what :meth:`_unit_event` does, written out once more (one call less per event;
-        ``tests/monitors/test_binary_fused.py`` holds both to the accumulators' own paths).
-        Any other event leaves through :meth:`_update_other` (short jumps keep the checks
-        above specialised)."""
+        inside (0, 1), no ``weight``) is queued: its signed score (``score`` if ``y_true``
+        else ``-score``) is appended to a list, and the queue is applied through the three
+        parts' vectorised ``update_many`` when it holds :attr:`update_queue_max` events, or
+        when anything reads a part (``predictions``, ``scores`` and ``confusion`` are
+        properties that apply it first). The state is a function of the multiset of events,
+        so it is the one the per-event paths build (``tests/monitors/test_binary_queue.py``).
+        Any other event leaves through :meth:`_update_other`, straight into the parts."""
         if event.__class__ is not dict:
             return self._update_other(event)
         try:
@@ -162,74 +198,44 @@ class BinaryMonitor(Monitor):
         except KeyError:  # the parser names the missing field
             return self._update_other(event)
         # y: the ints 0 and 1 by identity (CPython's cached small ints; any other 0/1 takes
-        # the accumulators' paths, with the same result); a bool indexes as 0/1 below
+        # the accumulators' paths, with the same result); nan fails 0.0 < s
         if s.__class__ is not float or "weight" in event or not (
-                y is _ZERO_INT or y is _ONE_INT or y is True or y is False):
+                y is _ZERO_INT or y is _ONE_INT or y is True or y is False) or not 0.0 < s < 1.0:
             return self._update_other(event)
-        sf = self.scores._fast
-        pf = self.predictions._fast
-        if sf is None or pf is None:  # a histogram still exact, or exact=True
-            if 0.0 < s < 1.0 and self._unit_event(1 if y else 0, s):
-                return self
-            return self._update_other(event)
-        hists, events, unit, _, shift, rnd, c, as_float, as_int, inc = sf
-        ph, pshift, prnd, pc, psums, threshold, pterms, _, _, pinc = pf
-        # the keys from the float's bits (see LogGridBinning.key), the score's range checked
-        # on the way (0 < s < 1; nan fails both tests); the labelled histograms' grid is
-        # usually the predictions' or the next coarser one: ceil(ceil(b / 2**p) / 2) is
-        # ceil(b / 2**(p + 1)), in small ints
-        if s < 0.5:
-            if not s > 0.0:
-                return self._update_other(event)
-            as_float[0] = s
-            pk = (as_int[0] + prnd) >> pshift
-            if pshift == shift:
-                k = pk
-            elif pshift + 1 == shift:
-                k = (pk + 1) >> 1
-            else:
-                k = (as_int[0] + rnd) >> shift
-        elif s < 1.0:
-            as_float[0] = 1.0 - s
-            pu = (as_int[0] + prnd) >> pshift
-            pk = pc - pu
-            if pshift == shift:
-                k = pk  # (one grid: c == pc)
-            elif pshift + 1 == shift:
-                k = c - ((pu + 1) >> 1)
-            else:
-                k = c - ((as_int[0] + rnd) >> shift)
-        else:
-            return self._update_other(event)
-        unit.append(s if y else -s)  # log-loss and Brier terms: buffered, folded exactly
-        pterms.append(s)  # the score sum: likewise
-        # (x[i] = x[i] + 1 rather than x[i] += 1: two instructions less, the same operations)
-        try:  # (the increments: 1.0, or UNIT in units mode)
-            ph[pk] = ph[pk] + pinc
-        except KeyError:
-            ph[pk] = pinc
-            if len(ph) > self.predictions._max_bins:  # type: ignore[operator]  # an int on a grid
-                self.predictions._collapse()
-        h = hists[y]
-        try:
-            h[k] = h[k] + inc
-        except KeyError:
-            h[k] = inc
-            if len(hists[0]) + len(hists[1]) > self.scores._max_bins:  # type: ignore[operator]  # an int on a grid
-                self.scores._collapse()
-        psums[0] = psums[0] + 1
-        events[y] = events[y] + 1
-        pending = self.confusion._pending  # confusion cells: index y_true + 2 * y_pred
-        if s >= threshold:
-            psums[2] = psums[2] + 1
-            y += 2
-        pending[y] = pending[y] + 1
-        if len(unit) >= BUFFER or len(pterms) >= BUFFER:  # (both: either may also fill alone)
-            fold_together(self.scores._sums, psums[1])
+        queue = self._queue
+        queue.append(s if y else -s)
+        if len(queue) >= self.update_queue_max:
+            self._apply_queue()
         return self
 
+    def _apply_queue(self) -> None:
+        """Apply the queued events to the parts: event by event up to :data:`SMALL_BATCH` of
+        them, else through the parts' ``update_many`` (signed score ``v``: ``y_true`` is
+        ``v > 0``, the score ``abs(v)``)."""
+        queue, self._queue = self._queue, []
+        if len(queue) <= SMALL_BATCH:
+            for v in queue:
+                if v > 0.0:
+                    if not self._unit_event(1, v):
+                        self._unit_parts(1, v)
+                elif not self._unit_event(0, -v):
+                    self._unit_parts(0, -v)
+            return
+        signed = np.array(queue)
+        s = np.abs(signed)
+        y = (signed > 0.0).view(np.int8).astype(np.int64)
+        self._predictions.update_many(s)
+        self._scores.update_many(y, s)
+        self._confusion.update_many(y, (s >= self.threshold).view(np.int8).astype(np.int64))
+
+    def _unit_parts(self, y: int, s: float) -> None:
+        """One unit-weight event through the three accumulators' own ``update``."""
+        self._predictions.update(s)
+        self._scores.update(y, s)
+        self._confusion.update(y, 1 if s >= self.threshold else 0)
+
     def _update_other(self, event: Mapping[str, Any] | Event) -> "BinaryMonitor":
-        """:meth:`update` of any event the fused path does not take: a valid 0/1 truth with a
+        """:meth:`update` of any event it does not queue: a valid 0/1 truth with a
         finite float score and no weight through the accumulators' own paths (0.0, 1.0,
         margins, exact=True), anything else through the parser."""
         if event.__class__ is dict:
@@ -241,9 +247,9 @@ class BinaryMonitor(Monitor):
             if y.__class__ in _BINARY_TRUTH and (y == 0 or y == 1) and s.__class__ is float and -_INF < s < _INF and (
                     "weight" not in event):
                 y = 1 if y else 0
-                self.predictions.update(s)
-                self.scores.update(y, s)
-                self.confusion.update(y, 1 if s >= self.threshold else 0)
+                self._predictions.update(s)
+                self._scores.update(y, s)
+                self._confusion.update(y, 1 if s >= self.threshold else 0)
                 return self
         super().update(event)
         return self
@@ -256,8 +262,8 @@ class BinaryMonitor(Monitor):
         the matrix's pending counts and both exact-sum buffers folded together. False
         (nothing changed) when the monitor is ``exact=True``: the accumulators' own paths
         then apply it."""
-        sc = self.scores
-        pr = self.predictions
+        sc = self._scores
+        pr = self._predictions
         sf = sc._fast
         pf = pr._fast
         q = 1.0 - s
@@ -332,7 +338,7 @@ class BinaryMonitor(Monitor):
                 sc._collapse()
         events[y] += 1
         unit.append(s if y else -s)  # log-loss and Brier terms: buffered, folded exactly
-        pending = self.confusion._pending  # confusion cells: index y_true + 2 * y_pred
+        pending = self._confusion._pending  # confusion cells: index y_true + 2 * y_pred
         if s >= threshold:
             psums[2] += 1
             pending[y + 2] += 1
@@ -346,25 +352,25 @@ class BinaryMonitor(Monitor):
         w = event.weight
         s: Any = event.score  # a float: the parser set it
         if w == 1.0:
-            self.predictions.update(s)
+            self._predictions.update(s)
         else:
-            self.predictions.update(s, w)
+            self._predictions.update(s, w)
         return self
 
     def update_predictions(self, events: Sequence[Event]) -> "BinaryMonitor":
         s = np.fromiter([e.score for e in events], dtype=np.float64, count=len(events))
-        self.predictions.update_many(s, batch_weights(events))
+        self._predictions.update_many(s, batch_weights(events))
         return self
 
     def update_outcome(self, event: Event) -> "BinaryMonitor":
         y, w = event.y_true, event.weight
         s: Any = event.score  # a float: the parser set it
         if w == 1.0:  # the accumulators' unweighted fast paths
-            self.scores.update(y, s)
-            self.confusion.update(y, 1 if s >= self.threshold else 0)
+            self._scores.update(y, s)
+            self._confusion.update(y, 1 if s >= self.threshold else 0)
         else:
-            self.scores.update(y, s, w)
-            self.confusion.update(y, 1 if s >= self.threshold else 0, w)
+            self._scores.update(y, s, w)
+            self._confusion.update(y, 1 if s >= self.threshold else 0, w)
         return self
 
     def update_outcomes(self, events: Sequence[Event]) -> "BinaryMonitor":
@@ -372,8 +378,8 @@ class BinaryMonitor(Monitor):
         y = np.fromiter([e.y_true for e in events], dtype=np.int64, count=n)
         s = np.fromiter([e.score for e in events], dtype=np.float64, count=n)
         w = batch_weights(events)
-        self.scores.update_many(y, s, w)
-        self.confusion.update_many(y, (s >= self.threshold).astype(np.int64), w)
+        self._scores.update_many(y, s, w)
+        self._confusion.update_many(y, (s >= self.threshold).astype(np.int64), w)
         return self
 
     def update_event(self, event: Event) -> "BinaryMonitor":
@@ -382,13 +388,13 @@ class BinaryMonitor(Monitor):
         if w == 1.0:  # the accumulators' unweighted fast paths
             if 0.0 < s < 1.0 and self._unit_event(y, s):
                 return self
-            self.predictions.update(s)
-            self.scores.update(y, s)
-            self.confusion.update(y, 1 if s >= self.threshold else 0)
+            self._predictions.update(s)
+            self._scores.update(y, s)
+            self._confusion.update(y, 1 if s >= self.threshold else 0)
         else:
-            self.predictions.update(s, w)
-            self.scores.update(y, s, w)
-            self.confusion.update(y, 1 if s >= self.threshold else 0, w)
+            self._predictions.update(s, w)
+            self._scores.update(y, s, w)
+            self._confusion.update(y, 1 if s >= self.threshold else 0, w)
         return self
 
     def update_events(self, events: Sequence[Event]) -> "BinaryMonitor":
@@ -404,9 +410,9 @@ class BinaryMonitor(Monitor):
         y = np.fromiter([e.y_true for e in events], dtype=np.int64, count=n)
         s = np.fromiter([e.score for e in events], dtype=np.float64, count=n)
         w = batch_weights(events)
-        self.predictions.update_many(s, w)
-        self.scores.update_many(y, s, w)
-        self.confusion.update_many(y, (s >= self.threshold).astype(np.int64), w)
+        self._predictions.update_many(s, w)
+        self._scores.update_many(y, s, w)
+        self._confusion.update_many(y, (s >= self.threshold).astype(np.int64), w)
         return self
 
     def snapshot(self) -> dict[str, Any]:
