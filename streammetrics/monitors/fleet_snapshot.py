@@ -34,7 +34,7 @@ the caller builds that window's monitor.
 from __future__ import annotations
 
 import math
-from itertools import chain
+from itertools import chain, starmap
 from operator import attrgetter
 from typing import Any, Sequence
 
@@ -203,6 +203,7 @@ def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> lis
     log_all, brier_all, score_all, label_all = log_terms.tolist(), brier_terms.tolist(), ss.tolist(), ys.tolist()
     ends = np.cumsum(lengths)
     spans = list(zip((ends - lengths).tolist(), ends.tolist()))
+    cuts = list(starmap(slice, spans))
     # the metrics: one list per key of the snapshot (None where undefined), then one row per window
     cells = np.bincount(win * 4 + y + 2 * above, minlength=4 * m).reshape(m, 4)  # true + 2 * predicted
     columns = _confusion_columns(cells)
@@ -211,7 +212,8 @@ def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> lis
     totals = lengths.astype(np.float64)  # the weight of every prediction, of the labelled ones
     columns["count"], columns["total_weight"] = lengths.tolist(), totals.tolist()
     for key, terms in (("log_loss", log_all), ("brier_score", brier_all), ("mean_score", score_all)):
-        columns[key] = (np.array([_fsum(terms[a:b]) for a, b in spans]) / totals).tolist()  # one IEEE division each
+        sums = np.fromiter(map(_fsum, map(terms.__getitem__, cuts)), dtype=np.float64, count=m)
+        columns[key] = (sums / totals).tolist()  # one IEEE division each
     rows = zip(*(columns[k] for k in SNAPSHOT_KEYS))
     name, version, config = template.type_name, template.version, template._config
     for i, row, (a, b) in zip(chosen, rows, spans):

@@ -686,6 +686,24 @@ class WindowManager:
         k = state.next_window
         assert k is not None
         panes = state.panes
+        pending = state.pending
+        if not panes and 0 < len(pending) <= 2 and s == w and self._fleet is not None and not self.cumulative and (
+                not state.awaiting):
+            # the commonest close at fleet scale (tumbling windows, no monitor): one small queued
+            # pane closes, the next one (holding the event that closed it) may stay queued; what
+            # the general path below does for it, without its sorting and sets
+            j, other = min(pending), max(pending)
+            events = pending[j]
+            if k <= j <= last and (other == j or other > last) and len(events) <= self._fleet_max:
+                del pending[j]
+                pane_ms = spec.pane_ms
+                window = _Deferred(key, state.late, j * pane_ms, (j + 1) * pane_ms, events)
+                self._ready.append(window)
+                self._deferred.append(window)
+                self._set_next_window(state, last + 1)
+                if not pending:
+                    self._emptied.append(key)
+                return
         # small panes of queued events only (tumbling windows, self._fleet): closed without a
         # monitor, their snapshots built at poll() together with the other windows closed since
         deferred: dict[int, list] = {}
