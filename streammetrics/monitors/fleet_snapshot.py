@@ -147,23 +147,38 @@ def _ranking_columns(window_of_level: np.ndarray, neg: np.ndarray, pos: np.ndarr
     }
 
 
+#: events read per pass of :func:`_common_columns`: a block's events (scattered over the heap
+#: since they queued) are fetched into the cache by the first pass and read from it by the others
+EVENT_BLOCK = 4096
+
+
 def _common_columns(panes: Sequence[Sequence[Any]], cap: int) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray]:
     """``(indexes of the panes in the common case, their lengths, y_true as int64, score)``,
-    the two columns over those panes' events in order: one pass over all events
-    (``attrgetter`` maps), the conditions checked on arrays; pane by pane (:func:`_eligible`)
-    when some label, score or weight is not of the parser's types (int, float, float). Weights
-    all equal to 1 (the parser's default, one float object) are checked by one ``list.count``."""
+    the two columns over those panes' events in order: the events read in blocks of
+    :data:`EVENT_BLOCK` (``attrgetter`` maps, the types checked by sets, the block's columns
+    built while its events are in the cache), the conditions checked on arrays; pane by pane
+    (:func:`_eligible`) when some label, score or weight is not of the parser's types (int,
+    float, float). Weights all equal to 1 (the parser's default) are checked by ``list.count``."""
     events = list(chain.from_iterable(panes))
-    labels, scores, weights = list(map(_LABEL, events)), list(map(_SCORE, events)), list(map(_WEIGHT, events))
     sizes = np.fromiter(map(len, panes), dtype=np.int64, count=len(panes))
-    all_unit = weights.count(1.0) == len(weights)  # (a weight equal to 1 takes the unit path on every path)
-    if set(map(type, scores)) <= _FLOAT and set(map(type, labels)) <= _INT and (
-            all_unit or set(map(type, weights)) <= _FLOAT):
-        y = np.array(labels, dtype=np.int64)
-        s = np.array(scores, dtype=np.float64)
+    y_blocks, s_blocks, odd_weights = [], [], []
+    for start in range(0, len(events), EVENT_BLOCK):
+        block = events[start : start + EVENT_BLOCK]
+        labels, scores, weights = list(map(_LABEL, block)), list(map(_SCORE, block)), list(map(_WEIGHT, block))
+        unit = weights.count(1.0) == len(weights)  # (a weight equal to 1 takes the unit path on every path)
+        if not (set(map(type, scores)) <= _FLOAT and set(map(type, labels)) <= _INT and (
+                unit or set(map(type, weights)) <= _FLOAT)):
+            break
+        y_blocks.append(np.array(labels, dtype=np.int64))
+        s_blocks.append(np.array(scores, dtype=np.float64))
+        if not unit:
+            odd_weights.append((start, np.array(weights, dtype=np.float64) != 1.0))
+    else:
+        y = np.concatenate(y_blocks) if y_blocks else np.zeros(0, dtype=np.int64)
+        s = np.concatenate(s_blocks) if s_blocks else np.zeros(0)
         odd = ~((s > 0.0) & (s < 1.0) & ((y == 0) | (y == 1)))
-        if not all_unit:
-            odd |= np.array(weights, dtype=np.float64) != 1.0
+        for start, wrong in odd_weights:
+            odd[start : start + len(wrong)] |= wrong
         pane_of = np.repeat(np.arange(len(panes), dtype=np.int64), sizes)
         ok = (np.bincount(pane_of[odd], minlength=len(panes)) == 0) & (sizes > 0) & (sizes <= cap)
         keep = ok[pane_of]

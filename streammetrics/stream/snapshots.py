@@ -171,17 +171,18 @@ def build_snapshot(
     (``monitor`` is then unused: the window engine's windows closed many at a time)."""
     if record is None or count is None:
         count = monitor.count
-    snap: dict[str, Any] = {
-        "schema": SNAPSHOT_SCHEMA,
-        "key": {"model": key[0], "segment": key[1]},
-        "window": {"start": _seconds(start_ms), "end": _seconds(end_ms)},
-        "final": final,
-        "count": count,
-        "late": late,
-    }
-    if not cumulative:
-        snap.update(revision=revision, labeled=count - pending - expired, expired=expired, pending=pending)
-    fused = getattr(monitor, "snapshot_state", None) if include_state and extra_metrics is None else None
+    window = {"start": _seconds(start_ms), "end": _seconds(end_ms)}
+    snap: dict[str, Any]
+    if cumulative:
+        snap = {"schema": SNAPSHOT_SCHEMA, "key": {"model": key[0], "segment": key[1]}, "window": window,
+                "final": final, "count": count, "late": late}
+    else:
+        snap = {"schema": SNAPSHOT_SCHEMA, "key": {"model": key[0], "segment": key[1]}, "window": window,
+                "final": final, "count": count, "late": late, "revision": revision,
+                "labeled": count - pending - expired, "expired": expired, "pending": pending}
+    fused = None
+    if record is None and include_state and extra_metrics is None:
+        fused = getattr(monitor, "snapshot_state", None)
     if record is not None or fused is not None:  # metrics and state computed together (BinaryMonitor: one pass)
         snap["metrics"], state = record if record is not None else fused()  # type: ignore[misc]
         if cumulative:

@@ -119,3 +119,26 @@ def test_fsum_is_the_exact_sums_value(terms: list[float]) -> None:
     exact = ExactSum()
     exact.terms.extend(terms)
     assert math.fsum(terms) == exact.value == math.fsum(reversed(terms))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(pane, min_size=1, max_size=12), st.sampled_from([1, 2, 3, 7]))
+def test_the_events_read_in_blocks_give_the_records_of_one_block(panes: list, block: int) -> None:
+    """``_common_columns`` reads the events in blocks of EVENT_BLOCK: any block size (a weight
+    other than 1 in a later block, a hand-built event in a later block) gives the same records."""
+    from streammetrics.events.records import Event
+    from streammetrics.monitors import fleet_snapshot
+
+    lists = [events for _, events in panes]
+    whole = BinaryMonitor().snapshot_states(lists)
+    import numpy as np
+
+    hand_built = lists + [[Event(0.0, "m", y_true=1, score=np.float64(0.7)), parse(0, 0.2)]]  # pane by pane
+    whole_hand_built = BinaryMonitor().snapshot_states(hand_built)
+    default = fleet_snapshot.EVENT_BLOCK
+    fleet_snapshot.EVENT_BLOCK = block
+    try:
+        assert json.dumps(BinaryMonitor().snapshot_states(lists)) == json.dumps(whole)
+        assert json.dumps(BinaryMonitor().snapshot_states(hand_built)) == json.dumps(whole_hand_built)
+    finally:
+        fleet_snapshot.EVENT_BLOCK = default
