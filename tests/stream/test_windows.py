@@ -279,3 +279,38 @@ def test_cumulative_snapshots_hold_exactly_the_applied_events_before_their_end(g
         end_ms = round(snap["window"]["end"] * 1000)
         expected = sorted(ev.id for ev in seen[key] if round(ev.ts * 1000) < end_ms)
         assert snap["metrics"]["ids"] == expected
+
+
+def test_queued_events_share_their_keys_model_string():
+    """A queued Event holds its key's own model string (an equal one: its decoded copy is freed
+    at once instead of living in the queue for a window), also for a key restored from a
+    checkpoint; other event types are left as they are; the snapshots are those of the events."""
+    from streammetrics.events.parser import EventParser
+    from streammetrics.events.records import EVENT_CODEC
+    from streammetrics.monitors import BinaryMonitor
+
+    parse = EventParser("binary").parse
+    model = "".join(["m", "1"])  # (built at run time: not the interned literal)
+
+    def event(ts, y, s):
+        return parse({"ts": ts, "model": "".join(["m", "1"]), "y_true": y, "score": s})
+
+    wm = WindowManager(BinaryMonitor, 60, batch=True, event_codec=EVENT_CODEC)
+    first, second = event(0, 1, 0.8), event(1, 0, 0.3)
+    assert first.model is not second.model
+    wm.add(first)
+    wm.add(second)
+    assert first.model is second.model and first.model == model
+    restored = WindowManager(BinaryMonitor, 60, batch=True, event_codec=EVENT_CODEC)
+    restored.load_dict(json.loads(json.dumps(wm.to_dict())))
+    third = event(2, 1, 0.6)
+    restored.add(third)
+    assert third.model == model and third.model is restored._keys[(model, "")].model
+    snap = restored.flush()[0]
+    expected = BinaryMonitor().update_events([event(0, 1, 0.8), event(1, 0, 0.3), event(2, 1, 0.6)])
+    assert snap["count"] == 3 and snap["metrics"] == expected.snapshot()
+    other = WindowManager(IdsMonitor, 10, batch=True)
+    ev = Ev(1.0, "".join(["m", "1"]), "", 7)
+    other.add(ev)
+    other.add(Ev(2.0, "".join(["m", "1"]), "", 8))
+    assert [s["metrics"]["ids"] for s in other.flush()] == [[7, 8]]  # (a frozen dataclass: not assigned to)
