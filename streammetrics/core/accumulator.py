@@ -72,7 +72,11 @@ class Accumulator:
         raise NotImplementedError
 
     def merge(self: A, other: "Accumulator") -> A:
-        """Fold ``other`` (same type and configuration) into ``self``; returns ``self``."""
+        """Fold ``other`` (same type and configuration) into ``self``; returns ``self``.
+        ``a.merge(a)`` doubles ``a``: merged with a copy of itself (a part's merge reads its
+        argument while it changes ``self``)."""
+        if other is self:
+            other = self.copy()
         if type(other) is not type(self):
             raise ValueError(
                 f"cannot merge {type(other).__name__} into {type(self).__name__}: "

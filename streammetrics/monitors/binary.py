@@ -30,7 +30,9 @@ SMALL_BATCH = 32
 
 class _QueuedPart(Generic[P]):
     """A part of :class:`BinaryMonitor` (kept in ``_<name>``): reading it applies the events
-    :meth:`BinaryMonitor.update` queued first."""
+    :meth:`BinaryMonitor.update` queued first; setting it applies them too (to the parts being
+    replaced: the others keep them), then gives the monitor a queue of its own (a copy or an
+    empty monitor made from this one's ``__dict__`` shares none)."""
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.attr = "_" + name
@@ -43,7 +45,11 @@ class _QueuedPart(Generic[P]):
         return monitor.__dict__[self.attr]
 
     def __set__(self, monitor: "BinaryMonitor", value: P) -> None:
-        monitor.__dict__[self.attr] = value
+        state = monitor.__dict__
+        if state.get("_queue"):
+            monitor._apply_queue()
+        state["_queue"] = []
+        state[self.attr] = value
 
 
 def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
@@ -84,6 +90,11 @@ class BinaryMonitor(Monitor):
     of ``score >= threshold`` (``accuracy``, ``balanced_accuracy``, ``precision``,
     ``recall``, ``f1``, ``specificity``, ``matthews_corrcoef`` of the positive class 1, and
     ``positive_rate``, the weighted share of ``y_true == 1``).
+
+    :meth:`update` queues the common event and applies the queue when a part is read through
+    the monitor (``m.scores``, ``m.count``, ``m.snapshot()``...): read the parts through the
+    monitor; a part kept in a variable across ``update`` calls sees their events after the
+    next such read.
 
     >>> m = BinaryMonitor().update({"y_true": 1, "score": 0.8}).update({"y_true": 0, "score": 0.3})
     >>> s = m.snapshot()
@@ -130,10 +141,12 @@ class BinaryMonitor(Monitor):
     def _config(self) -> dict[str, Any]:
         return {"threshold": self.threshold, "exact": self.exact}
 
-    def _refresh(self) -> None:
-        """No queued events (after reset, copy, merge or load the parts are the whole state;
-        a reset drops the queue)."""
-        self._queue = []
+    def copy(self) -> "BinaryMonitor":
+        """An independent monitor with the same state (the queued events applied first: the
+        copy starts from this one's ``__dict__``)."""
+        if self._queue:
+            self._apply_queue()
+        return super().copy()
 
     def _state(self) -> dict[str, Any]:
         """The events form while it applies (:func:`~streammetrics.monitors.binary_events.events_form`),

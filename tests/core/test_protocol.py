@@ -183,6 +183,15 @@ def test_random_splits_merged_in_random_orders_equal_the_whole_stream(name, i, s
 
 
 @pytest.mark.parametrize("name,i", CASES)
+def test_merging_an_accumulator_into_itself_doubles_it(name, i):
+    factory, gen = _example(name, i)
+    events = _stream(gen, 7)
+    a = _fill(factory(), gen, events)  # (not read before the merge: buffers still unfolded)
+    twice = _fill(factory(), gen, events).merge(_fill(factory(), gen, events))
+    assert json.dumps(a.merge(a).to_dict()) == json.dumps(twice.to_dict()) and a.count == 120
+
+
+@pytest.mark.parametrize("name,i", CASES)
 def test_copy_is_independent_and_reset_empties(name, i):
     factory, gen = _example(name, i)
     events = _stream(gen, 5)

@@ -151,3 +151,35 @@ def test_a_bad_event_is_refused_and_the_queued_events_stay(bad, field):
         m.update(bad)
     assert "\n" not in str(info.value)
     assert m._queue == queued and m.to_dict() == ref.to_dict()
+
+
+class OwnRefresh(BinaryMonitor):
+    """A subclass overriding the (empty) ``_refresh`` hook without calling ``super()``."""
+
+    def _refresh(self) -> None:
+        self.cache = None
+
+
+def test_a_subclass_with_its_own_refresh_keeps_a_queue_of_its_own():
+    m = OwnRefresh().update({"y_true": 1, "score": 0.8})
+    c, e = m.copy(), OwnRefresh().empty()
+    c.update({"y_true": 0, "score": 0.3})
+    e.update({"y_true": 0, "score": 0.4})
+    assert (m.count, c.count, e.count) == (1, 2, 1)
+    assert m._queue is not c._queue and e._queue is not m._queue
+
+
+def test_setting_a_part_applies_the_queue_to_the_parts_it_leaves():
+    m = BinaryMonitor().update({"y_true": 1, "score": 0.8}).update({"y_true": 0, "score": 0.3})
+    m.scores = BinaryMonitor().scores  # replaces the label-based scores only
+    assert m.predictions.count == 2 and m.confusion.count == 2 and m.scores.count == 0
+
+
+def test_a_held_part_sees_queued_events_once_the_monitor_is_read():
+    """The parts are read through the monitor: a reference kept across update(dict) calls sees
+    their events after the next read of the monitor (documented on BinaryMonitor)."""
+    m = BinaryMonitor()
+    held = m.scores
+    m.update({"y_true": 1, "score": 0.8}).update({"y_true": 0, "score": 0.3})
+    assert held.count == 0 and m._queue  # queued
+    assert m.count == 2 and held.count == 2 and held.roc_auc() == 1.0
