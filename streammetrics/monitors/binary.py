@@ -242,7 +242,7 @@ class BinaryMonitor(Monitor):
         self._confusion.update_many(y, (s >= self.threshold).view(np.int8).astype(np.int64))
 
     def _unit_parts(self, y: int, s: float) -> None:
-        """One unit-weight event through the three accumulators' own ``update``."""
+        """One unit-weight event (``y`` 0 or 1) through the three accumulators' own ``update``."""
         self._predictions.update(s)
         self._scores.update(y, s)
         self._confusion.update(y, 1 if s >= self.threshold else 0)
@@ -259,10 +259,7 @@ class BinaryMonitor(Monitor):
                 s = y = None
             if y.__class__ in _BINARY_TRUTH and (y == 0 or y == 1) and s.__class__ is float and -_INF < s < _INF and (
                     "weight" not in event):
-                y = 1 if y else 0
-                self._predictions.update(s)
-                self._scores.update(y, s)
-                self._confusion.update(y, 1 if s >= self.threshold else 0)
+                self._unit_parts(1 if y else 0, s)
                 return self
         super().update(event)
         return self
@@ -399,11 +396,8 @@ class BinaryMonitor(Monitor):
         y, w = event.y_true, event.weight
         s: Any = event.score  # a float: the parser set it
         if w == 1.0:  # the accumulators' unweighted fast paths
-            if 0.0 < s < 1.0 and self._unit_event(y, s):
-                return self
-            self._predictions.update(s)
-            self._scores.update(y, s)
-            self._confusion.update(y, 1 if s >= self.threshold else 0)
+            if not (0.0 < s < 1.0 and self._unit_event(y, s)):
+                self._unit_parts(y, s)
         else:
             self._predictions.update(s, w)
             self._scores.update(y, s, w)

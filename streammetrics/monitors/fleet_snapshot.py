@@ -34,7 +34,7 @@ the caller builds that window's monitor.
 from __future__ import annotations
 
 import math
-from itertools import chain, starmap
+from itertools import chain
 from operator import attrgetter
 from typing import Any, Sequence
 
@@ -217,8 +217,7 @@ def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> lis
     log_terms, brier_terms = probability_terms(np.where(ys == 1, ss, -ss))
     log_all, brier_all, score_all, label_all = log_terms.tolist(), brier_terms.tolist(), ss.tolist(), ys.tolist()
     ends = np.cumsum(lengths)
-    spans = list(zip((ends - lengths).tolist(), ends.tolist()))
-    cuts = list(starmap(slice, spans))
+    cuts = list(map(slice, (ends - lengths).tolist(), ends.tolist()))  # each window's events
     # the metrics: one list per key of the snapshot (None where undefined), then one row per window
     cells = np.bincount(win * 4 + y + 2 * above, minlength=4 * m).reshape(m, 4)  # true + 2 * predicted
     columns = _confusion_columns(cells)
@@ -231,7 +230,7 @@ def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> lis
         columns[key] = (sums / totals).tolist()  # one IEEE division each
     rows = zip(*(columns[k] for k in SNAPSHOT_KEYS))
     name, version, config = template.type_name, template.version, template._config
-    for i, row, (a, b) in zip(chosen, rows, spans):
+    for i, row, cut in zip(chosen, rows, cuts):
         out[i] = (dict(zip(SNAPSHOT_KEYS, row)), {"type": name, "version": version, "config": config(),
-                                                  "state": {"score": score_all[a:b], "y_true": label_all[a:b]}})
+                                                  "state": {"score": score_all[cut], "y_true": label_all[cut]}})
     return out

@@ -176,15 +176,19 @@ def build_snapshot(
     (``monitor`` is then unused: the window engine's windows closed many at a time)."""
     if record is None or count is None:
         count = monitor.count
-    window = {"start": _seconds(start_ms), "end": _seconds(end_ms)}
-    snap: dict[str, Any]
-    if cumulative:
-        snap = {"schema": SNAPSHOT_SCHEMA, "key": {"model": key[0], "segment": key[1]}, "window": window,
-                "final": final, "count": count, "late": late}
-    else:
-        snap = {"schema": SNAPSHOT_SCHEMA, "key": {"model": key[0], "segment": key[1]}, "window": window,
-                "final": final, "count": count, "late": late, "revision": revision,
-                "labeled": count - pending - expired, "expired": expired, "pending": pending}
+    snap: dict[str, Any] = {
+        "schema": SNAPSHOT_SCHEMA,
+        "key": {"model": key[0], "segment": key[1]},
+        "window": {"start": _seconds(start_ms), "end": _seconds(end_ms)},
+        "final": final,
+        "count": count,
+        "late": late,
+    }
+    if not cumulative:  # (item by item: no keyword dict per snapshot)
+        snap["revision"] = revision
+        snap["labeled"] = count - pending - expired
+        snap["expired"] = expired
+        snap["pending"] = pending
     fused = None
     if record is None and include_state and extra_metrics is None:
         fused = getattr(monitor, "snapshot_state", None)

@@ -704,10 +704,7 @@ class WindowManager:
             events = pending[j]
             if k <= j <= last and (other == j or other > last) and len(events) <= self._fleet_max:
                 del pending[j]
-                pane_ms = spec.pane_ms
-                window = _Deferred(key, state.late, j * pane_ms, (j + 1) * pane_ms, events)
-                self._ready.append(window)
-                self._deferred.append(window)
+                self._defer(key, state, j, events)
                 self._set_next_window(state, last + 1)
                 if not pending:
                     self._emptied.append(key)
@@ -733,9 +730,7 @@ class WindowManager:
                 if j < k:  # a pane below the next window holds no window left to close
                     panes.pop(j, None)
                 elif j in deferred:
-                    window = _Deferred(key, state.late, j * pane_ms, (j + 1) * pane_ms, deferred[j])
-                    self._ready.append(window)
-                    self._deferred.append(window)
+                    self._defer(key, state, j, deferred[j])
                 else:
                     self._ready.append(self._snapshot(key, state, panes.pop(j), j * pane_ms, (j + 1) * pane_ms, True))
             self._set_next_window(state, last + 1)
@@ -795,6 +790,14 @@ class WindowManager:
             start = (state.first_window or 0) * spec.slide_ms
             end = last * spec.slide_ms + spec.size_ms
             self._ready.append(self._snapshot(key, state, total, start, end, False, cumulative=True))
+
+    def _defer(self, key: tuple[str, str], state: _KeyState, pane: int, events: list) -> None:
+        """Close tumbling window ``pane`` of queued ``events`` without a monitor: its place in
+        the ready queue is a :class:`_Deferred` that :meth:`poll` builds with the others."""
+        pane_ms = self.spec.pane_ms
+        window = _Deferred(key, state.late, pane * pane_ms, (pane + 1) * pane_ms, events)
+        self._ready.append(window)
+        self._deferred.append(window)
 
     def poll(self, now: float | None = None, revisions: bool = True, collect: bool = True) -> list[dict[str, Any]]:
         """Close idle keys (if ``idle_close`` is set) and return the snapshots ready since the last

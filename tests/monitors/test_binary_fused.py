@@ -1,5 +1,6 @@
-"""BinaryMonitor's fused per-event path (``update`` / ``update_event`` of a unit-weight event
-with a score inside (0, 1)) builds exactly the state the three accumulators build through
+"""BinaryMonitor's fused per-event path (``update_event`` of a unit-weight event with a score
+inside (0, 1); ``update`` queues such events and applies them through it or the parts'
+``update_many``) builds exactly the state the three accumulators build through
 their own ``update`` methods, as the monitor did before (issue 12 point 4): through the exact
 phase, the move to the grid and every coarsening, with the label-free and label-based
 histograms on different grids (delayed labels), and mixed with events the fused path leaves
