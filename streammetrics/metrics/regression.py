@@ -16,9 +16,11 @@ Every sum is exact (:mod:`streammetrics.kernels.exact_sum`): the per-event path 
 ``(y_true, y_pred, weight)`` (at most 1,024 events), folded in one vectorised pass that computes
 each event's terms with numpy (one formula for every path) and adds them exactly; ``mean`` and
 ``m2`` come from the exact ``Σw``, ``Σw·y`` and ``Σw·y²`` (products split exactly, Dekker's
-TwoProduct) as ``Σw·y / W`` and ``Σw·y² - (Σw·y)²/W``, evaluated exactly and rounded once - so
-the state is a function of the multiset of events (any split, batching, merge order or
-removal gives the same bits) and data with a large offset (1e9 + noise) keeps full precision.
+TwoProduct; products that would fall below ``2**-1074`` are summed as ints in units of
+``2**-2148`` and ``2**-3222`` instead, the *fine sums*) as ``Σw·y / W`` and
+``Σw·y² - (Σw·y)²/W``, evaluated exactly and rounded once - so the state is a function of
+the multiset of events (any split, batching, merge order or removal gives the same bits)
+and data with a large offset (1e9 + noise) keeps full precision.
 R² = 1 - sse/m2, with scikit-learn's ``force_finite`` rule.
 
 Conventions (documented divergences from scikit-learn, which raises on these):
@@ -115,31 +117,97 @@ def _undefined(metric: str, reason: str) -> float:
 _SUMS = ("weight", "wy", "wyy", "sse", "sae", "sle", "ape")
 
 
-def _terms(a: np.ndarray) -> list[np.ndarray]:
+def _terms(a: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
     """Per-event terms of the rows ``(y_true, y_pred, weight)`` of ``a``, in :data:`_SUMS`
-    order (``wy`` and ``wyy`` as exact products: 2 and 4 rows). The same numpy formulas on
-    every path, so a term depends only on its event."""
+    order (``wy`` and ``wyy`` as exact products: 2 and 4 rows), and the mask of the rows whose
+    products are *not* exact in float64 (:func:`_products_underflow`): their product terms are
+    0 here and go to the fine sums instead. The same numpy formulas on every path, so a term
+    depends only on its event."""
     yt, yp, w = a[:, 0].copy(), a[:, 1].copy(), a[:, 2].copy()
     d = yt - yp
     ad = np.abs(d)
     ape = ad / np.maximum(np.abs(yt), EPS)
     ok = (yt > -1.0) & (yp > -1.0)
     ld = np.log1p(np.where(ok, yt, 0.0)) - np.log1p(np.where(ok, yp, 0.0))
-    p1, e1 = two_product(w, yt)
-    p2, e2 = two_product(yt, yt)
-    p3, e3 = two_product(w, p2)
-    p4, e4 = two_product(w, e2)
-    return [w, p1, e1, p3, e3, p4, e4, w * (d * d), w * ad, w * (ld * ld), w * ape]
+    fine = _products_underflow(w, yt)
+    yt_p, w_p = (np.where(fine, 0.0, yt), np.where(fine, 0.0, w)) if fine.any() else (yt, w)
+    p1, e1 = two_product(w_p, yt_p)
+    p2, e2 = two_product(yt_p, yt_p)
+    p3, e3 = two_product(w_p, p2)
+    p4, e4 = two_product(w_p, e2)
+    return [w, p1, e1, p3, e3, p4, e4, w * (d * d), w * ad, w * (ld * ld), w * ape], fine
+
+
+#: exponent floors (``math.frexp``) above which Dekker's TwoProduct of ``w * y``, ``y * y`` and
+#: ``w * y**2`` (through ``y*y``'s error term, ~2**-105 of it) is exact: every partial product
+#: a multiple of ``2**-1074`` (``e_a + e_b - 106 >= -1074``), with a margin
+_FLOOR_WY, _FLOOR_YY, _FLOOR_WYY = -960, -960, -850
+
+
+def _products_underflow(w: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Rows whose ``w*y`` or ``w*y**2`` may fall below ``2**-1074`` (tiny values or weights):
+    a function of the event alone, so the split between the float and the fine sums is too."""
+    ew = np.frexp(w)[1]
+    ey = np.frexp(y)[1]
+    return (ew + ey < _FLOOR_WY) | (2 * ey < _FLOOR_YY) | (ew + 2 * ey < _FLOOR_WYY)
+
+
+#: the fine sums' units: ``w*y`` is a multiple of ``2**-2148``, ``w*y**2`` of ``2**-3222``
+_FINE_EXP = {"wy": 2148, "wyy": 3222}
+
+
+def _fine_units(w: float, y: float) -> tuple[int, int]:
+    """``w*y`` in units of ``2**-2148`` and ``w*y**2`` in units of ``2**-3222``, exactly."""
+    nw, dw = w.as_integer_ratio()  # dw, dy: powers of two <= 2**1074
+    ny, dy = y.as_integer_ratio()
+    kw, ky = dw.bit_length() - 1, dy.bit_length() - 1
+    return (nw * ny) << (2148 - kw - ky), (nw * ny * ny) << (3222 - kw - 2 * ky)
+
+
+def _fine_pairs(units: int, exp: int) -> list[list[int]] | None:
+    """``units * 2**-exp`` as canonical ``[m, e]`` int pairs (53-bit chunks, low first,
+    zero chunks left out); None for 0."""
+    if not units:
+        return None
+    sign, rest, e, out = (-1 if units < 0 else 1), abs(units), -exp, []
+    while rest:
+        m = rest & _CHUNK_MASK
+        if m:
+            out.append([sign * m, e])
+        rest >>= 53
+        e += 53
+    return out
+
+
+def _fine_from_pairs(raw: Any, exp: int, name: str) -> int:
+    """The units of :func:`_fine_pairs`; ``ValueError`` unless ``raw`` is its canonical form."""
+    if not isinstance(raw, list) or not 1 <= len(raw) <= _FINE_PAIRS_MAX or not all(
+            isinstance(p, list) and len(p) == 2 and p[0].__class__ is int and p[1].__class__ is int
+            and 0 < abs(p[0]) <= _CHUNK_MASK and 0 <= p[1] + exp <= 53 * _FINE_PAIRS_MAX for p in raw):
+        raise ValueError(f"exact_sums.{name} must be a list of [mantissa, exponent] int pairs, got {describe(raw)}")
+    units = sum(m << (e + exp) for m, e in raw)
+    if _fine_pairs(units, exp) != raw:
+        raise ValueError(f"exact_sums.{name} is not the canonical form of its sum: {raw!r:.120}")
+    return units
+
+
+_FINE_KEYS = {f"{k}_fine" for k in _FINE_EXP}
+_CHUNK_MASK = (1 << 53) - 1
+#: the longest fine sum written: 53 * 128 bits, far beyond what tiny products can sum to
+_FINE_PAIRS_MAX = 128
 
 
 class _Sums:
-    """The exact sums of :data:`_SUMS` and the per-event buffer (flat ``y_true, y_pred, w``)."""
+    """The exact sums of :data:`_SUMS`, the per-event buffer (flat ``y_true, y_pred, w``) and
+    the fine sums: ``w*y`` and ``w*y**2`` of the events whose products underflow float64
+    (:func:`_products_underflow`), as ints in units of ``2**-2148`` and ``2**-3222``."""
 
-    __slots__ = ("buffer", "sums")
+    __slots__ = ("buffer", "sums", "fine")
 
     def __init__(self) -> None:
         self.buffer: list[float] = []
         self.sums = {k: ExactSum() for k in _SUMS}
+        self.fine = {"wy": 0, "wyy": 0}
 
     def fold(self) -> "_Sums":
         if self.buffer:
@@ -152,7 +220,13 @@ class _Sums:
         s = self.sums
         targets = [s["weight"], s["wy"], s["wy"], s["wyy"], s["wyy"], s["wyy"], s["wyy"],
                    s["sse"], s["sae"], s["sle"], s["ape"]]
-        add_rows(targets, _terms(rows))  # a sum named twice receives both rows
+        terms, fine = _terms(rows)
+        add_rows(targets, terms)  # a sum named twice receives both rows
+        if fine.any():
+            for yt, w in rows[fine][:, [0, 2]].tolist():
+                wy, wyy = _fine_units(w, yt)
+                self.fine["wy"] += wy
+                self.fine["wyy"] += wyy
 
     def get(self, key: str) -> ExactSum:
         return self.fold().sums[key]
@@ -164,27 +238,32 @@ class _Sums:
         self.fold()
         for k, v in other.fold().sums.items():
             self.sums[k].merge(v)
+        for k, u in other.fine.items():
+            self.fine[k] += u
         return self
 
     def copy(self) -> "_Sums":
         out = _Sums()
         out.sums = {k: v.copy() for k, v in self.fold().sums.items()}
+        out.fine = dict(self.fine)
         return out
 
     def moments(self) -> tuple[float, float, float, float]:
         """``(W, mean hi, mean lo, m2)``: ``mean = Σw·y / W`` (hi + lo, each correctly rounded)
         and ``m2 = Σw·y² - (Σw·y)²/W``, exact then rounded (0 when ``W`` is 0)."""
         special = [self.get(k)._special for k in ("weight", "wy", "wyy")]
-        w, wy, wyy = (self.get(k).units for k in ("weight", "wy", "wyy"))
+        w = self.get("weight").units
         if w <= 0 or special[0]:
             return self.get("weight").value if special[0] else 0.0, 0.0, 0.0, 0.0
-        scale = 1 << 1074
         if special[1]:  # an overflowed term (|w·y| beyond the float range)
-            return _ratio(w, scale), special[1], 0.0, math.inf
-        hi = _ratio(wy, w)
-        lo = _ratio(wy * scale - units_of(hi) * w, w * scale) if math.isfinite(hi) else 0.0
-        m2 = math.inf if special[2] else _ratio(max(wyy * w - wy * wy, 0), w * scale)
-        return _ratio(w, scale), hi, lo, m2
+            return _ratio(w, 1 << 1074), special[1], 0.0, math.inf
+        # Σw·y in units of 2**-2148 and Σw·y² in units of 2**-3222 (W: units of 2**-1074)
+        wy = (self.get("wy").units << 1074) + self.fine["wy"]
+        wyy = (self.get("wyy").units << 2148) + self.fine["wyy"]
+        hi = _ratio(wy, w << 1074)
+        lo = _ratio(wy - units_of(hi) * w, w << 1074) if math.isfinite(hi) else 0.0
+        m2 = math.inf if special[2] else _ratio(max(wyy * w - wy * wy, 0), w << 3222)
+        return _ratio(w, 1 << 1074), hi, lo, m2
 
 
 #: the smallest positive float, 2**-1074: the unit of the exact sums
@@ -206,6 +285,9 @@ def _encode_sums(v: _Sums, acc: Any) -> tuple:
     for k in _SUMS:  # each exact sum's canonical expansion as [m, e] pairs; None: overflowed (inf)
         e = v.get(k).expansion()
         exact[k] = [to_pair(c) for c in e] if all(map(math.isfinite, e)) and not v.get(k)._special else None
+    for k, u in v.fine.items():  # only when events with underflowing products were seen
+        if u:
+            exact[f"{k}_fine"] = _fine_pairs(u, _FINE_EXP[k])
     return (_enc(w), [_enc(hi), _enc(lo)], _enc(m2), *map(_enc, values), exact)
 
 
@@ -214,9 +296,13 @@ def _decode_sums(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> _Sums:
     given: dict[str, Any] = {"weight": _dec(weight, "weight"), "mean": _decode_mean(mean),
              "m2": _dec(m2, "m2"), "sse": _dec(sse, "sse"), "sae": _dec(sae, "sae"),
              "sle": _dec(sle, "sle"), "ape": _dec(ape, "ape")}
-    if not isinstance(exact, Mapping) or set(exact) != set(_SUMS):
-        raise ValueError(f"exact_sums must map {list(_SUMS)} to expansions, got {describe(exact)}")
+    if not isinstance(exact, Mapping) or not set(_SUMS) <= set(exact) <= set(_SUMS) | _FINE_KEYS:
+        raise ValueError(f"exact_sums must map {list(_SUMS)} (and optionally {sorted(_FINE_KEYS)}) "
+                         f"to expansions, got {describe(exact)}")
     out = _Sums()
+    for k, e in _FINE_EXP.items():
+        if f"{k}_fine" in exact:
+            out.fine[k] = _fine_from_pairs(exact[f"{k}_fine"], e, f"{k}_fine")
     for k in _SUMS:
         if exact[k] is None:  # an overflowed sum: only its float survives
             out.sums[k] = ExactSum()
@@ -344,7 +430,8 @@ class Regression(Accumulator):
             raise ValueError(f"state 'log_invalid' ({log_invalid}) exceeds 'count' ({count})")
         if count == 0 and weight != 0.0:
             raise ValueError(f"state has no events but a total weight of {weight!r}")
-        if weight == 0.0 and (loaded["max_error"] or any(sums.get(k).units for k in _SUMS)):
+        if weight == 0.0 and (loaded["max_error"] or any(sums.get(k).units for k in _SUMS)
+                              or any(sums.fine.values())):
             raise ValueError("state holds sums but no events of positive weight")
 
     # ------------------------------------------------------------------ updates
@@ -514,8 +601,8 @@ class Regression(Accumulator):
             return _undefined("r2", "all events have zero weight")
         num, den = self._sse, self._m2
         if den <= 2 * self.count * _TINY:
-            # the exact sums hold each w*y**2 in units of 2**-1074, so a constant truth whose squares
-            # fall below that leaves at most ~count units of truncation: indistinguishable from 0
+            # m2 is exact, but a spread this close to the float floor is below what
+            # scikit-learn's float arithmetic resolves (its m2 is rounding noise there): 0
             den = 0.0
         if not force_finite:
             if den == 0.0:

@@ -56,3 +56,69 @@ def test_version_1_dict_loads():
     assert r.mse() == 0.5 and r.r2() == pytest.approx(0.25) and r.total_weight == 3.0
     assert r.to_dict()["version"] == 2 and r.to_dict()["state"]["mean"] == [2.0, 0.0]
     assert math.isclose(r._m2, 2.0)
+
+
+# values and weights near the float floor: w*y and w*y**2 fall below 2**-1074 (the fine sums)
+tiny = st.one_of(st.sampled_from([5e-324, -5e-324, 1e-310, 2.2e-308, 5.520599206375581e-155, -1e-200, 1e-160, 0.0]),
+                 st.floats(-1e-150, 1e-150), values)
+tiny_events = st.lists(st.tuples(tiny, values, st.sampled_from([1.0, 0.1, 2.7, 0.0, 5e-324, 1e-300])), max_size=30)
+
+
+def _exact_moments(evs):
+    pos = [(Fraction(yt), Fraction(w)) for yt, _, w in evs if w > 0]
+    wsum = sum(w for _, w in pos)
+    mean = sum(w * y for y, w in pos) / wsum
+    return mean, sum(w * (y - mean) ** 2 for y, w in pos)
+
+
+@settings(max_examples=200, deadline=None)
+@given(tiny_events, st.integers(0, 2**32 - 1))
+def test_tiny_values_keep_mean_and_m2_exact(evs, seed):
+    one = Regression()
+    for yt, yp, w in evs:
+        one.update(yt, yp, w)
+    rng = random.Random(seed)
+    shuffled = evs[:]
+    rng.shuffle(shuffled)
+    cut = rng.randint(0, len(evs))
+    a = Regression().update_many(*zip(*shuffled[:cut])) if cut else Regression()
+    b = Regression()
+    for yt, yp, w in shuffled[cut:]:
+        b.update(yt, yp, w)
+    assert json.dumps(b.merge(a).to_dict()) == json.dumps(one.to_dict())
+    assert from_dict(json.loads(json.dumps(one.to_dict()))).to_dict() == one.to_dict()
+    if one.total_weight > 0:
+        mean, m2 = _exact_moments(evs)
+        _, hi, lo, got_m2 = one._sums.moments()
+        assert got_m2 == float(m2)
+        assert hi == float(mean) and lo == float(mean - Fraction(hi))
+
+
+def test_products_below_the_float_floor_are_exact():
+    # y**2 = 3e-309 and 0.1 * 5e-324 underflow: m2 of a constant truth is exactly 0, and the
+    # weighted mean of two tiny values is exact
+    r = Regression().update(5.520599206375581e-155, 0.0)
+    assert r._m2 == 0.0
+    r = Regression().update(5e-324, 0.0, 0.1).update(5e-324, 0.0, 0.1)
+    assert r._m2 == 0.0 and r._sums.moments()[1] == 5e-324
+    r = Regression().update(1e-160, 0.0).update(3e-160, 0.0)  # m2 = 2e-320 (subnormal, exact)
+    assert r._m2 == float(_exact_moments([(1e-160, 0, 1.0), (3e-160, 0, 1.0)])[1]) and r._m2 > 0
+    d = r.to_dict()["state"]["exact_sums"]
+    assert set(d) == {"weight", "wy", "wyy", "sse", "sae", "sle", "ape", "wy_fine", "wyy_fine"}
+    # removal cancels the fine sums exactly: the state of the event left
+    r.remove(1e-160, 0.0)  # (|d| below max_error, which stays known)
+    assert r.to_dict() == Regression().update(3e-160, 0.0).to_dict()
+
+
+@pytest.mark.parametrize("bad", [
+    [[1, -2148], [1, -2148]],                 # not canonical (repeated chunk)
+    [[0, -2148]],                             # zero chunk
+    [[1 << 53, -2148]],                       # mantissa too wide
+    [[1, -3000]],                             # below the unit
+    "1",
+])
+def test_fine_sums_are_validated(bad):
+    d = Regression().update(1e-160, 0.0).update(3e-160, 0.0).to_dict()
+    d["state"]["exact_sums"]["wy_fine"] = bad
+    with pytest.raises(ValueError, match="wy_fine"):
+        from_dict(d)
