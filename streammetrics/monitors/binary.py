@@ -16,7 +16,7 @@ from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.monitors.base import Monitor, batch_weights, empty_like, part
 from streammetrics.monitors.binary_events import EVENTS_FORM_MAX, events_form, load_events_form
 from streammetrics.monitors.fast_snapshot import binary_snapshot, binary_snapshot_state
-from streammetrics.monitors.fleet_snapshot import FLEET_MAX_EVENTS, binary_snapshot_states
+from streammetrics.monitors.fleet_snapshot import FLEET_MAX_EVENTS, binary_snapshot_states, pack_binary_event
 
 __all__ = ["BinaryMonitor"]
 
@@ -402,6 +402,35 @@ class BinaryMonitor(Monitor):
             self._predictions.update(s, w)
             self._scores.update(y, s, w)
             self._confusion.update(y, 1 if s >= self.threshold else 0, w)
+        return self
+
+    #: the form in which a window engine queues an event for this monitor
+    #: (:func:`~streammetrics.monitors.fleet_snapshot.pack_binary_event`): the common event
+    #: (weight 1, ``y_true`` 0/1 or a bool, a float score strictly inside (0, 1)) as its
+    #: signed score (one float, the form of :meth:`update`'s queue), any other event as itself;
+    #: :meth:`update_packed` applies a list of them
+    pack_event = staticmethod(pack_binary_event)
+
+    @staticmethod
+    def check_packed(item: Any) -> float:
+        """A packed event read back from a checkpoint: the signed score of a common event
+        (a float ``v`` with ``0 < |v| < 1``); ``ValueError`` otherwise."""
+        if item.__class__ is not float or not 0.0 < abs(item) < 1.0:
+            raise ValueError(f"a packed binary event must be a float v with 0 < |v| < 1, got {item!r:.80}")
+        return item
+
+    def update_packed(self, items: Sequence[float | Event]) -> "BinaryMonitor":
+        """Apply events in :meth:`pack_event`'s form, in order: signed scores join the queue of
+        :meth:`update` (applied at :attr:`update_queue_max` or at the next read of a part),
+        other events go through :meth:`update_event`."""
+        queue = self._queue
+        for item in items:
+            if isinstance(item, float):
+                queue.append(item)
+            else:  # (straight into the parts, ahead of the queue: the state is a function of the multiset)
+                self.update_event(item)
+        if len(queue) >= self.update_queue_max:
+            self._apply_queue()
         return self
 
     def update_events(self, events: Sequence[Event]) -> "BinaryMonitor":

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 from itertools import chain
-from operator import attrgetter
 from typing import Any, Sequence
 
 import numpy as np
@@ -45,25 +44,30 @@ from streammetrics.kernels.histogram_json import SMALL_KEYS
 from streammetrics.kernels.ranking_small import SMALL_LEVELS
 from streammetrics.monitors.fast_snapshot import _DIRECT, SNAPSHOT_KEYS
 
-__all__ = ["FLEET_MAX_EVENTS", "binary_snapshot_states"]
+__all__ = ["FLEET_MAX_EVENTS", "binary_snapshot_states", "pack_binary_event"]
 
 #: panes of at most this many events take the vectorised pass (their levels fit the one-pass
 #: ranking and the small histogram encoding); larger ones are built window by window
 FLEET_MAX_EVENTS = min(SMALL_LEVELS, SMALL_KEYS)
 _fsum = math.fsum
-_LABEL, _SCORE, _WEIGHT = attrgetter("y_true"), attrgetter("score"), attrgetter("weight")
-_FLOAT, _INT = {float}, {int, bool}
+_FLOAT = {float}
 
 
-def _eligible(events: Sequence[Any], cap: int) -> bool:
-    """At most ``cap`` events, each of weight 1, label 0 or 1, a float score strictly inside (0, 1)."""
-    if not 0 < len(events) <= cap:
-        return False
-    for e in events:
-        s = e.score
-        if not (e.weight == 1.0 and s.__class__ is float and 0.0 < s < 1.0 and (e.y_true == 0 or e.y_true == 1)):
-            return False
-    return True
+_ZERO_INT, _ONE_INT = 0, 1  # compared by identity (CPython's cached small ints)
+
+
+def pack_binary_event(event: Any) -> Any:
+    """The common binary event (weight 1, ``y_true`` the int 0 or 1 or a bool, a float score
+    strictly inside (0, 1)) as its signed score, ``score`` if ``y_true`` else ``-score``: one
+    float, from which both come back (``y_true = v > 0``, ``score = |v|``); any other event as
+    itself. The form a window engine queues binary events in
+    (:meth:`~streammetrics.monitors.binary.BinaryMonitor.pack_event`)."""
+    s = event.score
+    y = event.y_true
+    if s.__class__ is float and 0.0 < s < 1.0 and event.weight == 1.0 and (
+            y is _ONE_INT or y is _ZERO_INT or y is True or y is False):
+        return s if y else -s
+    return event
 
 
 def _none_where(values: np.ndarray, undefined: np.ndarray) -> list:
@@ -147,45 +151,22 @@ def _ranking_columns(window_of_level: np.ndarray, neg: np.ndarray, pos: np.ndarr
     }
 
 
-#: events read per pass of :func:`_common_columns`: a block's events (scattered over the heap
-#: since they queued) are fetched into the cache by the first pass and read from it by the others
-EVENT_BLOCK = 4096
-
-
 def _common_columns(panes: Sequence[Sequence[Any]], cap: int) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray]:
     """``(indexes of the panes in the common case, their lengths, y_true as int64, score)``,
-    the two columns over those panes' events in order: the events read in blocks of
-    :data:`EVENT_BLOCK` (``attrgetter`` maps, the types checked by sets, the block's columns
-    built while its events are in the cache), the conditions checked on arrays; pane by pane
-    (:func:`_eligible`) when some label, score or weight is not of the parser's types (int,
-    float, float). Weights all equal to 1 (the parser's default) are checked by ``list.count``."""
-    events = list(chain.from_iterable(panes))
+    the two columns over those panes' events in order. A pane's items are packed events
+    (signed scores, :func:`pack_binary_event`) or events, packed here; a pane is in the common
+    case when every item packs to a float and it holds 1 to ``cap`` of them."""
+    items = list(chain.from_iterable(panes))
     sizes = np.fromiter(map(len, panes), dtype=np.int64, count=len(panes))
-    y_blocks, s_blocks, odd_weights = [], [], []
-    for start in range(0, len(events), EVENT_BLOCK):
-        block = events[start : start + EVENT_BLOCK]
-        labels, scores, weights = list(map(_LABEL, block)), list(map(_SCORE, block)), list(map(_WEIGHT, block))
-        unit = weights.count(1.0) == len(weights)  # (a weight equal to 1 takes the unit path on every path)
-        if not (set(map(type, scores)) <= _FLOAT and set(map(type, labels)) <= _INT and (
-                unit or set(map(type, weights)) <= _FLOAT)):
-            break
-        y_blocks.append(np.array(labels, dtype=np.int64))
-        s_blocks.append(np.array(scores, dtype=np.float64))
-        if not unit:
-            odd_weights.append((start, np.array(weights, dtype=np.float64) != 1.0))
-    else:
-        y = np.concatenate(y_blocks) if y_blocks else np.zeros(0, dtype=np.int64)
-        s = np.concatenate(s_blocks) if s_blocks else np.zeros(0)
-        odd = ~((s > 0.0) & (s < 1.0) & ((y == 0) | (y == 1)))
-        for start, wrong in odd_weights:
-            odd[start : start + len(wrong)] |= wrong
-        pane_of = np.repeat(np.arange(len(panes), dtype=np.int64), sizes)
-        ok = (np.bincount(pane_of[odd], minlength=len(panes)) == 0) & (sizes > 0) & (sizes <= cap)
-        keep = ok[pane_of]
-        return np.flatnonzero(ok).tolist(), sizes[ok], y[keep], s[keep]
-    chosen = [i for i, pane in enumerate(panes) if _eligible(pane, cap)]
-    return (chosen, sizes[chosen], np.array([e.y_true for i in chosen for e in panes[i]], dtype=np.int64),
-            np.array([e.score for i in chosen for e in panes[i]], dtype=np.float64))
+    if not set(map(type, items)) <= _FLOAT:  # events given as events, or some not in the common case
+        items = [x if x.__class__ is float else pack_binary_event(x) for x in items]
+        items = [x if x.__class__ is float else math.nan for x in items]
+    signed = np.array(items, dtype=np.float64)
+    pane_of = np.repeat(np.arange(len(panes), dtype=np.int64), sizes)
+    ok = (np.bincount(pane_of[np.isnan(signed)], minlength=len(panes)) == 0) & (sizes > 0) & (sizes <= cap)
+    if not ok.all():
+        signed = signed[ok[pane_of]]
+    return np.flatnonzero(ok).tolist(), sizes[ok], (signed > 0.0).view(np.int8).astype(np.int64), np.abs(signed)
 
 
 def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> list[tuple[dict, dict] | None]:
