@@ -16,7 +16,12 @@ from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.monitors.base import Monitor, batch_weights, empty_like, part
 from streammetrics.monitors.binary_events import EVENTS_FORM_MAX, events_form, load_events_form
 from streammetrics.monitors.fast_snapshot import binary_snapshot, binary_snapshot_state
-from streammetrics.monitors.fleet_snapshot import FLEET_MAX_EVENTS, binary_snapshot_states, pack_binary_event
+from streammetrics.monitors.fleet_snapshot import (
+    FLEET_MAX_EVENTS,
+    binary_snapshot_states,
+    binary_snapshot_texts,
+    pack_binary_event,
+)
 
 __all__ = ["BinaryMonitor"]
 
@@ -475,8 +480,11 @@ class BinaryMonitor(Monitor):
         window): the vectorised pass's bound, within the events form's."""
         return min(FLEET_MAX_EVENTS, self.events_form_max)
 
-    def snapshot_states(self, panes: Sequence[Sequence[Event]]) -> list[tuple[dict[str, Any], dict[str, Any]] | None]:
-        """Called on an empty monitor (a template): per list of parsed events, the
+    def snapshot_states(
+        self, panes: Sequence[Sequence[Event | float]],
+    ) -> list[tuple[dict[str, Any], dict[str, Any]] | None]:
+        """Called on an empty monitor (a template): per list of parsed events (or their
+        :meth:`pack_event` forms), the
         :meth:`snapshot_state` of a new monitor of this configuration given those events, or
         None where the caller must build that monitor (the window engine closing many small
         windows at once: :func:`~streammetrics.monitors.fleet_snapshot.binary_snapshot_states`).
@@ -490,6 +498,23 @@ class BinaryMonitor(Monitor):
         if not _DIRECT_STATE or type(self) is not BinaryMonitor:
             return [None] * len(panes)
         return binary_snapshot_states(self, panes)
+
+    def snapshot_texts(self, panes: Sequence[Sequence[Event | float]]) -> list[tuple[str, str] | None]:
+        """:meth:`snapshot_states` as JSON text: per pane ``(metrics, state)``, the compact JSON
+        of the two dicts (what ``snapshot_line`` writes for them), or None
+        (:func:`~streammetrics.monitors.fleet_snapshot.binary_snapshot_texts`).
+
+        >>> import json
+        >>> from streammetrics.events.parser import EventParser
+        >>> parse = EventParser("binary").parse
+        >>> events = [parse({"ts": 0, "model": "m", "y_true": y, "score": s}) for y, s in [(1, 0.8), (0, 0.3)]]
+        >>> metrics, state = BinaryMonitor().snapshot_texts([events])[0]
+        >>> json.loads(state) == BinaryMonitor().update_events(events).to_dict()
+        True
+        """
+        if not _DIRECT_STATE or type(self) is not BinaryMonitor:
+            return [None] * len(panes)
+        return binary_snapshot_texts(self, panes)
 
 
 #: the state keys :meth:`BinaryMonitor._state` writes directly (another declaration: generic)

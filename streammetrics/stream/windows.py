@@ -96,7 +96,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from streammetrics.events.records import Event
-from streammetrics.stream.snapshots import build_snapshot
+from streammetrics.stream.snapshots import build_snapshot, snapshot_line, window_line
 
 __all__ = [
     "DEFAULT_MAX_FUTURE",
@@ -349,6 +349,9 @@ class WindowManager:
         self._fleet: Callable[[list], list] | None = getattr(template, "snapshot_states", None) if (
             batch and include_state and extra_metrics is None and not cumulative
             and self.spec.panes_per_slide == self.spec.panes_per_window) else None
+        # poll_lines: the same windows' lines written directly from their JSON texts
+        self._fleet_texts: Callable[[list], list] | None = getattr(template, "snapshot_texts", None) if (
+            self._fleet is not None) else None
         #: panes of at most this many queued events are deferred (larger ones close as before)
         self._fleet_max = getattr(template, "snapshot_states_max_events", 0)
         self._deferred: list[_Deferred] = []
@@ -826,6 +829,16 @@ class WindowManager:
         not depend on when the caller polls (replay). ``collect=False`` does the closing work
         and returns nothing: the ready snapshots stay queued (in order, :attr:`ready_count`) for
         a later call, so that more small windows are built together (replay)."""
+        return self._collect(now, revisions, collect, False)
+
+    def poll_lines(self, now: float | None = None, revisions: bool = True, collect: bool = True) -> list[str]:
+        """:meth:`poll`'s snapshots as their canonical lines
+        (:func:`~streammetrics.stream.snapshots.snapshot_line`), for a caller that only writes
+        them (replay): the small windows closed together are written straight from their JSON
+        texts (the template's ``snapshot_texts``; no dict or encoder per window), the same lines."""
+        return [r if r.__class__ is str else snapshot_line(r) for r in self._collect(now, revisions, collect, True)]
+
+    def _collect(self, now: float | None, revisions: bool, collect: bool, lines: bool) -> list[Any]:
         if self.idle_close is not None:
             self._close_idle(self._clock() if now is None else now)
         if self.shared_watermark and self._max_us != -math.inf:
@@ -837,7 +850,7 @@ class WindowManager:
         if not collect:
             return []
         if self._deferred:
-            self._build_deferred()
+            self._build_deferred(lines)
         ready, self._ready = self._ready, []
         return ready
 
@@ -852,23 +865,26 @@ class WindowManager:
         (each holds at most the template's ``snapshot_states_max_events`` queued events)."""
         return len(self._deferred)
 
-    def _build_deferred(self) -> None:
+    def _build_deferred(self, lines: bool = False) -> None:
         """Replace the :class:`_Deferred` windows in the ready queue by their snapshots: the
-        template's ``snapshot_states`` for all of them at once, a monitor window by window
-        for those it leaves (None)."""
+        template's ``snapshot_states`` for all of them at once (``lines``: ``snapshot_texts``,
+        and each window's line), a monitor window by window for those it leaves (None)."""
         deferred, self._deferred = self._deferred, []
-        assert self._fleet is not None
+        build = self._fleet if not lines or self._fleet_texts is None else self._fleet_texts
+        assert build is not None
         try:
-            records = self._fleet([d.events for d in deferred])
+            records = build([d.events for d in deferred])
         except Exception:  # noqa: BLE001 - an optimisation: each window then from its monitor, as at close
             self.fleet_failures += 1
             records = [None] * len(deferred)
-        built = []
+        built: list[Any] = []
         for d, record in zip(deferred, records):
             if record is None:  # the window's monitor, as when it closes without deferral
                 monitor = self._factory()
                 self._apply(monitor, d.events)
                 built.append(build_snapshot(d.key, monitor, d.start_ms, d.end_ms, final=True, late=d.late))
+            elif build is self._fleet_texts:
+                built.append(window_line(d.key, d.start_ms, d.end_ms, len(d.events), d.late, *record))
             else:
                 built.append(build_snapshot(d.key, self._template, d.start_ms, d.end_ms, final=True,
                                             late=d.late, count=len(d.events), record=record))
@@ -922,6 +938,13 @@ class WindowManager:
 
     def flush(self) -> list[dict[str, Any]]:
         """Close every open window of every key (end of input) and return all ready snapshots."""
+        return self._flush(False)
+
+    def flush_lines(self) -> list[str]:
+        """:meth:`flush`'s snapshots as their canonical lines (see :meth:`poll_lines`)."""
+        return [r if r.__class__ is str else snapshot_line(r) for r in self._flush(True)]
+
+    def _flush(self, lines: bool) -> list[Any]:
         for key, state in self._keys.items():
             self._close_open(key, state)
         if self._revised:
@@ -929,7 +952,7 @@ class WindowManager:
         if self._emptied:
             self._evict_emptied()
         if self._deferred:
-            self._build_deferred()
+            self._build_deferred(lines)
         ready, self._ready = self._ready, []
         return ready
 

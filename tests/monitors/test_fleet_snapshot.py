@@ -20,7 +20,7 @@ from streammetrics.stream.snapshots import snapshot_line
 PARSER = EventParser("binary")
 
 common_score = st.one_of(
-    st.sampled_from([0.5, 0.25, 0.75, 2.0**-60, 1.0 - 2.0**-53, 0.1, 0.9]),
+    st.sampled_from([0.5, 0.25, 0.75, 2.0**-60, 1.0 - 2.0**-53, 0.1, 0.9, 1e-05, 1e-4, 5e-324]),
     st.integers(1, 9).map(lambda k: k / 10),
     st.floats(0.0, 1.0, exclude_min=True, exclude_max=True),
 )
@@ -138,3 +138,20 @@ def test_packed_panes_give_the_records_of_their_events(panes: list, threshold: f
                 assert x is e
     template = BinaryMonitor(threshold=threshold)
     assert json.dumps(template.snapshot_states(packed)) == json.dumps(template.snapshot_states(lists))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(pane, min_size=1, max_size=12), st.sampled_from([0.5, 0.3, 0.9]), st.booleans())
+def test_texts_are_the_json_of_the_records(panes: list, threshold: float, packed: bool) -> None:
+    """``snapshot_texts`` (every window's metrics and events encoded in a few calls, and the
+    windows holding a float below 1e-4 written by json) gives the compact JSON of
+    ``snapshot_states``' records, None where it gives None."""
+    lists = [events for _, events in panes]
+    if packed:
+        lists = [[BinaryMonitor.pack_event(e) for e in events] for events in lists]
+    template = BinaryMonitor(threshold=threshold)
+    records = template.snapshot_states(lists)
+    texts = template.snapshot_texts(lists)
+    compact = [None if r is None else (json.dumps(r[0], separators=(",", ":"), allow_nan=False),
+                                       json.dumps(r[1], separators=(",", ":"), allow_nan=False)) for r in records]
+    assert texts == compact
