@@ -416,6 +416,11 @@ class BinaryMonitor(Monitor):
     #: :meth:`update_packed` applies a list of them
     pack_event = staticmethod(pack_binary_event)
 
+    def event_packer(self) -> Any:
+        """The function a window engine queues this monitor's events with (:meth:`pack_event`),
+        or None for a subclass: its own update paths then see every event as an ``Event``."""
+        return pack_binary_event if type(self) is BinaryMonitor else None
+
     @staticmethod
     def check_packed(item: Any) -> float:
         """A packed event read back from a checkpoint: the signed score of a common event

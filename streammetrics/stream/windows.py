@@ -77,8 +77,8 @@ With ``batch=True`` events are queued per pane and handed to the monitor's vecto
 ``update_events(events)`` just before the pane is needed (a window closes, a checkpoint is
 taken, or the queue reaches ``max_pending``): per-event work is then an append, and the result
 is the same as updating per event, because a pane is only read after its queue is drained.
-A monitor with a packed form (``pack_event(event)``, ``update_packed(items)`` and
-``check_packed(item)``: ``BinaryMonitor`` queues its common event as one float, the signed
+A monitor with a packed form (``event_packer()`` giving a function of an event,
+``update_packed(items)`` and ``check_packed(item)``: ``BinaryMonitor`` queues its common event as one float, the signed
 score) is given its events that way: at 10,000 keys the queued events of ~100,000 open windows
 hold a float each instead of a parsed event (~6 times less memory; the parsed event is freed at
 once and its memory reused for the next one), and checkpoints write them as JSON numbers.
@@ -262,8 +262,8 @@ class WindowManager:
     """Per-key event-time windows over monitors; see the module docstring for the semantics.
 
     ``monitor_factory()`` returns an empty monitor: an accumulator with ``update_event(event)``
-    (and ``update_events(events)`` for ``batch=True``, or ``pack_event``, ``update_packed`` and
-    ``check_packed``: see the module docstring), ``merge``, ``copy``, ``snapshot()``,
+    (and ``update_events(events)`` for ``batch=True``, or ``event_packer``, ``update_packed``
+    and ``check_packed``: see the module docstring), ``merge``, ``copy``, ``snapshot()``,
     ``to_dict()`` and ``count``; ``monitor_loader(d)``
     rebuilds one from ``to_dict()`` (default :func:`streammetrics.from_dict`).
     A monitor may define ``event_tag(event)``: every event of a key must then have the tag of
@@ -340,8 +340,9 @@ class WindowManager:
         template = monitor_factory()
         self._event_tag = getattr(template, "event_tag", None)
         # batch mode queues each event in the monitor's packed form when it has one
-        # (``pack_event``: a binary event as one float), applied by ``update_packed``
-        self._pack: Callable[[Any], Any] | None = getattr(template, "pack_event", None) if batch else None
+        # (``event_packer()``: a binary event as one float), applied by ``update_packed``
+        packer = getattr(template, "event_packer", None)
+        self._pack: Callable[[Any], Any] | None = packer() if batch and packer is not None else None
         self._check_packed: Callable[[Any], Any] | None = getattr(template, "check_packed", None)
         # many small windows closed together (tumbling, queued events, state in the snapshot):
         # the template's snapshot_states builds their records in one vectorised pass at poll()

@@ -348,3 +348,25 @@ def test_binary_events_queue_packed_and_checkpoint_as_numbers():
     saved["keys"][0]["pending"][0][1][0] = 1.5
     with pytest.raises(ValueError, match="packed binary event"):
         WindowManager(BinaryMonitor, 60, batch=True, event_codec=EVENT_CODEC).load_dict(saved)
+
+
+def test_a_subclass_of_binary_monitor_is_given_events_not_packed_floats():
+    """A subclass may read more of an event than its label and score: its window engine
+    queues Events (``event_packer()`` is None for it), so its own ``update_event`` sees them."""
+    from streammetrics.events.parser import EventParser
+    from streammetrics.monitors import BinaryMonitor
+
+    seen: list = []
+
+    class Logged(BinaryMonitor):
+        def update_event(self, event):
+            seen.append(event.ts)
+            return super().update_event(event)
+
+    parse = EventParser("binary").parse
+    wm = WindowManager(Logged, 60, batch=True)
+    for ts in (1, 2, 3):
+        wm.add(parse({"ts": ts, "model": "m", "y_true": 1, "score": 0.5}))
+    assert wm._pack is None and all(e.__class__.__name__ == "Event" for e in wm._keys[("m", "")].pending[0])
+    assert wm.flush()[0]["count"] == 3 and seen == [1.0, 2.0, 3.0]
+    assert WindowManager(BinaryMonitor, 60, batch=True)._pack is BinaryMonitor.pack_event
