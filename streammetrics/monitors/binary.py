@@ -15,13 +15,9 @@ from streammetrics.metrics.confusion import ConfusionMatrix
 from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.monitors.base import Monitor, batch_weights, empty_like, part
 from streammetrics.monitors.binary_events import EVENTS_FORM_MAX, events_form, load_events_form
+from streammetrics.monitors.binary_packed import binary_label, checked_pack, pack_binary_event
 from streammetrics.monitors.fast_snapshot import binary_snapshot, binary_snapshot_state
-from streammetrics.monitors.fleet_snapshot import (
-    FLEET_MAX_EVENTS,
-    binary_snapshot_states,
-    binary_snapshot_texts,
-    pack_binary_event,
-)
+from streammetrics.monitors.fleet_snapshot import FLEET_MAX_EVENTS, binary_snapshot_states, binary_snapshot_texts
 
 __all__ = ["BinaryMonitor"]
 
@@ -379,6 +375,8 @@ class BinaryMonitor(Monitor):
 
     def update_outcome(self, event: Event) -> "BinaryMonitor":
         y, w = event.y_true, event.weight
+        if y is not _ONE_INT and y is not _ZERO_INT:
+            y = binary_label(y)
         s: Any = event.score  # a float: the parser set it
         if w == 1.0:  # the accumulators' unweighted fast paths
             self._scores.update(y, s)
@@ -399,6 +397,8 @@ class BinaryMonitor(Monitor):
 
     def update_event(self, event: Event) -> "BinaryMonitor":
         y, w = event.y_true, event.weight
+        if y is not _ONE_INT and y is not _ZERO_INT:  # (the parser's labels: cached small ints)
+            y = binary_label(y)
         s: Any = event.score  # a float: the parser set it
         if w == 1.0:  # the accumulators' unweighted fast paths
             if not (0.0 < s < 1.0 and self._unit_event(y, s)):
@@ -410,16 +410,19 @@ class BinaryMonitor(Monitor):
         return self
 
     #: the form in which a window engine queues an event for this monitor
-    #: (:func:`~streammetrics.monitors.fleet_snapshot.pack_binary_event`): the common event
+    #: (:func:`~streammetrics.monitors.binary_packed.pack_binary_event`): the common event
     #: (weight 1, ``y_true`` 0/1 or a bool, a float score strictly inside (0, 1)) as its
     #: signed score (one float, the form of :meth:`update`'s queue), any other event as itself;
     #: :meth:`update_packed` applies a list of them
     pack_event = staticmethod(pack_binary_event)
 
     def event_packer(self) -> Any:
-        """The function a window engine queues this monitor's events with (:meth:`pack_event`),
-        or None for a subclass: its own update paths then see every event as an ``Event``."""
-        return pack_binary_event if type(self) is BinaryMonitor else None
+        """The function a window engine queues this monitor's events with: :meth:`pack_event`,
+        checking every event it does not pack (:func:`~streammetrics.monitors.binary_packed.
+        checked_pack`: :class:`~streammetrics.core.exceptions.InvalidEvent` naming the field
+        for an event built without the parser that the monitor cannot take, before it is
+        queued); None for a subclass: its own update paths then see every event as an ``Event``."""
+        return checked_pack if type(self) is BinaryMonitor else None
 
     @staticmethod
     def check_packed(item: Any) -> float:

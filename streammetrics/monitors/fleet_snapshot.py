@@ -31,8 +31,9 @@ common case (a weight other than 1, a label not 0/1, a score not strictly inside
 than :data:`FLEET_MAX_EVENTS` events or than the template's ``events_form_max``) gets None:
 the caller builds that window's monitor.
 
-A window engine queues binary events packed (:func:`pack_binary_event`: the common event as
-one float, its signed score), so the columns come from one float array. For a caller that
+A window engine queues binary events packed
+(:func:`~streammetrics.monitors.binary_packed.pack_binary_event`: the common event as one
+float, its signed score), so the columns come from one float array. For a caller that
 only writes the snapshot lines (replay), :func:`binary_snapshot_texts` gives each window's
 metrics and state as JSON text without a dict per window: with msgspec, every window's
 metrics in one encoder call (a struct per window) and its scores and labels in one call each,
@@ -50,32 +51,16 @@ import numpy as np
 from streammetrics.kernels.exact_sum import probability_terms
 from streammetrics.kernels.histogram_json import SMALL_KEYS
 from streammetrics.kernels.ranking_small import SMALL_LEVELS
+from streammetrics.monitors.binary_packed import pack_binary_event
 from streammetrics.monitors.fast_snapshot import _DIRECT, SNAPSHOT_KEYS
 
-__all__ = ["FLEET_MAX_EVENTS", "binary_snapshot_states", "binary_snapshot_texts", "pack_binary_event"]
+__all__ = ["FLEET_MAX_EVENTS", "binary_snapshot_states", "binary_snapshot_texts"]
 
 #: panes of at most this many events take the vectorised pass (their levels fit the one-pass
 #: ranking and the small histogram encoding); larger ones are built window by window
 FLEET_MAX_EVENTS = min(SMALL_LEVELS, SMALL_KEYS)
 _fsum = math.fsum
 _FLOAT = {float}
-
-
-_ZERO_INT, _ONE_INT = 0, 1  # compared by identity (CPython's cached small ints)
-
-
-def pack_binary_event(event: Any) -> Any:
-    """The common binary event (weight 1, ``y_true`` the int 0 or 1 or a bool, a float score
-    strictly inside (0, 1)) as its signed score, ``score`` if ``y_true`` else ``-score``: one
-    float, from which both come back (``y_true = v > 0``, ``score = |v|``); any other event as
-    itself. The form a window engine queues binary events in
-    (:meth:`~streammetrics.monitors.binary.BinaryMonitor.pack_event`)."""
-    s = event.score
-    y = event.y_true
-    if s.__class__ is float and 0.0 < s < 1.0 and event.weight == 1.0 and (
-            y is _ONE_INT or y is _ZERO_INT or y is True or y is False):
-        return s if y else -s
-    return event
 
 
 def _none_where(values: np.ndarray, undefined: np.ndarray, arrays: list) -> list:
@@ -170,7 +155,8 @@ def _ranking_columns(window_of_level: np.ndarray, neg: np.ndarray, pos: np.ndarr
 def _common_columns(panes: Sequence[Sequence[Any]], cap: int) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray]:
     """``(indexes of the panes in the common case, their lengths, y_true as int64, score)``,
     the two columns over those panes' events in order. A pane's items are packed events
-    (signed scores, :func:`pack_binary_event`) or events, packed here; a pane is in the common
+    (signed scores, :func:`~streammetrics.monitors.binary_packed.pack_binary_event`) or events,
+    packed here; a pane is in the common
     case when every item packs to a float and it holds 1 to ``cap`` of them."""
     items = list(chain.from_iterable(panes))
     sizes = np.fromiter(map(len, panes), dtype=np.int64, count=len(panes))

@@ -173,8 +173,10 @@ def window_line(key: tuple[str, str], start_ms: int, end_ms: int, count: int, la
     >>> window_line(("m", ""), 0, 60_000, 1, 0, '{"n":1}', '{"s":0.5}') == snapshot_line(snap)
     True
     """
-    return _WINDOW_LINE % (_json_string(key[0]), _json_string(key[1]), repr(_seconds(start_ms)),
-                           repr(_seconds(end_ms)), count, late, count, metrics, state)
+    model, segment = key
+    return _WINDOW_LINE % (_json_string(model) if model.__class__ is str else _JSON.encode(model),
+                           _json_string(segment) if segment.__class__ is str else _JSON.encode(segment),
+                           repr(_seconds(start_ms)), repr(_seconds(end_ms)), count, late, count, metrics, state)
 
 
 def _seconds(ms: int) -> int | float:

@@ -95,6 +95,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from streammetrics.core.exceptions import InvalidEvent
 from streammetrics.events.records import Event
 from streammetrics.stream.snapshots import build_snapshot, snapshot_line, window_line
 
@@ -339,10 +340,11 @@ class WindowManager:
         self._ready: list[Any] = []  # snapshot dicts, and _Deferred ones until poll/flush builds them
         template = monitor_factory()
         self._event_tag = getattr(template, "event_tag", None)
-        # batch mode queues each event in the monitor's packed form when it has one
-        # (``event_packer()``: a binary event as one float), applied by ``update_packed``
+        # the monitor's packed form when it has one (``event_packer()``: a binary event as one
+        # float), queued in batch mode and applied by ``update_packed``; the packer checks what
+        # it does not pack (``InvalidEvent``: refused, code ``bad_value``), in either mode
         packer = getattr(template, "event_packer", None)
-        self._pack: Callable[[Any], Any] | None = packer() if batch and packer is not None else None
+        self._pack: Callable[[Any], Any] | None = packer() if packer is not None else None
         self._check_packed: Callable[[Any], Any] | None = getattr(template, "check_packed", None)
         # many small windows closed together (tumbling, queued events, state in the snapshot):
         # the template's snapshot_states builds their records in one vectorised pass at poll()
@@ -372,7 +374,8 @@ class WindowManager:
         """Apply ``event`` to its key's pane; False (and counted as late) if every window it
         belongs to has already closed. Returns True when the event was applied. Raises
         :class:`EventRejected` (a ValueError), changing nothing, when the event is more than
-        ``max_future`` ahead of the wall clock or the monitor's ``event_tag`` refuses it."""
+        ``max_future`` ahead of the wall clock, the monitor's ``event_tag`` refuses it, or its
+        packer's check does (``bad_value``, naming the field: an event built without the parser)."""
         # event time in whole microseconds (nearest): ts * 1000 of a decimal timestamp such as 16.15
         # is not exact in binary (16149.999...); rounding to the microsecond puts the event on the
         # side of a window boundary its decimal value says, epoch-scale timestamps included (float
@@ -380,6 +383,12 @@ class WindowManager:
         ts_us = _floor(event.ts * 1e6 + 0.5)
         if ts_us > self._future_us:
             self._check_future(event, ts_us)
+        item = event
+        if self._pack is not None:  # the monitor's packed form (and its check of an event it does not pack)
+            try:
+                item = self._pack(event)
+            except InvalidEvent as exc:
+                self._reject("bad_value", str(exc), exc.field)
         state = self._keys.get((event.model, event.segment))
         if state is None or self._event_tag is not None:
             state = self._key_state(event, state)
@@ -399,8 +408,6 @@ class WindowManager:
                 self._emptied.append((event.model, event.segment))
             return False
         if self.batch:
-            pack = self._pack
-            item = event if pack is None else pack(event)
             if item is event and event.__class__ is Event:
                 # the key's own (equal) model string: the event's copy is freed now instead of
                 # queueing with it for a window (at 10,000 keys, ~20% less memory held by queued
@@ -675,7 +682,7 @@ class WindowManager:
             self._apply(monitor, events)
 
     def _apply(self, monitor: Any, items: list) -> None:
-        """Queued items (events, or their packed forms) into ``monitor``."""
+        """Queued items (events, or their packed forms) into ``monitor`` (batch mode)."""
         if self._pack is not None:
             monitor.update_packed(items)
         else:
@@ -991,12 +998,17 @@ class WindowManager:
 
     # ----------------------------------------------------------------- checkpoint
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe checkpoint of every key's open panes and bookkeeping (not the ready queue)."""
+        """JSON-safe checkpoint of every key's open panes and bookkeeping (not the ready queue).
+        Version 2 when some queued event is packed (a JSON number, see the module docstring),
+        which versions before packing cannot read; else version 1, as they wrote."""
         keys = []
         encode = self._codec[0] if self._codec else None
+        packed = False  # some queued event is packed (a number): version 2
         for (model, segment), st in self._keys.items():
             if encode is None:
                 self._drain_key(st)
+            elif not packed and self._pack is not None:
+                packed = any(e.__class__ is float for q in st.pending.values() for e in q)
             keys.append({
                 "model": model,
                 "segment": segment,
@@ -1015,7 +1027,7 @@ class WindowManager:
                 "revising": [[k, r.monitor.to_dict(), r.awaiting, r.expired, r.revision, r.dirty]
                              for k, r in sorted(st.revising.items())],
             })
-        return {"type": "WindowManager", "version": 1, "spec": self.spec.to_dict(), "keys": keys,
+        return {"type": "WindowManager", "version": 2 if packed else 1, "spec": self.spec.to_dict(), "keys": keys,
                 "closed": [[m, g, nw, late] for (m, g), (nw, late) in self._closed.items()],
                 "forgotten_next": self._forgotten_next, "evicted": self.evicted,
                 "max_us": None if self._max_us == -math.inf else self._max_us,
@@ -1035,7 +1047,7 @@ class WindowManager:
         from streammetrics.core.accumulator import from_dict as _from_dict
 
         load = self._loader or _from_dict
-        if not isinstance(data, Mapping) or data.get("type") != "WindowManager" or data.get("version") != 1:
+        if not isinstance(data, Mapping) or data.get("type") != "WindowManager" or data.get("version") not in (1, 2):
             raise ValueError("not a WindowManager checkpoint (type/version)")
         if data.get("spec") != self.spec.to_dict():
             raise ValueError(f"checkpoint window geometry {data.get('spec')} != {self.spec.to_dict()}")

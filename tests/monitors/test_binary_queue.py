@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from streammetrics.events.parser import EventParser
 from streammetrics.monitors import BinaryMonitor
 from streammetrics.monitors.binary import SMALL_BATCH
+from streammetrics.monitors.binary_packed import checked_pack
 
 PARSER = EventParser("binary", require_key=False)
 
@@ -193,6 +194,7 @@ def test_packed_events_give_the_state_of_the_events(events, cls, exact, chunk):
     parsed = [PARSER.parse(dict(e)) for e in events]
     m, ref = cls(exact=exact), BinaryMonitor(exact=exact)
     items = [cls.pack_event(e) for e in parsed]
+    assert [checked_pack(e) for e in parsed] == items  # (the window engine's packer: the same, checked)
     for start in range(0, len(items), chunk):
         m.update_packed(items[start : start + chunk])
         assert len(m._queue) < max(cls.update_queue_max, chunk)

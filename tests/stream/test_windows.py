@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+from fractions import Fraction
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -337,7 +339,10 @@ def test_binary_events_queue_packed_and_checkpoint_as_numbers():
     queued = cut._keys[("m", "")].pending[0]
     assert queued[:2] == [0.8, -0.3] and [q.__class__.__name__ for q in queued[2:]] == ["Event", "Event"]
     saved = json.loads(json.dumps(cut.to_dict()))
-    assert saved["keys"][0]["pending"][0][1][:2] == [0.8, -0.3]
+    assert saved["keys"][0]["pending"][0][1][:2] == [0.8, -0.3] and saved["version"] == 2
+    unpacked = WindowManager(BinaryMonitor, 60, batch=True, event_codec=EVENT_CODEC)
+    unpacked.add(parse(raw[2]))  # (weight 2: queued as an event) a checkpoint older versions read
+    assert unpacked.to_dict()["version"] == 1
     restored = WindowManager(BinaryMonitor, 60, batch=True, event_codec=EVENT_CODEC).load_dict(saved)
     for wm in (whole, restored):
         wm.add(parse(raw[4]))
@@ -369,4 +374,73 @@ def test_a_subclass_of_binary_monitor_is_given_events_not_packed_floats():
         wm.add(parse({"ts": ts, "model": "m", "y_true": 1, "score": 0.5}))
     assert wm._pack is None and all(e.__class__.__name__ == "Event" for e in wm._keys[("m", "")].pending[0])
     assert wm.flush()[0]["count"] == 3 and seen == [1.0, 2.0, 3.0]
-    assert WindowManager(BinaryMonitor, 60, batch=True)._pack is BinaryMonitor.pack_event
+    from streammetrics.monitors.binary_packed import checked_pack
+
+    assert WindowManager(BinaryMonitor, 60, batch=True)._pack is checked_pack
+
+
+def _binary_lines(events: list, **options) -> list[str]:
+    """The snapshot lines of already-parsed ``events`` through a binary pipeline (process_event)."""
+    from streammetrics.stream.pipeline import Pipeline, PipelineConfig
+    from streammetrics.stream.snapshots import snapshot_line
+
+    pipeline = Pipeline(PipelineConfig(window=60.0, max_future=None, **options))
+    for e in events:
+        pipeline.process_event(e)
+    return [snapshot_line(s) for s in pipeline.flush()]
+
+
+@pytest.mark.parametrize("max_pending", [4096, 40, 3])
+@pytest.mark.parametrize("one", [1.0, np.float64(1.0), np.bool_(True), Fraction(1), True])
+def test_labels_equal_to_0_or_1_of_any_type_give_the_int_labels_snapshots(one, max_pending):
+    """Events built without the parser (Spark rows, other sources) may carry a label 1.0, a numpy
+    scalar or a Fraction: not packed, their monitor takes them as the int label (was: a
+    TypeError when the window was built, its queued events lost)."""
+    from streammetrics.events.records import Event
+
+    zero = one - one if not isinstance(one, (bool, np.bool_)) else not one
+    events = [Event(t * 0.5, "m", y_true=one if t % 3 else zero, score=((t * 7919) % 997 + 1) / 999,
+                    weight=2.0 if t % 7 == 0 else 1.0) for t in range(100)]
+    ints = [Event(e.ts, "m", y_true=1 if e.y_true == 1 else 0, score=e.score, weight=e.weight) for e in events]
+    assert _binary_lines(events, max_pending=max_pending) == _binary_lines(ints, max_pending=max_pending)
+
+
+@pytest.mark.parametrize(("field", "value"), [("y_true", 0.5), ("y_true", "1"), ("score", math.nan),
+                                              ("score", "0.5"), ("weight", -1.0), ("weight", math.inf)])
+@pytest.mark.parametrize("batch", [True, False])
+def test_an_event_a_binary_monitor_cannot_take_is_refused_before_anything_changes(field, value, batch):
+    """An already-parsed event with a bad field is refused (code bad_value, naming the field)
+    before it is queued or applied: the state and the snapshots are those without it."""
+    from streammetrics.events.records import Event
+    from streammetrics.stream.pipeline import Pipeline, PipelineConfig
+
+    good = [Event(t * 1.0, "m", y_true=t % 2, score=0.1 + t / 100) for t in range(30)]
+    bad = Event(5.5, "m", y_true=1, score=0.4)
+    setattr(bad, field, value)
+    pipeline = Pipeline(PipelineConfig(window=60.0, max_future=None, batch=batch))
+    for e in good[:15]:
+        pipeline.process_event(e)
+    before = json.dumps(pipeline.to_dict())
+    result = pipeline.process_event(bad)
+    assert result.applied == 0 and [(p.code, p.field) for p in result.problems] == [("bad_value", field)]
+    assert field in result.problems[0].reason and json.dumps(pipeline.to_dict()) == before
+    for e in good[15:]:
+        pipeline.process_event(e)
+    assert pipeline.counters["rejected"] == {"bad_value": 1}
+    assert pipeline.flush()[0]["count"] == 30
+
+
+def test_a_key_that_is_not_a_string_writes_the_same_lines_either_way():
+    """Direct API: an event whose segment is None (not a string): poll_lines writes the line
+    snapshot_line writes for poll's dict (json's encoding of the key's values)."""
+    from streammetrics.events.records import Event
+    from streammetrics.stream.pipeline import Pipeline, PipelineConfig
+    from streammetrics.stream.snapshots import snapshot_line
+
+    events = [Event(t * 0.5, "m", None, y_true=t % 2, score=0.3 + t / 1000) for t in range(300)]
+    by_dicts, by_lines = (Pipeline(PipelineConfig(window=10.0, max_future=None)) for _ in range(2))
+    for e in events:
+        by_dicts.process_event(e)
+        by_lines.process_event(e)
+    expected = [snapshot_line(s) for s in by_dicts.poll() + by_dicts.flush()]
+    assert by_lines.poll_lines() + by_lines.flush_lines() == expected and '"segment":null' in expected[0]
