@@ -278,3 +278,25 @@ def test_r2_of_a_constant_tiny_truth_follows_the_force_finite_rule():
     mon = RegressionMonitor()
     mon.update_many([{"y_true": 7.649332145972639e-153, "y_pred": 7.649332145972639e-153}] * 2)
     assert mon.regression.r2() == 1.0
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+@pytest.mark.parametrize("events", [
+    [(0.0, 1.797693134862316e293, 1e15)],        # one y_pred * weight beyond the float range
+    [(0.0, 1e308, 1.0), (1.0, 1e308, 1.0)],      # a sum beyond it
+    [(0.0, 1e294, 1e15), (0.0, -1e294, 1e15)],   # +inf and -inf terms: nan
+    [(1.3393857589828342e300, 0.0, 1.0)],        # y_true too large for Dekker's split (Regression)
+])
+def test_regression_monitor_with_huge_predictions_round_trips(events):
+    # the overflowed prediction sum was written as a float inf, which from_dict refused
+    # ("prediction_sum must hold finite floats"): the window's state could not be restored
+    m = sm.RegressionMonitor()
+    for yt, yp, w in events:
+        m.update({"y_true": yt, "y_pred": yp, "weight": w})
+    d = json.loads(json.dumps(m.to_dict()))
+    assert sm.from_dict(d).to_dict() == m.to_dict()
+    # an overflowed sum as 'inf', '-inf' or 'nan', which JSON can hold
+    assert isinstance(d["state"]["prediction_sum"], str) == (events[0][1] != 0.0)
+    more = sm.RegressionMonitor().update({"y_true": 1.0, "y_pred": 2.0})
+    assert sm.from_dict(d).merge(more).to_dict() == m.merge(more).to_dict()
+    assert (m.snapshot()["mean_prediction"] is None) == (events[0][1] != 0.0)  # None: not finite
