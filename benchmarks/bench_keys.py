@@ -17,13 +17,15 @@ one-key rate of the same run.
 
 Target (issue 12): 10,000 keys at >= 0.4x the one-key rate (goal 0.5), CPU-time ratio.
 
-What a window of ~10 events costs on the fleet path: its events queued in its pane, the pane
-handed over without a monitor when the window closes (tumbling windows) and its snapshot built
-at the next ``poll`` together with every other window closed since
-(``BinaryMonitor.snapshot_states``, :mod:`streammetrics.monitors.fleet_snapshot`: events and
+What a window of ~10 events costs on the fleet path: its events queued in its pane, each as
+one float (``BinaryMonitor.pack_event``: the signed score), the pane handed over without a
+monitor when the window closes (tumbling windows) and its snapshot line written at the next
+``poll_lines`` together with every other window closed since
+(``BinaryMonitor.snapshot_texts``, :mod:`streammetrics.monitors.fleet_snapshot`: events and
 levels by one sort, confusion cells by one bincount, every metric a numpy column, each sum by
-``math.fsum``; the state is the window's events, :mod:`streammetrics.monitors.binary_events`),
-then the line encoded by msgspec (``snapshot_line``).
+``math.fsum``; the state is the window's events, :mod:`streammetrics.monitors.binary_events`;
+every window's metrics, scores and labels encoded by three msgspec calls, split per window,
+the same bytes as ``snapshot_line``).
 """
 from __future__ import annotations
 

@@ -16,7 +16,12 @@ from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.monitors.base import Monitor, batch_weights, empty_like, part
 from streammetrics.monitors.binary_events import EVENTS_FORM_MAX, events_form, load_events_form
 from streammetrics.monitors.fast_snapshot import binary_snapshot, binary_snapshot_state
-from streammetrics.monitors.fleet_snapshot import FLEET_MAX_EVENTS, binary_snapshot_states
+from streammetrics.monitors.fleet_snapshot import (
+    FLEET_MAX_EVENTS,
+    binary_snapshot_states,
+    binary_snapshot_texts,
+    pack_binary_event,
+)
 
 __all__ = ["BinaryMonitor"]
 
@@ -404,6 +409,40 @@ class BinaryMonitor(Monitor):
             self._confusion.update(y, 1 if s >= self.threshold else 0, w)
         return self
 
+    #: the form in which a window engine queues an event for this monitor
+    #: (:func:`~streammetrics.monitors.fleet_snapshot.pack_binary_event`): the common event
+    #: (weight 1, ``y_true`` 0/1 or a bool, a float score strictly inside (0, 1)) as its
+    #: signed score (one float, the form of :meth:`update`'s queue), any other event as itself;
+    #: :meth:`update_packed` applies a list of them
+    pack_event = staticmethod(pack_binary_event)
+
+    def event_packer(self) -> Any:
+        """The function a window engine queues this monitor's events with (:meth:`pack_event`),
+        or None for a subclass: its own update paths then see every event as an ``Event``."""
+        return pack_binary_event if type(self) is BinaryMonitor else None
+
+    @staticmethod
+    def check_packed(item: Any) -> float:
+        """A packed event read back from a checkpoint: the signed score of a common event
+        (a float ``v`` with ``0 < |v| < 1``); ``ValueError`` otherwise."""
+        if item.__class__ is not float or not 0.0 < abs(item) < 1.0:
+            raise ValueError(f"a packed binary event must be a float v with 0 < |v| < 1, got {item!r:.80}")
+        return item
+
+    def update_packed(self, items: Sequence[float | Event]) -> "BinaryMonitor":
+        """Apply events in :meth:`pack_event`'s form, in order: signed scores join the queue of
+        :meth:`update` (applied at :attr:`update_queue_max` or at the next read of a part),
+        other events go through :meth:`update_event`."""
+        queue = self._queue
+        for item in items:
+            if isinstance(item, float):
+                queue.append(item)
+            else:  # (straight into the parts, ahead of the queue: the state is a function of the multiset)
+                self.update_event(item)
+        if len(queue) >= self.update_queue_max:
+            self._apply_queue()
+        return self
+
     def update_events(self, events: Sequence[Event]) -> "BinaryMonitor":
         """A batch of parsed events: vectorised, or event by event up to :data:`SMALL_BATCH`
         events (numpy's per-call set-up costs more than a few events; the window engine's
@@ -446,8 +485,11 @@ class BinaryMonitor(Monitor):
         window): the vectorised pass's bound, within the events form's."""
         return min(FLEET_MAX_EVENTS, self.events_form_max)
 
-    def snapshot_states(self, panes: Sequence[Sequence[Event]]) -> list[tuple[dict[str, Any], dict[str, Any]] | None]:
-        """Called on an empty monitor (a template): per list of parsed events, the
+    def snapshot_states(
+        self, panes: Sequence[Sequence[Event | float]],
+    ) -> list[tuple[dict[str, Any], dict[str, Any]] | None]:
+        """Called on an empty monitor (a template): per list of parsed events (or their
+        :meth:`pack_event` forms), the
         :meth:`snapshot_state` of a new monitor of this configuration given those events, or
         None where the caller must build that monitor (the window engine closing many small
         windows at once: :func:`~streammetrics.monitors.fleet_snapshot.binary_snapshot_states`).
@@ -461,6 +503,23 @@ class BinaryMonitor(Monitor):
         if not _DIRECT_STATE or type(self) is not BinaryMonitor:
             return [None] * len(panes)
         return binary_snapshot_states(self, panes)
+
+    def snapshot_texts(self, panes: Sequence[Sequence[Event | float]]) -> list[tuple[str, str] | None]:
+        """:meth:`snapshot_states` as JSON text: per pane ``(metrics, state)``, the compact JSON
+        of the two dicts (what ``snapshot_line`` writes for them), or None
+        (:func:`~streammetrics.monitors.fleet_snapshot.binary_snapshot_texts`).
+
+        >>> import json
+        >>> from streammetrics.events.parser import EventParser
+        >>> parse = EventParser("binary").parse
+        >>> events = [parse({"ts": 0, "model": "m", "y_true": y, "score": s}) for y, s in [(1, 0.8), (0, 0.3)]]
+        >>> metrics, state = BinaryMonitor().snapshot_texts([events])[0]
+        >>> json.loads(state) == BinaryMonitor().update_events(events).to_dict()
+        True
+        """
+        if not _DIRECT_STATE or type(self) is not BinaryMonitor:
+            return [None] * len(panes)
+        return binary_snapshot_texts(self, panes)
 
 
 #: the state keys :meth:`BinaryMonitor._state` writes directly (another declaration: generic)

@@ -30,12 +30,19 @@ monitor ``m`` built from the template and given the pane's events
 common case (a weight other than 1, a label not 0/1, a score not strictly inside (0, 1), more
 than :data:`FLEET_MAX_EVENTS` events or than the template's ``events_form_max``) gets None:
 the caller builds that window's monitor.
+
+A window engine queues binary events packed (:func:`pack_binary_event`: the common event as
+one float, its signed score), so the columns come from one float array. For a caller that
+only writes the snapshot lines (replay), :func:`binary_snapshot_texts` gives each window's
+metrics and state as JSON text without a dict per window: with msgspec, every window's
+metrics in one encoder call (a struct per window) and its scores and labels in one call each,
+the result split per window; ``snapshot_line`` of the records, byte for byte.
 """
 from __future__ import annotations
 
+import json
 import math
 from itertools import chain
-from operator import attrgetter
 from typing import Any, Sequence
 
 import numpy as np
@@ -45,29 +52,35 @@ from streammetrics.kernels.histogram_json import SMALL_KEYS
 from streammetrics.kernels.ranking_small import SMALL_LEVELS
 from streammetrics.monitors.fast_snapshot import _DIRECT, SNAPSHOT_KEYS
 
-__all__ = ["FLEET_MAX_EVENTS", "binary_snapshot_states"]
+__all__ = ["FLEET_MAX_EVENTS", "binary_snapshot_states", "binary_snapshot_texts", "pack_binary_event"]
 
 #: panes of at most this many events take the vectorised pass (their levels fit the one-pass
 #: ranking and the small histogram encoding); larger ones are built window by window
 FLEET_MAX_EVENTS = min(SMALL_LEVELS, SMALL_KEYS)
 _fsum = math.fsum
-_LABEL, _SCORE, _WEIGHT = attrgetter("y_true"), attrgetter("score"), attrgetter("weight")
-_FLOAT, _INT = {float}, {int, bool}
+_FLOAT = {float}
 
 
-def _eligible(events: Sequence[Any], cap: int) -> bool:
-    """At most ``cap`` events, each of weight 1, label 0 or 1, a float score strictly inside (0, 1)."""
-    if not 0 < len(events) <= cap:
-        return False
-    for e in events:
-        s = e.score
-        if not (e.weight == 1.0 and s.__class__ is float and 0.0 < s < 1.0 and (e.y_true == 0 or e.y_true == 1)):
-            return False
-    return True
+_ZERO_INT, _ONE_INT = 0, 1  # compared by identity (CPython's cached small ints)
 
 
-def _none_where(values: np.ndarray, undefined: np.ndarray) -> list:
-    """``values`` as a list of floats, None where ``undefined``."""
+def pack_binary_event(event: Any) -> Any:
+    """The common binary event (weight 1, ``y_true`` the int 0 or 1 or a bool, a float score
+    strictly inside (0, 1)) as its signed score, ``score`` if ``y_true`` else ``-score``: one
+    float, from which both come back (``y_true = v > 0``, ``score = |v|``); any other event as
+    itself. The form a window engine queues binary events in
+    (:meth:`~streammetrics.monitors.binary.BinaryMonitor.pack_event`)."""
+    s = event.score
+    y = event.y_true
+    if s.__class__ is float and 0.0 < s < 1.0 and event.weight == 1.0 and (
+            y is _ONE_INT or y is _ZERO_INT or y is True or y is False):
+        return s if y else -s
+    return event
+
+
+def _none_where(values: np.ndarray, undefined: np.ndarray, arrays: list) -> list:
+    """``values`` as a list of floats, None where ``undefined`` (both noted in ``arrays``)."""
+    arrays.append((values, undefined))
     out = values.tolist()
     if undefined.any():
         for j in np.flatnonzero(undefined).tolist():
@@ -75,11 +88,18 @@ def _none_where(values: np.ndarray, undefined: np.ndarray) -> list:
     return out
 
 
-def _confusion_columns(cells: np.ndarray) -> dict[str, list]:
+def _listed(values: np.ndarray, arrays: list) -> list:
+    """``values`` as a list of floats (noted in ``arrays``)."""
+    arrays.append((values, None))
+    return values.tolist()
+
+
+def _confusion_columns(cells: np.ndarray, arrays: list) -> dict[str, list]:
     """:func:`~streammetrics.kernels.counts.binary_confusion_metrics` of many windows of unit
     weights (``cells``: rows ``tn, fn, fp, tp`` as counts), as one list per metric. Every
     intermediate is a whole number below 2**53 (exact in any order), so each value is the same
-    float as the one-window formula's: one IEEE division (or square root) of the same operands."""
+    float as the one-window formula's: one IEEE division (or square root) of the same operands.
+    Each column's array (and where it is undefined) is appended to ``arrays``."""
     tn, fn, fp, tp = (cells[:, c].astype(np.float64) for c in range(4))
     n_true0, n_true1 = tn + fp, fn + tp
     total = n_true0 + n_true1  # > 0: every window holds an event
@@ -97,20 +117,20 @@ def _confusion_columns(cells: np.ndarray) -> dict[str, list]:
         product = (square - (pred0 * pred0 + pred1 * pred1)) * (square - (n_true0 * n_true0 + n_true1 * n_true1))
         mcc = np.where(both & (pred0 > 0) & (pred1 > 0) & (product != 0), cov_ytyp / np.sqrt(product), 0.0)
     return {
-        "accuracy": ((tn + tp) / total).tolist(),
-        "balanced_accuracy": balanced.tolist(),
-        "precision": _none_where(tp / np.where(pred1 > 0, pred1, 1.0), pred1 == 0),
-        "recall": _none_where(r1, n_true1 == 0),
-        "f1": _none_where(f1, f1_den == 0),
-        "specificity": _none_where(r0, n_true0 == 0),
-        "matthews_corrcoef": mcc.tolist(),
-        "positive_rate": (n_true1 / total).tolist(),
-        "predicted_positive_rate": (pred1 / total).tolist(),
+        "accuracy": _listed((tn + tp) / total, arrays),
+        "balanced_accuracy": _listed(balanced, arrays),
+        "precision": _none_where(tp / np.where(pred1 > 0, pred1, 1.0), pred1 == 0, arrays),
+        "recall": _none_where(r1, n_true1 == 0, arrays),
+        "f1": _none_where(f1, f1_den == 0, arrays),
+        "specificity": _none_where(r0, n_true0 == 0, arrays),
+        "matthews_corrcoef": _listed(mcc, arrays),
+        "positive_rate": _listed(n_true1 / total, arrays),
+        "predicted_positive_rate": _listed(pred1 / total, arrays),
     }
 
 
 def _ranking_columns(window_of_level: np.ndarray, neg: np.ndarray, pos: np.ndarray, m: int,
-                     one_class: np.ndarray) -> dict[str, list]:
+                     one_class: np.ndarray, arrays: list) -> dict[str, list]:
     """:func:`~streammetrics.kernels.ranking_small.ranking_summary` (exact levels) of ``m``
     windows of unit weights at once, one list per value; levels ascending within each window.
     The levels are laid out one row per window, highest first (zeros after a window's last):
@@ -140,64 +160,53 @@ def _ranking_columns(window_of_level: np.ndarray, neg: np.ndarray, pos: np.ndarr
         auc = area / (2.0 * total_n[:, 0] * total_p[:, 0])
     slack = (4.0 * counts + 32.0) * 2.0**-52  # ranking.rounding_slack of each window's levels
     return {
-        "roc_auc": _none_where(auc, one_class),
-        "roc_auc_low": _none_where(np.maximum(0.0, auc - slack), one_class),
-        "roc_auc_high": _none_where(np.minimum(1.0, auc + slack), one_class),
-        "average_precision": ap.tolist(),
+        "roc_auc": _none_where(auc, one_class, arrays),
+        "roc_auc_low": _none_where(np.maximum(0.0, auc - slack), one_class, arrays),
+        "roc_auc_high": _none_where(np.minimum(1.0, auc + slack), one_class, arrays),
+        "average_precision": _listed(ap, arrays),
     }
-
-
-#: events read per pass of :func:`_common_columns`: a block's events (scattered over the heap
-#: since they queued) are fetched into the cache by the first pass and read from it by the others
-EVENT_BLOCK = 4096
 
 
 def _common_columns(panes: Sequence[Sequence[Any]], cap: int) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray]:
     """``(indexes of the panes in the common case, their lengths, y_true as int64, score)``,
-    the two columns over those panes' events in order: the events read in blocks of
-    :data:`EVENT_BLOCK` (``attrgetter`` maps, the types checked by sets, the block's columns
-    built while its events are in the cache), the conditions checked on arrays; pane by pane
-    (:func:`_eligible`) when some label, score or weight is not of the parser's types (int,
-    float, float). Weights all equal to 1 (the parser's default) are checked by ``list.count``."""
-    events = list(chain.from_iterable(panes))
+    the two columns over those panes' events in order. A pane's items are packed events
+    (signed scores, :func:`pack_binary_event`) or events, packed here; a pane is in the common
+    case when every item packs to a float and it holds 1 to ``cap`` of them."""
+    items = list(chain.from_iterable(panes))
     sizes = np.fromiter(map(len, panes), dtype=np.int64, count=len(panes))
-    y_blocks, s_blocks, odd_weights = [], [], []
-    for start in range(0, len(events), EVENT_BLOCK):
-        block = events[start : start + EVENT_BLOCK]
-        labels, scores, weights = list(map(_LABEL, block)), list(map(_SCORE, block)), list(map(_WEIGHT, block))
-        unit = weights.count(1.0) == len(weights)  # (a weight equal to 1 takes the unit path on every path)
-        if not (set(map(type, scores)) <= _FLOAT and set(map(type, labels)) <= _INT and (
-                unit or set(map(type, weights)) <= _FLOAT)):
-            break
-        y_blocks.append(np.array(labels, dtype=np.int64))
-        s_blocks.append(np.array(scores, dtype=np.float64))
-        if not unit:
-            odd_weights.append((start, np.array(weights, dtype=np.float64) != 1.0))
-    else:
-        y = np.concatenate(y_blocks) if y_blocks else np.zeros(0, dtype=np.int64)
-        s = np.concatenate(s_blocks) if s_blocks else np.zeros(0)
-        odd = ~((s > 0.0) & (s < 1.0) & ((y == 0) | (y == 1)))
-        for start, wrong in odd_weights:
-            odd[start : start + len(wrong)] |= wrong
-        pane_of = np.repeat(np.arange(len(panes), dtype=np.int64), sizes)
-        ok = (np.bincount(pane_of[odd], minlength=len(panes)) == 0) & (sizes > 0) & (sizes <= cap)
-        keep = ok[pane_of]
-        return np.flatnonzero(ok).tolist(), sizes[ok], y[keep], s[keep]
-    chosen = [i for i, pane in enumerate(panes) if _eligible(pane, cap)]
-    return (chosen, sizes[chosen], np.array([e.y_true for i in chosen for e in panes[i]], dtype=np.int64),
-            np.array([e.score for i in chosen for e in panes[i]], dtype=np.float64))
+    if not set(map(type, items)) <= _FLOAT:  # events given as events, or some not in the common case
+        items = [x if x.__class__ is float else pack_binary_event(x) for x in items]
+        items = [x if x.__class__ is float else math.nan for x in items]
+    signed = np.array(items, dtype=np.float64)
+    pane_of = np.repeat(np.arange(len(panes), dtype=np.int64), sizes)
+    ok = (np.bincount(pane_of[np.isnan(signed)], minlength=len(panes)) == 0) & (sizes > 0) & (sizes <= cap)
+    if not ok.all():
+        signed = signed[ok[pane_of]]
+    return np.flatnonzero(ok).tolist(), sizes[ok], (signed > 0.0).view(np.int8).astype(np.int64), np.abs(signed)
 
 
-def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> list[tuple[dict, dict] | None]:
-    """Per pane (a list of parsed events): ``(snapshot(), to_dict())`` of a new monitor of
-    ``template``'s configuration (an empty ``BinaryMonitor`` with ``exact=False``) given the
-    pane's events, or None for a pane outside the common case (see the module)."""
-    out: list[tuple[dict, dict] | None] = [None] * len(panes)
+class _Columns:
+    """What :func:`binary_snapshot_states` and :func:`binary_snapshot_texts` render: the panes
+    in the common case (``chosen``), one list per snapshot key (None where undefined), and
+    each window's events in the events form's order (``scores[cut]``, ``labels[cut]``)."""
+
+    __slots__ = ("arrays", "chosen", "columns", "cuts", "labels", "lengths", "score_array", "scores")
+
+    def __init__(self, chosen: list[int], columns: dict[str, list], scores: list, labels: list,
+                 cuts: list[slice], arrays: list, score_array: np.ndarray, lengths: np.ndarray) -> None:
+        self.chosen, self.columns, self.scores, self.labels, self.cuts = chosen, columns, scores, labels, cuts
+        #: the float columns as arrays, each with where it is undefined (or None)
+        self.arrays, self.score_array, self.lengths = arrays, score_array, lengths
+
+
+def _fleet_columns(template: Any, panes: Sequence[Sequence[Any]]) -> _Columns | None:
+    """The per-window metrics and events of the panes in the common case (None: none is, or
+    the template is not an empty ``exact=False`` monitor); see the module docstring."""
     if not (_DIRECT and not template.exact and template.count == 0 and not template.labeled):
-        return out
+        return None
     chosen, lengths, y, s = _common_columns(panes, template.snapshot_states_max_events)
     if not chosen:
-        return out
+        return None
     n = len(s)
     m = len(chosen)
     win = np.repeat(np.arange(m, dtype=np.int64), lengths)
@@ -218,19 +227,101 @@ def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> lis
     log_all, brier_all, score_all, label_all = log_terms.tolist(), brier_terms.tolist(), ss.tolist(), ys.tolist()
     ends = np.cumsum(lengths)
     cuts = list(map(slice, (ends - lengths).tolist(), ends.tolist()))  # each window's events
-    # the metrics: one list per key of the snapshot (None where undefined), then one row per window
+    # the metrics: one list per key of the snapshot (None where undefined)
     cells = np.bincount(win * 4 + y + 2 * above, minlength=4 * m).reshape(m, 4)  # true + 2 * predicted
-    columns = _confusion_columns(cells)
+    arrays: list = []
+    columns = _confusion_columns(cells, arrays)
     one_class = (cells[:, 0] + cells[:, 2] == 0) | (cells[:, 1] + cells[:, 3] == 0)
-    columns.update(_ranking_columns(ws[starts], neg.astype(np.float64), pos.astype(np.float64), m, one_class))
+    columns.update(_ranking_columns(ws[starts], neg.astype(np.float64), pos.astype(np.float64), m, one_class,
+                                    arrays))
     totals = lengths.astype(np.float64)  # the weight of every prediction, of the labelled ones
-    columns["count"], columns["total_weight"] = lengths.tolist(), totals.tolist()
+    columns["count"], columns["total_weight"] = lengths.tolist(), _listed(totals, arrays)
     for key, terms in (("log_loss", log_all), ("brier_score", brier_all), ("mean_score", score_all)):
         sums = np.fromiter(map(_fsum, map(terms.__getitem__, cuts)), dtype=np.float64, count=m)
-        columns[key] = (sums / totals).tolist()  # one IEEE division each
-    rows = zip(*(columns[k] for k in SNAPSHOT_KEYS))
+        columns[key] = _listed(sums / totals, arrays)  # one IEEE division each
+    return _Columns(chosen, columns, score_all, label_all, cuts, arrays, ss, lengths)
+
+
+def _records(template: Any, fleet: _Columns, windows: list[int] | None = None) -> list[tuple[dict, dict]]:
+    """``(snapshot(), to_dict())`` of every window, or of ``windows`` (indexes into
+    ``fleet.chosen``), in order."""
+    columns, scores, labels = fleet.columns, fleet.scores, fleet.labels
+    rows: Any = zip(*(columns[k] for k in SNAPSHOT_KEYS))
+    cuts = fleet.cuts
+    if windows is not None:  # a few windows: their rows only
+        rows = ([columns[k][j] for k in SNAPSHOT_KEYS] for j in windows)
+        cuts = [cuts[j] for j in windows]
     name, version, config = template.type_name, template.version, template._config
-    for i, row, cut in zip(chosen, rows, cuts):
-        out[i] = (dict(zip(SNAPSHOT_KEYS, row)), {"type": name, "version": version, "config": config(),
-                                                  "state": {"score": score_all[cut], "y_true": label_all[cut]}})
+    return [(dict(zip(SNAPSHOT_KEYS, row)), {"type": name, "version": version, "config": config(),
+                                             "state": {"score": scores[cut], "y_true": labels[cut]}})
+            for row, cut in zip(rows, cuts)]
+
+
+def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> list[tuple[dict, dict] | None]:
+    """Per pane (a list of parsed events or their packed forms): ``(snapshot(), to_dict())``
+    of a new monitor of ``template``'s configuration (an empty ``BinaryMonitor`` with
+    ``exact=False``) given the pane's events, or None for a pane outside the common case (see
+    the module)."""
+    out: list[tuple[dict, dict] | None] = [None] * len(panes)
+    fleet = _fleet_columns(template, panes)
+    if fleet is not None:
+        for i, record in zip(fleet.chosen, _records(template, fleet)):
+            out[i] = record
+    return out
+
+
+try:  # the ``fast`` extra: every window's texts from two encoder calls
+    import msgspec
+
+    _encode: Any = msgspec.json.Encoder().encode
+    #: a window's metrics, encoded as a JSON object with :data:`SNAPSHOT_KEYS` in order
+    _Metrics: Any = msgspec.defstruct("_Metrics", list(SNAPSHOT_KEYS))
+except ImportError:  # pragma: no cover - exercised where msgspec is absent
+    _encode = _Metrics = None
+_dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode  # snapshot_line's canonical form
+#: floats the encoder writes as ``repr`` does (and so as json does): 0 and magnitudes in [1e-4, 1e16)
+_REPR_LOW, _REPR_HIGH = 1e-4, 1e16
+
+
+def _unlike_repr(values: np.ndarray) -> np.ndarray:
+    """Where the encoder may write a float otherwise than ``repr`` (``0.00001`` / ``1e-05``)."""
+    magnitude = np.abs(values)
+    return ((magnitude < _REPR_LOW) & (magnitude > 0.0)) | ~(magnitude < _REPR_HIGH)
+
+
+def binary_snapshot_texts(template: Any, panes: Sequence[Sequence[Any]]) -> list[tuple[str, str] | None]:
+    """:func:`binary_snapshot_states` as JSON text: per pane ``(metrics, state)``, each the
+    compact ``json.dumps`` of that dict (what ``snapshot_line`` writes for it), or None where
+    :func:`binary_snapshot_states` gives None. With msgspec, every window's metrics are encoded
+    in one call (a struct per window, split at ``},{``: the objects hold numbers only) and
+    every window's scores and labels in one each (split at ``],[``); a window holding a float the
+    encoder may write otherwise than json (below 1e-4 or from 1e16, or not finite) is written
+    by json from its dicts instead. Without msgspec, json writes every window from its dicts."""
+    out: list[tuple[str, str] | None] = [None] * len(panes)
+    fleet = _fleet_columns(template, panes)
+    if fleet is None:
+        return out
+    if _encode is None:
+        for i, (metrics, state) in zip(fleet.chosen, _records(template, fleet)):
+            out[i] = (_dumps(metrics), _dumps(state))
+        return out
+    columns, cuts, scores, labels = fleet.columns, fleet.cuts, fleet.scores, fleet.labels
+    odd = np.zeros(len(cuts), dtype=bool)  # the windows json writes
+    for values, undefined in fleet.arrays:
+        unlike = _unlike_repr(values)
+        odd |= unlike if undefined is None else unlike & ~undefined
+    events_unlike = _unlike_repr(fleet.score_array)
+    if events_unlike.any():
+        odd |= np.add.reduceat(events_unlike, np.cumsum(fleet.lengths) - fleet.lengths) > 0
+    metrics = _encode(list(map(_Metrics, *(columns[k] for k in SNAPSHOT_KEYS)))).decode("ascii")[2:-2].split("},{")
+    score_texts = _encode(list(map(scores.__getitem__, cuts))).decode("ascii")[2:-2].split("],[")
+    label_texts = _encode(list(map(labels.__getitem__, cuts))).decode("ascii")[2:-2].split("],[")
+    head = f'{{"type":{_dumps(template.type_name)},"version":{int(template.version)},' \
+           f'"config":{_dumps(template._config())},"state":{{"score":['
+    for i, metric_text, score_text, label_text in zip(fleet.chosen, metrics, score_texts, label_texts):
+        out[i] = ("{" + metric_text + "}", head + score_text + '],"y_true":[' + label_text + "]}}")
+    if odd.any():
+        windows = np.flatnonzero(odd).tolist()
+        for j, (metrics_dict, state) in zip(windows, _records(template, fleet, windows)):
+            out[fleet.chosen[j]] = (_dumps(metrics_dict), _dumps(state))
     return out

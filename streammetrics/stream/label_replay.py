@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from streammetrics.events.records import Rejection
-from streammetrics.stream.snapshots import snapshot_line
 
 __all__ = ["COLLECT_READY", "POLL_EVERY", "merged_items", "replay_merged"]
 
@@ -79,12 +78,12 @@ def replay_merged(sources: list[tuple[str, Iterable[bytes]]], pipeline: Any, wri
             stats.lines = counter[0]
             if progress is not None:
                 progress.draw(counter[1], stats)
-            for snap in pipeline.poll(revisions=False, collect=pipeline.collect_due(COLLECT_READY)):
-                write(snapshot_line(snap))
+            for line in pipeline.poll_lines(revisions=False, collect=pipeline.collect_due(COLLECT_READY)):
+                write(line)
                 stats.snapshots += 1
     stats.lines = counter[0]
-    for snap in pipeline.poll(revisions=False) + pipeline.flush():
-        write(snapshot_line(snap))
+    for line in pipeline.poll_lines(revisions=False) + pipeline.flush_lines():
+        write(line)
         stats.snapshots += 1
     if progress is not None:
         progress.draw(counter[1], stats, final=True)

@@ -410,6 +410,31 @@ class Pipeline:
         (:meth:`WindowManager.poll <streammetrics.stream.windows.WindowManager.poll>`)."""
         return self._emit(self.windows.poll(now, revisions, collect))
 
+    def poll_lines(self, now: float | None = None, revisions: bool = True, collect: bool = True) -> list[str]:
+        """:meth:`poll`'s snapshots as their canonical lines (what ``replay`` writes): without
+        ``max_snapshot_bytes``, small windows closed together are written straight from their
+        JSON texts (:meth:`WindowManager.poll_lines
+        <streammetrics.stream.windows.WindowManager.poll_lines>`); the same lines either way."""
+        if self.config.max_snapshot_bytes is not None:
+            return self._lines(self.poll(now, revisions, collect))
+        lines = self.windows.poll_lines(now, revisions, collect)
+        self._snapshots += len(lines)
+        self.lines = []
+        return lines
+
+    def flush_lines(self) -> list[str]:
+        """:meth:`flush`'s snapshots as their canonical lines (see :meth:`poll_lines`)."""
+        if self.config.max_snapshot_bytes is not None:
+            return self._lines(self.flush())
+        lines = self.windows.flush_lines()
+        self._snapshots += len(lines)
+        self.lines = []
+        return lines
+
+    def _lines(self, snaps: list[dict[str, Any]]) -> list[str]:
+        """The lines of snapshots :meth:`_emit` returned (encoded there for the size check)."""
+        return [snapshot_line(s) if line is None else line for s, line in zip(snaps, self.lines)]
+
     def collect_due(self, at_least: int) -> bool:
         """Whether a poll should return the ready snapshots: some is built already (hold none of
         those: a large window's snapshot), or ``at_least`` small windows wait to be built together."""

@@ -26,7 +26,6 @@ from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES
 from streammetrics.stream import label_replay
 from streammetrics.stream.label_replay import replay_merged
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig, Problem
-from streammetrics.stream.snapshots import snapshot_line
 
 __all__ = ["ABORT_AFTER", "REPORT_LIMIT", "ReplayStats", "replay_gc", "replay_lines", "run_replay", "sample_path"]
 
@@ -174,14 +173,14 @@ def replay_lines(
             if stats.aborted is not None:
                 break
         if lineno & label_replay.POLL_EVERY == 0:  # label revisions come at revision ticks, see POLL_EVERY
-            for snap in pipeline.poll(revisions=False, collect=pipeline.collect_due(label_replay.COLLECT_READY)):
-                write(snapshot_line(snap))
+            for text in pipeline.poll_lines(revisions=False, collect=pipeline.collect_due(label_replay.COLLECT_READY)):
+                write(text)
                 stats.snapshots += 1
     stats.events = pipeline.counters["events"] - events_before
     stats.labels = pipeline.counters["labels"]
     stats.lines = lineno
-    for snap in pipeline.poll(revisions=False) + pipeline.flush():
-        write(snapshot_line(snap))
+    for text in pipeline.poll_lines(revisions=False) + pipeline.flush_lines():
+        write(text)
         stats.snapshots += 1
     if progress is not None:
         progress.draw(done, stats, final=True)

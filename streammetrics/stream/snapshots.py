@@ -19,7 +19,7 @@ from functools import partial
 from operator import is_not
 from typing import Any, Callable
 
-__all__ = ["SNAPSHOT_SCHEMA", "snapshot_key", "snapshot_line"]
+__all__ = ["SNAPSHOT_SCHEMA", "snapshot_key", "snapshot_line", "window_line"]
 
 SNAPSHOT_SCHEMA = "streammetrics.snapshot/1"
 
@@ -153,6 +153,28 @@ def snapshot_key(snapshot: dict[str, Any]) -> bytes:
     k = snapshot["key"]
     tail = "cumulative" if snapshot.get("cumulative") else json.dumps(snapshot["window"]["start"])
     return f"{k['model']}|{k['segment']}|{tail}".encode()
+
+
+#: :func:`window_line`'s format: a final window's snapshot (revision 0, nothing awaiting labels)
+_WINDOW_LINE = ('{"schema":"' + SNAPSHOT_SCHEMA + '","key":{"model":%s,"segment":%s},"window":{"start":%s,"end":%s},'
+                '"final":true,"count":%d,"late":%d,"revision":0,"labeled":%d,"expired":0,"pending":0,'
+                '"metrics":%s,"state":%s}')
+_json_string = json.encoder.encode_basestring_ascii  # what json.dumps writes for a str (ensure_ascii)
+
+
+def window_line(key: tuple[str, str], start_ms: int, end_ms: int, count: int, late: int, metrics: str,
+                state: str) -> str:
+    """:func:`snapshot_line` of ``build_snapshot(key, ..., start_ms, end_ms, final=True,
+    late=late, count=count, record=(m, s))`` given the JSON texts of ``m`` and ``s`` (compact,
+    as ``snapshot_line`` writes them): the line written directly, for windows whose texts come
+    from a vectorised pass (``BinaryMonitor.snapshot_texts``).
+
+    >>> snap = build_snapshot(("m", ""), None, 0, 60_000, final=True, count=1, record=({"n": 1}, {"s": 0.5}))
+    >>> window_line(("m", ""), 0, 60_000, 1, 0, '{"n":1}', '{"s":0.5}') == snapshot_line(snap)
+    True
+    """
+    return _WINDOW_LINE % (_json_string(key[0]), _json_string(key[1]), repr(_seconds(start_ms)),
+                           repr(_seconds(end_ms)), count, late, count, metrics, state)
 
 
 def _seconds(ms: int) -> int | float:

@@ -183,3 +183,28 @@ def test_a_held_part_sees_queued_events_once_the_monitor_is_read():
     m.update({"y_true": 1, "score": 0.8}).update({"y_true": 0, "score": 0.3})
     assert held.count == 0 and m._queue  # queued
     assert m.count == 2 and held.count == 2 and held.roc_auc() == 1.0
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(event, max_size=300), st.sampled_from([BinaryMonitor, Small]), st.booleans(), st.integers(1, 50))
+def test_packed_events_give_the_state_of_the_events(events, cls, exact, chunk):
+    """What a window engine queues (``pack_event``: the common event as one float, any other as
+    itself) and applies (``update_packed``, in chunks) gives the state of the events."""
+    parsed = [PARSER.parse(dict(e)) for e in events]
+    m, ref = cls(exact=exact), BinaryMonitor(exact=exact)
+    items = [cls.pack_event(e) for e in parsed]
+    for start in range(0, len(items), chunk):
+        m.update_packed(items[start : start + chunk])
+        assert len(m._queue) < max(cls.update_queue_max, chunk)
+    for e in parsed:
+        ref.update_event(e)
+    assert m.to_dict() == ref.to_dict() and m.snapshot() == ref.snapshot()
+    queued = [x for x in items if x.__class__ is float]
+    assert len(queued) == sum(e.weight == 1.0 and e.score.__class__ is float and 0.0 < e.score < 1.0 for e in parsed)
+
+
+@pytest.mark.parametrize("item", [0.0, -0.0, 1.0, -1.0, 1.5, float("nan"), float("inf"), 1, True, "0.5", None])
+def test_a_packed_event_read_back_is_checked(item):
+    with pytest.raises(ValueError, match="packed binary event"):
+        BinaryMonitor.check_packed(item)
+    assert BinaryMonitor.check_packed(-0.25) == -0.25 and BinaryMonitor.check_packed(5e-324) == 5e-324

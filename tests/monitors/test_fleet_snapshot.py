@@ -20,7 +20,7 @@ from streammetrics.stream.snapshots import snapshot_line
 PARSER = EventParser("binary")
 
 common_score = st.one_of(
-    st.sampled_from([0.5, 0.25, 0.75, 2.0**-60, 1.0 - 2.0**-53, 0.1, 0.9]),
+    st.sampled_from([0.5, 0.25, 0.75, 2.0**-60, 1.0 - 2.0**-53, 0.1, 0.9, 1e-05, 1e-4, 5e-324]),
     st.integers(1, 9).map(lambda k: k / 10),
     st.floats(0.0, 1.0, exclude_min=True, exclude_max=True),
 )
@@ -121,24 +121,37 @@ def test_fsum_is_the_exact_sums_value(terms: list[float]) -> None:
     assert math.fsum(terms) == exact.value == math.fsum(reversed(terms))
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(pane, min_size=1, max_size=12), st.sampled_from([1, 2, 3, 7]))
-def test_the_events_read_in_blocks_give_the_records_of_one_block(panes: list, block: int) -> None:
-    """``_common_columns`` reads the events in blocks of EVENT_BLOCK: any block size (a weight
-    other than 1 in a later block, a hand-built event in a later block) gives the same records."""
-    from streammetrics.events.records import Event
-    from streammetrics.monitors import fleet_snapshot
-
+@settings(max_examples=100, deadline=None)
+@given(st.lists(pane, min_size=1, max_size=12), st.sampled_from([0.5, 0.3]))
+def test_packed_panes_give_the_records_of_their_events(panes: list, threshold: float) -> None:
+    """A window engine queues events packed (``BinaryMonitor.pack_event``: the common event as
+    its signed score, any other as itself): the same records as the events, pane for pane,
+    and every event's packed form reads back as its label and score."""
     lists = [events for _, events in panes]
-    whole = BinaryMonitor().snapshot_states(lists)
-    import numpy as np
+    packed = [[BinaryMonitor.pack_event(e) for e in events] for events in lists]
+    for (common, events), items in zip(panes, packed):
+        assert all(x.__class__ is float for x in items) == common
+        for e, x in zip(events, items):
+            if x.__class__ is float:
+                assert (x > 0, abs(x)) == (e.y_true == 1, e.score)
+            else:
+                assert x is e
+    template = BinaryMonitor(threshold=threshold)
+    assert json.dumps(template.snapshot_states(packed)) == json.dumps(template.snapshot_states(lists))
 
-    hand_built = lists + [[Event(0.0, "m", y_true=1, score=np.float64(0.7)), parse(0, 0.2)]]  # pane by pane
-    whole_hand_built = BinaryMonitor().snapshot_states(hand_built)
-    default = fleet_snapshot.EVENT_BLOCK
-    fleet_snapshot.EVENT_BLOCK = block
-    try:
-        assert json.dumps(BinaryMonitor().snapshot_states(lists)) == json.dumps(whole)
-        assert json.dumps(BinaryMonitor().snapshot_states(hand_built)) == json.dumps(whole_hand_built)
-    finally:
-        fleet_snapshot.EVENT_BLOCK = default
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(pane, min_size=1, max_size=12), st.sampled_from([0.5, 0.3, 0.9]), st.booleans())
+def test_texts_are_the_json_of_the_records(panes: list, threshold: float, packed: bool) -> None:
+    """``snapshot_texts`` (every window's metrics and events encoded in a few calls, and the
+    windows holding a float below 1e-4 written by json) gives the compact JSON of
+    ``snapshot_states``' records, None where it gives None."""
+    lists = [events for _, events in panes]
+    if packed:
+        lists = [[BinaryMonitor.pack_event(e) for e in events] for events in lists]
+    template = BinaryMonitor(threshold=threshold)
+    records = template.snapshot_states(lists)
+    texts = template.snapshot_texts(lists)
+    compact = [None if r is None else (json.dumps(r[0], separators=(",", ":"), allow_nan=False),
+                                       json.dumps(r[1], separators=(",", ":"), allow_nan=False)) for r in records]
+    assert texts == compact

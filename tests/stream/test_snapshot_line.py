@@ -109,3 +109,17 @@ def test_real_snapshots_take_the_fast_path_and_match(monkeypatch):
         line = canonical(snap)
         monkeypatch.setattr(snapshots, "_JSON", NoJson())
         assert snapshot_line(snap) == line
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=12), st.sampled_from(["", "x", "\u00e9\x00", 'q"\\']), st.integers(-(2**40), 2**40),
+       st.integers(1, 10**6), st.integers(0, 10**6), st.integers(0, 10**9), values, values)
+def test_window_line_is_the_snapshot_line(model, segment, start_ms, length_ms, count, late, metrics, state):
+    """``window_line`` writes the line of a final window straight from its metrics and state
+    texts: the line of ``build_snapshot`` of the same record (any key, window, counts)."""
+    record = ({"m": metrics}, {"s": state})
+    snap = build_snapshot((model, segment), None, start_ms, start_ms + length_ms, final=True, late=late, count=count,
+                          record=record)
+    line = snapshots.window_line((model, segment), start_ms, start_ms + length_ms, count, late,
+                                 canonical(record[0]), canonical(record[1]))
+    assert line == canonical(snap)

@@ -292,8 +292,8 @@ def test_queued_events_share_their_keys_model_string():
     parse = EventParser("binary").parse
     model = "".join(["m", "1"])  # (built at run time: not the interned literal)
 
-    def event(ts, y, s):
-        return parse({"ts": ts, "model": "".join(["m", "1"]), "y_true": y, "score": s})
+    def event(ts, y, s):  # weight 2: queued as an Event (the common event is packed: one float)
+        return parse({"ts": ts, "model": "".join(["m", "1"]), "y_true": y, "score": s, "weight": 2.0})
 
     wm = WindowManager(BinaryMonitor, 60, batch=True, event_codec=EVENT_CODEC)
     first, second = event(0, 1, 0.8), event(1, 0, 0.3)
@@ -314,3 +314,59 @@ def test_queued_events_share_their_keys_model_string():
     other.add(ev)
     other.add(Ev(2.0, "".join(["m", "1"]), "", 8))
     assert [s["metrics"]["ids"] for s in other.flush()] == [[7, 8]]  # (a frozen dataclass: not assigned to)
+
+
+def test_binary_events_queue_packed_and_checkpoint_as_numbers():
+    """Batch mode queues the common binary event as its signed score (BinaryMonitor.pack_event)
+    and any other as its Event; a checkpoint writes the floats as JSON numbers, reads them back
+    checked, and the restored run gives the snapshots of the uninterrupted one. A number in a
+    checkpoint is refused by a monitor without a packed form, and a bad one by the check."""
+    from streammetrics.events.parser import EventParser
+    from streammetrics.events.records import EVENT_CODEC
+    from streammetrics.monitors import BinaryMonitor
+
+    parse = EventParser("binary").parse
+    raw = [{"ts": 1, "model": "m", "y_true": 1, "score": 0.8}, {"ts": 2, "model": "m", "y_true": 0, "score": 0.3},
+           {"ts": 3, "model": "m", "y_true": 1, "score": 0.4, "weight": 2.0},
+           {"ts": 4, "model": "m", "y_true": 0, "score": 1.0}, {"ts": 61, "model": "m", "y_true": 1, "score": 0.5}]
+    whole = WindowManager(BinaryMonitor, 60, batch=True, event_codec=EVENT_CODEC)
+    cut = WindowManager(BinaryMonitor, 60, batch=True, event_codec=EVENT_CODEC)
+    for e in raw[:4]:
+        whole.add(parse(e))
+        cut.add(parse(e))
+    queued = cut._keys[("m", "")].pending[0]
+    assert queued[:2] == [0.8, -0.3] and [q.__class__.__name__ for q in queued[2:]] == ["Event", "Event"]
+    saved = json.loads(json.dumps(cut.to_dict()))
+    assert saved["keys"][0]["pending"][0][1][:2] == [0.8, -0.3]
+    restored = WindowManager(BinaryMonitor, 60, batch=True, event_codec=EVENT_CODEC).load_dict(saved)
+    for wm in (whole, restored):
+        wm.add(parse(raw[4]))
+    assert json.dumps(restored.poll() + restored.flush()) == json.dumps(whole.poll() + whole.flush())
+    with pytest.raises(ValueError, match="packed event"):
+        WindowManager(IdsMonitor, 60, batch=True, event_codec=EVENT_CODEC).load_dict(
+            {**saved, "spec": WindowManager(IdsMonitor, 60).spec.to_dict()})
+    saved["keys"][0]["pending"][0][1][0] = 1.5
+    with pytest.raises(ValueError, match="packed binary event"):
+        WindowManager(BinaryMonitor, 60, batch=True, event_codec=EVENT_CODEC).load_dict(saved)
+
+
+def test_a_subclass_of_binary_monitor_is_given_events_not_packed_floats():
+    """A subclass may read more of an event than its label and score: its window engine
+    queues Events (``event_packer()`` is None for it), so its own ``update_event`` sees them."""
+    from streammetrics.events.parser import EventParser
+    from streammetrics.monitors import BinaryMonitor
+
+    seen: list = []
+
+    class Logged(BinaryMonitor):
+        def update_event(self, event):
+            seen.append(event.ts)
+            return super().update_event(event)
+
+    parse = EventParser("binary").parse
+    wm = WindowManager(Logged, 60, batch=True)
+    for ts in (1, 2, 3):
+        wm.add(parse({"ts": ts, "model": "m", "y_true": 1, "score": 0.5}))
+    assert wm._pack is None and all(e.__class__.__name__ == "Event" for e in wm._keys[("m", "")].pending[0])
+    assert wm.flush()[0]["count"] == 3 and seen == [1.0, 2.0, 3.0]
+    assert WindowManager(BinaryMonitor, 60, batch=True)._pack is BinaryMonitor.pack_event

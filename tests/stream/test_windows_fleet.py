@@ -18,7 +18,8 @@ from streammetrics.stream.pipeline import Pipeline, PipelineConfig
 from streammetrics.stream.replay import replay_lines
 from streammetrics.stream.snapshots import snapshot_line
 
-common_score = st.one_of(st.floats(0.0, 1.0, exclude_min=True, exclude_max=True), st.sampled_from([0.5, 0.25]))
+common_score = st.one_of(st.floats(0.0, 1.0, exclude_min=True, exclude_max=True),
+                         st.sampled_from([0.5, 0.25, 1e-05, 5e-324, 1e-4, 1.0 - 2.0**-53]))
 times = st.integers(0, 90_000).map(lambda ms: ms / 1000)
 common = st.fixed_dictionaries(
     {"ts": times, "model": st.sampled_from(["a", "b", "c", "d"]), "y_true": st.sampled_from([0, 1, 1]),
@@ -39,25 +40,35 @@ item = st.tuples(st.integers(0, 15), common, odd, label_free).map(
 items = st.lists(item, min_size=30, max_size=150)
 
 
-def run(stream: list, fleet: bool, config: PipelineConfig) -> list[str]:
+def run(stream: list, fleet: bool | str, config: PipelineConfig) -> list[str]:
+    """The lines of ``stream``: ``fleet`` True: small windows built together (dicts, then
+    ``snapshot_line``); "lines": the same written directly (``poll_lines``); False: one by one."""
     pipeline = Pipeline(config)
     if not fleet:
-        pipeline.windows._fleet = None
+        pipeline.windows._fleet = pipeline.windows._fleet_texts = None
+
+    def polled() -> list[str]:
+        if fleet == "lines":
+            return pipeline.poll_lines(revisions=False)
+        return [snapshot_line(s) for s in pipeline.poll(revisions=False)]
+
     lines: list[str] = []
     for item in stream:
         if item == "poll":
-            lines += [snapshot_line(s) for s in pipeline.poll(revisions=False)]
+            lines += polled()
         elif item == "checkpoint":  # the service's order: poll, then checkpoint; a new process restores it
-            lines += [snapshot_line(s) for s in pipeline.poll(revisions=False)]
+            lines += polled()
             saved = json.loads(json.dumps(pipeline.to_dict()))
             pipeline = Pipeline(config).load_dict(saved)
             if not fleet:
-                pipeline.windows._fleet = None
+                pipeline.windows._fleet = pipeline.windows._fleet_texts = None
         elif "id" in item:  # a prediction without its label, then the label one second later
             pipeline.process(json.dumps(item))
             pipeline.process(json.dumps({"id": item["id"], "y_true": 1, "ts": item["ts"] + 1}))
         else:
             pipeline.process(json.dumps(item))
+    if fleet == "lines":
+        return lines + pipeline.poll_lines(revisions=False) + pipeline.flush_lines()
     return lines + [snapshot_line(s) for s in pipeline.poll(revisions=False) + pipeline.flush()]
 
 
@@ -74,6 +85,7 @@ def test_deferred_windows_equal_windows_built_one_by_one(stream: list, window: f
                             idle_close=idle_close, idle_clock="event", shared_watermark=shared_watermark)
     fleet = run([dict(i) if isinstance(i, dict) else i for i in stream], True, config)
     assert fleet == run([dict(i) if isinstance(i, dict) else i for i in stream], False, config)
+    assert fleet == run([dict(i) if isinstance(i, dict) else i for i in stream], "lines", config)
 
 
 def polled_every_100(pipeline: Pipeline, stream: list) -> list[str]:
@@ -140,4 +152,65 @@ def test_a_failing_vectorised_build_falls_back_to_monitors() -> None:
     pipeline.windows._fleet = broken
     lines = polled_every_100(pipeline, stream)
     assert pipeline.windows.fleet_failures == 15 + 1  # every poll that had windows to build, and flush
+    assert lines == run(stream, True, config) == run(stream, False, config)
+
+
+@pytest.mark.parametrize("limit", [None, 10**6, 700])
+def test_poll_lines_are_the_lines_of_poll(limit: int | None) -> None:
+    """``Pipeline.poll_lines`` / ``flush_lines`` (what replay writes: small windows written
+    straight from their JSON texts) give the lines of ``poll`` / ``flush`` through
+    ``snapshot_line``, counted alike; with ``max_snapshot_bytes`` (700: most states dropped)
+    the degraded snapshots' lines."""
+    stream = [{"ts": t * 0.5, "model": f"m\u00e9{t % 37}" if t % 5 else f'q"{t % 11}', "y_true": t % 3 == 0,
+               "score": ((t * 7919) % 997 + 1) / 999 if t % 13 else 1e-05, **({"weight": 2.0} if t % 97 == 0 else {})}
+              for t in range(3000)]
+    config = PipelineConfig(window=10.0, max_future=None, max_snapshot_bytes=limit)
+    by_dicts, by_lines = Pipeline(config), Pipeline(config)
+    expected: list[str] = []
+    got: list[str] = []
+    for i, event in enumerate(stream):
+        by_dicts.process(json.dumps(event))
+        by_lines.process(json.dumps(event))
+        if i % 100 == 99:
+            expected += [snapshot_line(s) for s in by_dicts.poll()]
+            got += by_lines.poll_lines()
+    expected += [snapshot_line(s) for s in by_dicts.flush()]
+    got += by_lines.flush_lines()
+    assert got == expected and len(got) > 1000
+    assert by_lines.counters == by_dicts.counters
+    if limit == 700:  # (the windows of a few events fit)
+        assert by_lines.counters["snapshots_degraded"] == sum('"state_dropped":true' in line for line in got) > 100
+
+
+def test_without_msgspec_the_texts_come_from_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The texts' encoder is msgspec (the ``fast`` extra); without it json writes them."""
+    from streammetrics.monitors import fleet_snapshot
+
+    stream = [{"ts": t * 0.5, "model": f"m{t % 37}", "y_true": t % 3 == 0, "score": ((t * 7919) % 997 + 1) / 999}
+              for t in range(1500)]
+    config = PipelineConfig(window=10.0, max_future=None)
+    expected = run(stream, True, config)
+    monkeypatch.setattr(fleet_snapshot, "_encode", None)
+    assert run(stream, "lines", config) == expected
+
+
+def test_a_failing_vectorised_text_build_falls_back_to_monitors() -> None:
+    """Fault injection: snapshot_texts raising builds every deferred window from its monitor
+    (counted), with the lines the vectorised build gives."""
+    stream = [{"ts": t * 0.5, "model": f"m{t % 23}", "y_true": t % 3 == 0, "score": ((t * 7919) % 997 + 1) / 999}
+              for t in range(1500)]
+    config = PipelineConfig(window=10.0, max_future=None)
+    pipeline = Pipeline(config)
+
+    def broken(panes: list) -> list:
+        raise RuntimeError("injected")
+
+    pipeline.windows._fleet_texts = broken
+    lines: list[str] = []
+    for i, event in enumerate(stream):
+        pipeline.process(json.dumps(event))
+        if i % 100 == 99:
+            lines += pipeline.poll_lines()
+    lines += pipeline.flush_lines()
+    assert pipeline.windows.fleet_failures == 15 + 1
     assert lines == run(stream, True, config) == run(stream, False, config)
