@@ -17,9 +17,9 @@ values = st.one_of(st.floats(-1e6, 1e6), st.sampled_from([0.0, -1.0, -2.5, 1e9 +
 events = st.lists(st.tuples(values, values, st.sampled_from([1.0, 0.1, 2.7, 0.0])), max_size=50)
 
 
-@settings(max_examples=150, deadline=None)
-@given(events, st.integers(0, 2**32 - 1))
-def test_state_is_a_function_of_the_multiset(evs, seed):
+def _per_event_and_split(evs: list, seed: int) -> Regression:
+    """``evs`` event by event; asserts that a shuffled split (a batch, then events, merged) gives
+    the same dict, and that the dict round-trips through JSON."""
     one = Regression()
     for yt, yp, w in evs:
         one.update(yt, yp, w)
@@ -34,6 +34,13 @@ def test_state_is_a_function_of_the_multiset(evs, seed):
         b.update(yt, yp, w)
     assert json.dumps(b.merge(a).to_dict()) == json.dumps(one.to_dict())
     assert from_dict(json.loads(json.dumps(one.to_dict()))).to_dict() == one.to_dict()
+    return one
+
+
+@settings(max_examples=150, deadline=None)
+@given(events, st.integers(0, 2**32 - 1))
+def test_state_is_a_function_of_the_multiset(evs, seed):
+    one = _per_event_and_split(evs, seed)
     if one.total_weight > 0:  # m2 is the exact weighted sum of squares, rounded once
         pos = [(yt, w) for yt, _, w in evs if w > 0]
         wsum = sum(Fraction(w) for _, w in pos)
@@ -74,19 +81,7 @@ def _exact_moments(evs):
 @settings(max_examples=200, deadline=None)
 @given(tiny_events, st.integers(0, 2**32 - 1))
 def test_tiny_values_keep_mean_and_m2_exact(evs, seed):
-    one = Regression()
-    for yt, yp, w in evs:
-        one.update(yt, yp, w)
-    rng = random.Random(seed)
-    shuffled = evs[:]
-    rng.shuffle(shuffled)
-    cut = rng.randint(0, len(evs))
-    a = Regression().update_many(*zip(*shuffled[:cut])) if cut else Regression()
-    b = Regression()
-    for yt, yp, w in shuffled[cut:]:
-        b.update(yt, yp, w)
-    assert json.dumps(b.merge(a).to_dict()) == json.dumps(one.to_dict())
-    assert from_dict(json.loads(json.dumps(one.to_dict()))).to_dict() == one.to_dict()
+    one = _per_event_and_split(evs, seed)
     if one.total_weight > 0:
         mean, m2 = _exact_moments(evs)
         _, hi, lo, got_m2 = one._sums.moments()

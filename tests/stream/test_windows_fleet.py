@@ -88,14 +88,15 @@ def test_deferred_windows_equal_windows_built_one_by_one(stream: list, window: f
     assert fleet == run([dict(i) if isinstance(i, dict) else i for i in stream], "lines", config)
 
 
-def polled_every_100(pipeline: Pipeline, stream: list) -> list[str]:
-    """The lines of ``stream`` through ``pipeline``, polled every 100 events, then flushed."""
+def polled_every_100(pipeline: Pipeline, stream: list, lines_only: bool = False) -> list[str]:
+    """The lines of ``stream`` through ``pipeline``, polled every 100 events, then flushed
+    (``lines_only``: by ``poll_lines`` / ``flush_lines``)."""
     lines = []
     for i, item in enumerate(stream):
         pipeline.process(json.dumps(item))
         if i % 100 == 99:
-            lines += [snapshot_line(s) for s in pipeline.poll()]
-    return lines + [snapshot_line(s) for s in pipeline.flush()]
+            lines += pipeline.poll_lines() if lines_only else [snapshot_line(s) for s in pipeline.poll()]
+    return lines + (pipeline.flush_lines() if lines_only else [snapshot_line(s) for s in pipeline.flush()])
 
 
 def test_many_keys_take_the_vectorised_pass() -> None:
@@ -138,9 +139,10 @@ def test_replay_output_does_not_depend_on_when_it_collects(monkeypatch: pytest.M
     assert outputs[0] == outputs[1] == outputs[2]
 
 
-def test_a_failing_vectorised_build_falls_back_to_monitors() -> None:
-    """Fault injection: snapshot_states raising builds every deferred window from its monitor
-    (counted), with the lines the vectorised build gives."""
+@pytest.mark.parametrize("build", ["_fleet", "_fleet_texts"])
+def test_a_failing_vectorised_build_falls_back_to_monitors(build: str) -> None:
+    """Fault injection: snapshot_states (poll) or snapshot_texts (poll_lines) raising builds
+    every deferred window from its monitor (counted), with the lines the vectorised build gives."""
     stream = [{"ts": t * 0.5, "model": f"m{t % 23}", "y_true": t % 3 == 0, "score": ((t * 7919) % 997 + 1) / 999}
               for t in range(1500)]
     config = PipelineConfig(window=10.0, max_future=None)
@@ -149,8 +151,8 @@ def test_a_failing_vectorised_build_falls_back_to_monitors() -> None:
     def broken(panes: list) -> list:
         raise RuntimeError("injected")
 
-    pipeline.windows._fleet = broken
-    lines = polled_every_100(pipeline, stream)
+    setattr(pipeline.windows, build, broken)
+    lines = polled_every_100(pipeline, stream, lines_only=build == "_fleet_texts")
     assert pipeline.windows.fleet_failures == 15 + 1  # every poll that had windows to build, and flush
     assert lines == run(stream, True, config) == run(stream, False, config)
 
@@ -192,25 +194,3 @@ def test_without_msgspec_the_texts_come_from_json(monkeypatch: pytest.MonkeyPatc
     expected = run(stream, True, config)
     monkeypatch.setattr(fleet_snapshot, "_encode", None)
     assert run(stream, "lines", config) == expected
-
-
-def test_a_failing_vectorised_text_build_falls_back_to_monitors() -> None:
-    """Fault injection: snapshot_texts raising builds every deferred window from its monitor
-    (counted), with the lines the vectorised build gives."""
-    stream = [{"ts": t * 0.5, "model": f"m{t % 23}", "y_true": t % 3 == 0, "score": ((t * 7919) % 997 + 1) / 999}
-              for t in range(1500)]
-    config = PipelineConfig(window=10.0, max_future=None)
-    pipeline = Pipeline(config)
-
-    def broken(panes: list) -> list:
-        raise RuntimeError("injected")
-
-    pipeline.windows._fleet_texts = broken
-    lines: list[str] = []
-    for i, event in enumerate(stream):
-        pipeline.process(json.dumps(event))
-        if i % 100 == 99:
-            lines += pipeline.poll_lines()
-    lines += pipeline.flush_lines()
-    assert pipeline.windows.fleet_failures == 15 + 1
-    assert lines == run(stream, True, config) == run(stream, False, config)
