@@ -256,8 +256,13 @@ def specificity(
     *,
     average: str | None,
     zero_division: Any = "warn",
+    tn_fp: tuple[Any, Any] | None = None,
 ) -> Any:
     """Specificity tn / (tn + fp) per class, tn = total - tp - fp - fn.
+
+    ``tn_fp``: the per-class ``(tn, fp)`` when the caller has them exactly (rounded once);
+    derived by those subtractions otherwise, which lose a tn or fp that is small next to the
+    total (``tn = 1e-6`` beside weights of 1e3: 1e-7 relative error).
 
     Averaged like recall: micro sums tn and tn + fp over labels, macro is the plain
     mean, weighted uses the class supports (``true``) as weights; NaN (from
@@ -266,7 +271,10 @@ def specificity(
     check_zero_division(zero_division)
     tp, fp, fn = _counts(tp, pred, true)
     true_sum = tp + fn
-    tn = total - tp - fp - fn
+    if tn_fp is None:
+        tn = total - tp - fp - fn
+    else:
+        tn, fp = np.asarray(tn_fp[0], dtype=np.float64), np.asarray(tn_fp[1], dtype=np.float64)
     numerator = tn
     denominator = tn + fp
     if average == "micro":

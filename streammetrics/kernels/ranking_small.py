@@ -35,6 +35,9 @@ __all__ = ["SMALL_LEVELS", "levels", "ranking_summary"]
 SMALL_LEVELS = 256
 
 _EPS = 2.0**-52
+#: class totals between these keep ``area / (2 N P)`` and its terms far from the float range's
+#: ends (products down to 2**-600 relative: what underflows is below 2**-474 of the area)
+_SCALE_LOW, _SCALE_HIGH = 2.0**-300, 2.0**300
 
 
 def levels(neg: Mapping, pos: Mapping) -> tuple[list, list[float], list[float]]:
@@ -74,14 +77,20 @@ def ranking_summary(
     out["average_precision"] = max(0.0, ap)
     if not (total_n > 0 and total_p > 0):
         return out
-    # AUC: trapezoid over the levels from the top (P_above: positive weight above level i)
+    # AUC: trapezoid over the levels from the top (P_above: positive weight above level i);
+    # class totals far from 1 (e.g. a weight of 5e-324, or 1e300) would make N*P underflow to 0
+    # or overflow: then each class is scaled to a total of 1 first (scikit-learn's tpr, fpr)
+    sn, sp, tn, tp = neg, pos, total_n, total_p
+    if not (_SCALE_LOW < tn < _SCALE_HIGH and _SCALE_LOW < tp < _SCALE_HIGH):
+        sn, sp = [n / tn for n in neg], [p / tp for p in pos]
+        tn, tp = math.fsum(sn), math.fsum(sp)
     area = 0.0
     above = 0.0
-    for i in range(len(neg) - 1, -1, -1):
-        n_i, p_i = neg[i], pos[i]
+    for i in range(len(sn) - 1, -1, -1):
+        n_i, p_i = sn[i], sp[i]
         area += n_i * (above + above + p_i)
         above += p_i
-    auc = area / (2.0 * total_n * total_p)
+    auc = area / (2.0 * tn * tp)
     out["roc_auc"] = auc
     if singleton is None:  # exact levels: the value, widened by its rounding bound
         out["roc_auc_low"], out["roc_auc_high"] = rounding_interval(auc, len(neg))

@@ -658,6 +658,26 @@ class ConfusionMatrix(Accumulator):
             np.array([read(true.get(x, zero)) for x in labels], dtype=np.float64),
         )
 
+    def _negative_sums(self, labels: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
+        """Per-label (tn, fp) weight sums from the cells, exact then correctly rounded (tn as
+        ``total - tp - fp - fn`` in floats loses a tn that is small next to the total)."""
+        zero: float | int = 0 if self._exact else 0.0
+        tp: dict = {}
+        pred: dict = {}
+        true: dict = {}
+        total = zero
+        for (t, p), w in _cell_totals(self._n, self._w).items():  # exact: units, or whole floats
+            total += w
+            true[t] = true.get(t, zero) + w
+            pred[p] = pred.get(p, zero) + w
+            if t == p:
+                tp[t] = tp.get(t, zero) + w
+        fp = [pred.get(x, zero) - tp.get(x, zero) for x in labels]
+        tn = [total - true.get(x, zero) - f for x, f in zip(labels, fp)]
+        read: Any = value_of if self._exact else float
+        return (np.array([read(v) for v in tn], dtype=np.float64),
+                np.array([read(v) for v in fp], dtype=np.float64))
+
     # ------------------------------------------------------------- metrics
     def _undefined(self) -> bool:
         return self.total_weight == 0.0
@@ -749,7 +769,8 @@ class ConfusionMatrix(Accumulator):
             return self._nan_result("specificity", average, labels)
         tp, pred, true = self._class_sums(labels)
         total = self.total_weight
-        return _cls.specificity(tp, pred, true, total, average=average, zero_division=zero_division)
+        return _cls.specificity(tp, pred, true, total, average=average, zero_division=zero_division,
+                                tn_fp=self._negative_sums(labels))
 
     def accuracy(self, normalize: bool = True) -> float:
         """Weighted fraction (``normalize=False``: weighted count) of events with

@@ -16,7 +16,8 @@ Every sum is exact (:mod:`streammetrics.kernels.exact_sum`): the per-event path 
 ``(y_true, y_pred, weight)`` (at most 1,024 events), folded in one vectorised pass that computes
 each event's terms with numpy (one formula for every path) and adds them exactly; ``mean`` and
 ``m2`` come from the exact ``Σw``, ``Σw·y`` and ``Σw·y²`` (products split exactly, Dekker's
-TwoProduct; products that would fall below ``2**-1074`` are summed as ints in units of
+TwoProduct; products that would fall below ``2**-1074``, and those of values or weights too
+large for its split (an operand or product beyond ``2**990``), are summed as ints in units of
 ``2**-2148`` and ``2**-3222`` instead, the *fine sums*) as ``Σw·y / W`` and
 ``Σw·y² - (Σw·y)²/W``, evaluated exactly and rounded once - so the state is a function of
 the multiset of events (any split, batching, merge order or removal gives the same bits)
@@ -120,7 +121,7 @@ _SUMS = ("weight", "wy", "wyy", "sse", "sae", "sle", "ape")
 def _terms(a: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
     """Per-event terms of the rows ``(y_true, y_pred, weight)`` of ``a``, in :data:`_SUMS`
     order (``wy`` and ``wyy`` as exact products: 2 and 4 rows), and the mask of the rows whose
-    products are *not* exact in float64 (:func:`_products_underflow`): their product terms are
+    products are *not* exact in float64 (:func:`_products_inexact`): their product terms are
     0 here and go to the fine sums instead. The same numpy formulas on every path, so a term
     depends only on its event."""
     yt, yp, w = a[:, 0].copy(), a[:, 1].copy(), a[:, 2].copy()
@@ -129,7 +130,7 @@ def _terms(a: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
     ape = ad / np.maximum(np.abs(yt), EPS)
     ok = (yt > -1.0) & (yp > -1.0)
     ld = np.log1p(np.where(ok, yt, 0.0)) - np.log1p(np.where(ok, yp, 0.0))
-    fine = _products_underflow(w, yt)
+    fine = _products_inexact(w, yt)
     yt_p, w_p = (np.where(fine, 0.0, yt), np.where(fine, 0.0, w)) if fine.any() else (yt, w)
     p1, e1 = two_product(w_p, yt_p)
     p2, e2 = two_product(yt_p, yt_p)
@@ -142,14 +143,20 @@ def _terms(a: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
 #: ``w * y**2`` (through ``y*y``'s error term, ~2**-105 of it) is exact: every partial product
 #: a multiple of ``2**-1074`` (``e_a + e_b - 106 >= -1074``), with a margin
 _FLOOR_WY, _FLOOR_YY, _FLOOR_WYY = -960, -960, -850
+#: exponent ceiling: Dekker's split (``134217729 * a``) overflows to nan from ``|a| >= 2**996``
+#: (``w``, ``y`` and ``y*y`` are split) and ``w*y``, ``w*y**2`` must stay finite, with a margin
+_CEIL = 990
 
 
-def _products_underflow(w: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Rows whose ``w*y`` or ``w*y**2`` may fall below ``2**-1074`` (tiny values or weights):
-    a function of the event alone, so the split between the float and the fine sums is too."""
+def _products_inexact(w: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Rows whose ``w*y`` or ``w*y**2`` may fall below ``2**-1074`` (tiny values or weights), or
+    whose operands or products reach ``2**990`` (huge ones: the split would overflow to nan,
+    e.g. ``w = 1e300, y = 0``): a function of the event alone, so the split between the float
+    and the fine sums is too."""
     ew = np.frexp(w)[1]
     ey = np.frexp(y)[1]
-    return (ew + ey < _FLOOR_WY) | (2 * ey < _FLOOR_YY) | (ew + 2 * ey < _FLOOR_WYY)
+    return ((ew + ey < _FLOOR_WY) | (2 * ey < _FLOOR_YY) | (ew + 2 * ey < _FLOOR_WYY)
+            | (ew > _CEIL) | (2 * ey > _CEIL) | (ew + ey > _CEIL) | (ew + 2 * ey > _CEIL))
 
 
 #: the fine sums' units: ``w*y`` is a multiple of ``2**-2148``, ``w*y**2`` of ``2**-3222``
@@ -193,14 +200,15 @@ def _fine_from_pairs(raw: Any, exp: int, name: str) -> int:
 
 _FINE_KEYS = {f"{k}_fine" for k in _FINE_EXP}
 _CHUNK_MASK = (1 << 53) - 1
-#: the longest fine sum written: 53 * 128 bits, far beyond what tiny products can sum to
+#: the longest fine sum written: 53 * 128 bits (2**6784 units), beyond what the largest products
+#: (``w*y**2 < 2**3072``: ``2**6294`` units of ``2**-3222``) can sum to in ``2**490`` events
 _FINE_PAIRS_MAX = 128
 
 
 class _Sums:
     """The exact sums of :data:`_SUMS`, the per-event buffer (flat ``y_true, y_pred, w``) and
-    the fine sums: ``w*y`` and ``w*y**2`` of the events whose products underflow float64
-    (:func:`_products_underflow`), as ints in units of ``2**-2148`` and ``2**-3222``."""
+    the fine sums: ``w*y`` and ``w*y**2`` of the events whose products are not exact in float64
+    (:func:`_products_inexact`), as ints in units of ``2**-2148`` and ``2**-3222``."""
 
     __slots__ = ("buffer", "sums", "fine")
 
@@ -250,11 +258,12 @@ class _Sums:
 
     def moments(self) -> tuple[float, float, float, float]:
         """``(W, mean hi, mean lo, m2)``: ``mean = Σw·y / W`` (hi + lo, each correctly rounded)
-        and ``m2 = Σw·y² - (Σw·y)²/W``, exact then rounded (0 when ``W`` is 0)."""
+        and ``m2 = Σw·y² - (Σw·y)²/W``, exact then rounded (0 when ``W`` is 0, and when ``W``
+        is beyond the float range: only its float, inf, is written, so a loaded state reads so)."""
         special = [self.get(k)._special for k in ("weight", "wy", "wyy")]
-        w = self.get("weight").units
-        if w <= 0 or special[0]:
-            return self.get("weight").value if special[0] else 0.0, 0.0, 0.0, 0.0
+        w, total = self.get("weight").units, self.get("weight").value
+        if w <= 0 or special[0] or total == _INF:
+            return total if w > 0 or special[0] else 0.0, 0.0, 0.0, 0.0
         if special[1]:  # an overflowed term (|w·y| beyond the float range)
             return _ratio(w, 1 << 1074), special[1], 0.0, math.inf
         # Σw·y in units of 2**-2148 and Σw·y² in units of 2**-3222 (W: units of 2**-1074)

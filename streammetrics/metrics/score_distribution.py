@@ -219,8 +219,11 @@ def _decode_sums(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> list:
     above = check_weight(above, "positive_weight")
     if above > total * (1 + 1e-9):
         raise ValueError(f"positive_weight={above!r} exceeds total_weight={total!r}")
-    exact = (ExactSum.from_parts(score_sum, residue, "score_sum") if math.isfinite(score_sum)
-             else ExactSum())  # an overflowed sum (only reachable from huge margins) restarts
+    if math.isfinite(score_sum):
+        exact = ExactSum.from_parts(score_sum, residue, "score_sum")
+    else:  # an overflowed sum (huge margins or weights): only its float survives, and stays
+        exact = ExactSum()
+        exact._special = score_sum
     # the summed weights: floats while whole, else units (with their residues, if any)
     total, above = decode_sums([total, above], weight_residues, "weight_residues")
     # every loaded event counts as weighted: total = count - weighted events + their weight

@@ -74,12 +74,19 @@ def _merge_sums(mine: list | None, theirs: list | None, acc: Any) -> list | None
     return mine
 
 
+#: an overflowed sum's value as written (huge ``w * score``: |sum| beyond the float range)
+_OVERFLOWED = ("inf", "-inf", "nan")
+
+
 def _encode_sums(v: list | None, m: Any) -> tuple:
-    """The rounded per-class sums and the rest of their exact expansions (null when none)."""
+    """The rounded per-class sums and the rest of their exact expansions (null when none); a
+    sum beyond the float range as ``'inf'``, ``'-inf'`` or ``'nan'`` (JSON has no such
+    numbers) with an empty residue, as ScoreDistribution writes its score sum."""
     if v is None:
         return None, None
-    residues = [s.residue() for s in v]
-    return [s.value for s in v], (residues if any(residues) else None)
+    values = [s.value for s in v]
+    residues = [s.residue() if math.isfinite(x) else [] for s, x in zip(v, values)]
+    return [x if math.isfinite(x) else repr(x) for x in values], (residues if any(residues) else None)
 
 
 def _decode_sums(raw: tuple, m: Any, loaded: Mapping[str, Any]) -> list | None:
@@ -88,12 +95,19 @@ def _decode_sums(raw: tuple, m: Any, loaded: Mapping[str, Any]) -> list | None:
         return None
     if not isinstance(values, list) or len(values) != _k(m):
         raise ValueError(f"must be null or a list of {_k(m)} numbers, got {describe(values)}")
-    values = decode_list(values, "number", _k(m))
+    special = [float(x) if isinstance(x, str) and x in _OVERFLOWED else None for x in values]
+    values = decode_list([0.0 if x is not None else v for v, x in zip(values, special)], "number", _k(m))
     if residues is None:
         residues = [[] for _ in values]
     if not isinstance(residues, list) or len(residues) != _k(m):
         raise ValueError(f"score_sums_residue must be null or a list of {_k(m)} lists, got {describe(residues)}")
-    return [ExactSum.from_parts(v, r, "score_sums") for v, r in zip(values, residues)]
+    out = [ExactSum.from_parts(v, r, "score_sums") for v, r in zip(values, residues)]
+    for s, x, r in zip(out, special, residues):
+        if x is not None:  # an overflowed sum: only its float survives
+            if r:
+                raise ValueError(f"score_sums_residue of an overflowed sum ({x!r}) must be empty, got {describe(r)}")
+            s._special = x
+    return out
 
 
 # prediction_weight and predicted_weights: floats while every weight is whole, else exact

@@ -1,6 +1,7 @@
 """``RegressionMonitor``: numeric truth and prediction (``y_true``, ``y_pred``)."""
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -26,16 +27,29 @@ def _decode_sum(raw: tuple, m: Any, loaded: Mapping[str, Any]) -> ExactSum | Non
     value, residue = raw
     if value is None:
         return None
+    if value in _OVERFLOWED and residue is None:  # only its float survives (see _encode)
+        out = ExactSum()
+        out._special = float(value)
+        return out
     if type(value) not in (int, float):
-        raise ValueError(f"must be null or a number, got {describe(value)}")
+        raise ValueError(f"must be null, a number or one of {sorted(_OVERFLOWED)}, got {describe(value)}")
     return ExactSum.from_parts(float(value), residue, "prediction_sum")
 
 
+#: an overflowed sum's value as written (huge ``w * y_pred``: |sum| beyond the float range)
+_OVERFLOWED = {"inf", "-inf", "nan"}
+
+
 def _encode(v: ExactSum | None, m: Any) -> tuple:
-    """The rounded sum and the rest of its exact expansion (null when none; kernels.exact_sum)."""
+    """The rounded sum and the rest of its exact expansion (null when none; kernels.exact_sum);
+    a sum beyond the float range as ``'inf'``, ``'-inf'`` or ``'nan'`` (JSON has no such
+    numbers), without residue, as ScoreDistribution writes its score sum."""
     if v is None:
         return None, None
-    return v.value, (v.residue() or None)
+    value = v.value
+    if not math.isfinite(value):
+        return repr(value), None
+    return value, (v.residue() or None)
 
 
 def _migrate_v2(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:

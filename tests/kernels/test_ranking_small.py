@@ -85,3 +85,26 @@ def test_levels_and_undefined():
     assert ranking_summary([], []) == dict.fromkeys(("roc_auc", "roc_auc_low", "roc_auc_high", "average_precision"))
     only_neg = ranking_summary([1.0, 2.0], [0.0, 0.0], [True, False])
     assert only_neg["roc_auc"] is None and only_neg["average_precision"] == 0.0
+
+
+# class totals near the ends of the float range: N*P underflowed to 0 (ZeroDivisionError in a
+# BinaryMonitor snapshot for a negative of weight 5e-324 and a positive of weight 0.1) or overflowed
+scale = st.sampled_from([5e-324, 1e-320, 2.0**-1022, 1e-300, 1e-200, 1e200, 1e300, 1.0])
+
+
+@given(level_lists(), scale, scale)
+def test_extreme_class_totals_match_ranking(levels_, neg_scale, pos_scale):
+    neg, pos, singleton = levels_
+    neg = [n * neg_scale for n in neg]
+    pos = [p * pos_scale for p in pos]
+    test_matches_ranking.hypothesis.inner_test((neg, pos, singleton))
+
+
+def test_subnormal_class_total_gives_the_auc():
+    s = ranking_summary([5e-324, 0.0], [0.0, 0.1])  # (was: ZeroDivisionError)
+    assert s["roc_auc"] == 1.0 and s["average_precision"] == 1.0
+    s = ranking_summary([0.0, 5e-324, 5e-324], [0.1, 0.1, 0.0], [True, True, True])
+    want = skm.roc_auc_score([1, 0, 1, 0], [0, 1, 1, 2], sample_weight=[0.1, 5e-324, 0.1, 5e-324])
+    assert s["roc_auc"] == 0.125 == want
+    s = ranking_summary([1e300, 1e300], [0.0, 1e300])  # N*P = inf (was: nan)
+    assert s["roc_auc"] == 0.75

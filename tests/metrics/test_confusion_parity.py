@@ -334,3 +334,33 @@ def test_weighted_report_support_is_float_like_sklearn():
     yt, yp, w = [0, 1, 1], [0, 1, 0], [0.5, 1.0, 2.0]
     cm = sm.ConfusionMatrix().update_many(yt, yp, w)
     assert cm.classification_report() == skm.classification_report(yt, yp, sample_weight=w)
+
+
+# weights spanning magnitudes: tn = total - tp - fp - fn in floats lost a tn (or fp) that is small
+# next to the total (1e-7 relative error for tn = 1e-6 beside weights of 1e3; nan for 5e-324)
+spread_weights = st.one_of(st.sampled_from([1e-6, 5e-324, 1e-300, 1e3, 1.0, 0.3, 1e15]), st.floats(1e-9, 1e9))
+
+
+@given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 1), spread_weights), min_size=1, max_size=30))
+def test_specificity_is_recall_of_the_other_label_with_spread_weights(events):
+    yt, yp, w = (list(x) for x in zip(*events))
+    assume(len(set(yt) | set(yp)) == 2)
+    cm = sm.ConfusionMatrix().update_many(yt, yp, w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for pos, neg in ((0, 1), (1, 0)):
+            spec = cm.specificity(pos_label=pos, zero_division=math.nan)
+            tn = math.fsum(x for t, p, x in events if t == neg and p == neg)
+            den = math.fsum(x for t, _, x in events if t == neg)
+            want = tn / den if den else math.nan
+            assert spec == pytest.approx(want, rel=1e-14, abs=0, nan_ok=True)
+            assert spec == pytest.approx(skm.recall_score(yt, yp, pos_label=neg, sample_weight=w,
+                                                          zero_division=math.nan), rel=1e-12, abs=1e-300, nan_ok=True)
+
+
+def test_specificity_keeps_a_small_true_negative_weight():
+    y, p, w = [0, 1, 1, 0], [0, 1, 0, 1], [1e-6, 1000.1, 999.7, 0.3]
+    cm = sm.ConfusionMatrix().update_many(y, p, w)
+    assert cm.specificity() == 1e-6 / (1e-6 + 0.3) == skm.recall_score(y, p, pos_label=0, sample_weight=w)
+    cm = sm.ConfusionMatrix().update_many([0, 1, 1], [0, 1, 0], [5e-324, 0.1, 0.1])
+    assert cm.specificity(zero_division=math.nan) == 1.0  # (was: nan, tn + fp computed as 0)

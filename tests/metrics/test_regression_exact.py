@@ -105,6 +105,62 @@ def test_products_below_the_float_floor_are_exact():
     assert r.to_dict() == Regression().update(3e-160, 0.0).to_dict()
 
 
+# values and weights too large for Dekker's split (|a| >= 2**996 made nan: y = 0 with w = 1e300
+# wrote mean "nan", which from_dict refused) or whose products overflow: the fine sums too
+huge = st.one_of(st.sampled_from([1e300, -1e300, 2.0**996, 1.3e154, -1e200, 1.7976931348623157e308, 0.0, 1.0]),
+                 st.floats(allow_nan=False, allow_infinity=False), values)
+huge_events = st.lists(st.tuples(huge, values, st.sampled_from([1.0, 0.1, 0.0, 1e300, 2.0**996, 1e-300, 1e100])),
+                       max_size=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(huge_events, st.integers(0, 2**32 - 1))
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+def test_huge_values_and_weights_keep_mean_and_m2_exact(evs, seed):
+    one = Regression()
+    for yt, yp, w in evs:
+        one.update(yt, yp, w)
+    rng = random.Random(seed)
+    shuffled = evs[:]
+    rng.shuffle(shuffled)
+    cut = rng.randint(0, len(evs))
+    a = Regression().update_many(*zip(*shuffled[:cut])) if cut else Regression()
+    b = Regression()
+    for yt, yp, w in shuffled[cut:]:
+        b.update(yt, yp, w)
+    assert json.dumps(b.merge(a).to_dict()) == json.dumps(one.to_dict())
+    assert from_dict(json.loads(json.dumps(one.to_dict()))).to_dict() == one.to_dict()
+    total, hi, lo, got_m2 = one._sums.moments()
+    if 0 < total < math.inf:
+        mean, m2 = _exact_moments(evs)
+        assert hi == float(mean) and lo == float(mean - Fraction(hi))
+        assert got_m2 == (float(m2) if m2 <= Fraction(1.7976931348623157e308) else math.inf)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+@pytest.mark.parametrize(("y", "w"), [(0.0, 1e300), (1e300, 1.0), (2.0**996, 1.0), (-1e300, 1e300), (3.0, 2.0**996)])
+def test_huge_values_or_weights_round_trip(y, w):
+    r = Regression().update(y, 0.5, w).update(y, -0.5, w)
+    d = r.to_dict()
+    assert d["state"]["mean"] == [y, 0.0] and r._m2 == 0.0  # (was: mean nan, refused by from_dict)
+    assert from_dict(json.loads(json.dumps(d))).to_dict() == d
+    assert Regression().update_many([y, y], [0.5, -0.5], [w, w]).to_dict() == d
+    r.remove(y, -0.5, w)  # weight, mean and m2 of the event left (an overflowed error sum, inf, cannot be
+    left, want = r.to_dict()["state"], Regression().update(y, 0.5, w).to_dict()["state"]  # undone)
+    assert [left[k] for k in ("weight", "mean", "m2")] == [want[k] for k in ("weight", "mean", "m2")]
+    assert {k: v for k, v in left["exact_sums"].items() if k.startswith("w")} == {
+        k: v for k, v in want["exact_sums"].items() if k.startswith("w")}
+
+
+def test_total_weight_beyond_the_float_range_reads_as_loaded():
+    # the exact sum of the weights is written only as its float (inf) when it overflows: the live
+    # state reads mean and m2 as the loaded one does (was: mean 0.4999.. live, 0.0 loaded: refused)
+    r = Regression().update(0.0, 0.0, 2.0**1023).update(1.0, 0.0, 2.0**1023)
+    assert r._sums.moments() == (math.inf, 0.0, 0.0, 0.0)
+    d = r.to_dict()
+    assert from_dict(json.loads(json.dumps(d))).to_dict() == d
+
+
 @pytest.mark.parametrize("bad", [
     [[1, -2148], [1, -2148]],                 # not canonical (repeated chunk)
     [[0, -2148]],                             # zero chunk

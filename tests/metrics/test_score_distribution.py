@@ -1,4 +1,5 @@
 """ScoreDistribution: label-free score summary on BinaryScores' grid."""
+import json
 import math
 import warnings
 
@@ -74,3 +75,24 @@ def test_bad_input_changes_nothing():
     with pytest.raises(ValueError):
         d.update_many([0.1, 0.2], [1.0])
     assert d.to_dict() == before
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+@pytest.mark.parametrize("events", [
+    [(1.797693134862316e293, 1e15)],             # one score times its weight beyond the float range
+    [(1e308, 1.0), (1e308, 1.0)],                # a sum beyond it
+    [(-1e308, 1.0), (-1e308, 1.0), (0.5, 1.0)],
+    [(1e294, 1e15), (-1e294, 1e15)],             # +inf and -inf terms: nan
+])
+def test_overflowed_score_sum_survives_a_round_trip(events):
+    # an overflowed score sum is written as 'inf', '-inf' or 'nan'; it was read back as 0.0 (the
+    # restored window's mean score changed from inf to 0)
+    a = sm.ScoreDistribution()
+    for s, w in events:
+        a.update(s, weight=w)
+    d = a.to_dict()
+    b = sm.from_dict(json.loads(json.dumps(d)))
+    assert b.to_dict() == d
+    assert repr(b.score_sum) == repr(a.score_sum) == d["state"]["score_sum"]
+    more = sm.ScoreDistribution().update(0.25)
+    assert b.merge(more).to_dict() == a.merge(more).to_dict()

@@ -121,3 +121,14 @@ def test_snapshot_state_keeps_each_histograms_zero(order):
     monitor.update({"y_true": 1, "score": 0.75})
     metrics, state = monitor.snapshot_state()
     assert json.dumps([metrics, state]) == json.dumps([monitor.snapshot(), monitor.to_dict()])
+
+
+@pytest.mark.parametrize("exact", [False, True])
+@pytest.mark.parametrize("weights", [(5e-324, 0.1), (5e-324, 5e-324), (1e-200, 1e-150), (1e15, 5e-324)])
+def test_class_weights_whose_product_underflows(weights, exact):
+    # a negative of weight 5e-324 and a positive of weight 0.1 (both accepted by the event
+    # parser): N*P underflowed to 0 and the snapshot raised ZeroDivisionError
+    wn, wp = weights
+    monitor = fill([(0, 0.2, wn, False), (1, 0.7, wp, False), (1, 0.1, wp, False)], exact=exact)
+    check(monitor)
+    assert monitor.snapshot()["roc_auc"] == 0.5

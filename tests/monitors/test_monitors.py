@@ -278,3 +278,50 @@ def test_r2_of_a_constant_tiny_truth_follows_the_force_finite_rule():
     mon = RegressionMonitor()
     mon.update_many([{"y_true": 7.649332145972639e-153, "y_pred": 7.649332145972639e-153}] * 2)
     assert mon.regression.r2() == 1.0
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+@pytest.mark.parametrize("events", [
+    [(0.0, 1.797693134862316e293, 1e15)],        # one y_pred * weight beyond the float range
+    [(0.0, 1e308, 1.0), (1.0, 1e308, 1.0)],      # a sum beyond it
+    [(0.0, 1e294, 1e15), (0.0, -1e294, 1e15)],   # +inf and -inf terms: nan
+    [(1.3393857589828342e300, 0.0, 1.0)],        # y_true too large for Dekker's split (Regression)
+])
+def test_regression_monitor_with_huge_predictions_round_trips(events):
+    # the overflowed prediction sum was written as a float inf, which from_dict refused
+    # ("prediction_sum must hold finite floats"): the window's state could not be restored
+    m = sm.RegressionMonitor()
+    for yt, yp, w in events:
+        m.update({"y_true": yt, "y_pred": yp, "weight": w})
+    d = json.loads(json.dumps(m.to_dict()))
+    assert sm.from_dict(d).to_dict() == m.to_dict()
+    # an overflowed sum as 'inf', '-inf' or 'nan', which JSON can hold
+    assert isinstance(d["state"]["prediction_sum"], str) == (events[0][1] != 0.0)
+    more = sm.RegressionMonitor().update({"y_true": 1.0, "y_pred": 2.0})
+    assert sm.from_dict(d).merge(more).to_dict() == m.merge(more).to_dict()
+    assert (m.snapshot()["mean_prediction"] is None) == (events[0][1] != 0.0)  # None: not finite
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+@pytest.mark.parametrize("rows", [
+    [[0.0, 0.0, 8.988465674311579e307], [0.0, 0.0, 8.98846567431158e307]],   # a class's sum beyond the range
+    [[0.0, 1e294, 0.0], [0.0, -1e294, 1.0]],                                 # +inf and -inf: nan
+    [[1e308, -1e308, 0.5], [1e308, -1e308, 0.5]],
+])
+def test_multiclass_monitor_with_huge_scores_round_trips(rows):
+    # an overflowed per-class score sum was written as a float inf, which from_dict refused
+    # ("score_sums[2] must be a finite number"): the window's state could not be restored
+    classes = ["a", "b", "c"]
+    mon = MulticlassMonitor(classes)
+    for row in rows:
+        mon.update({"y_true": "a", "scores": dict(zip(classes, row)), "weight": 1e15 if 1e294 in row else 1.0})
+    d = json.loads(json.dumps(mon.to_dict()))
+    assert sm.from_dict(d).to_dict() == mon.to_dict()
+    assert any(isinstance(v, str) for v in d["state"]["score_sums"])  # 'inf', '-inf' or 'nan'
+    more = MulticlassMonitor(classes).update({"y_true": "b", "scores": {"a": 0.2, "b": 0.5, "c": 0.3}})
+    assert sm.from_dict(d).merge(more).to_dict() == mon.merge(more).to_dict()
+    json.dumps(mon.snapshot(), allow_nan=False)
+    bad = json.loads(json.dumps(d))
+    bad["state"]["score_sums_residue"] = [[[1, 0]] if isinstance(v, str) else [] for v in d["state"]["score_sums"]]
+    with pytest.raises(ValueError, match="score_sums"):
+        sm.from_dict(bad)
