@@ -117,19 +117,7 @@ huge_events = st.lists(st.tuples(huge, values, st.sampled_from([1.0, 0.1, 0.0, 1
 @given(huge_events, st.integers(0, 2**32 - 1))
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
 def test_huge_values_and_weights_keep_mean_and_m2_exact(evs, seed):
-    one = Regression()
-    for yt, yp, w in evs:
-        one.update(yt, yp, w)
-    rng = random.Random(seed)
-    shuffled = evs[:]
-    rng.shuffle(shuffled)
-    cut = rng.randint(0, len(evs))
-    a = Regression().update_many(*zip(*shuffled[:cut])) if cut else Regression()
-    b = Regression()
-    for yt, yp, w in shuffled[cut:]:
-        b.update(yt, yp, w)
-    assert json.dumps(b.merge(a).to_dict()) == json.dumps(one.to_dict())
-    assert from_dict(json.loads(json.dumps(one.to_dict()))).to_dict() == one.to_dict()
+    one = _per_event_and_split(evs, seed)
     total, hi, lo, got_m2 = one._sums.moments()
     if 0 < total < math.inf:
         mean, m2 = _exact_moments(evs)
