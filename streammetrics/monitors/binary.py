@@ -15,7 +15,7 @@ from streammetrics.metrics.confusion import ConfusionMatrix
 from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.monitors.base import Monitor, batch_weights, empty_like, part
 from streammetrics.monitors.binary_events import EVENTS_FORM_MAX, events_form, load_events_form
-from streammetrics.monitors.binary_packed import binary_label, checked_pack, pack_binary_event
+from streammetrics.monitors.binary_packed import batch_labels, binary_label, checked_pack, pack_binary_event
 from streammetrics.monitors.fast_snapshot import binary_snapshot, binary_snapshot_state
 from streammetrics.monitors.fleet_snapshot import FLEET_MAX_EVENTS, binary_snapshot_states, binary_snapshot_texts
 
@@ -388,7 +388,7 @@ class BinaryMonitor(Monitor):
 
     def update_outcomes(self, events: Sequence[Event]) -> "BinaryMonitor":
         n = len(events)
-        y = np.fromiter([e.y_true for e in events], dtype=np.int64, count=n)
+        y = batch_labels(events)
         s = np.fromiter([e.score for e in events], dtype=np.float64, count=n)
         w = batch_weights(events)
         self._scores.update_many(y, s, w)
@@ -456,7 +456,7 @@ class BinaryMonitor(Monitor):
             for event in events:
                 update(event)
             return self
-        y = np.fromiter([e.y_true for e in events], dtype=np.int64, count=n)
+        y = batch_labels(events)
         s = np.fromiter([e.score for e in events], dtype=np.float64, count=n)
         w = batch_weights(events)
         self._predictions.update_many(s, w)

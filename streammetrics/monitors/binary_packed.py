@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any
+from typing import Any, Sequence
+
+import numpy as np
 
 from streammetrics.core.exceptions import InvalidEvent
 
-__all__ = ["binary_label", "checked_pack", "pack_binary_event"]
+__all__ = ["batch_labels", "binary_label", "checked_pack", "pack_binary_event"]
 
 _ZERO_INT, _ONE_INT = 0, 1  # compared by identity (CPython's cached small ints)
 
@@ -54,6 +56,21 @@ def binary_label(y: Any) -> int:
     except (TypeError, ValueError):  # (an array's truth value, an object refusing ==)
         pass
     raise InvalidEvent(f"field 'y_true' must be 0 or 1, got {y!r:.40}", "y_true")
+
+
+def batch_labels(events: Sequence[Any]) -> np.ndarray:
+    """The events' labels as an int64 array of 0 and 1 (each equal to 0 or 1, of any type);
+    :class:`~streammetrics.core.exceptions.InvalidEvent` naming ``y_true`` otherwise (a batch
+    is checked before anything changes: a cast alone would make 0.5 a 0)."""
+    labels = [e.y_true for e in events]
+    y = np.full(len(events), np.nan)
+    if all(issubclass(t, numbers.Real) for t in set(map(type, labels))):  # (not a str float() reads)
+        y = np.fromiter(labels, dtype=np.float64, count=len(events))
+    bad = ~((y == 0.0) | (y == 1.0))
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise InvalidEvent(f"field 'y_true' must be 0 or 1, got {events[j].y_true!r:.40} (event {j})", "y_true")
+    return y.astype(np.int64)
 
 
 def _finite_real(x: Any) -> bool:

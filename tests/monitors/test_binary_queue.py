@@ -210,3 +210,22 @@ def test_a_packed_event_read_back_is_checked(item):
     with pytest.raises(ValueError, match="packed binary event"):
         BinaryMonitor.check_packed(item)
     assert BinaryMonitor.check_packed(-0.25) == -0.25 and BinaryMonitor.check_packed(5e-324) == 5e-324
+
+
+@pytest.mark.parametrize("n", [5, SMALL_BATCH + 1, 100])
+@pytest.mark.parametrize("bad", [0.5, 2, "1", None])
+def test_a_batch_with_a_label_that_is_not_0_or_1_is_refused_unchanged(n, bad):
+    """update_events / update_outcomes (event by event or vectorised): InvalidEvent naming
+    y_true, the monitor unchanged (a cast alone would make 0.5 a 0)."""
+    from streammetrics.core.exceptions import InvalidEvent
+
+    events = [PARSER.parse({"y_true": i % 2, "score": 0.3 + i / 1000}) for i in range(n)]
+    events[-1].y_true = bad
+    for update in ("update_events", "update_outcomes"):
+        m = BinaryMonitor().update_events(events[:3])
+        before = m.to_dict()
+        if update == "update_events" and n <= SMALL_BATCH:  # event by event: the events before it apply
+            continue
+        with pytest.raises(InvalidEvent, match="y_true"):
+            getattr(m, update)(events)
+        assert m.to_dict() == before
