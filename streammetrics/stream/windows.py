@@ -78,10 +78,11 @@ With ``batch=True`` events are queued per pane and handed to the monitor's vecto
 taken, or the queue reaches ``max_pending``): per-event work is then an append, and the result
 is the same as updating per event, because a pane is only read after its queue is drained.
 A monitor with a packed form (``event_packer()`` giving a function of an event,
-``update_packed(items)`` and ``check_packed(item)``: ``BinaryMonitor`` queues its common event as one float, the signed
-score) is given its events that way: at 10,000 keys the queued events of ~100,000 open windows
-hold a float each instead of a parsed event (~6 times less memory; the parsed event is freed at
-once and its memory reused for the next one), and checkpoints write them as JSON numbers.
+``update_packed(items)`` and ``check_packed(item)``: ``BinaryMonitor`` queues its common
+event as one float, the signed score) is given its events that way: at 10,000 keys the queued
+events of ~100,000 open windows hold a float each instead of a parsed event (~6 times less
+memory; the parsed event is freed at once and its memory reused for the next one), and
+checkpoints write them as JSON numbers.
 
 Everything is deterministic given the same events in the same order (and the same clock for
 idle closes), and the whole state round-trips through :meth:`WindowManager.to_dict`, which is
