@@ -15,14 +15,20 @@ from streammetrics.metrics.confusion import ConfusionMatrix
 from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.monitors.base import Monitor, batch_weights, empty_like, part
 from streammetrics.monitors.binary_events import EVENTS_FORM_MAX, events_form, load_events_form
-from streammetrics.monitors.binary_packed import batch_labels, binary_label, checked_pack, pack_binary_event
+from streammetrics.monitors.binary_packed import (
+    _ONE_INT,
+    _ZERO_INT,
+    batch_labels,
+    binary_label,
+    checked_pack,
+    pack_binary_event,
+)
 from streammetrics.monitors.fast_snapshot import binary_snapshot, binary_snapshot_state
 from streammetrics.monitors.fleet_snapshot import FLEET_MAX_EVENTS, binary_snapshot_states, binary_snapshot_texts
 
 __all__ = ["BinaryMonitor"]
 
 _INF = math.inf
-_ZERO_INT, _ONE_INT = 0, 1  # compared by identity on the fused path (see BinaryMonitor.update)
 _BINARY_TRUTH = (int, bool, float)
 P = TypeVar("P")
 #: batches up to this size are applied event by event (numpy's set-up costs more than it saves)

@@ -28,21 +28,9 @@ from streammetrics.core.exceptions import InvalidEvent
 
 __all__ = ["batch_labels", "binary_label", "checked_pack", "pack_binary_event"]
 
-_ZERO_INT, _ONE_INT = 0, 1  # compared by identity (CPython's cached small ints)
-
-
-def pack_binary_event(event: Any) -> Any:
-    """The common binary event (weight 1, ``y_true`` the int 0 or 1 or a bool, a float score
-    strictly inside (0, 1)) as its signed score, ``score`` if ``y_true`` else ``-score``: one
-    float, from which both come back (``y_true = v > 0``, ``score = |v|``); any other event as
-    itself. The form a window engine queues binary events in
-    (:meth:`~streammetrics.monitors.binary.BinaryMonitor.pack_event`)."""
-    s = event.score
-    y = event.y_true
-    if s.__class__ is float and 0.0 < s < 1.0 and event.weight == 1.0 and (
-            y is _ONE_INT or y is _ZERO_INT or y is True or y is False):
-        return s if y else -s
-    return event
+#: the labels the parser gives, compared by identity on the per-event paths (CPython's cached small
+#: ints; any other 0/1 takes a slower path to the same result)
+_ZERO_INT, _ONE_INT = 0, 1
 
 
 def binary_label(y: Any) -> int:
@@ -85,7 +73,7 @@ def checked_pack(event: Any) -> Any:
     s = event.score
     y = event.y_true
     if s.__class__ is float and 0.0 < s < 1.0 and event.weight == 1.0 and (
-            y is _ONE_INT or y is _ZERO_INT or y is True or y is False):  # (pack_binary_event, inlined)
+            y is _ONE_INT or y is _ZERO_INT or y is True or y is False):
         return s if y else -s
     binary_label(y)
     if not _finite_real(s):
@@ -93,3 +81,16 @@ def checked_pack(event: Any) -> Any:
     if not (_finite_real(event.weight) and event.weight >= 0):
         raise InvalidEvent(f"field 'weight' must be a finite number >= 0, got {event.weight!r:.40}", "weight")
     return event
+
+
+def pack_binary_event(event: Any) -> Any:
+    """The common binary event (weight 1, ``y_true`` the int 0 or 1 or a bool, a float score
+    strictly inside (0, 1)) as its signed score, ``score`` if ``y_true`` else ``-score``: one
+    float, from which both come back (``y_true = v > 0``, ``score = |v|``); any other event as
+    itself, unchecked (:func:`checked_pack`, which the window engine calls, refuses those a
+    monitor cannot take). The form a window engine queues binary events in
+    (:meth:`~streammetrics.monitors.binary.BinaryMonitor.pack_event`)."""
+    try:
+        return checked_pack(event)
+    except InvalidEvent:
+        return event

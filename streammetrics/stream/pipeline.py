@@ -417,16 +417,16 @@ class Pipeline:
         <streammetrics.stream.windows.WindowManager.poll_lines>`); the same lines either way."""
         if self.config.max_snapshot_bytes is not None:
             return self._lines(self.poll(now, revisions, collect))
-        lines = self.windows.poll_lines(now, revisions, collect)
-        self._snapshots += len(lines)
-        self.lines = []
-        return lines
+        return self._counted(self.windows.poll_lines(now, revisions, collect))
 
     def flush_lines(self) -> list[str]:
         """:meth:`flush`'s snapshots as their canonical lines (see :meth:`poll_lines`)."""
         if self.config.max_snapshot_bytes is not None:
             return self._lines(self.flush())
-        lines = self.windows.flush_lines()
+        return self._counted(self.windows.flush_lines())
+
+    def _counted(self, lines: list[str]) -> list[str]:
+        """Lines of the window engine, counted as :meth:`_emit` counts snapshots (no size check)."""
         self._snapshots += len(lines)
         self.lines = []
         return lines

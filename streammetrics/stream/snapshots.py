@@ -159,7 +159,6 @@ def snapshot_key(snapshot: dict[str, Any]) -> bytes:
 _WINDOW_LINE = ('{"schema":"' + SNAPSHOT_SCHEMA + '","key":{"model":%s,"segment":%s},"window":{"start":%s,"end":%s},'
                 '"final":true,"count":%d,"late":%d,"revision":0,"labeled":%d,"expired":0,"pending":0,'
                 '"metrics":%s,"state":%s}')
-_json_string = json.encoder.encode_basestring_ascii  # what json.dumps writes for a str (ensure_ascii)
 
 
 def window_line(key: tuple[str, str], start_ms: int, end_ms: int, count: int, late: int, metrics: str,
@@ -173,10 +172,9 @@ def window_line(key: tuple[str, str], start_ms: int, end_ms: int, count: int, la
     >>> window_line(("m", ""), 0, 60_000, 1, 0, '{"n":1}', '{"s":0.5}') == snapshot_line(snap)
     True
     """
-    model, segment = key
-    return _WINDOW_LINE % (_json_string(model) if model.__class__ is str else _JSON.encode(model),
-                           _json_string(segment) if segment.__class__ is str else _JSON.encode(segment),
-                           repr(_seconds(start_ms)), repr(_seconds(end_ms)), count, late, count, metrics, state)
+    encode = _JSON.encode  # (a str straight through json's encode_basestring_ascii)
+    return _WINDOW_LINE % (encode(key[0]), encode(key[1]), repr(_seconds(start_ms)), repr(_seconds(end_ms)),
+                           count, late, count, metrics, state)
 
 
 def _seconds(ms: int) -> int | float:

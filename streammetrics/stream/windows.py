@@ -260,6 +260,11 @@ class _Deferred:
         self.events = events
 
 
+def _lines_of(ready: list[Any]) -> list[str]:
+    """Ready snapshots as lines: those written already (str), and the dicts' ``snapshot_line``."""
+    return [r if r.__class__ is str else snapshot_line(r) for r in ready]
+
+
 class WindowManager:
     """Per-key event-time windows over monitors; see the module docstring for the semantics.
 
@@ -845,7 +850,7 @@ class WindowManager:
         (:func:`~streammetrics.stream.snapshots.snapshot_line`), for a caller that only writes
         them (replay): the small windows closed together are written straight from their JSON
         texts (the template's ``snapshot_texts``; no dict or encoder per window), the same lines."""
-        return [r if r.__class__ is str else snapshot_line(r) for r in self._collect(now, revisions, collect, True)]
+        return _lines_of(self._collect(now, revisions, collect, True))
 
     def _collect(self, now: float | None, revisions: bool, collect: bool, lines: bool) -> list[Any]:
         if self.idle_close is not None:
@@ -951,7 +956,7 @@ class WindowManager:
 
     def flush_lines(self) -> list[str]:
         """:meth:`flush`'s snapshots as their canonical lines (see :meth:`poll_lines`)."""
-        return [r if r.__class__ is str else snapshot_line(r) for r in self._flush(True)]
+        return _lines_of(self._flush(True))
 
     def _flush(self, lines: bool) -> list[Any]:
         for key, state in self._keys.items():
