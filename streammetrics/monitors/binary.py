@@ -6,6 +6,7 @@ from typing import Any, Generic, Mapping, Sequence, TypeVar
 
 import numpy as np
 
+from streammetrics.core.exceptions import InvalidEvent
 from streammetrics.core.state import describe
 from streammetrics.core.validation import check_number
 from streammetrics.events.parser import Event
@@ -441,7 +442,16 @@ class BinaryMonitor(Monitor):
     def update_packed(self, items: Sequence[float | Event]) -> "BinaryMonitor":
         """Apply events in :meth:`pack_event`'s form, in order: signed scores join the queue of
         :meth:`update` (applied at :attr:`update_queue_max` or at the next read of a part),
-        other events go through :meth:`update_event`."""
+        other events go through :meth:`update_event`. The whole list is checked first
+        (:class:`~streammetrics.core.exceptions.InvalidEvent`, nothing applied): a float must
+        be a signed score (``0 < |v| < 1``), an event one this monitor takes (:func:`checked_pack`)."""
+        for i, item in enumerate(items):
+            if isinstance(item, float):
+                if not 0.0 < abs(item) < 1.0:
+                    raise InvalidEvent(f"items[{i}] must be a packed binary event, a float v with 0 < |v| < 1, "
+                                       f"got {item!r:.40}", "score")
+            else:
+                checked_pack(item)
         queue = self._queue
         for item in items:
             if isinstance(item, float):

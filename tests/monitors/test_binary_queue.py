@@ -229,3 +229,22 @@ def test_a_batch_with_a_label_that_is_not_0_or_1_is_refused_unchanged(n, bad):
         with pytest.raises(InvalidEvent, match="y_true"):
             getattr(m, update)(events)
         assert m.to_dict() == before
+
+
+@pytest.mark.parametrize("bad", [1.5, 0.0, -1.0, float("nan"), "0.5"])
+def test_update_packed_checks_the_whole_list_before_applying(bad):
+    """A packed list holding a float that is no signed score, or an event the monitor cannot
+    take: InvalidEvent, and nothing of the list applied."""
+    from streammetrics.core.exceptions import InvalidEvent
+
+    m = BinaryMonitor().update_packed([0.25, -0.75])
+    before = m.to_dict()
+    odd = PARSER.parse({"y_true": 1, "score": 0.5})
+    if isinstance(bad, str):
+        odd.y_true = bad  # an event built without the parser
+        items = [0.5, odd]
+    else:
+        items = [0.5, odd, bad]
+    with pytest.raises(InvalidEvent, match="y_true" if isinstance(bad, str) else r"items\[2\]"):
+        m.update_packed(items)
+    assert m.to_dict() == before
