@@ -1,10 +1,11 @@
-"""The README's first command lines and library examples stay true."""
+"""The README is a short front door whose commands, examples and links stay true."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
 
 
 def test_readme_opens_with_the_two_commands_ci_runs():
@@ -13,16 +14,21 @@ def test_readme_opens_with_the_two_commands_ci_runs():
     assert len(commands) == 2
     assert commands[0].endswith("streammetrics demo") and '".[demo]"' in commands[0]
     assert "pytest" in commands[1] and '".[test]"' in commands[1]
-    assert "awk" in (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
+    assert "awk" in (ROOT / ".ci" / "run").read_text()
 
 
-def test_readme_library_examples_run():
+def test_readme_is_a_front_page():
+    assert len(README.splitlines()) <= 200
+
+
+def test_readme_library_example_runs():
     blocks = re.findall(r"```python\n(.*?)```", README, re.S)
-    namespace: dict = {}
-    # the library tour, the monitor example and the label-free example (the others need a model,
-    # a file or Spark)
-    runnable = blocks[:2] + [b for b in blocks if "Reference.from_arrays" in b]
-    assert len(runnable) == 3
-    for code in runnable:
-        exec(compile(code, "README.md", "exec"), namespace)
-    assert namespace["m"]["ece"] is None and 0 < namespace["m"]["drift_ks"] <= 1
+    assert blocks
+    for code in blocks:
+        exec(compile(code, "README.md", "exec"), {})
+
+
+def test_readme_links_resolve():
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README):
+        if "://" not in target:
+            assert (ROOT / target).exists(), target

@@ -174,7 +174,8 @@ class LabelMonitor(Monitor):
 
     >>> m = LabelMonitor().update_many([{"y_true": "a", "y_pred": "a"}, {"y_true": "b", "y_pred": "a"}])
     >>> s = m.snapshot()
-    >>> s["accuracy"], s["per_class"]["a"]["predicted_rate"]
+    >>> per_class = s["per_class"]
+    >>> s["accuracy"], per_class["a"].get("predicted_rate")
     (0.5, 1.0)
     """
 

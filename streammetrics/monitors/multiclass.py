@@ -311,7 +311,8 @@ class MulticlassMonitor(Monitor):
 
     >>> m = MulticlassMonitor(["a", "b", "c"])
     >>> s = m.update({"y_true": "a", "scores": [0.7, 0.2, 0.1]}).snapshot()
-    >>> s["accuracy"], s["per_class"]["a"]["predicted_rate"], s["per_class"]["b"]["mean_score"]
+    >>> per_class = s["per_class"]
+    >>> s["accuracy"], per_class["a"].get("predicted_rate"), per_class["b"].get("mean_score")
     (1.0, 1.0, 0.2)
     """
 
