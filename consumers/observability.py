@@ -118,6 +118,9 @@ class ServiceMetrics:
                                      "--max-merge-windows was reached", registry=r)
         self.merge_windows = Gauge("streammetrics_merge_windows", "Windows held by this process's merge stage",
                                    registry=r)
+        self.internal_rejected = Counter("streammetrics_internal_records_rejected", "Internal-topic records "
+                                         "skipped on restore, by topic and reason (malformed, forged, invalid)",
+                                         ["topic", "reason"], registry=r)
         self.last_poll = time.monotonic()
         #: set when the service stopped on a failure: /healthz then answers 503
         self.failed = False

@@ -205,6 +205,9 @@ def _add_consume_options(c: argparse.ArgumentParser) -> None:
                    help="close a key's windows after this long without its events (default: 30s; 0 disables)")
     g.add_argument("--checkpoint-interval", type=_duration("--checkpoint-interval"), default=1.0,
                    metavar="DURATION", help="how often state is checkpointed and offsets committed (default: 1s)")
+    g.add_argument("--checkpoint-refresh", type=_duration("--checkpoint-refresh"), default=3600.0,
+                   metavar="DURATION", help="a partition with no new input still re-writes its checkpoint this "
+                        "often, so a changelog retention.ms above it never removes the last one (default: 1h)")
     g.add_argument("--max-poll-records", type=int, default=5000, metavar="N",
                    help="most records applied per poll (default: 5000)")
     g.add_argument("--metrics-host", default="0.0.0.0",
@@ -221,6 +224,9 @@ def _add_consume_options(c: argparse.ArgumentParser) -> None:
                    help="topic holding every partition's checkpoints (window state, pending labels, offsets), "
                         "restored on assignment when --state-dir has none or an older one; created with the "
                         "input's partition count if missing (default: GROUP-TOPIC-changelog; '' for none)")
+    g.add_argument("--internal-key", default=None, metavar="FILE",
+                   help="HMAC-SHA256 key (file) sealing the changelog and partials records; unsigned or forged "
+                        "ones are skipped and counted (default: $STREAMMETRICS_INTERNAL_KEY, else unsigned)")
     g.add_argument("--labels-topic", default=None, metavar="TOPIC",
                    help="topic of label events {id, y_true, ts}, co-partitioned with --topic by id (same "
                         "partition count, message key = id); merged with the predictions by ts")
