@@ -116,14 +116,25 @@ class PipelineConfig:
     #: one event-time watermark for all keys instead of one per key (WindowManager's
     #: ``shared_watermark``): the Kafka service's partitioned mode merges partial windows by it
     shared_watermark: bool = False
+    #: binary operating points in snapshots (``--target-recall`` ... ``--cost-fn``; contract
+    #: section 11: :class:`streammetrics.monitors.operating_points.OperatingPoints`)
+    operating_points: Any = None
 
     def extra_metrics(self) -> Callable[[tuple[str, str], Any, dict[str, Any]], None] | None:
-        """The snapshot hook adding the label-free metrics (None without references)."""
-        if self.references is None:
-            return None
-        from streammetrics.monitors.reference import snapshot_metrics
+        """The snapshot hook adding the label-free metrics and the operating points (None
+        without references or operating points)."""
+        hook = None
+        if self.references is not None:
+            from streammetrics.monitors.reference import snapshot_metrics
 
-        return snapshot_metrics(self.references, self.task, max_references=self.max_references)
+            hook = snapshot_metrics(self.references, self.task, max_references=self.max_references)
+        points = self.operating_points
+        if points is not None and points.enabled:
+            if self.task != "binary":
+                raise ValueError(f"--target-recall, --target-precision, --target-fpr, --cost-fp and --cost-fn "
+                                 f"apply to --task binary, not --task {self.task}")
+            hook = points.hook(self.references, hook)
+        return hook
 
     def monitor_factory(self) -> Callable[[], Any]:
         """A factory of empty monitors for the task; configuration errors raise ValueError now."""

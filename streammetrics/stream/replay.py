@@ -243,11 +243,13 @@ def _config(args: argparse.Namespace) -> PipelineConfig:
     if args.labels and args.task != "labels":
         raise ValueError(f"--labels only applies to --task labels, not --task {args.task}")
     from streammetrics.events.parser import parse_field_map
+    from streammetrics.stream.slicing import slice_settings
 
+    sliced = slice_settings(args)
     references = None
     if getattr(args, "reference", None):
         references = read_references(args)
-    return PipelineConfig(
+    return PipelineConfig(**sliced,
         task=args.task, window=args.window, slide=args.slide, grace=args.grace, threshold=args.threshold,
         classes=args.classes, labels=args.labels, fields=parse_field_map(args.field),
         cumulative=args.cumulative, include_state=not args.no_state, max_future=args.max_future or None,
