@@ -347,6 +347,24 @@ class Pipeline:
         self._late += 1
         return MessageResult(0, [Problem(None, "late", LATE_REASON, "ts")])
 
+    def process_decoded(self, decoded: Any) -> MessageResult:
+        """One decoded message value: an object, an array of them, or a
+        :class:`~streammetrics.events.records.Rejection` of the decoding (the rows of CSV and
+        Parquet files and of DataFrames, typed and with ``ts`` in seconds: see
+        :mod:`streammetrics.events.tables`); the same parser and windows as :meth:`process`."""
+        if decoded.__class__ is list:
+            self._messages += 1
+            return self._process_items(decoded)
+        if decoded.__class__ is Rejection:
+            self._messages += 1
+            return self._refused(None, decoded.code, decoded.reason, decoded.field)
+        item = self._parse(decoded)
+        if item.__class__ is Event or item.__class__ is Label:
+            return self.process_event(item)
+        self._messages += 1
+        rej = cast(Rejection, item)
+        return self._refused(None, rej.code, rej.reason, rej.field)
+
     def _process_items(self, items: list) -> MessageResult:
         parse, add = self._parse, self._add
         applied = 0
