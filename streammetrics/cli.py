@@ -121,6 +121,25 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
                    help="most (model, segment) keys in the --reference file; more is an error (default: 10000)")
 
 
+def _add_alert_options(p: argparse.ArgumentParser, output: str) -> None:
+    g = p.add_argument_group("alerts")
+    g.add_argument("--alert", action="append", default=[], metavar="RULE",
+                   help="alert rule EXPR OP BOUND, repeatable: 'roc_auc<0.8', 'drift_ks[cat]>0.2', "
+                        "'roc_auc.high<0.8' (whole interval below), 'roc_auc.change<0' (significant drop), "
+                        "'roc_auc.drop>0.05' (Page-Hinkley over the key's windows), 'roc_auc<band(3)' "
+                        "(the reference's mean - 3 sd)")
+    g.add_argument("--alerts", default=None, metavar="FILE",
+                   help="JSON or YAML file of rules: a list, or {rules: [...], cooldown: 10m}")
+    g.add_argument("--alert-cooldown", type=_duration("--alert-cooldown"), default=None, metavar="DURATION",
+                   help="event time after an alert fires before the same rule and key may fire again (default: 0)")
+    if output == "file":
+        g.add_argument("--alerts-output", default=None, metavar="FILE",
+                       help="write alert events (firing/resolved) as JSON lines to FILE")
+    else:
+        g.add_argument("--alerts-topic", default=None, metavar="TOPIC",
+                       help="publish alert events (firing/resolved) to TOPIC, keyed rule|model|segment")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="streammetrics",
@@ -153,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bound on predictions awaiting labels; beyond it the oldest expire early "
                         "(default: 50,000,000)")
     _add_task_options(p)
+    _add_alert_options(p, "file")
 
     c = sub.add_parser(
         "consume", help="the Kafka service: prediction events in, snapshots out",
@@ -175,6 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--alert", action="append", default=[], metavar="RULE",
                    help="mark windows where a metric crosses a bound, e.g. 'roc_auc<0.8' or 'log_loss>0.5' "
                         "(repeatable)")
+    r.add_argument("--alerts", default=None, metavar="FILE",
+                   help="JSON or YAML file of alert rules (as replay's --alerts)")
     r.add_argument("--title", default=None, help="report title")
     r.add_argument("--max-charts", type=int, default=None, metavar="N",
                    help="draw at most N charts (default 120): all keys if they fit, else those with alerts, the "

@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES
 from streammetrics.stream import label_replay
+from streammetrics.stream.alerting import AlertOutput, engine_from_options
 from streammetrics.stream.label_replay import replay_merged
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig, Problem
 
@@ -265,8 +266,11 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
     if args.output != "-" and args.file == "-" and _stdin_is(args.output):
         return fail(f"--output {args.output} is the file on standard input: refusing to overwrite it")
     try:
-        pipeline = Pipeline(_config(args))
-    except (ValueError, TypeError) as exc:
+        config = _config(args)
+        alerts = engine_from_options(getattr(args, "alert", ()), getattr(args, "alerts", None),
+                                     getattr(args, "alert_cooldown", None), getattr(args, "reference", None), config)
+        pipeline = Pipeline(config)
+    except (ValueError, TypeError, OSError) as exc:
         return fail(str(exc))
 
     try:
@@ -309,6 +313,15 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         except BrokenPipeError:
             raise OutputClosed from None
 
+    alert_output = None
+    if alerts is not None:
+        try:
+            alert_sink = open(args.alerts_output, "w", encoding="utf-8") if getattr(args, "alerts_output", None) else None  # noqa: SIM115
+        except OSError as exc:
+            return fail(f"cannot write {args.alerts_output}: {exc.strerror}", 1)
+        alert_output = AlertOutput(alerts, alert_sink)
+        write = alert_output.tee(write)
+
     def report(lineno: int | str, message: str) -> None:  # a line number, or FILE:LINE with two files
         if progress is not None:
             sys.stderr.write("\r\033[K")
@@ -336,6 +349,10 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         pipeline.close()
         if sink is not sys.stdout:
             sink.close()
+        if alert_output is not None:
+            if alert_output.sink is not None:
+                alert_output.sink.close()
+            print(alert_output.engine.summary(), file=sys.stderr)
     if stats.aborted is not None:
         p = stats.aborted
         print(f"streammetrics replay: stopped after {ABORT_AFTER} events rejected for one reason and none "
