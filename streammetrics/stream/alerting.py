@@ -50,9 +50,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 __all__ = [
-    "ALERT_SCHEMA", "DEFAULT_MAX_ALERT_KEYS", "MAX_RULES", "PH_DELTA", "PH_WARMUP", "AlertEngine", "AlertRule",
-    "AlertOutput", "PageHinkley", "check_rule_metrics", "engine_from_options", "load_rules_file", "parse_rule", "parse_rules", "reference_bands",
-    "reference_snapshots", "rule_value",
+    "ALERT_SCHEMA", "DEFAULT_MAX_ALERT_KEYS", "MAX_RULES", "PH_DELTA", "PH_WARMUP", "AlertEngine", "AlertOutput",
+    "AlertRule", "PageHinkley", "check_rule_metrics", "engine_from_options", "load_rules_file", "parse_rule",
+    "parse_rules", "reference_bands", "reference_snapshots", "rule_value",
 ]
 
 ALERT_SCHEMA = "streammetrics.alert/1"
@@ -177,7 +177,7 @@ def load_rules_file(path: str) -> tuple[list[str], float | None]:
 
 def _yaml(text: str, path: str) -> Any:
     try:
-        import yaml  # type: ignore[import-untyped]
+        import yaml
     except ImportError:
         yaml = None
     if yaml is not None:
@@ -454,9 +454,10 @@ class AlertEngine:
 
     def summary(self) -> str:
         """One line: what fired, resolved, was suppressed or forgotten."""
+        forgotten = f", {self.dropped} (rule, key) pairs forgotten" if self.dropped else ""
         return (f"alerts: {self.fired} firing, {self.resolved} resolved, {self.suppressed} suppressed by the "
                 f"cooldown, {sum(t.firing for t in self._tracks.values())} still firing "
-                f"({len(self.rules)} rules)" + (f", {self.dropped} (rule, key) pairs forgotten" if self.dropped else ""))
+                f"({len(self.rules)} rules){forgotten}")
 
     def to_dict(self) -> dict[str, Any]:
         """The engine's state (rules by their text) for a checkpoint."""

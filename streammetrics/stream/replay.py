@@ -272,6 +272,14 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         pipeline = Pipeline(config)
     except (ValueError, TypeError, OSError) as exc:
         return fail(str(exc))
+    alert_output = None
+    if alerts is not None:
+        path = getattr(args, "alerts_output", None)
+        try:
+            alert_output = AlertOutput(alerts, open(path, "w", encoding="utf-8") if path else None)  # noqa: SIM115
+        except OSError as exc:
+            pipeline.close()
+            return fail(f"cannot write {path}: {exc.strerror}", 1)
 
     try:
         source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115 - closed below
@@ -306,21 +314,14 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
                 size = None
         progress = _Progress(size, sys.stderr)
 
-    def write(line: str) -> None:
+    def write_line(line: str) -> None:
         try:
             sink.write(line)
             sink.write("\n")
         except BrokenPipeError:
             raise OutputClosed from None
 
-    alert_output = None
-    if alerts is not None:
-        try:
-            alert_sink = open(args.alerts_output, "w", encoding="utf-8") if getattr(args, "alerts_output", None) else None  # noqa: SIM115
-        except OSError as exc:
-            return fail(f"cannot write {args.alerts_output}: {exc.strerror}", 1)
-        alert_output = AlertOutput(alerts, alert_sink)
-        write = alert_output.tee(write)
+    write = write_line if alert_output is None else alert_output.tee(write_line)
 
     def report(lineno: int | str, message: str) -> None:  # a line number, or FILE:LINE with two files
         if progress is not None:
