@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 
@@ -202,6 +203,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="draw at most N charts (default 120): all keys if they fit, else those with alerts, the "
                         "worst by headline metric and the largest, in turn; every key stays in the summary table")
 
+    a = sub.add_parser(
+        "alert-rules", help="Prometheus alerting rules (YAML) for streammetrics alert rules",
+        description="Write a Prometheus rule file with one alerting rule per streammetrics rule: metric rules "
+                    "compare the service's streammetrics_window_metric gauges; rules only the service can "
+                    "evaluate (.change, .drop, .rise, band(K)) read streammetrics_alert_firing.",
+    )
+    a.add_argument("--alert", action="append", default=[], metavar="RULE", help="a rule (repeatable)")
+    a.add_argument("--alerts", default=None, metavar="FILE", help="JSON or YAML file of rules")
+    a.add_argument("--group", default="streammetrics", help="rule group name (default: streammetrics)")
+    a.add_argument("--for", dest="for_", default="0m", metavar="DURATION",
+                   help="Prometheus 'for' clause of every rule (default: 0m)")
+    a.add_argument("--output", "-o", default="-", metavar="FILE", help="rule file (default: stdout)")
+
     d = sub.add_parser(
         "demo", help="run everything locally: a broker, a drifting model's predictions, the service, live metrics",
         description="Start a local Kafka-protocol broker (unless --bootstrap-servers is given), stream synthetic "
@@ -290,6 +304,28 @@ def _version() -> str:
     return f"streammetrics {__version__}"
 
 
+def _alert_rules(args: argparse.Namespace) -> int:
+    from streammetrics.integrations.alertmanager import prometheus_rules
+    from streammetrics.stream.alerting import load_rules_file, parse_rules
+
+    try:
+        texts = list(args.alert) + (load_rules_file(args.alerts)[0] if args.alerts else [])
+        if not texts:
+            raise ValueError("give rules with --alert RULE or --alerts FILE")
+        if not re.fullmatch(r"\d+[smhd]", args.for_):
+            raise ValueError(f"--for must be a Prometheus duration such as 5m, got {args.for_!r}")
+        text = prometheus_rules(parse_rules(texts), group=args.group, for_=args.for_)
+    except ValueError as exc:
+        print(f"streammetrics alert-rules: {exc}", file=sys.stderr)
+        return 2
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -313,6 +349,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from streammetrics.report import run_report
 
             return run_report(args)
+        if args.command == "alert-rules":
+            return _alert_rules(args)
         if args.command == "demo":
             from consumers.demo import run_demo
 

@@ -14,7 +14,9 @@ A rule is ``EXPR OP BOUND`` with ``OP`` one of ``<``, ``<=``, ``>``, ``>=``:
                        is ``significant`` (false-discovery-rate controlled), null otherwise:
                        ``roc_auc.change<0`` is a significant drop
 ``roc_auc.drop``       Page-Hinkley statistic of a decrease of the metric over the key's window
-                       series (one value per final window): slow drifts no single window shows
+                       series (one value per final window): slow drifts no single window shows;
+                       with a reference (``band`` rules' reference), Page's CUSUM anchored at
+                       the reference's mean of the metric
 ``roc_auc.rise``       the same for an increase
 =====================  ===========================================================================
 
@@ -261,7 +263,7 @@ def reference_bands(snapshots: Iterable[Mapping[str, Any]], rules: Sequence[Aler
     """``{(key_json, metric_name): (mean, std, windows)}`` of each band rule's metric over the
     reference's windows (the latest revision of each), per key; ``std`` is ``numpy.std``'s
     (``ddof=0``), as NannyML's ``StandardDeviationThreshold``."""
-    wanted = {(r.metric, r.cls) for r in rules if r.band_k is not None}
+    wanted = {(r.metric, r.cls) for r in rules if r.band_k is not None or r.field in ("drop", "rise")}
     latest: dict[tuple[str, Any], Mapping[str, Any]] = {}
     for snap in snapshots:
         ident = (_key_json(snap.get("key")), (snap.get("window") or {}).get("start"))
@@ -291,14 +293,17 @@ class PageHinkley:
     running mean, ``m_t = Σ_{i<=t} (x̄_i - x_i - δ)`` for a decrease (``x_i - x̄_i - δ`` for an
     increase), the statistic is ``m_t - min_{i<=t} m_i``; it reads 0 during the first ``warmup``
     values and restarts after it has fired (:meth:`reset`). The same statistic as river's
-    ``PageHinkley(min_instances=warmup, delta=δ, alpha=1, mode="down"/"up")``."""
+    ``PageHinkley(min_instances=warmup, delta=δ, alpha=1, mode="down"/"up")``. With a ``target``
+    (the reference's mean of the metric) ``x̄`` is that constant: Page's CUSUM anchored at the
+    healthy level, which a slow drift cannot drag along as it drags a running mean."""
 
-    __slots__ = ("count", "delta", "direction", "mean", "minimum", "total", "warmup")
+    __slots__ = ("count", "delta", "direction", "mean", "minimum", "target", "total", "warmup")
 
-    def __init__(self, direction: str = "drop", delta: float = PH_DELTA, warmup: int = PH_WARMUP) -> None:
+    def __init__(self, direction: str = "drop", delta: float = PH_DELTA, warmup: int = PH_WARMUP,
+                 target: float | None = None) -> None:
         if direction not in ("drop", "rise"):
             raise ValueError(f"direction must be 'drop' or 'rise', got {direction!r}")
-        self.direction, self.delta, self.warmup = direction, float(delta), int(warmup)
+        self.direction, self.delta, self.warmup, self.target = direction, float(delta), int(warmup), target
         self.reset()
 
     def reset(self) -> None:
@@ -308,7 +313,7 @@ class PageHinkley:
     def update(self, x: float) -> float:
         """Add one value; return the statistic."""
         self.count += 1
-        self.mean += (x - self.mean) / self.count
+        self.mean = self.target if self.target is not None else self.mean + (x - self.mean) / self.count
         step = (self.mean - x) if self.direction == "drop" else (x - self.mean)
         self.total += step - self.delta
         self.minimum = min(self.minimum, self.total)
@@ -356,7 +361,8 @@ class AlertEngine:
     """Rules applied to a stream of snapshots, one lifecycle per (rule, key).
 
     ``cooldown``: seconds of event time (window ends) after a firing before the same (rule, key)
-    may fire again. ``bands``: :func:`reference_bands` for ``band(K)`` rules. At most
+    may fire again. ``bands``: :func:`reference_bands` for ``band(K)`` rules (and the anchors
+    of sequential rules). At most
     ``max_keys`` (rule, key) pairs are followed; past it the least recently seen is forgotten
     (``dropped`` counts them). ``observe`` returns the alert events a snapshot causes;
     ``to_dict``/``from_dict`` checkpoint the whole engine."""
@@ -409,7 +415,7 @@ class AlertEngine:
             track = self._track(index, key_json)
             value = rule_value(rule, snapshot)
             if rule.field in ("drop", "rise"):
-                value = self._sequential(track, rule, value, start, snapshot.get("final", True) is not False)
+                value = self._sequential(track, rule, key_json, value, start, snapshot.get("final", True) is not False)
             bound = self.bound(rule, key_json)
             holds = rule.fires(value, bound)
             if holds and not track.firing:
@@ -428,10 +434,11 @@ class AlertEngine:
                 events.append(self._event("resolved", track.episode or "", rule, key, window, snapshot, value, bound))
         return events
 
-    @staticmethod
-    def _sequential(track: _Track, rule: AlertRule, value: float | None, start: float, final: bool) -> float | None:
+    def _sequential(self, track: _Track, rule: AlertRule, key_json: str, value: float | None, start: float,
+                    final: bool) -> float | None:
         if track.detector is None:
-            track.detector = PageHinkley(rule.field or "drop")
+            band = self.bands.get((key_json, rule.metric_name))
+            track.detector = PageHinkley(rule.field or "drop", target=None if band is None else band[0])
         # one value per window: its final snapshot, once (a re-published window adds nothing)
         if value is not None and final and (track.window is None or start > track.window):
             track.window = start
@@ -493,7 +500,9 @@ class AlertEngine:
             t.firing, t.episode, t.last_fired, t.window = row[2], row[3], row[4], row[5]
             if row[6] is not None:
                 rule = self.rules[row[0]]
-                t.detector = PageHinkley(rule.field if rule.field in ("drop", "rise") else "drop").load(row[6])
+                band = self.bands.get((row[1], rule.metric_name))
+                t.detector = PageHinkley(rule.field if rule.field in ("drop", "rise") else "drop",
+                                         target=None if band is None else band[0]).load(row[6])
             tracks[(row[0], row[1])] = t
         self._tracks = tracks
         self.fired, self.resolved, self.suppressed, self.dropped = counts
@@ -588,9 +597,9 @@ def engine_from_options(alert: Sequence[str] = (), alerts_file: str | None = Non
     if config is not None:
         check_rule_metrics(rules, config)
     bands = None
-    if any(r.band_k is not None for r in rules):
-        if not reference:
-            raise ValueError("band(K) alert rules need --reference FILE (the band is the reference's spread)")
+    if any(r.band_k is not None for r in rules) and not reference:
+        raise ValueError("band(K) alert rules need --reference FILE (the band is the reference's spread)")
+    if reference and any(r.band_k is not None or r.field in ("drop", "rise") for r in rules):
         bands = reference_bands(reference_snapshots(reference, config), rules)
     return AlertEngine(rules, cooldown=cooldown if cooldown is not None else (file_cooldown or 0.0), bands=bands,
                        max_keys=max_keys)

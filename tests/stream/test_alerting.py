@@ -239,3 +239,20 @@ def test_replay_band_rules_from_a_reference(tmp_path):
     assert alerts and all(a["bound"] is not None for a in alerts)
     bad = _replay("--sample", "--alert", "nope<1", cwd=tmp_path)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "unknown metric 'nope'" in bad.stderr
+
+
+def test_sequential_rule_with_a_reference_is_a_cusum_anchored_at_the_reference_mean():
+    rules = parse_rules(["log_loss.rise>0.2"])
+    reference = [snap(60 * i, {"log_loss": 0.37 + 0.01 * (-1) ** i}) for i in range(20)]
+    bands = reference_bands(reference, rules)
+    anchored, running = AlertEngine(rules, bands=bands), AlertEngine(rules)
+    first = {}
+    for name, engine in (("anchored", anchored), ("running", running)):
+        for i in range(200):
+            value = 0.37 + (0.002 * (i - 50) if i >= 50 else 0.0)  # a slow rise from window 50
+            if engine.observe(snap(60 * i, {"log_loss": value})) and name not in first:
+                first[name] = i
+    # the running mean follows the drift; the anchor does not: the CUSUM sees it first
+    assert 50 < first["anchored"] < first.get("running", 10**9)
+    state = json.loads(json.dumps(anchored.to_dict()))
+    assert AlertEngine(rules, bands=bands).load(state).to_dict() == anchored.to_dict()
