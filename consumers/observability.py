@@ -106,6 +106,10 @@ class ServiceMetrics:
         self.class_gauges_skipped = Counter("streammetrics_class_gauges_skipped", "Classes past MAX_CLASS_GAUGES "
                                             "whose per-class drift has no gauge", registry=r)
         self.keys_exported = Gauge("streammetrics_metric_keys", "Keys with per-key gauges", registry=r)
+        self.fetch_errors = Counter("streammetrics_fetch_errors", "Exceptions out of the Kafka client's poll, by "
+                                    "exception class and outcome (retried, skipped)", ["error", "outcome"], registry=r)
+        self.skipped_offsets = Counter("streammetrics_skipped_offsets", "Offsets skipped (dead-lettered with code "
+                                       "unreadable) because the Kafka client could not read their batch", registry=r)
         self.http_refused = Counter("streammetrics_http_refused", "HTTP connections closed at once: "
                                     "max_connections reached", registry=r)
         # --partitioning any (consumers.partials)
@@ -118,6 +122,9 @@ class ServiceMetrics:
                                      "--max-merge-windows was reached", registry=r)
         self.merge_windows = Gauge("streammetrics_merge_windows", "Windows held by this process's merge stage",
                                    registry=r)
+        self.internal_rejected = Counter("streammetrics_internal_records_rejected", "Internal-topic records "
+                                         "skipped on restore, by topic and reason (malformed, forged, invalid)",
+                                         ["topic", "reason"], registry=r)
         self.last_poll = time.monotonic()
         #: set when the service stopped on a failure: /healthz then answers 503
         self.failed = False

@@ -116,14 +116,25 @@ class PipelineConfig:
     #: one event-time watermark for all keys instead of one per key (WindowManager's
     #: ``shared_watermark``): the Kafka service's partitioned mode merges partial windows by it
     shared_watermark: bool = False
+    #: binary operating points in snapshots (``--target-recall`` ... ``--cost-fn``; contract
+    #: section 11: :class:`streammetrics.monitors.operating_points.OperatingPoints`)
+    operating_points: Any = None
 
     def extra_metrics(self) -> Callable[[tuple[str, str], Any, dict[str, Any]], None] | None:
-        """The snapshot hook adding the label-free metrics (None without references)."""
-        if self.references is None:
-            return None
-        from streammetrics.monitors.reference import snapshot_metrics
+        """The snapshot hook adding the label-free metrics and the operating points (None
+        without references or operating points)."""
+        hook = None
+        if self.references is not None:
+            from streammetrics.monitors.reference import snapshot_metrics
 
-        return snapshot_metrics(self.references, self.task, max_references=self.max_references)
+            hook = snapshot_metrics(self.references, self.task, max_references=self.max_references)
+        points = self.operating_points
+        if points is not None and points.enabled:
+            if self.task != "binary":
+                raise ValueError(f"--target-recall, --target-precision, --target-fpr, --cost-fp and --cost-fn "
+                                 f"apply to --task binary, not --task {self.task}")
+            hook = points.hook(self.references, hook)
+        return hook
 
     def monitor_factory(self) -> Callable[[], Any]:
         """A factory of empty monitors for the task; configuration errors raise ValueError now."""
@@ -323,6 +334,24 @@ class Pipeline:
             return self._refused(None, exc.code, exc.reason, exc.field)
         self._late += 1
         return MessageResult(0, [Problem(None, "late", LATE_REASON, "ts")])
+
+    def process_decoded(self, decoded: Any) -> MessageResult:
+        """One decoded message value: an object, an array of them, or a
+        :class:`~streammetrics.events.records.Rejection` of the decoding (the rows of CSV and
+        Parquet files and of DataFrames, typed and with ``ts`` in seconds: see
+        :mod:`streammetrics.events.tables`); the same parser and windows as :meth:`process`."""
+        if decoded.__class__ is list:
+            self._messages += 1
+            return self._process_items(decoded)
+        if decoded.__class__ is Rejection:
+            self._messages += 1
+            return self._refused(None, decoded.code, decoded.reason, decoded.field)
+        item = self._parse(decoded)
+        if item.__class__ is Event or item.__class__ is Label:
+            return self.process_event(item)
+        self._messages += 1
+        rej = cast(Rejection, item)
+        return self._refused(None, rej.code, rej.reason, rej.field)
 
     def _process_items(self, items: list) -> MessageResult:
         parse, add = self._parse, self._add
