@@ -23,6 +23,9 @@ from streammetrics.stream.alerting import AlertRule, parse_rules
 __all__ = ["prometheus_expr", "prometheus_rules", "parse_rules"]
 
 
+_WHO = "{{ $labels.model }}/{{ $labels.segment }}"  # Prometheus template of the alert's key
+
+
 def _label(value: str) -> str:
     return json.dumps(value)  # a PromQL string literal: double quotes, backslash escapes
 
@@ -53,6 +56,6 @@ def prometheus_rules(rules: Sequence[AlertRule], group: str = "streammetrics", f
             f"          severity: {json.dumps(severity)}",
             f"          streammetrics_rule: {json.dumps(rule.text)}",
             "        annotations:",
-            f"          summary: {json.dumps('streammetrics rule ' + rule.text + ' holds for {{ $labels.model }}/{{ $labels.segment }}')}",
+            f"          summary: {json.dumps(f'streammetrics rule {rule.text} holds for {_WHO}')}",
         ]
     return "\n".join(lines) + "\n"

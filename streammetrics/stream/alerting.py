@@ -52,9 +52,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 __all__ = [
-    "ALERT_SCHEMA", "DEFAULT_MAX_ALERT_KEYS", "MAX_RULES", "PH_DELTA", "PH_WARMUP", "AlertEngine", "AlertOutput",
-    "AlertRule", "PageHinkley", "check_rule_metrics", "engine_from_options", "load_rules_file", "parse_rule",
-    "parse_rules", "reference_bands", "reference_snapshots", "rule_value",
+    "ALERT_SCHEMA", "DEFAULT_MAX_ALERT_KEYS", "MAX_RULES", "PH_DELTA", "PH_WARMUP", "AlertEngine", "AlertRule",
+    "AlertSpec", "PageHinkley", "alert_key", "alert_line", "check_rule_metrics", "load_rules_file", "parse_rule",
+    "parse_rules", "reference_bands", "reference_snapshots", "rule_value", "spec_from_options",
 ]
 
 ALERT_SCHEMA = "streammetrics.alert/1"
@@ -374,7 +374,7 @@ class AlertEngine:
             raise ValueError(f"alert cooldown must be a non-negative number of seconds, got {cooldown!r}")
         if isinstance(max_keys, bool) or not isinstance(max_keys, int) or max_keys < 1:
             raise ValueError(f"max_keys must be a positive int, got {max_keys!r}")
-        self.rules = list(rules)
+        self.rules = tuple(rules)
         self.cooldown = float(cooldown)
         self.bands = dict(bands or {})
         self.max_keys = max_keys
@@ -553,37 +553,38 @@ def reference_snapshots(path: str, config: Any) -> list[dict[str, Any]]:
         pipeline.close()
 
 
-class AlertOutput:
-    """An :class:`AlertEngine` fed with snapshot lines, writing its alert events as JSON lines
-    (``replay --alerts-output FILE``)."""
-
-    def __init__(self, engine: AlertEngine, sink: Any | None = None) -> None:
-        self.engine = engine
-        self.sink = sink
-        self.events = 0
-
-    def observe_line(self, line: str) -> None:
-        """Evaluate the rules on one snapshot line; write the events it causes."""
-        for event in self.engine.observe(json.loads(line)):
-            self.events += 1
-            if self.sink is not None:
-                self.sink.write(json.dumps(event, separators=(",", ":"), ensure_ascii=False, allow_nan=False))
-                self.sink.write("\n")
-
-    def tee(self, write: Callable[[str], Any]) -> Callable[[str], None]:
-        """``write`` that also evaluates every snapshot line it writes."""
-        def both(line: str) -> None:
-            write(line)
-            self.observe_line(line)
-        return both
+def alert_key(event: Mapping[str, Any]) -> bytes:
+    """The Kafka message key of an alert event: ``rule|model|segment`` (contract section 10)."""
+    key = event.get("key") or {}
+    return f"{event.get('rule')}|{key.get('model', '')}|{key.get('segment', '')}".encode()
 
 
-def engine_from_options(alert: Sequence[str] = (), alerts_file: str | None = None, cooldown: float | None = None,
-                        reference: str | None = None, config: Any = None,
-                        max_keys: int = DEFAULT_MAX_ALERT_KEYS) -> AlertEngine | None:
-    """The engine of ``--alert RULE`` (repeatable), ``--alerts FILE``, ``--alert-cooldown`` and,
-    for ``band(K)`` rules, ``--reference FILE`` windowed with ``config``; None without rules.
-    ``ValueError`` (one line, naming the flag) when they do not fit together."""
+def alert_line(event: Mapping[str, Any]) -> str:
+    """An alert event as one JSON line (no newline): compact, non-ASCII kept, no NaN."""
+    return json.dumps(event, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+@dataclass(frozen=True)
+class AlertSpec:
+    """What a pipeline needs to run alert rules (``PipelineConfig.alerts``): the rules, the
+    cooldown, the reference bands and the bound on (rule, key) pairs."""
+
+    rules: tuple[AlertRule, ...]
+    cooldown: float = 0.0
+    bands: Mapping[tuple[str, str], tuple[float, float, int]] | None = None
+    max_keys: int = DEFAULT_MAX_ALERT_KEYS
+
+    def engine(self) -> AlertEngine:
+        """A new engine for these rules."""
+        return AlertEngine(self.rules, cooldown=self.cooldown, bands=self.bands, max_keys=self.max_keys)
+
+
+def spec_from_options(alert: Sequence[str] = (), alerts_file: str | None = None, cooldown: float | None = None,
+                      reference: str | None = None, config: Any = None,
+                      max_keys: int = DEFAULT_MAX_ALERT_KEYS) -> AlertSpec | None:
+    """The alerts of ``--alert RULE`` (repeatable), ``--alerts FILE``, ``--alert-cooldown`` and,
+    for ``band(K)`` and sequential rules, ``--reference FILE`` windowed with ``config``; None
+    without rules. ``ValueError`` (one line, naming the flag) when they do not fit together."""
     texts = list(alert)
     file_cooldown = None
     if alerts_file:
@@ -601,8 +602,10 @@ def engine_from_options(alert: Sequence[str] = (), alerts_file: str | None = Non
         raise ValueError("band(K) alert rules need --reference FILE (the band is the reference's spread)")
     if reference and any(r.band_k is not None or r.field in ("drop", "rise") for r in rules):
         bands = reference_bands(reference_snapshots(reference, config), rules)
-    return AlertEngine(rules, cooldown=cooldown if cooldown is not None else (file_cooldown or 0.0), bands=bands,
-                       max_keys=max_keys)
+    spec = AlertSpec(tuple(rules), cooldown=cooldown if cooldown is not None else (file_cooldown or 0.0),
+                     bands=bands, max_keys=max_keys)
+    spec.engine()  # checks the cooldown and bound now
+    return spec
 
 
 def check_rule_metrics(rules: Sequence[AlertRule], config: Any) -> None:

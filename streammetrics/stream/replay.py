@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import gc
 import io
 import os
@@ -39,7 +40,7 @@ from streammetrics.events.tables import (
 )
 from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES
 from streammetrics.stream import label_replay
-from streammetrics.stream.alerting import AlertOutput, engine_from_options
+from streammetrics.stream.alerting import alert_line, spec_from_options
 from streammetrics.stream.label_replay import Source, replay_merged
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig, Problem
 
@@ -296,21 +297,23 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         return fail(f"--output {args.output} is the file on standard input: refusing to overwrite it")
     try:
         config = _config(args)
-        alerts = engine_from_options(getattr(args, "alert", ()), getattr(args, "alerts", None),
-                                     getattr(args, "alert_cooldown", None), getattr(args, "reference", None), config)
-        pipeline = Pipeline(config)
+        alerts = spec_from_options(getattr(args, "alert", ()), getattr(args, "alerts", None),
+                                   getattr(args, "alert_cooldown", None), getattr(args, "reference", None), config)
+        pipeline = Pipeline(dataclasses.replace(config, alerts=alerts))
         fmt = format_of(None if args.file == "-" else args.file, getattr(args, "format", None))
         scale = ts_scale(getattr(args, "ts_unit", "s"))
     except (ValueError, TypeError, OSError) as exc:
         return fail(str(exc))
-    alert_output = None
-    if alerts is not None:
-        path = getattr(args, "alerts_output", None)
+    alert_sink = None
+    if getattr(args, "alerts_output", None):
+        if alerts is None:
+            pipeline.close()
+            return fail("--alerts-output needs rules (--alert or --alerts)")
         try:
-            alert_output = AlertOutput(alerts, open(path, "w", encoding="utf-8") if path else None)  # noqa: SIM115
+            alert_sink = open(args.alerts_output, "w", encoding="utf-8")  # noqa: SIM115 - closed below
         except OSError as exc:
             pipeline.close()
-            return fail(f"cannot write {path}: {exc.strerror}", 1)
+            return fail(f"cannot write {args.alerts_output}: {exc.strerror}", 1)
 
     try:
         source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115 - closed below
@@ -352,7 +355,12 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         except BrokenPipeError:
             raise OutputClosed from None
 
-    write = write_line if alert_output is None else alert_output.tee(write_line)
+    def write(line: str) -> None:
+        write_line(line)
+        if pipeline.alerts is not None:
+            for event in pipeline.take_alerts():  # the alert events of the snapshots written
+                if alert_sink is not None:
+                    alert_sink.write(alert_line(event) + "\n")
 
     def report(lineno: int | str, message: str) -> None:  # a line number, or FILE:LINE with two files
         if progress is not None:
@@ -392,10 +400,10 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         pipeline.close()
         if sink is not sys.stdout:
             sink.close()
-        if alert_output is not None:
-            if alert_output.sink is not None:
-                alert_output.sink.close()
-            print(alert_output.engine.summary(), file=sys.stderr)
+        if alert_sink is not None:
+            alert_sink.close()
+        if pipeline.alerts is not None:
+            print(pipeline.alerts.summary(), file=sys.stderr)
     if stats.aborted is not None:
         p = stats.aborted
         print(f"streammetrics replay: stopped after {ABORT_AFTER} events rejected for one reason and none "

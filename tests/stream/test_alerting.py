@@ -13,12 +13,12 @@ import pytest
 from streammetrics.stream.alerting import (
     AlertEngine,
     PageHinkley,
-    engine_from_options,
     load_rules_file,
     parse_rule,
     parse_rules,
     reference_bands,
     rule_value,
+    spec_from_options,
 )
 from streammetrics.stream.replay import sample_path
 
@@ -191,16 +191,16 @@ def test_rules_file_json_and_yaml(tmp_path):
         load_rules_file(str(tmp_path / "missing.json"))
 
 
-def test_engine_from_options_checks_names_against_the_task():
+def test_spec_from_options_checks_names_against_the_task():
     from streammetrics.stream.pipeline import PipelineConfig
 
     with pytest.raises(ValueError, match="unknown metric 'rocauc'"):
-        engine_from_options(["rocauc<0.8"], config=PipelineConfig(task="binary"))
+        spec_from_options(["rocauc<0.8"], config=PipelineConfig(task="binary"))
     with pytest.raises(ValueError, match="no per-class"):
-        engine_from_options(["recall[a]<0.8"], config=PipelineConfig(task="binary"))
+        spec_from_options(["recall[a]<0.8"], config=PipelineConfig(task="binary"))
     with pytest.raises(ValueError, match="need --reference"):
-        engine_from_options(["roc_auc<band(2)"], config=PipelineConfig(task="binary"))
-    assert engine_from_options([], config=PipelineConfig(task="binary")) is None
+        spec_from_options(["roc_auc<band(2)"], config=PipelineConfig(task="binary"))
+    assert spec_from_options([], config=PipelineConfig(task="binary")) is None
 
 
 def _replay(*args, cwd):
@@ -256,3 +256,36 @@ def test_sequential_rule_with_a_reference_is_a_cusum_anchored_at_the_reference_m
     assert 50 < first["anchored"] < first.get("running", 10**9)
     state = json.loads(json.dumps(anchored.to_dict()))
     assert AlertEngine(rules, bands=bands).load(state).to_dict() == anchored.to_dict()
+
+
+def test_pipeline_checkpoints_carry_the_alert_state():
+    """A pipeline restored from a checkpoint mid-stream emits the alert events an uninterrupted
+    one emits (the service's exactly-once-per-transition rests on this)."""
+    from streammetrics.stream.alerting import spec_from_options
+    from streammetrics.stream.pipeline import Pipeline, PipelineConfig
+
+    lines = Path(sample_path()).read_bytes().splitlines()
+    config = PipelineConfig(task="binary", max_future=None)
+    config.alerts = spec_from_options(["roc_auc<0.9", "log_loss.rise>0.02"], config=config)
+
+    def run(lines, pipeline):
+        events = []
+        for line in lines:
+            pipeline.process(line)
+            pipeline.poll()
+            events += pipeline.take_alerts()
+        return events
+
+    whole = Pipeline(config)
+    expected = run(lines, whole) + (whole.flush() and whole.take_alerts())
+    assert {e["state"] for e in expected} == {"firing", "resolved"}
+    first = Pipeline(config)
+    got = run(lines[:1700], first)
+    state = json.loads(json.dumps(first.to_dict()))
+    assert state["alerts"]["type"] == "AlertEngine"
+    second = Pipeline(config).load_dict(state)
+    got += run(lines[1700:], second) + (second.flush() and second.take_alerts())
+    assert got == expected
+    broken = dict(state, alerts=dict(state["alerts"], counts=[-1, 0, 0, 0]))
+    with pytest.raises(ValueError, match="counts"):
+        Pipeline(config).load_dict(broken)
