@@ -163,6 +163,22 @@ def _add_slice_options(p: argparse.ArgumentParser) -> None:
                         "(and estimated_expected_cost with --reference)")
     g.add_argument("--cost-fn", type=_cost("--cost-fn"), default=None, metavar="B",
                    help="the cost of a false negative (see --cost-fp)")
+    g.add_argument("--slice-by", default=None, metavar="F1,F2",
+                   help="event fields that join model and segment in the key (snapshot keys name every dimension)")
+    g.add_argument("--max-slice-values", type=_positive_int("--max-slice-values"), default=None, metavar="N",
+                   help="distinct values per slice dimension with their own slice; later ones are __other__ "
+                        "(default: 100)")
+    g.add_argument("--rollup", action="append", default=[], metavar="D1,D2",
+                   help="per closed window, also a snapshot merged over the other dimensions, keyed by model and "
+                        "D1,D2 ('model': the whole model; repeatable)")
+    g.add_argument("--worst-metric", default=None, metavar="NAME",
+                   help="roll-up windows rank their slices by their gap to the roll-up on this metric "
+                        "(default: roc_auc)")
+    g.add_argument("--worst-slices", type=_positive_int("--worst-slices"), default=None, metavar="N",
+                   help="slices listed per roll-up window, worst first (default: 10; 0: none)")
+    g.add_argument("--fairness-by", default=None, metavar="D",
+                   help="roll-up windows carry demographic parity and equalized odds across D's values "
+                        "(fairlearn's definitions); implies --rollup model without --rollup")
 
 
 def build_parser() -> argparse.ArgumentParser:
