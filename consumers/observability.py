@@ -11,7 +11,12 @@
   (drift, estimated performance) from a window's first snapshot on; per-class score drift of
   multiclass ``--reference`` keys as ``metric="drift_ks[CLASS]"`` etc., the ``--alert`` syntax, for at most
   ``MAX_CLASS_GAUGES`` classes per key, the others counted in
-  ``streammetrics_class_gauges_skipped_total``), ``streammetrics_window_end_seconds{model, segment}``,
+  ``streammetrics_class_gauges_skipped_total``); the same values split by kind of number
+  (:func:`streammetrics.integrations.prometheus.metric_kind`) in ``streammetrics_window_ratio``
+  (unit ratio: accuracy, f1, roc_auc...), ``streammetrics_window_loss`` (log_loss, mse...),
+  ``streammetrics_window_events`` (count), ``streammetrics_window_weight`` and
+  ``streammetrics_window_value`` (the rest), each ``{model, segment, metric}``;
+  ``streammetrics_window_end_seconds{model, segment}``,
   ``streammetrics_consumer_lag{topic, partition}`` and
   ``streammetrics_last_checkpoint_timestamp_seconds``.
 
@@ -39,6 +44,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from streammetrics.integrations.prometheus import KINDS, metric_kind
 
 __all__ = ["ServiceMetrics", "MetricsServer"]
 
@@ -84,8 +91,13 @@ class ServiceMetrics:
         self.snapshots = Counter("streammetrics_snapshots", "Snapshots published", registry=r)
         self.dead_letters = Counter("streammetrics_dead_letters", "Messages sent to the dead-letter topic",
                                     registry=r)
-        self.window_metric = Gauge("streammetrics_window_metric", "Latest closed window's metric value",
+        self.window_metric = Gauge("streammetrics_window_metric", "Latest closed window's metric value (every "
+                                   "kind; the streammetrics_window_<kind> families split them by kind)",
                                    ["model", "segment", "metric"], registry=r)
+        # one family per kind of number (a count, a ratio, a loss...), as MonitorCollector names them
+        self.window_kinds = {kind: Gauge("streammetrics_window" if unit else f"streammetrics_window_{kind}",
+                                         f"Latest closed window's metric: {text}", ["model", "segment", "metric"],
+                                         registry=r, unit=unit) for kind, (unit, text) in KINDS.items()}
         self.window_end = Gauge("streammetrics_window_end_seconds", "End of the latest closed window (epoch s)",
                                 ["model", "segment"], registry=r)
         self.lag = Gauge("streammetrics_consumer_lag", "Messages behind the partition's high watermark",
@@ -220,13 +232,16 @@ class ServiceMetrics:
                  metrics: dict[str, Any]) -> None:
         for name in set(old) - set(new):
             self.window_metric.remove(key[0], key[1], name)
+            self.window_kinds[metric_kind(name)].remove(key[0], key[1], name)
         for name in new:
             self.window_metric.labels(key[0], key[1], name).set(metrics[name])
+            self.window_kinds[metric_kind(name)].labels(key[0], key[1], name).set(metrics[name])
 
     def _forget(self, key: tuple[str, str]) -> None:
         entry = self._exported.pop(key)
         for name in (*entry.free_names, *entry.labelled_names):
             self.window_metric.remove(key[0], key[1], name)
+            self.window_kinds[metric_kind(name)].remove(key[0], key[1], name)
         if entry.window_end > float("-inf"):
             self.window_end.remove(key[0], key[1])
             try:
