@@ -11,7 +11,12 @@
   (drift, estimated performance) from a window's first snapshot on; per-class score drift of
   multiclass ``--reference`` keys as ``metric="drift_ks[CLASS]"`` etc., the ``--alert`` syntax, for at most
   ``MAX_CLASS_GAUGES`` classes per key, the others counted in
-  ``streammetrics_class_gauges_skipped_total``), ``streammetrics_window_end_seconds{model, segment}``,
+  ``streammetrics_class_gauges_skipped_total``); the same values split by kind of number
+  (:func:`streammetrics.integrations.prometheus.metric_kind`) in ``streammetrics_window_ratio``
+  (unit ratio: accuracy, f1, roc_auc...), ``streammetrics_window_loss`` (log_loss, mse...),
+  ``streammetrics_window_events`` (count), ``streammetrics_window_weight`` and
+  ``streammetrics_window_value`` (the rest), each ``{model, segment, metric}``;
+  ``streammetrics_window_end_seconds{model, segment}``,
   ``streammetrics_consumer_lag{topic, partition}`` and
   ``streammetrics_last_checkpoint_timestamp_seconds``.
 
@@ -39,6 +44,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from streammetrics.integrations.prometheus import KINDS, metric_kind
 
 __all__ = ["ServiceMetrics", "MetricsServer"]
 
@@ -82,8 +89,13 @@ class ServiceMetrics:
         self.snapshots = Counter("streammetrics_snapshots", "Snapshots published", registry=r)
         self.dead_letters = Counter("streammetrics_dead_letters", "Messages sent to the dead-letter topic",
                                     registry=r)
-        self.window_metric = Gauge("streammetrics_window_metric", "Latest closed window's metric value",
+        self.window_metric = Gauge("streammetrics_window_metric", "Latest closed window's metric value (every "
+                                   "kind; the streammetrics_window_<kind> families split them by kind)",
                                    ["model", "segment", "metric"], registry=r)
+        # one family per kind of number (a count, a ratio, a loss...), as MonitorCollector names them
+        self.window_kinds = {kind: Gauge("streammetrics_window" if unit else f"streammetrics_window_{kind}",
+                                         f"Latest closed window's metric: {text}", ["model", "segment", "metric"],
+                                         registry=r, unit=unit) for kind, (unit, text) in KINDS.items()}
         self.window_end = Gauge("streammetrics_window_end_seconds", "End of the latest closed window (epoch s)",
                                 ["model", "segment"], registry=r)
         self.lag = Gauge("streammetrics_consumer_lag", "Messages behind the partition's high watermark",
@@ -106,6 +118,10 @@ class ServiceMetrics:
         self.class_gauges_skipped = Counter("streammetrics_class_gauges_skipped", "Classes past MAX_CLASS_GAUGES "
                                             "whose per-class drift has no gauge", registry=r)
         self.keys_exported = Gauge("streammetrics_metric_keys", "Keys with per-key gauges", registry=r)
+        self.fetch_errors = Counter("streammetrics_fetch_errors", "Exceptions out of the Kafka client's poll, by "
+                                    "exception class and outcome (retried, skipped)", ["error", "outcome"], registry=r)
+        self.skipped_offsets = Counter("streammetrics_skipped_offsets", "Offsets skipped (dead-lettered with code "
+                                       "unreadable) because the Kafka client could not read their batch", registry=r)
         self.http_refused = Counter("streammetrics_http_refused", "HTTP connections closed at once: "
                                     "max_connections reached", registry=r)
         # --partitioning any (consumers.partials)
@@ -118,6 +134,9 @@ class ServiceMetrics:
                                      "--max-merge-windows was reached", registry=r)
         self.merge_windows = Gauge("streammetrics_merge_windows", "Windows held by this process's merge stage",
                                    registry=r)
+        self.internal_rejected = Counter("streammetrics_internal_records_rejected", "Internal-topic records "
+                                         "skipped on restore, by topic and reason (malformed, forged, invalid)",
+                                         ["topic", "reason"], registry=r)
         self.last_poll = time.monotonic()
         #: set when the service stopped on a failure: /healthz then answers 503
         self.failed = False
@@ -178,13 +197,16 @@ class ServiceMetrics:
                  metrics: dict[str, Any]) -> None:
         for name in set(old) - set(new):
             self.window_metric.remove(key[0], key[1], name)
+            self.window_kinds[metric_kind(name)].remove(key[0], key[1], name)
         for name in new:
             self.window_metric.labels(key[0], key[1], name).set(metrics[name])
+            self.window_kinds[metric_kind(name)].labels(key[0], key[1], name).set(metrics[name])
 
     def _forget(self, key: tuple[str, str]) -> None:
         entry = self._exported.pop(key)
         for name in (*entry.free_names, *entry.labelled_names):
             self.window_metric.remove(key[0], key[1], name)
+            self.window_kinds[metric_kind(name)].remove(key[0], key[1], name)
         if entry.window_end > float("-inf"):
             self.window_end.remove(key[0], key[1])
 

@@ -81,6 +81,7 @@ from streammetrics.stream.snapshots import snapshot_key, snapshot_line
 from streammetrics.stream.windows import DEFAULT_MAX_FUTURE, DEFAULT_MAX_KEYS
 
 from .checkpoint import CheckpointError, CheckpointStore
+from .clients import fetch_error_position
 from .fastpath import BinaryFastPath
 from .gc_tuning import tune_gc
 from .partials import partial_record, watermark_record
@@ -107,6 +108,14 @@ MAX_TRACKED_KEYS = 100_000
 
 #: a dead letter's key is cut to this many bytes
 MAX_DEAD_LETTER_KEY = 1024
+
+#: a record batch the Kafka client cannot read (unsupported codec, CRC, corrupt batch) is fetched
+#: this many times in all (back-off ``POLL_BACKOFF * 2**k`` s between), then skipped: see
+#: :meth:`MetricsService._client_error`
+FETCH_ATTEMPTS = 3
+#: first back-off (s) after an exception out of ``poll``; doubled per failure, at most ``MAX_POLL_BACKOFF``
+POLL_BACKOFF = 0.1
+MAX_POLL_BACKOFF = 5.0
 
 
 @dataclass
@@ -175,6 +184,12 @@ class ServiceConfig:
     #: checkpoints also go to this topic (partition p's to partition p) and are restored from it
     #: when ``state_dir`` has none or an older one (``--changelog-topic``; :mod:`consumers.changelog`)
     changelog_topic: str | None = None
+    #: HMAC key file sealing internal records (``--internal-key``; else ``$STREAMMETRICS_INTERNAL_KEY``;
+    #: :mod:`consumers.signing`)
+    internal_key: str | None = None
+    #: a partition whose offsets do not move still re-writes its checkpoint this often (seconds,
+    #: ``--checkpoint-refresh``), so that a changelog retention longer than it always keeps one
+    checkpoint_refresh: float = 3600.0
     #: ``"key"``: every (model, segment) lives in one input partition (produce with key
     #: ``model|segment``); ``"any"``: events of a key may be on every partition, partial windows
     #: are merged exactly by the merge stage (``--partitioning``; :mod:`consumers.partials`)
@@ -249,7 +264,7 @@ class _Partition:
     """
 
     __slots__ = ("tp", "pipeline", "next_offset", "saved_offset", "saved_payload", "committed_offset",
-                 "known_keys", "dirty", "poison", "failures", "labels", "preds")
+                 "known_keys", "dirty", "poison", "failures", "labels", "preds", "saved_at")
 
     def __init__(self, tp: Any, pipeline: Pipeline, next_offset: int | None,
                  payload: bytes | None = None) -> None:
@@ -261,10 +276,22 @@ class _Partition:
         self.saved_payload = payload
         self.committed_offset = next_offset
         self.dirty = False  # state changed (idle closes) without the offset moving
+        self.saved_at = -math.inf  # clock() of the last checkpoint written (--checkpoint-refresh)
         self.poison: set[int] = set()  # offsets whose processing raised twice: dead-lettered, not applied
         self.failures: dict[Any, int] = {}  # offset -> exceptions while processing it (bounded: see _rollback)
         self.labels: _LabelSide | None = None  # --labels-topic: the labels partition of the same number
         self.preds: _Side | None = None  # --labels-topic: predictions polled, awaiting the merge
+
+
+class _Unreadable:
+    """What :meth:`MetricsService._dead_letter` needs of a record the client could not read."""
+
+    __slots__ = ("topic", "partition", "offset", "key", "value")
+
+    def __init__(self, topic: str, partition: int, offset: int) -> None:
+        self.topic, self.partition, self.offset = topic, partition, offset
+        self.key: bytes | None = None
+        self.value = b""
 
 
 class _Side:
@@ -322,7 +349,9 @@ class MetricsService:
     * a checkpoint write that fails (disk full): logged and counted, the partition keeps its
       previous checkpoint and is saved at the next interval; a failed offset commit is retried
       at the next checkpoint (the checkpoint, not the group offset, is the source of truth);
-    * a checkpoint that cannot be used: one error line naming the file and what to do, exit 2.
+    * a checkpoint that cannot be used: one error line naming the file and what to do, exit 2;
+    * an exception out of the Kafka client's ``poll``: see :meth:`_client_error` (counted in
+      ``streammetrics_fetch_errors_total{error, outcome}``; never an exit).
     """
 
     def __init__(self, config: ServiceConfig, consumer: Any = None, producer: Any = None, *,
@@ -377,7 +406,13 @@ class MetricsService:
 
             reader = KafkaChangelogReader(config.changelog_topic, bootstrap_servers=config.bootstrap_servers,
                                           **_security_options(config.kafka_options))
-            changelog = Changelog(producer, config.changelog_topic, reader, self.max_record_bytes)
+            from .signing import RecordSigner
+
+            changelog = Changelog(producer, config.changelog_topic, reader, self.max_record_bytes,
+                                  signer=RecordSigner.from_option(config.internal_key))
+        if changelog is not None and getattr(changelog, "on_reject", False) is None:
+            topic = changelog.topic
+            changelog.on_reject = lambda reason: self.metrics.internal_rejected.labels(topic, reason).inc()
         #: checkpoints in Kafka (None: only ``--state-dir``)
         self.changelog = changelog
         #: ``--partitioning any``: the merge stage (:class:`consumers.partials.MergeStage`, its own
@@ -386,6 +421,9 @@ class MetricsService:
         self.partials_partitions: int | None = None
         self._watermarks_sent: dict[int, tuple[int, float]] = {}
         self._watermark_moved: dict[int, tuple[float, float]] = {}  # partition -> (watermark, since when)
+        #: exceptions out of poll: (tp, offset) -> failed fetches of that batch; failures in a row without one
+        self._fetch_failures: dict[tuple[Any, int], int] = {}
+        self._poll_errors = 0
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self) -> None:
@@ -525,9 +563,16 @@ class MetricsService:
         local = self.store.load(partition) if self.store is not None else None
         if self.changelog is None:
             return local
-        raw = self.changelog.restore(partition)
-        remote = None if raw is None else self.codec.decode(
-            partition, raw, f"the changelog checkpoint of partition {partition} in {self.changelog.topic!r}")
+        where = f"the changelog checkpoint of partition {partition} in {self.changelog.topic!r}"
+
+        def check(raw: bytes, meta: dict[str, Any]) -> None:  # a bad one is skipped: the previous one is used
+            data = self.codec.decode(partition, raw, where)
+            if data["offset"] != meta["offset"] or data.get("label_offset") != meta.get("label_offset"):
+                raise ValueError("its offsets differ from its header's")
+            self._pipeline_from(raw, partition)
+
+        raw = self.changelog.restore(partition, check)
+        remote = None if raw is None else self.codec.decode(partition, raw, where)
         candidates = [c for c in (local, remote) if c is not None]
         if not candidates:
             return None
@@ -604,8 +649,7 @@ class MetricsService:
     def poll_once(self, timeout_ms: int = 200) -> int:
         """One poll: apply its records, publish closed windows, checkpoint when due.
         Returns the number of records applied."""
-        batches = self.consumer.poll(timeout_ms=timeout_ms, max_records=self.config.max_poll_records)
-        self.metrics.last_poll = time.monotonic()
+        batches = self._poll(timeout_ms)
         applied = 0
         highwater = self.consumer.highwater
         if self.config.labels_topic:
@@ -655,6 +699,93 @@ class MetricsService:
         self._update_lag()
         self._caught_up = self._compute_caught_up()
         return applied
+
+    # ------------------------------------------------------------------ client errors
+    def _poll(self, timeout_ms: int) -> Mapping[Any, list]:
+        """``consumer.poll``; an exception out of it is handled by :meth:`_client_error` (then no records)."""
+        try:
+            batches = self.consumer.poll(timeout_ms=timeout_ms, max_records=self.config.max_poll_records)
+        except Exception as exc:  # noqa: BLE001 - every client exception: see _client_error
+            self._client_error(exc)
+            return {}
+        self._poll_errors = 0
+        self.metrics.last_poll = time.monotonic()
+        return batches
+
+    def _client_error(self, exc: Exception) -> None:
+        """The rule for an exception out of ``poll`` (the service never exits on one):
+
+        * a record batch's (unsupported codec, CRC, corrupt batch: the partition and offset are
+          known, :func:`consumers.clients.fetch_error_position`): the batch is fetched again after
+          a back-off, :data:`FETCH_ATTEMPTS` times in all; then its offsets are skipped: ONE dead
+          letter (code ``unreadable``, empty value, the offset range and error in its reason) and the
+          partition goes on after the batch (the skip is checkpointed with the next offset);
+        * any other (no broker, a rebalance, authorisation): logged, retried with back-off
+          (:data:`POLL_BACKOFF` doubled per failure up to :data:`MAX_POLL_BACKOFF`); ``/healthz``
+          answers 503 once they last ``stall_after`` seconds (no successful poll).
+        """
+        name = type(exc).__name__
+        where = fetch_error_position(exc)
+        if where is None:
+            self._poll_errors += 1
+            delay = min(POLL_BACKOFF * 2 ** (self._poll_errors - 1), MAX_POLL_BACKOFF)
+            self.metrics.fetch_errors.labels(name, "retried").inc()
+            log.error("poll failed (%s: %s); retrying in %.1f s (failure %d in a row)", name, exc, delay,
+                      self._poll_errors)
+            self._stop.wait(delay)
+            return
+        self.metrics.last_poll = time.monotonic()  # the client answers: the loop is alive
+        tp, offset, skip_to = where
+        failures = self._fetch_failures
+        if len(failures) > 1000:
+            failures.clear()
+        attempts = failures.get((tp, offset), 0) + 1
+        if attempts < FETCH_ATTEMPTS:
+            failures[(tp, offset)] = attempts
+            self.metrics.fetch_errors.labels(name, "retried").inc()
+            delay = POLL_BACKOFF * 2 ** (attempts - 1)
+            log.warning("%s[%d]: cannot read offset %d (%s: %s); fetching it again in %.1f s (attempt %d of %d)",
+                        tp.topic, tp.partition, offset, name, exc, delay, attempts + 1, FETCH_ATTEMPTS)
+            self._seek_if_assigned(tp, offset)
+            self._stop.wait(delay)
+            return
+        failures.pop((tp, offset), None)
+        self.metrics.fetch_errors.labels(name, "skipped").inc()
+        self._skip_unreadable(tp, offset, skip_to, f"{name}: {exc}")
+
+    def _skip_unreadable(self, tp: Any, offset: int, skip_to: int, error: str) -> None:
+        """Dead-letter and skip the offsets ``[offset, skip_to)`` of ``tp`` (see :meth:`_client_error`)."""
+        part = self.partitions.get(tp)
+        labels = part is None
+        if part is None:
+            part = self._label_parts.get(tp)
+            if part is None:  # revoked meanwhile: the next owner meets the batch
+                return
+        reason = (f"the Kafka client could not read offsets {offset}-{skip_to - 1} of {tp.topic}[{tp.partition}] "
+                  f"after {FETCH_ATTEMPTS} attempts ({error[:500]}); skipped")
+        log.error("%s", reason)
+        self._problems(_Unreadable(tp.topic, tp.partition, offset), [Problem(None, "unreadable", reason, None)])
+        self.metrics.skipped_offsets.inc(skip_to - offset)
+        self.counts["skipped_offsets"] = self.counts.get("skipped_offsets", 0) + skip_to - offset
+        side = (part.labels if labels else part.preds) if self.config.labels_topic else None
+        if side is not None:  # --labels-topic: records before the batch may still wait in the merge buffer
+            side.end = skip_to
+            if side.buffer:  # the offset moves past the batch with them, or at a later skip
+                self._seek_if_assigned(tp, skip_to)
+                return
+        holder = part.labels if labels else part
+        assert holder is not None
+        if holder.saved_offset is None:  # nothing read before: empty state up to the batch is consistent
+            holder.saved_offset = offset
+        if holder.next_offset is None or holder.next_offset < skip_to:
+            holder.next_offset = skip_to
+        self._seek_if_assigned(tp, skip_to)
+
+    def _seek_if_assigned(self, tp: Any, offset: int) -> None:
+        try:
+            self.consumer.seek(tp, offset)
+        except Exception as exc:  # noqa: BLE001 - revoked meanwhile (kafka-python: IllegalStateError)
+            log.warning("%s[%d]: seek to %d failed: %s", tp.topic, tp.partition, offset, exc)
 
     # ------------------------------------------------------------------ --labels-topic: merge by event time
     def _merge_batches(self, batches: Mapping[Any, list]) -> int:
@@ -1119,13 +1250,17 @@ class MetricsService:
             self._advance_idle()  # before the save: an advanced watermark is checkpointed before it is sent
         self._flush()
         commits = {}
+        now = self._clock()
         for part in parts:
             if part.next_offset is None:
                 continue
             side = part.labels
             label_offset = side.next_offset if side is not None else None
+            # a quiet partition still re-writes its checkpoint every --checkpoint-refresh (and at its
+            # first checkpoint after assignment), so that changelog retention never removes the last one
             if part.next_offset != part.saved_offset or part.dirty or (side is not None and label_offset
-                                                                        != side.saved_offset):
+                                                                        != side.saved_offset) \
+                    or now - part.saved_at >= self.config.checkpoint_refresh:
                 partition = part.tp.partition
                 try:
                     windows = part.pipeline.to_dict()
@@ -1144,6 +1279,7 @@ class MetricsService:
                               part.saved_offset)
                     continue
                 part.saved_offset, part.saved_payload, part.dirty = part.next_offset, payload, False
+                part.saved_at = now
                 if side is not None:
                     side.saved_offset = label_offset
         if self.changelog is not None:

@@ -990,6 +990,97 @@ class BinaryScores(Accumulator):
         ValueError once a score outside [0, 1] has been seen."""
         return self._probability_metric("brier_score", self._sums.brier.value)
 
+    # ------------------------------------------------------------------ operating points
+    # (issue 28: the formulas and tie conventions are those of kernels.operating_points)
+    def _operating_levels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """``(neg, pos, thresholds, singleton)`` of the levels (singleton None: exact)."""
+        keys, neg, pos = self._levels()
+        singleton = None if self._binning.exact else self._binning.singleton(keys)
+        return neg, pos, self._binning.lowest(keys), singleton
+
+    def _operating_point(self, kind: str, target: float, name: str) -> tuple[float, float, float]:
+        from streammetrics.kernels import operating_points
+
+        t = operating_points.check_target(target, name)
+        neg, pos, thresholds, singleton = self._operating_levels()
+        found = getattr(operating_points, kind)(neg, pos, thresholds, t, singleton)
+        if math.isnan(found[0]):
+            warnings.warn(f"{kind} is not defined without both classes (positives for precision and recall).",
+                          UndefinedMetricWarning, stacklevel=3)
+        return found
+
+    def precision_at_recall(self, min_recall: float) -> tuple[float, float]:
+        """``(precision, threshold)``: the highest precision of ``score >= threshold`` over the
+        thresholds whose recall is at least ``min_recall`` (torchmetrics'
+        ``BinaryPrecisionAtFixedRecall`` on scikit-learn's ``precision_recall_curve``; ties
+        go to the higher recall, then the higher threshold; ``(0.0, inf)`` when none
+        qualifies). With bins, attained by its threshold and at most the exact value
+        (:meth:`precision_at_recall_bounds`). nan without positive weight."""
+        value, threshold, _ = self._operating_point("precision_at_recall", min_recall, "min_recall")
+        return value, threshold
+
+    def precision_at_recall_bounds(self, min_recall: float) -> tuple[float, float]:
+        """``(low, high)`` holding the exact :meth:`precision_at_recall` value of the events
+        (``low`` is the binned value; equal when :attr:`exact`)."""
+        value, _, high = self._operating_point("precision_at_recall", min_recall, "min_recall")
+        return value, high
+
+    def recall_at_precision(self, min_precision: float) -> tuple[float, float]:
+        """``(recall, threshold)``: the highest recall over the thresholds whose precision is
+        at least ``min_precision`` (torchmetrics' ``BinaryRecallAtFixedPrecision``; ties go to
+        the higher precision, then the higher threshold; ``(0.0, inf)`` when none qualifies).
+        Bins: see :meth:`recall_at_precision_bounds`."""
+        value, threshold, _ = self._operating_point("recall_at_precision", min_precision, "min_precision")
+        return value, threshold
+
+    def recall_at_precision_bounds(self, min_precision: float) -> tuple[float, float]:
+        """``(low, high)`` holding the exact :meth:`recall_at_precision` value."""
+        value, _, high = self._operating_point("recall_at_precision", min_precision, "min_precision")
+        return value, high
+
+    def tpr_at_fpr(self, max_fpr: float) -> tuple[float, float]:
+        """``(tpr, threshold)``: the highest true-positive rate over the points of
+        ``sklearn.metrics.roc_curve`` whose false-positive rate is at most ``max_fpr`` (the
+        point (0, 0) at threshold ``inf`` included; torchmetrics'
+        ``BinarySensitivityAtSpecificity`` with ``min_specificity = 1 - max_fpr``; ties go to
+        the higher threshold). nan unless both classes have weight."""
+        value, threshold, _ = self._operating_point("tpr_at_fpr", max_fpr, "max_fpr")
+        return value, threshold
+
+    def tpr_at_fpr_bounds(self, max_fpr: float) -> tuple[float, float]:
+        """``(low, high)`` holding the exact :meth:`tpr_at_fpr` value."""
+        value, _, high = self._operating_point("tpr_at_fpr", max_fpr, "max_fpr")
+        return value, high
+
+    def expected_cost(self, cost_fp: float, cost_fn: float, threshold: float) -> float:
+        """Cost per event (unit of weight) of predicting ``score >= threshold``:
+        ``(cost_fp * FP + cost_fn * FN) / W``. Exact where :meth:`confusion_at` is; otherwise the
+        threshold's bin counts as predicted positive (:meth:`expected_cost_bounds`). nan (with
+        an UndefinedMetricWarning) when no event has weight."""
+        return self.expected_cost_bounds(cost_fp, cost_fn, threshold)[0]
+
+    def expected_cost_bounds(self, cost_fp: float, cost_fn: float, threshold: float) -> tuple[float, float, float]:
+        """``(cost, low, high)``: :meth:`expected_cost` and bounds on the events' exact cost
+        (a threshold strictly inside a bin of several scores: its events either side)."""
+        from streammetrics.kernels import operating_points
+
+        a = operating_points.check_cost(cost_fp, "cost_fp")
+        b = operating_points.check_cost(cost_fn, "cost_fn")
+        t = check_number(threshold, "threshold")
+        keys, neg, pos = self._levels()
+        k = self._binning.key(t)
+        at = keys >= k
+        split = np.zeros(len(keys), dtype=bool)
+        if not self._binning.exact:
+            inside = (keys == k) & ~self._binning.singleton(keys)
+            if inside.any() and t > float(self._binning.lowest(keys[inside])[0]):
+                split = inside
+        found = operating_points.expected_cost_bounds(neg, pos, at, split, a, b)
+        if math.isnan(found[0]):
+            warnings.warn("No event with a non-zero weight: expected_cost is not defined.",
+                          UndefinedMetricWarning, stacklevel=2)
+        return found
+
     # ------------------------------------------------------------------ intervals (issue 26)
     @property
     def unit_weights(self) -> bool:
