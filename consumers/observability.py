@@ -11,7 +11,12 @@
   (drift, estimated performance) from a window's first snapshot on; per-class score drift of
   multiclass ``--reference`` keys as ``metric="drift_ks[CLASS]"`` etc., the ``--alert`` syntax, for at most
   ``MAX_CLASS_GAUGES`` classes per key, the others counted in
-  ``streammetrics_class_gauges_skipped_total``), ``streammetrics_window_end_seconds{model, segment}``,
+  ``streammetrics_class_gauges_skipped_total``); the same values split by kind of number
+  (:func:`streammetrics.integrations.prometheus.metric_kind`) in ``streammetrics_window_ratio``
+  (unit ratio: accuracy, f1, roc_auc...), ``streammetrics_window_loss`` (log_loss, mse...),
+  ``streammetrics_window_events`` (count), ``streammetrics_window_weight`` and
+  ``streammetrics_window_value`` (the rest), each ``{model, segment, metric}``;
+  ``streammetrics_window_end_seconds{model, segment}``,
   ``streammetrics_consumer_lag{topic, partition}`` and
   ``streammetrics_last_checkpoint_timestamp_seconds``.
 
@@ -40,6 +45,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from streammetrics.integrations.prometheus import KINDS, metric_kind
+
 __all__ = ["ServiceMetrics", "MetricsServer"]
 
 
@@ -60,6 +67,8 @@ class _Exported:
         self.labelled_names: tuple[str, ...] = ()
 
 
+#: alert series (model, segment, rule) exported at most; past it resolved ones are forgotten first
+MAX_ALERT_SERIES = 10_000
 #: per-class metrics exported as gauges (``metric="drift_ks[CLASS]"``) and the most classes per key
 CLASS_GAUGE_METRICS = ("drift_ks", "drift_wasserstein", "drift_psi", "drift_js")
 MAX_CLASS_GAUGES = 64
@@ -82,8 +91,13 @@ class ServiceMetrics:
         self.snapshots = Counter("streammetrics_snapshots", "Snapshots published", registry=r)
         self.dead_letters = Counter("streammetrics_dead_letters", "Messages sent to the dead-letter topic",
                                     registry=r)
-        self.window_metric = Gauge("streammetrics_window_metric", "Latest closed window's metric value",
+        self.window_metric = Gauge("streammetrics_window_metric", "Latest closed window's metric value (every "
+                                   "kind; the streammetrics_window_<kind> families split them by kind)",
                                    ["model", "segment", "metric"], registry=r)
+        # one family per kind of number (a count, a ratio, a loss...), as MonitorCollector names them
+        self.window_kinds = {kind: Gauge("streammetrics_window" if unit else f"streammetrics_window_{kind}",
+                                         f"Latest closed window's metric: {text}", ["model", "segment", "metric"],
+                                         registry=r, unit=unit) for kind, (unit, text) in KINDS.items()}
         self.window_end = Gauge("streammetrics_window_end_seconds", "End of the latest closed window (epoch s)",
                                 ["model", "segment"], registry=r)
         self.lag = Gauge("streammetrics_consumer_lag", "Messages behind the partition's high watermark",
@@ -125,9 +139,39 @@ class ServiceMetrics:
         self.internal_rejected = Counter("streammetrics_internal_records_rejected", "Internal-topic records "
                                          "skipped on restore, by topic and reason (malformed, forged, invalid)",
                                          ["topic", "reason"], registry=r)
+        # alert rules (--alert, --alerts): one series per (key, rule) that ever fired, at most
+        # MAX_ALERT_SERIES (resolved ones are forgotten first)
+        self.alert_firing = Gauge("streammetrics_alert_firing", "1 while an alert rule fires for a key, 0 once "
+                                  "resolved", ["model", "segment", "rule"], registry=r)
+        self.alert_events = Counter("streammetrics_alert_events", "Alert events published, by state (firing, "
+                                    "resolved)", ["state"], registry=r)
+        self.alert_series_dropped = Counter("streammetrics_alert_series_dropped", "Alert series not exported or "
+                                            "forgotten past MAX_ALERT_SERIES", registry=r)
+        self._alert_series: dict[tuple[str, str, str], bool] = {}  # (model, segment, rule) -> firing
+        self.window_labeled_ratio = Gauge("streammetrics_window_labeled_ratio", "Labelled share of the latest "
+                                          "window's predictions (delayed labels: label arrival)",
+                                          ["model", "segment"], registry=r)
         self.last_poll = time.monotonic()
         #: set when the service stopped on a failure: /healthz then answers 503
         self.failed = False
+
+    def observe_alert(self, event: dict[str, Any]) -> None:
+        """Follow an alert event in ``streammetrics_alert_firing`` (1 firing, 0 resolved)."""
+        state = event.get("state")
+        key = event.get("key") or {}
+        series = (str(key.get("model", "")), str(key.get("segment", "")), str(event.get("rule")))
+        self.alert_events.labels(str(state)).inc()
+        firing = state == "firing"
+        if series not in self._alert_series and len(self._alert_series) >= MAX_ALERT_SERIES:
+            resolved = next((s for s, f in self._alert_series.items() if not f), None)
+            self.alert_series_dropped.inc()
+            if resolved is None:
+                return  # every exported series fires: this one is not exported (counted)
+            del self._alert_series[resolved]
+            self.alert_firing.remove(*resolved)
+        self._alert_series.pop(series, None)
+        self._alert_series[series] = firing  # most recent last
+        self.alert_firing.labels(*series).set(1 if firing else 0)
 
     def observe_snapshot(self, snapshot: dict[str, Any]) -> None:
         """Count a published snapshot and expose its flat numeric metrics as gauges (for at most
@@ -180,20 +224,30 @@ class ServiceMetrics:
         if end >= entry.window_end:
             entry.count, entry.window_end = count, end
             self.window_end.labels(model, segment).set(end)
+            labeled = snapshot.get("labeled")
+            if isinstance(labeled, int) and count:
+                self.window_labeled_ratio.labels(model, segment).set(labeled / count)
 
     def _replace(self, key: tuple[str, str], old: tuple[str, ...], new: tuple[str, ...],
                  metrics: dict[str, Any]) -> None:
         for name in set(old) - set(new):
             self.window_metric.remove(key[0], key[1], name)
+            self.window_kinds[metric_kind(name)].remove(key[0], key[1], name)
         for name in new:
             self.window_metric.labels(key[0], key[1], name).set(metrics[name])
+            self.window_kinds[metric_kind(name)].labels(key[0], key[1], name).set(metrics[name])
 
     def _forget(self, key: tuple[str, str]) -> None:
         entry = self._exported.pop(key)
         for name in (*entry.free_names, *entry.labelled_names):
             self.window_metric.remove(key[0], key[1], name)
+            self.window_kinds[metric_kind(name)].remove(key[0], key[1], name)
         if entry.window_end > float("-inf"):
             self.window_end.remove(key[0], key[1])
+            try:
+                self.window_labeled_ratio.remove(key[0], key[1])
+            except KeyError:  # never set: the key's windows had no label counts
+                pass
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
