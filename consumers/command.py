@@ -69,6 +69,8 @@ def config_from_args(args: Any) -> ServiceConfig:
         max_pending_labels=getattr(args, "max_pending", None) or ServiceConfig.max_pending_labels,
         max_merge_buffer=getattr(args, "max_merge_buffer", None) or ServiceConfig.max_merge_buffer,
         changelog_topic=_changelog_topic(args),
+        internal_key=getattr(args, "internal_key", None),
+        checkpoint_refresh=getattr(args, "checkpoint_refresh", ServiceConfig.checkpoint_refresh),
         partitioning=getattr(args, "partitioning", None) or "key",
         partials_topic=getattr(args, "partials_topic", None) or None,
         max_merge_windows=getattr(args, "max_merge_windows", None) or ServiceConfig.max_merge_windows,
@@ -180,6 +182,9 @@ def run_consume(args: Any) -> int:
     try:
         config = config_from_args(args)
         config.monitor_factory()  # configuration errors before any connection
+        from .signing import RecordSigner
+
+        RecordSigner.from_option(config.internal_key)  # an unreadable or empty key: exit 2 before connecting
         store = None
         if config.state_dir:
             try:

@@ -11,7 +11,12 @@
   (drift, estimated performance) from a window's first snapshot on; per-class score drift of
   multiclass ``--reference`` keys as ``metric="drift_ks[CLASS]"`` etc., the ``--alert`` syntax, for at most
   ``MAX_CLASS_GAUGES`` classes per key, the others counted in
-  ``streammetrics_class_gauges_skipped_total``), ``streammetrics_window_end_seconds{model, segment}``,
+  ``streammetrics_class_gauges_skipped_total``); the same values split by kind of number
+  (:func:`streammetrics.integrations.prometheus.metric_kind`) in ``streammetrics_window_ratio``
+  (unit ratio: accuracy, f1, roc_auc...), ``streammetrics_window_loss`` (log_loss, mse...),
+  ``streammetrics_window_events`` (count), ``streammetrics_window_weight`` and
+  ``streammetrics_window_value`` (the rest), each ``{model, segment, metric}``;
+  ``streammetrics_window_end_seconds{model, segment}``,
   ``streammetrics_consumer_lag{topic, partition}`` and
   ``streammetrics_last_checkpoint_timestamp_seconds``.
 
@@ -43,23 +48,45 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    GCCollector,
-    Histogram,
-    PlatformCollector,
-    ProcessCollector,
-    generate_latest,
-)
+import prometheus_client
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from streammetrics.integrations.prometheus import KINDS, metric_kind
 
 __all__ = ["ServiceMetrics", "MetricsServer"]
 
 
 #: buckets (s) of ``streammetrics_checkpoint_duration_seconds``
 CHECKPOINT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class SeriesRegistry(CollectorRegistry):
+    """A registry remembering the label names of the metrics built in it (by :func:`Counter`,
+    :func:`Gauge`, :func:`Histogram` below), for docs/prometheus.md (:func:`prometheus_doc`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.labelnames: dict[str, tuple[str, ...]] = {}
+
+
+def _recorded(kind: Any) -> Any:
+    def make(name: str, documentation: str, labelnames: Any = (), *, registry: Any, **options: Any) -> Any:
+        metric = kind(name, documentation, labelnames, registry=registry, **options)
+        if isinstance(registry, SeriesRegistry):
+            for family in metric.describe():
+                registry.labelnames[family.name] = tuple(labelnames)
+        return metric
+
+    make.__name__ = make.__qualname__ = kind.__name__
+    make.__doc__ = f"``prometheus_client.{kind.__name__}``, its label names recorded in a :class:`SeriesRegistry`."
+    return make
+
+
+Counter = _recorded(prometheus_client.Counter)
+Gauge = _recorded(prometheus_client.Gauge)
+Histogram = _recorded(prometheus_client.Histogram)
+
 
 #: metrics a window has before any label: exported from its first snapshot, not only its final one
 LABEL_FREE_PREFIXES = ("drift_", "estimated_")
@@ -91,79 +118,78 @@ class ServiceMetrics:
             raise ValueError(f"--metrics-keys must be 0 or more, got {max_keys}")
         self.max_keys = max_keys
         self._exported: dict[tuple[str, str], _Exported] = {}
-        self.registry = CollectorRegistry()
-        #: metric name -> label names, for docs/prometheus.md (:func:`series_table`)
-        self.labelnames: dict[str, tuple[str, ...]] = {}
+        r = self.registry = SeriesRegistry()
         # the process's memory, CPU, file descriptors (Linux), GC and Python version, in this registry
-        ProcessCollector(registry=self.registry)
-        GCCollector(registry=self.registry)
-        PlatformCollector(registry=self.registry)
-        self.messages = self._metric(Counter, "streammetrics_messages", "Kafka messages read")
-        self.events = self._metric(Counter, "streammetrics_events", "Prediction events applied to windows")
-        self.bad_events = self._metric(Counter, "streammetrics_bad_events", "Rejected events, by reason class",
-                                       ["reason"])
-        self.late_events = self._metric(Counter, "streammetrics_late_events", "Events whose windows had closed")
-        self.snapshots = self._metric(Counter, "streammetrics_snapshots", "Snapshots published")
-        self.dead_letters = self._metric(Counter, "streammetrics_dead_letters", "Messages sent to the dead-letter "
-                                         "topic")
-        self.window_metric = self._metric(Gauge, "streammetrics_window_metric", "Latest closed window's metric value",
-                                          ["model", "segment", "metric"])
-        self.window_end = self._metric(Gauge, "streammetrics_window_end_seconds", "End of the latest closed window "
-                                       "(epoch s)", ["model", "segment"])
-        self.lag = self._metric(Gauge, "streammetrics_consumer_lag", "Messages behind the partition's high watermark",
-                                ["topic", "partition"])
-        self.last_checkpoint = self._metric(Gauge, "streammetrics_last_checkpoint_timestamp_seconds", "Wall time of "
-                                            "the last checkpoint and offset commit")
-        self.rollbacks = self._metric(Counter, "streammetrics_rollbacks", "Partitions rolled back to their checkpoint "
-                                      "after an internal error")
-        self.offset_resets = self._metric(Counter, "streammetrics_offset_resets", "Checkpoint offsets found beyond "
-                                          "the partition's end (topic recreated): read from the start")
-        self.checkpoint_failures = self._metric(Counter, "streammetrics_checkpoint_failures", "Checkpoint writes that "
-                                                "failed")
-        self.oversized_snapshots = self._metric(Counter, "streammetrics_oversized_snapshots", "Snapshots over the "
-                                                "producer's max_request_size, by outcome (state_dropped, dropped)",
-                                                ["outcome"])
-        self.truncated_dead_letters = self._metric(Counter, "streammetrics_truncated_dead_letters", "Dead letters "
-                                                   "whose value was truncated to fit max_request_size")
-        self.keys_skipped = self._metric(Counter, "streammetrics_metric_keys_skipped", "Closed windows whose key is "
-                                         "not among the --metrics-keys exported ones")
-        self.class_gauges_skipped = self._metric(Counter, "streammetrics_class_gauges_skipped", "Classes past "
-                                                 "MAX_CLASS_GAUGES whose per-class drift has no gauge")
-        self.keys_exported = self._metric(Gauge, "streammetrics_metric_keys", "Keys with per-key gauges")
-        self.fetch_errors = self._metric(Counter, "streammetrics_fetch_errors", "Exceptions out of the Kafka client's "
-                                         "poll, by exception class and outcome (retried, skipped)",
-                                         ["error", "outcome"])
-        self.skipped_offsets = self._metric(Counter, "streammetrics_skipped_offsets", "Offsets skipped (dead-lettered "
-                                            "with code unreadable) because the Kafka client could not read their batch")
-        self.http_refused = self._metric(Counter, "streammetrics_http_refused", "HTTP connections closed at once: "
-                                         "max_connections reached")
-        self.http_timeouts = self._metric(Counter, "streammetrics_http_timeouts", "HTTP connections closed because "
-                                          "the request was not complete (or its answer not sent) within its deadline")
-        # --partitioning any (consumers.partials)
-        self.partials = self._metric(Counter, "streammetrics_partials", "Partial windows published to the partials "
-                                     "topic")
-        self.merge_records = self._metric(Counter, "streammetrics_merge_records", "Partials-topic records merged, by "
-                                          "outcome: partial, watermark, replayed (known already), dropped (evicted "
-                                          "range), malformed", ["outcome"])
-        self.merge_evicted = self._metric(Counter, "streammetrics_merge_evicted", "Windows published incomplete "
-                                          "because --max-merge-windows was reached")
-        self.merge_windows = self._metric(Gauge, "streammetrics_merge_windows", "Windows held by this process's merge "
-                                          "stage")
+        ProcessCollector(registry=r)
+        GCCollector(registry=r)
+        PlatformCollector(registry=r)
+        self.messages = Counter("streammetrics_messages", "Kafka messages read", registry=r)
+        self.events = Counter("streammetrics_events", "Prediction events applied to windows", registry=r)
+        self.bad_events = Counter("streammetrics_bad_events", "Rejected events, by reason class",
+                                  ["reason"], registry=r)
+        self.late_events = Counter("streammetrics_late_events", "Events whose windows had closed", registry=r)
+        self.snapshots = Counter("streammetrics_snapshots", "Snapshots published", registry=r)
+        self.dead_letters = Counter("streammetrics_dead_letters", "Messages sent to the dead-letter topic",
+                                    registry=r)
+        self.window_metric = Gauge("streammetrics_window_metric", "Latest closed window's metric value (every "
+                                   "kind; the streammetrics_window_<kind> families split them by kind)",
+                                   ["model", "segment", "metric"], registry=r)
+        # one family per kind of number (a count, a ratio, a loss...), as MonitorCollector names them
+        self.window_kinds = {kind: Gauge("streammetrics_window" if unit else f"streammetrics_window_{kind}",
+                                         f"Latest closed window's metric: {text}", ["model", "segment", "metric"],
+                                         registry=r, unit=unit) for kind, (unit, text) in KINDS.items()}
+        self.window_end = Gauge("streammetrics_window_end_seconds", "End of the latest closed window (epoch s)",
+                                ["model", "segment"], registry=r)
+        self.lag = Gauge("streammetrics_consumer_lag", "Messages behind the partition's high watermark",
+                         ["topic", "partition"], registry=r)
+        self.last_checkpoint = Gauge("streammetrics_last_checkpoint_timestamp_seconds",
+                                     "Wall time of the last checkpoint and offset commit", registry=r)
+        self.rollbacks = Counter("streammetrics_rollbacks", "Partitions rolled back to their checkpoint after an "
+                                 "internal error", registry=r)
+        self.offset_resets = Counter("streammetrics_offset_resets", "Checkpoint offsets found beyond the "
+                                     "partition's end (topic recreated): read from the start", registry=r)
+        self.checkpoint_failures = Counter("streammetrics_checkpoint_failures", "Checkpoint writes that failed",
+                                           registry=r)
+        self.oversized_snapshots = Counter("streammetrics_oversized_snapshots", "Snapshots over the producer's "
+                                           "max_request_size, by outcome (state_dropped, dropped)", ["outcome"],
+                                           registry=r)
+        self.truncated_dead_letters = Counter("streammetrics_truncated_dead_letters", "Dead letters whose value "
+                                              "was truncated to fit max_request_size", registry=r)
+        self.keys_skipped = Counter("streammetrics_metric_keys_skipped", "Closed windows whose key is not among "
+                                    "the --metrics-keys exported ones", registry=r)
+        self.class_gauges_skipped = Counter("streammetrics_class_gauges_skipped", "Classes past MAX_CLASS_GAUGES "
+                                            "whose per-class drift has no gauge", registry=r)
+        self.keys_exported = Gauge("streammetrics_metric_keys", "Keys with per-key gauges", registry=r)
+        self.fetch_errors = Counter("streammetrics_fetch_errors", "Exceptions out of the Kafka client's poll, by "
+                                    "exception class and outcome (retried, skipped)", ["error", "outcome"], registry=r)
+        self.skipped_offsets = Counter("streammetrics_skipped_offsets", "Offsets skipped (dead-lettered with code "
+                                       "unreadable) because the Kafka client could not read their batch", registry=r)
+        self.http_refused = Counter("streammetrics_http_refused", "HTTP connections closed at once: "
+                                    "max_connections reached", registry=r)
+        self.http_timeouts = Counter("streammetrics_http_timeouts", "HTTP connections closed because the request "
+                                     "was not complete (or its answer not sent) within its deadline", registry=r)
         # checkpoints (MetricsService.checkpoint): how long each took and how much it wrote
-        self.checkpoint_seconds = self._metric(Histogram, "streammetrics_checkpoint_duration_seconds",
-                                               "Duration of each checkpoint: producer flush, state encoding and "
-                                               "writes, offset commit", buckets=CHECKPOINT_BUCKETS)
-        self.checkpoint_bytes = self._metric(Gauge, "streammetrics_checkpoint_bytes", "Bytes of checkpoint "
-                                             "state the last checkpoint wrote (every partition it saved)")
+        self.checkpoint_seconds = Histogram("streammetrics_checkpoint_duration_seconds", "Duration of each "
+                                            "checkpoint: producer flush, state encoding and writes, offset commit",
+                                            registry=r, buckets=CHECKPOINT_BUCKETS)
+        self.checkpoint_bytes = Gauge("streammetrics_checkpoint_bytes", "Bytes of checkpoint state the last "
+                                      "checkpoint wrote (every partition it saved)", registry=r)
+        # --partitioning any (consumers.partials)
+        self.partials = Counter("streammetrics_partials", "Partial windows published to the partials topic",
+                                registry=r)
+        self.merge_records = Counter("streammetrics_merge_records", "Partials-topic records merged, by outcome: "
+                                     "partial, watermark, replayed (known already), dropped (evicted range), "
+                                     "malformed", ["outcome"], registry=r)
+        self.merge_evicted = Counter("streammetrics_merge_evicted", "Windows published incomplete because "
+                                     "--max-merge-windows was reached", registry=r)
+        self.merge_windows = Gauge("streammetrics_merge_windows", "Windows held by this process's merge stage",
+                                   registry=r)
+        self.internal_rejected = Counter("streammetrics_internal_records_rejected", "Internal-topic records "
+                                         "skipped on restore, by topic and reason (malformed, forged, invalid)",
+                                         ["topic", "reason"], registry=r)
         self.last_poll = time.monotonic()
         #: set when the service stopped on a failure: /healthz then answers 503
         self.failed = False
-
-    def _metric(self, kind: Any, name: str, documentation: str, labelnames: Any = (), **options: Any) -> Any:
-        """A ``prometheus_client`` metric of ``kind`` in this registry, its label names recorded."""
-        metric = kind(name, documentation, labelnames, registry=self.registry, **options)
-        self.labelnames[name] = tuple(labelnames)
-        return metric
 
     def observe_checkpoint(self, seconds: float, written: int) -> None:
         """One checkpoint took ``seconds`` and wrote ``written`` bytes of state."""
@@ -226,13 +252,16 @@ class ServiceMetrics:
                  metrics: dict[str, Any]) -> None:
         for name in set(old) - set(new):
             self.window_metric.remove(key[0], key[1], name)
+            self.window_kinds[metric_kind(name)].remove(key[0], key[1], name)
         for name in new:
             self.window_metric.labels(key[0], key[1], name).set(metrics[name])
+            self.window_kinds[metric_kind(name)].labels(key[0], key[1], name).set(metrics[name])
 
     def _forget(self, key: tuple[str, str]) -> None:
         entry = self._exported.pop(key)
         for name in (*entry.free_names, *entry.labelled_names):
             self.window_metric.remove(key[0], key[1], name)
+            self.window_kinds[metric_kind(name)].remove(key[0], key[1], name)
         if entry.window_end > float("-inf"):
             self.window_end.remove(key[0], key[1])
 
@@ -424,7 +453,7 @@ def prometheus_doc(metrics: ServiceMetrics | None = None) -> str:
     metrics = metrics or ServiceMetrics()
     rows = []
     for family in metrics.registry.collect():
-        labels = metrics.labelnames.get(family.name)
+        labels = metrics.registry.labelnames.get(family.name)
         if labels is None:  # a collector's: the labels its samples carry
             labels = tuple(sorted({k for sample in family.samples for k in sample.labels if k != "le"}))
         names = [family.name + suffix for suffix in _SUFFIXES.get(family.type, ("",))]

@@ -185,6 +185,12 @@ class ServiceConfig:
     #: checkpoints also go to this topic (partition p's to partition p) and are restored from it
     #: when ``state_dir`` has none or an older one (``--changelog-topic``; :mod:`consumers.changelog`)
     changelog_topic: str | None = None
+    #: HMAC key file sealing internal records (``--internal-key``; else ``$STREAMMETRICS_INTERNAL_KEY``;
+    #: :mod:`consumers.signing`)
+    internal_key: str | None = None
+    #: a partition whose offsets do not move still re-writes its checkpoint this often (seconds,
+    #: ``--checkpoint-refresh``), so that a changelog retention longer than it always keeps one
+    checkpoint_refresh: float = 3600.0
     #: ``"key"``: every (model, segment) lives in one input partition (produce with key
     #: ``model|segment``); ``"any"``: events of a key may be on every partition, partial windows
     #: are merged exactly by the merge stage (``--partitioning``; :mod:`consumers.partials`)
@@ -262,7 +268,7 @@ class _Partition:
     """
 
     __slots__ = ("tp", "pipeline", "next_offset", "saved_offset", "saved_payload", "committed_offset",
-                 "known_keys", "dirty", "poison", "failures", "labels", "preds")
+                 "known_keys", "dirty", "poison", "failures", "labels", "preds", "saved_at")
 
     def __init__(self, tp: Any, pipeline: Pipeline, next_offset: int | None,
                  payload: bytes | None = None) -> None:
@@ -274,6 +280,7 @@ class _Partition:
         self.saved_payload = payload
         self.committed_offset = next_offset
         self.dirty = False  # state changed (idle closes) without the offset moving
+        self.saved_at = -math.inf  # clock() of the last checkpoint written (--checkpoint-refresh)
         self.poison: set[int] = set()  # offsets whose processing raised twice: dead-lettered, not applied
         self.failures: dict[Any, int] = {}  # offset -> exceptions while processing it (bounded: see _rollback)
         self.labels: _LabelSide | None = None  # --labels-topic: the labels partition of the same number
@@ -403,7 +410,13 @@ class MetricsService:
 
             reader = KafkaChangelogReader(config.changelog_topic, bootstrap_servers=config.bootstrap_servers,
                                           **_security_options(config.kafka_options))
-            changelog = Changelog(producer, config.changelog_topic, reader, self.max_record_bytes)
+            from .signing import RecordSigner
+
+            changelog = Changelog(producer, config.changelog_topic, reader, self.max_record_bytes,
+                                  signer=RecordSigner.from_option(config.internal_key))
+        if changelog is not None and getattr(changelog, "on_reject", False) is None:
+            topic = changelog.topic
+            changelog.on_reject = lambda reason: self.metrics.internal_rejected.labels(topic, reason).inc()
         #: checkpoints in Kafka (None: only ``--state-dir``)
         self.changelog = changelog
         #: ``--partitioning any``: the merge stage (:class:`consumers.partials.MergeStage`, its own
@@ -555,9 +568,16 @@ class MetricsService:
         local = self.store.load(partition) if self.store is not None else None
         if self.changelog is None:
             return local
-        raw = self.changelog.restore(partition)
-        remote = None if raw is None else self.codec.decode(
-            partition, raw, f"the changelog checkpoint of partition {partition} in {self.changelog.topic!r}")
+        where = f"the changelog checkpoint of partition {partition} in {self.changelog.topic!r}"
+
+        def check(raw: bytes, meta: dict[str, Any]) -> None:  # a bad one is skipped: the previous one is used
+            data = self.codec.decode(partition, raw, where)
+            if data["offset"] != meta["offset"] or data.get("label_offset") != meta.get("label_offset"):
+                raise ValueError("its offsets differ from its header's")
+            self._pipeline_from(raw, partition)
+
+        raw = self.changelog.restore(partition, check)
+        remote = None if raw is None else self.codec.decode(partition, raw, where)
         candidates = [c for c in (local, remote) if c is not None]
         if not candidates:
             return None
@@ -1245,13 +1265,17 @@ class MetricsService:
             self._advance_idle()  # before the save: an advanced watermark is checkpointed before it is sent
         self._flush()
         commits = {}
+        now = self._clock()
         for part in parts:
             if part.next_offset is None:
                 continue
             side = part.labels
             label_offset = side.next_offset if side is not None else None
+            # a quiet partition still re-writes its checkpoint every --checkpoint-refresh (and at its
+            # first checkpoint after assignment), so that changelog retention never removes the last one
             if part.next_offset != part.saved_offset or part.dirty or (side is not None and label_offset
-                                                                        != side.saved_offset):
+                                                                        != side.saved_offset) \
+                    or now - part.saved_at >= self.config.checkpoint_refresh:
                 partition = part.tp.partition
                 try:
                     windows = part.pipeline.to_dict()
@@ -1270,6 +1294,7 @@ class MetricsService:
                               part.saved_offset)
                     continue
                 part.saved_offset, part.saved_payload, part.dirty = part.next_offset, payload, False
+                part.saved_at = now
                 self._checkpoint_bytes += len(payload)
                 if side is not None:
                     side.saved_offset = label_offset

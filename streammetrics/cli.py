@@ -21,6 +21,7 @@ examples:
   cat events.jsonl | streammetrics replay - --task regression --field y_pred=prediction
   streammetrics replay events.jsonl --task multiclass --classes cat,dog,bird
   streammetrics replay --sample            # the small sample file shipped with streammetrics
+  streammetrics replay predictions.csv --ts-unit ms            # CSV (or .parquet) with epoch milliseconds
   streammetrics replay predictions.jsonl --labels labels.jsonl --label-ttl 7d   # delayed ground truth
 """
 
@@ -162,6 +163,22 @@ def _add_slice_options(p: argparse.ArgumentParser) -> None:
                         "(and estimated_expected_cost with --reference)")
     g.add_argument("--cost-fn", type=_cost("--cost-fn"), default=None, metavar="B",
                    help="the cost of a false negative (see --cost-fp)")
+    g.add_argument("--slice-by", default=None, metavar="F1,F2",
+                   help="event fields that join model and segment in the key (snapshot keys name every dimension)")
+    g.add_argument("--max-slice-values", type=_positive_int("--max-slice-values"), default=None, metavar="N",
+                   help="distinct values per slice dimension with their own slice; later ones are __other__ "
+                        "(default: 100)")
+    g.add_argument("--rollup", action="append", default=[], metavar="D1,D2",
+                   help="per closed window, also a snapshot merged over the other dimensions, keyed by model and "
+                        "D1,D2 ('model': the whole model; repeatable)")
+    g.add_argument("--worst-metric", default=None, metavar="NAME",
+                   help="roll-up windows rank their slices by their gap to the roll-up on this metric "
+                        "(default: roc_auc)")
+    g.add_argument("--worst-slices", type=_positive_int("--worst-slices"), default=None, metavar="N",
+                   help="slices listed per roll-up window, worst first (default: 10; 0: none)")
+    g.add_argument("--fairness-by", default=None, metavar="D",
+                   help="roll-up windows carry demographic parity and equalized odds across D's values "
+                        "(fairlearn's definitions); implies --rollup model without --rollup")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -174,12 +191,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     p = sub.add_parser(
-        "replay", help="replay a JSONL file of prediction events into windowed snapshots (no broker)",
-        description="Read prediction events (one JSON object, or an array of them, per line) and write "
-                    "one snapshot per closed window as JSON lines. Rejected lines are reported on stderr.",
+        "replay", help="replay a JSONL, CSV or Parquet file of prediction events into windowed snapshots (no broker)",
+        description="Read prediction events (JSONL: one JSON object, or an array of them, per line; CSV: a "
+                    "header naming the fields, cells typed by the task; Parquet: one row per event) and "
+                    "write one snapshot per closed window as JSON lines. Rejected lines are reported on stderr.",
         epilog=EXAMPLES_REPLAY, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("file", nargs="?", help="JSONL file of events, '-' for standard input")
+    p.add_argument("file", nargs="?", help="events: JSONL, CSV or Parquet file (by extension or --format), "
+                                           "'-' for standard input")
+    p.add_argument("--format", choices=["jsonl", "csv", "parquet"], default=None,
+                   help="input format (default: by the file's extension: .csv, .parquet/.pq, else JSONL); "
+                        "applies to --labels FILE too unless its extension says otherwise. Parquet needs "
+                        "pip install 'streammetrics[parquet]'")
+    p.add_argument("--ts-unit", choices=["s", "ms", "us", "ns"], default="s",
+                   help="unit of numeric ts (default: s; pandas' to_json writes ms); ISO-8601 strings and "
+                        "timestamp columns are read as they are")
     p.add_argument("--sample", action="store_true", help="replay the sample file shipped with streammetrics")
     p.add_argument("--output", "-o", default="-", metavar="FILE", help="snapshots JSONL (default: stdout)")
     p.add_argument("--quiet", "-q", action="store_true", help="do not list rejected lines on stderr")
@@ -249,6 +275,9 @@ def _add_consume_options(c: argparse.ArgumentParser) -> None:
                    help="close a key's windows after this long without its events (default: 30s; 0 disables)")
     g.add_argument("--checkpoint-interval", type=_duration("--checkpoint-interval"), default=1.0,
                    metavar="DURATION", help="how often state is checkpointed and offsets committed (default: 1s)")
+    g.add_argument("--checkpoint-refresh", type=_duration("--checkpoint-refresh"), default=3600.0,
+                   metavar="DURATION", help="a partition with no new input still re-writes its checkpoint this "
+                        "often, so a changelog retention.ms above it never removes the last one (default: 1h)")
     g.add_argument("--max-poll-records", type=int, default=5000, metavar="N",
                    help="most records applied per poll (default: 5000)")
     g.add_argument("--metrics-host", default="0.0.0.0",
@@ -265,6 +294,9 @@ def _add_consume_options(c: argparse.ArgumentParser) -> None:
                    help="topic holding every partition's checkpoints (window state, pending labels, offsets), "
                         "restored on assignment when --state-dir has none or an older one; created with the "
                         "input's partition count if missing (default: GROUP-TOPIC-changelog; '' for none)")
+    g.add_argument("--internal-key", default=None, metavar="FILE",
+                   help="HMAC-SHA256 key (file) sealing the changelog and partials records; unsigned or forged "
+                        "ones are skipped and counted (default: $STREAMMETRICS_INTERNAL_KEY, else unsigned)")
     g.add_argument("--labels-topic", default=None, metavar="TOPIC",
                    help="topic of label events {id, y_true, ts}, co-partitioned with --topic by id (same "
                         "partition count, message key = id); merged with the predictions by ts")

@@ -218,7 +218,8 @@ def test_multiclass_reference_gauges_estimates_and_per_class_drift():
     metrics.observe_snapshot(wide)
     text = metrics.render().decode()
     assert "streammetrics_class_gauges_skipped_total 6.0" in text
-    assert text.count('metric="drift_ks[k') == MAX_CLASS_GAUGES
+    assert text.count('streammetrics_window_metric{metric="drift_ks[k') == MAX_CLASS_GAUGES
+    assert text.count('streammetrics_window_ratio{metric="drift_ks[k') == MAX_CLASS_GAUGES  # its kind's family
 
 
 def gauge(metrics: ServiceMetrics, name: str, model: str = "m") -> float | None:

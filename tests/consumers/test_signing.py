@@ -76,3 +76,17 @@ def test_from_option_bad_sources_one_line_without_secret(tmp_path) -> None:
             RecordSigner.from_option(path, env=env)
         assert "\n" not in str(info.value)
     assert "secret" not in repr(RecordSigner(b"secret"))
+
+
+def test_consume_refuses_an_unreadable_or_empty_key_before_connecting(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    for path in (str(tmp_path / "missing"), str(empty)):
+        out = subprocess.run([sys.executable, "-m", "streammetrics.cli", "consume", "--bootstrap-servers",
+                              "127.0.0.1:9", "--topic", "a", "--output-topic", "b", "--internal-key", path],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2 and "--internal-key" in out.stderr and "Traceback" not in out.stderr
+        assert out.stderr.count("\n") == 1
