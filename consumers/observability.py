@@ -105,6 +105,8 @@ class _Exported:
         self.labelled_names: tuple[str, ...] = ()
 
 
+#: alert series (model, segment, rule) exported at most; past it resolved ones are forgotten first
+MAX_ALERT_SERIES = 10_000
 #: per-class metrics exported as gauges (``metric="drift_ks[CLASS]"``) and the most classes per key
 CLASS_GAUGE_METRICS = ("drift_ks", "drift_wasserstein", "drift_psi", "drift_js")
 MAX_CLASS_GAUGES = 64
@@ -187,6 +189,18 @@ class ServiceMetrics:
         self.internal_rejected = Counter("streammetrics_internal_records_rejected", "Internal-topic records "
                                          "skipped on restore, by topic and reason (malformed, forged, invalid)",
                                          ["topic", "reason"], registry=r)
+        # alert rules (--alert, --alerts): one series per (key, rule) that ever fired, at most
+        # MAX_ALERT_SERIES (resolved ones are forgotten first)
+        self.alert_firing = Gauge("streammetrics_alert_firing", "1 while an alert rule fires for a key, 0 once "
+                                  "resolved", ["model", "segment", "rule"], registry=r)
+        self.alert_events = Counter("streammetrics_alert_events", "Alert events published, by state (firing, "
+                                    "resolved)", ["state"], registry=r)
+        self.alert_series_dropped = Counter("streammetrics_alert_series_dropped", "Alert series not exported or "
+                                            "forgotten past MAX_ALERT_SERIES", registry=r)
+        self._alert_series: dict[tuple[str, str, str], bool] = {}  # (model, segment, rule) -> firing
+        self.window_labeled_ratio = Gauge("streammetrics_window_labeled_ratio", "Labelled share of the latest "
+                                          "window's predictions (delayed labels: label arrival)",
+                                          ["model", "segment"], registry=r)
         self.last_poll = time.monotonic()
         #: set when the service stopped on a failure: /healthz then answers 503
         self.failed = False
@@ -195,6 +209,24 @@ class ServiceMetrics:
         """One checkpoint took ``seconds`` and wrote ``written`` bytes of state."""
         self.checkpoint_seconds.observe(seconds)
         self.checkpoint_bytes.set(written)
+
+    def observe_alert(self, event: dict[str, Any]) -> None:
+        """Follow an alert event in ``streammetrics_alert_firing`` (1 firing, 0 resolved)."""
+        state = event.get("state")
+        key = event.get("key") or {}
+        series = (str(key.get("model", "")), str(key.get("segment", "")), str(event.get("rule")))
+        self.alert_events.labels(str(state)).inc()
+        firing = state == "firing"
+        if series not in self._alert_series and len(self._alert_series) >= MAX_ALERT_SERIES:
+            resolved = next((s for s, f in self._alert_series.items() if not f), None)
+            self.alert_series_dropped.inc()
+            if resolved is None:
+                return  # every exported series fires: this one is not exported (counted)
+            del self._alert_series[resolved]
+            self.alert_firing.remove(*resolved)
+        self._alert_series.pop(series, None)
+        self._alert_series[series] = firing  # most recent last
+        self.alert_firing.labels(*series).set(1 if firing else 0)
 
     def observe_snapshot(self, snapshot: dict[str, Any]) -> None:
         """Count a published snapshot and expose its flat numeric metrics as gauges (for at most
@@ -247,6 +279,9 @@ class ServiceMetrics:
         if end >= entry.window_end:
             entry.count, entry.window_end = count, end
             self.window_end.labels(model, segment).set(end)
+            labeled = snapshot.get("labeled")
+            if isinstance(labeled, int) and count:
+                self.window_labeled_ratio.labels(model, segment).set(labeled / count)
 
     def _replace(self, key: tuple[str, str], old: tuple[str, ...], new: tuple[str, ...],
                  metrics: dict[str, Any]) -> None:
@@ -264,6 +299,10 @@ class ServiceMetrics:
             self.window_kinds[metric_kind(name)].remove(key[0], key[1], name)
         if entry.window_end > float("-inf"):
             self.window_end.remove(key[0], key[1])
+            try:
+                self.window_labeled_ratio.remove(key[0], key[1])
+            except KeyError:  # never set: the key's windows had no label counts
+                pass
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -75,6 +75,7 @@ from typing import Any, Callable, Mapping
 from streammetrics.events.records import Rejection
 from streammetrics.monitors import make_monitor
 from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES
+from streammetrics.stream.alerting import alert_key, alert_line
 from streammetrics.stream.pending import DEFAULT_MAX_PENDING
 from streammetrics.stream.pipeline import DEFAULT_LABEL_TTL, Pipeline, PipelineConfig, Problem
 from streammetrics.stream.snapshots import snapshot_key, snapshot_line
@@ -200,6 +201,11 @@ class ServiceConfig:
     partials_topic: str | None = None
     #: ``--partitioning any``: windows the merge holds per partials partition (``--max-merge-windows``)
     max_merge_windows: int = 100_000
+    #: alert rules (``--alert``, ``--alerts``, ``--alert-cooldown``;
+    #: :class:`streammetrics.stream.alerting.AlertSpec`) evaluated on every published snapshot;
+    #: their events go to ``alerts_topic`` (``--alerts-topic``, key ``rule|model|segment``)
+    alerts: Any = None
+    alerts_topic: str | None = None
 
     def __post_init__(self) -> None:
         if self.metrics_max_connections < 2:
@@ -215,6 +221,9 @@ class ServiceConfig:
                                  "--state-dir: give one of them (not --changelog-topic '' without --state-dir)")
             if not self.partials_topic:
                 self.partials_topic = f"{self.group_id}-{self.topic}-partials"
+            if self.alerts is not None:
+                raise ValueError("alert rules (--alert, --alerts) are evaluated with --partitioning key only, "
+                                 "for now")
 
     @property
     def partitioned(self) -> bool:
@@ -241,6 +250,7 @@ class ServiceConfig:
             max_keys=self.max_keys or None, max_snapshot_bytes=max_snapshot_bytes, batch=True,
             references=self.references, max_references=self.max_references,
             label_ttl=self.label_ttl, max_pending_labels=self.max_pending_labels, shared_watermark=partitioned,
+            alerts=None if partitioned else self.alerts,  # partials: the merge stage evaluates the merged windows
         )
 
     def window_settings(self) -> dict[str, Any]:
@@ -1062,7 +1072,18 @@ class MetricsService:
                 self.metrics.observe_snapshot(snap)
                 self.counts["snapshots"] += 1
             published += 1
+        if pipeline.alerts is not None:
+            self.publish_alerts(pipeline.take_alerts())
         return published
+
+    def publish_alerts(self, events: list[dict[str, Any]]) -> None:
+        """Publish alert events to ``--alerts-topic`` (key ``rule|model|segment``) and follow them in
+        ``streammetrics_alert_firing``. Re-published after a restore from a checkpoint, an event
+        has the same key and bytes (its id and content come from the snapshots)."""
+        for event in events:
+            self.metrics.observe_alert(event)
+            if self.config.alerts_topic:
+                self._send(self.config.alerts_topic, alert_key(event), alert_line(event).encode())
 
     def snapshot_value(self, snap: dict[str, Any], key: bytes,
                        wrap: Callable[[dict[str, Any]], bytes] | None = None, *,
