@@ -1134,3 +1134,49 @@ class BinaryScores(Accumulator):
             warnings.warn("No event with a non-zero weight: expected_cost is not defined.",
                           UndefinedMetricWarning, stacklevel=2)
         return found
+
+    # ------------------------------------------------------------------ intervals (issue 26)
+    @property
+    def unit_weights(self) -> bool:
+        """Every event had weight 1 (the intervals' effective sample size is then the count)."""
+        return not (self._wevents[0] or self._wevents[1])
+
+    def interval_levels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(lo, hi, neg, pos)``: per level (ascending) the score range it holds (``lo == hi``
+        for a distinct score; :func:`~streammetrics.kernels.levels.level_bounds` on bins) and
+        the weight of each class: the input of the interval kernels."""
+        from streammetrics.kernels.levels import level_bounds
+
+        keys, neg, pos = self._levels()
+        lo, hi = level_bounds(self._binning, keys)
+        return lo, hi, neg, pos
+
+    def interval(self, metric: str, confidence: float = 0.95) -> tuple[float, float] | None:
+        """Confidence interval of ``roc_auc``, ``log_loss`` or ``brier_score`` for the population
+        the events are drawn from (:mod:`streammetrics.kernels.intervals`: DeLong on the logit
+        scale widened by :meth:`roc_auc_bounds`; mean +- z s / sqrt(n) with the second moment
+        from the histograms). None below the minimum rule, with weights other than 1, or where
+        the metric is undefined.
+
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> y = rng.integers(0, 2, 400)
+        >>> b = BinaryScores().update_many(y, np.clip(0.3 * y + rng.random(400) * 0.7, 0, 1))
+        >>> low, high = b.interval("roc_auc")
+        >>> low < b.roc_auc() < high
+        True
+        """
+        from streammetrics.kernels import intervals as iv
+
+        z = iv.z_value(confidence)
+        if metric not in ("roc_auc", "log_loss", "brier_score"):
+            raise ValueError(f"metric must be 'roc_auc', 'log_loss' or 'brier_score', got {metric!r:.40}")
+        if not self.unit_weights or not self.count:
+            return None
+        lo, hi, neg, pos = self.interval_levels()
+        low, high = self.roc_auc_bounds() if not self._one_class() else (math.nan, math.nan)
+        probability = self._outside == [None, None] and self.total_weight > 0
+        columns = iv.score_interval_columns(
+            [0], lo, hi, neg, pos, low, high, self.log_loss() if probability else math.nan,
+            self.brier_score() if probability else math.nan, z)
+        return iv.as_pair(*columns[metric])

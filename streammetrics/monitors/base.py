@@ -266,6 +266,34 @@ class Monitor(Accumulator):
     def snapshot(self) -> dict[str, Any]:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    #: the confidence of the intervals a snapshot carries (contract section 9; not part of the
+    #: state: a window engine sets it on its template and the monitors made from it inherit it)
+    confidence: float = 0.95
+
+    def intervals(self, confidence: float | None = None,
+                  metrics: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """``{"intervals": {"confidence": c, "<metric>": [low, high] | None, ...}, "insufficient":
+        [...]}`` of the labelled events (:mod:`streammetrics.kernels.intervals`), None without
+        labelled events or for a task without intervals. ``confidence`` defaults to
+        :attr:`confidence`; ``metrics``: this monitor's :meth:`snapshot`, when the caller has it."""
+        return None
+
+    def interval(self, metric: str, confidence: float = 0.95) -> tuple[float, float] | None:
+        """The ``(low, high)`` confidence interval of one snapshot metric, None where the snapshot
+        writes null (too few events, weights other than 1, undefined). ``ValueError`` for a
+        metric without an interval."""
+        from streammetrics.kernels.intervals import check_confidence
+
+        record = self.intervals(check_confidence(confidence))
+        names = self.interval_metrics
+        if metric not in names:
+            raise ValueError(f"metric must be one of {', '.join(names) or '(none)'}, got {metric!r:.40}")
+        value = None if record is None else record["intervals"][metric]
+        return None if value is None else (value[0], value[1])
+
+    #: the snapshot metrics :meth:`intervals` covers, in order
+    interval_metrics: ClassVar[tuple[str, ...]] = ()
+
     @property
     def count(self) -> int:  # type: ignore[override]  # read-only: predictions seen (label-free part)
         """Predictions seen (the label-free part)."""
