@@ -771,11 +771,7 @@ class BinaryScores(Accumulator):
                 weighted_w = (got.get(0, 0), got.get(1, 0))
             else:  # whole weights: float sums are exact
                 weighted_w = (float(w[other & ~positive].sum()), float(w[other & positive].sum()))
-        binning = self._binning
-        keys, table = aggregate(binning.keys(s), y, 2, w, exact=units)
-        if binning.exact and self._finest is not None and np.count_nonzero(table) > self._max_bins:  # type: ignore[operator]  # an int unless exact
-            # the batch alone has too many distinct scores: to the finest grid right away
-            binning, keys, table = table_to_grid(LogGridBinning(self._finest), keys, table)
+        binning, keys, table = self._batch_table(s, y, w, units)
         if not binning.exact:  # the batch alone may already need a coarser grid
             while np.count_nonzero(table) > self._max_bins and binning.bins > 1:  # type: ignore[attr-defined,operator]  # a log grid: bins, max_bins ints
                 binning, keys, table = coarsen_table(binning, keys, table)  # type: ignore[arg-type]  # a LogGridBinning
@@ -801,13 +797,38 @@ class BinaryScores(Accumulator):
                 self._wevents[c] += weighted_n[c]
                 self._wsum[c] += weighted_w[c]
         if probabilities:  # exact sums of the same per-event terms as the per-event path
-            for start in range(0, n, _CHUNK):
-                sc = s[start : start + _CHUNK] + 0.0  # (a score of -0.0 signs as 0.0)
-                signed = np.where(y[start : start + _CHUNK].view(bool), sc, -sc)
-                self._sums.add_batch(signed, None if w is None else w[start : start + _CHUNK])
+            self._sums.add_scores(s, y, w)
         if outside is not None:
             self._see_outside(*outside)
         return self
+
+    def _batch_table(
+        self, s: np.ndarray, y: np.ndarray, w: np.ndarray | None, units: bool
+    ) -> tuple[Binning, np.ndarray, np.ndarray]:
+        """``(binning, keys, table)``: a validated batch tabulated (:func:`aggregate`) on the
+        accumulator's binning, or on the finest grid when the batch alone holds more than
+        ``max_bins`` distinct (class, score) keys while the accumulator is exact while small.
+
+        That is decided without sorting a large batch, cheap facts first: a batch of at most
+        ``max_bins`` events is tabulated by its exact scores (a small sort); a larger one is
+        keyed on the finest grid (one ``np.bincount``), and more than ``max_bins`` distinct
+        (class, grid key) cells mean more distinct (class, score) keys (the grid key is a
+        function of the score): the grid table is the answer. Only a batch with few grid
+        cells is tabulated by its exact scores (it may still be exact)."""
+        binning = self._binning
+        finest, max_bins = self._finest, self._max_bins
+        if not binning.exact or finest is None or max_bins is None:
+            return (binning, *aggregate(binning.keys(s), y, 2, w, exact=units))
+        grid = LogGridBinning(finest)
+        if len(s) > max_bins:
+            keys, table = aggregate(grid.keys(s), y, 2, w, exact=units)
+            if np.count_nonzero(table) > max_bins:
+                return grid, keys, table
+        keys, table = aggregate(binning.keys(s), y, 2, w, exact=units)
+        if np.count_nonzero(table) > max_bins:
+            # the batch alone has too many distinct scores: to the finest grid right away
+            return table_to_grid(grid, keys, table)
+        return binning, keys, table
 
     # ------------------------------------------------------------------ removal
     def remove(self, y_true: Any, score: float, weight: float = 1.0) -> "BinaryScores":
