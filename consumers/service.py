@@ -134,7 +134,8 @@ class ServiceConfig:
 
     Bounds on ``/metrics``: per-key gauges for at most ``metrics_keys`` keys (the most events in
     their latest window; 0: none), at most ``metrics_max_connections`` HTTP connections at once,
-    each closed after ``metrics_timeout`` s idle (see :mod:`consumers.observability`).
+    each given ``metrics_timeout`` s in all for its request and answer, the last connection kept
+    for quick requests such as ``/healthz`` (see :mod:`consumers.observability`).
     """
 
     bootstrap_servers: str
@@ -207,6 +208,9 @@ class ServiceConfig:
     alerts_topic: str | None = None
 
     def __post_init__(self) -> None:
+        if self.metrics_max_connections < 2:
+            raise ValueError(f"metrics_max_connections must be at least 2 (one is kept for /healthz), got "
+                             f"{self.metrics_max_connections}")
         if self.partitioning not in ("key", "any"):
             raise ValueError(f"--partitioning must be 'key' or 'any', got {self.partitioning!r}")
         if self.partitioned:
@@ -434,6 +438,7 @@ class MetricsService:
         #: exceptions out of poll: (tp, offset) -> failed fetches of that batch; failures in a row without one
         self._fetch_failures: dict[tuple[Any, int], int] = {}
         self._poll_errors = 0
+        self._checkpoint_bytes = 0  # state bytes written by the checkpoint under way
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self) -> None:
@@ -1260,7 +1265,17 @@ class MetricsService:
 
     def checkpoint(self, tps: list | None = None, commit: bool = True) -> None:
         """Flush the producer (DeliveryError if anything was not delivered: then nothing is
-        saved), then save each changed partition's windows and offset, then commit."""
+        saved), then save each changed partition's windows and offset, then commit
+        (:meth:`_checkpoint_now`); its duration and the bytes written go to ``/metrics``
+        (``streammetrics_checkpoint_duration_seconds``, ``streammetrics_checkpoint_bytes``)."""
+        if self.failure is not None:
+            return
+        started = time.perf_counter()
+        self._checkpoint_bytes = 0
+        self._checkpoint_now(tps, commit)
+        self.metrics.observe_checkpoint(time.perf_counter() - started, self._checkpoint_bytes)
+
+    def _checkpoint_now(self, tps: list | None = None, commit: bool = True) -> None:
         from kafka.structs import OffsetAndMetadata
 
         if self.failure is not None:
@@ -1301,6 +1316,7 @@ class MetricsService:
                     continue
                 part.saved_offset, part.saved_payload, part.dirty = part.next_offset, payload, False
                 part.saved_at = now
+                self._checkpoint_bytes += len(payload)
                 if side is not None:
                     side.saved_offset = label_offset
         if self.changelog is not None:
