@@ -79,6 +79,6 @@ def evaluate(rules: Sequence[AlertRule], windows: Sequence[WindowSnapshot]) -> l
         snapshot = {"key": {"model": w.model, "segment": w.segment}, "window": {"start": w.start, "end": w.end},
                     "final": True, "metrics": w.metrics}
         for i, (rule, value, _, holds) in enumerate(engine.evaluate(snapshot)):
-            if holds:
+            if holds and value is not None:  # (a rule never holds on an undefined value)
                 held[i].append(Alert(rule=rule, window=w, value=value))
     return [alert for alerts in held for alert in alerts]
