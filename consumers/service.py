@@ -75,6 +75,7 @@ from typing import Any, Callable, Mapping
 from streammetrics.events.records import Rejection
 from streammetrics.monitors import make_monitor
 from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES
+from streammetrics.stream.alerting import alert_key, alert_line
 from streammetrics.stream.pending import DEFAULT_MAX_PENDING
 from streammetrics.stream.pipeline import DEFAULT_LABEL_TTL, Pipeline, PipelineConfig, Problem
 from streammetrics.stream.snapshots import snapshot_key, snapshot_line
@@ -133,7 +134,8 @@ class ServiceConfig:
 
     Bounds on ``/metrics``: per-key gauges for at most ``metrics_keys`` keys (the most events in
     their latest window; 0: none), at most ``metrics_max_connections`` HTTP connections at once,
-    each closed after ``metrics_timeout`` s idle (see :mod:`consumers.observability`).
+    each given ``metrics_timeout`` s in all for its request and answer, the last connection kept
+    for quick requests such as ``/healthz`` (see :mod:`consumers.observability`).
     """
 
     bootstrap_servers: str
@@ -199,8 +201,16 @@ class ServiceConfig:
     partials_topic: str | None = None
     #: ``--partitioning any``: windows the merge holds per partials partition (``--max-merge-windows``)
     max_merge_windows: int = 100_000
+    #: alert rules (``--alert``, ``--alerts``, ``--alert-cooldown``;
+    #: :class:`streammetrics.stream.alerting.AlertSpec`) evaluated on every published snapshot;
+    #: their events go to ``alerts_topic`` (``--alerts-topic``, key ``rule|model|segment``)
+    alerts: Any = None
+    alerts_topic: str | None = None
 
     def __post_init__(self) -> None:
+        if self.metrics_max_connections < 2:
+            raise ValueError(f"metrics_max_connections must be at least 2 (one is kept for /healthz), got "
+                             f"{self.metrics_max_connections}")
         if self.partitioning not in ("key", "any"):
             raise ValueError(f"--partitioning must be 'key' or 'any', got {self.partitioning!r}")
         if self.partitioned:
@@ -211,6 +221,9 @@ class ServiceConfig:
                                  "--state-dir: give one of them (not --changelog-topic '' without --state-dir)")
             if not self.partials_topic:
                 self.partials_topic = f"{self.group_id}-{self.topic}-partials"
+            if self.alerts is not None:
+                raise ValueError("alert rules (--alert, --alerts) are evaluated with --partitioning key only, "
+                                 "for now")
 
     @property
     def partitioned(self) -> bool:
@@ -237,6 +250,7 @@ class ServiceConfig:
             max_keys=self.max_keys or None, max_snapshot_bytes=max_snapshot_bytes, batch=True,
             references=self.references, max_references=self.max_references,
             label_ttl=self.label_ttl, max_pending_labels=self.max_pending_labels, shared_watermark=partitioned,
+            alerts=None if partitioned else self.alerts,  # partials: the merge stage evaluates the merged windows
         )
 
     def window_settings(self) -> dict[str, Any]:
@@ -424,6 +438,7 @@ class MetricsService:
         #: exceptions out of poll: (tp, offset) -> failed fetches of that batch; failures in a row without one
         self._fetch_failures: dict[tuple[Any, int], int] = {}
         self._poll_errors = 0
+        self._checkpoint_bytes = 0  # state bytes written by the checkpoint under way
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self) -> None:
@@ -1057,7 +1072,18 @@ class MetricsService:
                 self.metrics.observe_snapshot(snap)
                 self.counts["snapshots"] += 1
             published += 1
+        if pipeline.alerts is not None:
+            self.publish_alerts(pipeline.take_alerts())
         return published
+
+    def publish_alerts(self, events: list[dict[str, Any]]) -> None:
+        """Publish alert events to ``--alerts-topic`` (key ``rule|model|segment``) and follow them in
+        ``streammetrics_alert_firing``. Re-published after a restore from a checkpoint, an event
+        has the same key and bytes (its id and content come from the snapshots)."""
+        for event in events:
+            self.metrics.observe_alert(event)
+            if self.config.alerts_topic:
+                self._send(self.config.alerts_topic, alert_key(event), alert_line(event).encode())
 
     def snapshot_value(self, snap: dict[str, Any], key: bytes,
                        wrap: Callable[[dict[str, Any]], bytes] | None = None, *,
@@ -1239,7 +1265,17 @@ class MetricsService:
 
     def checkpoint(self, tps: list | None = None, commit: bool = True) -> None:
         """Flush the producer (DeliveryError if anything was not delivered: then nothing is
-        saved), then save each changed partition's windows and offset, then commit."""
+        saved), then save each changed partition's windows and offset, then commit
+        (:meth:`_checkpoint_now`); its duration and the bytes written go to ``/metrics``
+        (``streammetrics_checkpoint_duration_seconds``, ``streammetrics_checkpoint_bytes``)."""
+        if self.failure is not None:
+            return
+        started = time.perf_counter()
+        self._checkpoint_bytes = 0
+        self._checkpoint_now(tps, commit)
+        self.metrics.observe_checkpoint(time.perf_counter() - started, self._checkpoint_bytes)
+
+    def _checkpoint_now(self, tps: list | None = None, commit: bool = True) -> None:
         from kafka.structs import OffsetAndMetadata
 
         if self.failure is not None:
@@ -1280,6 +1316,7 @@ class MetricsService:
                     continue
                 part.saved_offset, part.saved_payload, part.dirty = part.next_offset, payload, False
                 part.saved_at = now
+                self._checkpoint_bytes += len(payload)
                 if side is not None:
                     side.saved_offset = label_offset
         if self.changelog is not None:

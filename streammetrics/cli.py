@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 
@@ -122,6 +123,25 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
                    help="most (model, segment) keys in the --reference file; more is an error (default: 10000)")
 
 
+def _add_alert_options(p: argparse.ArgumentParser, output: str) -> None:
+    g = p.add_argument_group("alerts")
+    g.add_argument("--alert", action="append", default=[], metavar="RULE",
+                   help="alert rule EXPR OP BOUND, repeatable: 'roc_auc<0.8', 'drift_ks[cat]>0.2', "
+                        "'roc_auc.high<0.8' (whole interval below), 'roc_auc.change<0' (significant drop), "
+                        "'roc_auc.drop>0.05' (Page-Hinkley over the key's windows), 'roc_auc<band(3)' "
+                        "(the reference's mean - 3 sd)")
+    g.add_argument("--alerts", default=None, metavar="FILE",
+                   help="JSON or YAML file of rules: a list, or {rules: [...], cooldown: 10m}")
+    g.add_argument("--alert-cooldown", type=_duration("--alert-cooldown"), default=None, metavar="DURATION",
+                   help="event time after an alert fires before the same rule and key may fire again (default: 0)")
+    if output == "file":
+        g.add_argument("--alerts-output", default=None, metavar="FILE",
+                       help="write alert events (firing/resolved) as JSON lines to FILE")
+    else:
+        g.add_argument("--alerts-topic", default=None, metavar="TOPIC",
+                       help="publish alert events (firing/resolved) to TOPIC, keyed rule|model|segment")
+
+
 def _rate(name: str) -> Callable[[str], float]:
     def parse(text: str) -> float:
         try:
@@ -222,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bound on predictions awaiting labels; beyond it the oldest expire early "
                         "(default: 50,000,000)")
     _add_task_options(p)
+    _add_alert_options(p, "file")
     _add_slice_options(p)
 
     c = sub.add_parser(
@@ -233,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_consume_options(c)
     _add_task_options(c)
+    _add_alert_options(c, "topic")
 
     r = sub.add_parser(
         "report", help="an HTML report of snapshots: metrics over time, curves, confusion matrix, alerts",
@@ -245,10 +267,25 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--alert", action="append", default=[], metavar="RULE",
                    help="mark windows where a metric crosses a bound, e.g. 'roc_auc<0.8' or 'log_loss>0.5' "
                         "(repeatable)")
+    r.add_argument("--alerts", default=None, metavar="FILE",
+                   help="JSON or YAML file of alert rules (as replay's --alerts)")
     r.add_argument("--title", default=None, help="report title")
     r.add_argument("--max-charts", type=int, default=None, metavar="N",
                    help="draw at most N charts (default 120): all keys if they fit, else those with alerts, the "
                         "worst by headline metric and the largest, in turn; every key stays in the summary table")
+
+    a = sub.add_parser(
+        "alert-rules", help="Prometheus alerting rules (YAML) for streammetrics alert rules",
+        description="Write a Prometheus rule file with one alerting rule per streammetrics rule: metric rules "
+                    "compare the service's streammetrics_window_metric gauges; rules only the service can "
+                    "evaluate (.change, .drop, .rise, band(K)) read streammetrics_alert_firing.",
+    )
+    a.add_argument("--alert", action="append", default=[], metavar="RULE", help="a rule (repeatable)")
+    a.add_argument("--alerts", default=None, metavar="FILE", help="JSON or YAML file of rules")
+    a.add_argument("--group", default="streammetrics", help="rule group name (default: streammetrics)")
+    a.add_argument("--for", dest="for_", default="0m", metavar="DURATION",
+                   help="Prometheus 'for' clause of every rule (default: 0m)")
+    a.add_argument("--output", "-o", default="-", metavar="FILE", help="rule file (default: stdout)")
 
     d = sub.add_parser(
         "demo", help="run everything locally: a broker, a drifting model's predictions, the service, live metrics",
@@ -344,6 +381,28 @@ def _version() -> str:
     return f"streammetrics {__version__}"
 
 
+def _alert_rules(args: argparse.Namespace) -> int:
+    from streammetrics.integrations.alertmanager import prometheus_rules
+    from streammetrics.stream.alerting import load_rules_file, parse_rules
+
+    try:
+        texts = list(args.alert) + (load_rules_file(args.alerts)[0] if args.alerts else [])
+        if not texts:
+            raise ValueError("give rules with --alert RULE or --alerts FILE")
+        if not re.fullmatch(r"\d+[smhd]", args.for_):
+            raise ValueError(f"--for must be a Prometheus duration such as 5m, got {args.for_!r}")
+        text = prometheus_rules(parse_rules(texts), group=args.group, for_=args.for_)
+    except ValueError as exc:
+        print(f"streammetrics alert-rules: {exc}", file=sys.stderr)
+        return 2
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -367,6 +426,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from streammetrics.report import run_report
 
             return run_report(args)
+        if args.command == "alert-rules":
+            return _alert_rules(args)
         if args.command == "demo":
             from consumers.demo import run_demo
 

@@ -720,11 +720,7 @@ class BinaryScores(Accumulator):
                 weighted_w = (got.get(0, 0), got.get(1, 0))
             else:  # whole weights: float sums are exact
                 weighted_w = (float(w[other & ~positive].sum()), float(w[other & positive].sum()))
-        binning = self._binning
-        keys, table = aggregate(binning.keys(s), y, 2, w, exact=units)
-        if binning.exact and self._finest is not None and np.count_nonzero(table) > self._max_bins:  # type: ignore[operator]  # an int unless exact
-            # the batch alone has too many distinct scores: to the finest grid right away
-            binning, keys, table = table_to_grid(LogGridBinning(self._finest), keys, table)
+        binning, keys, table = self._batch_table(s, y, w, units)
         if not binning.exact:  # the batch alone may already need a coarser grid
             while np.count_nonzero(table) > self._max_bins and binning.bins > 1:  # type: ignore[attr-defined,operator]  # a log grid: bins, max_bins ints
                 binning, keys, table = coarsen_table(binning, keys, table)  # type: ignore[arg-type]  # a LogGridBinning
@@ -750,13 +746,38 @@ class BinaryScores(Accumulator):
                 self._wevents[c] += weighted_n[c]
                 self._wsum[c] += weighted_w[c]
         if probabilities:  # exact sums of the same per-event terms as the per-event path
-            for start in range(0, n, _CHUNK):
-                sc = s[start : start + _CHUNK] + 0.0  # (a score of -0.0 signs as 0.0)
-                signed = np.where(y[start : start + _CHUNK].view(bool), sc, -sc)
-                self._sums.add_batch(signed, None if w is None else w[start : start + _CHUNK])
+            self._sums.add_scores(s, y, w)
         if outside is not None:
             self._see_outside(*outside)
         return self
+
+    def _batch_table(
+        self, s: np.ndarray, y: np.ndarray, w: np.ndarray | None, units: bool
+    ) -> tuple[Binning, np.ndarray, np.ndarray]:
+        """``(binning, keys, table)``: a validated batch tabulated (:func:`aggregate`) on the
+        accumulator's binning, or on the finest grid when the batch alone holds more than
+        ``max_bins`` distinct (class, score) keys while the accumulator is exact while small.
+
+        That is decided without sorting a large batch, cheap facts first: a batch of at most
+        ``max_bins`` events is tabulated by its exact scores (a small sort); a larger one is
+        keyed on the finest grid (one ``np.bincount``), and more than ``max_bins`` distinct
+        (class, grid key) cells mean more distinct (class, score) keys (the grid key is a
+        function of the score): the grid table is the answer. Only a batch with few grid
+        cells is tabulated by its exact scores (it may still be exact)."""
+        binning = self._binning
+        finest, max_bins = self._finest, self._max_bins
+        if not binning.exact or finest is None or max_bins is None:
+            return (binning, *aggregate(binning.keys(s), y, 2, w, exact=units))
+        grid = LogGridBinning(finest)
+        if len(s) > max_bins:
+            keys, table = aggregate(grid.keys(s), y, 2, w, exact=units)
+            if np.count_nonzero(table) > max_bins:
+                return grid, keys, table
+        keys, table = aggregate(binning.keys(s), y, 2, w, exact=units)
+        if np.count_nonzero(table) > max_bins:
+            # the batch alone has too many distinct scores: to the finest grid right away
+            return table_to_grid(grid, keys, table)
+        return binning, keys, table
 
     # ------------------------------------------------------------------ removal
     def remove(self, y_true: Any, score: float, weight: float = 1.0) -> "BinaryScores":
@@ -1080,3 +1101,49 @@ class BinaryScores(Accumulator):
             warnings.warn("No event with a non-zero weight: expected_cost is not defined.",
                           UndefinedMetricWarning, stacklevel=2)
         return found
+
+    # ------------------------------------------------------------------ intervals (issue 26)
+    @property
+    def unit_weights(self) -> bool:
+        """Every event had weight 1 (the intervals' effective sample size is then the count)."""
+        return not (self._wevents[0] or self._wevents[1])
+
+    def interval_levels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(lo, hi, neg, pos)``: per level (ascending) the score range it holds (``lo == hi``
+        for a distinct score; :func:`~streammetrics.kernels.levels.level_bounds` on bins) and
+        the weight of each class: the input of the interval kernels."""
+        from streammetrics.kernels.levels import level_bounds
+
+        keys, neg, pos = self._levels()
+        lo, hi = level_bounds(self._binning, keys)
+        return lo, hi, neg, pos
+
+    def interval(self, metric: str, confidence: float = 0.95) -> tuple[float, float] | None:
+        """Confidence interval of ``roc_auc``, ``log_loss`` or ``brier_score`` for the population
+        the events are drawn from (:mod:`streammetrics.kernels.intervals`: DeLong on the logit
+        scale widened by :meth:`roc_auc_bounds`; mean +- z s / sqrt(n) with the second moment
+        from the histograms). None below the minimum rule, with weights other than 1, or where
+        the metric is undefined.
+
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> y = rng.integers(0, 2, 400)
+        >>> b = BinaryScores().update_many(y, np.clip(0.3 * y + rng.random(400) * 0.7, 0, 1))
+        >>> low, high = b.interval("roc_auc")
+        >>> low < b.roc_auc() < high
+        True
+        """
+        from streammetrics.kernels import intervals as iv
+
+        z = iv.z_value(confidence)
+        if metric not in ("roc_auc", "log_loss", "brier_score"):
+            raise ValueError(f"metric must be 'roc_auc', 'log_loss' or 'brier_score', got {metric!r:.40}")
+        if not self.unit_weights or not self.count:
+            return None
+        lo, hi, neg, pos = self.interval_levels()
+        low, high = self.roc_auc_bounds() if not self._one_class() else (math.nan, math.nan)
+        probability = self._outside == [None, None] and self.total_weight > 0
+        columns = iv.score_interval_columns(
+            [0], lo, hi, neg, pos, low, high, self.log_loss() if probability else math.nan,
+            self.brier_score() if probability else math.nan, z)
+        return iv.as_pair(*columns[metric])

@@ -375,6 +375,12 @@ class ScoreDistribution(Accumulator):
         return self._sums[_SUM].value
 
     @property
+    def unit_weights(self) -> bool:
+        """Every prediction added had weight 1 (the intervals' effective sample size is then the
+        count). False after a load: a loaded state counts its events as weighted."""
+        return not self._sums[_WEVENTS]
+
+    @property
     def positive_weight(self) -> float:
         """Weight of the predictions with ``score >= threshold``."""
         return _weight_totals(self._sums)[2]

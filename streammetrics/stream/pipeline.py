@@ -122,6 +122,9 @@ class PipelineConfig:
     #: slices, roll-ups, worst slices, fairness (``--slice-by`` ...; contract section 11:
     #: :class:`streammetrics.stream.slicing.SliceSpec`); slices close on one shared watermark
     slicing: Any = None
+    #: alert rules evaluated on every snapshot the pipeline emits (``--alert`` ...; contract
+    #: section 10: :class:`streammetrics.stream.alerting.AlertSpec`); their state is checkpointed
+    alerts: Any = None
 
     def extra_metrics(self) -> Callable[[tuple[str, str], Any, dict[str, Any]], None] | None:
         """The snapshot hook adding the label-free metrics and the operating points (None
@@ -288,6 +291,9 @@ class Pipeline:
         self._degraded = 0
         self._rejected: dict[str, int] = {}
         self.lines: list[str | None] = []  # see _emit
+        #: the alert engine of ``config.alerts`` (None without rules); events in :meth:`take_alerts`
+        self.alerts = c.alerts.engine() if c.alerts is not None else None
+        self._alert_events: list[dict[str, Any]] = []
 
     def _stream_time(self) -> float:
         t = self.windows.stream_time()
@@ -464,13 +470,13 @@ class Pipeline:
         ``max_snapshot_bytes``, small windows closed together are written straight from their
         JSON texts (:meth:`WindowManager.poll_lines
         <streammetrics.stream.windows.WindowManager.poll_lines>`); the same lines either way."""
-        if self.config.max_snapshot_bytes is not None or self._slicer is not None:
+        if self.config.max_snapshot_bytes is not None or self._slicer is not None or self.alerts is not None:
             return self._lines(self.poll(now, revisions, collect))
         return self._counted(self.windows.poll_lines(now, revisions, collect))
 
     def flush_lines(self) -> list[str]:
         """:meth:`flush`'s snapshots as their canonical lines (see :meth:`poll_lines`)."""
-        if self.config.max_snapshot_bytes is not None or self._slicer is not None:
+        if self.config.max_snapshot_bytes is not None or self._slicer is not None or self.alerts is not None:
             return self._lines(self.flush())
         return self._counted(self.windows.flush_lines())
 
@@ -512,7 +518,15 @@ class Pipeline:
         #: with ``max_snapshot_bytes``: the canonical line of each snapshot the last ``poll`` /
         #: ``flush`` returned (encoded for the size check; None for a degraded one), else []
         self.lines = lines
+        if self.alerts is not None:
+            for snap in snaps:
+                self._alert_events += self.alerts.observe(snap)
         return snaps
+
+    def take_alerts(self) -> list[dict[str, Any]]:
+        """The alert events (contract section 10) of the snapshots emitted since the last call."""
+        events, self._alert_events = self._alert_events, []
+        return events
 
     def _degrade(self, snap: dict[str, Any], limit: int) -> dict[str, Any]:
         """A smaller snapshot: coarser state if the monitor offers it, else no state, else no
@@ -541,6 +555,8 @@ class Pipeline:
         out = {"type": "Pipeline", "version": 1, "task": self.config.task, "windows": self.windows.to_dict()}
         if self._labels is not None:  # delayed labels: the join and its pending store
             out["labels"] = self._labels.to_dict()
+        if self.alerts is not None:  # alert lifecycles: re-run after a restore, the same events
+            out["alerts"] = self.alerts.to_dict()
         return out
 
     def load_dict(self, data: Mapping[str, Any]) -> Pipeline:
@@ -552,6 +568,9 @@ class Pipeline:
             raise ValueError(f"Pipeline checkpoint version {data.get('version')!r} is not supported (expected 1)")
         if data.get("task") != self.config.task:
             raise ValueError(f"checkpoint is for task {data.get('task')!r}, this pipeline runs {self.config.task!r}")
+        alerts = None
+        if self.config.alerts is not None and data.get("alerts") is not None:
+            alerts = self.config.alerts.engine().load(data["alerts"])  # validated before anything changes
         labels = data.get("labels")
         stream = None
         if labels is not None:
@@ -565,6 +584,9 @@ class Pipeline:
         if self._labels is not None:
             self._labels.join.store.close()
         self._labels = stream
+        if self.config.alerts is not None:
+            self.alerts = alerts if alerts is not None else self.config.alerts.engine()
+            self._alert_events = []
         return self
 
     # ------------------------------------------------------------------ introspection

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import gc
 import io
 import os
@@ -39,6 +40,7 @@ from streammetrics.events.tables import (
 )
 from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES
 from streammetrics.stream import label_replay
+from streammetrics.stream.alerting import alert_line, spec_from_options
 from streammetrics.stream.label_replay import Source, replay_merged
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig, Problem
 
@@ -294,11 +296,24 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
     if args.output != "-" and args.file == "-" and _stdin_is(args.output):
         return fail(f"--output {args.output} is the file on standard input: refusing to overwrite it")
     try:
-        pipeline = Pipeline(_config(args))
+        config = _config(args)
+        alerts = spec_from_options(getattr(args, "alert", ()), getattr(args, "alerts", None),
+                                   getattr(args, "alert_cooldown", None), getattr(args, "reference", None), config)
+        pipeline = Pipeline(dataclasses.replace(config, alerts=alerts))
         fmt = format_of(None if args.file == "-" else args.file, getattr(args, "format", None))
         scale = ts_scale(getattr(args, "ts_unit", "s"))
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OSError) as exc:
         return fail(str(exc))
+    alert_sink = None
+    if getattr(args, "alerts_output", None):
+        if alerts is None:
+            pipeline.close()
+            return fail("--alerts-output needs rules (--alert or --alerts)")
+        try:
+            alert_sink = open(args.alerts_output, "w", encoding="utf-8")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            pipeline.close()
+            return fail(f"cannot write {args.alerts_output}: {exc.strerror}", 1)
 
     try:
         source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115 - closed below
@@ -333,12 +348,19 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
                 size = None
         progress = _Progress(size, sys.stderr)
 
-    def write(line: str) -> None:
+    def write_line(line: str) -> None:
         try:
             sink.write(line)
             sink.write("\n")
         except BrokenPipeError:
             raise OutputClosed from None
+
+    def write(line: str) -> None:
+        write_line(line)
+        if pipeline.alerts is not None:
+            for event in pipeline.take_alerts():  # the alert events of the snapshots written
+                if alert_sink is not None:
+                    alert_sink.write(alert_line(event) + "\n")
 
     def report(lineno: int | str, message: str) -> None:  # a line number, or FILE:LINE with two files
         if progress is not None:
@@ -378,6 +400,10 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         pipeline.close()
         if sink is not sys.stdout:
             sink.close()
+        if alert_sink is not None:
+            alert_sink.close()
+        if pipeline.alerts is not None:
+            print(pipeline.alerts.summary(), file=sys.stderr)
     if stats.aborted is not None:
         p = stats.aborted
         print(f"streammetrics replay: stopped after {ABORT_AFTER} events rejected for one reason and none "
