@@ -181,8 +181,8 @@ def _merge_histograms(mine: tuple, theirs: tuple, acc: "BinaryScores") -> tuple:
     if binning.exact and not theirs[0].exact:
         binning = to_grid([neg, pos], _finest_grid(acc))
     if not binning.exact:
-        if theirs[0].exact:
-            to_grid(other, _finest_grid(acc))
+        if theirs[0].exact:  # straight to this grid: nested grids of ceiling keys, so the same
+            to_grid(other, binning)  # keys as the finest grid coarsened (LogGridBinning.coarsen_keys)
         while other[0].binning.bins > binning.bins:
             coarsen_all(other)
         while binning.bins > other[0].binning.bins:
