@@ -252,7 +252,8 @@ class ServiceConfig:
             cumulative=self.cumulative, include_state=self.include_state or partitioned, max_future=self.max_future,
             max_keys=self.max_keys or None, max_snapshot_bytes=max_snapshot_bytes, batch=True,
             references=self.references, max_references=self.max_references,
-            operating_points=self.operating_points, label_ttl=self.label_ttl, max_pending_labels=self.max_pending_labels, shared_watermark=partitioned,
+            operating_points=self.operating_points,
+            label_ttl=self.label_ttl, max_pending_labels=self.max_pending_labels, shared_watermark=partitioned,
             alerts=None if partitioned else self.alerts,  # partials: the merge stage evaluates the merged windows
         )
 
