@@ -81,7 +81,9 @@ def _label_list(text: str) -> list:
     return out
 
 
-def _add_task_options(p: argparse.ArgumentParser) -> None:
+def _add_task_options(p: argparse.ArgumentParser, replay: bool = False) -> None:
+    """The task and window flags of ``replay`` and ``consume``; ``--labels FILE`` is replay's only
+    (consume keeps it hidden, to say that the service reads ``--labels-topic``)."""
     g = p.add_argument_group("task and windows")
     g.add_argument("--task", choices=["binary", "multiclass", "labels", "regression"], default="binary",
                    help="prediction task (default: binary)")
@@ -96,7 +98,8 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--classes", type=_label_list, default=None, metavar="A,B,C",
                    help="multiclass task: the classes, in the order of score arrays")
     g.add_argument("--labels", dest="labels_file", default=None, metavar="FILE",
-                   help="replay: a JSONL file of label events {id, y_true, ts} (delayed ground truth)")
+                   help="a file of label events {id, y_true, ts} (delayed ground truth; JSONL, CSV or Parquet)"
+                   if replay else argparse.SUPPRESS)
     g.add_argument("--label-set", dest="labels", type=_label_list, default=None, metavar="A,B,C",
                    help="labels task: fix the label set (default: discovered)")
     g.add_argument("--field", action="append", default=[], metavar="NAME=SOURCE",
@@ -241,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-pending", type=int, default=None, metavar="N",
                    help="bound on predictions awaiting labels; beyond it the oldest expire early "
                         "(default: 50,000,000)")
-    _add_task_options(p)
+    _add_task_options(p, replay=True)
     _add_alert_options(p, "file")
     _add_slice_options(p)
 
@@ -254,6 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_consume_options(c)
     _add_task_options(c)
+    _add_slice_options(c)
     _add_alert_options(c, "topic")
 
     r = sub.add_parser(
@@ -371,8 +375,9 @@ def _add_demo_options(d: argparse.ArgumentParser) -> None:
     d.add_argument("--produce-only", action="store_true", help="only produce the synthetic events, then exit")
     d.add_argument("--topic", default="predictions")
     d.add_argument("--output-topic", default="snapshots")
-    d.add_argument("--report", default="streammetrics-demo-report.html", metavar="FILE",
-                   help="HTML report written at the end (default: streammetrics-demo-report.html; '' for none)")
+    d.add_argument("--report", default=None, metavar="FILE",
+                   help="HTML report written at the end (default: streammetrics-demo-report.html in the system's "
+                        "temporary directory, not the current one; '' for none)")
 
 
 def _version() -> str:

@@ -101,8 +101,8 @@ def _merge_hist(mine: tuple, theirs: tuple, acc: "ScoreDistribution") -> tuple:
     if binning.exact and not theirs[0].exact:
         binning = to_grid([hist], _finest_grid(acc))
     if not binning.exact:
-        if other.binning.exact:
-            to_grid([other], _finest_grid(acc))
+        if other.binning.exact:  # straight to this grid: nested grids of ceiling keys, so the
+            to_grid([other], binning)  # same keys as the finest grid coarsened (LogGridBinning.coarsen_keys)
         while other.binning.bins > binning.bins:
             coarsen_all([other])
         while binning.bins > other.binning.bins:

@@ -120,15 +120,15 @@ def parse_rule(text: str) -> AlertRule:
     """``"roc_auc<0.8"`` -> :class:`AlertRule`; ``ValueError`` naming the rule if malformed."""
     m = _RULE.match(text) if isinstance(text, str) else None
     if not m:
-        raise ValueError(f"bad alert rule {text!r}: expected METRIC<VALUE or METRIC>VALUE (also <=, >=), "
+        raise ValueError(f"bad --alert rule {text!r}: expected METRIC<VALUE or METRIC>VALUE (also <=, >=), "
                          "e.g. 'roc_auc<0.8', 'roc_auc.high<0.8', 'roc_auc.change<0', 'roc_auc.drop>0.05' "
                          "or 'roc_auc<band(3)'")
     name, cls, field, op, number, k = m.group("name", "cls", "field", "op", "number", "k")
     if field is not None and field not in _FIELDS:
-        raise ValueError(f"bad alert rule {text!r}: unknown .{field} (expected one of "
+        raise ValueError(f"bad --alert rule {text!r}: unknown .{field} (expected one of "
                          f"{', '.join('.' + f for f in _FIELDS)})")
     if k is not None and field is not None:
-        raise ValueError(f"bad alert rule {text!r}: band(K) bounds a metric itself, not its .{field}")
+        raise ValueError(f"bad --alert rule {text!r}: band(K) bounds a metric itself, not its .{field}")
     expr = (name if cls is None else f"{name}[{cls}]") + ("" if field is None else f".{field}")
     bound = number if number is not None else f"band({k})"
     return AlertRule(metric=name, op=op, threshold=None if number is None else float(number),
@@ -402,32 +402,48 @@ class AlertEngine:
         self._tracks[ident] = track  # most recently seen last
         return track
 
+    def evaluate(self, snapshot: Mapping[str, Any]) -> list[tuple[AlertRule, float | None, float | None, bool]]:
+        """Each rule's ``(rule, value, bound, holds)`` on one snapshot, without the lifecycle (the
+        report marks the windows where a rule holds); sequential statistics advance as in
+        :meth:`observe`."""
+        return [(rule, value, bound, holds) for _, rule, value, bound, holds in self._evaluate(snapshot)]
+
+    def _evaluate(self, snapshot: Mapping[str, Any]) -> list[tuple[_Track, AlertRule, Any, Any, bool]]:
+        window = snapshot.get("window") or {}
+        start = _number(window.get("start"))
+        if start is None or _number(window.get("end")) is None:
+            return []
+        key_json = _key_json(snapshot.get("key"))
+        final = snapshot.get("final", True) is not False
+        out = []
+        for index, rule in enumerate(self.rules):
+            track = self._track(index, key_json)
+            value = rule_value(rule, snapshot)
+            if rule.field in ("drop", "rise"):
+                value = self._sequential(track, rule, key_json, value, start, final)
+            bound = self.bound(rule, key_json)
+            holds = rule.fires(value, bound)
+            if holds and track.detector is not None:
+                track.detector.reset()  # a detection restarts the test, as river's detectors do
+            out.append((track, rule, value, bound, holds))
+        return out
+
     def observe(self, snapshot: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The alert events (``firing``/``resolved``) one snapshot causes, in rule order."""
         key = snapshot.get("key")
         window = snapshot.get("window") or {}
         key_json = _key_json(key)
-        start, end = _number(window.get("start")), _number(window.get("end"))
-        if start is None or end is None:
-            return []
         events = []
-        for index, rule in enumerate(self.rules):
-            track = self._track(index, key_json)
-            value = rule_value(rule, snapshot)
-            if rule.field in ("drop", "rise"):
-                value = self._sequential(track, rule, key_json, value, start, snapshot.get("final", True) is not False)
-            bound = self.bound(rule, key_json)
-            holds = rule.fires(value, bound)
+        for track, rule, value, bound, holds in self._evaluate(snapshot):
             if holds and not track.firing:
+                end = float(window["end"])
                 if track.last_fired is not None and end - track.last_fired < self.cooldown:
                     self.suppressed += 1
                     continue
                 track.firing, track.last_fired = True, end
-                track.episode = _alert_id(rule, key_json, start)
+                track.episode = _alert_id(rule, key_json, float(window["start"]))
                 self.fired += 1
                 events.append(self._event("firing", track.episode, rule, key, window, snapshot, value, bound))
-                if track.detector is not None:
-                    track.detector.reset()
             elif not holds and track.firing:
                 track.firing = False
                 self.resolved += 1

@@ -50,6 +50,7 @@ DEFAULT_MAX_SLICE_VALUES = 100
 #: default ``--worst-slices``: slices listed per roll-up window
 DEFAULT_WORST_SLICES = 10
 _MAX_VALUE = 1000
+_MAX_CACHED = 1 << 16
 #: metrics where a lower value is better (ranked by the largest gap)
 LOWER_IS_BETTER = frozenset(["log_loss", "brier_score", "expected_cost", "estimated_expected_cost", "ece",
                              "mean_absolute_error", "mean_squared_error", "root_mean_squared_error"])
@@ -125,8 +126,19 @@ class Slicer:
         #: events whose value of a dimension was beyond its budget (mapped to ``__other__``)
         self.folded: dict[str, int] = dict.fromkeys(spec.fields, 0)
         self._monitors: dict[int, Any] = {}
+        # (segment, raw values) -> slice key, for values that are strings of their own slices
+        # (at most _MAX_CACHED entries: past that, the key is built per event)
+        self._keys: dict[tuple, str] = {}
         self._open: dict[tuple[tuple[str, ...], str, int, int], _Rollup] = {}
         self._fair = spec.fairness_by
+        # each roll-up merges the windows of the smallest other roll-up naming a superset of its
+        # dimensions when there is one (--rollup a,b then --rollup model: 2 merges per window of
+        # a,b instead of one per slice), else the slices' monitors; finer roll-ups built first
+        self._source: dict[tuple[str, ...], tuple[str, ...] | None] = {}
+        for rollup in spec.rollups:
+            wider = [r for r in spec.rollups if set(r) > set(rollup)]
+            self._source[rollup] = min(wider, key=len) if wider else None
+        self._order = sorted(spec.rollups, key=lambda r: -len(r))
 
     # ------------------------------------------------------------------ input
     def _value(self, raw: Any, i: int, name: str) -> str | Rejection:
@@ -154,10 +166,20 @@ class Slicer:
         """``parse`` whose events are keyed by their slice (their ``segment`` becomes the
         internal slice key); refusals name the slice field."""
         fields = self.spec.fields
+        cache = self._keys
 
         def sliced(raw: Any) -> Any:
             item = parse(raw)
             if item.__class__ is Event:
+                get = raw.get  # (an Event comes from a dict)
+                known = (item.segment, *[get(name) for name in fields])
+                try:
+                    key = cache.get(known)
+                except TypeError:  # an unhashable value: refused below
+                    key = None
+                if key is not None:  # (only strings of their own slices are cached)
+                    item.segment = key
+                    return item
                 values = [item.segment]
                 for i, name in enumerate(fields):
                     v = self._value(raw, i, name)
@@ -165,6 +187,9 @@ class Slicer:
                         return v
                     values.append(v)
                 item.segment = json.dumps(values, separators=(",", ":"))
+                if len(cache) < _MAX_CACHED and values == list(known) and all(
+                        v.__class__ is str and v != OTHER for v in known):
+                    cache[known] = item.segment
             return item
 
         return sliced
@@ -202,7 +227,8 @@ class Slicer:
                 r = self._open.get((rollup, named["model"] + "|" + values, start, end))
                 if r is None:
                     r = self._open[(rollup, named["model"] + "|" + values, start, end)] = _Rollup()
-                r.monitor = monitor.copy() if r.monitor is None else r.monitor.merge(monitor)
+                if self._source[rollup] is None:
+                    r.monitor = monitor.copy() if r.monitor is None else r.monitor.merge(monitor)
                 r.count += snap["count"]
                 r.late += snap["late"]
                 for d in self.spec.fields:
@@ -222,9 +248,22 @@ class Slicer:
         limit = None if watermark_s is None else _ms(watermark_s) if math.isfinite(watermark_s) else None
         if watermark_s is not None and limit is None:
             return []  # -inf: no event yet
-        due = [k for k in self._open if limit is None or k[3] <= limit]
-        due.sort(key=lambda k: (k[3], k[2], self.spec.rollups.index(k[0]), k[1]))
-        return [self._rollup_snapshot(k, self._open.pop(k)) for k in due]
+        built: list[tuple[tuple, dict[str, Any]]] = []
+        for rollup in self._order:  # finer roll-ups first: they feed the coarser ones
+            due = [k for k in self._open if k[0] == rollup and (limit is None or k[3] <= limit)]
+            for k in due:
+                r = self._open.pop(k)
+                built.append(((k[3], k[2], self.spec.rollups.index(rollup), k[1]), self._rollup_snapshot(k, r)))
+                model, values = k[1].split("|", 1)
+                named = dict(zip(rollup, json.loads(values)))
+                for coarse, source in self._source.items():
+                    if source == rollup:
+                        ident = model + "|" + json.dumps([named[d] for d in coarse], separators=(",", ":"))
+                        target = self._open[(coarse, ident, k[2], k[3])]  # (its slices made it)
+                        target.monitor = r.monitor.copy() if target.monitor is None else target.monitor.merge(
+                            r.monitor)
+        built.sort(key=lambda item: item[0])
+        return [snap for _, snap in built]
 
     def _rollup_snapshot(self, k: tuple[tuple[str, ...], str, int, int], r: _Rollup) -> dict[str, Any]:
         rollup, ident, start, end = k

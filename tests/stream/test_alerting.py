@@ -50,8 +50,8 @@ def test_parse(text, expr, op, threshold, k):
 
 
 @pytest.mark.parametrize("text, says", [
-    ("roc_auc=0.8", "bad alert rule"), ("roc_auc<", "bad alert rule"), ("roc_auc.mean<0.8", "unknown .mean"),
-    ("roc_auc.low<band(2)", r"band\(K\) bounds a metric"), ("<0.8", "bad alert rule"),
+    ("roc_auc=0.8", "bad --alert rule"), ("roc_auc<", "bad --alert rule"), ("roc_auc.mean<0.8", "unknown .mean"),
+    ("roc_auc.low<band(2)", r"band\(K\) bounds a metric"), ("<0.8", "bad --alert rule"),
 ])
 def test_bad_rules_name_the_rule(text, says):
     with pytest.raises(ValueError, match=says):
@@ -289,3 +289,23 @@ def test_pipeline_checkpoints_carry_the_alert_state():
     broken = dict(state, alerts=dict(state["alerts"], counts=[-1, 0, 0, 0]))
     with pytest.raises(ValueError, match="counts"):
         Pipeline(config).load_dict(broken)
+
+
+def test_report_takes_the_same_rules_and_a_rules_file(tmp_path):
+    pytest.importorskip("matplotlib")
+    from streammetrics.report.alerts import evaluate
+    from streammetrics.report.sources import parse_snapshot
+
+    out = _replay("--sample", "-o", "snaps.jsonl", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    (tmp_path / "rules.json").write_text(json.dumps(["roc_auc<0.9", "log_loss.rise>0.02"]))
+    report = subprocess.run([sys.executable, "-m", "streammetrics.cli", "report", "snaps.jsonl", "-o", "r.html",
+                             "--alerts", "rules.json"], capture_output=True, text=True, cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    windows = [parse_snapshot(json.loads(line)) for line in (tmp_path / "snaps.jsonl").read_text().splitlines()]
+    one_key = [w for w in windows if (w.model, w.segment) == (windows[0].model, windows[0].segment)]
+    marked = evaluate(parse_rules(["roc_auc<0.9"]), one_key)
+    assert [a.window for a in marked] == [w for w in one_key if w.metrics["roc_auc"] < 0.9]
+    bad = subprocess.run([sys.executable, "-m", "streammetrics.cli", "report", "snaps.jsonl", "-o", "r.html",
+                          "--alert", "roc_auc<band(2)"], capture_output=True, text=True, cwd=tmp_path)
+    assert bad.returncode == 2 and "band(K) needs the reference" in bad.stderr
