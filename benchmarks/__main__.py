@@ -50,6 +50,7 @@ NOT_RUN = {
     "bench_replay_reference": "its --reference path is measured by bench_paths",
     "bench_report": "no ratio target",
     "bench_scaleout": "needs the Kafka-protocol broker",
+    "bench_slices": "new (issue 28): prints its <= 1.5x target; targets() not wired yet",
     "bench_snapshot": "no ratio target",
     "bench_spark": "needs pyspark and a JVM",
 }
