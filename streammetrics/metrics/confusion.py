@@ -50,7 +50,7 @@ from streammetrics.core.validation import (
     to_builtin_label,
 )
 from streammetrics.kernels import classification as _cls
-from streammetrics.kernels.counts import one_class
+from streammetrics.kernels import sparse_confusion as _sparse
 from streammetrics.kernels.exact_weights import (
     FLOAT_EXACT,
     UNIT,
@@ -609,20 +609,18 @@ class ConfusionMatrix(Accumulator):
         """A copy of the cells ``{(true, pred): summed weight}``."""
         return dict(self._cells)
 
+    def support(self, labels: Sequence[Hashable] | None = None) -> np.ndarray:
+        """True weight per label (the row sums of :meth:`matrix`, exact then correctly rounded)
+        in the order of ``labels`` (default :attr:`labels`), in O(cells + K)."""
+        labels = self.labels if labels is None else self._check_labels_arg(labels)
+        return self._class_sums(labels)[2]
+
     def matrix(self, labels: Sequence[Hashable] | None = None) -> np.ndarray:
         """Weights as a float64 array, rows true and columns predicted labels, in the
         order of ``labels`` (default :attr:`labels`), like ``sklearn.metrics.confusion_matrix``."""
         labels = self.labels if labels is None else self._check_labels_arg(labels)
-        cm = self._matrix(labels)
-        if cm.shape == (1, 1):
-            warnings.warn(
-                "A single label was found in 'y_true' and 'y_pred'. For the confusion "
-                "matrix to have the correct shape, use the 'labels' parameter to pass "
-                "all known labels.",
-                UserWarning,
-                stacklevel=2,
-            )
-        return cm
+        _warn_single_label(len(labels))
+        return self._matrix(labels)
 
     def _matrix(self, labels: Sequence[Hashable]) -> np.ndarray:
         index = {label: i for i, label in enumerate(labels)}
@@ -786,50 +784,48 @@ class ConfusionMatrix(Accumulator):
 
     def balanced_accuracy(self, adjusted: bool = False) -> float:
         """Mean per-class recall over classes present in y_true, as
-        ``sklearn.metrics.balanced_accuracy_score``; ``adjusted`` maps chance level to 0."""
+        ``sklearn.metrics.balanced_accuracy_score``; ``adjusted`` maps chance level to 0.
+        O(cells + K) (:mod:`streammetrics.kernels.sparse_confusion`)."""
         if self._undefined():
             _cls.warn_undefined_state("balanced_accuracy")
             return math.nan
-        C = self.matrix(self._seen())
-        with np.errstate(divide="ignore", invalid="ignore"):
-            per_class = np.diag(C) / C.sum(axis=1)
-        if np.any(np.isnan(per_class)):
-            warnings.warn("y_pred contains classes not in y_true", UserWarning, stacklevel=2)
-            per_class = per_class[~np.isnan(per_class)]
-        score = np.mean(per_class)
-        if adjusted:
-            n_classes = per_class.shape[0]
-            chance = 1 / n_classes
-            score -= chance
-            score /= 1 - chance
-        return float(score)
+        seen = self._seen()
+        _warn_single_label(len(seen))
+        tp, _, true = self._class_sums(seen)
+        return _sparse.balanced_accuracy(tp, true, adjusted)
 
     def matthews_corrcoef(self) -> float:
         """Multiclass Matthews correlation (R_K statistic) of the matrix, as
-        ``sklearn.metrics.matthews_corrcoef``; 0.0 when undefined."""
+        ``sklearn.metrics.matthews_corrcoef``; 0.0 when undefined. O(cells + K)."""
         if self._undefined():
             _cls.warn_undefined_state("matthews_corrcoef")
             return math.nan
-        C = self.matrix(self._seen())
-        t_sum = C.sum(axis=1, dtype=np.float64)
-        p_sum = C.sum(axis=0, dtype=np.float64)
-        if one_class(t_sum.tolist(), p_sum.tolist()):  # a zero variance: 0.0 without rounding noise
-            return 0.0
-        n_correct = np.trace(C, dtype=np.float64)
-        n_samples = p_sum.sum()
-        cov_ytyp = n_correct * n_samples - np.dot(t_sum, p_sum)
-        cov_ypyp = n_samples**2 - np.dot(p_sum, p_sum)
-        cov_ytyt = n_samples**2 - np.dot(t_sum, t_sum)
-        cov_ypyp_ytyt = cov_ypyp * cov_ytyt
-        if cov_ypyp_ytyt == 0:
-            return 0.0
-        return float(cov_ytyp / np.sqrt(cov_ypyp_ytyt))
+        seen = self._seen()
+        _warn_single_label(len(seen))
+        tp, pred, true = self._class_sums(seen)
+        return _sparse.matthews(true, pred, float(np.sum(tp)))
+
+    def _sparse_cells(self, labels: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row index, column index, weight) of the cells whose labels are both in ``labels``
+        (a repeated label: its last position, as :meth:`matrix`)."""
+        index = {label: i for i, label in enumerate(labels)}
+        rows, cols, weights = [], [], []
+        for (t, p), w in self._cells.items():
+            i = index.get(t)
+            j = index.get(p)
+            if i is not None and j is not None:
+                rows.append(i)
+                cols.append(j)
+                weights.append(w)
+        return (np.array(rows, dtype=np.intp), np.array(cols, dtype=np.intp),
+                np.array(weights, dtype=np.float64))
 
     def cohen_kappa(self, weights: str | None = None,
                     labels: Sequence[Hashable] | None = None) -> float:
         """Cohen's kappa (p_o - p_e) / (1 - p_e), as ``sklearn.metrics.cohen_kappa_score``;
         ``weights`` None, "linear" or "quadratic" (by position in ``labels``, default
-        :attr:`labels`); NaN with a warning when undefined."""
+        :attr:`labels`); NaN with a warning when undefined. O(cells + K) for many labels
+        (:func:`streammetrics.kernels.sparse_confusion.cohen_kappa`)."""
         if weights not in (None, "linear", "quadratic"):
             raise ValueError(f"weights must be None, 'linear' or 'quadratic', got {weights!r}")
         if labels is not None:
@@ -839,46 +835,14 @@ class ConfusionMatrix(Accumulator):
             return math.nan
         if labels is None:
             labels = self.labels
-        elif not any(t in set(labels) for t, _ in self._cells):
+        elif not any(t in wanted for wanted in [set(labels)] for t, _ in self._cells):
             raise ValueError(
                 "At least one label in `labels` must be present in `y1` (even though "
                 "`cohen_kappa_score` is otherwise agnostic to the order of `y1` and `y2`)."
             )
-        confusion = self.matrix(labels)
-        n_classes = confusion.shape[0]
-        sum0 = np.sum(confusion, axis=0)
-        sum1 = np.sum(confusion, axis=1)
-        numerator = np.outer(sum0, sum1)
-        denominator = np.sum(sum0)
-        if denominator == 0:
-            warnings.warn(
-                "`y2` contains no labels that are present in both `y1` and `labels`."
-                "`cohen_kappa_score` is undefined and set to the value defined by "
-                "the `replace_undefined_by` param, which is set to nan.",
-                UndefinedMetricWarning,
-                stacklevel=2,
-            )
-            return math.nan
-        expected = numerator / denominator
-        if weights is None:
-            w_mat = np.ones([n_classes, n_classes], dtype=np.float64)
-            np.fill_diagonal(w_mat, 0)
-        else:
-            w_mat = np.zeros([n_classes, n_classes], dtype=np.float64)
-            w_mat += np.arange(n_classes)
-            w_mat = np.abs(w_mat - w_mat.T) if weights == "linear" else (w_mat - w_mat.T) ** 2
-        numerator = np.sum(w_mat * confusion)
-        denominator = np.sum(w_mat * expected)
-        if denominator == 0:
-            warnings.warn(
-                "`y1`, `y2` and `labels` have only one label in common. "
-                "`cohen_kappa_score` is undefined and set to the value defined by the "
-                "the `replace_undefined_by` param, which is set to nan.",
-                UndefinedMetricWarning,
-                stacklevel=2,
-            )
-            return math.nan
-        return float(1 - numerator / denominator)
+        _warn_single_label(len(labels))
+        rows, cols, w = self._sparse_cells(labels)
+        return _sparse.cohen_kappa(rows, cols, w, len(labels), weights)
 
     def classification_report(
         self,
@@ -929,6 +893,19 @@ class ConfusionMatrix(Accumulator):
         return classification_report_of(
             list(target_names), tp, pred, true, int_support=int_support, micro_is_accuracy=micro_is_accuracy,
             output_dict=output_dict, digits=digits, zero_division=zero_division,
+        )
+
+
+def _warn_single_label(k: int) -> None:
+    """scikit-learn's ``confusion_matrix`` warning on a 1 x 1 matrix (the metrics built on it
+    warn so too)."""
+    if k == 1:
+        warnings.warn(
+            "A single label was found in 'y_true' and 'y_pred'. For the confusion "
+            "matrix to have the correct shape, use the 'labels' parameter to pass "
+            "all known labels.",
+            UserWarning,
+            stacklevel=3,
         )
 
 

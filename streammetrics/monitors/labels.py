@@ -46,7 +46,7 @@ def class_report(cm: ConfusionMatrix, labels: list) -> dict[str, Any]:
         p = cm.precision(labels=labels, average=None, zero_division=_NAN)
         r = cm.recall(labels=labels, average=None, zero_division=_NAN)
         f = cm.f1(labels=labels, average=None, zero_division=_NAN)
-        support = cm.matrix(labels).sum(axis=1)
+        support = cm.support(labels)
     return {
         str(label): {
             "precision": json_number(p[i]),
