@@ -39,9 +39,8 @@ from typing import Any, Hashable, Mapping, Sequence
 import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
-from streammetrics.core.exceptions import UndefinedMetricWarning
 from streammetrics.core.labels import LABEL_KINDS, check_label_list, label_kind
-from streammetrics.core.state import Field, describe
+from streammetrics.core.state import Field, describe, state_limits
 from streammetrics.core.validation import (
     as_label_array,
     as_weight_array,
@@ -177,11 +176,18 @@ def _decode_cells(raw: tuple, acc: "ConfusionMatrix", loaded: Mapping[str, Any])
     if len(cells) > count:
         raise ValueError(f"{len(cells)} cells cannot come from count={count} events")
     parsed: dict[tuple, Any] = {}
+    seen: set = set()
+    cap = state_limits().max_labels
     for i, cell in enumerate(cells):
         if not isinstance(cell, list) or len(cell) != 3:
             raise ValueError(f"cells[{i}] must be a [true, pred, weight] list, got {describe(cell)}")
         t = to_builtin_label(cell[0], f"cells[{i}][0]")
         p = to_builtin_label(cell[1], f"cells[{i}][1]")
+        if acc._fixed is None:  # discovered labels: bounded as a configured list is
+            seen.add((t.__class__ is bool, t))
+            seen.add((p.__class__ is bool, p))
+            if len(seen) > cap:
+                raise ValueError(f"cells[{i}]: cells hold more than max_labels={cap} distinct labels")
         w = check_weight(cell[2], f"cells[{i}][2]")
         key = (t, p)
         if key in parsed or (t, p) != (cell[0], cell[1]):
@@ -608,6 +614,41 @@ class ConfusionMatrix(Accumulator):
     def counts(self) -> dict[tuple[Hashable, Hashable], float]:
         """A copy of the cells ``{(true, pred): summed weight}``."""
         return dict(self._cells)
+
+    def fold_labels(self, keep: Any, other: Hashable, mismatch: Hashable) -> "ConfusionMatrix":
+        """A new matrix of discovered labels where a true label outside ``keep`` becomes
+        ``other``, and a predicted one ``other`` when it equals its true label, else
+        ``mismatch`` (labels of the matrix's kind): right predictions stay on the diagonal,
+        wrong ones off it, so accuracy and the kept labels' per-class sums are unchanged. Cells
+        that coincide are summed exactly; ``count``, ``total_weight`` and the unit-weight flag
+        are unchanged. Bounds label cardinality (``LabelMonitor(max_labels=...)``)."""
+        if self._fixed is not None:
+            raise ValueError("fold_labels needs a matrix of discovered labels (labels=None)")
+        other, mismatch = to_builtin_label(other, "other"), to_builtin_label(mismatch, "mismatch")
+        for name, x in (("other", other), ("mismatch", mismatch)):
+            if self._kind is not None and _kind(x) != self._kind:
+                raise ValueError(f"{name}={x!r} is a {_kind(x)} label but this ConfusionMatrix holds "
+                                 f"{self._kind} labels")
+        if other == mismatch:
+            raise ValueError(f"other and mismatch must differ, got {other!r} twice")
+        kept = frozenset(keep) - {other, mismatch}
+
+        def fold(t: Any, p: Any) -> tuple:
+            return (t if t in kept else other,
+                    p if p in kept else other if t == p or p == other else mismatch)
+
+        n: dict[tuple, int] = {}
+        for (t, p), c in self._n.items():
+            key = fold(t, p)
+            n[key] = n.get(key, 0) + c
+        units: dict[tuple, int] = {}
+        for (t, p), u in _as_units(self._w).items():  # exact sums, back to whole floats if they are
+            key = fold(t, p)
+            units[key] = units.get(key, 0) + u
+        new = ConfusionMatrix()
+        new._n, new._w, new._n_weighted, new._unit = n, _normal_form(units), self._n_weighted, self._unit
+        new._refresh()
+        return new
 
     def support(self, labels: Sequence[Hashable] | None = None) -> np.ndarray:
         """True weight per label (the row sums of :meth:`matrix`, exact then correctly rounded)
