@@ -46,7 +46,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
-__all__ = ["Field", "KINDS", "StateLimits", "LIMITS", "set_limits", "state_limits", "limits_covering",
+__all__ = ["Field", "KINDS", "StateLimits", "LIMITS", "MAX_EVENTS", "check_event_count", "set_limits",
+           "state_limits", "limits_covering",
            "check_json_shape", "describe",
            "pack_uints", "unpack_uints", "zigzag", "unzigzag", "pack_floats", "unpack_floats",
            "to_base64", "from_base64"]
@@ -160,9 +161,25 @@ def check_json_shape(value: Any, name: str, limits: StateLimits | None = None) -
 
 
 # ----------------------------------------------------------------------------- kinds
+#: most events any state may count: 2**63 - 1 (an int64, as Kafka offsets); a count beyond
+#: cannot come from a stream, and ``from_dict`` refuses it
+MAX_EVENTS = 2**63 - 1
+
+
+def check_event_count(raw: Any, name: str = "count") -> int:
+    """``raw`` if it is an int from 0 to :data:`MAX_EVENTS`, else ``ValueError`` naming ``name``."""
+    if type(raw) is not int or raw < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {describe(raw)}")
+    if raw > MAX_EVENTS:
+        raise ValueError(f"{name} = {describe(raw)} is more events than any stream holds (at most 2**63 - 1)")
+    return raw
+
+
 def _count(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> int:
     if type(raw) is not int or raw < 0:
         raise ValueError(f"must be a non-negative int, got {describe(raw)}")
+    if raw > MAX_EVENTS:
+        raise ValueError(f"{describe(raw)} is more events than any stream holds (at most 2**63 - 1)")
     return raw
 
 

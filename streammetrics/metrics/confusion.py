@@ -40,7 +40,7 @@ import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
 from streammetrics.core.labels import LABEL_KINDS, check_label_list, label_kind
-from streammetrics.core.state import Field, describe, state_limits
+from streammetrics.core.state import Field, check_event_count, describe, state_limits
 from streammetrics.core.validation import (
     as_label_array,
     as_weight_array,
@@ -168,8 +168,7 @@ def _encode_cells(value: tuple, acc: Any) -> tuple:
 
 def _decode_cells(raw: tuple, acc: "ConfusionMatrix", loaded: Mapping[str, Any]) -> tuple:
     count, total, cells, residues = raw
-    if type(count) is not int or count < 0:
-        raise ValueError(f"count must be a non-negative int, got {describe(count)}")
+    check_event_count(count)
     total = check_weight(total, "total_weight")
     if not isinstance(cells, list):
         raise ValueError(f"cells must be a list of [true, pred, weight], got {type(cells).__name__}")
