@@ -49,6 +49,7 @@ def kafka_options(pairs: list[str]) -> dict[str, Any]:
 def config_from_args(args: Any) -> ServiceConfig:
     """The :class:`ServiceConfig` of parsed ``consume`` arguments (ValueError for bad values)."""
     config = ServiceConfig(
+        **_section11(args),
         bootstrap_servers=args.bootstrap_servers, topic=args.topic, output_topic=args.output_topic,
         group_id=args.group_id, dlq_topic=args.dlq_topic, state_dir=args.state_dir,
         metrics_port=args.metrics_port, metrics_host=args.metrics_host, task=args.task, window=args.window,
@@ -78,6 +79,19 @@ def config_from_args(args: Any) -> ServiceConfig:
     )
     config.alerts = _alerts(args, config)
     return config
+
+
+def _section11(args: Any) -> dict[str, Any]:
+    """The operating points of ``--target-recall`` ... ``--cost-fn`` (contract section 11);
+    slices and roll-ups (``--slice-by``, ``--rollup``, ``--fairness-by``) are replay's for now:
+    ValueError naming them."""
+    from streammetrics.stream.slicing import slice_settings
+
+    settings = slice_settings(args)
+    if "slicing" in settings:
+        raise ValueError("--slice-by, --rollup and --fairness-by are replay options for now (the service "
+                         "does not checkpoint roll-up windows yet); see docs/slices.md")
+    return settings
 
 
 def _alerts(args: Any, config: ServiceConfig) -> Any:

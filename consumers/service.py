@@ -191,6 +191,9 @@ class ServiceConfig:
     #: label-free metrics per (model, segment) against a reference (``--reference``), None: off
     references: Mapping[tuple[str, str], Any] | None = None
     max_references: int = DEFAULT_MAX_REFERENCES
+    #: binary operating points in snapshots (``--target-recall`` ... ``--cost-fn``; contract
+    #: section 11: :class:`streammetrics.monitors.operating_points.OperatingPoints`), None: off
+    operating_points: Any = None
     #: delayed labels (contract section 5): the topic of label events, co-partitioned with
     #: ``topic`` by prediction ``id`` (``--labels-topic``); None: labels only inside ``topic``
     labels_topic: str | None = None
@@ -265,6 +268,7 @@ class ServiceConfig:
             cumulative=self.cumulative, include_state=self.include_state or partitioned, max_future=self.max_future,
             max_keys=self.max_keys or None, max_snapshot_bytes=max_snapshot_bytes, batch=True,
             references=self.references, max_references=self.max_references,
+            operating_points=self.operating_points,
             label_ttl=self.label_ttl, max_pending_labels=self.max_pending_labels, shared_watermark=partitioned,
             alerts=None if partitioned else self.alerts,  # partials: the merge stage evaluates the merged windows
         )

@@ -257,6 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_consume_options(c)
     _add_task_options(c)
+    _add_slice_options(c)
     _add_alert_options(c, "topic")
 
     r = sub.add_parser(

@@ -348,10 +348,8 @@ def frame_rows(df: Any, ts_name: str, scale: int) -> Iterator[dict[str, Any]]:
         else:
             mask = col.isna()
             values = col.tolist()
-            if col.dtype == object:  # arrays in cells (scores) as lists; missing as pandas says
+            if col.dtype == object:  # arrays in cells (scores) as lists
                 values = [v.tolist() if v.__class__ is np.ndarray else v for v in values]
-                mask = pd.Series([v is None or (v.__class__ is not list and _scalar_na(v)) for v in values],
-                                 dtype=bool)
         missing.append(mask.tolist() if bool(mask.any()) else None)
         columns.append(values)
         scales.append(col_scale)
@@ -365,11 +363,3 @@ def frame_rows(df: Any, ts_name: str, scale: int) -> Iterator[dict[str, Any]]:
             obj[name] = _divide(v, s) if s != 1 and _is_number(v) else v
         yield obj
 
-
-def _scalar_na(value: Any) -> bool:
-    import pandas as pd
-
-    try:
-        return bool(pd.isna(value))
-    except (TypeError, ValueError):
-        return False

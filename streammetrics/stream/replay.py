@@ -369,6 +369,8 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
 
     try:
         units, decoded, first_line = _input(args.file, source, fmt, scale, pipeline)
+        if decoded and progress is not None:
+            progress.total = None  # rows, not bytes: the bar counts them
         if label_source is not None:
             labels_fmt = extension_format(labels_file) or fmt
             label_units, labels_decoded, labels_first = _input(str(labels_file), label_source, labels_fmt, scale,

@@ -10,6 +10,7 @@ import shutil
 import sys
 import warnings
 
+import numpy as np
 import pytest
 
 import streammetrics as sm
@@ -283,3 +284,20 @@ def test_replay_frame_equals_spark():
     finally:
         session.stop()
     assert sorted(sm.replay_frame(pd.DataFrame(rows))["snapshot"]) == spark_lines
+
+
+def test_dataframe_missing_values_and_array_cells(tmp_path):
+    rows = binary_events(120, delayed=True)
+    write_jsonl(tmp_path / "d.jsonl", rows)
+    want = replay(tmp_path, tmp_path / "d.jsonl")
+    df = pd.DataFrame(rows)  # y_true: float with NaN where the label comes later
+    assert df["y_true"].isna().sum() == 40
+    assert sm.replay_frame(df)["snapshot"].tolist() == want
+    nullable = df.astype({"y_true": "Int64", "segment": "string", "model": "category"})  # pd.NA, categories
+    assert sm.replay_frame(nullable)["snapshot"].tolist() == want
+    classes = ["x", "y"]
+    multi = pd.DataFrame({"ts": [T0 + i for i in range(10)], "model": "m", "y_true": ["x", "y"] * 5,
+                          "scores": [np.array([i / 10, 1 - i / 10]) for i in range(10)]})  # numpy arrays in cells
+    as_lists = multi.assign(scores=[s.tolist() for s in multi["scores"]])
+    got = sm.replay_frame(multi, task="multiclass", classes=classes)["snapshot"].tolist()
+    assert got == sm.replay_frame(as_lists, task="multiclass", classes=classes)["snapshot"].tolist() and got
