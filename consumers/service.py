@@ -76,7 +76,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from streammetrics.events.records import Rejection
-from streammetrics.monitors import make_monitor
+from streammetrics.monitors import DEFAULT_MAX_LABELS, make_monitor
 from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES
 from streammetrics.stream.alerting import alert_key, alert_line
 from streammetrics.stream.pending import DEFAULT_MAX_PENDING
@@ -170,6 +170,8 @@ class ServiceConfig:
     threshold: float = 0.5
     classes: list | None = None
     labels: list | None = None
+    #: labels task, discovered labels: most labels a window keeps (``--max-labels``)
+    max_labels: int = DEFAULT_MAX_LABELS
     fields: dict[str, str] = field(default_factory=dict)
     cumulative: bool = False
     include_state: bool = True
@@ -251,9 +253,10 @@ class ServiceConfig:
 
     def monitor_factory(self) -> Callable[[], Any]:
         task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
+        max_labels = self.max_labels
 
         def factory() -> Any:
-            return make_monitor(task, threshold=threshold, classes=classes, labels=labels)
+            return make_monitor(task, threshold=threshold, classes=classes, labels=labels, max_labels=max_labels)
 
         factory()  # configuration errors surface at start-up
         return factory
@@ -264,7 +267,8 @@ class ServiceConfig:
         return PipelineConfig(
             task=self.task, window=self.window, slide=self.slide, grace=self.grace,
             idle_close=None if partitioned else self.idle_close or None,
-            threshold=self.threshold, classes=self.classes, labels=self.labels, fields=dict(self.fields),
+            threshold=self.threshold, classes=self.classes, labels=self.labels, max_labels=self.max_labels,
+            fields=dict(self.fields),
             cumulative=self.cumulative, include_state=self.include_state or partitioned, max_future=self.max_future,
             max_keys=self.max_keys or None, max_snapshot_bytes=max_snapshot_bytes, batch=True,
             references=self.references, max_references=self.max_references,
@@ -279,7 +283,8 @@ class ServiceConfig:
                 "threshold": self.threshold, "classes": self.classes, "labels": self.labels,
                 "fields": dict(sorted(self.fields.items())), "cumulative": self.cumulative,
                 **({"labels_topic": self.labels_topic, "label_ttl": self.label_ttl} if self.labels_topic else {}),
-                **({"partitioning": "any"} if self.partitioned else {})}
+                **({"partitioning": "any"} if self.partitioned else {}),
+                **({"max_labels": self.max_labels} if self.task == "labels" and self.labels is None else {})}
 
     def topics(self) -> list[str]:
         """The topics the service subscribes to (predictions, then labels)."""
