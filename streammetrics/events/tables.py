@@ -274,6 +274,10 @@ def csv_rows(source: IO[bytes], typer: CsvTyper, name: str) -> Iterator[Any]:
 
     reader = csv.DictReader(text())
     try:
+        header = reader.fieldnames or []
+        if len(header) == 1 and ("\t" in header[0] or ";" in header[0]):
+            raise InputError(f"{name} line 1: the header has no comma ({header[0][:60]!r}); CSV must be "
+                             f"comma-separated")
         for row in reader:
             yield typer(row)
     except csv.Error as exc:

@@ -216,6 +216,7 @@ def test_delayed_labels_from_csv_and_parquet(tmp_path):
     ("e.csv", '{"ts": 1}\n', [], "looks like JSON Lines, not CSV; give --format jsonl"),
     ("e.jsonl", b"gz", [], "is gzip-compressed"),
     ("e.csv", "ts,model\n\xff\n", [], None),
+    ("e.csv", "ts;model;y_true;score\n1;m;1;0.5\n", [], "line 1: the header has no comma"),
 ])
 def test_wrong_format_one_line(tmp_path, capsys, name, content, flags, message):
     path = tmp_path / name
