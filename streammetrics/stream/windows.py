@@ -352,15 +352,16 @@ class WindowManager:
         packer = getattr(template, "event_packer", None)
         self._pack: Callable[[Any], Any] | None = packer() if packer is not None else None
         self._check_packed: Callable[[Any], Any] | None = getattr(template, "check_packed", None)
-        # many small windows closed together (tumbling, queued events, state in the snapshot):
-        # the template's snapshot_states builds their records in one vectorised pass at poll()
+        # many small windows closed together (tumbling, queued events): the template's
+        # snapshot_states builds their records in one vectorised pass at poll() (the state left
+        # out of the snapshots with include_state=False)
         self._template = template
         self._fleet: Callable[[list], list] | None = getattr(template, "snapshot_states", None) if (
-            batch and include_state and extra_metrics is None and not cumulative
+            batch and extra_metrics is None and not cumulative
             and self.spec.panes_per_slide == self.spec.panes_per_window) else None
-        # poll_lines: the same windows' lines written directly from their JSON texts
+        # poll_lines: the same windows' lines written directly from their JSON texts (with state)
         self._fleet_texts: Callable[[list], list] | None = getattr(template, "snapshot_texts", None) if (
-            self._fleet is not None) else None
+            self._fleet is not None and include_state) else None
         #: panes of at most this many queued events are deferred (larger ones close as before)
         self._fleet_max = getattr(template, "snapshot_states_max_events", 0)
         self._deferred: list[_Deferred] = []
@@ -896,12 +897,14 @@ class WindowManager:
             if record is None:  # the window's monitor, as when it closes without deferral
                 monitor = self._factory()
                 self._apply(monitor, d.events)
-                built.append(build_snapshot(d.key, monitor, d.start_ms, d.end_ms, final=True, late=d.late))
+                built.append(build_snapshot(d.key, monitor, d.start_ms, d.end_ms, final=True, late=d.late,
+                                            include_state=self.include_state))
             elif build is self._fleet_texts:
                 built.append(window_line(d.key, d.start_ms, d.end_ms, len(d.events), d.late, *record))
             else:
                 built.append(build_snapshot(d.key, self._template, d.start_ms, d.end_ms, final=True,
-                                            late=d.late, count=len(d.events), record=record))
+                                            late=d.late, count=len(d.events), record=record,
+                                            include_state=self.include_state))
         in_order = iter(built)  # (_deferred holds them in their order in the ready queue)
         self._ready = [next(in_order) if r.__class__ is _Deferred else r for r in self._ready]
 
