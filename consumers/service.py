@@ -23,9 +23,19 @@ re-published byte for byte under the same keys (windows are deterministic and re
 a window yields the same key and content), so a compacted output topic, or any consumer
 keeping the last value per key, sees exactly the snapshots of an uninterrupted run. No event
 is lost (nothing is committed before its effects are published) or counted twice (state and
-offset are saved together). Idle closing depends on wall time, so it is the one part that can
-differ after a restart; set ``--idle-close 0`` where bit-exact replays matter more than
-timely reporting of quiet keys.
+offset are saved together).
+
+Windows close by event time (contract section 7): each input partition's windows have one
+watermark, the largest ``ts`` applied on the partition minus ``--grace``, for every key, so a
+quiet key closes with the others and the snapshots are those ``replay`` writes for the
+partition's events. ``--idle-close`` (wall time, default 30 s) only moves the watermark of a
+partition that has received *no record* for that long while read to its end: it adopts the
+smallest watermark of the partitions still receiving (those of this instance, and with
+``--partitioning any`` every source partition as the merge stage knows it), never more, so it
+never closes a window that the slowest active partition has not passed; with no active
+partition nothing moves. The advanced watermark is checkpointed *before* the windows it closes
+are published (:meth:`MetricsService.checkpoint`), so a restart publishes the same content for
+them.
 
 Each partition has its own windows, so every (model, segment) key must live in one
 partition: produce with the message key ``model|segment`` (as ``demo`` does). A key seen on
@@ -216,12 +226,11 @@ class ServiceConfig:
         partitioned = self.partitioned  # partial windows: one watermark per partition, states for the merge
         return PipelineConfig(
             task=self.task, window=self.window, slide=self.slide, grace=self.grace,
-            idle_close=None if partitioned else self.idle_close or None,
             threshold=self.threshold, classes=self.classes, labels=self.labels, fields=dict(self.fields),
             cumulative=self.cumulative, include_state=self.include_state or partitioned, max_future=self.max_future,
             max_keys=self.max_keys or None, max_snapshot_bytes=max_snapshot_bytes, batch=True,
             references=self.references, max_references=self.max_references,
-            label_ttl=self.label_ttl, max_pending_labels=self.max_pending_labels, shared_watermark=partitioned,
+            label_ttl=self.label_ttl, max_pending_labels=self.max_pending_labels,
         )
 
     def window_settings(self) -> dict[str, Any]:
@@ -249,18 +258,20 @@ class _Partition:
     """
 
     __slots__ = ("tp", "pipeline", "next_offset", "saved_offset", "saved_payload", "committed_offset",
-                 "known_keys", "dirty", "poison", "failures", "labels", "preds")
+                 "known_keys", "dirty", "poison", "failures", "labels", "preds", "last_record", "advanced")
 
     def __init__(self, tp: Any, pipeline: Pipeline, next_offset: int | None,
-                 payload: bytes | None = None) -> None:
+                 payload: bytes | None = None, now: float = 0.0) -> None:
         self.tp = tp
+        self.last_record = now  # service clock when a record of it (or its labels side) last came
+        self.advanced = False  # its watermark was advanced (--idle-close): publish once that is saved
         self.pipeline = pipeline
         self.known_keys = 0  # keys of the pipeline's windows already checked against other partitions
         self.next_offset = next_offset  # next offset to apply (None: whatever comes first)
         self.saved_offset = next_offset  # offset of the last checkpoint
         self.saved_payload = payload
         self.committed_offset = next_offset
-        self.dirty = False  # state changed (idle closes) without the offset moving
+        self.dirty = False  # state changed (an idle partition's watermark advanced) without the offset moving
         self.poison: set[int] = set()  # offsets whose processing raised twice: dead-lettered, not applied
         self.failures: dict[Any, int] = {}  # offset -> exceptions while processing it (bounded: see _rollback)
         self.labels: _LabelSide | None = None  # --labels-topic: the labels partition of the same number
@@ -355,7 +366,6 @@ class MetricsService:
         self._stop = threading.Event()
         self._caught_up = False
         self._last_checkpoint = clock()
-        self._last_idle_check = clock()
         self._inflight: list[Any] = []  # send futures since the last successful flush
         #: why the service stopped on its own (None while healthy) and the exit status it returns
         self.failure: str | None = None
@@ -463,7 +473,7 @@ class MetricsService:
         config = self.config.pipeline_config(max_snapshot_bytes=max(limit, 1))
         if self.parser.fast_decode is None:  # msgspec turned off (benchmarks' "json only")
             config = dataclasses.replace(config, fast_json=False)
-        return Pipeline(config, clock=self._clock)
+        return Pipeline(config)
 
     def _pipeline_from(self, payload: bytes | None, partition: int) -> Pipeline:
         pipeline = self._new_pipeline()
@@ -494,7 +504,7 @@ class MetricsService:
                 pipeline = self._pipeline_from(payload, tp.partition)
                 if offset is not None:
                     self.consumer.seek(tp, offset)
-                part = self.partitions[tp] = _Partition(tp, pipeline, offset, payload)
+                part = self.partitions[tp] = _Partition(tp, pipeline, offset, payload, self._clock())
                 if labels_topic:
                     ltp = label_tps.pop(tp.partition, None)
                     if ltp is None:
@@ -620,6 +630,7 @@ class MetricsService:
                 self._out_of_range(part, high)
                 continue
             polled = len(records)
+            part.last_record = self._clock()
             first = part.next_offset
             if first is not None and records[0].offset < first:  # (records come in offset order)
                 records = [rec for rec in records if rec.offset >= first]  # covered by the checkpoint
@@ -643,11 +654,6 @@ class MetricsService:
             self.metrics.messages.inc(polled)
             self.counts["messages"] += polled
         now = self._clock()
-        if self.config.idle_close and now - self._last_idle_check >= min(1.0, self.config.idle_close / 4):
-            self._last_idle_check = now
-            for part in self.partitions.values():
-                if self._publish_ready(part):
-                    part.dirty = True
         if now - self._last_checkpoint >= self.config.checkpoint_interval:
             self.checkpoint()
         if self.merge is not None and self.merge.failure is not None:
@@ -690,6 +696,7 @@ class MetricsService:
                 part.labels.saved_offset = records[0].offset
             self.metrics.messages.inc(len(records))
             self.counts["messages"] += len(records)
+            part.last_record = self._clock()
             parse = part.pipeline.parser.parse_value
             for rec in records:
                 side.buffer.append((self._merge_ts(parse, side, rec.value), rec))
@@ -941,40 +948,61 @@ class MetricsService:
             return self._shrink_snapshot(snap, value, room, encode)
         return value
 
-    def _advance_idle(self) -> None:
-        """``--partitioning any``: an input partition read to its end whose watermark has not moved
-        for ``--idle-close`` seconds adopts the smallest watermark of the other partitions (as the
-        local merge stage knows them), so that a partition without traffic does not hold every merge
-        back. Its later events for windows before that are late (dead-lettered, counted), never
-        merged twice or lost silently; the advanced watermark is checkpointed before it is sent."""
+    def _advance_idle(self) -> list[_Partition]:
+        """``--idle-close``: each assigned partition that received no record for ``idle_close`` seconds
+        (service clock) and is read to its end adopts the smallest watermark of the *active*
+        partitions: this instance's partitions that did receive a record in that time and, with
+        ``--partitioning any``, the other source partitions whose watermark (as the local merge
+        stage knows it) moved in that time. Never beyond the slowest active one. With no active
+        partition only a partition that has received nothing at all moves, to the smallest watermark
+        of all the others (every source known, with ``--partitioning any``). The windows it passes
+        close at the partition's next poll, after the checkpoint that holds the new watermark (see
+        :meth:`checkpoint`): its later events for them are late (dead-lettered, counted), never
+        merged twice or lost silently. Returns the partitions advanced."""
         idle_after = self.config.idle_close
-        sources = self.merge.sources if self.merge is not None else None
-        if not idle_after or not sources:
-            return
+        if not idle_after:
+            return []
         now = self._clock()
-        known: dict[int, int] | None = None
-        for part in list(self.partitions.values()):
-            source = part.tp.partition
-            watermark = part.pipeline.windows.watermark_us()
-            seen = self._watermark_moved.get(source)
-            if seen is None or seen[0] != watermark:
-                self._watermark_moved[source] = (watermark, now)
+        own = {part.tp.partition: part for part in list(self.partitions.values())}
+        known = {s: p.pipeline.windows.watermark_us() for s, p in own.items()}
+        active = [w for s, w in known.items() if now - own[s].last_record < idle_after]
+        if self.merge is not None:
+            for source, watermark in self.merge.known_watermarks().items():
+                if source in own:
+                    continue
+                known[source] = watermark
+                seen = self._watermark_moved.get(source)
+                if seen is None or seen[0] != watermark:
+                    self._watermark_moved[source] = seen = (watermark, now)
+                if now - seen[1] < idle_after:
+                    active.append(watermark)
+        active = [w for w in active if w != -math.inf]
+        advanced = []
+        for source, part in own.items():
+            windows = part.pipeline.windows
+            current = windows.watermark_us()
+            if now - part.last_record < idle_after:
                 continue
-            if now - seen[1] < idle_after or not self._read_to_end(part):
+            if active:
+                target = min(active)
+            else:  # everything is quiet: only a partition without any event catches up with the rest
+                others = [w for s, w in known.items() if s != source and w != -math.inf]
+                sources = self.merge.sources if self.merge is not None else len(own)
+                if current != -math.inf or not others or len(others) < sources - 1:
+                    continue
+                target = min(others)
+            if current >= target or not self._read_to_end(part):
                 continue
-            if known is None:
-                known = self.merge.known_watermarks() if self.merge is not None else {}
-            others = [w for s, w in known.items() if s != source]
-            if len(others) < sources - 1 or min(others) <= watermark:
-                continue
-            part.pipeline.windows.advance_watermark(min(others))
+            floor = target
+            windows.advance_watermark(int(floor))
             if part.next_offset is None:  # an empty partition: its checkpoint must hold the watermark
                 part.next_offset = 0
-            self._publish_ready(part)  # closes (and publishes) what the new watermark passed
-            part.dirty = True
+            part.dirty = part.advanced = True
+            advanced.append(part)
             self.counts["idle_advances"] = self.counts.get("idle_advances", 0) + 1
-            log.info("%s[%d]: no new event for %g s: watermark advanced to the other partitions' (%d us)",
-                     part.tp.topic, source, idle_after, min(others))
+            log.info("%s[%d]: no record for %g s: watermark advanced to the slowest active partition's (%d us)",
+                     part.tp.topic, source, idle_after, floor)
+        return advanced
 
     def _read_to_end(self, part: _Partition) -> bool:
         high = self.consumer.highwater(part.tp)
@@ -1115,8 +1143,8 @@ class MetricsService:
             return
         parts = [self.partitions[tp] for tp in (tps if tps is not None else list(self.partitions))
                  if tp in self.partitions]
-        if self.config.partitioned and tps is None:
-            self._advance_idle()  # before the save: an advanced watermark is checkpointed before it is sent
+        if tps is None:  # before the save: an advanced watermark is saved before the windows it closes go out
+            self._advance_idle()
         self._flush()
         commits = {}
         for part in parts:
@@ -1168,6 +1196,11 @@ class MetricsService:
                         lside = self._label_parts[tp].labels
                         if lside is not None:
                             lside.committed_offset = om.offset
+        for part in list(self.partitions.values()):
+            if part.advanced and not part.dirty:  # the advance is saved: now its windows close and go out
+                part.advanced = False
+                if self._publish_ready(part):
+                    part.dirty = True
         if self.config.partitioned:
             self._send_watermarks()
         self._last_checkpoint = self._clock()

@@ -143,9 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--progress", choices=["auto", "on", "off"], default="auto",
                    help="progress bar on stderr (auto: only on a terminal)")
     p.add_argument("--idle-close", type=_duration("--idle-close"), default=None, metavar="DURATION",
-                   help="close (and forget) a key's windows once the input's newest event time is this far "
-                        "past the key's last event: bounds memory over many short-lived keys "
-                        "(event time, deterministic; default: off)")
+                   help="no effect, kept for old scripts: windows close by the stream's watermark whatever "
+                        "the key, so a quiet key closes (and is forgotten) with the others")
     p.add_argument("--label-ttl", type=_duration("--label-ttl"), default=7 * 86400.0, metavar="DURATION",
                    help="how long (event time) a prediction waits for its label, and a label for its "
                         "prediction, before expiring (default: 7d)")
@@ -202,7 +201,9 @@ def _add_consume_options(c: argparse.ArgumentParser) -> None:
     g.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="serve Prometheus /metrics and /healthz on this port")
     g.add_argument("--idle-close", type=_duration("--idle-close"), default=30.0, metavar="DURATION",
-                   help="close a key's windows after this long without its events (default: 30s; 0 disables)")
+                   help="an input partition that receives nothing for this long (wall time) adopts the "
+                        "watermark of the slowest partition still receiving, so its windows close too "
+                        "(default: 30s; 0 disables). Never closes a window by wall time alone")
     g.add_argument("--checkpoint-interval", type=_duration("--checkpoint-interval"), default=1.0,
                    metavar="DURATION", help="how often state is checkpointed and offsets committed (default: 1s)")
     g.add_argument("--max-poll-records", type=int, default=5000, metavar="N",

@@ -49,7 +49,6 @@ Bounds (all configurable in :class:`PipelineConfig`, all counted in :attr:`Pipel
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
@@ -85,7 +84,6 @@ class PipelineConfig:
     window: float = 60.0
     slide: float | None = None
     grace: float = 0.0
-    idle_close: float | None = None
     threshold: float = 0.5
     classes: list[Hashable] | None = None
     labels: list[Hashable] | None = None
@@ -95,9 +93,6 @@ class PipelineConfig:
     max_future: float | None = DEFAULT_MAX_FUTURE
     max_keys: int | None = DEFAULT_MAX_KEYS
     max_snapshot_bytes: int | None = None
-    #: what ``idle_close`` is measured in: ``"processing"`` (the ``clock`` given to the
-    #: pipeline) or ``"event"`` (the newest event time over all keys: deterministic replays)
-    idle_clock: str = "processing"
     #: queue events per pane and apply them in vectorised batches (same results, faster)
     batch: bool = True
     #: most events queued per pane before they are applied (batch mode)
@@ -113,9 +108,6 @@ class PipelineConfig:
     max_references: int = 10_000
     #: decode with msgspec when it is installed (same results; False: the standard library only)
     fast_json: bool = True
-    #: one event-time watermark for all keys instead of one per key (WindowManager's
-    #: ``shared_watermark``): the Kafka service's partitioned mode merges partial windows by it
-    shared_watermark: bool = False
 
     def extra_metrics(self) -> Callable[[tuple[str, str], Any, dict[str, Any]], None] | None:
         """The snapshot hook adding the label-free metrics (None without references)."""
@@ -224,15 +216,15 @@ _NOTICE_FIELDS = {"missing_id": "id", "duplicate": "id", "expired": "id", "futur
 class Pipeline:
     """decode -> parse -> window -> emit, without I/O; see the module docstring.
 
-    ``clock`` is the processing-time clock of idle closes; ``wall_clock`` the epoch clock that
-    ``max_future`` is measured against (both injectable for tests).
+    Windows close by the stream's watermark, one for all keys (see
+    :mod:`streammetrics.stream.windows`). ``wall_clock`` is the epoch clock that ``max_future``
+    is measured against (injectable for tests).
     """
 
     def __init__(
         self,
         config: PipelineConfig | None = None,
         *,
-        clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = c = config if config is not None else PipelineConfig()
@@ -245,15 +237,11 @@ class Pipeline:
         # predictions with their label as before; predictions awaiting one and label events too
         self.parser = DelayedEventParser.extending(c.parser())
         self._labels: LabelStream | None = None  # built at the first delayed item
-        if c.idle_clock not in ("processing", "event"):
-            raise ValueError(f"idle_clock must be 'processing' or 'event', got {c.idle_clock!r}")
-        idle_clock = clock if c.idle_clock == "processing" else self._stream_time
         self.windows = WindowManager(
-            c.monitor_factory(), c.window, c.slide, c.grace, c.idle_close or None,
+            c.monitor_factory(), c.window, c.slide, c.grace,
             cumulative=c.cumulative, include_state=c.include_state, batch=c.batch, max_pending=c.max_pending,
-            event_codec=EVENT_CODEC, clock=idle_clock, max_future=c.max_future, wall_clock=wall_clock,
+            event_codec=EVENT_CODEC, max_future=c.max_future, wall_clock=wall_clock,
             max_keys=c.max_keys, extra_metrics=c.extra_metrics(), monitor_loader=c.monitor_loader(),
-            shared_watermark=c.shared_watermark,
         )
         self._parse: Callable[[Any], Any] = self.parser.parse  # Event, Label or Rejection
         self._fast = self.parser.fast_decode  # msgspec's decoder, or None (PipelineConfig.fast_json)
@@ -265,10 +253,6 @@ class Pipeline:
         self._degraded = 0
         self._rejected: dict[str, int] = {}
         self.lines: list[str | None] = []  # see _emit
-
-    def _stream_time(self) -> float:
-        t = self.windows.stream_time()
-        return -math.inf if t is None else t
 
     # ------------------------------------------------------------------ input
     def process(self, value: bytes | bytearray | memoryview | str | None) -> MessageResult:
@@ -403,21 +387,22 @@ class Pipeline:
         return MessageResult(0, [Problem(index, code, reason, field_name)])
 
     # ------------------------------------------------------------------ output
-    def poll(self, now: float | None = None, revisions: bool = True, collect: bool = True) -> list[dict[str, Any]]:
-        """Snapshots ready since the last call (idle keys closed first when ``idle_close`` is set);
+    def poll(self, revisions: bool = True, collect: bool = True) -> list[dict[str, Any]]:
+        """Snapshots ready since the last call (what :meth:`WindowManager.advance_watermark
+        <streammetrics.stream.windows.WindowManager.advance_watermark>` passed closed first);
         ``revisions=False`` leaves label revisions of closed windows for a later poll;
         ``collect=False`` closes what is due and leaves the ready snapshots queued
         (:meth:`WindowManager.poll <streammetrics.stream.windows.WindowManager.poll>`)."""
-        return self._emit(self.windows.poll(now, revisions, collect))
+        return self._emit(self.windows.poll(revisions, collect))
 
-    def poll_lines(self, now: float | None = None, revisions: bool = True, collect: bool = True) -> list[str]:
+    def poll_lines(self, revisions: bool = True, collect: bool = True) -> list[str]:
         """:meth:`poll`'s snapshots as their canonical lines (what ``replay`` writes): without
         ``max_snapshot_bytes``, small windows closed together are written straight from their
         JSON texts (:meth:`WindowManager.poll_lines
         <streammetrics.stream.windows.WindowManager.poll_lines>`); the same lines either way."""
         if self.config.max_snapshot_bytes is not None:
-            return self._lines(self.poll(now, revisions, collect))
-        return self._counted(self.windows.poll_lines(now, revisions, collect))
+            return self._lines(self.poll(revisions, collect))
+        return self._counted(self.windows.poll_lines(revisions, collect))
 
     def flush_lines(self) -> list[str]:
         """:meth:`flush`'s snapshots as their canonical lines (see :meth:`poll_lines`)."""
