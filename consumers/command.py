@@ -69,7 +69,9 @@ def config_from_args(args: Any) -> ServiceConfig:
         max_pending_labels=getattr(args, "max_pending", None) or ServiceConfig.max_pending_labels,
         max_merge_buffer=getattr(args, "max_merge_buffer", None) or ServiceConfig.max_merge_buffer,
         changelog_topic=_changelog_topic(args),
-        partitioning=getattr(args, "partitioning", None) or "key",
+        partitioning="key" if getattr(args, "partitioning", None) == "key-unchecked" else (
+            getattr(args, "partitioning", None) or "key"),
+        key_check=getattr(args, "partitioning", None) != "key-unchecked",
         partials_topic=getattr(args, "partials_topic", None) or None,
         max_merge_windows=getattr(args, "max_merge_windows", None) or ServiceConfig.max_merge_windows,
     )

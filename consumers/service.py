@@ -37,9 +37,16 @@ partition nothing moves. The advanced watermark is checkpointed *before* the win
 are published (:meth:`MetricsService.checkpoint`), so a restart publishes the same content for
 them.
 
-Each partition has its own windows, so every (model, segment) key must live in one
-partition: produce with the message key ``model|segment`` (as ``demo`` does). A key seen on
-two partitions is logged.
+Each partition has its own windows, so with ``--partitioning key`` (the default) every
+(model, segment) key must live in one partition: produce with the message key
+``model|segment`` (as ``demo`` does). That is checked from the records themselves, before they
+are applied, so a wrong input never publishes a partial window as if it were the whole one
+(contract section 7): when the input topic has more than one partition, a predictions record
+whose message key is not ``model|segment`` of its events (e.g. keyed by prediction id, as a
+labels topic needs), or a key seen on two of the instance's partitions, stops the service with
+one error line naming the record and status 2 (use ``--partitioning any``; or
+``--partitioning key-unchecked`` when the producer's own partitioner keeps each key in one
+partition). A message key already checked is trusted (one dict lookup per record).
 
 Delayed labels from a second topic (``--labels-topic T``, contract section 5): the labels
 topic is co-partitioned with the predictions by prediction ``id`` (same partition count, message
@@ -112,7 +119,8 @@ RECORD_OVERHEAD = 512
 #: a dead letter lists at most this many problems in its ``streammetrics.problems`` header
 MAX_LISTED_PROBLEMS = 100
 
-#: keys remembered for the "key seen on two partitions" warning (cleared when exceeded)
+#: keys remembered for the "key seen on two partitions" check (cleared when exceeded), and message
+#: keys remembered as checked per partition (``--partitioning key``)
 MAX_TRACKED_KEYS = 100_000
 
 #: a dead letter's key is cut to this many bytes
@@ -189,6 +197,10 @@ class ServiceConfig:
     #: ``model|segment``); ``"any"``: events of a key may be on every partition, partial windows
     #: are merged exactly by the merge stage (``--partitioning``; :mod:`consumers.partials`)
     partitioning: str = "key"
+    #: ``--partitioning key``: refuse a predictions record of a multi-partition topic whose message
+    #: key is not ``model|segment`` of its events, and a key seen on two partitions (status 2);
+    #: False: ``--partitioning key-unchecked`` (a warning for the latter)
+    key_check: bool = True
     #: ``--partitioning any``: the internal topic of partial windows and watermarks
     #: (``--partials-topic``, default ``<group>-<topic>-partials``)
     partials_topic: str | None = None
@@ -258,13 +270,15 @@ class _Partition:
     """
 
     __slots__ = ("tp", "pipeline", "next_offset", "saved_offset", "saved_payload", "committed_offset",
-                 "known_keys", "dirty", "poison", "failures", "labels", "preds", "last_record", "advanced")
+                 "known_keys", "dirty", "poison", "failures", "labels", "preds", "last_record", "advanced",
+                 "checked_keys")
 
     def __init__(self, tp: Any, pipeline: Pipeline, next_offset: int | None,
                  payload: bytes | None = None, now: float = 0.0) -> None:
         self.tp = tp
         self.last_record = now  # service clock when a record of it (or its labels side) last came
         self.advanced = False  # its watermark was advanced (--idle-close): publish once that is saved
+        self.checked_keys: set[bytes] = set()  # message keys found to be model|segment of their events
         self.pipeline = pipeline
         self.known_keys = 0  # keys of the pipeline's windows already checked against other partitions
         self.next_offset = next_offset  # next offset to apply (None: whatever comes first)
@@ -394,6 +408,7 @@ class MetricsService:
         #: thread), the partials topic's partition count, and the last watermark sent per partition
         self.merge = merge
         self.partials_partitions: int | None = None
+        self._input_partitions: int | None = None  # of --topic (the key check applies when more than 1)
         self._watermarks_sent: dict[int, tuple[int, float]] = {}
         self._watermark_moved: dict[int, tuple[float, float]] = {}  # partition -> (watermark, since when)
 
@@ -638,6 +653,8 @@ class MetricsService:
                     continue
             if part.saved_offset is None:  # empty windows before the first record: consistent
                 part.saved_offset = records[0].offset
+            if self._key_check_needed() and not self._check_keys(part, records):
+                return applied  # stopping (status 2): nothing of this batch is applied or published
             try:
                 events = self._apply_records(part, records)
             except DeliveryError:
@@ -650,6 +667,8 @@ class MetricsService:
                 self.counts["events"] += events
                 self.metrics.events.inc(events)
             self._check_new_keys(part)
+            if self.failure is not None:  # a key on two partitions (--partitioning key): publish nothing
+                return applied
             self._publish_ready(part)
             self.metrics.messages.inc(polled)
             self.counts["messages"] += polled
@@ -692,6 +711,8 @@ class MetricsService:
                     continue
             if side is part.preds and part.saved_offset is None:  # nothing of it in the saved state yet
                 part.saved_offset = records[0].offset
+            if side is part.preds and self._key_check_needed() and not self._check_keys(part, records):
+                return 0  # stopping (status 2): nothing of this batch is applied or published
             elif part.labels is not None and side is part.labels and part.labels.saved_offset is None:
                 part.labels.saved_offset = records[0].offset
             self.metrics.messages.inc(len(records))
@@ -707,6 +728,8 @@ class MetricsService:
             if part.preds is not None and (part.preds.buffer or (part.labels and part.labels.buffer)):
                 applied += self._merge_apply(part)
                 self._check_new_keys(part)
+                if self.failure is not None:
+                    return applied
                 self._publish_ready(part)
             self._pause_full(part)
         return applied
@@ -869,8 +892,59 @@ class MetricsService:
                 self.metrics.bad_events.labels(problem.code).inc()
         self._dead_letter(rec, problems)
 
+    def _key_check_needed(self) -> bool:
+        """``--partitioning key`` over an input topic of more than one partition."""
+        if not self.config.key_check or self.config.partitioned or self.failure is not None:
+            return False
+        if self._input_partitions is None:
+            try:
+                found = self.producer.partitions_for(self.config.topic)
+            except Exception:  # noqa: BLE001 - metadata not there yet: check (a 1-partition topic passes anyway)
+                found = None
+            if not found:
+                return True
+            self._input_partitions = len(found)
+        return self._input_partitions > 1
+
+    def _check_keys(self, part: _Partition, records: list) -> bool:
+        """``--partitioning key``: every record's message key is ``model|segment`` of each of its
+        events (labels, which have no key, and invalid events aside: they are dealt with as usual).
+        A key checked once is trusted. False (the service stopping with status 2, one line naming
+        the record) at the first that is not, before anything of the batch is applied."""
+        checked = part.checked_keys
+        parse = part.pipeline.parser.parse_value
+        for rec in records:
+            key = rec.key
+            if key is not None and key in checked:
+                continue
+            if rec.value is None:
+                continue
+            expected = None
+            for item in parse(rec.value):
+                model, segment = getattr(item, "model", None), getattr(item, "segment", None)
+                if item.__class__ is Rejection or not isinstance(model, str) or not isinstance(segment, str):
+                    continue  # a label event, or a bad one (dead-lettered when applied)
+                expected = f"{model}|{segment}".encode()
+                if key != expected:
+                    shown = "no key" if key is None else f"message key {key[:80]!r}"
+                    self._fail(
+                        f"{rec.topic}[{rec.partition}]@{rec.offset} has {shown}, not {expected[:160]!r} "
+                        f"(model|segment of its event): with --partitioning key each model|segment must live "
+                        f"in one partition, so records must be keyed by it. Predictions keyed by id (as a "
+                        f"labels topic needs) or unkeyed: run with --partitioning any, which merges the "
+                        f"partitions' windows exactly; a producer whose own partitioner keeps each key in one "
+                        f"partition: --partitioning key-unchecked. Nothing of this record was published",
+                        status=2)
+                    return False
+            if expected is not None and key is not None:
+                if len(checked) >= MAX_TRACKED_KEYS:
+                    checked.clear()
+                checked.add(key)
+        return True
+
     def _check_new_keys(self, part: _Partition) -> None:
-        """Warn when a (model, segment) key new to this partition was already seen on another."""
+        """A (model, segment) key new to this partition that was already seen on another: stop
+        (status 2) with ``--partitioning key``, a warning with ``key-unchecked``."""
         if self.config.partitioned:  # spread keys are the point
             return
         windows = part.pipeline.windows
@@ -886,6 +960,12 @@ class MetricsService:
             seen = self._key_partition.setdefault(key, partition)
             if seen != partition:
                 self._key_partition[key] = partition
+                if self.config.key_check:
+                    self._fail(f"key model={key[0]!r:.80} segment={key[1]!r:.80} seen on partitions {seen} and "
+                               f"{partition}: with --partitioning key each model|segment must live in one "
+                               f"partition (produce with key 'model|segment'), or run with --partitioning any",
+                               status=2)
+                    return
                 log.warning("key model=%r segment=%r seen on partitions %d and %d: produce with key "
                             "'model|segment' so that each key lives in one partition",
                             key[0], key[1], seen, partition)

@@ -234,10 +234,13 @@ def _add_consume_options(c: argparse.ArgumentParser) -> None:
     g.add_argument("--max-merge-buffer", type=int, default=20_000, metavar="N",
                    help="with --labels-topic: records held per partition and topic awaiting the other topic's "
                         "records to merge with; beyond it that partition is paused (default: 20000)")
-    g.add_argument("--partitioning", choices=("key", "any"), default="key",
-                   help="key: each model|segment lives in one input partition (produce with that key); any: "
-                        "events of a key may be on every partition, partial windows are merged exactly through "
-                        "the internal partials topic (default: key)")
+    g.add_argument("--partitioning", choices=("key", "any", "key-unchecked"), default="key",
+                   help="key: each model|segment lives in one input partition: produce with that message key "
+                        "(checked: a record of a topic of several partitions keyed otherwise, e.g. by prediction "
+                        "id, stops the service with status 2 before anything is published); any: events of a "
+                        "key may be on every partition, partial windows are merged exactly through the internal "
+                        "partials topic; key-unchecked: as key, for producers whose own partitioner keeps each "
+                        "model|segment in one partition whatever the message key (default: key)")
     g.add_argument("--partials-topic", default=None, metavar="TOPIC",
                    help="with --partitioning any: internal topic of partial windows and watermarks "
                         "(default: GROUP-TOPIC-partials)")

@@ -175,9 +175,10 @@ def test_a_checkpoint_is_rewritten_only_when_its_offset_or_state_changed(tmp_pat
     cluster.create("out", 1)
     cluster.create("dlq", 1)
     for ev in events:  # partition 1 gets a few events, partition 0 the rest
-        cluster.append("in", json.dumps(ev).encode(), partition=int(ev["ts"] * 10) % 7 == 0)
+        cluster.append("in", json.dumps(ev).encode(), partition=int(int(ev["ts"] * 10) % 7 == 0))
     clock = ManualClock()
-    service = make_service(cluster, tmp_path, clock=clock, idle_close=30.0, max_poll_records=1000)
+    service = make_service(cluster, tmp_path, clock=clock, idle_close=30.0, max_poll_records=1000,
+                           key_check=False)  # (placed by partition, unkeyed)
     writes: list[int] = []
     write = service.store.write
     service.store.write = lambda partition, payload: (writes.append(partition), write(partition, payload))[1]
@@ -271,3 +272,40 @@ def test_sparse_keys_arriving_in_real_time_lose_nothing_with_the_default_idle_cl
     assert cluster.records("dlq") == []
     assert sum(s["count"] for s in snaps) == 120 and all(s["late"] == 0 for s in snaps)
     assert len(snaps) == 4 * 4  # 1200 s: windows 0..3 of each key (t0 is a multiple of 300)
+
+
+def test_predictions_keyed_by_id_are_refused_before_anything_is_published(tmp_path):
+    """Issue 25 / contract section 7: with the default --partitioning key, input keyed by prediction
+    id over several partitions published one partial window per partition under the same key
+    (1,455 pairs of different snapshots, only a log line). Now the first such record stops the
+    service with status 2 and one line, before anything is applied or published."""
+    events = events_with_closers(300)
+    cluster = FakeCluster()
+    for topic, n in (("in", 3), ("out", 1), ("dlq", 1)):
+        cluster.create(topic, n)
+    for i, ev in enumerate(events):
+        cluster.append("in", json.dumps(ev).encode(), key=f"p{i}".encode())
+    service = make_service(cluster, tmp_path)
+    service.consumer.on_idle = service.stop
+    assert service.run() == 2
+    assert cluster.records("out") == [] and cluster.records("dlq") == []
+    assert "--partitioning any" in (service.failure or "") and "message key b'p" in (service.failure or "")
+    # keyed by model|segment, the same events pass; key-unchecked trusts the producer's partitioner
+    for option in ({}, {"key_check": False}):
+        ok = FakeCluster()
+        fill(ok, events, partitions=3)
+        drain(make_service(ok, tmp_path / f"ok{len(option)}", **option))
+        assert counts(final_snapshots(ok)) == expected_counts(events)
+
+
+def test_a_key_on_two_partitions_stops_the_service(tmp_path):
+    cluster = FakeCluster()
+    for topic, n in (("in", 2), ("out", 1), ("dlq", 1)):
+        cluster.create(topic, n)
+    ev = {"ts": 1_767_225_600, "model": "m", "segment": "", "y_true": 1, "score": 0.5}
+    for p in (0, 1):  # the right message key, each on another partition (a custom partitioner gone wrong)
+        cluster.append("in", json.dumps(ev).encode(), key=b"m|", partition=p)
+    service = make_service(cluster, tmp_path)
+    service.consumer.on_idle = service.stop
+    assert service.run() == 2 and "seen on partitions" in (service.failure or "")
+    assert cluster.records("out") == []

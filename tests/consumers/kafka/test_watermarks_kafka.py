@@ -84,3 +84,24 @@ def test_sparse_keys_lose_nothing_with_default_flags_and_equal_replay(bootstrap_
     assert read_all(bootstrap_servers, dlq, 5) == []  # nothing late
     for key, line in expected.items():
         assert set(got[key]) == {line}, key  # byte for byte what replay writes
+
+
+def test_predictions_keyed_by_id_with_default_flags_are_refused_before_anything_is_published(
+        bootstrap_servers, new_topic, unique_name, make_producer, tmp_path):
+    """Issue 25: keyed by id over several partitions, the default mode published one partial window
+    per partition under one key (1,455 pairs of different snapshots). Now: status 2, one line, an
+    empty output topic."""
+    topic, output, dlq = new_topic(3), new_topic(1), new_topic(1)
+    t0 = math.floor((time.time() - 3 * 3600) / 60) * 60
+    producer = make_producer()
+    for i in range(600):
+        ev = {"ts": t0 + i * 0.5, "model": "m", "segment": "", "id": f"p{i}", "y_true": i % 2, "score": 0.5}
+        producer.send(topic, key=ev["id"].encode(), value=json.dumps(ev).encode())
+    producer.flush()
+    proc = subprocess.run([sys.executable, "-m", "streammetrics.cli", "consume", "--bootstrap-servers",
+                           bootstrap_servers, "--topic", topic, "--output-topic", output, "--dlq-topic", dlq,
+                           "--group-id", unique_name("g"), "--changelog-topic", ""],
+                          capture_output=True, text=True, timeout=90)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "--partitioning any" in proc.stderr and "message key b'p" in proc.stderr
+    assert read_all(bootstrap_servers, output, 5) == [] and read_all(bootstrap_servers, dlq, 5) == []
