@@ -83,6 +83,7 @@ import dataclasses
 import json
 import logging
 import math
+import sqlite3
 import threading
 import time
 from collections import deque
@@ -92,12 +93,14 @@ from typing import Any, Callable, Mapping
 from streammetrics.events.records import Rejection
 from streammetrics.monitors import make_monitor
 from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES
+from streammetrics.stream.alerting import alert_key, alert_line
 from streammetrics.stream.pending import DEFAULT_MAX_PENDING
 from streammetrics.stream.pipeline import DEFAULT_LABEL_TTL, Pipeline, PipelineConfig, Problem
 from streammetrics.stream.snapshots import snapshot_key, snapshot_line
 from streammetrics.stream.windows import DEFAULT_MAX_FUTURE, DEFAULT_MAX_KEYS
 
 from .checkpoint import CheckpointError, CheckpointStore
+from .clients import fetch_error_position
 from .fastpath import BinaryFastPath
 from .gc_tuning import tune_gc
 from .partials import partial_record, watermark_record
@@ -126,6 +129,27 @@ MAX_TRACKED_KEYS = 100_000
 #: a dead letter's key is cut to this many bytes
 MAX_DEAD_LETTER_KEY = 1024
 
+#: a record batch the Kafka client cannot read (unsupported codec, CRC, corrupt batch) is fetched
+#: this many times in all (back-off ``POLL_BACKOFF * 2**k`` s between), then skipped: see
+#: :meth:`MetricsService._client_error`
+FETCH_ATTEMPTS = 3
+#: first back-off (s) after an exception out of ``poll``; doubled per failure, at most ``MAX_POLL_BACKOFF``
+POLL_BACKOFF = 0.1
+MAX_POLL_BACKOFF = 5.0
+
+#: an environment failure while a partition's records are applied (disk full, unwritable temp
+#: dir, a failing SQLite spill) pauses the partition this long (s), doubled per failure at the
+#: same offset, at most ``MAX_PAUSE_BACKOFF``: see :meth:`MetricsService._pause`
+PAUSE_BACKOFF = 1.0
+MAX_PAUSE_BACKOFF = 60.0
+
+
+def environment_error(exc: BaseException) -> bool:
+    """An error of the machine, not of the record: ``OSError`` (disk full, read-only or
+    unwritable directory, I/O error; :class:`~streammetrics.stream.pending.SpillError` is one) or
+    ``sqlite3.OperationalError`` (SQLite's "database or disk is full", "unable to open")."""
+    return isinstance(exc, (OSError, sqlite3.OperationalError))
+
 
 @dataclass
 class ServiceConfig:
@@ -142,7 +166,8 @@ class ServiceConfig:
 
     Bounds on ``/metrics``: per-key gauges for at most ``metrics_keys`` keys (the most events in
     their latest window; 0: none), at most ``metrics_max_connections`` HTTP connections at once,
-    each closed after ``metrics_timeout`` s idle (see :mod:`consumers.observability`).
+    each given ``metrics_timeout`` s in all for its request and answer, the last connection kept
+    for quick requests such as ``/healthz`` (see :mod:`consumers.observability`).
     """
 
     bootstrap_servers: str
@@ -182,6 +207,9 @@ class ServiceConfig:
     #: label-free metrics per (model, segment) against a reference (``--reference``), None: off
     references: Mapping[tuple[str, str], Any] | None = None
     max_references: int = DEFAULT_MAX_REFERENCES
+    #: binary operating points in snapshots (``--target-recall`` ... ``--cost-fn``; contract
+    #: section 11: :class:`streammetrics.monitors.operating_points.OperatingPoints`), None: off
+    operating_points: Any = None
     #: delayed labels (contract section 5): the topic of label events, co-partitioned with
     #: ``topic`` by prediction ``id`` (``--labels-topic``); None: labels only inside ``topic``
     labels_topic: str | None = None
@@ -193,6 +221,12 @@ class ServiceConfig:
     #: checkpoints also go to this topic (partition p's to partition p) and are restored from it
     #: when ``state_dir`` has none or an older one (``--changelog-topic``; :mod:`consumers.changelog`)
     changelog_topic: str | None = None
+    #: HMAC key file sealing internal records (``--internal-key``; else ``$STREAMMETRICS_INTERNAL_KEY``;
+    #: :mod:`consumers.signing`)
+    internal_key: str | None = None
+    #: a partition whose offsets do not move still re-writes its checkpoint this often (seconds,
+    #: ``--checkpoint-refresh``), so that a changelog retention longer than it always keeps one
+    checkpoint_refresh: float = 3600.0
     #: ``"key"``: every (model, segment) lives in one input partition (produce with key
     #: ``model|segment``); ``"any"``: events of a key may be on every partition, partial windows
     #: are merged exactly by the merge stage (``--partitioning``; :mod:`consumers.partials`)
@@ -206,8 +240,16 @@ class ServiceConfig:
     partials_topic: str | None = None
     #: ``--partitioning any``: windows the merge holds per partials partition (``--max-merge-windows``)
     max_merge_windows: int = 100_000
+    #: alert rules (``--alert``, ``--alerts``, ``--alert-cooldown``;
+    #: :class:`streammetrics.stream.alerting.AlertSpec`) evaluated on every published snapshot;
+    #: their events go to ``alerts_topic`` (``--alerts-topic``, key ``rule|model|segment``)
+    alerts: Any = None
+    alerts_topic: str | None = None
 
     def __post_init__(self) -> None:
+        if self.metrics_max_connections < 2:
+            raise ValueError(f"metrics_max_connections must be at least 2 (one is kept for /healthz), got "
+                             f"{self.metrics_max_connections}")
         if self.partitioning not in ("key", "any"):
             raise ValueError(f"--partitioning must be 'key' or 'any', got {self.partitioning!r}")
         if self.partitioned:
@@ -218,6 +260,9 @@ class ServiceConfig:
                                  "--state-dir: give one of them (not --changelog-topic '' without --state-dir)")
             if not self.partials_topic:
                 self.partials_topic = f"{self.group_id}-{self.topic}-partials"
+            if self.alerts is not None:
+                raise ValueError("alert rules (--alert, --alerts) are evaluated with --partitioning key only, "
+                                 "for now")
 
     @property
     def partitioned(self) -> bool:
@@ -242,7 +287,9 @@ class ServiceConfig:
             cumulative=self.cumulative, include_state=self.include_state or partitioned, max_future=self.max_future,
             max_keys=self.max_keys or None, max_snapshot_bytes=max_snapshot_bytes, batch=True,
             references=self.references, max_references=self.max_references,
+            operating_points=self.operating_points,
             label_ttl=self.label_ttl, max_pending_labels=self.max_pending_labels,
+            alerts=None if partitioned else self.alerts,  # partials: the merge stage evaluates the merged windows
         )
 
     def window_settings(self) -> dict[str, Any]:
@@ -270,8 +317,8 @@ class _Partition:
     """
 
     __slots__ = ("tp", "pipeline", "next_offset", "saved_offset", "saved_payload", "committed_offset",
-                 "known_keys", "dirty", "poison", "failures", "labels", "preds", "last_record", "advanced",
-                 "checked_keys")
+                 "known_keys", "dirty", "poison", "failures", "labels", "preds", "saved_at", "last_record",
+                 "advanced", "checked_keys")
 
     def __init__(self, tp: Any, pipeline: Pipeline, next_offset: int | None,
                  payload: bytes | None = None, now: float = 0.0) -> None:
@@ -286,10 +333,36 @@ class _Partition:
         self.saved_payload = payload
         self.committed_offset = next_offset
         self.dirty = False  # state changed (an idle partition's watermark advanced) without the offset moving
+        self.saved_at = -math.inf  # clock() of the last checkpoint written (--checkpoint-refresh)
         self.poison: set[int] = set()  # offsets whose processing raised twice: dead-lettered, not applied
         self.failures: dict[Any, int] = {}  # offset -> exceptions while processing it (bounded: see _rollback)
         self.labels: _LabelSide | None = None  # --labels-topic: the labels partition of the same number
         self.preds: _Side | None = None  # --labels-topic: predictions polled, awaiting the merge
+
+
+class _Unreadable:
+    """What :meth:`MetricsService._dead_letter` needs of a record the client could not read."""
+
+    __slots__ = ("topic", "partition", "offset", "key", "value")
+
+    def __init__(self, topic: str, partition: int, offset: int) -> None:
+        self.topic, self.partition, self.offset = topic, partition, offset
+        self.key: bytes | None = None
+        self.value = b""
+
+
+class _Pause:
+    """A partition paused after an environment failure (:meth:`MetricsService._pause`): until
+    when (service clock), the offset that failed and failures there in a row, and whether its
+    pipeline still has to be reloaded from the checkpoint."""
+
+    __slots__ = ("until", "offset", "failures", "reload")
+
+    def __init__(self, offset: Any) -> None:
+        self.until = 0.0
+        self.offset = offset
+        self.failures = 0
+        self.reload = True
 
 
 class _Side:
@@ -347,7 +420,9 @@ class MetricsService:
     * a checkpoint write that fails (disk full): logged and counted, the partition keeps its
       previous checkpoint and is saved at the next interval; a failed offset commit is retried
       at the next checkpoint (the checkpoint, not the group offset, is the source of truth);
-    * a checkpoint that cannot be used: one error line naming the file and what to do, exit 2.
+    * a checkpoint that cannot be used: one error line naming the file and what to do, exit 2;
+    * an exception out of the Kafka client's ``poll``: see :meth:`_client_error` (counted in
+      ``streammetrics_fetch_errors_total{error, outcome}``; never an exit).
     """
 
     def __init__(self, config: ServiceConfig, consumer: Any = None, producer: Any = None, *,
@@ -401,7 +476,13 @@ class MetricsService:
 
             reader = KafkaChangelogReader(config.changelog_topic, bootstrap_servers=config.bootstrap_servers,
                                           **_security_options(config.kafka_options))
-            changelog = Changelog(producer, config.changelog_topic, reader, self.max_record_bytes)
+            from .signing import RecordSigner
+
+            changelog = Changelog(producer, config.changelog_topic, reader, self.max_record_bytes,
+                                  signer=RecordSigner.from_option(config.internal_key))
+        if changelog is not None and getattr(changelog, "on_reject", False) is None:
+            topic = changelog.topic
+            changelog.on_reject = lambda reason: self.metrics.internal_rejected.labels(topic, reason).inc()
         #: checkpoints in Kafka (None: only ``--state-dir``)
         self.changelog = changelog
         #: ``--partitioning any``: the merge stage (:class:`consumers.partials.MergeStage`, its own
@@ -411,6 +492,12 @@ class MetricsService:
         self._input_partitions: int | None = None  # of --topic (the key check applies when more than 1)
         self._watermarks_sent: dict[int, tuple[int, float]] = {}
         self._watermark_moved: dict[int, tuple[float, float]] = {}  # partition -> (watermark, since when)
+        #: exceptions out of poll: (tp, offset) -> failed fetches of that batch; failures in a row without one
+        self._fetch_failures: dict[tuple[Any, int], int] = {}
+        self._poll_errors = 0
+        self._checkpoint_bytes = 0  # state bytes written by the checkpoint under way
+        #: partitions paused by an environment failure (see _pause)
+        self._paused: dict[Any, _Pause] = {}
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self) -> None:
@@ -500,6 +587,8 @@ class MetricsService:
                 else:
                     pipeline.load_dict(state)
             except Exception as exc:  # whatever the monitors raise on foreign state
+                if environment_error(exc):  # (restoring spilled pending predictions needs the disk)
+                    raise
                 path = self.codec.path(partition)
                 raise CheckpointError(path, f"its windows do not load ({type(exc).__name__}: {exc})") from None
         return pipeline
@@ -550,9 +639,16 @@ class MetricsService:
         local = self.store.load(partition) if self.store is not None else None
         if self.changelog is None:
             return local
-        raw = self.changelog.restore(partition)
-        remote = None if raw is None else self.codec.decode(
-            partition, raw, f"the changelog checkpoint of partition {partition} in {self.changelog.topic!r}")
+        where = f"the changelog checkpoint of partition {partition} in {self.changelog.topic!r}"
+
+        def check(raw: bytes, meta: dict[str, Any]) -> None:  # a bad one is skipped: the previous one is used
+            data = self.codec.decode(partition, raw, where)
+            if data["offset"] != meta["offset"] or data.get("label_offset") != meta.get("label_offset"):
+                raise ValueError("its offsets differ from its header's")
+            self._pipeline_from(raw, partition)
+
+        raw = self.changelog.restore(partition, check)
+        remote = None if raw is None else self.codec.decode(partition, raw, where)
         candidates = [c for c in (local, remote) if c is not None]
         if not candidates:
             return None
@@ -595,7 +691,20 @@ class MetricsService:
             part.failures[bad_offset] = part.failures.get(bad_offset, 0) + 1
             if part.failures[bad_offset] >= 2:
                 part.poison.add(bad_offset)
-        part.pipeline = self._pipeline_from(part.saved_payload, part.tp.partition)
+        self._reset_to_checkpoint(part)
+        if part.labels is not None and part.preds is not None:
+            self._resume(part)
+
+    def _reset_to_checkpoint(self, part: _Partition) -> None:
+        """The partition's pipeline reloaded from its last checkpoint, the consumer seeked there
+        (both topics with ``--labels-topic``); an environment error while reloading propagates
+        (the partition keeps its pipeline)."""
+        pipeline = self._pipeline_from(part.saved_payload, part.tp.partition)
+        old, part.pipeline = part.pipeline, pipeline
+        try:
+            old.close()  # its spill files (delayed labels)
+        except Exception as exc:  # noqa: BLE001 - scratch files: removed at exit anyway
+            log.debug("closing a discarded pipeline failed: %s", exc)
         part.known_keys = 0
         part.dirty = False
         part.next_offset = part.saved_offset
@@ -608,7 +717,6 @@ class MetricsService:
             side.next_offset = side.saved_offset
             if side.saved_offset is not None:
                 self.consumer.seek(side.tp, side.saved_offset)
-            self._resume(part)
 
     def _out_of_range(self, part: _Partition, high: int) -> None:
         """The checkpoint's offset is past the partition's end: the topic was recreated (or the
@@ -629,8 +737,9 @@ class MetricsService:
     def poll_once(self, timeout_ms: int = 200) -> int:
         """One poll: apply its records, publish closed windows, checkpoint when due.
         Returns the number of records applied."""
-        batches = self.consumer.poll(timeout_ms=timeout_ms, max_records=self.config.max_poll_records)
-        self.metrics.last_poll = time.monotonic()
+        if self._paused:
+            self._resume_paused()
+        batches = self._poll(timeout_ms)
         applied = 0
         highwater = self.consumer.highwater
         if self.config.labels_topic:
@@ -638,7 +747,7 @@ class MetricsService:
             batches = {}
         for tp, records in batches.items():
             part = self.partitions.get(tp)
-            if part is None or not records:  # revoked while the batch was in flight
+            if part is None or not records or tp in self._paused:  # revoked (or paused) while in flight
                 continue
             high = highwater(tp)
             if part.next_offset is not None and high is not None and high < part.next_offset:
@@ -660,7 +769,10 @@ class MetricsService:
             except DeliveryError:
                 raise
             except Exception as exc:
-                self._rollback(part, part.next_offset, exc)
+                if environment_error(exc):
+                    self._pause(part, part.next_offset, exc)
+                else:
+                    self._rollback(part, part.next_offset, exc)
                 continue
             applied += len(records)
             if events:
@@ -680,6 +792,169 @@ class MetricsService:
         self._update_lag()
         self._caught_up = self._compute_caught_up()
         return applied
+
+    # ------------------------------------------------------------------ environment failures
+    def _pause(self, part: _Partition, offset: Any, exc: BaseException) -> None:
+        """The rule for an environment failure (:func:`environment_error`) while ``part``'s records
+        are applied: never a dead letter, never a window published without the record. The
+        partition is paused (``consumer.pause``, both topics with ``--labels-topic``), reset to its
+        last checkpoint (windows reloaded; while that fails too, an empty pipeline stands in and
+        the reload is retried) and excluded from checkpoints and publishing; after
+        :data:`PAUSE_BACKOFF` s (doubled per failure at the same offset, at most
+        :data:`MAX_PAUSE_BACKOFF`) it resumes and re-reads from the checkpoint. ``/healthz``
+        answers 503 while any partition is paused; ``streammetrics_partition_pauses_total`` counts
+        the pauses, ``streammetrics_paused_partitions`` shows how many are paused."""
+        pause = self._paused.get(part.tp)
+        if pause is None:
+            pause = self._paused[part.tp] = _Pause(offset)
+        pause.failures = pause.failures + 1 if pause.offset == offset else 1
+        pause.offset = offset
+        delay = min(PAUSE_BACKOFF * 2 ** (pause.failures - 1), MAX_PAUSE_BACKOFF)
+        pause.until = self._clock() + delay
+        self.consumer.pause(*self._pair(part))
+        self.counts["pauses"] = self.counts.get("pauses", 0) + 1
+        self.metrics.partition_pauses.inc()
+        self._show_paused()
+        log.error("%s[%d]: %s: %s while processing offset %s: an environment failure (disk, temp dir), not a bad "
+                  "record: partition paused for %g s, then read again from its checkpoint at offset %s (nothing "
+                  "dead-lettered)", part.tp.topic, part.tp.partition, type(exc).__name__, exc, offset, delay,
+                  part.saved_offset)
+        pause.reload = True
+        self._reload(part, pause)
+
+    def _reload(self, part: _Partition, pause: _Pause) -> bool:
+        """Reset a paused partition to its checkpoint; False (an empty pipeline stands in) while an
+        environment failure prevents it."""
+        try:
+            self._reset_to_checkpoint(part)
+        except Exception as exc:
+            if not environment_error(exc):
+                raise
+            log.error("%s[%d]: the checkpoint cannot be reloaded either (%s: %s); retrying after the pause",
+                      part.tp.topic, part.tp.partition, type(exc).__name__, exc)
+            part.pipeline = self._new_pipeline()  # nothing to publish or checkpoint from a half-applied state
+            part.next_offset = part.saved_offset
+            return False
+        pause.reload = False
+        return True
+
+    def _resume_paused(self) -> None:
+        """Resume the paused partitions whose pause is over (their checkpoint reloaded first)."""
+        now = self._clock()
+        for tp, pause in list(self._paused.items()):
+            part = self.partitions.get(tp)
+            if part is None:  # revoked meanwhile
+                del self._paused[tp]
+                continue
+            if now < pause.until:
+                continue
+            if pause.reload and not self._reload(part, pause):
+                pause.failures += 1
+                pause.until = now + min(PAUSE_BACKOFF * 2 ** (pause.failures - 1), MAX_PAUSE_BACKOFF)
+                continue
+            del self._paused[tp]
+            self.consumer.resume(*self._pair(part))
+            for side in (part.preds, part.labels):
+                if side is not None:
+                    side.paused = False
+            log.info("%s[%d]: resumed after a pause: reading again from offset %s", tp.topic, tp.partition,
+                     part.next_offset)
+        self._show_paused()
+
+    def _show_paused(self) -> None:
+        self.metrics.paused = len(self._paused)
+        self.metrics.paused_partitions.set(len(self._paused))
+
+    @staticmethod
+    def _pair(part: _Partition) -> list:
+        return [part.tp] + ([part.labels.tp] if part.labels is not None else [])
+
+    # ------------------------------------------------------------------ client errors
+    def _poll(self, timeout_ms: int) -> Mapping[Any, list]:
+        """``consumer.poll``; an exception out of it is handled by :meth:`_client_error` (then no records)."""
+        try:
+            batches = self.consumer.poll(timeout_ms=timeout_ms, max_records=self.config.max_poll_records)
+        except Exception as exc:  # noqa: BLE001 - every client exception: see _client_error
+            self._client_error(exc)
+            return {}
+        self._poll_errors = 0
+        self.metrics.last_poll = time.monotonic()
+        return batches
+
+    def _client_error(self, exc: Exception) -> None:
+        """The rule for an exception out of ``poll`` (the service never exits on one):
+
+        * a record batch's (unsupported codec, CRC, corrupt batch: the partition and offset are
+          known, :func:`consumers.clients.fetch_error_position`): the batch is fetched again after
+          a back-off, :data:`FETCH_ATTEMPTS` times in all; then its offsets are skipped: ONE dead
+          letter (code ``unreadable``, empty value, the offset range and error in its reason) and the
+          partition goes on after the batch (the skip is checkpointed with the next offset);
+        * any other (no broker, a rebalance, authorisation): logged, retried with back-off
+          (:data:`POLL_BACKOFF` doubled per failure up to :data:`MAX_POLL_BACKOFF`); ``/healthz``
+          answers 503 once they last ``stall_after`` seconds (no successful poll).
+        """
+        name = type(exc).__name__
+        where = fetch_error_position(exc)
+        if where is None:
+            self._poll_errors += 1
+            delay = min(POLL_BACKOFF * 2 ** (self._poll_errors - 1), MAX_POLL_BACKOFF)
+            self.metrics.fetch_errors.labels(name, "retried").inc()
+            log.error("poll failed (%s: %s); retrying in %.1f s (failure %d in a row)", name, exc, delay,
+                      self._poll_errors)
+            self._stop.wait(delay)
+            return
+        self.metrics.last_poll = time.monotonic()  # the client answers: the loop is alive
+        tp, offset, skip_to = where
+        failures = self._fetch_failures
+        if len(failures) > 1000:
+            failures.clear()
+        attempts = failures.get((tp, offset), 0) + 1
+        if attempts < FETCH_ATTEMPTS:
+            failures[(tp, offset)] = attempts
+            self.metrics.fetch_errors.labels(name, "retried").inc()
+            delay = POLL_BACKOFF * 2 ** (attempts - 1)
+            log.warning("%s[%d]: cannot read offset %d (%s: %s); fetching it again in %.1f s (attempt %d of %d)",
+                        tp.topic, tp.partition, offset, name, exc, delay, attempts + 1, FETCH_ATTEMPTS)
+            self._seek_if_assigned(tp, offset)
+            self._stop.wait(delay)
+            return
+        failures.pop((tp, offset), None)
+        self.metrics.fetch_errors.labels(name, "skipped").inc()
+        self._skip_unreadable(tp, offset, skip_to, f"{name}: {exc}")
+
+    def _skip_unreadable(self, tp: Any, offset: int, skip_to: int, error: str) -> None:
+        """Dead-letter and skip the offsets ``[offset, skip_to)`` of ``tp`` (see :meth:`_client_error`)."""
+        part = self.partitions.get(tp)
+        labels = part is None
+        if part is None:
+            part = self._label_parts.get(tp)
+            if part is None:  # revoked meanwhile: the next owner meets the batch
+                return
+        reason = (f"the Kafka client could not read offsets {offset}-{skip_to - 1} of {tp.topic}[{tp.partition}] "
+                  f"after {FETCH_ATTEMPTS} attempts ({error[:500]}); skipped")
+        log.error("%s", reason)
+        self._problems(_Unreadable(tp.topic, tp.partition, offset), [Problem(None, "unreadable", reason, None)])
+        self.metrics.skipped_offsets.inc(skip_to - offset)
+        self.counts["skipped_offsets"] = self.counts.get("skipped_offsets", 0) + skip_to - offset
+        side = (part.labels if labels else part.preds) if self.config.labels_topic else None
+        if side is not None:  # --labels-topic: records before the batch may still wait in the merge buffer
+            side.end = skip_to
+            if side.buffer:  # the offset moves past the batch with them, or at a later skip
+                self._seek_if_assigned(tp, skip_to)
+                return
+        holder = part.labels if labels else part
+        assert holder is not None
+        if holder.saved_offset is None:  # nothing read before: empty state up to the batch is consistent
+            holder.saved_offset = offset
+        if holder.next_offset is None or holder.next_offset < skip_to:
+            holder.next_offset = skip_to
+        self._seek_if_assigned(tp, skip_to)
+
+    def _seek_if_assigned(self, tp: Any, offset: int) -> None:
+        try:
+            self.consumer.seek(tp, offset)
+        except Exception as exc:  # noqa: BLE001 - revoked meanwhile (kafka-python: IllegalStateError)
+            log.warning("%s[%d]: seek to %d failed: %s", tp.topic, tp.partition, offset, exc)
 
     # ------------------------------------------------------------------ --labels-topic: merge by event time
     def _merge_batches(self, batches: Mapping[Any, list]) -> int:
@@ -703,6 +978,8 @@ class MetricsService:
                     continue
                 side = part.labels
                 next_offset = side.next_offset
+            if part.tp in self._paused:  # fetched before the pause: read again on resume
+                continue
             assert side is not None
             first = side.end if side.end is not None else next_offset
             if first is not None and records[0].offset < first:
@@ -725,6 +1002,8 @@ class MetricsService:
             touched[part.tp] = part
         applied = 0
         for part in list(self.partitions.values()):  # an idle side can release the other's buffer
+            if part.tp in self._paused:
+                continue
             if part.preds is not None and (part.preds.buffer or (part.labels and part.labels.buffer)):
                 applied += self._merge_apply(part)
                 self._check_new_keys(part)
@@ -790,7 +1069,10 @@ class MetricsService:
         except DeliveryError:
             raise
         except Exception as exc:
-            self._rollback(part, bad, exc)
+            if environment_error(exc):
+                self._pause(part, bad, exc)
+            else:
+                self._rollback(part, bad, exc)
             return applied
         finally:
             if events:
@@ -1013,7 +1295,18 @@ class MetricsService:
                 self.metrics.observe_snapshot(snap)
                 self.counts["snapshots"] += 1
             published += 1
+        if pipeline.alerts is not None:
+            self.publish_alerts(pipeline.take_alerts())
         return published
+
+    def publish_alerts(self, events: list[dict[str, Any]]) -> None:
+        """Publish alert events to ``--alerts-topic`` (key ``rule|model|segment``) and follow them in
+        ``streammetrics_alert_firing``. Re-published after a restore from a checkpoint, an event
+        has the same key and bytes (its id and content come from the snapshots)."""
+        for event in events:
+            self.metrics.observe_alert(event)
+            if self.config.alerts_topic:
+                self._send(self.config.alerts_topic, alert_key(event), alert_line(event).encode())
 
     def snapshot_value(self, snap: dict[str, Any], key: bytes,
                        wrap: Callable[[dict[str, Any]], bytes] | None = None, *,
@@ -1043,7 +1336,7 @@ class MetricsService:
         if not idle_after:
             return []
         now = self._clock()
-        own = {part.tp.partition: part for part in list(self.partitions.values())}
+        own = {part.tp.partition: part for part in list(self.partitions.values()) if part.tp not in self._paused}
         known = {s: p.pipeline.windows.watermark_us() for s, p in own.items()}
         active = [w for s, w in known.items() if now - own[s].last_record < idle_after]
         if self.merge is not None:
@@ -1216,24 +1509,38 @@ class MetricsService:
 
     def checkpoint(self, tps: list | None = None, commit: bool = True) -> None:
         """Flush the producer (DeliveryError if anything was not delivered: then nothing is
-        saved), then save each changed partition's windows and offset, then commit."""
+        saved), then save each changed partition's windows and offset, then commit
+        (:meth:`_checkpoint_now`); its duration and the bytes written go to ``/metrics``
+        (``streammetrics_checkpoint_duration_seconds``, ``streammetrics_checkpoint_bytes``)."""
+        if self.failure is not None:
+            return
+        started = time.perf_counter()
+        self._checkpoint_bytes = 0
+        self._checkpoint_now(tps, commit)
+        self.metrics.observe_checkpoint(time.perf_counter() - started, self._checkpoint_bytes)
+
+    def _checkpoint_now(self, tps: list | None = None, commit: bool = True) -> None:
         from kafka.structs import OffsetAndMetadata
 
         if self.failure is not None:
             return
         parts = [self.partitions[tp] for tp in (tps if tps is not None else list(self.partitions))
-                 if tp in self.partitions]
+                 if tp in self.partitions and tp not in self._paused]  # (paused: its checkpoint stays)
         if tps is None:  # before the save: an advanced watermark is saved before the windows it closes go out
             self._advance_idle()
         self._flush()
         commits = {}
+        now = self._clock()
         for part in parts:
             if part.next_offset is None:
                 continue
             side = part.labels
             label_offset = side.next_offset if side is not None else None
+            # a quiet partition still re-writes its checkpoint every --checkpoint-refresh (and at its
+            # first checkpoint after assignment), so that changelog retention never removes the last one
             if part.next_offset != part.saved_offset or part.dirty or (side is not None and label_offset
-                                                                        != side.saved_offset):
+                                                                        != side.saved_offset) \
+                    or now - part.saved_at >= self.config.checkpoint_refresh:
                 partition = part.tp.partition
                 try:
                     windows = part.pipeline.to_dict()
@@ -1252,6 +1559,8 @@ class MetricsService:
                               part.saved_offset)
                     continue
                 part.saved_offset, part.saved_payload, part.dirty = part.next_offset, payload, False
+                part.saved_at = now
+                self._checkpoint_bytes += len(payload)
                 if side is not None:
                     side.saved_offset = label_offset
         if self.changelog is not None:
@@ -1277,7 +1586,8 @@ class MetricsService:
                         if lside is not None:
                             lside.committed_offset = om.offset
         for part in list(self.partitions.values()):
-            if part.advanced and not part.dirty:  # the advance is saved: now its windows close and go out
+            if part.advanced and not part.dirty and part.tp not in self._paused:  # the advance is saved: now
+                # its windows close and go out
                 part.advanced = False
                 if self._publish_ready(part):
                     part.dirty = True

@@ -108,14 +108,31 @@ class PipelineConfig:
     max_references: int = 10_000
     #: decode with msgspec when it is installed (same results; False: the standard library only)
     fast_json: bool = True
+    #: binary operating points in snapshots (``--target-recall`` ... ``--cost-fn``; contract
+    #: section 11: :class:`streammetrics.monitors.operating_points.OperatingPoints`)
+    operating_points: Any = None
+    #: slices, roll-ups, worst slices, fairness (``--slice-by`` ...; contract section 11:
+    #: :class:`streammetrics.stream.slicing.SliceSpec`); slices close on one shared watermark
+    slicing: Any = None
+    #: alert rules evaluated on every snapshot the pipeline emits (``--alert`` ...; contract
+    #: section 10: :class:`streammetrics.stream.alerting.AlertSpec`); their state is checkpointed
+    alerts: Any = None
 
     def extra_metrics(self) -> Callable[[tuple[str, str], Any, dict[str, Any]], None] | None:
-        """The snapshot hook adding the label-free metrics (None without references)."""
-        if self.references is None:
-            return None
-        from streammetrics.monitors.reference import snapshot_metrics
+        """The snapshot hook adding the label-free metrics and the operating points (None
+        without references or operating points)."""
+        hook = None
+        if self.references is not None:
+            from streammetrics.monitors.reference import snapshot_metrics
 
-        return snapshot_metrics(self.references, self.task, max_references=self.max_references)
+            hook = snapshot_metrics(self.references, self.task, max_references=self.max_references)
+        points = self.operating_points
+        if points is not None and points.enabled:
+            if self.task != "binary":
+                raise ValueError(f"--target-recall, --target-precision, --target-fpr, --cost-fp and --cost-fn "
+                                 f"apply to --task binary, not --task {self.task}")
+            hook = points.hook(self.references, hook)
+        return hook
 
     def monitor_factory(self) -> Callable[[], Any]:
         """A factory of empty monitors for the task; configuration errors raise ValueError now."""
@@ -237,13 +254,22 @@ class Pipeline:
         # predictions with their label as before; predictions awaiting one and label events too
         self.parser = DelayedEventParser.extending(c.parser())
         self._labels: LabelStream | None = None  # built at the first delayed item
+        extra = c.extra_metrics()
+        self._slicer: Any = None
+        if c.slicing is not None:  # (streammetrics.stream.slicing: keys by slice, roll-ups at output)
+            from streammetrics.stream.slicing import Slicer
+
+            self._slicer = Slicer(c.slicing, include_state=c.include_state, extra_metrics=extra)
+            extra = self._slicer.hook
         self.windows = WindowManager(
             c.monitor_factory(), c.window, c.slide, c.grace,
             cumulative=c.cumulative, include_state=c.include_state, batch=c.batch, max_pending=c.max_pending,
             event_codec=EVENT_CODEC, max_future=c.max_future, wall_clock=wall_clock,
-            max_keys=c.max_keys, extra_metrics=c.extra_metrics(), monitor_loader=c.monitor_loader(),
+            max_keys=c.max_keys, extra_metrics=extra, monitor_loader=c.monitor_loader(),
         )
         self._parse: Callable[[Any], Any] = self.parser.parse  # Event, Label or Rejection
+        if self._slicer is not None:
+            self._parse = self._slicer.wrap_parse(self._parse)
         self._fast = self.parser.fast_decode  # msgspec's decoder, or None (PipelineConfig.fast_json)
         self._add = self.windows.add
         self._messages = 0
@@ -253,6 +279,9 @@ class Pipeline:
         self._degraded = 0
         self._rejected: dict[str, int] = {}
         self.lines: list[str | None] = []  # see _emit
+        #: the alert engine of ``config.alerts`` (None without rules); events in :meth:`take_alerts`
+        self.alerts = c.alerts.engine() if c.alerts is not None else None
+        self._alert_events: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ input
     def process(self, value: bytes | bytearray | memoryview | str | None) -> MessageResult:
@@ -307,6 +336,24 @@ class Pipeline:
             return self._refused(None, exc.code, exc.reason, exc.field)
         self._late += 1
         return MessageResult(0, [Problem(None, "late", LATE_REASON, "ts")])
+
+    def process_decoded(self, decoded: Any) -> MessageResult:
+        """One decoded message value: an object, an array of them, or a
+        :class:`~streammetrics.events.records.Rejection` of the decoding (the rows of CSV and
+        Parquet files and of DataFrames, typed and with ``ts`` in seconds: see
+        :mod:`streammetrics.events.tables`); the same parser and windows as :meth:`process`."""
+        if decoded.__class__ is list:
+            self._messages += 1
+            return self._process_items(decoded)
+        if decoded.__class__ is Rejection:
+            self._messages += 1
+            return self._refused(None, decoded.code, decoded.reason, decoded.field)
+        item = self._parse(decoded)
+        if item.__class__ is Event or item.__class__ is Label:
+            return self.process_event(item)
+        self._messages += 1
+        rej = cast(Rejection, item)
+        return self._refused(None, rej.code, rej.reason, rej.field)
 
     def _process_items(self, items: list) -> MessageResult:
         parse, add = self._parse, self._add
@@ -393,20 +440,28 @@ class Pipeline:
         ``revisions=False`` leaves label revisions of closed windows for a later poll;
         ``collect=False`` closes what is due and leaves the ready snapshots queued
         (:meth:`WindowManager.poll <streammetrics.stream.windows.WindowManager.poll>`)."""
-        return self._emit(self.windows.poll(revisions, collect))
+        return self._emit(self._sliced(self.windows.poll(revisions, collect), False))
+
+    def _sliced(self, snaps: list[dict[str, Any]], end: bool) -> list[dict[str, Any]]:
+        """With slicing: slice keys by dimension, then the roll-up windows now complete."""
+        if self._slicer is None:
+            return snaps
+        if end:
+            return self._slicer.process(snaps, None)
+        return self._slicer.process(snaps, self.windows.watermark_us() / 1e6)
 
     def poll_lines(self, revisions: bool = True, collect: bool = True) -> list[str]:
         """:meth:`poll`'s snapshots as their canonical lines (what ``replay`` writes): without
         ``max_snapshot_bytes``, small windows closed together are written straight from their
         JSON texts (:meth:`WindowManager.poll_lines
         <streammetrics.stream.windows.WindowManager.poll_lines>`); the same lines either way."""
-        if self.config.max_snapshot_bytes is not None:
+        if self.config.max_snapshot_bytes is not None or self._slicer is not None or self.alerts is not None:
             return self._lines(self.poll(revisions, collect))
         return self._counted(self.windows.poll_lines(revisions, collect))
 
     def flush_lines(self) -> list[str]:
         """:meth:`flush`'s snapshots as their canonical lines (see :meth:`poll_lines`)."""
-        if self.config.max_snapshot_bytes is not None:
+        if self.config.max_snapshot_bytes is not None or self._slicer is not None or self.alerts is not None:
             return self._lines(self.flush())
         return self._counted(self.windows.flush_lines())
 
@@ -418,6 +473,8 @@ class Pipeline:
 
     def _lines(self, snaps: list[dict[str, Any]]) -> list[str]:
         """The lines of snapshots :meth:`_emit` returned (encoded there for the size check)."""
+        if not self.lines:  # (no size check: nothing encoded yet)
+            return [snapshot_line(s) for s in snaps]
         return [snapshot_line(s) if line is None else line for s, line in zip(snaps, self.lines)]
 
     def collect_due(self, at_least: int) -> bool:
@@ -428,7 +485,7 @@ class Pipeline:
 
     def flush(self) -> list[dict[str, Any]]:
         """End of input: close every open window and return every ready snapshot."""
-        return self._emit(self.windows.flush())
+        return self._emit(self._sliced(self.windows.flush(), True))
 
     def _emit(self, snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         self._snapshots += len(snaps)
@@ -446,7 +503,15 @@ class Pipeline:
         #: with ``max_snapshot_bytes``: the canonical line of each snapshot the last ``poll`` /
         #: ``flush`` returned (encoded for the size check; None for a degraded one), else []
         self.lines = lines
+        if self.alerts is not None:
+            for snap in snaps:
+                self._alert_events += self.alerts.observe(snap)
         return snaps
+
+    def take_alerts(self) -> list[dict[str, Any]]:
+        """The alert events (contract section 10) of the snapshots emitted since the last call."""
+        events, self._alert_events = self._alert_events, []
+        return events
 
     def _degrade(self, snap: dict[str, Any], limit: int) -> dict[str, Any]:
         """A smaller snapshot: coarser state if the monitor offers it, else no state, else no
@@ -475,6 +540,8 @@ class Pipeline:
         out = {"type": "Pipeline", "version": 1, "task": self.config.task, "windows": self.windows.to_dict()}
         if self._labels is not None:  # delayed labels: the join and its pending store
             out["labels"] = self._labels.to_dict()
+        if self.alerts is not None:  # alert lifecycles: re-run after a restore, the same events
+            out["alerts"] = self.alerts.to_dict()
         return out
 
     def load_dict(self, data: Mapping[str, Any]) -> Pipeline:
@@ -486,6 +553,9 @@ class Pipeline:
             raise ValueError(f"Pipeline checkpoint version {data.get('version')!r} is not supported (expected 1)")
         if data.get("task") != self.config.task:
             raise ValueError(f"checkpoint is for task {data.get('task')!r}, this pipeline runs {self.config.task!r}")
+        alerts = None
+        if self.config.alerts is not None and data.get("alerts") is not None:
+            alerts = self.config.alerts.engine().load(data["alerts"])  # validated before anything changes
         labels = data.get("labels")
         stream = None
         if labels is not None:
@@ -499,6 +569,9 @@ class Pipeline:
         if self._labels is not None:
             self._labels.join.store.close()
         self._labels = stream
+        if self.config.alerts is not None:
+            self.alerts = alerts if alerts is not None else self.config.alerts.engine()
+            self._alert_events = []
         return self
 
     # ------------------------------------------------------------------ introspection
