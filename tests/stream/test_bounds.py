@@ -244,7 +244,7 @@ def test_memory_is_flat_over_half_a_million_churning_keys():
             gc.collect()
             marks[i + 1] = rss_bytes()
     assert applied == 500_000 and wm.late_count("model-0") == 0
-    assert wm.evicted == 500_000 and wm.key_count == 0
+    assert wm.key_count <= 100 and wm.evicted == 500_000 - wm.key_count  # (the last window's keys stay open)
     growth = marks[500_000] - marks[100_000]
     assert growth < 16 * 2**20, f"RSS grew by {growth / 2**20:.0f} MiB from 100k to 500k keys"
 
