@@ -55,6 +55,7 @@ def config_from_args(args: Any) -> ServiceConfig:
         metrics_port=args.metrics_port, metrics_host=args.metrics_host, task=args.task, window=args.window,
         slide=args.slide, grace=args.grace, idle_close=args.idle_close or None, threshold=args.threshold,
         classes=args.classes, labels=args.labels, fields=parse_field_map(args.field),
+        max_labels=getattr(args, "max_labels", ServiceConfig.max_labels),
         cumulative=args.cumulative, include_state=not args.no_state,
         checkpoint_interval=args.checkpoint_interval, max_poll_records=args.max_poll_records,
         kafka_options=kafka_options(args.kafka),

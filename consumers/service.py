@@ -67,8 +67,10 @@ fuller side is paused (``consumer.pause``) until the merge drains it. Checkpoint
 offset of both topics (``label_offset``) with the pipeline's state, pending labels included,
 and both offsets are committed; a rollback or restart seeks both. Revisions are published under
 the window's key ``model|segment|window_start``: a later revision replaces an earlier one in a
-compacted topic (or a reader keeping the last value per key). Without labels (every event with
-``y_true``) nothing changes.
+compacted topic (or a reader keeping the last value per key). They come at the window engine's
+revision ticks, as in ``replay`` (so a (key, revision) keeps one content across restarts), plus
+a quiet partition's waiting ones after ``--idle-close`` (checkpointed at once); docs/revisions.md.
+Without labels (every event with ``y_true``) nothing changes.
 
 Nothing in a message can stop the service: undecodable, malformed, refused and late events
 become ONE dead letter per message, carrying the original bytes as value (truncated to the
@@ -91,7 +93,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from streammetrics.events.records import Rejection
-from streammetrics.monitors import make_monitor
+from streammetrics.monitors import DEFAULT_MAX_LABELS, make_monitor
 from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES
 from streammetrics.stream.alerting import alert_key, alert_line
 from streammetrics.stream.pending import DEFAULT_MAX_PENDING
@@ -186,6 +188,8 @@ class ServiceConfig:
     threshold: float = 0.5
     classes: list | None = None
     labels: list | None = None
+    #: labels task, discovered labels: most labels a window keeps (``--max-labels``)
+    max_labels: int = DEFAULT_MAX_LABELS
     fields: dict[str, str] = field(default_factory=dict)
     cumulative: bool = False
     include_state: bool = True
@@ -271,9 +275,10 @@ class ServiceConfig:
 
     def monitor_factory(self) -> Callable[[], Any]:
         task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
+        max_labels = self.max_labels
 
         def factory() -> Any:
-            return make_monitor(task, threshold=threshold, classes=classes, labels=labels)
+            return make_monitor(task, threshold=threshold, classes=classes, labels=labels, max_labels=max_labels)
 
         factory()  # configuration errors surface at start-up
         return factory
@@ -283,7 +288,8 @@ class ServiceConfig:
         partitioned = self.partitioned  # partial windows: one watermark per partition, states for the merge
         return PipelineConfig(
             task=self.task, window=self.window, slide=self.slide, grace=self.grace,
-            threshold=self.threshold, classes=self.classes, labels=self.labels, fields=dict(self.fields),
+            threshold=self.threshold, classes=self.classes, labels=self.labels, max_labels=self.max_labels,
+            fields=dict(self.fields),
             cumulative=self.cumulative, include_state=self.include_state or partitioned, max_future=self.max_future,
             max_keys=self.max_keys or None, max_snapshot_bytes=max_snapshot_bytes, batch=True,
             references=self.references, max_references=self.max_references,
@@ -298,7 +304,8 @@ class ServiceConfig:
                 "threshold": self.threshold, "classes": self.classes, "labels": self.labels,
                 "fields": dict(sorted(self.fields.items())), "cumulative": self.cumulative,
                 **({"labels_topic": self.labels_topic, "label_ttl": self.label_ttl} if self.labels_topic else {}),
-                **({"partitioning": "any"} if self.partitioned else {})}
+                **({"partitioning": "any"} if self.partitioned else {}),
+                **({"max_labels": self.max_labels} if self.task == "labels" and self.labels is None else {})}
 
     def topics(self) -> list[str]:
         """The topics the service subscribes to (predictions, then labels)."""
@@ -422,7 +429,10 @@ class MetricsService:
       at the next checkpoint (the checkpoint, not the group offset, is the source of truth);
     * a checkpoint that cannot be used: one error line naming the file and what to do, exit 2;
     * an exception out of the Kafka client's ``poll``: see :meth:`_client_error` (counted in
-      ``streammetrics_fetch_errors_total{error, outcome}``; never an exit).
+      ``streammetrics_fetch_errors_total{error, outcome}``; never an exit);
+    * an environment failure while records are applied (disk full, unwritable temp dir, a failing
+      SQLite spill): the partition is paused and read again from its checkpoint later, never
+      dead-lettered (:meth:`_pause`).
     """
 
     def __init__(self, config: ServiceConfig, consumer: Any = None, producer: Any = None, *,
@@ -498,6 +508,8 @@ class MetricsService:
         self._checkpoint_bytes = 0  # state bytes written by the checkpoint under way
         #: partitions paused by an environment failure (see _pause)
         self._paused: dict[Any, _Pause] = {}
+        #: tp -> (next offsets, since when): how long each partition has applied nothing
+        self._positions: dict[Any, tuple[tuple[Any, Any], float]] = {}
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self) -> None:
@@ -785,6 +797,8 @@ class MetricsService:
             self.metrics.messages.inc(polled)
             self.counts["messages"] += polled
         now = self._clock()
+        if self.config.idle_close and not self.config.partitioned:
+            self._publish_quiet_revisions(now)
         if now - self._last_checkpoint >= self.config.checkpoint_interval:
             self.checkpoint()
         if self.merge is not None and self.merge.failure is not None:
@@ -792,6 +806,30 @@ class MetricsService:
         self._update_lag()
         self._caught_up = self._compute_caught_up()
         return applied
+
+    # ------------------------------------------------------------------ revisions of quiet partitions
+    def _publish_quiet_revisions(self, now: float) -> None:
+        """A partition read to its end that has applied nothing for ``--idle-close`` seconds
+        publishes the label revisions waiting for the next revision tick (a quiet stream still
+        shows its labels), then is checkpointed at once: its windows' revision numbers are saved
+        with the offset, so a restart numbers the next revision after it and re-reads nothing
+        that the published one covers. Only a crash between that publish and its checkpoint can
+        re-publish such a (key, revision) with more labels (docs/revisions.md)."""
+        quiet_after = self.config.idle_close or 0.0
+        for tp, part in list(self.partitions.items()):
+            if tp in self._paused:
+                continue
+            position = (part.next_offset, part.labels.next_offset if part.labels is not None else None)
+            seen = self._positions.get(tp)
+            if seen is None or seen[0] != position:
+                self._positions[tp] = (position, now)
+                continue
+            if now - seen[1] < quiet_after or not self._read_to_end(part):
+                continue
+            if self._publish_ready(part, revisions=True):
+                part.dirty = True
+                self.counts["quiet_revisions"] = self.counts.get("quiet_revisions", 0) + 1
+                self.checkpoint([tp])
 
     # ------------------------------------------------------------------ environment failures
     def _pause(self, part: _Partition, offset: Any, exc: BaseException) -> None:
@@ -1267,13 +1305,15 @@ class MetricsService:
             raise DeliveryError(f"send to {topic!r} failed: {type(exc).__name__}: {exc}") from exc
         self._inflight.append(future)
 
-    def _publish_ready(self, part: _Partition) -> int:
+    def _publish_ready(self, part: _Partition, revisions: bool = False) -> int:
         """Publish the snapshots of the partition's closed windows (``--partitioning any``: as
-        partials to the partials topic); how many."""
+        partials to the partials topic); how many. Label revisions come at the window engine's
+        revision ticks (a function of the input, as in ``replay``: see
+        :meth:`_publish_quiet_revisions`); ``revisions=True`` also those changed since the last tick."""
         published = 0
         partitioned = self.config.partitioned
         pipeline = part.pipeline
-        snaps = pipeline.poll()
+        snaps = pipeline.poll(revisions=revisions or partitioned)  # (partials: the merge stage numbers them)
         # the canonical line of each snapshot, encoded once by the pipeline's size check
         lines = pipeline.lines if len(pipeline.lines) == len(snaps) else [None] * len(snaps)
         for snap, line in zip(snaps, lines):

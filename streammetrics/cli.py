@@ -65,6 +65,17 @@ def _positive_int(name: str) -> Callable[[str], int]:
     return parse
 
 
+def _labels_bound(text: str) -> int:
+    """``--max-labels``: a whole number of at least 2."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--max-labels must be a whole number, got {text!r}") from None
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"--max-labels must be 2 or more, got {text!r}")
+    return value
+
+
 def _label_list(text: str) -> list:
     """``a,b,c`` -> labels; items that look like integers become ints."""
     out: list = []
@@ -102,6 +113,10 @@ def _add_task_options(p: argparse.ArgumentParser, replay: bool = False) -> None:
                    if replay else argparse.SUPPRESS)
     g.add_argument("--label-set", dest="labels", type=_label_list, default=None, metavar="A,B,C",
                    help="labels task: fix the label set (default: discovered)")
+    g.add_argument("--max-labels", type=_labels_bound, default=1000, metavar="N",
+                   help="labels task with discovered labels: most labels a window keeps; the most frequent are "
+                        "kept, the others folded into __other__ / __other_mismatch__ and counted in the "
+                        "snapshot's labels_folded (default: 1000; see docs/limits-labels.md)")
     g.add_argument("--field", action="append", default=[], metavar="NAME=SOURCE",
                    help="read field NAME from the event key SOURCE, e.g. --field y_true=label (repeatable)")
     g.add_argument("--max-future", type=_duration("--max-future"), default=3600.0, metavar="DURATION",

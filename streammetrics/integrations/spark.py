@@ -51,7 +51,7 @@ from typing import Any, Callable, Hashable, Iterator, Mapping, Sequence
 
 from streammetrics.core.accumulator import from_dict
 from streammetrics.events.parser import FIELDS, Event, EventParser
-from streammetrics.monitors import make_monitor
+from streammetrics.monitors import DEFAULT_MAX_LABELS, make_monitor
 from streammetrics.stream.snapshots import build_snapshot, snapshot_line
 from streammetrics.stream.windows import WindowSpec, parse_duration
 
@@ -93,8 +93,9 @@ class _Config:
     def __init__(self, task: str, threshold: float, classes: Sequence[Hashable] | None,
                  labels: Sequence[Hashable] | None, fields: Mapping[str, str] | None,
                  spec: WindowSpec, include_state: bool, map_columns: Sequence[str], max_open: int,
-                 vectorised: bool = True) -> None:
+                 vectorised: bool = True, max_labels: int | None = DEFAULT_MAX_LABELS) -> None:
         self.task = task
+        self.max_labels = max_labels
         self.threshold = threshold
         self.classes = None if classes is None else list(classes)
         self.labels = None if labels is None else list(labels)
@@ -109,8 +110,9 @@ class _Config:
         return WindowSpec(self.size_ms / 1000, self.slide_ms / 1000)
 
     def factory(self) -> Callable[[], Any]:
-        task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
-        return lambda: make_monitor(task, threshold=threshold, classes=classes, labels=labels)
+        task, threshold, classes, labels, max_labels = self.task, self.threshold, self.classes, self.labels, \
+            self.max_labels
+        return lambda: make_monitor(task, threshold=threshold, classes=classes, labels=labels, max_labels=max_labels)
 
     def parser(self) -> EventParser:
         return EventParser(self.task, classes=self.labels if self.task == "labels" else self.classes,
@@ -467,6 +469,7 @@ def window_snapshots(
     labels: Sequence[Hashable] | None = None,
     fields: Mapping[str, str] | None = None,
     include_state: bool = True,
+    max_labels: int | None = DEFAULT_MAX_LABELS,
     label_events: DataFrame | None = None,
     label_ttl: str | float = "7d",
     with_rejections: bool = False,
@@ -477,7 +480,8 @@ def window_snapshots(
 
     Parameters mirror ``streammetrics replay``: ``task``, ``window``/``slide`` (durations such
     as ``"60s"``), ``threshold`` (binary), ``classes`` (multiclass), ``labels`` (the label set
-    of the ``labels`` task), ``fields`` (contract name -> column name, like ``--field``),
+    of the ``labels`` task; ``max_labels``: its bound on discovered labels, as
+    ``--max-labels``), ``fields`` (contract name -> column name, like ``--field``),
     ``include_state`` (``--no-state`` when False), ``grace`` (``--grace``: events taken in
     time order are never late, so it changes only the revision ticks of delayed labels).
 
@@ -526,7 +530,7 @@ def window_snapshots(
     """
     spec = WindowSpec(parse_duration(window, "window"), None if slide is None else parse_duration(slide, "slide"),
                       parse_duration(grace, "grace"))
-    make_monitor(task, threshold=threshold, classes=classes, labels=labels)  # configuration errors now
+    make_monitor(task, threshold=threshold, classes=classes, labels=labels, max_labels=max_labels)  # errors now
     EventParser(task, classes=labels if task == "labels" else classes, fields=fields)
     names = _field_names(fields)
     events, maps = _prepare(df, names)
@@ -540,7 +544,7 @@ def window_snapshots(
     if type(max_open_states) is not int or max_open_states < 1:
         raise ValueError(f"max_open_states must be a positive int, got {max_open_states!r}")
     cfg = _Config(task, threshold, classes, labels, fields, spec, include_state, maps, max_open_states,
-                  bool(vectorised))
+                  bool(vectorised), max_labels)
     partial = events.mapInArrow(_partial_states(cfg), _STAGE1_SCHEMA)
     states = partial.filter(F.col("reason").isNull()).drop("reason", "field", "n")
     if revisions is not None:  # each window's revision number, on its partial states

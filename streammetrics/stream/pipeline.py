@@ -57,6 +57,7 @@ from typing import Any, cast
 from streammetrics.events.decoding import MAX_NESTING, decode_value
 from streammetrics.events.parser import EventParser
 from streammetrics.events.records import EVENT_CODEC, Event, Rejection
+from streammetrics.monitors.labels import DEFAULT_MAX_LABELS
 from streammetrics.stream.label_events import DelayedEventParser
 from streammetrics.stream.label_stream import LabelStream
 from streammetrics.stream.labels import Label, LabelJoin
@@ -87,6 +88,9 @@ class PipelineConfig:
     threshold: float = 0.5
     classes: list[Hashable] | None = None
     labels: list[Hashable] | None = None
+    #: labels task, discovered labels: most labels a window keeps, the rest folded into
+    #: ``"__other__"`` (``--max-labels``; LabelMonitor ``max_labels``; None: no bound)
+    max_labels: int | None = DEFAULT_MAX_LABELS
     fields: dict[str, str] = field(default_factory=dict)
     cumulative: bool = False
     include_state: bool = True
@@ -140,9 +144,11 @@ class PipelineConfig:
 
         task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
         refs = self.references if task == "multiclass" else None  # per-event CBPE sums (--reference)
+        max_labels = self.max_labels
 
         def factory() -> Any:
-            monitor: Any = make_monitor(task, threshold=threshold, classes=classes, labels=labels)
+            monitor: Any = make_monitor(task, threshold=threshold, classes=classes, labels=labels,
+                                        max_labels=max_labels)
             return monitor if refs is None else monitor.use_references(refs)  # a MulticlassMonitor
 
         template = factory()
@@ -151,17 +157,21 @@ class PipelineConfig:
         empty: Callable[[], Any] | None = getattr(template, "empty", None)
         return factory if empty is None else empty
 
-    def monitor_loader(self) -> Callable[[Mapping[str, Any]], Any] | None:
-        """Rebuilds checkpointed monitors bound to their key's reference (multiclass
-        ``--reference``: the binding is not state); None: plain ``from_dict``."""
-        if self.task != "multiclass" or self.references is None:
-            return None
+    def monitor_loader(self) -> Callable[[Mapping[str, Any]], Any]:
+        """Rebuilds checkpointed monitors: ``from_dict`` under state limits that cover this
+        configuration (:func:`~streammetrics.monitors.state_limits_for`: a pipeline reads back
+        every state it writes), bound to their key's reference (multiclass ``--reference``)."""
         from streammetrics.core.accumulator import from_dict
+        from streammetrics.core.state import limits_covering
+        from streammetrics.monitors import state_limits_for
 
-        refs = self.references
+        needs = state_limits_for(self.task, classes=self.classes, labels=self.labels, max_labels=self.max_labels)
+        refs = self.references if self.task == "multiclass" else None
 
         def load(data: Mapping[str, Any]) -> Any:
-            return from_dict(data).use_references(refs)  # type: ignore[attr-defined]  # a MulticlassMonitor
+            with limits_covering(**needs):
+                monitor = from_dict(data)
+            return monitor if refs is None else monitor.use_references(refs)  # type: ignore[attr-defined]
 
         return load
 
