@@ -617,7 +617,13 @@ class MetricsService:
                 if saved is not None:
                     offset, label_offset = saved["offset"], saved.get("label_offset")
                     payload = self.codec.encode(tp.partition, offset, saved["windows"], label_offset)
-                pipeline = self._pipeline_from(payload, tp.partition)
+                unloadable = None
+                try:
+                    pipeline = self._pipeline_from(payload, tp.partition)
+                except Exception as exc:
+                    if not environment_error(exc):
+                        raise
+                    unloadable, pipeline = exc, self._new_pipeline()  # paused below: loaded after a back-off
                 if offset is not None:
                     self.consumer.seek(tp, offset)
                 part = self.partitions[tp] = _Partition(tp, pipeline, offset, payload, self._clock())
@@ -634,6 +640,8 @@ class MetricsService:
                         self.consumer.seek(ltp, label_offset)
                 log.info("assigned %s[%d] from offset %s%s", tp.topic, tp.partition, offset,
                          f" with {labels_topic}[{tp.partition}] from offset {label_offset}" if labels_topic else "")
+                if unloadable is not None:  # e.g. no room to spill its pending predictions: not a bad checkpoint
+                    self._pause(part, offset, unloadable)
             if label_tps:
                 extra = sorted(label_tps)
                 self._fail(f"partitions {extra} of the labels topic {labels_topic!r} were assigned without the same "
