@@ -259,12 +259,11 @@ class CsvTyper:
 
 def csv_rows(source: IO[bytes], typer: CsvTyper, name: str) -> Iterator[Any]:
     """The typed rows of a CSV file (UTF-8, a BOM skipped; the first line names the columns);
-    InputError (naming the line) on text that is not UTF-8."""
-    lineno = 0
+    InputError (naming the line) on text that is not UTF-8 or a header that is not CSV; a row
+    that the csv module cannot read is a Rejection of that row only."""
 
     def text() -> Iterator[str]:
-        nonlocal lineno
-        for lineno, raw in enumerate(source, 1):  # noqa: B007 - read by the error message
+        for lineno, raw in enumerate(source, 1):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -278,10 +277,17 @@ def csv_rows(source: IO[bytes], typer: CsvTyper, name: str) -> Iterator[Any]:
         if len(header) == 1 and ("\t" in header[0] or ";" in header[0]):
             raise InputError(f"{name} line 1: the header has no comma ({header[0][:60]!r}); CSV must be "
                              f"comma-separated")
-        for row in reader:
-            yield typer(row)
     except csv.Error as exc:
-        raise InputError(f"{name} line {lineno}: not readable as CSV ({exc})") from None
+        raise InputError(f"{name} line 1: the header is not readable as CSV ({exc})") from None
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:  # e.g. a field over csv.field_size_limit(): this row only
+            yield Rejection(f"row not readable as CSV ({exc})", code="bad_value")
+            continue
+        yield typer(row)
 
 
 # --------------------------------------------------------------------------- Arrow (Parquet, DataFrames)

@@ -148,7 +148,13 @@ def test_poll_back_off_doubles_up_to_its_bound(tmp_path):
 
 def built(batches: list[tuple[int, int, int]]) -> Any:
     """MemoryRecords of v2 batches ``(base_offset, records, compression)`` (3 = lz4)."""
-    from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
+    from kafka.record.memory_records import MemoryRecords
+
+    return MemoryRecords(built_bytes(batches))
+
+
+def built_bytes(batches: list[tuple[int, int, int]]) -> bytes:
+    from kafka.record.memory_records import MemoryRecordsBuilder
 
     buf = b""
     for base, n, compression in batches:
@@ -158,7 +164,7 @@ def built(batches: list[tuple[int, int, int]]) -> Any:
                            headers=[])
         builder.close()
         buf += bytes(builder.buffer())
-    return MemoryRecords(buf)
+    return buf
 
 
 @pytest.mark.parametrize("lean", [True, False])
@@ -190,3 +196,20 @@ def test_the_fetch_guard_is_installed_on_the_real_consumer():
         assert cls.__name__ == "GuardedLeanPartitionRecords" and issubclass(cls, lean_records._lean())
     finally:
         consumer.close(autocommit=False, timeout_ms=100)
+
+
+@pytest.mark.parametrize("lean", [True, False])
+def test_the_fetch_guard_marks_a_corrupt_batch_with_its_crc_error_and_end(lean):
+    from kafka.record.memory_records import MemoryRecords
+
+    base = lean_records._lean() if lean else lean_records._partition_records_class()
+    raw = bytearray(built_bytes([(0, 3, 0), (3, 4, 0), (7, 2, 0)]))
+    second = built_bytes([(3, 4, 0)])
+    start = bytes(raw).index(second[61:])  # the second batch's records (after its 61-byte header)
+    raw[start + 10] ^= 0xFF  # a flipped bit in a record: the batch's CRC no longer matches
+    part = guarded_partition_records(base)(0, TP0, MemoryRecords(bytes(raw)), check_crcs=True)
+    assert [rec.offset for rec in part.take(100)] == [0, 1, 2]
+    with pytest.raises(Exception, match="crc") as info:
+        part.take(100)
+    assert type(info.value).__name__ == "CorruptRecordError"
+    assert fetch_error_position(info.value) == FetchPosition(TP0, 3, 7)

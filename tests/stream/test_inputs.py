@@ -185,14 +185,16 @@ def test_csv_cells_typed_by_task():
 def test_csv_rows_rejected_naming_line_and_field(tmp_path, capsys):
     path = tmp_path / "bad.csv"
     path.write_text("ts,model,y_true,score\n1700000000,m,1,0.5\n1700000001,m,1,high\n1700000002,m,,0.5\n"
-                    "1700000003,m,1,0.5,extra\n1700000004,m,yes,0.5\n")
+                    "1700000003,m,1,0.5,extra\n1700000004,m,yes,0.5\n1700000005,m,1," + "9" * 200_000 + "\n"
+                    "1700000006,m,0,0.25\n")
     assert main(["replay", str(path), "-o", str(tmp_path / "o")]) == 0
     err = capsys.readouterr().err
     assert "line 3: field 'score' must be a finite number, got 'high'" in err
     assert "line 4: a prediction without field 'y_true' needs field 'id'" in err
     assert "line 5: row has 5 cells, the header names 4" in err
     assert "line 6:" in err and "'y_true'" in err
-    assert "1 events applied, 4 rejected" in err
+    assert "line 7: row not readable as CSV (field larger than field limit" in err  # that row only
+    assert "2 events applied, 5 rejected" in err
 
 
 def test_delayed_labels_from_csv_and_parquet(tmp_path):
