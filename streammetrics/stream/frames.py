@@ -36,7 +36,7 @@ __all__ = ["replay_frame"]
 FRAME_COLUMNS = ("window_start", "window_end", "revision", "final", "count", "late")
 #: PipelineConfig fields replay_frame sets itself (as replay does)
 _SET_HERE = ("task", "window", "slide", "grace", "threshold", "classes", "labels", "fields", "include_state",
-             "idle_clock", "label_ttl")
+             "label_ttl")
 _PREDICTION = {"binary": "score", "multiclass": "scores", "labels": "y_pred", "regression": "y_pred"}
 
 
