@@ -73,7 +73,9 @@ def config_from_args(args: Any) -> ServiceConfig:
         changelog_topic=_changelog_topic(args),
         internal_key=getattr(args, "internal_key", None),
         checkpoint_refresh=getattr(args, "checkpoint_refresh", ServiceConfig.checkpoint_refresh),
-        partitioning=getattr(args, "partitioning", None) or "key",
+        partitioning="key" if getattr(args, "partitioning", None) == "key-unchecked" else (
+            getattr(args, "partitioning", None) or "key"),
+        key_check=getattr(args, "partitioning", None) != "key-unchecked",
         partials_topic=getattr(args, "partials_topic", None) or None,
         max_merge_windows=getattr(args, "max_merge_windows", None) or ServiceConfig.max_merge_windows,
         alerts_topic=getattr(args, "alerts_topic", None) or None,

@@ -615,8 +615,9 @@ def _revisions(events: DataFrame, joined: DataFrame, labels_df: DataFrame, names
     (:meth:`~streammetrics.stream.windows.WindowManager.revision_tick`). For events in time
     order (predictions before labels on equal ``ts``) the last revision of window ``k`` of a
     key is the number of distinct panes ``(t - grace) // pane`` of the times ``t`` of its
-    changes after its close, where, with ``C`` the first ``ts`` of the key at or after the
-    window's end + grace (the event that closes it; none: it closes at the end, revision 0):
+    changes after its close, where, with ``C`` the first ``ts`` of any prediction (of any key:
+    windows close by the stream's one watermark) at or after the window's end + grace (the event
+    that closes it; none: it closes at the end, revision 0):
 
     * a prediction joined by its label at ``J = max(label ts, prediction ts)`` changed it at
       ``J``, after the close iff ``J >= C``;
@@ -624,8 +625,8 @@ def _revisions(events: DataFrame, joined: DataFrame, labels_df: DataFrame, names
       ``ts + label_ttl`` (expiries due at an event's time are settled before the windows it
       closes), after the close iff ``C <= ts + label_ttl``.
 
-    Computed with DataFrame operations on small rows: the first ``ts`` of each key per pane
-    (for ``C``, a running minimum over the key's panes) and the largest ``ts`` per pane of all
+    Computed with DataFrame operations on small rows: the first ``ts`` per pane (for ``C``, a
+    running minimum over the panes) and the largest ``ts`` per pane of all
     events (for ``X``'s pane, a global ordered window over those panes: one row per non-empty
     pane, e.g. ~525,000 for a year of minute panes).
     """
@@ -667,17 +668,17 @@ def _revisions(events: DataFrame, joined: DataFrame, labels_df: DataFrame, names
     changes = (labelled.unionByName(expired).groupBy("model", "segment", "pane", "b").agg(F.max("m").alias("m"))
                .withColumn("window", F.explode(F.sequence(-_floordiv(F.lit(w - 1) - p, s), _floordiv(p, s))))
                .groupBy("model", "segment", "window", "b").agg(F.max("m").alias("m")))
-    # C: the first event time of the key in a tick pane at or after the window's end (+ grace)
+    # C: the first prediction time (any key) in a tick pane at or after the window's end (+ grace)
     firsts = (events.filter(ts.isNotNull() & F.col(_quote(names["model"])).isNotNull())
-              .select(model, segment, tick(ts).alias("b"), ts.alias("t"))
-              .groupBy("model", "segment", "b").agg(F.min("t").alias("first"))
+              .select(tick(ts).alias("b"), ts.alias("t"))
+              .groupBy("b").agg(F.min("t").alias("first"))
               .withColumn("window", F.lit(None).cast("long")))
-    ends = (changes.select("model", "segment", "window").distinct()
+    ends = (changes.select("window").distinct()
             .withColumn("b", F.col("window") * F.lit(s) + F.lit(w)).withColumn("first", F.lit(None).cast("long")))
-    later = Window.partitionBy("model", "segment").orderBy("b").rangeBetween(0, Window.unboundedFollowing)
+    later = Window.orderBy("b").rangeBetween(0, Window.unboundedFollowing)
     closes = (firsts.unionByName(ends).withColumn("close", F.min("first").over(later))
-              .filter(F.col("window").isNotNull()).select("model", "segment", "window", "close"))
-    return (changes.join(closes, ["model", "segment", "window"]).filter(F.col("m") >= F.col("close"))
+              .filter(F.col("window").isNotNull()).select("window", "close"))
+    return (changes.join(closes, ["window"]).filter(F.col("m") >= F.col("close"))
             .groupBy("model", "segment", "window").agg(F.count("*").cast("long").alias("revision")))
 
 

@@ -258,7 +258,6 @@ def _config(args: argparse.Namespace) -> PipelineConfig:
         max_labels=getattr(args, "max_labels", DEFAULT_MAX_LABELS),
         cumulative=args.cumulative, include_state=not args.no_state, max_future=args.max_future or None,
         max_keys=args.max_keys or None, max_snapshot_bytes=args.max_snapshot_bytes,
-        idle_close=getattr(args, "idle_close", None) or None, idle_clock="event",
         references=references, max_references=getattr(args, "max_references", None) or DEFAULT_MAX_REFERENCES,
         label_ttl=args.label_ttl, **({} if args.max_pending is None else {"max_pending_labels": args.max_pending}),
     )
