@@ -503,6 +503,45 @@ class Pipeline:
             out["labels"] = self._labels.to_dict()
         return out
 
+    def delta_dict(self) -> dict[str, Any]:
+        """What changed since the last :meth:`delta_dict` (or :meth:`track_changes`): the changed
+        keys' windows (:meth:`WindowManager.delta_dict`) and the label join's state; see
+        :meth:`apply_delta`. Tracking starts with the first call."""
+        windows = self.windows
+        windows.track_changes()
+        out = {"type": "PipelineDelta", "version": 1, "task": self.config.task,
+               "windows": windows.delta_dict(*windows.take_changed_keys())}
+        if self._labels is not None:
+            out["labels"] = self._labels.to_dict()
+        return out
+
+    def track_changes(self) -> None:
+        """Start the change record :meth:`delta_dict` reads: call it when the state equals the
+        checkpoint just written (after :meth:`to_dict` or :meth:`load_dict`)."""
+        self.windows.track_changes()
+        self.windows.take_changed_keys()
+
+    @staticmethod
+    def apply_delta(full: Mapping[str, Any], *deltas: Mapping[str, Any]) -> dict[str, Any]:
+        """The :meth:`to_dict` checkpoint ``full`` with ``deltas`` (:meth:`delta_dict`, in order)
+        applied, as data; ValueError (one line) for a malformed one. :meth:`load_dict` validates
+        the result."""
+        if not isinstance(full, Mapping) or full.get("type") != "Pipeline":
+            raise ValueError("not a streammetrics Pipeline checkpoint (no type 'Pipeline')")
+        out = dict(full)
+        for delta in deltas:
+            if not isinstance(delta, Mapping) or delta.get("type") != "PipelineDelta" or delta.get("version") != 1:
+                raise ValueError("not a Pipeline checkpoint delta (type/version)")
+            if delta.get("task") != full.get("task"):
+                raise ValueError(f"checkpoint delta for task {delta.get('task')!r}, not {full.get('task')!r}")
+            if "labels" in delta:
+                out["labels"] = delta["labels"]
+            else:
+                out.pop("labels", None)
+        windows = [delta.get("windows") for delta in deltas]
+        out["windows"] = WindowManager.apply_delta(full.get("windows"), *windows)  # type: ignore[arg-type]
+        return out
+
     def load_dict(self, data: Mapping[str, Any]) -> Pipeline:
         """Replace the window state with a checkpoint from :meth:`to_dict`; ValueError (one line,
         saying what differs) for anything else, leaving the state unchanged."""
