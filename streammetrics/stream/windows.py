@@ -1088,14 +1088,24 @@ class WindowManager:
     def delta_dict(self, changed: set[tuple[str, str]], created: set[tuple[str, str]]) -> dict[str, Any]:
         """What :meth:`take_changed_keys` says changed, as a checkpoint delta: :meth:`apply_delta`
         of the previous :meth:`to_dict` and this equals :meth:`to_dict` now. Cost O(changed keys)
-        plus one pass over the held keys' index (no monitor of an unchanged key is written)."""
+        (no monitor of an unchanged key is written)."""
+        held = self._keys
+        # keys created since the last delta are the last ones held, in creation order (apply_delta
+        # appends them in this order); the other changed keys keep their place
+        n_new = sum(1 for key in created if key in held)
+        fresh: list[tuple[str, str]] = []
+        if n_new:
+            for key in reversed(held):
+                fresh.append(key)
+                if len(fresh) == n_new:
+                    break
+            fresh.reverse()
         entries = []
         packed = False
-        for key, st in self._keys.items():  # in held order: new keys go to the end in that order
-            if key in changed:
-                entry, key_packed = self._key_entry(key[0], key[1], st, packed)
-                packed = packed or key_packed
-                entries.append(entry)
+        for key in sorted(k for k in changed if k in held and k not in created) + fresh:
+            entry, key_packed = self._key_entry(key[0], key[1], held[key], packed)
+            packed = packed or key_packed
+            entries.append(entry)
         closed = self._closed
         n_closed = sum(1 for key in changed if key in closed)
         tail: list[list[Any]] = []

@@ -110,3 +110,54 @@ def test_malformed_delta_is_a_one_line_value_error(mutate) -> None:
         merged = Pipeline.apply_delta(full, delta)
         Pipeline(PipelineConfig(task="binary", window=60.0, max_future=None)).load_dict(merged)
     assert "\n" not in str(info.value)
+
+
+def test_pending_predictions_and_remembered_ids_cost_what_changed() -> None:
+    """The probes p_ckpt_pending.py / p_remembered_ids.py: 20,000 predictions awaiting labels and
+    5,000 remembered label ids; a delta after 10 more predictions and 10 labels writes those, not
+    the 20,000 (was: every checkpoint serialised every pending prediction and remembered id)."""
+    p = Pipeline(PipelineConfig(task="binary", window=60.0, max_future=None, label_ttl=7 * 86400))
+    preds = [{"ts": T0 + i * 0.01, "model": "m", "score": 0.5, "id": f"p{i}"} for i in range(20_000)]
+    p.process(json.dumps(preds).encode())
+    p.process(json.dumps([{"ts": T0 + 200, "id": f"p{i}", "y_true": 1} for i in range(5000)]).encode())
+    p.poll()
+    full = json.loads(json.dumps(p.to_dict()))
+    p.track_changes()
+    p.process(json.dumps([{"ts": T0 + 201, "model": "m", "score": 0.5, "id": f"q{i}"} for i in range(10)]).encode())
+    p.process(json.dumps([{"ts": T0 + 202, "id": f"p{i}", "y_true": 0} for i in range(6000, 6010)]).encode())
+    p.poll()
+    delta = json.loads(json.dumps(p.delta_dict()))
+    join = delta["labels"]["join"]
+    assert len(join["store"]["added"]) == 10 and len(join["store"]["removed"]) == 10
+    assert len(join["labels"]) == 10 and not join["labels_gone"]
+    assert len(json.dumps(delta)) * 50 < len(json.dumps(full))
+    merged = Pipeline.apply_delta(full, delta)
+    assert canon(merged) == canon(p.to_dict())
+
+
+def test_spilled_pending_records_merge_to_the_same_records() -> None:
+    """With a tiny memory budget the pending store spills to SQLite between deltas: the merged
+    checkpoint holds the same records (tiers may differ) and restores to the same results."""
+    from streammetrics.stream.pending import PendingStore
+
+    rng = random.Random(3)
+    store = PendingStore(memory_budget=50)
+    from streammetrics.events.parser import Event
+
+    store.track_changes()
+    full = store.to_dict()
+    for step in range(30):
+        for _ in range(rng.randrange(1, 60)):
+            i = rng.randrange(500)
+            store.put(Event(T0 + rng.random() * 100, "m", "", None, 0.5, None, None, 1.0, f"id{i}"), tag=step)
+        for _ in range(rng.randrange(0, 20)):
+            store.take(f"id{rng.randrange(500)}")
+        if step % 5 == 4:
+            store.expire(round((T0 + step * 3) * 1e6))
+        full = PendingStore.apply_delta(full, store.delta_dict())
+        now = store.to_dict()
+        assert sorted(full["memory"] + full["disk"]) == sorted(now["memory"] + now["disk"])
+        assert {k: full[k] for k in ("seq", "spilled", "spills", "evicted")} == \
+            {k: now[k] for k in ("seq", "spilled", "spills", "evicted")}
+    assert store.on_disk > 0
+    store.close()
