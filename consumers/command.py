@@ -48,7 +48,8 @@ def kafka_options(pairs: list[str]) -> dict[str, Any]:
 
 def config_from_args(args: Any) -> ServiceConfig:
     """The :class:`ServiceConfig` of parsed ``consume`` arguments (ValueError for bad values)."""
-    return ServiceConfig(
+    config = ServiceConfig(
+        **_section11(args),
         bootstrap_servers=args.bootstrap_servers, topic=args.topic, output_topic=args.output_topic,
         group_id=args.group_id, dlq_topic=args.dlq_topic, state_dir=args.state_dir,
         metrics_port=args.metrics_port, metrics_host=args.metrics_host, task=args.task, window=args.window,
@@ -74,7 +75,37 @@ def config_from_args(args: Any) -> ServiceConfig:
         partitioning=getattr(args, "partitioning", None) or "key",
         partials_topic=getattr(args, "partials_topic", None) or None,
         max_merge_windows=getattr(args, "max_merge_windows", None) or ServiceConfig.max_merge_windows,
+        alerts_topic=getattr(args, "alerts_topic", None) or None,
     )
+    config.alerts = _alerts(args, config)
+    return config
+
+
+def _section11(args: Any) -> dict[str, Any]:
+    """The operating points of ``--target-recall`` ... ``--cost-fn`` (contract section 11);
+    slices and roll-ups (``--slice-by``, ``--rollup``, ``--fairness-by``) are replay's for now:
+    ValueError naming them."""
+    from streammetrics.stream.slicing import slice_settings
+
+    settings = slice_settings(args)
+    if "slicing" in settings:
+        raise ValueError("--slice-by, --rollup and --fairness-by are replay options for now (the service "
+                         "does not checkpoint roll-up windows yet); see docs/slices.md")
+    return settings
+
+
+def _alerts(args: Any, config: ServiceConfig) -> Any:
+    """The AlertSpec of --alert/--alerts/--alert-cooldown (None without rules); the rules are checked
+    against the task's metrics, and band(K) and sequential rules read --reference, as replay does."""
+    from streammetrics.stream.alerting import spec_from_options
+
+    rules, path = getattr(args, "alert", None) or [], getattr(args, "alerts", None)
+    if not rules and not path:
+        if config.alerts_topic:
+            raise ValueError("--alerts-topic needs rules (--alert or --alerts)")
+        return None
+    return spec_from_options(rules, path, getattr(args, "alert_cooldown", None), getattr(args, "reference", None),
+                             config.pipeline_config())
 
 
 def _changelog_topic(args: Any) -> str | None:

@@ -66,6 +66,7 @@ import dataclasses
 import json
 import logging
 import math
+import sqlite3
 import threading
 import time
 from collections import deque
@@ -75,6 +76,7 @@ from typing import Any, Callable, Mapping
 from streammetrics.events.records import Rejection
 from streammetrics.monitors import make_monitor
 from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES
+from streammetrics.stream.alerting import alert_key, alert_line
 from streammetrics.stream.pending import DEFAULT_MAX_PENDING
 from streammetrics.stream.pipeline import DEFAULT_LABEL_TTL, Pipeline, PipelineConfig, Problem
 from streammetrics.stream.snapshots import snapshot_key, snapshot_line
@@ -117,6 +119,19 @@ FETCH_ATTEMPTS = 3
 POLL_BACKOFF = 0.1
 MAX_POLL_BACKOFF = 5.0
 
+#: an environment failure while a partition's records are applied (disk full, unwritable temp
+#: dir, a failing SQLite spill) pauses the partition this long (s), doubled per failure at the
+#: same offset, at most ``MAX_PAUSE_BACKOFF``: see :meth:`MetricsService._pause`
+PAUSE_BACKOFF = 1.0
+MAX_PAUSE_BACKOFF = 60.0
+
+
+def environment_error(exc: BaseException) -> bool:
+    """An error of the machine, not of the record: ``OSError`` (disk full, read-only or
+    unwritable directory, I/O error; :class:`~streammetrics.stream.pending.SpillError` is one) or
+    ``sqlite3.OperationalError`` (SQLite's "database or disk is full", "unable to open")."""
+    return isinstance(exc, (OSError, sqlite3.OperationalError))
+
 
 @dataclass
 class ServiceConfig:
@@ -133,7 +148,8 @@ class ServiceConfig:
 
     Bounds on ``/metrics``: per-key gauges for at most ``metrics_keys`` keys (the most events in
     their latest window; 0: none), at most ``metrics_max_connections`` HTTP connections at once,
-    each closed after ``metrics_timeout`` s idle (see :mod:`consumers.observability`).
+    each given ``metrics_timeout`` s in all for its request and answer, the last connection kept
+    for quick requests such as ``/healthz`` (see :mod:`consumers.observability`).
     """
 
     bootstrap_servers: str
@@ -173,6 +189,9 @@ class ServiceConfig:
     #: label-free metrics per (model, segment) against a reference (``--reference``), None: off
     references: Mapping[tuple[str, str], Any] | None = None
     max_references: int = DEFAULT_MAX_REFERENCES
+    #: binary operating points in snapshots (``--target-recall`` ... ``--cost-fn``; contract
+    #: section 11: :class:`streammetrics.monitors.operating_points.OperatingPoints`), None: off
+    operating_points: Any = None
     #: delayed labels (contract section 5): the topic of label events, co-partitioned with
     #: ``topic`` by prediction ``id`` (``--labels-topic``); None: labels only inside ``topic``
     labels_topic: str | None = None
@@ -199,8 +218,16 @@ class ServiceConfig:
     partials_topic: str | None = None
     #: ``--partitioning any``: windows the merge holds per partials partition (``--max-merge-windows``)
     max_merge_windows: int = 100_000
+    #: alert rules (``--alert``, ``--alerts``, ``--alert-cooldown``;
+    #: :class:`streammetrics.stream.alerting.AlertSpec`) evaluated on every published snapshot;
+    #: their events go to ``alerts_topic`` (``--alerts-topic``, key ``rule|model|segment``)
+    alerts: Any = None
+    alerts_topic: str | None = None
 
     def __post_init__(self) -> None:
+        if self.metrics_max_connections < 2:
+            raise ValueError(f"metrics_max_connections must be at least 2 (one is kept for /healthz), got "
+                             f"{self.metrics_max_connections}")
         if self.partitioning not in ("key", "any"):
             raise ValueError(f"--partitioning must be 'key' or 'any', got {self.partitioning!r}")
         if self.partitioned:
@@ -211,6 +238,9 @@ class ServiceConfig:
                                  "--state-dir: give one of them (not --changelog-topic '' without --state-dir)")
             if not self.partials_topic:
                 self.partials_topic = f"{self.group_id}-{self.topic}-partials"
+            if self.alerts is not None:
+                raise ValueError("alert rules (--alert, --alerts) are evaluated with --partitioning key only, "
+                                 "for now")
 
     @property
     def partitioned(self) -> bool:
@@ -236,7 +266,9 @@ class ServiceConfig:
             cumulative=self.cumulative, include_state=self.include_state or partitioned, max_future=self.max_future,
             max_keys=self.max_keys or None, max_snapshot_bytes=max_snapshot_bytes, batch=True,
             references=self.references, max_references=self.max_references,
+            operating_points=self.operating_points,
             label_ttl=self.label_ttl, max_pending_labels=self.max_pending_labels, shared_watermark=partitioned,
+            alerts=None if partitioned else self.alerts,  # partials: the merge stage evaluates the merged windows
         )
 
     def window_settings(self) -> dict[str, Any]:
@@ -293,6 +325,20 @@ class _Unreadable:
         self.topic, self.partition, self.offset = topic, partition, offset
         self.key: bytes | None = None
         self.value = b""
+
+
+class _Pause:
+    """A partition paused after an environment failure (:meth:`MetricsService._pause`): until
+    when (service clock), the offset that failed and failures there in a row, and whether its
+    pipeline still has to be reloaded from the checkpoint."""
+
+    __slots__ = ("until", "offset", "failures", "reload")
+
+    def __init__(self, offset: Any) -> None:
+        self.until = 0.0
+        self.offset = offset
+        self.failures = 0
+        self.reload = True
 
 
 class _Side:
@@ -425,6 +471,9 @@ class MetricsService:
         #: exceptions out of poll: (tp, offset) -> failed fetches of that batch; failures in a row without one
         self._fetch_failures: dict[tuple[Any, int], int] = {}
         self._poll_errors = 0
+        self._checkpoint_bytes = 0  # state bytes written by the checkpoint under way
+        #: partitions paused by an environment failure (see _pause)
+        self._paused: dict[Any, _Pause] = {}
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self) -> None:
@@ -517,6 +566,8 @@ class MetricsService:
                     pipeline.load_dict(state)
                 pipeline.track_changes()
             except Exception as exc:  # whatever the monitors raise on foreign state
+                if environment_error(exc):  # (restoring spilled pending predictions needs the disk)
+                    raise
                 path = self.codec.path(partition)
                 raise CheckpointError(path, f"its windows do not load ({type(exc).__name__}: {exc})") from None
         return pipeline
@@ -634,7 +685,20 @@ class MetricsService:
             part.failures[bad_offset] = part.failures.get(bad_offset, 0) + 1
             if part.failures[bad_offset] >= 2:
                 part.poison.add(bad_offset)
-        part.pipeline = self._pipeline_from(self._saved_state(part), part.tp.partition)
+        self._reset_to_checkpoint(part)
+        if part.labels is not None and part.preds is not None:
+            self._resume(part)
+
+    def _reset_to_checkpoint(self, part: _Partition) -> None:
+        """The partition's pipeline reloaded from its last checkpoint, the consumer seeked there
+        (both topics with ``--labels-topic``); an environment error while reloading propagates
+        (the partition keeps its pipeline)."""
+        pipeline = self._pipeline_from(self._saved_state(part), part.tp.partition)
+        old, part.pipeline = part.pipeline, pipeline
+        try:
+            old.close()  # its spill files (delayed labels)
+        except Exception as exc:  # noqa: BLE001 - scratch files: removed at exit anyway
+            log.debug("closing a discarded pipeline failed: %s", exc)
         part.known_keys = 0
         part.dirty = False
         part.next_offset = part.saved_offset
@@ -647,7 +711,6 @@ class MetricsService:
             side.next_offset = side.saved_offset
             if side.saved_offset is not None:
                 self.consumer.seek(side.tp, side.saved_offset)
-            self._resume(part)
 
     def _out_of_range(self, part: _Partition, high: int) -> None:
         """The checkpoint's offset is past the partition's end: the topic was recreated (or the
@@ -668,6 +731,8 @@ class MetricsService:
     def poll_once(self, timeout_ms: int = 200) -> int:
         """One poll: apply its records, publish closed windows, checkpoint when due.
         Returns the number of records applied."""
+        if self._paused:
+            self._resume_paused()
         batches = self._poll(timeout_ms)
         applied = 0
         highwater = self.consumer.highwater
@@ -676,7 +741,7 @@ class MetricsService:
             batches = {}
         for tp, records in batches.items():
             part = self.partitions.get(tp)
-            if part is None or not records:  # revoked while the batch was in flight
+            if part is None or not records or tp in self._paused:  # revoked (or paused) while in flight
                 continue
             high = highwater(tp)
             if part.next_offset is not None and high is not None and high < part.next_offset:
@@ -695,7 +760,10 @@ class MetricsService:
             except DeliveryError:
                 raise
             except Exception as exc:
-                self._rollback(part, part.next_offset, exc)
+                if environment_error(exc):
+                    self._pause(part, part.next_offset, exc)
+                else:
+                    self._rollback(part, part.next_offset, exc)
                 continue
             applied += len(records)
             if events:
@@ -709,7 +777,7 @@ class MetricsService:
         if self.config.idle_close and now - self._last_idle_check >= min(1.0, self.config.idle_close / 4):
             self._last_idle_check = now
             for part in self.partitions.values():
-                if self._publish_ready(part):
+                if part.tp not in self._paused and self._publish_ready(part):
                     part.dirty = True
         if now - self._last_checkpoint >= self.config.checkpoint_interval:
             self.checkpoint()
@@ -718,6 +786,82 @@ class MetricsService:
         self._update_lag()
         self._caught_up = self._compute_caught_up()
         return applied
+
+    # ------------------------------------------------------------------ environment failures
+    def _pause(self, part: _Partition, offset: Any, exc: BaseException) -> None:
+        """The rule for an environment failure (:func:`environment_error`) while ``part``'s records
+        are applied: never a dead letter, never a window published without the record. The
+        partition is paused (``consumer.pause``, both topics with ``--labels-topic``), reset to its
+        last checkpoint (windows reloaded; while that fails too, an empty pipeline stands in and
+        the reload is retried) and excluded from checkpoints and publishing; after
+        :data:`PAUSE_BACKOFF` s (doubled per failure at the same offset, at most
+        :data:`MAX_PAUSE_BACKOFF`) it resumes and re-reads from the checkpoint. ``/healthz``
+        answers 503 while any partition is paused; ``streammetrics_partition_pauses_total`` counts
+        the pauses, ``streammetrics_paused_partitions`` shows how many are paused."""
+        pause = self._paused.get(part.tp)
+        if pause is None:
+            pause = self._paused[part.tp] = _Pause(offset)
+        pause.failures = pause.failures + 1 if pause.offset == offset else 1
+        pause.offset = offset
+        delay = min(PAUSE_BACKOFF * 2 ** (pause.failures - 1), MAX_PAUSE_BACKOFF)
+        pause.until = self._clock() + delay
+        self.consumer.pause(*self._pair(part))
+        self.counts["pauses"] = self.counts.get("pauses", 0) + 1
+        self.metrics.partition_pauses.inc()
+        self._show_paused()
+        log.error("%s[%d]: %s: %s while processing offset %s: an environment failure (disk, temp dir), not a bad "
+                  "record: partition paused for %g s, then read again from its checkpoint at offset %s (nothing "
+                  "dead-lettered)", part.tp.topic, part.tp.partition, type(exc).__name__, exc, offset, delay,
+                  part.saved_offset)
+        pause.reload = True
+        self._reload(part, pause)
+
+    def _reload(self, part: _Partition, pause: _Pause) -> bool:
+        """Reset a paused partition to its checkpoint; False (an empty pipeline stands in) while an
+        environment failure prevents it."""
+        try:
+            self._reset_to_checkpoint(part)
+        except Exception as exc:
+            if not environment_error(exc):
+                raise
+            log.error("%s[%d]: the checkpoint cannot be reloaded either (%s: %s); retrying after the pause",
+                      part.tp.topic, part.tp.partition, type(exc).__name__, exc)
+            part.pipeline = self._new_pipeline()  # nothing to publish or checkpoint from a half-applied state
+            part.next_offset = part.saved_offset
+            return False
+        pause.reload = False
+        return True
+
+    def _resume_paused(self) -> None:
+        """Resume the paused partitions whose pause is over (their checkpoint reloaded first)."""
+        now = self._clock()
+        for tp, pause in list(self._paused.items()):
+            part = self.partitions.get(tp)
+            if part is None:  # revoked meanwhile
+                del self._paused[tp]
+                continue
+            if now < pause.until:
+                continue
+            if pause.reload and not self._reload(part, pause):
+                pause.failures += 1
+                pause.until = now + min(PAUSE_BACKOFF * 2 ** (pause.failures - 1), MAX_PAUSE_BACKOFF)
+                continue
+            del self._paused[tp]
+            self.consumer.resume(*self._pair(part))
+            for side in (part.preds, part.labels):
+                if side is not None:
+                    side.paused = False
+            log.info("%s[%d]: resumed after a pause: reading again from offset %s", tp.topic, tp.partition,
+                     part.next_offset)
+        self._show_paused()
+
+    def _show_paused(self) -> None:
+        self.metrics.paused = len(self._paused)
+        self.metrics.paused_partitions.set(len(self._paused))
+
+    @staticmethod
+    def _pair(part: _Partition) -> list:
+        return [part.tp] + ([part.labels.tp] if part.labels is not None else [])
 
     # ------------------------------------------------------------------ client errors
     def _poll(self, timeout_ms: int) -> Mapping[Any, list]:
@@ -828,6 +972,8 @@ class MetricsService:
                     continue
                 side = part.labels
                 next_offset = side.next_offset
+            if part.tp in self._paused:  # fetched before the pause: read again on resume
+                continue
             assert side is not None
             first = side.end if side.end is not None else next_offset
             if first is not None and records[0].offset < first:
@@ -847,6 +993,8 @@ class MetricsService:
             touched[part.tp] = part
         applied = 0
         for part in list(self.partitions.values()):  # an idle side can release the other's buffer
+            if part.tp in self._paused:
+                continue
             if part.preds is not None and (part.preds.buffer or (part.labels and part.labels.buffer)):
                 applied += self._merge_apply(part)
                 self._check_new_keys(part)
@@ -910,7 +1058,10 @@ class MetricsService:
         except DeliveryError:
             raise
         except Exception as exc:
-            self._rollback(part, bad, exc)
+            if environment_error(exc):
+                self._pause(part, bad, exc)
+            else:
+                self._rollback(part, bad, exc)
             return applied
         finally:
             if events:
@@ -1076,7 +1227,18 @@ class MetricsService:
                 self.metrics.observe_snapshot(snap)
                 self.counts["snapshots"] += 1
             published += 1
+        if pipeline.alerts is not None:
+            self.publish_alerts(pipeline.take_alerts())
         return published
+
+    def publish_alerts(self, events: list[dict[str, Any]]) -> None:
+        """Publish alert events to ``--alerts-topic`` (key ``rule|model|segment``) and follow them in
+        ``streammetrics_alert_firing``. Re-published after a restore from a checkpoint, an event
+        has the same key and bytes (its id and content come from the snapshots)."""
+        for event in events:
+            self.metrics.observe_alert(event)
+            if self.config.alerts_topic:
+                self._send(self.config.alerts_topic, alert_key(event), alert_line(event).encode())
 
     def snapshot_value(self, snap: dict[str, Any], key: bytes,
                        wrap: Callable[[dict[str, Any]], bytes] | None = None, *,
@@ -1258,13 +1420,23 @@ class MetricsService:
 
     def checkpoint(self, tps: list | None = None, commit: bool = True) -> None:
         """Flush the producer (DeliveryError if anything was not delivered: then nothing is
-        saved), then save each changed partition's windows and offset, then commit."""
+        saved), then save each changed partition's windows and offset, then commit
+        (:meth:`_checkpoint_now`); its duration and the bytes written go to ``/metrics``
+        (``streammetrics_checkpoint_duration_seconds``, ``streammetrics_checkpoint_bytes``)."""
+        if self.failure is not None:
+            return
+        started = time.perf_counter()
+        self._checkpoint_bytes = 0
+        self._checkpoint_now(tps, commit)
+        self.metrics.observe_checkpoint(time.perf_counter() - started, self._checkpoint_bytes)
+
+    def _checkpoint_now(self, tps: list | None = None, commit: bool = True) -> None:
         from kafka.structs import OffsetAndMetadata
 
         if self.failure is not None:
             return
         parts = [self.partitions[tp] for tp in (tps if tps is not None else list(self.partitions))
-                 if tp in self.partitions]
+                 if tp in self.partitions and tp not in self._paused]  # (paused: its checkpoint stays)
         if self.config.partitioned and tps is None:
             self._advance_idle()  # before the save: an advanced watermark is checkpointed before it is sent
         self._flush()
@@ -1317,6 +1489,7 @@ class MetricsService:
                     continue
                 part.saved_offset, part.dirty = part.next_offset, False
                 part.saved_at = now
+                self._checkpoint_bytes += len(payload)
                 if side is not None:
                     side.saved_offset = label_offset
         if self.changelog is not None:

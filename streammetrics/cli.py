@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 
@@ -21,6 +22,7 @@ examples:
   cat events.jsonl | streammetrics replay - --task regression --field y_pred=prediction
   streammetrics replay events.jsonl --task multiclass --classes cat,dog,bird
   streammetrics replay --sample            # the small sample file shipped with streammetrics
+  streammetrics replay predictions.csv --ts-unit ms            # CSV (or .parquet) with epoch milliseconds
   streammetrics replay predictions.jsonl --labels labels.jsonl --label-ttl 7d   # delayed ground truth
 """
 
@@ -79,7 +81,9 @@ def _label_list(text: str) -> list:
     return out
 
 
-def _add_task_options(p: argparse.ArgumentParser) -> None:
+def _add_task_options(p: argparse.ArgumentParser, replay: bool = False) -> None:
+    """The task and window flags of ``replay`` and ``consume``; ``--labels FILE`` is replay's only
+    (consume keeps it hidden, to say that the service reads ``--labels-topic``)."""
     g = p.add_argument_group("task and windows")
     g.add_argument("--task", choices=["binary", "multiclass", "labels", "regression"], default="binary",
                    help="prediction task (default: binary)")
@@ -94,7 +98,8 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--classes", type=_label_list, default=None, metavar="A,B,C",
                    help="multiclass task: the classes, in the order of score arrays")
     g.add_argument("--labels", dest="labels_file", default=None, metavar="FILE",
-                   help="replay: a JSONL file of label events {id, y_true, ts} (delayed ground truth)")
+                   help="a file of label events {id, y_true, ts} (delayed ground truth; JSONL, CSV or Parquet)"
+                   if replay else argparse.SUPPRESS)
     g.add_argument("--label-set", dest="labels", type=_label_list, default=None, metavar="A,B,C",
                    help="labels task: fix the label set (default: discovered)")
     g.add_argument("--field", action="append", default=[], metavar="NAME=SOURCE",
@@ -119,6 +124,25 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
                         "(null for keys without one)")
     g.add_argument("--max-references", type=_positive_int("--max-references"), default=10_000, metavar="N",
                    help="most (model, segment) keys in the --reference file; more is an error (default: 10000)")
+
+
+def _add_alert_options(p: argparse.ArgumentParser, output: str) -> None:
+    g = p.add_argument_group("alerts")
+    g.add_argument("--alert", action="append", default=[], metavar="RULE",
+                   help="alert rule EXPR OP BOUND, repeatable: 'roc_auc<0.8', 'drift_ks[cat]>0.2', "
+                        "'roc_auc.high<0.8' (whole interval below), 'roc_auc.change<0' (significant drop), "
+                        "'roc_auc.drop>0.05' (Page-Hinkley over the key's windows), 'roc_auc<band(3)' "
+                        "(the reference's mean - 3 sd)")
+    g.add_argument("--alerts", default=None, metavar="FILE",
+                   help="JSON or YAML file of rules: a list, or {rules: [...], cooldown: 10m}")
+    g.add_argument("--alert-cooldown", type=_duration("--alert-cooldown"), default=None, metavar="DURATION",
+                   help="event time after an alert fires before the same rule and key may fire again (default: 0)")
+    if output == "file":
+        g.add_argument("--alerts-output", default=None, metavar="FILE",
+                       help="write alert events (firing/resolved) as JSON lines to FILE")
+    else:
+        g.add_argument("--alerts-topic", default=None, metavar="TOPIC",
+                       help="publish alert events (firing/resolved) to TOPIC, keyed rule|model|segment")
 
 
 def _rate(name: str) -> Callable[[str], float]:
@@ -162,6 +186,22 @@ def _add_slice_options(p: argparse.ArgumentParser) -> None:
                         "(and estimated_expected_cost with --reference)")
     g.add_argument("--cost-fn", type=_cost("--cost-fn"), default=None, metavar="B",
                    help="the cost of a false negative (see --cost-fp)")
+    g.add_argument("--slice-by", default=None, metavar="F1,F2",
+                   help="event fields that join model and segment in the key (snapshot keys name every dimension)")
+    g.add_argument("--max-slice-values", type=_positive_int("--max-slice-values"), default=None, metavar="N",
+                   help="distinct values per slice dimension with their own slice; later ones are __other__ "
+                        "(default: 100)")
+    g.add_argument("--rollup", action="append", default=[], metavar="D1,D2",
+                   help="per closed window, also a snapshot merged over the other dimensions, keyed by model and "
+                        "D1,D2 ('model': the whole model; repeatable)")
+    g.add_argument("--worst-metric", default=None, metavar="NAME",
+                   help="roll-up windows rank their slices by their gap to the roll-up on this metric "
+                        "(default: roc_auc)")
+    g.add_argument("--worst-slices", type=_positive_int("--worst-slices"), default=None, metavar="N",
+                   help="slices listed per roll-up window, worst first (default: 10; 0: none)")
+    g.add_argument("--fairness-by", default=None, metavar="D",
+                   help="roll-up windows carry demographic parity and equalized odds across D's values "
+                        "(fairlearn's definitions); implies --rollup model without --rollup")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -174,12 +214,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     p = sub.add_parser(
-        "replay", help="replay a JSONL file of prediction events into windowed snapshots (no broker)",
-        description="Read prediction events (one JSON object, or an array of them, per line) and write "
-                    "one snapshot per closed window as JSON lines. Rejected lines are reported on stderr.",
+        "replay", help="replay a JSONL, CSV or Parquet file of prediction events into windowed snapshots (no broker)",
+        description="Read prediction events (JSONL: one JSON object, or an array of them, per line; CSV: a "
+                    "header naming the fields, cells typed by the task; Parquet: one row per event) and "
+                    "write one snapshot per closed window as JSON lines. Rejected lines are reported on stderr.",
         epilog=EXAMPLES_REPLAY, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("file", nargs="?", help="JSONL file of events, '-' for standard input")
+    p.add_argument("file", nargs="?", help="events: JSONL, CSV or Parquet file (by extension or --format), "
+                                           "'-' for standard input")
+    p.add_argument("--format", choices=["jsonl", "csv", "parquet"], default=None,
+                   help="input format (default: by the file's extension: .csv, .parquet/.pq, else JSONL); "
+                        "applies to --labels FILE too unless its extension says otherwise. Parquet needs "
+                        "pip install 'streammetrics[parquet]'")
+    p.add_argument("--ts-unit", choices=["s", "ms", "us", "ns"], default="s",
+                   help="unit of numeric ts (default: s; pandas' to_json writes ms); ISO-8601 strings and "
+                        "timestamp columns are read as they are")
     p.add_argument("--sample", action="store_true", help="replay the sample file shipped with streammetrics")
     p.add_argument("--output", "-o", default="-", metavar="FILE", help="snapshots JSONL (default: stdout)")
     p.add_argument("--quiet", "-q", action="store_true", help="do not list rejected lines on stderr")
@@ -195,7 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-pending", type=int, default=None, metavar="N",
                    help="bound on predictions awaiting labels; beyond it the oldest expire early "
                         "(default: 50,000,000)")
-    _add_task_options(p)
+    _add_task_options(p, replay=True)
+    _add_alert_options(p, "file")
     _add_slice_options(p)
 
     c = sub.add_parser(
@@ -207,6 +257,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_consume_options(c)
     _add_task_options(c)
+    _add_slice_options(c)
+    _add_alert_options(c, "topic")
 
     r = sub.add_parser(
         "report", help="an HTML report of snapshots: metrics over time, curves, confusion matrix, alerts",
@@ -219,10 +271,25 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--alert", action="append", default=[], metavar="RULE",
                    help="mark windows where a metric crosses a bound, e.g. 'roc_auc<0.8' or 'log_loss>0.5' "
                         "(repeatable)")
+    r.add_argument("--alerts", default=None, metavar="FILE",
+                   help="JSON or YAML file of alert rules (as replay's --alerts)")
     r.add_argument("--title", default=None, help="report title")
     r.add_argument("--max-charts", type=int, default=None, metavar="N",
                    help="draw at most N charts (default 120): all keys if they fit, else those with alerts, the "
                         "worst by headline metric and the largest, in turn; every key stays in the summary table")
+
+    a = sub.add_parser(
+        "alert-rules", help="Prometheus alerting rules (YAML) for streammetrics alert rules",
+        description="Write a Prometheus rule file with one alerting rule per streammetrics rule: metric rules "
+                    "compare the service's streammetrics_window_metric gauges; rules only the service can "
+                    "evaluate (.change, .drop, .rise, band(K)) read streammetrics_alert_firing.",
+    )
+    a.add_argument("--alert", action="append", default=[], metavar="RULE", help="a rule (repeatable)")
+    a.add_argument("--alerts", default=None, metavar="FILE", help="JSON or YAML file of rules")
+    a.add_argument("--group", default="streammetrics", help="rule group name (default: streammetrics)")
+    a.add_argument("--for", dest="for_", default="0m", metavar="DURATION",
+                   help="Prometheus 'for' clause of every rule (default: 0m)")
+    a.add_argument("--output", "-o", default="-", metavar="FILE", help="rule file (default: stdout)")
 
     d = sub.add_parser(
         "demo", help="run everything locally: a broker, a drifting model's predictions, the service, live metrics",
@@ -308,14 +375,37 @@ def _add_demo_options(d: argparse.ArgumentParser) -> None:
     d.add_argument("--produce-only", action="store_true", help="only produce the synthetic events, then exit")
     d.add_argument("--topic", default="predictions")
     d.add_argument("--output-topic", default="snapshots")
-    d.add_argument("--report", default="streammetrics-demo-report.html", metavar="FILE",
-                   help="HTML report written at the end (default: streammetrics-demo-report.html; '' for none)")
+    d.add_argument("--report", default=None, metavar="FILE",
+                   help="HTML report written at the end (default: streammetrics-demo-report.html in the system's "
+                        "temporary directory, not the current one; '' for none)")
 
 
 def _version() -> str:
     from streammetrics import __version__
 
     return f"streammetrics {__version__}"
+
+
+def _alert_rules(args: argparse.Namespace) -> int:
+    from streammetrics.integrations.alertmanager import prometheus_rules
+    from streammetrics.stream.alerting import load_rules_file, parse_rules
+
+    try:
+        texts = list(args.alert) + (load_rules_file(args.alerts)[0] if args.alerts else [])
+        if not texts:
+            raise ValueError("give rules with --alert RULE or --alerts FILE")
+        if not re.fullmatch(r"\d+[smhd]", args.for_):
+            raise ValueError(f"--for must be a Prometheus duration such as 5m, got {args.for_!r}")
+        text = prometheus_rules(parse_rules(texts), group=args.group, for_=args.for_)
+    except ValueError as exc:
+        print(f"streammetrics alert-rules: {exc}", file=sys.stderr)
+        return 2
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -341,6 +431,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from streammetrics.report import run_report
 
             return run_report(args)
+        if args.command == "alert-rules":
+            return _alert_rules(args)
         if args.command == "demo":
             from consumers.demo import run_demo
 

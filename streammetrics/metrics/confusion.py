@@ -931,6 +931,51 @@ class ConfusionMatrix(Accumulator):
             output_dict=output_dict, digits=digits, zero_division=zero_division,
         )
 
+    # ------------------------------------------------------------------ intervals (issue 26)
+    @property
+    def unit_weights(self) -> bool:
+        """Every event had weight 1 (the intervals' effective sample size is then the count)."""
+        return bool(self._unit)
+
+    def interval(self, metric: str, confidence: float = 0.95, pos_label: Hashable = 1,
+                 labels: Sequence[Hashable] | None = None) -> tuple[float, float] | None:
+        """Confidence interval of ``accuracy``, ``macro_f1`` (over ``labels``, default
+        :attr:`labels`), or of ``precision``, ``recall``, ``f1``, ``specificity`` of
+        ``pos_label`` against the rest, or ``balanced_accuracy`` / ``matthews_corrcoef`` of a
+        two-label matrix (:mod:`streammetrics.kernels.intervals`: continuity-corrected Wilson,
+        F1 through its binomial ``tp / (tp + fp + fn)``, MOVER, delta method). None below the
+        minimum rule or with weights other than 1.
+
+        >>> cm = ConfusionMatrix().update_many([0] * 30 + [1] * 30, [0] * 25 + [1] * 35)
+        >>> [round(x, 3) for x in cm.interval("accuracy")]
+        [0.809, 0.969]
+        """
+        from streammetrics.kernels import intervals as iv
+
+        z = iv.z_value(confidence)
+        binary = ("precision", "recall", "f1", "specificity", "balanced_accuracy", "matthews_corrcoef")
+        if metric not in ("accuracy", "macro_f1") + binary:
+            raise ValueError(f"metric must be one of accuracy, macro_f1, {', '.join(binary)}; got {metric!r:.40}")
+        names = self.labels if labels is None else self._check_labels_arg(labels)
+        if metric in ("balanced_accuracy", "matthews_corrcoef") and len(names) != 2:
+            raise ValueError(f"the {metric} interval is defined for two labels, got {len(names)}")
+        if not self._unit:
+            return None
+        c = self._matrix(names)
+        if metric == "accuracy":
+            cells = self._cells
+            correct = math.fsum(w for (t, p), w in cells.items() if t == p)
+            return iv.as_pair(*iv.wilson_many(correct, math.fsum(cells.values()), z))
+        if metric == "macro_f1":
+            return iv.macro_f1_interval(c, confidence)
+        if pos_label not in names:
+            raise ValueError(f"pos_label={pos_label!r} is not a label ({names!r:.80})")
+        i = names.index(pos_label)
+        tp = c[i, i]
+        fn, fp = c[i].sum() - tp, c[:, i].sum() - tp
+        tn = c.sum() - tp - fn - fp
+        return iv.as_pair(*iv.confusion_intervals(tn, fp, fn, tp, z)[metric])
+
 
 def _cell_sums(code: np.ndarray, k: int, w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """(occupied pair codes, their event counts if ``w`` is None else summed weights)."""

@@ -101,8 +101,8 @@ def _merge_hist(mine: tuple, theirs: tuple, acc: "ScoreDistribution") -> tuple:
     if binning.exact and not theirs[0].exact:
         binning = to_grid([hist], _finest_grid(acc))
     if not binning.exact:
-        if other.binning.exact:
-            to_grid([other], _finest_grid(acc))
+        if other.binning.exact:  # straight to this grid: nested grids of ceiling keys, so the
+            to_grid([other], binning)  # same keys as the finest grid coarsened (LogGridBinning.coarsen_keys)
         while other.binning.bins > binning.bins:
             coarsen_all([other])
         while binning.bins > other.binning.bins:
@@ -373,6 +373,12 @@ class ScoreDistribution(Accumulator):
     def score_sum(self) -> float:
         """``sum(weight * score)``."""
         return self._sums[_SUM].value
+
+    @property
+    def unit_weights(self) -> bool:
+        """Every prediction added had weight 1 (the intervals' effective sample size is then the
+        count). False after a load: a loaded state counts its events as weighted."""
+        return not self._sums[_WEVENTS]
 
     @property
     def positive_weight(self) -> float:

@@ -58,6 +58,21 @@ def class_report(cm: ConfusionMatrix, labels: list) -> dict[str, Any]:
     }
 
 
+#: the snapshot metrics of the multiclass and label monitors with an interval
+LABEL_INTERVALS = ("accuracy", "macro_f1")
+
+
+def label_intervals(cm: ConfusionMatrix, labels: list | None, confidence: float) -> dict[str, Any] | None:
+    """The snapshot's ``intervals`` and ``insufficient`` of :data:`LABEL_INTERVALS`
+    (``ConfusionMatrix.interval``), None without labelled events."""
+    from streammetrics.kernels.intervals import pairs_record
+
+    if not cm.count:
+        return None
+    return pairs_record({"accuracy": cm.interval("accuracy", confidence),
+                         "macro_f1": cm.interval("macro_f1", confidence, labels=labels or None)}, confidence)
+
+
 def label_metrics(cm: ConfusionMatrix, labels: list | None) -> dict[str, Any]:
     """Hard-label metrics shared by the multiclass and label monitors."""
     defined = cm.total_weight > 0
@@ -270,6 +285,16 @@ class LabelMonitor(Monitor):
         for e in events:
             self._predict(to_builtin_label(e.y_pred, "y_pred"), float(e.weight))
         return self
+
+    interval_metrics = LABEL_INTERVALS
+
+    def intervals(self, confidence: float | None = None,
+                  metrics: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """The snapshot's ``intervals`` of ``accuracy`` and ``macro_f1`` (:func:`label_intervals`)."""
+        from streammetrics.kernels.intervals import check_confidence
+
+        return label_intervals(self.confusion, None, self.confidence if confidence is None else
+                               check_confidence(confidence))
 
     def snapshot(self) -> dict[str, Any]:
         cm = self.confusion

@@ -119,6 +119,12 @@ class PipelineConfig:
     #: binary operating points in snapshots (``--target-recall`` ... ``--cost-fn``; contract
     #: section 11: :class:`streammetrics.monitors.operating_points.OperatingPoints`)
     operating_points: Any = None
+    #: slices, roll-ups, worst slices, fairness (``--slice-by`` ...; contract section 11:
+    #: :class:`streammetrics.stream.slicing.SliceSpec`); slices close on one shared watermark
+    slicing: Any = None
+    #: alert rules evaluated on every snapshot the pipeline emits (``--alert`` ...; contract
+    #: section 10: :class:`streammetrics.stream.alerting.AlertSpec`); their state is checkpointed
+    alerts: Any = None
 
     def extra_metrics(self) -> Callable[[tuple[str, str], Any, dict[str, Any]], None] | None:
         """The snapshot hook adding the label-free metrics and the operating points (None
@@ -260,14 +266,23 @@ class Pipeline:
         if c.idle_clock not in ("processing", "event"):
             raise ValueError(f"idle_clock must be 'processing' or 'event', got {c.idle_clock!r}")
         idle_clock = clock if c.idle_clock == "processing" else self._stream_time
+        extra = c.extra_metrics()
+        self._slicer: Any = None
+        if c.slicing is not None:  # (streammetrics.stream.slicing: keys by slice, roll-ups at output)
+            from streammetrics.stream.slicing import Slicer
+
+            self._slicer = Slicer(c.slicing, include_state=c.include_state, extra_metrics=extra)
+            extra = self._slicer.hook
         self.windows = WindowManager(
             c.monitor_factory(), c.window, c.slide, c.grace, c.idle_close or None,
             cumulative=c.cumulative, include_state=c.include_state, batch=c.batch, max_pending=c.max_pending,
             event_codec=EVENT_CODEC, clock=idle_clock, max_future=c.max_future, wall_clock=wall_clock,
-            max_keys=c.max_keys, extra_metrics=c.extra_metrics(), monitor_loader=c.monitor_loader(),
-            shared_watermark=c.shared_watermark,
+            max_keys=c.max_keys, extra_metrics=extra, monitor_loader=c.monitor_loader(),
+            shared_watermark=c.shared_watermark or self._slicer is not None,
         )
         self._parse: Callable[[Any], Any] = self.parser.parse  # Event, Label or Rejection
+        if self._slicer is not None:
+            self._parse = self._slicer.wrap_parse(self._parse)
         self._fast = self.parser.fast_decode  # msgspec's decoder, or None (PipelineConfig.fast_json)
         self._add = self.windows.add
         self._messages = 0
@@ -277,6 +292,9 @@ class Pipeline:
         self._degraded = 0
         self._rejected: dict[str, int] = {}
         self.lines: list[str | None] = []  # see _emit
+        #: the alert engine of ``config.alerts`` (None without rules); events in :meth:`take_alerts`
+        self.alerts = c.alerts.engine() if c.alerts is not None else None
+        self._alert_events: list[dict[str, Any]] = []
 
     def _stream_time(self) -> float:
         t = self.windows.stream_time()
@@ -335,6 +353,24 @@ class Pipeline:
             return self._refused(None, exc.code, exc.reason, exc.field)
         self._late += 1
         return MessageResult(0, [Problem(None, "late", LATE_REASON, "ts")])
+
+    def process_decoded(self, decoded: Any) -> MessageResult:
+        """One decoded message value: an object, an array of them, or a
+        :class:`~streammetrics.events.records.Rejection` of the decoding (the rows of CSV and
+        Parquet files and of DataFrames, typed and with ``ts`` in seconds: see
+        :mod:`streammetrics.events.tables`); the same parser and windows as :meth:`process`."""
+        if decoded.__class__ is list:
+            self._messages += 1
+            return self._process_items(decoded)
+        if decoded.__class__ is Rejection:
+            self._messages += 1
+            return self._refused(None, decoded.code, decoded.reason, decoded.field)
+        item = self._parse(decoded)
+        if item.__class__ is Event or item.__class__ is Label:
+            return self.process_event(item)
+        self._messages += 1
+        rej = cast(Rejection, item)
+        return self._refused(None, rej.code, rej.reason, rej.field)
 
     def _process_items(self, items: list) -> MessageResult:
         parse, add = self._parse, self._add
@@ -420,20 +456,28 @@ class Pipeline:
         ``revisions=False`` leaves label revisions of closed windows for a later poll;
         ``collect=False`` closes what is due and leaves the ready snapshots queued
         (:meth:`WindowManager.poll <streammetrics.stream.windows.WindowManager.poll>`)."""
-        return self._emit(self.windows.poll(now, revisions, collect))
+        return self._emit(self._sliced(self.windows.poll(now, revisions, collect), False))
+
+    def _sliced(self, snaps: list[dict[str, Any]], end: bool) -> list[dict[str, Any]]:
+        """With slicing: slice keys by dimension, then the roll-up windows now complete."""
+        if self._slicer is None:
+            return snaps
+        if end:
+            return self._slicer.process(snaps, None)
+        return self._slicer.process(snaps, self.windows.watermark_us() / 1e6)
 
     def poll_lines(self, now: float | None = None, revisions: bool = True, collect: bool = True) -> list[str]:
         """:meth:`poll`'s snapshots as their canonical lines (what ``replay`` writes): without
         ``max_snapshot_bytes``, small windows closed together are written straight from their
         JSON texts (:meth:`WindowManager.poll_lines
         <streammetrics.stream.windows.WindowManager.poll_lines>`); the same lines either way."""
-        if self.config.max_snapshot_bytes is not None:
+        if self.config.max_snapshot_bytes is not None or self._slicer is not None or self.alerts is not None:
             return self._lines(self.poll(now, revisions, collect))
         return self._counted(self.windows.poll_lines(now, revisions, collect))
 
     def flush_lines(self) -> list[str]:
         """:meth:`flush`'s snapshots as their canonical lines (see :meth:`poll_lines`)."""
-        if self.config.max_snapshot_bytes is not None:
+        if self.config.max_snapshot_bytes is not None or self._slicer is not None or self.alerts is not None:
             return self._lines(self.flush())
         return self._counted(self.windows.flush_lines())
 
@@ -445,6 +489,8 @@ class Pipeline:
 
     def _lines(self, snaps: list[dict[str, Any]]) -> list[str]:
         """The lines of snapshots :meth:`_emit` returned (encoded there for the size check)."""
+        if not self.lines:  # (no size check: nothing encoded yet)
+            return [snapshot_line(s) for s in snaps]
         return [snapshot_line(s) if line is None else line for s, line in zip(snaps, self.lines)]
 
     def collect_due(self, at_least: int) -> bool:
@@ -455,7 +501,7 @@ class Pipeline:
 
     def flush(self) -> list[dict[str, Any]]:
         """End of input: close every open window and return every ready snapshot."""
-        return self._emit(self.windows.flush())
+        return self._emit(self._sliced(self.windows.flush(), True))
 
     def _emit(self, snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         self._snapshots += len(snaps)
@@ -473,7 +519,15 @@ class Pipeline:
         #: with ``max_snapshot_bytes``: the canonical line of each snapshot the last ``poll`` /
         #: ``flush`` returned (encoded for the size check; None for a degraded one), else []
         self.lines = lines
+        if self.alerts is not None:
+            for snap in snaps:
+                self._alert_events += self.alerts.observe(snap)
         return snaps
+
+    def take_alerts(self) -> list[dict[str, Any]]:
+        """The alert events (contract section 10) of the snapshots emitted since the last call."""
+        events, self._alert_events = self._alert_events, []
+        return events
 
     def _degrade(self, snap: dict[str, Any], limit: int) -> dict[str, Any]:
         """A smaller snapshot: coarser state if the monitor offers it, else no state, else no
@@ -503,6 +557,8 @@ class Pipeline:
         if self._labels is not None:  # delayed labels: the join and its pending store (the windows once)
             out["labels"] = {"type": "LabelStream", "version": 1, "counts": dict(self._labels.counts),
                              "join": self._labels.join.to_dict()}
+        if self.alerts is not None:  # alert lifecycles: re-run after a restore, the same events
+            out["alerts"] = self.alerts.to_dict()
         return out
 
     def delta_dict(self) -> dict[str, Any]:
@@ -523,6 +579,8 @@ class Pipeline:
                                  "join": stream.join.to_dict()}
                 stream.join.track_changes()
                 self._labels_tracked = stream
+        if self.alerts is not None:  # (whole: bounded by the alert rules' keys)
+            out["alerts"] = self.alerts.to_dict()
         return out
 
     def track_changes(self) -> None:
@@ -563,6 +621,11 @@ class Pipeline:
             out.pop("labels", None)
         else:
             out["labels"] = labels
+        for delta in deltas:  # alert state is written whole in each delta
+            if "alerts" in delta:
+                out["alerts"] = delta["alerts"]
+            else:
+                out.pop("alerts", None)
         windows = [delta.get("windows") for delta in deltas]
         out["windows"] = WindowManager.apply_delta(full.get("windows"), *windows)  # type: ignore[arg-type]
         return out
@@ -576,6 +639,9 @@ class Pipeline:
             raise ValueError(f"Pipeline checkpoint version {data.get('version')!r} is not supported (expected 1)")
         if data.get("task") != self.config.task:
             raise ValueError(f"checkpoint is for task {data.get('task')!r}, this pipeline runs {self.config.task!r}")
+        alerts = None
+        if self.config.alerts is not None and data.get("alerts") is not None:
+            alerts = self.config.alerts.engine().load(data["alerts"])  # validated before anything changes
         labels = data.get("labels")
         stream = None
         if labels is not None:
@@ -589,6 +655,9 @@ class Pipeline:
         if self._labels is not None:
             self._labels.join.store.close()
         self._labels = stream
+        if self.config.alerts is not None:
+            self.alerts = alerts if alerts is not None else self.config.alerts.engine()
+            self._alert_events = []
         return self
 
     # ------------------------------------------------------------------ introspection
