@@ -55,6 +55,7 @@ def config_from_args(args: Any) -> ServiceConfig:
         metrics_port=args.metrics_port, metrics_host=args.metrics_host, task=args.task, window=args.window,
         slide=args.slide, grace=args.grace, idle_close=args.idle_close or None, threshold=args.threshold,
         classes=args.classes, labels=args.labels, fields=parse_field_map(args.field),
+        max_labels=getattr(args, "max_labels", ServiceConfig.max_labels),
         cumulative=args.cumulative, include_state=not args.no_state,
         checkpoint_interval=args.checkpoint_interval, max_poll_records=args.max_poll_records,
         kafka_options=kafka_options(args.kafka),
@@ -72,7 +73,9 @@ def config_from_args(args: Any) -> ServiceConfig:
         changelog_topic=_changelog_topic(args),
         internal_key=getattr(args, "internal_key", None),
         checkpoint_refresh=getattr(args, "checkpoint_refresh", ServiceConfig.checkpoint_refresh),
-        partitioning=getattr(args, "partitioning", None) or "key",
+        partitioning="key" if getattr(args, "partitioning", None) == "key-unchecked" else (
+            getattr(args, "partitioning", None) or "key"),
+        key_check=getattr(args, "partitioning", None) != "key-unchecked",
         partials_topic=getattr(args, "partials_topic", None) or None,
         max_merge_windows=getattr(args, "max_merge_windows", None) or ServiceConfig.max_merge_windows,
         alerts_topic=getattr(args, "alerts_topic", None) or None,

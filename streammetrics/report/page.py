@@ -342,8 +342,24 @@ def _figure(chart: Chart) -> str:
             f'title="{esc(chart.title)}">{chart.svg}{caption}</figure>')
 
 
+def _worst_slices(history: KeyHistory) -> str:
+    """A roll-up's latest worst slices (contract section 11): slice, metric, gap, significance."""
+    rows = history.latest.slices
+    if not rows:
+        return ""
+    metric = rows[0][1]
+    body = "".join(
+        f'<tr><td class="text">{esc(label)}</td><td>{format_value(value, metric)}</td>'
+        f'<td>{"" if gap is None else f"{gap:+.4f}"}</td>'
+        f'<td class="text">{"" if significant is None else "yes" if significant else "no"}</td></tr>'
+        for label, _, value, gap, significant in rows)
+    return (f'<table class="worst-slices"><caption>Worst slices of the latest window by {esc(metric)} '
+            f'(gap to this roll-up)</caption><thead><tr><th class="text">slice</th><th>{esc(metric)}</th>'
+            f'<th>gap</th><th class="text">significant</th></tr></thead><tbody>{body}</tbody></table>')
+
+
 def _key_section(history: KeyHistory, anchor: str, charts: Sequence[Chart], why: Sequence[str] = ()) -> str:
-    notes = "".join(f'<p class="note">{n}</p>' for n in _key_notes(history))
+    notes = "".join(f'<p class="note">{n}</p>' for n in _key_notes(history)) + _worst_slices(history)
     if why:
         notes = f'<p class="meta why">Charted: {esc("; ".join(why))}</p>' + notes
     return (f'<section class="card key" id="{anchor}" data-model="{esc(history.model)}" '
