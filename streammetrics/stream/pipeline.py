@@ -271,7 +271,7 @@ class Pipeline:
             from streammetrics.stream.slicing import Slicer
 
             self._slicer = Slicer(c.slicing, include_state=c.include_state, extra_metrics=extra)
-            extra = self._slicer.hook
+            extra = self._slicer.window_hook()
         self.windows = WindowManager(
             c.monitor_factory(), c.window, c.slide, c.grace,
             cumulative=c.cumulative, include_state=c.include_state, batch=c.batch, max_pending=c.max_pending,
