@@ -508,6 +508,8 @@ class MetricsService:
         self._idle_logged: dict[int, float] = {}  # partition -> clock of the last "cannot advance" INFO line
         #: exceptions out of poll: (tp, offset) -> failed fetches of that batch; failures in a row without one
         self._fetch_failures: dict[tuple[Any, int], int] = {}
+        #: --labels-topic: tp -> (first, after last) offsets skipped while records before them were buffered
+        self._skips: dict[Any, tuple[int, int]] = {}
         self._poll_errors = 0
         self._checkpoint_bytes = 0  # state bytes written by the checkpoint under way
         #: partitions paused by an environment failure (see _pause)
@@ -989,7 +991,8 @@ class MetricsService:
         side = (part.labels if labels else part.preds) if self.config.labels_topic else None
         if side is not None:  # --labels-topic: records before the batch may still wait in the merge buffer
             side.end = skip_to
-            if side.buffer:  # the offset moves past the batch with them, or at a later skip
+            if side.buffer:  # the offset moves past the batch once they are applied (_apply_skips)
+                self._skips[tp] = (offset, skip_to)
                 self._seek_if_assigned(tp, skip_to)
                 return
         holder = part.labels if labels else part
@@ -999,6 +1002,18 @@ class MetricsService:
         if holder.next_offset is None or holder.next_offset < skip_to:
             holder.next_offset = skip_to
         self._seek_if_assigned(tp, skip_to)
+
+    def _apply_skips(self, part: _Partition) -> None:
+        """``--labels-topic``: a skipped batch (:meth:`_skip_unreadable`) whose side has applied every
+        record before it moves that side's offset past it (else the other topic would wait for it)."""
+        for holder in (part, part.labels):
+            if holder is None:
+                continue
+            skip = self._skips.get(holder.tp)
+            if skip is not None and (holder.next_offset is None or holder.next_offset >= skip[0]):
+                del self._skips[holder.tp]
+                if holder.next_offset is None or holder.next_offset < skip[1]:
+                    holder.next_offset = skip[1]
 
     def _seek_if_assigned(self, tp: Any, offset: int) -> None:
         try:
@@ -1056,6 +1071,8 @@ class MetricsService:
                 continue
             if part.preds is not None and (part.preds.buffer or (part.labels and part.labels.buffer)):
                 applied += self._merge_apply(part)
+                if self._skips:
+                    self._apply_skips(part)
                 self._check_new_keys(part)
                 if self.failure is not None:
                     return applied

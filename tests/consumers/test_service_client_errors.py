@@ -6,6 +6,7 @@ one dead letter (code ``unreadable``); any other exception out of ``poll`` is re
 back-off. The same scenario on the broker: tests/consumers/kafka/test_service_codecs.py."""
 from __future__ import annotations
 
+import json
 import unittest.mock
 from pathlib import Path
 from typing import Any
@@ -213,3 +214,35 @@ def test_the_fetch_guard_marks_a_corrupt_batch_with_its_crc_error_and_end(lean):
         part.take(100)
     assert type(info.value).__name__ == "CorruptRecordError"
     assert fetch_error_position(info.value) == FetchPosition(TP0, 3, 7)
+
+
+def test_an_unreadable_batch_at_the_end_of_the_labels_topic_does_not_stall_the_merge(tmp_path):
+    from test_service_labels import delayed_data
+    from test_service_labels import drain as drain_merged
+    from test_service_labels import fill as fill_pairs
+
+    preds, labels = delayed_data(seed=5)
+    cluster = FakeCluster()
+    fill_pairs(cluster, preds, labels)
+    tp = TopicPartition("labels", 0)
+    end = len(cluster.topics["labels"][0])
+    start = end - 3  # the last batch of the labels topic cannot be read
+    expected = without(cluster, tp, start, end)
+    reference = make(expected, tmp_path / "ref", FakeConsumer(expected, "streammetrics"), labels_topic="labels",
+                     key_check=False, label_ttl=120.0)
+    drain_merged(reference)
+    consumer = UnreadableConsumer(cluster, "streammetrics", (tp, start, end))
+    service = make(cluster, tmp_path / "state", consumer, labels_topic="labels", label_ttl=120.0, key_check=False)
+    with unittest.mock.patch("consumers.service.POLL_BACKOFF", 0.001):
+        drain_merged(service, max_polls=3000)
+    assert service.counts["skipped_offsets"] == 3 and consumer.raised == FETCH_ATTEMPTS
+    assert all(not (part.preds.buffer or part.labels.buffer) for part in service.partitions.values())
+    got, want = last_per_key(cluster), last_per_key(expected)
+    assert sorted(got) == sorted(want) and sum(1 for s in want.values() if s["final"]) >= 10
+    for key in want:
+        assert {k: got[key][k] for k in ("count", "labeled", "revision", "final")} == \
+            {k: want[key][k] for k in ("count", "labeled", "revision", "final")}, key
+
+
+def last_per_key(cluster: FakeCluster) -> dict[str, dict]:
+    return {rec.key.decode(): json.loads(rec.value) for rec in cluster.records("out")}
