@@ -220,3 +220,15 @@ def test_worst_slices_carry_the_gap_interval_and_significance() -> None:
     rows = [r for s in snaps if "rollup" in s for r in s["slices"]]
     assert rows and any(r["significant"] is not None for r in rows)
     assert all(r["gap_low"] <= r["gap"] <= r["gap_high"] for r in rows if r["gap_low"] is not None)
+
+
+def test_slices_without_rollups_equal_segment_keyed_runs() -> None:
+    """Without roll-ups the slice windows keep the engine's vectorised pass: the same metrics and
+    states as a run keyed by the same values given as the segment."""
+    events = _events(3000, seed=8)
+    sliced = _run(events, slicing=SliceSpec(fields=("country",)))
+    as_segment = _run([{**e, "segment": e["country"]} for e in events])
+    assert len(sliced) == len(as_segment)
+    for a, b in zip(sliced, as_segment):
+        assert a["key"] == {"model": b["key"]["model"], "segment": "", "country": b["key"]["segment"]}
+        assert _body(a) == _body(b)
