@@ -482,15 +482,18 @@ class MetricsService:
             consumer, producer = kafka_clients(config)
         self.consumer = consumer
         self.producer = producer
+        from .signing import RecordSigner
+
+        #: seals the internal records this service writes (changelog, partials, watermarks) and opens
+        #: those it reads (``--internal-key``; without a key values pass unchanged)
+        self.signer = RecordSigner.from_option(config.internal_key)
         if changelog is None and config.changelog_topic:
             from .changelog import Changelog, KafkaChangelogReader
 
             reader = KafkaChangelogReader(config.changelog_topic, bootstrap_servers=config.bootstrap_servers,
                                           **_security_options(config.kafka_options))
-            from .signing import RecordSigner
-
             changelog = Changelog(producer, config.changelog_topic, reader, self.max_record_bytes,
-                                  signer=RecordSigner.from_option(config.internal_key))
+                                  signer=self.signer)
         if changelog is not None and getattr(changelog, "on_reject", False) is None:
             topic = changelog.topic
             changelog.on_reject = lambda reason: self.metrics.internal_rejected.labels(topic, reason).inc()
@@ -503,6 +506,7 @@ class MetricsService:
         self._input_partitions: int | None = None  # of --topic (the key check applies when more than 1)
         self._watermarks_sent: dict[int, tuple[int, float]] = {}
         self._watermark_moved: dict[int, tuple[float, float]] = {}  # partition -> (watermark, since when)
+        self._idle_logged: dict[int, float] = {}  # partition -> clock of the last "cannot advance" INFO line
         #: exceptions out of poll: (tp, offset) -> failed fetches of that batch; failures in a row without one
         self._fetch_failures: dict[tuple[Any, int], int] = {}
         #: --labels-topic: tp -> (first, after last) offsets skipped while records before them were buffered
@@ -1363,7 +1367,7 @@ class MetricsService:
         for snap, line in zip(snaps, lines):
             key = snapshot_key(snap)
             if partitioned:
-                value = self.snapshot_value(snap, key, lambda s: partial_record(part.tp.partition, s))
+                value = self.snapshot_value(snap, key, lambda s: self.signer.seal(partial_record(part.tp.partition, s)))
             else:
                 value = self.snapshot_value(snap, key, line=line)
             if value is None:
@@ -1446,6 +1450,11 @@ class MetricsService:
                 others = [w for s, w in known.items() if s != source and w != -math.inf]
                 sources = self.merge.sources if self.merge is not None else len(own)
                 if current != -math.inf or not others or len(others) < sources - 1:
+                    if current == -math.inf and self.merge is not None:
+                        unknown = sources - 1 - len(others)
+                        self._log_idle_wait(part, now, f"no event yet, and the watermarks of {unknown} other source "
+                                            "partitions are unknown here (this instance's merge stage holds no "
+                                            "partials partition with them yet)")
                     continue
                 target = min(others)
             if current >= target or not self._read_to_end(part):
@@ -1460,6 +1469,14 @@ class MetricsService:
             log.info("%s[%d]: no record for %g s: watermark advanced to the slowest active partition's (%d us)",
                      part.tp.topic, source, idle_after, floor)
         return advanced
+
+    def _log_idle_wait(self, part: _Partition, now: float, why: str) -> None:
+        """At INFO, at most every 30 s per partition: why an idle partition's watermark cannot move."""
+        last = self._idle_logged.get(part.tp.partition)
+        if last is None or now - last >= 30.0:
+            self._idle_logged[part.tp.partition] = now
+            log.info("%s[%d]: no record for %g s; its watermark stays: %s", part.tp.topic, part.tp.partition,
+                     self.config.idle_close, why)
 
     def _read_to_end(self, part: _Partition) -> bool:
         high = self.consumer.highwater(part.tp)
@@ -1494,7 +1511,7 @@ class MetricsService:
             sent = self._watermarks_sent.get(source)
             if sent is not None and sent[0] == watermark and now - sent[1] < 10.0:
                 continue
-            value = watermark_record(source, int(watermark))
+            value = self.signer.seal(watermark_record(source, int(watermark)))
             for p in range(self.partials_partitions):
                 try:
                     future = self.producer.send(topic, key=f"watermark|{source}".encode(), value=value, partition=p)
