@@ -73,7 +73,9 @@ def config_from_args(args: Any) -> ServiceConfig:
         changelog_topic=_changelog_topic(args),
         internal_key=getattr(args, "internal_key", None),
         checkpoint_refresh=getattr(args, "checkpoint_refresh", ServiceConfig.checkpoint_refresh),
-        partitioning=getattr(args, "partitioning", None) or "key",
+        partitioning="key" if getattr(args, "partitioning", None) == "key-unchecked" else (
+            getattr(args, "partitioning", None) or "key"),
+        key_check=getattr(args, "partitioning", None) != "key-unchecked",
         partials_topic=getattr(args, "partials_topic", None) or None,
         max_merge_windows=getattr(args, "max_merge_windows", None) or ServiceConfig.max_merge_windows,
         alerts_topic=getattr(args, "alerts_topic", None) or None,
@@ -192,16 +194,19 @@ def build_merge_stage(config: ServiceConfig, consumer: Any, service: MetricsServ
     pipeline_config = config.pipeline_config()
     extra, loader = pipeline_config.extra_metrics(), pipeline_config.monitor_loader()
 
+    template = pipeline_config.monitor_factory()()  # a partial's state must be of this type and config
+
     def make_merger() -> Merger:
         return Merger(sources, include_state=config.include_state, extra_metrics=extra,
-                      max_windows=config.max_merge_windows, loader=loader)
+                      max_windows=config.max_merge_windows, loader=loader, template=template)
 
     return MergeStage(consumer=merge_consumer, producer=producer, partials_topic=config.partials_topic,
                       output_topic=config.output_topic, sources=sources, make_merger=make_merger, codec=codec,
                       store=codec if config.state_dir else None, changelog=changelog,
                       checkpoint_interval=config.checkpoint_interval, delivery_timeout=config.delivery_timeout,
                       commit_timeout=config.commit_timeout,
-                      encode=lambda snap: service.snapshot_value(snap, snapshot_key(snap)), metrics=service.metrics)
+                      encode=lambda snap: service.snapshot_value(snap, snapshot_key(snap)), metrics=service.metrics,
+                      signer=service.signer)
 
 
 def run_consume(args: Any) -> int:

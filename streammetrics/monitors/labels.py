@@ -312,6 +312,14 @@ class LabelMonitor(Monitor):
             known.update(labels)
             self._check_bound()
 
+    def _track_many(self, y_true: list, y_pred: list) -> None:
+        """:meth:`_track` of a validated batch (labels equal to their built-in forms: same hash)."""
+        known = self._known
+        if known is not None:
+            known.update(y_true)
+            known.update(y_pred)
+            self._check_bound()
+
     def _check_bound(self) -> None:
         known, bound = self._known, self._max_labels
         if known is None or bound is None or len(known) <= 2 * bound:
@@ -405,9 +413,9 @@ class LabelMonitor(Monitor):
         return self
 
     def update_outcomes(self, events: Sequence[Event]) -> "LabelMonitor":
-        self.confusion.update_many([e.y_true for e in events], [e.y_pred for e in events], batch_weights(events))
-        if self._known is not None:
-            self._track(*[to_builtin_label(x, "y_true") for e in events for x in (e.y_true, e.y_pred)])
+        y_true, y_pred = [e.y_true for e in events], [e.y_pred for e in events]
+        self.confusion.update_many(y_true, y_pred, batch_weights(events))
+        self._track_many(y_true, y_pred)
         return self
 
     def update_event(self, event: Event) -> "LabelMonitor":
@@ -419,12 +427,11 @@ class LabelMonitor(Monitor):
         return self
 
     def update_events(self, events: Sequence[Event]) -> "LabelMonitor":
-        self.confusion.update_many([e.y_true for e in events], [e.y_pred for e in events],
-                                   batch_weights(events))  # validates the whole batch first
+        y_true, y_pred = [e.y_true for e in events], [e.y_pred for e in events]
+        self.confusion.update_many(y_true, y_pred, batch_weights(events))  # validates the whole batch first
         for e in events:
             self._predict(to_builtin_label(e.y_pred, "y_pred"), float(e.weight))
-        if self._known is not None:
-            self._track(*[to_builtin_label(x, "y_true") for e in events for x in (e.y_true, e.y_pred)])
+        self._track_many(y_true, y_pred)
         return self
 
     interval_metrics = LABEL_INTERVALS

@@ -258,7 +258,6 @@ def _config(args: argparse.Namespace) -> PipelineConfig:
         max_labels=getattr(args, "max_labels", DEFAULT_MAX_LABELS),
         cumulative=args.cumulative, include_state=not args.no_state, max_future=args.max_future or None,
         max_keys=args.max_keys or None, max_snapshot_bytes=args.max_snapshot_bytes,
-        idle_close=getattr(args, "idle_close", None) or None, idle_clock="event",
         references=references, max_references=getattr(args, "max_references", None) or DEFAULT_MAX_REFERENCES,
         label_ttl=args.label_ttl, **({} if args.max_pending is None else {"max_pending_labels": args.max_pending}),
     )
@@ -299,6 +298,9 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         return fail(f"--output {args.output} is the file on standard input: refusing to overwrite it")
     try:
         config = _config(args)
+        if config.slicing is not None and getattr(args, "labels_file", None) is not None:
+            raise ValueError("--slice-by, --rollup and --fairness-by read the slice fields of each prediction "
+                             "line; with --labels FILE they are not supported yet")
         alerts = spec_from_options(getattr(args, "alert", ()), getattr(args, "alerts", None),
                                    getattr(args, "alert_cooldown", None), getattr(args, "reference", None), config)
         pipeline = Pipeline(dataclasses.replace(config, alerts=alerts))

@@ -178,3 +178,40 @@ def test_healthz_answers_503_while_a_partition_is_paused():
         assert get(server.port, "/healthz") == (503, b"paused\n")
     finally:
         server.stop()
+
+
+def test_a_checkpoint_that_needs_the_full_disk_to_load_pauses_at_start_instead_of_an_exit(disk, monkeypatch,
+                                                                                         tmp_path):
+    ref_cluster, ref = build("single_topic", tmp_path / "ref")
+    ref.start()
+    read_to_end(ref)
+    ref.checkpoint()
+    ref.close()
+    expected = finals(ref_cluster)
+
+    arm("no_temp_dir", disk, monkeypatch)
+    cluster, first = build("single_topic", tmp_path / "state")
+    first.start()
+    for _ in range(12):  # predictions await labels: more than the memory budget, spilled to SQLite
+        first.poll_once(timeout_ms=0)
+    first.checkpoint()  # a checkpoint holding spilled predictions; then SIGKILL
+    assert disk.failures == 0
+
+    disk.full = True  # the restart finds no room to spill them again while loading the checkpoint
+    cluster_service = make_service(cluster, tmp_path / "state", labels_topic=None)
+    cluster_service.start()
+    clock = cluster_service._clock
+    for _ in range(20):
+        cluster_service.poll_once(timeout_ms=0)
+        clock.now += 1.0  # type: ignore[attr-defined]
+    assert cluster_service.failure is None and cluster_service.exit_status == 0
+    assert disk.failures >= 2 and cluster_service.metrics.paused >= 1  # (loading needs the disk)
+    disk.full = False
+    clock.now += MAX_PAUSE_BACKOFF + 1  # type: ignore[attr-defined]
+    read_to_end(cluster_service)
+    cluster_service.checkpoint()
+    cluster_service.close()
+    got = finals(cluster)
+    assert sorted(got) == sorted(expected)
+    for key in expected:
+        assert same(without_revision(got[key]), without_revision(expected[key]), False), key
