@@ -52,6 +52,7 @@ NOT_RUN = {
     "bench_scaleout": "needs the Kafka-protocol broker",
     "bench_slices": "new (issue 28): prints its <= 1.5x target; targets() not wired yet",
     "bench_snapshot": "no ratio target",
+    "bench_state": "needs the Kafka-protocol broker",
     "bench_spark": "needs pyspark and a JVM",
 }
 

@@ -24,10 +24,10 @@ def test_no_state_windows_are_built_together():
 
 
 @settings(max_examples=60, deadline=None)
-@given(items, st.sampled_from([10.0, 30.0]), st.sampled_from([0.0, 5.0]), st.sampled_from([None, 20.0]))
-def test_no_state_deferred_windows_equal_windows_built_one_by_one(stream, window, grace, idle_close):
-    config = PipelineConfig(window=window, grace=grace, max_future=None, idle_close=idle_close,
-                            idle_clock="event", include_state=False)
+@given(items, st.sampled_from([10.0, 30.0]), st.sampled_from([0.0, 5.0]), st.sampled_from([4096, 3]))
+def test_no_state_deferred_windows_equal_windows_built_one_by_one(stream, window, grace, max_pending):
+    config = PipelineConfig(window=window, grace=grace, max_pending=max_pending, max_future=None,
+                            include_state=False)
     fleet = run([dict(i) if isinstance(i, dict) else i for i in stream], True, config)
     assert fleet == run([dict(i) if isinstance(i, dict) else i for i in stream], False, config)
     assert fleet == run([dict(i) if isinstance(i, dict) else i for i in stream], "lines", config)
