@@ -49,11 +49,13 @@ def kafka_options(pairs: list[str]) -> dict[str, Any]:
 def config_from_args(args: Any) -> ServiceConfig:
     """The :class:`ServiceConfig` of parsed ``consume`` arguments (ValueError for bad values)."""
     config = ServiceConfig(
+        **_section11(args),
         bootstrap_servers=args.bootstrap_servers, topic=args.topic, output_topic=args.output_topic,
         group_id=args.group_id, dlq_topic=args.dlq_topic, state_dir=args.state_dir,
         metrics_port=args.metrics_port, metrics_host=args.metrics_host, task=args.task, window=args.window,
         slide=args.slide, grace=args.grace, idle_close=args.idle_close or None, threshold=args.threshold,
         classes=args.classes, labels=args.labels, fields=parse_field_map(args.field),
+        max_labels=getattr(args, "max_labels", ServiceConfig.max_labels),
         cumulative=args.cumulative, include_state=not args.no_state,
         checkpoint_interval=args.checkpoint_interval, max_poll_records=args.max_poll_records,
         kafka_options=kafka_options(args.kafka),
@@ -71,13 +73,28 @@ def config_from_args(args: Any) -> ServiceConfig:
         changelog_topic=_changelog_topic(args),
         internal_key=getattr(args, "internal_key", None),
         checkpoint_refresh=getattr(args, "checkpoint_refresh", ServiceConfig.checkpoint_refresh),
-        partitioning=getattr(args, "partitioning", None) or "key",
+        partitioning="key" if getattr(args, "partitioning", None) == "key-unchecked" else (
+            getattr(args, "partitioning", None) or "key"),
+        key_check=getattr(args, "partitioning", None) != "key-unchecked",
         partials_topic=getattr(args, "partials_topic", None) or None,
         max_merge_windows=getattr(args, "max_merge_windows", None) or ServiceConfig.max_merge_windows,
         alerts_topic=getattr(args, "alerts_topic", None) or None,
     )
     config.alerts = _alerts(args, config)
     return config
+
+
+def _section11(args: Any) -> dict[str, Any]:
+    """The operating points of ``--target-recall`` ... ``--cost-fn`` (contract section 11);
+    slices and roll-ups (``--slice-by``, ``--rollup``, ``--fairness-by``) are replay's for now:
+    ValueError naming them."""
+    from streammetrics.stream.slicing import slice_settings
+
+    settings = slice_settings(args)
+    if "slicing" in settings:
+        raise ValueError("--slice-by, --rollup and --fairness-by are replay options for now (the service "
+                         "does not checkpoint roll-up windows yet); see docs/slices.md")
+    return settings
 
 
 def _alerts(args: Any, config: ServiceConfig) -> Any:

@@ -201,9 +201,15 @@ class ServiceMetrics:
         self.window_labeled_ratio = Gauge("streammetrics_window_labeled_ratio", "Labelled share of the latest "
                                           "window's predictions (delayed labels: label arrival)",
                                           ["model", "segment"], registry=r)
+        self.partition_pauses = Counter("streammetrics_partition_pauses", "Partitions paused after an environment "
+                                        "failure (disk full, unwritable temp dir, failing SQLite spill)", registry=r)
+        self.paused_partitions = Gauge("streammetrics_paused_partitions", "Partitions paused now (an environment "
+                                       "failure; /healthz answers 503 meanwhile)", registry=r)
         self.last_poll = time.monotonic()
         #: set when the service stopped on a failure: /healthz then answers 503
         self.failed = False
+        #: partitions paused after an environment failure: /healthz answers 503 while any is
+        self.paused = 0
 
     def observe_checkpoint(self, seconds: float, written: int) -> None:
         """One checkpoint took ``seconds`` and wrote ``written`` bytes of state."""
@@ -429,7 +435,10 @@ class MetricsServer:
                     self._send(200, outer.metrics.render(), CONTENT_TYPE_LATEST)
                 elif self.path.split("?")[0] == "/healthz":
                     stalled = outer.metrics.failed or time.monotonic() - outer.metrics.last_poll > stall_after
-                    self._send(503 if stalled else 200, b"stalled\n" if stalled else b"ok\n", "text/plain")
+                    if stalled or outer.metrics.paused:
+                        self._send(503, b"stalled\n" if stalled else b"paused\n", "text/plain")
+                    else:
+                        self._send(200, b"ok\n", "text/plain")
                 else:
                     self._send(404, b"not found: try /metrics or /healthz\n", "text/plain")
 

@@ -2,7 +2,7 @@
 
 With ``--partitioning any`` the events of one (model, segment) may arrive on every input
 partition (e.g. keyed by prediction id). Each input partition ``p`` keeps its own windows, with
-one event-time watermark for all its keys (``PipelineConfig.shared_watermark``: the largest
+one event-time watermark for all its keys (as every partition: the largest
 event time on ``p`` minus ``--grace``), and:
 
 * publishes each window it closes, and each later label revision of it, as a **partial** to the

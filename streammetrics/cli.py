@@ -65,6 +65,17 @@ def _positive_int(name: str) -> Callable[[str], int]:
     return parse
 
 
+def _labels_bound(text: str) -> int:
+    """``--max-labels``: a whole number of at least 2."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--max-labels must be a whole number, got {text!r}") from None
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"--max-labels must be 2 or more, got {text!r}")
+    return value
+
+
 def _label_list(text: str) -> list:
     """``a,b,c`` -> labels; items that look like integers become ints."""
     out: list = []
@@ -102,6 +113,10 @@ def _add_task_options(p: argparse.ArgumentParser, replay: bool = False) -> None:
                    if replay else argparse.SUPPRESS)
     g.add_argument("--label-set", dest="labels", type=_label_list, default=None, metavar="A,B,C",
                    help="labels task: fix the label set (default: discovered)")
+    g.add_argument("--max-labels", type=_labels_bound, default=1000, metavar="N",
+                   help="labels task with discovered labels: most labels a window keeps; the most frequent are "
+                        "kept, the others folded into __other__ / __other_mismatch__ and counted in the "
+                        "snapshot's labels_folded (default: 1000; see docs/limits-labels.md)")
     g.add_argument("--field", action="append", default=[], metavar="NAME=SOURCE",
                    help="read field NAME from the event key SOURCE, e.g. --field y_true=label (repeatable)")
     g.add_argument("--max-future", type=_duration("--max-future"), default=3600.0, metavar="DURATION",
@@ -235,9 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--progress", choices=["auto", "on", "off"], default="auto",
                    help="progress bar on stderr (auto: only on a terminal)")
     p.add_argument("--idle-close", type=_duration("--idle-close"), default=None, metavar="DURATION",
-                   help="close (and forget) a key's windows once the input's newest event time is this far "
-                        "past the key's last event: bounds memory over many short-lived keys "
-                        "(event time, deterministic; default: off)")
+                   help="no effect, kept for old scripts: windows close by the stream's watermark whatever "
+                        "the key, so a quiet key closes (and is forgotten) with the others")
     p.add_argument("--label-ttl", type=_duration("--label-ttl"), default=7 * 86400.0, metavar="DURATION",
                    help="how long (event time) a prediction waits for its label, and a label for its "
                         "prediction, before expiring (default: 7d)")
@@ -257,6 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_consume_options(c)
     _add_task_options(c)
+    _add_slice_options(c)
     _add_alert_options(c, "topic")
 
     r = sub.add_parser(
@@ -312,7 +327,9 @@ def _add_consume_options(c: argparse.ArgumentParser) -> None:
     g.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="serve Prometheus /metrics and /healthz on this port")
     g.add_argument("--idle-close", type=_duration("--idle-close"), default=30.0, metavar="DURATION",
-                   help="close a key's windows after this long without its events (default: 30s; 0 disables)")
+                   help="an input partition that receives nothing for this long (wall time) adopts the "
+                        "watermark of the slowest partition still receiving, so its windows close too "
+                        "(default: 30s; 0 disables). Never closes a window by wall time alone")
     g.add_argument("--checkpoint-interval", type=_duration("--checkpoint-interval"), default=1.0,
                    metavar="DURATION", help="how often state is checkpointed and offsets committed (default: 1s)")
     g.add_argument("--checkpoint-refresh", type=_duration("--checkpoint-refresh"), default=3600.0,
@@ -349,10 +366,13 @@ def _add_consume_options(c: argparse.ArgumentParser) -> None:
     g.add_argument("--max-merge-buffer", type=int, default=20_000, metavar="N",
                    help="with --labels-topic: records held per partition and topic awaiting the other topic's "
                         "records to merge with; beyond it that partition is paused (default: 20000)")
-    g.add_argument("--partitioning", choices=("key", "any"), default="key",
-                   help="key: each model|segment lives in one input partition (produce with that key); any: "
-                        "events of a key may be on every partition, partial windows are merged exactly through "
-                        "the internal partials topic (default: key)")
+    g.add_argument("--partitioning", choices=("key", "any", "key-unchecked"), default="key",
+                   help="key: each model|segment lives in one input partition: produce with that message key "
+                        "(checked: a record of a topic of several partitions keyed otherwise, e.g. by prediction "
+                        "id, stops the service with status 2 before anything is published); any: events of a "
+                        "key may be on every partition, partial windows are merged exactly through the internal "
+                        "partials topic; key-unchecked: as key, for producers whose own partitioner keeps each "
+                        "model|segment in one partition whatever the message key (default: key)")
     g.add_argument("--partials-topic", default=None, metavar="TOPIC",
                    help="with --partitioning any: internal topic of partial windows and watermarks "
                         "(default: GROUP-TOPIC-partials)")

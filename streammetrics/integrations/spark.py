@@ -51,7 +51,7 @@ from typing import Any, Callable, Hashable, Iterator, Mapping, Sequence
 
 from streammetrics.core.accumulator import from_dict
 from streammetrics.events.parser import FIELDS, Event, EventParser
-from streammetrics.monitors import make_monitor
+from streammetrics.monitors import DEFAULT_MAX_LABELS, make_monitor
 from streammetrics.stream.snapshots import build_snapshot, snapshot_line
 from streammetrics.stream.windows import WindowSpec, parse_duration
 
@@ -93,8 +93,9 @@ class _Config:
     def __init__(self, task: str, threshold: float, classes: Sequence[Hashable] | None,
                  labels: Sequence[Hashable] | None, fields: Mapping[str, str] | None,
                  spec: WindowSpec, include_state: bool, map_columns: Sequence[str], max_open: int,
-                 vectorised: bool = True) -> None:
+                 vectorised: bool = True, max_labels: int | None = DEFAULT_MAX_LABELS) -> None:
         self.task = task
+        self.max_labels = max_labels
         self.threshold = threshold
         self.classes = None if classes is None else list(classes)
         self.labels = None if labels is None else list(labels)
@@ -109,8 +110,9 @@ class _Config:
         return WindowSpec(self.size_ms / 1000, self.slide_ms / 1000)
 
     def factory(self) -> Callable[[], Any]:
-        task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
-        return lambda: make_monitor(task, threshold=threshold, classes=classes, labels=labels)
+        task, threshold, classes, labels, max_labels = self.task, self.threshold, self.classes, self.labels, \
+            self.max_labels
+        return lambda: make_monitor(task, threshold=threshold, classes=classes, labels=labels, max_labels=max_labels)
 
     def parser(self) -> EventParser:
         return EventParser(self.task, classes=self.labels if self.task == "labels" else self.classes,
@@ -467,6 +469,7 @@ def window_snapshots(
     labels: Sequence[Hashable] | None = None,
     fields: Mapping[str, str] | None = None,
     include_state: bool = True,
+    max_labels: int | None = DEFAULT_MAX_LABELS,
     label_events: DataFrame | None = None,
     label_ttl: str | float = "7d",
     with_rejections: bool = False,
@@ -477,7 +480,8 @@ def window_snapshots(
 
     Parameters mirror ``streammetrics replay``: ``task``, ``window``/``slide`` (durations such
     as ``"60s"``), ``threshold`` (binary), ``classes`` (multiclass), ``labels`` (the label set
-    of the ``labels`` task), ``fields`` (contract name -> column name, like ``--field``),
+    of the ``labels`` task; ``max_labels``: its bound on discovered labels, as
+    ``--max-labels``), ``fields`` (contract name -> column name, like ``--field``),
     ``include_state`` (``--no-state`` when False), ``grace`` (``--grace``: events taken in
     time order are never late, so it changes only the revision ticks of delayed labels).
 
@@ -526,7 +530,7 @@ def window_snapshots(
     """
     spec = WindowSpec(parse_duration(window, "window"), None if slide is None else parse_duration(slide, "slide"),
                       parse_duration(grace, "grace"))
-    make_monitor(task, threshold=threshold, classes=classes, labels=labels)  # configuration errors now
+    make_monitor(task, threshold=threshold, classes=classes, labels=labels, max_labels=max_labels)  # errors now
     EventParser(task, classes=labels if task == "labels" else classes, fields=fields)
     names = _field_names(fields)
     events, maps = _prepare(df, names)
@@ -540,7 +544,7 @@ def window_snapshots(
     if type(max_open_states) is not int or max_open_states < 1:
         raise ValueError(f"max_open_states must be a positive int, got {max_open_states!r}")
     cfg = _Config(task, threshold, classes, labels, fields, spec, include_state, maps, max_open_states,
-                  bool(vectorised))
+                  bool(vectorised), max_labels)
     partial = events.mapInArrow(_partial_states(cfg), _STAGE1_SCHEMA)
     states = partial.filter(F.col("reason").isNull()).drop("reason", "field", "n")
     if revisions is not None:  # each window's revision number, on its partial states
@@ -611,8 +615,9 @@ def _revisions(events: DataFrame, joined: DataFrame, labels_df: DataFrame, names
     (:meth:`~streammetrics.stream.windows.WindowManager.revision_tick`). For events in time
     order (predictions before labels on equal ``ts``) the last revision of window ``k`` of a
     key is the number of distinct panes ``(t - grace) // pane`` of the times ``t`` of its
-    changes after its close, where, with ``C`` the first ``ts`` of the key at or after the
-    window's end + grace (the event that closes it; none: it closes at the end, revision 0):
+    changes after its close, where, with ``C`` the first ``ts`` of any prediction (of any key:
+    windows close by the stream's one watermark) at or after the window's end + grace (the event
+    that closes it; none: it closes at the end, revision 0):
 
     * a prediction joined by its label at ``J = max(label ts, prediction ts)`` changed it at
       ``J``, after the close iff ``J >= C``;
@@ -620,8 +625,8 @@ def _revisions(events: DataFrame, joined: DataFrame, labels_df: DataFrame, names
       ``ts + label_ttl`` (expiries due at an event's time are settled before the windows it
       closes), after the close iff ``C <= ts + label_ttl``.
 
-    Computed with DataFrame operations on small rows: the first ``ts`` of each key per pane
-    (for ``C``, a running minimum over the key's panes) and the largest ``ts`` per pane of all
+    Computed with DataFrame operations on small rows: the first ``ts`` per pane (for ``C``, a
+    running minimum over the panes) and the largest ``ts`` per pane of all
     events (for ``X``'s pane, a global ordered window over those panes: one row per non-empty
     pane, e.g. ~525,000 for a year of minute panes).
     """
@@ -663,17 +668,17 @@ def _revisions(events: DataFrame, joined: DataFrame, labels_df: DataFrame, names
     changes = (labelled.unionByName(expired).groupBy("model", "segment", "pane", "b").agg(F.max("m").alias("m"))
                .withColumn("window", F.explode(F.sequence(-_floordiv(F.lit(w - 1) - p, s), _floordiv(p, s))))
                .groupBy("model", "segment", "window", "b").agg(F.max("m").alias("m")))
-    # C: the first event time of the key in a tick pane at or after the window's end (+ grace)
+    # C: the first prediction time (any key) in a tick pane at or after the window's end (+ grace)
     firsts = (events.filter(ts.isNotNull() & F.col(_quote(names["model"])).isNotNull())
-              .select(model, segment, tick(ts).alias("b"), ts.alias("t"))
-              .groupBy("model", "segment", "b").agg(F.min("t").alias("first"))
+              .select(tick(ts).alias("b"), ts.alias("t"))
+              .groupBy("b").agg(F.min("t").alias("first"))
               .withColumn("window", F.lit(None).cast("long")))
-    ends = (changes.select("model", "segment", "window").distinct()
+    ends = (changes.select("window").distinct()
             .withColumn("b", F.col("window") * F.lit(s) + F.lit(w)).withColumn("first", F.lit(None).cast("long")))
-    later = Window.partitionBy("model", "segment").orderBy("b").rangeBetween(0, Window.unboundedFollowing)
+    later = Window.orderBy("b").rangeBetween(0, Window.unboundedFollowing)
     closes = (firsts.unionByName(ends).withColumn("close", F.min("first").over(later))
-              .filter(F.col("window").isNotNull()).select("model", "segment", "window", "close"))
-    return (changes.join(closes, ["model", "segment", "window"]).filter(F.col("m") >= F.col("close"))
+              .filter(F.col("window").isNotNull()).select("window", "close"))
+    return (changes.join(closes, ["window"]).filter(F.col("m") >= F.col("close"))
             .groupBy("model", "segment", "window").agg(F.count("*").cast("long").alias("revision")))
 
 

@@ -235,7 +235,7 @@ def _class_weight_of(events: int, wevents: int, wsum: float | int) -> float:
     return (events - wevents) + wsum
 
 
-def _encode_weights(value: tuple, acc: "BinaryScores") -> tuple:
+def encode_weights(value: tuple, acc: "BinaryScores") -> tuple:
     wevents, wsum = value
     # weights: the class weights; weighted: their exact parts [wevents0, wevents1, wsum0, wsum1]
     # (each wsum correctly rounded); weighted_residues: the rest of the exact wsum that are not
@@ -361,7 +361,7 @@ _BINARY_STATE = (
     # residues of the units written under weighted_residues (omitted while there are none)
     Field(("weights", "weighted", "weighted_residues"), lambda acc: ([0, 0], [0.0, 0.0]),
           attrs=("_wevents", "_wsum"), merge=_add_pairs, copy=lambda v: (list(v[0]), list(v[1])),
-          encode=_encode_weights, decode=_decode_weights, optional=("weighted_residues",)),
+          encode=encode_weights, decode=_decode_weights, optional=("weighted_residues",)),
     # exact sums of w * -log(p) and w * (y - s)**2 (p: the clipped probability of the true
     # class), buffered per event and folded exactly (kernels.exact_sum): order-independent
     Field(("log_loss_sum", "brier_sum", "sum_residues"), lambda acc: ProbabilitySums(), attrs="_sums",
@@ -379,7 +379,7 @@ _BINARY_STATE = (
 
 #: the state keys :meth:`BinaryScores._state` writes directly; another declaration of the state
 #: (a field added) switches it back to the generic encoding of the declared fields
-_DIRECT_STATE = tuple(k for f in _BINARY_STATE for k in f.keys) == (
+DIRECT_STATE = tuple(k for f in _BINARY_STATE for k in f.keys) == (
     "events", "weights", "weighted", "weighted_residues", "log_loss_sum", "brier_sum", "sum_residues",
     "outside_unit", "bins_per_octave", "histogram")
 
@@ -475,7 +475,7 @@ class BinaryScores(Accumulator):
         self._inc = inc = UNIT if self._wsum[0].__class__ is int else 1.0
         self._fast = (
             ((self._neg.weights, self._pos.weights), self._events, self._sums.unit, self._outside,
-             b._shift, b._round, b._c, *bit_views(), inc)
+             b.shift, b.rounding, b.one_key, *bit_views(), inc)
             if isinstance(b, LogGridBinning) else None
         )
         # exact while small (exact=False): the per-event path of default-weight scores in (0, 1)
@@ -571,10 +571,10 @@ class BinaryScores(Accumulator):
 
     def _state(self) -> dict[str, Any]:
         """The declared fields' encoders, called directly (one snapshot per key and window)."""
-        if not _DIRECT_STATE:
+        if not DIRECT_STATE:
             return super()._state()
         events, wevents, wsum = self._events, self._wevents, self._wsum
-        weights, weighted, weighted_residues = _encode_weights((wevents, wsum), self)
+        weights, weighted, weighted_residues = encode_weights((wevents, wsum), self)
         ll, brier, residues = _encode_sums(self._sums, self)
         bpo, hist = _encode_histograms((self._binning, self._neg, self._pos), self)
         if weighted_residues is not None:  # (an optional key: as the declared fields write it)
@@ -969,7 +969,7 @@ class BinaryScores(Accumulator):
         """ROC AUC (``sklearn.metrics.roc_auc_score``): pairs of tied scores, and with bins
         pairs in one bin, count half. ``max_fpr`` gives the McClish-standardised partial
         AUC. nan with an UndefinedMetricWarning when no event or only one class has been seen."""
-        ranking._check_max_fpr(max_fpr)
+        ranking.check_max_fpr(max_fpr)
         if not self.count:
             warnings.warn("No event: ROC AUC is not defined.", UndefinedMetricWarning, stacklevel=2)
             return math.nan

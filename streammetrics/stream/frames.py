@@ -75,7 +75,7 @@ def replay_frame(
         slide=None if slide is None else parse_duration(slide, "slide"), grace=parse_duration(grace, "grace"),
         threshold=threshold, classes=None if classes is None else list(classes),
         labels=None if labels is None else list(labels), fields=dict(fields or {}), include_state=include_state,
-        idle_clock="event", label_ttl=parse_duration(label_ttl, "label_ttl"),
+        label_ttl=parse_duration(label_ttl, "label_ttl"),
     )
     pipeline = Pipeline(config)  # configuration errors raise here, naming the parameter
     names = pipeline.parser.fields

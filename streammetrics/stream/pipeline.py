@@ -49,7 +49,6 @@ Bounds (all configurable in :class:`PipelineConfig`, all counted in :attr:`Pipel
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
@@ -58,6 +57,7 @@ from typing import Any, cast
 from streammetrics.events.decoding import MAX_NESTING, decode_value
 from streammetrics.events.parser import EventParser
 from streammetrics.events.records import EVENT_CODEC, Event, Rejection
+from streammetrics.monitors.labels import DEFAULT_MAX_LABELS
 from streammetrics.stream.label_events import DelayedEventParser
 from streammetrics.stream.label_stream import LabelStream
 from streammetrics.stream.labels import Label, LabelJoin
@@ -85,19 +85,18 @@ class PipelineConfig:
     window: float = 60.0
     slide: float | None = None
     grace: float = 0.0
-    idle_close: float | None = None
     threshold: float = 0.5
     classes: list[Hashable] | None = None
     labels: list[Hashable] | None = None
+    #: labels task, discovered labels: most labels a window keeps, the rest folded into
+    #: ``"__other__"`` (``--max-labels``; LabelMonitor ``max_labels``; None: no bound)
+    max_labels: int | None = DEFAULT_MAX_LABELS
     fields: dict[str, str] = field(default_factory=dict)
     cumulative: bool = False
     include_state: bool = True
     max_future: float | None = DEFAULT_MAX_FUTURE
     max_keys: int | None = DEFAULT_MAX_KEYS
     max_snapshot_bytes: int | None = None
-    #: what ``idle_close`` is measured in: ``"processing"`` (the ``clock`` given to the
-    #: pipeline) or ``"event"`` (the newest event time over all keys: deterministic replays)
-    idle_clock: str = "processing"
     #: queue events per pane and apply them in vectorised batches (same results, faster)
     batch: bool = True
     #: most events queued per pane before they are applied (batch mode)
@@ -113,9 +112,6 @@ class PipelineConfig:
     max_references: int = 10_000
     #: decode with msgspec when it is installed (same results; False: the standard library only)
     fast_json: bool = True
-    #: one event-time watermark for all keys instead of one per key (WindowManager's
-    #: ``shared_watermark``): the Kafka service's partitioned mode merges partial windows by it
-    shared_watermark: bool = False
     #: binary operating points in snapshots (``--target-recall`` ... ``--cost-fn``; contract
     #: section 11: :class:`streammetrics.monitors.operating_points.OperatingPoints`)
     operating_points: Any = None
@@ -148,9 +144,11 @@ class PipelineConfig:
 
         task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
         refs = self.references if task == "multiclass" else None  # per-event CBPE sums (--reference)
+        max_labels = self.max_labels
 
         def factory() -> Any:
-            monitor: Any = make_monitor(task, threshold=threshold, classes=classes, labels=labels)
+            monitor: Any = make_monitor(task, threshold=threshold, classes=classes, labels=labels,
+                                        max_labels=max_labels)
             return monitor if refs is None else monitor.use_references(refs)  # a MulticlassMonitor
 
         template = factory()
@@ -159,17 +157,21 @@ class PipelineConfig:
         empty: Callable[[], Any] | None = getattr(template, "empty", None)
         return factory if empty is None else empty
 
-    def monitor_loader(self) -> Callable[[Mapping[str, Any]], Any] | None:
-        """Rebuilds checkpointed monitors bound to their key's reference (multiclass
-        ``--reference``: the binding is not state); None: plain ``from_dict``."""
-        if self.task != "multiclass" or self.references is None:
-            return None
+    def monitor_loader(self) -> Callable[[Mapping[str, Any]], Any]:
+        """Rebuilds checkpointed monitors: ``from_dict`` under state limits that cover this
+        configuration (:func:`~streammetrics.monitors.state_limits_for`: a pipeline reads back
+        every state it writes), bound to their key's reference (multiclass ``--reference``)."""
         from streammetrics.core.accumulator import from_dict
+        from streammetrics.core.state import limits_covering
+        from streammetrics.monitors import state_limits_for
 
-        refs = self.references
+        needs = state_limits_for(self.task, classes=self.classes, labels=self.labels, max_labels=self.max_labels)
+        refs = self.references if self.task == "multiclass" else None
 
         def load(data: Mapping[str, Any]) -> Any:
-            return from_dict(data).use_references(refs)  # type: ignore[attr-defined]  # a MulticlassMonitor
+            with limits_covering(**needs):
+                monitor = from_dict(data)
+            return monitor if refs is None else monitor.use_references(refs)  # type: ignore[attr-defined]
 
         return load
 
@@ -241,15 +243,15 @@ _NOTICE_FIELDS = {"missing_id": "id", "duplicate": "id", "expired": "id", "futur
 class Pipeline:
     """decode -> parse -> window -> emit, without I/O; see the module docstring.
 
-    ``clock`` is the processing-time clock of idle closes; ``wall_clock`` the epoch clock that
-    ``max_future`` is measured against (both injectable for tests).
+    Windows close by the stream's watermark, one for all keys (see
+    :mod:`streammetrics.stream.windows`). ``wall_clock`` is the epoch clock that ``max_future``
+    is measured against (injectable for tests).
     """
 
     def __init__(
         self,
         config: PipelineConfig | None = None,
         *,
-        clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = c = config if config is not None else PipelineConfig()
@@ -262,9 +264,6 @@ class Pipeline:
         # predictions with their label as before; predictions awaiting one and label events too
         self.parser = DelayedEventParser.extending(c.parser())
         self._labels: LabelStream | None = None  # built at the first delayed item
-        if c.idle_clock not in ("processing", "event"):
-            raise ValueError(f"idle_clock must be 'processing' or 'event', got {c.idle_clock!r}")
-        idle_clock = clock if c.idle_clock == "processing" else self._stream_time
         extra = c.extra_metrics()
         self._slicer: Any = None
         if c.slicing is not None:  # (streammetrics.stream.slicing: keys by slice, roll-ups at output)
@@ -273,11 +272,10 @@ class Pipeline:
             self._slicer = Slicer(c.slicing, include_state=c.include_state, extra_metrics=extra)
             extra = self._slicer.hook
         self.windows = WindowManager(
-            c.monitor_factory(), c.window, c.slide, c.grace, c.idle_close or None,
+            c.monitor_factory(), c.window, c.slide, c.grace,
             cumulative=c.cumulative, include_state=c.include_state, batch=c.batch, max_pending=c.max_pending,
-            event_codec=EVENT_CODEC, clock=idle_clock, max_future=c.max_future, wall_clock=wall_clock,
+            event_codec=EVENT_CODEC, max_future=c.max_future, wall_clock=wall_clock,
             max_keys=c.max_keys, extra_metrics=extra, monitor_loader=c.monitor_loader(),
-            shared_watermark=c.shared_watermark or self._slicer is not None,
         )
         self._parse: Callable[[Any], Any] = self.parser.parse  # Event, Label or Rejection
         if self._slicer is not None:
@@ -294,10 +292,6 @@ class Pipeline:
         #: the alert engine of ``config.alerts`` (None without rules); events in :meth:`take_alerts`
         self.alerts = c.alerts.engine() if c.alerts is not None else None
         self._alert_events: list[dict[str, Any]] = []
-
-    def _stream_time(self) -> float:
-        t = self.windows.stream_time()
-        return -math.inf if t is None else t
 
     # ------------------------------------------------------------------ input
     def process(self, value: bytes | bytearray | memoryview | str | None) -> MessageResult:
@@ -450,12 +444,13 @@ class Pipeline:
         return MessageResult(0, [Problem(index, code, reason, field_name)])
 
     # ------------------------------------------------------------------ output
-    def poll(self, now: float | None = None, revisions: bool = True, collect: bool = True) -> list[dict[str, Any]]:
-        """Snapshots ready since the last call (idle keys closed first when ``idle_close`` is set);
+    def poll(self, revisions: bool = True, collect: bool = True) -> list[dict[str, Any]]:
+        """Snapshots ready since the last call (what :meth:`WindowManager.advance_watermark
+        <streammetrics.stream.windows.WindowManager.advance_watermark>` passed closed first);
         ``revisions=False`` leaves label revisions of closed windows for a later poll;
         ``collect=False`` closes what is due and leaves the ready snapshots queued
         (:meth:`WindowManager.poll <streammetrics.stream.windows.WindowManager.poll>`)."""
-        return self._emit(self._sliced(self.windows.poll(now, revisions, collect), False))
+        return self._emit(self._sliced(self.windows.poll(revisions, collect), False))
 
     def _sliced(self, snaps: list[dict[str, Any]], end: bool) -> list[dict[str, Any]]:
         """With slicing: slice keys by dimension, then the roll-up windows now complete."""
@@ -465,14 +460,14 @@ class Pipeline:
             return self._slicer.process(snaps, None)
         return self._slicer.process(snaps, self.windows.watermark_us() / 1e6)
 
-    def poll_lines(self, now: float | None = None, revisions: bool = True, collect: bool = True) -> list[str]:
+    def poll_lines(self, revisions: bool = True, collect: bool = True) -> list[str]:
         """:meth:`poll`'s snapshots as their canonical lines (what ``replay`` writes): without
         ``max_snapshot_bytes``, small windows closed together are written straight from their
         JSON texts (:meth:`WindowManager.poll_lines
         <streammetrics.stream.windows.WindowManager.poll_lines>`); the same lines either way."""
         if self.config.max_snapshot_bytes is not None or self._slicer is not None or self.alerts is not None:
-            return self._lines(self.poll(now, revisions, collect))
-        return self._counted(self.windows.poll_lines(now, revisions, collect))
+            return self._lines(self.poll(revisions, collect))
+        return self._counted(self.windows.poll_lines(revisions, collect))
 
     def flush_lines(self) -> list[str]:
         """:meth:`flush`'s snapshots as their canonical lines (see :meth:`poll_lines`)."""

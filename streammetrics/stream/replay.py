@@ -38,6 +38,7 @@ from streammetrics.events.tables import (
     sniff,
     ts_scale,
 )
+from streammetrics.monitors.labels import DEFAULT_MAX_LABELS
 from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES
 from streammetrics.stream import label_replay
 from streammetrics.stream.alerting import alert_line, spec_from_options
@@ -254,9 +255,9 @@ def _config(args: argparse.Namespace) -> PipelineConfig:
     return PipelineConfig(**sliced,
         task=args.task, window=args.window, slide=args.slide, grace=args.grace, threshold=args.threshold,
         classes=args.classes, labels=args.labels, fields=parse_field_map(args.field),
+        max_labels=getattr(args, "max_labels", DEFAULT_MAX_LABELS),
         cumulative=args.cumulative, include_state=not args.no_state, max_future=args.max_future or None,
         max_keys=args.max_keys or None, max_snapshot_bytes=args.max_snapshot_bytes,
-        idle_close=getattr(args, "idle_close", None) or None, idle_clock="event",
         references=references, max_references=getattr(args, "max_references", None) or DEFAULT_MAX_REFERENCES,
         label_ttl=args.label_ttl, **({} if args.max_pending is None else {"max_pending_labels": args.max_pending}),
     )
@@ -369,6 +370,8 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
 
     try:
         units, decoded, first_line = _input(args.file, source, fmt, scale, pipeline)
+        if decoded and progress is not None:
+            progress.total = None  # rows, not bytes: the bar counts them
         if label_source is not None:
             labels_fmt = extension_format(labels_file) or fmt
             label_units, labels_decoded, labels_first = _input(str(labels_file), label_source, labels_fmt, scale,

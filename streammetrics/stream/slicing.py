@@ -51,6 +51,8 @@ DEFAULT_MAX_SLICE_VALUES = 100
 DEFAULT_WORST_SLICES = 10
 _MAX_VALUE = 1000
 _MAX_CACHED = 1 << 16
+#: the confidence of the worst slices' gap intervals
+GAP_CONFIDENCE = 0.95
 #: metrics where a lower value is better (ranked by the largest gap)
 LOWER_IS_BETTER = frozenset(["log_loss", "brier_score", "expected_cost", "estimated_expected_cost", "ece",
                              "mean_absolute_error", "mean_squared_error", "root_mean_squared_error"])
@@ -100,7 +102,7 @@ class _Rollup:
 
     def __init__(self) -> None:
         self.monitor: Any = None
-        self.slices: list[tuple[dict[str, Any], Any, int]] = []
+        self.slices: list[tuple[dict[str, Any], Any, int, tuple[float, float] | None]] = []
         self.groups: dict[str, Any] = {}
         self.count = 0
         self.late = 0
@@ -222,6 +224,7 @@ class Slicer:
                 continue
             window = snap["window"]
             start, end = _ms(window["start"]), _ms(window["end"])
+            interval: Any = _UNSET
             for rollup in self.spec.rollups:
                 values = json.dumps([named[d] for d in rollup], separators=(",", ":"))
                 r = self._open.get((rollup, named["model"] + "|" + values, start, end))
@@ -235,7 +238,9 @@ class Slicer:
                     if d not in rollup and named[d] == OTHER:
                         r.folded[d] = r.folded.get(d, 0) + snap["count"]
                 if self.spec.worst_slices:
-                    r.slices.append((named, snap["metrics"].get(self.spec.worst_metric), snap["count"]))
+                    if interval is _UNSET:
+                        interval = slice_interval(monitor, self.spec.worst_metric)
+                    r.slices.append((named, snap["metrics"].get(self.spec.worst_metric), snap["count"], interval))
                 fair = self._fair
                 if fair is not None and fair not in rollup:
                     group = r.groups.get(named[fair])
@@ -292,10 +297,7 @@ class Slicer:
     def _worst(self, r: _Rollup, whole: Any) -> list[dict[str, Any]]:
         metric = self.spec.worst_metric
         sign = -1.0 if metric in LOWER_IS_BETTER else 1.0  # worst first: the lowest (highest) gap
-        rows = []
-        for named, value, count in r.slices:
-            gap = value - whole if isinstance(value, (int, float)) and isinstance(whole, (int, float)) else None
-            rows.append({"key": named, metric: value, "gap": gap, "count": count})
+        rows = [gap_row(named, metric, value, whole, interval, count) for named, value, count, interval in r.slices]
         rows.sort(key=lambda row: (row["gap"] is None, 0.0 if row["gap"] is None else sign * row["gap"],
                                    json.dumps(row["key"], sort_keys=True)))
         return rows[: self.spec.worst_slices]
@@ -309,6 +311,40 @@ class Slicer:
             cells[value] = (get((0, 0), 0.0), get((0, 1), 0.0), get((1, 0), 0.0), get((1, 1), 0.0),
                             monitor.confusion.count)
         return fairness(cells)
+
+
+_UNSET = object()
+
+
+def slice_interval(monitor: Any, metric: str, confidence: float = GAP_CONFIDENCE) -> tuple[float, float] | None:
+    """The slice's ``confidence`` interval of ``metric`` (``Monitor.interval``: DeLong for ROC
+    AUC, Wilson / delta-method ones for the rates; None with too few events, weights other than
+    1, or a metric without one)."""
+    if metric not in getattr(monitor, "interval_metrics", ()):
+        return None
+    try:
+        return monitor.interval(metric, confidence)
+    except (ValueError, TypeError, ArithmeticError):
+        return None
+
+
+def gap_row(named: dict[str, Any], metric: str, value: Any, whole: Any, interval: tuple[float, float] | None,
+            count: int) -> dict[str, Any]:
+    """A slice's row in its roll-up's ``"slices"``: ``gap = value - whole`` and, when the slice
+    has an interval ``[low, high]`` of the metric, ``gap_low = low - whole``, ``gap_high = high -
+    whole`` and ``significant``: the roll-up's value lies outside the slice's interval (the
+    roll-up taken as known: conservative, since it holds the slice; false-alarm rate measured by
+    ``benchmarks/sim_slice_gaps.py``)."""
+    numbers = isinstance(value, (int, float)) and isinstance(whole, (int, float))
+    row: dict[str, Any] = {"key": named, metric: value, "gap": value - whole if numbers else None}
+    if interval is not None and isinstance(whole, (int, float)):
+        low, high = interval
+        row["gap_low"], row["gap_high"] = low - whole, high - whole
+        row["significant"] = bool(whole < low or whole > high)
+    else:
+        row["gap_low"] = row["gap_high"] = row["significant"] = None
+    row["count"] = count
+    return row
 
 
 def _ms(seconds: float) -> int:

@@ -52,7 +52,7 @@ def source_records(events: list[dict], partition: int, partitions: int, every: i
     mine = [e for e in events if int(e["id"][1:]) % partitions == partition]
     mine.sort(key=lambda e: (e["ts"], 0 if not e.get("_label") else 1))
     mine.append({"ts": BASE + 2000, "model": "tick", "y_true": 1, "score": 0.5})
-    pipe = Pipeline(PipelineConfig(window=WINDOW, grace=GRACE, shared_watermark=True, include_state=True,
+    pipe = Pipeline(PipelineConfig(window=WINDOW, grace=GRACE, include_state=True,
                                    max_future=None))
     out: list[bytes] = []
     for i, e in enumerate(mine):
@@ -149,7 +149,7 @@ def test_republication_is_identical() -> None:
 
 def test_late_at_the_source_is_never_merged() -> None:
     """Shared watermark: a key's event behind another key's watermark is late at its partition."""
-    pipe = Pipeline(PipelineConfig(window=WINDOW, grace=GRACE, shared_watermark=True, max_future=None))
+    pipe = Pipeline(PipelineConfig(window=WINDOW, grace=GRACE, max_future=None))
     assert pipe.process(json.dumps({"ts": BASE + 130, "model": "m", "segment": "a", "y_true": 1, "score": 0.9})).applied
     late = pipe.process(json.dumps({"ts": BASE + 10, "model": "m", "segment": "b", "y_true": 1, "score": 0.9}))
     assert [p.code for p in late.problems] == ["late"]
@@ -160,7 +160,7 @@ def test_merge_window_bound_publishes_oldest_incomplete() -> None:
     merger = Merger(2, max_windows=2)
     events = [{"ts": BASE + 60 * k + 1, "model": "m", "y_true": 1, "score": 0.9} for k in range(3)]
     events.append({"ts": BASE + 1000, "model": "tick", "y_true": 1, "score": 0.9})
-    pipe = Pipeline(PipelineConfig(window=WINDOW, shared_watermark=True, include_state=True, max_future=None))
+    pipe = Pipeline(PipelineConfig(window=WINDOW, include_state=True, max_future=None))
     for e in events:
         pipe.process(json.dumps(e))
     partials = [partial_record(0, s) for s in pipe.poll() if s["key"]["model"] == "m"]

@@ -110,7 +110,7 @@ def test_labels_topic_crash_without_state_dir_equals_replay() -> None:
     cluster = FakeCluster()
     fill_labels(cluster, preds, labels)
     cluster.create(CHANGELOG, 2)
-    options = {"labels_topic": "labels", "label_ttl": 120.0, "max_poll_records": 40}
+    options = {"labels_topic": "labels", "label_ttl": 120.0, "max_poll_records": 40, "key_check": False}
     for polls in (5, 11, 23):
         run(changelog_service(cluster, None, **options), polls=polls)
     service = changelog_service(cluster, None, **options)

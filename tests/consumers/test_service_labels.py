@@ -69,8 +69,10 @@ def fill(cluster: FakeCluster, preds: list[list[dict]], labels: list[list[dict]]
 
 def make_service(cluster: FakeCluster, state_dir: Path | None, faults: Faults | None = None,
                  **options: Any) -> MetricsService:
+    # predictions keyed by id yet each model on one partition (a producer's own partitioner): key-unchecked
     settings: dict[str, Any] = {"idle_close": None, "checkpoint_interval": 0.0, "max_poll_records": 40,
-                                "window": WINDOW, "max_future": None, "labels_topic": "labels", "label_ttl": TTL}
+                                "window": WINDOW, "max_future": None, "labels_topic": "labels", "label_ttl": TTL,
+                                "key_check": False}
     settings.update(options)
     config = ServiceConfig(bootstrap_servers="fake:9092", topic="in", output_topic="out", dlq_topic="dlq",
                            state_dir=None if state_dir is None else str(state_dir), **settings)

@@ -196,3 +196,27 @@ def test_cli_flags(tmp_path, capsys) -> None:
     assert main(["replay", str(src), "-o", str(out), "--rollup", "region"]) == 2
     assert "region" in capsys.readouterr().err
     assert main(["replay", str(src), "-o", str(out), "--slice-by", "score"]) == 2
+
+
+def test_worst_slices_carry_the_gap_interval_and_significance() -> None:
+    from streammetrics.monitors import BinaryMonitor
+    from streammetrics.stream.slicing import gap_row, slice_interval
+
+    rng = np.random.default_rng(7)
+    y = rng.integers(0, 2, 400)
+    s = np.clip(0.25 * y + rng.random(400) * 0.75, 0.001, 0.999)
+    m = BinaryMonitor().update_many([{"y_true": int(a), "score": float(b)} for a, b in zip(y, s)])
+    low, high = m.interval("roc_auc")
+    row = gap_row({"model": "m"}, "roc_auc", m.snapshot()["roc_auc"], 0.5, slice_interval(m, "roc_auc"), 400)
+    assert row["gap_low"] == pytest.approx(low - 0.5) and row["gap_high"] == pytest.approx(high - 0.5)
+    assert row["significant"] is True  # 0.5 lies below the slice's interval
+    inside = gap_row({}, "roc_auc", m.snapshot()["roc_auc"], (low + high) / 2, (low, high), 400)
+    assert inside["significant"] is False
+    assert slice_interval(m, "not_a_metric") is None
+    few = BinaryMonitor().update_many([{"y_true": 1, "score": 0.9}, {"y_true": 0, "score": 0.1}])
+    assert gap_row({}, "roc_auc", 1.0, 0.8, slice_interval(few, "roc_auc"), 2)["significant"] is None
+    events = _events(3000, seed=5, models=1)
+    snaps = _run(events, slicing=SliceSpec(fields=("device",), rollups=((),)), include_state=False)
+    rows = [r for s in snaps if "rollup" in s for r in s["slices"]]
+    assert rows and any(r["significant"] is not None for r in rows)
+    assert all(r["gap_low"] <= r["gap"] <= r["gap_high"] for r in rows if r["gap_low"] is not None)
