@@ -264,9 +264,7 @@ class ServiceConfig:
                                  "--state-dir: give one of them (not --changelog-topic '' without --state-dir)")
             if not self.partials_topic:
                 self.partials_topic = f"{self.group_id}-{self.topic}-partials"
-            if self.alerts is not None:
-                raise ValueError("alert rules (--alert, --alerts) are evaluated with --partitioning key only, "
-                                 "for now")
+
 
     @property
     def partitioned(self) -> bool:
