@@ -194,9 +194,12 @@ def build_merge_stage(config: ServiceConfig, consumer: Any, service: MetricsServ
     pipeline_config = config.pipeline_config()
     extra, loader = pipeline_config.extra_metrics(), pipeline_config.monitor_loader()
 
+    template = pipeline_config.monitor_factory()()  # a partial's state must be of this type and config
+
     def make_merger() -> Merger:
         return Merger(sources, include_state=config.include_state, extra_metrics=extra,
-                      max_windows=config.max_merge_windows, loader=loader, alerts=config.alerts)
+                      max_windows=config.max_merge_windows, loader=loader, template=template,
+                      alerts=config.alerts)
 
     return MergeStage(consumer=merge_consumer, producer=producer, partials_topic=config.partials_topic,
                       output_topic=config.output_topic, sources=sources, make_merger=make_merger, codec=codec,
@@ -204,7 +207,7 @@ def build_merge_stage(config: ServiceConfig, consumer: Any, service: MetricsServ
                       checkpoint_interval=config.checkpoint_interval, delivery_timeout=config.delivery_timeout,
                       commit_timeout=config.commit_timeout,
                       encode=lambda snap: service.snapshot_value(snap, snapshot_key(snap)), metrics=service.metrics,
-                      alerts_topic=config.alerts_topic)
+                      signer=service.signer, alerts_topic=config.alerts_topic)
 
 
 def run_consume(args: Any) -> int:

@@ -41,6 +41,7 @@ cannot exhaust threads or file descriptors, nor keep a liveness probe out.
 """
 from __future__ import annotations
 
+import heapq
 import io
 import socket
 import threading
@@ -96,10 +97,11 @@ class _Exported:
     """One exported key's gauges: the newest window's event count (admission), and per group
     (label-free, label-based) the metric names set and the end of the window they come from."""
 
-    __slots__ = ("count", "window_end", "free_names", "free_end", "labelled_names", "final_end")
+    __slots__ = ("count", "window_end", "free_names", "free_end", "labelled_names", "final_end", "seq")
 
     def __init__(self) -> None:
         self.count = 0
+        self.seq = 0  # its current entry in ServiceMetrics' admission heap
         self.window_end = self.free_end = self.final_end = float("-inf")
         self.free_names: tuple[str, ...] = ()
         self.labelled_names: tuple[str, ...] = ()
@@ -120,6 +122,11 @@ class ServiceMetrics:
             raise ValueError(f"--metrics-keys must be 0 or more, got {max_keys}")
         self.max_keys = max_keys
         self._exported: dict[tuple[str, str], _Exported] = {}
+        # (count, seq, key) of the exported keys, smallest count first; entries whose seq is not
+        # their key's current one are stale and dropped when they reach the top (O(log keys) per
+        # snapshot instead of a min() over every exported key)
+        self._by_count: list[tuple[int, int, tuple[str, str]]] = []
+        self._seq = 0
         r = self.registry = SeriesRegistry()
         # the process's memory, CPU, file descriptors (Linux), GC and Python version, in this registry
         ProcessCollector(registry=r)
@@ -267,12 +274,13 @@ class ServiceMetrics:
                 if not self._exported:
                     self.keys_skipped.inc()
                     return
-                smallest = min(self._exported, key=lambda k: self._exported[k].count)
+                smallest = self._smallest()
                 if self._exported[smallest].count >= count:
                     self.keys_skipped.inc()
                     return
                 self._forget(smallest)
             self._exported[key] = _Exported()
+            self._rank(key, self._exported[key])
             self.keys_exported.set(len(self._exported))
         entry = self._exported[key]
         if end >= entry.free_end and (free or final):
@@ -283,11 +291,33 @@ class ServiceMetrics:
             self._replace(key, entry.labelled_names, labelled, metrics)
             entry.labelled_names, entry.final_end = labelled, end
         if end >= entry.window_end:
-            entry.count, entry.window_end = count, end
+            if entry.count != count:
+                entry.count = count
+                self._rank(key, entry)
+            entry.window_end = end
             self.window_end.labels(model, segment).set(end)
             labeled = snapshot.get("labeled")
             if isinstance(labeled, int) and count:
                 self.window_labeled_ratio.labels(model, segment).set(labeled / count)
+
+    def _rank(self, key: tuple[str, str], entry: _Exported) -> None:
+        """(Re)place ``key`` in the admission heap at its current count."""
+        self._seq += 1
+        entry.seq = self._seq
+        heapq.heappush(self._by_count, (entry.count, self._seq, key))
+        if len(self._by_count) > 4 * len(self._exported) + 64:  # bound the stale entries
+            self._by_count = [(e.count, e.seq, k) for k, e in self._exported.items()]
+            heapq.heapify(self._by_count)
+
+    def _smallest(self) -> tuple[str, str]:
+        """The exported key with the fewest events in its latest window (the oldest such entry)."""
+        heap = self._by_count
+        while True:
+            count, seq, key = heap[0]
+            entry = self._exported.get(key)
+            if entry is not None and entry.seq == seq:
+                return key
+            heapq.heappop(heap)
 
     def _replace(self, key: tuple[str, str], old: tuple[str, ...], new: tuple[str, ...],
                  metrics: dict[str, Any]) -> None:

@@ -101,7 +101,7 @@ from streammetrics.stream.pipeline import DEFAULT_LABEL_TTL, Pipeline, PipelineC
 from streammetrics.stream.snapshots import snapshot_key, snapshot_line
 from streammetrics.stream.windows import DEFAULT_MAX_FUTURE, DEFAULT_MAX_KEYS
 
-from .checkpoint import CheckpointError, CheckpointStore
+from .checkpoint import Chain, CheckpointError, CheckpointStore, new_chain_id
 from .clients import fetch_error_position
 from .fastpath import BinaryFastPath
 from .gc_tuning import tune_gc
@@ -317,13 +317,14 @@ class DeliveryError(RuntimeError):
 class _Partition:
     """Pipeline (windows) and position of one assigned input partition.
 
-    ``saved_offset`` / ``saved_payload``: the last consistent checkpoint (offset and encoded
-    pipeline state; ``saved_payload`` None = empty windows), the point a failure rolls back to.
+    ``saved_offset`` / ``chain``: the last consistent checkpoint (offset, and the encoded pipeline
+    state as a full checkpoint and the deltas since: :class:`consumers.checkpoint.Chain`; no full
+    one = empty windows), the point a failure rolls back to.
     """
 
-    __slots__ = ("tp", "pipeline", "next_offset", "saved_offset", "saved_payload", "committed_offset",
+    __slots__ = ("tp", "pipeline", "next_offset", "saved_offset", "committed_offset",
                  "known_keys", "dirty", "poison", "failures", "labels", "preds", "saved_at", "last_record",
-                 "advanced", "checked_keys")
+                 "advanced", "checked_keys", "chain")
 
     def __init__(self, tp: Any, pipeline: Pipeline, next_offset: int | None,
                  payload: bytes | None = None, now: float = 0.0) -> None:
@@ -335,7 +336,7 @@ class _Partition:
         self.known_keys = 0  # keys of the pipeline's windows already checked against other partitions
         self.next_offset = next_offset  # next offset to apply (None: whatever comes first)
         self.saved_offset = next_offset  # offset of the last checkpoint
-        self.saved_payload = payload
+        self.chain = Chain(payload)  # incremental checkpoints since the last full one (consumers.checkpoint)
         self.committed_offset = next_offset
         self.dirty = False  # state changed (an idle partition's watermark advanced) without the offset moving
         self.saved_at = -math.inf  # clock() of the last checkpoint written (--checkpoint-refresh)
@@ -479,15 +480,18 @@ class MetricsService:
             consumer, producer = kafka_clients(config)
         self.consumer = consumer
         self.producer = producer
+        from .signing import RecordSigner
+
+        #: seals the internal records this service writes (changelog, partials, watermarks) and opens
+        #: those it reads (``--internal-key``; without a key values pass unchanged)
+        self.signer = RecordSigner.from_option(config.internal_key)
         if changelog is None and config.changelog_topic:
             from .changelog import Changelog, KafkaChangelogReader
 
             reader = KafkaChangelogReader(config.changelog_topic, bootstrap_servers=config.bootstrap_servers,
                                           **_security_options(config.kafka_options))
-            from .signing import RecordSigner
-
             changelog = Changelog(producer, config.changelog_topic, reader, self.max_record_bytes,
-                                  signer=RecordSigner.from_option(config.internal_key))
+                                  signer=self.signer)
         if changelog is not None and getattr(changelog, "on_reject", False) is None:
             topic = changelog.topic
             changelog.on_reject = lambda reason: self.metrics.internal_rejected.labels(topic, reason).inc()
@@ -500,6 +504,7 @@ class MetricsService:
         self._input_partitions: int | None = None  # of --topic (the key check applies when more than 1)
         self._watermarks_sent: dict[int, tuple[int, float]] = {}
         self._watermark_moved: dict[int, tuple[float, float]] = {}  # partition -> (watermark, since when)
+        self._idle_logged: dict[int, float] = {}  # partition -> clock of the last "cannot advance" INFO line
         #: exceptions out of poll: (tp, offset) -> failed fetches of that batch; failures in a row without one
         self._fetch_failures: dict[tuple[Any, int], int] = {}
         #: --labels-topic: tp -> (first, after last) offsets skipped while records before them were buffered
@@ -587,7 +592,9 @@ class MetricsService:
         config = self.config.pipeline_config(max_snapshot_bytes=max(limit, 1))
         if self.parser.fast_decode is None:  # msgspec turned off (benchmarks' "json only")
             config = dataclasses.replace(config, fast_json=False)
-        return Pipeline(config)
+        pipeline = Pipeline(config)
+        pipeline.track_changes()  # incremental checkpoints: changes since the state restored
+        return pipeline
 
     def _pipeline_from(self, payload: bytes | None, partition: int) -> Pipeline:
         pipeline = self._new_pipeline()
@@ -598,6 +605,7 @@ class MetricsService:
                     pipeline.windows.load_dict(state)
                 else:
                     pipeline.load_dict(state)
+                pipeline.track_changes()
             except Exception as exc:  # whatever the monitors raise on foreign state
                 if environment_error(exc):  # (restoring spilled pending predictions needs the disk)
                     raise
@@ -661,14 +669,20 @@ class MetricsService:
             return local
         where = f"the changelog checkpoint of partition {partition} in {self.changelog.topic!r}"
 
-        def check(raw: bytes, meta: dict[str, Any]) -> None:  # a bad one is skipped: the previous one is used
-            data = self.codec.decode(partition, raw, where)
-            if data["offset"] != meta["offset"] or data.get("label_offset") != meta.get("label_offset"):
-                raise ValueError("its offsets differ from its header's")
-            self._pipeline_from(raw, partition)
+        def merged(chain: list[bytes], metas: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+            links = [self.codec.decode(partition, raw, where) for raw in chain]
+            for data, meta in zip(links, metas or (), strict=False):
+                if data["offset"] != meta["offset"] or data.get("label_offset") != meta.get("label_offset") \
+                        or ("chain" in meta and data.get("chain") != [meta["chain"], meta["n"]]):
+                    raise ValueError("its offsets or chain differ from its header's")
+            return self.codec.merge(partition, links, where)
 
-        raw = self.changelog.restore(partition, check)
-        remote = None if raw is None else self.codec.decode(partition, raw, where)
+        def check(chain: list[bytes], metas: list[dict[str, Any]]) -> None:  # a bad one is skipped
+            data = merged(chain, metas)
+            self._pipeline_from(self.codec.encode(partition, data["offset"], data["windows"]), partition)
+
+        chain = self.changelog.restore(partition, check)
+        remote = None if chain is None else merged(chain)
         candidates = [c for c in (local, remote) if c is not None]
         if not candidates:
             return None
@@ -697,6 +711,15 @@ class MetricsService:
                     self._label_parts.pop(part.labels.tp, None)
                 log.info("revoked %s[%d]", tp.topic, tp.partition)
 
+    def _saved_state(self, part: _Partition) -> bytes | None:
+        """The partition's last checkpoint as one full checkpoint's bytes (its chain merged)."""
+        chain = part.chain
+        if chain.full is None or not chain.deltas:
+            return chain.full
+        links = [self.codec.decode(part.tp.partition, raw) for raw in (chain.full, *chain.deltas)]
+        data = self.codec.merge(part.tp.partition, links)
+        return self.codec.encode(part.tp.partition, data["offset"], data["windows"], data.get("label_offset"))
+
     def _rollback(self, part: _Partition, bad_offset: int | None, exc: BaseException) -> None:
         """Back to the partition's last consistent checkpoint after ``exc``; ``bad_offset`` (the
         record being processed) is tried again, and dead-lettered instead if it fails twice."""
@@ -719,7 +742,7 @@ class MetricsService:
         """The partition's pipeline reloaded from its last checkpoint, the consumer seeked there
         (both topics with ``--labels-topic``); an environment error while reloading propagates
         (the partition keeps its pipeline)."""
-        pipeline = self._pipeline_from(part.saved_payload, part.tp.partition)
+        pipeline = self._pipeline_from(self._saved_state(part), part.tp.partition)
         old, part.pipeline = part.pipeline, pipeline
         try:
             old.close()  # its spill files (delayed labels)
@@ -1342,12 +1365,16 @@ class MetricsService:
         for snap, line in zip(snaps, lines):
             key = snapshot_key(snap)
             if partitioned:
-                value = self.snapshot_value(snap, key, lambda s: partial_record(part.tp.partition, s))
+                value = self.snapshot_value(snap, key, lambda s: self.signer.seal(partial_record(part.tp.partition, s)))
             else:
                 value = self.snapshot_value(snap, key, line=line)
             if value is None:
                 continue
-            self._send((self.config.partials_topic or "") if partitioned else self.config.output_topic, key, value)
+            if partitioned:  # keyed model|segment: every window of a key goes to one merge partition, whose
+                # alert rules then see the key's whole window series (sequential rules, lifecycles)
+                self._send(self.config.partials_topic or "", key.rsplit(b"|", 1)[0], value)
+            else:
+                self._send(self.config.output_topic, key, value)
             for flag in ("state_coarsened", "state_dropped", "metrics_truncated"):
                 if snap.get(flag):  # degraded by the pipeline to fit max_snapshot_bytes
                     self.metrics.oversized_snapshots.labels(flag).inc()
@@ -1425,6 +1452,11 @@ class MetricsService:
                 others = [w for s, w in known.items() if s != source and w != -math.inf]
                 sources = self.merge.sources if self.merge is not None else len(own)
                 if current != -math.inf or not others or len(others) < sources - 1:
+                    if current == -math.inf and self.merge is not None:
+                        unknown = sources - 1 - len(others)
+                        self._log_idle_wait(part, now, f"no event yet, and the watermarks of {unknown} other source "
+                                            "partitions are unknown here (this instance's merge stage holds no "
+                                            "partials partition with them yet)")
                     continue
                 target = min(others)
             if current >= target or not self._read_to_end(part):
@@ -1439,6 +1471,14 @@ class MetricsService:
             log.info("%s[%d]: no record for %g s: watermark advanced to the slowest active partition's (%d us)",
                      part.tp.topic, source, idle_after, floor)
         return advanced
+
+    def _log_idle_wait(self, part: _Partition, now: float, why: str) -> None:
+        """At INFO, at most every 30 s per partition: why an idle partition's watermark cannot move."""
+        last = self._idle_logged.get(part.tp.partition)
+        if last is None or now - last >= 30.0:
+            self._idle_logged[part.tp.partition] = now
+            log.info("%s[%d]: no record for %g s; its watermark stays: %s", part.tp.topic, part.tp.partition,
+                     self.config.idle_close, why)
 
     def _read_to_end(self, part: _Partition) -> bool:
         high = self.consumer.highwater(part.tp)
@@ -1473,7 +1513,7 @@ class MetricsService:
             sent = self._watermarks_sent.get(source)
             if sent is not None and sent[0] == watermark and now - sent[1] < 10.0:
                 continue
-            value = watermark_record(source, int(watermark))
+            value = self.signer.seal(watermark_record(source, int(watermark)))
             for p in range(self.partials_partitions):
                 try:
                     future = self.producer.send(topic, key=f"watermark|{source}".encode(), value=value, partition=p)
@@ -1605,13 +1645,31 @@ class MetricsService:
                                                                         != side.saved_offset) \
                     or now - part.saved_at >= self.config.checkpoint_refresh:
                 partition = part.tp.partition
+                chain = part.chain
                 try:
-                    windows = part.pipeline.to_dict()
-                    payload = self.codec.encode(partition, part.next_offset, windows, label_offset)
-                    if self.store is not None:
-                        self.store.write(partition, payload)
+                    if chain.full_due(now, self.config.checkpoint_refresh):
+                        chain.broken()  # until the full one is written
+                        link = (new_chain_id(), 0)
+                        windows = part.pipeline.to_dict()
+                        part.pipeline.track_changes()
+                        payload = self.codec.encode(partition, part.next_offset, windows, label_offset, chain=link)
+                        if self.store is not None:
+                            self.store.write(partition, payload)
+                    else:  # what changed since the last checkpoint (compacted at full_due)
+                        link = chain.next_link()
+                        chain.broken()  # the changes are taken: unless this delta is written, go full
+                        payload = self.codec.encode(partition, part.next_offset, {}, label_offset, chain=link,
+                                                    delta=part.pipeline.delta_dict())
+                        if self.store is not None:
+                            self.store.append_delta(partition, payload)
                     if self.changelog is not None:
-                        self._inflight.extend(self.changelog.write(partition, payload, part.next_offset, label_offset))
+                        self._inflight.extend(self.changelog.write(partition, payload, part.next_offset, label_offset,
+                                                                   chain=link))
+                    if link[1] == 0:
+                        chain.started(link[0], payload, now)
+                    else:
+                        chain.ident = link[0]
+                        chain.added(payload)
                 except DeliveryError:
                     raise
                 except Exception as exc:  # disk full, permissions...: keep the previous checkpoint
@@ -1621,7 +1679,7 @@ class MetricsService:
                               "retrying at the next interval", part.tp.topic, partition, type(exc).__name__, exc,
                               part.saved_offset)
                     continue
-                part.saved_offset, part.saved_payload, part.dirty = part.next_offset, payload, False
+                part.saved_offset, part.dirty = part.next_offset, False
                 part.saved_at = now
                 self._checkpoint_bytes += len(payload)
                 if side is not None:

@@ -61,11 +61,11 @@ def state_limits_for(task: str, *, classes: Sequence[Hashable] | None = None,
     """The state caps (:class:`~streammetrics.core.state.StateLimits` fields) a monitor of this
     configuration may need to read its own states back: ``K`` labels (``classes``, ``labels``,
     or ``2 * max_labels + 2`` discovered ones), ``K ** 2 + 2 K`` score histograms (multiclass:
-    :class:`~streammetrics.metrics.multiclass_scores.MulticlassScores`) and ``K ** 2`` confusion
-    cells. Used with :func:`~streammetrics.core.state.limits_covering`."""
+    :class:`~streammetrics.metrics.multiclass_scores.MulticlassScores`) and as many list entries
+    (confusion cells, histogram lengths). Used with :func:`~streammetrics.core.state.limits_covering`."""
     if task == "multiclass" and classes:
         k = len(classes)
-        return {"max_labels": k, "max_histograms": k * k + 2 * k, "max_entries": k * k}
+        return {"max_labels": k, "max_histograms": k * k + 2 * k, "max_entries": k * k + 2 * k}
     if task == "labels":
         k = len(labels) if labels else 0 if max_labels is None else 2 * max_labels + 2
         return {"max_labels": k, "max_entries": k * k}

@@ -174,6 +174,10 @@ class PendingStore:
         self.spills = 0
         #: records removed early because the store was full (``max_pending``)
         self.evicted = 0
+        # incremental checkpoints (track_changes): records put since the last delta_dict, by
+        # number, and the numbers of older records removed since (None: not tracked)
+        self._added: dict[int, Record] | None = None
+        self._removed: set[int] = set()
 
     # ----------------------------------------------------------------- sizes
     def __len__(self) -> int:
@@ -200,6 +204,8 @@ class PendingStore:
             self._spill()
         rec = (ts_us(event.ts), self.seq, event, tag)
         self.seq += 1
+        if self._added is not None:
+            self._added[rec[1]] = rec
         recs = self._mem.get(event.id)
         if recs is None:
             self._mem[event.id] = [rec]
@@ -230,7 +236,17 @@ class PendingStore:
                 disk = [_event(r) for r in rows]
                 recs = disk if recs is None else recs + disk
                 recs.sort(key=lambda r: r[1])
+        if recs is not None and self._added is not None:
+            self._forget(recs)
         return [] if recs is None else [(r[2], r[3]) for r in recs]
+
+    def _forget(self, recs: Iterable[Record]) -> None:
+        """Removed records, for the next :meth:`delta_dict`."""
+        added, removed = self._added, self._removed
+        assert added is not None
+        for r in recs:
+            if added.pop(r[1], None) is None:
+                removed.add(r[1])
 
     def expire(self, before_us: int) -> list[tuple[Event, int | None]]:
         """Remove and return the (prediction, tag) pairs with event time (us) ``< before_us``,
@@ -253,6 +269,8 @@ class PendingStore:
             out.extend(_event(r) for r in rows)
             self._refresh_disk_min()
         out.sort(key=lambda r: (r[0], r[1]))
+        if self._added is not None:
+            self._forget(out)
         return [(r[2], r[3]) for r in out]
 
     def next_deadline_us(self) -> float:
@@ -451,6 +469,8 @@ class PendingStore:
             self._conn.executemany("DELETE FROM pending WHERE seq = ?", gone)
             self._disk_count -= len(gone)
             self._refresh_disk_min()
+        if self._added is not None:
+            self._forget(chosen)
         return [(r[2], r[3]) for r in chosen]
 
     def _disk_records(self) -> list[Record]:
@@ -471,6 +491,46 @@ class PendingStore:
         return {**self._meta(),
                 "memory": [_record_json(r) for r in self._memory_records()],
                 "disk": [_record_json(r) for r in self._disk_records()]}
+
+    def track_changes(self) -> None:
+        """Start (or restart) recording what :meth:`delta_dict` writes: call it when the state
+        equals the checkpoint just written."""
+        self._added, self._removed = {}, set()
+
+    def delta_dict(self) -> dict[str, Any]:
+        """The records put and the numbers of those removed since the last call (or
+        :meth:`track_changes`): O(changes). :meth:`apply_delta` of the previous :meth:`to_dict`
+        and this one holds the same records as :meth:`to_dict` now (tiers aside)."""
+        if self._added is None:
+            raise ValueError("track_changes() was not called")
+        added, removed = self._added, self._removed
+        self._added, self._removed = {}, set()
+        return {**self._meta(), "type": "PendingStoreDelta", "added": [_record_json(r) for r in added.values()],
+                "removed": sorted(removed)}
+
+    @staticmethod
+    def apply_delta(full: Mapping[str, Any], *deltas: Mapping[str, Any]) -> dict[str, Any]:
+        """:meth:`to_dict`'s ``full`` with ``deltas`` applied, as data: records removed from their
+        tier, added ones in memory (:meth:`load_dict` validates the result)."""
+        try:
+            tiers = {name: {item[0]: item for item in full[name]} for name in ("memory", "disk")}
+            meta: Mapping[str, Any] = full
+            for delta in deltas:
+                if not isinstance(delta, Mapping) or delta.get("type") != "PendingStoreDelta" \
+                        or delta.get("version") != 1:
+                    raise ValueError("not a PendingStore checkpoint delta (type/version)")
+                for seq in delta["removed"]:
+                    if tiers["memory"].pop(seq, None) is None:
+                        tiers["disk"].pop(seq, None)
+                for item in delta["added"]:
+                    tiers["memory"][item[0]] = item
+                meta = delta
+        except (KeyError, TypeError, IndexError) as exc:
+            raise ValueError(f"malformed PendingStore checkpoint delta: {exc!r:.200}") from None
+        counters = {k: meta.get(k) for k in ("seq", "spilled", "spills", "evicted")}
+        return {"type": "PendingStore", "version": 1, **counters,
+                "memory": sorted(tiers["memory"].values(), key=lambda r: r[0]),
+                "disk": sorted(tiers["disk"].values(), key=lambda r: r[0])}
 
     def _load_meta(self, data: Mapping[str, Any]) -> tuple[int, int, int, int]:
         if not isinstance(data, Mapping) or data.get("type") != "PendingStore" or data.get("version") != 1:
@@ -494,6 +554,8 @@ class PendingStore:
         self._reset_to(meta)
         self._insert(disk)
         self._load_memory(memory)
+        if self._added is not None:
+            self.track_changes()
         return self
 
     def _reset_to(self, meta: tuple[int, int, int, int]) -> None:

@@ -264,13 +264,14 @@ class Pipeline:
         # predictions with their label as before; predictions awaiting one and label events too
         self.parser = DelayedEventParser.extending(c.parser())
         self._labels: LabelStream | None = None  # built at the first delayed item
+        self._labels_tracked: LabelStream | None = None  # the label stream whose changes delta_dict writes
         extra = c.extra_metrics()
         self._slicer: Any = None
         if c.slicing is not None:  # (streammetrics.stream.slicing: keys by slice, roll-ups at output)
             from streammetrics.stream.slicing import Slicer
 
             self._slicer = Slicer(c.slicing, include_state=c.include_state, extra_metrics=extra)
-            extra = self._slicer.hook
+            extra = self._slicer.window_hook()
         self.windows = WindowManager(
             c.monitor_factory(), c.window, c.slide, c.grace,
             cumulative=c.cumulative, include_state=c.include_state, batch=c.batch, max_pending=c.max_pending,
@@ -548,10 +549,80 @@ class Pipeline:
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe checkpoint: every key's open windows, queued events included."""
         out = {"type": "Pipeline", "version": 1, "task": self.config.task, "windows": self.windows.to_dict()}
-        if self._labels is not None:  # delayed labels: the join and its pending store
-            out["labels"] = self._labels.to_dict()
+        if self._labels is not None:  # delayed labels: the join and its pending store (the windows once)
+            out["labels"] = {"type": "LabelStream", "version": 1, "counts": dict(self._labels.counts),
+                             "join": self._labels.join.to_dict()}
         if self.alerts is not None:  # alert lifecycles: re-run after a restore, the same events
             out["alerts"] = self.alerts.to_dict()
+        return out
+
+    def delta_dict(self) -> dict[str, Any]:
+        """What changed since the last :meth:`delta_dict` (or :meth:`track_changes`): the changed
+        keys' windows (:meth:`WindowManager.delta_dict`) and the label join's state; see
+        :meth:`apply_delta`. Tracking starts with the first call."""
+        windows = self.windows
+        windows.track_changes()
+        out = {"type": "PipelineDelta", "version": 1, "task": self.config.task,
+               "windows": windows.delta_dict(*windows.take_changed_keys())}
+        stream = self._labels
+        if stream is not None:
+            if stream is self._labels_tracked:  # the join's changes (pending predictions, remembered ids)
+                out["labels"] = {"type": "LabelStreamDelta", "version": 1, "counts": dict(stream.counts),
+                                 "join": stream.join.delta_dict()}
+            else:  # created since the last checkpoint: whole
+                out["labels"] = {"type": "LabelStream", "version": 1, "counts": dict(stream.counts),
+                                 "join": stream.join.to_dict()}
+                stream.join.track_changes()
+                self._labels_tracked = stream
+        if self.alerts is not None:  # (whole: bounded by the alert rules' keys)
+            out["alerts"] = self.alerts.to_dict()
+        return out
+
+    def track_changes(self) -> None:
+        """Start the change record :meth:`delta_dict` reads: call it when the state equals the
+        checkpoint just written (after :meth:`to_dict` or :meth:`load_dict`)."""
+        self.windows.track_changes()
+        self.windows.take_changed_keys()
+        if self._labels is not None:
+            self._labels.join.track_changes()
+        self._labels_tracked = self._labels
+
+    @staticmethod
+    def apply_delta(full: Mapping[str, Any], *deltas: Mapping[str, Any]) -> dict[str, Any]:
+        """The :meth:`to_dict` checkpoint ``full`` with ``deltas`` (:meth:`delta_dict`, in order)
+        applied, as data; ValueError (one line) for a malformed one. :meth:`load_dict` validates
+        the result."""
+        if not isinstance(full, Mapping) or full.get("type") != "Pipeline":
+            raise ValueError("not a streammetrics Pipeline checkpoint (no type 'Pipeline')")
+        out = dict(full)
+        labels: Any = full.get("labels")
+        joins: list[Any] = []  # join deltas since ``labels``, applied together
+        for delta in deltas:
+            if not isinstance(delta, Mapping) or delta.get("type") != "PipelineDelta" or delta.get("version") != 1:
+                raise ValueError("not a Pipeline checkpoint delta (type/version)")
+            if delta.get("task") != full.get("task"):
+                raise ValueError(f"checkpoint delta for task {delta.get('task')!r}, not {full.get('task')!r}")
+            part = delta.get("labels")
+            if part is None or (isinstance(part, Mapping) and part.get("type") == "LabelStream"):
+                labels, joins = part, []
+            elif isinstance(part, Mapping) and part.get("type") == "LabelStreamDelta" and isinstance(labels, Mapping):
+                joins.append(part.get("join"))
+                labels = {**labels, "counts": part.get("counts")}
+            else:
+                raise ValueError("malformed Pipeline checkpoint delta: labels")
+        if joins:
+            labels = {**labels, "join": LabelJoin.apply_delta(labels.get("join"), *joins)}
+        if labels is None:
+            out.pop("labels", None)
+        else:
+            out["labels"] = labels
+        for delta in deltas:  # alert state is written whole in each delta
+            if "alerts" in delta:
+                out["alerts"] = delta["alerts"]
+            else:
+                out.pop("alerts", None)
+        windows = [delta.get("windows") for delta in deltas]
+        out["windows"] = WindowManager.apply_delta(full.get("windows"), *windows)  # type: ignore[arg-type]
         return out
 
     def load_dict(self, data: Mapping[str, Any]) -> Pipeline:

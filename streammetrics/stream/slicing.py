@@ -95,15 +95,51 @@ class SliceSpec:
         return ("segment", *self.fields)
 
 
+class _Merged:
+    """Monitors merged into one. Small slice windows are exact (one level per distinct score):
+    merged first into a pending exact monitor (dictionary merges), which joins the total when it
+    leaves the exact form (or when the total is read), so that a binned total meets one state
+    per ``max_bins`` distinct scores rather than one per slice. The result is the same state
+    (merged states are functions of the multiset of events)."""
+
+    __slots__ = ("pending", "total")
+
+    def __init__(self) -> None:
+        self.total: Any = None
+        self.pending: Any = None
+
+    def add(self, monitor: Any) -> None:
+        pending = self.pending
+        pending = self.pending = monitor.copy() if pending is None else pending.merge(monitor)
+        if not _exact(pending):
+            self._fold()
+
+    def _fold(self) -> None:
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            self.total = pending if self.total is None else self.total.merge(pending)
+
+    @property
+    def monitor(self) -> Any:
+        self._fold()
+        return self.total
+
+
+def _exact(monitor: Any) -> bool:
+    """Whether a monitor's score states keep every distinct score (a monitor without them: no)."""
+    scores, predictions = getattr(monitor, "scores", None), getattr(monitor, "predictions", None)
+    return bool(getattr(scores, "exact", False)) and getattr(predictions, "bins_per_octave", 0) is None
+
+
 class _Rollup:
     """A roll-up window being merged: its monitor, slices, fairness groups and counts."""
 
-    __slots__ = ("count", "folded", "groups", "late", "monitor", "slices")
+    __slots__ = ("count", "folded", "groups", "late", "merged", "slices")
 
     def __init__(self) -> None:
-        self.monitor: Any = None
-        self.slices: list[tuple[dict[str, Any], Any, int, tuple[float, float] | None]] = []
-        self.groups: dict[str, Any] = {}
+        self.merged = _Merged()
+        self.slices: list[tuple[dict[str, Any], Any, int, Any]] = []  # (key, value, count, monitor)
+        self.groups: dict[str, _Merged] = {}
         self.count = 0
         self.late = 0
         self.folded: dict[str, int] = {}
@@ -202,6 +238,21 @@ class Slicer:
         return {"model": key[0], **dict(zip(self.spec.dims, values))}
 
     # ------------------------------------------------------------------ monitors
+    def window_hook(self) -> Callable[[tuple[str, str], Any, dict[str, Any]], None] | None:
+        """The window engine's ``extra_metrics``: :meth:`hook` with roll-ups (they need each
+        window's monitor); else the inner hook on the slice's own key, or None (then small
+        windows keep the engine's vectorised pass)."""
+        if self.spec.rollups:
+            return self.hook
+        extra = self._extra
+        if extra is None:
+            return None
+
+        def inner(key: tuple[str, str], monitor: Any, metrics: dict[str, Any]) -> None:
+            extra((key[0], json.loads(key[1])[0]), monitor, metrics)
+
+        return inner
+
     def hook(self, key: tuple[str, str], monitor: Any, metrics: dict[str, Any]) -> None:
         """The window engine's ``extra_metrics``: the inner hook on the slice's own key
         ``(model, segment)``, and the monitor noted for :meth:`process`."""
@@ -224,27 +275,26 @@ class Slicer:
                 continue
             window = snap["window"]
             start, end = _ms(window["start"]), _ms(window["end"])
-            interval: Any = _UNSET
             for rollup in self.spec.rollups:
                 values = json.dumps([named[d] for d in rollup], separators=(",", ":"))
                 r = self._open.get((rollup, named["model"] + "|" + values, start, end))
                 if r is None:
                     r = self._open[(rollup, named["model"] + "|" + values, start, end)] = _Rollup()
                 if self._source[rollup] is None:
-                    r.monitor = monitor.copy() if r.monitor is None else r.monitor.merge(monitor)
+                    r.merged.add(monitor)
                 r.count += snap["count"]
                 r.late += snap["late"]
                 for d in self.spec.fields:
                     if d not in rollup and named[d] == OTHER:
                         r.folded[d] = r.folded.get(d, 0) + snap["count"]
-                if self.spec.worst_slices:
-                    if interval is _UNSET:
-                        interval = slice_interval(monitor, self.spec.worst_metric)
-                    r.slices.append((named, snap["metrics"].get(self.spec.worst_metric), snap["count"], interval))
+                if self.spec.worst_slices:  # (the interval of the listed ones only: see _worst)
+                    r.slices.append((named, snap["metrics"].get(self.spec.worst_metric), snap["count"], monitor))
                 fair = self._fair
                 if fair is not None and fair not in rollup:
                     group = r.groups.get(named[fair])
-                    r.groups[named[fair]] = monitor.copy() if group is None else group.merge(monitor)
+                    if group is None:
+                        group = r.groups[named[fair]] = _Merged()
+                    group.add(monitor)
         out.extend(self._due(watermark_s))
         self._monitors.clear()
         return out
@@ -265,8 +315,7 @@ class Slicer:
                     if source == rollup:
                         ident = model + "|" + json.dumps([named[d] for d in coarse], separators=(",", ":"))
                         target = self._open[(coarse, ident, k[2], k[3])]  # (its slices made it)
-                        target.monitor = r.monitor.copy() if target.monitor is None else target.monitor.merge(
-                            r.monitor)
+                        target.merged.add(r.merged.monitor)
         built.sort(key=lambda item: item[0])
         return [snap for _, snap in built]
 
@@ -282,7 +331,7 @@ class Slicer:
             def inner(key: tuple[str, str], monitor: Any, metrics: dict[str, Any]) -> None:
                 extra((model, str(segment)), monitor, metrics)
 
-        snap = build_snapshot((model, str(segment)), r.monitor, start, end, final=True, late=r.late,
+        snap = build_snapshot((model, str(segment)), r.merged.monitor, start, end, final=True, late=r.late,
                               include_state=self.include_state, extra_metrics=inner)
         out: dict[str, Any] = {"schema": snap["schema"], "key": named, "rollup": list(rollup) or ["model"]}
         out.update((name, snap[name]) for name in _SNAPSHOT_TAIL if name in snap)
@@ -297,23 +346,26 @@ class Slicer:
     def _worst(self, r: _Rollup, whole: Any) -> list[dict[str, Any]]:
         metric = self.spec.worst_metric
         sign = -1.0 if metric in LOWER_IS_BETTER else 1.0  # worst first: the lowest (highest) gap
-        rows = [gap_row(named, metric, value, whole, interval, count) for named, value, count, interval in r.slices]
-        rows.sort(key=lambda row: (row["gap"] is None, 0.0 if row["gap"] is None else sign * row["gap"],
-                                   json.dumps(row["key"], sort_keys=True)))
-        return rows[: self.spec.worst_slices]
+        def rank(item: tuple[dict[str, Any], Any, int, Any]) -> tuple:
+            value = item[1]
+            gap = value - whole if isinstance(value, (int, float)) and isinstance(whole, (int, float)) else None
+            return gap is None, 0.0 if gap is None else sign * gap, json.dumps(item[0], sort_keys=True)
+
+        listed = sorted(r.slices, key=rank)[: self.spec.worst_slices]
+        r.slices = []  # (the slices' monitors are released with the roll-up)
+        return [gap_row(named, metric, value, whole, slice_interval(monitor, metric), count)
+                for named, value, count, monitor in listed]
 
     @staticmethod
     def _fairness(groups: dict[str, Any]) -> dict[str, Any]:
         cells: dict[str, tuple[float, float, float, float, int]] = {}
-        for value, monitor in sorted(groups.items()):
+        for value, merged in sorted(groups.items()):
+            monitor = merged.monitor
             counts = monitor.confusion.counts()
             get = counts.get
             cells[value] = (get((0, 0), 0.0), get((0, 1), 0.0), get((1, 0), 0.0), get((1, 1), 0.0),
                             monitor.confusion.count)
         return fairness(cells)
-
-
-_UNSET = object()
 
 
 def slice_interval(monitor: Any, metric: str, confidence: float = GAP_CONFIDENCE) -> tuple[float, float] | None:

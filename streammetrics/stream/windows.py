@@ -383,6 +383,10 @@ class WindowManager:
         self._next_due: float = math.inf
         self._revised = False  # some closed window awaits a new revision (delayed labels)
         self._rev_pane: int | None = None  # pane of the last revision tick (see revision_tick)
+        # keys whose checkpointed state changed since take_changed_keys() (None: not tracked), and
+        # those among them (re)created since (see delta_dict)
+        self._changed: set[tuple[str, str]] | None = None
+        self._created: set[tuple[str, str]] = set()
 
     # ----------------------------------------------------------------- events
     def add(self, event: Any) -> bool:
@@ -408,6 +412,8 @@ class WindowManager:
         state = self._keys.get((event.model, event.segment))
         if state is None or self._event_tag is not None:
             state = self._key_state(event, state)
+        if self._changed is not None:
+            self._changed.add((event.model, event.segment))
         if self._max_us >= state.close_at and self._max_us != -math.inf:  # a key not in the heap catches up
             self._close_by_watermark((event.model, event.segment), state, self._max_us)
         pane = ts_us // self._pane_us
@@ -457,6 +463,8 @@ class WindowManager:
         state = self._keys.get((event.model, event.segment))
         if state is None or self._event_tag is not None:
             state = self._key_state(event, state)  # event_tag reads y_pred's kind when y_true is None
+        if self._changed is not None:
+            self._changed.add((event.model, event.segment))
         if self._max_us >= state.close_at and self._max_us != -math.inf:  # as in add
             self._close_by_watermark((event.model, event.segment), state, self._max_us)
         pane = ts_us // self._pane_us
@@ -510,6 +518,8 @@ class WindowManager:
         state = self._keys.get(key)
         if state is None:
             raise ValueError(f"no prediction of key {key!r} is awaiting a label")
+        if self._changed is not None:
+            self._changed.add(key)
         if labelled and self._event_tag is not None and state.tag is not None:
             try:
                 tag = self._event_tag(event)
@@ -576,6 +586,8 @@ class WindowManager:
                 win = state.revising[k]
                 if not win.dirty:
                     continue
+                if self._changed is not None:
+                    self._changed.add(key)
                 win.revision += 1
                 win.dirty = False
                 start = k * spec.slide_ms
@@ -639,6 +651,9 @@ class WindowManager:
                                       f"key model={key[0]!r:.80} segment={key[1]!r:.80} refused (raise "
                                       f"--max-keys)", "model")
         state = self._keys[key] = _KeyState(key[0])
+        if self._changed is not None:
+            self._changed.add(key)
+            self._created.add(key)
         remembered = self._closed.pop(key, None)
         if remembered is not None:
             self._set_next_window(state, remembered[0])
@@ -663,9 +678,13 @@ class WindowManager:
             del self._keys[key]
             self.evicted += 1
             closed[key] = (state.next_window, state.late)
+            if self._changed is not None:
+                self._changed.add(key)
             if bound is not None and len(closed) > bound:
                 old = next(iter(closed))
                 nw = closed.pop(old)[0]
+                if self._changed is not None:
+                    self._changed.add(old)
                 if self._forgotten_next is None or nw > self._forgotten_next:
                     self._forgotten_next = nw
 
@@ -727,6 +746,8 @@ class WindowManager:
         range between two events (a first event at ts=0, one dated 9999) is skipped
         arithmetically instead of stepped through.
         """
+        if self._changed is not None:
+            self._changed.add(key)
         spec = self.spec
         s, w = spec.panes_per_slide, spec.panes_per_window
         k = state.next_window
@@ -1022,36 +1043,143 @@ class WindowManager:
         Version 2 when some queued event is packed (a JSON number, see the module docstring),
         which versions before packing cannot read; else version 1, as they wrote."""
         keys = []
-        encode = self._codec[0] if self._codec else None
         packed = False  # some queued event is packed (a number): version 2
         for (model, segment), st in self._keys.items():
-            if encode is None:
-                self._drain_key(st)
-            elif not packed and self._pack is not None:
-                packed = any(e.__class__ is float for q in st.pending.values() for e in q)
-            keys.append({
-                "model": model,
-                "segment": segment,
-                "max_us": None if st.max_us == -math.inf else st.max_us,
-                "next_window": st.next_window,
-                "first_window": st.first_window,
-                "late": st.late,
-                "tag": st.tag,
-                "panes": [[j, m.to_dict()] for j, m in sorted(st.panes.items())],
-                "pending": [[j, [e if e.__class__ is float else encode(e) for e in q]]
-                            for j, q in sorted(st.pending.items())]
-                if encode else [],
-                "cumulative": None if st.cumulative is None else st.cumulative.to_dict(),
-                "cumulative_released": True,  # the all-time monitor holds released panes only
-                "awaiting": [[j, a, e] for j, (a, e) in sorted(st.awaiting.items())],
-                "revising": [[k, r.monitor.to_dict(), r.awaiting, r.expired, r.revision, r.dirty]
-                             for k, r in sorted(st.revising.items())],
-            })
+            entry, key_packed = self._key_entry(model, segment, st, packed)
+            packed = packed or key_packed
+            keys.append(entry)
         return {"type": "WindowManager", "version": 2 if packed else 1, "spec": self.spec.to_dict(), "keys": keys,
                 "closed": [[m, g, nw, late] for (m, g), (nw, late) in self._closed.items()],
-                "forgotten_next": self._forgotten_next, "evicted": self.evicted,
+                **self._globals()}
+
+    def _globals(self) -> dict[str, Any]:
+        return {"forgotten_next": self._forgotten_next, "evicted": self.evicted,
                 "max_us": None if self._max_us == -math.inf else self._max_us,
                 "revision_pane": self._rev_pane}
+
+    def _key_entry(self, model: str, segment: str, st: _KeyState, packed: bool) -> tuple[dict[str, Any], bool]:
+        """One key's checkpoint entry, and whether it queues a packed event (checked while ``packed`` is False)."""
+        encode = self._codec[0] if self._codec else None
+        if encode is None:
+            self._drain_key(st)
+        elif not packed and self._pack is not None:
+            packed = any(e.__class__ is float for q in st.pending.values() for e in q)
+        return {
+            "model": model,
+            "segment": segment,
+            "max_us": None if st.max_us == -math.inf else st.max_us,
+            "next_window": st.next_window,
+            "first_window": st.first_window,
+            "late": st.late,
+            "tag": st.tag,
+            "panes": [[j, m.to_dict()] for j, m in sorted(st.panes.items())],
+            "pending": [[j, [e if e.__class__ is float else encode(e) for e in q]]
+                        for j, q in sorted(st.pending.items())]
+            if encode else [],
+            "cumulative": None if st.cumulative is None else st.cumulative.to_dict(),
+            "cumulative_released": True,  # the all-time monitor holds released panes only
+            "awaiting": [[j, a, e] for j, (a, e) in sorted(st.awaiting.items())],
+            "revising": [[k, r.monitor.to_dict(), r.awaiting, r.expired, r.revision, r.dirty]
+                         for k, r in sorted(st.revising.items())],
+        }, packed
+
+    # ----------------------------------------------------------------- incremental checkpoints
+    def track_changes(self) -> None:
+        """Start recording the keys whose checkpointed state changes (:meth:`take_changed_keys`)."""
+        if self._changed is None:
+            self._changed = set()
+            self._created = set()
+
+    def take_changed_keys(self) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+        """The keys whose :meth:`to_dict` entry (or evicted-key record) changed since the last call
+        (or :meth:`track_changes`), and those among them (re)created since; both reset."""
+        if self._changed is None:
+            raise ValueError("track_changes() was not called")
+        changed, created = self._changed, self._created
+        self._changed, self._created = set(), set()
+        return changed, created
+
+    def delta_dict(self, changed: set[tuple[str, str]], created: set[tuple[str, str]]) -> dict[str, Any]:
+        """What :meth:`take_changed_keys` says changed, as a checkpoint delta: :meth:`apply_delta`
+        of the previous :meth:`to_dict` and this equals :meth:`to_dict` now. Cost O(changed keys)
+        (no monitor of an unchanged key is written)."""
+        held = self._keys
+        # keys created since the last delta are the last ones held, in creation order (apply_delta
+        # appends them in this order); the other changed keys keep their place
+        n_new = sum(1 for key in created if key in held)
+        fresh: list[tuple[str, str]] = []
+        if n_new:
+            for key in reversed(held):
+                fresh.append(key)
+                if len(fresh) == n_new:
+                    break
+            fresh.reverse()
+        entries = []
+        packed = False
+        for key in sorted(k for k in changed if k in held and k not in created) + fresh:
+            entry, key_packed = self._key_entry(key[0], key[1], held[key], packed)
+            packed = packed or key_packed
+            entries.append(entry)
+        closed = self._closed
+        n_closed = sum(1 for key in changed if key in closed)
+        tail: list[list[Any]] = []
+        if n_closed:  # keys evicted since the last delta are the last ones of _closed, in order
+            for key in reversed(closed):
+                if key in changed:
+                    nw, late = closed[key]
+                    tail.append([key[0], key[1], nw, late])
+                    if len(tail) == n_closed:
+                        break
+            tail.reverse()
+        return {"type": "WindowManagerDelta", "version": 2 if packed else 1, "spec": self.spec.to_dict(),
+                "keys": entries, "created": sorted([k[0], k[1]] for k in created if k in self._keys),
+                "gone": sorted([k[0], k[1]] for k in changed if k not in self._keys), "closed": tail,
+                **self._globals()}
+
+    @staticmethod
+    def apply_delta(full: Mapping[str, Any], *deltas: Mapping[str, Any]) -> dict[str, Any]:
+        """The :meth:`to_dict` checkpoint ``full`` with ``deltas`` (:meth:`delta_dict`, in order)
+        applied, as data (:meth:`load_dict` validates the result); ValueError (one line) for a
+        malformed one. O(state + deltas)."""
+        if not isinstance(full, Mapping) or full.get("type") != "WindowManager":
+            raise ValueError("not a WindowManager checkpoint (type)")
+        try:
+            keys = {(e["model"], e["segment"]): e for e in full["keys"]}
+            closed = {(c[0], c[1]): c for c in full.get("closed", [])}
+        except (KeyError, TypeError, IndexError) as exc:
+            raise ValueError(f"malformed WindowManager checkpoint: {exc!r:.200}") from None
+        last: Mapping[str, Any] = full
+        for delta in deltas:
+            if not isinstance(delta, Mapping) or delta.get("type") != "WindowManagerDelta" \
+                    or delta.get("version") not in (1, 2):
+                raise ValueError("not a WindowManager checkpoint delta (type/version)")
+            if delta.get("spec") != full.get("spec"):
+                raise ValueError("checkpoint delta of another window geometry")
+            try:
+                for group in ("gone", "created"):
+                    for m, g in delta[group]:
+                        keys.pop((m, g), None)
+                for m, g in delta["gone"]:
+                    closed.pop((m, g), None)
+                for e in delta["keys"]:
+                    key = (e["model"], e["segment"])
+                    keys[key] = e
+                    closed.pop(key, None)
+                for c in delta["closed"]:
+                    if not isinstance(c, list) or len(c) != 4:
+                        raise ValueError("closed keys must be [model, segment, next_window, late]")
+                    closed[(c[0], c[1])] = c
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"malformed WindowManager checkpoint delta: {exc!r:.200}") from None
+            last = delta
+        entries = list(keys.values())
+        # version 2 iff some queued event is packed (a number), as to_dict writes it
+        packed = any(e.__class__ is float for entry in entries if isinstance(entry, dict)
+                     for pane in entry.get("pending") or () if isinstance(pane, list) and len(pane) == 2
+                     and isinstance(pane[1], list) for e in pane[1])
+        return {"type": "WindowManager", "version": 2 if packed else 1, "spec": full["spec"], "keys": entries,
+                "closed": list(closed.values()),
+                **{name: last.get(name) for name in ("forgotten_next", "evicted", "max_us", "revision_pane")}}
 
     def _load_queued(self, item: Any, decode: Callable[[Any], Any]) -> Any:
         """A queued item of a checkpoint: an encoded event, or a packed one (a JSON number,
@@ -1141,5 +1269,7 @@ class WindowManager:
         self._deferred = []
         self._revised = any(r.dirty for st in keys.values() for r in st.revising.values())
         self._rev_pane = rev_pane
+        if self._changed is not None:  # the loaded state is the base of the next delta
+            self._changed, self._created = set(), set()
         self._rearm_all()
         return self

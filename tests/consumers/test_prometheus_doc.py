@@ -49,6 +49,9 @@ def test_checkpoint_bytes_is_what_the_last_checkpoint_wrote(tmp_path):
     written = []
     store_write = service.store.write
     service.store.write = lambda partition, payload: (written.append(len(payload)), store_write(partition, payload))
+    store_append = service.store.append_delta  # incremental checkpoints: a change after a full one is a delta
+    service.store.append_delta = lambda partition, payload: (written.append(len(payload)),
+                                                             store_append(partition, payload))
     service.consumer.poll = lambda **_: {}  # nothing new: every partition was saved by poll_once's checkpoints
     service.checkpoint()
     assert written == [] and samples(service.metrics.render().decode())["streammetrics_checkpoint_bytes"] == 0

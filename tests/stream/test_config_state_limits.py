@@ -97,3 +97,15 @@ def test_replay_folds_labels_beyond_max_labels(tmp_path, capsys):
     assert snap["metrics"]["labels_folded"] >= 250 and snap["metrics"]["accuracy"] == 1.0
     assert len(snap["metrics"]["per_class"]) <= 52
     assert sm.from_dict(snap["state"]).max_labels == 50
+
+
+def test_checkpoint_settings_record_max_labels():
+    """A restart with another --max-labels refuses the checkpoint (its monitors would not merge)."""
+    from consumers.service import ServiceConfig
+
+    def settings(**kw):
+        return ServiceConfig(bootstrap_servers="x", topic="i", output_topic="o", task="labels", **kw).window_settings()
+
+    assert settings(max_labels=10) != settings(max_labels=20)
+    assert settings(max_labels=10, labels=["a", "b"]) == settings(max_labels=20, labels=["a", "b"])
+    assert "max_labels" not in ServiceConfig(bootstrap_servers="x", topic="in", output_topic="out").window_settings()

@@ -255,6 +255,10 @@ def test_replay_frame_bad_input_one_line():
         sm.replay_frame(df, ts_unit="sec")
     with pytest.raises(ValueError, match="errors must be"):
         sm.replay_frame(df, errors="ignore")
+    with pytest.raises(ValueError, match="^replay_frame: unknown option 'windw'"):
+        sm.replay_frame(df, windw="5m")
+    cumulative = sm.replay_frame(df, cumulative=True)  # a PipelineConfig field, as replay's --cumulative
+    assert len(cumulative) > len(sm.replay_frame(df))
     bad = df.astype({"score": object})
     bad.loc[7, "score"] = "x"
     with pytest.raises(ValueError, match=r"^replay_frame: row 7: field 'score' must be a finite number, got 'x'$"):

@@ -220,3 +220,30 @@ def test_worst_slices_carry_the_gap_interval_and_significance() -> None:
     rows = [r for s in snaps if "rollup" in s for r in s["slices"]]
     assert rows and any(r["significant"] is not None for r in rows)
     assert all(r["gap_low"] <= r["gap"] <= r["gap_high"] for r in rows if r["gap_low"] is not None)
+
+
+def test_slices_without_rollups_equal_segment_keyed_runs() -> None:
+    """Without roll-ups the slice windows keep the engine's vectorised pass: the same metrics and
+    states as a run keyed by the same values given as the segment."""
+    events = _events(3000, seed=8)
+    sliced = _run(events, slicing=SliceSpec(fields=("country",)))
+    as_segment = _run([{**e, "segment": e["country"]} for e in events])
+    assert len(sliced) == len(as_segment)
+    for a, b in zip(sliced, as_segment):
+        assert a["key"] == {"model": b["key"]["model"], "segment": "", "country": b["key"]["segment"]}
+        assert _body(a) == _body(b)
+
+
+def test_csv_input_is_sliced_and_two_file_replay_refuses_slices(tmp_path, capsys) -> None:
+    src = tmp_path / "ev.csv"
+    rows = _events(300, seed=9, models=1)
+    src.write_text("ts,model,country,y_true,score\n" + "".join(
+        f"{e['ts']},{e['model']},{e['country']},{e['y_true']},{e['score']}\n" for e in rows))
+    out = tmp_path / "out.jsonl"
+    assert main(["replay", str(src), "-o", str(out), "-q", "--no-state", "--slice-by", "country"]) == 0
+    keys = {json.loads(line)["key"]["country"] for line in out.read_text().splitlines()}
+    assert keys == {e["country"] for e in rows}
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("")
+    assert main(["replay", str(src), "-o", str(out), "--labels", str(labels), "--slice-by", "country"]) == 2
+    assert "--labels FILE" in capsys.readouterr().err
