@@ -247,3 +247,11 @@ def test_csv_input_is_sliced_and_two_file_replay_refuses_slices(tmp_path, capsys
     labels.write_text("")
     assert main(["replay", str(src), "-o", str(out), "--labels", str(labels), "--slice-by", "country"]) == 2
     assert "--labels FILE" in capsys.readouterr().err
+
+
+def test_a_sliced_pipeline_refuses_a_checkpoint_it_could_not_restore() -> None:
+    pipe = Pipeline(PipelineConfig(slicing=SliceSpec(fields=("country",), rollups=((),))))
+    pipe.process(json.dumps({"ts": 1, "model": "m", "country": "fr", "y_true": 1, "score": 0.5}))
+    with pytest.raises(ValueError, match="checkpointed"):
+        pipe.to_dict()
+    assert Pipeline(PipelineConfig()).to_dict()["type"] == "Pipeline"
