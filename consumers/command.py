@@ -198,7 +198,8 @@ def build_merge_stage(config: ServiceConfig, consumer: Any, service: MetricsServ
 
     def make_merger() -> Merger:
         return Merger(sources, include_state=config.include_state, extra_metrics=extra,
-                      max_windows=config.max_merge_windows, loader=loader, template=template)
+                      max_windows=config.max_merge_windows, loader=loader, template=template,
+                      alerts=config.alerts)
 
     return MergeStage(consumer=merge_consumer, producer=producer, partials_topic=config.partials_topic,
                       output_topic=config.output_topic, sources=sources, make_merger=make_merger, codec=codec,
@@ -206,7 +207,7 @@ def build_merge_stage(config: ServiceConfig, consumer: Any, service: MetricsServ
                       checkpoint_interval=config.checkpoint_interval, delivery_timeout=config.delivery_timeout,
                       commit_timeout=config.commit_timeout,
                       encode=lambda snap: service.snapshot_value(snap, snapshot_key(snap)), metrics=service.metrics,
-                      signer=service.signer)
+                      signer=service.signer, alerts_topic=config.alerts_topic)
 
 
 def run_consume(args: Any) -> int:

@@ -70,6 +70,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from streammetrics.core.accumulator import from_dict
+from streammetrics.stream.alerting import alert_key, alert_line
 from streammetrics.stream.snapshots import build_snapshot, snapshot_key, snapshot_line
 
 __all__ = ["Merger", "MergeStage", "partial_record", "watermark_record", "default_partials_topic",
@@ -154,7 +155,8 @@ class Merger:
     def __init__(self, sources: int, *, include_state: bool = True,
                  extra_metrics: Callable[[tuple[str, str], Any, dict[str, Any]], None] | None = None,
                  max_windows: int = DEFAULT_MAX_MERGE_WINDOWS,
-                 loader: Callable[[Mapping[str, Any]], Any] | None = None, template: Any = None) -> None:
+                 loader: Callable[[Mapping[str, Any]], Any] | None = None, template: Any = None,
+                 alerts: Any = None) -> None:
         if sources < 1:
             raise ValueError(f"sources must be at least 1, got {sources!r}")
         if isinstance(max_windows, bool) or not isinstance(max_windows, int) or max_windows < 1:
@@ -165,6 +167,10 @@ class Merger:
         self.max_windows = max_windows
         #: rebuilds a partial's monitor (``PipelineConfig.monitor_loader``: bound to its reference)
         self.loader = loader or from_dict
+        #: alert rules on the merged windows (``AlertSpec``; their state is in the merge checkpoint)
+        self.alert_spec = alerts
+        self.alerts = alerts.engine() if alerts is not None else None
+        self.alert_events: list[dict[str, Any]] = []
         #: an empty monitor of the service's task: a partial's state must have its type and config
         self.expected = None if template is None else {k: v for k, v in template.to_dict().items()
                                                         if k in ("type", "version", "config")}
@@ -371,7 +377,14 @@ class Merger:
             while len(self.finished) > self.max_windows:
                 self.finished.popitem(last=False)
         self.counts["published"] += 1
+        if self.alerts is not None:
+            self.alert_events += self.alerts.observe(snap)
         return snap
+
+    def take_alerts(self) -> list[dict[str, Any]]:
+        """The alert events of the merged snapshots published since the last call."""
+        events, self.alert_events = self.alert_events, []
+        return events
 
     @property
     def open_windows(self) -> int:
@@ -395,12 +408,15 @@ class Merger:
 
     # ------------------------------------------------------------------ checkpoint
     def to_dict(self) -> dict[str, Any]:
-        return {"type": "Merger", "version": 1, "sources": self.sources,
+        out = {"type": "Merger", "version": 1, "sources": self.sources,
                 "watermarks": sorted([s, w] for s, w in self.watermarks.items()),
                 "frontier_us": None if self.frontier_us == -math.inf else self.frontier_us,
                 "evicted_end_ms": self.evicted_end_ms,
                 "windows": [[k[0], k[1], k[2], w.end_ms, w.revision, [[s, w.raw[s]] for s in sorted(w.raw)]]
                             for k, w in sorted(self.windows.items())]}
+        if self.alerts is not None:
+            out["alerts"] = self.alerts.to_dict()
+        return out
 
     def load_dict(self, data: Mapping[str, Any]) -> Merger:
         if not isinstance(data, Mapping) or data.get("type") != "Merger" or data.get("version") != 1:
@@ -423,7 +439,14 @@ class Merger:
             evicted = data.get("evicted_end_ms")
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"malformed Merger checkpoint: {exc}") from None
+        alerts = None
+        if self.alert_spec is not None:
+            alerts = self.alert_spec.engine()
+            if data.get("alerts") is not None:
+                alerts.load(data["alerts"])  # ValueError naming what is wrong, before anything changes
         self.watermarks, self.windows = watermarks, windows
+        if alerts is not None:
+            self.alerts, self.alert_events = alerts, []
         self.frontier_us = -math.inf if frontier is None else int(frontier)
         self.evicted_end_ms = None if evicted is None else int(evicted)
         return self
@@ -454,10 +477,12 @@ class MergeStage:
                  checkpoint_interval: float = 1.0, delivery_timeout: float = 10.0, commit_timeout: float = 5.0,
                  encode: Callable[[dict[str, Any]], bytes | None] | None = None,
                  listener: Callable[[Any, Any], Any] | None = None, metrics: Any = None,
-                 signer: Any = None) -> None:
+                 signer: Any = None, alerts_topic: str | None = None) -> None:
         self.consumer, self.producer = consumer, producer
         #: opens each partials record (``--internal-key``: :class:`consumers.signing.RecordSigner`)
         self.signer = signer
+        #: topic of the alert events of merged windows (``--alerts-topic``; None: not published)
+        self.alerts_topic = alerts_topic
         self.partials_topic, self.output_topic, self.sources = partials_topic, output_topic, sources
         self.make_merger, self.codec, self.store, self.changelog = make_merger, codec, store, changelog
         self.checkpoint_interval = checkpoint_interval
@@ -590,6 +615,8 @@ class MergeStage:
                         self._send(snapshot_key(snap), value)
                         if self.metrics is not None:
                             self.metrics.observe_snapshot(snap)
+                for event in part.merger.take_alerts():
+                    self._send_alert(event)
                 if before is not None:
                     self._count(before, part.merger.counts)
                 part.next_offset = rec.offset + 1
@@ -630,6 +657,14 @@ class MergeStage:
     def _send(self, key: bytes, value: bytes) -> None:
         self._inflight.append(self.producer.send(self.output_topic, key=key, value=value))
         self.counts["published"] += 1
+
+    def _send_alert(self, event: dict[str, Any]) -> None:
+        """An alert event of a merged window, delivered before the checkpoint that covers it."""
+        if self.metrics is not None:
+            self.metrics.observe_alert(event)
+        if self.alerts_topic:
+            self._inflight.append(self.producer.send(self.alerts_topic, key=alert_key(event),
+                                                     value=alert_line(event).encode()))
 
     def _flush(self) -> None:
         if not self._inflight:

@@ -264,9 +264,7 @@ class ServiceConfig:
                                  "--state-dir: give one of them (not --changelog-topic '' without --state-dir)")
             if not self.partials_topic:
                 self.partials_topic = f"{self.group_id}-{self.topic}-partials"
-            if self.alerts is not None:
-                raise ValueError("alert rules (--alert, --alerts) are evaluated with --partitioning key only, "
-                                 "for now")
+
 
     @property
     def partitioned(self) -> bool:
@@ -1382,7 +1380,11 @@ class MetricsService:
                 value = self.snapshot_value(snap, key, line=line)
             if value is None:
                 continue
-            self._send((self.config.partials_topic or "") if partitioned else self.config.output_topic, key, value)
+            if partitioned:  # keyed model|segment: every window of a key goes to one merge partition, whose
+                # alert rules then see the key's whole window series (sequential rules, lifecycles)
+                self._send(self.config.partials_topic or "", key.rsplit(b"|", 1)[0], value)
+            else:
+                self._send(self.config.output_topic, key, value)
             for flag in ("state_coarsened", "state_dropped", "metrics_truncated"):
                 if snap.get(flag):  # degraded by the pipeline to fit max_snapshot_bytes
                     self.metrics.oversized_snapshots.labels(flag).inc()
