@@ -156,6 +156,10 @@ def build_corpus(directory: Path, events: int, seed: int) -> list[dict[str, Any]
     add("binary-many-keys", {"many.jsonl": many}, ["many.jsonl", "--window", "60s"])
     add("binary-max-keys", {}, ["many.jsonl", "--window", "60s", "--max-keys", "25"])
     add("binary-idle-close", {}, ["many.jsonl", "--window", "30s", "--idle-close", "40s"])
+    many_ref = _binary(rng, max(n // 2, 50), [(f"model-{i % 37}", f"seg-{i}") for i in range(0, 300, 7)], span=300.0)
+    add("binary-many-keys-reference", {"many_ref.jsonl": many_ref},
+        ["many.jsonl", "--window", "60s", "--reference", "many_ref.jsonl"])
+    add("binary-many-keys-no-state", {}, ["many.jsonl", "--window", "60s", "--no-state"])
 
     preds, labels = [], []
     for i, e in enumerate(_binary(rng, n, keys4)):

@@ -194,16 +194,20 @@ def build_merge_stage(config: ServiceConfig, consumer: Any, service: MetricsServ
     pipeline_config = config.pipeline_config()
     extra, loader = pipeline_config.extra_metrics(), pipeline_config.monitor_loader()
 
+    template = pipeline_config.monitor_factory()()  # a partial's state must be of this type and config
+
     def make_merger() -> Merger:
         return Merger(sources, include_state=config.include_state, extra_metrics=extra,
-                      max_windows=config.max_merge_windows, loader=loader)
+                      max_windows=config.max_merge_windows, loader=loader, template=template,
+                      alerts=config.alerts)
 
     return MergeStage(consumer=merge_consumer, producer=producer, partials_topic=config.partials_topic,
                       output_topic=config.output_topic, sources=sources, make_merger=make_merger, codec=codec,
                       store=codec if config.state_dir else None, changelog=changelog,
                       checkpoint_interval=config.checkpoint_interval, delivery_timeout=config.delivery_timeout,
                       commit_timeout=config.commit_timeout,
-                      encode=lambda snap: service.snapshot_value(snap, snapshot_key(snap)), metrics=service.metrics)
+                      encode=lambda snap: service.snapshot_value(snap, snapshot_key(snap)), metrics=service.metrics,
+                      signer=service.signer, alerts_topic=config.alerts_topic)
 
 
 def run_consume(args: Any) -> int:

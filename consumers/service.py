@@ -264,9 +264,7 @@ class ServiceConfig:
                                  "--state-dir: give one of them (not --changelog-topic '' without --state-dir)")
             if not self.partials_topic:
                 self.partials_topic = f"{self.group_id}-{self.topic}-partials"
-            if self.alerts is not None:
-                raise ValueError("alert rules (--alert, --alerts) are evaluated with --partitioning key only, "
-                                 "for now")
+
 
     @property
     def partitioned(self) -> bool:
@@ -482,15 +480,18 @@ class MetricsService:
             consumer, producer = kafka_clients(config)
         self.consumer = consumer
         self.producer = producer
+        from .signing import RecordSigner
+
+        #: seals the internal records this service writes (changelog, partials, watermarks) and opens
+        #: those it reads (``--internal-key``; without a key values pass unchanged)
+        self.signer = RecordSigner.from_option(config.internal_key)
         if changelog is None and config.changelog_topic:
             from .changelog import Changelog, KafkaChangelogReader
 
             reader = KafkaChangelogReader(config.changelog_topic, bootstrap_servers=config.bootstrap_servers,
                                           **_security_options(config.kafka_options))
-            from .signing import RecordSigner
-
             changelog = Changelog(producer, config.changelog_topic, reader, self.max_record_bytes,
-                                  signer=RecordSigner.from_option(config.internal_key))
+                                  signer=self.signer)
         if changelog is not None and getattr(changelog, "on_reject", False) is None:
             topic = changelog.topic
             changelog.on_reject = lambda reason: self.metrics.internal_rejected.labels(topic, reason).inc()
@@ -503,6 +504,9 @@ class MetricsService:
         self._input_partitions: int | None = None  # of --topic (the key check applies when more than 1)
         self._watermarks_sent: dict[int, tuple[int, float]] = {}
         self._watermark_moved: dict[int, tuple[float, float]] = {}  # partition -> (watermark, since when)
+        self._idle_logged: dict[int, float] = {}  # partition -> clock of the last "cannot advance" INFO line
+        self._unassigned_since = clock()  # since when no input partition is assigned (INFO every 10 s)
+        self._unassigned_logged = -math.inf
         #: exceptions out of poll: (tp, offset) -> failed fetches of that batch; failures in a row without one
         self._fetch_failures: dict[tuple[Any, int], int] = {}
         #: --labels-topic: tp -> (first, after last) offsets skipped while records before them were buffered
@@ -832,6 +836,14 @@ class MetricsService:
             self.checkpoint()
         if self.merge is not None and self.merge.failure is not None:
             self._fail(f"stopping: {self.merge.failure}")
+        if not self.partitions and now - self._unassigned_logged >= 10.0:
+            if self._unassigned_logged > -math.inf:  # (not at the start: the first join takes a few seconds)
+                log.info("no partition of %r assigned to this instance for %.0f s: the group is rebalancing, or "
+                         "has more members than partitions", self.config.topic, now - self._unassigned_since)
+            self._unassigned_logged = now
+        elif self.partitions:
+            self._unassigned_logged = -math.inf
+            self._unassigned_since = now
         self._update_lag()
         self._caught_up = self._compute_caught_up()
         return applied
@@ -1363,12 +1375,16 @@ class MetricsService:
         for snap, line in zip(snaps, lines):
             key = snapshot_key(snap)
             if partitioned:
-                value = self.snapshot_value(snap, key, lambda s: partial_record(part.tp.partition, s))
+                value = self.snapshot_value(snap, key, lambda s: self.signer.seal(partial_record(part.tp.partition, s)))
             else:
                 value = self.snapshot_value(snap, key, line=line)
             if value is None:
                 continue
-            self._send((self.config.partials_topic or "") if partitioned else self.config.output_topic, key, value)
+            if partitioned:  # keyed model|segment: every window of a key goes to one merge partition, whose
+                # alert rules then see the key's whole window series (sequential rules, lifecycles)
+                self._send(self.config.partials_topic or "", key.rsplit(b"|", 1)[0], value)
+            else:
+                self._send(self.config.output_topic, key, value)
             for flag in ("state_coarsened", "state_dropped", "metrics_truncated"):
                 if snap.get(flag):  # degraded by the pipeline to fit max_snapshot_bytes
                     self.metrics.oversized_snapshots.labels(flag).inc()
@@ -1446,6 +1462,11 @@ class MetricsService:
                 others = [w for s, w in known.items() if s != source and w != -math.inf]
                 sources = self.merge.sources if self.merge is not None else len(own)
                 if current != -math.inf or not others or len(others) < sources - 1:
+                    if current == -math.inf and self.merge is not None:
+                        unknown = sources - 1 - len(others)
+                        self._log_idle_wait(part, now, f"no event yet, and the watermarks of {unknown} other source "
+                                            "partitions are unknown here (this instance's merge stage holds no "
+                                            "partials partition with them yet)")
                     continue
                 target = min(others)
             if current >= target or not self._read_to_end(part):
@@ -1460,6 +1481,14 @@ class MetricsService:
             log.info("%s[%d]: no record for %g s: watermark advanced to the slowest active partition's (%d us)",
                      part.tp.topic, source, idle_after, floor)
         return advanced
+
+    def _log_idle_wait(self, part: _Partition, now: float, why: str) -> None:
+        """At INFO, at most every 30 s per partition: why an idle partition's watermark cannot move."""
+        last = self._idle_logged.get(part.tp.partition)
+        if last is None or now - last >= 30.0:
+            self._idle_logged[part.tp.partition] = now
+            log.info("%s[%d]: no record for %g s; its watermark stays: %s", part.tp.topic, part.tp.partition,
+                     self.config.idle_close, why)
 
     def _read_to_end(self, part: _Partition) -> bool:
         high = self.consumer.highwater(part.tp)
@@ -1494,7 +1523,7 @@ class MetricsService:
             sent = self._watermarks_sent.get(source)
             if sent is not None and sent[0] == watermark and now - sent[1] < 10.0:
                 continue
-            value = watermark_record(source, int(watermark))
+            value = self.signer.seal(watermark_record(source, int(watermark)))
             for p in range(self.partials_partitions):
                 try:
                     future = self.producer.send(topic, key=f"watermark|{source}".encode(), value=value, partition=p)

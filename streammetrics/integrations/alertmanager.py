@@ -8,7 +8,7 @@ interval); rules only the service can evaluate (``.change``, ``.drop``, ``.rise`
 they need the reference or the key's history) become ``streammetrics_alert_firing{rule="..."} == 1``,
 the gauge the service sets while the rule fires (run the service with the same rules).
 
->>> print(prometheus_rules(parse_rules(["roc_auc<0.8"]), group="g").splitlines()[6])
+>>> print(prometheus_rules(parse_rules(["roc_auc<0.8"]), group="g").splitlines()[4])
         expr: streammetrics_window_metric{metric="roc_auc"} < 0.8
 """
 from __future__ import annotations

@@ -93,8 +93,11 @@ class _Config:
     def __init__(self, task: str, threshold: float, classes: Sequence[Hashable] | None,
                  labels: Sequence[Hashable] | None, fields: Mapping[str, str] | None,
                  spec: WindowSpec, include_state: bool, map_columns: Sequence[str], max_open: int,
-                 vectorised: bool = True, max_labels: int | None = DEFAULT_MAX_LABELS) -> None:
+                 vectorised: bool = True, max_labels: int | None = DEFAULT_MAX_LABELS,
+                 operating_points: Any = None) -> None:
         self.task = task
+        #: binary operating points in snapshots (contract section 11), None: none
+        self.operating_points = operating_points
         self.max_labels = max_labels
         self.threshold = threshold
         self.classes = None if classes is None else list(classes)
@@ -121,13 +124,13 @@ class _Config:
 
 # --------------------------------------------------------------------------- snapshots
 def _snapshot(include_state: bool, key: tuple[str, str], monitor: Any, start_ms: int, end_ms: int,
-              expired: int = 0, pending: int = 0, revision: int = 0) -> dict:
+              expired: int = 0, pending: int = 0, revision: int = 0, extra_metrics: Any = None) -> dict:
     """The snapshot of ``monitor`` for ``key`` and a window, built as the window engine builds
     it (:func:`~streammetrics.stream.snapshots.build_snapshot`; events in time order are never
     late). Spark computes each window once, with every label in: ``revision`` is the number
     replay gives its last revision (see :func:`_revisions`)."""
     return build_snapshot(key, monitor, start_ms, end_ms, final=pending == 0, pending=pending, expired=expired,
-                          include_state=include_state, revision=revision)
+                          include_state=include_state, revision=revision, extra_metrics=extra_metrics)
 
 
 # --------------------------------------------------------------------------- stage 1
@@ -392,7 +395,9 @@ def _merge_windows(cfg: _Config) -> Callable[[Any], Any]:
             window = cfg.factory()()
         start = k * cfg.slide_ms
         end = start + cfg.size_ms
-        snap = _snapshot(cfg.include_state, (model, segment), window, start, end, expired, pending, revision)
+        points = cfg.operating_points
+        snap = _snapshot(cfg.include_state, (model, segment), window, start, end, expired, pending, revision,
+                         None if points is None else points.hook())
         return pd.DataFrame({"model": [model], "segment": [segment], "start_ms": [start], "end_ms": [end],
                              "snapshot": [snapshot_line(snap)]})
 
@@ -475,6 +480,7 @@ def window_snapshots(
     with_rejections: bool = False,
     max_open_states: int = DEFAULT_MAX_OPEN_STATES,
     vectorised: bool = True,
+    operating_points: Any = None,
 ) -> Any:
     """Windowed snapshots of the prediction events in ``df``, as ``replay`` prints them.
 
@@ -527,7 +533,14 @@ def window_snapshots(
     parser surely accepts are read as Arrow columns and added one batch per (key, pane); the
     others (and every row with ``vectorised=False``) go through replay's parser row by row.
     Same snapshots either way.
+
+    ``operating_points`` (binary task): an
+    :class:`~streammetrics.monitors.operating_points.OperatingPoints`, the snapshot metrics of
+    replay's ``--target-recall``, ``--target-precision``, ``--target-fpr``, ``--cost-fp`` and
+    ``--cost-fn`` (contract section 11).
     """
+    if operating_points is not None and operating_points.enabled and task != "binary":
+        raise ValueError(f"operating_points apply to the binary task, not {task!r}")
     spec = WindowSpec(parse_duration(window, "window"), None if slide is None else parse_duration(slide, "slide"),
                       parse_duration(grace, "grace"))
     make_monitor(task, threshold=threshold, classes=classes, labels=labels, max_labels=max_labels)  # errors now
@@ -544,7 +557,8 @@ def window_snapshots(
     if type(max_open_states) is not int or max_open_states < 1:
         raise ValueError(f"max_open_states must be a positive int, got {max_open_states!r}")
     cfg = _Config(task, threshold, classes, labels, fields, spec, include_state, maps, max_open_states,
-                  bool(vectorised), max_labels)
+                  bool(vectorised), max_labels,
+                  operating_points if operating_points is not None and operating_points.enabled else None)
     partial = events.mapInArrow(_partial_states(cfg), _STAGE1_SCHEMA)
     states = partial.filter(F.col("reason").isNull()).drop("reason", "field", "n")
     if revisions is not None:  # each window's revision number, on its partial states

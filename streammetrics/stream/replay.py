@@ -298,6 +298,9 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         return fail(f"--output {args.output} is the file on standard input: refusing to overwrite it")
     try:
         config = _config(args)
+        if config.slicing is not None and getattr(args, "labels_file", None) is not None:
+            raise ValueError("--slice-by, --rollup and --fairness-by read the slice fields of each prediction "
+                             "line; with --labels FILE they are not supported yet")
         alerts = spec_from_options(getattr(args, "alert", ()), getattr(args, "alerts", None),
                                    getattr(args, "alert_cooldown", None), getattr(args, "reference", None), config)
         pipeline = Pipeline(dataclasses.replace(config, alerts=alerts))

@@ -126,3 +126,19 @@ def test_max_labels_is_checked():
         LabelMonitor(max_labels=1)
     with pytest.raises(ValueError, match="cannot be given with labels"):
         LabelMonitor(labels=["a", "b"], max_labels=5)
+
+
+def test_fold_labels_sums_exactly():
+    rng = random.Random(5)
+    yt = [f"l{rng.randrange(30)}" for _ in range(500)]
+    yp = [t if rng.random() < 0.5 else f"l{rng.randrange(30)}" for t in yt]
+    w = [rng.random() * 3 for _ in yt]  # weights that are not whole: exact sums in units
+    cm = sm.ConfusionMatrix().update_many(yt, yp, w)
+    folded = cm.fold_labels({f"l{i}" for i in range(5)}, OTHER, MISMATCH)
+    assert folded.count == cm.count and folded.total_weight == cm.total_weight
+    assert folded.accuracy() == cm.accuracy()
+    assert set(folded.labels) == {f"l{i}" for i in range(5)} | {OTHER, MISMATCH}
+    with pytest.raises(ValueError, match="other and mismatch must differ"):
+        cm.fold_labels([], OTHER, OTHER)
+    with pytest.raises(ValueError, match="discovered labels"):
+        sm.ConfusionMatrix(["a", "b"]).fold_labels(["a"], OTHER, MISMATCH)

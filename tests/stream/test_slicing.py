@@ -232,3 +232,26 @@ def test_slices_without_rollups_equal_segment_keyed_runs() -> None:
     for a, b in zip(sliced, as_segment):
         assert a["key"] == {"model": b["key"]["model"], "segment": "", "country": b["key"]["segment"]}
         assert _body(a) == _body(b)
+
+
+def test_csv_input_is_sliced_and_two_file_replay_refuses_slices(tmp_path, capsys) -> None:
+    src = tmp_path / "ev.csv"
+    rows = _events(300, seed=9, models=1)
+    src.write_text("ts,model,country,y_true,score\n" + "".join(
+        f"{e['ts']},{e['model']},{e['country']},{e['y_true']},{e['score']}\n" for e in rows))
+    out = tmp_path / "out.jsonl"
+    assert main(["replay", str(src), "-o", str(out), "-q", "--no-state", "--slice-by", "country"]) == 0
+    keys = {json.loads(line)["key"]["country"] for line in out.read_text().splitlines()}
+    assert keys == {e["country"] for e in rows}
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("")
+    assert main(["replay", str(src), "-o", str(out), "--labels", str(labels), "--slice-by", "country"]) == 2
+    assert "--labels FILE" in capsys.readouterr().err
+
+
+def test_a_sliced_pipeline_refuses_a_checkpoint_it_could_not_restore() -> None:
+    pipe = Pipeline(PipelineConfig(slicing=SliceSpec(fields=("country",), rollups=((),))))
+    pipe.process(json.dumps({"ts": 1, "model": "m", "country": "fr", "y_true": 1, "score": 0.5}))
+    with pytest.raises(ValueError, match="checkpointed"):
+        pipe.to_dict()
+    assert Pipeline(PipelineConfig()).to_dict()["type"] == "Pipeline"
