@@ -8,7 +8,7 @@ place that builds ``KafkaConsumer`` / ``KafkaProducer`` and adapts the rebalance
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .lean_records import install as install_lean_records
 from .settings import consumer_settings
@@ -16,7 +16,8 @@ from .settings import consumer_settings
 if TYPE_CHECKING:
     from .service import ServiceConfig
 
-__all__ = ["kafka_clients", "split_client_options", "rebalance_listener", "producer_settings"]
+__all__ = ["kafka_clients", "split_client_options", "rebalance_listener", "producer_settings", "install_fetch_guard",
+           "fetch_error_position", "mark_fetch_error", "FetchPosition"]
 
 log = logging.getLogger("streammetrics.consume")
 
@@ -64,6 +65,9 @@ def kafka_clients(config: "ServiceConfig") -> tuple[Any, Any]:
     if config.lean_records and not install_lean_records(consumer):  # the same records, ~3.5 us cheaper each
         log.info("record batches unpacked by kafka-python's own loop: consumers.lean_records does not apply "
                  "to this kafka-python version")
+    if not install_fetch_guard(consumer):
+        log.warning("fetch errors cannot be attributed to a partition with this kafka-python version: an "
+                    "unreadable batch is retried with back-off instead of skipped")
     try:
         producer = KafkaProducer(bootstrap_servers=config.bootstrap_servers,
                                  **producer_settings(config, **producer_options))
@@ -100,3 +104,91 @@ def rebalance_listener(on_assigned: Any, on_revoked: Any) -> Any:
             on_assigned(assigned)
 
     return Listener()
+
+
+class FetchPosition(NamedTuple):
+    """Where the consumer failed to read: ``tp``, the first offset it could not hand out, and the
+    offset after the record batch holding it (``offset + 1`` when the batch is unknown)."""
+
+    tp: Any
+    offset: int
+    skip_to: int
+
+
+_POSITION_ATTR = "streammetrics_fetch_position"
+
+
+def mark_fetch_error(exc: BaseException, tp: Any, offset: int, skip_to: int) -> BaseException:
+    """Attach a :class:`FetchPosition` to ``exc`` (raised by the consumer's ``poll``)."""
+    setattr(exc, _POSITION_ATTR, FetchPosition(tp, offset, max(skip_to, offset + 1)))
+    return exc
+
+
+def fetch_error_position(exc: BaseException) -> FetchPosition | None:
+    """The :class:`FetchPosition` of an exception out of ``poll``; None if it is not a record
+    batch's (no broker, a rebalance, an authorisation error...)."""
+    position = getattr(exc, _POSITION_ATTR, None)
+    return position if isinstance(position, FetchPosition) else None
+
+
+class _Batches:
+    """``MemoryRecords`` remembering the last batch handed out (its ``next_offset`` is read from
+    the batch header, so it is known even when the batch cannot be decompressed)."""
+
+    __slots__ = ("records", "batch")
+
+    def __init__(self, records: Any) -> None:
+        self.records = records
+        self.batch: Any = None
+
+    def next_batch(self, *args: Any, **kwargs: Any) -> Any:
+        self.batch = None
+        self.batch = self.records.next_batch(*args, **kwargs)
+        return self.batch
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.records, name)
+
+
+_GUARDED: dict[type, type] = {}
+
+
+def guarded_partition_records(base: type) -> type:
+    """``base`` (kafka-python 3.0's ``Fetcher.PartitionRecords`` or :mod:`consumers.lean_records`'
+    subclass) whose ``take`` marks any exception (unsupported codec, CRC, corrupt batch) with
+    its :class:`FetchPosition` and drops the partition's fetched data, so that the fetcher
+    fetches again from the consumer's position (kafka-python 3.0.12 otherwise keeps the
+    exhausted iterator and returns nothing for that partition any more)."""
+    if base in _GUARDED:
+        return _GUARDED[base]
+
+    class GuardedPartitionRecords(base):  # kafka-python's class (a type from a variable)
+        def __init__(self, fetch_offset: Any, tp: Any, records: Any, *args: Any, **kwargs: Any) -> None:
+            self._batches = _Batches(records)
+            super().__init__(fetch_offset, tp, self._batches, *args, **kwargs)
+
+        def take(self, n: Any = None) -> Any:
+            try:
+                return super().take(n)
+            except Exception as exc:
+                offset = self.next_fetch_offset
+                end = getattr(self._batches.batch, "next_offset", None)
+                mark_fetch_error(exc, self.topic_partition, offset, end if isinstance(end, int) else offset + 1)
+                self.drain()
+                raise
+
+    GuardedPartitionRecords.__name__ = GuardedPartitionRecords.__qualname__ = f"Guarded{base.__name__}"
+    _GUARDED[base] = GuardedPartitionRecords
+    return GuardedPartitionRecords
+
+
+def install_fetch_guard(consumer: Any) -> bool:
+    """Make ``consumer`` (a ``KafkaConsumer``) mark the exceptions its record batches raise with
+    a :class:`FetchPosition` (:func:`fetch_error_position`), for the service to retry or skip
+    that batch; False (unchanged) where its internals are not kafka-python 3.0's."""
+    fetcher = getattr(consumer, "_fetcher", None)
+    base = getattr(fetcher, "PartitionRecords", None)
+    if not isinstance(base, type):
+        return False
+    fetcher.PartitionRecords = guarded_partition_records(base)  # type: ignore[union-attr]
+    return True

@@ -19,9 +19,13 @@ accumulator                what it gives
 Monitors (``BinaryMonitor``, ``MulticlassMonitor``, ``LabelMonitor``,
 ``RegressionMonitor``) bundle them per prediction task and take whole event dicts;
 :mod:`streammetrics.stream.windows` runs them over event-time windows per stream key.
+``Event`` is a parsed prediction event, ``Reference`` the labelled baseline of label-free metrics,
+``SharedMonitor`` a monitor for the threads of a service and ``replay_frame`` the snapshots of a
+pandas DataFrame (what ``streammetrics replay`` gives for a file).
 """
 from streammetrics.core.accumulator import Accumulator, from_dict, registered_types
 from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.events.records import Event
 from streammetrics.metrics.binary_scores import BinaryScores
 from streammetrics.metrics.confusion import ConfusionMatrix
 from streammetrics.metrics.multiclass_scores import MulticlassScores
@@ -36,7 +40,9 @@ from streammetrics.monitors import (
     RegressionMonitor,
     make_monitor,
 )
+from streammetrics.monitors.reference import Reference
 from streammetrics.monitors.shared import SharedMonitor
+from streammetrics.stream.frames import replay_frame
 from streammetrics.stream.windows import WindowManager
 
 __version__ = "0.1.0"
@@ -46,5 +52,5 @@ __all__ = [
     "ConfusionMatrix", "MultilabelConfusion", "BinaryScores", "MulticlassScores", "MultilabelScores",
     "Regression", "ScoreDistribution", "UndefinedMetricWarning",
     "BinaryMonitor", "MulticlassMonitor", "LabelMonitor", "RegressionMonitor", "make_monitor",
-    "SharedMonitor", "WindowManager",
+    "SharedMonitor", "WindowManager", "Event", "Reference", "replay_frame",
 ]

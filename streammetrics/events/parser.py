@@ -154,11 +154,11 @@ class EventParser:
         decoded = decode_value(value, self.fast_decode)
         if decoded.__class__ is Rejection:
             return [decoded]
-        return self._parse_decoded(decoded)
+        return self.parse_decoded(decoded)
 
-
-    def _parse_decoded(self, decoded: Any) -> list[Event | Rejection]:
-        """parse_value's results for its decoded JSON value."""
+    def parse_decoded(self, decoded: Any) -> list[Event | Rejection]:
+        """The results of one decoded JSON value (an object, or an array of them: rejections
+        then carry their ``index``); what :meth:`parse_value` gives after decoding. Never raises."""
         parse = self.parse
         if decoded.__class__ is list:
             out = []
@@ -169,6 +169,8 @@ class EventParser:
                 out.append(result)
             return out
         return [parse(decoded)]
+
+    _parse_decoded = parse_decoded  # former private name
 
 
 def parse_field_map(pairs: Sequence[str]) -> dict[str, str]:

@@ -215,7 +215,7 @@ def aggregate(
         return _tabulate(uniq, index.reshape(-1), groups, n_groups, weights, grouped=False)
     lo, hi = int(keys.min()), int(keys.max())
     span = hi - lo + 1
-    if span <= max(n // 4, 1 << 16):
+    if span <= max(n, 1 << 16):  # (a table of at most n_groups cells per event)
         index = _chunked_index(keys, lo, None, groups, n_groups)
         return _tabulate(np.arange(lo, hi + 1), index, groups, n_groups, weights)
     # compress the empty gaps of the key range (keys of scores < 0, in (0, 1) and > 1 lie
@@ -270,7 +270,13 @@ def _tabulate(
         index = index * n_groups + groups
     table = np.bincount(index, weights=weights, minlength=len(row_keys) * n_groups)
     table = table.reshape(-1, n_groups)
-    rows = np.flatnonzero(table.any(axis=1))
+    if n_groups <= 8:  # (column by column: ~10x faster than any(axis=1) over a short axis)
+        used = table[:, 0] != 0
+        for j in range(1, n_groups):
+            used |= table[:, j] != 0
+    else:
+        used = table.any(axis=1)
+    rows = np.flatnonzero(used)
     return row_keys[rows], table[rows].astype(np.float64)
 
 

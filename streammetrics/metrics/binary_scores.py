@@ -99,7 +99,7 @@ from streammetrics.kernels.histogram import to_units as histograms_to_units
 if TYPE_CHECKING:  # the module imports ConfusionMatrix lazily (it imports this one)
     from streammetrics.metrics.confusion import ConfusionMatrix
 
-__all__ = ["BinaryScores"]
+__all__ = ["BinaryScores", "one_element_score"]
 
 _INF = math.inf
 _EPS = float(np.finfo(np.float64).eps)  # scikit-learn's log_loss clipping for float64
@@ -126,7 +126,15 @@ def _y_value(y_true: Any, name: str) -> int:
         raise TypeError(f"{name} must be 0, 1, True or False, got {y_true!r}") from None
     if label.__class__ is not str and (label == 0 or label == 1):
         return int(label)
-    raise ValueError(f"{name} must be 0, 1, True or False, got {y_true!r}")
+    raise ValueError(f"{name} must be 0, 1, True or False, got {y_true!r} (other labels: give pos_label=, "
+                     f"e.g. BinaryScores(pos_label=1) for -1/+1 or pos_label='yes')")
+
+
+def one_element_score(score: Any) -> Any:
+    """The element of a one-element array (``model.predict_proba(x)[:, 1]`` for one row), else ``score``."""
+    if isinstance(score, np.ndarray) and score.size == 1:
+        return score.reshape(-1)[0]
+    return score
 
 
 def _as_binary_array(y_true: Any, name: str) -> np.ndarray:
@@ -173,8 +181,8 @@ def _merge_histograms(mine: tuple, theirs: tuple, acc: "BinaryScores") -> tuple:
     if binning.exact and not theirs[0].exact:
         binning = to_grid([neg, pos], _finest_grid(acc))
     if not binning.exact:
-        if theirs[0].exact:
-            to_grid(other, _finest_grid(acc))
+        if theirs[0].exact:  # straight to this grid: nested grids of ceiling keys, so the same
+            to_grid(other, binning)  # keys as the finest grid coarsened (LogGridBinning.coarsen_keys)
         while other[0].binning.bins > binning.bins:
             coarsen_all(other)
         while binning.bins > other[0].binning.bins:
@@ -227,7 +235,7 @@ def _class_weight_of(events: int, wevents: int, wsum: float | int) -> float:
     return (events - wevents) + wsum
 
 
-def _encode_weights(value: tuple, acc: "BinaryScores") -> tuple:
+def encode_weights(value: tuple, acc: "BinaryScores") -> tuple:
     wevents, wsum = value
     # weights: the class weights; weighted: their exact parts [wevents0, wevents1, wsum0, wsum1]
     # (each wsum correctly rounded); weighted_residues: the rest of the exact wsum that are not
@@ -353,7 +361,7 @@ _BINARY_STATE = (
     # residues of the units written under weighted_residues (omitted while there are none)
     Field(("weights", "weighted", "weighted_residues"), lambda acc: ([0, 0], [0.0, 0.0]),
           attrs=("_wevents", "_wsum"), merge=_add_pairs, copy=lambda v: (list(v[0]), list(v[1])),
-          encode=_encode_weights, decode=_decode_weights, optional=("weighted_residues",)),
+          encode=encode_weights, decode=_decode_weights, optional=("weighted_residues",)),
     # exact sums of w * -log(p) and w * (y - s)**2 (p: the clipped probability of the true
     # class), buffered per event and folded exactly (kernels.exact_sum): order-independent
     Field(("log_loss_sum", "brier_sum", "sum_residues"), lambda acc: ProbabilitySums(), attrs="_sums",
@@ -371,7 +379,7 @@ _BINARY_STATE = (
 
 #: the state keys :meth:`BinaryScores._state` writes directly; another declaration of the state
 #: (a field added) switches it back to the generic encoding of the declared fields
-_DIRECT_STATE = tuple(k for f in _BINARY_STATE for k in f.keys) == (
+DIRECT_STATE = tuple(k for f in _BINARY_STATE for k in f.keys) == (
     "events", "weights", "weighted", "weighted_residues", "log_loss_sum", "brier_sum", "sum_residues",
     "outside_unit", "bins_per_octave", "histogram")
 
@@ -380,8 +388,10 @@ class BinaryScores(Accumulator):
     """ROC AUC (with guaranteed bounds), curves, average precision, log loss and Brier
     score of a stream of ``(y_true, score, weight)`` events.
 
-    ``y_true`` is 0/1 or bool; ``score`` any finite real (probability or margin),
-    higher meaning "more positive".
+    ``y_true`` is 0/1 or bool; ``score`` any finite real (probability or margin, or a
+    one-element array of one), higher meaning "more positive". ``pos_label`` (as
+    scikit-learn's): ``y_true == pos_label`` is positive, any other label negative, e.g.
+    ``pos_label="yes"`` for yes/no labels or ``pos_label=1`` for -1/+1.
 
     By default (``exact=False``: exact while small, grid beyond) every distinct score is
     kept while the two histograms hold at most ``max_bins`` keys (distinct (class, score)
@@ -431,8 +441,15 @@ class BinaryScores(Accumulator):
     _xfast: tuple | None
 
     def __init__(
-        self, bins: int | None = 1024, exact: bool = False, max_bins: int | None = 4096
+        self, bins: int | None = 1024, exact: bool = False, max_bins: int | None = 4096, pos_label: Any = None
     ) -> None:
+        if pos_label is not None:
+            if pos_label.__class__ not in (str, int, bool) and not isinstance(pos_label, np.generic):
+                raise TypeError(f"pos_label must be a string, an integer or a bool, got {pos_label!r}")
+            pos_label = to_builtin_label(pos_label, "pos_label")
+            if pos_label.__class__ is float:
+                raise TypeError(f"pos_label must be a string, an integer or a bool, got {pos_label!r}")
+        self._pos_label = pos_label
         self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]  # bins is None only with exact=True, which ignores it
         if exact:
             self._finest, self._max_bins = None, None
@@ -448,13 +465,17 @@ class BinaryScores(Accumulator):
     # ------------------------------------------------------------------ state
     def _refresh(self) -> None:
         """Cache the containers and constants the per-event path uses in one tuple (one
-        attribute lookup per event); called whenever a container is replaced."""
+        attribute lookup per event); called whenever a container is replaced. With a
+        ``pos_label``, ``update`` is this instance's :meth:`_update_by_label` (the class's
+        ``update``, for 0/1 labels, stays free of the check)."""
+        if self._pos_label is not None:
+            self.update = self._update_by_label  # type: ignore[method-assign]  # per instance, as EventParser.parse
         b = self._binning
         # the weight a default-weight event adds to its bin: 1.0, or UNIT in units mode
         self._inc = inc = UNIT if self._wsum[0].__class__ is int else 1.0
         self._fast = (
             ((self._neg.weights, self._pos.weights), self._events, self._sums.unit, self._outside,
-             b._shift, b._round, b._c, *bit_views(), inc)
+             b.shift, b.rounding, b.one_key, *bit_views(), inc)
             if isinstance(b, LogGridBinning) else None
         )
         # exact while small (exact=False): the per-event path of default-weight scores in (0, 1)
@@ -518,14 +539,42 @@ class BinaryScores(Accumulator):
         return self._binning.exact
 
     def _config(self) -> dict[str, Any]:
-        return {"bins": self._finest, "exact": self._exact, "max_bins": self._max_bins}
+        config = {"bins": self._finest, "exact": self._exact, "max_bins": self._max_bins}
+        if self._pos_label is not None:  # (absent by default: states written before it read the same)
+            config["pos_label"] = self._pos_label
+        return config
+
+    @property
+    def pos_label(self) -> Any:
+        """The positive class of ``y_true`` (None: ``y_true`` is 0/1 or bool)."""
+        return self._pos_label
+
+    def _binary(self, y_true: Any, name: str) -> int:
+        """1 if ``y_true`` is ``pos_label`` else 0 (as scikit-learn's ``pos_label``)."""
+        try:
+            label = to_builtin_label(y_true, name)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a label (pos_label={self._pos_label!r}), got {y_true!r}") from None
+        return 1 if label == self._pos_label else 0
+
+    def _binary_array(self, y_true: Any, name: str) -> np.ndarray:
+        """:meth:`_binary` of each label of a batch (validated in full), as uint8."""
+        y = as_label_array(y_true, name)
+        if y.dtype.kind in "iub" and self._pos_label.__class__ is not str:
+            return (y == self._pos_label).astype(np.uint8)
+        return np.fromiter((self._binary(v, f"{name}[{i}]") for i, v in enumerate(y)), dtype=np.uint8,
+                           count=len(y))
+
+    def _update_by_label(self, y_true: Any, score: float, weight: float = _ONE) -> "BinaryScores":
+        """:meth:`update` with ``y_true`` read by ``pos_label``."""
+        return BinaryScores.update(self, self._binary(y_true, "y_true"), score, weight)
 
     def _state(self) -> dict[str, Any]:
         """The declared fields' encoders, called directly (one snapshot per key and window)."""
-        if not _DIRECT_STATE:
+        if not DIRECT_STATE:
             return super()._state()
         events, wevents, wsum = self._events, self._wevents, self._wsum
-        weights, weighted, weighted_residues = _encode_weights((wevents, wsum), self)
+        weights, weighted, weighted_residues = encode_weights((wevents, wsum), self)
         ll, brier, residues = _encode_sums(self._sums, self)
         bpo, hist = _encode_histograms((self._binning, self._neg, self._pos), self)
         if weighted_residues is not None:  # (an optional key: as the declared fields write it)
@@ -637,7 +686,7 @@ class BinaryScores(Accumulator):
                 self._sums.fold()
             return self
         if score.__class__ is not float or not -_INF < score < _INF:
-            score = check_number(score, "score")
+            score = check_number(one_element_score(score), "score")
         if weight.__class__ is not float or not 0.0 <= weight < _INF:
             weight = check_weight(weight)
         wsum = self._wsum
@@ -688,6 +737,8 @@ class BinaryScores(Accumulator):
     def update_many(self, y_true: Any, scores: Any, sample_weight: Any = None) -> "BinaryScores":
         """Add a batch (lists, numpy arrays, pandas Series), validated in full before any
         change: one vectorised key transform and one ``np.bincount`` per batch."""
+        if self._pos_label is not None:
+            y_true = self._binary_array(y_true, "y_true")
         y = _as_binary_array(y_true, "y_true")
         s = as_float_array(scores, "scores")
         n = check_same_length(y_true=y, scores=s)
@@ -720,11 +771,7 @@ class BinaryScores(Accumulator):
                 weighted_w = (got.get(0, 0), got.get(1, 0))
             else:  # whole weights: float sums are exact
                 weighted_w = (float(w[other & ~positive].sum()), float(w[other & positive].sum()))
-        binning = self._binning
-        keys, table = aggregate(binning.keys(s), y, 2, w, exact=units)
-        if binning.exact and self._finest is not None and np.count_nonzero(table) > self._max_bins:  # type: ignore[operator]  # an int unless exact
-            # the batch alone has too many distinct scores: to the finest grid right away
-            binning, keys, table = table_to_grid(LogGridBinning(self._finest), keys, table)
+        binning, keys, table = self._batch_table(s, y, w, units)
         if not binning.exact:  # the batch alone may already need a coarser grid
             while np.count_nonzero(table) > self._max_bins and binning.bins > 1:  # type: ignore[attr-defined,operator]  # a log grid: bins, max_bins ints
                 binning, keys, table = coarsen_table(binning, keys, table)  # type: ignore[arg-type]  # a LogGridBinning
@@ -750,13 +797,38 @@ class BinaryScores(Accumulator):
                 self._wevents[c] += weighted_n[c]
                 self._wsum[c] += weighted_w[c]
         if probabilities:  # exact sums of the same per-event terms as the per-event path
-            for start in range(0, n, _CHUNK):
-                sc = s[start : start + _CHUNK] + 0.0  # (a score of -0.0 signs as 0.0)
-                signed = np.where(y[start : start + _CHUNK].view(bool), sc, -sc)
-                self._sums.add_batch(signed, None if w is None else w[start : start + _CHUNK])
+            self._sums.add_scores(s, y, w)
         if outside is not None:
             self._see_outside(*outside)
         return self
+
+    def _batch_table(
+        self, s: np.ndarray, y: np.ndarray, w: np.ndarray | None, units: bool
+    ) -> tuple[Binning, np.ndarray, np.ndarray]:
+        """``(binning, keys, table)``: a validated batch tabulated (:func:`aggregate`) on the
+        accumulator's binning, or on the finest grid when the batch alone holds more than
+        ``max_bins`` distinct (class, score) keys while the accumulator is exact while small.
+
+        That is decided without sorting a large batch, cheap facts first: a batch of at most
+        ``max_bins`` events is tabulated by its exact scores (a small sort); a larger one is
+        keyed on the finest grid (one ``np.bincount``), and more than ``max_bins`` distinct
+        (class, grid key) cells mean more distinct (class, score) keys (the grid key is a
+        function of the score): the grid table is the answer. Only a batch with few grid
+        cells is tabulated by its exact scores (it may still be exact)."""
+        binning = self._binning
+        finest, max_bins = self._finest, self._max_bins
+        if not binning.exact or finest is None or max_bins is None:
+            return (binning, *aggregate(binning.keys(s), y, 2, w, exact=units))
+        grid = LogGridBinning(finest)
+        if len(s) > max_bins:
+            keys, table = aggregate(grid.keys(s), y, 2, w, exact=units)
+            if np.count_nonzero(table) > max_bins:
+                return grid, keys, table
+        keys, table = aggregate(binning.keys(s), y, 2, w, exact=units)
+        if np.count_nonzero(table) > max_bins:
+            # the batch alone has too many distinct scores: to the finest grid right away
+            return table_to_grid(grid, keys, table)
+        return binning, keys, table
 
     # ------------------------------------------------------------------ removal
     def remove(self, y_true: Any, score: float, weight: float = 1.0) -> "BinaryScores":
@@ -786,8 +858,11 @@ class BinaryScores(Accumulator):
         (weighted) event leaving weight behind. A zero-weight event is otherwise
         indistinguishable from the other events of its class.
         """
-        y = 1 if y_true is True else 0 if y_true is False else _y_value(y_true, "y_true")
-        s = check_number(score, "score")
+        if self._pos_label is not None:
+            y = self._binary(y_true, "y_true")
+        else:
+            y = 1 if y_true is True else 0 if y_true is False else _y_value(y_true, "y_true")
+        s = check_number(one_element_score(score), "score")
         w = check_weight(weight)
         events, wevents, wsum = self._events, self._wevents, self._wsum
         # the checks read floats (summed weights rounded in units mode), the removal is exact
@@ -894,7 +969,7 @@ class BinaryScores(Accumulator):
         """ROC AUC (``sklearn.metrics.roc_auc_score``): pairs of tied scores, and with bins
         pairs in one bin, count half. ``max_fpr`` gives the McClish-standardised partial
         AUC. nan with an UndefinedMetricWarning when no event or only one class has been seen."""
-        ranking._check_max_fpr(max_fpr)
+        ranking.check_max_fpr(max_fpr)
         if not self.count:
             warnings.warn("No event: ROC AUC is not defined.", UndefinedMetricWarning, stacklevel=2)
             return math.nan
@@ -989,3 +1064,140 @@ class BinaryScores(Accumulator):
         """``sklearn.metrics.brier_score_loss``: the weighted mean of ``(y - score)**2``.
         ValueError once a score outside [0, 1] has been seen."""
         return self._probability_metric("brier_score", self._sums.brier.value)
+
+    # ------------------------------------------------------------------ operating points
+    # (issue 28: the formulas and tie conventions are those of kernels.operating_points)
+    def _operating_levels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """``(neg, pos, thresholds, singleton)`` of the levels (singleton None: exact)."""
+        keys, neg, pos = self._levels()
+        singleton = None if self._binning.exact else self._binning.singleton(keys)
+        return neg, pos, self._binning.lowest(keys), singleton
+
+    def _operating_point(self, kind: str, target: float, name: str) -> tuple[float, float, float]:
+        from streammetrics.kernels import operating_points
+
+        t = operating_points.check_target(target, name)
+        neg, pos, thresholds, singleton = self._operating_levels()
+        found = getattr(operating_points, kind)(neg, pos, thresholds, t, singleton)
+        if math.isnan(found[0]):
+            warnings.warn(f"{kind} is not defined without both classes (positives for precision and recall).",
+                          UndefinedMetricWarning, stacklevel=3)
+        return found
+
+    def precision_at_recall(self, min_recall: float) -> tuple[float, float]:
+        """``(precision, threshold)``: the highest precision of ``score >= threshold`` over the
+        thresholds whose recall is at least ``min_recall`` (torchmetrics'
+        ``BinaryPrecisionAtFixedRecall`` on scikit-learn's ``precision_recall_curve``; ties
+        go to the higher recall, then the higher threshold; ``(0.0, inf)`` when none
+        qualifies). With bins, attained by its threshold and at most the exact value
+        (:meth:`precision_at_recall_bounds`). nan without positive weight."""
+        value, threshold, _ = self._operating_point("precision_at_recall", min_recall, "min_recall")
+        return value, threshold
+
+    def precision_at_recall_bounds(self, min_recall: float) -> tuple[float, float]:
+        """``(low, high)`` holding the exact :meth:`precision_at_recall` value of the events
+        (``low`` is the binned value; equal when :attr:`exact`)."""
+        value, _, high = self._operating_point("precision_at_recall", min_recall, "min_recall")
+        return value, high
+
+    def recall_at_precision(self, min_precision: float) -> tuple[float, float]:
+        """``(recall, threshold)``: the highest recall over the thresholds whose precision is
+        at least ``min_precision`` (torchmetrics' ``BinaryRecallAtFixedPrecision``; ties go to
+        the higher precision, then the higher threshold; ``(0.0, inf)`` when none qualifies).
+        Bins: see :meth:`recall_at_precision_bounds`."""
+        value, threshold, _ = self._operating_point("recall_at_precision", min_precision, "min_precision")
+        return value, threshold
+
+    def recall_at_precision_bounds(self, min_precision: float) -> tuple[float, float]:
+        """``(low, high)`` holding the exact :meth:`recall_at_precision` value."""
+        value, _, high = self._operating_point("recall_at_precision", min_precision, "min_precision")
+        return value, high
+
+    def tpr_at_fpr(self, max_fpr: float) -> tuple[float, float]:
+        """``(tpr, threshold)``: the highest true-positive rate over the points of
+        ``sklearn.metrics.roc_curve`` whose false-positive rate is at most ``max_fpr`` (the
+        point (0, 0) at threshold ``inf`` included; torchmetrics'
+        ``BinarySensitivityAtSpecificity`` with ``min_specificity = 1 - max_fpr``; ties go to
+        the higher threshold). nan unless both classes have weight."""
+        value, threshold, _ = self._operating_point("tpr_at_fpr", max_fpr, "max_fpr")
+        return value, threshold
+
+    def tpr_at_fpr_bounds(self, max_fpr: float) -> tuple[float, float]:
+        """``(low, high)`` holding the exact :meth:`tpr_at_fpr` value."""
+        value, _, high = self._operating_point("tpr_at_fpr", max_fpr, "max_fpr")
+        return value, high
+
+    def expected_cost(self, cost_fp: float, cost_fn: float, threshold: float) -> float:
+        """Cost per event (unit of weight) of predicting ``score >= threshold``:
+        ``(cost_fp * FP + cost_fn * FN) / W``. Exact where :meth:`confusion_at` is; otherwise the
+        threshold's bin counts as predicted positive (:meth:`expected_cost_bounds`). nan (with
+        an UndefinedMetricWarning) when no event has weight."""
+        return self.expected_cost_bounds(cost_fp, cost_fn, threshold)[0]
+
+    def expected_cost_bounds(self, cost_fp: float, cost_fn: float, threshold: float) -> tuple[float, float, float]:
+        """``(cost, low, high)``: :meth:`expected_cost` and bounds on the events' exact cost
+        (a threshold strictly inside a bin of several scores: its events either side)."""
+        from streammetrics.kernels import operating_points
+
+        a = operating_points.check_cost(cost_fp, "cost_fp")
+        b = operating_points.check_cost(cost_fn, "cost_fn")
+        t = check_number(threshold, "threshold")
+        keys, neg, pos = self._levels()
+        k = self._binning.key(t)
+        at = keys >= k
+        split = np.zeros(len(keys), dtype=bool)
+        if not self._binning.exact:
+            inside = (keys == k) & ~self._binning.singleton(keys)
+            if inside.any() and t > float(self._binning.lowest(keys[inside])[0]):
+                split = inside
+        found = operating_points.expected_cost_bounds(neg, pos, at, split, a, b)
+        if math.isnan(found[0]):
+            warnings.warn("No event with a non-zero weight: expected_cost is not defined.",
+                          UndefinedMetricWarning, stacklevel=2)
+        return found
+
+    # ------------------------------------------------------------------ intervals (issue 26)
+    @property
+    def unit_weights(self) -> bool:
+        """Every event had weight 1 (the intervals' effective sample size is then the count)."""
+        return not (self._wevents[0] or self._wevents[1])
+
+    def interval_levels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(lo, hi, neg, pos)``: per level (ascending) the score range it holds (``lo == hi``
+        for a distinct score; :func:`~streammetrics.kernels.levels.level_bounds` on bins) and
+        the weight of each class: the input of the interval kernels."""
+        from streammetrics.kernels.levels import level_bounds
+
+        keys, neg, pos = self._levels()
+        lo, hi = level_bounds(self._binning, keys)
+        return lo, hi, neg, pos
+
+    def interval(self, metric: str, confidence: float = 0.95) -> tuple[float, float] | None:
+        """Confidence interval of ``roc_auc``, ``log_loss`` or ``brier_score`` for the population
+        the events are drawn from (:mod:`streammetrics.kernels.intervals`: DeLong on the logit
+        scale widened by :meth:`roc_auc_bounds`; mean +- z s / sqrt(n) with the second moment
+        from the histograms). None below the minimum rule, with weights other than 1, or where
+        the metric is undefined.
+
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> y = rng.integers(0, 2, 400)
+        >>> b = BinaryScores().update_many(y, np.clip(0.3 * y + rng.random(400) * 0.7, 0, 1))
+        >>> low, high = b.interval("roc_auc")
+        >>> low < b.roc_auc() < high
+        True
+        """
+        from streammetrics.kernels import intervals as iv
+
+        z = iv.z_value(confidence)
+        if metric not in ("roc_auc", "log_loss", "brier_score"):
+            raise ValueError(f"metric must be 'roc_auc', 'log_loss' or 'brier_score', got {metric!r:.40}")
+        if not self.unit_weights or not self.count:
+            return None
+        lo, hi, neg, pos = self.interval_levels()
+        low, high = self.roc_auc_bounds() if not self._one_class() else (math.nan, math.nan)
+        probability = self._outside == [None, None] and self.total_weight > 0
+        columns = iv.score_interval_columns(
+            [0], lo, hi, neg, pos, low, high, self.log_loss() if probability else math.nan,
+            self.brier_score() if probability else math.nan, z)
+        return iv.as_pair(*columns[metric])

@@ -370,7 +370,7 @@ def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
 
 
 _REGRESSION_STATE = (
-    Field("count", lambda acc: 0, "count", attrs="count", decode=lambda raw, acc, ld: _dec_int(raw, "count")),
+    Field("count", lambda acc: 0, "count", attrs="count"),  # an int from 0 to MAX_EVENTS
     # the exact sums (exact_sums: canonical expansions, kernels.exact_sum) and, before them,
     # what they give rounded: total weight, mean as [hi, lo], m2, sse, sae, sle, ape
     Field(("weight", "mean", "m2", "sse", "sae", "sle", "ape", "exact_sums"), lambda acc: _Sums(), attrs="_sums",
@@ -627,3 +627,30 @@ class Regression(Accumulator):
         if den == 0.0:
             return 0.0
         return 1.0 - num / den
+
+    # ------------------------------------------------------------------ intervals (issue 26)
+    def interval(self, metric: str, confidence: float = 0.95) -> tuple[float, float] | None:
+        """Confidence interval of ``mae`` or ``mse`` (``r2``: always None, the fourth moments
+        are not kept) as ``mean +- z s / sqrt(n)`` of the per-event errors
+        (:func:`~streammetrics.kernels.intervals.mean_intervals`): for MAE ``s^2`` from the exact
+        ``sum d^2``; for MSE from ``sum d^4 <= max_error^2 sum d^2`` (an upper bound: a conservative
+        interval). None below the minimum rule, or unless the summed weight equals the count (the
+        state does not tell other unit-weight streams from weighted ones).
+
+        >>> r = Regression().update_many(list(range(40)), [x + (-1) ** x for x in range(40)])
+        >>> r.interval("mae")
+        (1.0, 1.0)
+        """
+        from streammetrics.kernels import intervals as iv
+
+        z = iv.z_value(confidence)
+        if metric not in ("mae", "mse", "r2"):
+            raise ValueError(f"metric must be 'mae', 'mse' or 'r2', got {metric!r:.40}")
+        n = self.count
+        if metric == "r2" or not n or self.total_weight != n or math.isnan(self._max_error):
+            return None
+        sse = self._sse
+        if metric == "mae":
+            return iv.as_pair(*iv.mean_intervals(self._sae / n, sse, n, z))
+        return iv.as_pair(*iv.mean_intervals(sse / n, self._max_error ** 2 * sse, n, z))
+

@@ -35,6 +35,7 @@ import numpy as np
 from streammetrics.core.accumulator import Accumulator
 from streammetrics.core.state import Field
 from streammetrics.events.parser import Event, EventParser, Rejection
+from streammetrics.metrics.binary_scores import one_element_score
 
 __all__ = ["Monitor", "part", "json_number", "quiet", "quiet_pair", "batch_weights", "empty_like"]
 
@@ -177,10 +178,42 @@ class Monitor(Accumulator):
         if isinstance(event, Event):
             return event
         if isinstance(event, Mapping):
-            event = {k: _plain(event[k]) for k in self.fields if k in event}
+            event = {k: _plain(one_element_score(event[k]) if k == "score" else event[k])
+                     for k in self.fields if k in event}
         parsed = self._parser().parse(event)
         if isinstance(parsed, Rejection):
             raise ValueError(f"event rejected: {parsed.reason}")
+        return parsed
+
+    def parse_event(self, event: Mapping[str, Any] | Event) -> Event:
+        """``event`` (a dict with the contract's fields, or an Event) as :meth:`update` reads it;
+        ValueError (one line, naming the field) when the monitor cannot take it."""
+        return self._parse(event)
+
+    def parse_prediction(self, event: Mapping[str, Any] | Event) -> Event:
+        """A prediction whose label comes later (``y_true`` absent or None), checked as
+        :meth:`parse_event` checks the rest of it; its ``y_true`` is None. For
+        :meth:`update_prediction` now and :meth:`update_outcome` once the label is known."""
+        if isinstance(event, Event):
+            if event.y_true is not None:
+                raise ValueError("event rejected: a prediction awaiting its label has no y_true")
+            return event
+        if not isinstance(event, Mapping):
+            return self._parse(event)  # the parser says why
+        if event.get("y_true") is not None:
+            raise ValueError("event rejected: a prediction awaiting its label has no field 'y_true' "
+                             "(update() takes a prediction with its label)")
+        probe = {k: event[k] for k in self.fields if k in event and k != "y_true"}
+        if self.task == "labels":
+            if "y_pred" not in probe:
+                raise ValueError("event rejected: missing field 'y_pred'")
+            probe["y_true"] = probe["y_pred"]  # a label of the prediction's own kind
+        elif self.task == "multiclass":
+            probe["y_true"] = (self._parser().classes or [None])[0]
+        else:
+            probe["y_true"] = 0.0 if self.task == "regression" else 0
+        parsed = self._parse(probe)
+        parsed.y_true = None
         return parsed
 
     # -------------------------------------------------------------- protocol
@@ -232,6 +265,34 @@ class Monitor(Accumulator):
 
     def snapshot(self) -> dict[str, Any]:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    #: the confidence of the intervals a snapshot carries (contract section 9; not part of the
+    #: state: a window engine sets it on its template and the monitors made from it inherit it)
+    confidence: float = 0.95
+
+    def intervals(self, confidence: float | None = None,
+                  metrics: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """``{"intervals": {"confidence": c, "<metric>": [low, high] | None, ...}, "insufficient":
+        [...]}`` of the labelled events (:mod:`streammetrics.kernels.intervals`), None without
+        labelled events or for a task without intervals. ``confidence`` defaults to
+        :attr:`confidence`; ``metrics``: this monitor's :meth:`snapshot`, when the caller has it."""
+        return None
+
+    def interval(self, metric: str, confidence: float = 0.95) -> tuple[float, float] | None:
+        """The ``(low, high)`` confidence interval of one snapshot metric, None where the snapshot
+        writes null (too few events, weights other than 1, undefined). ``ValueError`` for a
+        metric without an interval."""
+        from streammetrics.kernels.intervals import check_confidence
+
+        record = self.intervals(check_confidence(confidence))
+        names = self.interval_metrics
+        if metric not in names:
+            raise ValueError(f"metric must be one of {', '.join(names) or '(none)'}, got {metric!r:.40}")
+        value = None if record is None else record["intervals"][metric]
+        return None if value is None else (value[0], value[1])
+
+    #: the snapshot metrics :meth:`intervals` covers, in order
+    interval_metrics: ClassVar[tuple[str, ...]] = ()
 
     @property
     def count(self) -> int:  # type: ignore[override]  # read-only: predictions seen (label-free part)

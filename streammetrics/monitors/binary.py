@@ -11,14 +11,21 @@ from streammetrics.core.state import describe
 from streammetrics.core.validation import check_number
 from streammetrics.events.parser import Event
 from streammetrics.kernels.exact_sum import BUFFER, fold_together
+from streammetrics.kernels.intervals import (
+    BINARY_INTERVALS,
+    binary_interval_columns,
+    check_confidence,
+    interval_record,
+    z_value,
+)
 from streammetrics.metrics.binary_scores import BinaryScores
 from streammetrics.metrics.confusion import ConfusionMatrix
 from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.monitors.base import Monitor, batch_weights, empty_like, part
 from streammetrics.monitors.binary_events import EVENTS_FORM_MAX, events_form, load_events_form
 from streammetrics.monitors.binary_packed import (
-    _ONE_INT,
-    _ZERO_INT,
+    ONE_INT,
+    ZERO_INT,
     batch_labels,
     binary_label,
     checked_pack,
@@ -34,6 +41,11 @@ _BINARY_TRUTH = (int, bool, float)
 P = TypeVar("P")
 #: batches up to this size are applied event by event (numpy's set-up costs more than it saves)
 SMALL_BATCH = 32
+
+
+def _nan(value: float | None) -> float:
+    """A snapshot value as a float for the interval kernels (None: nan)."""
+    return math.nan if value is None else value
 
 
 class _QueuedPart(Generic[P]):
@@ -221,7 +233,7 @@ class BinaryMonitor(Monitor):
         # y: the ints 0 and 1 by identity (CPython's cached small ints; any other 0/1 takes
         # the accumulators' paths, with the same result); nan fails 0.0 < s
         if s.__class__ is not float or "weight" in event or not (
-                y is _ZERO_INT or y is _ONE_INT or y is True or y is False) or not 0.0 < s < 1.0:
+                y is ZERO_INT or y is ONE_INT or y is True or y is False) or not 0.0 < s < 1.0:
             return self._update_other(event)
         queue = self._queue
         queue.append(s if y else -s)
@@ -382,7 +394,7 @@ class BinaryMonitor(Monitor):
 
     def update_outcome(self, event: Event) -> "BinaryMonitor":
         y, w = event.y_true, event.weight
-        if y is not _ONE_INT and y is not _ZERO_INT:
+        if y is not ONE_INT and y is not ZERO_INT:
             y = binary_label(y)
         s: Any = event.score  # a float: the parser set it
         if w == 1.0:  # the accumulators' unweighted fast paths
@@ -404,7 +416,7 @@ class BinaryMonitor(Monitor):
 
     def update_event(self, event: Event) -> "BinaryMonitor":
         y, w = event.y_true, event.weight
-        if y is not _ONE_INT and y is not _ZERO_INT:  # (the parser's labels: cached small ints)
+        if y is not ONE_INT and y is not ZERO_INT:  # (the parser's labels: cached small ints)
             y = binary_label(y)
         s: Any = event.score  # a float: the parser set it
         if w == 1.0:  # the accumulators' unweighted fast paths
@@ -484,6 +496,41 @@ class BinaryMonitor(Monitor):
         """The metrics in plain floats (:func:`~streammetrics.monitors.fast_snapshot.binary_snapshot`:
         scikit-learn's values, None where undefined)."""
         return binary_snapshot(self)
+
+    interval_metrics = BINARY_INTERVALS
+
+    def intervals(self, confidence: float | None = None,
+                  metrics: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """The snapshot's ``intervals`` and ``insufficient`` (contract section 9): every metric of
+        :data:`~streammetrics.kernels.intervals.BINARY_INTERVALS` by
+        :func:`~streammetrics.kernels.intervals.binary_interval_columns` (the fleet pass calls the
+        same), all None when some event had a weight other than 1. None without labelled events.
+
+        >>> m = BinaryMonitor().update_many([{"y_true": i % 2, "score": (i % 10) / 10 + 0.05} for i in range(60)])
+        >>> record = m.intervals()
+        >>> record["intervals"]["confidence"], record["insufficient"]
+        (0.95, [])
+        >>> m.interval("accuracy") == tuple(record["intervals"]["accuracy"])
+        True
+        """
+        c = self.confidence if confidence is None else check_confidence(confidence)
+        sc, cm, pr = self.scores, self.confusion, self.predictions
+        if not sc.count:
+            return None
+        if metrics is None:
+            metrics = self.snapshot()
+        columns = None
+        if sc.unit_weights and cm.unit_weights:
+            # (the predictions are the labelled events when they are as many; a loaded
+            # ScoreDistribution counts its events as weighted, so it cannot tell otherwise)
+            predictions = pr.count if pr.unit_weights or pr.count == sc.count else math.nan
+            lo, hi, neg, pos = sc.interval_levels()
+            get = cm.counts().get
+            cells = [get((0, 0), 0.0), get((0, 1), 0.0), get((1, 0), 0.0), get((1, 1), 0.0)]
+            columns = binary_interval_columns(
+                cells, [0], lo, hi, neg, pos, _nan(metrics["roc_auc_low"]), _nan(metrics["roc_auc_high"]),
+                _nan(metrics["log_loss"]), _nan(metrics["brier_score"]), predictions, pr.positive_weight, z_value(c))
+        return interval_record(BINARY_INTERVALS, columns, 0, c)
 
     def snapshot_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """``(self.snapshot(), self.to_dict())``, computed together for a small window (what a

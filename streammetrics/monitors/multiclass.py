@@ -30,7 +30,7 @@ from streammetrics.kernels.histogram import MAX_TOTAL_WEIGHT
 from streammetrics.metrics.multiclass_scores import MulticlassScores
 from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
-from streammetrics.monitors.labels import class_report, label_metrics
+from streammetrics.monitors.labels import LABEL_INTERVALS, class_report, label_intervals, label_metrics
 from streammetrics.monitors.reference_multiclass import add_estimate_terms, estimate_terms, fold_estimate, new_estimate
 
 __all__ = [
@@ -546,6 +546,17 @@ class MulticlassMonitor(Monitor):
     def update_events(self, events: Sequence[Event]) -> "MulticlassMonitor":
         self.update_outcomes(events)  # validates the whole batch first
         return self.update_predictions(events)
+
+    interval_metrics = LABEL_INTERVALS
+
+    def intervals(self, confidence: float | None = None,
+                  metrics: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """The snapshot's ``intervals`` of ``accuracy`` and ``macro_f1`` over :attr:`classes`
+        (:func:`~streammetrics.monitors.labels.label_intervals`)."""
+        from streammetrics.kernels.intervals import check_confidence
+
+        return label_intervals(self.scores.confusion(), list(self.classes), self.confidence if confidence is None
+                               else check_confidence(confidence))
 
     def snapshot(self) -> dict[str, Any]:
         sc = self.scores

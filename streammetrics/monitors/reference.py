@@ -340,12 +340,23 @@ class Reference:
         ``estimated_recall``, ``estimated_f1`` of the window (its labels are not used)."""
         return self._estimate(window_histogram(window))
 
-    def _estimate(self, hist: Histogram) -> dict[str, float]:
+    def _calibrated_levels(self, hist: Histogram) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(c, w, predicted)`` per level of the window: calibrated probability, weight, and
+        ``score >= threshold``."""
         keys, w, binning = hist
         lo, hi = level_bounds(binning, keys)
         x = keys.astype(np.float64) if binning.exact else representative(lo, hi)
-        c = self.calibrated(x)
-        predicted = keys >= binning.key(self.threshold)
+        return self.calibrated(x), w, keys >= binning.key(self.threshold)
+
+    def expected_confusion(self, window: Any) -> dict[str, float]:
+        """CBPE's expected ``tp``, ``fp``, ``fn``, ``tn`` weights of the window's predictions
+        ``score >= threshold`` (:func:`~streammetrics.kernels.cbpe.expected_confusion`; its
+        labels are not used) and its ``weight``."""
+        c, w, predicted = self._calibrated_levels(window_histogram(window))
+        return {**cbpe.expected_confusion(c, w, predicted), "weight": float(np.sum(w))}
+
+    def _estimate(self, hist: Histogram) -> dict[str, float]:
+        c, w, predicted = self._calibrated_levels(hist)
         est = cbpe.estimated_metrics(c, w, predicted)
         out = {"estimated_roc_auc": cbpe.estimated_roc_auc(c, w)}
         out.update({f"estimated_{k}": v for k, v in est.items()})
@@ -473,4 +484,5 @@ def snapshot_metrics(
         ref = refs.get(key)
         metrics.update(binary_nulls if ref is None else ref.metrics(monitor))
 
+    hook.wants_monitor = refs.__contains__  # type: ignore[attr-defined]  # the other keys' monitors go unread
     return hook

@@ -156,6 +156,21 @@ class RegressionMonitor(Monitor):
         self.update_outcomes(events)  # validates the whole batch first
         return self.update_predictions(events)
 
+    #: the snapshot metrics with an interval (``r2``: always null, see ``Regression.interval``)
+    interval_metrics = ("mse", "mae", "r2")
+
+    def intervals(self, confidence: float | None = None,
+                  metrics: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """The snapshot's ``intervals`` of ``mse``, ``mae`` and ``r2`` (``Regression.interval``),
+        None without labelled events."""
+        from streammetrics.kernels.intervals import check_confidence, pairs_record
+
+        c = self.confidence if confidence is None else check_confidence(confidence)
+        r = self.regression
+        if not r.count:
+            return None
+        return pairs_record({name: r.interval(name, c) for name in self.interval_metrics}, c)
+
     def snapshot(self) -> dict[str, Any]:
         r = self.regression
         total = self._ptotal.value

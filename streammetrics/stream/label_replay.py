@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, NamedTuple
 
 from streammetrics.events.records import Rejection
 
-__all__ = ["COLLECT_READY", "POLL_EVERY", "merged_items", "replay_merged"]
+__all__ = ["COLLECT_READY", "POLL_EVERY", "Source", "merged_items", "replay_merged"]
 
 _BLANK_START = frozenset([b"", b" ", b"\t", b"\r", b"\n", "", " ", "\t", "\r", "\n"])
 #: replay collects the snapshots ready every 1024 items (a mask). It polls with
@@ -29,19 +29,35 @@ POLL_EVERY = 0x3FF
 #: than this many wait (:meth:`~streammetrics.stream.pipeline.Pipeline.collect_due`): small
 #: windows that close between two writes are built together (one vectorised pass, see
 #: :mod:`streammetrics.monitors.fleet_snapshot`), at most this many at a time, each holding at
-#: most 256 queued events. The polls keep their places, so idle closing and revisions are where
+#: most 256 queued events. The polls keep their places, so closing and revisions are where
 #: they were: the output is the same lines in the same order, whatever this number
 COLLECT_READY = 1024
 
 
-def _items(name: str, lines: Iterable[bytes], parse: Callable[[Any], list[Any]], rank: int,
+class Source(NamedTuple):
+    """One input of the merge: ``units`` are raw JSONL lines, or, with ``parse`` given, decoded
+    values (rows of CSV or Parquet files; None for a blank line) that ``parse`` turns into items,
+    numbered from ``first_line``. A plain ``(name, lines)`` pair is a Source of raw lines."""
+
+    name: str
+    units: Iterable[Any]
+    parse: Callable[[Any], list[Any]] | None = None
+    first_line: int = 1
+
+
+def _items(source: Source, parse_raw: Callable[[Any], list[Any]], rank: int,
            counter: list[int]) -> Iterator[tuple[float, int, int, str, Any, int]]:
     ts = -math.inf
     seq = 0
-    for lineno, line in enumerate(lines, 1):
+    name, raw = source.name, source.parse is None
+    parse = parse_raw if source.parse is None else source.parse
+    for lineno, line in enumerate(source.units, source.first_line):
         counter[0] += 1
-        counter[1] += len(line)
-        if line[:1] in _BLANK_START and not line.strip():
+        if raw:
+            counter[1] += len(line)
+            if line[:1] in _BLANK_START and not line.strip():
+                continue
+        elif line is None:
             continue
         for item in parse(line):
             if item.__class__ is not Rejection:
@@ -50,16 +66,16 @@ def _items(name: str, lines: Iterable[bytes], parse: Callable[[Any], list[Any]],
             yield (ts, rank, seq, f"{name}:{lineno}", item, 0)
 
 
-def merged_items(sources: list[tuple[str, Iterable[bytes]]], parse: Callable[[Any], list[Any]],
+def merged_items(sources: Sequence[tuple[Any, ...]], parse: Callable[[Any], list[Any]],
                  counter: list[int]) -> Iterator[tuple[str, Any]]:
-    """``(FILE:LINE, item)`` of every source in event-time order; ``counter`` collects
-    ``[lines, bytes]`` read."""
-    streams = [_items(name, lines, parse, rank, counter) for rank, (name, lines) in enumerate(sources)]
+    """``(FILE:LINE, item)`` of every source (a :class:`Source`, or ``(name, lines)``) in
+    event-time order; ``parse`` parses raw lines; ``counter`` collects ``[lines, bytes]`` read."""
+    streams = [_items(Source(*source), parse, rank, counter) for rank, source in enumerate(sources)]
     for _, _, _, where, item, _ in heapq.merge(*streams, key=lambda x: (x[0], x[1])):
         yield where, item
 
 
-def replay_merged(sources: list[tuple[str, Iterable[bytes]]], pipeline: Any, write: Callable[[str], Any],
+def replay_merged(sources: Sequence[tuple[Any, ...]], pipeline: Any, write: Callable[[str], Any],
                   stats: Any, note: Callable[[str, Any], Any], progress: Any = None) -> Any:
     """Feed the merged items of ``sources`` (predictions first) to ``pipeline``; ``write`` each
     snapshot line; ``note(where, problem)`` each problem (a parse rejection or a pipeline

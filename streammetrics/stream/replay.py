@@ -1,6 +1,8 @@
-"""``streammetrics replay``: prediction events from a JSONL file (or stdin) to windowed snapshots.
+"""``streammetrics replay``: prediction events from a JSONL, CSV or Parquet file (or stdin) to windowed snapshots.
 
-Each line holds one event object or a JSON array of them; a :class:`~streammetrics.stream.pipeline.Pipeline`
+Each JSONL line holds one event object or a JSON array of them; CSV and Parquet rows are one
+event each (read by :mod:`streammetrics.events.tables`, by extension or ``--format``, numeric
+``ts`` in ``--ts-unit``); a :class:`~streammetrics.stream.pipeline.Pipeline`
 does the work. Rejected and late events are listed on stderr with their line number and reason,
 at most ``REPORT_LIMIT`` (10) times per distinct (code, field), the rest counted in the summary.
 
@@ -14,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import gc
+import io
 import os
 import sys
 import time
@@ -22,9 +26,23 @@ from collections.abc import Callable, Iterable, Iterator
 from importlib import resources
 from typing import IO, Any
 
+from streammetrics.events.records import Rejection
+from streammetrics.events.tables import (
+    CsvTyper,
+    InputError,
+    csv_rows,
+    extension_format,
+    format_of,
+    jsonl_values,
+    parquet_rows,
+    sniff,
+    ts_scale,
+)
+from streammetrics.monitors.labels import DEFAULT_MAX_LABELS
 from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES
 from streammetrics.stream import label_replay
-from streammetrics.stream.label_replay import replay_merged
+from streammetrics.stream.alerting import alert_line, spec_from_options
+from streammetrics.stream.label_replay import Source, replay_merged
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig, Problem
 
 __all__ = ["ABORT_AFTER", "REPORT_LIMIT", "ReplayStats", "replay_gc", "replay_lines", "run_replay", "sample_path"]
@@ -125,34 +143,46 @@ class _Progress:
 
 
 def replay_lines(
-    lines: Iterable[bytes],
+    lines: Iterable[Any],
     pipeline: Pipeline,
     write: Callable[[str], Any],
     report: Callable[[int, str], Any] | None = None,
     progress: _Progress | None = None,
+    *,
+    decoded: bool = False,
+    first_line: int = 1,
+    on_problem: Callable[[int, Problem], Any] | None = None,
 ) -> ReplayStats:
     """Feed JSONL ``lines`` through ``pipeline``; ``write(line)`` each snapshot line.
 
     ``report(lineno, message)`` is called for rejected and late events, at most
-    ``REPORT_LIMIT`` times per (code, field) (None: silent).
+    ``REPORT_LIMIT`` times per (code, field) (None: silent). ``decoded=True``: ``lines`` are
+    decoded values instead (rows of CSV or Parquet files, see :mod:`streammetrics.events.tables`;
+    None for a blank line), numbered from ``first_line``. ``on_problem(lineno, problem)`` sees
+    every problem first (it may raise to stop the replay).
     """
     stats = ReplayStats()
-    process = pipeline.process
+    process: Callable[[Any], Any] = pipeline.process_decoded if decoded else pipeline.process
     events_before = pipeline.counters["events"]
     done = 0
     lineno = 0
     seen: dict[tuple[str, str | None], int] = {}
-    for lineno, line in enumerate(lines, 1):
+    for lineno, line in enumerate(lines, first_line):
         if progress is not None:
-            done += len(line)
+            done += len(line) if not decoded else 0
             if lineno & 0x3FFF == 0:
                 stats.events = pipeline.counters["events"] - events_before
                 progress.draw(done, stats)
-        if line[:1] in _BLANK_START and not line.strip():  # skip blank lines without a copy per line
+        if decoded:
+            if line is None:
+                continue
+        elif line[:1] in _BLANK_START and not line.strip():  # skip blank lines without a copy per line
             continue
         problems = process(line).problems
         if problems:
             for problem in problems:
+                if on_problem is not None:
+                    on_problem(lineno, problem)
                 if problem.code == "late":
                     stats.late += 1
                 elif problem.code in EXPIRY_CODES:  # delayed labels: reported, not refused
@@ -178,7 +208,7 @@ def replay_lines(
                 stats.snapshots += 1
     stats.events = pipeline.counters["events"] - events_before
     stats.labels = pipeline.counters["labels"]
-    stats.lines = lineno
+    stats.lines = lineno - first_line + 1 if lineno else 0
     for text in pipeline.poll_lines(revisions=False) + pipeline.flush_lines():
         write(text)
         stats.snapshots += 1
@@ -216,16 +246,18 @@ def _config(args: argparse.Namespace) -> PipelineConfig:
     if args.labels and args.task != "labels":
         raise ValueError(f"--labels only applies to --task labels, not --task {args.task}")
     from streammetrics.events.parser import parse_field_map
+    from streammetrics.stream.slicing import slice_settings
 
+    sliced = slice_settings(args)
     references = None
     if getattr(args, "reference", None):
         references = read_references(args)
-    return PipelineConfig(
+    return PipelineConfig(**sliced,
         task=args.task, window=args.window, slide=args.slide, grace=args.grace, threshold=args.threshold,
         classes=args.classes, labels=args.labels, fields=parse_field_map(args.field),
+        max_labels=getattr(args, "max_labels", DEFAULT_MAX_LABELS),
         cumulative=args.cumulative, include_state=not args.no_state, max_future=args.max_future or None,
         max_keys=args.max_keys or None, max_snapshot_bytes=args.max_snapshot_bytes,
-        idle_close=getattr(args, "idle_close", None) or None, idle_clock="event",
         references=references, max_references=getattr(args, "max_references", None) or DEFAULT_MAX_REFERENCES,
         label_ttl=args.label_ttl, **({} if args.max_pending is None else {"max_pending_labels": args.max_pending}),
     )
@@ -265,9 +297,27 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
     if args.output != "-" and args.file == "-" and _stdin_is(args.output):
         return fail(f"--output {args.output} is the file on standard input: refusing to overwrite it")
     try:
-        pipeline = Pipeline(_config(args))
-    except (ValueError, TypeError) as exc:
+        config = _config(args)
+        if config.slicing is not None and getattr(args, "labels_file", None) is not None:
+            raise ValueError("--slice-by, --rollup and --fairness-by read the slice fields of each prediction "
+                             "line; with --labels FILE they are not supported yet")
+        alerts = spec_from_options(getattr(args, "alert", ()), getattr(args, "alerts", None),
+                                   getattr(args, "alert_cooldown", None), getattr(args, "reference", None), config)
+        pipeline = Pipeline(dataclasses.replace(config, alerts=alerts))
+        fmt = format_of(None if args.file == "-" else args.file, getattr(args, "format", None))
+        scale = ts_scale(getattr(args, "ts_unit", "s"))
+    except (ValueError, TypeError, OSError) as exc:
         return fail(str(exc))
+    alert_sink = None
+    if getattr(args, "alerts_output", None):
+        if alerts is None:
+            pipeline.close()
+            return fail("--alerts-output needs rules (--alert or --alerts)")
+        try:
+            alert_sink = open(args.alerts_output, "w", encoding="utf-8")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            pipeline.close()
+            return fail(f"cannot write {args.alerts_output}: {exc.strerror}", 1)
 
     try:
         source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115 - closed below
@@ -302,12 +352,19 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
                 size = None
         progress = _Progress(size, sys.stderr)
 
-    def write(line: str) -> None:
+    def write_line(line: str) -> None:
         try:
             sink.write(line)
             sink.write("\n")
         except BrokenPipeError:
             raise OutputClosed from None
+
+    def write(line: str) -> None:
+        write_line(line)
+        if pipeline.alerts is not None:
+            for event in pipeline.take_alerts():  # the alert events of the snapshots written
+                if alert_sink is not None:
+                    alert_sink.write(alert_line(event) + "\n")
 
     def report(lineno: int | str, message: str) -> None:  # a line number, or FILE:LINE with two files
         if progress is not None:
@@ -315,13 +372,21 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         print(f"line {lineno}: {message}" if isinstance(lineno, int) else f"{lineno}: {message}", file=sys.stderr)
 
     try:
+        units, decoded, first_line = _input(args.file, source, fmt, scale, pipeline)
+        if decoded and progress is not None:
+            progress.total = None  # rows, not bytes: the bar counts them
         if label_source is not None:
+            labels_fmt = extension_format(labels_file) or fmt
+            label_units, labels_decoded, labels_first = _input(str(labels_file), label_source, labels_fmt, scale,
+                                                               pipeline)
             with source, label_source, replay_gc():
-                stats = _replay_two(args.file, source, str(labels_file), label_source, pipeline, write,
-                                    None if args.quiet else report, progress)
+                stats = _replay_two(args.file, units, str(labels_file), label_units, pipeline, write,
+                                    None if args.quiet else report, progress,
+                                    (first_line if decoded else None, labels_first if labels_decoded else None))
         else:
             with source, replay_gc():
-                stats = replay_lines(source, pipeline, write, None if args.quiet else report, progress)
+                stats = replay_lines(units, pipeline, write, None if args.quiet else report, progress,
+                                     decoded=decoded, first_line=first_line)
         if sink is sys.stdout:
             try:
                 sink.flush()
@@ -330,12 +395,21 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
     except OutputClosed:
         _silence_stdout()
         return 0
+    except InputError as exc:
+        source.close()
+        if label_source is not None:
+            label_source.close()
+        return fail(str(exc), 1)
     except OSError as exc:
         return fail(f"error reading {args.file}: {exc}", 1)
     finally:
         pipeline.close()
         if sink is not sys.stdout:
             sink.close()
+        if alert_sink is not None:
+            alert_sink.close()
+        if pipeline.alerts is not None:
+            print(pipeline.alerts.summary(), file=sys.stderr)
     if stats.aborted is not None:
         p = stats.aborted
         print(f"streammetrics replay: stopped after {ABORT_AFTER} events rejected for one reason and none "
@@ -346,10 +420,35 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
     return 0
 
 
+def _input(name: str, source: Any, fmt: str, scale: int, pipeline: Pipeline) -> tuple[Iterable[Any], bool, int]:
+    """What replay feeds the pipeline from ``source`` read as ``fmt``: ``(units, decoded,
+    first_line)``: raw JSONL lines (``decoded`` False) or decoded values (rows; see
+    :mod:`streammetrics.events.tables`), and the line number of the first. InputError (one line)
+    when the file's first bytes look like another format."""
+    peek = getattr(source, "peek", None)
+    head = peek(65536)[:65536] if peek is not None else b""
+    problem = sniff(head, fmt, "standard input" if name == "-" else name)
+    if problem is not None:
+        raise InputError(problem)
+    ts_name = pipeline.parser.fields["ts"]
+    if fmt == "csv":
+        config = pipeline.config
+        typer = CsvTyper(config.task, pipeline.parser.fields,
+                         config.labels if config.task == "labels" else config.classes, scale)
+        return csv_rows(source, typer, name), True, 2
+    if fmt == "parquet":
+        seekable = source if source is not sys.stdin.buffer else io.BytesIO(source.read())
+        return parquet_rows(seekable, ts_name, scale, name), True, 1
+    if scale != 1:
+        return jsonl_values(source, ts_name, scale), True, 1
+    return source, False, 1
+
+
 def _replay_two(name: str, source: Any, labels_name: str, labels: Any, pipeline: Pipeline,
                 write: Callable[[str], Any], report: Callable[[str, str], Any] | None,
-                progress: _Progress | None) -> ReplayStats:
-    """Predictions and label events from two files, merged by event time (delayed labels)."""
+                progress: _Progress | None, inputs: tuple[int | None, int | None] = (None, None)) -> ReplayStats:
+    """Predictions and label events from two files, merged by event time (delayed labels);
+    ``inputs``: per file, None for raw JSONL lines, else the line number of its first decoded row."""
     stats = ReplayStats()
     seen: dict[tuple[str, str | None], int] = {}
     events_before = pipeline.counters["events"]
@@ -368,7 +467,12 @@ def _replay_two(name: str, source: Any, labels_name: str, labels: Any, pipeline:
         elif report is not None:
             report(where, ("" if problem.index is None else f"[{problem.index}] ") + problem.reason)
 
-    replay_merged([(name, source), (labels_name, labels)], pipeline, write, stats, note, progress)
+    def parse_decoded(value: Any) -> list[Any]:
+        return [value] if value.__class__ is Rejection else pipeline.parser.parse_decoded(value)
+
+    replay_merged([Source(n, units, parse_decoded if first is not None else None, first or 1)
+                   for n, units, first in ((name, source, inputs[0]), (labels_name, labels, inputs[1]))],
+                  pipeline, write, stats, note, progress)
     stats.events = pipeline.counters["events"] - events_before
     stats.labels = pipeline.counters["labels"]
     return stats

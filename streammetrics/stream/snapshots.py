@@ -218,7 +218,8 @@ def build_snapshot(
         snap["metrics"], state = record if record is not None else fused()  # type: ignore[misc]
         if cumulative:
             snap["cumulative"] = True
-        snap["state"] = state
+        if include_state:
+            snap["state"] = state
         return snap
     snap["metrics"] = monitor.snapshot()
     if extra_metrics is not None:

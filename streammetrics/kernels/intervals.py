@@ -1,0 +1,532 @@
+"""Confidence intervals of windowed metrics from an accumulator's state (issue 26).
+
+Every interval is a function of the state alone (counts, the two score histograms, exact sums):
+no resampling, mergeable, deterministic. Each formula is written once, vectorised over numpy
+rows (one row per window); the scalar entry points call the same code on one-row arrays, so a
+monitor's interval and the fleet pass's (many small windows at once) are the same floats.
+
+Methods (``z`` the two-sided normal quantile of ``confidence``):
+
+* proportions (accuracy, precision, recall, specificity, positive and predicted positive rate):
+  Wilson's score interval with continuity correction (Newcombe 1998, method 4), which covers at
+  or above nominal where plain Wilson dips below it;
+* F1 = 2q / (1 + q) with q = tp / (tp + fp + fn): given ``tp + fp + fn`` events, tp is binomial,
+  so the Wilson interval of q maps to F1 (monotone);
+* balanced accuracy = (recall + specificity) / 2: MOVER (Newcombe 1998 method 10, Zou & Donner
+  2008) on the two Wilson intervals;
+* Matthews correlation: delta method on the four cell shares, on the Fisher ``atanh`` scale;
+* ROC AUC: DeLong's variance from the placement values of the two histograms (ties count half),
+  computed exactly per level, interval on the logit scale, widened by the guaranteed
+  discretisation bounds ``[roc_auc_low, roc_auc_high]`` of a binned state;
+* means of per-event terms (log loss, Brier score, mean absolute error): ``mean +- z * s / sqrt(n)``
+  with ``s`` from the second moment (kept exactly, or bounded from above on bins);
+* macro F1 (multiclass): delta method over the ``K x K`` cell shares.
+
+Minimum rule (:data:`MIN_EVENTS`, :data:`MIN_CLASS_EVENTS`, :data:`MIN_MEAN_EVENTS`): a
+proportion needs 10 events in its denominator (F1: 10 in ``tp + fp + fn``), ROC AUC and
+balanced accuracy 10 events of each class, Matthews 10 of each class and of each prediction,
+means (log loss, Brier, MAE) and macro F1 30 events; otherwise the interval is None (the
+snapshot writes ``null`` and lists the metric in ``"insufficient"``). Weighted events: the
+effective sample size needs the sum of squared weights, which the accumulators do not keep;
+a window holding an event of weight other than 1 gets None (documented in docs/intervals.md).
+"""
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = [
+    "MIN_AUC_EVENTS",
+    "MIN_CLASS_EVENTS",
+    "MIN_EVENTS",
+    "MIN_MEAN_EVENTS",
+    "as_pair",
+    "auc_interval",
+    "auc_intervals",
+    "binary_interval_columns",
+    "score_interval_columns",
+    "BINARY_INTERVALS",
+    "CONFUSION_INTERVALS",
+    "confusion_intervals",
+    "interval_record",
+    "balanced_accuracy_interval",
+    "balanced_accuracy_intervals",
+    "check_confidence",
+    "f1_interval",
+    "f1_intervals",
+    "level_second_moments",
+    "macro_f1_interval",
+    "mcc_interval",
+    "mcc_intervals",
+    "mean_interval",
+    "mean_intervals",
+    "pairs_record",
+    "benjamini_hochberg",
+    "differences",
+    "compare",
+    "wilson",
+    "t_values",
+    "wilson_many",
+    "z_value",
+]
+
+#: events a proportion's denominator needs (F1: tp + fp + fn)
+MIN_EVENTS = 10
+#: events of each class ROC AUC, balanced accuracy and Matthews correlation need
+MIN_CLASS_EVENTS = 10
+#: events of each class ROC AUC needs (DeLong covers 93.5% at 10-20 events of the rarer class)
+MIN_AUC_EVENTS = 20
+#: events a mean of per-event terms (log loss, Brier, MAE) and macro F1 need
+MIN_MEAN_EVENTS = 30
+
+Pair = tuple[float, float]
+
+
+def check_confidence(confidence: Any) -> float:
+    """``confidence`` as a float strictly inside (0, 1); ``ValueError`` naming it otherwise."""
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be a number strictly between 0 and 1, got {confidence!r:.40}")
+    return float(confidence)
+
+
+def z_value(confidence: float) -> float:
+    """Two-sided normal quantile: ``Phi^-1((1 + confidence) / 2)`` (1.959963984540054 at 0.95)."""
+    return NormalDist().inv_cdf((1.0 + check_confidence(confidence)) / 2.0)
+
+
+def t_values(z: float, df: Any) -> np.ndarray:
+    """Student-t quantiles from the normal one ``z`` (same tail probability) for ``df`` degrees of
+    freedom (array, >= 1): the Cornish-Fisher expansion of Hill (1970), to ``1/df^4``::
+
+        t = z + (z^3 + z) / (4 v) + (5 z^5 + 16 z^3 + 3 z) / (96 v^2)
+              + (3 z^7 + 19 z^5 + 17 z^3 - 15 z) / (384 v^3)
+              + (79 z^9 + 776 z^7 + 1482 z^5 - 1920 z^3 - 945 z) / (92160 v^4)
+
+    (2.2622 for 9 degrees of freedom at 0.95, exact 2.2622; 2.0930 for 19, exact 2.0930)."""
+    v = np.maximum(np.asarray(df, dtype=np.float64), 1.0)
+    z2 = z * z
+    g1 = (z2 + 1.0) * z / 4.0
+    g2 = ((5.0 * z2 + 16.0) * z2 + 3.0) * z / 96.0
+    g3 = (((3.0 * z2 + 19.0) * z2 + 17.0) * z2 - 15.0) * z / 384.0
+    g4 = ((((79.0 * z2 + 776.0) * z2 + 1482.0) * z2 - 1920.0) * z2 - 945.0) * z / 92160.0
+    return z + g1 / v + g2 / v**2 + g3 / v**3 + g4 / v**4
+
+
+def _rows(*values: Any) -> list[np.ndarray]:
+    return [np.atleast_1d(np.asarray(v, dtype=np.float64)) for v in values]
+
+
+def as_pair(lo: np.ndarray, hi: np.ndarray) -> Pair | None:
+    """The first row of interval columns as ``(low, high)``, None where it is nan."""
+    a, b = float(lo[0]), float(hi[0])
+    return None if math.isnan(a) or math.isnan(b) else (a, b)
+
+
+# ---------------------------------------------------------------------------- proportions
+def wilson_many(k: Any, n: Any, z: float, minimum: int = MIN_EVENTS) -> tuple[np.ndarray, np.ndarray]:
+    """Continuity-corrected Wilson intervals of ``k`` successes in ``n`` (arrays; nan where
+    ``n < minimum``). Newcombe (1998), method 4::
+
+        low  = (2 n p + z^2 - 1 - z sqrt(z^2 - 2 - 1/n + 4 p (n q + 1))) / (2 (n + z^2)), 0 if p = 0
+        high = (2 n p + z^2 + 1 + z sqrt(z^2 + 2 - 1/n + 4 p (n q - 1))) / (2 (n + z^2)), 1 if p = 1
+    """
+    k, n = _rows(k, n)
+    ok = n >= minimum
+    nn = np.where(ok, n, 1.0)
+    p = np.clip(np.where(ok, k, 0.0) / nn, 0.0, 1.0)
+    q = 1.0 - p
+    z2 = z * z
+    den = 2.0 * (nn + z2)
+    with np.errstate(invalid="ignore"):
+        root_lo = np.sqrt(np.maximum(z2 - 2.0 - 1.0 / nn + 4.0 * p * (nn * q + 1.0), 0.0))
+        root_hi = np.sqrt(np.maximum(z2 + 2.0 - 1.0 / nn + 4.0 * p * (nn * q - 1.0), 0.0))
+        lo = (2.0 * nn * p + z2 - 1.0 - z * root_lo) / den
+        hi = (2.0 * nn * p + z2 + 1.0 + z * root_hi) / den
+    lo = np.where(p <= 0.0, 0.0, np.clip(lo, 0.0, 1.0))
+    hi = np.where(p >= 1.0, 1.0, np.clip(hi, 0.0, 1.0))
+    lo = np.minimum(lo, p)
+    hi = np.maximum(hi, p)
+    return np.where(ok, lo, np.nan), np.where(ok, hi, np.nan)
+
+
+def wilson(k: float, n: float, confidence: float = 0.95, minimum: int = MIN_EVENTS) -> Pair | None:
+    """:func:`wilson_many` of one proportion ``k / n``; None when ``n < minimum``.
+
+    >>> [round(x, 4) for x in wilson(8, 10)]
+    [0.4422, 0.9646]
+    """
+    return as_pair(*wilson_many(k, n, z_value(confidence), minimum))
+
+
+def f1_intervals(tp: Any, fp: Any, fn: Any, z: float) -> tuple[np.ndarray, np.ndarray]:
+    """F1 = 2 q / (1 + q), ``q = tp / (tp + fp + fn)``: the Wilson interval of q (given
+    ``tp + fp + fn`` events, tp is binomial) mapped through the monotone ``2 q / (1 + q)``."""
+    tp, fp, fn = _rows(tp, fp, fn)
+    lo, hi = wilson_many(tp, tp + fp + fn, z)
+    return 2.0 * lo / (1.0 + lo), 2.0 * hi / (1.0 + hi)
+
+
+def f1_interval(tp: float, fp: float, fn: float, confidence: float = 0.95) -> Pair | None:
+    """:func:`f1_intervals` of one confusion matrix."""
+    return as_pair(*f1_intervals(tp, fp, fn, z_value(confidence)))
+
+
+def balanced_accuracy_intervals(tn: Any, fp: Any, fn: Any, tp: Any, z: float) -> tuple[np.ndarray, np.ndarray]:
+    """(recall + specificity) / 2 by MOVER on the two Wilson intervals (each class >=
+    :data:`MIN_CLASS_EVENTS` events): ``low = t - sqrt((r - l_r)^2 + (s - l_s)^2)``, ``high``
+    alike, then halved."""
+    tn, fp, fn, tp = _rows(tn, fp, fn, tp)
+    pos, neg = tp + fn, tn + fp
+    ok = (pos >= MIN_CLASS_EVENTS) & (neg >= MIN_CLASS_EVENTS)
+    rl, rh = wilson_many(tp, pos, z, MIN_CLASS_EVENTS)
+    sl, sh = wilson_many(tn, neg, z, MIN_CLASS_EVENTS)
+    r = tp / np.where(ok, pos, 1.0)
+    s = tn / np.where(ok, neg, 1.0)
+    t = r + s
+    lo = (t - np.sqrt((r - rl) ** 2 + (s - sl) ** 2)) / 2.0
+    hi = (t + np.sqrt((rh - r) ** 2 + (sh - s) ** 2)) / 2.0
+    return np.where(ok, np.clip(lo, 0.0, 1.0), np.nan), np.where(ok, np.clip(hi, 0.0, 1.0), np.nan)
+
+
+def balanced_accuracy_interval(tn: float, fp: float, fn: float, tp: float, confidence: float = 0.95) -> Pair | None:
+    """:func:`balanced_accuracy_intervals` of one binary confusion matrix."""
+    return as_pair(*balanced_accuracy_intervals(tn, fp, fn, tp, z_value(confidence)))
+
+
+def mcc_intervals(tn: Any, fp: Any, fn: Any, tp: Any, z: float) -> tuple[np.ndarray, np.ndarray]:
+    """Matthews correlation ``(a d - b c) / sqrt((a+b)(a+c)(d+b)(d+c))`` (a = tp, b = fp,
+    c = fn, d = tn as shares): delta method over the multinomial shares (the coefficient is
+    homogeneous of degree 0, so ``Var = sum g_i^2 p_i / N``), interval on the ``atanh`` scale
+    (the coefficient clipped to ``+-(1 - 1/N)``; ``t`` of :func:`t_values` with the smallest
+    margin minus one degrees of freedom). Needs :data:`MIN_CLASS_EVENTS` events of each
+    true class and each predicted class."""
+    tn, fp, fn, tp = _rows(tn, fp, fn, tp)
+    n = tn + fp + fn + tp
+    margin = np.minimum(np.minimum(tp + fn, tn + fp), np.minimum(tp + fp, tn + fn))
+    ok = margin >= MIN_CLASS_EVENTS
+    nn = np.where(ok, n, 1.0)
+    a, b, c, d = (np.where(ok, x, 0.25) / nn for x in (tp, fp, fn, tn))
+    ab, ac, db, dc = a + b, a + c, d + b, d + c
+    root = np.sqrt(ab * ac * db * dc)
+    m = (a * d - b * c) / root
+    half = m / 2.0
+    ga = d / root - half * (1.0 / ab + 1.0 / ac)
+    gb = -c / root - half * (1.0 / ab + 1.0 / db)
+    gc = -b / root - half * (1.0 / ac + 1.0 / dc)
+    gd = a / root - half * (1.0 / db + 1.0 / dc)
+    se = np.sqrt((ga * ga * a + gb * gb * b + gc * gc * c + gd * gd * d) / nn)
+    edge = 1.0 - 1.0 / nn
+    mc = np.clip(m, -edge, edge)
+    centre = np.arctanh(mc)
+    width = t_values(z, np.where(ok, margin, 2.0) - 1.0) * se / (1.0 - mc * mc)
+    lo, hi = np.tanh(centre - width), np.tanh(centre + width)
+    return np.where(ok, np.minimum(lo, m), np.nan), np.where(ok, np.maximum(hi, m), np.nan)
+
+
+def mcc_interval(tn: float, fp: float, fn: float, tp: float, confidence: float = 0.95) -> Pair | None:
+    """:func:`mcc_intervals` of one binary confusion matrix."""
+    return as_pair(*mcc_intervals(tn, fp, fn, tp, z_value(confidence)))
+
+
+# ---------------------------------------------------------------------------- ROC AUC
+def auc_intervals(starts: Any, neg: Any, pos: Any, low: Any, high: Any, z: float) -> tuple[np.ndarray, np.ndarray]:
+    """DeLong intervals of the ROC AUC of many windows given as levels: ``neg``/``pos`` the
+    counts per level (ascending score within a window), ``starts`` the index of each window's
+    first level, ``low``/``high`` each window's guaranteed AUC bounds (the AUC itself, up to
+    rounding, when exact).
+
+    Placement values with ties counting half: a positive at level ``l`` has
+    ``V10 = (neg below l + neg_l / 2) / N``, a negative ``V01 = (pos above l + pos_l / 2) / P``;
+    ``A = sum pos_l V10_l / P``, ``S10 = sum pos_l (V10_l - A)^2 / (P - 1)``, ``S01`` alike and
+    ``Var = S10 / P + S01 / N`` (DeLong, DeLong & Clarke-Pearson 1988; Sun & Xu 2014). The interval
+    is ``logit(A) +- t sqrt(Var) / (A (1 - A))`` mapped back (``t``: :func:`t_values` with
+    ``min(P, N) - 1`` degrees of freedom, for the rarer class's few placements) (A clipped to
+    ``[1/(2 P N), 1 - 1/(2 P N)]``), then widened by ``A - low`` below and ``high - A`` above.
+    Needs :data:`MIN_AUC_EVENTS` events of each class (nan otherwise). Per-window sums are
+    ``np.add.reduceat`` (one order on every path)."""
+    starts = np.asarray(starts, dtype=np.int64)
+    neg, pos, low, high = _rows(neg, pos, low, high)
+    total_n = np.add.reduceat(neg, starts)
+    total_p = np.add.reduceat(pos, starts)
+    sizes = np.diff(np.append(starts, len(neg)))
+    win = np.repeat(np.arange(len(starts)), sizes)
+    cum_n = np.cumsum(neg)
+    cum_p = np.cumsum(pos)
+    first_n = (cum_n - neg)[starts]  # (whole counts: exact)
+    first_p = (cum_p - pos)[starts]
+    below_n = cum_n - neg - first_n[win]  # negatives strictly below the level, within its window
+    above_p = (first_p + total_p)[win] - cum_p  # positives strictly above
+    ok = (total_n >= MIN_AUC_EVENTS) & (total_p >= MIN_AUC_EVENTS)
+    tn_, tp_ = np.where(ok, total_n, 1.0), np.where(ok, total_p, 1.0)
+    v10 = (below_n + neg / 2.0) / tn_[win]
+    v01 = (above_p + pos / 2.0) / tp_[win]
+    auc = np.add.reduceat(pos * (2.0 * below_n + neg), starts) / (2.0 * tn_ * tp_)
+    s10 = np.add.reduceat(pos * (v10 - auc[win]) ** 2, starts) / np.maximum(tp_ - 1.0, 1.0)
+    s01 = np.add.reduceat(neg * (v01 - auc[win]) ** 2, starts) / np.maximum(tn_ - 1.0, 1.0)
+    se = np.sqrt(s10 / tp_ + s01 / tn_)
+    edge = 0.5 / (tn_ * tp_)
+    a = np.clip(auc, edge, 1.0 - edge)
+    centre = np.log(a / (1.0 - a))
+    width = t_values(z, np.minimum(tn_, tp_) - 1.0) * se / (a * (1.0 - a))
+    with np.errstate(over="ignore"):
+        lo = 1.0 / (1.0 + np.exp(width - centre))
+        hi = 1.0 / (1.0 + np.exp(-(centre + width)))
+    lo = np.minimum(lo, auc) - np.maximum(auc - low, 0.0)
+    hi = np.maximum(hi, auc) + np.maximum(high - auc, 0.0)
+    return np.where(ok, np.clip(lo, 0.0, 1.0), np.nan), np.where(ok, np.clip(hi, 0.0, 1.0), np.nan)
+
+
+def auc_interval(neg: Sequence[float], pos: Sequence[float], low: float, high: float,
+                 confidence: float = 0.95) -> Pair | None:
+    """:func:`auc_intervals` of one window's levels (ascending score).
+
+    >>> lo, hi = auc_interval([6] * 4 + [0] * 4, [0] * 4 + [6] * 4, 1.0, 1.0)
+    >>> hi, lo < 1.0
+    (1.0, True)
+    """
+    if not len(neg):
+        return None
+    return as_pair(*auc_intervals([0], neg, pos, low, high, z_value(confidence)))
+
+
+# ---------------------------------------------------------------------------- means
+def level_second_moments(scores_low: Any, scores_high: Any, neg: Any, pos: Any,
+                         starts: Any = (0,)) -> tuple[np.ndarray, np.ndarray]:
+    """Per window (``starts``: the index of each window's first level), ``sum w l^2`` and
+    ``sum w b^2`` over the levels of a binary score histogram: ``l`` the log-loss term, ``b`` the
+    Brier term (:func:`~streammetrics.kernels.exact_sum.probability_terms`, the formula every
+    path uses) of each level's class. A level holds scores in ``[scores_low, scores_high]``
+    (equal for exact levels); the larger term of the range is taken (negatives: the high end,
+    positives: the low end), so on bins the moments are upper bounds and the interval
+    conservative. Each sum is ``math.fsum`` of the window's per-level products (correctly
+    rounded: one value on every path)."""
+    from streammetrics.kernels.exact_sum import probability_terms
+
+    lo, hi, neg, pos = _rows(scores_low, scores_high, neg, pos)
+    ln, bn = probability_terms(-hi)  # (a negative's terms grow with its score)
+    lp, bp = probability_terms(lo)
+    bounds = np.append(np.asarray(starts, dtype=np.int64), len(neg)).tolist()
+    out = []
+    for a, b in ((neg * ln * ln, pos * lp * lp), (neg * bn * bn, pos * bp * bp)):
+        la, lb = a.tolist(), b.tolist()
+        out.append(np.array([math.fsum(la[i:j] + lb[i:j]) for i, j in zip(bounds[:-1], bounds[1:])]))
+    return out[0], out[1]
+
+
+def mean_intervals(mean: Any, second: Any, n: Any, z: float, low: Any = 0.0, high: Any = math.inf,
+                   df: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """``mean +- t s / sqrt(n)`` of per-event terms, ``s^2 = (second - n mean^2) / (n - 1)``
+    (``second`` the sum of squared terms), ``t`` the Student quantile (:func:`t_values`) of ``df``
+    degrees of freedom (default ``n - 1``; nan: no interval), clipped to ``[low, high]``; nan
+    where ``n <`` :data:`MIN_MEAN_EVENTS`."""
+    mean, second, n, low, high = _rows(mean, second, n, low, high)
+    df = n - 1.0 if df is None else _rows(df)[0]
+    ok = (n >= MIN_MEAN_EVENTS) & np.isfinite(mean) & np.isfinite(second) & ~np.isnan(df)
+    nn = np.where(ok, n, 2.0)
+    var = np.maximum(np.where(ok, second, 0.0) - nn * np.where(ok, mean, 0.0) ** 2, 0.0) / (nn - 1.0)
+    half = t_values(z, np.where(ok, df, 1.0)) * np.sqrt(var / nn)
+    return (np.where(ok, np.maximum(mean - half, low), np.nan),
+            np.where(ok, np.minimum(mean + half, high), np.nan))
+
+
+def mean_interval(mean: float, second: float, n: float, confidence: float = 0.95, low: float = 0.0,
+                  high: float = math.inf) -> Pair | None:
+    """:func:`mean_intervals` of one mean."""
+    return as_pair(*mean_intervals(mean, second, n, z_value(confidence), low, high))
+
+
+# ---------------------------------------------------------------------------- multiclass
+def macro_f1_interval(matrix: Any, confidence: float = 0.95) -> Pair | None:
+    """Macro F1 (mean over the classes with ``row + column > 0``) of a ``K x K`` count matrix
+    (rows: true class): delta method over the cell shares ``p_ij``. With ``F_c = 2 p_cc /
+    (r_c + s_c)``, ``d F / d p_ij = (delta_ij 2 / (r_i + s_i) - G_i - G_j) / K``, ``G_c = 2 p_cc /
+    (r_c + s_c)^2``; ``Var = (sum g^2 p - (sum g p)^2) / N``; ``+- t sqrt(Var)`` with the rarest
+    true class's events minus one degrees of freedom (:func:`t_values`). Needs :data:`MIN_MEAN_EVENTS` events."""
+    z = z_value(confidence)
+    c = np.asarray(matrix, dtype=np.float64)
+    n = float(c.sum())
+    if n < MIN_MEAN_EVENTS:
+        return None
+    p = c / n
+    r, s = p.sum(axis=1), p.sum(axis=0)
+    rs = r + s
+    live = rs > 0
+    k = int(live.sum())
+    if not k:
+        return None
+    d = np.diag(p)
+    safe = np.where(live, rs, 1.0)
+    f = np.where(live, 2.0 * d / safe, 0.0)
+    macro = float(f.sum()) / k
+    big_g = np.where(live, 2.0 * d / (safe * safe), 0.0)
+    g = -(big_g[:, None] + big_g[None, :])
+    g[np.diag_indices_from(g)] += np.where(live, 2.0 / safe, 0.0)
+    g /= k
+    var = max(float((g * g * p).sum()) - float((g * p).sum()) ** 2, 0.0) / n
+    smallest = float(np.min(np.where(live, c.sum(axis=1), np.inf)))  # the rarest true class sets df
+    half = float(t_values(z, [max(smallest, 2.0) - 1.0])[0]) * math.sqrt(var)
+    return max(macro - half, 0.0), min(macro + half, 1.0)
+
+
+# ---------------------------------------------------------------------------- changes
+def _normal_sf(x: np.ndarray) -> np.ndarray:
+    """``1 - Phi(x)`` for ``x >= 0`` (``erfc(x / sqrt 2) / 2``, elementwise through ``math.erfc``)."""
+    return np.array([math.erfc(v / math.sqrt(2.0)) / 2.0 for v in x.tolist()], dtype=np.float64)
+
+
+def differences(value: Any, low: Any, high: Any, baseline: Any, baseline_low: Any, baseline_high: Any,
+                z: float) -> dict[str, np.ndarray]:
+    """Two-sample comparisons of metrics with baselines (arrays) by MOVER (Newcombe 1998 method 10,
+    Zou & Donner 2008), which keeps each side's asymmetric interval: ``d = value - baseline``,
+    ``low_d = d - sqrt((value - low)^2 + (baseline_high - baseline)^2)``, ``high_d = d +
+    sqrt((high - value)^2 + (baseline - baseline_low)^2)`` (a baseline whose interval is nan counts
+    as exact). The two-sided p-value reads the standard error from the side of the interval facing
+    0 (``se = (d - low_d) / z`` for ``d >= 0``): ``p = 2 (1 - Phi(|d| / se))``, so ``p < 1 -
+    confidence`` exactly when the interval excludes 0 (1 where ``d = se = 0``, 0 where only
+    ``se = 0``)."""
+    value, low, high, baseline, baseline_low, baseline_high = _rows(
+        value, low, high, baseline, baseline_low, baseline_high)
+    exact = np.isnan(baseline_low) | np.isnan(baseline_high)
+    b_down = np.where(exact, 0.0, baseline - baseline_low)
+    b_up = np.where(exact, 0.0, baseline_high - baseline)
+    d = value - baseline
+    down = np.hypot(value - low, b_up)
+    up = np.hypot(high - value, b_down)
+    se = np.where(d >= 0, down, up) / z
+    with np.errstate(divide="ignore", invalid="ignore"):
+        stat = np.where(se > 0, np.abs(d) / np.where(se > 0, se, 1.0), np.where(d == 0, 0.0, np.inf))
+    p = np.minimum(2.0 * _normal_sf(stat), 1.0)
+    return {"difference": d, "low": d - down, "high": d + up, "p_value": p}
+
+
+def compare(value: float, interval: Pair, baseline: float, baseline_interval: Pair | None,
+                    confidence: float = 0.95) -> dict[str, Any]:
+    """:func:`differences` of one metric with its baseline: ``{"baseline", "difference",
+    "interval", "p_value"}`` (a snapshot's ``changes`` entry without ``significant``).
+
+    >>> r = compare(0.80, (0.76, 0.84), 0.90, None)
+    >>> round(r["difference"], 2), r["p_value"] < 1e-6
+    (-0.1, True)
+    """
+    bl, bh = (math.nan, math.nan) if baseline_interval is None else baseline_interval
+    out = differences(value, interval[0], interval[1], baseline, bl, bh, z_value(confidence))
+    return {"baseline": baseline, "difference": float(out["difference"][0]),
+            "interval": [float(out["low"][0]), float(out["high"][0])], "p_value": float(out["p_value"][0])}
+
+
+def benjamini_hochberg(p_values: Any, fdr: float = 0.05) -> np.ndarray:
+    """Benjamini-Hochberg (1995) at false discovery rate ``fdr``: the tests with ``p <= k fdr / m``
+    for the largest ``k`` with ``p_(k) <= k fdr / m`` (``m`` tests) are significant.
+
+    >>> benjamini_hochberg([0.001, 0.02, 0.04, 0.5], 0.05).tolist()
+    [True, True, False, False]
+    """
+    p = np.asarray(p_values, dtype=np.float64).ravel()
+    m = len(p)
+    if not m:
+        return np.zeros(0, dtype=bool)
+    order = np.argsort(p, kind="stable")
+    passed = p[order] <= fdr * np.arange(1, m + 1) / m
+    out = np.zeros(m, dtype=bool)
+    if passed.any():
+        k = int(np.flatnonzero(passed)[-1])
+        out[order[: k + 1]] = True
+    return out
+
+
+# ---------------------------------------------------------------------------- binary windows
+#: the intervals of a binary window (``BinaryMonitor``'s snapshot), in snapshot order
+BINARY_INTERVALS = ("accuracy", "balanced_accuracy", "precision", "recall", "f1", "specificity",
+                    "matthews_corrcoef", "roc_auc", "log_loss", "brier_score", "positive_rate",
+                    "predicted_positive_rate")
+#: the metrics of a binary confusion matrix :func:`confusion_intervals` gives
+CONFUSION_INTERVALS = ("accuracy", "balanced_accuracy", "precision", "recall", "f1", "specificity",
+                       "matthews_corrcoef", "positive_rate")
+
+
+def confusion_intervals(tn: Any, fp: Any, fn: Any, tp: Any, z: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Every interval of :data:`CONFUSION_INTERVALS` for rows of binary cell counts (nan where the
+    minimum rule leaves none)."""
+    tn, fp, fn, tp = _rows(tn, fp, fn, tp)
+    n = tn + fp + fn + tp
+    return {
+        "accuracy": wilson_many(tn + tp, n, z),
+        "balanced_accuracy": balanced_accuracy_intervals(tn, fp, fn, tp, z),
+        "precision": wilson_many(tp, tp + fp, z),
+        "recall": wilson_many(tp, tp + fn, z),
+        "f1": f1_intervals(tp, fp, fn, z),
+        "specificity": wilson_many(tn, tn + fp, z),
+        "matthews_corrcoef": mcc_intervals(tn, fp, fn, tp, z),
+        "positive_rate": wilson_many(tp + fn, n, z),
+    }
+
+
+def interval_record(names: Sequence[str], columns: dict[str, tuple[np.ndarray, np.ndarray]] | None, row: int,
+                    confidence: float) -> dict[str, Any]:
+    """``{"intervals": {"confidence": c, name: [low, high] | None, ...}, "insufficient": [...]}`` of
+    one window (``row``) of the interval columns, in the order of ``names`` (``columns`` None:
+    every interval None)."""
+    out: dict[str, Any] = {"confidence": confidence}
+    missing = []
+    for name in names:
+        if columns is None:
+            out[name] = None
+            missing.append(name)
+            continue
+        lo, hi = columns[name]
+        a, b = float(lo[row]), float(hi[row])
+        if math.isnan(a) or math.isnan(b):
+            out[name] = None
+            missing.append(name)
+        else:
+            out[name] = [a, b]
+    return {"intervals": out, "insufficient": missing}
+
+
+def score_interval_columns(starts: Any, lo: Any, hi: Any, neg: Any, pos: Any, auc_low: Any, auc_high: Any,
+                           log_loss: Any, brier: Any, z: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``roc_auc`` (:func:`auc_intervals`), ``log_loss`` and ``brier_score`` (:func:`mean_intervals`
+    with the second moments of :func:`level_second_moments`) of many windows of unit weights given
+    as levels (see :func:`binary_interval_columns`). Log loss and Brier score are means over a
+    mixture of the two classes' terms: both classes need :data:`MIN_CLASS_EVENTS` events and the
+    rarer one sets the degrees of freedom."""
+    starts = np.asarray(starts, dtype=np.int64)
+    neg, pos = _rows(neg, pos)
+    total_n, total_p = np.add.reduceat(neg, starts), np.add.reduceat(pos, starts)
+    minority = np.minimum(total_n, total_p)
+    df = np.where(minority >= MIN_CLASS_EVENTS, minority - 1.0, np.nan)
+    second_log, second_brier = level_second_moments(lo, hi, neg, pos, starts)
+    return {"roc_auc": auc_intervals(starts, neg, pos, auc_low, auc_high, z),
+            "log_loss": mean_intervals(log_loss, second_log, total_n + total_p, z, df=df),
+            "brier_score": mean_intervals(brier, second_brier, total_n + total_p, z, 0.0, 1.0, df=df)}
+
+
+def binary_interval_columns(cells: Any, starts: Any, lo: Any, hi: Any, neg: Any, pos: Any, auc_low: Any,
+                            auc_high: Any, log_loss: Any, brier: Any, predictions: Any, predicted_positive: Any,
+                            z: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Every interval of :data:`BINARY_INTERVALS` for many binary windows of unit weights (one
+    row each): ``cells`` rows ``(tn, fp, fn, tp)``; the windows' levels concatenated
+    (``starts``: each window's first; ``lo``/``hi`` the scores a level holds, ``neg``/``pos``
+    its counts); per window the guaranteed AUC bounds, log loss and Brier score (nan where
+    undefined), the predictions (labelled or not) and those at or above the threshold. The one
+    formula behind ``BinaryMonitor.intervals`` and the fleet pass's."""
+    c = np.asarray(cells, dtype=np.float64).reshape(-1, 4)
+    tn, fp, fn, tp = c[:, 0], c[:, 1], c[:, 2], c[:, 3]
+    out = confusion_intervals(tn, fp, fn, tp, z)
+    out.update(score_interval_columns(starts, lo, hi, neg, pos, auc_low, auc_high, log_loss, brier, z))
+    out["predicted_positive_rate"] = wilson_many(predicted_positive, predictions, z)
+    return out
+
+
+def pairs_record(pairs: dict[str, Pair | None], confidence: float) -> dict[str, Any]:
+    """:func:`interval_record` of intervals given one by one (``{name: (low, high) | None}``, in order)."""
+    out: dict[str, Any] = {"confidence": confidence}
+    missing = []
+    for name, pair in pairs.items():
+        out[name] = None if pair is None else [pair[0], pair[1]]
+        if pair is None:
+            missing.append(name)
+    return {"intervals": out, "insufficient": missing}
