@@ -150,6 +150,8 @@ class ServiceConfig:
     grace: float = 0.0
     idle_close: float | None = 30.0
     threshold: float = 0.5
+    #: confidence of the snapshots' intervals (``--confidence``; contract section 9)
+    confidence: float = 0.95
     classes: list | None = None
     labels: list | None = None
     fields: dict[str, str] = field(default_factory=dict)
@@ -219,9 +221,10 @@ class ServiceConfig:
 
     def monitor_factory(self) -> Callable[[], Any]:
         task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
+        confidence = self.confidence
 
         def factory() -> Any:
-            return make_monitor(task, threshold=threshold, classes=classes, labels=labels)
+            return make_monitor(task, threshold=threshold, classes=classes, labels=labels, confidence=confidence)
 
         factory()  # configuration errors surface at start-up
         return factory
@@ -232,7 +235,8 @@ class ServiceConfig:
         return PipelineConfig(
             task=self.task, window=self.window, slide=self.slide, grace=self.grace,
             idle_close=None if partitioned else self.idle_close or None,
-            threshold=self.threshold, classes=self.classes, labels=self.labels, fields=dict(self.fields),
+            threshold=self.threshold, confidence=self.confidence, classes=self.classes, labels=self.labels,
+            fields=dict(self.fields),
             cumulative=self.cumulative, include_state=self.include_state or partitioned, max_future=self.max_future,
             max_keys=self.max_keys or None, max_snapshot_bytes=max_snapshot_bytes, batch=True,
             references=self.references, max_references=self.max_references,

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -120,6 +121,21 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
                         "(null for keys without one)")
     g.add_argument("--max-references", type=_positive_int("--max-references"), default=10_000, metavar="N",
                    help="most (model, segment) keys in the --reference file; more is an error (default: 10000)")
+    g.add_argument("--confidence", type=_open_unit("--confidence"), default=0.95, metavar="C",
+                   help="confidence of the intervals snapshots with labelled events carry (contract section 9; "
+                        "default: 0.95)")
+
+
+def _open_unit(name: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not 0.0 < value < 1.0:
+            raise argparse.ArgumentTypeError(f"{name} must be a number strictly between 0 and 1, got {text!r}")
+        return value
+    return parse
 
 
 def _rate(name: str) -> Callable[[str], float]:

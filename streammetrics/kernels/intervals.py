@@ -32,6 +32,7 @@ a window holding an event of weight other than 1 gets None (documented in docs/i
 """
 from __future__ import annotations
 
+import json
 import math
 from statistics import NormalDist
 from typing import Any, Sequence
@@ -52,6 +53,7 @@ __all__ = [
     "CONFUSION_INTERVALS",
     "confusion_intervals",
     "interval_record",
+    "intervals_text",
     "balanced_accuracy_interval",
     "balanced_accuracy_intervals",
     "check_confidence",
@@ -530,3 +532,17 @@ def pairs_record(pairs: dict[str, Pair | None], confidence: float) -> dict[str, 
         if pair is None:
             missing.append(name)
     return {"intervals": out, "insufficient": missing}
+
+
+#: ``snapshot_line``'s canonical encoder (compact, no NaN)
+_JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
+def intervals_text(record: dict[str, Any] | None) -> str:
+    """The text ``window_line`` inserts after a snapshot's metrics for an intervals record
+    (contract section 9): ``,"intervals":{...},"insufficient":[...]`` as ``snapshot_line`` writes
+    them, or empty for None."""
+    if record is None:
+        return ""
+    return ',"intervals":' + _JSON.encode(record["intervals"]) + ',"insufficient":' + _JSON.encode(
+        record["insufficient"])

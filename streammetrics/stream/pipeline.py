@@ -25,8 +25,9 @@ Bounds (all configurable in :class:`PipelineConfig`, all counted in :attr:`Pipel
   (:func:`~streammetrics.stream.snapshots.snapshot_line`) would exceed it degrades instead of
   failing downstream: first a coarser state when the monitor offers one (a ``coarsened()``
   method returning a coarser copy), else the state is dropped (``"state_dropped": true``), and
-  if the line is still too long the nested metrics (e.g. ``per_class``) go too
-  (``"metrics_truncated": true``). Counted in ``snapshots_degraded``; never an exception.
+  if the line is still too long the nested metrics (e.g. ``per_class``) go too, with the
+  ``intervals``, ``insufficient`` and ``changes`` (``"metrics_truncated": true``). Counted in
+  ``snapshots_degraded``; never an exception.
 * delayed labels (contract section 5; :mod:`streammetrics.stream.labels`): ``label_ttl``
   (default 7 days of event time) bounds how long a prediction awaits its label and a label its
   prediction; ``max_pending_labels`` (default 50,000,000) bounds the predictions awaiting labels
@@ -119,6 +120,8 @@ class PipelineConfig:
     #: binary operating points in snapshots (``--target-recall`` ... ``--cost-fn``; contract
     #: section 11: :class:`streammetrics.monitors.operating_points.OperatingPoints`)
     operating_points: Any = None
+    #: confidence of the snapshots' intervals (``--confidence``; contract section 9)
+    confidence: float = 0.95
     #: slices, roll-ups, worst slices, fairness (``--slice-by`` ...; contract section 11:
     #: :class:`streammetrics.stream.slicing.SliceSpec`); slices close on one shared watermark
     slicing: Any = None
@@ -144,10 +147,12 @@ class PipelineConfig:
         from streammetrics.monitors import make_monitor
 
         task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
+        confidence = self.confidence
         refs = self.references if task == "multiclass" else None  # per-event CBPE sums (--reference)
 
         def factory() -> Any:
-            monitor: Any = make_monitor(task, threshold=threshold, classes=classes, labels=labels)
+            monitor: Any = make_monitor(task, threshold=threshold, classes=classes, labels=labels,
+                                        confidence=confidence)
             return monitor if refs is None else monitor.use_references(refs)  # a MulticlassMonitor
 
         template = factory()
@@ -158,15 +163,21 @@ class PipelineConfig:
 
     def monitor_loader(self) -> Callable[[Mapping[str, Any]], Any] | None:
         """Rebuilds checkpointed monitors bound to their key's reference (multiclass
-        ``--reference``: the binding is not state); None: plain ``from_dict``."""
-        if self.task != "multiclass" or self.references is None:
+        ``--reference``: the binding is not state) and with the intervals' ``confidence`` (not
+        state either); None: plain ``from_dict``."""
+        refs = self.references if self.task == "multiclass" else None
+        confidence = self.confidence
+        if refs is None and confidence == 0.95:
             return None
         from streammetrics.core.accumulator import from_dict
 
-        refs = self.references
-
         def load(data: Mapping[str, Any]) -> Any:
-            return from_dict(data).use_references(refs)  # type: ignore[attr-defined]  # a MulticlassMonitor
+            monitor: Any = from_dict(data)
+            if refs is not None:
+                monitor = monitor.use_references(refs)  # a MulticlassMonitor
+            if confidence != 0.95:  # (not state: the intervals' confidence, --confidence)
+                monitor.confidence = confidence
+            return monitor
 
         return load
 
@@ -532,6 +543,8 @@ class Pipeline:
         metrics = out.get("metrics")
         if isinstance(metrics, Mapping):
             out["metrics"] = {k: v for k, v in metrics.items() if not isinstance(v, (Mapping, list))}
+            for extra in ("intervals", "insufficient", "changes"):  # (contract section 9: they go with it)
+                out.pop(extra, None)
             out["metrics_truncated"] = True
         return out
 
