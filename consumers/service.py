@@ -152,6 +152,9 @@ class ServiceConfig:
     threshold: float = 0.5
     #: confidence of the snapshots' intervals (``--confidence``; contract section 9)
     confidence: float = 0.95
+    #: ``changes`` against the reference or the previous window (``--compare``), their ``--fdr``
+    compare: str | None = None
+    fdr: float = 0.05
     classes: list | None = None
     labels: list | None = None
     fields: dict[str, str] = field(default_factory=dict)
@@ -235,7 +238,8 @@ class ServiceConfig:
         return PipelineConfig(
             task=self.task, window=self.window, slide=self.slide, grace=self.grace,
             idle_close=None if partitioned else self.idle_close or None,
-            threshold=self.threshold, confidence=self.confidence, classes=self.classes, labels=self.labels,
+            threshold=self.threshold, confidence=self.confidence, compare=self.compare, fdr=self.fdr,
+            classes=self.classes, labels=self.labels,
             fields=dict(self.fields),
             cumulative=self.cumulative, include_state=self.include_state or partitioned, max_future=self.max_future,
             max_keys=self.max_keys or None, max_snapshot_bytes=max_snapshot_bytes, batch=True,

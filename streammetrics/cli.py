@@ -124,6 +124,11 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--confidence", type=_open_unit("--confidence"), default=0.95, metavar="C",
                    help="confidence of the intervals snapshots with labelled events carry (contract section 9; "
                         "default: 0.95)")
+    g.add_argument("--compare", choices=["reference", "previous"], default=None,
+                   help="snapshots carry changes against the key's reference (the default with --reference) or "
+                        "its previous window, significant by Benjamini-Hochberg at --fdr over each poll")
+    g.add_argument("--fdr", type=_open_unit("--fdr"), default=0.05, metavar="Q",
+                   help="false discovery rate of the changes marked significant (default: 0.05)")
 
 
 def _open_unit(name: str) -> Callable[[str], float]:

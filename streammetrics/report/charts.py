@@ -248,8 +248,23 @@ def metric_lines(history: KeyHistory, chart_id: str, kind: str, title: str, metr
         if not np.all(np.isnan(low)):
             ax.fill_between(x, low, high, color=COLORS.get(present[0], CYCLE[0]), alpha=0.25, lw=0, zorder=2,
                             label=f"{label_of(present[0])} guaranteed bounds")
+    marked = False
     for i, metric in enumerate(present):
-        _plot_series(ax, x, history.series(metric), COLORS.get(metric, CYCLE[i % len(CYCLE)]), label_of(metric), span)
+        color = COLORS.get(metric, CYCLE[i % len(CYCLE)])
+        low_i, high_i = (np.array(v) for v in history.interval_series(metric))
+        if not np.all(np.isnan(low_i)):  # the confidence interval (contract section 9) as a light band
+            ax.fill_between(x, low_i, high_i, color=color, alpha=0.12, lw=0, zorder=1, step=None)
+        _plot_series(ax, x, history.series(metric), color, label_of(metric), span)
+        sig = np.array(history.significant(metric), dtype=bool)
+        if sig.any():  # significant changes against the baseline: hollow diamonds
+            ax.scatter(np.asarray(x)[sig], np.array(history.series(metric))[sig], marker="D", s=46,
+                       facecolors="none", edgecolors=color, linewidths=1.6, zorder=6)
+            marked = True
+    if any(w.intervals for w in history.windows):
+        confidence = _confidence_of(history)
+        caption = "; ".join(filter(None, [caption, f"light bands: {confidence} confidence intervals"]))
+    if marked:
+        caption = "; ".join(filter(None, [caption, "hollow diamonds: significant changes (Benjamini-Hochberg)"]))
     extra = _alert_layers(ax, history, present)
     bound = "dashed red line: the alert rule's bound" if any(a.rule.metric in present for a in history.alerts) else ""
     caption = "; ".join(filter(None, [caption, _smoothing_caption(span), bound]))
@@ -260,6 +275,15 @@ def metric_lines(history: KeyHistory, chart_id: str, kind: str, title: str, metr
     ax.set_title(title)
     _finish_legend(ax, size, extra)
     return _chart(fig, chart_id, kind, title, size, caption)
+
+
+def _confidence_of(history: KeyHistory) -> str:
+    """The intervals' confidence as a percentage (the latest window's), "" when unknown."""
+    for w in reversed(history.windows):
+        c = w.intervals_confidence
+        if c is not None:
+            return f"{100 * c:g}%"
+    return ""
 
 
 def class_lines(history: KeyHistory, chart_id: str, kind: str, metric: str, *, size: str = "half",

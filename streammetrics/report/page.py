@@ -187,10 +187,18 @@ def _summary_row(history: KeyHistory, anchor: str | None, metrics: Sequence[str]
     cells = [f'<td class="text">{_key_link(history, anchor)}</td>',
              f'<td>{len(history.windows)}</td>',
              f'<td class="text">{esc(format_time(history.latest.start, _window_seconds(history)))}</td>']
+    latest = history.latest
     for metric in metrics:
         change = history.change(metric)
         delta, css = format_delta(change)
-        cells.append(f'<td data-metric="{esc(metric)}"><span class="v">{format_value(change.value, metric)}</span>'
+        found = latest.changes.get(metric)
+        sig = ""
+        if found is not None and found.get("significant"):  # contract section 9: marked, with its test
+            p = found.get("p_value")
+            sig = (f'<span class="sig" title="significant change against its baseline '
+                   f'{format_value(found.get("baseline"), metric)} (p = {p:.2g}, Benjamini-Hochberg)">◆</span>'
+                   if isinstance(p, (int, float)) else '<span class="sig">◆</span>')
+        cells.append(f'<td data-metric="{esc(metric)}"><span class="v">{format_value(change.value, metric)}{sig}</span>'
                      f'<span class="d {css}">{esc(delta)}</span></td>')
     if labels:
         cells.extend(_label_cells(history))
@@ -217,7 +225,8 @@ def _summary(histories: Sequence[KeyHistory], anchors: dict[int, str | None], no
     parts = ['<section class="card" id="summary"><h2>Summary</h2>',
              '<p class="meta">Latest window of each key; below each value its change against the previous window '
              '(<span class="better">green: better</span>, <span class="worse">red: worse</span>; higher is better '
-             'for AUC, F1, precision, recall, accuracy, R²; lower for log loss, Brier score and errors).</p>', note]
+             'for AUC, F1, precision, recall, accuracy, R²; lower for log loss, Brier score and errors); ◆: a '
+             'significant change against the baseline (snapshot <code>changes</code>).</p>', note]
     by_task: dict[str, list[KeyHistory]] = defaultdict(list)
     for h in histories:
         by_task[h.task].append(h)

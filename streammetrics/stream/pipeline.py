@@ -122,6 +122,11 @@ class PipelineConfig:
     operating_points: Any = None
     #: confidence of the snapshots' intervals (``--confidence``; contract section 9)
     confidence: float = 0.95
+    #: ``changes`` against ``"reference"`` (the default with ``references``) or the key's
+    #: ``"previous"`` window (``--compare``; :mod:`streammetrics.stream.changes`), None: none
+    compare: str | None = None
+    #: false discovery rate of the changes marked significant in one poll (``--fdr``)
+    fdr: float = 0.05
     #: slices, roll-ups, worst slices, fairness (``--slice-by`` ...; contract section 11:
     #: :class:`streammetrics.stream.slicing.SliceSpec`); slices close on one shared watermark
     slicing: Any = None
@@ -141,6 +146,17 @@ class PipelineConfig:
                                  f"apply to --task binary, not --task {self.task}")
             hook = points.hook(self.references, hook)
         return hook
+
+    def changes(self) -> Any:
+        """The ``changes`` annotator (:class:`streammetrics.stream.changes.Changes`): against the
+        references when there are (binary task), or the previous window with ``compare="previous"``;
+        None without either."""
+        mode = self.compare or ("reference" if self.references is not None and self.task == "binary" else None)
+        if mode is None:
+            return None
+        from streammetrics.stream.changes import Changes
+
+        return Changes(mode, self.fdr, self.references, self.max_keys)
 
     def monitor_factory(self) -> Callable[[], Any]:
         """A factory of empty monitors for the task; configuration errors raise ValueError now."""
@@ -274,6 +290,8 @@ class Pipeline:
             raise ValueError(f"idle_clock must be 'processing' or 'event', got {c.idle_clock!r}")
         idle_clock = clock if c.idle_clock == "processing" else self._stream_time
         extra = c.extra_metrics()
+        #: ``changes`` of the snapshots (contract section 9), None without a baseline
+        self._changes: Any = c.changes()
         self._slicer: Any = None
         if c.slicing is not None:  # (streammetrics.stream.slicing: keys by slice, roll-ups at output)
             from streammetrics.stream.slicing import Slicer
@@ -460,7 +478,11 @@ class Pipeline:
         ``revisions=False`` leaves label revisions of closed windows for a later poll;
         ``collect=False`` closes what is due and leaves the ready snapshots queued
         (:meth:`WindowManager.poll <streammetrics.stream.windows.WindowManager.poll>`)."""
-        return self._emit(self._sliced(self.windows.poll(now, revisions, collect), False))
+        return self._emit(self._changed(self._sliced(self.windows.poll(now, revisions, collect), False)))
+
+    def _changed(self, snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """With ``compare`` or references: the snapshots' ``changes`` (one FDR family per poll)."""
+        return snaps if self._changes is None else self._changes.annotate(snaps)
 
     def _sliced(self, snaps: list[dict[str, Any]], end: bool) -> list[dict[str, Any]]:
         """With slicing: slice keys by dimension, then the roll-up windows now complete."""
@@ -475,13 +497,13 @@ class Pipeline:
         ``max_snapshot_bytes``, small windows closed together are written straight from their
         JSON texts (:meth:`WindowManager.poll_lines
         <streammetrics.stream.windows.WindowManager.poll_lines>`); the same lines either way."""
-        if self.config.max_snapshot_bytes is not None or self._slicer is not None:
+        if self.config.max_snapshot_bytes is not None or self._slicer is not None or self._changes is not None:
             return self._lines(self.poll(now, revisions, collect))
         return self._counted(self.windows.poll_lines(now, revisions, collect))
 
     def flush_lines(self) -> list[str]:
         """:meth:`flush`'s snapshots as their canonical lines (see :meth:`poll_lines`)."""
-        if self.config.max_snapshot_bytes is not None or self._slicer is not None:
+        if self.config.max_snapshot_bytes is not None or self._slicer is not None or self._changes is not None:
             return self._lines(self.flush())
         return self._counted(self.windows.flush_lines())
 
@@ -505,7 +527,7 @@ class Pipeline:
 
     def flush(self) -> list[dict[str, Any]]:
         """End of input: close every open window and return every ready snapshot."""
-        return self._emit(self._sliced(self.windows.flush(), True))
+        return self._emit(self._changed(self._sliced(self.windows.flush(), True)))
 
     def _emit(self, snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         self._snapshots += len(snaps)

@@ -257,7 +257,8 @@ def _config(args: argparse.Namespace) -> PipelineConfig:
         idle_close=getattr(args, "idle_close", None) or None, idle_clock="event",
         references=references, max_references=getattr(args, "max_references", None) or DEFAULT_MAX_REFERENCES,
         label_ttl=args.label_ttl, **({} if args.max_pending is None else {"max_pending_labels": args.max_pending}),
-        confidence=getattr(args, "confidence", 0.95),
+        confidence=getattr(args, "confidence", 0.95), compare=getattr(args, "compare", None),
+        fdr=getattr(args, "fdr", 0.05),
     )
 
 
