@@ -187,9 +187,9 @@ class _Columns:
 
     def __init__(self, chosen: list[int], columns: dict[str, list], scores: list, labels: list,
                  cuts: list[slice], arrays: list, score_array: np.ndarray, lengths: np.ndarray,
-                 intervals: list[dict[str, Any]]) -> None:
+                 intervals: "_Intervals") -> None:
         self.chosen, self.columns, self.scores, self.labels, self.cuts = chosen, columns, scores, labels, cuts
-        #: each window's intervals record (``BinaryMonitor.intervals``: contract section 9)
+        #: each window's intervals record and text (``BinaryMonitor.intervals``: contract section 9)
         self.intervals = intervals
         #: the float columns as arrays, each with where it is undefined (or None)
         self.arrays, self.score_array, self.lengths = arrays, score_array, lengths
@@ -246,8 +246,33 @@ def _fleet_columns(template: Any, panes: Sequence[Sequence[Any]]) -> _Columns | 
     interval_columns = binary_interval_columns(
         np.stack([tn, fp, fn, tp], axis=1), window_levels, level_scores, level_scores, neg.astype(np.float64),
         pos.astype(np.float64), low, high, log_loss, brier, lengths, fp + tp, z_value(confidence))
-    intervals = [interval_record(BINARY_INTERVALS, interval_columns, j, confidence) for j in range(m)]
+    # windows without any interval (the small ones: most of a fleet) share one record and text
+    given = np.zeros(m, dtype=bool)
+    for name in BINARY_INTERVALS:
+        given |= ~np.isnan(interval_columns[name][0])
+    intervals = _Intervals(interval_columns, given, confidence)
     return _Columns(chosen, columns, score_all, label_all, cuts, arrays, ss, lengths, intervals)
+
+
+class _Intervals:
+    """Each window's intervals record (``BinaryMonitor.intervals``: contract section 9) and its
+    text, from the interval columns; a window without any interval gets a fresh copy of the
+    all-null record and the one all-null text."""
+
+    __slots__ = ("columns", "confidence", "given", "null", "null_text")
+
+    def __init__(self, columns: dict[str, Any], given: np.ndarray, confidence: float) -> None:
+        self.columns, self.given, self.confidence = columns, given.tolist(), confidence
+        self.null = interval_record(BINARY_INTERVALS, None, 0, confidence)
+        self.null_text = intervals_text(self.null)
+
+    def record(self, j: int) -> dict[str, Any]:
+        if self.given[j]:
+            return interval_record(BINARY_INTERVALS, self.columns, j, self.confidence)
+        return {"intervals": dict(self.null["intervals"]), "insufficient": list(self.null["insufficient"])}
+
+    def text(self, j: int) -> str:
+        return intervals_text(self.record(j)) if self.given[j] else self.null_text
 
 
 def _records(template: Any, fleet: _Columns, windows: list[int] | None = None) -> list[tuple[dict, dict, dict]]:
@@ -256,11 +281,12 @@ def _records(template: Any, fleet: _Columns, windows: list[int] | None = None) -
     columns, scores, labels = fleet.columns, fleet.scores, fleet.labels
     rows: Any = zip(*(columns[k] for k in SNAPSHOT_KEYS))
     cuts = fleet.cuts
-    intervals = fleet.intervals
+    record = fleet.intervals.record
+    intervals: Any = map(record, range(len(cuts)))
     if windows is not None:  # a few windows: their rows only
         rows = ([columns[k][j] for k in SNAPSHOT_KEYS] for j in windows)
         cuts = [cuts[j] for j in windows]
-        intervals = [intervals[j] for j in windows]
+        intervals = map(record, windows)
     name, version, config = template.type_name, template.version, template._config
     return [(dict(zip(SNAPSHOT_KEYS, row)), {"type": name, "version": version, "config": config(),
                                              "state": {"score": scores[cut], "y_true": labels[cut]}}, record)
@@ -330,10 +356,10 @@ def binary_snapshot_texts(template: Any, panes: Sequence[Sequence[Any]]) -> list
     label_texts = _encode(list(map(labels.__getitem__, cuts))).decode("ascii")[2:-2].split("],[")
     head = f'{{"type":{_dumps(template.type_name)},"version":{int(template.version)},' \
            f'"config":{_dumps(template._config())},"state":{{"score":['
-    for i, metric_text, score_text, label_text, record in zip(fleet.chosen, metrics, score_texts, label_texts,
-                                                              fleet.intervals):
-        out[i] = ("{" + metric_text + "}", head + score_text + '],"y_true":[' + label_text + "]}}",
-                  intervals_text(record))
+    text = fleet.intervals.text
+    for j, (i, metric_text, score_text, label_text) in enumerate(zip(fleet.chosen, metrics, score_texts,
+                                                                      label_texts)):
+        out[i] = ("{" + metric_text + "}", head + score_text + '],"y_true":[' + label_text + "]}}", text(j))
     if odd.any():
         windows = np.flatnonzero(odd).tolist()
         for j, (metrics_dict, state, record) in zip(windows, _records(template, fleet, windows)):
