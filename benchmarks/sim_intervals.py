@@ -284,9 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(_row(label, stats, windows, nominal, worst))
     for n in sizes:
         print(_row(f"multiclass n={n}", coverage_multiclass(n, windows, nominal, rng), windows, nominal, worst))
-        reg_windows = max(windows // 5, 100)
-        print(_row(f"regression n={n}", coverage_regression(n, reg_windows, z, nominal, rng), reg_windows,
-                   nominal, worst))
+        print(_row(f"regression n={n}", coverage_regression(n, windows, z, nominal, rng), windows, nominal, worst))
     bad = check_monitor_path(rng, z, nominal)
     print(f"BinaryMonitor.intervals vs kernel columns: {bad} differing intervals")
     print(f"Mann-Whitney U vs scipy.stats.mannwhitneyu: {scipy_checks[1]} differing windows "
