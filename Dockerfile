@@ -1,5 +1,6 @@
 # The streammetrics Kafka service: `docker build -t streammetrics .`, then
 # `docker run streammetrics consume --bootstrap-servers HOST:PORT --topic ... --output-topic ...`.
+# The image also runs `replay` (JSONL, CSV, Parquet: the parquet extra) and `report` (the report extra).
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -11,7 +12,7 @@ WORKDIR /build
 COPY pyproject.toml README.md ./
 COPY streammetrics ./streammetrics
 COPY consumers ./consumers
-RUN pip install ".[kafka]" \
+RUN pip install ".[kafka,report,parquet]" \
     && cd / && rm -rf /build \
     && useradd --create-home --uid 10001 --user-group streammetrics \
     && mkdir /state && chown streammetrics:streammetrics /state

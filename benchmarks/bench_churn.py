@@ -1,6 +1,6 @@
 """Memory over churning keys: every event has a new (model, segment) key, as when model
-versions or segments come and go. Keys whose windows have all closed (here: idle close
-after 1 s of an injected processing clock, every 1,000 events) are evicted, and the memory
+versions or segments come and go. Keys whose windows have all closed (as the stream's
+watermark passes them; evicted at the poll every 1,000 events) are evicted, and the memory
 of evicted keys is bounded by ``max_keys``, so RSS stays flat however many keys pass.
 
     python benchmarks/bench_churn.py [--keys 1000000] [--max-keys 100000]
@@ -36,9 +36,7 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=1_000_000)
     ap.add_argument("--max-keys", type=int, default=100_000)
     args = ap.parse_args()
-    now = [0.0]
-    wm = WindowManager(BinaryMonitor, 60, idle_close=1, clock=lambda: now[0], batch=True,
-                       max_keys=args.max_keys, max_future=None)
+    wm = WindowManager(BinaryMonitor, 60, batch=True, max_keys=args.max_keys, max_future=None)
     start = 1_767_225_600.0
     marks = sorted({k for k in (10_000, 100_000, 1_000_000, args.keys) if k <= args.keys})
     print(f"{'keys':>10} {'RSS MiB':>9} {'held':>8} {'evicted':>10} {'applied':>10} {'s':>7}")
@@ -46,8 +44,7 @@ def main() -> None:
     applied = 0
     for i in range(args.keys):
         applied += wm.add(Event(start + i * 0.1, f"model-{i}", "", i & 1, (i % 97) / 97))
-        if i % 1000 == 999:
-            now[0] += 1
+        if i % 1000 == 999:  # keys close as the stream's watermark passes their window
             wm.poll()
         if i + 1 in marks:
             gc.collect()

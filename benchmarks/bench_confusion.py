@@ -16,6 +16,7 @@ import argparse
 import time
 
 import numpy as np
+from _targets import Target, print_targets  # (benchmarks/ is on sys.path)
 
 import streammetrics as sm
 
@@ -36,7 +37,7 @@ def interleaved(repeat: int, *fns) -> list[float]:
     return best
 
 
-def main(argv=None) -> None:
+def measure(argv=None) -> list[Target]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
     parser.add_argument("--repeat", type=int, default=None, help="runs per timing (best is kept)")
@@ -144,6 +145,20 @@ def main(argv=None) -> None:
           f"(target >= 20 M/s) -> {'OK' if rate >= 20e6 else 'MISSED'}")
     if t_sk is not None:
         print(f"update_many vs sklearn confusion_matrix: {t_sk / t_many:.1f}x faster")
+    note = "smoke size" if args.quick else ""
+    out = [Target("bench_confusion", "update_many M events/s (int labels)", 20.0, rate / 1e6, note=note)]
+    if t_river is not None:
+        out.insert(0, Target("bench_confusion", "per-event update / river ConfusionMatrix", 1.0, t_river / t_ours,
+                             note=note))
+    return out
+
+
+def targets(quick: bool) -> list[Target]:
+    return measure(["--quick"] if quick else [])
+
+
+def main(argv=None) -> None:
+    print_targets(measure(argv))
 
 
 if __name__ == "__main__":

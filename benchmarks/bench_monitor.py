@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from _targets import Target, print_targets  # (benchmarks/ is on sys.path)
+
 from streammetrics.events.parser import EventParser
 from streammetrics.monitors import BinaryMonitor
 from streammetrics.stream.synthetic import generate_events
@@ -28,12 +30,12 @@ def timed(fn) -> tuple[float, float]:
     return time.perf_counter() - t0, time.process_time() - c0
 
 
-def main() -> None:
+def measure(argv: list[str] | None = None) -> list[Target]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=200_000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     n = 20_000 if args.quick else args.events
     from river import metrics as rm
 
@@ -86,6 +88,16 @@ def main() -> None:
               f"{c / n * 1e6:>13.2f} {cpu[river_name] / c:>12.1f}x")
     ratio = cpu[river_name] / cpu["streammetrics BinaryMonitor.update(dict)"]
     print(f"update(dict) CPU speed-up {ratio:.2f}x (target 6x: {'met' if ratio >= 6 else 'not met'})")
+    return [Target("bench_monitor", "BinaryMonitor.update(dict) CPU / river Accuracy+F1+ROCAUC+LogLoss", 6.0, ratio,
+                   note="smoke size" if args.quick else "")]
+
+
+def targets(quick: bool) -> list[Target]:
+    return measure(["--quick", "--repeats", "2"] if quick else [])
+
+
+def main() -> None:
+    print_targets(measure())
 
 
 if __name__ == "__main__":

@@ -82,6 +82,9 @@ def check_meta(meta: Any) -> str | None:
         return "header field 'label_offset' is not null or a non-negative integer"
     if not isinstance(meta.get("owner"), str):
         return "header field 'owner' is not a string"
+    if "chain" in meta or "n" in meta:  # incremental checkpoints: chain id and place (0: full)
+        if not isinstance(meta.get("chain"), str) or not _nat(meta.get("n")):
+            return "header fields 'chain'/'n' malformed"
     return None
 
 
@@ -182,8 +185,10 @@ class Changelog:
         self.rejected: dict[str, int] = {}
         self.on_reject = on_reject
 
-    def write(self, partition: int, payload: bytes, offset: int, label_offset: int | None) -> list[Any]:
-        """Send one checkpoint of ``partition`` (chunked); the send futures (the caller flushes)."""
+    def write(self, partition: int, payload: bytes, offset: int, label_offset: int | None,
+              chain: tuple[str, int] | None = None) -> list[Any]:
+        """Send one checkpoint of ``partition`` (chunked); the send futures (the caller flushes).
+        ``chain`` ``(id, n)``: its place in a chain of incremental checkpoints (0: full)."""
         seq = self._seq.get(partition, 0) + 1
         self._seq[partition] = seq
         size = self.chunk_bytes
@@ -192,8 +197,10 @@ class Changelog:
         key = str(partition).encode()
         futures = []
         for i in range(chunks):
-            meta = {"seq": seq, "chunk": i, "chunks": chunks, "size": len(payload), "sha256": digest,
-                    "offset": offset, "label_offset": label_offset, "owner": self.owner}
+            meta: dict[str, Any] = {"seq": seq, "chunk": i, "chunks": chunks, "size": len(payload), "sha256": digest,
+                                    "offset": offset, "label_offset": label_offset, "owner": self.owner}
+            if chain is not None:
+                meta["chain"], meta["n"] = chain
             value = self.signer.seal(payload[i * size:(i + 1) * size])
             futures.append(self.producer.send(self.topic, key=key, value=value,
                                               headers=[(HEADER, json.dumps(meta, separators=(",", ":")).encode())],
@@ -211,36 +218,59 @@ class Changelog:
         log.warning("changelog %s[%d] offset %s skipped (%s): %s; using an earlier checkpoint",
                     self.topic, partition, offset, reason, detail[:200])
 
-    def restore(self, partition: int, check: Callable[[bytes, dict[str, Any]], Any] | None = None) -> bytes | None:
-        """The latest complete checkpoint of ``partition`` (its payload) that ``check(payload,
-        meta)`` accepts (raising ValueError refuses it: skipped, counted, the next best one is
-        tried); None if there is none."""
+    def restore(self, partition: int, check: Callable[[list[bytes], list[dict[str, Any]]], Any] | None = None
+                ) -> list[bytes] | None:
+        """The latest usable checkpoint of ``partition``: a full one and the deltas of its chain
+        after it, in order (``[payload, ...]``), or None if there is none. Candidates are ranked
+        by the input offsets their chain reaches; ``check(payloads, metas)`` raising ValueError
+        refuses one: the chain is shortened by its last delta (then the next full one is tried);
+        every refusal is skipped, counted and logged."""
         window = FIRST_WINDOW
         seen: set[Any] = set()
         while True:
             records, from_start = self.reader(partition, window)
+
             def reject(rec: Any, reason: str, detail: str) -> None:
                 self._reject(partition, seen, rec, reason, detail)
 
-            for _rank, meta, payload in _complete(records, self.signer.open, reject):
-                if check is not None:
+            found = _complete(records, self.signer.open, reject)
+            found.sort(key=lambda item: item[0][2])  # back in offset order
+            chains = []
+            for i, (_rank, meta, payload) in enumerate(found):
+                if meta.get("n", 0) != 0:
+                    continue
+                links = [(meta, payload)]
+                if "chain" in meta:
+                    for _r, m, p in found[i + 1:]:
+                        if m.get("chain") == meta["chain"] and m.get("n") == len(links):
+                            links.append((m, p))
+                last = links[-1][0]
+                chains.append(((last["offset"], last["label_offset"] or 0, _rank[2]), links, _rank[2]))
+            chains.sort(key=lambda c: c[0], reverse=True)
+            for _rank, links, _at in chains:
+                while links:
+                    if check is None:
+                        break
                     try:
-                        check(payload, meta)
+                        check([p for _, p in links], [m for m, _ in links])
+                        break
                     except (ValueError, TypeError, KeyError, RecursionError) as exc:
-                        self._reject(partition, seen, _At(_rank[2]), "invalid", f"{type(exc).__name__}: {exc}")
-                        continue
-                self._seq[partition] = max(self._seq.get(partition, 0), meta["seq"])
-                return payload
+                        self._reject(partition, seen, _At(_at, len(links) - 1), "invalid",
+                                     f"{type(exc).__name__}: {exc}")
+                        links = links[:-1]
+                if links:
+                    self._seq[partition] = max(self._seq.get(partition, 0), max(m["seq"] for m, _ in links))
+                    return [p for _, p in links]
             if from_start:
                 return None
             window *= 4
 
 
 class _At:
-    """Stands for the (last) record of a checkpoint refused by its content."""
+    """Stands for a checkpoint (its first record's offset, its chain link) refused by its content."""
 
-    def __init__(self, offset: int) -> None:
-        self.offset = offset
+    def __init__(self, offset: int, link: int = 0) -> None:
+        self.offset = (offset, link)
 
 
 class KafkaChangelogReader:

@@ -48,7 +48,8 @@ def kafka_options(pairs: list[str]) -> dict[str, Any]:
 
 def config_from_args(args: Any) -> ServiceConfig:
     """The :class:`ServiceConfig` of parsed ``consume`` arguments (ValueError for bad values)."""
-    return ServiceConfig(
+    config = ServiceConfig(
+        **_section11(args),
         bootstrap_servers=args.bootstrap_servers, topic=args.topic, output_topic=args.output_topic,
         group_id=args.group_id, dlq_topic=args.dlq_topic, state_dir=args.state_dir,
         metrics_port=args.metrics_port, metrics_host=args.metrics_host, task=args.task, window=args.window,
@@ -56,6 +57,7 @@ def config_from_args(args: Any) -> ServiceConfig:
         confidence=getattr(args, "confidence", ServiceConfig.confidence),
         compare=getattr(args, "compare", None), fdr=getattr(args, "fdr", ServiceConfig.fdr),
         classes=args.classes, labels=args.labels, fields=parse_field_map(args.field),
+        max_labels=getattr(args, "max_labels", ServiceConfig.max_labels),
         cumulative=args.cumulative, include_state=not args.no_state,
         checkpoint_interval=args.checkpoint_interval, max_poll_records=args.max_poll_records,
         kafka_options=kafka_options(args.kafka),
@@ -73,10 +75,42 @@ def config_from_args(args: Any) -> ServiceConfig:
         changelog_topic=_changelog_topic(args),
         internal_key=getattr(args, "internal_key", None),
         checkpoint_refresh=getattr(args, "checkpoint_refresh", ServiceConfig.checkpoint_refresh),
-        partitioning=getattr(args, "partitioning", None) or "key",
+        partitioning="key" if getattr(args, "partitioning", None) == "key-unchecked" else (
+            getattr(args, "partitioning", None) or "key"),
+        key_check=getattr(args, "partitioning", None) != "key-unchecked",
         partials_topic=getattr(args, "partials_topic", None) or None,
         max_merge_windows=getattr(args, "max_merge_windows", None) or ServiceConfig.max_merge_windows,
+        alerts_topic=getattr(args, "alerts_topic", None) or None,
     )
+    config.alerts = _alerts(args, config)
+    return config
+
+
+def _section11(args: Any) -> dict[str, Any]:
+    """The operating points of ``--target-recall`` ... ``--cost-fn`` (contract section 11);
+    slices and roll-ups (``--slice-by``, ``--rollup``, ``--fairness-by``) are replay's for now:
+    ValueError naming them."""
+    from streammetrics.stream.slicing import slice_settings
+
+    settings = slice_settings(args)
+    if "slicing" in settings:
+        raise ValueError("--slice-by, --rollup and --fairness-by are replay options for now (the service "
+                         "does not checkpoint roll-up windows yet); see docs/slices.md")
+    return settings
+
+
+def _alerts(args: Any, config: ServiceConfig) -> Any:
+    """The AlertSpec of --alert/--alerts/--alert-cooldown (None without rules); the rules are checked
+    against the task's metrics, and band(K) and sequential rules read --reference, as replay does."""
+    from streammetrics.stream.alerting import spec_from_options
+
+    rules, path = getattr(args, "alert", None) or [], getattr(args, "alerts", None)
+    if not rules and not path:
+        if config.alerts_topic:
+            raise ValueError("--alerts-topic needs rules (--alert or --alerts)")
+        return None
+    return spec_from_options(rules, path, getattr(args, "alert_cooldown", None), getattr(args, "reference", None),
+                             config.pipeline_config())
 
 
 def _changelog_topic(args: Any) -> str | None:
@@ -162,16 +196,20 @@ def build_merge_stage(config: ServiceConfig, consumer: Any, service: MetricsServ
     pipeline_config = config.pipeline_config()
     extra, loader = pipeline_config.extra_metrics(), pipeline_config.monitor_loader()
 
+    template = pipeline_config.monitor_factory()()  # a partial's state must be of this type and config
+
     def make_merger() -> Merger:
         return Merger(sources, include_state=config.include_state, extra_metrics=extra,
-                      max_windows=config.max_merge_windows, loader=loader)
+                      max_windows=config.max_merge_windows, loader=loader, template=template,
+                      alerts=config.alerts)
 
     return MergeStage(consumer=merge_consumer, producer=producer, partials_topic=config.partials_topic,
                       output_topic=config.output_topic, sources=sources, make_merger=make_merger, codec=codec,
                       store=codec if config.state_dir else None, changelog=changelog,
                       checkpoint_interval=config.checkpoint_interval, delivery_timeout=config.delivery_timeout,
                       commit_timeout=config.commit_timeout,
-                      encode=lambda snap: service.snapshot_value(snap, snapshot_key(snap)), metrics=service.metrics)
+                      encode=lambda snap: service.snapshot_value(snap, snapshot_key(snap)), metrics=service.metrics,
+                      signer=service.signer, alerts_topic=config.alerts_topic)
 
 
 def run_consume(args: Any) -> int:

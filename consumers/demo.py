@@ -171,12 +171,22 @@ def run_demo(args: Any, out: TextIO = sys.stdout) -> int:
             print(f"\n{sent:,} events produced; {c['events']:,} applied, "
                   f"{c['dead_letters']} dead letters (malformed or late) in {dlq_topic}, "
                   f"{len(seen)} window snapshots in {args.output_topic}.", file=out)
-            if args.report:
-                _write_report(seen, args.report, out)
+            path = report_path(args.report)
+            if path:
+                _write_report(seen, path, out)
         return 0
     finally:
         if broker is not None:
             broker.stop()
+
+
+def report_path(option: str | None) -> str:
+    """Where the demo writes its report: ``--report FILE`` ('' for none), by default
+    ``streammetrics-demo-report.html`` in the system's temporary directory (not the current
+    directory, which is often a checkout the file would litter)."""
+    if option is None:
+        return os.path.join(tempfile.gettempdir(), "streammetrics-demo-report.html")
+    return option
 
 
 def _write_report(snapshots: list, path: str, out: TextIO) -> None:

@@ -2,7 +2,7 @@
 
 With ``--partitioning any`` the events of one (model, segment) may arrive on every input
 partition (e.g. keyed by prediction id). Each input partition ``p`` keeps its own windows, with
-one event-time watermark for all its keys (``PipelineConfig.shared_watermark``: the largest
+one event-time watermark for all its keys (as every partition: the largest
 event time on ``p`` minus ``--grace``), and:
 
 * publishes each window it closes, and each later label revision of it, as a **partial** to the
@@ -34,6 +34,23 @@ output follows from the partials partition's records in offset order (determinis
 merge stage checkpoints its state and offset like the sources do (state dir and a changelog
 topic, ``<group>-<topic>-merge-changelog``), so a killed instance loses nothing.
 
+Validated and authenticated (issue 30, points 6 and 9). Every partials record is validated in
+full before it is used: its schema, source, key, window, the counters (whole numbers >= 0 with
+``labeled + expired + pending == count``, so no partial claims more labels than its state
+holds), ``final`` and ``revision``, and its state, which is loaded (and must be of the monitor
+type and configuration of the service's task, when the stage knows them) and must hold ``count``
+predictions. A record that fails is skipped and counted (``malformed``), the previous good
+partial of its (window, source) stays in use, and its window is published with
+``"merge_incomplete": true``. A window that cannot be merged still never holds back or drops the
+other windows due with it (each window is published on its own; a failure is counted
+``unmergeable`` and logged). With ``--internal-key`` partials and watermarks are sealed with an
+HMAC (:mod:`consumers.signing`) and a record without a valid tag is refused (``forged``).
+Without a key, a forged watermark can publish a window early, but cannot make the merge drop the
+real partials: the last ``--max-merge-windows`` finished windows are remembered, and a partial
+of one of them from a source it did not hold (or a newer version of one it held) reopens it
+with a new revision. Protect the internal topics with ACLs (docs/internal-key.md,
+docs/scaleout.md).
+
 Bounds: ``--max-merge-windows`` (default 100,000) windows held per partials partition; beyond
 it the window that ends first is published as it stands (``"final": false``,
 ``"merge_incomplete": true``), counted (``merge_evicted``) and logged, and later partials of
@@ -48,10 +65,12 @@ import logging
 import math
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from streammetrics.core.accumulator import from_dict
+from streammetrics.stream.alerting import alert_key, alert_line
 from streammetrics.stream.snapshots import build_snapshot, snapshot_key, snapshot_line
 
 __all__ = ["Merger", "MergeStage", "partial_record", "watermark_record", "default_partials_topic",
@@ -83,8 +102,8 @@ def watermark_record(source: int, watermark_us: int) -> bytes:
 
 
 def _ms(seconds: Any) -> int:
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
-        raise ValueError(f"window bound must be a number of seconds, got {seconds!r:.40}")
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not abs(seconds) <= 1e13:
+        raise ValueError(f"window bound must be a number of seconds (at most 1e13), got {seconds!r:.40}")
     return round(seconds * 1000)
 
 
@@ -93,16 +112,26 @@ def _settled(snap: Mapping[str, Any]) -> int:
     return int(snap.get("labeled") or 0) + int(snap.get("expired") or 0)
 
 
+def _count(snap: Mapping[str, Any], name: str) -> int:
+    value = snap.get(name, 0)
+    if type(value) is not int or value < 0:
+        raise ValueError(f"{name} must be a whole number >= 0, got {value!r:.40}")
+    return value
+
+
 class _Window:
-    __slots__ = ("end_ms", "parts", "raw", "revision")
+    __slots__ = ("end_ms", "parts", "raw", "revision", "monitors", "refused")
 
     def __init__(self, end_ms: int, revision: int = -1) -> None:
         self.end_ms = end_ms
-        # source partition -> its latest partial snapshot, and the record as received: checkpoints
+        # source partition -> its latest partial snapshot (without its state), its monitor (the
+        # state loaded when the partial was validated), and the record as received: checkpoints
         # copy the text as is, a tenth of the cost of re-encoding the states every interval
         self.parts: dict[int, dict[str, Any]] = {}
+        self.monitors: dict[int, Any] = {}
         self.raw: dict[int, str] = {}
         self.revision = revision  # last published revision, -1: not yet published
+        self.refused: set[int] = set()  # sources with a partial refused as malformed
 
 
 class Merger:
@@ -126,7 +155,8 @@ class Merger:
     def __init__(self, sources: int, *, include_state: bool = True,
                  extra_metrics: Callable[[tuple[str, str], Any, dict[str, Any]], None] | None = None,
                  max_windows: int = DEFAULT_MAX_MERGE_WINDOWS,
-                 loader: Callable[[Mapping[str, Any]], Any] | None = None) -> None:
+                 loader: Callable[[Mapping[str, Any]], Any] | None = None, template: Any = None,
+                 alerts: Any = None) -> None:
         if sources < 1:
             raise ValueError(f"sources must be at least 1, got {sources!r}")
         if isinstance(max_windows, bool) or not isinstance(max_windows, int) or max_windows < 1:
@@ -137,6 +167,16 @@ class Merger:
         self.max_windows = max_windows
         #: rebuilds a partial's monitor (``PipelineConfig.monitor_loader``: bound to its reference)
         self.loader = loader or from_dict
+        #: alert rules on the merged windows (``AlertSpec``; their state is in the merge checkpoint)
+        self.alert_spec = alerts
+        self.alerts = alerts.engine() if alerts is not None else None
+        self.alert_events: list[dict[str, Any]] = []
+        #: an empty monitor of the service's task: a partial's state must have its type and config
+        self.expected = None if template is None else {k: v for k, v in template.to_dict().items()
+                                                        if k in ("type", "version", "config")}
+        #: windows published final, most recent last (at most ``max_windows``): a partial of one from
+        #: a source it did not hold, or newer, reopens it (a forged watermark published it early)
+        self.finished: OrderedDict[tuple[str, str, int], _Window] = OrderedDict()
         self.watermarks: dict[int, int] = {}
         self.frontier_us: float = -math.inf  # smallest watermark over every source, once all reported
         self.evicted_end_ms: int | None = None  # windows ending at or before it were evicted
@@ -144,7 +184,7 @@ class Merger:
         #: records by outcome: partials / watermarks applied, replayed (already known, ignored),
         #: dropped (of an evicted range), malformed; windows published and evicted
         self.counts = dict.fromkeys(("partials", "watermarks", "replayed", "dropped", "malformed", "published",
-                                     "evicted"), 0)
+                                     "evicted", "forged", "unmergeable", "reopened"), 0)
 
     # ------------------------------------------------------------------ input
     def apply(self, value: bytes | None) -> list[dict[str, Any]]:
@@ -163,43 +203,107 @@ class Merger:
                 if type(watermark) is not int:
                     raise ValueError("watermark_us must be an integer")
                 return self._watermark(source, watermark)
+            if schema != PARTIAL_SCHEMA:
+                raise ValueError(f"schema {schema!r:.60} is not {PARTIAL_SCHEMA!r}")
             snap = rec["snapshot"]
-            key = (str(snap["key"]["model"]), str(snap["key"]["segment"]), _ms(snap["window"]["start"]))
-            end_ms = _ms(snap["window"]["end"])
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            self.counts["malformed"] += 1
-            log.warning("partials record ignored: %s", exc)
-            return []
+            key, end_ms, monitor = self._validate(snap)
+        except Exception as exc:  # noqa: BLE001 - whatever a hostile record makes the parsing or the loader raise
+            return self._refuse(value, exc)
+        return self._partial(source, key, end_ms, snap, text, monitor)
+
+    def _validate(self, snap: Any) -> tuple[tuple[str, str, int], int, Any]:
+        """The key, end and loaded monitor of a partial snapshot checked in full (ValueError)."""
         if not isinstance(snap, dict):
-            self.counts["malformed"] += 1
-            return []
-        return self._partial(source, key, end_ms, snap, text)
+            raise ValueError("snapshot is not a JSON object")
+        model, segment = snap["key"]["model"], snap["key"]["segment"]
+        if not isinstance(model, str) or not isinstance(segment, str):
+            raise ValueError("key model and segment must be strings")
+        start_ms, end_ms = _ms(snap["window"]["start"]), _ms(snap["window"]["end"])
+        if not start_ms < end_ms:
+            raise ValueError(f"window end {end_ms} ms is not after its start {start_ms} ms")
+        count = _count(snap, "count")
+        labeled, expired, pending = _count(snap, "labeled"), _count(snap, "expired"), _count(snap, "pending")
+        _count(snap, "late")
+        _count(snap, "revision")
+        if labeled + expired + pending != count:
+            raise ValueError(f"labeled {labeled} + expired {expired} + pending {pending} != count {count}")
+        if not isinstance(snap.get("final"), bool):
+            raise ValueError("final must be true or false")
+        state = snap.get("state")
+        if not isinstance(state, dict):
+            raise ValueError("the partial carries no state")
+        if self.expected is not None:
+            got = {k: state.get(k) for k in self.expected}
+            if got != self.expected:
+                raise ValueError(f"state of type {state.get('type')!r:.60} (version/config) is not this "
+                                 f"service's {self.expected.get('type')!r}")
+        monitor = self.loader(state)
+        if getattr(monitor, "count", count) != count:
+            raise ValueError(f"its state holds {monitor.count} predictions, the partial claims count {count}")
+        return (model, segment, start_ms), end_ms, monitor
+
+    def _refuse(self, value: Any, exc: BaseException) -> list[dict[str, Any]]:
+        """A malformed record: skipped and counted; its (window, source) keeps its previous partial,
+        and the window is marked incomplete when the record names one."""
+        self.counts["malformed"] += 1
+        log.warning("partials record ignored: %s: %.300s", type(exc).__name__, exc)
+        try:
+            rec = json.loads(value)
+            snap, source = rec["snapshot"], rec["source"]
+            key = (str(snap["key"]["model"]), str(snap["key"]["segment"]), _ms(snap["window"]["start"]))
+            win = self.windows.get(key)
+            if win is not None and type(source) is int:
+                win.refused.add(source)
+        except Exception:  # noqa: BLE001, S110 - it names no window: nothing to mark
+            pass
+        return []
+
+    def forged(self, reason: str) -> None:
+        """A record refused by the HMAC check (``--internal-key``): counted, logged, skipped."""
+        self.counts["forged"] += 1
+        log.warning("partials record refused: %s", reason)
 
     def _partial(self, source: int, key: tuple[str, str, int], end_ms: int,
-                 snap: dict[str, Any], raw: str) -> list[dict[str, Any]]:
+                 snap: dict[str, Any], raw: str, monitor: Any) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         win = self.windows.get(key)
         if win is None:
-            if end_ms * 1000 <= self.frontier_us:  # merged and final already: a source's replay
+            done = self.finished.get(key)
+            if done is not None:
+                old = done.parts.get(source)
+                if old is not None and _settled(snap) <= _settled(old):
+                    self.counts["replayed"] += 1  # a source's replay of what was merged
+                    return out
+                # published final without it (a forged or early watermark): reopen, a new revision
+                self.counts["reopened"] += 1
+                log.warning("partial of %s from source %d came after its window was merged: republished "
+                            "as revision %d (was the watermark forged?)", key, source, done.revision + 1)
+                win = self.windows[key] = self.finished.pop(key)
+            elif end_ms * 1000 <= self.frontier_us:  # merged and final already, and forgotten
                 self.counts["replayed"] += 1
                 return out
-            if self.evicted_end_ms is not None and end_ms <= self.evicted_end_ms:
+            elif self.evicted_end_ms is not None and end_ms <= self.evicted_end_ms:
                 self.counts["dropped"] += 1
                 log.warning("partial of %s dropped: windows ending at or before %d ms were evicted "
                             "(--max-merge-windows)", key, self.evicted_end_ms)
                 return out
-            if len(self.windows) >= self.max_windows:
-                out.append(self._evict())
-            win = self.windows[key] = _Window(end_ms)
+            else:
+                if len(self.windows) >= self.max_windows:
+                    evicted = self._evict()
+                    if evicted is not None:
+                        out.append(evicted)
+                win = self.windows[key] = _Window(end_ms)
         old = win.parts.get(source)
         if old is not None and _settled(snap) <= _settled(old):
             self.counts["replayed"] += 1
             return out
         self.counts["partials"] += 1
-        win.parts[source] = snap
+        win.parts[source] = {k: v for k, v in snap.items() if k != "state"}
+        win.monitors[source] = monitor
         win.raw[source] = raw
+        win.refused.discard(source)
         if win.revision >= 0:  # published already: a label revision of one partial
-            out.append(self._publish(key, win))
+            out.extend(self._publish_safely(key, win))
         return out
 
     def _watermark(self, source: int, watermark: int) -> list[dict[str, Any]]:
@@ -214,61 +318,105 @@ class Merger:
             return []
         self.frontier_us = frontier
         due = sorted((w.end_ms, k) for k, w in self.windows.items() if w.revision < 0 and w.end_ms * 1000 <= frontier)
-        return [self._publish(k, self.windows[k]) for _, k in due]
+        out: list[dict[str, Any]] = []
+        for _, k in due:  # each on its own: one that cannot be merged holds back or drops no other
+            out.extend(self._publish_safely(k, self.windows[k]))
+        return out
 
-    def _evict(self) -> dict[str, Any]:
+    def _publish_safely(self, key: tuple[str, str, int], win: _Window) -> list[dict[str, Any]]:
+        try:
+            return [self._publish(key, win)]
+        except Exception as exc:  # noqa: BLE001 - validated partials that still do not merge (e.g. other classes)
+            self.counts["unmergeable"] += 1
+            log.error("merge: window %s cannot be merged (%s: %.300s): dropped; the other windows go on",
+                      key, type(exc).__name__, exc)
+            self.windows.pop(key, None)
+            return []
+
+    def _evict(self) -> dict[str, Any] | None:
         """Make room: publish the window that ends first as it stands (not final)."""
         end_ms, key = min((w.end_ms, k) for k, w in self.windows.items())
         self.counts["evicted"] += 1
         self.evicted_end_ms = end_ms if self.evicted_end_ms is None else max(self.evicted_end_ms, end_ms)
         log.warning("merge holds %d windows (--max-merge-windows): publishing window %s before it is complete",
                     len(self.windows), key)
-        snap = self._publish(key, self.windows[key], incomplete=True)
+        try:
+            snap = self._publish(key, self.windows[key], incomplete=True)
+        except Exception as exc:  # noqa: BLE001 - as in _publish_safely
+            self.counts["unmergeable"] += 1
+            log.error("merge: window %s cannot be merged (%s: %.300s): dropped", key, type(exc).__name__, exc)
+            snap = None
         self.windows.pop(key, None)
+        self.finished.pop(key, None)
         return snap
 
     # ------------------------------------------------------------------ output
     def _publish(self, key: tuple[str, str, int], win: _Window, incomplete: bool = False) -> dict[str, Any]:
-        win.revision += 1
         sources = sorted(win.parts)
         parts = [win.parts[s] for s in sources]
-        monitor = None
-        missing = 0
-        for part in parts:
-            state = part.get("state")
-            if state is None:
-                missing += 1
-                continue
-            m = self.loader(state)
-            monitor = m if monitor is None else monitor.merge(m)
-        if monitor is None:  # no partial carries a state: nothing exact to publish
-            raise ValueError(f"no partial of window {key} carries a state")
-        final = not incomplete and not missing and all(p.get("final") for p in parts)
+        if not parts:
+            raise ValueError(f"no valid partial of window {key}")
+        monitor = win.monitors[sources[0]].copy()
+        for s in sources[1:]:
+            monitor.merge(win.monitors[s])
+        missing = len(win.refused - set(sources))  # sources whose only partial was refused
+        win.revision += 1
+        final = not incomplete and all(p.get("final") for p in parts)
         snap = build_snapshot(key[:2], monitor, key[2], win.end_ms, final=final,
                               late=sum(int(p.get("late") or 0) for p in parts), revision=win.revision,
                               pending=sum(int(p.get("pending") or 0) for p in parts),
                               expired=sum(int(p.get("expired") or 0) for p in parts),
                               include_state=self.include_state, extra_metrics=self.extra_metrics)
         snap["sources"] = len(parts)
-        if incomplete or missing:
+        if incomplete or missing or win.refused:
             snap["merge_incomplete"] = True
         if final:
             del self.windows[key]
+            self.finished[key] = win
+            self.finished.move_to_end(key)
+            while len(self.finished) > self.max_windows:
+                self.finished.popitem(last=False)
         self.counts["published"] += 1
+        if self.alerts is not None:
+            self.alert_events += self.alerts.observe(snap)
         return snap
+
+    def take_alerts(self) -> list[dict[str, Any]]:
+        """The alert events of the merged snapshots published since the last call."""
+        events, self.alert_events = self.alert_events, []
+        return events
 
     @property
     def open_windows(self) -> int:
         return len(self.windows)
 
+    def waiting(self) -> str | None:
+        """Why windows are held (one line naming the sources that hold them back), or None when no
+        window waits for a watermark."""
+        pending = [w.end_ms for w in self.windows.values() if w.revision < 0]
+        if not pending:
+            return None
+        first = min(pending)
+        missing = sorted(set(range(self.sources)) - set(self.watermarks))
+        if missing:
+            return (f"{len(pending)} windows (the first ends at {first} ms) wait for a first watermark of source "
+                    f"partitions {missing[:20]} (no event there yet, or their instance has not checkpointed; "
+                    f"an empty partition adopts the others' after --idle-close)")
+        slow = sorted(s for s, w in self.watermarks.items() if w < first * 1000)
+        return (f"{len(pending)} windows (the first ends at {first} ms) wait for source partitions {slow[:20]} "
+                f"(watermarks {[self.watermarks[s] // 1000 for s in slow[:5]]} ms)")
+
     # ------------------------------------------------------------------ checkpoint
     def to_dict(self) -> dict[str, Any]:
-        return {"type": "Merger", "version": 1, "sources": self.sources,
+        out = {"type": "Merger", "version": 1, "sources": self.sources,
                 "watermarks": sorted([s, w] for s, w in self.watermarks.items()),
                 "frontier_us": None if self.frontier_us == -math.inf else self.frontier_us,
                 "evicted_end_ms": self.evicted_end_ms,
                 "windows": [[k[0], k[1], k[2], w.end_ms, w.revision, [[s, w.raw[s]] for s in sorted(w.raw)]]
                             for k, w in sorted(self.windows.items())]}
+        if self.alerts is not None:
+            out["alerts"] = self.alerts.to_dict()
+        return out
 
     def load_dict(self, data: Mapping[str, Any]) -> Merger:
         if not isinstance(data, Mapping) or data.get("type") != "Merger" or data.get("version") != 1:
@@ -283,14 +431,22 @@ class Merger:
                 win = _Window(int(end), int(revision))
                 for source, raw in parts:
                     snap = json.loads(raw)["snapshot"]
-                    win.parts[int(source)] = snap
+                    win.parts[int(source)] = {k: v for k, v in snap.items() if k != "state"}
+                    win.monitors[int(source)] = self.loader(snap["state"])
                     win.raw[int(source)] = str(raw)
                 windows[(str(model), str(segment), int(start))] = win
             frontier = data.get("frontier_us")
             evicted = data.get("evicted_end_ms")
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"malformed Merger checkpoint: {exc}") from None
+        alerts = None
+        if self.alert_spec is not None:
+            alerts = self.alert_spec.engine()
+            if data.get("alerts") is not None:
+                alerts.load(data["alerts"])  # ValueError naming what is wrong, before anything changes
         self.watermarks, self.windows = watermarks, windows
+        if alerts is not None:
+            self.alerts, self.alert_events = alerts, []
         self.frontier_us = -math.inf if frontier is None else int(frontier)
         self.evicted_end_ms = None if evicted is None else int(evicted)
         return self
@@ -320,8 +476,13 @@ class MergeStage:
                  make_merger: Callable[[], Merger], codec: Any, store: Any = None, changelog: Any = None,
                  checkpoint_interval: float = 1.0, delivery_timeout: float = 10.0, commit_timeout: float = 5.0,
                  encode: Callable[[dict[str, Any]], bytes | None] | None = None,
-                 listener: Callable[[Any, Any], Any] | None = None, metrics: Any = None) -> None:
+                 listener: Callable[[Any, Any], Any] | None = None, metrics: Any = None,
+                 signer: Any = None, alerts_topic: str | None = None) -> None:
         self.consumer, self.producer = consumer, producer
+        #: opens each partials record (``--internal-key``: :class:`consumers.signing.RecordSigner`)
+        self.signer = signer
+        #: topic of the alert events of merged windows (``--alerts-topic``; None: not published)
+        self.alerts_topic = alerts_topic
         self.partials_topic, self.output_topic, self.sources = partials_topic, output_topic, sources
         self.make_merger, self.codec, self.store, self.changelog = make_merger, codec, store, changelog
         self.checkpoint_interval = checkpoint_interval
@@ -337,6 +498,9 @@ class MergeStage:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_checkpoint = time.monotonic()
+        self._last_wait_log = time.monotonic()
+        #: how often (s) a merge holding windows back logs why at INFO
+        self.wait_log_interval = 10.0
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> MergeStage:
@@ -430,25 +594,54 @@ class MergeStage:
                 if part.saved_offset is None:
                     part.saved_offset = rec.offset  # the empty merge state is consistent before it
                 before = dict(part.merger.counts) if self.metrics is not None else None
-                for snap in part.merger.apply(rec.value):
+                value, merged = rec.value, []
+                if self.signer is not None and self.signer.enabled and value is not None:
+                    try:
+                        value = self.signer.open(value)
+                    except ValueError as exc:  # ForgedRecord: no valid tag
+                        part.merger.forged(f"{rec.topic}[{rec.partition}]@{rec.offset}: {exc}")
+                        value = None
+                if value is not None or not (self.signer is not None and self.signer.enabled):
+                    merged = part.merger.apply(value)
+                for snap in merged:
                     value = self.encode(snap)
                     if value is not None:
                         self._send(snapshot_key(snap), value)
                         if self.metrics is not None:
                             self.metrics.observe_snapshot(snap)
+                for event in part.merger.take_alerts():
+                    self._send_alert(event)
                 if before is not None:
                     self._count(before, part.merger.counts)
                 part.next_offset = rec.offset + 1
                 applied += 1
         self.counts["records"] += applied
-        if time.monotonic() - self._last_checkpoint >= self.checkpoint_interval:
+        now = time.monotonic()
+        if now - self._last_checkpoint >= self.checkpoint_interval:
             self.checkpoint()
+        if now - self._last_wait_log >= self.wait_log_interval:
+            self._last_wait_log = now
+            self.log_waiting()
         return applied
+
+    def log_waiting(self) -> list[str]:
+        """Log at INFO, per partials partition, why merged windows are held (the lines logged)."""
+        lines = []
+        for part in list(self.parts.values()):
+            why = part.merger.waiting()
+            if why is not None:
+                lines.append(f"merge of {part.tp.topic}[{part.tp.partition}]: {why}")
+                log.info("%s", lines[-1])
+        if not self.parts:
+            lines.append(f"merge: no partition of {self.partials_topic} assigned to this instance")
+            log.info("%s", lines[-1])
+        return lines
 
     def _count(self, before: dict[str, int], after: dict[str, int]) -> None:
         metrics = self.metrics
         for outcome, name in (("partials", "partial"), ("watermarks", "watermark"), ("replayed", "replayed"),
-                              ("dropped", "dropped"), ("malformed", "malformed")):
+                              ("dropped", "dropped"), ("malformed", "malformed"), ("forged", "forged"),
+                              ("unmergeable", "unmergeable"), ("reopened", "reopened")):
             if after[outcome] != before[outcome]:
                 metrics.merge_records.labels(name).inc(after[outcome] - before[outcome])
         if after["evicted"] != before["evicted"]:
@@ -458,6 +651,14 @@ class MergeStage:
     def _send(self, key: bytes, value: bytes) -> None:
         self._inflight.append(self.producer.send(self.output_topic, key=key, value=value))
         self.counts["published"] += 1
+
+    def _send_alert(self, event: dict[str, Any]) -> None:
+        """An alert event of a merged window, delivered before the checkpoint that covers it."""
+        if self.metrics is not None:
+            self.metrics.observe_alert(event)
+        if self.alerts_topic:
+            self._inflight.append(self.producer.send(self.alerts_topic, key=alert_key(event),
+                                                     value=alert_line(event).encode()))
 
     def _flush(self) -> None:
         if not self._inflight:

@@ -23,13 +23,30 @@ re-published byte for byte under the same keys (windows are deterministic and re
 a window yields the same key and content), so a compacted output topic, or any consumer
 keeping the last value per key, sees exactly the snapshots of an uninterrupted run. No event
 is lost (nothing is committed before its effects are published) or counted twice (state and
-offset are saved together). Idle closing depends on wall time, so it is the one part that can
-differ after a restart; set ``--idle-close 0`` where bit-exact replays matter more than
-timely reporting of quiet keys.
+offset are saved together).
 
-Each partition has its own windows, so every (model, segment) key must live in one
-partition: produce with the message key ``model|segment`` (as ``demo`` does). A key seen on
-two partitions is logged.
+Windows close by event time (contract section 7): each input partition's windows have one
+watermark, the largest ``ts`` applied on the partition minus ``--grace``, for every key, so a
+quiet key closes with the others and the snapshots are those ``replay`` writes for the
+partition's events. ``--idle-close`` (wall time, default 30 s) only moves the watermark of a
+partition that has received *no record* for that long while read to its end: it adopts the
+smallest watermark of the partitions still receiving (those of this instance, and with
+``--partitioning any`` every source partition as the merge stage knows it), never more, so it
+never closes a window that the slowest active partition has not passed; with no active
+partition nothing moves. The advanced watermark is checkpointed *before* the windows it closes
+are published (:meth:`MetricsService.checkpoint`), so a restart publishes the same content for
+them.
+
+Each partition has its own windows, so with ``--partitioning key`` (the default) every
+(model, segment) key must live in one partition: produce with the message key
+``model|segment`` (as ``demo`` does). That is checked from the records themselves, before they
+are applied, so a wrong input never publishes a partial window as if it were the whole one
+(contract section 7): when the input topic has more than one partition, a predictions record
+whose message key is not ``model|segment`` of its events (e.g. keyed by prediction id, as a
+labels topic needs), or a key seen on two of the instance's partitions, stops the service with
+one error line naming the record and status 2 (use ``--partitioning any``; or
+``--partitioning key-unchecked`` when the producer's own partitioner keeps each key in one
+partition). A message key already checked is trusted (one dict lookup per record).
 
 Delayed labels from a second topic (``--labels-topic T``, contract section 5): the labels
 topic is co-partitioned with the predictions by prediction ``id`` (same partition count, message
@@ -50,8 +67,10 @@ fuller side is paused (``consumer.pause``) until the merge drains it. Checkpoint
 offset of both topics (``label_offset``) with the pipeline's state, pending labels included,
 and both offsets are committed; a rollback or restart seeks both. Revisions are published under
 the window's key ``model|segment|window_start``: a later revision replaces an earlier one in a
-compacted topic (or a reader keeping the last value per key). Without labels (every event with
-``y_true``) nothing changes.
+compacted topic (or a reader keeping the last value per key). They come at the window engine's
+revision ticks, as in ``replay`` (so a (key, revision) keeps one content across restarts), plus
+a quiet partition's waiting ones after ``--idle-close`` (checkpointed at once); docs/revisions.md.
+Without labels (every event with ``y_true``) nothing changes.
 
 Nothing in a message can stop the service: undecodable, malformed, refused and late events
 become ONE dead letter per message, carrying the original bytes as value (truncated to the
@@ -66,6 +85,7 @@ import dataclasses
 import json
 import logging
 import math
+import sqlite3
 import threading
 import time
 from collections import deque
@@ -73,14 +93,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from streammetrics.events.records import Rejection
-from streammetrics.monitors import make_monitor
+from streammetrics.monitors import DEFAULT_MAX_LABELS, make_monitor
 from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES
+from streammetrics.stream.alerting import alert_key, alert_line
 from streammetrics.stream.pending import DEFAULT_MAX_PENDING
 from streammetrics.stream.pipeline import DEFAULT_LABEL_TTL, Pipeline, PipelineConfig, Problem
 from streammetrics.stream.snapshots import snapshot_key, snapshot_line
 from streammetrics.stream.windows import DEFAULT_MAX_FUTURE, DEFAULT_MAX_KEYS
 
-from .checkpoint import CheckpointError, CheckpointStore
+from .checkpoint import Chain, CheckpointError, CheckpointStore, new_chain_id
 from .clients import fetch_error_position
 from .fastpath import BinaryFastPath
 from .gc_tuning import tune_gc
@@ -103,7 +124,8 @@ RECORD_OVERHEAD = 512
 #: a dead letter lists at most this many problems in its ``streammetrics.problems`` header
 MAX_LISTED_PROBLEMS = 100
 
-#: keys remembered for the "key seen on two partitions" warning (cleared when exceeded)
+#: keys remembered for the "key seen on two partitions" check (cleared when exceeded), and message
+#: keys remembered as checked per partition (``--partitioning key``)
 MAX_TRACKED_KEYS = 100_000
 
 #: a dead letter's key is cut to this many bytes
@@ -116,6 +138,19 @@ FETCH_ATTEMPTS = 3
 #: first back-off (s) after an exception out of ``poll``; doubled per failure, at most ``MAX_POLL_BACKOFF``
 POLL_BACKOFF = 0.1
 MAX_POLL_BACKOFF = 5.0
+
+#: an environment failure while a partition's records are applied (disk full, unwritable temp
+#: dir, a failing SQLite spill) pauses the partition this long (s), doubled per failure at the
+#: same offset, at most ``MAX_PAUSE_BACKOFF``: see :meth:`MetricsService._pause`
+PAUSE_BACKOFF = 1.0
+MAX_PAUSE_BACKOFF = 60.0
+
+
+def environment_error(exc: BaseException) -> bool:
+    """An error of the machine, not of the record: ``OSError`` (disk full, read-only or
+    unwritable directory, I/O error; :class:`~streammetrics.stream.pending.SpillError` is one) or
+    ``sqlite3.OperationalError`` (SQLite's "database or disk is full", "unable to open")."""
+    return isinstance(exc, (OSError, sqlite3.OperationalError))
 
 
 @dataclass
@@ -133,7 +168,8 @@ class ServiceConfig:
 
     Bounds on ``/metrics``: per-key gauges for at most ``metrics_keys`` keys (the most events in
     their latest window; 0: none), at most ``metrics_max_connections`` HTTP connections at once,
-    each closed after ``metrics_timeout`` s idle (see :mod:`consumers.observability`).
+    each given ``metrics_timeout`` s in all for its request and answer, the last connection kept
+    for quick requests such as ``/healthz`` (see :mod:`consumers.observability`).
     """
 
     bootstrap_servers: str
@@ -157,6 +193,8 @@ class ServiceConfig:
     fdr: float = 0.05
     classes: list | None = None
     labels: list | None = None
+    #: labels task, discovered labels: most labels a window keeps (``--max-labels``)
+    max_labels: int = DEFAULT_MAX_LABELS
     fields: dict[str, str] = field(default_factory=dict)
     cumulative: bool = False
     include_state: bool = True
@@ -178,6 +216,9 @@ class ServiceConfig:
     #: label-free metrics per (model, segment) against a reference (``--reference``), None: off
     references: Mapping[tuple[str, str], Any] | None = None
     max_references: int = DEFAULT_MAX_REFERENCES
+    #: binary operating points in snapshots (``--target-recall`` ... ``--cost-fn``; contract
+    #: section 11: :class:`streammetrics.monitors.operating_points.OperatingPoints`), None: off
+    operating_points: Any = None
     #: delayed labels (contract section 5): the topic of label events, co-partitioned with
     #: ``topic`` by prediction ``id`` (``--labels-topic``); None: labels only inside ``topic``
     labels_topic: str | None = None
@@ -199,13 +240,25 @@ class ServiceConfig:
     #: ``model|segment``); ``"any"``: events of a key may be on every partition, partial windows
     #: are merged exactly by the merge stage (``--partitioning``; :mod:`consumers.partials`)
     partitioning: str = "key"
+    #: ``--partitioning key``: refuse a predictions record of a multi-partition topic whose message
+    #: key is not ``model|segment`` of its events, and a key seen on two partitions (status 2);
+    #: False: ``--partitioning key-unchecked`` (a warning for the latter)
+    key_check: bool = True
     #: ``--partitioning any``: the internal topic of partial windows and watermarks
     #: (``--partials-topic``, default ``<group>-<topic>-partials``)
     partials_topic: str | None = None
     #: ``--partitioning any``: windows the merge holds per partials partition (``--max-merge-windows``)
     max_merge_windows: int = 100_000
+    #: alert rules (``--alert``, ``--alerts``, ``--alert-cooldown``;
+    #: :class:`streammetrics.stream.alerting.AlertSpec`) evaluated on every published snapshot;
+    #: their events go to ``alerts_topic`` (``--alerts-topic``, key ``rule|model|segment``)
+    alerts: Any = None
+    alerts_topic: str | None = None
 
     def __post_init__(self) -> None:
+        if self.metrics_max_connections < 2:
+            raise ValueError(f"metrics_max_connections must be at least 2 (one is kept for /healthz), got "
+                             f"{self.metrics_max_connections}")
         if self.partitioning not in ("key", "any"):
             raise ValueError(f"--partitioning must be 'key' or 'any', got {self.partitioning!r}")
         if self.partitioned:
@@ -217,6 +270,7 @@ class ServiceConfig:
             if not self.partials_topic:
                 self.partials_topic = f"{self.group_id}-{self.topic}-partials"
 
+
     @property
     def partitioned(self) -> bool:
         """Any input partitioning (``--partitioning any``): partials merged by the merge stage."""
@@ -224,10 +278,11 @@ class ServiceConfig:
 
     def monitor_factory(self) -> Callable[[], Any]:
         task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
-        confidence = self.confidence
+        confidence, max_labels = self.confidence, self.max_labels
 
         def factory() -> Any:
-            return make_monitor(task, threshold=threshold, classes=classes, labels=labels, confidence=confidence)
+            return make_monitor(task, threshold=threshold, classes=classes, labels=labels, max_labels=max_labels,
+                                confidence=confidence)
 
         factory()  # configuration errors surface at start-up
         return factory
@@ -237,14 +292,15 @@ class ServiceConfig:
         partitioned = self.partitioned  # partial windows: one watermark per partition, states for the merge
         return PipelineConfig(
             task=self.task, window=self.window, slide=self.slide, grace=self.grace,
-            idle_close=None if partitioned else self.idle_close or None,
-            threshold=self.threshold, confidence=self.confidence, compare=self.compare, fdr=self.fdr,
-            classes=self.classes, labels=self.labels,
+            threshold=self.threshold, classes=self.classes, labels=self.labels, max_labels=self.max_labels,
+            confidence=self.confidence, compare=self.compare, fdr=self.fdr,
             fields=dict(self.fields),
             cumulative=self.cumulative, include_state=self.include_state or partitioned, max_future=self.max_future,
             max_keys=self.max_keys or None, max_snapshot_bytes=max_snapshot_bytes, batch=True,
             references=self.references, max_references=self.max_references,
-            label_ttl=self.label_ttl, max_pending_labels=self.max_pending_labels, shared_watermark=partitioned,
+            operating_points=self.operating_points,
+            label_ttl=self.label_ttl, max_pending_labels=self.max_pending_labels,
+            alerts=None if partitioned else self.alerts,  # partials: the merge stage evaluates the merged windows
         )
 
     def window_settings(self) -> dict[str, Any]:
@@ -253,7 +309,8 @@ class ServiceConfig:
                 "threshold": self.threshold, "classes": self.classes, "labels": self.labels,
                 "fields": dict(sorted(self.fields.items())), "cumulative": self.cumulative,
                 **({"labels_topic": self.labels_topic, "label_ttl": self.label_ttl} if self.labels_topic else {}),
-                **({"partitioning": "any"} if self.partitioned else {})}
+                **({"partitioning": "any"} if self.partitioned else {}),
+                **({"max_labels": self.max_labels} if self.task == "labels" and self.labels is None else {})}
 
     def topics(self) -> list[str]:
         """The topics the service subscribes to (predictions, then labels)."""
@@ -267,23 +324,28 @@ class DeliveryError(RuntimeError):
 class _Partition:
     """Pipeline (windows) and position of one assigned input partition.
 
-    ``saved_offset`` / ``saved_payload``: the last consistent checkpoint (offset and encoded
-    pipeline state; ``saved_payload`` None = empty windows), the point a failure rolls back to.
+    ``saved_offset`` / ``chain``: the last consistent checkpoint (offset, and the encoded pipeline
+    state as a full checkpoint and the deltas since: :class:`consumers.checkpoint.Chain`; no full
+    one = empty windows), the point a failure rolls back to.
     """
 
-    __slots__ = ("tp", "pipeline", "next_offset", "saved_offset", "saved_payload", "committed_offset",
-                 "known_keys", "dirty", "poison", "failures", "labels", "preds", "saved_at")
+    __slots__ = ("tp", "pipeline", "next_offset", "saved_offset", "committed_offset",
+                 "known_keys", "dirty", "poison", "failures", "labels", "preds", "saved_at", "last_record",
+                 "advanced", "checked_keys", "chain")
 
     def __init__(self, tp: Any, pipeline: Pipeline, next_offset: int | None,
-                 payload: bytes | None = None) -> None:
+                 payload: bytes | None = None, now: float = 0.0) -> None:
         self.tp = tp
+        self.last_record = now  # service clock when a record of it (or its labels side) last came
+        self.advanced = False  # its watermark was advanced (--idle-close): publish once that is saved
+        self.checked_keys: set[bytes] = set()  # message keys found to be model|segment of their events
         self.pipeline = pipeline
         self.known_keys = 0  # keys of the pipeline's windows already checked against other partitions
         self.next_offset = next_offset  # next offset to apply (None: whatever comes first)
         self.saved_offset = next_offset  # offset of the last checkpoint
-        self.saved_payload = payload
+        self.chain = Chain(payload)  # incremental checkpoints since the last full one (consumers.checkpoint)
         self.committed_offset = next_offset
-        self.dirty = False  # state changed (idle closes) without the offset moving
+        self.dirty = False  # state changed (an idle partition's watermark advanced) without the offset moving
         self.saved_at = -math.inf  # clock() of the last checkpoint written (--checkpoint-refresh)
         self.poison: set[int] = set()  # offsets whose processing raised twice: dead-lettered, not applied
         self.failures: dict[Any, int] = {}  # offset -> exceptions while processing it (bounded: see _rollback)
@@ -300,6 +362,20 @@ class _Unreadable:
         self.topic, self.partition, self.offset = topic, partition, offset
         self.key: bytes | None = None
         self.value = b""
+
+
+class _Pause:
+    """A partition paused after an environment failure (:meth:`MetricsService._pause`): until
+    when (service clock), the offset that failed and failures there in a row, and whether its
+    pipeline still has to be reloaded from the checkpoint."""
+
+    __slots__ = ("until", "offset", "failures", "reload")
+
+    def __init__(self, offset: Any) -> None:
+        self.until = 0.0
+        self.offset = offset
+        self.failures = 0
+        self.reload = True
 
 
 class _Side:
@@ -359,7 +435,10 @@ class MetricsService:
       at the next checkpoint (the checkpoint, not the group offset, is the source of truth);
     * a checkpoint that cannot be used: one error line naming the file and what to do, exit 2;
     * an exception out of the Kafka client's ``poll``: see :meth:`_client_error` (counted in
-      ``streammetrics_fetch_errors_total{error, outcome}``; never an exit).
+      ``streammetrics_fetch_errors_total{error, outcome}``; never an exit);
+    * an environment failure while records are applied (disk full, unwritable temp dir, a failing
+      SQLite spill): the partition is paused and read again from its checkpoint later, never
+      dead-lettered (:meth:`_pause`).
     """
 
     def __init__(self, config: ServiceConfig, consumer: Any = None, producer: Any = None, *,
@@ -392,7 +471,6 @@ class MetricsService:
         self._stop = threading.Event()
         self._caught_up = False
         self._last_checkpoint = clock()
-        self._last_idle_check = clock()
         self._inflight: list[Any] = []  # send futures since the last successful flush
         #: why the service stopped on its own (None while healthy) and the exit status it returns
         self.failure: str | None = None
@@ -409,15 +487,18 @@ class MetricsService:
             consumer, producer = kafka_clients(config)
         self.consumer = consumer
         self.producer = producer
+        from .signing import RecordSigner
+
+        #: seals the internal records this service writes (changelog, partials, watermarks) and opens
+        #: those it reads (``--internal-key``; without a key values pass unchanged)
+        self.signer = RecordSigner.from_option(config.internal_key)
         if changelog is None and config.changelog_topic:
             from .changelog import Changelog, KafkaChangelogReader
 
             reader = KafkaChangelogReader(config.changelog_topic, bootstrap_servers=config.bootstrap_servers,
                                           **_security_options(config.kafka_options))
-            from .signing import RecordSigner
-
             changelog = Changelog(producer, config.changelog_topic, reader, self.max_record_bytes,
-                                  signer=RecordSigner.from_option(config.internal_key))
+                                  signer=self.signer)
         if changelog is not None and getattr(changelog, "on_reject", False) is None:
             topic = changelog.topic
             changelog.on_reject = lambda reason: self.metrics.internal_rejected.labels(topic, reason).inc()
@@ -427,11 +508,20 @@ class MetricsService:
         #: thread), the partials topic's partition count, and the last watermark sent per partition
         self.merge = merge
         self.partials_partitions: int | None = None
+        self._input_partitions: int | None = None  # of --topic (the key check applies when more than 1)
         self._watermarks_sent: dict[int, tuple[int, float]] = {}
         self._watermark_moved: dict[int, tuple[float, float]] = {}  # partition -> (watermark, since when)
+        self._idle_logged: dict[int, float] = {}  # partition -> clock of the last "cannot advance" INFO line
         #: exceptions out of poll: (tp, offset) -> failed fetches of that batch; failures in a row without one
         self._fetch_failures: dict[tuple[Any, int], int] = {}
+        #: --labels-topic: tp -> (first, after last) offsets skipped while records before them were buffered
+        self._skips: dict[Any, tuple[int, int]] = {}
         self._poll_errors = 0
+        self._checkpoint_bytes = 0  # state bytes written by the checkpoint under way
+        #: partitions paused by an environment failure (see _pause)
+        self._paused: dict[Any, _Pause] = {}
+        #: tp -> (next offsets, since when): how long each partition has applied nothing
+        self._positions: dict[Any, tuple[tuple[Any, Any], float]] = {}
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self) -> None:
@@ -509,7 +599,9 @@ class MetricsService:
         config = self.config.pipeline_config(max_snapshot_bytes=max(limit, 1))
         if self.parser.fast_decode is None:  # msgspec turned off (benchmarks' "json only")
             config = dataclasses.replace(config, fast_json=False)
-        return Pipeline(config, clock=self._clock)
+        pipeline = Pipeline(config)
+        pipeline.track_changes()  # incremental checkpoints: changes since the state restored
+        return pipeline
 
     def _pipeline_from(self, payload: bytes | None, partition: int) -> Pipeline:
         pipeline = self._new_pipeline()
@@ -520,7 +612,10 @@ class MetricsService:
                     pipeline.windows.load_dict(state)
                 else:
                     pipeline.load_dict(state)
+                pipeline.track_changes()
             except Exception as exc:  # whatever the monitors raise on foreign state
+                if environment_error(exc):  # (restoring spilled pending predictions needs the disk)
+                    raise
                 path = self.codec.path(partition)
                 raise CheckpointError(path, f"its windows do not load ({type(exc).__name__}: {exc})") from None
         return pipeline
@@ -537,10 +632,16 @@ class MetricsService:
                 if saved is not None:
                     offset, label_offset = saved["offset"], saved.get("label_offset")
                     payload = self.codec.encode(tp.partition, offset, saved["windows"], label_offset)
-                pipeline = self._pipeline_from(payload, tp.partition)
+                unloadable = None
+                try:
+                    pipeline = self._pipeline_from(payload, tp.partition)
+                except Exception as exc:
+                    if not environment_error(exc):
+                        raise
+                    unloadable, pipeline = exc, self._new_pipeline()  # paused below: loaded after a back-off
                 if offset is not None:
                     self.consumer.seek(tp, offset)
-                part = self.partitions[tp] = _Partition(tp, pipeline, offset, payload)
+                part = self.partitions[tp] = _Partition(tp, pipeline, offset, payload, self._clock())
                 if labels_topic:
                     ltp = label_tps.pop(tp.partition, None)
                     if ltp is None:
@@ -554,6 +655,8 @@ class MetricsService:
                         self.consumer.seek(ltp, label_offset)
                 log.info("assigned %s[%d] from offset %s%s", tp.topic, tp.partition, offset,
                          f" with {labels_topic}[{tp.partition}] from offset {label_offset}" if labels_topic else "")
+                if unloadable is not None:  # e.g. no room to spill its pending predictions: not a bad checkpoint
+                    self._pause(part, offset, unloadable)
             if label_tps:
                 extra = sorted(label_tps)
                 self._fail(f"partitions {extra} of the labels topic {labels_topic!r} were assigned without the same "
@@ -573,14 +676,20 @@ class MetricsService:
             return local
         where = f"the changelog checkpoint of partition {partition} in {self.changelog.topic!r}"
 
-        def check(raw: bytes, meta: dict[str, Any]) -> None:  # a bad one is skipped: the previous one is used
-            data = self.codec.decode(partition, raw, where)
-            if data["offset"] != meta["offset"] or data.get("label_offset") != meta.get("label_offset"):
-                raise ValueError("its offsets differ from its header's")
-            self._pipeline_from(raw, partition)
+        def merged(chain: list[bytes], metas: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+            links = [self.codec.decode(partition, raw, where) for raw in chain]
+            for data, meta in zip(links, metas or (), strict=False):
+                if data["offset"] != meta["offset"] or data.get("label_offset") != meta.get("label_offset") \
+                        or ("chain" in meta and data.get("chain") != [meta["chain"], meta["n"]]):
+                    raise ValueError("its offsets or chain differ from its header's")
+            return self.codec.merge(partition, links, where)
 
-        raw = self.changelog.restore(partition, check)
-        remote = None if raw is None else self.codec.decode(partition, raw, where)
+        def check(chain: list[bytes], metas: list[dict[str, Any]]) -> None:  # a bad one is skipped
+            data = merged(chain, metas)
+            self._pipeline_from(self.codec.encode(partition, data["offset"], data["windows"]), partition)
+
+        chain = self.changelog.restore(partition, check)
+        remote = None if chain is None else merged(chain)
         candidates = [c for c in (local, remote) if c is not None]
         if not candidates:
             return None
@@ -609,6 +718,15 @@ class MetricsService:
                     self._label_parts.pop(part.labels.tp, None)
                 log.info("revoked %s[%d]", tp.topic, tp.partition)
 
+    def _saved_state(self, part: _Partition) -> bytes | None:
+        """The partition's last checkpoint as one full checkpoint's bytes (its chain merged)."""
+        chain = part.chain
+        if chain.full is None or not chain.deltas:
+            return chain.full
+        links = [self.codec.decode(part.tp.partition, raw) for raw in (chain.full, *chain.deltas)]
+        data = self.codec.merge(part.tp.partition, links)
+        return self.codec.encode(part.tp.partition, data["offset"], data["windows"], data.get("label_offset"))
+
     def _rollback(self, part: _Partition, bad_offset: int | None, exc: BaseException) -> None:
         """Back to the partition's last consistent checkpoint after ``exc``; ``bad_offset`` (the
         record being processed) is tried again, and dead-lettered instead if it fails twice."""
@@ -623,7 +741,20 @@ class MetricsService:
             part.failures[bad_offset] = part.failures.get(bad_offset, 0) + 1
             if part.failures[bad_offset] >= 2:
                 part.poison.add(bad_offset)
-        part.pipeline = self._pipeline_from(part.saved_payload, part.tp.partition)
+        self._reset_to_checkpoint(part)
+        if part.labels is not None and part.preds is not None:
+            self._resume(part)
+
+    def _reset_to_checkpoint(self, part: _Partition) -> None:
+        """The partition's pipeline reloaded from its last checkpoint, the consumer seeked there
+        (both topics with ``--labels-topic``); an environment error while reloading propagates
+        (the partition keeps its pipeline)."""
+        pipeline = self._pipeline_from(self._saved_state(part), part.tp.partition)
+        old, part.pipeline = part.pipeline, pipeline
+        try:
+            old.close()  # its spill files (delayed labels)
+        except Exception as exc:  # noqa: BLE001 - scratch files: removed at exit anyway
+            log.debug("closing a discarded pipeline failed: %s", exc)
         part.known_keys = 0
         part.dirty = False
         part.next_offset = part.saved_offset
@@ -636,7 +767,6 @@ class MetricsService:
             side.next_offset = side.saved_offset
             if side.saved_offset is not None:
                 self.consumer.seek(side.tp, side.saved_offset)
-            self._resume(part)
 
     def _out_of_range(self, part: _Partition, high: int) -> None:
         """The checkpoint's offset is past the partition's end: the topic was recreated (or the
@@ -657,6 +787,8 @@ class MetricsService:
     def poll_once(self, timeout_ms: int = 200) -> int:
         """One poll: apply its records, publish closed windows, checkpoint when due.
         Returns the number of records applied."""
+        if self._paused:
+            self._resume_paused()
         batches = self._poll(timeout_ms)
         applied = 0
         highwater = self.consumer.highwater
@@ -665,13 +797,14 @@ class MetricsService:
             batches = {}
         for tp, records in batches.items():
             part = self.partitions.get(tp)
-            if part is None or not records:  # revoked while the batch was in flight
+            if part is None or not records or tp in self._paused:  # revoked (or paused) while in flight
                 continue
             high = highwater(tp)
             if part.next_offset is not None and high is not None and high < part.next_offset:
                 self._out_of_range(part, high)
                 continue
             polled = len(records)
+            part.last_record = self._clock()
             first = part.next_offset
             if first is not None and records[0].offset < first:  # (records come in offset order)
                 records = [rec for rec in records if rec.offset >= first]  # covered by the checkpoint
@@ -679,27 +812,31 @@ class MetricsService:
                     continue
             if part.saved_offset is None:  # empty windows before the first record: consistent
                 part.saved_offset = records[0].offset
+            if self._key_check_needed() and not self._check_keys(part, records):
+                return applied  # stopping (status 2): nothing of this batch is applied or published
             try:
                 events = self._apply_records(part, records)
             except DeliveryError:
                 raise
             except Exception as exc:
-                self._rollback(part, part.next_offset, exc)
+                if environment_error(exc):
+                    self._pause(part, part.next_offset, exc)
+                else:
+                    self._rollback(part, part.next_offset, exc)
                 continue
             applied += len(records)
             if events:
                 self.counts["events"] += events
                 self.metrics.events.inc(events)
             self._check_new_keys(part)
+            if self.failure is not None:  # a key on two partitions (--partitioning key): publish nothing
+                return applied
             self._publish_ready(part)
             self.metrics.messages.inc(polled)
             self.counts["messages"] += polled
         now = self._clock()
-        if self.config.idle_close and now - self._last_idle_check >= min(1.0, self.config.idle_close / 4):
-            self._last_idle_check = now
-            for part in self.partitions.values():
-                if self._publish_ready(part):
-                    part.dirty = True
+        if self.config.idle_close and not self.config.partitioned:
+            self._publish_quiet_revisions(now)
         if now - self._last_checkpoint >= self.config.checkpoint_interval:
             self.checkpoint()
         if self.merge is not None and self.merge.failure is not None:
@@ -707,6 +844,106 @@ class MetricsService:
         self._update_lag()
         self._caught_up = self._compute_caught_up()
         return applied
+
+    # ------------------------------------------------------------------ revisions of quiet partitions
+    def _publish_quiet_revisions(self, now: float) -> None:
+        """A partition read to its end that has applied nothing for ``--idle-close`` seconds
+        publishes the label revisions waiting for the next revision tick (a quiet stream still
+        shows its labels), then is checkpointed at once: its windows' revision numbers are saved
+        with the offset, so a restart numbers the next revision after it and re-reads nothing
+        that the published one covers. Only a crash between that publish and its checkpoint can
+        re-publish such a (key, revision) with more labels (docs/revisions.md)."""
+        quiet_after = self.config.idle_close or 0.0
+        for tp, part in list(self.partitions.items()):
+            if tp in self._paused:
+                continue
+            position = (part.next_offset, part.labels.next_offset if part.labels is not None else None)
+            seen = self._positions.get(tp)
+            if seen is None or seen[0] != position:
+                self._positions[tp] = (position, now)
+                continue
+            if now - seen[1] < quiet_after or not self._read_to_end(part):
+                continue
+            if self._publish_ready(part, revisions=True):
+                part.dirty = True
+                self.counts["quiet_revisions"] = self.counts.get("quiet_revisions", 0) + 1
+                self.checkpoint([tp])
+
+    # ------------------------------------------------------------------ environment failures
+    def _pause(self, part: _Partition, offset: Any, exc: BaseException) -> None:
+        """The rule for an environment failure (:func:`environment_error`) while ``part``'s records
+        are applied: never a dead letter, never a window published without the record. The
+        partition is paused (``consumer.pause``, both topics with ``--labels-topic``), reset to its
+        last checkpoint (windows reloaded; while that fails too, an empty pipeline stands in and
+        the reload is retried) and excluded from checkpoints and publishing; after
+        :data:`PAUSE_BACKOFF` s (doubled per failure at the same offset, at most
+        :data:`MAX_PAUSE_BACKOFF`) it resumes and re-reads from the checkpoint. ``/healthz``
+        answers 503 while any partition is paused; ``streammetrics_partition_pauses_total`` counts
+        the pauses, ``streammetrics_paused_partitions`` shows how many are paused."""
+        pause = self._paused.get(part.tp)
+        if pause is None:
+            pause = self._paused[part.tp] = _Pause(offset)
+        pause.failures = pause.failures + 1 if pause.offset == offset else 1
+        pause.offset = offset
+        delay = min(PAUSE_BACKOFF * 2 ** (pause.failures - 1), MAX_PAUSE_BACKOFF)
+        pause.until = self._clock() + delay
+        self.consumer.pause(*self._pair(part))
+        self.counts["pauses"] = self.counts.get("pauses", 0) + 1
+        self.metrics.partition_pauses.inc()
+        self._show_paused()
+        log.error("%s[%d]: %s: %s while processing offset %s: an environment failure (disk, temp dir), not a bad "
+                  "record: partition paused for %g s, then read again from its checkpoint at offset %s (nothing "
+                  "dead-lettered)", part.tp.topic, part.tp.partition, type(exc).__name__, exc, offset, delay,
+                  part.saved_offset)
+        pause.reload = True
+        self._reload(part, pause)
+
+    def _reload(self, part: _Partition, pause: _Pause) -> bool:
+        """Reset a paused partition to its checkpoint; False (an empty pipeline stands in) while an
+        environment failure prevents it."""
+        try:
+            self._reset_to_checkpoint(part)
+        except Exception as exc:
+            if not environment_error(exc):
+                raise
+            log.error("%s[%d]: the checkpoint cannot be reloaded either (%s: %s); retrying after the pause",
+                      part.tp.topic, part.tp.partition, type(exc).__name__, exc)
+            part.pipeline = self._new_pipeline()  # nothing to publish or checkpoint from a half-applied state
+            part.next_offset = part.saved_offset
+            return False
+        pause.reload = False
+        return True
+
+    def _resume_paused(self) -> None:
+        """Resume the paused partitions whose pause is over (their checkpoint reloaded first)."""
+        now = self._clock()
+        for tp, pause in list(self._paused.items()):
+            part = self.partitions.get(tp)
+            if part is None:  # revoked meanwhile
+                del self._paused[tp]
+                continue
+            if now < pause.until:
+                continue
+            if pause.reload and not self._reload(part, pause):
+                pause.failures += 1
+                pause.until = now + min(PAUSE_BACKOFF * 2 ** (pause.failures - 1), MAX_PAUSE_BACKOFF)
+                continue
+            del self._paused[tp]
+            self.consumer.resume(*self._pair(part))
+            for side in (part.preds, part.labels):
+                if side is not None:
+                    side.paused = False
+            log.info("%s[%d]: resumed after a pause: reading again from offset %s", tp.topic, tp.partition,
+                     part.next_offset)
+        self._show_paused()
+
+    def _show_paused(self) -> None:
+        self.metrics.paused = len(self._paused)
+        self.metrics.paused_partitions.set(len(self._paused))
+
+    @staticmethod
+    def _pair(part: _Partition) -> list:
+        return [part.tp] + ([part.labels.tp] if part.labels is not None else [])
 
     # ------------------------------------------------------------------ client errors
     def _poll(self, timeout_ms: int) -> Mapping[Any, list]:
@@ -778,7 +1015,8 @@ class MetricsService:
         side = (part.labels if labels else part.preds) if self.config.labels_topic else None
         if side is not None:  # --labels-topic: records before the batch may still wait in the merge buffer
             side.end = skip_to
-            if side.buffer:  # the offset moves past the batch with them, or at a later skip
+            if side.buffer:  # the offset moves past the batch once they are applied (_apply_skips)
+                self._skips[tp] = (offset, skip_to)
                 self._seek_if_assigned(tp, skip_to)
                 return
         holder = part.labels if labels else part
@@ -788,6 +1026,18 @@ class MetricsService:
         if holder.next_offset is None or holder.next_offset < skip_to:
             holder.next_offset = skip_to
         self._seek_if_assigned(tp, skip_to)
+
+    def _apply_skips(self, part: _Partition) -> None:
+        """``--labels-topic``: a skipped batch (:meth:`_skip_unreadable`) whose side has applied every
+        record before it moves that side's offset past it (else the other topic would wait for it)."""
+        for holder in (part, part.labels):
+            if holder is None:
+                continue
+            skip = self._skips.get(holder.tp)
+            if skip is not None and (holder.next_offset is None or holder.next_offset >= skip[0]):
+                del self._skips[holder.tp]
+                if holder.next_offset is None or holder.next_offset < skip[1]:
+                    holder.next_offset = skip[1]
 
     def _seek_if_assigned(self, tp: Any, offset: int) -> None:
         try:
@@ -817,6 +1067,8 @@ class MetricsService:
                     continue
                 side = part.labels
                 next_offset = side.next_offset
+            if part.tp in self._paused:  # fetched before the pause: read again on resume
+                continue
             assert side is not None
             first = side.end if side.end is not None else next_offset
             if first is not None and records[0].offset < first:
@@ -825,10 +1077,13 @@ class MetricsService:
                     continue
             if side is part.preds and part.saved_offset is None:  # nothing of it in the saved state yet
                 part.saved_offset = records[0].offset
+            if side is part.preds and self._key_check_needed() and not self._check_keys(part, records):
+                return 0  # stopping (status 2): nothing of this batch is applied or published
             elif part.labels is not None and side is part.labels and part.labels.saved_offset is None:
                 part.labels.saved_offset = records[0].offset
             self.metrics.messages.inc(len(records))
             self.counts["messages"] += len(records)
+            part.last_record = self._clock()
             parse = part.pipeline.parser.parse_value
             for rec in records:
                 side.buffer.append((self._merge_ts(parse, side, rec.value), rec))
@@ -836,9 +1091,15 @@ class MetricsService:
             touched[part.tp] = part
         applied = 0
         for part in list(self.partitions.values()):  # an idle side can release the other's buffer
+            if part.tp in self._paused:
+                continue
             if part.preds is not None and (part.preds.buffer or (part.labels and part.labels.buffer)):
                 applied += self._merge_apply(part)
+                if self._skips:
+                    self._apply_skips(part)
                 self._check_new_keys(part)
+                if self.failure is not None:
+                    return applied
                 self._publish_ready(part)
             self._pause_full(part)
         return applied
@@ -899,7 +1160,10 @@ class MetricsService:
         except DeliveryError:
             raise
         except Exception as exc:
-            self._rollback(part, bad, exc)
+            if environment_error(exc):
+                self._pause(part, bad, exc)
+            else:
+                self._rollback(part, bad, exc)
             return applied
         finally:
             if events:
@@ -1001,8 +1265,59 @@ class MetricsService:
                 self.metrics.bad_events.labels(problem.code).inc()
         self._dead_letter(rec, problems)
 
+    def _key_check_needed(self) -> bool:
+        """``--partitioning key`` over an input topic of more than one partition."""
+        if not self.config.key_check or self.config.partitioned or self.failure is not None:
+            return False
+        if self._input_partitions is None:
+            try:
+                found = self.producer.partitions_for(self.config.topic)
+            except Exception:  # noqa: BLE001 - metadata not there yet: check (a 1-partition topic passes anyway)
+                found = None
+            if not found:
+                return True
+            self._input_partitions = len(found)
+        return self._input_partitions > 1
+
+    def _check_keys(self, part: _Partition, records: list) -> bool:
+        """``--partitioning key``: every record's message key is ``model|segment`` of each of its
+        events (labels, which have no key, and invalid events aside: they are dealt with as usual).
+        A key checked once is trusted. False (the service stopping with status 2, one line naming
+        the record) at the first that is not, before anything of the batch is applied."""
+        checked = part.checked_keys
+        parse = part.pipeline.parser.parse_value
+        for rec in records:
+            key = rec.key
+            if key is not None and key in checked:
+                continue
+            if rec.value is None:
+                continue
+            expected = None
+            for item in parse(rec.value):
+                model, segment = getattr(item, "model", None), getattr(item, "segment", None)
+                if item.__class__ is Rejection or not isinstance(model, str) or not isinstance(segment, str):
+                    continue  # a label event, or a bad one (dead-lettered when applied)
+                expected = f"{model}|{segment}".encode()
+                if key != expected:
+                    shown = "no key" if key is None else f"message key {key[:80]!r}"
+                    self._fail(
+                        f"{rec.topic}[{rec.partition}]@{rec.offset} has {shown}, not {expected[:160]!r} "
+                        f"(model|segment of its event): with --partitioning key each model|segment must live "
+                        f"in one partition, so records must be keyed by it. Predictions keyed by id (as a "
+                        f"labels topic needs) or unkeyed: run with --partitioning any, which merges the "
+                        f"partitions' windows exactly; a producer whose own partitioner keeps each key in one "
+                        f"partition: --partitioning key-unchecked. Nothing of this record was published",
+                        status=2)
+                    return False
+            if expected is not None and key is not None:
+                if len(checked) >= MAX_TRACKED_KEYS:
+                    checked.clear()
+                checked.add(key)
+        return True
+
     def _check_new_keys(self, part: _Partition) -> None:
-        """Warn when a (model, segment) key new to this partition was already seen on another."""
+        """A (model, segment) key new to this partition that was already seen on another: stop
+        (status 2) with ``--partitioning key``, a warning with ``key-unchecked``."""
         if self.config.partitioned:  # spread keys are the point
             return
         windows = part.pipeline.windows
@@ -1018,6 +1333,12 @@ class MetricsService:
             seen = self._key_partition.setdefault(key, partition)
             if seen != partition:
                 self._key_partition[key] = partition
+                if self.config.key_check:
+                    self._fail(f"key model={key[0]!r:.80} segment={key[1]!r:.80} seen on partitions {seen} and "
+                               f"{partition}: with --partitioning key each model|segment must live in one "
+                               f"partition (produce with key 'model|segment'), or run with --partitioning any",
+                               status=2)
+                    return
                 log.warning("key model=%r segment=%r seen on partitions %d and %d: produce with key "
                             "'model|segment' so that each key lives in one partition",
                             key[0], key[1], seen, partition)
@@ -1037,24 +1358,30 @@ class MetricsService:
             raise DeliveryError(f"send to {topic!r} failed: {type(exc).__name__}: {exc}") from exc
         self._inflight.append(future)
 
-    def _publish_ready(self, part: _Partition) -> int:
+    def _publish_ready(self, part: _Partition, revisions: bool = False) -> int:
         """Publish the snapshots of the partition's closed windows (``--partitioning any``: as
-        partials to the partials topic); how many."""
+        partials to the partials topic); how many. Label revisions come at the window engine's
+        revision ticks (a function of the input, as in ``replay``: see
+        :meth:`_publish_quiet_revisions`); ``revisions=True`` also those changed since the last tick."""
         published = 0
         partitioned = self.config.partitioned
         pipeline = part.pipeline
-        snaps = pipeline.poll()
+        snaps = pipeline.poll(revisions=revisions or partitioned)  # (partials: the merge stage numbers them)
         # the canonical line of each snapshot, encoded once by the pipeline's size check
         lines = pipeline.lines if len(pipeline.lines) == len(snaps) else [None] * len(snaps)
         for snap, line in zip(snaps, lines):
             key = snapshot_key(snap)
             if partitioned:
-                value = self.snapshot_value(snap, key, lambda s: partial_record(part.tp.partition, s))
+                value = self.snapshot_value(snap, key, lambda s: self.signer.seal(partial_record(part.tp.partition, s)))
             else:
                 value = self.snapshot_value(snap, key, line=line)
             if value is None:
                 continue
-            self._send((self.config.partials_topic or "") if partitioned else self.config.output_topic, key, value)
+            if partitioned:  # keyed model|segment: every window of a key goes to one merge partition, whose
+                # alert rules then see the key's whole window series (sequential rules, lifecycles)
+                self._send(self.config.partials_topic or "", key.rsplit(b"|", 1)[0], value)
+            else:
+                self._send(self.config.output_topic, key, value)
             for flag in ("state_coarsened", "state_dropped", "metrics_truncated"):
                 if snap.get(flag):  # degraded by the pipeline to fit max_snapshot_bytes
                     self.metrics.oversized_snapshots.labels(flag).inc()
@@ -1065,7 +1392,18 @@ class MetricsService:
                 self.metrics.observe_snapshot(snap)
                 self.counts["snapshots"] += 1
             published += 1
+        if pipeline.alerts is not None:
+            self.publish_alerts(pipeline.take_alerts())
         return published
+
+    def publish_alerts(self, events: list[dict[str, Any]]) -> None:
+        """Publish alert events to ``--alerts-topic`` (key ``rule|model|segment``) and follow them in
+        ``streammetrics_alert_firing``. Re-published after a restore from a checkpoint, an event
+        has the same key and bytes (its id and content come from the snapshots)."""
+        for event in events:
+            self.metrics.observe_alert(event)
+            if self.config.alerts_topic:
+                self._send(self.config.alerts_topic, alert_key(event), alert_line(event).encode())
 
     def snapshot_value(self, snap: dict[str, Any], key: bytes,
                        wrap: Callable[[dict[str, Any]], bytes] | None = None, *,
@@ -1080,40 +1418,74 @@ class MetricsService:
             return self._shrink_snapshot(snap, value, room, encode)
         return value
 
-    def _advance_idle(self) -> None:
-        """``--partitioning any``: an input partition read to its end whose watermark has not moved
-        for ``--idle-close`` seconds adopts the smallest watermark of the other partitions (as the
-        local merge stage knows them), so that a partition without traffic does not hold every merge
-        back. Its later events for windows before that are late (dead-lettered, counted), never
-        merged twice or lost silently; the advanced watermark is checkpointed before it is sent."""
+    def _advance_idle(self) -> list[_Partition]:
+        """``--idle-close``: each assigned partition that received no record for ``idle_close`` seconds
+        (service clock) and is read to its end adopts the smallest watermark of the *active*
+        partitions: this instance's partitions that did receive a record in that time and, with
+        ``--partitioning any``, the other source partitions whose watermark (as the local merge
+        stage knows it) moved in that time. Never beyond the slowest active one. With no active
+        partition only a partition that has received nothing at all moves, to the smallest watermark
+        of all the others (every source known, with ``--partitioning any``). The windows it passes
+        close at the partition's next poll, after the checkpoint that holds the new watermark (see
+        :meth:`checkpoint`): its later events for them are late (dead-lettered, counted), never
+        merged twice or lost silently. Returns the partitions advanced."""
         idle_after = self.config.idle_close
-        sources = self.merge.sources if self.merge is not None else None
-        if not idle_after or not sources:
-            return
+        if not idle_after:
+            return []
         now = self._clock()
-        known: dict[int, int] | None = None
-        for part in list(self.partitions.values()):
-            source = part.tp.partition
-            watermark = part.pipeline.windows.watermark_us()
-            seen = self._watermark_moved.get(source)
-            if seen is None or seen[0] != watermark:
-                self._watermark_moved[source] = (watermark, now)
+        own = {part.tp.partition: part for part in list(self.partitions.values()) if part.tp not in self._paused}
+        known = {s: p.pipeline.windows.watermark_us() for s, p in own.items()}
+        active = [w for s, w in known.items() if now - own[s].last_record < idle_after]
+        if self.merge is not None:
+            for source, watermark in self.merge.known_watermarks().items():
+                if source in own:
+                    continue
+                known[source] = watermark
+                seen = self._watermark_moved.get(source)
+                if seen is None or seen[0] != watermark:
+                    self._watermark_moved[source] = seen = (watermark, now)
+                if now - seen[1] < idle_after:
+                    active.append(watermark)
+        active = [w for w in active if w != -math.inf]
+        advanced = []
+        for source, part in own.items():
+            windows = part.pipeline.windows
+            current = windows.watermark_us()
+            if now - part.last_record < idle_after:
                 continue
-            if now - seen[1] < idle_after or not self._read_to_end(part):
+            if active:
+                target = min(active)
+            else:  # everything is quiet: only a partition without any event catches up with the rest
+                others = [w for s, w in known.items() if s != source and w != -math.inf]
+                sources = self.merge.sources if self.merge is not None else len(own)
+                if current != -math.inf or not others or len(others) < sources - 1:
+                    if current == -math.inf and self.merge is not None:
+                        unknown = sources - 1 - len(others)
+                        self._log_idle_wait(part, now, f"no event yet, and the watermarks of {unknown} other source "
+                                            "partitions are unknown here (this instance's merge stage holds no "
+                                            "partials partition with them yet)")
+                    continue
+                target = min(others)
+            if current >= target or not self._read_to_end(part):
                 continue
-            if known is None:
-                known = self.merge.known_watermarks() if self.merge is not None else {}
-            others = [w for s, w in known.items() if s != source]
-            if len(others) < sources - 1 or min(others) <= watermark:
-                continue
-            part.pipeline.windows.advance_watermark(min(others))
+            floor = target
+            windows.advance_watermark(int(floor))
             if part.next_offset is None:  # an empty partition: its checkpoint must hold the watermark
                 part.next_offset = 0
-            self._publish_ready(part)  # closes (and publishes) what the new watermark passed
-            part.dirty = True
+            part.dirty = part.advanced = True
+            advanced.append(part)
             self.counts["idle_advances"] = self.counts.get("idle_advances", 0) + 1
-            log.info("%s[%d]: no new event for %g s: watermark advanced to the other partitions' (%d us)",
-                     part.tp.topic, source, idle_after, min(others))
+            log.info("%s[%d]: no record for %g s: watermark advanced to the slowest active partition's (%d us)",
+                     part.tp.topic, source, idle_after, floor)
+        return advanced
+
+    def _log_idle_wait(self, part: _Partition, now: float, why: str) -> None:
+        """At INFO, at most every 30 s per partition: why an idle partition's watermark cannot move."""
+        last = self._idle_logged.get(part.tp.partition)
+        if last is None or now - last >= 30.0:
+            self._idle_logged[part.tp.partition] = now
+            log.info("%s[%d]: no record for %g s; its watermark stays: %s", part.tp.topic, part.tp.partition,
+                     self.config.idle_close, why)
 
     def _read_to_end(self, part: _Partition) -> bool:
         high = self.consumer.highwater(part.tp)
@@ -1148,7 +1520,7 @@ class MetricsService:
             sent = self._watermarks_sent.get(source)
             if sent is not None and sent[0] == watermark and now - sent[1] < 10.0:
                 continue
-            value = watermark_record(source, int(watermark))
+            value = self.signer.seal(watermark_record(source, int(watermark)))
             for p in range(self.partials_partitions):
                 try:
                     future = self.producer.send(topic, key=f"watermark|{source}".encode(), value=value, partition=p)
@@ -1247,15 +1619,25 @@ class MetricsService:
 
     def checkpoint(self, tps: list | None = None, commit: bool = True) -> None:
         """Flush the producer (DeliveryError if anything was not delivered: then nothing is
-        saved), then save each changed partition's windows and offset, then commit."""
+        saved), then save each changed partition's windows and offset, then commit
+        (:meth:`_checkpoint_now`); its duration and the bytes written go to ``/metrics``
+        (``streammetrics_checkpoint_duration_seconds``, ``streammetrics_checkpoint_bytes``)."""
+        if self.failure is not None:
+            return
+        started = time.perf_counter()
+        self._checkpoint_bytes = 0
+        self._checkpoint_now(tps, commit)
+        self.metrics.observe_checkpoint(time.perf_counter() - started, self._checkpoint_bytes)
+
+    def _checkpoint_now(self, tps: list | None = None, commit: bool = True) -> None:
         from kafka.structs import OffsetAndMetadata
 
         if self.failure is not None:
             return
         parts = [self.partitions[tp] for tp in (tps if tps is not None else list(self.partitions))
-                 if tp in self.partitions]
-        if self.config.partitioned and tps is None:
-            self._advance_idle()  # before the save: an advanced watermark is checkpointed before it is sent
+                 if tp in self.partitions and tp not in self._paused]  # (paused: its checkpoint stays)
+        if tps is None:  # before the save: an advanced watermark is saved before the windows it closes go out
+            self._advance_idle()
         self._flush()
         commits = {}
         now = self._clock()
@@ -1270,13 +1652,31 @@ class MetricsService:
                                                                         != side.saved_offset) \
                     or now - part.saved_at >= self.config.checkpoint_refresh:
                 partition = part.tp.partition
+                chain = part.chain
                 try:
-                    windows = part.pipeline.to_dict()
-                    payload = self.codec.encode(partition, part.next_offset, windows, label_offset)
-                    if self.store is not None:
-                        self.store.write(partition, payload)
+                    if chain.full_due(now, self.config.checkpoint_refresh):
+                        chain.broken()  # until the full one is written
+                        link = (new_chain_id(), 0)
+                        windows = part.pipeline.to_dict()
+                        part.pipeline.track_changes()
+                        payload = self.codec.encode(partition, part.next_offset, windows, label_offset, chain=link)
+                        if self.store is not None:
+                            self.store.write(partition, payload)
+                    else:  # what changed since the last checkpoint (compacted at full_due)
+                        link = chain.next_link()
+                        chain.broken()  # the changes are taken: unless this delta is written, go full
+                        payload = self.codec.encode(partition, part.next_offset, {}, label_offset, chain=link,
+                                                    delta=part.pipeline.delta_dict())
+                        if self.store is not None:
+                            self.store.append_delta(partition, payload)
                     if self.changelog is not None:
-                        self._inflight.extend(self.changelog.write(partition, payload, part.next_offset, label_offset))
+                        self._inflight.extend(self.changelog.write(partition, payload, part.next_offset, label_offset,
+                                                                   chain=link))
+                    if link[1] == 0:
+                        chain.started(link[0], payload, now)
+                    else:
+                        chain.ident = link[0]
+                        chain.added(payload)
                 except DeliveryError:
                     raise
                 except Exception as exc:  # disk full, permissions...: keep the previous checkpoint
@@ -1286,8 +1686,9 @@ class MetricsService:
                               "retrying at the next interval", part.tp.topic, partition, type(exc).__name__, exc,
                               part.saved_offset)
                     continue
-                part.saved_offset, part.saved_payload, part.dirty = part.next_offset, payload, False
+                part.saved_offset, part.dirty = part.next_offset, False
                 part.saved_at = now
+                self._checkpoint_bytes += len(payload)
                 if side is not None:
                     side.saved_offset = label_offset
         if self.changelog is not None:
@@ -1312,6 +1713,12 @@ class MetricsService:
                         lside = self._label_parts[tp].labels
                         if lside is not None:
                             lside.committed_offset = om.offset
+        for part in list(self.partitions.values()):
+            if part.advanced and not part.dirty and part.tp not in self._paused:  # the advance is saved: now
+                # its windows close and go out
+                part.advanced = False
+                if self._publish_ready(part):
+                    part.dirty = True
         if self.config.partitioned:
             self._send_watermarks()
         self._last_checkpoint = self._clock()

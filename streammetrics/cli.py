@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 
@@ -65,6 +66,17 @@ def _positive_int(name: str) -> Callable[[str], int]:
     return parse
 
 
+def _labels_bound(text: str) -> int:
+    """``--max-labels``: a whole number of at least 2."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--max-labels must be a whole number, got {text!r}") from None
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"--max-labels must be 2 or more, got {text!r}")
+    return value
+
+
 def _label_list(text: str) -> list:
     """``a,b,c`` -> labels; items that look like integers become ints."""
     out: list = []
@@ -81,7 +93,9 @@ def _label_list(text: str) -> list:
     return out
 
 
-def _add_task_options(p: argparse.ArgumentParser) -> None:
+def _add_task_options(p: argparse.ArgumentParser, replay: bool = False) -> None:
+    """The task and window flags of ``replay`` and ``consume``; ``--labels FILE`` is replay's only
+    (consume keeps it hidden, to say that the service reads ``--labels-topic``)."""
     g = p.add_argument_group("task and windows")
     g.add_argument("--task", choices=["binary", "multiclass", "labels", "regression"], default="binary",
                    help="prediction task (default: binary)")
@@ -96,9 +110,14 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--classes", type=_label_list, default=None, metavar="A,B,C",
                    help="multiclass task: the classes, in the order of score arrays")
     g.add_argument("--labels", dest="labels_file", default=None, metavar="FILE",
-                   help="replay: a JSONL file of label events {id, y_true, ts} (delayed ground truth)")
+                   help="a file of label events {id, y_true, ts} (delayed ground truth; JSONL, CSV or Parquet)"
+                   if replay else argparse.SUPPRESS)
     g.add_argument("--label-set", dest="labels", type=_label_list, default=None, metavar="A,B,C",
                    help="labels task: fix the label set (default: discovered)")
+    g.add_argument("--max-labels", type=_labels_bound, default=1000, metavar="N",
+                   help="labels task with discovered labels: most labels a window keeps; the most frequent are "
+                        "kept, the others folded into __other__ / __other_mismatch__ and counted in the "
+                        "snapshot's labels_folded (default: 1000; see docs/limits-labels.md)")
     g.add_argument("--field", action="append", default=[], metavar="NAME=SOURCE",
                    help="read field NAME from the event key SOURCE, e.g. --field y_true=label (repeatable)")
     g.add_argument("--max-future", type=_duration("--max-future"), default=3600.0, metavar="DURATION",
@@ -141,6 +160,25 @@ def _open_unit(name: str) -> Callable[[str], float]:
             raise argparse.ArgumentTypeError(f"{name} must be a number strictly between 0 and 1, got {text!r}")
         return value
     return parse
+
+
+def _add_alert_options(p: argparse.ArgumentParser, output: str) -> None:
+    g = p.add_argument_group("alerts")
+    g.add_argument("--alert", action="append", default=[], metavar="RULE",
+                   help="alert rule EXPR OP BOUND, repeatable: 'roc_auc<0.8', 'drift_ks[cat]>0.2', "
+                        "'roc_auc.high<0.8' (whole interval below), 'roc_auc.change<0' (significant drop), "
+                        "'roc_auc.drop>0.05' (Page-Hinkley over the key's windows), 'roc_auc<band(3)' "
+                        "(the reference's mean - 3 sd)")
+    g.add_argument("--alerts", default=None, metavar="FILE",
+                   help="JSON or YAML file of rules: a list, or {rules: [...], cooldown: 10m}")
+    g.add_argument("--alert-cooldown", type=_duration("--alert-cooldown"), default=None, metavar="DURATION",
+                   help="event time after an alert fires before the same rule and key may fire again (default: 0)")
+    if output == "file":
+        g.add_argument("--alerts-output", default=None, metavar="FILE",
+                       help="write alert events (firing/resolved) as JSON lines to FILE")
+    else:
+        g.add_argument("--alerts-topic", default=None, metavar="TOPIC",
+                       help="publish alert events (firing/resolved) to TOPIC, keyed rule|model|segment")
 
 
 def _rate(name: str) -> Callable[[str], float]:
@@ -233,16 +271,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--progress", choices=["auto", "on", "off"], default="auto",
                    help="progress bar on stderr (auto: only on a terminal)")
     p.add_argument("--idle-close", type=_duration("--idle-close"), default=None, metavar="DURATION",
-                   help="close (and forget) a key's windows once the input's newest event time is this far "
-                        "past the key's last event: bounds memory over many short-lived keys "
-                        "(event time, deterministic; default: off)")
+                   help="no effect, kept for old scripts: windows close by the stream's watermark whatever "
+                        "the key, so a quiet key closes (and is forgotten) with the others")
     p.add_argument("--label-ttl", type=_duration("--label-ttl"), default=7 * 86400.0, metavar="DURATION",
                    help="how long (event time) a prediction waits for its label, and a label for its "
                         "prediction, before expiring (default: 7d)")
     p.add_argument("--max-pending", type=int, default=None, metavar="N",
                    help="bound on predictions awaiting labels; beyond it the oldest expire early "
                         "(default: 50,000,000)")
-    _add_task_options(p)
+    _add_task_options(p, replay=True)
+    _add_alert_options(p, "file")
     _add_slice_options(p)
 
     c = sub.add_parser(
@@ -254,6 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_consume_options(c)
     _add_task_options(c)
+    _add_slice_options(c)
+    _add_alert_options(c, "topic")
 
     r = sub.add_parser(
         "report", help="an HTML report of snapshots: metrics over time, curves, confusion matrix, alerts",
@@ -266,10 +306,25 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--alert", action="append", default=[], metavar="RULE",
                    help="mark windows where a metric crosses a bound, e.g. 'roc_auc<0.8' or 'log_loss>0.5' "
                         "(repeatable)")
+    r.add_argument("--alerts", default=None, metavar="FILE",
+                   help="JSON or YAML file of alert rules (as replay's --alerts)")
     r.add_argument("--title", default=None, help="report title")
     r.add_argument("--max-charts", type=int, default=None, metavar="N",
                    help="draw at most N charts (default 120): all keys if they fit, else those with alerts, the "
                         "worst by headline metric and the largest, in turn; every key stays in the summary table")
+
+    a = sub.add_parser(
+        "alert-rules", help="Prometheus alerting rules (YAML) for streammetrics alert rules",
+        description="Write a Prometheus rule file with one alerting rule per streammetrics rule: metric rules "
+                    "compare the service's streammetrics_window_metric gauges; rules only the service can "
+                    "evaluate (.change, .drop, .rise, band(K)) read streammetrics_alert_firing.",
+    )
+    a.add_argument("--alert", action="append", default=[], metavar="RULE", help="a rule (repeatable)")
+    a.add_argument("--alerts", default=None, metavar="FILE", help="JSON or YAML file of rules")
+    a.add_argument("--group", default="streammetrics", help="rule group name (default: streammetrics)")
+    a.add_argument("--for", dest="for_", default="0m", metavar="DURATION",
+                   help="Prometheus 'for' clause of every rule (default: 0m)")
+    a.add_argument("--output", "-o", default="-", metavar="FILE", help="rule file (default: stdout)")
 
     d = sub.add_parser(
         "demo", help="run everything locally: a broker, a drifting model's predictions, the service, live metrics",
@@ -293,7 +348,9 @@ def _add_consume_options(c: argparse.ArgumentParser) -> None:
     g.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="serve Prometheus /metrics and /healthz on this port")
     g.add_argument("--idle-close", type=_duration("--idle-close"), default=30.0, metavar="DURATION",
-                   help="close a key's windows after this long without its events (default: 30s; 0 disables)")
+                   help="an input partition that receives nothing for this long (wall time) adopts the "
+                        "watermark of the slowest partition still receiving, so its windows close too "
+                        "(default: 30s; 0 disables). Never closes a window by wall time alone")
     g.add_argument("--checkpoint-interval", type=_duration("--checkpoint-interval"), default=1.0,
                    metavar="DURATION", help="how often state is checkpointed and offsets committed (default: 1s)")
     g.add_argument("--checkpoint-refresh", type=_duration("--checkpoint-refresh"), default=3600.0,
@@ -330,10 +387,13 @@ def _add_consume_options(c: argparse.ArgumentParser) -> None:
     g.add_argument("--max-merge-buffer", type=int, default=20_000, metavar="N",
                    help="with --labels-topic: records held per partition and topic awaiting the other topic's "
                         "records to merge with; beyond it that partition is paused (default: 20000)")
-    g.add_argument("--partitioning", choices=("key", "any"), default="key",
-                   help="key: each model|segment lives in one input partition (produce with that key); any: "
-                        "events of a key may be on every partition, partial windows are merged exactly through "
-                        "the internal partials topic (default: key)")
+    g.add_argument("--partitioning", choices=("key", "any", "key-unchecked"), default="key",
+                   help="key: each model|segment lives in one input partition: produce with that message key "
+                        "(checked: a record of a topic of several partitions keyed otherwise, e.g. by prediction "
+                        "id, stops the service with status 2 before anything is published); any: events of a "
+                        "key may be on every partition, partial windows are merged exactly through the internal "
+                        "partials topic; key-unchecked: as key, for producers whose own partitioner keeps each "
+                        "model|segment in one partition whatever the message key (default: key)")
     g.add_argument("--partials-topic", default=None, metavar="TOPIC",
                    help="with --partitioning any: internal topic of partial windows and watermarks "
                         "(default: GROUP-TOPIC-partials)")
@@ -355,14 +415,37 @@ def _add_demo_options(d: argparse.ArgumentParser) -> None:
     d.add_argument("--produce-only", action="store_true", help="only produce the synthetic events, then exit")
     d.add_argument("--topic", default="predictions")
     d.add_argument("--output-topic", default="snapshots")
-    d.add_argument("--report", default="streammetrics-demo-report.html", metavar="FILE",
-                   help="HTML report written at the end (default: streammetrics-demo-report.html; '' for none)")
+    d.add_argument("--report", default=None, metavar="FILE",
+                   help="HTML report written at the end (default: streammetrics-demo-report.html in the system's "
+                        "temporary directory, not the current one; '' for none)")
 
 
 def _version() -> str:
     from streammetrics import __version__
 
     return f"streammetrics {__version__}"
+
+
+def _alert_rules(args: argparse.Namespace) -> int:
+    from streammetrics.integrations.alertmanager import prometheus_rules
+    from streammetrics.stream.alerting import load_rules_file, parse_rules
+
+    try:
+        texts = list(args.alert) + (load_rules_file(args.alerts)[0] if args.alerts else [])
+        if not texts:
+            raise ValueError("give rules with --alert RULE or --alerts FILE")
+        if not re.fullmatch(r"\d+[smhd]", args.for_):
+            raise ValueError(f"--for must be a Prometheus duration such as 5m, got {args.for_!r}")
+        text = prometheus_rules(parse_rules(texts), group=args.group, for_=args.for_)
+    except ValueError as exc:
+        print(f"streammetrics alert-rules: {exc}", file=sys.stderr)
+        return 2
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -388,6 +471,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from streammetrics.report import run_report
 
             return run_report(args)
+        if args.command == "alert-rules":
+            return _alert_rules(args)
         if args.command == "demo":
             from consumers.demo import run_demo
 

@@ -164,3 +164,78 @@ def test_no_module_level_import_circle():
         if module not in state:
             dfs(module, [])
     assert not cycles, "\n".join(cycles)
+
+
+# ----------------------------------------------------------------------------- private reads
+#: reads of another module's private attributes in streammetrics/ and consumers/ (issue 24): this
+#: number may only shrink. Lower it when a change removes some; a change that adds one gives the
+#: attribute a public name (or moves the code that needs it next to its owner) instead.
+PRIVATE_READS_ALLOWED = 178
+#: underscore names that are public API of the standard library (os._exit, namedtuple's _replace, ...)
+_STDLIB_UNDERSCORE_API = {"_exit", "_getframe", "_replace", "_asdict", "_fields", "_make"}
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _defined_names(tree: ast.AST) -> set[str]:
+    """Names a module defines: functions, classes, assigned names and annotations, arguments,
+    ``self.x`` / ``cls.x`` attributes it assigns, import aliases and ``__slots__`` entries."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del))
+              and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            names.add(node.attr)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.alias) and node.asname:
+            names.add(node.asname)
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__slots__"
+                                                  for t in node.targets):
+            names.update(c.value for c in ast.walk(node.value)
+                         if isinstance(c, ast.Constant) and isinstance(c.value, str))
+    return names
+
+
+def private_reads(path: Path) -> list[str]:
+    """``obj._x`` where no ``_x`` is defined in the module, and ``from m import _x``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    mine = _defined_names(tree) | _STDLIB_UNDERSCORE_API
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _is_private(node.attr) and node.attr not in mine:
+            found.append(f"{shown}:{node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.ImportFrom):
+            found += [f"{shown}:{node.lineno}: from {node.module} import {a.name}"
+                      for a in node.names if _is_private(a.name)]
+    return found
+
+
+def _all_private_reads() -> list[str]:
+    return [r for pkg in ("streammetrics", "consumers") for path in sorted((ROOT / pkg).rglob("*.py"))
+            for r in private_reads(path)]
+
+
+def test_private_reads_across_modules_only_shrink():
+    found = _all_private_reads()
+    assert len(found) <= PRIVATE_READS_ALLOWED, (
+        f"{len(found)} reads of other modules' private attributes (allowed: {PRIVATE_READS_ALLOWED}); "
+        "give the attribute a public name instead. All of them:\n" + "\n".join(found))
+
+
+def test_private_reads_counter_sees_both_forms(tmp_path):
+    # the counter can fail: a private import and a read of an attribute the module does not define
+    probe = tmp_path / "probe.py"
+    probe.write_text("import os\nfrom streammetrics.kernels.binning import _MASK\n"
+                     "class A:\n    _declared: int\n    def __init__(self):\n        self._mine = 1\n"
+                     "    def f(self, other):\n"
+                     "        os._exit(other._mine + other._theirs + self._declared + other.__len__())\n",
+                     encoding="utf-8")
+    reads = sorted(r.split(": ", 1)[1] for r in private_reads(probe))
+    assert reads == ["._theirs", "from streammetrics.kernels.binning import _MASK"]

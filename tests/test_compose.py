@@ -58,9 +58,10 @@ def test_topics_job_waits_for_kafka_and_creates_the_service_topics(compose):
     assert topics["depends_on"] == {"kafka": {"condition": "service_healthy"}}
     script = topics["command"][0]
     created = dict(re.findall(r"^create --topic (\S+)(.*)$", script, re.MULTILINE))
-    assert set(created) == {"predictions", "snapshots", "predictions-dlq", "streammetrics-predictions-changelog",
-                            "streammetrics-predictions-partials", "streammetrics-predictions-merge-changelog"}
-    assert "cleanup.policy=compact" in created["snapshots"]
+    assert set(created) == {"predictions", "snapshots", "predictions-dlq", "alerts",
+                            "streammetrics-predictions-changelog", "streammetrics-predictions-partials",
+                            "streammetrics-predictions-merge-changelog"}
+    assert "cleanup.policy=compact" in created["snapshots"] and "cleanup.policy=compact" in created["alerts"]
     assert "cleanup.policy=delete" in script  # internal topics: chunked checkpoints must not be compacted
     assert "$$@" in script, "a literal $@ must be escaped from compose interpolation"
 
@@ -72,10 +73,13 @@ def test_service_runs_two_replicas_without_a_shared_volume(compose):
         "consume", "--bootstrap-servers", "kafka:9092", "--topic", "predictions",
         "--output-topic", "snapshots", "--dlq-topic", "predictions-dlq",
         "--partitioning", "any", "--metrics-port", "9108",
+        "--alerts", "/etc/streammetrics/alerts.yaml", "--alerts-topic", "alerts",
     ]
     assert service["depends_on"] == {"topics": {"condition": "service_completed_successfully"}}
     assert service["deploy"]["replicas"] == 2
-    assert "volumes" not in service and "state" not in compose["volumes"]  # state lives in Kafka
+    # state lives in Kafka: the only volume is the read-only rules file
+    assert service["volumes"] == ["./deploy/alerts.yaml:/etc/streammetrics/alerts.yaml:ro"]
+    assert "state" not in compose["volumes"]
     assert "9108-9109:9108" in service["ports"]
     assert "9108/healthz" in " ".join(service["healthcheck"]["test"])
 
@@ -100,7 +104,8 @@ def test_compose_commands_are_valid_cli_invocations(compose, service):
 def test_dockerfile_installs_the_kafka_extra_as_a_non_root_user():
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert re.search(r"^FROM python:3\.11-slim$", dockerfile, re.MULTILINE)
-    assert 'pip install ".[kafka]"' in dockerfile
+    extras = re.search(r'pip install "\.\[([a-z,]+)\]"', dockerfile)
+    assert extras is not None and "kafka" in extras.group(1).split(",")
     users = re.findall(r"^USER (\S+)$", dockerfile, re.MULTILINE)
     assert users and users[-1] not in {"root", "0"}
     assert re.search(r'^ENTRYPOINT \["streammetrics"\]$', dockerfile, re.MULTILINE)
@@ -115,3 +120,33 @@ def test_dockerfile_copies_only_what_exists_and_is_not_ignored():
         for source in line.split()[:-1]:
             assert (ROOT / source).exists(), f"Dockerfile copies {source}, which does not exist"
             assert source not in ignored, f"Dockerfile copies {source}, which .dockerignore excludes"
+
+
+def test_prometheus_and_grafana_are_provisioned_from_the_repository(compose):
+    prometheus, grafana = compose["services"]["prometheus"], compose["services"]["grafana"]
+    assert "./deploy/prometheus:/etc/prometheus:ro" in prometheus["volumes"]
+    config = yaml.YAML(typ="safe").load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    assert config["rule_files"] == ["/etc/prometheus/alerts.yml"]
+    assert config["scrape_configs"][0]["dns_sd_configs"][0] == {"names": ["streammetrics"], "type": "A",
+                                                                "port": 9108}
+    for mount in grafana["volumes"]:
+        source = mount.split(":")[0]
+        assert (ROOT / source).is_dir(), mount
+    datasource = yaml.YAML(typ="safe").load(
+        (ROOT / "deploy/grafana/provisioning/datasources/prometheus.yml").read_text())["datasources"][0]
+    assert datasource["url"] == "http://prometheus:9090" and datasource["uid"] == "prometheus"
+
+
+def test_the_generated_deploy_files_are_current():
+    import importlib.util
+
+    from streammetrics.integrations.alertmanager import prometheus_rules
+    from streammetrics.stream.alerting import load_rules_file, parse_rules
+
+    rules, _ = load_rules_file(str(ROOT / "deploy" / "alerts.yaml"))
+    assert (ROOT / "deploy/prometheus/alerts.yml").read_text() == prometheus_rules(parse_rules(rules)), (
+        "run: streammetrics alert-rules --alerts deploy/alerts.yaml -o deploy/prometheus/alerts.yml")
+    spec = importlib.util.spec_from_file_location("make_dashboard", ROOT / "deploy/grafana/make_dashboard.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.OUT.read_text() == module.render(), "run: python deploy/grafana/make_dashboard.py"

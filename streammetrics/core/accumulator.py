@@ -97,6 +97,12 @@ class Accumulator:
             return NotImplemented
         return self.copy().merge(other)
 
+    def __radd__(self: A, other: Any) -> A:
+        """``0 + a`` is a copy of ``a``, so ``sum([a, b, c])`` (which starts from 0) merges them."""
+        if other.__class__ is int and other == 0:
+            return self.copy()
+        return NotImplemented
+
     def copy(self: A) -> A:
         """An independent accumulator with the same configuration and state."""
         cls = type(self)

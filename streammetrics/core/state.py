@@ -38,13 +38,17 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import dataclasses
 import math
+import threading
 from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
-__all__ = ["Field", "KINDS", "StateLimits", "LIMITS", "set_limits", "check_json_shape", "describe",
+__all__ = ["Field", "KINDS", "StateLimits", "LIMITS", "MAX_EVENTS", "check_event_count", "set_limits",
+           "state_limits", "limits_covering",
+           "check_json_shape", "describe",
            "pack_uints", "unpack_uints", "zigzag", "unzigzag", "pack_floats", "unpack_floats",
            "to_base64", "from_base64"]
 
@@ -78,6 +82,38 @@ def set_limits(**changes: int) -> StateLimits:
             raise ValueError(f"limit {name} must be a positive int, got {value!r}")
     LIMITS = dataclasses.replace(old, **changes)
     return old
+
+
+def state_limits() -> StateLimits:
+    """The caps in force now (:data:`LIMITS`, as :func:`set_limits` or :func:`limits_covering` left them)."""
+    return LIMITS
+
+
+_COVERING = threading.RLock()
+
+
+@contextlib.contextmanager
+def limits_covering(**needs: int) -> Iterator[StateLimits]:
+    """Within the block, each named cap is at least ``needs[name]`` (never lowered): what a
+    trusted configuration implies (``--classes``, ``--label-set``, ``--max-labels``), so a
+    process reads back every state its configuration lets it write. Restored on exit; one block at a time (a lock).
+
+    >>> with limits_covering(max_labels=20_000) as lim:
+    ...     lim.max_labels
+    20000
+    >>> state_limits().max_labels
+    10000
+    """
+    global LIMITS
+    with _COVERING:  # one block at a time: threads loading states do not undo each other's caps
+        old = LIMITS
+        raised = {name: value for name, value in needs.items() if value > getattr(old, name)}
+        if raised:
+            set_limits(**raised)
+        try:
+            yield LIMITS
+        finally:
+            LIMITS = old
 
 
 def describe(value: Any, width: int = 80) -> str:
@@ -125,9 +161,25 @@ def check_json_shape(value: Any, name: str, limits: StateLimits | None = None) -
 
 
 # ----------------------------------------------------------------------------- kinds
+#: most events any state may count: 2**63 - 1 (an int64, as Kafka offsets); a count beyond
+#: cannot come from a stream, and ``from_dict`` refuses it
+MAX_EVENTS = 2**63 - 1
+
+
+def check_event_count(raw: Any, name: str = "count") -> int:
+    """``raw`` if it is an int from 0 to :data:`MAX_EVENTS`, else ``ValueError`` naming ``name``."""
+    if type(raw) is not int or raw < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {describe(raw)}")
+    if raw > MAX_EVENTS:
+        raise ValueError(f"{name} = {describe(raw)} is more events than any stream holds (at most 2**63 - 1)")
+    return raw
+
+
 def _count(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> int:
     if type(raw) is not int or raw < 0:
         raise ValueError(f"must be a non-negative int, got {describe(raw)}")
+    if raw > MAX_EVENTS:
+        raise ValueError(f"{describe(raw)} is more events than any stream holds (at most 2**63 - 1)")
     return raw
 
 

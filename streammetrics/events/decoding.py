@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from itertools import accumulate
 from typing import Any
 
 from streammetrics.events.records import Rejection
 
-__all__ = ["FAST_DECODE", "MAX_NESTING", "decode_value"]
+__all__ = ["FAST_DECODE", "MAX_NESTING", "OverlongInteger", "decode_value"]
 
 #: deepest nesting of arrays and objects accepted in a message value. Deeper values are rejected
 #: before decoding: json's and msgspec's own limits (near 1,000) depend on the caller's stack
@@ -42,6 +43,36 @@ _JSON_SPACE = " \t\n\r"  # the only whitespace RFC 8259 (and json.loads) allows 
 _NOT_MARK_BYTES = bytes(b for b in range(256) if b not in b'"[]{}\\')
 _STRING_BYTES = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _DEPTH_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
+class OverlongInteger(float):
+    """A JSON integer with more digits than Python converts (``sys.get_int_max_str_digits()``,
+    4,300 by default): decoded as this float (its value, +-inf), which the field rules then refuse
+    by name; its ``repr`` says what it was ("a 5000-digit integer")."""
+
+    digits: int
+
+    def __new__(cls, text: str) -> "OverlongInteger":
+        obj = super().__new__(cls, float(text))
+        obj.digits = len(text) - text.startswith("-")
+        return obj
+
+    def __repr__(self) -> str:
+        return f"a {self.digits}-digit integer"
+
+
+def _int_or_overlong(text: str) -> int | float:
+    limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 0
+    return OverlongInteger(text) if limit and len(text) - text.startswith("-") > limit else int(text)
+
+
+def _decode_overlong(value: str) -> Any:
+    """``value`` decoded with over-long integers as :class:`OverlongInteger` (the json module
+    refuses them with a bare ValueError); None if it still does not decode."""
+    try:
+        return _loads(value[1:] if value[:1] == "\ufeff" else value, parse_int=_int_or_overlong)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _too_deep(value: Any) -> bool:
@@ -107,6 +138,10 @@ def decode_value(value: bytes | bytearray | memoryview | str, fast_decode: Any =
     except json.JSONDecodeError as exc:
         return Rejection(f"invalid JSON: {exc.msg} at char {exc.pos}", code="invalid_json")
     except (ValueError, RecursionError) as exc:  # e.g. integer too long, nesting too deep
+        if isinstance(exc, ValueError) and value.__class__ is str:  # an integer of more digits than int() takes
+            decoded = _decode_overlong(value)
+            if decoded is not None:
+                return decoded
         return Rejection(f"invalid JSON: {type(exc).__name__}", code="invalid_json")
     except Exception as exc:  # noqa: BLE001 - never raise on input data
         return Rejection(f"unreadable value ({type(exc).__name__})", code="invalid_json")

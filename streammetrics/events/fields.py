@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import re
 from collections.abc import Callable, Hashable, Mapping
 from datetime import datetime, timezone
 from typing import Any, cast
 
+from streammetrics.events.decoding import OverlongInteger
 from streammetrics.events.records import Event, Rejection
 
 __all__ = ["FIELDS", "MAX_NAME_LENGTH", "MAX_WEIGHT", "TASKS", "build_field_parser", "label_key", "object_key"]
@@ -30,6 +32,7 @@ _INF = math.inf
 _UTC = timezone.utc
 _fromiso = datetime.fromisoformat
 _MISSING: Any = object()
+_LEAP_SECOND = re.compile(r"[Tt ]\d\d:?\d\d:?60")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -77,22 +80,34 @@ def _as_finite(value: Any) -> float | None:
     return x if -_INF < x < _INF else None
 
 
-def _iso_to_epoch(text: str) -> float | None:
-    """Epoch seconds of an ISO-8601 string (no zone: UTC), or None if it is not one."""
+def _iso_to_epoch(text: str) -> float | str:
+    """Epoch seconds of an ISO-8601 string (no zone: UTC), or why it is not a time in range
+    (a str completing "field 'ts' ...")."""
     if len(text) > 64:
-        return None
+        return f"must be epoch seconds or an ISO-8601 string, got {_describe(text)}"
+    original = text
     if text[-1:] in ("Z", "z"):
         text = text[:-1] + "+00:00"  # Python 3.10's fromisoformat lacks "Z"
     try:
         dt = _fromiso(text)
-    except (ValueError, TypeError):
-        return None
+    except (ValueError, TypeError) as exc:
+        if _LEAP_SECOND.search(original):
+            return (f"is a leap second, got {_describe(original)}: epoch seconds have no 60th second "
+                    "(send :59.999999 or the next second)")
+        detail = str(exc)  # a field out of its range ("month must be in 1..12") is worth saying
+        detail = "" if not detail or detail.startswith("Invalid isoformat") else f" ({detail})"
+        return f"must be epoch seconds or an ISO-8601 string, got {_describe(original)}{detail}"
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=_UTC)
     try:
-        return dt.timestamp()
+        t = dt.timestamp()
     except (OverflowError, ValueError, OSError):
-        return None
+        return f"is out of range (years 1-9999 in UTC), got {_describe(original)}"
+    if not _TS_MIN <= t < _TS_MAX:
+        return (f"is out of range, got {_describe(original)}: as float epoch seconds it is {t!r}, "
+                "outside years 1-9999 (float rounding at the end of year 9999)" if t == _TS_MAX else
+                f"is out of range (years 1-9999 in UTC), got {_describe(original)}")
+    return t
 
 
 def _label(value: Any) -> Hashable | None:
@@ -159,8 +174,8 @@ def build_field_parser(
 
     def reject_ts(v: Any) -> Rejection:
         x = v if v.__class__ is float else _as_finite(v)
-        if x is not None and -_INF < x < _INF:
-            hint = " (epoch milliseconds?)" if 1e11 <= abs(x) < 1e15 else ""
+        if (x is not None and -_INF < x < _INF) or v.__class__ is OverlongInteger:
+            hint = " (epoch milliseconds?)" if x is not None and 1e11 <= abs(x) < 1e15 else ""
             return Rejection(f"field '{k_ts}' is out of range (epoch seconds of years 1-9999), "
                              f"got {_describe(v)}{hint}", k_ts, code="out_of_range")
         return Rejection(f"field '{k_ts}' must be epoch seconds or an ISO-8601 string, got {_describe(v)}", k_ts,
@@ -268,11 +283,11 @@ def build_field_parser(
                     return reject_ts(ts)
                 ts = float(ts)
             elif cls is str:
-                t = _iso_to_epoch(ts)
-                if t is None or not _TS_MIN <= t < _TS_MAX:
-                    return Rejection(f"field '{k_ts}' must be epoch seconds or an ISO-8601 string, "
-                                     f"got {_describe(ts)}", k_ts, code="bad_value")
-                ts = t
+                iso = _iso_to_epoch(ts)
+                if isinstance(iso, str):
+                    return Rejection(f"field '{k_ts}' {iso}", k_ts,
+                                     code="out_of_range" if "out of range" in iso else "bad_value")
+                ts = iso
             elif ts is missing:
                 if require_key:
                     return Rejection(f"missing field '{k_ts}'", k_ts, code="missing_field")

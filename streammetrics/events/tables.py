@@ -259,12 +259,11 @@ class CsvTyper:
 
 def csv_rows(source: IO[bytes], typer: CsvTyper, name: str) -> Iterator[Any]:
     """The typed rows of a CSV file (UTF-8, a BOM skipped; the first line names the columns);
-    InputError (naming the line) on text that is not UTF-8."""
-    lineno = 0
+    InputError (naming the line) on text that is not UTF-8 or a header that is not CSV; a row
+    that the csv module cannot read is a Rejection of that row only."""
 
     def text() -> Iterator[str]:
-        nonlocal lineno
-        for lineno, raw in enumerate(source, 1):  # noqa: B007 - read by the error message
+        for lineno, raw in enumerate(source, 1):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -274,10 +273,21 @@ def csv_rows(source: IO[bytes], typer: CsvTyper, name: str) -> Iterator[Any]:
 
     reader = csv.DictReader(text())
     try:
-        for row in reader:
-            yield typer(row)
+        header = reader.fieldnames or []
+        if len(header) == 1 and ("\t" in header[0] or ";" in header[0]):
+            raise InputError(f"{name} line 1: the header has no comma ({header[0][:60]!r}); CSV must be "
+                             f"comma-separated")
     except csv.Error as exc:
-        raise InputError(f"{name} line {lineno}: not readable as CSV ({exc})") from None
+        raise InputError(f"{name} line 1: the header is not readable as CSV ({exc})") from None
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:  # e.g. a field over csv.field_size_limit(): this row only
+            yield Rejection(f"row not readable as CSV ({exc})", code="bad_value")
+            continue
+        yield typer(row)
 
 
 # --------------------------------------------------------------------------- Arrow (Parquet, DataFrames)
@@ -348,10 +358,8 @@ def frame_rows(df: Any, ts_name: str, scale: int) -> Iterator[dict[str, Any]]:
         else:
             mask = col.isna()
             values = col.tolist()
-            if col.dtype == object:  # arrays in cells (scores) as lists; missing as pandas says
+            if col.dtype == object:  # arrays in cells (scores) as lists
                 values = [v.tolist() if v.__class__ is np.ndarray else v for v in values]
-                mask = pd.Series([v is None or (v.__class__ is not list and _scalar_na(v)) for v in values],
-                                 dtype=bool)
         missing.append(mask.tolist() if bool(mask.any()) else None)
         columns.append(values)
         scales.append(col_scale)
@@ -365,11 +373,3 @@ def frame_rows(df: Any, ts_name: str, scale: int) -> Iterator[dict[str, Any]]:
             obj[name] = _divide(v, s) if s != 1 and _is_number(v) else v
         yield obj
 
-
-def _scalar_na(value: Any) -> bool:
-    import pandas as pd
-
-    try:
-        return bool(pd.isna(value))
-    except (TypeError, ValueError):
-        return False

@@ -51,7 +51,7 @@ from typing import Any, Callable, Hashable, Iterator, Mapping, Sequence
 
 from streammetrics.core.accumulator import from_dict
 from streammetrics.events.parser import FIELDS, Event, EventParser
-from streammetrics.monitors import make_monitor
+from streammetrics.monitors import DEFAULT_MAX_LABELS, make_monitor
 from streammetrics.stream.snapshots import build_snapshot, snapshot_line
 from streammetrics.stream.windows import WindowSpec, parse_duration
 
@@ -93,8 +93,12 @@ class _Config:
     def __init__(self, task: str, threshold: float, classes: Sequence[Hashable] | None,
                  labels: Sequence[Hashable] | None, fields: Mapping[str, str] | None,
                  spec: WindowSpec, include_state: bool, map_columns: Sequence[str], max_open: int,
-                 vectorised: bool = True) -> None:
+                 vectorised: bool = True, max_labels: int | None = DEFAULT_MAX_LABELS,
+                 operating_points: Any = None) -> None:
         self.task = task
+        #: binary operating points in snapshots (contract section 11), None: none
+        self.operating_points = operating_points
+        self.max_labels = max_labels
         self.threshold = threshold
         self.classes = None if classes is None else list(classes)
         self.labels = None if labels is None else list(labels)
@@ -109,8 +113,9 @@ class _Config:
         return WindowSpec(self.size_ms / 1000, self.slide_ms / 1000)
 
     def factory(self) -> Callable[[], Any]:
-        task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
-        return lambda: make_monitor(task, threshold=threshold, classes=classes, labels=labels)
+        task, threshold, classes, labels, max_labels = self.task, self.threshold, self.classes, self.labels, \
+            self.max_labels
+        return lambda: make_monitor(task, threshold=threshold, classes=classes, labels=labels, max_labels=max_labels)
 
     def parser(self) -> EventParser:
         return EventParser(self.task, classes=self.labels if self.task == "labels" else self.classes,
@@ -119,13 +124,13 @@ class _Config:
 
 # --------------------------------------------------------------------------- snapshots
 def _snapshot(include_state: bool, key: tuple[str, str], monitor: Any, start_ms: int, end_ms: int,
-              expired: int = 0, pending: int = 0, revision: int = 0) -> dict:
+              expired: int = 0, pending: int = 0, revision: int = 0, extra_metrics: Any = None) -> dict:
     """The snapshot of ``monitor`` for ``key`` and a window, built as the window engine builds
     it (:func:`~streammetrics.stream.snapshots.build_snapshot`; events in time order are never
     late). Spark computes each window once, with every label in: ``revision`` is the number
     replay gives its last revision (see :func:`_revisions`)."""
     return build_snapshot(key, monitor, start_ms, end_ms, final=pending == 0, pending=pending, expired=expired,
-                          include_state=include_state, revision=revision)
+                          include_state=include_state, revision=revision, extra_metrics=extra_metrics)
 
 
 # --------------------------------------------------------------------------- stage 1
@@ -390,7 +395,9 @@ def _merge_windows(cfg: _Config) -> Callable[[Any], Any]:
             window = cfg.factory()()
         start = k * cfg.slide_ms
         end = start + cfg.size_ms
-        snap = _snapshot(cfg.include_state, (model, segment), window, start, end, expired, pending, revision)
+        points = cfg.operating_points
+        snap = _snapshot(cfg.include_state, (model, segment), window, start, end, expired, pending, revision,
+                         None if points is None else points.hook())
         return pd.DataFrame({"model": [model], "segment": [segment], "start_ms": [start], "end_ms": [end],
                              "snapshot": [snapshot_line(snap)]})
 
@@ -467,17 +474,20 @@ def window_snapshots(
     labels: Sequence[Hashable] | None = None,
     fields: Mapping[str, str] | None = None,
     include_state: bool = True,
+    max_labels: int | None = DEFAULT_MAX_LABELS,
     label_events: DataFrame | None = None,
     label_ttl: str | float = "7d",
     with_rejections: bool = False,
     max_open_states: int = DEFAULT_MAX_OPEN_STATES,
     vectorised: bool = True,
+    operating_points: Any = None,
 ) -> Any:
     """Windowed snapshots of the prediction events in ``df``, as ``replay`` prints them.
 
     Parameters mirror ``streammetrics replay``: ``task``, ``window``/``slide`` (durations such
     as ``"60s"``), ``threshold`` (binary), ``classes`` (multiclass), ``labels`` (the label set
-    of the ``labels`` task), ``fields`` (contract name -> column name, like ``--field``),
+    of the ``labels`` task; ``max_labels``: its bound on discovered labels, as
+    ``--max-labels``), ``fields`` (contract name -> column name, like ``--field``),
     ``include_state`` (``--no-state`` when False), ``grace`` (``--grace``: events taken in
     time order are never late, so it changes only the revision ticks of delayed labels).
 
@@ -523,10 +533,17 @@ def window_snapshots(
     parser surely accepts are read as Arrow columns and added one batch per (key, pane); the
     others (and every row with ``vectorised=False``) go through replay's parser row by row.
     Same snapshots either way.
+
+    ``operating_points`` (binary task): an
+    :class:`~streammetrics.monitors.operating_points.OperatingPoints`, the snapshot metrics of
+    replay's ``--target-recall``, ``--target-precision``, ``--target-fpr``, ``--cost-fp`` and
+    ``--cost-fn`` (contract section 11).
     """
+    if operating_points is not None and operating_points.enabled and task != "binary":
+        raise ValueError(f"operating_points apply to the binary task, not {task!r}")
     spec = WindowSpec(parse_duration(window, "window"), None if slide is None else parse_duration(slide, "slide"),
                       parse_duration(grace, "grace"))
-    make_monitor(task, threshold=threshold, classes=classes, labels=labels)  # configuration errors now
+    make_monitor(task, threshold=threshold, classes=classes, labels=labels, max_labels=max_labels)  # errors now
     EventParser(task, classes=labels if task == "labels" else classes, fields=fields)
     names = _field_names(fields)
     events, maps = _prepare(df, names)
@@ -540,7 +557,8 @@ def window_snapshots(
     if type(max_open_states) is not int or max_open_states < 1:
         raise ValueError(f"max_open_states must be a positive int, got {max_open_states!r}")
     cfg = _Config(task, threshold, classes, labels, fields, spec, include_state, maps, max_open_states,
-                  bool(vectorised))
+                  bool(vectorised), max_labels,
+                  operating_points if operating_points is not None and operating_points.enabled else None)
     partial = events.mapInArrow(_partial_states(cfg), _STAGE1_SCHEMA)
     states = partial.filter(F.col("reason").isNull()).drop("reason", "field", "n")
     if revisions is not None:  # each window's revision number, on its partial states
@@ -611,8 +629,9 @@ def _revisions(events: DataFrame, joined: DataFrame, labels_df: DataFrame, names
     (:meth:`~streammetrics.stream.windows.WindowManager.revision_tick`). For events in time
     order (predictions before labels on equal ``ts``) the last revision of window ``k`` of a
     key is the number of distinct panes ``(t - grace) // pane`` of the times ``t`` of its
-    changes after its close, where, with ``C`` the first ``ts`` of the key at or after the
-    window's end + grace (the event that closes it; none: it closes at the end, revision 0):
+    changes after its close, where, with ``C`` the first ``ts`` of any prediction (of any key:
+    windows close by the stream's one watermark) at or after the window's end + grace (the event
+    that closes it; none: it closes at the end, revision 0):
 
     * a prediction joined by its label at ``J = max(label ts, prediction ts)`` changed it at
       ``J``, after the close iff ``J >= C``;
@@ -620,8 +639,8 @@ def _revisions(events: DataFrame, joined: DataFrame, labels_df: DataFrame, names
       ``ts + label_ttl`` (expiries due at an event's time are settled before the windows it
       closes), after the close iff ``C <= ts + label_ttl``.
 
-    Computed with DataFrame operations on small rows: the first ``ts`` of each key per pane
-    (for ``C``, a running minimum over the key's panes) and the largest ``ts`` per pane of all
+    Computed with DataFrame operations on small rows: the first ``ts`` per pane (for ``C``, a
+    running minimum over the panes) and the largest ``ts`` per pane of all
     events (for ``X``'s pane, a global ordered window over those panes: one row per non-empty
     pane, e.g. ~525,000 for a year of minute panes).
     """
@@ -663,17 +682,17 @@ def _revisions(events: DataFrame, joined: DataFrame, labels_df: DataFrame, names
     changes = (labelled.unionByName(expired).groupBy("model", "segment", "pane", "b").agg(F.max("m").alias("m"))
                .withColumn("window", F.explode(F.sequence(-_floordiv(F.lit(w - 1) - p, s), _floordiv(p, s))))
                .groupBy("model", "segment", "window", "b").agg(F.max("m").alias("m")))
-    # C: the first event time of the key in a tick pane at or after the window's end (+ grace)
+    # C: the first prediction time (any key) in a tick pane at or after the window's end (+ grace)
     firsts = (events.filter(ts.isNotNull() & F.col(_quote(names["model"])).isNotNull())
-              .select(model, segment, tick(ts).alias("b"), ts.alias("t"))
-              .groupBy("model", "segment", "b").agg(F.min("t").alias("first"))
+              .select(tick(ts).alias("b"), ts.alias("t"))
+              .groupBy("b").agg(F.min("t").alias("first"))
               .withColumn("window", F.lit(None).cast("long")))
-    ends = (changes.select("model", "segment", "window").distinct()
+    ends = (changes.select("window").distinct()
             .withColumn("b", F.col("window") * F.lit(s) + F.lit(w)).withColumn("first", F.lit(None).cast("long")))
-    later = Window.partitionBy("model", "segment").orderBy("b").rangeBetween(0, Window.unboundedFollowing)
+    later = Window.orderBy("b").rangeBetween(0, Window.unboundedFollowing)
     closes = (firsts.unionByName(ends).withColumn("close", F.min("first").over(later))
-              .filter(F.col("window").isNotNull()).select("model", "segment", "window", "close"))
-    return (changes.join(closes, ["model", "segment", "window"]).filter(F.col("m") >= F.col("close"))
+              .filter(F.col("window").isNotNull()).select("window", "close"))
+    return (changes.join(closes, ["window"]).filter(F.col("m") >= F.col("close"))
             .groupBy("model", "segment", "window").agg(F.count("*").cast("long").alias("revision")))
 
 

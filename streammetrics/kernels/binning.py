@@ -111,7 +111,8 @@ class LogGridBinning(Binning):
     ==================  ================================  ==========================
 
     with ``C = 2 * up(0.5) + 1``. ``1 - s`` is exact on ``[0.5, 1]`` and ``s - 1`` is
-    monotone, so the key is exactly monotone in ``s``.
+    monotone, so the key is exactly monotone in ``s``. ``up(x) = (bits(x) + rounding) >> shift``;
+    ``half_key = up(0.5)`` and ``one_key = C`` (read by the per-event paths that inline the key).
     """
 
     kind = "log_grid"
@@ -130,10 +131,10 @@ class LogGridBinning(Binning):
         self.octaves = octaves
         m = bins.bit_length() - 1
         j = octaves.bit_length() - 1
-        self._shift = shift = 52 - m + j
-        self._round = rnd = (1 << shift) - 1
-        self._half = -(-(1022 << m) >> j)  # up(0.5) = ceil(2**52 * 1022 / 2**shift)
-        self._c = c = 2 * self._half + 1  # key of 1.0
+        self.shift = shift = 52 - m + j
+        self.rounding = rnd = (1 << shift) - 1
+        self.half_key = -(-(1022 << m) >> j)  # up(0.5) = ceil(2**52 * 1022 / 2**shift)
+        self.one_key = c = 2 * self.half_key + 1  # key of 1.0
         top = -(-(2047 << m) >> j)  # up(largest finite float)
         self.min_key = -top
         self.max_key = c + top
@@ -180,14 +181,14 @@ class LogGridBinning(Binning):
         """up(x) in place on a float64 array of non-negative values (returned as int64 view)."""
         b = x.view(np.int64)
         b &= _MASK
-        if self._shift <= 52:
-            b += self._round
-            b >>= self._shift
+        if self.shift <= 52:
+            b += self.rounding
+            b >>= self.shift
         else:  # in two steps: bits + 2**shift - 1 could overflow int64 (ceil of a ceil)
             b += _ROUND52
             b >>= 52
             b += self.octaves - 1
-            b >>= self._shift - 52
+            b >>= self.shift - 52
         return b
 
     def _keys_unit(self, s: np.ndarray, out: np.ndarray) -> None:
@@ -200,7 +201,7 @@ class LogGridBinning(Binning):
         flip = (s >= 0.5).view(np.int8).astype(np.int64)
         np.negative(flip, out=flip)
         np.bitwise_xor(b, flip, out=out)
-        flip *= self._c + 1
+        flip *= self.one_key + 1
         out -= flip
 
     def _keys_any(self, s: np.ndarray, out: np.ndarray) -> None:
@@ -216,22 +217,22 @@ class LogGridBinning(Binning):
         np.negative(flip, out=flip)
         np.bitwise_xor(b, flip, out=out)
         out -= flip
-        out += upper.view(np.int8) * np.int64(self._c)
+        out += upper.view(np.int8) * np.int64(self.one_key)
 
     # ------------------------------------------------------------------ inverse
     def _edge(self, up: np.ndarray) -> np.ndarray:
         """Upper edge of the x-bin ``up`` (the bins are ``(edge(up - 1), edge(up)]``)."""
         # in uint64 (below 2**64 for every key), capped at the bits of inf
-        bits = np.asarray(up, dtype=np.int64).astype(np.uint64) << np.uint64(self._shift)
+        bits = np.asarray(up, dtype=np.int64).astype(np.uint64) << np.uint64(self.shift)
         return np.minimum(bits, np.uint64(_INF_BITS)).view(np.float64)
 
     def lowest(self, keys: np.ndarray) -> np.ndarray:
         k = np.asarray(keys, dtype=np.int64)
         out = np.empty(len(k), dtype=np.float64)
-        c = self._c
+        c = self.one_key
         neg = k < 0
-        low = (k >= 0) & (k <= self._half)
-        mid = (k > self._half) & (k <= c)
+        low = (k >= 0) & (k <= self.half_key)
+        mid = (k > self.half_key) & (k <= c)
         high = k > c
         # s < 0: s in [-edge(up), -edge(up - 1))
         out[neg] = -np.minimum(self._edge(-k[neg]), _DBL_MAX)
@@ -269,12 +270,12 @@ class LogGridBinning(Binning):
 
     def singleton(self, keys: np.ndarray) -> np.ndarray:
         k = np.asarray(keys, dtype=np.int64)
-        c = self._c
+        c = self.one_key
         out = (k == 0) | (k == c)
         # s = 1 - j * 2**-53 on [0.5, 1) and s = 1 + j * 2**-52 on (1, 2): x-bins no wider
         # than that spacing hold at most one score
         for region, up, spacing in (
-            ((k > self._half) & (k < c), c - k, 2.0**-53),
+            ((k > self.half_key) & (k < c), c - k, 2.0**-53),
             (k > c, k - c, 2.0**-52),
         ):
             u = up[region]
@@ -303,11 +304,11 @@ class LogGridBinning(Binning):
         """Keys of :meth:`coarser` for the scores of ``keys``: ``coarser().key(s)`` from
         ``self.key(s)``, exactly, since ``ceil(ceil(a / 2**S) / 2) == ceil(a / 2**(S + 1))``."""
         k = np.asarray(keys, dtype=np.int64)
-        c, c2 = self._c, self.coarser()._c
+        c, c2 = self.one_key, self.coarser().one_key
         out = np.empty_like(k)
         neg = k < 0
-        low = (k >= 0) & (k <= self._half)
-        mid = (k > self._half) & (k <= c)
+        low = (k >= 0) & (k <= self.half_key)
+        mid = (k > self.half_key) & (k <= c)
         high = k > c
         out[neg] = -((-k[neg] + 1) >> 1)
         out[low] = (k[low] + 1) >> 1

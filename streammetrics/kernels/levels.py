@@ -41,7 +41,7 @@ _DBL_MAX = float(np.finfo(np.float64).max)
 def _edge(binning: LogGridBinning, up: np.ndarray) -> np.ndarray:
     """Upper edge of the x-bin ``up`` (x-bins are ``(edge(up - 1), edge(up)]``)."""
     with np.errstate(over="ignore"):
-        e = (np.maximum(np.asarray(up, dtype=np.int64), 0) << binning._shift).view(np.float64)
+        e = (np.maximum(np.asarray(up, dtype=np.int64), 0) << binning.shift).view(np.float64)
     return np.minimum(e, _DBL_MAX)
 
 
@@ -66,7 +66,7 @@ def raw_bounds(binning: Binning, keys: np.ndarray) -> tuple[np.ndarray, np.ndarr
         return lo, lo.copy()
     assert isinstance(binning, LogGridBinning)
     k = keys.astype(np.int64)
-    c, half = binning._c, binning._half
+    c, half = binning.one_key, binning.half_key
     hi = np.empty(len(k), dtype=np.float64)
     neg = k < 0
     low = (k >= 0) & (k <= half)

@@ -36,6 +36,7 @@ __all__ = [
     "average_precision",
     "warn_one_class",
     "trapezoid",
+    "check_max_fpr",
 ]
 
 _EPS = float(np.finfo(np.float64).eps)
@@ -127,7 +128,7 @@ def _roc_from_cumulative(
     return fpr, tpr, thr
 
 
-def _check_max_fpr(max_fpr: float | None) -> float | None:
+def check_max_fpr(max_fpr: float | None) -> float | None:
     if max_fpr is None:
         return None
     if isinstance(max_fpr, bool) or not isinstance(max_fpr, (int, float, np.integer, np.floating)):
@@ -142,7 +143,7 @@ def roc_auc(neg: np.ndarray, pos: np.ndarray, max_fpr: float | None = None) -> f
     ``max_fpr`` scikit-learn's McClish-standardised partial AUC
     ``0.5 * (1 + (A - max_fpr**2 / 2) / (max_fpr - max_fpr**2 / 2))`` where ``A`` is the
     area of the curve interpolated at ``max_fpr``. nan if no event has weight."""
-    max_fpr = _check_max_fpr(max_fpr)
+    max_fpr = check_max_fpr(max_fpr)
     fps, tps, _ = cumulative(neg, pos)
     if not len(fps):
         warnings.warn(

@@ -99,7 +99,7 @@ from streammetrics.kernels.histogram import to_units as histograms_to_units
 if TYPE_CHECKING:  # the module imports ConfusionMatrix lazily (it imports this one)
     from streammetrics.metrics.confusion import ConfusionMatrix
 
-__all__ = ["BinaryScores"]
+__all__ = ["BinaryScores", "one_element_score"]
 
 _INF = math.inf
 _EPS = float(np.finfo(np.float64).eps)  # scikit-learn's log_loss clipping for float64
@@ -126,7 +126,15 @@ def _y_value(y_true: Any, name: str) -> int:
         raise TypeError(f"{name} must be 0, 1, True or False, got {y_true!r}") from None
     if label.__class__ is not str and (label == 0 or label == 1):
         return int(label)
-    raise ValueError(f"{name} must be 0, 1, True or False, got {y_true!r}")
+    raise ValueError(f"{name} must be 0, 1, True or False, got {y_true!r} (other labels: give pos_label=, "
+                     f"e.g. BinaryScores(pos_label=1) for -1/+1 or pos_label='yes')")
+
+
+def one_element_score(score: Any) -> Any:
+    """The element of a one-element array (``model.predict_proba(x)[:, 1]`` for one row), else ``score``."""
+    if isinstance(score, np.ndarray) and score.size == 1:
+        return score.reshape(-1)[0]
+    return score
 
 
 def _as_binary_array(y_true: Any, name: str) -> np.ndarray:
@@ -173,8 +181,8 @@ def _merge_histograms(mine: tuple, theirs: tuple, acc: "BinaryScores") -> tuple:
     if binning.exact and not theirs[0].exact:
         binning = to_grid([neg, pos], _finest_grid(acc))
     if not binning.exact:
-        if theirs[0].exact:
-            to_grid(other, _finest_grid(acc))
+        if theirs[0].exact:  # straight to this grid: nested grids of ceiling keys, so the same
+            to_grid(other, binning)  # keys as the finest grid coarsened (LogGridBinning.coarsen_keys)
         while other[0].binning.bins > binning.bins:
             coarsen_all(other)
         while binning.bins > other[0].binning.bins:
@@ -227,7 +235,7 @@ def _class_weight_of(events: int, wevents: int, wsum: float | int) -> float:
     return (events - wevents) + wsum
 
 
-def _encode_weights(value: tuple, acc: "BinaryScores") -> tuple:
+def encode_weights(value: tuple, acc: "BinaryScores") -> tuple:
     wevents, wsum = value
     # weights: the class weights; weighted: their exact parts [wevents0, wevents1, wsum0, wsum1]
     # (each wsum correctly rounded); weighted_residues: the rest of the exact wsum that are not
@@ -353,7 +361,7 @@ _BINARY_STATE = (
     # residues of the units written under weighted_residues (omitted while there are none)
     Field(("weights", "weighted", "weighted_residues"), lambda acc: ([0, 0], [0.0, 0.0]),
           attrs=("_wevents", "_wsum"), merge=_add_pairs, copy=lambda v: (list(v[0]), list(v[1])),
-          encode=_encode_weights, decode=_decode_weights, optional=("weighted_residues",)),
+          encode=encode_weights, decode=_decode_weights, optional=("weighted_residues",)),
     # exact sums of w * -log(p) and w * (y - s)**2 (p: the clipped probability of the true
     # class), buffered per event and folded exactly (kernels.exact_sum): order-independent
     Field(("log_loss_sum", "brier_sum", "sum_residues"), lambda acc: ProbabilitySums(), attrs="_sums",
@@ -371,7 +379,7 @@ _BINARY_STATE = (
 
 #: the state keys :meth:`BinaryScores._state` writes directly; another declaration of the state
 #: (a field added) switches it back to the generic encoding of the declared fields
-_DIRECT_STATE = tuple(k for f in _BINARY_STATE for k in f.keys) == (
+DIRECT_STATE = tuple(k for f in _BINARY_STATE for k in f.keys) == (
     "events", "weights", "weighted", "weighted_residues", "log_loss_sum", "brier_sum", "sum_residues",
     "outside_unit", "bins_per_octave", "histogram")
 
@@ -380,8 +388,10 @@ class BinaryScores(Accumulator):
     """ROC AUC (with guaranteed bounds), curves, average precision, log loss and Brier
     score of a stream of ``(y_true, score, weight)`` events.
 
-    ``y_true`` is 0/1 or bool; ``score`` any finite real (probability or margin),
-    higher meaning "more positive".
+    ``y_true`` is 0/1 or bool; ``score`` any finite real (probability or margin, or a
+    one-element array of one), higher meaning "more positive". ``pos_label`` (as
+    scikit-learn's): ``y_true == pos_label`` is positive, any other label negative, e.g.
+    ``pos_label="yes"`` for yes/no labels or ``pos_label=1`` for -1/+1.
 
     By default (``exact=False``: exact while small, grid beyond) every distinct score is
     kept while the two histograms hold at most ``max_bins`` keys (distinct (class, score)
@@ -431,8 +441,15 @@ class BinaryScores(Accumulator):
     _xfast: tuple | None
 
     def __init__(
-        self, bins: int | None = 1024, exact: bool = False, max_bins: int | None = 4096
+        self, bins: int | None = 1024, exact: bool = False, max_bins: int | None = 4096, pos_label: Any = None
     ) -> None:
+        if pos_label is not None:
+            if pos_label.__class__ not in (str, int, bool) and not isinstance(pos_label, np.generic):
+                raise TypeError(f"pos_label must be a string, an integer or a bool, got {pos_label!r}")
+            pos_label = to_builtin_label(pos_label, "pos_label")
+            if pos_label.__class__ is float:
+                raise TypeError(f"pos_label must be a string, an integer or a bool, got {pos_label!r}")
+        self._pos_label = pos_label
         self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]  # bins is None only with exact=True, which ignores it
         if exact:
             self._finest, self._max_bins = None, None
@@ -448,13 +465,17 @@ class BinaryScores(Accumulator):
     # ------------------------------------------------------------------ state
     def _refresh(self) -> None:
         """Cache the containers and constants the per-event path uses in one tuple (one
-        attribute lookup per event); called whenever a container is replaced."""
+        attribute lookup per event); called whenever a container is replaced. With a
+        ``pos_label``, ``update`` is this instance's :meth:`_update_by_label` (the class's
+        ``update``, for 0/1 labels, stays free of the check)."""
+        if self._pos_label is not None:
+            self.update = self._update_by_label  # type: ignore[method-assign]  # per instance, as EventParser.parse
         b = self._binning
         # the weight a default-weight event adds to its bin: 1.0, or UNIT in units mode
         self._inc = inc = UNIT if self._wsum[0].__class__ is int else 1.0
         self._fast = (
             ((self._neg.weights, self._pos.weights), self._events, self._sums.unit, self._outside,
-             b._shift, b._round, b._c, *bit_views(), inc)
+             b.shift, b.rounding, b.one_key, *bit_views(), inc)
             if isinstance(b, LogGridBinning) else None
         )
         # exact while small (exact=False): the per-event path of default-weight scores in (0, 1)
@@ -518,14 +539,42 @@ class BinaryScores(Accumulator):
         return self._binning.exact
 
     def _config(self) -> dict[str, Any]:
-        return {"bins": self._finest, "exact": self._exact, "max_bins": self._max_bins}
+        config = {"bins": self._finest, "exact": self._exact, "max_bins": self._max_bins}
+        if self._pos_label is not None:  # (absent by default: states written before it read the same)
+            config["pos_label"] = self._pos_label
+        return config
+
+    @property
+    def pos_label(self) -> Any:
+        """The positive class of ``y_true`` (None: ``y_true`` is 0/1 or bool)."""
+        return self._pos_label
+
+    def _binary(self, y_true: Any, name: str) -> int:
+        """1 if ``y_true`` is ``pos_label`` else 0 (as scikit-learn's ``pos_label``)."""
+        try:
+            label = to_builtin_label(y_true, name)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a label (pos_label={self._pos_label!r}), got {y_true!r}") from None
+        return 1 if label == self._pos_label else 0
+
+    def _binary_array(self, y_true: Any, name: str) -> np.ndarray:
+        """:meth:`_binary` of each label of a batch (validated in full), as uint8."""
+        y = as_label_array(y_true, name)
+        if y.dtype.kind in "iub" and self._pos_label.__class__ is not str:
+            return (y == self._pos_label).astype(np.uint8)
+        return np.fromiter((self._binary(v, f"{name}[{i}]") for i, v in enumerate(y)), dtype=np.uint8,
+                           count=len(y))
+
+    def _update_by_label(self, y_true: Any, score: float, weight: float = _ONE) -> "BinaryScores":
+        """:meth:`update` with ``y_true`` read by ``pos_label``."""
+        return BinaryScores.update(self, self._binary(y_true, "y_true"), score, weight)
 
     def _state(self) -> dict[str, Any]:
         """The declared fields' encoders, called directly (one snapshot per key and window)."""
-        if not _DIRECT_STATE:
+        if not DIRECT_STATE:
             return super()._state()
         events, wevents, wsum = self._events, self._wevents, self._wsum
-        weights, weighted, weighted_residues = _encode_weights((wevents, wsum), self)
+        weights, weighted, weighted_residues = encode_weights((wevents, wsum), self)
         ll, brier, residues = _encode_sums(self._sums, self)
         bpo, hist = _encode_histograms((self._binning, self._neg, self._pos), self)
         if weighted_residues is not None:  # (an optional key: as the declared fields write it)
@@ -637,7 +686,7 @@ class BinaryScores(Accumulator):
                 self._sums.fold()
             return self
         if score.__class__ is not float or not -_INF < score < _INF:
-            score = check_number(score, "score")
+            score = check_number(one_element_score(score), "score")
         if weight.__class__ is not float or not 0.0 <= weight < _INF:
             weight = check_weight(weight)
         wsum = self._wsum
@@ -688,6 +737,8 @@ class BinaryScores(Accumulator):
     def update_many(self, y_true: Any, scores: Any, sample_weight: Any = None) -> "BinaryScores":
         """Add a batch (lists, numpy arrays, pandas Series), validated in full before any
         change: one vectorised key transform and one ``np.bincount`` per batch."""
+        if self._pos_label is not None:
+            y_true = self._binary_array(y_true, "y_true")
         y = _as_binary_array(y_true, "y_true")
         s = as_float_array(scores, "scores")
         n = check_same_length(y_true=y, scores=s)
@@ -720,11 +771,7 @@ class BinaryScores(Accumulator):
                 weighted_w = (got.get(0, 0), got.get(1, 0))
             else:  # whole weights: float sums are exact
                 weighted_w = (float(w[other & ~positive].sum()), float(w[other & positive].sum()))
-        binning = self._binning
-        keys, table = aggregate(binning.keys(s), y, 2, w, exact=units)
-        if binning.exact and self._finest is not None and np.count_nonzero(table) > self._max_bins:  # type: ignore[operator]  # an int unless exact
-            # the batch alone has too many distinct scores: to the finest grid right away
-            binning, keys, table = table_to_grid(LogGridBinning(self._finest), keys, table)
+        binning, keys, table = self._batch_table(s, y, w, units)
         if not binning.exact:  # the batch alone may already need a coarser grid
             while np.count_nonzero(table) > self._max_bins and binning.bins > 1:  # type: ignore[attr-defined,operator]  # a log grid: bins, max_bins ints
                 binning, keys, table = coarsen_table(binning, keys, table)  # type: ignore[arg-type]  # a LogGridBinning
@@ -750,13 +797,38 @@ class BinaryScores(Accumulator):
                 self._wevents[c] += weighted_n[c]
                 self._wsum[c] += weighted_w[c]
         if probabilities:  # exact sums of the same per-event terms as the per-event path
-            for start in range(0, n, _CHUNK):
-                sc = s[start : start + _CHUNK] + 0.0  # (a score of -0.0 signs as 0.0)
-                signed = np.where(y[start : start + _CHUNK].view(bool), sc, -sc)
-                self._sums.add_batch(signed, None if w is None else w[start : start + _CHUNK])
+            self._sums.add_scores(s, y, w)
         if outside is not None:
             self._see_outside(*outside)
         return self
+
+    def _batch_table(
+        self, s: np.ndarray, y: np.ndarray, w: np.ndarray | None, units: bool
+    ) -> tuple[Binning, np.ndarray, np.ndarray]:
+        """``(binning, keys, table)``: a validated batch tabulated (:func:`aggregate`) on the
+        accumulator's binning, or on the finest grid when the batch alone holds more than
+        ``max_bins`` distinct (class, score) keys while the accumulator is exact while small.
+
+        That is decided without sorting a large batch, cheap facts first: a batch of at most
+        ``max_bins`` events is tabulated by its exact scores (a small sort); a larger one is
+        keyed on the finest grid (one ``np.bincount``), and more than ``max_bins`` distinct
+        (class, grid key) cells mean more distinct (class, score) keys (the grid key is a
+        function of the score): the grid table is the answer. Only a batch with few grid
+        cells is tabulated by its exact scores (it may still be exact)."""
+        binning = self._binning
+        finest, max_bins = self._finest, self._max_bins
+        if not binning.exact or finest is None or max_bins is None:
+            return (binning, *aggregate(binning.keys(s), y, 2, w, exact=units))
+        grid = LogGridBinning(finest)
+        if len(s) > max_bins:
+            keys, table = aggregate(grid.keys(s), y, 2, w, exact=units)
+            if np.count_nonzero(table) > max_bins:
+                return grid, keys, table
+        keys, table = aggregate(binning.keys(s), y, 2, w, exact=units)
+        if np.count_nonzero(table) > max_bins:
+            # the batch alone has too many distinct scores: to the finest grid right away
+            return table_to_grid(grid, keys, table)
+        return binning, keys, table
 
     # ------------------------------------------------------------------ removal
     def remove(self, y_true: Any, score: float, weight: float = 1.0) -> "BinaryScores":
@@ -786,8 +858,11 @@ class BinaryScores(Accumulator):
         (weighted) event leaving weight behind. A zero-weight event is otherwise
         indistinguishable from the other events of its class.
         """
-        y = 1 if y_true is True else 0 if y_true is False else _y_value(y_true, "y_true")
-        s = check_number(score, "score")
+        if self._pos_label is not None:
+            y = self._binary(y_true, "y_true")
+        else:
+            y = 1 if y_true is True else 0 if y_true is False else _y_value(y_true, "y_true")
+        s = check_number(one_element_score(score), "score")
         w = check_weight(weight)
         events, wevents, wsum = self._events, self._wevents, self._wsum
         # the checks read floats (summed weights rounded in units mode), the removal is exact
@@ -894,7 +969,7 @@ class BinaryScores(Accumulator):
         """ROC AUC (``sklearn.metrics.roc_auc_score``): pairs of tied scores, and with bins
         pairs in one bin, count half. ``max_fpr`` gives the McClish-standardised partial
         AUC. nan with an UndefinedMetricWarning when no event or only one class has been seen."""
-        ranking._check_max_fpr(max_fpr)
+        ranking.check_max_fpr(max_fpr)
         if not self.count:
             warnings.warn("No event: ROC AUC is not defined.", UndefinedMetricWarning, stacklevel=2)
             return math.nan

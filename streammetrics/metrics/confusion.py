@@ -39,9 +39,8 @@ from typing import Any, Hashable, Mapping, Sequence
 import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
-from streammetrics.core.exceptions import UndefinedMetricWarning
 from streammetrics.core.labels import LABEL_KINDS, check_label_list, label_kind
-from streammetrics.core.state import Field, describe
+from streammetrics.core.state import Field, check_event_count, describe, state_limits
 from streammetrics.core.validation import (
     as_label_array,
     as_weight_array,
@@ -50,7 +49,7 @@ from streammetrics.core.validation import (
     to_builtin_label,
 )
 from streammetrics.kernels import classification as _cls
-from streammetrics.kernels.counts import one_class
+from streammetrics.kernels import sparse_confusion as _sparse
 from streammetrics.kernels.exact_weights import (
     FLOAT_EXACT,
     UNIT,
@@ -169,19 +168,25 @@ def _encode_cells(value: tuple, acc: Any) -> tuple:
 
 def _decode_cells(raw: tuple, acc: "ConfusionMatrix", loaded: Mapping[str, Any]) -> tuple:
     count, total, cells, residues = raw
-    if type(count) is not int or count < 0:
-        raise ValueError(f"count must be a non-negative int, got {describe(count)}")
+    check_event_count(count)
     total = check_weight(total, "total_weight")
     if not isinstance(cells, list):
         raise ValueError(f"cells must be a list of [true, pred, weight], got {type(cells).__name__}")
     if len(cells) > count:
         raise ValueError(f"{len(cells)} cells cannot come from count={count} events")
     parsed: dict[tuple, Any] = {}
+    seen: set = set()
+    cap = state_limits().max_labels
     for i, cell in enumerate(cells):
         if not isinstance(cell, list) or len(cell) != 3:
             raise ValueError(f"cells[{i}] must be a [true, pred, weight] list, got {describe(cell)}")
         t = to_builtin_label(cell[0], f"cells[{i}][0]")
         p = to_builtin_label(cell[1], f"cells[{i}][1]")
+        if acc._fixed is None:  # discovered labels: bounded as a configured list is
+            seen.add((t.__class__ is bool, t))
+            seen.add((p.__class__ is bool, p))
+            if len(seen) > cap:
+                raise ValueError(f"cells[{i}]: cells hold more than max_labels={cap} distinct labels")
         w = check_weight(cell[2], f"cells[{i}][2]")
         key = (t, p)
         if key in parsed or (t, p) != (cell[0], cell[1]):
@@ -609,20 +614,53 @@ class ConfusionMatrix(Accumulator):
         """A copy of the cells ``{(true, pred): summed weight}``."""
         return dict(self._cells)
 
+    def fold_labels(self, keep: Any, other: Hashable, mismatch: Hashable) -> "ConfusionMatrix":
+        """A new matrix of discovered labels where a true label outside ``keep`` becomes
+        ``other``, and a predicted one ``other`` when it equals its true label, else
+        ``mismatch`` (labels of the matrix's kind): right predictions stay on the diagonal,
+        wrong ones off it, so accuracy and the kept labels' per-class sums are unchanged. Cells
+        that coincide are summed exactly; ``count``, ``total_weight`` and the unit-weight flag
+        are unchanged. Bounds label cardinality (``LabelMonitor(max_labels=...)``)."""
+        if self._fixed is not None:
+            raise ValueError("fold_labels needs a matrix of discovered labels (labels=None)")
+        other, mismatch = to_builtin_label(other, "other"), to_builtin_label(mismatch, "mismatch")
+        for name, x in (("other", other), ("mismatch", mismatch)):
+            if self._kind is not None and _kind(x) != self._kind:
+                raise ValueError(f"{name}={x!r} is a {_kind(x)} label but this ConfusionMatrix holds "
+                                 f"{self._kind} labels")
+        if other == mismatch:
+            raise ValueError(f"other and mismatch must differ, got {other!r} twice")
+        kept = frozenset(keep) - {other, mismatch}
+
+        def fold(t: Any, p: Any) -> tuple:
+            return (t if t in kept else other,
+                    p if p in kept else other if t == p or p == other else mismatch)
+
+        n: dict[tuple, int] = {}
+        for (t, p), c in self._n.items():
+            key = fold(t, p)
+            n[key] = n.get(key, 0) + c
+        units: dict[tuple, int] = {}
+        for (t, p), u in _as_units(self._w).items():  # exact sums, back to whole floats if they are
+            key = fold(t, p)
+            units[key] = units.get(key, 0) + u
+        new = ConfusionMatrix()
+        new._n, new._w, new._n_weighted, new._unit = n, _normal_form(units), self._n_weighted, self._unit
+        new._refresh()
+        return new
+
+    def support(self, labels: Sequence[Hashable] | None = None) -> np.ndarray:
+        """True weight per label (the row sums of :meth:`matrix`, exact then correctly rounded)
+        in the order of ``labels`` (default :attr:`labels`), in O(cells + K)."""
+        labels = self.labels if labels is None else self._check_labels_arg(labels)
+        return self._class_sums(labels)[2]
+
     def matrix(self, labels: Sequence[Hashable] | None = None) -> np.ndarray:
         """Weights as a float64 array, rows true and columns predicted labels, in the
         order of ``labels`` (default :attr:`labels`), like ``sklearn.metrics.confusion_matrix``."""
         labels = self.labels if labels is None else self._check_labels_arg(labels)
-        cm = self._matrix(labels)
-        if cm.shape == (1, 1):
-            warnings.warn(
-                "A single label was found in 'y_true' and 'y_pred'. For the confusion "
-                "matrix to have the correct shape, use the 'labels' parameter to pass "
-                "all known labels.",
-                UserWarning,
-                stacklevel=2,
-            )
-        return cm
+        _warn_single_label(len(labels))
+        return self._matrix(labels)
 
     def _matrix(self, labels: Sequence[Hashable]) -> np.ndarray:
         index = {label: i for i, label in enumerate(labels)}
@@ -786,50 +824,48 @@ class ConfusionMatrix(Accumulator):
 
     def balanced_accuracy(self, adjusted: bool = False) -> float:
         """Mean per-class recall over classes present in y_true, as
-        ``sklearn.metrics.balanced_accuracy_score``; ``adjusted`` maps chance level to 0."""
+        ``sklearn.metrics.balanced_accuracy_score``; ``adjusted`` maps chance level to 0.
+        O(cells + K) (:mod:`streammetrics.kernels.sparse_confusion`)."""
         if self._undefined():
             _cls.warn_undefined_state("balanced_accuracy")
             return math.nan
-        C = self.matrix(self._seen())
-        with np.errstate(divide="ignore", invalid="ignore"):
-            per_class = np.diag(C) / C.sum(axis=1)
-        if np.any(np.isnan(per_class)):
-            warnings.warn("y_pred contains classes not in y_true", UserWarning, stacklevel=2)
-            per_class = per_class[~np.isnan(per_class)]
-        score = np.mean(per_class)
-        if adjusted:
-            n_classes = per_class.shape[0]
-            chance = 1 / n_classes
-            score -= chance
-            score /= 1 - chance
-        return float(score)
+        seen = self._seen()
+        _warn_single_label(len(seen))
+        tp, _, true = self._class_sums(seen)
+        return _sparse.balanced_accuracy(tp, true, adjusted)
 
     def matthews_corrcoef(self) -> float:
         """Multiclass Matthews correlation (R_K statistic) of the matrix, as
-        ``sklearn.metrics.matthews_corrcoef``; 0.0 when undefined."""
+        ``sklearn.metrics.matthews_corrcoef``; 0.0 when undefined. O(cells + K)."""
         if self._undefined():
             _cls.warn_undefined_state("matthews_corrcoef")
             return math.nan
-        C = self.matrix(self._seen())
-        t_sum = C.sum(axis=1, dtype=np.float64)
-        p_sum = C.sum(axis=0, dtype=np.float64)
-        if one_class(t_sum.tolist(), p_sum.tolist()):  # a zero variance: 0.0 without rounding noise
-            return 0.0
-        n_correct = np.trace(C, dtype=np.float64)
-        n_samples = p_sum.sum()
-        cov_ytyp = n_correct * n_samples - np.dot(t_sum, p_sum)
-        cov_ypyp = n_samples**2 - np.dot(p_sum, p_sum)
-        cov_ytyt = n_samples**2 - np.dot(t_sum, t_sum)
-        cov_ypyp_ytyt = cov_ypyp * cov_ytyt
-        if cov_ypyp_ytyt == 0:
-            return 0.0
-        return float(cov_ytyp / np.sqrt(cov_ypyp_ytyt))
+        seen = self._seen()
+        _warn_single_label(len(seen))
+        tp, pred, true = self._class_sums(seen)
+        return _sparse.matthews(true, pred, float(np.sum(tp)))
+
+    def _sparse_cells(self, labels: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row index, column index, weight) of the cells whose labels are both in ``labels``
+        (a repeated label: its last position, as :meth:`matrix`)."""
+        index = {label: i for i, label in enumerate(labels)}
+        rows, cols, weights = [], [], []
+        for (t, p), w in self._cells.items():
+            i = index.get(t)
+            j = index.get(p)
+            if i is not None and j is not None:
+                rows.append(i)
+                cols.append(j)
+                weights.append(w)
+        return (np.array(rows, dtype=np.intp), np.array(cols, dtype=np.intp),
+                np.array(weights, dtype=np.float64))
 
     def cohen_kappa(self, weights: str | None = None,
                     labels: Sequence[Hashable] | None = None) -> float:
         """Cohen's kappa (p_o - p_e) / (1 - p_e), as ``sklearn.metrics.cohen_kappa_score``;
         ``weights`` None, "linear" or "quadratic" (by position in ``labels``, default
-        :attr:`labels`); NaN with a warning when undefined."""
+        :attr:`labels`); NaN with a warning when undefined. O(cells + K) for many labels
+        (:func:`streammetrics.kernels.sparse_confusion.cohen_kappa`)."""
         if weights not in (None, "linear", "quadratic"):
             raise ValueError(f"weights must be None, 'linear' or 'quadratic', got {weights!r}")
         if labels is not None:
@@ -839,46 +875,14 @@ class ConfusionMatrix(Accumulator):
             return math.nan
         if labels is None:
             labels = self.labels
-        elif not any(t in set(labels) for t, _ in self._cells):
+        elif not any(t in wanted for wanted in [set(labels)] for t, _ in self._cells):
             raise ValueError(
                 "At least one label in `labels` must be present in `y1` (even though "
                 "`cohen_kappa_score` is otherwise agnostic to the order of `y1` and `y2`)."
             )
-        confusion = self.matrix(labels)
-        n_classes = confusion.shape[0]
-        sum0 = np.sum(confusion, axis=0)
-        sum1 = np.sum(confusion, axis=1)
-        numerator = np.outer(sum0, sum1)
-        denominator = np.sum(sum0)
-        if denominator == 0:
-            warnings.warn(
-                "`y2` contains no labels that are present in both `y1` and `labels`."
-                "`cohen_kappa_score` is undefined and set to the value defined by "
-                "the `replace_undefined_by` param, which is set to nan.",
-                UndefinedMetricWarning,
-                stacklevel=2,
-            )
-            return math.nan
-        expected = numerator / denominator
-        if weights is None:
-            w_mat = np.ones([n_classes, n_classes], dtype=np.float64)
-            np.fill_diagonal(w_mat, 0)
-        else:
-            w_mat = np.zeros([n_classes, n_classes], dtype=np.float64)
-            w_mat += np.arange(n_classes)
-            w_mat = np.abs(w_mat - w_mat.T) if weights == "linear" else (w_mat - w_mat.T) ** 2
-        numerator = np.sum(w_mat * confusion)
-        denominator = np.sum(w_mat * expected)
-        if denominator == 0:
-            warnings.warn(
-                "`y1`, `y2` and `labels` have only one label in common. "
-                "`cohen_kappa_score` is undefined and set to the value defined by the "
-                "the `replace_undefined_by` param, which is set to nan.",
-                UndefinedMetricWarning,
-                stacklevel=2,
-            )
-            return math.nan
-        return float(1 - numerator / denominator)
+        _warn_single_label(len(labels))
+        rows, cols, w = self._sparse_cells(labels)
+        return _sparse.cohen_kappa(rows, cols, w, len(labels), weights)
 
     def classification_report(
         self,
@@ -975,6 +979,19 @@ class ConfusionMatrix(Accumulator):
         fn, fp = c[i].sum() - tp, c[:, i].sum() - tp
         tn = c.sum() - tp - fn - fp
         return iv.as_pair(*iv.confusion_intervals(tn, fp, fn, tp, z)[metric])
+
+
+def _warn_single_label(k: int) -> None:
+    """scikit-learn's ``confusion_matrix`` warning on a 1 x 1 matrix (the metrics built on it
+    warn so too)."""
+    if k == 1:
+        warnings.warn(
+            "A single label was found in 'y_true' and 'y_pred'. For the confusion "
+            "matrix to have the correct shape, use the 'labels' parameter to pass "
+            "all known labels.",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def _cell_sums(code: np.ndarray, k: int, w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:

@@ -370,7 +370,7 @@ def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
 
 
 _REGRESSION_STATE = (
-    Field("count", lambda acc: 0, "count", attrs="count", decode=lambda raw, acc, ld: _dec_int(raw, "count")),
+    Field("count", lambda acc: 0, "count", attrs="count"),  # an int from 0 to MAX_EVENTS
     # the exact sums (exact_sums: canonical expansions, kernels.exact_sum) and, before them,
     # what they give rounded: total weight, mean as [hi, lo], m2, sse, sae, sle, ape
     Field(("weight", "mean", "m2", "sse", "sae", "sle", "ape", "exact_sums"), lambda acc: _Sums(), attrs="_sums",

@@ -101,8 +101,8 @@ def _merge_hist(mine: tuple, theirs: tuple, acc: "ScoreDistribution") -> tuple:
     if binning.exact and not theirs[0].exact:
         binning = to_grid([hist], _finest_grid(acc))
     if not binning.exact:
-        if other.binning.exact:
-            to_grid([other], _finest_grid(acc))
+        if other.binning.exact:  # straight to this grid: nested grids of ceiling keys, so the
+            to_grid([other], binning)  # same keys as the finest grid coarsened (LogGridBinning.coarsen_keys)
         while other.binning.bins > binning.bins:
             coarsen_all([other])
         while binning.bins > other.binning.bins:
@@ -251,7 +251,7 @@ _STATE = (
 
 
 #: the state keys :meth:`ScoreDistribution._state` writes directly (another declaration: generic)
-_DIRECT_STATE = tuple(k for f in _STATE for k in f.keys) == (
+DIRECT_STATE = tuple(k for f in _STATE for k in f.keys) == (
     "count", "total_weight", "score_sum", "positive_weight", "score_sum_residue", "weight_residues",
     "bins_per_octave", "histogram")
 
@@ -300,7 +300,7 @@ class ScoreDistribution(Accumulator):
 
     def _state(self) -> dict[str, Any]:
         """The declared fields' encoders, called directly (one snapshot per key and window)."""
-        if not _DIRECT_STATE:
+        if not DIRECT_STATE:
             return super()._state()
         count, total, score_sum, above, residue, weight_residues = _encode_sums(self._sums, self)
         bpo, hist = _encode_hist((self._binning, self._hist), self)
@@ -316,7 +316,7 @@ class ScoreDistribution(Accumulator):
         # the weight a default-weight prediction adds to its bin: 1.0, or UNIT in units mode
         self._inc = inc = UNIT if self._sums[_WTOTAL].__class__ is int else 1.0
         self._fast = (
-            (self._hist.weights, b._shift, b._round, b._c, self._sums, self._threshold, self._sums[_SUM].terms,
+            (self._hist.weights, b.shift, b.rounding, b.one_key, self._sums, self._threshold, self._sums[_SUM].terms,
              *bit_views(), inc)
             if isinstance(b, LogGridBinning) else None
         )

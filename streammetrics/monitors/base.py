@@ -35,6 +35,7 @@ import numpy as np
 from streammetrics.core.accumulator import Accumulator
 from streammetrics.core.state import Field
 from streammetrics.events.parser import Event, EventParser, Rejection
+from streammetrics.metrics.binary_scores import one_element_score
 
 __all__ = ["Monitor", "part", "json_number", "quiet", "quiet_pair", "batch_weights", "empty_like"]
 
@@ -177,7 +178,8 @@ class Monitor(Accumulator):
         if isinstance(event, Event):
             return event
         if isinstance(event, Mapping):
-            event = {k: _plain(event[k]) for k in self.fields if k in event}
+            event = {k: _plain(one_element_score(event[k]) if k == "score" else event[k])
+                     for k in self.fields if k in event}
         parsed = self._parser().parse(event)
         if isinstance(parsed, Rejection):
             raise ValueError(f"event rejected: {parsed.reason}")

@@ -24,8 +24,8 @@ from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.monitors.base import Monitor, batch_weights, empty_like, part
 from streammetrics.monitors.binary_events import EVENTS_FORM_MAX, events_form, load_events_form
 from streammetrics.monitors.binary_packed import (
-    _ONE_INT,
-    _ZERO_INT,
+    ONE_INT,
+    ZERO_INT,
     batch_labels,
     binary_label,
     checked_pack,
@@ -233,7 +233,7 @@ class BinaryMonitor(Monitor):
         # y: the ints 0 and 1 by identity (CPython's cached small ints; any other 0/1 takes
         # the accumulators' paths, with the same result); nan fails 0.0 < s
         if s.__class__ is not float or "weight" in event or not (
-                y is _ZERO_INT or y is _ONE_INT or y is True or y is False) or not 0.0 < s < 1.0:
+                y is ZERO_INT or y is ONE_INT or y is True or y is False) or not 0.0 < s < 1.0:
             return self._update_other(event)
         queue = self._queue
         queue.append(s if y else -s)
@@ -394,7 +394,7 @@ class BinaryMonitor(Monitor):
 
     def update_outcome(self, event: Event) -> "BinaryMonitor":
         y, w = event.y_true, event.weight
-        if y is not _ONE_INT and y is not _ZERO_INT:
+        if y is not ONE_INT and y is not ZERO_INT:
             y = binary_label(y)
         s: Any = event.score  # a float: the parser set it
         if w == 1.0:  # the accumulators' unweighted fast paths
@@ -416,7 +416,7 @@ class BinaryMonitor(Monitor):
 
     def update_event(self, event: Event) -> "BinaryMonitor":
         y, w = event.y_true, event.weight
-        if y is not _ONE_INT and y is not _ZERO_INT:  # (the parser's labels: cached small ints)
+        if y is not ONE_INT and y is not ZERO_INT:  # (the parser's labels: cached small ints)
             y = binary_label(y)
         s: Any = event.score  # a float: the parser set it
         if w == 1.0:  # the accumulators' unweighted fast paths

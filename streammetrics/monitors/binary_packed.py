@@ -26,11 +26,11 @@ import numpy as np
 
 from streammetrics.core.exceptions import InvalidEvent
 
-__all__ = ["batch_labels", "binary_label", "checked_pack", "pack_binary_event"]
+__all__ = ["batch_labels", "binary_label", "checked_pack", "pack_binary_event", "ZERO_INT", "ONE_INT"]
 
 #: the labels the parser gives, compared by identity on the per-event paths (CPython's cached small
 #: ints; any other 0/1 takes a slower path to the same result)
-_ZERO_INT, _ONE_INT = 0, 1
+ZERO_INT, ONE_INT = 0, 1
 
 
 def binary_label(y: Any) -> int:
@@ -73,7 +73,7 @@ def checked_pack(event: Any) -> Any:
     s = event.score
     y = event.y_true
     if s.__class__ is float and 0.0 < s < 1.0 and event.weight == 1.0 and (
-            y is _ONE_INT or y is _ZERO_INT or y is True or y is False):
+            y is ONE_INT or y is ZERO_INT or y is True or y is False):
         return s if y else -s
     binary_label(y)
     if not _finite_real(s):

@@ -29,7 +29,7 @@ from streammetrics.kernels.exact_weights import values_of
 from streammetrics.kernels.histogram_json import SMALL_KEYS, small_histograms_to_json
 from streammetrics.kernels.ranking_small import SMALL_LEVELS, levels, ranking_summary
 from streammetrics.metrics import binary_scores, confusion, score_distribution
-from streammetrics.metrics.binary_scores import _encode_weights
+from streammetrics.metrics.binary_scores import encode_weights
 from streammetrics.monitors.base import json_number, quiet, quiet_pair
 from streammetrics.monitors.binary_events import events_form
 
@@ -46,7 +46,7 @@ _INT_LIMIT = 2.0**53
 _is_integer = float.is_integer
 _SMALL = min(SMALL_LEVELS, SMALL_KEYS)
 # the accumulators write their declared state directly (binary_snapshot_state mirrors it)
-_DIRECT = binary_scores._DIRECT_STATE and confusion._DIRECT_STATE and score_distribution._DIRECT_STATE
+_DIRECT = binary_scores.DIRECT_STATE and confusion._DIRECT_STATE and score_distribution.DIRECT_STATE
 
 # bins per octave -> (half, c, highest c - k, highest k - c) of singleton keys around 1.0,
 # or None when the singleton keys are not those two runs (then binning.singleton decides)
@@ -59,7 +59,7 @@ def _singleton_runs(binning: LogGridBinning) -> tuple[int, int, int, int] | None
     once per resolution by probing every key of the two regions, and checked contiguous."""
     bins = binning.bins
     if bins not in _SINGLETON_RUNS:
-        half, c = binning._half, binning._c
+        half, c = binning.half_key, binning.one_key
         runs: list[int] = []
         for sign in (-1, 1):
             ups = np.arange(1, c - half, dtype=np.int64)
@@ -178,7 +178,7 @@ def binary_snapshot_state(monitor: Any) -> tuple[dict[str, Any], dict[str, Any]]
         pred_hist = small_histograms_to_json([pred_w], ["weights"], True)
     count, total, pred_sum, positive, pred_residue, _ = score_distribution.encode_sums_from_parts(
         pr._sums, score_sum, score_residue)  # (float mode: no weight residues)
-    weights, weighted, _ = _encode_weights((sc._wevents, sc._wsum), sc)
+    weights, weighted, _ = encode_weights((sc._wevents, sc._wsum), sc)
     state = {
         "type": monitor.type_name, "version": monitor.version, "config": monitor._config(),
         "state": {

@@ -5,7 +5,19 @@ The prediction weight and each predicted label's weight are exact sums
 (:mod:`streammetrics.kernels.exact_weights`): whole floats while every weight is a whole
 number up to ``2**32`` (exact while a sum stays below ``2**53``), else ints of units of
 ``2**-1074``; written correctly rounded, with ``weight_residues`` (``[[index, residue], ...]``
-over ``[prediction_weight, *predicted_labels]``) only when some float is not its exact sum."""
+over ``[prediction_weight, *predicted_labels]``) only when some float is not its exact sum.
+
+Bounded labels (``max_labels=L``, discovered labels only; ``--max-labels``): the state holds at
+most ``2 L`` labels besides the two of :data:`OTHER_LABELS`; when a new label passes that, the ``L`` most
+frequent (true plus predicted weight; ties: the smaller label) are kept and every other label
+is folded (:data:`OTHER_LABELS`): a true label into ``"__other__"``, a predicted one into
+``"__other__"`` when right, else ``"__other_mismatch__"`` (number labels: ``-2**63`` and
+``-2**63 + 1``), cells summed exactly, so accuracy and the kept labels' per-class metrics stay
+exact. A snapshot
+folds to the ``L`` most frequent likewise (on a copy) and reports ``labels_folded``, the labels
+folded (counted once per fold). While a window holds at most ``2 L`` distinct labels its
+snapshot keeps exactly its ``L`` most frequent; beyond, a label folded earlier keeps the weight
+folded into the other labels. See docs/limits-labels.md."""
 from __future__ import annotations
 
 import math
@@ -13,7 +25,7 @@ import warnings
 from typing import Any, Hashable, Mapping, Sequence
 
 from streammetrics.core.labels import LABEL_KINDS
-from streammetrics.core.state import Field, describe
+from streammetrics.core.state import Field, describe, state_limits
 from streammetrics.core.validation import check_weight, to_builtin_label
 from streammetrics.events.parser import Event
 from streammetrics.kernels.exact_weights import (
@@ -27,7 +39,15 @@ from streammetrics.kernels.exact_weights import (
 from streammetrics.metrics.confusion import ConfusionMatrix, _kind
 from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
 
-__all__ = ["LabelMonitor", "class_report", "label_metrics"]
+__all__ = ["OTHER_LABELS", "LabelMonitor", "class_report", "label_metrics"]
+
+#: per label kind, the labels a label beyond ``max_labels`` is folded into: (other, mismatch)
+#: (:meth:`ConfusionMatrix.fold_labels`; bool labels never fold: ``max_labels`` is at least 2)
+OTHER_LABELS: dict[str, tuple[Any, Any]] = {"str": ("__other__", "__other_mismatch__"),
+                                            "number": (-(2**63), -(2**63) + 1)}
+#: ``--max-labels`` default: labels a window keeps (the state holds at most twice as many)
+DEFAULT_MAX_LABELS = 1000
+_SENTINELS = tuple(x for pair in OTHER_LABELS.values() for x in pair)
 
 _NAN = math.nan
 _LABEL_KINDS = LABEL_KINDS
@@ -46,7 +66,7 @@ def class_report(cm: ConfusionMatrix, labels: list) -> dict[str, Any]:
         p = cm.precision(labels=labels, average=None, zero_division=_NAN)
         r = cm.recall(labels=labels, average=None, zero_division=_NAN)
         f = cm.f1(labels=labels, average=None, zero_division=_NAN)
-        support = cm.matrix(labels).sum(axis=1)
+        support = cm.support(labels)
     return {
         str(label): {
             "precision": json_number(p[i]),
@@ -142,6 +162,9 @@ def _decode_predicted(raw: Any, mon: "LabelMonitor", loaded: Mapping[str, Any]) 
         raise ValueError(f"predicted_labels must be a list of [label, weight], got {describe(raw)}")
     if len(raw) > loaded["count"]:
         raise ValueError(f"{len(raw)} labels cannot come from count={loaded['count']} predictions")
+    cap = state_limits().max_labels
+    if len(raw) > cap:
+        raise ValueError(f"{len(raw)} labels, more than max_labels={cap}")
     out: dict = {}
     kinds = set()
     for i, pair in enumerate(raw):
@@ -156,6 +179,14 @@ def _decode_predicted(raw: Any, mon: "LabelMonitor", loaded: Mapping[str, Any]) 
     if len(kinds) > 1 or (allowed is not None and any(x not in allowed for x in out)):
         raise ValueError("predicted_labels: labels of several kinds, or outside the monitor's labels")
     return out
+
+
+def _decode_folded(raw: Any, mon: "LabelMonitor", loaded: Mapping[str, Any]) -> int:
+    if raw is None:
+        return 0
+    if type(raw) is not int or raw < 1 or mon.max_labels is None:
+        raise ValueError(f"must be a positive int (with max_labels), got {describe(raw)}")
+    return raw
 
 
 def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
@@ -205,6 +236,9 @@ class LabelMonitor(Monitor):
               attrs=("_ptotal", "_predicted"), merge=_merge_weights, copy=lambda v: (v[0], dict(v[1])),
               encode=_encode_weights, decode=_decode_weights, optional=("weight_residues",)),
         part("confusion", lambda m: ConfusionMatrix(labels=m._labels)),
+        # labels folded into OTHER_LABELS (max_labels); written only when some were
+        Field("labels_folded", lambda m: 0, "count", attrs="_folded", optional=("labels_folded",),
+              encode=lambda v, m: v or None, decode=_decode_folded),
     )
 
     _pcount: int
@@ -212,12 +246,117 @@ class LabelMonitor(Monitor):
     _predicted: dict
     confusion: ConfusionMatrix
 
-    def __init__(self, labels: Sequence[Hashable] | None = None) -> None:
+    _folded: int
+    _known: set | None  # labels held (derived; only with max_labels)
+
+    def __init__(self, labels: Sequence[Hashable] | None = None, max_labels: int | None = None) -> None:
         self._labels = ConfusionMatrix(labels=labels)._config()["labels"]
+        if max_labels is not None:
+            if type(max_labels) is not int or max_labels < 2:
+                raise ValueError(f"max_labels must be an int >= 2 or None, got {describe(max_labels)}")
+            if self._labels is not None:
+                raise ValueError("max_labels bounds discovered labels; it cannot be given with labels")
+        self._max_labels = max_labels
         self.reset()
 
     def _config(self) -> dict[str, Any]:
-        return {"labels": self._labels}
+        if self._max_labels is None:  # (the layout of monitors without the bound is unchanged)
+            return {"labels": self._labels}
+        return {"labels": self._labels, "max_labels": self._max_labels}
+
+    @classmethod
+    def _check_config(cls, config: Mapping[str, Any]) -> None:
+        super()._check_config(config)
+        cap = state_limits().max_labels
+        bound = config.get("max_labels")
+        if type(bound) is int and 2 * bound + 2 > cap:
+            raise ValueError(f"config['max_labels']={bound} lets a state hold {2 * bound + 2} labels, "
+                             f"more than max_labels={cap}")
+
+    @property
+    def max_labels(self) -> int | None:
+        """The bound on discovered labels (None: unbounded)."""
+        return self._max_labels
+
+    @property
+    def labels_held(self) -> int:
+        """Distinct labels the state holds (true or predicted)."""
+        return len(self._held())
+
+    def _held(self) -> set:
+        held = set(self._predicted)
+        for t, p in self.confusion.counts():
+            held.add(t)
+            held.add(p)
+        return held
+
+    def _refresh(self) -> None:
+        self._known = None if self._max_labels is None else self._held()
+        self._check_bound()
+
+    def _check_state(self, loaded: dict[str, Any]) -> None:
+        super()._check_state(loaded)
+        if self._max_labels is not None:
+            held = set(loaded["prediction_weight"][1])
+            for t, p in loaded["confusion"].counts():
+                held.add(t)
+                held.add(p)
+            cap = 2 * self._max_labels + 2
+            if len(held) > cap:
+                raise ValueError(f"the state holds {len(held)} labels, more than 2 * max_labels + 2 = {cap}")
+
+    def _track(self, *labels: Any) -> None:
+        """Note labels just added (``max_labels``): fold when more than ``2 L`` are held."""
+        known = self._known
+        if known is not None:
+            known.update(labels)
+            self._check_bound()
+
+    def _track_many(self, y_true: list, y_pred: list) -> None:
+        """:meth:`_track` of a validated batch (labels equal to their built-in forms: same hash)."""
+        known = self._known
+        if known is not None:
+            known.update(y_true)
+            known.update(y_pred)
+            self._check_bound()
+
+    def _check_bound(self) -> None:
+        known, bound = self._known, self._max_labels
+        if known is None or bound is None or len(known) <= 2 * bound:
+            return
+        if len(known) - sum(x in known for x in _SENTINELS) > 2 * bound:
+            self.confusion, self._predicted, folded = self._folded_to(bound)
+            self._folded += folded
+            self._known = self._held()
+
+    def _folded_to(self, bound: int) -> tuple[ConfusionMatrix, dict, int]:
+        """(confusion, predicted weights, labels folded) with every label but the ``bound`` most
+        frequent folded into :data:`OTHER_LABELS` (new objects; ``self`` unchanged)."""
+        cm, predicted = self.confusion, self._predicted
+        held = self._held()
+        pair = OTHER_LABELS.get(_kind(next(iter(held)))) if held else None
+        if pair is None:
+            return cm, predicted, 0
+        other, mismatch = pair
+        candidates = [x for x in held if x != other and x != mismatch]
+        if len(candidates) <= bound:
+            return cm, predicted, 0
+        freq: dict = dict.fromkeys(candidates, 0.0)
+        for label, w in zip(cm.labels, cm.support()):
+            if label in freq:
+                freq[label] += float(w)
+        read: Any = float if self._ptotal.__class__ is float else value_of
+        for label, w in predicted.items():
+            if label in freq:
+                freq[label] += read(w)
+        ranked = sorted(candidates, key=lambda x: (-freq[x], x))
+        keep = set(ranked[:bound])
+        folded: dict = {}
+        zero: Any = 0.0 if self._ptotal.__class__ is float else 0
+        for label, w in predicted.items():  # exact: whole floats below 2**53, or units
+            key = label if label in keep else other
+            folded[key] = folded.get(key, zero) + w
+        return cm.fold_labels(keep, other, mismatch), folded, len(candidates) - bound
 
     @property
     def count(self) -> int:  # type: ignore[override]  # read-only: predictions seen
@@ -249,6 +388,7 @@ class LabelMonitor(Monitor):
                 raise ValueError(f"y_pred={label!r} is a {_kind(label)} label but this monitor holds "
                                  f"{_kind(first)} labels")
         self._predict(label, w)
+        self._track(label)
         return self
 
     def _predict(self, label: Any, w: float) -> None:
@@ -268,22 +408,30 @@ class LabelMonitor(Monitor):
 
     def update_outcome(self, event: Event) -> "LabelMonitor":
         self.confusion.update(event.y_true, event.y_pred, event.weight)
+        if self._known is not None:
+            self._track(to_builtin_label(event.y_true, "y_true"), to_builtin_label(event.y_pred, "y_pred"))
         return self
 
     def update_outcomes(self, events: Sequence[Event]) -> "LabelMonitor":
-        self.confusion.update_many([e.y_true for e in events], [e.y_pred for e in events], batch_weights(events))
+        y_true, y_pred = [e.y_true for e in events], [e.y_pred for e in events]
+        self.confusion.update_many(y_true, y_pred, batch_weights(events))
+        self._track_many(y_true, y_pred)
         return self
 
     def update_event(self, event: Event) -> "LabelMonitor":
         cm = self.confusion
         cm.update(event.y_true, event.y_pred, event.weight)  # validates: the prediction is sound
         self._predict(to_builtin_label(event.y_pred, "y_pred"), float(event.weight))
+        if self._known is not None:
+            self._track(to_builtin_label(event.y_true, "y_true"), to_builtin_label(event.y_pred, "y_pred"))
         return self
 
     def update_events(self, events: Sequence[Event]) -> "LabelMonitor":
-        self.update_outcomes(events)  # validates the whole batch first
+        y_true, y_pred = [e.y_true for e in events], [e.y_pred for e in events]
+        self.confusion.update_many(y_true, y_pred, batch_weights(events))  # validates the whole batch first
         for e in events:
             self._predict(to_builtin_label(e.y_pred, "y_pred"), float(e.weight))
+        self._track_many(y_true, y_pred)
         return self
 
     interval_metrics = LABEL_INTERVALS
@@ -297,15 +445,19 @@ class LabelMonitor(Monitor):
                                check_confidence(confidence))
 
     def snapshot(self) -> dict[str, Any]:
-        cm = self.confusion
+        cm, predicted, folded = self.confusion, self._predicted, 0
+        if self._max_labels is not None:  # the max_labels most frequent, the rest as OTHER_LABELS
+            cm, predicted, folded = self._folded_to(self._max_labels)
         out = label_metrics(cm, None)
         total = self.total_weight
         out["count"], out["total_weight"] = self.count, json_number(total)
+        if self._max_labels is not None:
+            out["labels_folded"] = self._folded + folded
         per_class = class_report(cm, cm.labels)
         read: Any = float if self._ptotal.__class__ is float else value_of
         # in the state's order, not arrival order: a snapshot is then the same after a checkpoint
         # round trip or a merge in another order (Spark partials)
-        for label, weight in _sorted_predicted(self._predicted):
+        for label, weight in _sorted_predicted(predicted):
             w = read(weight)
             row = per_class.setdefault(str(label), {})
             row["predicted_rate"] = json_number(w / total) if total > 0 else None

@@ -484,4 +484,5 @@ def snapshot_metrics(
         ref = refs.get(key)
         metrics.update(binary_nulls if ref is None else ref.metrics(monitor))
 
+    hook.wants_monitor = refs.__contains__  # type: ignore[attr-defined]  # the other keys' monitors go unread
     return hook

@@ -71,7 +71,7 @@ from streammetrics.monitors.reference import _distribution_of, _json, _Levels
 
 __all__ = [
     "MULTICLASS_METRICS", "PER_CLASS_METRICS", "MulticlassEstimate", "MulticlassReference", "add_estimate_terms",
-    "estimate_terms", "fold_estimate", "new_estimate",
+    "estimate_terms", "fold_estimate", "new_estimate", "multiclass_scores_of",
 ]
 
 #: per-class keys added to ``per_class[c]`` of a snapshot
@@ -98,7 +98,7 @@ def _knots(x: np.ndarray, y: np.ndarray) -> tuple:
     return xs, ys, slopes, xs[0], xs[-1], ys[0], ys[-1]
 
 
-def _multiclass_scores_of(obj: Any) -> MulticlassScores | None:
+def multiclass_scores_of(obj: Any) -> MulticlassScores | None:
     if isinstance(obj, Mapping):
         obj = from_dict(obj)
     if isinstance(obj, MulticlassScores):
@@ -338,7 +338,7 @@ class MulticlassReference:
         """Reference of merged ``MulticlassScores`` / ``MulticlassMonitor`` states (or dicts)."""
         merged: MulticlassScores | None = None
         for i, state in enumerate(states):
-            acc = _multiclass_scores_of(state)
+            acc = multiclass_scores_of(state)
             if acc is None:
                 raise ValueError(f"states[{i}] holds no MulticlassScores (got {type(state).__name__})")
             merged = acc.copy() if merged is None else merged.merge(acc)
@@ -435,7 +435,7 @@ class MulticlassReference:
         class_scores = getattr(window, "_class_scores", None)
         if class_scores is not None:
             return [_distribution_of(d) for d in class_scores]
-        scores = _multiclass_scores_of(window)
+        scores = multiclass_scores_of(window)
         if scores is None or scores.total_weight <= 0:
             return None
         if hasattr(window, "_pcount") and window.labeled != window.count:
@@ -449,7 +449,7 @@ class MulticlassReference:
         histograms) and the predicted-class drift."""
         if isinstance(window, Mapping):
             window = from_dict(window)
-        scores = _multiclass_scores_of(window)
+        scores = multiclass_scores_of(window)
         if scores is not None and scores.classes != self.classes:
             raise ValueError(f"window classes {scores.classes!r} != reference classes {self.classes!r}")
         pweights = getattr(window, "predicted_weights", None)  # a MulticlassMonitor's (floats)

@@ -199,21 +199,25 @@ class SharedMonitor:
             ident = str(ident)
         if not isinstance(ident, str):
             raise ValueError(f"label rejected: field 'id' must be a string, got {ident!r}")
-        with self._pending_lock:
-            self._trim(self._clock())
-            waiting = self._pending.get(ident)
-        if not waiting:
+        while True:  # parse outside the lock; retry if a prediction with this id came meanwhile
             with self._pending_lock:
-                self.counts["unmatched"] += 1
-            return False
-        joined = [self._template.parse_event({**_fields(p), "y_true": y_true}) for _, p in waiting]
-        with self._pending_lock:
-            if self._pending.get(ident) is not waiting:  # another thread's label took them first
-                self.counts["unmatched"] += 1
-                return False
-            del self._pending[ident]
-            self._n_pending -= len(waiting)
-            self.counts["joined"] += len(waiting)
+                self._trim(self._clock())
+                current = self._pending.get(ident)
+                waiting = list(current) if current else []
+                if not waiting:
+                    self.counts["unmatched"] += 1
+                    return False
+            joined = [self._template.parse_event({**_fields(p), "y_true": y_true}) for _, p in waiting]
+            with self._pending_lock:
+                current = self._pending.get(ident)
+                if current is None:  # another thread's label took them first (or they expired)
+                    self.counts["unmatched"] += 1
+                    return False
+                if len(current) == len(waiting) and all(a is b for a, b in zip(current, waiting)):
+                    del self._pending[ident]
+                    self._n_pending -= len(waiting)
+                    self.counts["joined"] += len(waiting)
+                    break
         shard = self._shard()
         with shard.lock:
             for ev in joined:

@@ -45,6 +45,7 @@ from streammetrics.report.alerts import (
     check_metrics,
     evaluate,
     known_metrics,
+    load_rules_file,
     parse_rule,
     parse_rules,
 )
@@ -191,7 +192,10 @@ def run_report(args: argparse.Namespace, *, out: IO[str] | None = None, err: IO[
     max_charts = DEFAULT_MAX_CHARTS if max_charts is None else max_charts
     try:
         require_matplotlib()
-        rules = parse_rules(args.alert or [])
+        texts = list(args.alert or [])
+        if getattr(args, "alerts", None):
+            texts += load_rules_file(args.alerts)[0]
+        rules = parse_rules(texts)
         if max_charts < 0:
             raise ValueError(f"--max-charts must be 0 or more, got {max_charts}")
     except MissingDependency as exc:

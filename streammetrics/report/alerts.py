@@ -1,44 +1,22 @@
-"""Alert rules (``--alert 'roc_auc<0.8'``) and the windows where they fire.
+"""Alert rules (``--alert 'roc_auc<0.8'``, ``--alerts FILE``) and the windows where they hold.
 
-A rule names a scalar metric of the snapshots (``estimated_accuracy<0.7``, ``drift_ks>0.2``:
-for multiclass keys the largest over the classes) or a per-class one as ``METRIC[CLASS]``
-(``drift_ks[upmarket_card]>0.2``, ``recall[cat]<0.5``: ``per_class[CLASS][METRIC]``)."""
+The rules are those of ``replay`` and ``consume`` (:mod:`streammetrics.stream.alerting`: one
+grammar): a scalar metric of the snapshots (``estimated_accuracy<0.7``, ``drift_ks>0.2``: for
+multiclass keys the largest over the classes), a per-class one as ``METRIC[CLASS]``
+(``drift_ks[upmarket_card]>0.2``, ``recall[cat]<0.5``: ``per_class[CLASS][METRIC]``), the ends
+of a metric's interval (``roc_auc.high<0.8``), its significant change (``roc_auc.change<0``) or a
+sequential statistic over the key's windows (``roc_auc.drop>0.5``). ``band(K)`` rules need the
+reference's windows, which a report does not have: use them with ``replay`` or ``consume``."""
 from __future__ import annotations
 
-import math
-import operator
-import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 from streammetrics.report.sources import WindowSnapshot
+from streammetrics.stream.alerting import AlertEngine, AlertRule, load_rules_file, parse_rule, parse_rules
 
-__all__ = ["AlertRule", "Alert", "parse_rule", "parse_rules", "check_metrics", "known_metrics", "metric_value"]
-
-_RULE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*(?:\[[^\[\]]+\])?)"  # METRIC or METRIC[CLASS]
-                   r"\s*(<=|>=|<|>)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
-_OPS: dict[str, Callable[[float, float], bool]] = {
-    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-}
-
-
-@dataclass(frozen=True)
-class AlertRule:
-    """``metric op threshold``: fires on a window whose metric value satisfies the comparison."""
-
-    metric: str
-    op: str
-    threshold: float
-    text: str
-
-    def fires(self, value: float | None) -> bool:
-        """True if ``value`` crosses the bound; an undefined (None/NaN) value never fires."""
-        if value is None or isinstance(value, bool) or not math.isfinite(value):
-            return False
-        return _OPS[self.op](value, self.threshold)
-
-    def __str__(self) -> str:
-        return self.text
+__all__ = ["AlertRule", "Alert", "parse_rule", "parse_rules", "load_rules_file", "check_metrics", "known_metrics",
+           "metric_value", "evaluate"]
 
 
 @dataclass(frozen=True)
@@ -48,21 +26,6 @@ class Alert:
     rule: AlertRule
     window: WindowSnapshot
     value: float
-
-
-def parse_rule(text: str) -> AlertRule:
-    """``"roc_auc<0.8"`` -> AlertRule; ``ValueError`` naming the rule if it is malformed."""
-    m = _RULE.match(text)
-    if not m:
-        raise ValueError(f"bad --alert rule {text!r}: expected METRIC<VALUE or METRIC>VALUE "
-                         "(also <=, >=), e.g. 'roc_auc<0.8' or 'log_loss>0.5'")
-    metric, op, number = m.groups()
-    return AlertRule(metric=metric, op=op, threshold=float(number), text=f"{metric}{op}{number}")
-
-
-def parse_rules(texts: Iterable[str]) -> list[AlertRule]:
-    """Parse every rule (the first malformed one raises)."""
-    return [parse_rule(t) for t in texts]
 
 
 def metric_value(window: WindowSnapshot, metric: str) -> float | None:
@@ -97,19 +60,25 @@ def known_metrics(windows: Iterable[WindowSnapshot]) -> list[str]:
 def check_metrics(rules: Sequence[AlertRule], known: Sequence[str]) -> None:
     """``ValueError`` listing the known metrics if a rule names a metric no snapshot has."""
     for rule in rules:
-        if rule.metric not in known:
+        if rule.band_k is not None:
+            raise ValueError(f"--alert rule {rule.text!r}: band(K) needs the reference's windows; use it with "
+                             "replay or consume (--reference)")
+        if rule.metric_name not in known:
             scalars = [k for k in known if not k.endswith("]")]
             more = " and per-class METRIC[CLASS]" if len(scalars) < len(known) else ""
-            raise ValueError(f"unknown metric {rule.metric!r} in --alert rule {rule.text!r}; "
+            raise ValueError(f"unknown metric {rule.metric_name!r} in --alert rule {rule.text!r}; "
                              f"known metrics: {', '.join(scalars) or '(none)'}{more}")
 
 
 def evaluate(rules: Sequence[AlertRule], windows: Sequence[WindowSnapshot]) -> list[Alert]:
-    """Every (rule, window) pair where the rule fires, in rule then window order."""
-    alerts: list[Alert] = []
-    for rule in rules:
-        for w in windows:
-            value: Any = metric_value(w, rule.metric)
-            if rule.fires(value):
-                alerts.append(Alert(rule=rule, window=w, value=value))
-    return alerts
+    """Every (rule, window) pair where the rule holds, in rule then window order; ``windows`` are
+    one key's, in time order (sequential rules follow them as the service does)."""
+    engine = AlertEngine(rules)
+    held: list[list[Alert]] = [[] for _ in rules]
+    for w in windows:
+        snapshot = {"key": {"model": w.model, "segment": w.segment}, "window": {"start": w.start, "end": w.end},
+                    "final": True, "metrics": w.metrics}
+        for i, (rule, value, _, holds) in enumerate(engine.evaluate(snapshot)):
+            if holds and value is not None:  # (a rule never holds on an undefined value)
+                held[i].append(Alert(rule=rule, window=w, value=value))
+    return [alert for alerts in held for alert in alerts]

@@ -34,6 +34,7 @@ import matplotlib
 import numpy as np
 from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from streammetrics.report.history import KeyHistory, quiet
@@ -57,6 +58,9 @@ LABELS = {
     "log_loss": "log loss", "brier_score": "Brier score", "macro_f1": "macro F1", "top_k_accuracy": "top-2 accuracy",
     "macro_precision": "macro precision", "macro_recall": "macro recall", "rmse": "RMSE", "mae": "MAE",
     "max_error": "max error", "r2": "R²", "mse": "MSE", "mape": "MAPE", "rmsle": "RMSLE", "count": "events",
+    "drift_ks": "KS drift", "drift_psi": "PSI drift", "drift_js": "JS drift", "drift_wasserstein": "Wasserstein drift",
+    "estimated_roc_auc": "est. ROC AUC", "estimated_accuracy": "est. accuracy", "estimated_f1": "est. F1",
+    "estimated_precision": "est. precision", "estimated_recall": "est. recall", "estimated_macro_f1": "est. macro F1",
 }
 #: figure sizes (inches) by layout slot; the page scales SVGs to their grid cell
 SIZES = {"wide": (12.8, 3.4), "half": (6.4, 3.4), "third": (4.3, 3.7)}
@@ -177,13 +181,38 @@ def rolling_mean(values: Sequence[float], span: int) -> np.ndarray:
 
 
 def _plot_series(ax: Any, x: Sequence[datetime], values: Sequence[float], color: str, label: str,
-                 span: int, lw: float = 1.6) -> None:
+                 span: int, lw: float = 1.6, ls: str = "-") -> None:
     """One metric's line; with many windows a faint line per window under a labelled rolling mean."""
     if span <= 1:
-        ax.plot(x, values, marker="o", ms=_marker_size(len(x)), lw=lw, zorder=3, color=color, label=label)
+        ax.plot(x, values, marker="o", ms=_marker_size(len(x)), lw=lw, ls=ls, zorder=3, color=color, label=label)
         return
-    ax.plot(x, values, lw=0.6, alpha=0.3, zorder=2, color=color)
-    ax.plot(x, rolling_mean(values, span), lw=lw, zorder=3, color=color, label=label)
+    ax.plot(x, values, lw=0.6, ls=ls, alpha=0.3, zorder=2, color=color)
+    ax.plot(x, rolling_mean(values, span), lw=lw, ls=ls, zorder=3, color=color, label=label)
+
+
+def line_styles(metrics: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """(colour, line style) of each metric's line in one chart: every metric its own colour (its
+    :data:`COLORS` entry unless another line of the chart has that colour, else the next free one of
+    :data:`CYCLE`), except that ``estimated_X`` is dashed in X's colour, so each estimate pairs with
+    its realised metric and no two pairs share a colour."""
+    colours: dict[str, str] = {}
+    for base in dict.fromkeys(ESTIMATED.get(m, m) for m in metrics):
+        colour = COLORS.get(base)
+        if colour is None or colour in colours.values():
+            free = [c for c in CYCLE if c not in colours.values()]
+            colour = free[0] if free else CYCLE[len(colours) % len(CYCLE)]
+        colours[base] = colour
+    return {m: (colours[ESTIMATED.get(m, m)], "--" if m in ESTIMATED else "-") for m in metrics}
+
+
+def _partial_indexes(history: KeyHistory) -> list[int]:
+    """Positions of the windows cut short by the end of the input (``KeyHistory.partial``)."""
+    cut = {id(w) for w in history.partial}
+    return [i for i, w in enumerate(history.windows) if id(w) in cut]
+
+
+#: how a partial window (cut short by the end of the input) is drawn: apart from the line, hollow
+PARTIAL_LABEL = "partial window (input ended)"
 
 
 def _smoothing_caption(span: int) -> str:
@@ -243,31 +272,41 @@ def metric_lines(history: KeyHistory, chart_id: str, kind: str, title: str, metr
     x = _mids(history)
     span = smoothing_span(len(x))
     fig, ax = _figure(size)
+    styles = line_styles(present)
+    cut = _partial_indexes(history)
     if band is not None:
         low, high = (np.array(history.series(b)) for b in band)
+        low[cut] = high[cut] = np.nan
         if not np.all(np.isnan(low)):
-            ax.fill_between(x, low, high, color=COLORS.get(present[0], CYCLE[0]), alpha=0.25, lw=0, zorder=2,
+            ax.fill_between(x, low, high, color=styles[present[0]][0], alpha=0.25, lw=0, zorder=2,
                             label=f"{label_of(present[0])} guaranteed bounds")
     marked = False
-    for i, metric in enumerate(present):
-        color = COLORS.get(metric, CYCLE[i % len(CYCLE)])
+    for metric in present:
+        values = np.array(history.series(metric))
+        colour, ls = styles[metric]
         low_i, high_i = (np.array(v) for v in history.interval_series(metric))
         if not np.all(np.isnan(low_i)):  # the confidence interval (contract section 9) as a light band
-            ax.fill_between(x, low_i, high_i, color=color, alpha=0.12, lw=0, zorder=1, step=None)
-        _plot_series(ax, x, history.series(metric), color, label_of(metric), span)
+            ax.fill_between(x, low_i, high_i, color=colour, alpha=0.12, lw=0, zorder=1)
+        line = values.copy()
+        line[cut] = np.nan  # a window cut by the end of the input is no drop: drawn apart
+        _plot_series(ax, x, line, colour, label_of(metric), span, ls=ls)
+        if cut:
+            ax.scatter([x[i] for i in cut], values[cut], s=28, facecolors="none", edgecolors=colour, linewidths=1.2,
+                       zorder=4)
         sig = np.array(history.significant(metric), dtype=bool)
-        if sig.any():  # significant changes against the baseline: hollow diamonds
-            ax.scatter(np.asarray(x)[sig], np.array(history.series(metric))[sig], marker="D", s=46,
-                       facecolors="none", edgecolors=color, linewidths=1.6, zorder=6)
+        if sig.any():  # significant changes against the baseline (contract section 9): filled diamonds
+            ax.scatter(np.asarray(x)[sig], values[sig], marker="D", s=40, color=colour, zorder=6)
             marked = True
     if any(w.intervals for w in history.windows):
-        confidence = _confidence_of(history)
-        caption = "; ".join(filter(None, [caption, f"light bands: {confidence} confidence intervals"]))
+        caption = "; ".join(filter(None, [caption, f"light bands: {_confidence_of(history)} confidence intervals"]))
     if marked:
-        caption = "; ".join(filter(None, [caption, "hollow diamonds: significant changes (Benjamini-Hochberg)"]))
+        caption = "; ".join(filter(None, [caption, "diamonds: significant changes (Benjamini-Hochberg)"]))
     extra = _alert_layers(ax, history, present)
+    if cut:
+        extra.append(Line2D([], [], ls="none", marker="o", mfc="none", mec="#555555", label=PARTIAL_LABEL))
     bound = "dashed red line: the alert rule's bound" if any(a.rule.metric in present for a in history.alerts) else ""
-    caption = "; ".join(filter(None, [caption, _smoothing_caption(span), bound]))
+    hollow = f"hollow: {PARTIAL_LABEL}, fewer events than usual" if cut else ""
+    caption = "; ".join(filter(None, [caption, _smoothing_caption(span), bound, hollow]))
     if unit:
         _clamp_unit(ax)
     _time_axis(ax, history)
@@ -319,11 +358,28 @@ def class_lines(history: KeyHistory, chart_id: str, kind: str, metric: str, *, s
     return _chart(fig, chart_id, kind, title, size, caption)
 
 
+def window_hop(history: KeyHistory) -> float:
+    """Seconds between window starts: the smallest gap between consecutive starts (the slide of
+    hopping windows), or the window size when there is one window or none is closer."""
+    size = min(w.end - w.start for w in history.windows)
+    gaps = [b.start - a.start for a, b in zip(history.windows, history.windows[1:]) if b.start > a.start]
+    return min([size, *gaps])
+
+
+def _duration_text(seconds: float) -> str:
+    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= n and seconds % n == 0:
+            return f"{seconds // n:g}{unit}"
+    return f"{seconds:g}s"
+
+
 def count_bars(history: KeyHistory, chart_id: str, *, size: str = "half") -> Chart:
     """Events per window as bars, one bar per window, alerts shaded."""
     fig, ax = _figure(size)
     starts = [datetime.fromtimestamp(w.start, tz=UTC) for w in history.windows]
-    widths = [(w.end - w.start) / 86400.0 for w in history.windows]  # matplotlib dates are in days
+    hop = window_hop(history)
+    # matplotlib dates are in days; hopping windows overlap, so each bar is one hop wide (they tile)
+    widths = [min(w.end - w.start, hop) / 86400.0 for w in history.windows]
     many = len(starts) > 60  # white gaps between bars would hide thin bars
     style = {"width": widths, "align": "edge", "edgecolor": "none" if many else "white", "lw": 0 if many else 0.5,
              "antialiased": not many, "zorder": 3}
@@ -337,6 +393,10 @@ def count_bars(history: KeyHistory, chart_id: str, *, size: str = "half") -> Cha
         ax.set_ylim(0, max(float(bottom.max()), 1.0) * 1.3)  # room for the three-entry legend above the bars
     else:
         ax.bar(starts, [w.count for w in history.windows], color=COLORS["count"], label="events", **style)
+    cut = _partial_indexes(history)
+    if cut:  # cut short by the end of the input: hatched over the bar
+        ax.bar([starts[i] for i in cut], [history.windows[i].count for i in cut], width=[widths[i] for i in cut],
+               align="edge", color="none", edgecolor="#555555", hatch="////", lw=0.6, zorder=4, label=PARTIAL_LABEL)
     extra = _alert_layers(ax, history, ())
     _time_axis(ax, history)
     ax.set_ylabel("events")
@@ -345,6 +405,11 @@ def count_bars(history: KeyHistory, chart_id: str, *, size: str = "half") -> Cha
     _finish_legend(ax, size, extra)
     late = history.late
     caption = f"{late:,} late events dropped for this key" if late else ""
+    overlapping = any(w.end - w.start > hop for w in history.windows)
+    if overlapping:
+        caption = "; ".join(filter(None, [f"hopping windows: each bar is the window starting there, drawn "
+                                          f"{_duration_text(hop)} wide (one hop) so that bars do not overlap",
+                                          caption]))
     if history.delayed_labels:
         caption = "; ".join(filter(None, ["predictions per window by label status at the window's latest revision",
                                           caption]))
@@ -693,7 +758,8 @@ def estimated_chart(history: KeyHistory, chart_id: str) -> Chart | None:
     metrics = [x for m in shown for x in (m, ESTIMATED[m])]
     return metric_lines(history, chart_id, "estimated", "Estimated (CBPE) and realised performance per window",
                         metrics, size="half", unit=True,
-                        caption="estimated_*: from the reference's calibration, without the window's labels")
+                        caption="dashed: estimated (CBPE) from the reference's calibration, without the window's "
+                                "labels; solid, same colour: realised")
 
 
 def reliability_chart(history: KeyHistory, chart_id: str, *, size: str = "third") -> Chart | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -19,7 +20,8 @@ from streammetrics.core.accumulator import from_dict
 from streammetrics.report.alerts import Alert, metric_value
 from streammetrics.report.sources import WindowSnapshot
 
-__all__ = ["KeyHistory", "Change", "group_by_key", "direction", "TASK_TITLES", "SUMMARY_METRICS", "MAX_PROBLEMS"]
+__all__ = ["KeyHistory", "Change", "group_by_key", "direction", "TASK_TITLES", "SUMMARY_METRICS", "LABEL_FREE_SUMMARY",
+           "MAX_PROBLEMS", "PARTIAL_SHARE"]
 
 #: problems noted per key verbatim (more are counted)
 MAX_PROBLEMS = 20
@@ -38,6 +40,19 @@ TASK_TITLES = {
     "regression": "Regression",
 }
 
+#: label-free columns of the summary table (drift and estimated performance, ``--reference``),
+#: shown where some key of the task has them
+LABEL_FREE_SUMMARY: dict[str, tuple[str, ...]] = {
+    "binary": ("drift_ks", "drift_psi", "estimated_roc_auc", "estimated_accuracy", "estimated_f1"),
+    "multiclass": ("drift_ks", "drift_psi", "estimated_accuracy", "estimated_macro_f1"),
+}
+#: a window cut by the end of the input (it overlaps the key's last window start and the key's last window
+#: ends with the input) is *partial* when it holds fewer than this share of the median events of the key's
+#: complete windows (at least ``PARTIAL_MIN_WINDOWS`` of them, the latest 20): charts draw it apart and the
+#: summary shows the latest complete window instead of a drop that only says the input ended
+PARTIAL_SHARE = 0.5
+PARTIAL_MIN_WINDOWS = 3
+
 #: the columns of the summary table, per task
 SUMMARY_METRICS: dict[str, tuple[str, ...]] = {
     "binary": ("roc_auc", "f1", "precision", "recall", "accuracy", "log_loss", "brier_score", "count"),
@@ -51,11 +66,15 @@ _HIGHER_IS_BETTER = {
     "roc_auc", "roc_auc_low", "roc_auc_high", "roc_auc_weighted", "average_precision", "top_k_accuracy",
     "macro_precision", "macro_recall", "macro_f1", "weighted_f1", "cohen_kappa", "r2",
 }
-_LOWER_IS_BETTER = {"log_loss", "brier_score", "mse", "rmse", "mae", "rmsle", "mape", "max_error", "late"}
+_LOWER_IS_BETTER = {"log_loss", "brier_score", "mse", "rmse", "mae", "rmsle", "mape", "max_error", "late",
+                    "drift_ks", "drift_psi", "drift_js", "drift_wasserstein", "ece"}
 
 
 def direction(metric: str) -> int:
-    """+1 if higher values are better, -1 if lower are, 0 if neither (counts, rates)."""
+    """+1 if higher values are better, -1 if lower are, 0 if neither (counts, rates);
+    ``estimated_X`` as X."""
+    if metric.startswith("estimated_"):
+        metric = metric[len("estimated_"):]
     if metric in _HIGHER_IS_BETTER:
         return 1
     if metric in _LOWER_IS_BETTER:
@@ -215,10 +234,30 @@ class KeyHistory:
                 seen.update(dict.fromkeys(row))
         return list(seen)
 
+    @cached_property
+    def partial(self) -> list[WindowSnapshot]:
+        """The windows cut short by the end of the input (see :data:`PARTIAL_SHARE`), oldest first."""
+        last = self.latest
+        if self.now and last.end < self.now:  # the key stopped before the input did
+            return []
+        complete = [w.count for w in self.windows if w.end <= last.start][-20:]
+        if len(complete) < PARTIAL_MIN_WINDOWS:
+            return []
+        typical = statistics.median(complete)
+        return [w for w in self.windows if w.end > last.start and w.count < PARTIAL_SHARE * typical]
+
+    @property
+    def summary_window(self) -> WindowSnapshot:
+        """The latest window that is not :attr:`partial` (what the summary shows)."""
+        cut = {id(w) for w in self.partial}
+        return next((w for w in reversed(self.windows) if id(w) not in cut), self.latest)
+
     def change(self, metric: str) -> Change:
-        """Latest value of ``metric`` and the previous window's."""
-        prev = self.previous
-        return Change(metric, metric_value(self.latest, metric), None if prev is None else metric_value(prev, metric))
+        """Value of ``metric`` in the :attr:`summary_window` and in the window before it."""
+        shown = self.summary_window
+        i = next(i for i, w in enumerate(self.windows) if w is shown)
+        prev = self.windows[i - 1] if i else None
+        return Change(metric, metric_value(shown, metric), None if prev is None else metric_value(prev, metric))
 
     def total_events(self) -> int:
         """Events over the whole period (non-overlapping windows only)."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import html
+import math
 from collections import defaultdict
 from datetime import datetime, timezone
 from typing import Any, Iterable, Sequence
@@ -9,6 +10,8 @@ from typing import Any, Iterable, Sequence
 from streammetrics.report.alerts import Alert, AlertRule
 from streammetrics.report.charts import Chart, label_of
 from streammetrics.report.history import (
+    LABEL_FREE_SUMMARY,
+    PARTIAL_SHARE,
     SUMMARY_METRICS,
     TASK_TITLES,
     Change,
@@ -183,10 +186,34 @@ def _label_cells(history: KeyHistory) -> list[str]:
     return [labelled, pending]
 
 
+def _window_cell(history: KeyHistory) -> str:
+    """The summary's window (the latest complete one) and, below, the partial windows left out."""
+    seconds = _window_seconds(history)
+    shown = f'<span class="v">{esc(format_time(history.summary_window.start, seconds))}</span>'
+    cut = history.partial
+    if not cut:
+        return f'<td class="text">{shown}</td>'
+    events = sum(w.count for w in cut)
+    what = "window" if len(cut) == 1 else f"{len(cut)} windows"
+    return (f'<td class="text" data-partial="{len(cut)}">{shown}<span class="d n-a" title="cut short by the end '
+            f'of the input: fewer than {PARTIAL_SHARE:.0%} of the usual events; drawn hollow in the charts">'
+            f'then a partial {what} ({events:,} events) from {esc(format_time(cut[0].start, seconds))}</span></td>')
+
+
+def summary_order(histories: Sequence[KeyHistory]) -> list[KeyHistory]:
+    """Keys with alerts first (most alerts first, then the most recent), then the others by name."""
+    def rank(h: KeyHistory) -> tuple:
+        if h.alerts:
+            return (0, -len(h.alerts), -max(a.window.end for a in h.alerts), h.model, h.segment)
+        return (1, 0, 0.0, h.model, h.segment)
+
+    return sorted(histories, key=rank)
+
+
 def _summary_row(history: KeyHistory, anchor: str | None, metrics: Sequence[str], labels: bool = False) -> str:
     cells = [f'<td class="text">{_key_link(history, anchor)}</td>',
              f'<td>{len(history.windows)}</td>',
-             f'<td class="text">{esc(format_time(history.latest.start, _window_seconds(history)))}</td>']
+             _window_cell(history)]
     latest = history.latest
     for metric in metrics:
         change = history.change(metric)
@@ -223,15 +250,21 @@ def _charted_note(histories: Sequence[KeyHistory], selection: Selection | None, 
 
 def _summary(histories: Sequence[KeyHistory], anchors: dict[int, str | None], note: str = "") -> str:
     parts = ['<section class="card" id="summary"><h2>Summary</h2>',
-             '<p class="meta">Latest window of each key; below each value its change against the previous window '
+             '<p class="meta">Latest complete window of each key (a last window cut short by the end of the input '
+             'is named below it, not compared); below each value its change against the previous window '
              '(<span class="better">green: better</span>, <span class="worse">red: worse</span>; higher is better '
-             'for AUC, F1, precision, recall, accuracy, R²; lower for log loss, Brier score and errors); ◆: a '
-             'significant change against the baseline (snapshot <code>changes</code>).</p>', note]
+             'for AUC, F1, precision, recall, accuracy, R² and their estimates; lower for log loss, Brier score, '
+             'errors and drift). Keys with alerts come first; ◆: a significant change against the baseline '
+             '(snapshot <code>changes</code>).</p>', note]
     by_task: dict[str, list[KeyHistory]] = defaultdict(list)
     for h in histories:
         by_task[h.task].append(h)
     for task, group in sorted(by_task.items(), key=lambda item: _TASK_ORDER.get(item[0], len(_TASK_ORDER))):
-        metrics = SUMMARY_METRICS.get(task, ("count",))
+        group = summary_order(group)
+        free = [m for m in LABEL_FREE_SUMMARY.get(task, ())
+                if any(not math.isnan(v) for h in group for v in h.series(m))]
+        base = SUMMARY_METRICS.get(task, ("count",))
+        metrics = (*base[:-1], *free, base[-1]) if base[-1] == "count" else (*base, *free)
         head = "".join(f'<th data-metric="{esc(m)}">{esc(label_of(m))}</th>' for m in metrics)
         labels = any(h.delayed_labels for h in group)  # columns only where labels come late
         if labels:
@@ -318,8 +351,24 @@ def _figure(chart: Chart) -> str:
             f'title="{esc(chart.title)}">{chart.svg}{caption}</figure>')
 
 
+def _worst_slices(history: KeyHistory) -> str:
+    """A roll-up's latest worst slices (contract section 11): slice, metric, gap, significance."""
+    rows = history.latest.slices
+    if not rows:
+        return ""
+    metric = rows[0][1]
+    body = "".join(
+        f'<tr><td class="text">{esc(label)}</td><td>{format_value(value, metric)}</td>'
+        f'<td>{"" if gap is None else f"{gap:+.4f}"}</td>'
+        f'<td class="text">{"" if significant is None else "yes" if significant else "no"}</td></tr>'
+        for label, _, value, gap, significant in rows)
+    return (f'<table class="worst-slices"><caption>Worst slices of the latest window by {esc(metric)} '
+            f'(gap to this roll-up)</caption><thead><tr><th class="text">slice</th><th>{esc(metric)}</th>'
+            f'<th>gap</th><th class="text">significant</th></tr></thead><tbody>{body}</tbody></table>')
+
+
 def _key_section(history: KeyHistory, anchor: str, charts: Sequence[Chart], why: Sequence[str] = ()) -> str:
-    notes = "".join(f'<p class="note">{n}</p>' for n in _key_notes(history))
+    notes = "".join(f'<p class="note">{n}</p>' for n in _key_notes(history)) + _worst_slices(history)
     if why:
         notes = f'<p class="meta why">Charted: {esc("; ".join(why))}</p>' + notes
     return (f'<section class="card key" id="{anchor}" data-model="{esc(history.model)}" '

@@ -131,6 +131,9 @@ class WindowSnapshot:
     intervals: Mapping[str, tuple[float, float]] = field(default_factory=dict, repr=False, compare=False)
     changes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False, compare=False)
     intervals_confidence: float | None = field(default=None, repr=False, compare=False)
+    #: a roll-up's worst slices (contract section 11), each ``(label, metric, value, gap,
+    #: significant)``, worst first; () for other snapshots
+    slices: tuple[tuple[str, str, Any, Any, Any], ...] = field(default=(), repr=False, compare=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -298,6 +301,19 @@ def _state(value: Any) -> tuple[Any, str | None]:
     return value, kind if isinstance(kind, str) else None
 
 
+def _slice_label(obj: dict, key: dict, segment: str) -> str:
+    """The segment a sliced snapshot is reported under (contract section 11): its slice
+    dimensions ``segment / d1=v1 / d2=v2``, and a roll-up's ``rollup: d1=v1`` (``rollup: model``),
+    so that slices and roll-ups of one model are kept apart; the plain segment otherwise."""
+    dims = [f"{name}={value}" for name, value in key.items() if name not in ("model", "segment")]
+    rollup = obj.get("rollup")
+    if rollup is not None:
+        return "rollup: " + (" / ".join(dims) or "model")
+    if not dims:
+        return segment
+    return " / ".join(([segment] if segment else []) + dims)
+
+
 def parse_snapshot(obj: Any) -> WindowSnapshot:
     """Validate one decoded snapshot; :class:`BadSnapshot` (a ``ValueError``) names what is wrong."""
     if not isinstance(obj, dict):
@@ -311,6 +327,7 @@ def parse_snapshot(obj: Any) -> WindowSnapshot:
     segment = key.get("segment", "")
     if not isinstance(segment, str):
         raise BadSnapshot("key", f"key.segment must be a string, got {_quote(segment)}")
+    segment = _slice_label(obj, key, segment)
     if not isinstance(window, dict):
         raise BadSnapshot("window", "window must be an object with 'start' and 'end'")
     start, end = _time(window.get("start"), "window.start"), _time(window.get("end"), "window.end")
@@ -328,10 +345,27 @@ def parse_snapshot(obj: Any) -> WindowSnapshot:
         model=key["model"], segment=segment, start=start, end=end,
         count=count, late=_count(obj.get("late", 0), "late"),
         metrics=_metrics(metrics), state_source=state, cumulative=cumulative, state_type=state_type,
-        revision=revision, labeled=labeled, expired=expired, pending=pending,
+        revision=revision, labeled=labeled, expired=expired, pending=pending, slices=_slices(obj.get("slices")),
         intervals=_intervals(obj.get("intervals")), changes=_changes(obj.get("changes")),
         intervals_confidence=_confidence(obj.get("intervals")),
     )
+
+
+def _slices(rows: Any) -> tuple[tuple[str, str, Any, Any, Any], ...]:
+    """A roll-up's ``"slices"`` as ``(label, metric, value, gap, significant)`` rows (rows that are
+    not of that shape are left out: the ranking is informative, never a reason to refuse)."""
+    if not isinstance(rows, list):
+        return ()
+    out = []
+    for row in rows[:100]:
+        if not isinstance(row, dict) or not isinstance(row.get("key"), dict):
+            continue
+        metric = next((k for k in row if k not in ("key", "gap", "gap_low", "gap_high", "significant", "count")), "")
+        label = " / ".join(f"{k}={v}" for k, v in row["key"].items() if k != "model" and v != "")
+        value, gap = row.get(metric), row.get("gap")
+        out.append((label or "(all)", str(metric), value if isinstance(value, (int, float)) else None,
+                    gap if isinstance(gap, (int, float)) else None, row.get("significant")))
+    return tuple(out)
 
 
 def _finite(value: Any) -> bool:

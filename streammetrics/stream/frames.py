@@ -19,6 +19,7 @@ rejected rows are left out and counted in ``out.attrs["rejected"]``, as ``replay
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
@@ -33,6 +34,9 @@ __all__ = ["replay_frame"]
 
 #: the columns every result has, before one column per scalar metric and the ``snapshot`` line
 FRAME_COLUMNS = ("window_start", "window_end", "revision", "final", "count", "late")
+#: PipelineConfig fields replay_frame sets itself (as replay does)
+_SET_HERE = ("task", "window", "slide", "grace", "threshold", "classes", "labels", "fields", "include_state",
+             "label_ttl")
 _PREDICTION = {"binary": "score", "multiclass": "scores", "labels": "y_pred", "regression": "y_pred"}
 
 
@@ -52,6 +56,7 @@ def replay_frame(
     label_ttl: str | float = DEFAULT_LABEL_TTL,
     include_state: bool = True,
     errors: str = "raise",
+    **options: Any,
 ) -> Any:
     """The snapshots of the rows of ``df`` (a pandas DataFrame of prediction events, columns named
     as in contract section 2 or remapped by ``fields``, as ``--field``), one row per snapshot.
@@ -63,19 +68,25 @@ def replay_frame(
     ``label_ttl``. Columns of the result: the key's (``model``, ``segment``), ``window_start``,
     ``window_end`` (epoch seconds), ``revision``, ``final``, ``count``, ``late``, one per scalar
     metric, and ``snapshot`` (the JSON line). ``errors``: ``"raise"`` (a ValueError naming the
-    row and field) or ``"skip"``.
+    row and field) or ``"skip"``. Other keywords are
+    :class:`~streammetrics.stream.pipeline.PipelineConfig` fields (``references=``
+    ``load_references(path)``, ``cumulative=True``, ``max_keys=``, ...).
     """
     import pandas as pd
 
     if errors not in ("raise", "skip"):
         raise ValueError(f"errors must be 'raise' or 'skip', got {errors!r}")
     scale = ts_scale(ts_unit)
-    config = PipelineConfig(
+    known = {f.name for f in dataclasses.fields(PipelineConfig)} - set(_SET_HERE)
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ValueError(f"replay_frame: unknown option {unknown[0]!r}; PipelineConfig fields: {sorted(known)}")
+    config = PipelineConfig(**options,
         task=task, window=parse_duration(window, "window"),
         slide=None if slide is None else parse_duration(slide, "slide"), grace=parse_duration(grace, "grace"),
         threshold=threshold, classes=None if classes is None else list(classes),
         labels=None if labels is None else list(labels), fields=dict(fields or {}), include_state=include_state,
-        idle_clock="event", label_ttl=parse_duration(label_ttl, "label_ttl"),
+        label_ttl=parse_duration(label_ttl, "label_ttl"),
     )
     pipeline = Pipeline(config)  # configuration errors raise here, naming the parameter
     names = pipeline.parser.fields

@@ -29,7 +29,7 @@ POLL_EVERY = 0x3FF
 #: than this many wait (:meth:`~streammetrics.stream.pipeline.Pipeline.collect_due`): small
 #: windows that close between two writes are built together (one vectorised pass, see
 #: :mod:`streammetrics.monitors.fleet_snapshot`), at most this many at a time, each holding at
-#: most 256 queued events. The polls keep their places, so idle closing and revisions are where
+#: most 256 queued events. The polls keep their places, so closing and revisions are where
 #: they were: the output is the same lines in the same order, whatever this number
 COLLECT_READY = 1024
 

@@ -140,10 +140,10 @@ class LabelStream:
                 notes.append(Notice(kind, o.code, o.reason))
         return notes or _NONE
 
-    def poll(self, now: float | None = None, revisions: bool = True) -> list[dict[str, Any]]:
+    def poll(self, revisions: bool = True) -> list[dict[str, Any]]:
         """Snapshots ready since the last call (closed windows, new revisions; with
         ``revisions=False`` only those of revision ticks, see :meth:`WindowManager.poll`)."""
-        return self.windows.poll(now, revisions)
+        return self.windows.poll(revisions)
 
     def flush(self) -> list[dict[str, Any]]:
         """End of input: close every open window; windows awaiting labels stay non-final."""

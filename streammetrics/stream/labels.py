@@ -157,6 +157,10 @@ class LabelJoin:
         self.counts: dict[str, int] = dict.fromkeys(
             ("predictions", "labels", "joined", "expired", "evicted", "labels_expired", "labels_evicted",
              "duplicate", "rejected_expired", "missing_id", "forgotten"), 0)
+        # incremental checkpoints (track_changes): ids whose remembered label or expired-id record
+        # changed since the last delta_dict (None: not tracked)
+        self._touched_labels: set[str] | None = None
+        self._touched_expired: set[str] = set()
 
     # ----------------------------------------------------------------- inputs
     def advance(self, ts: float) -> list[JoinOutput] | tuple[()]:
@@ -183,6 +187,8 @@ class LabelJoin:
         rec = self._labels.get(ident)
         if rec is not None:
             rec[4] = True
+            if self._touched_labels is not None:
+                self._touched_labels.add(ident)
             self.counts["joined"] += 1
             out.append(JoinOutput(JOINED, _joined(event, rec[0]), tag=tag))
         elif self.watermark_us is not None and ts_us(event.ts) < self.watermark_us - self.ttl_us:
@@ -218,6 +224,8 @@ class LabelJoin:
         seq = self._seq
         self._seq += 1
         self._labels[ident] = [label.y_true, label.ts, t, seq, bool(preds)]
+        if self._touched_labels is not None:
+            self._touched_labels.add(ident)
         assert self.watermark_us is not None
         if not preds and t < self.watermark_us - self.ttl_us:  # older than the TTL already
             self._forget_label(ident, "ttl", out)
@@ -249,6 +257,8 @@ class LabelJoin:
             _, seq, ident = heapq.heappop(heap)
             if self._expired_ids.get(ident, (0, -1))[1] == seq:
                 del self._expired_ids[ident]
+                if self._touched_labels is not None:
+                    self._touched_expired.add(ident)
         self._due_us = min(self.store.next_deadline_us(), self._label_heap[0][0] if self._label_heap else math.inf,
                            heap[0][0] if heap else math.inf)
         return out or _NONE
@@ -262,6 +272,8 @@ class LabelJoin:
         seq = self._seq
         self._seq += 1
         self._expired_ids[ident] = (ts_us(p.ts) + self.ttl_us, seq)  # forgotten once ts + 2 ttl passes
+        if self._touched_labels is not None:
+            self._touched_expired.add(ident)
         heap = self._expired_heap
         heapq.heappush(heap, (ts_us(p.ts) + self.ttl_us, seq, ident))
         self._due_us = min(self._due_us, ts_us(p.ts) + self.ttl_us)
@@ -270,6 +282,8 @@ class LabelJoin:
                 _, s, old = heapq.heappop(heap)
                 if self._expired_ids.get(old, (0, -1))[1] == s:
                     del self._expired_ids[old]
+                    if self._touched_labels is not None:
+                        self._touched_expired.add(old)
                     self.counts["forgotten"] += 1
                     break
         if len(heap) > 2 * len(self._expired_ids) + 1024:  # stale entries of re-expired ids
@@ -279,6 +293,8 @@ class LabelJoin:
     def _forget_label(self, ident: str, code: str, out: list[JoinOutput]) -> None:
         """Drop a remembered label (its heap entry is already gone); report it if it never joined."""
         y_true, ts, _, _, matched = self._labels.pop(ident)
+        if self._touched_labels is not None:
+            self._touched_labels.add(ident)
         if matched:
             if code == "evicted":
                 self.counts["forgotten"] += 1
@@ -323,6 +339,63 @@ class LabelJoin:
             "store": store,
         }
 
+    def track_changes(self) -> None:
+        """Start (or restart) recording what :meth:`delta_dict` writes: call it when the state
+        equals the checkpoint just written."""
+        self._touched_labels, self._touched_expired = set(), set()
+        self.store.track_changes()
+
+    def delta_dict(self) -> dict[str, Any]:
+        """What changed since the last call (or :meth:`track_changes`): the remembered labels and
+        expired ids added, changed or dropped, and the pending store's delta; O(changes).
+        :meth:`apply_delta` of the previous :meth:`to_dict` and this equals :meth:`to_dict` now
+        (pending records' tiers aside)."""
+        if self._touched_labels is None:
+            raise ValueError("track_changes() was not called")
+        labels, expired = self._touched_labels, self._touched_expired
+        self._touched_labels, self._touched_expired = set(), set()
+        present = [(i, self._labels[i]) for i in labels if i in self._labels]
+        ids = [(i, self._expired_ids[i]) for i in expired if i in self._expired_ids]
+        return {
+            "type": "LabelJoinDelta", "version": 1, "ttl_us": self.ttl_us, "watermark_us": self.watermark_us,
+            "seq": self._seq, "counts": dict(self.counts),
+            "labels": [[i, r[0], r[1], r[3], r[4]] for i, r in sorted(present, key=lambda x: x[1][3])],
+            "labels_gone": sorted(i for i in labels if i not in self._labels),
+            "expired_ids": [[i, f, s] for i, (f, s) in sorted(ids, key=lambda x: x[1][1])],
+            "expired_gone": sorted(i for i in expired if i not in self._expired_ids),
+            "store": self.store.delta_dict(),
+        }
+
+    @staticmethod
+    def apply_delta(full: Mapping[str, Any], *deltas: Mapping[str, Any]) -> dict[str, Any]:
+        """:meth:`to_dict`'s ``full`` with ``deltas`` (:meth:`delta_dict`) applied, as data;
+        ValueError (one line) if malformed (:meth:`load_dict` validates the result)."""
+        if not isinstance(full, Mapping) or full.get("type") != "LabelJoin":
+            raise ValueError("not a LabelJoin checkpoint (type)")
+        if not deltas:
+            return dict(full)
+        try:
+            labels = {r[0]: r for r in full["labels"]}
+            expired = {r[0]: r for r in full["expired_ids"]}
+            for delta in deltas:
+                if not isinstance(delta, Mapping) or delta.get("type") != "LabelJoinDelta" \
+                        or delta.get("version") != 1:
+                    raise ValueError("not a LabelJoin checkpoint delta (type/version)")
+                for i in delta["labels_gone"]:
+                    labels.pop(i, None)
+                labels.update((r[0], r) for r in delta["labels"])
+                for i in delta["expired_gone"]:
+                    expired.pop(i, None)
+                expired.update((r[0], r) for r in delta["expired_ids"])
+            store = PendingStore.apply_delta(full["store"], *[d["store"] for d in deltas])
+            last = deltas[-1]
+            return {"type": "LabelJoin", "version": 1, "ttl_us": last["ttl_us"], "watermark_us": last["watermark_us"],
+                    "seq": last["seq"], "counts": last["counts"],
+                    "labels": sorted(labels.values(), key=lambda r: r[3]),
+                    "expired_ids": sorted(expired.values(), key=lambda r: r[2]), "store": store}
+        except (KeyError, TypeError, IndexError) as exc:
+            raise ValueError(f"malformed LabelJoin checkpoint delta: {exc!r:.200}") from None
+
     def load_dict(self, data: Mapping[str, Any]) -> LabelJoin:
         """Replace the state with :meth:`to_dict`'s (same ``label_ttl``); ValueError if malformed."""
         if not isinstance(data, Mapping) or data.get("type") != "LabelJoin" or data.get("version") != 1:
@@ -361,4 +434,6 @@ class LabelJoin:
         self._expired_heap = [(f, s, i) for i, (f, s) in expired.items()]
         heapq.heapify(self._expired_heap)
         self._due_us = -math.inf
+        if self._touched_labels is not None:
+            self.track_changes()
         return self

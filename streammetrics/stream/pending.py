@@ -53,7 +53,7 @@ from typing import Any
 
 from streammetrics.events.parser import Event
 
-__all__ = ["DEFAULT_MAX_PENDING", "DEFAULT_MEMORY_BUDGET", "PendingStore", "ts_us"]
+__all__ = ["DEFAULT_MAX_PENDING", "DEFAULT_MEMORY_BUDGET", "PendingStore", "SpillError", "ts_us"]
 
 #: predictions held in memory before the store spills to SQLite (~300 bytes each in memory)
 DEFAULT_MEMORY_BUDGET = 100_000
@@ -123,6 +123,21 @@ def _record_from_json(item: Any) -> Record:
     return (ts_us(ev.ts), seq, ev, tag)
 
 
+class SpillError(OSError):
+    """The pending store could not write its spill database (disk full, unwritable temporary
+    directory, I/O error): an error of the environment, not of the data. ``consistent``: the
+    store is unchanged (every record still in memory; retry once the fault clears); False: a
+    failed write left the database undefined (no rollback journal), the store refuses every
+    further operation and must be rebuilt from a checkpoint."""
+
+    def __init__(self, message: str, *, consistent: bool, errno_: int | None = None) -> None:
+        super().__init__(errno_, message) if errno_ is not None else super().__init__(message)
+        self.consistent = consistent
+
+    def __str__(self) -> str:
+        return self.args[-1] if self.args else ""
+
+
 def _remove_dir(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
@@ -152,12 +167,17 @@ class PendingStore:
         self._tmpdir: str | None = None
         self._disk_count = 0
         self._disk_min = math.inf  # a lower bound of ts_us on disk (exact after each expiry)
+        self._broken: str | None = None  # why the spill database is unusable (see SpillError)
         self.seq = 0  # arrival number of the next record
         #: records moved to SQLite, and how many times the memory tier was spilled
         self.spilled = 0
         self.spills = 0
         #: records removed early because the store was full (``max_pending``)
         self.evicted = 0
+        # incremental checkpoints (track_changes): records put since the last delta_dict, by
+        # number, and the numbers of older records removed since (None: not tracked)
+        self._added: dict[int, Record] | None = None
+        self._removed: set[int] = set()
 
     # ----------------------------------------------------------------- sizes
     def __len__(self) -> int:
@@ -177,12 +197,15 @@ class PendingStore:
         ``tag`` returned with it (the window engine's first window of the prediction). Returns
         the (prediction, tag) pairs removed early to stay within ``max_pending`` (oldest
         first; usually none)."""
+        self._check_usable()
         if not isinstance(event.id, str):
             raise TypeError(f"a pending prediction needs a string id, got {event.id!r}")
         if self._mem_count >= self.memory_budget:
             self._spill()
         rec = (ts_us(event.ts), self.seq, event, tag)
         self.seq += 1
+        if self._added is not None:
+            self._added[rec[1]] = rec
         recs = self._mem.get(event.id)
         if recs is None:
             self._mem[event.id] = [rec]
@@ -198,12 +221,14 @@ class PendingStore:
 
     def take(self, ident: str) -> list[tuple[Event, int | None]]:
         """Remove and return every pending (prediction, tag) with id ``ident``, in arrival order."""
+        self._check_usable()
         recs = self._mem.pop(ident, None)
         if recs is not None:
             self._mem_count -= len(recs)
             self._stale += len(recs)
             self._maybe_compact()
         if self._disk_count:
+            self._check_usable()
             assert self._conn is not None
             rows = self._conn.execute(f"DELETE FROM pending WHERE id = ? RETURNING {_COLUMNS}", (ident,)).fetchall()
             if rows:
@@ -211,11 +236,22 @@ class PendingStore:
                 disk = [_event(r) for r in rows]
                 recs = disk if recs is None else recs + disk
                 recs.sort(key=lambda r: r[1])
+        if recs is not None and self._added is not None:
+            self._forget(recs)
         return [] if recs is None else [(r[2], r[3]) for r in recs]
+
+    def _forget(self, recs: Iterable[Record]) -> None:
+        """Removed records, for the next :meth:`delta_dict`."""
+        added, removed = self._added, self._removed
+        assert added is not None
+        for r in recs:
+            if added.pop(r[1], None) is None:
+                removed.add(r[1])
 
     def expire(self, before_us: int) -> list[tuple[Event, int | None]]:
         """Remove and return the (prediction, tag) pairs with event time (us) ``< before_us``,
         oldest first."""
+        self._check_usable()
         out: list[Record] = []
         heap = self._heap
         while heap and heap[0][0] < before_us:
@@ -225,6 +261,7 @@ class PendingStore:
             else:
                 self._stale -= 1
         if self._disk_count and self._disk_min < before_us:
+            self._check_usable()
             assert self._conn is not None
             rows = self._conn.execute(f"DELETE FROM pending WHERE ts_us < ? RETURNING {_COLUMNS}",
                                       (before_us,)).fetchall()
@@ -232,6 +269,8 @@ class PendingStore:
             out.extend(_event(r) for r in rows)
             self._refresh_disk_min()
         out.sort(key=lambda r: (r[0], r[1]))
+        if self._added is not None:
+            self._forget(out)
         return [(r[2], r[3]) for r in out]
 
     def next_deadline_us(self) -> float:
@@ -294,15 +333,25 @@ class PendingStore:
 
     # ----------------------------------------------------------------- disk tier
     def _db(self) -> sqlite3.Connection:
+        if self._broken is not None:
+            raise SpillError(self._broken, consistent=False)
         if self._conn is None:
-            self._tmpdir = tempfile.mkdtemp(prefix="streammetrics-pending-", dir=self.directory)
-            self._finalizer = weakref.finalize(self, _remove_dir, self._tmpdir)
-            conn = sqlite3.connect(os.path.join(self._tmpdir, "pending.sqlite"), isolation_level=None)
-            # scratch space: no rollback journal, no fsync, no memory map (it would count as RSS)
-            for pragma in ("journal_mode=OFF", "synchronous=OFF", "mmap_size=0", "temp_store=FILE",
-                           f"cache_size=-{self.cache_kib}", "locking_mode=EXCLUSIVE"):
-                conn.execute(f"PRAGMA {pragma}")
-            self._create(conn, "pending")
+            tmpdir = tempfile.mkdtemp(prefix="streammetrics-pending-", dir=self.directory)
+            conn = None
+            try:
+                conn = sqlite3.connect(os.path.join(tmpdir, "pending.sqlite"), isolation_level=None)
+                # scratch space: no rollback journal, no fsync, no memory map (it would count as RSS)
+                for pragma in ("journal_mode=OFF", "synchronous=OFF", "mmap_size=0", "temp_store=FILE",
+                               f"cache_size=-{self.cache_kib}", "locking_mode=EXCLUSIVE"):
+                    conn.execute(f"PRAGMA {pragma}")
+                self._create(conn, "pending")
+            except BaseException:  # (disk full, unwritable directory): no half-made database left behind
+                if conn is not None:
+                    conn.close()
+                _remove_dir(tmpdir)
+                raise
+            self._tmpdir = tmpdir
+            self._finalizer = weakref.finalize(self, _remove_dir, tmpdir)
             self._conn = conn
         return self._conn
 
@@ -314,28 +363,67 @@ class PendingStore:
             conn.execute("CREATE INDEX IF NOT EXISTS pending_ts ON pending(ts_us, seq)")
 
     def _insert(self, recs: Iterable[Record]) -> int:
-        conn = self._db()
+        """Write ``recs`` to the spill database in one transaction. :class:`SpillError` (the
+        original error as its cause) if that fails: consistent (state unchanged) when the
+        database could be opened and every row that got in removed again."""
         rows = sorted((_row(r) for r in recs), key=lambda row: row[1])  # by id: index locality
         if not rows:
             return 0
+        where = self.directory or tempfile.gettempdir()
+        try:
+            conn = self._db()
+        except SpillError:
+            raise
+        except (OSError, sqlite3.Error) as exc:
+            raise SpillError(f"pending store: cannot create its spill database under {where} "
+                             f"({type(exc).__name__}: {exc})", consistent=True,
+                             errno_=getattr(exc, "errno", None)) from exc
         try:
             conn.execute("BEGIN")
             conn.executemany(_INSERT.format(table="pending"), rows)
             conn.execute("COMMIT")
-        except sqlite3.Error:  # e.g. disk full: undo (no journal: delete what got in), state unchanged
-            self._undo_insert(conn, rows)
-            raise
+        except (OSError, sqlite3.Error) as exc:  # e.g. disk full: undo (no journal: delete what got in)
+            message = (f"pending store: cannot write {len(rows)} predictions to its spill database under {where} "
+                       f"({type(exc).__name__}: {exc})")
+            consistent = self._undo_insert(conn, rows)
+            if not consistent:
+                self._broken = message + "; the database is left undefined: rebuild the store from a checkpoint"
+                self._drop_database()
+            raise SpillError(message, consistent=consistent) from exc
         self._disk_count += len(rows)
         self._disk_min = min(self._disk_min, min(row[2] for row in rows))
         return len(rows)
 
-    @staticmethod
-    def _undo_insert(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    def _undo_insert(self, conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> bool:
+        """Remove what a failed insert of ``rows`` left; True if the database holds exactly the
+        records counted before it (checked), False if that cannot be made sure."""
         try:
             conn.execute("ROLLBACK")
         except sqlite3.Error:
             pass  # no transaction left open
-        conn.executemany("DELETE FROM pending WHERE seq = ?", [(row[0],) for row in rows])
+        try:
+            conn.executemany("DELETE FROM pending WHERE seq = ?", [(row[0],) for row in rows])
+            (count,) = conn.execute("SELECT COUNT(*) FROM pending").fetchone()
+        except sqlite3.Error:
+            return False
+        return count == self._disk_count
+
+    def _check_usable(self) -> None:
+        if self._broken is not None:
+            raise SpillError(self._broken, consistent=False)
+
+    def _drop_database(self) -> None:
+        """Close and delete the spill database (after :attr:`_broken` is set)."""
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except sqlite3.Error:
+                pass
+            self._conn = None
+        if self._tmpdir is not None:
+            self._finalizer.detach()
+            _remove_dir(self._tmpdir)
+            self._tmpdir = None
 
     def _spill(self) -> None:
         n = self._insert(r for recs in self._mem.values() for r in recs)
@@ -347,6 +435,7 @@ class PendingStore:
         if not self._disk_count:
             self._disk_min = math.inf
             return
+        self._check_usable()
         assert self._conn is not None
         (low,) = self._conn.execute("SELECT MIN(ts_us) FROM pending").fetchone()
         self._disk_min = math.inf if low is None else low
@@ -362,6 +451,7 @@ class PendingStore:
                 self._stale -= 1
         disk: list[Record] = []
         if self._disk_count:
+            self._check_usable()
             assert self._conn is not None
             disk = [_event(r) for r in self._conn.execute(
                 f"SELECT {_COLUMNS} FROM pending ORDER BY ts_us, seq LIMIT ?", (n,))]
@@ -374,15 +464,19 @@ class PendingStore:
                 heapq.heappush(self._heap, rec)
         gone = [(r[1],) for r in disk if r[1] in taken]
         if gone:
+            self._check_usable()
             assert self._conn is not None
             self._conn.executemany("DELETE FROM pending WHERE seq = ?", gone)
             self._disk_count -= len(gone)
             self._refresh_disk_min()
+        if self._added is not None:
+            self._forget(chosen)
         return [(r[2], r[3]) for r in chosen]
 
     def _disk_records(self) -> list[Record]:
         if not self._disk_count:
             return []
+        self._check_usable()
         assert self._conn is not None
         return [_event(r) for r in self._conn.execute(f"SELECT {_COLUMNS} FROM pending ORDER BY seq")]
 
@@ -393,9 +487,50 @@ class PendingStore:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe state: counters and every record, by tier, in arrival order."""
+        self._check_usable()
         return {**self._meta(),
                 "memory": [_record_json(r) for r in self._memory_records()],
                 "disk": [_record_json(r) for r in self._disk_records()]}
+
+    def track_changes(self) -> None:
+        """Start (or restart) recording what :meth:`delta_dict` writes: call it when the state
+        equals the checkpoint just written."""
+        self._added, self._removed = {}, set()
+
+    def delta_dict(self) -> dict[str, Any]:
+        """The records put and the numbers of those removed since the last call (or
+        :meth:`track_changes`): O(changes). :meth:`apply_delta` of the previous :meth:`to_dict`
+        and this one holds the same records as :meth:`to_dict` now (tiers aside)."""
+        if self._added is None:
+            raise ValueError("track_changes() was not called")
+        added, removed = self._added, self._removed
+        self._added, self._removed = {}, set()
+        return {**self._meta(), "type": "PendingStoreDelta", "added": [_record_json(r) for r in added.values()],
+                "removed": sorted(removed)}
+
+    @staticmethod
+    def apply_delta(full: Mapping[str, Any], *deltas: Mapping[str, Any]) -> dict[str, Any]:
+        """:meth:`to_dict`'s ``full`` with ``deltas`` applied, as data: records removed from their
+        tier, added ones in memory (:meth:`load_dict` validates the result)."""
+        try:
+            tiers = {name: {item[0]: item for item in full[name]} for name in ("memory", "disk")}
+            meta: Mapping[str, Any] = full
+            for delta in deltas:
+                if not isinstance(delta, Mapping) or delta.get("type") != "PendingStoreDelta" \
+                        or delta.get("version") != 1:
+                    raise ValueError("not a PendingStore checkpoint delta (type/version)")
+                for seq in delta["removed"]:
+                    if tiers["memory"].pop(seq, None) is None:
+                        tiers["disk"].pop(seq, None)
+                for item in delta["added"]:
+                    tiers["memory"][item[0]] = item
+                meta = delta
+        except (KeyError, TypeError, IndexError) as exc:
+            raise ValueError(f"malformed PendingStore checkpoint delta: {exc!r:.200}") from None
+        counters = {k: meta.get(k) for k in ("seq", "spilled", "spills", "evicted")}
+        return {"type": "PendingStore", "version": 1, **counters,
+                "memory": sorted(tiers["memory"].values(), key=lambda r: r[0]),
+                "disk": sorted(tiers["disk"].values(), key=lambda r: r[0])}
 
     def _load_meta(self, data: Mapping[str, Any]) -> tuple[int, int, int, int]:
         if not isinstance(data, Mapping) or data.get("type") != "PendingStore" or data.get("version") != 1:
@@ -419,10 +554,13 @@ class PendingStore:
         self._reset_to(meta)
         self._insert(disk)
         self._load_memory(memory)
+        if self._added is not None:
+            self.track_changes()
         return self
 
     def _reset_to(self, meta: tuple[int, int, int, int]) -> None:
         self._clear_memory()
+        self._broken = None  # (a broken database was dropped: the store is rebuilt from the checkpoint)
         if self._conn is not None:
             self._conn.execute("DELETE FROM pending")
         self._disk_count = 0

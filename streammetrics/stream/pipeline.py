@@ -50,7 +50,6 @@ Bounds (all configurable in :class:`PipelineConfig`, all counted in :attr:`Pipel
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
@@ -59,6 +58,7 @@ from typing import Any, cast
 from streammetrics.events.decoding import MAX_NESTING, decode_value
 from streammetrics.events.parser import EventParser
 from streammetrics.events.records import EVENT_CODEC, Event, Rejection
+from streammetrics.monitors.labels import DEFAULT_MAX_LABELS
 from streammetrics.stream.label_events import DelayedEventParser
 from streammetrics.stream.label_stream import LabelStream
 from streammetrics.stream.labels import Label, LabelJoin
@@ -86,19 +86,18 @@ class PipelineConfig:
     window: float = 60.0
     slide: float | None = None
     grace: float = 0.0
-    idle_close: float | None = None
     threshold: float = 0.5
     classes: list[Hashable] | None = None
     labels: list[Hashable] | None = None
+    #: labels task, discovered labels: most labels a window keeps, the rest folded into
+    #: ``"__other__"`` (``--max-labels``; LabelMonitor ``max_labels``; None: no bound)
+    max_labels: int | None = DEFAULT_MAX_LABELS
     fields: dict[str, str] = field(default_factory=dict)
     cumulative: bool = False
     include_state: bool = True
     max_future: float | None = DEFAULT_MAX_FUTURE
     max_keys: int | None = DEFAULT_MAX_KEYS
     max_snapshot_bytes: int | None = None
-    #: what ``idle_close`` is measured in: ``"processing"`` (the ``clock`` given to the
-    #: pipeline) or ``"event"`` (the newest event time over all keys: deterministic replays)
-    idle_clock: str = "processing"
     #: queue events per pane and apply them in vectorised batches (same results, faster)
     batch: bool = True
     #: most events queued per pane before they are applied (batch mode)
@@ -114,9 +113,6 @@ class PipelineConfig:
     max_references: int = 10_000
     #: decode with msgspec when it is installed (same results; False: the standard library only)
     fast_json: bool = True
-    #: one event-time watermark for all keys instead of one per key (WindowManager's
-    #: ``shared_watermark``): the Kafka service's partitioned mode merges partial windows by it
-    shared_watermark: bool = False
     #: binary operating points in snapshots (``--target-recall`` ... ``--cost-fn``; contract
     #: section 11: :class:`streammetrics.monitors.operating_points.OperatingPoints`)
     operating_points: Any = None
@@ -130,6 +126,9 @@ class PipelineConfig:
     #: slices, roll-ups, worst slices, fairness (``--slice-by`` ...; contract section 11:
     #: :class:`streammetrics.stream.slicing.SliceSpec`); slices close on one shared watermark
     slicing: Any = None
+    #: alert rules evaluated on every snapshot the pipeline emits (``--alert`` ...; contract
+    #: section 10: :class:`streammetrics.stream.alerting.AlertSpec`); their state is checkpointed
+    alerts: Any = None
 
     def extra_metrics(self) -> Callable[[tuple[str, str], Any, dict[str, Any]], None] | None:
         """The snapshot hook adding the label-free metrics and the operating points (None
@@ -165,10 +164,11 @@ class PipelineConfig:
         task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
         confidence = self.confidence
         refs = self.references if task == "multiclass" else None  # per-event CBPE sums (--reference)
+        max_labels = self.max_labels
 
         def factory() -> Any:
             monitor: Any = make_monitor(task, threshold=threshold, classes=classes, labels=labels,
-                                        confidence=confidence)
+                                        max_labels=max_labels, confidence=confidence)
             return monitor if refs is None else monitor.use_references(refs)  # a MulticlassMonitor
 
         template = factory()
@@ -177,18 +177,22 @@ class PipelineConfig:
         empty: Callable[[], Any] | None = getattr(template, "empty", None)
         return factory if empty is None else empty
 
-    def monitor_loader(self) -> Callable[[Mapping[str, Any]], Any] | None:
-        """Rebuilds checkpointed monitors bound to their key's reference (multiclass
-        ``--reference``: the binding is not state) and with the intervals' ``confidence`` (not
-        state either); None: plain ``from_dict``."""
+    def monitor_loader(self) -> Callable[[Mapping[str, Any]], Any]:
+        """Rebuilds checkpointed monitors: ``from_dict`` under state limits that cover this
+        configuration (:func:`~streammetrics.monitors.state_limits_for`: a pipeline reads back
+        every state it writes), bound to their key's reference (multiclass ``--reference``), with
+        the intervals' ``confidence`` (``--confidence``: not state)."""
+        from streammetrics.core.accumulator import from_dict
+        from streammetrics.core.state import limits_covering
+        from streammetrics.monitors import state_limits_for
+
+        needs = state_limits_for(self.task, classes=self.classes, labels=self.labels, max_labels=self.max_labels)
         refs = self.references if self.task == "multiclass" else None
         confidence = self.confidence
-        if refs is None and confidence == 0.95:
-            return None
-        from streammetrics.core.accumulator import from_dict
 
         def load(data: Mapping[str, Any]) -> Any:
-            monitor: Any = from_dict(data)
+            with limits_covering(**needs):
+                monitor: Any = from_dict(data)
             if refs is not None:
                 monitor = monitor.use_references(refs)  # a MulticlassMonitor
             if confidence != 0.95:  # (not state: the intervals' confidence, --confidence)
@@ -265,15 +269,15 @@ _NOTICE_FIELDS = {"missing_id": "id", "duplicate": "id", "expired": "id", "futur
 class Pipeline:
     """decode -> parse -> window -> emit, without I/O; see the module docstring.
 
-    ``clock`` is the processing-time clock of idle closes; ``wall_clock`` the epoch clock that
-    ``max_future`` is measured against (both injectable for tests).
+    Windows close by the stream's watermark, one for all keys (see
+    :mod:`streammetrics.stream.windows`). ``wall_clock`` is the epoch clock that ``max_future``
+    is measured against (injectable for tests).
     """
 
     def __init__(
         self,
         config: PipelineConfig | None = None,
         *,
-        clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = c = config if config is not None else PipelineConfig()
@@ -286,9 +290,7 @@ class Pipeline:
         # predictions with their label as before; predictions awaiting one and label events too
         self.parser = DelayedEventParser.extending(c.parser())
         self._labels: LabelStream | None = None  # built at the first delayed item
-        if c.idle_clock not in ("processing", "event"):
-            raise ValueError(f"idle_clock must be 'processing' or 'event', got {c.idle_clock!r}")
-        idle_clock = clock if c.idle_clock == "processing" else self._stream_time
+        self._labels_tracked: LabelStream | None = None  # the label stream whose changes delta_dict writes
         extra = c.extra_metrics()
         #: ``changes`` of the snapshots (contract section 9), None without a baseline
         self._changes: Any = c.changes()
@@ -297,13 +299,12 @@ class Pipeline:
             from streammetrics.stream.slicing import Slicer
 
             self._slicer = Slicer(c.slicing, include_state=c.include_state, extra_metrics=extra)
-            extra = self._slicer.hook
+            extra = self._slicer.window_hook()
         self.windows = WindowManager(
-            c.monitor_factory(), c.window, c.slide, c.grace, c.idle_close or None,
+            c.monitor_factory(), c.window, c.slide, c.grace,
             cumulative=c.cumulative, include_state=c.include_state, batch=c.batch, max_pending=c.max_pending,
-            event_codec=EVENT_CODEC, clock=idle_clock, max_future=c.max_future, wall_clock=wall_clock,
+            event_codec=EVENT_CODEC, max_future=c.max_future, wall_clock=wall_clock,
             max_keys=c.max_keys, extra_metrics=extra, monitor_loader=c.monitor_loader(),
-            shared_watermark=c.shared_watermark or self._slicer is not None,
         )
         self._parse: Callable[[Any], Any] = self.parser.parse  # Event, Label or Rejection
         if self._slicer is not None:
@@ -317,10 +318,9 @@ class Pipeline:
         self._degraded = 0
         self._rejected: dict[str, int] = {}
         self.lines: list[str | None] = []  # see _emit
-
-    def _stream_time(self) -> float:
-        t = self.windows.stream_time()
-        return -math.inf if t is None else t
+        #: the alert engine of ``config.alerts`` (None without rules); events in :meth:`take_alerts`
+        self.alerts = c.alerts.engine() if c.alerts is not None else None
+        self._alert_events: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ input
     def process(self, value: bytes | bytearray | memoryview | str | None) -> MessageResult:
@@ -473,12 +473,13 @@ class Pipeline:
         return MessageResult(0, [Problem(index, code, reason, field_name)])
 
     # ------------------------------------------------------------------ output
-    def poll(self, now: float | None = None, revisions: bool = True, collect: bool = True) -> list[dict[str, Any]]:
-        """Snapshots ready since the last call (idle keys closed first when ``idle_close`` is set);
+    def poll(self, revisions: bool = True, collect: bool = True) -> list[dict[str, Any]]:
+        """Snapshots ready since the last call (what :meth:`WindowManager.advance_watermark
+        <streammetrics.stream.windows.WindowManager.advance_watermark>` passed closed first);
         ``revisions=False`` leaves label revisions of closed windows for a later poll;
         ``collect=False`` closes what is due and leaves the ready snapshots queued
         (:meth:`WindowManager.poll <streammetrics.stream.windows.WindowManager.poll>`)."""
-        return self._emit(self._changed(self._sliced(self.windows.poll(now, revisions, collect), False)))
+        return self._emit(self._changed(self._sliced(self.windows.poll(revisions, collect), False)))
 
     def _changed(self, snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """With ``compare`` or references: the snapshots' ``changes`` (one FDR family per poll)."""
@@ -492,18 +493,20 @@ class Pipeline:
             return self._slicer.process(snaps, None)
         return self._slicer.process(snaps, self.windows.watermark_us() / 1e6)
 
-    def poll_lines(self, now: float | None = None, revisions: bool = True, collect: bool = True) -> list[str]:
+    def poll_lines(self, revisions: bool = True, collect: bool = True) -> list[str]:
         """:meth:`poll`'s snapshots as their canonical lines (what ``replay`` writes): without
         ``max_snapshot_bytes``, small windows closed together are written straight from their
         JSON texts (:meth:`WindowManager.poll_lines
         <streammetrics.stream.windows.WindowManager.poll_lines>`); the same lines either way."""
-        if self.config.max_snapshot_bytes is not None or self._slicer is not None or self._changes is not None:
-            return self._lines(self.poll(now, revisions, collect))
-        return self._counted(self.windows.poll_lines(now, revisions, collect))
+        if (self.config.max_snapshot_bytes is not None or self._slicer is not None or self.alerts is not None
+                or self._changes is not None):
+            return self._lines(self.poll(revisions, collect))
+        return self._counted(self.windows.poll_lines(revisions, collect))
 
     def flush_lines(self) -> list[str]:
         """:meth:`flush`'s snapshots as their canonical lines (see :meth:`poll_lines`)."""
-        if self.config.max_snapshot_bytes is not None or self._slicer is not None or self._changes is not None:
+        if (self.config.max_snapshot_bytes is not None or self._slicer is not None or self.alerts is not None
+                or self._changes is not None):
             return self._lines(self.flush())
         return self._counted(self.windows.flush_lines())
 
@@ -545,7 +548,15 @@ class Pipeline:
         #: with ``max_snapshot_bytes``: the canonical line of each snapshot the last ``poll`` /
         #: ``flush`` returned (encoded for the size check; None for a degraded one), else []
         self.lines = lines
+        if self.alerts is not None:
+            for snap in snaps:
+                self._alert_events += self.alerts.observe(snap)
         return snaps
+
+    def take_alerts(self) -> list[dict[str, Any]]:
+        """The alert events (contract section 10) of the snapshots emitted since the last call."""
+        events, self._alert_events = self._alert_events, []
+        return events
 
     def _degrade(self, snap: dict[str, Any], limit: int) -> dict[str, Any]:
         """A smaller snapshot: coarser state if the monitor offers it, else no state, else no
@@ -572,10 +583,85 @@ class Pipeline:
 
     # ------------------------------------------------------------------ checkpoint
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe checkpoint: every key's open windows, queued events included."""
+        """JSON-safe checkpoint: every key's open windows, queued events included. ValueError
+        with slicing (its value budgets and open roll-up windows are not checkpointed yet)."""
+        if self._slicer is not None:
+            raise ValueError("a pipeline with slices (--slice-by, --rollup, --fairness-by) cannot be checkpointed yet")
         out = {"type": "Pipeline", "version": 1, "task": self.config.task, "windows": self.windows.to_dict()}
-        if self._labels is not None:  # delayed labels: the join and its pending store
-            out["labels"] = self._labels.to_dict()
+        if self._labels is not None:  # delayed labels: the join and its pending store (the windows once)
+            out["labels"] = {"type": "LabelStream", "version": 1, "counts": dict(self._labels.counts),
+                             "join": self._labels.join.to_dict()}
+        if self.alerts is not None:  # alert lifecycles: re-run after a restore, the same events
+            out["alerts"] = self.alerts.to_dict()
+        return out
+
+    def delta_dict(self) -> dict[str, Any]:
+        """What changed since the last :meth:`delta_dict` (or :meth:`track_changes`): the changed
+        keys' windows (:meth:`WindowManager.delta_dict`) and the label join's state; see
+        :meth:`apply_delta`. Tracking starts with the first call."""
+        windows = self.windows
+        windows.track_changes()
+        out = {"type": "PipelineDelta", "version": 1, "task": self.config.task,
+               "windows": windows.delta_dict(*windows.take_changed_keys())}
+        stream = self._labels
+        if stream is not None:
+            if stream is self._labels_tracked:  # the join's changes (pending predictions, remembered ids)
+                out["labels"] = {"type": "LabelStreamDelta", "version": 1, "counts": dict(stream.counts),
+                                 "join": stream.join.delta_dict()}
+            else:  # created since the last checkpoint: whole
+                out["labels"] = {"type": "LabelStream", "version": 1, "counts": dict(stream.counts),
+                                 "join": stream.join.to_dict()}
+                stream.join.track_changes()
+                self._labels_tracked = stream
+        if self.alerts is not None:  # (whole: bounded by the alert rules' keys)
+            out["alerts"] = self.alerts.to_dict()
+        return out
+
+    def track_changes(self) -> None:
+        """Start the change record :meth:`delta_dict` reads: call it when the state equals the
+        checkpoint just written (after :meth:`to_dict` or :meth:`load_dict`)."""
+        self.windows.track_changes()
+        self.windows.take_changed_keys()
+        if self._labels is not None:
+            self._labels.join.track_changes()
+        self._labels_tracked = self._labels
+
+    @staticmethod
+    def apply_delta(full: Mapping[str, Any], *deltas: Mapping[str, Any]) -> dict[str, Any]:
+        """The :meth:`to_dict` checkpoint ``full`` with ``deltas`` (:meth:`delta_dict`, in order)
+        applied, as data; ValueError (one line) for a malformed one. :meth:`load_dict` validates
+        the result."""
+        if not isinstance(full, Mapping) or full.get("type") != "Pipeline":
+            raise ValueError("not a streammetrics Pipeline checkpoint (no type 'Pipeline')")
+        out = dict(full)
+        labels: Any = full.get("labels")
+        joins: list[Any] = []  # join deltas since ``labels``, applied together
+        for delta in deltas:
+            if not isinstance(delta, Mapping) or delta.get("type") != "PipelineDelta" or delta.get("version") != 1:
+                raise ValueError("not a Pipeline checkpoint delta (type/version)")
+            if delta.get("task") != full.get("task"):
+                raise ValueError(f"checkpoint delta for task {delta.get('task')!r}, not {full.get('task')!r}")
+            part = delta.get("labels")
+            if part is None or (isinstance(part, Mapping) and part.get("type") == "LabelStream"):
+                labels, joins = part, []
+            elif isinstance(part, Mapping) and part.get("type") == "LabelStreamDelta" and isinstance(labels, Mapping):
+                joins.append(part.get("join"))
+                labels = {**labels, "counts": part.get("counts")}
+            else:
+                raise ValueError("malformed Pipeline checkpoint delta: labels")
+        if joins:
+            labels = {**labels, "join": LabelJoin.apply_delta(labels.get("join"), *joins)}
+        if labels is None:
+            out.pop("labels", None)
+        else:
+            out["labels"] = labels
+        for delta in deltas:  # alert state is written whole in each delta
+            if "alerts" in delta:
+                out["alerts"] = delta["alerts"]
+            else:
+                out.pop("alerts", None)
+        windows = [delta.get("windows") for delta in deltas]
+        out["windows"] = WindowManager.apply_delta(full.get("windows"), *windows)  # type: ignore[arg-type]
         return out
 
     def load_dict(self, data: Mapping[str, Any]) -> Pipeline:
@@ -587,6 +673,9 @@ class Pipeline:
             raise ValueError(f"Pipeline checkpoint version {data.get('version')!r} is not supported (expected 1)")
         if data.get("task") != self.config.task:
             raise ValueError(f"checkpoint is for task {data.get('task')!r}, this pipeline runs {self.config.task!r}")
+        alerts = None
+        if self.config.alerts is not None and data.get("alerts") is not None:
+            alerts = self.config.alerts.engine().load(data["alerts"])  # validated before anything changes
         labels = data.get("labels")
         stream = None
         if labels is not None:
@@ -600,6 +689,9 @@ class Pipeline:
         if self._labels is not None:
             self._labels.join.store.close()
         self._labels = stream
+        if self.config.alerts is not None:
+            self.alerts = alerts if alerts is not None else self.config.alerts.engine()
+            self._alert_events = []
         return self
 
     # ------------------------------------------------------------------ introspection

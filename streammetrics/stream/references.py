@@ -18,7 +18,7 @@ from streammetrics.events.parser import Event, EventParser
 from streammetrics.metrics.binary_scores import BinaryScores
 from streammetrics.metrics.multiclass_scores import MulticlassScores
 from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES, Reference, _check_max, _scores_of, _too_many
-from streammetrics.monitors.reference_multiclass import MulticlassReference, _multiclass_scores_of
+from streammetrics.monitors.reference_multiclass import MulticlassReference, multiclass_scores_of
 from streammetrics.stream.snapshots import SNAPSHOT_SCHEMA
 
 __all__ = ["load_references"]
@@ -50,7 +50,7 @@ def load_references(
         if not classes:
             raise ValueError("a multiclass reference needs classes (--classes)")
         new_acc: Any = lambda: MulticlassScores(classes, exact=exact)  # noqa: E731
-        scores_of: Any = _multiclass_scores_of
+        scores_of: Any = multiclass_scores_of
         make: Any = MulticlassReference
     else:
         new_acc = lambda: BinaryScores(exact=exact)  # noqa: E731

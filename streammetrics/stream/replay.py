@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import gc
 import io
 import os
@@ -37,8 +38,10 @@ from streammetrics.events.tables import (
     sniff,
     ts_scale,
 )
+from streammetrics.monitors.labels import DEFAULT_MAX_LABELS
 from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES
 from streammetrics.stream import label_replay
+from streammetrics.stream.alerting import alert_line, spec_from_options
 from streammetrics.stream.label_replay import Source, replay_merged
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig, Problem
 
@@ -252,9 +255,9 @@ def _config(args: argparse.Namespace) -> PipelineConfig:
     return PipelineConfig(**sliced,
         task=args.task, window=args.window, slide=args.slide, grace=args.grace, threshold=args.threshold,
         classes=args.classes, labels=args.labels, fields=parse_field_map(args.field),
+        max_labels=getattr(args, "max_labels", DEFAULT_MAX_LABELS),
         cumulative=args.cumulative, include_state=not args.no_state, max_future=args.max_future or None,
         max_keys=args.max_keys or None, max_snapshot_bytes=args.max_snapshot_bytes,
-        idle_close=getattr(args, "idle_close", None) or None, idle_clock="event",
         references=references, max_references=getattr(args, "max_references", None) or DEFAULT_MAX_REFERENCES,
         label_ttl=args.label_ttl, **({} if args.max_pending is None else {"max_pending_labels": args.max_pending}),
         confidence=getattr(args, "confidence", 0.95), compare=getattr(args, "compare", None),
@@ -296,11 +299,27 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
     if args.output != "-" and args.file == "-" and _stdin_is(args.output):
         return fail(f"--output {args.output} is the file on standard input: refusing to overwrite it")
     try:
-        pipeline = Pipeline(_config(args))
+        config = _config(args)
+        if config.slicing is not None and getattr(args, "labels_file", None) is not None:
+            raise ValueError("--slice-by, --rollup and --fairness-by read the slice fields of each prediction "
+                             "line; with --labels FILE they are not supported yet")
+        alerts = spec_from_options(getattr(args, "alert", ()), getattr(args, "alerts", None),
+                                   getattr(args, "alert_cooldown", None), getattr(args, "reference", None), config)
+        pipeline = Pipeline(dataclasses.replace(config, alerts=alerts))
         fmt = format_of(None if args.file == "-" else args.file, getattr(args, "format", None))
         scale = ts_scale(getattr(args, "ts_unit", "s"))
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OSError) as exc:
         return fail(str(exc))
+    alert_sink = None
+    if getattr(args, "alerts_output", None):
+        if alerts is None:
+            pipeline.close()
+            return fail("--alerts-output needs rules (--alert or --alerts)")
+        try:
+            alert_sink = open(args.alerts_output, "w", encoding="utf-8")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            pipeline.close()
+            return fail(f"cannot write {args.alerts_output}: {exc.strerror}", 1)
 
     try:
         source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115 - closed below
@@ -335,12 +354,19 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
                 size = None
         progress = _Progress(size, sys.stderr)
 
-    def write(line: str) -> None:
+    def write_line(line: str) -> None:
         try:
             sink.write(line)
             sink.write("\n")
         except BrokenPipeError:
             raise OutputClosed from None
+
+    def write(line: str) -> None:
+        write_line(line)
+        if pipeline.alerts is not None:
+            for event in pipeline.take_alerts():  # the alert events of the snapshots written
+                if alert_sink is not None:
+                    alert_sink.write(alert_line(event) + "\n")
 
     def report(lineno: int | str, message: str) -> None:  # a line number, or FILE:LINE with two files
         if progress is not None:
@@ -349,6 +375,8 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
 
     try:
         units, decoded, first_line = _input(args.file, source, fmt, scale, pipeline)
+        if decoded and progress is not None:
+            progress.total = None  # rows, not bytes: the bar counts them
         if label_source is not None:
             labels_fmt = extension_format(labels_file) or fmt
             label_units, labels_decoded, labels_first = _input(str(labels_file), label_source, labels_fmt, scale,
@@ -380,6 +408,10 @@ def run_replay(args: argparse.Namespace, argparser: argparse.ArgumentParser) -> 
         pipeline.close()
         if sink is not sys.stdout:
             sink.close()
+        if alert_sink is not None:
+            alert_sink.close()
+        if pipeline.alerts is not None:
+            print(pipeline.alerts.summary(), file=sys.stderr)
     if stats.aborted is not None:
         p = stats.aborted
         print(f"streammetrics replay: stopped after {ABORT_AFTER} events rejected for one reason and none "

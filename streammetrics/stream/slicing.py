@@ -50,6 +50,9 @@ DEFAULT_MAX_SLICE_VALUES = 100
 #: default ``--worst-slices``: slices listed per roll-up window
 DEFAULT_WORST_SLICES = 10
 _MAX_VALUE = 1000
+_MAX_CACHED = 1 << 16
+#: the confidence of the worst slices' gap intervals
+GAP_CONFIDENCE = 0.95
 #: metrics where a lower value is better (ranked by the largest gap)
 LOWER_IS_BETTER = frozenset(["log_loss", "brier_score", "expected_cost", "estimated_expected_cost", "ece",
                              "mean_absolute_error", "mean_squared_error", "root_mean_squared_error"])
@@ -92,15 +95,51 @@ class SliceSpec:
         return ("segment", *self.fields)
 
 
+class _Merged:
+    """Monitors merged into one. Small slice windows are exact (one level per distinct score):
+    merged first into a pending exact monitor (dictionary merges), which joins the total when it
+    leaves the exact form (or when the total is read), so that a binned total meets one state
+    per ``max_bins`` distinct scores rather than one per slice. The result is the same state
+    (merged states are functions of the multiset of events)."""
+
+    __slots__ = ("pending", "total")
+
+    def __init__(self) -> None:
+        self.total: Any = None
+        self.pending: Any = None
+
+    def add(self, monitor: Any) -> None:
+        pending = self.pending
+        pending = self.pending = monitor.copy() if pending is None else pending.merge(monitor)
+        if not _exact(pending):
+            self._fold()
+
+    def _fold(self) -> None:
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            self.total = pending if self.total is None else self.total.merge(pending)
+
+    @property
+    def monitor(self) -> Any:
+        self._fold()
+        return self.total
+
+
+def _exact(monitor: Any) -> bool:
+    """Whether a monitor's score states keep every distinct score (a monitor without them: no)."""
+    scores, predictions = getattr(monitor, "scores", None), getattr(monitor, "predictions", None)
+    return bool(getattr(scores, "exact", False)) and getattr(predictions, "bins_per_octave", 0) is None
+
+
 class _Rollup:
     """A roll-up window being merged: its monitor, slices, fairness groups and counts."""
 
-    __slots__ = ("count", "folded", "groups", "late", "monitor", "slices")
+    __slots__ = ("count", "folded", "groups", "late", "merged", "slices")
 
     def __init__(self) -> None:
-        self.monitor: Any = None
-        self.slices: list[tuple[dict[str, Any], Any, int]] = []
-        self.groups: dict[str, Any] = {}
+        self.merged = _Merged()
+        self.slices: list[tuple[dict[str, Any], Any, int, Any]] = []  # (key, value, count, monitor)
+        self.groups: dict[str, _Merged] = {}
         self.count = 0
         self.late = 0
         self.folded: dict[str, int] = {}
@@ -125,8 +164,19 @@ class Slicer:
         #: events whose value of a dimension was beyond its budget (mapped to ``__other__``)
         self.folded: dict[str, int] = dict.fromkeys(spec.fields, 0)
         self._monitors: dict[int, Any] = {}
+        # (segment, raw values) -> slice key, for values that are strings of their own slices
+        # (at most _MAX_CACHED entries: past that, the key is built per event)
+        self._keys: dict[tuple, str] = {}
         self._open: dict[tuple[tuple[str, ...], str, int, int], _Rollup] = {}
         self._fair = spec.fairness_by
+        # each roll-up merges the windows of the smallest other roll-up naming a superset of its
+        # dimensions when there is one (--rollup a,b then --rollup model: 2 merges per window of
+        # a,b instead of one per slice), else the slices' monitors; finer roll-ups built first
+        self._source: dict[tuple[str, ...], tuple[str, ...] | None] = {}
+        for rollup in spec.rollups:
+            wider = [r for r in spec.rollups if set(r) > set(rollup)]
+            self._source[rollup] = min(wider, key=len) if wider else None
+        self._order = sorted(spec.rollups, key=lambda r: -len(r))
 
     # ------------------------------------------------------------------ input
     def _value(self, raw: Any, i: int, name: str) -> str | Rejection:
@@ -154,10 +204,20 @@ class Slicer:
         """``parse`` whose events are keyed by their slice (their ``segment`` becomes the
         internal slice key); refusals name the slice field."""
         fields = self.spec.fields
+        cache = self._keys
 
         def sliced(raw: Any) -> Any:
             item = parse(raw)
             if item.__class__ is Event:
+                get = raw.get  # (an Event comes from a dict)
+                known = (item.segment, *[get(name) for name in fields])
+                try:
+                    key = cache.get(known)
+                except TypeError:  # an unhashable value: refused below
+                    key = None
+                if key is not None:  # (only strings of their own slices are cached)
+                    item.segment = key
+                    return item
                 values = [item.segment]
                 for i, name in enumerate(fields):
                     v = self._value(raw, i, name)
@@ -165,6 +225,9 @@ class Slicer:
                         return v
                     values.append(v)
                 item.segment = json.dumps(values, separators=(",", ":"))
+                if len(cache) < _MAX_CACHED and values == list(known) and all(
+                        v.__class__ is str and v != OTHER for v in known):
+                    cache[known] = item.segment
             return item
 
         return sliced
@@ -175,6 +238,21 @@ class Slicer:
         return {"model": key[0], **dict(zip(self.spec.dims, values))}
 
     # ------------------------------------------------------------------ monitors
+    def window_hook(self) -> Callable[[tuple[str, str], Any, dict[str, Any]], None] | None:
+        """The window engine's ``extra_metrics``: :meth:`hook` with roll-ups (they need each
+        window's monitor); else the inner hook on the slice's own key, or None (then small
+        windows keep the engine's vectorised pass)."""
+        if self.spec.rollups:
+            return self.hook
+        extra = self._extra
+        if extra is None:
+            return None
+
+        def inner(key: tuple[str, str], monitor: Any, metrics: dict[str, Any]) -> None:
+            extra((key[0], json.loads(key[1])[0]), monitor, metrics)
+
+        return inner
+
     def hook(self, key: tuple[str, str], monitor: Any, metrics: dict[str, Any]) -> None:
         """The window engine's ``extra_metrics``: the inner hook on the slice's own key
         ``(model, segment)``, and the monitor noted for :meth:`process`."""
@@ -202,18 +280,21 @@ class Slicer:
                 r = self._open.get((rollup, named["model"] + "|" + values, start, end))
                 if r is None:
                     r = self._open[(rollup, named["model"] + "|" + values, start, end)] = _Rollup()
-                r.monitor = monitor.copy() if r.monitor is None else r.monitor.merge(monitor)
+                if self._source[rollup] is None:
+                    r.merged.add(monitor)
                 r.count += snap["count"]
                 r.late += snap["late"]
                 for d in self.spec.fields:
                     if d not in rollup and named[d] == OTHER:
                         r.folded[d] = r.folded.get(d, 0) + snap["count"]
-                if self.spec.worst_slices:
-                    r.slices.append((named, snap["metrics"].get(self.spec.worst_metric), snap["count"]))
+                if self.spec.worst_slices:  # (the interval of the listed ones only: see _worst)
+                    r.slices.append((named, snap["metrics"].get(self.spec.worst_metric), snap["count"], monitor))
                 fair = self._fair
                 if fair is not None and fair not in rollup:
                     group = r.groups.get(named[fair])
-                    r.groups[named[fair]] = monitor.copy() if group is None else group.merge(monitor)
+                    if group is None:
+                        group = r.groups[named[fair]] = _Merged()
+                    group.add(monitor)
         out.extend(self._due(watermark_s))
         self._monitors.clear()
         return out
@@ -222,9 +303,21 @@ class Slicer:
         limit = None if watermark_s is None else _ms(watermark_s) if math.isfinite(watermark_s) else None
         if watermark_s is not None and limit is None:
             return []  # -inf: no event yet
-        due = [k for k in self._open if limit is None or k[3] <= limit]
-        due.sort(key=lambda k: (k[3], k[2], self.spec.rollups.index(k[0]), k[1]))
-        return [self._rollup_snapshot(k, self._open.pop(k)) for k in due]
+        built: list[tuple[tuple, dict[str, Any]]] = []
+        for rollup in self._order:  # finer roll-ups first: they feed the coarser ones
+            due = [k for k in self._open if k[0] == rollup and (limit is None or k[3] <= limit)]
+            for k in due:
+                r = self._open.pop(k)
+                built.append(((k[3], k[2], self.spec.rollups.index(rollup), k[1]), self._rollup_snapshot(k, r)))
+                model, values = k[1].split("|", 1)
+                named = dict(zip(rollup, json.loads(values)))
+                for coarse, source in self._source.items():
+                    if source == rollup:
+                        ident = model + "|" + json.dumps([named[d] for d in coarse], separators=(",", ":"))
+                        target = self._open[(coarse, ident, k[2], k[3])]  # (its slices made it)
+                        target.merged.add(r.merged.monitor)
+        built.sort(key=lambda item: item[0])
+        return [snap for _, snap in built]
 
     def _rollup_snapshot(self, k: tuple[tuple[str, ...], str, int, int], r: _Rollup) -> dict[str, Any]:
         rollup, ident, start, end = k
@@ -238,7 +331,7 @@ class Slicer:
             def inner(key: tuple[str, str], monitor: Any, metrics: dict[str, Any]) -> None:
                 extra((model, str(segment)), monitor, metrics)
 
-        snap = build_snapshot((model, str(segment)), r.monitor, start, end, final=True, late=r.late,
+        snap = build_snapshot((model, str(segment)), r.merged.monitor, start, end, final=True, late=r.late,
                               include_state=self.include_state, extra_metrics=inner)
         out: dict[str, Any] = {"schema": snap["schema"], "key": named, "rollup": list(rollup) or ["model"]}
         out.update((name, snap[name]) for name in _SNAPSHOT_TAIL if name in snap)
@@ -253,23 +346,57 @@ class Slicer:
     def _worst(self, r: _Rollup, whole: Any) -> list[dict[str, Any]]:
         metric = self.spec.worst_metric
         sign = -1.0 if metric in LOWER_IS_BETTER else 1.0  # worst first: the lowest (highest) gap
-        rows = []
-        for named, value, count in r.slices:
+        def rank(item: tuple[dict[str, Any], Any, int, Any]) -> tuple:
+            value = item[1]
             gap = value - whole if isinstance(value, (int, float)) and isinstance(whole, (int, float)) else None
-            rows.append({"key": named, metric: value, "gap": gap, "count": count})
-        rows.sort(key=lambda row: (row["gap"] is None, 0.0 if row["gap"] is None else sign * row["gap"],
-                                   json.dumps(row["key"], sort_keys=True)))
-        return rows[: self.spec.worst_slices]
+            return gap is None, 0.0 if gap is None else sign * gap, json.dumps(item[0], sort_keys=True)
+
+        listed = sorted(r.slices, key=rank)[: self.spec.worst_slices]
+        r.slices = []  # (the slices' monitors are released with the roll-up)
+        return [gap_row(named, metric, value, whole, slice_interval(monitor, metric), count)
+                for named, value, count, monitor in listed]
 
     @staticmethod
     def _fairness(groups: dict[str, Any]) -> dict[str, Any]:
         cells: dict[str, tuple[float, float, float, float, int]] = {}
-        for value, monitor in sorted(groups.items()):
+        for value, merged in sorted(groups.items()):
+            monitor = merged.monitor
             counts = monitor.confusion.counts()
             get = counts.get
             cells[value] = (get((0, 0), 0.0), get((0, 1), 0.0), get((1, 0), 0.0), get((1, 1), 0.0),
                             monitor.confusion.count)
         return fairness(cells)
+
+
+def slice_interval(monitor: Any, metric: str, confidence: float = GAP_CONFIDENCE) -> tuple[float, float] | None:
+    """The slice's ``confidence`` interval of ``metric`` (``Monitor.interval``: DeLong for ROC
+    AUC, Wilson / delta-method ones for the rates; None with too few events, weights other than
+    1, or a metric without one)."""
+    if metric not in getattr(monitor, "interval_metrics", ()):
+        return None
+    try:
+        return monitor.interval(metric, confidence)
+    except (ValueError, TypeError, ArithmeticError):
+        return None
+
+
+def gap_row(named: dict[str, Any], metric: str, value: Any, whole: Any, interval: tuple[float, float] | None,
+            count: int) -> dict[str, Any]:
+    """A slice's row in its roll-up's ``"slices"``: ``gap = value - whole`` and, when the slice
+    has an interval ``[low, high]`` of the metric, ``gap_low = low - whole``, ``gap_high = high -
+    whole`` and ``significant``: the roll-up's value lies outside the slice's interval (the
+    roll-up taken as known: conservative, since it holds the slice; false-alarm rate measured by
+    ``benchmarks/sim_slice_gaps.py``)."""
+    numbers = isinstance(value, (int, float)) and isinstance(whole, (int, float))
+    row: dict[str, Any] = {"key": named, metric: value, "gap": value - whole if numbers else None}
+    if interval is not None and isinstance(whole, (int, float)):
+        low, high = interval
+        row["gap_low"], row["gap_high"] = low - whole, high - whole
+        row["significant"] = bool(whole < low or whole > high)
+    else:
+        row["gap_low"] = row["gap_high"] = row["significant"] = None
+    row["count"] = count
+    return row
 
 
 def _ms(seconds: float) -> int:

@@ -225,7 +225,8 @@ def build_snapshot(
                        _intervals_of(monitor, metrics))
         if cumulative:
             snap["cumulative"] = True
-        snap["state"] = got[1]
+        if include_state:
+            snap["state"] = got[1]
         return snap
     snap["metrics"] = monitor.snapshot()
     if extra_metrics is not None:

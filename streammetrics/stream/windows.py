@@ -4,41 +4,53 @@ Time is cut into *panes* of ``gcd(size, slide)``; window ``k`` covers
 ``[k * slide, k * slide + size)`` (aligned to the epoch) and is the merge of its panes, so a
 hopping window never holds a second copy of an event: each event updates exactly one pane.
 
-Per key ``(model, segment)``:
+One watermark per manager (one input partition, or the whole stream of a replay), as Kafka
+Streams' stream time and Flink's per-partition watermarks:
 
-* **stream time** is the largest event time seen; the **watermark** is stream time minus
-  ``grace``. A window closes (final snapshot emitted, panes no longer needed released) once the
-  watermark reaches its end.
-* **idle close**: after ``idle_close`` seconds of ``clock()`` time without an event for the key,
-  every open window of the key closes, so a quiet stream still reports (and the key can be
-  evicted). The clock is processing time by default; ``replay --idle-close`` uses
-  :meth:`WindowManager.stream_time` (event time), so results stay deterministic. Keys are
-  kept in least-recently-seen order, so :meth:`WindowManager.poll` costs O(idle keys).
+* **stream time** is the largest event time seen over *all* keys; the **watermark** is stream
+  time minus ``grace``. Every key's window closes (final snapshot emitted, panes no longer needed
+  released) once the watermark reaches its end, whatever the key: a quiet key closes with the
+  others, and a key's first event older than the watermark's closed windows is late. Closing is
+  eager and ordered: when an event moves the watermark past windows' ends, those windows close at
+  once, in order of ``(end + grace, key)`` (a heap of the keys holding open panes, so the cost is
+  O(log keys) per window closed, nothing per event), so the output is a function of the events
+  alone, not of when :meth:`WindowManager.poll` is called.
+* :meth:`WindowManager.advance_watermark` moves the watermark without an event (the service's
+  idle partitions, ``--idle-close``); what it passes closes at the next :meth:`WindowManager.poll`.
 * an event whose pane belongs only to closed windows is **late**: it is not applied, it is
   counted for the key (``late`` in each snapshot) and :meth:`WindowManager.add` returns False
   so that the caller can route it elsewhere (the service sends it to the dead-letter topic).
 
-Bounded in time: closing and idle/flush closes jump over empty ranges of windows, so their cost
+(Before: one watermark per key, and wall-clock idle closing per key. A sparse key, one event per
+40 s in 5-minute windows, was either held open forever or closed by wall time with its window's
+later events dropped as late; and a replay and the service disagreed. With one watermark per
+partition neither happens; the price is that a key lagging the others by more than its window
+plus ``grace`` is late, as in every engine that keeps one watermark per partition.)
+
+Bounded in time: closing and flush closes jump over empty ranges of windows, so their cost
 is O(open panes x windows per pane) whatever the gap between two events (a first event at
 ``ts=0``, one dated 9999). An event more than ``max_future`` seconds (default 1 h; None or 0:
 no bound) ahead of ``wall_clock()`` is refused with :class:`EventRejected` (code ``future``),
 counted in :attr:`WindowManager.rejected` and never advances stream time: one bad producer
-clock cannot turn the rest of its key late.
+clock cannot turn the rest of the stream late. The bound is cached and re-read from the wall
+clock when an event passes it, at every :meth:`WindowManager.poll`, and at least every
+:data:`FUTURE_REFRESH_EVENTS` events, so it follows the wall clock down after a step back
+(a host clock stepped forward, then corrected) as well as up.
 
-Bounded in keys: a key whose windows have all closed and that queues nothing (after an idle
-close or a flush) is *evicted*; a compact ``(next_window, late)`` of each evicted key is kept
-(at most ``max_keys`` of them, oldest dropped first), so a later event of the key is late for
-a closed window exactly as if the key had stayed, and its ``late`` total carries on. Keys that
-fall out of that memory are *forgotten*: the largest ``next_window`` among them becomes a
-frontier for every key not held or remembered, so an event below it is late rather than able
-to re-open (and re-emit with other content) a window already emitted under a forgotten key; a
-genuinely new key's events older than that frontier are then late too (conservative: a window
-is never emitted twice under one key with different content). That frontier only reaches
-windows still in use when more than ``max_keys`` keys are evicted while the stream stays in
-one window; raise ``max_keys`` for such churn. At most
-``max_keys`` keys hold open windows (default 100,000); an event of a new key beyond that is
-refused (:class:`EventRejected` code ``key_limit``, counted). With ``cumulative=True`` keys are
-not evicted (their all-time monitor is the point) and ``max_keys`` alone bounds them.
+Bounded in keys: a key whose windows have all closed and that queues nothing is *evicted*; a
+compact ``(next_window, late)`` of each evicted key is kept (at most ``max_keys`` of them,
+oldest dropped first), so a later event of the key is late for a closed window exactly as if the
+key had stayed, and its ``late`` total carries on. Keys that fall out of that memory are
+*forgotten*: the largest ``next_window`` among them becomes a frontier for every key not held or
+remembered, so an event below it is late rather than able to re-open (and re-emit with other
+content) a window already emitted under a forgotten key; a genuinely new key's events older than
+that frontier are then late too (conservative: a window is never emitted twice under one key
+with different content). That frontier only reaches windows still in use when more than
+``max_keys`` keys are evicted while the stream stays in one window; raise ``max_keys`` for such
+churn. At most ``max_keys`` keys hold open windows (default 100,000); an event of a new key
+beyond that is refused (:class:`EventRejected` code ``key_limit``, counted). With
+``cumulative=True`` keys are not evicted (their all-time monitor is the point) and ``max_keys``
+alone bounds them.
 
 **Delayed labels** (contract section 5; the join is :mod:`streammetrics.stream.labels`):
 :meth:`WindowManager.add_prediction` applies a prediction awaiting its label (the monitor's
@@ -84,12 +96,14 @@ events of ~100,000 open windows hold a float each instead of a parsed event (~6 
 memory; the parsed event is freed at once and its memory reused for the next one), and
 checkpoints write them as JSON numbers.
 
-Everything is deterministic given the same events in the same order (and the same clock for
-idle closes), and the whole state round-trips through :meth:`WindowManager.to_dict`, which is
-what lets the Kafka service checkpoint and re-emit byte-identical snapshots after a crash.
+Everything is deterministic given the same events in the same order (and the same calls of
+:meth:`WindowManager.advance_watermark`), and the whole state round-trips through
+:meth:`WindowManager.to_dict`, which is what lets the Kafka service checkpoint and re-emit
+byte-identical snapshots after a crash.
 """
 from __future__ import annotations
 
+import heapq
 import math
 import re
 import time
@@ -102,6 +116,7 @@ from streammetrics.stream.snapshots import build_snapshot, snapshot_line, window
 
 __all__ = [
     "DEFAULT_MAX_FUTURE",
+    "FUTURE_REFRESH_EVENTS",
     "DEFAULT_MAX_KEYS",
     "EventRejected",
     "WindowManager",
@@ -111,6 +126,8 @@ __all__ = [
 
 #: default bound on how far ahead of the wall clock an event time may be (seconds)
 DEFAULT_MAX_FUTURE = 3600.0
+#: the cached ``max_future`` bound is re-read from the wall clock at least every this many events
+FUTURE_REFRESH_EVENTS = 1024
 #: default bound on the keys held at once (open windows), and on the evicted keys remembered
 DEFAULT_MAX_KEYS = 100_000
 
@@ -193,12 +210,12 @@ class _KeyState:
     """Open panes and bookkeeping for one stream key."""
 
     __slots__ = (
+        "armed",
         "awaiting",
         "close_at",
         "cumulative",
         "first_pane_bound",
         "first_window",
-        "last_seen",
         "late",
         "max_us",
         "model",
@@ -217,7 +234,7 @@ class _KeyState:
         self.max_us: float = -math.inf  # largest event time seen (us)
         self.next_window: int | None = None  # lowest window index not yet closed
         self.late = 0
-        self.last_seen = 0.0  # processing time of the last event
+        self.armed: float | None = None  # the close_at of the key's live entry in the manager's heap
         self.cumulative: Any = None
         self.first_window: int | None = None
         self.tag: Any = None  # the key's event tag (see WindowManager), fixed by its first event
@@ -289,25 +306,19 @@ class WindowManager:
         window: float,
         slide: float | None = None,
         grace: float = 0.0,
-        idle_close: float | None = None,
         *,
         cumulative: bool = False,
         include_state: bool = True,
         batch: bool = False,
         max_pending: int = 4096,
         event_codec: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None = None,
-        clock: Callable[[], float] = time.monotonic,
         monitor_loader: Callable[[Mapping[str, Any]], Any] | None = None,
         max_future: float | None = DEFAULT_MAX_FUTURE,
         wall_clock: Callable[[], float] = time.time,
         max_keys: int | None = DEFAULT_MAX_KEYS,
         extra_metrics: Callable[[tuple[str, str], Any, dict[str, Any]], None] | None = None,
-        shared_watermark: bool = False,
     ) -> None:
         self.spec = WindowSpec(window, slide, grace)
-        #: one watermark for every key (the largest event time over all keys minus ``grace``)
-        #: instead of one per key: see :meth:`watermark_us`
-        self.shared_watermark = shared_watermark
         #: ``extra_metrics(key, monitor, metrics)`` adds to each snapshot's ``metrics`` (e.g. the
         #: label-free metrics against a reference: :func:`streammetrics.monitors.reference.snapshot_metrics`)
         self.extra_metrics = extra_metrics
@@ -316,13 +327,12 @@ class WindowManager:
         #: events more than this many seconds ahead of ``wall_clock()`` are refused (None or 0: no bound)
         self.max_future = max_future or None
         self._wall_clock = wall_clock
-        # cached bound in us: wall_clock() is read only when an event exceeds it (clocks move forward)
+        # cached bound in us: wall_clock() is re-read when an event exceeds it, at each poll and
+        # every FUTURE_REFRESH_EVENTS events (a clock stepped back lowers it again)
         self._future_us: float = -math.inf if self.max_future else math.inf
+        self._future_left = FUTURE_REFRESH_EVENTS  # events until the next re-read
         #: events refused by reason code (``future``, ``key_limit``, ``kind_mismatch``)
         self.rejected: dict[str, int] = {}
-        if idle_close is not None and not (idle_close > 0 and math.isfinite(idle_close)):
-            raise ValueError(f"idle_close must be a positive number of seconds, got {idle_close!r}")
-        self.idle_close = idle_close
         self.cumulative = cumulative
         self.include_state = include_state
         self.batch = batch
@@ -330,7 +340,6 @@ class WindowManager:
         self._codec = event_codec
         self._factory = monitor_factory
         self._loader = monitor_loader
-        self._clock = clock
         self._keys: dict[tuple[str, str], _KeyState] = {}
         if max_keys is not None and (isinstance(max_keys, bool) or not isinstance(max_keys, int) or max_keys < 1):
             raise ValueError(f"max_keys must be a positive integer or None, got {max_keys!r}")
@@ -352,28 +361,36 @@ class WindowManager:
         packer = getattr(template, "event_packer", None)
         self._pack: Callable[[Any], Any] | None = packer() if packer is not None else None
         self._check_packed: Callable[[Any], Any] | None = getattr(template, "check_packed", None)
-        # many small windows closed together (tumbling, queued events, state in the snapshot):
-        # the template's snapshot_states builds their records in one vectorised pass at poll()
+        # many small windows closed together (tumbling, queued events): the template's
+        # snapshot_states builds their records in one vectorised pass at poll() (the state left
+        # out of the snapshots with include_state=False)
         self._template = template
+        # an extra_metrics hook that reads the monitor only for some keys says which
+        # (``wants_monitor(key)``, e.g. --reference's): the other keys' windows take that pass too
+        self._wants_monitor: Callable[[tuple[str, str]], bool] | None = getattr(extra_metrics, "wants_monitor", None)
         self._fleet: Callable[[list], list] | None = getattr(template, "snapshot_states", None) if (
-            batch and include_state and extra_metrics is None and not cumulative
+            batch and (extra_metrics is None or self._wants_monitor is not None) and not cumulative
             and self.spec.panes_per_slide == self.spec.panes_per_window) else None
-        # poll_lines: the same windows' lines written directly from their JSON texts
+        # poll_lines: the same windows' lines written directly from their JSON texts (with state)
         self._fleet_texts: Callable[[list], list] | None = getattr(template, "snapshot_texts", None) if (
-            self._fleet is not None) else None
+            self._fleet is not None and include_state and extra_metrics is None) else None
         #: panes of at most this many queued events are deferred (larger ones close as before)
         self._fleet_max = getattr(template, "snapshot_states_max_events", 0)
         self._deferred: list[_Deferred] = []
         #: vectorised builds that raised (their windows were then built one by one, as at close)
         self.fleet_failures = 0
         self._pane_us = self.spec.pane_ms * 1000
-        self._idle = idle_close is not None
-        # with idle_close: held keys, least recently seen first (clock values never decrease), so
-        # that poll() visits only the keys that are idle, not every key
-        self._recent: dict[tuple[str, str], None] = {}
         self._max_us: float = -math.inf
+        # (close_at, key) of the keys holding open or queued panes, smallest first (stale entries,
+        # whose close_at is no longer the key's ``armed``, are skipped); _next_due: its top
+        self._due: list[tuple[float, tuple[str, str]]] = []
+        self._next_due: float = math.inf
         self._revised = False  # some closed window awaits a new revision (delayed labels)
         self._rev_pane: int | None = None  # pane of the last revision tick (see revision_tick)
+        # keys whose checkpointed state changed since take_changed_keys() (None: not tracked), and
+        # those among them (re)created since (see delta_dict)
+        self._changed: set[tuple[str, str]] | None = None
+        self._created: set[tuple[str, str]] = set()
 
     # ----------------------------------------------------------------- events
     def add(self, event: Any) -> bool:
@@ -387,7 +404,8 @@ class WindowManager:
         # side of a window boundary its decimal value says, epoch-scale timestamps included (float
         # spacing there is ~0.25 us), and the window arithmetic below is exact integer arithmetic
         ts_us = _floor(event.ts * 1e6 + 0.5)
-        if ts_us > self._future_us:
+        self._future_left -= 1
+        if ts_us > self._future_us or self._future_left <= 0:
             self._check_future(event, ts_us)
         item = event
         if self._pack is not None:  # the monitor's packed form (and its check of an event it does not pack)
@@ -398,16 +416,11 @@ class WindowManager:
         state = self._keys.get((event.model, event.segment))
         if state is None or self._event_tag is not None:
             state = self._key_state(event, state)
-        if self.shared_watermark and self._max_us >= state.close_at and self._max_us != -math.inf:
+        if self._changed is not None:
+            self._changed.add((event.model, event.segment))
+        if self._max_us >= state.close_at and self._max_us != -math.inf:  # a key not in the heap catches up
             self._close_by_watermark((event.model, event.segment), state, self._max_us)
         pane = ts_us // self._pane_us
-        if self._idle:
-            state.last_seen = self._clock()
-            recent = self._recent
-            key = (event.model, event.segment)
-            if key in recent:
-                del recent[key]
-            recent[key] = None
         if pane < state.open_from:
             state.late += 1
             if not state.panes and not state.pending:  # an evicted key's late event: evict again
@@ -432,11 +445,12 @@ class WindowManager:
             self._set_first_window(state, self.spec.first_window_of_pane(pane))
         if ts_us > state.max_us:
             state.max_us = ts_us
-            if ts_us > self._max_us:
-                self._max_us = ts_us
-            if ts_us >= state.close_at:
-                self._close_by_watermark((event.model, event.segment), state,
-                                         self._max_us if self.shared_watermark else None)
+        if state.armed != state.close_at:  # open panes the heap does not know of (yet)
+            self._arm((event.model, event.segment), state)
+        if ts_us > self._max_us:
+            self._max_us = ts_us
+            if ts_us >= self._next_due:
+                self._close_due()
         return True
 
     # ----------------------------------------------------------------- delayed labels
@@ -447,21 +461,17 @@ class WindowManager:
         it counts in (give it back to :meth:`add_outcome` / :meth:`expire`), or None if late
         (counted, as in :meth:`add`). Raises :class:`EventRejected` like :meth:`add`."""
         ts_us = _floor(event.ts * 1e6 + 0.5)
-        if ts_us > self._future_us:
+        self._future_left -= 1
+        if ts_us > self._future_us or self._future_left <= 0:
             self._check_future(event, ts_us)
         state = self._keys.get((event.model, event.segment))
         if state is None or self._event_tag is not None:
             state = self._key_state(event, state)  # event_tag reads y_pred's kind when y_true is None
-        if self.shared_watermark and self._max_us >= state.close_at and self._max_us != -math.inf:
+        if self._changed is not None:
+            self._changed.add((event.model, event.segment))
+        if self._max_us >= state.close_at and self._max_us != -math.inf:  # as in add
             self._close_by_watermark((event.model, event.segment), state, self._max_us)
         pane = ts_us // self._pane_us
-        if self._idle:
-            state.last_seen = self._clock()
-            recent = self._recent
-            key = (event.model, event.segment)
-            if key in recent:
-                del recent[key]
-            recent[key] = None
         if pane < state.open_from:
             state.late += 1
             if not state.panes and not state.pending and not state.revising:  # as in add
@@ -483,11 +493,12 @@ class WindowManager:
             self._set_first_window(state, self.spec.first_window_of_pane(pane))
         if ts_us > state.max_us:
             state.max_us = ts_us
-            if ts_us > self._max_us:
-                self._max_us = ts_us
-            if ts_us >= state.close_at:
-                self._close_by_watermark((event.model, event.segment), state,
-                                         self._max_us if self.shared_watermark else None)
+        if state.armed != state.close_at:  # open panes the heap does not know of (yet)
+            self._arm((event.model, event.segment), state)
+        if ts_us > self._max_us:
+            self._max_us = ts_us
+            if ts_us >= self._next_due:
+                self._close_due()
         return first
 
     def add_outcome(self, event: Any, first_window: int | None = None) -> None:
@@ -511,6 +522,8 @@ class WindowManager:
         state = self._keys.get(key)
         if state is None:
             raise ValueError(f"no prediction of key {key!r} is awaiting a label")
+        if self._changed is not None:
+            self._changed.add(key)
         if labelled and self._event_tag is not None and state.tag is not None:
             try:
                 tag = self._event_tag(event)
@@ -577,6 +590,8 @@ class WindowManager:
                 win = state.revising[k]
                 if not win.dirty:
                     continue
+                if self._changed is not None:
+                    self._changed.add(key)
                 win.revision += 1
                 win.dirty = False
                 start = k * spec.slide_ms
@@ -591,8 +606,7 @@ class WindowManager:
 
     def stream_time(self) -> float | None:
         """The largest event time (epoch seconds) applied over all keys, evicted ones included
-        (None before the first event). O(1). As the ``clock`` of a replay it makes idle closes
-        a matter of event time: deterministic."""
+        (None before the first event). O(1)."""
         return None if self._max_us == -math.inf else self._max_us / 1e6
 
     def awaiting_windows(self) -> int:
@@ -601,12 +615,17 @@ class WindowManager:
 
     def _check_future(self, event: Any, ts_us: int) -> None:
         """Refresh the cached future bound from the wall clock; refuse ``event`` beyond it."""
+        self._future_left = FUTURE_REFRESH_EVENTS
         if self.max_future is None:
             return
-        self._future_us = _floor((self._wall_clock() + self.max_future) * 1e6)
+        self._refresh_future()
         if ts_us > self._future_us:
             self._reject("future", f"event time {event.ts!r} is more than {self.max_future:g} s ahead of the "
                                    f"wall clock (max_future)", "ts")
+
+    def _refresh_future(self) -> None:
+        """The ``max_future`` bound from the wall clock now (up or down: a step back lowers it)."""
+        self._future_us = _floor((self._wall_clock() + self.max_future) * 1e6) if self.max_future else math.inf
 
     def _reject(self, code: str, reason: str, field: str | None = None) -> None:
         self.rejected[code] = self.rejected.get(code, 0) + 1
@@ -629,15 +648,16 @@ class WindowManager:
     def _new_key(self, key: tuple[str, str]) -> _KeyState:
         """State for a key not held: refused past ``max_keys``; an evicted key resumes from its
         remembered frontier (and late count), a forgotten one from the forgotten keys' frontier."""
-        if self.max_keys is not None and len(self._keys) >= self.max_keys and self.idle_close is not None:
-            self._close_idle(self._clock())  # make room: idle keys close (snapshots ready) and go
-            if self._emptied:
-                self._evict_emptied()
+        if self.max_keys is not None and len(self._keys) >= self.max_keys and self._emptied:
+            self._evict_emptied()  # make room: keys whose windows all closed go
         if self.max_keys is not None and len(self._keys) >= self.max_keys:
             self._reject("key_limit", f"more than max_keys={self.max_keys} keys have open windows; "
                                       f"key model={key[0]!r:.80} segment={key[1]!r:.80} refused (raise "
-                                      f"--max-keys, or let quiet keys close with --idle-close)", "model")
+                                      f"--max-keys)", "model")
         state = self._keys[key] = _KeyState(key[0])
+        if self._changed is not None:
+            self._changed.add(key)
+            self._created.add(key)
         remembered = self._closed.pop(key, None)
         if remembered is not None:
             self._set_next_window(state, remembered[0])
@@ -660,12 +680,15 @@ class WindowManager:
             if state is None or state.panes or state.pending or state.next_window is None or state.revising:
                 continue  # (closed windows awaiting labels keep their key)
             del self._keys[key]
-            self._recent.pop(key, None)
             self.evicted += 1
             closed[key] = (state.next_window, state.late)
+            if self._changed is not None:
+                self._changed.add(key)
             if bound is not None and len(closed) > bound:
                 old = next(iter(closed))
                 nw = closed.pop(old)[0]
+                if self._changed is not None:
+                    self._changed.add(old)
                 if self._forgotten_next is None or nw > self._forgotten_next:
                     self._forgotten_next = nw
 
@@ -707,9 +730,11 @@ class WindowManager:
             self._drain_pane(state, pane)
 
     # ----------------------------------------------------------------- closing
-    def _close_by_watermark(self, key: tuple[str, str], state: _KeyState, max_us: float | None = None) -> None:
+    def _close_by_watermark(self, key: tuple[str, str], state: _KeyState, max_us: float) -> None:
+        """Close the key's windows ending at or before the watermark of stream time ``max_us``
+        (the first event of the key: its first open window is the watermark's)."""
         spec = self.spec
-        watermark = (state.max_us if max_us is None else max_us) - spec.grace_ms * 1000
+        watermark = max_us - spec.grace_ms * 1000
         # window k ends at k*slide + size: closed once watermark >= end (exact integer arithmetic)
         last_closable = (watermark - spec.size_ms * 1000) // (spec.slide_ms * 1000)
         if state.next_window is None:  # first event of the key: nothing was open before
@@ -725,6 +750,8 @@ class WindowManager:
         range between two events (a first event at ts=0, one dated 9999) is skipped
         arithmetically instead of stepped through.
         """
+        if self._changed is not None:
+            self._changed.add(key)
         spec = self.spec
         s, w = spec.panes_per_slide, spec.panes_per_window
         k = state.next_window
@@ -835,28 +862,28 @@ class WindowManager:
         self._ready.append(window)
         self._deferred.append(window)
 
-    def poll(self, now: float | None = None, revisions: bool = True, collect: bool = True) -> list[dict[str, Any]]:
-        """Close idle keys (if ``idle_close`` is set) and return the snapshots ready since the last
+    def poll(self, revisions: bool = True, collect: bool = True) -> list[dict[str, Any]]:
+        """Close what :meth:`advance_watermark` passed and return the snapshots ready since the last
         call. ``revisions=True`` also emits the revisions of windows that labels changed since the
         last revision tick (prompt revisions for a live service); with ``revisions=False`` they
         wait for the next tick (:meth:`revision_tick`) or :meth:`flush`, so that the output does
         not depend on when the caller polls (replay). ``collect=False`` does the closing work
         and returns nothing: the ready snapshots stay queued (in order, :attr:`ready_count`) for
         a later call, so that more small windows are built together (replay)."""
-        return self._collect(now, revisions, collect, False)
+        return self._collect(revisions, collect, False)
 
-    def poll_lines(self, now: float | None = None, revisions: bool = True, collect: bool = True) -> list[str]:
+    def poll_lines(self, revisions: bool = True, collect: bool = True) -> list[str]:
         """:meth:`poll`'s snapshots as their canonical lines
         (:func:`~streammetrics.stream.snapshots.snapshot_line`), for a caller that only writes
         them (replay): the small windows closed together are written straight from their JSON
         texts (the template's ``snapshot_texts``; no dict or encoder per window), the same lines."""
-        return _lines_of(self._collect(now, revisions, collect, True))
+        return _lines_of(self._collect(revisions, collect, True))
 
-    def _collect(self, now: float | None, revisions: bool, collect: bool, lines: bool) -> list[Any]:
-        if self.idle_close is not None:
-            self._close_idle(self._clock() if now is None else now)
-        if self.shared_watermark and self._max_us != -math.inf:
-            self._close_all(self._max_us)
+    def _collect(self, revisions: bool, collect: bool, lines: bool) -> list[Any]:
+        if self.max_future is not None:
+            self._refresh_future()
+        if self._next_due <= self._max_us:
+            self._close_due()
         if self._revised and revisions:
             self._emit_revisions()
         if self._emptied:
@@ -886,8 +913,12 @@ class WindowManager:
         deferred, self._deferred = self._deferred, []
         build = self._fleet if not lines or self._fleet_texts is None else self._fleet_texts
         assert build is not None
+        wants, extra = self._wants_monitor, self.extra_metrics
+        # windows whose extra_metrics hook reads their monitor are built from one, as at close
+        fleet = [d for d in deferred if wants is None or not wants(d.key)]
         try:
-            records = build([d.events for d in deferred])
+            got = iter(build([d.events for d in fleet]))
+            records = [next(got) if wants is None or not wants(d.key) else None for d in deferred]
         except Exception:  # noqa: BLE001 - an optimisation: each window then from its monitor, as at close
             self.fleet_failures += 1
             records = [None] * len(deferred)
@@ -896,52 +927,67 @@ class WindowManager:
             if record is None:  # the window's monitor, as when it closes without deferral
                 monitor = self._factory()
                 self._apply(monitor, d.events)
-                built.append(build_snapshot(d.key, monitor, d.start_ms, d.end_ms, final=True, late=d.late))
+                built.append(build_snapshot(d.key, monitor, d.start_ms, d.end_ms, final=True, late=d.late,
+                                            include_state=self.include_state, extra_metrics=extra))
             elif build is self._fleet_texts:
                 built.append(window_line(d.key, d.start_ms, d.end_ms, len(d.events), d.late, *record))
             else:
-                built.append(build_snapshot(d.key, self._template, d.start_ms, d.end_ms, final=True,
-                                            late=d.late, count=len(d.events), record=record))
+                snap = build_snapshot(d.key, self._template, d.start_ms, d.end_ms, final=True, late=d.late,
+                                      count=len(d.events), record=record, include_state=self.include_state)
+                if extra is not None:  # (a key the hook does not read the monitor of)
+                    extra(d.key, None, snap["metrics"])
+                built.append(snap)
         in_order = iter(built)  # (_deferred holds them in their order in the ready queue)
         self._ready = [next(in_order) if r.__class__ is _Deferred else r for r in self._ready]
 
-    def _close_all(self, max_us: float) -> None:
-        """Shared watermark: close every held key's windows that end at or before it. O(keys)."""
+    def _arm(self, key: tuple[str, str], state: _KeyState) -> None:
+        """Enter the key in the heap of keys to close at its ``close_at`` (it holds open panes)."""
+        state.armed = at = state.close_at
+        heapq.heappush(self._due, (at, key))
+        if at < self._next_due:
+            self._next_due = at
+
+    def _close_due(self) -> None:
+        """Close every key's windows that the watermark passed, in ``(close_at, key)`` order:
+        O(log keys) per key closed, nothing for the keys not due."""
+        due, keys, max_us = self._due, self._keys, self._max_us
+        while due and due[0][0] <= max_us:
+            at, key = heapq.heappop(due)
+            state = keys.get(key)
+            if state is None or state.armed != at:
+                continue  # stale: the key closed or went since
+            state.armed = None
+            self._close_by_watermark(key, state, max_us)
+            if state.panes or state.pending:
+                self._arm(key, state)
+        self._next_due = due[0][0] if due else math.inf
+
+    def _rearm_all(self) -> None:
+        """The heap rebuilt from the keys held (after a checkpoint is loaded)."""
+        self._due = []
+        self._next_due = math.inf
         for key, state in self._keys.items():
-            if state.close_at <= max_us and state.next_window is not None:
-                self._close_by_watermark(key, state, max_us)
+            state.armed = None
+            if state.panes or state.pending:
+                self._arm(key, state)
 
     def advance_watermark(self, watermark_us: int) -> None:
-        """Raise the shared watermark to at least ``watermark_us`` without an event (a source
-        with no traffic keeping up with the others); the next :meth:`poll` closes what it passes.
-        Kept by :meth:`to_dict`."""
+        """Raise the watermark to at least ``watermark_us`` without an event (an input partition
+        with no traffic keeping up with the others: the service's ``--idle-close``); the next
+        :meth:`poll` closes what it passes. Kept by :meth:`to_dict` (so a checkpoint taken before
+        that poll closes the same windows when restored)."""
         target = watermark_us + self.spec.grace_ms * 1000
         if target > self._max_us:
             self._max_us = target
 
     def watermark_us(self) -> float:
-        """The shared watermark in microseconds (largest event time over all keys minus
-        ``grace``; -inf before the first event). With ``shared_watermark=True``, after
-        :meth:`poll` every window ending at or before it has closed (its snapshot returned) for
-        every key, held, evicted or new, and any later event for such a window is late: a
-        consumer merging the snapshots of several window managers (the Kafka service's
-        partitioned mode) may treat every window ending at or before it as complete here."""
+        """The watermark in microseconds (largest event time over all keys minus ``grace``; -inf
+        before the first event). After :meth:`poll` every window ending at or before it has closed
+        (its snapshot returned) for every key, held, evicted or new, and any later event for such
+        a window is late: a consumer merging the snapshots of several window managers (the Kafka
+        service's ``--partitioning any``) may treat every window ending at or before it as complete
+        here."""
         return self._max_us - self.spec.grace_ms * 1000
-
-    def _close_idle(self, now: float) -> None:
-        """Close the windows of keys idle for ``idle_close`` at ``now`` (least recently seen first)."""
-        if self.idle_close is not None:
-            idle = []
-            for key in self._recent:
-                state = self._keys.get(key)
-                if state is not None and now - state.last_seen < self.idle_close:
-                    break
-                idle.append(key)
-            for key in idle:
-                del self._recent[key]
-                state = self._keys.get(key)
-                if state is not None:
-                    self._close_open(key, state)
 
     def _close_open(self, key: tuple[str, str], state: _KeyState) -> None:
         """Close every window of the key that holds an open or queued pane (:meth:`_close_through`
@@ -959,8 +1005,9 @@ class WindowManager:
         return _lines_of(self._flush(True))
 
     def _flush(self, lines: bool) -> list[Any]:
-        for key, state in self._keys.items():
-            self._close_open(key, state)
+        keys = self._keys
+        for key in sorted(keys):  # (the dict's order depends on when keys were evicted: on polls)
+            self._close_open(key, keys[key])
         if self._revised:
             self._emit_revisions()
         if self._emptied:
@@ -1008,36 +1055,143 @@ class WindowManager:
         Version 2 when some queued event is packed (a JSON number, see the module docstring),
         which versions before packing cannot read; else version 1, as they wrote."""
         keys = []
-        encode = self._codec[0] if self._codec else None
         packed = False  # some queued event is packed (a number): version 2
         for (model, segment), st in self._keys.items():
-            if encode is None:
-                self._drain_key(st)
-            elif not packed and self._pack is not None:
-                packed = any(e.__class__ is float for q in st.pending.values() for e in q)
-            keys.append({
-                "model": model,
-                "segment": segment,
-                "max_us": None if st.max_us == -math.inf else st.max_us,
-                "next_window": st.next_window,
-                "first_window": st.first_window,
-                "late": st.late,
-                "tag": st.tag,
-                "panes": [[j, m.to_dict()] for j, m in sorted(st.panes.items())],
-                "pending": [[j, [e if e.__class__ is float else encode(e) for e in q]]
-                            for j, q in sorted(st.pending.items())]
-                if encode else [],
-                "cumulative": None if st.cumulative is None else st.cumulative.to_dict(),
-                "cumulative_released": True,  # the all-time monitor holds released panes only
-                "awaiting": [[j, a, e] for j, (a, e) in sorted(st.awaiting.items())],
-                "revising": [[k, r.monitor.to_dict(), r.awaiting, r.expired, r.revision, r.dirty]
-                             for k, r in sorted(st.revising.items())],
-            })
+            entry, key_packed = self._key_entry(model, segment, st, packed)
+            packed = packed or key_packed
+            keys.append(entry)
         return {"type": "WindowManager", "version": 2 if packed else 1, "spec": self.spec.to_dict(), "keys": keys,
                 "closed": [[m, g, nw, late] for (m, g), (nw, late) in self._closed.items()],
-                "forgotten_next": self._forgotten_next, "evicted": self.evicted,
+                **self._globals()}
+
+    def _globals(self) -> dict[str, Any]:
+        return {"forgotten_next": self._forgotten_next, "evicted": self.evicted,
                 "max_us": None if self._max_us == -math.inf else self._max_us,
                 "revision_pane": self._rev_pane}
+
+    def _key_entry(self, model: str, segment: str, st: _KeyState, packed: bool) -> tuple[dict[str, Any], bool]:
+        """One key's checkpoint entry, and whether it queues a packed event (checked while ``packed`` is False)."""
+        encode = self._codec[0] if self._codec else None
+        if encode is None:
+            self._drain_key(st)
+        elif not packed and self._pack is not None:
+            packed = any(e.__class__ is float for q in st.pending.values() for e in q)
+        return {
+            "model": model,
+            "segment": segment,
+            "max_us": None if st.max_us == -math.inf else st.max_us,
+            "next_window": st.next_window,
+            "first_window": st.first_window,
+            "late": st.late,
+            "tag": st.tag,
+            "panes": [[j, m.to_dict()] for j, m in sorted(st.panes.items())],
+            "pending": [[j, [e if e.__class__ is float else encode(e) for e in q]]
+                        for j, q in sorted(st.pending.items())]
+            if encode else [],
+            "cumulative": None if st.cumulative is None else st.cumulative.to_dict(),
+            "cumulative_released": True,  # the all-time monitor holds released panes only
+            "awaiting": [[j, a, e] for j, (a, e) in sorted(st.awaiting.items())],
+            "revising": [[k, r.monitor.to_dict(), r.awaiting, r.expired, r.revision, r.dirty]
+                         for k, r in sorted(st.revising.items())],
+        }, packed
+
+    # ----------------------------------------------------------------- incremental checkpoints
+    def track_changes(self) -> None:
+        """Start recording the keys whose checkpointed state changes (:meth:`take_changed_keys`)."""
+        if self._changed is None:
+            self._changed = set()
+            self._created = set()
+
+    def take_changed_keys(self) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+        """The keys whose :meth:`to_dict` entry (or evicted-key record) changed since the last call
+        (or :meth:`track_changes`), and those among them (re)created since; both reset."""
+        if self._changed is None:
+            raise ValueError("track_changes() was not called")
+        changed, created = self._changed, self._created
+        self._changed, self._created = set(), set()
+        return changed, created
+
+    def delta_dict(self, changed: set[tuple[str, str]], created: set[tuple[str, str]]) -> dict[str, Any]:
+        """What :meth:`take_changed_keys` says changed, as a checkpoint delta: :meth:`apply_delta`
+        of the previous :meth:`to_dict` and this equals :meth:`to_dict` now. Cost O(changed keys)
+        (no monitor of an unchanged key is written)."""
+        held = self._keys
+        # keys created since the last delta are the last ones held, in creation order (apply_delta
+        # appends them in this order); the other changed keys keep their place
+        n_new = sum(1 for key in created if key in held)
+        fresh: list[tuple[str, str]] = []
+        if n_new:
+            for key in reversed(held):
+                fresh.append(key)
+                if len(fresh) == n_new:
+                    break
+            fresh.reverse()
+        entries = []
+        packed = False
+        for key in sorted(k for k in changed if k in held and k not in created) + fresh:
+            entry, key_packed = self._key_entry(key[0], key[1], held[key], packed)
+            packed = packed or key_packed
+            entries.append(entry)
+        closed = self._closed
+        n_closed = sum(1 for key in changed if key in closed)
+        tail: list[list[Any]] = []
+        if n_closed:  # keys evicted since the last delta are the last ones of _closed, in order
+            for key in reversed(closed):
+                if key in changed:
+                    nw, late = closed[key]
+                    tail.append([key[0], key[1], nw, late])
+                    if len(tail) == n_closed:
+                        break
+            tail.reverse()
+        return {"type": "WindowManagerDelta", "version": 2 if packed else 1, "spec": self.spec.to_dict(),
+                "keys": entries, "created": sorted([k[0], k[1]] for k in created if k in self._keys),
+                "gone": sorted([k[0], k[1]] for k in changed if k not in self._keys), "closed": tail,
+                **self._globals()}
+
+    @staticmethod
+    def apply_delta(full: Mapping[str, Any], *deltas: Mapping[str, Any]) -> dict[str, Any]:
+        """The :meth:`to_dict` checkpoint ``full`` with ``deltas`` (:meth:`delta_dict`, in order)
+        applied, as data (:meth:`load_dict` validates the result); ValueError (one line) for a
+        malformed one. O(state + deltas)."""
+        if not isinstance(full, Mapping) or full.get("type") != "WindowManager":
+            raise ValueError("not a WindowManager checkpoint (type)")
+        try:
+            keys = {(e["model"], e["segment"]): e for e in full["keys"]}
+            closed = {(c[0], c[1]): c for c in full.get("closed", [])}
+        except (KeyError, TypeError, IndexError) as exc:
+            raise ValueError(f"malformed WindowManager checkpoint: {exc!r:.200}") from None
+        last: Mapping[str, Any] = full
+        for delta in deltas:
+            if not isinstance(delta, Mapping) or delta.get("type") != "WindowManagerDelta" \
+                    or delta.get("version") not in (1, 2):
+                raise ValueError("not a WindowManager checkpoint delta (type/version)")
+            if delta.get("spec") != full.get("spec"):
+                raise ValueError("checkpoint delta of another window geometry")
+            try:
+                for group in ("gone", "created"):
+                    for m, g in delta[group]:
+                        keys.pop((m, g), None)
+                for m, g in delta["gone"]:
+                    closed.pop((m, g), None)
+                for e in delta["keys"]:
+                    key = (e["model"], e["segment"])
+                    keys[key] = e
+                    closed.pop(key, None)
+                for c in delta["closed"]:
+                    if not isinstance(c, list) or len(c) != 4:
+                        raise ValueError("closed keys must be [model, segment, next_window, late]")
+                    closed[(c[0], c[1])] = c
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"malformed WindowManager checkpoint delta: {exc!r:.200}") from None
+            last = delta
+        entries = list(keys.values())
+        # version 2 iff some queued event is packed (a number), as to_dict writes it
+        packed = any(e.__class__ is float for entry in entries if isinstance(entry, dict)
+                     for pane in entry.get("pending") or () if isinstance(pane, list) and len(pane) == 2
+                     and isinstance(pane[1], list) for e in pane[1])
+        return {"type": "WindowManager", "version": 2 if packed else 1, "spec": full["spec"], "keys": entries,
+                "closed": list(closed.values()),
+                **{name: last.get(name) for name in ("forgotten_next", "evicted", "max_us", "revision_pane")}}
 
     def _load_queued(self, item: Any, decode: Callable[[Any], Any]) -> Any:
         """A queued item of a checkpoint: an encoded event, or a packed one (a JSON number,
@@ -1058,7 +1212,6 @@ class WindowManager:
         if data.get("spec") != self.spec.to_dict():
             raise ValueError(f"checkpoint window geometry {data.get('spec')} != {self.spec.to_dict()}")
         keys: dict[tuple[str, str], _KeyState] = {}
-        now = self._clock()
         try:
             for item in data["keys"]:
                 model, segment = item["model"], item["segment"]
@@ -1074,7 +1227,6 @@ class WindowManager:
                     self._set_first_window(st, int(item["first_window"]))
                 st.late = int(item["late"])
                 st.tag = item.get("tag")
-                st.last_seen = now
                 st.panes = {int(j): load(m) for j, m in item["panes"]}
                 pending = item.get("pending", [])
                 if pending and not self._codec:
@@ -1116,7 +1268,6 @@ class WindowManager:
             nw = closed.pop(next(iter(closed)))[0]
             forgotten = nw if forgotten is None else max(forgotten, nw)
         self._keys = keys
-        self._recent = dict.fromkeys(keys) if self._idle else {}
         saved_max = data.get("max_us")  # stream time of evicted keys too (older checkpoints: held keys')
         if saved_max is not None and type(saved_max) is not int:
             raise ValueError("malformed WindowManager checkpoint: max_us must be an integer")
@@ -1130,4 +1281,7 @@ class WindowManager:
         self._deferred = []
         self._revised = any(r.dirty for st in keys.values() for r in st.revising.values())
         self._rev_pane = rev_pane
+        if self._changed is not None:  # the loaded state is the base of the next delta
+            self._changed, self._created = set(), set()
+        self._rearm_all()
         return self

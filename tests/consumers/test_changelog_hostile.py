@@ -75,9 +75,13 @@ def setup() -> tuple[FakeCluster, dict[str, bytes]]:
     return cluster, final_snapshots(reference)
 
 
-def last_checkpoint(cluster: FakeCluster, partition: int) -> tuple[dict[str, Any], bytes]:
-    rec = cluster.topics[CHANGELOG][partition][-1]
-    return json.loads(dict(rec.headers)[HEADER]), rec.value
+def last_checkpoint(cluster: FakeCluster, partition: int, full: bool = True) -> tuple[dict[str, Any], bytes]:
+    """The header and value of the partition's last full checkpoint (``full=False``: last record)."""
+    for rec in reversed(cluster.topics[CHANGELOG][partition]):
+        meta = json.loads(dict(rec.headers)[HEADER])
+        if not full or meta.get("n", 0) == 0:
+            return meta, rec.value
+    raise AssertionError("no full checkpoint")
 
 
 def append(cluster: FakeCluster, partition: int, meta: Any, payload: bytes, key: bytes | None = None) -> None:
@@ -167,10 +171,11 @@ def test_a_payload_mutated_field_by_field_is_skipped(path: tuple[str, ...], bad:
     for p in (0, 1):
         meta, value = last_checkpoint(cluster, p)
         data = json.loads(value)
-        data["offset"] += 1  # ranks above the real one
+        data["offset"] = last_checkpoint(cluster, p, full=False)[0]["offset"] + 1  # ranks above the real chain
         _mutate(data, path, bad)
         payload = json.dumps(data).encode()
-        append(cluster, p, meta_for(payload, offset=meta["offset"] + 1, label_offset=data.get("label_offset")
+        append(cluster, p, meta_for(payload, offset=data["offset"] if type(data["offset"]) is int else 10**6,
+                                    label_offset=data.get("label_offset")
                                     if type(data.get("label_offset")) is int else None), payload)
     svc = run(service(cluster))
     assert final_snapshots(cluster) == expected
@@ -219,7 +224,7 @@ def test_signed_checkpoints_chunked_restore_exactly() -> None:
     producer.flush()
     assert len(cluster.topics[CHANGELOG][0]) > 1
     assert all(len(r.value) <= 3000 for r in cluster.topics[CHANGELOG][0])
-    assert log.restore(0) == payload
+    assert log.restore(0) == [payload]
     assert Changelog(producer, CHANGELOG, RetainedReader(cluster), 3000).restore(0) is None  # sealed: no checksum
     other = Changelog(producer, CHANGELOG, RetainedReader(cluster), 3000, signer=RecordSigner(b"other"))
     assert other.restore(0) is None and other.rejected["forged"] == len(cluster.topics[CHANGELOG][0])

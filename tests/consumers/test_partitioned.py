@@ -52,7 +52,7 @@ def source_records(events: list[dict], partition: int, partitions: int, every: i
     mine = [e for e in events if int(e["id"][1:]) % partitions == partition]
     mine.sort(key=lambda e: (e["ts"], 0 if not e.get("_label") else 1))
     mine.append({"ts": BASE + 2000, "model": "tick", "y_true": 1, "score": 0.5})
-    pipe = Pipeline(PipelineConfig(window=WINDOW, grace=GRACE, shared_watermark=True, include_state=True,
+    pipe = Pipeline(PipelineConfig(window=WINDOW, grace=GRACE, include_state=True,
                                    max_future=None))
     out: list[bytes] = []
     for i, e in enumerate(mine):
@@ -149,7 +149,7 @@ def test_republication_is_identical() -> None:
 
 def test_late_at_the_source_is_never_merged() -> None:
     """Shared watermark: a key's event behind another key's watermark is late at its partition."""
-    pipe = Pipeline(PipelineConfig(window=WINDOW, grace=GRACE, shared_watermark=True, max_future=None))
+    pipe = Pipeline(PipelineConfig(window=WINDOW, grace=GRACE, max_future=None))
     assert pipe.process(json.dumps({"ts": BASE + 130, "model": "m", "segment": "a", "y_true": 1, "score": 0.9})).applied
     late = pipe.process(json.dumps({"ts": BASE + 10, "model": "m", "segment": "b", "y_true": 1, "score": 0.9}))
     assert [p.code for p in late.problems] == ["late"]
@@ -160,7 +160,7 @@ def test_merge_window_bound_publishes_oldest_incomplete() -> None:
     merger = Merger(2, max_windows=2)
     events = [{"ts": BASE + 60 * k + 1, "model": "m", "y_true": 1, "score": 0.9} for k in range(3)]
     events.append({"ts": BASE + 1000, "model": "tick", "y_true": 1, "score": 0.9})
-    pipe = Pipeline(PipelineConfig(window=WINDOW, shared_watermark=True, include_state=True, max_future=None))
+    pipe = Pipeline(PipelineConfig(window=WINDOW, include_state=True, max_future=None))
     for e in events:
         pipe.process(json.dumps(e))
     partials = [partial_record(0, s) for s in pipe.poll() if s["key"]["model"] == "m"]
@@ -298,3 +298,37 @@ def test_a_partition_without_events_does_not_hold_the_merge_back(tmp_path) -> No
     run(5)
     assert src.counts["late"] == 1 and len(cluster.records("dlq")) == 1
     assert [json.loads(r.value) for r in cluster.records("out")] == published
+
+
+def test_merged_windows_raise_the_alerts_one_pipeline_raises():
+    """--partitioning any: the merge stage's alert events equal those of one pipeline over every
+    event (the merged windows are its windows), with a merge checkpoint in the middle."""
+    from streammetrics.stream.alerting import AlertSpec, parse_rules
+
+    spec = AlertSpec(parse_rules(["roc_auc<0.8", "accuracy.drop>0.05", "f1>0.6"]))
+    events = [e for e in make_events(9, 1200) if "y_true" in e and not e.get("_label")]
+    for e in events:
+        e["id"] = f"p{events.index(e)}"
+    whole = Pipeline(PipelineConfig(window=WINDOW, grace=GRACE, max_future=None, alerts=spec))
+    expected = []
+    for e in sorted(events, key=lambda e: e["ts"]) + [{"ts": BASE + 2000, "model": "tick", "y_true": 1,
+                                                        "score": 0.5}]:
+        whole.process(json.dumps(e))
+        whole.poll()
+        expected += [a for a in whole.take_alerts() if a["key"]["model"] == "m"]
+    assert {a["state"] for a in expected} == {"firing", "resolved"}
+    streams = [source_records(events, p, 3, every=7) for p in range(3)]
+    records = interleave(streams, random.Random(4))
+    merger = Merger(3, alerts=spec)
+    got = []
+    for i, value in enumerate(records):
+        merger.apply(value)
+        got += merger.take_alerts()
+        if i == len(records) // 2:  # a merge checkpoint, restored into a new merger
+            state = json.loads(json.dumps(merger.to_dict()))
+            merger = Merger(3, alerts=spec).load_dict(state)
+    key = lambda a: (a["window"]["start"], a["key"]["segment"], a["rule"], a["state"])  # noqa: E731
+    assert sorted(got, key=key) == sorted(expected, key=key)
+    broken = dict(state, alerts={"type": "AlertEngine", "version": 1, "rules": ["f1<0.1"]})
+    with pytest.raises(ValueError, match="rules differ"):
+        Merger(3, alerts=spec).load_dict(broken)

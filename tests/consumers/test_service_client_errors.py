@@ -6,6 +6,7 @@ one dead letter (code ``unreadable``); any other exception out of ``poll`` is re
 back-off. The same scenario on the broker: tests/consumers/kafka/test_service_codecs.py."""
 from __future__ import annotations
 
+import json
 import unittest.mock
 from pathlib import Path
 from typing import Any
@@ -148,7 +149,13 @@ def test_poll_back_off_doubles_up_to_its_bound(tmp_path):
 
 def built(batches: list[tuple[int, int, int]]) -> Any:
     """MemoryRecords of v2 batches ``(base_offset, records, compression)`` (3 = lz4)."""
-    from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
+    from kafka.record.memory_records import MemoryRecords
+
+    return MemoryRecords(built_bytes(batches))
+
+
+def built_bytes(batches: list[tuple[int, int, int]]) -> bytes:
+    from kafka.record.memory_records import MemoryRecordsBuilder
 
     buf = b""
     for base, n, compression in batches:
@@ -158,7 +165,7 @@ def built(batches: list[tuple[int, int, int]]) -> Any:
                            headers=[])
         builder.close()
         buf += bytes(builder.buffer())
-    return MemoryRecords(buf)
+    return buf
 
 
 @pytest.mark.parametrize("lean", [True, False])
@@ -190,3 +197,52 @@ def test_the_fetch_guard_is_installed_on_the_real_consumer():
         assert cls.__name__ == "GuardedLeanPartitionRecords" and issubclass(cls, lean_records._lean())
     finally:
         consumer.close(autocommit=False, timeout_ms=100)
+
+
+@pytest.mark.parametrize("lean", [True, False])
+def test_the_fetch_guard_marks_a_corrupt_batch_with_its_crc_error_and_end(lean):
+    from kafka.record.memory_records import MemoryRecords
+
+    base = lean_records._lean() if lean else lean_records._partition_records_class()
+    raw = bytearray(built_bytes([(0, 3, 0), (3, 4, 0), (7, 2, 0)]))
+    second = built_bytes([(3, 4, 0)])
+    start = bytes(raw).index(second[61:])  # the second batch's records (after its 61-byte header)
+    raw[start + 10] ^= 0xFF  # a flipped bit in a record: the batch's CRC no longer matches
+    part = guarded_partition_records(base)(0, TP0, MemoryRecords(bytes(raw)), check_crcs=True)
+    assert [rec.offset for rec in part.take(100)] == [0, 1, 2]
+    with pytest.raises(Exception, match="crc") as info:
+        part.take(100)
+    assert type(info.value).__name__ == "CorruptRecordError"
+    assert fetch_error_position(info.value) == FetchPosition(TP0, 3, 7)
+
+
+def test_an_unreadable_batch_at_the_end_of_the_labels_topic_does_not_stall_the_merge(tmp_path):
+    from test_service_labels import delayed_data
+    from test_service_labels import drain as drain_merged
+    from test_service_labels import fill as fill_pairs
+
+    preds, labels = delayed_data(seed=5)
+    cluster = FakeCluster()
+    fill_pairs(cluster, preds, labels)
+    tp = TopicPartition("labels", 0)
+    end = len(cluster.topics["labels"][0])
+    start = end - 3  # the last batch of the labels topic cannot be read
+    expected = without(cluster, tp, start, end)
+    reference = make(expected, tmp_path / "ref", FakeConsumer(expected, "streammetrics"), labels_topic="labels",
+                     key_check=False, label_ttl=120.0)
+    drain_merged(reference)
+    consumer = UnreadableConsumer(cluster, "streammetrics", (tp, start, end))
+    service = make(cluster, tmp_path / "state", consumer, labels_topic="labels", label_ttl=120.0, key_check=False)
+    with unittest.mock.patch("consumers.service.POLL_BACKOFF", 0.001):
+        drain_merged(service, max_polls=3000)
+    assert service.counts["skipped_offsets"] == 3 and consumer.raised == FETCH_ATTEMPTS
+    assert all(not (part.preds.buffer or part.labels.buffer) for part in service.partitions.values())
+    got, want = last_per_key(cluster), last_per_key(expected)
+    assert sorted(got) == sorted(want) and sum(1 for s in want.values() if s["final"]) >= 10
+    for key in want:
+        assert {k: got[key][k] for k in ("count", "labeled", "revision", "final")} == \
+            {k: want[key][k] for k in ("count", "labeled", "revision", "final")}, key
+
+
+def last_per_key(cluster: FakeCluster) -> dict[str, dict]:
+    return {rec.key.decode(): json.loads(rec.value) for rec in cluster.records("out")}

@@ -105,6 +105,8 @@ def test_an_exception_at_any_step_loses_and_double_counts_nothing(step, nth, eve
             faults.arm("flush", nth % 3 + 1)
         elif step == "checkpoint_write":
             service.store.write = count_calls(service.store, "write", nth % 5 + 1, OSError)
+            # incremental checkpoints: a failed delta append must make the next checkpoint a full one
+            service.store.append_delta = count_calls(service.store, "append_delta", nth % 5 + 1, OSError)
         elif step == "commit":
             faults.arm("commit", nth % 5 + 1)
         elif step == "internal":  # a bug after the records were applied, before their snapshots went out

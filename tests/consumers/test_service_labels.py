@@ -69,8 +69,10 @@ def fill(cluster: FakeCluster, preds: list[list[dict]], labels: list[list[dict]]
 
 def make_service(cluster: FakeCluster, state_dir: Path | None, faults: Faults | None = None,
                  **options: Any) -> MetricsService:
+    # predictions keyed by id yet each model on one partition (a producer's own partitioner): key-unchecked
     settings: dict[str, Any] = {"idle_close": None, "checkpoint_interval": 0.0, "max_poll_records": 40,
-                                "window": WINDOW, "max_future": None, "labels_topic": "labels", "label_ttl": TTL}
+                                "window": WINDOW, "max_future": None, "labels_topic": "labels", "label_ttl": TTL,
+                                "key_check": False}
     settings.update(options)
     config = ServiceConfig(bootstrap_servers="fake:9092", topic="in", output_topic="out", dlq_topic="dlq",
                            state_dir=None if state_dir is None else str(state_dir), **settings)
@@ -178,7 +180,8 @@ def test_labels_topic_equals_replay_per_partition(tmp_path: Path) -> None:
     codes = [dict(rec.headers)["streammetrics.code"] for rec in cluster.records("dlq")]
     assert b"duplicate" in codes
     # checkpoints hold both offsets, and the group has both committed
-    saved = json.loads((tmp_path / "streammetrics" / "in" / "0.json").read_text())
+    saved = service.codec.load(0)  # the full checkpoint file and its deltas
+    assert saved is not None and (tmp_path / "streammetrics" / "in" / "0.json").exists()
     assert saved["offset"] == len(cluster.topics["in"][0]) and saved["label_offset"] == len(cluster.topics["labels"][0])
     assert saved["windows"]["labels"]["join"]
     committed = {tp.topic for (_, tp) in cluster.committed}

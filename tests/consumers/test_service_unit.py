@@ -30,11 +30,21 @@ def fill(cluster: FakeCluster, events: list[dict], partitions: int = 2, per_mess
     by_key: dict[str, list[dict]] = defaultdict(list)
     for ev in events:
         by_key[f"{ev['model']}|{ev['segment']}"].append(ev)
+    chunks: list[tuple[float, str, list[dict]]] = []
     for ev_key, evs in sorted(by_key.items()):
-        for i in range(0, len(evs), per_message):
-            chunk = evs[i:i + per_message]
-            value = json.dumps(chunk[0] if per_message == 1 else chunk).encode()
-            cluster.append("in", value, key=ev_key.encode())
+        chunk: list[dict] = []
+        for ev in sorted(evs, key=lambda e: e["ts"]):  # messages of up to per_message events of one window
+            if chunk and (len(chunk) == per_message or ev["ts"] // WINDOW != chunk[0]["ts"] // WINDOW):
+                chunks.append((chunk[-1]["ts"], ev_key, chunk))
+                chunk = []
+            chunk.append(ev)
+        if chunk:
+            chunks.append((chunk[-1]["ts"], ev_key, chunk))
+    # in time order, as a producer sends them (each partition has one watermark for all its keys):
+    # every message of a window before any message with a later window's event
+    for _, ev_key, chunk in sorted(chunks, key=lambda c: c[0]):
+        value = json.dumps(chunk[0] if per_message == 1 else chunk).encode()
+        cluster.append("in", value, key=ev_key.encode())
 
 
 def make_service(cluster: FakeCluster, state_dir: Path | None, faults: Faults | None = None,
@@ -148,7 +158,7 @@ def test_a_partition_moved_to_another_member_continues_from_its_checkpoint(tmp_p
     b.start()
     b.consumer._pending_assignment = False
     b.consumer.assign([p1])
-    assert b.consumer.positions[p1] == json.loads(Path(b.store.path(1)).read_text())["offset"]
+    assert b.consumer.positions[p1] == b.store.load(1)["offset"]  # the full checkpoint and its deltas
     for _ in range(200):
         a.poll_once(timeout_ms=0)
         b.poll_once(timeout_ms=0)
@@ -159,28 +169,42 @@ def test_a_partition_moved_to_another_member_continues_from_its_checkpoint(tmp_p
 
 
 def test_a_checkpoint_is_rewritten_only_when_its_offset_or_state_changed(tmp_path):
-    events = list(generate_events(400, duration=2 * WINDOW, seed=4))  # no closers: windows stay open
+    events = [e for e in generate_events(400, duration=2 * WINDOW, seed=4)]  # no closers: windows stay open
     cluster = FakeCluster()
-    fill(cluster, events, partitions=1)
+    cluster.create("in", 2)
+    cluster.create("out", 1)
+    cluster.create("dlq", 1)
+    for ev in events:  # partition 1 gets a few events, partition 0 the rest
+        cluster.append("in", json.dumps(ev).encode(), partition=int(int(ev["ts"] * 10) % 7 == 0))
     clock = ManualClock()
-    service = make_service(cluster, tmp_path, clock=clock, idle_close=30.0, max_poll_records=1000)
+    service = make_service(cluster, tmp_path, clock=clock, idle_close=30.0, max_poll_records=1000,
+                           key_check=False)  # (placed by partition, unkeyed)
     writes: list[int] = []
     write = service.store.write
     service.store.write = lambda partition, payload: (writes.append(partition), write(partition, payload))[1]
+    append = service.store.append_delta  # incremental checkpoints: a change after the full one is a delta
+    service.store.append_delta = lambda partition, payload: (writes.append(partition), append(partition, payload))[1]
     service.start()
-    service.poll_once(timeout_ms=0)
-    assert len(writes) == 1
+    for _ in range(3):
+        service.poll_once(timeout_ms=0)
+    assert sorted(writes) == [0, 1]
     published = len(cluster.records("out"))
     for _ in range(5):  # nothing new: the 12 MB checkpoint of the issue was rewritten every second
         clock.now += 1
         service.poll_once(timeout_ms=0)
-    assert len(writes) == 1
-    clock.now += 31  # idle keys close their windows: state changed without new records
-    service.poll_once(timeout_ms=0)
-    assert len(cluster.records("out")) > published and len(writes) == 2
-    clock.now += 1
-    service.poll_once(timeout_ms=0)
     assert len(writes) == 2
+    clock.now += 31  # everything quiet: no active partition, nothing moves (no wall-clock close)
+    service.poll_once(timeout_ms=0)
+    assert len(writes) == 2 and len(cluster.records("out")) == published
+    last = max(e["ts"] for e in events)
+    for k in range(1, 40):  # partition 0 goes on; partition 1 stays quiet
+        cluster.append("in", json.dumps({**events[0], "ts": last + k}).encode(), partition=0)
+        clock.now += 1
+        service.poll_once(timeout_ms=0)
+    # partition 1 adopted partition 0's watermark: its state was rewritten without its offset moving,
+    # and its windows that watermark passed were published after that checkpoint
+    assert service.counts["idle_advances"] >= 1 and 1 in writes[2:]
+    assert len(cluster.records("out")) > published
     service.close()
 
 
@@ -218,3 +242,72 @@ def test_prometheus_rejection_labels_are_the_pipeline_codes(tmp_path):
     codes = [dict(r.headers)["streammetrics.code"].decode() for r in cluster.records("dlq")]
     assert codes[0] == "invalid_json" and codes[1] == "missing_field" and codes[3] == "tombstone"
     assert len(codes) == 4
+
+
+def test_sparse_keys_arriving_in_real_time_lose_nothing_with_the_default_idle_close(tmp_path):
+    """Issue 25: one event per 40 s of wall time per key, 5-minute windows, --idle-close 30s (the
+    default). A per-key wall-clock idle close shut each key's window after 30 s, so the next event
+    of the key, 40 s later, was late (2 of 4 dead-lettered, windows of 1 event). Now only the
+    partition's event-time watermark closes windows."""
+    cluster = FakeCluster()
+    for topic in ("in", "out", "dlq"):
+        cluster.create(topic, 1)
+    clock = ManualClock()
+    service = make_service(cluster, tmp_path, clock=clock, idle_close=30.0, window=300.0)
+    service.start()
+    t0 = 1_767_225_600
+    for i in range(30):
+        for k in range(4):
+            ev = {"ts": t0 + 40 * i + k, "model": f"m{k}", "segment": "", "y_true": (i + k) % 2, "score": 0.5}
+            cluster.append("in", json.dumps(ev).encode(), key=f"m{k}|".encode())
+        for _ in range(4):
+            clock.now += 10
+            service.poll_once(timeout_ms=0)
+    for k in range(4):  # closers
+        cluster.append("in", json.dumps({"ts": t0 + 3000, "model": f"m{k}", "segment": "", "y_true": 0,
+                                         "score": 0.5}).encode(), key=f"m{k}|".encode())
+    for _ in range(3):
+        clock.now += 1
+        service.poll_once(timeout_ms=0)
+    service.close()
+    snaps = [json.loads(r.value) for r in cluster.records("out")]
+    assert cluster.records("dlq") == []
+    assert sum(s["count"] for s in snaps) == 120 and all(s["late"] == 0 for s in snaps)
+    assert len(snaps) == 4 * 4  # 1200 s: windows 0..3 of each key (t0 is a multiple of 300)
+
+
+def test_predictions_keyed_by_id_are_refused_before_anything_is_published(tmp_path):
+    """Issue 25 / contract section 7: with the default --partitioning key, input keyed by prediction
+    id over several partitions published one partial window per partition under the same key
+    (1,455 pairs of different snapshots, only a log line). Now the first such record stops the
+    service with status 2 and one line, before anything is applied or published."""
+    events = events_with_closers(300)
+    cluster = FakeCluster()
+    for topic, n in (("in", 3), ("out", 1), ("dlq", 1)):
+        cluster.create(topic, n)
+    for i, ev in enumerate(events):
+        cluster.append("in", json.dumps(ev).encode(), key=f"p{i}".encode())
+    service = make_service(cluster, tmp_path)
+    service.consumer.on_idle = service.stop
+    assert service.run() == 2
+    assert cluster.records("out") == [] and cluster.records("dlq") == []
+    assert "--partitioning any" in (service.failure or "") and "message key b'p" in (service.failure or "")
+    # keyed by model|segment, the same events pass; key-unchecked trusts the producer's partitioner
+    for option in ({}, {"key_check": False}):
+        ok = FakeCluster()
+        fill(ok, events, partitions=3)
+        drain(make_service(ok, tmp_path / f"ok{len(option)}", **option))
+        assert counts(final_snapshots(ok)) == expected_counts(events)
+
+
+def test_a_key_on_two_partitions_stops_the_service(tmp_path):
+    cluster = FakeCluster()
+    for topic, n in (("in", 2), ("out", 1), ("dlq", 1)):
+        cluster.create(topic, n)
+    ev = {"ts": 1_767_225_600, "model": "m", "segment": "", "y_true": 1, "score": 0.5}
+    for p in (0, 1):  # the right message key, each on another partition (a custom partitioner gone wrong)
+        cluster.append("in", json.dumps(ev).encode(), key=b"m|", partition=p)
+    service = make_service(cluster, tmp_path)
+    service.consumer.on_idle = service.stop
+    assert service.run() == 2 and "seen on partitions" in (service.failure or "")
+    assert cluster.records("out") == []

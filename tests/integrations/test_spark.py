@@ -343,3 +343,16 @@ def test_vectorised_reader_takes_the_rows_replay_accepts_and_leaves_the_rest(spa
     on = sorted(r.snapshot for r in window_snapshots(df, window="60s").collect())
     off = sorted(r.snapshot for r in window_snapshots(df, window="60s", vectorised=False).collect())
     assert on == off
+
+
+def test_operating_points_equal_replay(spark, tmp_path):
+    """Contract section 11: the operating-point metrics of replay's flags, byte for byte."""
+    from streammetrics.monitors.operating_points import OperatingPoints
+
+    events = binary_events(2000, seed=4)
+    want, _ = replay(tmp_path, events, "--window", "60s", "--target-recall", "0.6", "--target-fpr", "0.1",
+                     "--cost-fp", "1", "--cost-fn", "5")
+    points = OperatingPoints(target_recall=0.6, target_fpr=0.1, cost_fp=1.0, cost_fn=5.0)
+    rows = window_snapshots(frame(spark, events, BINARY), window="60s", operating_points=points).collect()
+    assert_same([r.snapshot for r in rows], want)
+    assert all("tpr_at_fpr" in json.loads(r.snapshot)["metrics"] for r in rows)

@@ -32,15 +32,15 @@ def _reference_key(binning: LogGridBinning, s: float) -> int:
     """Slow, obviously-correct key: the table of LogGridBinning's class docstring."""
     def up(x: float) -> int:
         bits = struct.unpack("<q", struct.pack("<d", abs(x)))[0]
-        return -(-bits // (1 << binning._shift))
+        return -(-bits // (1 << binning.shift))
 
     if s < 0:
         return -up(-s)
     if s < 0.5:
         return up(s)
     if s <= 1.0:
-        return binning._c - up(1.0 - s)
-    return binning._c + up(s - 1.0)
+        return binning.one_key - up(1.0 - s)
+    return binning.one_key + up(s - 1.0)
 
 
 finite = st.floats(allow_nan=False, allow_infinity=False)

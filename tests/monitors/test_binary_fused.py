@@ -191,7 +191,7 @@ def test_direct_state_encoding_is_the_declared_fields_encoding(evs, max_bins):
     from streammetrics.metrics import binary_scores, confusion, score_distribution
     from streammetrics.monitors import binary
 
-    assert binary_scores._DIRECT_STATE and score_distribution._DIRECT_STATE
+    assert binary_scores.DIRECT_STATE and score_distribution.DIRECT_STATE
     assert confusion._DIRECT_STATE and binary._DIRECT_STATE
     m = monitor(0.5, max_bins)
     for e in evs:

@@ -175,3 +175,22 @@ def test_event_and_reference_exported():
     ref = sm.Reference.from_arrays([0, 1, 1, 0], [0.1, 0.8, 0.7, 0.3])
     assert isinstance(ref, sm.Reference)
     assert {"Event", "Reference", "replay_frame", "SharedMonitor"} <= set(sm.__all__)
+
+
+def test_a_prediction_arriving_while_its_label_is_parsed_is_labelled_too(monkeypatch):
+    shared = SharedMonitor(sm.BinaryMonitor)
+    shared.update_prediction({"id": "x", "score": 0.2})
+    original = sm.BinaryMonitor.parse_event
+    raced = []
+
+    def parse_event(self, event):
+        if not raced:  # another thread's prediction with the same id, between read and commit
+            raced.append(True)
+            shared.update_prediction({"id": "x", "score": 0.9})
+        return original(self, event)
+
+    monkeypatch.setattr(sm.BinaryMonitor, "parse_event", parse_event)
+    assert shared.update_label("x", 1)
+    merged = shared.merged()
+    assert raced and merged.labeled == 2 and merged.count == 2  # was: the second lost, yet counted joined
+    assert shared.pending == 0 and shared.counts["joined"] == 2

@@ -278,7 +278,12 @@ def test_summary_rows_show_latest_values_and_changes(sample: Path, sample_report
     expected = by_key(load_lines(sample))
     table = sample_report.find("table", class_="summary", data_task="binary")
     rows = table.find("tbody").find_all("tr")
-    assert [r.attrs["data-key"] for r in rows] == [f"{m}|{s}" for m, s in sorted(expected)]
+    keys = [r.attrs["data-key"] for r in rows]
+    assert sorted(keys) == [f"{m}|{s}" for m, s in sorted(expected)]
+    alerts = [int(r.attrs["data-alerts"]) for r in rows]
+    assert alerts == sorted(alerts, reverse=True) and alerts[0] > 0  # keys with alerts first
+    quiet = [k for k, n in zip(keys, alerts) if n == 0]
+    assert quiet == sorted(quiet)  # then the others by name
     seen_verdicts = set()
     for row in rows:
         model, segment = row.attrs["data-key"].split("|")

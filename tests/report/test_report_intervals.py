@@ -37,7 +37,7 @@ def test_bands_and_significant_changes_are_shown() -> None:
     assert history.significant("roc_auc")[-1] and not any(history.significant("roc_auc")[:-1])
     page, _ = build_report(from_dicts(snaps))
     assert "light bands: 90% confidence intervals" in page
-    assert "hollow diamonds: significant changes" in page
+    assert "diamonds: significant changes" in page
     row = page[page.index('data-key="m|"'):]
     cell = row[row.index('data-metric="roc_auc"'):]
     assert '<span class="sig"' in cell[:cell.index("</td>")]

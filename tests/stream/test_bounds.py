@@ -65,13 +65,11 @@ def test_a_far_jump_in_event_time_costs_a_bounded_number_of_steps(batch, size, s
     assert set(ids) == {0, 1, 2}
 
 
-def test_idle_close_and_flush_jump_empty_ranges():
-    now = [0.0]
-    wm = WindowManager(IdsMonitor, 10, 5, idle_close=5, clock=lambda: now[0], max_future=None)
+def test_watermark_and_flush_jump_empty_ranges():
+    wm = WindowManager(IdsMonitor, 10, 5, max_future=None)
     with line_budget(20_000):
         for i, t in enumerate([0.0, 1e9, 5e9, YEAR_9999]):
             wm.add(Ev(t, "m", str(i % 2), i))
-        now[0] = 100
         snaps = wm.poll()
         snaps += wm.flush()
     assert sorted(i for s in snaps for i in s["metrics"]["ids"]) == [0, 0, 1, 1, 2, 2, 3, 3]
@@ -91,6 +89,29 @@ def test_event_beyond_max_future_is_refused_and_does_not_advance_stream_time():
     assert wm.add(Ev(NOW + 3600, "m", "", 2))  # exactly at the bound: accepted
     wall[0] += 7200  # the wall clock moves on: the bound follows
     assert wm.add(Ev(NOW + 3601, "m", "", 4))
+
+
+@pytest.mark.parametrize("refresh", ["poll", "events"])
+def test_max_future_follows_the_wall_clock_down_after_a_step(refresh):
+    """Issue 30 finding 12 (probe p_clock.py): the host clock steps forward a day, then back. The
+    cached bound came down only when an event passed it, so for as long as the clock had been
+    wrong (here 30 minutes later) a +20 h event was accepted and turned its key late."""
+    from streammetrics.stream.windows import FUTURE_REFRESH_EVENTS
+
+    wall = [NOW]
+    wm = WindowManager(IdsMonitor, 60, max_future=3600, wall_clock=lambda: wall[0])
+    assert wm.add(Ev(NOW, "m", "", 0))
+    wall[0] = NOW + 86400  # stepped forward: an event 2 h ahead of the true time is within the bound
+    assert wm.add(Ev(NOW + 7200, "other", "", 1))
+    wall[0] = NOW + 1800  # corrected
+    if refresh == "poll":
+        wm.poll()
+    else:
+        for i in range(FUTURE_REFRESH_EVENTS):
+            wm.add(Ev(NOW + 1, "m", "", 2 + i))  # (late: counted all the same)
+    with pytest.raises(EventRejected) as info:
+        wm.add(Ev(NOW + 20 * 3600, "m", "", -1))
+    assert info.value.code == "future"
 
 
 def test_max_future_none_or_zero_disables_and_bad_values_are_refused():
@@ -130,46 +151,37 @@ def test_replay_keeps_every_event_but_the_far_future_one(tmp_path, capsys):
 
 
 # ----------------------------------------------------------------------------- keys
-def idle_manager(now, **kw):
-    return WindowManager(IdsMonitor, 10, idle_close=30, clock=lambda: now[0], max_future=None, **kw)
-
-
 def test_a_key_whose_windows_all_closed_is_evicted_and_its_late_events_stay_late():
-    now = [0.0]
-    wm = idle_manager(now)
+    wm = WindowManager(IdsMonitor, 10, max_future=None)
     wm.add(Ev(3, "m", "", 0))
     wm.add(Ev(4, "m", "", 1))
-    now[0] = 30
+    wm.add(Ev(10, "other", "", 9))  # the watermark passes 10: m's window closes, nothing of m left
     [snap] = wm.poll()
     assert snap["metrics"]["ids"] == [0, 1]
-    assert wm.key_count == 0 and wm.evicted == 1 and wm.open_panes() == 0
+    assert wm.keys == [("other", "")] and wm.evicted == 1 and wm.open_panes() == 1
     # an event for the closed window: late, counted, no second snapshot for [0, 10)
     assert not wm.add(Ev(5, "m", "", 2))
     assert wm.late_count("m") == 1
-    now[0] = 60
-    assert wm.poll() == [] and wm.key_count == 0
+    assert wm.poll() == [] and wm.keys == [("other", "")]
     # newer events open new windows; the snapshot carries the key's late total
     assert wm.add(Ev(12, "m", "", 3))
-    [snap] = wm.flush()
-    assert snap["window"]["start"] == 10 and snap["late"] == 1
+    snaps = wm.flush()
+    assert [(s["key"]["model"], s["window"]["start"], s["late"]) for s in snaps] == [("m", 10, 1), ("other", 10, 0)]
 
 
 def test_forgotten_keys_bound_the_rest_by_their_frontier():
-    now = [0.0]
-    wm = idle_manager(now, max_keys=2)
-    for i, model in enumerate(["a", "b", "c"]):
-        wm.add(Ev(100 + i, model, "", i))
-        now[0] += 30
+    wm = WindowManager(IdsMonitor, 10, max_future=None, max_keys=2)
+    for i, model in enumerate(["a", "b", "c", "d"]):
+        wm.add(Ev(100 + 10 * i, model, "", i))  # each closes the previous key's window
         wm.poll()
-    assert wm.key_count == 0 and wm.evicted == 3
+    assert wm.keys == [("d", "")] and wm.evicted == 3
     state = wm.to_dict()
     assert [c[0] for c in state["closed"]] == ["b", "c"] and state["forgotten_next"] == 11
-    # "a" is forgotten: an event for its closed window is late by the forgotten frontier
-    assert not wm.add(Ev(105, "a", "", 10))
-    # a new key too: windows below the frontier may have been emitted under any forgotten key
-    assert not wm.add(Ev(109, "new", "", 11))
-    assert wm.add(Ev(110, "new", "", 12))
-    restored = idle_manager(now, max_keys=2).load_dict(json.loads(json.dumps(wm.to_dict())))
+    assert not wm.add(Ev(105, "a", "", 10))  # late (by the watermark, and by the frontier)
+    assert not wm.add(Ev(129, "new", "", 11))
+    assert wm.add(Ev(130, "new", "", 12))
+    restored = WindowManager(IdsMonitor, 10, max_future=None, max_keys=2)
+    restored.load_dict(json.loads(json.dumps(wm.to_dict())))
     assert restored.to_dict() == wm.to_dict()
 
 
@@ -190,8 +202,7 @@ def test_max_keys_refuses_a_new_key_and_changes_nothing():
 
 
 def test_churning_keys_never_emit_a_window_twice():
-    now = [0.0]
-    wm = idle_manager(now, max_keys=5)
+    wm = WindowManager(IdsMonitor, 10, max_future=None, max_keys=5)
     seen = set()
     for i in range(400):
         model = f"k{i % 13}"
@@ -200,7 +211,6 @@ def test_churning_keys_never_emit_a_window_twice():
             wm.add(Ev(ts, model, "", i))
         except EventRejected:
             pass
-        now[0] += 7
         for s in wm.poll():
             key = (s["key"]["model"], s["window"]["start"])
             assert key not in seen, f"window {key} emitted twice"
@@ -216,63 +226,53 @@ def rss_bytes() -> int:
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs Linux /proc")
 def test_memory_is_flat_over_half_a_million_churning_keys():
-    """RSS after 100k and after 500k keys, each key seen once and idle-closed: without eviction
+    """RSS after 100k and after 500k keys, each key seen once and closed by the watermark: without eviction
     (or with an unbounded memory of evicted keys, ~90 bytes a key) 400k more keys cost 36 MB to
     hundreds of MB. Keys
     arrive over event time (10 per second), so the keys forgotten past max_keys closed windows
     long before the new keys' events: every event is applied, none is late."""
     import gc
 
-    now = [0.0]
-    wm = WindowManager(IdsMonitor, 10, idle_close=1, clock=lambda: now[0], max_future=None, max_keys=10_000,
-                       batch=True)
+    wm = WindowManager(IdsMonitor, 10, max_future=None, max_keys=10_000, batch=True)
     marks = {}
     applied = 0
     for i in range(500_000):
         applied += wm.add(Ev(NOW + i * 0.1, f"model-{i}", "", i))
         if i % 1000 == 999:
-            now[0] += 1
             wm.poll()
         if i + 1 in (100_000, 500_000):
             gc.collect()
             marks[i + 1] = rss_bytes()
     assert applied == 500_000 and wm.late_count("model-0") == 0
-    assert wm.evicted == 500_000 and wm.key_count == 0
+    assert wm.key_count <= 100 and wm.evicted == 500_000 - wm.key_count  # (the last window's keys stay open)
     growth = marks[500_000] - marks[100_000]
     assert growth < 16 * 2**20, f"RSS grew by {growth / 2**20:.0f} MiB from 100k to 500k keys"
 
 
-def test_idle_poll_visits_only_idle_keys():
-    now = [0.0]
-    wm = idle_manager(now)
+def test_poll_visits_only_the_keys_due():
+    wm = WindowManager(IdsMonitor, 10, max_future=None)
     for i in range(5000):
-        wm.add(Ev(NOW + i, f"k{i}", "", i))
-    now[0] = 10
-    with line_budget(2_000):  # 100 polls over 5,000 busy keys: none idle, nothing visited
+        wm.add(Ev(NOW + i * 0.001, f"k{i}", "", i))
+    with line_budget(2_000):  # 100 polls over 5,000 open keys: none due, none visited
         for _ in range(100):
             assert wm.poll() == []
-    for i in range(5000):
-        wm.add(Ev(NOW + i + 0.1, f"k{i}", "", i))  # refreshes each key (same window)
-    now[0] = 31
-    snaps = wm.poll()
-    assert len(snaps) == 0 and wm.key_count == 5000  # every key seen at 10: not idle yet at 31 - 30 < 10
-    now[0] = 40
-    assert len(wm.poll()) == 5000 and wm.key_count == 0
+    wm.add(Ev(NOW + 10, "k0", "", -1))  # the watermark passes the window: every key closes
+    assert len(wm.poll()) == 5000 and wm.key_count == 1
 
 
-def test_replay_idle_close_in_event_time_bounds_keys_deterministically(tmp_path, capsys):
+def test_replay_bounds_keys_by_the_watermark_deterministically(tmp_path, capsys):
+    """Short-lived keys close (and go) as the stream's watermark passes them: 1,500 keys through
+    --max-keys 100, nothing refused (was: 2,800 refused without the event-time --idle-close,
+    which now changes nothing)."""
     from streammetrics.cli import main
 
     path = tmp_path / "churn.jsonl"
     path.write_text("".join(
         json.dumps({"ts": NOW + i, "model": f"m{i // 2}", "y_true": i % 2, "score": 0.5}) + "\n"
         for i in range(3000)))
-    assert main(["replay", str(path), "--max-keys", "100", "-q"]) == 0
-    out, err = capsys.readouterr()
-    assert "100 events applied" not in err and "2800 rejected" in err  # keys 101+ refused
     runs = []
-    for _ in range(2):
-        assert main(["replay", str(path), "--max-keys", "100", "--idle-close", "2m", "--window", "10s"]) == 0
+    for extra in ([], ["--idle-close", "2m"]):
+        assert main(["replay", str(path), "--max-keys", "100", "--window", "10s", *extra]) == 0
         out, err = capsys.readouterr()
         assert "3000 events applied, 0 rejected, 0 late" in err
         runs.append(out)
@@ -280,15 +280,14 @@ def test_replay_idle_close_in_event_time_bounds_keys_deterministically(tmp_path,
     assert len(runs[0].splitlines()) == 1500  # one window per key
 
 
-def test_idle_close_also_covers_predictions_awaiting_labels():
+def test_a_window_awaiting_labels_closes_by_the_watermark():
     from streammetrics.stream.pipeline import Pipeline, PipelineConfig
 
-    now = [0.0]
-    pipe = Pipeline(PipelineConfig(window=10.0, idle_close=5.0), clock=lambda: now[0], wall_clock=lambda: NOW)
+    pipe = Pipeline(PipelineConfig(window=10.0), wall_clock=lambda: NOW)
     res = pipe.process(json.dumps({"ts": NOW + 1, "model": "m", "score": 0.5, "id": "a"}).encode())
     assert res.applied == 1, res
-    now[0] = 4
     assert pipe.poll() == []
-    now[0] = 5
+    pipe.process(json.dumps({"ts": NOW + 10, "model": "other", "score": 0.5, "y_true": 1}).encode())
     [snap] = pipe.poll()
-    assert snap["window"]["start"] == NOW and snap["count"] == 1 and snap["final"] is False
+    assert snap["key"]["model"] == "m" and snap["window"]["start"] == NOW and snap["count"] == 1
+    assert snap["final"] is False and snap["pending"] == 1

@@ -10,6 +10,7 @@ import shutil
 import sys
 import warnings
 
+import numpy as np
 import pytest
 
 import streammetrics as sm
@@ -184,14 +185,16 @@ def test_csv_cells_typed_by_task():
 def test_csv_rows_rejected_naming_line_and_field(tmp_path, capsys):
     path = tmp_path / "bad.csv"
     path.write_text("ts,model,y_true,score\n1700000000,m,1,0.5\n1700000001,m,1,high\n1700000002,m,,0.5\n"
-                    "1700000003,m,1,0.5,extra\n1700000004,m,yes,0.5\n")
+                    "1700000003,m,1,0.5,extra\n1700000004,m,yes,0.5\n1700000005,m,1," + "9" * 200_000 + "\n"
+                    "1700000006,m,0,0.25\n")
     assert main(["replay", str(path), "-o", str(tmp_path / "o")]) == 0
     err = capsys.readouterr().err
     assert "line 3: field 'score' must be a finite number, got 'high'" in err
     assert "line 4: a prediction without field 'y_true' needs field 'id'" in err
     assert "line 5: row has 5 cells, the header names 4" in err
     assert "line 6:" in err and "'y_true'" in err
-    assert "1 events applied, 4 rejected" in err
+    assert "line 7: row not readable as CSV (field larger than field limit" in err  # that row only
+    assert "2 events applied, 5 rejected" in err
 
 
 def test_delayed_labels_from_csv_and_parquet(tmp_path):
@@ -215,6 +218,7 @@ def test_delayed_labels_from_csv_and_parquet(tmp_path):
     ("e.csv", '{"ts": 1}\n', [], "looks like JSON Lines, not CSV; give --format jsonl"),
     ("e.jsonl", b"gz", [], "is gzip-compressed"),
     ("e.csv", "ts,model\n\xff\n", [], None),
+    ("e.csv", "ts;model;y_true;score\n1;m;1;0.5\n", [], "line 1: the header has no comma"),
 ])
 def test_wrong_format_one_line(tmp_path, capsys, name, content, flags, message):
     path = tmp_path / name
@@ -251,6 +255,10 @@ def test_replay_frame_bad_input_one_line():
         sm.replay_frame(df, ts_unit="sec")
     with pytest.raises(ValueError, match="errors must be"):
         sm.replay_frame(df, errors="ignore")
+    with pytest.raises(ValueError, match="^replay_frame: unknown option 'windw'"):
+        sm.replay_frame(df, windw="5m")
+    cumulative = sm.replay_frame(df, cumulative=True)  # a PipelineConfig field, as replay's --cumulative
+    assert len(cumulative) > len(sm.replay_frame(df))
     bad = df.astype({"score": object})
     bad.loc[7, "score"] = "x"
     with pytest.raises(ValueError, match=r"^replay_frame: row 7: field 'score' must be a finite number, got 'x'$"):
@@ -283,3 +291,20 @@ def test_replay_frame_equals_spark():
     finally:
         session.stop()
     assert sorted(sm.replay_frame(pd.DataFrame(rows))["snapshot"]) == spark_lines
+
+
+def test_dataframe_missing_values_and_array_cells(tmp_path):
+    rows = binary_events(120, delayed=True)
+    write_jsonl(tmp_path / "d.jsonl", rows)
+    want = replay(tmp_path, tmp_path / "d.jsonl")
+    df = pd.DataFrame(rows)  # y_true: float with NaN where the label comes later
+    assert df["y_true"].isna().sum() == 40
+    assert sm.replay_frame(df)["snapshot"].tolist() == want
+    nullable = df.astype({"y_true": "Int64", "segment": "string", "model": "category"})  # pd.NA, categories
+    assert sm.replay_frame(nullable)["snapshot"].tolist() == want
+    classes = ["x", "y"]
+    multi = pd.DataFrame({"ts": [T0 + i for i in range(10)], "model": "m", "y_true": ["x", "y"] * 5,
+                          "scores": [np.array([i / 10, 1 - i / 10]) for i in range(10)]})  # numpy arrays in cells
+    as_lists = multi.assign(scores=[s.tolist() for s in multi["scores"]])
+    got = sm.replay_frame(multi, task="multiclass", classes=classes)["snapshot"].tolist()
+    assert got == sm.replay_frame(as_lists, task="multiclass", classes=classes)["snapshot"].tolist() and got

@@ -65,17 +65,16 @@ def run(tmp: Path, preds: list[dict[str, Any]], labels: list[dict[str, Any]], na
 
 def expected_revisions(preds: list[dict[str, Any]], labels: list[dict[str, Any]]) -> dict[tuple, int]:
     """The rule, counted from timestamps alone (seconds here; every label is the first of its id
-    and comes at or after its prediction): for window k of key A, C = the first ts of A at or
-    after the window's end + grace (when it closes); a label at L changes it after it closed if
+    and comes at or after its prediction): for window k of key A, C = the first ts of a
+    prediction (of any key: one watermark for the stream) at or after the window's end + grace
+    (when it closes); a label at L changes it after it closed if
     L >= C (predictions go first on equal ts), in pane (L - grace) // pane; an expiry (no label
     within the TTL) happens at X, the first item ts past ts + TTL, after the close if
     C <= ts + TTL, in pane (X - grace) // pane. Revisions = distinct panes of such changes."""
     pane = SLIDE
     label_at = {r["id"]: r["ts"] for r in labels}
     items = sorted([r["ts"] for r in preds] + [r["ts"] for r in labels])
-    times: dict[tuple[str, str], list[int]] = {}
-    for p in preds:
-        times.setdefault((p["model"], p["segment"]), []).append(p["ts"])
+    times = [p["ts"] for p in preds]
     changes: dict[tuple, set[int]] = {}
     for p in preds:
         if "y_true" in p:
@@ -83,7 +82,7 @@ def expected_revisions(preds: list[dict[str, Any]], labels: list[dict[str, Any]]
         key, ts = (p["model"], p["segment"]), p["ts"]
         for k in range((ts - WINDOW) // SLIDE + 1, ts // SLIDE + 1):
             end = k * SLIDE + WINDOW
-            closes = [t for t in times[key] if t >= end + GRACE]
+            closes = [t for t in times if t >= end + GRACE]
             if not closes:
                 continue  # closed by the end of input: everything is in revision 0
             c = min(closes)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streammetrics.events.parser import Event
-from streammetrics.stream.pending import PendingStore, ts_us
+from streammetrics.stream.pending import PendingStore, SpillError, ts_us
 
 
 def pred(i: int, ts: float, ident: str, kind: int = 0) -> Event:
@@ -214,8 +214,9 @@ def test_a_failed_spill_changes_nothing_and_loses_nothing():
     assert (store.on_disk, store.in_memory) == (3, 3)
     before = store.to_dict()
     store._conn = FailingConnection(store._conn)
-    with pytest.raises(sqlite3.OperationalError):
+    with pytest.raises(SpillError, match="disk is full") as info:
         store.put(events[6])  # needs a spill, which fails half way
+    assert info.value.consistent and isinstance(info.value.__cause__, sqlite3.OperationalError)
     assert store.to_dict() == before
     for e in events[6:]:
         store.put(e)
@@ -223,6 +224,71 @@ def test_a_failed_spill_changes_nothing_and_loses_nothing():
     for i in range(5):
         assert store.take(f"id{i}") == ref.take(f"id{i}")
     assert len(store) == 0
+    store.close()
+
+
+class BrokenUndoConnection(FailingConnection):
+    """The insert fails half way and so does every later statement (the disk is gone)."""
+
+    def execute(self, sql, *args):
+        if not self.armed:
+            raise sqlite3.DatabaseError("database disk image is malformed")
+        return self.conn.execute(sql, *args)
+
+
+def test_a_spill_that_cannot_be_undone_makes_the_store_refuse_until_reloaded():
+    store = PendingStore(memory_budget=3)
+    events = [pred(i, float(i % 7), f"id{i % 5}") for i in range(12)]
+    for e in events[:6]:
+        store.put(e)
+    checkpoint = store.to_dict()
+    store._conn = BrokenUndoConnection(store._conn)
+    with pytest.raises(SpillError, match="disk is full") as info:  # the cause, not the undo's "malformed"
+        store.put(events[6])
+    assert not info.value.consistent
+    for operation in (lambda: store.take("id0"), lambda: store.expire(10**9), lambda: store.put(events[7]),
+                      store.to_dict):
+        with pytest.raises(SpillError, match="rebuild the store from a checkpoint"):
+            operation()
+    store.load_dict(checkpoint)  # rebuilt: exactly the checkpoint's records
+    assert store.to_dict() == checkpoint
+    store.close()
+
+
+def test_an_unwritable_temp_dir_is_a_consistent_spill_error_and_the_retry_works(tmp_path, monkeypatch):
+    import errno
+    import tempfile
+
+    full = tmp_path / "full"
+    full.mkdir()
+    store = PendingStore(memory_budget=2, directory=str(full))
+    store.put(pred(0, 0.0, "a"))
+    store.put(pred(1, 1.0, "b"))
+    real = tempfile.mkdtemp
+
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", no_space)
+    with pytest.raises(SpillError, match="cannot create its spill database") as info:
+        store.put(pred(2, 2.0, "c"))
+    assert info.value.consistent and info.value.errno == errno.ENOSPC
+    assert (store.in_memory, store.on_disk, len(store)) == (2, 0, 2) and list(full.iterdir()) == []
+    # the database is made but cannot be written: removed again, nothing left behind
+    monkeypatch.setattr(tempfile, "mkdtemp", real)
+    connect = sqlite3.connect
+
+    def full_disk(*args, **kwargs):
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(sqlite3, "connect", full_disk)
+    with pytest.raises(SpillError, match="unable to open"):
+        store.put(pred(2, 2.0, "c"))
+    assert list(full.iterdir()) == []
+    monkeypatch.setattr(sqlite3, "connect", connect)  # the fault clears: the same put succeeds
+    store.put(pred(2, 2.0, "c"))
+    assert (store.in_memory, store.on_disk) == (1, 2)
+    assert [e.id for e, _ in store.expire(10**9)] == ["a", "b", "c"]
     store.close()
 
 

@@ -89,18 +89,16 @@ def test_late_events_are_problems_with_code_late():
 
 
 def test_key_limit_and_eviction_are_counted():
-    now = [0.0]
-    p = Pipeline(PipelineConfig(window=10.0, max_keys=2, idle_close=5.0), clock=lambda: now[0],
-                 wall_clock=lambda: NOW)
+    p = Pipeline(PipelineConfig(window=10.0, max_keys=2), wall_clock=lambda: NOW)
     assert p.process(msg(ev(model="a"))).applied == 1
     assert p.process(msg(ev(model="b"))).applied == 1
     [problem] = p.process(msg(ev(model="c"))).problems
     assert problem.code == "key_limit" and "max_keys=2" in problem.reason
-    now[0] = 10
+    assert p.process(msg(ev(model="a", ts=NOW + 20))).applied == 1  # the watermark closes a's and b's windows
     assert len(p.poll()) == 2
-    assert p.process(msg(ev(model="c", ts=NOW + 20))).applied == 1
+    assert p.process(msg(ev(model="c", ts=NOW + 21))).applied == 1  # b, all closed, was evicted: room
     c = p.counters
-    assert c["keys_overflow"] == 1 and c["keys_evicted"] == 2 and c["keys"] == 1 and c["snapshots"] == 2
+    assert c["keys_overflow"] == 1 and c["keys_evicted"] == 1 and c["keys"] == 2 and c["snapshots"] == 2
 
 
 def test_process_event_equals_process():

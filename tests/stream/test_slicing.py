@@ -196,3 +196,62 @@ def test_cli_flags(tmp_path, capsys) -> None:
     assert main(["replay", str(src), "-o", str(out), "--rollup", "region"]) == 2
     assert "region" in capsys.readouterr().err
     assert main(["replay", str(src), "-o", str(out), "--slice-by", "score"]) == 2
+
+
+def test_worst_slices_carry_the_gap_interval_and_significance() -> None:
+    from streammetrics.monitors import BinaryMonitor
+    from streammetrics.stream.slicing import gap_row, slice_interval
+
+    rng = np.random.default_rng(7)
+    y = rng.integers(0, 2, 400)
+    s = np.clip(0.25 * y + rng.random(400) * 0.75, 0.001, 0.999)
+    m = BinaryMonitor().update_many([{"y_true": int(a), "score": float(b)} for a, b in zip(y, s)])
+    low, high = m.interval("roc_auc")
+    row = gap_row({"model": "m"}, "roc_auc", m.snapshot()["roc_auc"], 0.5, slice_interval(m, "roc_auc"), 400)
+    assert row["gap_low"] == pytest.approx(low - 0.5) and row["gap_high"] == pytest.approx(high - 0.5)
+    assert row["significant"] is True  # 0.5 lies below the slice's interval
+    inside = gap_row({}, "roc_auc", m.snapshot()["roc_auc"], (low + high) / 2, (low, high), 400)
+    assert inside["significant"] is False
+    assert slice_interval(m, "not_a_metric") is None
+    few = BinaryMonitor().update_many([{"y_true": 1, "score": 0.9}, {"y_true": 0, "score": 0.1}])
+    assert gap_row({}, "roc_auc", 1.0, 0.8, slice_interval(few, "roc_auc"), 2)["significant"] is None
+    events = _events(3000, seed=5, models=1)
+    snaps = _run(events, slicing=SliceSpec(fields=("device",), rollups=((),)), include_state=False)
+    rows = [r for s in snaps if "rollup" in s for r in s["slices"]]
+    assert rows and any(r["significant"] is not None for r in rows)
+    assert all(r["gap_low"] <= r["gap"] <= r["gap_high"] for r in rows if r["gap_low"] is not None)
+
+
+def test_slices_without_rollups_equal_segment_keyed_runs() -> None:
+    """Without roll-ups the slice windows keep the engine's vectorised pass: the same metrics and
+    states as a run keyed by the same values given as the segment."""
+    events = _events(3000, seed=8)
+    sliced = _run(events, slicing=SliceSpec(fields=("country",)))
+    as_segment = _run([{**e, "segment": e["country"]} for e in events])
+    assert len(sliced) == len(as_segment)
+    for a, b in zip(sliced, as_segment):
+        assert a["key"] == {"model": b["key"]["model"], "segment": "", "country": b["key"]["segment"]}
+        assert _body(a) == _body(b)
+
+
+def test_csv_input_is_sliced_and_two_file_replay_refuses_slices(tmp_path, capsys) -> None:
+    src = tmp_path / "ev.csv"
+    rows = _events(300, seed=9, models=1)
+    src.write_text("ts,model,country,y_true,score\n" + "".join(
+        f"{e['ts']},{e['model']},{e['country']},{e['y_true']},{e['score']}\n" for e in rows))
+    out = tmp_path / "out.jsonl"
+    assert main(["replay", str(src), "-o", str(out), "-q", "--no-state", "--slice-by", "country"]) == 0
+    keys = {json.loads(line)["key"]["country"] for line in out.read_text().splitlines()}
+    assert keys == {e["country"] for e in rows}
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("")
+    assert main(["replay", str(src), "-o", str(out), "--labels", str(labels), "--slice-by", "country"]) == 2
+    assert "--labels FILE" in capsys.readouterr().err
+
+
+def test_a_sliced_pipeline_refuses_a_checkpoint_it_could_not_restore() -> None:
+    pipe = Pipeline(PipelineConfig(slicing=SliceSpec(fields=("country",), rollups=((),))))
+    pipe.process(json.dumps({"ts": 1, "model": "m", "country": "fr", "y_true": 1, "score": 0.5}))
+    with pytest.raises(ValueError, match="checkpointed"):
+        pipe.to_dict()
+    assert Pipeline(PipelineConfig()).to_dict()["type"] == "Pipeline"

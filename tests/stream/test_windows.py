@@ -1,5 +1,6 @@
-"""Window assignment, closing, lateness, idle close and checkpoints, checked against a
-brute-force reference that knows nothing about panes."""
+"""Window assignment, closing, lateness and checkpoints, checked against a brute-force
+reference that knows nothing about panes. One watermark for the whole stream (all keys), as
+one input partition of an engine keeps it."""
 from __future__ import annotations
 
 import json
@@ -17,15 +18,15 @@ from streammetrics.stream.windows import WindowManager, WindowSpec, parse_durati
 
 def reference(events, size, slide, grace):
     """Expected {(model, segment, start): sorted ids} and late ids, by brute force in exact
-    integer milliseconds (events carry their decimal time as ``Ev.ts_ms``)."""
+    integer milliseconds (events carry their decimal time as ``Ev.ts_ms``). The watermark is the
+    largest event time applied over every key, minus ``grace``."""
     size, slide, grace = round(size * 1000), round(slide * 1000), round(grace * 1000)
     windows: dict[tuple, list[int]] = {}
     ev_ms = {ev.id: round(ev.ts * 1000) for ev in events}
-    max_ts: dict[tuple, float] = {}
+    max_ts = -math.inf
     late = []
     for ev in events:
-        key = (ev.model, ev.segment)
-        wm = max_ts[key] - grace if key in max_ts else -math.inf
+        wm = max_ts - grace
         t = ev_ms[ev.id]
         ks = [k for k in range(math.floor((t - size) / slide) - 1, math.floor(t / slide) + 2)
               if k * slide <= t < k * slide + size]
@@ -37,7 +38,7 @@ def reference(events, size, slide, grace):
             start = k * slide
             start_s = start // 1000 if start % 1000 == 0 else start / 1000
             windows.setdefault((ev.model, ev.segment, start_s), []).append(ev.id)
-        max_ts[key] = max(max_ts.get(key, -math.inf), t)
+        max_ts = max(max_ts, t)
     return {k: sorted(v) for k, v in windows.items()}, sorted(late)
 
 
@@ -115,19 +116,55 @@ def test_hopping_window_is_merge_of_panes_without_copies():
     assert [(s["window"]["start"], s["metrics"]["ids"]) for s in snaps] == [(-40, [0]), (-20, [0]), (0, [0])]
 
 
-def test_idle_close_with_injected_clock():
-    now = [1000.0]
-    wm = WindowManager(IdsMonitor, 10, idle_close=30, clock=lambda: now[0])
+def test_a_quiet_key_closes_with_the_others_by_the_one_watermark():
+    """Issue 25: a key without new events closes when the stream's watermark passes its window
+    (it was held open, or closed by wall time, by a per-key watermark)."""
+    wm = WindowManager(IdsMonitor, 10)
     wm.add(Ev(3, "quiet", "", 0))
-    wm.add(Ev(100, "busy", "", 1))
-    now[0] += 29
+    wm.add(Ev(9, "busy", "", 1))
     assert wm.poll() == []
-    wm.add(Ev(101, "busy", "", 2))  # keeps "busy" alive
-    now[0] += 1
+    wm.add(Ev(10, "busy", "", 2))  # the watermark reaches 10: both keys' [0, 10) close
     snaps = wm.poll()
-    assert [(s["key"]["model"], s["metrics"]["ids"]) for s in snaps] == [("quiet", [0])]
-    assert not wm.add(Ev(4, "quiet", "", 3))  # its window is closed now
-    assert wm.add(Ev(15, "quiet", "", 4))
+    assert [(s["key"]["model"], s["metrics"]["ids"]) for s in snaps] == [("busy", [1]), ("quiet", [0])]
+    assert not wm.add(Ev(4, "quiet", "", 3))  # its window is closed: late
+    assert not wm.add(Ev(5, "new", "", 4))  # a new key's too: the watermark is the stream's
+    assert wm.add(Ev(15, "quiet", "", 5))
+    assert wm.poll() == []
+    assert sorted(wm.keys) == [("busy", ""), ("quiet", "")]  # "new" held nothing: evicted
+
+
+def test_sparse_keys_lose_nothing():
+    """One event per 40 s per key, 5-minute windows: every event is in its window (issue 25:
+    2 of 4 were dead-lettered as late with the wall-clock idle close)."""
+    wm = WindowManager(IdsMonitor, 300)
+    applied = [wm.add(Ev(i * 40.0 + k, f"k{k}", "", i * 10 + k)) for i in range(40) for k in range(3)]
+    snaps = wm.poll() + wm.flush()
+    assert all(applied)
+    assert sum(s["count"] for s in snaps) == 120 and all(s["late"] == 0 for s in snaps)
+    assert len(snaps) == 3 * 6  # 1600 s: windows 0..5 per key
+
+
+def test_close_order_does_not_depend_on_polls():
+    """Windows close when an event moves the watermark past them, in (end, key) order: the
+    same output whether the caller polls after every event or once."""
+    import random
+
+    rng = random.Random(5)
+    events = [Ev(max(0.0, i * 0.3 + rng.uniform(-4, 4)), rng.choice("abcde"), "", i) for i in range(300)]
+    outs = []
+    for every in (1, 7, 10**9):
+        wm = WindowManager(IdsMonitor, 10, 5, grace=2)
+        out = []
+        for i, ev in enumerate(events):
+            wm.add(ev)
+            if i % every == 0:
+                out += wm.poll()
+        out += wm.poll()
+        closed = len(out)
+        outs.append(out + wm.flush())
+    assert outs[0] == outs[1] == outs[2]
+    ends = [(s["window"]["end"], s["key"]["model"]) for s in outs[0][:closed]]
+    assert closed > 50 and ends == sorted(ends)
 
 
 def test_cumulative_snapshot_follows_each_close():

@@ -3,8 +3,7 @@ where ``BinaryMonitor.snapshot_states`` builds them in one vectorised pass) give
 snapshot lines, in the same order, as windows built one by one, on hypothesis streams over a
 few keys: common events and odd ones (weights, scores 0 / 1 / outside [0, 1], labels to come
 later and their labels), late and out-of-order events, panes drained early by ``max_pending``,
-keys closed when idle (event-time clock), one watermark shared by every key, polls at any
-point, and checkpoints taken and restored mid-stream."""
+one watermark shared by every key, polls at any point, and checkpoints taken and restored mid-stream."""
 from __future__ import annotations
 
 import json
@@ -74,15 +73,13 @@ def run(stream: list, fleet: bool | str, config: PipelineConfig) -> list[str]:
 
 @settings(max_examples=150, deadline=None)
 @given(items, st.sampled_from([10.0, 30.0]), st.sampled_from([0.0, 5.0]), st.sampled_from([4096, 3]),
-       st.sampled_from([None, 20.0]), st.booleans(), st.booleans())
+       st.booleans())
 def test_deferred_windows_equal_windows_built_one_by_one(stream: list, window: float, grace: float,
-                                                         max_pending: int, idle_close: float | None,
-                                                         shared_watermark: bool, in_order: bool) -> None:
+                                                         max_pending: int, in_order: bool) -> None:
     if in_order:  # mostly in time order (many windows close), the commands where they were drawn
         events = iter(sorted((i for i in stream if isinstance(i, dict)), key=lambda e: e["ts"]))
         stream = [next(events) if isinstance(i, dict) else i for i in stream]
-    config = PipelineConfig(window=window, grace=grace, max_pending=max_pending, max_future=None,
-                            idle_close=idle_close, idle_clock="event", shared_watermark=shared_watermark)
+    config = PipelineConfig(window=window, grace=grace, max_pending=max_pending, max_future=None)
     fleet = run([dict(i) if isinstance(i, dict) else i for i in stream], True, config)
     assert fleet == run([dict(i) if isinstance(i, dict) else i for i in stream], False, config)
     assert fleet == run([dict(i) if isinstance(i, dict) else i for i in stream], "lines", config)
@@ -119,11 +116,9 @@ def test_many_keys_take_the_vectorised_pass() -> None:
     assert lines == run(stream, False, config)
 
 
-@pytest.mark.parametrize("idle_close", [None, 3.0])
-def test_replay_output_does_not_depend_on_when_it_collects(monkeypatch: pytest.MonkeyPatch,
-                                                           idle_close: float | None) -> None:
+def test_replay_output_does_not_depend_on_when_it_collects(monkeypatch: pytest.MonkeyPatch) -> None:
     """replay holds small windows back until COLLECT_READY wait (polls keep their places):
-    the same lines in the same order whatever the number, idle closing included."""
+    the same lines in the same order whatever the number."""
     events = [{"ts": t * 0.01, "model": f"m{(t * 7) % 300}", "y_true": t % 3 == 0,
                "score": ((t * 7919) % 997 + 1) / 999, **({"weight": 2.0} if t % 101 == 0 else {})}
               for t in range(6000)]
@@ -131,7 +126,7 @@ def test_replay_output_does_not_depend_on_when_it_collects(monkeypatch: pytest.M
     outputs = []
     for collect in (1, 50, 10**9):
         monkeypatch.setattr(label_replay, "COLLECT_READY", collect)
-        config = PipelineConfig(window=5.0, idle_close=idle_close, idle_clock="event", max_future=None)
+        config = PipelineConfig(window=5.0, max_future=None)
         lines: list[str] = []
         stats = replay_lines(data, Pipeline(config), lines.append)
         assert stats.snapshots == len(lines) > 1000

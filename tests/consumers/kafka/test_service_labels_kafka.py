@@ -54,8 +54,9 @@ def n_final(pub: dict[str, list[dict]]) -> int:
 
 def labels_cmd(bootstrap: str, topic: str, labels_topic: str, out: str, group: str, state: str,
                *extra: str) -> list[str]:
+    # predictions keyed by id, each model on one partition (the test's own partitioning): key-unchecked
     return consume_cmd(bootstrap, topic, out, group, state, "--labels-topic", labels_topic,
-                       "--label-ttl", f"{TTL:g}s", *extra)
+                       "--label-ttl", f"{TTL:g}s", "--partitioning", "key-unchecked", *extra)
 
 
 def run_until_final(cmd: list[str], bootstrap: str, out: str, n_expected: int, timeout: float = 90.0) -> str:

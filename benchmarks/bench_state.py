@@ -1,0 +1,125 @@
+"""State cost of the Kafka service against its key count, in one run (issue: incremental state).
+
+    python benchmarks/bench_state.py [--events 400000] [--keys 100000] [--windows 2] [--quick]
+
+Starts an embedded tansu broker and fills two topics with the same number of single-event
+messages (binary task, keyed ``model|segment``, event times spread evenly over ``--windows``
+60-second windows), one over 3 keys and one over ``--keys`` keys; then runs the service
+(``consumers.service.MetricsService`` as ``streammetrics consume`` builds it: checkpoints every
+second under a temporary state dir, the changelog topic, per-key gauges, snapshots published) over
+each, from its first record until every event is applied, and prints events per CPU-second of
+this process for each and their ratio (target: the many-key rate at least 0.5 of the 3-key rate:
+``met`` / ``MISSED``), the resident memory the many-key state adds (per 100,000 keys), the last
+checkpoint's size, and the time to restore a partition's state (decode + load) against its size.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench_kafka_baseline import produce  # noqa: E402
+
+from consumers.broker import EmbeddedBroker, create_topics  # noqa: E402
+from consumers.service import MetricsService, ServiceConfig, tune_gc  # noqa: E402
+
+T0 = 1_767_225_600.0
+WINDOW = 60.0
+TARGET = 0.5
+
+
+def messages(n: int, keys: int, windows: int, seed: int = 3):
+    """``n`` single-event messages over ``keys`` keys, times spread over ``windows`` windows."""
+    rng = random.Random(seed)
+    span = windows * WINDOW
+    for i in range(n):
+        k = rng.randrange(keys)
+        model, segment = f"m{k % 97}", f"s{k}"
+        ev = {"ts": round(T0 + span * i / n, 6), "model": model, "segment": segment,
+              "y_true": rng.random() < 0.3, "score": round(rng.random(), 4)}
+        ev["y_true"] = int(ev["y_true"])
+        yield f"{model}|{segment}".encode(), json.dumps(ev, separators=(",", ":")).encode()
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def run_service(bootstrap: str, topic: str, events: int) -> dict:
+    output = f"{topic}-out"
+    create_topics(bootstrap, {output: 1})
+    with tempfile.TemporaryDirectory() as state:
+        config = ServiceConfig(bootstrap_servers=bootstrap, topic=topic, output_topic=output,
+                               group_id=f"bench-{topic}", state_dir=state, idle_close=None, max_future=None,
+                               changelog_topic=f"bench-{topic}-changelog")
+        create_topics(bootstrap, {config.changelog_topic: 1})
+        service = MetricsService(config)
+        rss0 = rss_bytes()
+        service.start()
+        counts = service.counts
+        try:
+            while counts["messages"] == 0:
+                service.poll_once()
+            start, cpu = time.perf_counter(), time.process_time()
+            while counts["events"] + counts["late"] + counts["rejected"] < events:
+                service.poll_once()
+            seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
+            rss = rss_bytes() - rss0
+            service.checkpoint()
+            part = next(iter(service.partitions.values()))
+            keys = part.pipeline.windows.key_count
+            payload = service._saved_state(part) or b""  # noqa: SLF001 - the state a restore loads
+            t = time.perf_counter()
+            pipeline = service._pipeline_from(payload, part.tp.partition)  # noqa: SLF001 - what restore runs
+            restore = time.perf_counter() - t
+            assert pipeline.windows.key_count == keys
+        finally:
+            service.close()
+    if counts["events"] != events:
+        raise RuntimeError(f"service applied {counts['events']} of {events} events: {counts}")
+    return {"events": events, "seconds": seconds, "cpu": cpu_seconds, "rate": events / cpu_seconds, "keys": keys,
+            "rss": rss, "checkpoint_bytes": len(payload), "restore_s": restore}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=400_000)
+    ap.add_argument("--keys", type=int, default=100_000)
+    ap.add_argument("--windows", type=int, default=2)
+    ap.add_argument("--quick", action="store_true", help="40,000 events over 10,000 keys")
+    args = ap.parse_args()
+    if args.quick:
+        args.events, args.keys = 40_000, 10_000
+    tune_gc()
+    with EmbeddedBroker(host="127.0.0.1") as broker:
+        bootstrap = broker.bootstrap_servers
+        results = {}
+        for keys in (3, args.keys):
+            topic = f"state-{keys}-{os.getpid()}"
+            create_topics(bootstrap, {topic: 1})
+            produce(bootstrap, topic, messages(args.events, keys, args.windows))
+            results[keys] = r = run_service(bootstrap, topic, args.events)
+            print(f"{keys:>7} keys: {r['rate']:>9,.0f} events per CPU-s ({r['events']:,} events, {r['cpu']:.1f} CPU-s, "
+                  f"{r['seconds']:.1f} s wall); state RSS +{r['rss'] / 2**20:.0f} MiB; checkpoint "
+                  f"{r['checkpoint_bytes'] / 1e6:.1f} MB; restore {r['restore_s'] * 1000:.0f} ms "
+                  f"for {r['keys']:,} keys", flush=True)
+    many, few = results[args.keys], results[3]
+    ratio = many["rate"] / few["rate"]
+    verdict = "met" if ratio >= TARGET else "MISSED"
+    print(f"ratio {args.keys:,} keys / 3 keys: {ratio:.2f} (target >= {TARGET}: {verdict})")
+    print(f"RSS per 100,000 keys: {(many['rss'] - few['rss']) / 2**20 * 100_000 / args.keys:.0f} MiB; "
+          f"restore {many['restore_s'] * 1000:.0f} ms for {many['checkpoint_bytes'] / 1e6:.1f} MB "
+          f"({few['restore_s'] * 1000:.1f} ms for {few['checkpoint_bytes'] / 1e3:.1f} kB)")
+
+
+if __name__ == "__main__":
+    main()
