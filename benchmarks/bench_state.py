@@ -60,7 +60,7 @@ def run_service(bootstrap: str, topic: str, events: int) -> dict:
     with tempfile.TemporaryDirectory() as state:
         config = ServiceConfig(bootstrap_servers=bootstrap, topic=topic, output_topic=output,
                                group_id=f"bench-{topic}", state_dir=state, idle_close=None, max_future=None,
-                               changelog_topic=f"bench-{topic}-changelog")
+                               changelog_topic=f"bench-{topic}-changelog", delivery_timeout=300.0)
         create_topics(bootstrap, {config.changelog_topic: 1})
         service = MetricsService(config)
         rss0 = rss_bytes()

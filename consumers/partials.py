@@ -563,9 +563,15 @@ class MergeStage:
             if local is not None:
                 candidates.append(local)
         if self.changelog is not None:
-            raw = self.changelog.restore(partition)
-            if raw is not None:
-                candidates.append(self.codec.decode(partition, raw, f"merge changelog checkpoint {partition}"))
+            where = f"merge changelog checkpoint {partition}"
+
+            def check(chain: list[bytes], metas: list[dict[str, Any]]) -> None:  # a bad one is skipped
+                self.make_merger().load_dict(self.codec.decode(partition, chain[0], where)["windows"])
+
+            # the merge writes full checkpoints only: a chain of one
+            chain = self.changelog.restore(partition, check)
+            if chain:
+                candidates.append(self.codec.decode(partition, chain[0], where))
         return max(candidates, key=lambda c: c["offset"]) if candidates else None
 
     def _revoke(self, revoked: Any) -> None:

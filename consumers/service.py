@@ -512,6 +512,8 @@ class MetricsService:
         self._watermarks_sent: dict[int, tuple[int, float]] = {}
         self._watermark_moved: dict[int, tuple[float, float]] = {}  # partition -> (watermark, since when)
         self._idle_logged: dict[int, float] = {}  # partition -> clock of the last "cannot advance" INFO line
+        self._unassigned_since = clock()  # since when no input partition is assigned (INFO every 10 s)
+        self._unassigned_logged = -math.inf
         #: exceptions out of poll: (tp, offset) -> failed fetches of that batch; failures in a row without one
         self._fetch_failures: dict[tuple[Any, int], int] = {}
         #: --labels-topic: tp -> (first, after last) offsets skipped while records before them were buffered
@@ -841,6 +843,14 @@ class MetricsService:
             self.checkpoint()
         if self.merge is not None and self.merge.failure is not None:
             self._fail(f"stopping: {self.merge.failure}")
+        if not self.partitions and now - self._unassigned_logged >= 10.0:
+            if self._unassigned_logged > -math.inf:  # (not at the start: the first join takes a few seconds)
+                log.info("no partition of %r assigned to this instance for %.0f s: the group is rebalancing, or "
+                         "has more members than partitions", self.config.topic, now - self._unassigned_since)
+            self._unassigned_logged = now
+        elif self.partitions:
+            self._unassigned_logged = -math.inf
+            self._unassigned_since = now
         self._update_lag()
         self._caught_up = self._compute_caught_up()
         return applied

@@ -598,7 +598,10 @@ class Pipeline:
     def delta_dict(self) -> dict[str, Any]:
         """What changed since the last :meth:`delta_dict` (or :meth:`track_changes`): the changed
         keys' windows (:meth:`WindowManager.delta_dict`) and the label join's state; see
-        :meth:`apply_delta`. Tracking starts with the first call."""
+        :meth:`apply_delta`. Tracking starts with the first call. ValueError with slicing, as
+        :meth:`to_dict`."""
+        if self._slicer is not None:
+            raise ValueError("a pipeline with slices (--slice-by, --rollup, --fairness-by) cannot be checkpointed yet")
         windows = self.windows
         windows.track_changes()
         out = {"type": "PipelineDelta", "version": 1, "task": self.config.task,
