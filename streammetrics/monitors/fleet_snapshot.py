@@ -59,7 +59,7 @@ from streammetrics.kernels.intervals import (
 )
 from streammetrics.kernels.ranking_small import SMALL_LEVELS
 from streammetrics.monitors.binary_packed import pack_binary_event
-from streammetrics.monitors.fast_snapshot import _DIRECT, SNAPSHOT_KEYS
+from streammetrics.monitors.fast_snapshot import DIRECT, SNAPSHOT_KEYS
 
 __all__ = ["FLEET_MAX_EVENTS", "binary_snapshot_states", "binary_snapshot_texts"]
 
@@ -198,7 +198,7 @@ class _Columns:
 def _fleet_columns(template: Any, panes: Sequence[Sequence[Any]]) -> _Columns | None:
     """The per-window metrics and events of the panes in the common case (None: none is, or
     the template is not an empty ``exact=False`` monitor); see the module docstring."""
-    if not (_DIRECT and not template.exact and template.count == 0 and not template.labeled):
+    if not (DIRECT and not template.exact and template.count == 0 and not template.labeled):
         return None
     chosen, lengths, y, s = _common_columns(panes, template.snapshot_states_max_events)
     if not chosen:
