@@ -30,7 +30,7 @@ if str(HERE) not in sys.path:  # the benchmark scripts import their helpers as t
 from _targets import Target  # noqa: E402  (after the path set-up)
 
 #: benchmark modules with ``targets(quick)``, in the order they run
-BENCHMARKS = ["bench_updates", "bench_paths", "bench_confusion", "bench_monitor"]
+BENCHMARKS = ["bench_updates", "bench_paths", "bench_confusion", "bench_monitor", "sim_intervals"]
 #: the other scripts of benchmarks/, and why the runner leaves them out
 NOT_RUN = {
     "bench_alerts": "statistical targets (false alarms, delay: met/MISSED in its own output), no ratio",

@@ -215,7 +215,7 @@ def aggregate(
         return _tabulate(uniq, index.reshape(-1), groups, n_groups, weights, grouped=False)
     lo, hi = int(keys.min()), int(keys.max())
     span = hi - lo + 1
-    if span <= max(n // 4, 1 << 16):
+    if span <= max(n, 1 << 16):  # (a table of at most n_groups cells per event)
         index = _chunked_index(keys, lo, None, groups, n_groups)
         return _tabulate(np.arange(lo, hi + 1), index, groups, n_groups, weights)
     # compress the empty gaps of the key range (keys of scores < 0, in (0, 1) and > 1 lie
