@@ -277,6 +277,15 @@ class _Deferred:
         self.events = events
 
 
+def _order(key: tuple[Any, Any]) -> tuple[str, str]:
+    """The order keys close in on one watermark: the key itself when both parts are strings (as
+    the event parser makes them), else a string form of it after those (comparable whatever the
+    parts' types, the same from the same key)."""
+    if key[0].__class__ is str and key[1].__class__ is str:
+        return key
+    return (f"\uffff{key[0]!r}", repr(key[1]))
+
+
 def _lines_of(ready: list[Any]) -> list[str]:
     """Ready snapshots as lines: those written already (str), and the dicts' ``snapshot_line``."""
     return [r if r.__class__ is str else snapshot_line(r) for r in ready]
@@ -383,7 +392,7 @@ class WindowManager:
         self._max_us: float = -math.inf
         # (close_at, key) of the keys holding open or queued panes, smallest first (stale entries,
         # whose close_at is no longer the key's ``armed``, are skipped); _next_due: its top
-        self._due: list[tuple[float, tuple[str, str]]] = []
+        self._due: list[tuple[float, tuple[str, str], tuple[str, str]]] = []
         self._next_due: float = math.inf
         self._revised = False  # some closed window awaits a new revision (delayed labels)
         self._rev_pane: int | None = None  # pane of the last revision tick (see revision_tick)
@@ -943,7 +952,7 @@ class WindowManager:
     def _arm(self, key: tuple[str, str], state: _KeyState) -> None:
         """Enter the key in the heap of keys to close at its ``close_at`` (it holds open panes)."""
         state.armed = at = state.close_at
-        heapq.heappush(self._due, (at, key))
+        heapq.heappush(self._due, (at, _order(key), key))
         if at < self._next_due:
             self._next_due = at
 
@@ -952,7 +961,7 @@ class WindowManager:
         O(log keys) per key closed, nothing for the keys not due."""
         due, keys, max_us = self._due, self._keys, self._max_us
         while due and due[0][0] <= max_us:
-            at, key = heapq.heappop(due)
+            at, _, key = heapq.heappop(due)
             state = keys.get(key)
             if state is None or state.armed != at:
                 continue  # stale: the key closed or went since
@@ -1006,7 +1015,7 @@ class WindowManager:
 
     def _flush(self, lines: bool) -> list[Any]:
         keys = self._keys
-        for key in sorted(keys):  # (the dict's order depends on when keys were evicted: on polls)
+        for key in sorted(keys, key=_order):  # (the dict's order depends on when keys were evicted: on polls)
             self._close_open(key, keys[key])
         if self._revised:
             self._emit_revisions()
