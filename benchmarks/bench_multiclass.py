@@ -22,6 +22,7 @@ import json
 import time
 
 import numpy as np
+from _targets import Target  # (benchmarks/ is on sys.path)
 from sklearn import metrics as skm
 
 import streammetrics as sm
@@ -43,7 +44,7 @@ def softmax_stream(rng, n: int, k: int, signal: float = 1.5):
     return y, p / p.sum(axis=1, keepdims=True)
 
 
-def per_event(rng, k: int, n_events: int, repeat: int) -> None:
+def per_event(rng, k: int, n_events: int, repeat: int) -> float | None:
     """CPU time per event of MulticlassScores.update and river's equivalent, interleaved,
     and their ratio (river's time / ours: above 1 means ours is faster)."""
     y, p = softmax_stream(rng, n_events, k)
@@ -94,10 +95,28 @@ def per_event(rng, k: int, n_events: int, repeat: int) -> None:
     t_ours = times["MulticlassScores.update"]
     for name, t in times.items():
         print(f"  {name:<32} {1e6 * t / n_events:8.2f} us/event  {t / t_ours:6.2f}x ours' time")
-    if "river CrossEntropy + K x ROCAUC" in times:
-        ratio = times["river CrossEntropy + K x ROCAUC"] / t_ours
-        print(f"  ratio river CE + K x ROCAUC / MulticlassScores.update (CPU): {ratio:.2f} "
-              f"({'ours faster' if ratio >= 1 else 'river faster'})")
+    if "river CrossEntropy + K x ROCAUC" not in times:
+        return None
+    ratio = times["river CrossEntropy + K x ROCAUC"] / t_ours
+    print(f"  ratio river CE + K x ROCAUC / MulticlassScores.update (CPU): {ratio:.2f} "
+          f"({'ours faster' if ratio >= 1 else 'river faster'})")
+    return ratio
+
+
+def targets(quick: bool) -> list[Target]:
+    """Issue 12 point 4: ``MulticlassScores.update`` per event at least as fast as river's
+    CrossEntropy + K x ROCAUC (K=5 and K=50, CPU time)."""
+    n_events = 20_000 if quick else 200_000
+    repeat = 2 if quick else 3
+    rng = np.random.default_rng(42)
+    out = []
+    for k, n in ((5, n_events), (50, n_events // 10)):
+        ratio = per_event(rng, k, n, repeat)
+        if ratio is None:
+            raise ImportError("river is not installed")
+        out.append(Target("bench_multiclass", f"MulticlassScores.update / river CE + K x ROCAUC, K={k} (CPU)", 1.0,
+                          ratio, note="smoke size" if quick else ""))
+    return out
 
 
 def state_sizes(rng, n: int = 10_000) -> None:

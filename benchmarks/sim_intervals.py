@@ -16,6 +16,7 @@ metrics at threshold 0.5 follow from the normal tails, log loss and Brier by qua
 
     python benchmarks/sim_intervals.py            # 10,000 windows per setting (sizes 50..5,000)
     python benchmarks/sim_intervals.py --quick    # a smoke run (a few seconds)
+    python -m benchmarks --only sim_intervals     # its two targets in the runner's table
 
 Also checks the Mann-Whitney U statistic of each simulated window against scipy (when
 installed). NannyML is not installed here, so its sampling error is not compared.
@@ -258,6 +259,25 @@ def _row(label: str, stats: dict[str, tuple[int, int]], windows: int, nominal: f
     return f"{label}: " + " ".join(parts)
 
 
+#: the last :func:`main` run's lowest coverage, its nominal level and the highest false-alarm rate
+LAST: dict[str, float] = {}
+
+
+def targets(quick: bool) -> list:
+    """``python -m benchmarks``' rows: the lowest coverage against nominal minus one point, and
+    the highest false-alarm rate per test against nominal (1,000 windows per setting when quick:
+    a smoke size, whose coverage is noisier by about a point)."""
+    from _targets import Target
+
+    main(["--quick", "--windows", "1000"] if quick else [])
+    nominal = LAST["nominal"]
+    return [Target("sim_intervals", "lowest coverage / (nominal - 1 point)", 1.0, LAST["lowest"] / (nominal - 0.01),
+                   note=f"{100 * LAST['lowest']:.1f}% at nominal {100 * nominal:g}%"),
+            Target("sim_intervals", "change test: false alarms per test / nominal", 1.0,
+                   LAST["false_alarms"] / (1.0 - nominal), at_most=True,
+                   note=f"{100 * LAST['false_alarms']:.2f}%")]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="smoke size: 400 windows, sizes 50 and 1,000")
@@ -284,9 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(_row(label, stats, windows, nominal, worst))
     for n in sizes:
         print(_row(f"multiclass n={n}", coverage_multiclass(n, windows, nominal, rng), windows, nominal, worst))
-        reg_windows = max(windows // 5, 100)
-        print(_row(f"regression n={n}", coverage_regression(n, reg_windows, z, nominal, rng), reg_windows,
-                   nominal, worst))
+        print(_row(f"regression n={n}", coverage_regression(n, windows, z, nominal, rng), windows, nominal, worst))
     bad = check_monitor_path(rng, z, nominal)
     print(f"BinaryMonitor.intervals vs kernel columns: {bad} differing intervals")
     print(f"Mann-Whitney U vs scipy.stats.mannwhitneyu: {scipy_checks[1]} differing windows "
@@ -299,14 +317,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"weighted events (weight 2): insufficient = {len(weighted['insufficient'])} of "
           f"{len(iv.BINARY_INTERVALS)} metrics (sum of squared weights not kept: no interval)")
     print(f"change test vs a 5,000-event reference, BH at fdr={args.fdr}:")
+    rates = []
     for n in sizes:
         for prevalence in (0.2, 0.05):
             rate, any_bh, _ = change_test(n, windows // 4, prevalence, z, args.fdr, rng)
+            rates.append(rate)
             _, _, detect = change_test(n, windows // 4, prevalence, z, args.fdr, rng, mu_window=1.0)
             print(f"  n={n} prevalence={prevalence}: false alarms per test {100 * rate:.2f}% "
                   f"(nominal {100 * (1 - nominal):.1f}%), windows with any BH discovery {100 * any_bh:.2f}%; "
                   f"AUC 0.856 -> 0.760 detected in {100 * detect:.1f}%")
     worst.sort()
+    LAST.update(nominal=nominal, lowest=nominal + worst[0][0] if worst else math.nan,
+                false_alarms=max(rates) if rates else math.nan)
     print("lowest coverage (>= 200 windows given):")
     for gap, label, k, given in worst[:5]:
         print(f"  {label} {k}: {100 * (nominal + gap):.2f}% ({given} windows)")

@@ -54,6 +54,8 @@ def config_from_args(args: Any) -> ServiceConfig:
         group_id=args.group_id, dlq_topic=args.dlq_topic, state_dir=args.state_dir,
         metrics_port=args.metrics_port, metrics_host=args.metrics_host, task=args.task, window=args.window,
         slide=args.slide, grace=args.grace, idle_close=args.idle_close or None, threshold=args.threshold,
+        confidence=getattr(args, "confidence", ServiceConfig.confidence),
+        compare=getattr(args, "compare", None), fdr=getattr(args, "fdr", ServiceConfig.fdr),
         classes=args.classes, labels=args.labels, fields=parse_field_map(args.field),
         max_labels=getattr(args, "max_labels", ServiceConfig.max_labels),
         cumulative=args.cumulative, include_state=not args.no_state,

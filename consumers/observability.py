@@ -149,6 +149,10 @@ class ServiceMetrics:
                                          registry=r, unit=unit) for kind, (unit, text) in KINDS.items()}
         self.window_end = Gauge("streammetrics_window_end_seconds", "End of the latest closed window (epoch s)",
                                 ["model", "segment"], registry=r)
+        # contract section 9: each exported metric's confidence interval (absent where the snapshot has null)
+        self.window_bounds = tuple(Gauge(f"streammetrics_window_metric_{end}", f"Latest closed window's metric: "
+                                         f"{end} end of its confidence interval", ["model", "segment", "metric"],
+                                         registry=r) for end in ("low", "high"))
         self.lag = Gauge("streammetrics_consumer_lag", "Messages behind the partition's high watermark",
                          ["topic", "partition"], registry=r)
         self.last_checkpoint = Gauge("streammetrics_last_checkpoint_timestamp_seconds",
@@ -205,6 +209,10 @@ class ServiceMetrics:
         self.alert_series_dropped = Counter("streammetrics_alert_series_dropped", "Alert series not exported or "
                                             "forgotten past MAX_ALERT_SERIES", registry=r)
         self._alert_series: dict[tuple[str, str, str], bool] = {}  # (model, segment, rule) -> firing
+        self.alert_pairs_forgotten = Gauge("streammetrics_alert_pairs_forgotten", "(rule, key) pairs an alert "
+                                           "engine forgot past its bound (AlertSpec.max_keys), by stage (window: a "
+                                           "partition's pipeline, merge: a partials partition) and partition",
+                                           ["stage", "partition"], registry=r)
         self.window_labeled_ratio = Gauge("streammetrics_window_labeled_ratio", "Labelled share of the latest "
                                           "window's predictions (delayed labels: label arrival)",
                                           ["model", "segment"], registry=r)
@@ -288,7 +296,7 @@ class ServiceMetrics:
             entry.free_names, entry.free_end = free, end
         if final and end >= entry.final_end:
             labelled = tuple(name for name in names if not name.startswith(LABEL_FREE_PREFIXES))
-            self._replace(key, entry.labelled_names, labelled, metrics)
+            self._replace(key, entry.labelled_names, labelled, metrics, snapshot.get("intervals") or {})
             entry.labelled_names, entry.final_end = labelled, end
         if end >= entry.window_end:
             if entry.count != count:
@@ -320,19 +328,29 @@ class ServiceMetrics:
             heapq.heappop(heap)
 
     def _replace(self, key: tuple[str, str], old: tuple[str, ...], new: tuple[str, ...],
-                 metrics: dict[str, Any]) -> None:
+                 metrics: dict[str, Any], intervals: dict[str, Any] | None = None) -> None:
         for name in set(old) - set(new):
             self.window_metric.remove(key[0], key[1], name)
             self.window_kinds[metric_kind(name)].remove(key[0], key[1], name)
         for name in new:
             self.window_metric.labels(key[0], key[1], name).set(metrics[name])
             self.window_kinds[metric_kind(name)].labels(key[0], key[1], name).set(metrics[name])
+        if intervals is not None:  # (labelled metrics: their _low/_high gauges follow them)
+            for name in (*old, *new):
+                pair = intervals.get(name) if name in new else None
+                for gauge, i in zip(self.window_bounds, (0, 1)):
+                    if isinstance(pair, list) and len(pair) == 2:
+                        gauge.labels(key[0], key[1], name).set(pair[i])
+                    else:
+                        gauge.remove(key[0], key[1], name)
 
     def _forget(self, key: tuple[str, str]) -> None:
         entry = self._exported.pop(key)
         for name in (*entry.free_names, *entry.labelled_names):
             self.window_metric.remove(key[0], key[1], name)
             self.window_kinds[metric_kind(name)].remove(key[0], key[1], name)
+            for gauge in self.window_bounds:
+                gauge.remove(key[0], key[1], name)
         if entry.window_end > float("-inf"):
             self.window_end.remove(key[0], key[1])
             try:

@@ -186,6 +186,11 @@ class ServiceConfig:
     grace: float = 0.0
     idle_close: float | None = 30.0
     threshold: float = 0.5
+    #: confidence of the snapshots' intervals (``--confidence``; contract section 9)
+    confidence: float = 0.95
+    #: ``changes`` against the reference or the previous window (``--compare``), their ``--fdr``
+    compare: str | None = None
+    fdr: float = 0.05
     classes: list | None = None
     labels: list | None = None
     #: labels task, discovered labels: most labels a window keeps (``--max-labels``)
@@ -273,10 +278,11 @@ class ServiceConfig:
 
     def monitor_factory(self) -> Callable[[], Any]:
         task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
-        max_labels = self.max_labels
+        confidence, max_labels = self.confidence, self.max_labels
 
         def factory() -> Any:
-            return make_monitor(task, threshold=threshold, classes=classes, labels=labels, max_labels=max_labels)
+            return make_monitor(task, threshold=threshold, classes=classes, labels=labels, max_labels=max_labels,
+                                confidence=confidence)
 
         factory()  # configuration errors surface at start-up
         return factory
@@ -287,6 +293,7 @@ class ServiceConfig:
         return PipelineConfig(
             task=self.task, window=self.window, slide=self.slide, grace=self.grace,
             threshold=self.threshold, classes=self.classes, labels=self.labels, max_labels=self.max_labels,
+            confidence=self.confidence, compare=self.compare, fdr=self.fdr,
             fields=dict(self.fields),
             cumulative=self.cumulative, include_state=self.include_state or partitioned, max_future=self.max_future,
             max_keys=self.max_keys or None, max_snapshot_bytes=max_snapshot_bytes, batch=True,
@@ -1397,6 +1404,7 @@ class MetricsService:
             published += 1
         if pipeline.alerts is not None:
             self.publish_alerts(pipeline.take_alerts())
+            self.metrics.alert_pairs_forgotten.labels("window", str(part.tp.partition)).set(pipeline.alerts.dropped)
         return published
 
     def publish_alerts(self, events: list[dict[str, Any]]) -> None:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import sys
@@ -139,6 +140,26 @@ def _add_task_options(p: argparse.ArgumentParser, replay: bool = False) -> None:
                         "(null for keys without one)")
     g.add_argument("--max-references", type=_positive_int("--max-references"), default=10_000, metavar="N",
                    help="most (model, segment) keys in the --reference file; more is an error (default: 10000)")
+    g.add_argument("--confidence", type=_open_unit("--confidence"), default=0.95, metavar="C",
+                   help="confidence of the intervals snapshots with labelled events carry (contract section 9; "
+                        "default: 0.95)")
+    g.add_argument("--compare", choices=["reference", "previous"], default=None,
+                   help="snapshots carry changes against the key's reference (the default with --reference) or "
+                        "its previous window, significant by Benjamini-Hochberg at --fdr over each poll")
+    g.add_argument("--fdr", type=_open_unit("--fdr"), default=0.05, metavar="Q",
+                   help="false discovery rate of the changes marked significant (default: 0.05)")
+
+
+def _open_unit(name: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not 0.0 < value < 1.0:
+            raise argparse.ArgumentTypeError(f"{name} must be a number strictly between 0 and 1, got {text!r}")
+        return value
+    return parse
 
 
 def _add_alert_options(p: argparse.ArgumentParser, output: str) -> None:

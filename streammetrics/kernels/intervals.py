@@ -32,6 +32,7 @@ a window holding an event of weight other than 1 gets None (documented in docs/i
 """
 from __future__ import annotations
 
+import json
 import math
 from statistics import NormalDist
 from typing import Any, Sequence
@@ -52,6 +53,7 @@ __all__ = [
     "CONFUSION_INTERVALS",
     "confusion_intervals",
     "interval_record",
+    "intervals_text",
     "balanced_accuracy_interval",
     "balanced_accuracy_intervals",
     "check_confidence",
@@ -293,8 +295,8 @@ def auc_interval(neg: Sequence[float], pos: Sequence[float], low: float, high: f
 
 
 # ---------------------------------------------------------------------------- means
-def level_second_moments(scores_low: Any, scores_high: Any, neg: Any, pos: Any,
-                         starts: Any = (0,)) -> tuple[np.ndarray, np.ndarray]:
+def level_second_moments(scores_low: Any, scores_high: Any, neg: Any, pos: Any, starts: Any = (0,),
+                         need: Any = None) -> tuple[np.ndarray, np.ndarray]:
     """Per window (``starts``: the index of each window's first level), ``sum w l^2`` and
     ``sum w b^2`` over the levels of a binary score histogram: ``l`` the log-loss term, ``b`` the
     Brier term (:func:`~streammetrics.kernels.exact_sum.probability_terms`, the formula every
@@ -302,17 +304,22 @@ def level_second_moments(scores_low: Any, scores_high: Any, neg: Any, pos: Any,
     (equal for exact levels); the larger term of the range is taken (negatives: the high end,
     positives: the low end), so on bins the moments are upper bounds and the interval
     conservative. Each sum is ``math.fsum`` of the window's per-level products (correctly
-    rounded: one value on every path)."""
+    rounded: one value on every path). ``need``: the windows whose sums are wanted (the others
+    get nan; default all)."""
     from streammetrics.kernels.exact_sum import probability_terms
 
     lo, hi, neg, pos = _rows(scores_low, scores_high, neg, pos)
     ln, bn = probability_terms(-hi)  # (a negative's terms grow with its score)
     lp, bp = probability_terms(lo)
-    bounds = np.append(np.asarray(starts, dtype=np.int64), len(neg)).tolist()
+    bounds = np.append(np.asarray(starts, dtype=np.int64), len(neg))
+    windows = np.arange(len(bounds) - 1) if need is None else np.flatnonzero(need)
+    first, last = bounds[windows].tolist(), bounds[windows + 1].tolist()
     out = []
     for a, b in ((neg * ln * ln, pos * lp * lp), (neg * bn * bn, pos * bp * bp)):
         la, lb = a.tolist(), b.tolist()
-        out.append(np.array([math.fsum(la[i:j] + lb[i:j]) for i, j in zip(bounds[:-1], bounds[1:])]))
+        sums = np.full(len(bounds) - 1, np.nan)
+        sums[windows] = [math.fsum(la[i:j] + lb[i:j]) for i, j in zip(first, last)]
+        out.append(sums)
     return out[0], out[1]
 
 
@@ -498,7 +505,8 @@ def score_interval_columns(starts: Any, lo: Any, hi: Any, neg: Any, pos: Any, au
     total_n, total_p = np.add.reduceat(neg, starts), np.add.reduceat(pos, starts)
     minority = np.minimum(total_n, total_p)
     df = np.where(minority >= MIN_CLASS_EVENTS, minority - 1.0, np.nan)
-    second_log, second_brier = level_second_moments(lo, hi, neg, pos, starts)
+    need = (minority >= MIN_CLASS_EVENTS) & (total_n + total_p >= MIN_MEAN_EVENTS)  # (the others get none)
+    second_log, second_brier = level_second_moments(lo, hi, neg, pos, starts, need)
     return {"roc_auc": auc_intervals(starts, neg, pos, auc_low, auc_high, z),
             "log_loss": mean_intervals(log_loss, second_log, total_n + total_p, z, df=df),
             "brier_score": mean_intervals(brier, second_brier, total_n + total_p, z, 0.0, 1.0, df=df)}
@@ -530,3 +538,17 @@ def pairs_record(pairs: dict[str, Pair | None], confidence: float) -> dict[str, 
         if pair is None:
             missing.append(name)
     return {"intervals": out, "insufficient": missing}
+
+
+#: ``snapshot_line``'s canonical encoder (compact, no NaN)
+_JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
+def intervals_text(record: dict[str, Any] | None) -> str:
+    """The text ``window_line`` inserts after a snapshot's metrics for an intervals record
+    (contract section 9): ``,"intervals":{...},"insufficient":[...]`` as ``snapshot_line`` writes
+    them, or empty for None."""
+    if record is None:
+        return ""
+    return ',"intervals":' + _JSON.encode(record["intervals"]) + ',"insufficient":' + _JSON.encode(
+        record["insufficient"])

@@ -155,6 +155,22 @@ def _as_binary_array(y_true: Any, name: str) -> np.ndarray:
     raise TypeError(f"{name} must hold 0, 1, True or False, got dtype {y.dtype}")
 
 
+def _one_score_per_key(g: np.ndarray, s: np.ndarray, keys: np.ndarray) -> np.ndarray | None:
+    """The exact key (``score + 0.0``) of each of ``keys`` (grid keys of the batch's table) when all
+    events of a batch that share a grid key (``g``, per event) have one score; else None. One
+    scatter and one gather over the grid's key range (no sort); None too when that range is
+    more than four times the batch (the scratch array would outgrow the batch's own)."""
+    lo, hi = int(g.min()), int(g.max())
+    if hi - lo >= 4 * len(g):
+        return None
+    at = g - lo
+    one = np.empty(hi - lo + 1)
+    one[at] = s  # (any of a key's scores)
+    if not np.array_equal(one[at], s):  # some key holds two scores (-0.0 and 0.0 are one)
+        return None
+    return one[keys - lo] + 0.0
+
+
 # ----------------------------------------------------------------------------- declared state
 def _fresh_histograms(acc: "BinaryScores") -> tuple[Binning, ScoreHistogram, ScoreHistogram]:
     # every accumulator starts exact: exact=False switches to the grid past max_bins scores
@@ -813,17 +829,23 @@ class BinaryScores(Accumulator):
         ``max_bins`` events is tabulated by its exact scores (a small sort); a larger one is
         keyed on the finest grid (one ``np.bincount``), and more than ``max_bins`` distinct
         (class, grid key) cells mean more distinct (class, score) keys (the grid key is a
-        function of the score): the grid table is the answer. Only a batch with few grid
-        cells is tabulated by its exact scores (it may still be exact)."""
+        function of the score): the grid table is the answer. A batch with few grid cells may
+        still be exact: when each of its grid keys holds one distinct score (a scatter and a
+        gather: :func:`_one_score_per_key`), the grid table is its exact table; only otherwise are
+        its exact scores sorted."""
         binning = self._binning
         finest, max_bins = self._finest, self._max_bins
         if not binning.exact or finest is None or max_bins is None:
             return (binning, *aggregate(binning.keys(s), y, 2, w, exact=units))
         grid = LogGridBinning(finest)
         if len(s) > max_bins:
-            keys, table = aggregate(grid.keys(s), y, 2, w, exact=units)
+            g = grid.keys(s)
+            keys, table = aggregate(g, y, 2, w, exact=units)
             if np.count_nonzero(table) > max_bins:
                 return grid, keys, table
+            scores = _one_score_per_key(g, s, keys)
+            if scores is not None:  # each grid key holds one distinct score: the exact table, unsorted
+                return binning, scores, table
         keys, table = aggregate(binning.keys(s), y, 2, w, exact=units)
         if np.count_nonzero(table) > max_bins:
             # the batch alone has too many distinct scores: to the finest grid right away

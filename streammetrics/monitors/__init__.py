@@ -40,20 +40,29 @@ __all__ = ["Monitor", "BinaryMonitor", "MulticlassMonitor", "LabelMonitor", "Reg
 
 
 def make_monitor(task: str, *, threshold: float = 0.5, classes: Sequence[Hashable] | None = None,
-                 labels: Sequence[Hashable] | None = None, max_labels: int | None = None) -> Monitor:
+                 labels: Sequence[Hashable] | None = None, max_labels: int | None = None,
+                 confidence: float = 0.95) -> Monitor:
     """An empty monitor for ``task`` in {"binary", "multiclass", "labels", "regression"};
-    ``max_labels`` bounds the labels task's discovered labels (ignored with ``labels``)."""
+    ``max_labels`` bounds the labels task's discovered labels (ignored with ``labels``); its
+    snapshots' intervals at ``confidence`` (``Monitor.confidence``)."""
+    from streammetrics.kernels.intervals import check_confidence
+
+    monitor: Monitor
     if task == "binary":
-        return BinaryMonitor(threshold=threshold)
-    if task == "multiclass":
+        monitor = BinaryMonitor(threshold=threshold)
+    elif task == "multiclass":
         if not classes:
             raise ValueError("task 'multiclass' needs classes (e.g. --classes cat,dog,bird)")
-        return MulticlassMonitor(classes)
-    if task == "labels":
-        return LabelMonitor(labels, max_labels=None if labels is not None else max_labels)
-    if task == "regression":
-        return RegressionMonitor()
-    raise ValueError(f"task must be one of binary, multiclass, labels, regression; got {task!r}")
+        monitor = MulticlassMonitor(classes)
+    elif task == "labels":
+        monitor = LabelMonitor(labels, max_labels=None if labels is not None else max_labels)
+    elif task == "regression":
+        monitor = RegressionMonitor()
+    else:
+        raise ValueError(f"task must be one of binary, multiclass, labels, regression; got {task!r}")
+    if confidence != Monitor.confidence:  # (an instance attribute only when set: empty() copies it)
+        monitor.confidence = check_confidence(confidence)
+    return monitor
 
 
 def state_limits_for(task: str, *, classes: Sequence[Hashable] | None = None,

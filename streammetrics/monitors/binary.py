@@ -553,33 +553,36 @@ class BinaryMonitor(Monitor):
 
     def snapshot_states(
         self, panes: Sequence[Sequence[Event | float]],
-    ) -> list[tuple[dict[str, Any], dict[str, Any]] | None]:
+    ) -> list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]] | None]:
         """Called on an empty monitor (a template): per list of parsed events (or their
         :meth:`pack_event` forms), the
-        :meth:`snapshot_state` of a new monitor of this configuration given those events, or
+        :meth:`snapshot_state` of a new monitor of this configuration given those events, with its
+        :meth:`intervals` third, or
         None where the caller must build that monitor (the window engine closing many small
         windows at once: :func:`~streammetrics.monitors.fleet_snapshot.binary_snapshot_states`).
 
         >>> from streammetrics.events.parser import EventParser
         >>> parse = EventParser("binary").parse
         >>> events = [parse({"ts": 0, "model": "m", "y_true": y, "score": s}) for y, s in [(1, 0.8), (0, 0.3)]]
-        >>> BinaryMonitor().snapshot_states([events])[0] == BinaryMonitor().update_events(events).snapshot_state()
+        >>> m = BinaryMonitor().update_events(events)
+        >>> BinaryMonitor().snapshot_states([events])[0] == (*m.snapshot_state(), m.intervals())
         True
         """
         if not _DIRECT_STATE or type(self) is not BinaryMonitor:
             return [None] * len(panes)
         return binary_snapshot_states(self, panes)
 
-    def snapshot_texts(self, panes: Sequence[Sequence[Event | float]]) -> list[tuple[str, str] | None]:
-        """:meth:`snapshot_states` as JSON text: per pane ``(metrics, state)``, the compact JSON
-        of the two dicts (what ``snapshot_line`` writes for them), or None
+    def snapshot_texts(self, panes: Sequence[Sequence[Event | float]]) -> list[tuple[str, str, str] | None]:
+        """:meth:`snapshot_states` as JSON text: per pane ``(metrics, state, intervals)``, the
+        compact JSON of the two dicts (what ``snapshot_line`` writes for them) and the intervals'
+        fields as ``window_line`` inserts them, or None
         (:func:`~streammetrics.monitors.fleet_snapshot.binary_snapshot_texts`).
 
         >>> import json
         >>> from streammetrics.events.parser import EventParser
         >>> parse = EventParser("binary").parse
         >>> events = [parse({"ts": 0, "model": "m", "y_true": y, "score": s}) for y, s in [(1, 0.8), (0, 0.3)]]
-        >>> metrics, state = BinaryMonitor().snapshot_texts([events])[0]
+        >>> metrics, state, intervals = BinaryMonitor().snapshot_texts([events])[0]
         >>> json.loads(state) == BinaryMonitor().update_events(events).to_dict()
         True
         """

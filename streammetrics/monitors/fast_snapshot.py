@@ -46,7 +46,7 @@ _INT_LIMIT = 2.0**53
 _is_integer = float.is_integer
 _SMALL = min(SMALL_LEVELS, SMALL_KEYS)
 # the accumulators write their declared state directly (binary_snapshot_state mirrors it)
-_DIRECT = binary_scores.DIRECT_STATE and confusion._DIRECT_STATE and score_distribution.DIRECT_STATE
+DIRECT = binary_scores.DIRECT_STATE and confusion._DIRECT_STATE and score_distribution.DIRECT_STATE
 
 # bins per octave -> (half, c, highest c - k, highest k - c) of singleton keys around 1.0,
 # or None when the singleton keys are not those two runs (then binning.singleton decides)
@@ -158,7 +158,7 @@ def binary_snapshot_state(monitor: Any) -> tuple[dict[str, Any], dict[str, Any]]
     sc, pr, cm = monitor.scores, monitor.predictions, monitor.confusion
     neg_w, pos_w = sc._neg.weights, sc._pos.weights
     pred_w = pr._hist.weights
-    if not (_DIRECT and sc._binning.exact and pr._binning.exact and sc._outside == [None, None]
+    if not (DIRECT and sc._binning.exact and pr._binning.exact and sc._outside == [None, None]
             and len(neg_w) + len(pos_w) <= _SMALL and len(pred_w) <= _SMALL and not sc._units and not pr._units):
         return monitor.snapshot(), monitor.to_dict()  # (units mode too: weights that are not whole)
     log_sum, log_residue = sc._sums.log.parts()

@@ -50,9 +50,16 @@ import numpy as np
 
 from streammetrics.kernels.exact_sum import probability_terms
 from streammetrics.kernels.histogram_json import SMALL_KEYS
+from streammetrics.kernels.intervals import (
+    BINARY_INTERVALS,
+    binary_interval_columns,
+    interval_record,
+    intervals_text,
+    z_value,
+)
 from streammetrics.kernels.ranking_small import SMALL_LEVELS
 from streammetrics.monitors.binary_packed import pack_binary_event
-from streammetrics.monitors.fast_snapshot import _DIRECT, SNAPSHOT_KEYS
+from streammetrics.monitors.fast_snapshot import DIRECT, SNAPSHOT_KEYS
 
 __all__ = ["FLEET_MAX_EVENTS", "binary_snapshot_states", "binary_snapshot_texts"]
 
@@ -176,11 +183,14 @@ class _Columns:
     in the common case (``chosen``), one list per snapshot key (None where undefined), and
     each window's events in the events form's order (``scores[cut]``, ``labels[cut]``)."""
 
-    __slots__ = ("arrays", "chosen", "columns", "cuts", "labels", "lengths", "score_array", "scores")
+    __slots__ = ("arrays", "chosen", "columns", "cuts", "intervals", "labels", "lengths", "score_array", "scores")
 
     def __init__(self, chosen: list[int], columns: dict[str, list], scores: list, labels: list,
-                 cuts: list[slice], arrays: list, score_array: np.ndarray, lengths: np.ndarray) -> None:
+                 cuts: list[slice], arrays: list, score_array: np.ndarray, lengths: np.ndarray,
+                 intervals: "_Intervals") -> None:
         self.chosen, self.columns, self.scores, self.labels, self.cuts = chosen, columns, scores, labels, cuts
+        #: each window's intervals record and text (``BinaryMonitor.intervals``: contract section 9)
+        self.intervals = intervals
         #: the float columns as arrays, each with where it is undefined (or None)
         self.arrays, self.score_array, self.lengths = arrays, score_array, lengths
 
@@ -188,7 +198,7 @@ class _Columns:
 def _fleet_columns(template: Any, panes: Sequence[Sequence[Any]]) -> _Columns | None:
     """The per-window metrics and events of the panes in the common case (None: none is, or
     the template is not an empty ``exact=False`` monitor); see the module docstring."""
-    if not (_DIRECT and not template.exact and template.count == 0 and not template.labeled):
+    if not (DIRECT and not template.exact and template.count == 0 and not template.labeled):
         return None
     chosen, lengths, y, s = _common_columns(panes, template.snapshot_states_max_events)
     if not chosen:
@@ -225,30 +235,70 @@ def _fleet_columns(template: Any, panes: Sequence[Sequence[Any]]) -> _Columns | 
     for key, terms in (("log_loss", log_all), ("brier_score", brier_all), ("mean_score", score_all)):
         sums = np.fromiter(map(_fsum, map(terms.__getitem__, cuts)), dtype=np.float64, count=m)
         columns[key] = _listed(sums / totals, arrays)  # one IEEE division each
-    return _Columns(chosen, columns, score_all, label_all, cuts, arrays, ss, lengths)
+    # the intervals: the kernel BinaryMonitor.intervals calls, on every window's levels at once
+    level_window = ws[starts]
+    window_levels = np.flatnonzero(np.r_[True, level_window[1:] != level_window[:-1]])
+    level_scores = ss[starts]
+    confidence = template.confidence
+    tn, fn, fp, tp = (cells[:, c] for c in range(4))
+    low, high, log_loss, brier = (np.array(columns[k], dtype=np.float64) for k in (
+        "roc_auc_low", "roc_auc_high", "log_loss", "brier_score"))  # (None: nan)
+    interval_columns = binary_interval_columns(
+        np.stack([tn, fp, fn, tp], axis=1), window_levels, level_scores, level_scores, neg.astype(np.float64),
+        pos.astype(np.float64), low, high, log_loss, brier, lengths, fp + tp, z_value(confidence))
+    # windows without any interval (the small ones: most of a fleet) share one record and text
+    given = np.zeros(m, dtype=bool)
+    for name in BINARY_INTERVALS:
+        given |= ~np.isnan(interval_columns[name][0])
+    intervals = _Intervals(interval_columns, given, confidence)
+    return _Columns(chosen, columns, score_all, label_all, cuts, arrays, ss, lengths, intervals)
 
 
-def _records(template: Any, fleet: _Columns, windows: list[int] | None = None) -> list[tuple[dict, dict]]:
-    """``(snapshot(), to_dict())`` of every window, or of ``windows`` (indexes into
+class _Intervals:
+    """Each window's intervals record (``BinaryMonitor.intervals``: contract section 9) and its
+    text, from the interval columns; a window without any interval gets a fresh copy of the
+    all-null record and the one all-null text."""
+
+    __slots__ = ("columns", "confidence", "given", "null", "null_text")
+
+    def __init__(self, columns: dict[str, Any], given: np.ndarray, confidence: float) -> None:
+        self.columns, self.given, self.confidence = columns, given.tolist(), confidence
+        self.null = interval_record(BINARY_INTERVALS, None, 0, confidence)
+        self.null_text = intervals_text(self.null)
+
+    def record(self, j: int) -> dict[str, Any]:
+        if self.given[j]:
+            return interval_record(BINARY_INTERVALS, self.columns, j, self.confidence)
+        return {"intervals": dict(self.null["intervals"]), "insufficient": list(self.null["insufficient"])}
+
+    def text(self, j: int) -> str:
+        return intervals_text(self.record(j)) if self.given[j] else self.null_text
+
+
+def _records(template: Any, fleet: _Columns, windows: list[int] | None = None) -> list[tuple[dict, dict, dict]]:
+    """``(snapshot(), to_dict(), intervals())`` of every window, or of ``windows`` (indexes into
     ``fleet.chosen``), in order."""
     columns, scores, labels = fleet.columns, fleet.scores, fleet.labels
     rows: Any = zip(*(columns[k] for k in SNAPSHOT_KEYS))
     cuts = fleet.cuts
+    record = fleet.intervals.record
+    intervals: Any = map(record, range(len(cuts)))
     if windows is not None:  # a few windows: their rows only
         rows = ([columns[k][j] for k in SNAPSHOT_KEYS] for j in windows)
         cuts = [cuts[j] for j in windows]
+        intervals = map(record, windows)
     name, version, config = template.type_name, template.version, template._config
     return [(dict(zip(SNAPSHOT_KEYS, row)), {"type": name, "version": version, "config": config(),
-                                             "state": {"score": scores[cut], "y_true": labels[cut]}})
-            for row, cut in zip(rows, cuts)]
+                                             "state": {"score": scores[cut], "y_true": labels[cut]}}, record)
+            for row, cut, record in zip(rows, cuts, intervals)]
 
 
-def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> list[tuple[dict, dict] | None]:
-    """Per pane (a list of parsed events or their packed forms): ``(snapshot(), to_dict())``
-    of a new monitor of ``template``'s configuration (an empty ``BinaryMonitor`` with
+def binary_snapshot_states(template: Any, panes: Sequence[Sequence[Any]]) -> list[tuple[dict, dict, dict] | None]:
+    """Per pane (a list of parsed events or their packed forms): ``(snapshot(), to_dict(),
+    intervals())`` of a new monitor of ``template``'s configuration (an empty ``BinaryMonitor`` with
     ``exact=False``) given the pane's events, or None for a pane outside the common case (see
     the module)."""
-    out: list[tuple[dict, dict] | None] = [None] * len(panes)
+    out: list[tuple[dict, dict, dict] | None] = [None] * len(panes)
     fleet = _fleet_columns(template, panes)
     if fleet is not None:
         for i, record in zip(fleet.chosen, _records(template, fleet)):
@@ -275,21 +325,23 @@ def _unlike_repr(values: np.ndarray) -> np.ndarray:
     return ((magnitude < _REPR_LOW) & (magnitude > 0.0)) | ~(magnitude < _REPR_HIGH)
 
 
-def binary_snapshot_texts(template: Any, panes: Sequence[Sequence[Any]]) -> list[tuple[str, str] | None]:
-    """:func:`binary_snapshot_states` as JSON text: per pane ``(metrics, state)``, each the
-    compact ``json.dumps`` of that dict (what ``snapshot_line`` writes for it), or None where
+def binary_snapshot_texts(template: Any, panes: Sequence[Sequence[Any]]) -> list[tuple[str, str, str] | None]:
+    """:func:`binary_snapshot_states` as JSON text: per pane ``(metrics, state, intervals)``, the
+    first two the compact ``json.dumps`` of that dict (what ``snapshot_line`` writes for it), the
+    third the ``intervals`` and ``insufficient`` fields as ``window_line`` inserts them
+    (:func:`~streammetrics.stream.snapshots.intervals_text`), or None where
     :func:`binary_snapshot_states` gives None. With msgspec, every window's metrics are encoded
     in one call (a struct per window, split at ``},{``: the objects hold numbers only) and
     every window's scores and labels in one each (split at ``],[``); a window holding a float the
     encoder may write otherwise than json (below 1e-4 or from 1e16, or not finite) is written
     by json from its dicts instead. Without msgspec, json writes every window from its dicts."""
-    out: list[tuple[str, str] | None] = [None] * len(panes)
+    out: list[tuple[str, str, str] | None] = [None] * len(panes)
     fleet = _fleet_columns(template, panes)
     if fleet is None:
         return out
     if _encode is None:
-        for i, (metrics, state) in zip(fleet.chosen, _records(template, fleet)):
-            out[i] = (_dumps(metrics), _dumps(state))
+        for i, (metrics, state, record) in zip(fleet.chosen, _records(template, fleet)):
+            out[i] = (_dumps(metrics), _dumps(state), intervals_text(record))
         return out
     columns, cuts, scores, labels = fleet.columns, fleet.cuts, fleet.scores, fleet.labels
     odd = np.zeros(len(cuts), dtype=bool)  # the windows json writes
@@ -304,10 +356,12 @@ def binary_snapshot_texts(template: Any, panes: Sequence[Sequence[Any]]) -> list
     label_texts = _encode(list(map(labels.__getitem__, cuts))).decode("ascii")[2:-2].split("],[")
     head = f'{{"type":{_dumps(template.type_name)},"version":{int(template.version)},' \
            f'"config":{_dumps(template._config())},"state":{{"score":['
-    for i, metric_text, score_text, label_text in zip(fleet.chosen, metrics, score_texts, label_texts):
-        out[i] = ("{" + metric_text + "}", head + score_text + '],"y_true":[' + label_text + "]}}")
+    text = fleet.intervals.text
+    for j, (i, metric_text, score_text, label_text) in enumerate(zip(fleet.chosen, metrics, score_texts,
+                                                                      label_texts)):
+        out[i] = ("{" + metric_text + "}", head + score_text + '],"y_true":[' + label_text + "]}}", text(j))
     if odd.any():
         windows = np.flatnonzero(odd).tolist()
-        for j, (metrics_dict, state) in zip(windows, _records(template, fleet, windows)):
-            out[fleet.chosen[j]] = (_dumps(metrics_dict), _dumps(state))
+        for j, (metrics_dict, state, record) in zip(windows, _records(template, fleet, windows)):
+            out[fleet.chosen[j]] = (_dumps(metrics_dict), _dumps(state), intervals_text(record))
     return out

@@ -280,15 +280,27 @@ def metric_lines(history: KeyHistory, chart_id: str, kind: str, title: str, metr
         if not np.all(np.isnan(low)):
             ax.fill_between(x, low, high, color=styles[present[0]][0], alpha=0.25, lw=0, zorder=2,
                             label=f"{label_of(present[0])} guaranteed bounds")
+    marked = False
     for metric in present:
         values = np.array(history.series(metric))
         colour, ls = styles[metric]
+        low_i, high_i = (np.array(v) for v in history.interval_series(metric))
+        if not np.all(np.isnan(low_i)):  # the confidence interval (contract section 9) as a light band
+            ax.fill_between(x, low_i, high_i, color=colour, alpha=0.12, lw=0, zorder=1)
         line = values.copy()
         line[cut] = np.nan  # a window cut by the end of the input is no drop: drawn apart
         _plot_series(ax, x, line, colour, label_of(metric), span, ls=ls)
         if cut:
             ax.scatter([x[i] for i in cut], values[cut], s=28, facecolors="none", edgecolors=colour, linewidths=1.2,
                        zorder=4)
+        sig = np.array(history.significant(metric), dtype=bool)
+        if sig.any():  # significant changes against the baseline (contract section 9): filled diamonds
+            ax.scatter(np.asarray(x)[sig], values[sig], marker="D", s=40, color=colour, zorder=6)
+            marked = True
+    if any(w.intervals for w in history.windows):
+        caption = "; ".join(filter(None, [caption, f"light bands: {_confidence_of(history)} confidence intervals"]))
+    if marked:
+        caption = "; ".join(filter(None, [caption, "diamonds: significant changes (Benjamini-Hochberg)"]))
     extra = _alert_layers(ax, history, present)
     if cut:
         extra.append(Line2D([], [], ls="none", marker="o", mfc="none", mec="#555555", label=PARTIAL_LABEL))
@@ -302,6 +314,15 @@ def metric_lines(history: KeyHistory, chart_id: str, kind: str, title: str, metr
     ax.set_title(title)
     _finish_legend(ax, size, extra)
     return _chart(fig, chart_id, kind, title, size, caption)
+
+
+def _confidence_of(history: KeyHistory) -> str:
+    """The intervals' confidence as a percentage (the latest window's), "" when unknown."""
+    for w in reversed(history.windows):
+        c = w.intervals_confidence
+        if c is not None:
+            return f"{100 * c:g}%"
+    return ""
 
 
 def class_lines(history: KeyHistory, chart_id: str, kind: str, metric: str, *, size: str = "half",

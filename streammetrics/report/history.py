@@ -205,6 +205,15 @@ class KeyHistory:
         """The metric per window, NaN where absent or undefined (matplotlib leaves gaps)."""
         return [_nan_if_none(metric_value(w, metric)) for w in self.windows]
 
+    def interval_series(self, metric: str) -> tuple[list[float], list[float]]:
+        """The metric's confidence interval per window (contract section 9), NaN where absent."""
+        pairs = [w.intervals.get(metric) for w in self.windows]
+        return ([math.nan if p is None else p[0] for p in pairs], [math.nan if p is None else p[1] for p in pairs])
+
+    def significant(self, metric: str) -> list[bool]:
+        """Per window: is its change of ``metric`` against the baseline significant (``changes``)?"""
+        return [bool(w.changes.get(metric, {}).get("significant")) for w in self.windows]
+
     def class_series(self, label: str, metric: str) -> list[float]:
         """A per-class metric (``per_class[label][metric]``) per window, NaN where absent."""
         out = []

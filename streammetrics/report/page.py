@@ -214,10 +214,18 @@ def _summary_row(history: KeyHistory, anchor: str | None, metrics: Sequence[str]
     cells = [f'<td class="text">{_key_link(history, anchor)}</td>',
              f'<td>{len(history.windows)}</td>',
              _window_cell(history)]
+    latest = history.latest
     for metric in metrics:
         change = history.change(metric)
         delta, css = format_delta(change)
-        cells.append(f'<td data-metric="{esc(metric)}"><span class="v">{format_value(change.value, metric)}</span>'
+        found = latest.changes.get(metric)
+        sig = ""
+        if found is not None and found.get("significant"):  # contract section 9: marked, with its test
+            p = found.get("p_value")
+            sig = (f'<span class="sig" title="significant change against its baseline '
+                   f'{format_value(found.get("baseline"), metric)} (p = {p:.2g}, Benjamini-Hochberg)">◆</span>'
+                   if isinstance(p, (int, float)) else '<span class="sig">◆</span>')
+        cells.append(f'<td data-metric="{esc(metric)}"><span class="v">{format_value(change.value, metric)}{sig}</span>'
                      f'<span class="d {css}">{esc(delta)}</span></td>')
     if labels:
         cells.extend(_label_cells(history))
@@ -246,7 +254,8 @@ def _summary(histories: Sequence[KeyHistory], anchors: dict[int, str | None], no
              'is named below it, not compared); below each value its change against the previous window '
              '(<span class="better">green: better</span>, <span class="worse">red: worse</span>; higher is better '
              'for AUC, F1, precision, recall, accuracy, R² and their estimates; lower for log loss, Brier score, '
-             'errors and drift). Keys with alerts come first.</p>', note]
+             'errors and drift). Keys with alerts come first; ◆: a significant change against the baseline '
+             '(snapshot <code>changes</code>).</p>', note]
     by_task: dict[str, list[KeyHistory]] = defaultdict(list)
     for h in histories:
         by_task[h.task].append(h)

@@ -126,6 +126,11 @@ class WindowSnapshot:
     #: snapshots with label counts, every revision of the window seen as :class:`Revision`, in order
     clock: float = field(default=0.0, compare=False)
     revisions: tuple["Revision", ...] = field(default=(), repr=False, compare=False)
+    #: contract section 9: ``{metric: (low, high)}`` of the snapshot's intervals (well-formed
+    #: pairs only) and ``{metric: change}`` of its changes (``significant`` a bool)
+    intervals: Mapping[str, tuple[float, float]] = field(default_factory=dict, repr=False, compare=False)
+    changes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False, compare=False)
+    intervals_confidence: float | None = field(default=None, repr=False, compare=False)
     #: a roll-up's worst slices (contract section 11), each ``(label, metric, value, gap,
     #: significant)``, worst first; () for other snapshots
     slices: tuple[tuple[str, str, Any, Any, Any], ...] = field(default=(), repr=False, compare=False)
@@ -341,6 +346,8 @@ def parse_snapshot(obj: Any) -> WindowSnapshot:
         count=count, late=_count(obj.get("late", 0), "late"),
         metrics=_metrics(metrics), state_source=state, cumulative=cumulative, state_type=state_type,
         revision=revision, labeled=labeled, expired=expired, pending=pending, slices=_slices(obj.get("slices")),
+        intervals=_intervals(obj.get("intervals")), changes=_changes(obj.get("changes")),
+        intervals_confidence=_confidence(obj.get("intervals")),
     )
 
 
@@ -359,6 +366,32 @@ def _slices(rows: Any) -> tuple[tuple[str, str, Any, Any, Any], ...]:
         out.append((label or "(all)", str(metric), value if isinstance(value, (int, float)) else None,
                     gap if isinstance(gap, (int, float)) else None, row.get("significant")))
     return tuple(out)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _intervals(raw: Any) -> dict[str, tuple[float, float]]:
+    """The well-formed ``[low, high]`` pairs of a snapshot's ``intervals`` (others: left out; the
+    report draws what it can read)."""
+    if not isinstance(raw, dict):
+        return {}
+    return {k: (float(v[0]), float(v[1])) for k, v in raw.items()
+            if isinstance(v, list) and len(v) == 2 and _finite(v[0]) and _finite(v[1]) and v[0] <= v[1]}
+
+
+def _confidence(raw: Any) -> float | None:
+    """The ``confidence`` of a snapshot's ``intervals`` (None: absent or not in (0, 1))."""
+    c = raw.get("confidence") if isinstance(raw, dict) else None
+    return float(c) if isinstance(c, (int, float)) and not isinstance(c, bool) and 0.0 < c < 1.0 else None
+
+
+def _changes(raw: Any) -> dict[str, Mapping[str, Any]]:
+    """The entries of a snapshot's ``changes`` with a boolean ``significant``."""
+    if not isinstance(raw, dict):
+        return {}
+    return {k: v for k, v in raw.items() if isinstance(v, dict) and isinstance(v.get("significant"), bool)}
 
 
 #: the delayed-label fields of a snapshot: all of them or none

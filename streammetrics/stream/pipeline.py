@@ -25,8 +25,9 @@ Bounds (all configurable in :class:`PipelineConfig`, all counted in :attr:`Pipel
   (:func:`~streammetrics.stream.snapshots.snapshot_line`) would exceed it degrades instead of
   failing downstream: first a coarser state when the monitor offers one (a ``coarsened()``
   method returning a coarser copy), else the state is dropped (``"state_dropped": true``), and
-  if the line is still too long the nested metrics (e.g. ``per_class``) go too
-  (``"metrics_truncated": true``). Counted in ``snapshots_degraded``; never an exception.
+  if the line is still too long the nested metrics (e.g. ``per_class``) go too, with the
+  ``intervals``, ``insufficient`` and ``changes`` (``"metrics_truncated": true``). Counted in
+  ``snapshots_degraded``; never an exception.
 * delayed labels (contract section 5; :mod:`streammetrics.stream.labels`): ``label_ttl``
   (default 7 days of event time) bounds how long a prediction awaits its label and a label its
   prediction; ``max_pending_labels`` (default 50,000,000) bounds the predictions awaiting labels
@@ -115,6 +116,13 @@ class PipelineConfig:
     #: binary operating points in snapshots (``--target-recall`` ... ``--cost-fn``; contract
     #: section 11: :class:`streammetrics.monitors.operating_points.OperatingPoints`)
     operating_points: Any = None
+    #: confidence of the snapshots' intervals (``--confidence``; contract section 9)
+    confidence: float = 0.95
+    #: ``changes`` against ``"reference"`` (the default with ``references``) or the key's
+    #: ``"previous"`` window (``--compare``; :mod:`streammetrics.stream.changes`), None: none
+    compare: str | None = None
+    #: false discovery rate of the changes marked significant in one poll (``--fdr``)
+    fdr: float = 0.05
     #: slices, roll-ups, worst slices, fairness (``--slice-by`` ...; contract section 11:
     #: :class:`streammetrics.stream.slicing.SliceSpec`); slices close on one shared watermark
     slicing: Any = None
@@ -138,17 +146,29 @@ class PipelineConfig:
             hook = points.hook(self.references, hook)
         return hook
 
+    def changes(self) -> Any:
+        """The ``changes`` annotator (:class:`streammetrics.stream.changes.Changes`): against the
+        references when there are (binary task), or the previous window with ``compare="previous"``;
+        None without either."""
+        mode = self.compare or ("reference" if self.references is not None and self.task == "binary" else None)
+        if mode is None:
+            return None
+        from streammetrics.stream.changes import Changes
+
+        return Changes(mode, self.fdr, self.references, self.max_keys)
+
     def monitor_factory(self) -> Callable[[], Any]:
         """A factory of empty monitors for the task; configuration errors raise ValueError now."""
         from streammetrics.monitors import make_monitor
 
         task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
+        confidence = self.confidence
         refs = self.references if task == "multiclass" else None  # per-event CBPE sums (--reference)
         max_labels = self.max_labels
 
         def factory() -> Any:
             monitor: Any = make_monitor(task, threshold=threshold, classes=classes, labels=labels,
-                                        max_labels=max_labels)
+                                        max_labels=max_labels, confidence=confidence)
             return monitor if refs is None else monitor.use_references(refs)  # a MulticlassMonitor
 
         template = factory()
@@ -160,18 +180,24 @@ class PipelineConfig:
     def monitor_loader(self) -> Callable[[Mapping[str, Any]], Any]:
         """Rebuilds checkpointed monitors: ``from_dict`` under state limits that cover this
         configuration (:func:`~streammetrics.monitors.state_limits_for`: a pipeline reads back
-        every state it writes), bound to their key's reference (multiclass ``--reference``)."""
+        every state it writes), bound to their key's reference (multiclass ``--reference``), with
+        the intervals' ``confidence`` (``--confidence``: not state)."""
         from streammetrics.core.accumulator import from_dict
         from streammetrics.core.state import limits_covering
         from streammetrics.monitors import state_limits_for
 
         needs = state_limits_for(self.task, classes=self.classes, labels=self.labels, max_labels=self.max_labels)
         refs = self.references if self.task == "multiclass" else None
+        confidence = self.confidence
 
         def load(data: Mapping[str, Any]) -> Any:
             with limits_covering(**needs):
-                monitor = from_dict(data)
-            return monitor if refs is None else monitor.use_references(refs)  # type: ignore[attr-defined]
+                monitor: Any = from_dict(data)
+            if refs is not None:
+                monitor = monitor.use_references(refs)  # a MulticlassMonitor
+            if confidence != 0.95:  # (not state: the intervals' confidence, --confidence)
+                monitor.confidence = confidence
+            return monitor
 
         return load
 
@@ -266,6 +292,8 @@ class Pipeline:
         self._labels: LabelStream | None = None  # built at the first delayed item
         self._labels_tracked: LabelStream | None = None  # the label stream whose changes delta_dict writes
         extra = c.extra_metrics()
+        #: ``changes`` of the snapshots (contract section 9), None without a baseline
+        self._changes: Any = c.changes()
         self._slicer: Any = None
         if c.slicing is not None:  # (streammetrics.stream.slicing: keys by slice, roll-ups at output)
             from streammetrics.stream.slicing import Slicer
@@ -451,7 +479,11 @@ class Pipeline:
         ``revisions=False`` leaves label revisions of closed windows for a later poll;
         ``collect=False`` closes what is due and leaves the ready snapshots queued
         (:meth:`WindowManager.poll <streammetrics.stream.windows.WindowManager.poll>`)."""
-        return self._emit(self._sliced(self.windows.poll(revisions, collect), False))
+        return self._emit(self._changed(self._sliced(self.windows.poll(revisions, collect), False)))
+
+    def _changed(self, snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """With ``compare`` or references: the snapshots' ``changes`` (one FDR family per poll)."""
+        return snaps if self._changes is None else self._changes.annotate(snaps)
 
     def _sliced(self, snaps: list[dict[str, Any]], end: bool) -> list[dict[str, Any]]:
         """With slicing: slice keys by dimension, then the roll-up windows now complete."""
@@ -466,13 +498,15 @@ class Pipeline:
         ``max_snapshot_bytes``, small windows closed together are written straight from their
         JSON texts (:meth:`WindowManager.poll_lines
         <streammetrics.stream.windows.WindowManager.poll_lines>`); the same lines either way."""
-        if self.config.max_snapshot_bytes is not None or self._slicer is not None or self.alerts is not None:
+        if (self.config.max_snapshot_bytes is not None or self._slicer is not None or self.alerts is not None
+                or self._changes is not None):
             return self._lines(self.poll(revisions, collect))
         return self._counted(self.windows.poll_lines(revisions, collect))
 
     def flush_lines(self) -> list[str]:
         """:meth:`flush`'s snapshots as their canonical lines (see :meth:`poll_lines`)."""
-        if self.config.max_snapshot_bytes is not None or self._slicer is not None or self.alerts is not None:
+        if (self.config.max_snapshot_bytes is not None or self._slicer is not None or self.alerts is not None
+                or self._changes is not None):
             return self._lines(self.flush())
         return self._counted(self.windows.flush_lines())
 
@@ -496,7 +530,7 @@ class Pipeline:
 
     def flush(self) -> list[dict[str, Any]]:
         """End of input: close every open window and return every ready snapshot."""
-        return self._emit(self._sliced(self.windows.flush(), True))
+        return self._emit(self._changed(self._sliced(self.windows.flush(), True)))
 
     def _emit(self, snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         self._snapshots += len(snaps)
@@ -542,6 +576,8 @@ class Pipeline:
         metrics = out.get("metrics")
         if isinstance(metrics, Mapping):
             out["metrics"] = {k: v for k, v in metrics.items() if not isinstance(v, (Mapping, list))}
+            for extra in ("intervals", "insufficient", "changes"):  # (contract section 9: they go with it)
+                out.pop(extra, None)
             out["metrics_truncated"] = True
         return out
 

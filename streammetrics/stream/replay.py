@@ -260,6 +260,8 @@ def _config(args: argparse.Namespace) -> PipelineConfig:
         max_keys=args.max_keys or None, max_snapshot_bytes=args.max_snapshot_bytes,
         references=references, max_references=getattr(args, "max_references", None) or DEFAULT_MAX_REFERENCES,
         label_ttl=args.label_ttl, **({} if args.max_pending is None else {"max_pending_labels": args.max_pending}),
+        confidence=getattr(args, "confidence", 0.95), compare=getattr(args, "compare", None),
+        fdr=getattr(args, "fdr", 0.05),
     )
 
 

@@ -19,7 +19,9 @@ from functools import partial
 from operator import is_not
 from typing import Any, Callable
 
-__all__ = ["SNAPSHOT_SCHEMA", "snapshot_key", "snapshot_line", "window_line"]
+from streammetrics.kernels.intervals import intervals_text
+
+__all__ = ["SNAPSHOT_SCHEMA", "intervals_text", "snapshot_key", "snapshot_line", "window_line"]
 
 SNAPSHOT_SCHEMA = "streammetrics.snapshot/1"
 
@@ -158,15 +160,16 @@ def snapshot_key(snapshot: dict[str, Any]) -> bytes:
 #: :func:`window_line`'s format: a final window's snapshot (revision 0, nothing awaiting labels)
 _WINDOW_LINE = ('{"schema":"' + SNAPSHOT_SCHEMA + '","key":{"model":%s,"segment":%s},"window":{"start":%s,"end":%s},'
                 '"final":true,"count":%d,"late":%d,"revision":0,"labeled":%d,"expired":0,"pending":0,'
-                '"metrics":%s,"state":%s}')
+                '"metrics":%s%s,"state":%s}')
 
 
 def window_line(key: tuple[str, str], start_ms: int, end_ms: int, count: int, late: int, metrics: str,
-                state: str) -> str:
+                state: str, intervals: str = "") -> str:
     """:func:`snapshot_line` of ``build_snapshot(key, ..., start_ms, end_ms, final=True,
-    late=late, count=count, record=(m, s))`` given the JSON texts of ``m`` and ``s`` (compact,
-    as ``snapshot_line`` writes them): the line written directly, for windows whose texts come
-    from a vectorised pass (``BinaryMonitor.snapshot_texts``).
+    late=late, count=count, record=(m, s, i))`` given the JSON texts of ``m`` and ``s`` (compact,
+    as ``snapshot_line`` writes them) and ``intervals``, the text of the record ``i``'s two
+    fields (``,"intervals":{...},"insufficient":[...]``, or empty): the line written directly, for
+    windows whose texts come from a vectorised pass (``BinaryMonitor.snapshot_texts``).
 
     >>> snap = build_snapshot(("m", ""), None, 0, 60_000, final=True, count=1, record=({"n": 1}, {"s": 0.5}))
     >>> window_line(("m", ""), 0, 60_000, 1, 0, '{"n":1}', '{"s":0.5}') == snapshot_line(snap)
@@ -174,7 +177,7 @@ def window_line(key: tuple[str, str], start_ms: int, end_ms: int, count: int, la
     """
     encode = _JSON.encode  # (a str straight through json's encode_basestring_ascii)
     return _WINDOW_LINE % (encode(key[0]), encode(key[1]), repr(_seconds(start_ms)), repr(_seconds(end_ms)),
-                           count, late, count, metrics, state)
+                           count, late, count, metrics, intervals, state)
 
 
 def _seconds(ms: int) -> int | float:
@@ -186,7 +189,7 @@ def build_snapshot(
     key: tuple[str, str], monitor: Any, start_ms: int, end_ms: int, *, final: bool, late: int = 0,
     revision: int = 0, pending: int = 0, expired: int = 0, cumulative: bool = False, include_state: bool = True,
     extra_metrics: Callable[[tuple[str, str], Any, dict[str, Any]], Any] | None = None,
-    count: int | None = None, record: tuple[dict[str, Any], dict[str, Any]] | None = None,
+    count: int | None = None, record: tuple[dict[str, Any], ...] | None = None,
 ) -> dict[str, Any]:
     """The snapshot of ``monitor`` for ``key`` and the window ``[start_ms, end_ms)`` (contract
     section 3; ``labeled = count - pending - expired``). The window engine and Spark both build
@@ -215,17 +218,36 @@ def build_snapshot(
     if record is None and include_state and extra_metrics is None:
         fused = getattr(monitor, "snapshot_state", None)
     if record is not None or fused is not None:  # metrics and state computed together (BinaryMonitor: one pass)
-        snap["metrics"], state = record if record is not None else fused()  # type: ignore[misc]
+        got: tuple[dict[str, Any], ...] = record if record is not None else fused()  # type: ignore[misc]
+        snap["metrics"] = metrics = got[0]
+        # a vectorised pass gives the window's intervals record third (contract section 9)
+        _add_intervals(snap, got[2] if len(got) > 2 else None if record is not None else
+                       _intervals_of(monitor, metrics))
         if cumulative:
             snap["cumulative"] = True
         if include_state:
-            snap["state"] = state
+            snap["state"] = got[1]
         return snap
     snap["metrics"] = monitor.snapshot()
     if extra_metrics is not None:
         extra_metrics(key, monitor, snap["metrics"])
+    _add_intervals(snap, _intervals_of(monitor, snap["metrics"]))
     if cumulative:
         snap["cumulative"] = True
     if include_state:
         snap["state"] = monitor.to_dict()
     return snap
+
+
+def _add_intervals(snap: dict[str, Any], record: dict[str, Any] | None) -> None:
+    """The window's ``intervals`` and ``insufficient`` (contract section 9; a monitor's
+    ``intervals()``), after its metrics; nothing without labelled events."""
+    if record is not None:
+        snap["intervals"] = record["intervals"]
+        snap["insufficient"] = record["insufficient"]
+
+
+def _intervals_of(monitor: Any, metrics: dict[str, Any]) -> dict[str, Any] | None:
+    """``monitor.intervals(metrics=metrics)`` (``Monitor.intervals``), None for an object without it."""
+    intervals = getattr(monitor, "intervals", None)
+    return None if intervals is None else intervals(metrics=metrics)

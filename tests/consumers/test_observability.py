@@ -280,3 +280,22 @@ def test_gauge_admission_matches_the_smallest_count_rule_at_constant_cost():
                 model[name] = count
     assert exported_models(metrics) == set(model)
     assert len(metrics._by_count) <= 4 * 20 + 64  # noqa: SLF001 - stale entries stay bounded
+
+
+def test_interval_gauges_follow_the_exported_metrics():
+    """Contract section 9: ``streammetrics_window_metric_low``/``_high`` for the exported keys'
+    metrics with an interval; gone when a later window has none, or the key is dropped."""
+    metrics = ServiceMetrics(max_keys=1)
+    snap = snapshot("a", 10, auc=0.8)
+    metrics.observe_snapshot({**snap, "intervals": {"confidence": 0.95, "roc_auc": [0.7, 0.9], "accuracy": None}})
+    text = metrics.render().decode()
+    assert 'streammetrics_window_metric_low{metric="roc_auc",model="a",segment=""} 0.7' in text
+    assert 'streammetrics_window_metric_high{metric="roc_auc",model="a",segment=""} 0.9' in text
+    assert 'streammetrics_window_metric_low{metric="accuracy"' not in text
+    later = {**snapshot("a", 10), "window": {"start": 60, "end": 120}, "intervals": {"confidence": 0.95}}
+    metrics.observe_snapshot(later)
+    assert 'streammetrics_window_metric_low{' not in metrics.render().decode()
+    metrics.observe_snapshot({**snap, "window": {"start": 120, "end": 180},
+                              "intervals": {"confidence": 0.95, "roc_auc": [0.7, 0.9]}})
+    metrics.observe_snapshot({**snapshot("b", 50), "window": {"start": 120, "end": 180}})  # evicts key a
+    assert 'streammetrics_window_metric_high{' not in metrics.render().decode()

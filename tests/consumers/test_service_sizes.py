@@ -100,7 +100,7 @@ def test_snapshots_published_from_the_size_checks_line_keep_their_own_key_when_s
     cluster = FakeCluster()
     fill(cluster, events)
     service = make_service(cluster, tmp_path, max_poll_records=500)
-    service.producer.config["max_request_size"] = 1400 + 512  # between the sizes with their state (~1-1.7 kB)
+    service.producer.config["max_request_size"] = 2000 + 512  # between the sizes with their state (~1.5-2 kB)
     service.consumer.on_idle = service.stop
     assert service.run() == 0
     records = cluster.records("out")

@@ -97,7 +97,7 @@ def test_a_smaller_bound_on_the_class_applies_to_writing_reading_and_the_fleet(m
     m = sm.BinaryMonitor().update_events(pane[:3])
     assert set(m.to_dict()["state"]) == {"score", "y_true"}
     assert set(sm.BinaryMonitor().update_events(pane).to_dict()["state"]) == {"predictions", "scores", "confusion"}
-    assert sm.BinaryMonitor().snapshot_states([pane, pane[:3]]) == [None, m.snapshot_state()]
+    assert sm.BinaryMonitor().snapshot_states([pane, pane[:3]]) == [None, (*m.snapshot_state(), m.intervals())]
     assert sm.BinaryMonitor().snapshot_states_max_events == 3  # the window engine defers no more
     big = {**m.to_dict(), "state": {"score": [0.5] * 4, "y_true": [1] * 4}}
     assert "more than events_form_max=3" in rejection(big)

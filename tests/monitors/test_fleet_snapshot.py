@@ -1,5 +1,5 @@
 """monitors.fleet_snapshot.binary_snapshot_states (many small windows in one vectorised pass)
-gives, for every pane it takes, the JSON of ``(m.snapshot(), m.to_dict())`` of a monitor ``m``
+gives, for every pane it takes, the JSON of ``(m.snapshot(), m.to_dict(), m.intervals())`` of a monitor ``m``
 built window by window, and None for every pane outside the common case; hypothesis panes
 with ties, the threshold, one-class panes, grid and dense scores, and panes it must refuse
 (weights other than 1, absent labels, scores 0.0 / 1.0 / outside [0, 1], too many events)."""
@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 
 from streammetrics.events.parser import EventParser
 from streammetrics.kernels.exact_sum import ExactSum
+from streammetrics.kernels.intervals import intervals_text
 from streammetrics.monitors import BinaryMonitor
 from streammetrics.monitors.fleet_snapshot import FLEET_MAX_EVENTS
-from streammetrics.stream.snapshots import snapshot_line
+from streammetrics.stream.snapshots import build_snapshot, snapshot_line, window_line
 
 PARSER = EventParser("binary")
 
@@ -52,14 +53,14 @@ pane = st.one_of(
 )
 
 
-def window_by_window(events: list) -> tuple[dict, dict]:
+def window_by_window(events: list) -> tuple[dict, dict, dict | None]:
     m = BinaryMonitor()
     for e in events:
         if e.y_true is None:
             m.update_prediction(e)
         else:
             m.update_event(e)
-    return m.snapshot_state()
+    return (*m.snapshot_state(), m.intervals())
 
 
 @settings(max_examples=150, deadline=None)
@@ -73,7 +74,7 @@ def test_records_equal_the_window_by_window_monitor(panes: list, threshold: floa
             assert record is None
             continue
         m = BinaryMonitor(threshold=threshold).update_events(events)
-        expected = m.snapshot_state()
+        expected = (*m.snapshot_state(), m.intervals())
         assert record is not None
         assert json.dumps(record) == json.dumps(expected)  # same keys, order and values
         snap = {"metrics": record[0], "state": record[1]}
@@ -153,5 +154,48 @@ def test_texts_are_the_json_of_the_records(panes: list, threshold: float, packed
     records = template.snapshot_states(lists)
     texts = template.snapshot_texts(lists)
     compact = [None if r is None else (json.dumps(r[0], separators=(",", ":"), allow_nan=False),
-                                       json.dumps(r[1], separators=(",", ":"), allow_nan=False)) for r in records]
+                                       json.dumps(r[1], separators=(",", ":"), allow_nan=False),
+                                       intervals_text(r[2])) for r in records]
     assert texts == compact
+
+
+large_pane = st.tuples(st.integers(20, 256), st.sampled_from([0.05, 0.2, 0.5]), st.integers(0, 2**32 - 1),
+                       st.sampled_from([None, 10, 100])).map(
+    lambda t: _large_pane(*t))
+
+
+def _large_pane(n: int, prevalence: float, seed: int, grid: int | None) -> list:
+    """A pane large enough for intervals (scores on a grid of ``grid`` values: ties)."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        y = int(rng.random() < prevalence)
+        s = min(max(rng.gauss(0.35 + 0.3 * y, 0.2), 0.001), 0.999)
+        out.append(parse(y, round(s * grid) / grid if grid and 0 < round(s * grid) < grid else s))
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(large_pane, min_size=1, max_size=6), st.sampled_from([0.5, 0.3]), st.sampled_from([0.95, 0.9]))
+def test_intervals_equal_the_monitors_on_every_path(panes: list, threshold: float, confidence: float) -> None:
+    """Windows large enough for intervals (contract section 9): the vectorised pass's records and
+    texts, the monitor's ``snapshot_state`` + ``intervals``, and ``build_snapshot`` of the monitor
+    give the same intervals and the same lines, to the byte, at the template's confidence."""
+    template = BinaryMonitor(threshold=threshold)
+    template.confidence = confidence
+    records = template.snapshot_states(panes)
+    texts = template.snapshot_texts(panes)
+    for events, record, text in zip(panes, records, texts):
+        assert record is not None and text is not None
+        m = template.empty()
+        m.update_events(events)
+        expected = (*m.snapshot_state(), m.intervals())
+        assert json.dumps(record) == json.dumps(expected)
+        assert record[2]["intervals"]["confidence"] == confidence
+        line = snapshot_line(build_snapshot(("m", ""), m, 0, 60_000, final=True))
+        assert window_line(("m", ""), 0, 60_000, len(events), 0, *text) == line
+        assert snapshot_line(build_snapshot(("m", ""), template, 0, 60_000, final=True, count=len(events),
+                                            record=record)) == line
+        assert '"intervals":' in line

@@ -191,10 +191,19 @@ def test_oversized_snapshots_degrade_and_are_counted():
 
 
 def test_state_only_dropped_when_metrics_fit():
-    p = pipe(max_snapshot_bytes=650)  # (the line: 692 bytes with the state, 569 without)
+    p = pipe(max_snapshot_bytes=1100)  # (the line: 1137 bytes with the state, 1035 without)
     p.process(msg(ev()))
     [snap] = p.flush()
     assert snap["state_dropped"] is True and "metrics_truncated" not in snap and "roc_auc" in snap["metrics"]
+    assert "intervals" in snap
+
+
+def test_intervals_go_with_the_truncated_metrics():
+    p = pipe(max_snapshot_bytes=650)  # (without the state: 1035 bytes, 569 of them the rest)
+    p.process(msg(ev()))
+    [snap] = p.flush()
+    assert snap["state_dropped"] is True and snap["metrics_truncated"] is True and "roc_auc" in snap["metrics"]
+    assert "intervals" not in snap and "insufficient" not in snap
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True])

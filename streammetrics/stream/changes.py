@@ -1,0 +1,183 @@
+"""Changes of a window's metrics against a baseline, with the false discovery rate controlled
+over the windows published together (contract section 9, issue 26).
+
+With ``--reference`` (binary task) the baseline of each key is its reference: the reference's
+value of each metric, and its interval, from the reference's state (``Reference.scores``: the
+reference's score histograms, and its confusion matrix at ``threshold``), so the comparison
+counts the reference's sampling error too. With ``--compare previous`` the baseline is the key's
+previous window (its snapshot's metrics and intervals; a revision of a window is compared with
+the window before it). Every metric with an interval on both sides gets::
+
+    "changes": {"<metric>": {"baseline": b, "difference": d, "interval": [low, high],
+                             "p_value": p, "significant": true|false}, ...}
+
+by :func:`~streammetrics.kernels.intervals.differences` (MOVER: the difference's interval from
+the two intervals; ``p`` the two-sided Wald p-value read from the side of the interval facing
+0). ``significant`` is Benjamini-Hochberg at ``fdr`` (``--fdr``, default 0.05) over every
+(key, metric) test of the snapshots one ``poll`` publishes, so thousands of healthy keys do not
+raise hundreds of alarms per window.
+
+Bounds: ``--compare previous`` remembers at most ``max_keys`` keys' last two windows (the
+pipeline's ``--max-keys``, default 100,000); a key beyond it is not compared and counted in
+:attr:`Changes.forgotten`. References are already bounded by ``--max-references``. Multiclass
+references give no baseline (their snapshots carry no ``changes``).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import numpy as np
+
+from streammetrics.kernels.counts import binary_confusion_metrics
+from streammetrics.kernels.intervals import (
+    BINARY_INTERVALS,
+    benjamini_hochberg,
+    confusion_intervals,
+    differences,
+    z_value,
+)
+from streammetrics.monitors.reference import Reference
+
+__all__ = ["COMPARE_MODES", "Changes"]
+
+#: ``--compare``: against the key's reference, or the key's previous window
+COMPARE_MODES = ("reference", "previous")
+
+Baseline = dict[str, tuple[float, list[float] | None]]
+
+
+def reference_baseline(reference: Any, confidence: float) -> Baseline:
+    """Per metric of :data:`~streammetrics.kernels.intervals.BINARY_INTERVALS` (but the predicted
+    positive rate, which the reference does not keep apart): ``(value, interval or None)`` of a
+    binary ``Reference``'s state (its ``scores`` and their confusion at its ``threshold``)."""
+    scores = reference.scores
+    cm = scores.confusion_at(reference.threshold)
+    get = cm.counts().get
+    tn, fp, fn, tp = get((0, 0), 0.0), get((0, 1), 0.0), get((1, 0), 0.0), get((1, 1), 0.0)
+    values = binary_confusion_metrics(tn=tn, fp=fp, fn=fn, tp=tp)
+    columns = confusion_intervals(tn, fp, fn, tp, z_value(confidence)) if scores.unit_weights else {}
+    out: Baseline = {}
+    for name in BINARY_INTERVALS:
+        if name in ("roc_auc", "log_loss", "brier_score"):
+            with np.errstate(all="ignore"):
+                try:
+                    value = getattr(scores, name)()
+                except ValueError:  # (log loss / Brier of margins)
+                    continue
+            pair = scores.interval(name, confidence)
+        elif name in columns:
+            value = values[name]
+            lo, hi = columns[name]
+            pair = None if math.isnan(lo[0]) else (float(lo[0]), float(hi[0]))
+        else:
+            continue
+        if value is not None and math.isfinite(value):
+            out[name] = (float(value), None if pair is None else [pair[0], pair[1]])
+    return out
+
+
+def _snapshot_baseline(snap: Mapping[str, Any]) -> Baseline:
+    """``(value, interval)`` of every metric a snapshot gives a value for."""
+    metrics, intervals = snap.get("metrics") or {}, snap.get("intervals") or {}
+    return {k: (v, intervals.get(k)) for k, v in metrics.items()
+            if k in intervals and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+class Changes:
+    """Adds ``changes`` to the snapshots of one poll (see the module docstring)."""
+
+    def __init__(self, mode: str, fdr: float = 0.05, references: Mapping[tuple[str, str], Any] | None = None,
+                 max_keys: int | None = 100_000) -> None:
+        if mode not in COMPARE_MODES:
+            raise ValueError(f"--compare must be one of {', '.join(COMPARE_MODES)}, got {mode!r}")
+        if isinstance(fdr, bool) or not isinstance(fdr, (int, float)) or not 0.0 < fdr < 1.0:
+            raise ValueError(f"--fdr must be a number strictly between 0 and 1, got {fdr!r}")
+        if mode == "reference" and references is None:
+            raise ValueError("--compare reference needs --reference FILE")
+        self.mode, self.fdr, self.max_keys = mode, float(fdr), max_keys
+        self._references = references or {}
+        self._reference_baselines: dict[tuple[tuple[str, str], float], Baseline] = {}
+        #: per key: (start of its newest window, that window's baseline, the one before's)
+        self._previous: dict[tuple[str, str], tuple[float, Baseline, Baseline | None]] = {}
+        #: keys --compare previous could not remember (beyond ``max_keys``)
+        self.forgotten = 0
+
+    def _baseline(self, key: tuple[str, str], snap: dict[str, Any], confidence: float) -> Baseline | None:
+        if self.mode == "reference":
+            ref = self._references.get(key)
+            if not isinstance(ref, Reference):  # (no reference, or a multiclass one)
+                return None
+            cached = self._reference_baselines.get((key, confidence))
+            if cached is None:
+                cached = self._reference_baselines[(key, confidence)] = reference_baseline(ref, confidence)
+            return cached
+        if snap.get("cumulative"):
+            return None
+        start = snap["window"]["start"]
+        mine = _snapshot_baseline(snap)
+        held = self._previous.get(key)
+        if held is None:
+            if self.max_keys is None or len(self._previous) < self.max_keys:
+                self._previous[key] = (start, mine, None)
+            else:
+                self.forgotten += 1
+            return None
+        last_start, last, before = held
+        if start == last_start:  # a revision: compared with the window before
+            self._previous[key] = (start, mine, before)
+            return before
+        if start > last_start:
+            self._previous[key] = (start, mine, last)
+            return last
+        return None  # (an older window published late: not compared)
+
+    def annotate(self, snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``snaps`` with ``changes`` after their ``insufficient`` (those with intervals and a
+        baseline), ``significant`` by Benjamini-Hochberg over all their tests."""
+        entries: list[dict[str, Any]] = []
+        p_values: list[float] = []
+        for i, snap in enumerate(snaps):
+            intervals = snap.get("intervals")
+            if intervals is None:
+                continue
+            key = (snap["key"]["model"], snap["key"]["segment"])
+            confidence = intervals["confidence"]
+            baseline = self._baseline(key, snap, confidence)
+            if not baseline:
+                continue
+            names = [k for k in intervals if k != "confidence" and intervals[k] is not None and k in baseline
+                     and isinstance(snap["metrics"].get(k), (int, float))]
+            changes: dict[str, Any] = {}
+            if names:
+                value = [snap["metrics"][k] for k in names]
+                low, high = [intervals[k][0] for k in names], [intervals[k][1] for k in names]
+                base = [baseline[k][0] for k in names]
+                pairs = [baseline[k][1] or [math.nan, math.nan] for k in names]
+                b_lo, b_hi = [p[0] for p in pairs], [p[1] for p in pairs]
+                d = differences(value, low, high, base, b_lo, b_hi, z_value(confidence))
+                for j, k in enumerate(names):
+                    p_value = float(d["p_value"][j])
+                    entry: dict[str, Any] = {"baseline": base[j], "difference": float(d["difference"][j]),
+                             "interval": [float(d["low"][j]), float(d["high"][j])],
+                             "p_value": p_value, "significant": False}
+                    changes[k] = entry
+                    entries.append(entry)
+                    p_values.append(p_value)
+            snaps[i] = _with_changes(snap, changes)
+        if entries:
+            for entry, significant in zip(entries, benjamini_hochberg(p_values, self.fdr).tolist()):
+                entry["significant"] = significant
+        return snaps
+
+
+def _with_changes(snap: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """``snap`` with ``changes`` after ``insufficient`` (before ``state``, as the contract lists them)."""
+    out: dict[str, Any] = {}
+    for k, v in snap.items():
+        if k == "state":
+            out["changes"] = changes
+        out[k] = v
+    if "changes" not in out:
+        out["changes"] = changes
+    return out
