@@ -209,6 +209,10 @@ class ServiceMetrics:
         self.alert_series_dropped = Counter("streammetrics_alert_series_dropped", "Alert series not exported or "
                                             "forgotten past MAX_ALERT_SERIES", registry=r)
         self._alert_series: dict[tuple[str, str, str], bool] = {}  # (model, segment, rule) -> firing
+        self.alert_pairs_forgotten = Gauge("streammetrics_alert_pairs_forgotten", "(rule, key) pairs an alert "
+                                           "engine forgot past its bound (AlertSpec.max_keys), by stage (window: a "
+                                           "partition's pipeline, merge: a partials partition) and partition",
+                                           ["stage", "partition"], registry=r)
         self.window_labeled_ratio = Gauge("streammetrics_window_labeled_ratio", "Labelled share of the latest "
                                           "window's predictions (delayed labels: label arrival)",
                                           ["model", "segment"], registry=r)

@@ -617,6 +617,9 @@ class MergeStage:
                             self.metrics.observe_snapshot(snap)
                 for event in part.merger.take_alerts():
                     self._send_alert(event)
+                if part.merger.alerts is not None and self.metrics is not None:
+                    self.metrics.alert_pairs_forgotten.labels("merge", str(tp.partition)).set(
+                        part.merger.alerts.dropped)
                 if before is not None:
                     self._count(before, part.merger.counts)
                 part.next_offset = rec.offset + 1

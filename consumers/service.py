@@ -1404,6 +1404,7 @@ class MetricsService:
             published += 1
         if pipeline.alerts is not None:
             self.publish_alerts(pipeline.take_alerts())
+            self.metrics.alert_pairs_forgotten.labels("window", str(part.tp.partition)).set(pipeline.alerts.dropped)
         return published
 
     def publish_alerts(self, events: list[dict[str, Any]]) -> None:

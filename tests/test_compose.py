@@ -150,3 +150,15 @@ def test_the_generated_deploy_files_are_current():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.OUT.read_text() == module.render(), "run: python deploy/grafana/make_dashboard.py"
+
+
+def test_the_dashboard_and_rule_file_query_series_the_service_exports():
+    pytest.importorskip("prometheus_client")
+    from consumers.observability import prometheus_doc
+
+    exported = set(re.findall(r"`([a-z_]+)`", prometheus_doc()))
+    queried = set()
+    for path in ("deploy/grafana/dashboards/streammetrics.json", "deploy/prometheus/alerts.yml"):
+        queried |= set(re.findall(r"\b((?:streammetrics|process|python)_[a-z_]+)\b", (ROOT / path).read_text()))
+    queried.discard("streammetrics_rule")  # a label of the generated rules, not a series
+    assert queried and queried <= exported, sorted(queried - exported)

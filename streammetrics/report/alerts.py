@@ -77,7 +77,7 @@ def evaluate(rules: Sequence[AlertRule], windows: Sequence[WindowSnapshot]) -> l
     held: list[list[Alert]] = [[] for _ in rules]
     for w in windows:
         snapshot = {"key": {"model": w.model, "segment": w.segment}, "window": {"start": w.start, "end": w.end},
-                    "final": True, "metrics": w.metrics}
+                    "final": True, "metrics": w.metrics, "intervals": w.intervals, "changes": w.changes}
         for i, (rule, value, _, holds) in enumerate(engine.evaluate(snapshot)):
             if holds and value is not None:  # (a rule never holds on an undefined value)
                 held[i].append(Alert(rule=rule, window=w, value=value))

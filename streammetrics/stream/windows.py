@@ -12,8 +12,8 @@ Streams' stream time and Flink's per-partition watermarks:
   released) once the watermark reaches its end, whatever the key: a quiet key closes with the
   others, and a key's first event older than the watermark's closed windows is late. Closing is
   eager and ordered: when an event moves the watermark past windows' ends, those windows close at
-  once, in order of ``(end + grace, key)`` (a heap of the keys holding open panes, so the cost is
-  O(log keys) per window closed, nothing per event), so the output is a function of the events
+  once, in order of ``(end + grace, key)`` (the keys holding open panes by the time they close:
+  one sort per distinct closing time, nothing per event), so the output is a function of the events
   alone, not of when :meth:`WindowManager.poll` is called.
 * :meth:`WindowManager.advance_watermark` moves the watermark without an event (the service's
   idle partitions, ``--idle-close``); what it passes closes at the next :meth:`WindowManager.poll`.
@@ -277,6 +277,15 @@ class _Deferred:
         self.events = events
 
 
+def _order(key: tuple[Any, Any]) -> tuple[str, str]:
+    """The order keys close in on one watermark: the key itself when both parts are strings (as
+    the event parser makes them), else a string form of it after those (comparable whatever the
+    parts' types, the same from the same key)."""
+    if key[0].__class__ is str and key[1].__class__ is str:
+        return key
+    return (f"\uffff{key[0]!r}", repr(key[1]))
+
+
 def _lines_of(ready: list[Any]) -> list[str]:
     """Ready snapshots as lines: those written already (str), and the dicts' ``snapshot_line``."""
     return [r if r.__class__ is str else snapshot_line(r) for r in ready]
@@ -349,7 +358,9 @@ class WindowManager:
         # next_window of those that fell out of it bounds every key not held or remembered
         self._closed: dict[tuple[str, str], tuple[int, int]] = {}
         self._forgotten_next: int | None = None
-        self._emptied: list[tuple[str, str]] = []
+        self._emptied: list[tuple[str, str]] = []  # keys emptied since the last generation (see _evict_aged)
+        self._emptied_old: list[tuple[str, str]] = []  # ... and in the generation before
+        self._evict_pane: float = -math.inf  # the watermark's pane at the last generation
         #: keys evicted (all windows closed, nothing queued) since construction
         self.evicted = 0
         self._ready: list[Any] = []  # snapshot dicts, and _Deferred ones until poll/flush builds them
@@ -381,9 +392,10 @@ class WindowManager:
         self.fleet_failures = 0
         self._pane_us = self.spec.pane_ms * 1000
         self._max_us: float = -math.inf
-        # (close_at, key) of the keys holding open or queued panes, smallest first (stale entries,
-        # whose close_at is no longer the key's ``armed``, are skipped); _next_due: its top
-        self._due: list[tuple[float, tuple[str, str]]] = []
+        # the keys holding open or queued panes by the close_at they were entered at (stale entries,
+        # whose close_at is no longer the key's ``armed``, are skipped); _next_due: the smallest
+        self._due: dict[float, list[tuple[str, str]]] = {}
+        self._due_at: list[float] = []  # a heap of _due's close_at values
         self._next_due: float = math.inf
         self._revised = False  # some closed window awaits a new revision (delayed labels)
         self._rev_pane: int | None = None  # pane of the last revision tick (see revision_tick)
@@ -648,7 +660,7 @@ class WindowManager:
     def _new_key(self, key: tuple[str, str]) -> _KeyState:
         """State for a key not held: refused past ``max_keys``; an evicted key resumes from its
         remembered frontier (and late count), a forgotten one from the forgotten keys' frontier."""
-        if self.max_keys is not None and len(self._keys) >= self.max_keys and self._emptied:
+        if self.max_keys is not None and len(self._keys) >= self.max_keys and (self._emptied or self._emptied_old):
             self._evict_emptied()  # make room: keys whose windows all closed go
         if self.max_keys is not None and len(self._keys) >= self.max_keys:
             self._reject("key_limit", f"more than max_keys={self.max_keys} keys have open windows; "
@@ -666,18 +678,42 @@ class WindowManager:
             self._set_next_window(state, self._forgotten_next)
         return state
 
+    def _evict_aged(self) -> None:
+        """Evict the keys emptied before the watermark's previous pane: an emptied key is kept
+        until the watermark has entered a later pane twice, so that a key with events in every
+        window (whose windows all close at once, by one watermark) is not evicted and re-created
+        window after window (at 10,000 keys of ~2 events a window that churn cost a third of the
+        replay's time)."""
+        if not self._emptied and not self._emptied_old:
+            return
+        if self._max_us == -math.inf:
+            return
+        pane = (self._max_us - self.spec.grace_ms * 1000) // self._pane_us
+        if pane > self._evict_pane:
+            aged, self._emptied_old, self._emptied = self._emptied_old, self._emptied, []
+            self._evict_pane = pane
+            if aged:  # (those with an event in the last pane or two stay: they are emptied again later)
+                self._evict_keys(aged, (pane - 1) * self._pane_us)
+
     def _evict_emptied(self) -> None:
-        """Drop keys whose windows have all closed and that queue nothing, keeping a compact
-        ``(next_window, late)`` per evicted key (bounded by ``max_keys``) so that a later event
-        of the key is late for a closed window exactly as if the key had stayed."""
-        emptied, self._emptied = self._emptied, []
+        """Evict every emptied key now (end of input, or room needed for a new key)."""
+        emptied = self._emptied_old + self._emptied
+        self._emptied_old, self._emptied = [], []
+        self._evict_keys(emptied)
+
+    def _evict_keys(self, emptied: list[tuple[str, str]], before_us: float = math.inf) -> None:
+        """Drop keys whose windows have all closed, that queue nothing (and whose last event is
+        before ``before_us``), keeping a compact ``(next_window, late)`` per evicted key (bounded
+        by ``max_keys``) so that a later event of the key is late for a closed window exactly as
+        if the key had stayed."""
         if self.cumulative:  # the all-time monitor is the key's point: keys stay (bounded by max_keys)
             return
         closed = self._closed
         bound = self.max_keys
         for key in emptied:
             state = self._keys.get(key)
-            if state is None or state.panes or state.pending or state.next_window is None or state.revising:
+            if state is None or state.panes or state.pending or state.next_window is None or state.revising \
+                    or state.max_us >= before_us:
                 continue  # (closed windows awaiting labels keep their key)
             del self._keys[key]
             self.evicted += 1
@@ -886,8 +922,7 @@ class WindowManager:
             self._close_due()
         if self._revised and revisions:
             self._emit_revisions()
-        if self._emptied:
-            self._evict_emptied()
+        self._evict_aged()
         if not collect:
             return []
         if self._deferred:
@@ -941,30 +976,43 @@ class WindowManager:
         self._ready = [next(in_order) if r.__class__ is _Deferred else r for r in self._ready]
 
     def _arm(self, key: tuple[str, str], state: _KeyState) -> None:
-        """Enter the key in the heap of keys to close at its ``close_at`` (it holds open panes)."""
+        """Enter the key among those to close at its ``close_at`` (it holds open panes)."""
         state.armed = at = state.close_at
-        heapq.heappush(self._due, (at, key))
-        if at < self._next_due:
-            self._next_due = at
+        keys = self._due.get(at)
+        if keys is None:
+            self._due[at] = [key]
+            heapq.heappush(self._due_at, at)
+            if at < self._next_due:
+                self._next_due = at
+        else:
+            keys.append(key)
 
     def _close_due(self) -> None:
-        """Close every key's windows that the watermark passed, in ``(close_at, key)`` order:
-        O(log keys) per key closed, nothing for the keys not due."""
-        due, keys, max_us = self._due, self._keys, self._max_us
-        while due and due[0][0] <= max_us:
-            at, key = heapq.heappop(due)
-            state = keys.get(key)
-            if state is None or state.armed != at:
-                continue  # stale: the key closed or went since
-            state.armed = None
-            self._close_by_watermark(key, state, max_us)
-            if state.panes or state.pending:
-                self._arm(key, state)
-        self._next_due = due[0][0] if due else math.inf
+        """Close every key's windows that the watermark passed, in ``(close_at, key)`` order: the
+        keys of each due ``close_at`` sorted once (windows close at few distinct times), nothing
+        for the keys not due."""
+        times, keys, max_us = self._due_at, self._keys, self._max_us
+        while times and times[0] <= max_us:
+            at = heapq.heappop(times)
+            due = self._due.pop(at)
+            try:
+                due.sort()
+            except TypeError:  # keys whose parts are not strings
+                due.sort(key=_order)
+            for key in due:
+                state = keys.get(key)
+                if state is None or state.armed != at:
+                    continue  # stale: the key closed or went since (or a duplicate)
+                state.armed = None
+                self._close_by_watermark(key, state, max_us)
+                if state.panes or state.pending:
+                    self._arm(key, state)
+        self._next_due = times[0] if times else math.inf
 
     def _rearm_all(self) -> None:
-        """The heap rebuilt from the keys held (after a checkpoint is loaded)."""
-        self._due = []
+        """The due keys rebuilt from the keys held (after a checkpoint is loaded)."""
+        self._due = {}
+        self._due_at = []
         self._next_due = math.inf
         for key, state in self._keys.items():
             state.armed = None
@@ -1006,11 +1054,11 @@ class WindowManager:
 
     def _flush(self, lines: bool) -> list[Any]:
         keys = self._keys
-        for key in sorted(keys):  # (the dict's order depends on when keys were evicted: on polls)
+        for key in sorted(keys, key=_order):  # (the dict's order depends on when keys were evicted: on polls)
             self._close_open(key, keys[key])
         if self._revised:
             self._emit_revisions()
-        if self._emptied:
+        if self._emptied or self._emptied_old:
             self._evict_emptied()
         if self._deferred:
             self._build_deferred(lines)
@@ -1276,7 +1324,7 @@ class WindowManager:
         self._closed = closed
         self._forgotten_next = forgotten
         self.evicted = evicted
-        self._emptied = []
+        self._emptied, self._emptied_old, self._evict_pane = [], [], -math.inf
         self._ready = []
         self._deferred = []
         self._revised = any(r.dirty for st in keys.values() for r in st.revising.values())

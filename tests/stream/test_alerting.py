@@ -306,6 +306,12 @@ def test_report_takes_the_same_rules_and_a_rules_file(tmp_path):
     one_key = [w for w in windows if (w.model, w.segment) == (windows[0].model, windows[0].segment)]
     marked = evaluate(parse_rules(["roc_auc<0.9"]), one_key)
     assert [a.window for a in marked] == [w for w in one_key if w.metrics["roc_auc"] < 0.9]
+    # interval rules read the snapshots' intervals (contract section 9)
+    assert any(w.intervals.get("roc_auc") for w in one_key)
+    marked = evaluate(parse_rules(["roc_auc.high<0.97"]), one_key)
+    assert 0 < len(marked) < len(one_key)
+    assert [a.window for a in marked] == [w for w in one_key if w.intervals.get("roc_auc")
+                                          and w.intervals["roc_auc"][1] < 0.97]
     bad = subprocess.run([sys.executable, "-m", "streammetrics.cli", "report", "snaps.jsonl", "-o", "r.html",
                           "--alert", "roc_auc<band(2)"], capture_output=True, text=True, cwd=tmp_path)
     assert bad.returncode == 2 and "band(K) needs the reference" in bad.stderr
