@@ -71,7 +71,7 @@ from typing import Any
 
 from streammetrics.core.accumulator import from_dict
 from streammetrics.stream.alerting import alert_key, alert_line
-from streammetrics.stream.snapshots import build_snapshot, snapshot_key, snapshot_line
+from streammetrics.stream.snapshots import build_snapshot, content_header, snapshot_key, snapshot_line
 
 __all__ = ["Merger", "MergeStage", "partial_record", "watermark_record", "default_partials_topic",
            "DEFAULT_MAX_MERGE_WINDOWS", "PARTIAL_SCHEMA", "WATERMARK_SCHEMA"]
@@ -658,7 +658,8 @@ class MergeStage:
         metrics.merge_windows.set(self.open_windows())
 
     def _send(self, key: bytes, value: bytes) -> None:
-        self._inflight.append(self.producer.send(self.output_topic, key=key, value=value))
+        self._inflight.append(self.producer.send(self.output_topic, key=key, value=value,
+                                                 headers=[content_header(value)]))
         self.counts["published"] += 1
 
     def _send_alert(self, event: dict[str, Any]) -> None:

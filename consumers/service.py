@@ -98,7 +98,7 @@ from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES
 from streammetrics.stream.alerting import alert_key, alert_line
 from streammetrics.stream.pending import DEFAULT_MAX_PENDING
 from streammetrics.stream.pipeline import DEFAULT_LABEL_TTL, Pipeline, PipelineConfig, Problem
-from streammetrics.stream.snapshots import snapshot_key, snapshot_line
+from streammetrics.stream.snapshots import content_header, snapshot_key, snapshot_line
 from streammetrics.stream.windows import DEFAULT_MAX_FUTURE, DEFAULT_MAX_KEYS
 
 from .checkpoint import Chain, CheckpointError, CheckpointStore, new_chain_id
@@ -1391,7 +1391,7 @@ class MetricsService:
                 # alert rules then see the key's whole window series (sequential rules, lifecycles)
                 self._send(self.config.partials_topic or "", key.rsplit(b"|", 1)[0], value)
             else:
-                self._send(self.config.output_topic, key, value)
+                self._send(self.config.output_topic, key, value, [content_header(value)])
             for flag in ("state_coarsened", "state_dropped", "metrics_truncated"):
                 if snap.get(flag):  # degraded by the pipeline to fit max_snapshot_bytes
                     self.metrics.oversized_snapshots.labels(flag).inc()

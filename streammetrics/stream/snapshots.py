@@ -12,6 +12,7 @@ past that, ``"metrics_truncated": true``; all-time snapshots carry ``"cumulative
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -21,7 +22,8 @@ from typing import Any, Callable
 
 from streammetrics.kernels.intervals import intervals_text
 
-__all__ = ["SNAPSHOT_SCHEMA", "intervals_text", "snapshot_key", "snapshot_line", "window_line"]
+__all__ = ["CONTENT_HEADER", "SNAPSHOT_SCHEMA", "content_header", "intervals_text", "snapshot_key", "snapshot_line",
+           "window_line"]
 
 SNAPSHOT_SCHEMA = "streammetrics.snapshot/1"
 
@@ -251,3 +253,13 @@ def _intervals_of(monitor: Any, metrics: dict[str, Any]) -> dict[str, Any] | Non
     """``monitor.intervals(metrics=metrics)`` (``Monitor.intervals``), None for an object without it."""
     intervals = getattr(monitor, "intervals", None)
     return None if intervals is None else intervals(metrics=metrics)
+
+
+#: Kafka header of a published snapshot: the SHA-256 of its value, so that a reader can tell a
+#: re-publication of the same (key, revision) with other content (docs/revisions.md)
+CONTENT_HEADER = "streammetrics.content"
+
+
+def content_header(value: bytes) -> tuple[str, bytes]:
+    """``(CONTENT_HEADER, hex SHA-256 of value)``: the header the service sends with a snapshot."""
+    return CONTENT_HEADER, hashlib.sha256(value).hexdigest().encode()

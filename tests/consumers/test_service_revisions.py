@@ -104,3 +104,20 @@ def test_a_quiet_partition_publishes_its_labels_and_a_restart_numbers_after_them
     restarted.close()
     differing = {k: v for k, v in contents(cluster).items() if len(v) > 1}
     assert not differing
+
+
+def test_every_published_snapshot_carries_the_sha256_of_its_value(tmp_path):
+    """Where a (key, revision) could repeat with other content (docs/revisions.md), readers tell
+    the contents apart by the header streammetrics.content (the SHA-256 of the value)."""
+    import hashlib
+
+    from kafka_fakes import FakeCluster
+    from test_service_unit import drain, events_with_closers, fill, make_service
+
+    cluster = FakeCluster()
+    fill(cluster, events_with_closers(400))
+    drain(make_service(cluster, tmp_path))
+    records = cluster.records("out")
+    assert records
+    for rec in records:
+        assert dict(rec.headers)["streammetrics.content"] == hashlib.sha256(rec.value).hexdigest().encode()

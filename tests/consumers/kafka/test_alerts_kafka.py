@@ -43,9 +43,18 @@ def replay_alerts(events: list[dict], tmp_path) -> set[tuple[bytes, bytes]]:
     return got
 
 
-def topic_alerts(bootstrap: str, topic: str) -> tuple[set[tuple[bytes, bytes]], int]:
-    records = read_topic(bootstrap, topic)
-    return {(r.key, r.value) for r in records}, len(records)
+def topic_alerts(bootstrap: str, topic: str, expected: set[tuple[bytes, bytes]], events: list[dict],
+                 timeout: float = 30.0) -> tuple[set[tuple[bytes, bytes]], int]:
+    """The (key, value) pairs on the alerts topic once they hold ``expected`` (or after ``timeout``),
+    but for the closers' windows, and how many records the topic holds."""
+    closing = min(e["ts"] for e in events if e.get("id") == "closer") // WINDOW * WINDOW
+    deadline = time.monotonic() + timeout
+    while True:
+        records = read_topic(bootstrap, topic)
+        got = {(r.key, r.value) for r in records if json.loads(r.value)["window"]["start"] < closing}
+        if got >= expected or time.monotonic() > deadline:
+            return got, len(records)
+        time.sleep(0.5)
 
 
 def windows_of(events: list[dict]) -> int:
@@ -86,10 +95,7 @@ def test_alerts_topic_across_sigkills_equals_replay(bootstrap_servers, new_topic
         kills += 1
     feeder.join()
     _run_until_caught_up(cmd, bootstrap_servers, out, windows_of(events[:-3]))
-    deadline = time.monotonic() + 30
-    while not topic_alerts(bootstrap_servers, alerts)[0] >= expected and time.monotonic() < deadline:
-        time.sleep(0.5)
-    got, published = topic_alerts(bootstrap_servers, alerts)
+    got, published = topic_alerts(bootstrap_servers, alerts, expected, events)
     assert got == expected, (kills, sorted(got - expected)[:3], sorted(expected - got)[:3])
     # each (key, id, state) once: re-publications are the same bytes, so the set has one value per event
     assert len({(k, json.loads(v)["id"], json.loads(v)["state"]) for k, v in got}) == len(got)
@@ -112,10 +118,5 @@ def test_partitioned_mode_evaluates_the_merged_windows(bootstrap_servers, new_to
     cmd = consume_cmd(bootstrap_servers, topic, out, unique_name("any"), str(tmp_path / "any"), "--partitioning",
                       "any", "--max-future", "0", *RULES, "--alerts-topic", alerts)
     _run_until_caught_up(cmd, bootstrap_servers, out, windows_of(events[:-3]), timeout=120)
-    deadline = time.monotonic() + 30
-    while not topic_alerts(bootstrap_servers, alerts)[0] >= expected and time.monotonic() < deadline:
-        time.sleep(0.5)
-    closing = min(e["ts"] for e in events if e.get("id") == "closer") // WINDOW * WINDOW
-    got = {(k, v) for k, v in topic_alerts(bootstrap_servers, alerts)[0]
-           if json.loads(v)["window"]["start"] < closing}  # (the closers' windows: replay flushes them)
+    got, _ = topic_alerts(bootstrap_servers, alerts, expected, events)
     assert got == expected, (sorted(got - expected)[:3], sorted(expected - got)[:3])
