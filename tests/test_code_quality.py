@@ -1,6 +1,6 @@
 """Project habits checked in CI: lint, types, doctests, and the layering of the tree.
 
-The layers (README, "Development"): core < kernels < metrics < events < monitors < stream <
+The layers (docs/development.md): core < kernels < metrics < events < monitors < stream <
 (report, integrations, cli). A module may import its own layer and the ones below it, never one above;
 the library never imports ``consumers`` (the Kafka service imports the library); and no
 module-level import circle exists between modules.

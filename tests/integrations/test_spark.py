@@ -289,7 +289,7 @@ def test_delayed_label_revisions_over_many_panes_equal_replay(spark, tmp_path):
 
 
 def test_foreach_batch_partial_windows_merge_to_replay(spark, tmp_path):
-    """The README's Structured Streaming example: each micro-batch's snapshots (partial windows
+    """The Structured Streaming example of docs/guide/spark.md: each micro-batch's snapshots (partial windows
     when a window spans two batches) appended to a table, then merged with merge_snapshots."""
     events = sorted(binary_events(1200, seed=6, weights=True), key=lambda e: e["ts"])
     src = tmp_path / "in"

@@ -1,4 +1,4 @@
-"""Empty accumulators behave as the README's "Where streammetrics differs" says: scalar
+"""Empty accumulators behave as docs/guide/library.md's "Where streammetrics differs" says: scalar
 metrics are NaN with an UndefinedMetricWarning that says why; curves and the text report
 raise ValueError (as scikit-learn does on empty input)."""
 import math
