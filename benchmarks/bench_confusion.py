@@ -146,7 +146,8 @@ def measure(argv=None) -> list[Target]:
     if t_sk is not None:
         print(f"update_many vs sklearn confusion_matrix: {t_sk / t_many:.1f}x faster")
     note = "smoke size" if args.quick else ""
-    out = [Target("bench_confusion", "update_many M events/s (int labels)", 20.0, rate / 1e6, note=note)]
+    out = [Target("bench_confusion", "update_many M events/s (int labels)", 20.0, rate / 1e6, note=note,
+                  absolute=True)]
     if t_river is not None:
         out.insert(0, Target("bench_confusion", "per-event update / river ConfusionMatrix", 1.0, t_river / t_ours,
                              note=note))

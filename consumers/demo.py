@@ -20,7 +20,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
-from streammetrics.stream.synthetic import generate_events
+from streammetrics.stream.synthetic import DEFAULT_START, generate_events
 
 __all__ = ["run_demo", "produce_events", "format_row", "HEADER"]
 
@@ -30,6 +30,8 @@ BAD_MESSAGES = [
     json.dumps({"ts": 1767225700, "model": "fraud-v1", "segment": "web", "y_true": 3, "score": 0.4}).encode(),
 ]
 
+#: partitions of the demo's input topic
+INPUT_PARTITIONS = 3
 #: alert rules of the demo's report
 DEMO_ALERTS = ("roc_auc<0.85", "log_loss>0.6")
 
@@ -82,6 +84,29 @@ def produce_events(bootstrap: str, topic: str, n: int, duration: float, rate: fl
     return sent
 
 
+#: the model of the demo's end-of-stream ticks (their windows never close, so they are never shown)
+TICK_MODEL = "demo-clock"
+
+
+def produce_ticks(bootstrap: str, topic: str, at: float, partitions: int) -> int:
+    """One event at event time ``at`` on every input partition, under its own key
+    (``demo-clock|pN``), as a producer's heartbeat would: windows close by each partition's
+    event-time watermark, so a stream that stops keeps its last window open until such an event
+    moves the watermark past it."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1)
+    try:
+        for p in range(partitions):
+            tick = {"ts": at, "model": TICK_MODEL, "segment": f"p{p}", "y_true": 0, "score": 0.5}
+            producer.send(topic, partition=p, key=f"{TICK_MODEL}|p{p}".encode(),
+                          value=json.dumps(tick, separators=(",", ":")).encode())
+        producer.flush()
+    finally:
+        producer.close()
+    return partitions
+
+
 def _watch(bootstrap: str, topic: str, out: TextIO, stop: threading.Event, seen: list) -> None:
     """Print every snapshot published on ``topic`` until ``stop`` is set."""
     from kafka import KafkaConsumer, TopicPartition
@@ -126,7 +151,7 @@ def run_demo(args: Any, out: TextIO = sys.stdout) -> int:
                 return 2
             bootstrap = broker.bootstrap_servers
         try:
-            create_topics(bootstrap, {args.topic: 3, args.output_topic: 1, dlq_topic: 1},
+            create_topics(bootstrap, {args.topic: INPUT_PARTITIONS, args.output_topic: 1, dlq_topic: 1},
                           timeout=15 if args.bootstrap_servers else 30)
         except Exception as exc:  # kafka-python errors, BrokerError: the demo has nothing to run on
             if not type(exc).__module__.startswith(("kafka", "consumers")):
@@ -156,10 +181,14 @@ def run_demo(args: Any, out: TextIO = sys.stdout) -> int:
             watcher.start()
             try:
                 sent = produce_events(bootstrap, args.topic, args.events, args.duration, args.rate)
-                # wait until the service has applied everything and closed the idle windows
+                # the stream's end: a tick one window past it on every partition closes the last windows
+                ticks = produce_ticks(bootstrap, args.topic, DEFAULT_START + args.duration + args.window,
+                                      INPUT_PARTITIONS)
+                # wait until the service has applied everything and closed the windows
                 deadline = time.monotonic() + 60
                 while time.monotonic() < deadline and not (
-                        service.counts["events"] + service.counts["late"] >= sent and service.caught_up()):
+                        service.counts["events"] + service.counts["late"] >= sent + ticks
+                        and service.caught_up()):
                     time.sleep(0.5)
                 time.sleep(1.0)  # let the watcher print the last snapshots
             finally:
@@ -168,7 +197,7 @@ def run_demo(args: Any, out: TextIO = sys.stdout) -> int:
                 stop_watch.set()
                 watcher.join(timeout=10)
             c = service.counts
-            print(f"\n{sent:,} events produced; {c['events']:,} applied, "
+            print(f"\n{sent:,} events produced; {c['events'] - ticks:,} applied, "
                   f"{c['dead_letters']} dead letters (malformed or late) in {dlq_topic}, "
                   f"{len(seen)} window snapshots in {args.output_topic}.", file=out)
             path = report_path(args.report)

@@ -39,6 +39,8 @@ def test_an_open_target_is_checked_against_its_recorded_level():
     assert not open_cost.met and not open_cost.gross  # 18 < 3 * 10.7
     assert Target("b", "multiclass", 3.0, 33.0, at_most=True, known=10.7).gross
     assert Target("b", "decode", 0.2, 0.019, known=0.06).gross
+    rate = Target("b", "M events/s", 50.0, 16.5, absolute=True)  # an absolute rate under load: reported only
+    assert not rate.met and not rate.gross and rate.status == "MISSED"
     assert not Target("b", "decode", 0.2, 0.05, known=0.06).gross
     # a met target is checked against the target itself
     assert Target("b", "x", 3.0, 2.0, at_most=True, known=10.7).checked == 3.0

@@ -19,7 +19,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_MODELS", "DriftingModel", "generate_events", "write_jsonl"]
+__all__ = ["DEFAULT_MODELS", "DEFAULT_START", "DriftingModel", "generate_events", "write_jsonl"]
 
 
 @dataclass(frozen=True)
@@ -49,10 +49,14 @@ DEFAULT_MODELS: tuple[DriftingModel, ...] = (
 )
 
 
+#: where synthetic streams start by default: 2026-01-01T00:00:00Z
+DEFAULT_START = 1_767_225_600.0
+
+
 def generate_events(
     n: int,
     *,
-    start: float = 1_767_225_600.0,  # 2026-01-01T00:00:00Z
+    start: float = DEFAULT_START,
     duration: float = 600.0,
     models: tuple[DriftingModel, ...] = DEFAULT_MODELS,
     seed: int = 7,
