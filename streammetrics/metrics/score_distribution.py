@@ -226,7 +226,12 @@ def _decode_sums(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> list:
         exact._special = score_sum
     # the summed weights: floats while whole, else units (with their residues, if any)
     total, above = decode_sums([total, above], weight_residues, "weight_residues")
-    # every loaded event counts as weighted: total = count - weighted events + their weight
+    # float mode (every weight whole) with a total equal to the count is read as unit-weight
+    # predictions (what such a state almost always holds, and what the intervals' sample size
+    # needs: a restored window gives the intervals of the live one); any other state counts every
+    # loaded event as weighted: total = count - weighted events + their weight
+    if total.__class__ is not int and total == count and above == int(above):
+        return [count, exact, int(above), 0, 0.0, 0.0]
     return [count, exact, 0, count, total, above]
 
 
@@ -377,7 +382,9 @@ class ScoreDistribution(Accumulator):
     @property
     def unit_weights(self) -> bool:
         """Every prediction added had weight 1 (the intervals' effective sample size is then the
-        count). False after a load: a loaded state counts its events as weighted."""
+        count). A loaded state is read as unit-weight when every weight was whole and they add up
+        to its count (whole weights such as 0 and 2 that add up so are then taken as 1s); else
+        its events count as weighted."""
         return not self._sums[_WEVENTS]
 
     @property

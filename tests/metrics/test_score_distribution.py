@@ -96,3 +96,17 @@ def test_overflowed_score_sum_survives_a_round_trip(events):
     assert repr(b.score_sum) == repr(a.score_sum) == d["state"]["score_sum"]
     more = sm.ScoreDistribution().update(0.25)
     assert b.merge(more).to_dict() == a.merge(more).to_dict()
+
+
+def test_a_restored_unit_weight_state_keeps_its_unit_weights():
+    """The intervals' sample size needs it: a window restored from a checkpoint gives the
+    intervals of the live one (the service's finals equal replay's)."""
+    from streammetrics import ScoreDistribution, from_dict
+
+    live = ScoreDistribution().update_many([0.2, 0.7, 0.9])
+    assert live.unit_weights and from_dict(live.to_dict()).unit_weights
+    assert from_dict(live.to_dict()) == live and from_dict(live.to_dict()).to_dict() == live.to_dict()
+    weighted = ScoreDistribution().update_many([0.2, 0.7], sample_weight=[0.5, 2.0])
+    assert not weighted.unit_weights and not from_dict(weighted.to_dict()).unit_weights
+    restored = from_dict(live.to_dict()).update(0.4)  # later events add as before
+    assert restored.to_dict() == ScoreDistribution().update_many([0.2, 0.7, 0.9, 0.4]).to_dict()
