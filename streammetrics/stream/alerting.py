@@ -44,12 +44,15 @@ when a run is repeated), so a consumer of the alert topic can de-duplicate re-pu
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import operator
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+from streammetrics.stream.windows import parse_duration
 
 __all__ = [
     "ALERT_SCHEMA", "DEFAULT_MAX_ALERT_KEYS", "MAX_RULES", "PH_DELTA", "PH_WARMUP", "AlertEngine", "AlertRule",
@@ -213,12 +216,12 @@ def _unquote(text: str) -> str:
 
 
 def _seconds(value: Any, what: str) -> float:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
-        return float(value)
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*", value) if isinstance(value, str) else None
-    if not m:
-        raise ValueError(f"{what} must be a duration such as 10m, got {value!r}")
-    return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}[m.group(2)]
+    """:func:`~streammetrics.stream.windows.parse_duration` (the flags' durations), every failure
+    a ``ValueError`` naming ``what``."""
+    try:
+        return parse_duration(value, what)
+    except TypeError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _number(value: Any) -> float | None:
@@ -264,12 +267,12 @@ def reference_bands(snapshots: Iterable[Mapping[str, Any]], rules: Sequence[Aler
     reference's windows (the latest revision of each), per key; ``std`` is ``numpy.std``'s
     (``ddof=0``), as NannyML's ``StandardDeviationThreshold``."""
     wanted = {(r.metric, r.cls) for r in rules if r.band_k is not None or r.field in ("drop", "rise")}
-    latest: dict[tuple[str, Any], Mapping[str, Any]] = {}
+    latest: dict[tuple[str, Any], Mapping[str, Any]] = {}  # (key, window start) -> revision, metrics
     for snap in snapshots:
         ident = (_key_json(snap.get("key")), (snap.get("window") or {}).get("start"))
         old = latest.get(ident)
         if old is None or (snap.get("revision") or 0) >= (old.get("revision") or 0):
-            latest[ident] = snap
+            latest[ident] = {"revision": snap.get("revision"), "metrics": snap.get("metrics")}
     values: dict[tuple[str, str], list[float]] = {}
     for (key, _), snap in sorted(latest.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
         for metric, cls in wanted:
@@ -531,42 +534,41 @@ def _alert_id(rule: AlertRule, key_json: str, start: float) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def reference_snapshots(path: str, config: Any) -> list[dict[str, Any]]:
-    """The reference's windows as snapshot dicts, for ``band(K)`` rules: a snapshots JSONL file is
-    read as it is; a file of labelled events is windowed like the stream (``config``: the
-    stream's :class:`~streammetrics.stream.pipeline.PipelineConfig`, without references or state)."""
+def reference_snapshots(path: str, config: Any) -> Iterator[dict[str, Any]]:
+    """The reference's windows as snapshot dicts, read line by line (memory: the open windows),
+    for ``band(K)`` and sequential rules: a snapshots JSONL file is read as it is; a file of
+    labelled events is windowed like the stream (``config``: the stream's
+    :class:`~streammetrics.stream.pipeline.PipelineConfig`, without references or state)."""
     import dataclasses
 
     from streammetrics.stream.pipeline import Pipeline
 
     with open(path, "rb") as fh:
-        lines = [line for line in fh if line.strip()]
-    if not lines:
-        return []
-    try:
-        first = json.loads(lines[0])
-    except ValueError:
-        first = None
-    if isinstance(first, dict) and str(first.get("schema", "")).startswith("streammetrics.snapshot/"):
-        snaps = []
-        for lineno, line in enumerate(lines, 1):
-            try:
-                snap = json.loads(line)
-            except ValueError:
-                raise ValueError(f"--reference {path}:{lineno}: not a JSON snapshot") from None
-            if isinstance(snap, dict):
-                snaps.append(snap)
-        return snaps
-    pipeline = Pipeline(dataclasses.replace(config, references=None, include_state=False))
-    try:
-        snaps = []
-        for line in lines:
-            pipeline.process(line)
-            snaps.extend(pipeline.poll(revisions=True))
-        snaps.extend(pipeline.flush())
-        return snaps
-    finally:
-        pipeline.close()
+        lines = (line for line in fh if line.strip())
+        first_line = next(lines, None)
+        if first_line is None:
+            return
+        try:
+            first = json.loads(first_line)
+        except ValueError:
+            first = None
+        if isinstance(first, dict) and str(first.get("schema", "")).startswith("streammetrics.snapshot/"):
+            for lineno, line in enumerate(itertools.chain([first_line], lines), 1):
+                try:
+                    snap = json.loads(line)
+                except ValueError:
+                    raise ValueError(f"--reference {path}:{lineno}: not a JSON snapshot") from None
+                if isinstance(snap, dict):
+                    yield snap
+            return
+        pipeline = Pipeline(dataclasses.replace(config, references=None, include_state=False))
+        try:
+            for line in itertools.chain([first_line], lines):
+                pipeline.process(line)
+                yield from pipeline.poll(revisions=True)
+            yield from pipeline.flush()
+        finally:
+            pipeline.close()
 
 
 def alert_key(event: Mapping[str, Any]) -> bytes:

@@ -315,3 +315,18 @@ def test_report_takes_the_same_rules_and_a_rules_file(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "streammetrics.cli", "report", "snaps.jsonl", "-o", "r.html",
                           "--alert", "roc_auc<band(2)"], capture_output=True, text=True, cwd=tmp_path)
     assert bad.returncode == 2 and "band(K) needs the reference" in bad.stderr
+
+
+def test_a_reference_of_snapshots_gives_the_bands_of_its_events(tmp_path):
+    from streammetrics.stream.alerting import reference_snapshots
+    from streammetrics.stream.pipeline import PipelineConfig
+
+    assert _replay("--sample", "-o", "snaps.jsonl", cwd=tmp_path).returncode == 0
+    rules = parse_rules(["roc_auc<band(2)", "log_loss.rise>0.1"])
+    config = PipelineConfig(task="binary", max_future=None)
+    from_events = reference_bands(reference_snapshots(sample_path(), config), rules)
+    from_snaps = reference_bands(reference_snapshots(str(tmp_path / "snaps.jsonl"), config), rules)
+    assert from_events and from_events == from_snaps
+    (tmp_path / "bad.jsonl").write_text((tmp_path / "snaps.jsonl").read_text().splitlines()[0] + "\n{nope\n")
+    with pytest.raises(ValueError, match="bad.jsonl:2: not a JSON snapshot"):
+        list(reference_snapshots(str(tmp_path / "bad.jsonl"), config))
