@@ -107,8 +107,10 @@ import heapq
 import math
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from streammetrics.core.exceptions import InvalidEvent
 from streammetrics.events.records import Event
@@ -464,6 +466,156 @@ class WindowManager:
             if ts_us >= self._next_due:
                 self._close_due()
         return True
+
+    @property
+    def packs_events(self) -> bool:
+        """Whether queued events take the monitor's packed form (see the module docstring): what
+        :meth:`add_columns` is to be given as ``items``."""
+        return self._pack is not None
+
+    def add_columns(self, ts: np.ndarray, key_index: np.ndarray, keys: Sequence[tuple[str, str]],
+                    items: np.ndarray) -> np.ndarray | None:
+        """Apply a batch of events given as columns, exactly as :meth:`add` of each in turn:
+        ``ts`` (float64 epoch seconds), ``key_index`` (each event's index in ``keys``, the
+        distinct ``(model, segment)``) and ``items`` (what :meth:`add` would queue for each: the
+        monitor's packed form when :attr:`packs_events`, else the event). Returns the late
+        events (a bool array: not applied, counted), or None, changing nothing, when the batch
+        needs the per-event path: no batch mode, a monitor ``event_tag``, an event beyond
+        ``max_future``, more new keys than ``max_keys`` leaves room for, no stream time yet or a
+        close pending (after :meth:`advance_watermark`).
+
+        Stream time advances event by event: the batch is cut where an event moves the
+        watermark into a later window (``last_closable`` below), and windows close at those
+        cuts, as :meth:`add` closes them after that event. Between two cuts every per-event
+        decision depends on the watermark's window only, so it is taken once per key (catching
+        up a key not in the heap; lateness of a pane) and the events of each (key, pane) are
+        queued in their order, drained at ``max_pending`` as one by one. (A late event lies
+        below the watermark, so it never moves stream time: the running maximum over the batch
+        is the stream time of each event.)"""
+        n = len(ts)
+        if (n == 0 or not self.batch or self._event_tag is not None or self._max_us == -math.inf
+                or self._next_due <= self._max_us):
+            return None
+        ts_us = np.floor(ts * 1e6 + 0.5).astype(np.int64)
+        if self.max_future is not None:
+            self._refresh_future()
+            if int(ts_us.max()) > self._future_us:
+                return None
+        held = self._keys
+        used = np.unique(key_index).tolist()
+        if self.max_keys is not None and len(held) + sum(1 for k in used if keys[k] not in held) > self.max_keys:
+            return None
+        self._future_left = FUTURE_REFRESH_EVENTS
+        spec = self.spec
+        pane_us, grace_us = self._pane_us, spec.grace_ms * 1000
+        size_us, slide_us = spec.size_ms * 1000, spec.slide_ms * 1000
+        m0 = int(self._max_us)
+        runmax = np.maximum.accumulate(np.maximum(ts_us, m0))
+        closable = (runmax - grace_us - size_us) // slide_us  # the last closable window after each event
+        before = np.empty(n, dtype=np.int64)
+        before[0] = (m0 - grace_us - size_us) // slide_us
+        before[1:] = closable[:-1]
+        cuts = (np.flatnonzero(closable != before) + 1).tolist()
+        if not cuts or cuts[-1] != n:
+            cuts.append(n)
+        panes = ts_us // pane_us
+        late = np.zeros(n, dtype=bool)
+        changed = self._changed
+        lo = 0
+        for hi in cuts:
+            stream_us = m0 if lo == 0 else int(runmax[lo - 1])
+            self._add_segment(lo, hi, stream_us, ts_us, panes, key_index, keys, items, late, changed)
+            top = int(runmax[hi - 1])
+            if top > self._max_us:
+                self._max_us = top
+                if top >= self._next_due:
+                    self._close_due()
+            lo = hi
+        return late
+
+    def _add_segment(self, lo: int, hi: int, stream_us: int, ts_us: np.ndarray, panes: np.ndarray,
+                     key_index: np.ndarray, keys: Sequence[tuple[str, str]], items: np.ndarray, late: np.ndarray,
+                     changed: set[tuple[str, str]] | None) -> None:
+        """Events ``lo:hi`` of :meth:`add_columns`, all seeing stream time ``stream_us``'s
+        watermark window: grouped by (key, pane), each group queued whole."""
+        kx = key_index[lo:hi]
+        px = panes[lo:hi]
+        order = np.lexsort((px, kx))  # by key, then pane; positions ascending within each
+        ks = kx[order]
+        ps = px[order]
+        starts = np.flatnonzero((ks[1:] != ks[:-1]) | (ps[1:] != ps[:-1])) + 1
+        bounds = [0, *starts.tolist(), len(order)]
+        group_max = np.maximum.reduceat(ts_us[lo:hi][order], bounds[:-1]).tolist()
+        first_pos = (order[bounds[:-1]] + lo).tolist()
+        group_key = ks[bounds[:-1]].tolist()
+        group_pane = ps[bounds[:-1]].tolist()
+        order += lo
+        spec = self.spec
+        max_pending = self.max_pending
+        held = self._keys
+        g, ngroups = 0, len(bounds) - 1
+        while g < ngroups:
+            k = group_key[g]
+            g_end = g + 1
+            while g_end < ngroups and group_key[g_end] == k:
+                g_end += 1
+            key = keys[k]
+            state = held.get(key)
+            if state is None:
+                state = self._new_key(key)
+            if changed is not None:
+                changed.add(key)
+            if stream_us >= state.close_at:  # a key not in the heap catches up, as in add
+                self._close_by_watermark(key, state, stream_us)
+            open_from = state.open_from
+            was_empty = not state.panes and not state.pending
+            first_accepted = min((first_pos[j] for j in range(g, g_end) if group_pane[j] >= open_from),
+                                 default=None)
+            top = None
+            for j in range(g, g_end):
+                pane = group_pane[j]
+                idx = order[bounds[j]:bounds[j + 1]]
+                if pane < open_from:
+                    late[idx] = True
+                    state.late += len(idx)
+                    if was_empty:  # as add: an evicted key's late events (before it queues again)
+                        n_before = len(idx) if first_accepted is None else int(np.count_nonzero(idx < first_accepted))
+                        self._emptied.extend([key] * n_before)
+                    continue
+                values = items[idx].tolist()
+                queue = state.pending.get(pane)
+                if queue is not None and len(queue) + len(values) < max_pending:
+                    queue.extend(values)
+                elif queue is None and len(values) < max_pending:
+                    state.pending[pane] = values
+                else:
+                    self._queue_draining(state, pane, values, max_pending)
+                if top is None:
+                    if pane < state.first_pane_bound:
+                        self._set_first_window(state, spec.first_window_of_pane(pane))
+                    top = group_max[j]
+                elif group_max[j] > top:
+                    top = group_max[j]
+            if top is not None:
+                if top > state.max_us:
+                    state.max_us = top
+                if state.armed != state.close_at:
+                    self._arm(key, state)
+            g = g_end
+
+    def _queue_draining(self, state: _KeyState, pane: int, values: list, max_pending: int) -> None:
+        """Queue ``values`` in ``pane``, applying the queue whenever it reaches ``max_pending``
+        (as :meth:`add` does one event at a time)."""
+        pos = 0
+        while pos < len(values):
+            queue = state.pending.get(pane)
+            if queue is None:
+                queue = state.pending[pane] = []
+            take = max_pending - len(queue)
+            queue.extend(values[pos:pos + take])
+            pos += take
+            if len(queue) >= max_pending:
+                self._drain_pane(state, pane)
 
     # ----------------------------------------------------------------- delayed labels
     def add_prediction(self, event: Any) -> int | None:
