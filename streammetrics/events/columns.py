@@ -23,7 +23,8 @@ it (and for the ``labels`` task), and callers keep the per-event path.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import repeat
+from itertools import chain, count, repeat
+from operator import attrgetter
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -33,6 +34,7 @@ from streammetrics.events.fields import MAX_NAME_LENGTH, MAX_WEIGHT
 from streammetrics.events.parser import EventParser
 from streammetrics.events.records import Event
 
+msgspec: Any
 try:  # the optional accelerator (the ``fast`` extra)
     import msgspec
 except ImportError:  # pragma: no cover - exercised where msgspec is absent
@@ -45,6 +47,7 @@ _TS_MAX = 253402300800.0  # 10000-01-01T00:00:00Z (exclusive)
 #: numbers at least this large go through the per-event path: below it an integer and its float
 #: are one value whichever decoder converts it
 _EXACT = 2.0 ** 53
+_SHARED = frozenset(["ts", "model", "segment", "weight", "id"])  # (the columns of every task)
 
 
 class EventColumns:
@@ -164,7 +167,7 @@ class ColumnDecoder:
             own = [("y_true", Union[str, int, float, bool]), ("scores", list[float])]
         spec = common + own + optional
         self.names = [s[0] for s in spec]
-        struct = msgspec.defstruct("ColumnEvent", spec, rename={s[0]: f[s[0]] for s in spec})
+        struct = msgspec.defstruct("ColumnEvent", spec, rename={s[0]: f[s[0]] for s in spec}, gc=False)
         self._decode = msgspec.json.Decoder(struct).decode
         self.classes = parser.classes
         # multiclass: the class of a str or int y_true (a float equal to an int class finds it, as
@@ -217,29 +220,32 @@ class ColumnDecoder:
 
     def _columns(self, structs: list[Any], rows: np.ndarray) -> tuple[EventColumns | None, list[int]] | None:
         m = len(structs)
-        get = {name: [getattr(s, name) for s in structs] for name in self.names if name != "id"}
-        ts = np.fromiter(get["ts"], dtype=np.float64, count=m)
+        ts = np.fromiter(map(attrgetter("ts"), structs), dtype=np.float64, count=m)
         ok = (ts >= _TS_MIN) & (ts < _TS_MAX)
-        weights = get["weight"]
+        weights = list(map(attrgetter("weight"), structs))
         weight: np.ndarray | None = None
         if weights.count(None) != m:
             weight = np.array([1.0 if w is None else w for w in weights], dtype=np.float64)
             ok &= (weight >= 0.0) & (weight <= MAX_WEIGHT)
-        # keys: each distinct (model, segment) checked once; a null segment is ""
-        pairs = list(zip(get["model"], get["segment"]))
-        raw = {p: i for i, p in enumerate(dict.fromkeys(pairs))}
+        # keys: each distinct (model, segment) checked once (a null segment is ""); a row's raw key
+        # is numbered by its first row (one dict pass), then densely
+        pairs = list(map(attrgetter("model", "segment"), structs))
+        first: dict[tuple[str, str | None], int] = {}
+        firsts = np.fromiter(map(first.setdefault, pairs, count()), dtype=np.intp, count=m)
+        raw_rows, raw_index = np.unique(firsts, return_inverse=True)
         keys: dict[tuple[str, str], int] = {}
-        raw_to_key = np.empty(len(raw), dtype=np.intp)
-        bad_raw = np.zeros(len(raw), dtype=bool)
-        for (model, segment), i in raw.items():
+        raw_to_key = np.empty(len(raw_rows), dtype=np.intp)
+        bad_raw = np.zeros(len(raw_rows), dtype=bool)
+        for i, row in enumerate(raw_rows.tolist()):
+            model, segment = pairs[row]
             key = (model, "" if segment is None else segment)
             if not _key_ok(*key):
                 bad_raw[i] = True
             raw_to_key[i] = keys.setdefault(key, len(keys))
-        raw_index = np.fromiter(map(raw.__getitem__, pairs), dtype=np.intp, count=m)
         if bad_raw.any():
             ok &= ~bad_raw[raw_index]
         key_index = raw_to_key[raw_index]
+        get = {name: map(attrgetter(name), structs) for name in self.names if name not in _SHARED}
         score = scores = y_pred = None
         task = self.task
         try:
@@ -254,7 +260,7 @@ class ColumnDecoder:
                 y_pred = np.fromiter(get["y_pred"], dtype=np.float64, count=m)
                 ok &= (np.abs(y_true) < _EXACT) & (np.abs(y_pred) < _EXACT)
             else:
-                truth = get["y_true"]
+                truth = list(get["y_true"])
                 kinds = set(map(type, truth))
                 if not kinds <= {str, int, float}:
                     for j, t in enumerate(truth):
@@ -266,12 +272,14 @@ class ColumnDecoder:
                 ok &= cls >= 0
                 y_true = cls
                 k = len(self.classes or ())
-                raw_scores = get["scores"]
+                raw_scores = list(get["scores"])
                 lengths = np.fromiter(map(len, raw_scores), dtype=np.intp, count=m)
                 ok &= lengths == k
-                flat = np.fromiter((v for s in raw_scores for v in s), dtype=np.float64)
-                ok &= np.add.reduceat(np.abs(flat) >= _EXACT, np.concatenate([[0], np.cumsum(lengths)[:-1]])) == 0 \
-                    if len(flat) else ok
+                flat = np.fromiter(chain.from_iterable(raw_scores), dtype=np.float64)
+                if len(flat) and bool((np.abs(flat) >= _EXACT).any()):
+                    for j, row_scores in enumerate(raw_scores):
+                        if any(abs(v) >= _EXACT for v in row_scores):
+                            ok[j] = False
                 scores = list(map(tuple, raw_scores))
         except (OverflowError, TypeError, ValueError):  # e.g. a 400-digit integer: the per-event path
             return None

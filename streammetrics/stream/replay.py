@@ -23,8 +23,8 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from itertools import islice
 from importlib import resources
+from itertools import islice
 from typing import IO, Any
 
 from streammetrics.events.records import Rejection

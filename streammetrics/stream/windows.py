@@ -537,36 +537,52 @@ class WindowManager:
                      key_index: np.ndarray, keys: Sequence[tuple[str, str]], items: np.ndarray, late: np.ndarray,
                      changed: set[tuple[str, str]] | None) -> None:
         """Events ``lo:hi`` of :meth:`add_columns`, all seeing stream time ``stream_us``'s
-        watermark window: grouped by (key, pane), each group queued whole."""
+        watermark window: grouped by (key, pane), each group queued whole; keys taken in the
+        order of their first event (keys are created, caught up and emptied in that order, as
+        by :meth:`add`)."""
         kx = key_index[lo:hi]
         px = panes[lo:hi]
         order = np.lexsort((px, kx))  # by key, then pane; positions ascending within each
         ks = kx[order]
         ps = px[order]
+        new_key = np.flatnonzero(ks[1:] != ks[:-1]) + 1
         starts = np.flatnonzero((ks[1:] != ks[:-1]) | (ps[1:] != ps[:-1])) + 1
-        bounds = [0, *starts.tolist(), len(order)]
-        group_max = np.maximum.reduceat(ts_us[lo:hi][order], bounds[:-1]).tolist()
-        first_pos = (order[bounds[:-1]] + lo).tolist()
-        group_key = ks[bounds[:-1]].tolist()
-        group_pane = ps[bounds[:-1]].tolist()
+        heads = np.concatenate(([0], starts))  # each group's first index in ``order``
+        bounds = [*heads.tolist(), len(order)]
+        group_max = np.maximum.reduceat(ts_us[lo:hi][order], heads).tolist()
+        group_first = order[heads]  # each group's first event (a position in lo:hi)
+        run_heads = np.searchsorted(heads, np.concatenate(([0], new_key)))  # each key's first group
+        run_first = np.minimum.reduceat(group_first, run_heads)
+        runs = run_heads[np.argsort(run_first, kind="stable")].tolist()
+        run_end = dict(zip(run_heads.tolist(), [*run_heads[1:].tolist(), len(heads)]))
+        first_pos = (group_first + lo).tolist()
+        group_key = ks[heads].tolist()
+        group_pane = ps[heads].tolist()
         order += lo
         spec = self.spec
         max_pending = self.max_pending
         held = self._keys
-        g, ngroups = 0, len(bounds) - 1
-        while g < ngroups:
-            k = group_key[g]
-            g_end = g + 1
-            while g_end < ngroups and group_key[g_end] == k:
-                g_end += 1
-            key = keys[k]
+        # keys emptied (by a catch-up close, or a late event of a key without panes), by the
+        # position of the event that did it: appended to _emptied in that order, as add does
+        emptied_at: list[np.ndarray] = []
+        emptied_keys: list[tuple[str, str]] = []
+        for g in runs:
+            g_end = run_end[g]
+            key = keys[group_key[g]]
             state = held.get(key)
             if state is None:
                 state = self._new_key(key)
             if changed is not None:
                 changed.add(key)
             if stream_us >= state.close_at:  # a key not in the heap catches up, as in add
+                mark = len(self._emptied)
                 self._close_by_watermark(key, state, stream_us)
+                if len(self._emptied) > mark:
+                    at = 2 * min(first_pos[g:g_end])
+                    for emptied in self._emptied[mark:]:
+                        emptied_at.append(np.array([at]))
+                        emptied_keys.append(emptied)
+                    del self._emptied[mark:]
             open_from = state.open_from
             was_empty = not state.panes and not state.pending
             first_accepted = min((first_pos[j] for j in range(g, g_end) if group_pane[j] >= open_from),
@@ -579,8 +595,8 @@ class WindowManager:
                     late[idx] = True
                     state.late += len(idx)
                     if was_empty:  # as add: an evicted key's late events (before it queues again)
-                        n_before = len(idx) if first_accepted is None else int(np.count_nonzero(idx < first_accepted))
-                        self._emptied.extend([key] * n_before)
+                        emptied_at.append(2 * (idx if first_accepted is None else idx[idx < first_accepted]) + 1)
+                        emptied_keys.append(key)
                     continue
                 values = items[idx].tolist()
                 queue = state.pending.get(pane)
@@ -601,7 +617,10 @@ class WindowManager:
                     state.max_us = top
                 if state.armed != state.close_at:
                     self._arm(key, state)
-            g = g_end
+        if emptied_at:  # in the order of the events (a catch-up before its event's late count)
+            at = np.concatenate(emptied_at)
+            which = np.repeat(np.arange(len(emptied_at)), [len(e) for e in emptied_at])
+            self._emptied.extend(emptied_keys[i] for i in which[np.argsort(at, kind="stable")].tolist())
 
     def _queue_draining(self, state: _KeyState, pane: int, values: list, max_pending: int) -> None:
         """Queue ``values`` in ``pane``, applying the queue whenever it reaches ``max_pending``
