@@ -131,6 +131,14 @@ class EventColumns:
         return out
 
 
+def _utf8(line: bytes) -> bool:
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def _key_ok(model: Any, segment: Any) -> bool:
     """The field rules of ``model`` and ``segment`` (both strings here: typed decoding)."""
     for text, optional in ((model, False), (segment, True)):
@@ -185,7 +193,10 @@ class ColumnDecoder:
         decode = self._decode
         odd: list[int] = []
         rows: Any = None
-        if n and max(map(len, lines)) <= MAX_NESTING:
+        # bytes, short (the per-event path checks the nesting of longer ones) and ASCII (msgspec
+        # skips unknown fields without checking their UTF-8, which the per-event path refuses)
+        if n and set(map(type, lines)) == {bytes} and max(map(len, lines)) <= MAX_NESTING and all(
+                map(bytes.isascii, lines)):
             try:
                 structs = list(map(decode, lines))
             except Exception:  # noqa: BLE001 - some line is odd: line by line below
@@ -196,7 +207,7 @@ class ColumnDecoder:
             structs = []
             keep = []
             for i, line in enumerate(lines):
-                if len(line) > MAX_NESTING:  # (the per-event path checks its nesting)
+                if line.__class__ is not bytes or len(line) > MAX_NESTING or not (line.isascii() or _utf8(line)):
                     odd.append(i)
                     continue
                 try:

@@ -45,7 +45,7 @@ def _event(rng: random.Random, task: str, t: float, keys: int) -> dict:
 
 def _odd(rng: random.Random, e: dict) -> str:
     """A line the column decoder leaves to the per-event path (valid or not)."""
-    kind = rng.randrange(14)
+    kind = rng.randrange(16)
     e = dict(e)
     if kind == 0:
         e["ts"] = "2025-12-31T00:00:00Z"
@@ -74,6 +74,11 @@ def _odd(rng: random.Random, e: dict) -> str:
         return json.dumps(e, allow_nan=True)
     elif kind == 12:
         e["model"] = ""
+    elif kind == 13:
+        e["model"] = "ünï"  # valid, not ASCII
+        return json.dumps(e, ensure_ascii=False)
+    elif kind == 14:
+        return json.dumps(e)[:-1] + ', "x": "\udcff"}'  # (written as invalid UTF-8 below)
     else:
         e["ts"] = int(e["ts"] * 1000)  # epoch milliseconds
     return json.dumps(e)
@@ -87,8 +92,9 @@ def _stream(seed: int, task: str, n: int, keys: int, odd: float) -> list[bytes]:
         t += rng.expovariate(1.0) * 2.0
         ts = t - (rng.random() * 90.0 if rng.random() < 0.15 else 0.0)  # out of order, some late
         e = _event(rng, task, ts, keys)
-        lines.append((_odd(rng, e) if rng.random() < odd else json.dumps(e)) + "\n")
-    return [line.encode() for line in lines]
+        line = (_odd(rng, e) if rng.random() < odd else json.dumps(e)) + "\n"
+        lines.append(line.replace("\\udcff", "\udcff"))
+    return [line.encode("utf-8", "surrogateescape") for line in lines]
 
 
 def _run(lines: list[bytes], columnar: bool, chunks: list[int], **config):
@@ -192,6 +198,7 @@ def test_add_columns_declines_without_changing_anything():
     (b'{"ts": 1767225600, "model": "m", "y_true": 1, "score": 0.5, "x": "' + b"y" * 600 + b'"}', "long line"),
     (b'{"ts": 1767225600, "model": "m", "y_true": 1}', "missing score"),
     (b'{"ts": 1e13, "model": "m", "y_true": 1, "score": 0.5}', "ts out of range"),
+    (b'{"ts": 1767225600, "model": "m", "y_true": 1, "score": 0.5, "x": "\xff"}', "invalid UTF-8 in an unknown field"),
 ])
 def test_unusual_lines_are_left_to_the_per_event_path(line, why):
     dec = column_decoder(EventParser("binary"))
