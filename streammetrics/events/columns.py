@@ -12,7 +12,8 @@ gives (same floats, ``segment`` ``""`` when absent, ``weight`` 1.0 when absent),
 build the same events.
 
 Needs the optional ``msgspec`` (the ``fast`` extra): :func:`column_decoder` returns None without
-it (and for the ``labels`` task), and callers keep the per-event path.
+it, and callers keep the per-event path. (``labels`` task: a batch whose labels are of several
+kinds - strings, numbers, booleans - goes through the per-event path whole.)
 
 >>> from streammetrics.events.parser import EventParser
 >>> dec = column_decoder(EventParser("binary"))
@@ -47,6 +48,8 @@ _TS_MAX = 253402300800.0  # 10000-01-01T00:00:00Z (exclusive)
 #: numbers at least this large go through the per-event path: below it an integer and its float
 #: are one value whichever decoder converts it
 _EXACT = 2.0 ** 53
+#: label kinds (as the labels monitor's ``event_tag`` names them) by the types of their labels
+_KINDS = {"str": (str,), "number": (int, float), "bool": (bool,)}
 _SHARED = frozenset(["ts", "model", "segment", "weight", "id"])  # (the columns of every task)
 
 
@@ -56,7 +59,7 @@ class EventColumns:
     (each row's index in ``keys``), ``weight`` (float64, None when every weight is 1), and per
     task ``y_true`` / ``score`` (binary: int64 0/1 and float64), ``y_true`` / ``y_pred``
     (regression: float64), ``y_true`` (multiclass: class indices) with ``scores`` (a list of
-    float tuples)."""
+    float tuples), ``y_true`` / ``y_pred`` (labels: object arrays of labels, all of one kind)."""
 
     __slots__ = ("classes", "key_index", "keys", "rows", "score", "scores", "task", "ts", "weight", "y_pred",
                  "y_true")
@@ -101,7 +104,7 @@ class EventColumns:
         if self.task == "binary":
             return list(map(Event, ts, model, segment, self.y_true.tolist(), self.score.tolist(), repeat(None, n),
                             repeat(None, n), weight))
-        if self.task == "regression":
+        if self.task in ("regression", "labels"):
             return list(map(Event, ts, model, segment, self.y_true.tolist(), repeat(None, n), repeat(None, n),
                             self.y_pred.tolist(), weight))
         classes = self.classes
@@ -129,6 +132,16 @@ class EventColumns:
         for j in other.tolist():
             out[j] = events[j]
         return out
+
+
+def _integral(labels: list[Any]) -> list[Any]:
+    return [int(v) if v.__class__ is float and v.is_integer() else v for v in labels]
+
+
+def _objects(values: list[Any]) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
 
 
 def _utf8(line: bytes) -> bool:
@@ -160,7 +173,7 @@ class ColumnDecoder:
         if msgspec is None:  # pragma: no cover - exercised where msgspec is absent
             raise ValueError("columnar decoding needs msgspec (the 'fast' extra)")
         task = parser.task
-        if task not in ("binary", "regression", "multiclass") or not parser.require_key:
+        if task not in ("binary", "regression", "multiclass", "labels") or not parser.require_key:
             raise ValueError(f"no columnar decoding for the {task!r} task")
         self.task = task
         f = parser.fields
@@ -171,6 +184,8 @@ class ColumnDecoder:
             own: list[tuple[Any, ...]] = [("y_true", Union[bool, int, float]), ("score", float)]
         elif task == "regression":
             own = [("y_true", float), ("y_pred", float)]
+        elif task == "labels":
+            own = [("y_true", Union[str, int, float, bool]), ("y_pred", Union[str, int, float, bool])]
         else:
             own = [("y_true", Union[str, int, float, bool]), ("scores", list[float])]
         spec = common + own + optional
@@ -181,12 +196,17 @@ class ColumnDecoder:
         # multiclass: the class of a str or int y_true (a float equal to an int class finds it, as
         # the field rules do; a bool goes through the per-event path: True == 1)
         self._class_of: dict[Any, int] = {}
-        if parser.classes is not None:
+        # labels: the known labels of each kind (None: any label)
+        self._allowed: dict[str, set[Any]] | None = None
+        if task == "labels" and parser.classes is not None:
+            self._allowed = {kind: {c for c in parser.classes if c.__class__ in types}
+                             for kind, types in _KINDS.items()}
+        if parser.classes is not None and task == "multiclass":
             for i, c in enumerate(parser.classes):
                 if c.__class__ in (str, int):
                     self._class_of[c] = i
 
-    def decode(self, lines: Sequence[bytes]) -> tuple[EventColumns | None, list[int]]:
+    def decode(self, lines: Sequence[Any]) -> tuple[EventColumns | None, list[int]]:
         """``(columns, odd)``: the valid events of ``lines`` as columns (None when there is none)
         and the indices of the lines left to the per-event path, ascending."""
         n = len(lines)
@@ -270,6 +290,19 @@ class ColumnDecoder:
                 y_true = np.fromiter(get["y_true"], dtype=np.float64, count=m)
                 y_pred = np.fromiter(get["y_pred"], dtype=np.float64, count=m)
                 ok &= (np.abs(y_true) < _EXACT) & (np.abs(y_pred) < _EXACT)
+            elif task == "labels":
+                truth, pred = list(get["y_true"]), list(get["y_pred"])
+                types = set(map(type, truth)) | set(map(type, pred))
+                kind = next((k for k, ts_ in _KINDS.items() if types <= set(ts_)), None)
+                if kind is None:  # labels of several kinds: the per-event path says which are refused
+                    return None
+                if float in types:  # an integral float is an int label, as the field rules make it
+                    truth, pred = _integral(truth), _integral(pred)
+                if self._allowed is not None:
+                    known = self._allowed[kind].__contains__
+                    ok &= np.fromiter(map(known, truth), dtype=bool, count=m)
+                    ok &= np.fromiter(map(known, pred), dtype=bool, count=m)
+                y_true, y_pred = _objects(truth), _objects(pred)
             else:
                 truth = list(get["y_true"])
                 kinds = set(map(type, truth))
@@ -311,7 +344,7 @@ class ColumnDecoder:
 
 def column_decoder(parser: EventParser) -> ColumnDecoder | None:
     """A :class:`ColumnDecoder` for ``parser``'s task and fields, None where there is none
-    (msgspec not installed, the ``labels`` task, a parser without required keys)."""
+    (msgspec not installed, a parser without required keys)."""
     if msgspec is None or getattr(parser, "fast_decode", None) is None:
         return None
     try:

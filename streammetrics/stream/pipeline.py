@@ -373,10 +373,11 @@ class Pipeline:
         rej = cast(Rejection, self._parse(decoded))  # not an object: the parser says why
         return self._refused(None, rej.code, rej.reason, rej.field)
 
-    def process_lines(self, lines: Sequence[bytes]) -> list[tuple[int, list[Problem]]]:
-        """JSONL lines, as :meth:`process` of each in turn, blank lines skipped (as ``replay``
-        skips them): the same events applied, problems and counters. Returns ``(index,
-        problems)`` for the lines with problems, in order.
+    def process_lines(self, lines: Sequence[bytes | None], skip_blank: bool = True) -> list[tuple[int, list[Problem]]]:
+        """JSONL lines or message values, as :meth:`process` of each in turn (blank lines skipped
+        with ``skip_blank``, as ``replay`` skips them; ``skip_blank=False``: refused, as
+        :meth:`process` refuses them, for Kafka values): the same events applied, problems and
+        counters. Returns ``(index, problems)`` for the values with problems, in order.
 
         Columnar where it can (issue 24; :mod:`streammetrics.events.columns`): the lines are
         decoded into columns and the windows take them in one :meth:`WindowManager.add_columns
@@ -386,7 +387,7 @@ class Pipeline:
         installed, the ``labels`` task, slices) or once delayed labels are in use."""
         columns = self._columns
         if columns is None or self._slicer is not None or self._labels is not None:
-            return self._each_line(lines, 0, len(lines))
+            return self._each_line(lines, 0, len(lines), skip_blank)
         cols, odd = columns.decode(lines)
         out: list[tuple[int, list[Problem]]] = []
         pos = 0  # lines before pos are done
@@ -402,7 +403,7 @@ class Pipeline:
                 start = end
             pos = stop_line
             if pos < len(lines):
-                out.extend(self._each_line(lines, pos, pos + 1))
+                out.extend(self._each_line(lines, pos, pos + 1, skip_blank))
         return out
 
     def _apply_columns(self, cols: Any) -> list[tuple[int, list[Problem]]]:
@@ -423,8 +424,10 @@ class Pipeline:
         if self._labels is not None:
             return None
         windows = self.windows
-        items = cols.binary_items() if windows.packs_events else _object_array(cols.events())
-        return windows.add_columns(cols.ts, cols.key_index, cols.keys, items)
+        events = None if windows.packs_events else cols.events()
+        items = cols.binary_items() if events is None else _object_array(events)
+        return windows.add_columns(cols.ts, cols.key_index, cols.keys, items,
+                                   tag_event=events[0] if events else None)
 
     def _each_event(self, cols: Any) -> list[tuple[int, list[Problem]]]:
         out = []
@@ -444,11 +447,12 @@ class Pipeline:
         self._late += n_late
         return [(row, [Problem(None, "late", LATE_REASON, "ts")]) for row in cols.rows[late].tolist()]
 
-    def _each_line(self, lines: Sequence[bytes], lo: int, hi: int) -> list[tuple[int, list[Problem]]]:
+    def _each_line(self, lines: Sequence[bytes | None], lo: int, hi: int,
+                   skip_blank: bool) -> list[tuple[int, list[Problem]]]:
         out = []
         for i in range(lo, hi):
             line = lines[i]
-            if line[:1] in _BLANK_START and not line.strip():
+            if skip_blank and line is not None and line[:1] in _BLANK_START and not line.strip():
                 continue
             problems = self.process(line).problems
             if problems:

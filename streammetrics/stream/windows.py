@@ -474,13 +474,14 @@ class WindowManager:
         return self._pack is not None
 
     def add_columns(self, ts: np.ndarray, key_index: np.ndarray, keys: Sequence[tuple[str, str]],
-                    items: np.ndarray) -> np.ndarray | None:
+                    items: np.ndarray, tag_event: Any = None) -> np.ndarray | None:
         """Apply a batch of events given as columns, exactly as :meth:`add` of each in turn:
         ``ts`` (float64 epoch seconds), ``key_index`` (each event's index in ``keys``, the
         distinct ``(model, segment)``) and ``items`` (what :meth:`add` would queue for each: the
         monitor's packed form when :attr:`packs_events`, else the event). Returns the late
         events (a bool array: not applied, counted), or None, changing nothing, when the batch
-        needs the per-event path: no batch mode, a monitor ``event_tag``, an event beyond
+        needs the per-event path: no batch mode, a monitor ``event_tag`` without ``tag_event``
+        (an event whose tag every event of the batch has) or with a key of another tag, an event beyond
         ``max_future``, more new keys than ``max_keys`` leaves room for, no stream time yet or a
         close pending (after :meth:`advance_watermark`).
 
@@ -493,9 +494,16 @@ class WindowManager:
         below the watermark, so it never moves stream time: the running maximum over the batch
         is the stream time of each event.)"""
         n = len(ts)
-        if (n == 0 or not self.batch or self._event_tag is not None or self._max_us == -math.inf
-                or self._next_due <= self._max_us):
+        if n == 0 or not self.batch or self._max_us == -math.inf or self._next_due <= self._max_us:
             return None
+        tag = None
+        if self._event_tag is not None:
+            if tag_event is None:
+                return None
+            try:
+                tag = self._event_tag(tag_event)
+            except ValueError:
+                return None
         ts_us = np.floor(ts * 1e6 + 0.5).astype(np.int64)
         if self.max_future is not None:
             self._refresh_future()
@@ -504,6 +512,8 @@ class WindowManager:
         held = self._keys
         used = np.unique(key_index).tolist()
         if self.max_keys is not None and len(held) + sum(1 for k in used if keys[k] not in held) > self.max_keys:
+            return None
+        if tag is not None and any(held[keys[k]].tag not in (None, tag) for k in used if keys[k] in held):
             return None
         self._future_left = FUTURE_REFRESH_EVENTS
         spec = self.spec
@@ -524,7 +534,7 @@ class WindowManager:
         lo = 0
         for hi in cuts:
             stream_us = m0 if lo == 0 else int(runmax[lo - 1])
-            self._add_segment(lo, hi, stream_us, ts_us, panes, key_index, keys, items, late, changed)
+            self._add_segment(lo, hi, stream_us, ts_us, panes, key_index, keys, items, late, changed, tag)
             top = int(runmax[hi - 1])
             if top > self._max_us:
                 self._max_us = top
@@ -535,7 +545,7 @@ class WindowManager:
 
     def _add_segment(self, lo: int, hi: int, stream_us: int, ts_us: np.ndarray, panes: np.ndarray,
                      key_index: np.ndarray, keys: Sequence[tuple[str, str]], items: np.ndarray, late: np.ndarray,
-                     changed: set[tuple[str, str]] | None) -> None:
+                     changed: set[tuple[str, str]] | None, tag: Any) -> None:
         """Events ``lo:hi`` of :meth:`add_columns`, all seeing stream time ``stream_us``'s
         watermark window: grouped by (key, pane), each group queued whole; keys taken in the
         order of their first event (keys are created, caught up and emptied in that order, as
@@ -572,6 +582,8 @@ class WindowManager:
             state = held.get(key)
             if state is None:
                 state = self._new_key(key)
+            if state.tag is None:
+                state.tag = tag
             if changed is not None:
                 changed.add(key)
             if stream_us >= state.close_at:  # a key not in the heap catches up, as in add
