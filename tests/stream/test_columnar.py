@@ -31,7 +31,8 @@ def _event(rng: random.Random, task: str, t: float, keys: int) -> dict:
         e["y_true"] = rng.choice([0, 1, 1, True, False, 1.0])
         e["score"] = rng.choice([rng.random(), rng.random(), 0.0, 1.0, 1.5, -0.0, 3])
     elif task == "labels":
-        kind = rng.choice([["x", "y", "z"], [1, 2, 3.0, 2.5], [True, False]]) if rng.random() < 0.05 else ["x", "y", "z"]
+        kinds = [["x", "y", "z"], [1, 2, 3.0, 2.5], [True, False]]
+        kind = rng.choice(kinds) if rng.random() < 0.05 else kinds[0]
         e["y_true"], e["y_pred"] = rng.choice(kind), rng.choice(kind)
     elif task == "regression":
         e["y_true"] = rng.gauss(0.0, 3.0)
