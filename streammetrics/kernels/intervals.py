@@ -368,6 +368,28 @@ def mean_interval(mean: float, second: float, n: float, confidence: float = 0.95
     return as_pair(*mean_intervals(mean, second, n, z_value(confidence), low, high))
 
 
+def r2_intervals(a: Any, b: Any, d4: Any, y4: Any, d2y2: Any, n: Any, z: float) -> tuple[np.ndarray, np.ndarray]:
+    """R² ``= 1 - A / B`` (``A = E d^2`` the mean squared error, ``B = E (y - mean)^2``) by the
+    delta method on ``log(1 - R²) = log A - log B``: the influence of an event is
+    ``(d^2 - A) / A - ((y - mean)^2 - B) / B``, of variance ``V = E d^4 / A^2 + E (y - mean)^4 / B^2
+    - 2 E d^2 (y - mean)^2 / (A B)`` (``d4``, ``y4``, ``d2y2``: those means); the interval
+    ``log(A / B) +- t sqrt(V / (n - 1))`` (``t``: :func:`t_values`, ``n - 1`` degrees of freedom;
+    ``n`` the effective sample size) mapped back to ``1 - exp(.)``, so the high end stays below 1.
+    Needs :data:`MIN_MEAN_EVENTS` events, ``A > 0`` and ``B > 0`` (nan otherwise)."""
+    a, b, d4, y4, d2y2, n = _rows(a, b, d4, y4, d2y2, n)
+    ok = (n >= MIN_MEAN_EVENTS) & (a > 0) & (b > 0) & np.isfinite(a) & np.isfinite(b)
+    aa, bb, nn = np.where(ok, a, 1.0), np.where(ok, b, 1.0), np.where(ok, n, 2.0)
+    v = np.maximum(d4 / (aa * aa) + y4 / (bb * bb) - 2.0 * d2y2 / (aa * bb), 0.0)
+    ok &= np.isfinite(v)
+    half = t_values(z, nn - 1.0) * np.sqrt(np.where(ok, v, 0.0) / (nn - 1.0))
+    centre = np.log(aa / bb)
+    r2 = 1.0 - aa / bb
+    with np.errstate(over="ignore"):
+        lo = np.minimum(1.0 - np.exp(centre + half), r2)
+        hi = np.maximum(1.0 - np.exp(centre - half), r2)
+    return np.where(ok, lo, np.nan), np.where(ok, hi, np.nan)
+
+
 # ---------------------------------------------------------------------------- multiclass
 def macro_f1_interval(matrix: Any, confidence: float = 0.95) -> Pair | None:
     """Macro F1 (mean over the classes with ``row + column > 0``) of a ``K x K`` count matrix
