@@ -78,10 +78,12 @@ def reference_baseline(reference: Any, confidence: float) -> Baseline:
 
 
 def _snapshot_baseline(snap: Mapping[str, Any]) -> Baseline:
-    """``(value, interval)`` of every metric a snapshot gives a value for."""
+    """``(value, interval)`` of every metric a snapshot gives a value for (but the CBPE estimates:
+    their intervals share the reference's calibration error, so two windows' are not independent)."""
     metrics, intervals = snap.get("metrics") or {}, snap.get("intervals") or {}
     return {k: (v, intervals.get(k)) for k, v in metrics.items()
-            if k in intervals and isinstance(v, (int, float)) and not isinstance(v, bool)}
+            if k in intervals and isinstance(v, (int, float)) and not isinstance(v, bool)
+            and not k.startswith("estimated_")}
 
 
 class Changes:
