@@ -25,7 +25,8 @@ Methods (``z`` the two-sided normal quantile of ``confidence``):
 Minimum rule (:data:`MIN_EVENTS`, :data:`MIN_CLASS_EVENTS`, :data:`MIN_MEAN_EVENTS`): a
 proportion needs 10 events in its denominator (F1: 10 in ``tp + fp + fn``), ROC AUC and
 balanced accuracy 10 events of each class, Matthews 10 of each class and of each prediction,
-means (log loss, Brier, MAE) and macro F1 30 events; otherwise the interval is None (the
+means (log loss, Brier, MAE) and macro F1 30 events, R² 100 (:data:`MIN_R2_EVENTS`); otherwise
+the interval is None (the
 snapshot writes ``null`` and lists the metric in ``"insufficient"``).
 
 Weighted events (Kish 1965): each interval is the unit-weight formula applied to *pseudo-counts*,
@@ -51,6 +52,7 @@ __all__ = [
     "MIN_CLASS_EVENTS",
     "MIN_EVENTS",
     "MIN_MEAN_EVENTS",
+    "MIN_R2_EVENTS",
     "as_pair",
     "auc_interval",
     "auc_intervals",
@@ -93,6 +95,9 @@ MIN_CLASS_EVENTS = 10
 MIN_AUC_EVENTS = 20
 #: events a mean of per-event terms (log loss, Brier, MAE) and macro F1 need
 MIN_MEAN_EVENTS = 30
+#: (effective) events R² needs: its delta method reads fourth moments, whose estimate from fewer
+#: leaves the interval short (93.7% at 50 events of normal errors, 93.4% at 100, 95.3% at 200)
+MIN_R2_EVENTS = 100
 
 Pair = tuple[float, float]
 
@@ -375,9 +380,9 @@ def r2_intervals(a: Any, b: Any, d4: Any, y4: Any, d2y2: Any, n: Any, z: float) 
     - 2 E d^2 (y - mean)^2 / (A B)`` (``d4``, ``y4``, ``d2y2``: those means); the interval
     ``log(A / B) +- t sqrt(V / (n - 1))`` (``t``: :func:`t_values`, ``n - 1`` degrees of freedom;
     ``n`` the effective sample size) mapped back to ``1 - exp(.)``, so the high end stays below 1.
-    Needs :data:`MIN_MEAN_EVENTS` events, ``A > 0`` and ``B > 0`` (nan otherwise)."""
+    Needs :data:`MIN_R2_EVENTS` events, ``A > 0`` and ``B > 0`` (nan otherwise)."""
     a, b, d4, y4, d2y2, n = _rows(a, b, d4, y4, d2y2, n)
-    ok = (n >= MIN_MEAN_EVENTS) & (a > 0) & (b > 0) & np.isfinite(a) & np.isfinite(b)
+    ok = (n >= MIN_R2_EVENTS) & (a > 0) & (b > 0) & np.isfinite(a) & np.isfinite(b)
     aa, bb, nn = np.where(ok, a, 1.0), np.where(ok, b, 1.0), np.where(ok, n, 2.0)
     v = np.maximum(d4 / (aa * aa) + y4 / (bb * bb) - 2.0 * d2y2 / (aa * bb), 0.0)
     ok &= np.isfinite(v)

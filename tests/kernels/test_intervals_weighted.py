@@ -166,7 +166,7 @@ def test_hostile_squares_are_refused(make, key, bad, match) -> None:
 
 
 @settings(max_examples=15, deadline=None)
-@given(st.integers(150, 400), st.integers(0, 10_000))
+@given(st.integers(250, 500), st.integers(0, 10_000))
 def test_weighted_label_and_regression_intervals_equal_on_every_path(n: int, seed: int) -> None:
     rng = random.Random(seed)
     y = [rng.randrange(3) for _ in range(n)]
