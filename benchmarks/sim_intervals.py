@@ -346,7 +346,8 @@ def change_test(n: int, windows: int, prevalence: float, z: float, fdr: float, r
 
 
 def coverage_regression(n: int, windows: int, z: float, confidence: float, rng: np.random.Generator,
-                        sigma: float = 0.5, errors: str = "normal", weighted: bool = False) -> dict[str, tuple[int, int]]:
+                        sigma: float = 0.5, errors: str = "normal",
+                        weighted: bool = False) -> dict[str, tuple[int, int]]:
     """Regression ``y ~ N(0, 1)``, errors ``d ~ sigma N(0, 1)`` (or ``sigma`` times a Student-t(5)
     scaled to unit variance), weights ``exp(N(0, 0.75^2))`` or none, through ``Regression.interval``."""
     from streammetrics.metrics.regression import Regression

@@ -219,15 +219,16 @@ def estimated_roc_auc(c: np.ndarray, w: np.ndarray) -> float:
 ESTIMATED = ("estimated_roc_auc", "estimated_accuracy", "estimated_precision", "estimated_recall", "estimated_f1")
 
 
-def calibration_blocks(c_ref: np.ndarray, w_ref: np.ndarray, square_ratio: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+def calibration_blocks(c_ref: np.ndarray, w_ref: np.ndarray,
+                       square_ratio: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """``(block of each reference level, variance of each block's value)``: the isotonic blocks
     are the runs of equal calibrated value ``c_ref`` over the reference's levels (ascending,
     weight ``w_ref``); a block of ``n = sum w / square_ratio`` effective events has variance
     ``p (1 - p) / (n + 2)``, ``p = (n c + 1) / (n + 2)``.
 
     >>> block, var = calibration_blocks(np.array([0.1, 0.1, 0.5]), np.array([4.0, 4.0, 2.0]))
-    >>> block.tolist(), [round(v, 4) for v in var]
-    [0, 0, 1], [0.0158, 0.0625]
+    >>> block.tolist(), [round(float(v), 4) for v in var]
+    ([0, 0, 1], [0.0148, 0.0625])
     """
     c_ref = np.asarray(c_ref, dtype=np.float64)
     w_ref = np.asarray(w_ref, dtype=np.float64)

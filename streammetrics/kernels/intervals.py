@@ -64,7 +64,6 @@ __all__ = [
     "interval_record",
     "kish_factor",
     "r2_intervals",
-    "expected_count_intervals",
     "intervals_text",
     "balanced_accuracy_interval",
     "balanced_accuracy_intervals",

@@ -821,7 +821,10 @@ class BinaryScores(Accumulator):
             self._wevents[y] += 1
             self._wsum[y] += u
             if self._wsq is not None:
-                self._wsq[y] += square_units(weight)
+                if weight * weight < _INF:
+                    self._wsq[y] += square_units(weight)
+                else:  # (a weight above 1e154: its square overflows, the squares become unknown)
+                    self._wsq = None
         if weight and old is None and self._max_bins is not None:
             if len(self._neg) + len(self._pos) > self._max_bins:
                 self._collapse()
@@ -855,14 +858,17 @@ class BinaryScores(Accumulator):
         units = self._units or (w is not None and (largest > _FLOAT_EXACT or not all_whole(w)))
         weighted_n: tuple[int, int] = (0, 0)
         weighted_w: tuple[float | int, float | int] = (0.0, 0.0)
-        weighted_sq = (0, 0)
+        weighted_sq: tuple[int, int] | None = (0, 0)
         if w is not None:  # weight 1.0 counts as a unit event, as per event: a canonical state
             other = w != 1.0
             positive = y.view(bool)
             weighted_n = (int(np.count_nonzero(other & ~positive)), int(np.count_nonzero(other & positive)))
-            if self._wsq is not None and (weighted_n[0] or weighted_n[1]):
-                got_sq = units_by_key(y[other], w[other] * w[other])
+            w2 = w[other] * w[other]
+            if self._wsq is not None and (weighted_n[0] or weighted_n[1]) and np.isfinite(w2).all():
+                got_sq = units_by_key(y[other], w2)
                 weighted_sq = (got_sq.get(0, 0), got_sq.get(1, 0))
+            elif self._wsq is not None and (weighted_n[0] or weighted_n[1]):
+                weighted_sq = None  # (a weight above 1e154: its square overflows, the squares become unknown)
             if units:
                 got = units_by_key(y[other], w[other])
                 weighted_w = (got.get(0, 0), got.get(1, 0))
@@ -893,7 +899,9 @@ class BinaryScores(Accumulator):
             if w is not None:
                 self._wevents[c] += weighted_n[c]
                 self._wsum[c] += weighted_w[c]
-                if self._wsq is not None:
+                if weighted_sq is None:
+                    self._wsq = None
+                elif self._wsq is not None:
                     self._wsq[c] += weighted_sq[c]
         if probabilities:  # exact sums of the same per-event terms as the per-event path
             self._sums.add_scores(s, y, w)
@@ -1016,7 +1024,7 @@ class BinaryScores(Accumulator):
         if not unit:
             wevents[y] -= 1
             wsum[y] = wsum[y] - u if wevents[y] and wsum[y] > u else (0 if units else 0.0)
-            if self._wsq is not None:
+            if self._wsq is not None and w * w < _INF:
                 self._wsq[y] = max(self._wsq[y] - square_units(w), 0) if wevents[y] else 0
             elif not (wevents[0] or wevents[1]):
                 self._wsq = [0, 0]  # only unit-weight events remain: known again

@@ -493,7 +493,10 @@ class ConfusionMatrix(Accumulator):
         self._n_weighted += 1
         squares = self._w2
         if squares is not None:
-            squares[key] = squares.get(key, 0) + _square_units(weight)
+            if weight * weight < _INF:
+                squares[key] = squares.get(key, 0) + _square_units(weight)
+            else:  # (a weight above 1e154: its square overflows, the squares become unknown)
+                self._w2 = None
         if not self._exact and weight.is_integer() and weight <= WHOLE_MAX:  # exact as a float sum
             x = self._w.get(key, 0.0) + weight
             if x <= _FLOAT_EXACT:  # (beyond, a float sum would round: units)
@@ -551,7 +554,7 @@ class ConfusionMatrix(Accumulator):
         code = ct * k + cp
         exact = False  # the other events' sums in units (else whole floats)
         other_cells: tuple[np.ndarray, Any] = (np.empty(0, dtype=np.intp), [])
-        square_cells: tuple[np.ndarray, Any] = (np.empty(0, dtype=np.intp), [])
+        square_cells: tuple[np.ndarray, Any] = (np.empty(0, dtype=np.intp), [])  # (None: squares overflow)
         if w is None:
             unit_cells = _cell_sums(code, k, None)
             n_other = 0
@@ -567,8 +570,11 @@ class ConfusionMatrix(Accumulator):
                 else:
                     exact = True
                     other_cells = grouped_units(code[~is_unit], wo)
-                if self._w2 is not None:
-                    square_cells = grouped_units(code[~is_unit], wo * wo)
+                wo2 = wo * wo
+                if self._w2 is not None and np.isfinite(wo2).all():
+                    square_cells = grouped_units(code[~is_unit], wo2)
+                elif self._w2 is not None:  # (a weight above 1e154: its square overflows)
+                    square_cells = (np.empty(0, dtype=np.intp), None)
         if self._allowed is not None:
             used = set()
             for pair_codes, _ in (unit_cells, other_cells):
@@ -591,6 +597,8 @@ class ConfusionMatrix(Accumulator):
             for r, c, v in zip((pair_codes // k).tolist(), (pair_codes % k).tolist(), sums):
                 key = (labels[r], labels[c])
                 store[key] = store.get(key, zero) + v
+        if square_cells[1] is None:
+            self._w2 = None
         squares = self._w2
         if squares is not None:
             for r, c, u in zip((square_cells[0] // k).tolist(), (square_cells[0] % k).tolist(), square_cells[1]):
@@ -666,7 +674,7 @@ class ConfusionMatrix(Accumulator):
             else:
                 del self._w[key]
             squares = self._w2
-            if squares is not None:
+            if squares is not None and w * w < _INF:
                 left_sq = squares.get(key, 0) - _square_units(w)
                 if new and left_sq > 0:
                     squares[key] = left_sq

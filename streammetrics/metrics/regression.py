@@ -322,7 +322,7 @@ def _encode_sums(v: _Sums, acc: Any) -> tuple:
         written += _MOMENTS
     square = v.get(_SQUARES)
     if "squares" not in v.unknown and not (square.units == v.get("weight").units == acc_count(acc) * _UNIT
-                                           and not square._special):
+                                           and math.isfinite(square.value)):
         written.append(_SQUARES)  # (unit weights: the sum of squares is the count, not written)
     for k in written:  # each exact sum's canonical expansion as [m, e] pairs; None: overflowed (inf)
         e = v.get(k).expansion()
@@ -691,13 +691,19 @@ class Regression(Accumulator):
         sums; None when they are not kept (an older state), not finite, or the raw sums' per-event
         rounding (at most ``2**-51`` of each term, bounded through Cauchy-Schwarz) could reach
         ``2**-10`` of a central moment (values some thousands of standard deviations from 0)."""
+        try:
+            return self._r2_moments_exact()
+        except OverflowError:  # (a moment beyond the float range)
+            return None
+
+    def _r2_moments_exact(self) -> tuple[float, float, float, float, float] | None:
         from fractions import Fraction
 
         sums = self._sums
         if "moments" in sums.unknown:
             return None
         parts = [sums.get(k) for k in ("weight", "wy", "wyy", "sse", *_MOMENTS)]
-        if any(p._special for p in parts) or sums.get("weight").units <= 0:
+        if not all(math.isfinite(p.value) for p in parts) or sums.get("weight").units <= 0:
             return None
         unit = Fraction(1, _UNIT)
         w = Fraction(sums.get("weight").units, _UNIT)

@@ -149,6 +149,7 @@ def _decode_hist(raw: tuple, acc: "ScoreDistribution", loaded: Mapping[str, Any]
 # Then the exact sum (units) of fl(w * w) over the weighted events (None: unknown, a weighted
 # state written before it was kept): Kish's effective sample size for the intervals (issue 26).
 _COUNT, _SUM, _UNIT_ABOVE, _WEVENTS, _WTOTAL, _WABOVE, _WSQ = range(7)
+_INF_SQ = float("inf")
 
 
 def _weight_sums(sums: list) -> tuple[int, float | int, float | int]:
@@ -538,7 +539,8 @@ class ScoreDistribution(Accumulator):
             sums[_WEVENTS] += 1
             sums[_WTOTAL] += u
             if sums[_WSQ] is not None:
-                sums[_WSQ] += units_of(w * w)
+                square = w * w
+                sums[_WSQ] = sums[_WSQ] + units_of(square) if square < _INF_SQ else None  # (w > 1e154: unknown)
             sums[_SUM].add(w * s)
             if s >= self._threshold:
                 sums[_WABOVE] += u
@@ -577,7 +579,10 @@ class ScoreDistribution(Accumulator):
         else:  # whole weights: float sums are exact
             total_w, above_w = total, float(w[above].sum())
         score_terms = s if w is None else w * s  # the per-event terms, summed exactly below
-        squares = 0 if w is None or self._sums[_WSQ] is None else units_by_key(np.zeros(n, dtype=np.int8), w * w).get(0, 0)
+        squares: int | None = 0
+        if w is not None and self._sums[_WSQ] is not None:
+            w2 = w * w  # (a weight above 1e154 overflows its square: the squares become unknown)
+            squares = units_by_key(np.zeros(n, dtype=np.int8), w2).get(0, 0) if np.isfinite(w2).all() else None
         # ---- nothing below can fail
         if units:
             self._to_units()
@@ -597,5 +602,5 @@ class ScoreDistribution(Accumulator):
             sums[_WTOTAL] += total_w
             sums[_WABOVE] += above_w
             if sums[_WSQ] is not None:
-                sums[_WSQ] += squares
+                sums[_WSQ] = None if squares is None else sums[_WSQ] + squares
         return self

@@ -283,7 +283,8 @@ def _baseline_of(raw: Any, where: str) -> Baseline:
         if (not isinstance(item, list) or len(item) != 2 or not _number(item[0])
                 or not (item[1] is None or (isinstance(item[1], list) and len(item[1]) == 2
                                             and all(_number(x) for x in item[1])))):
-            raise ValueError(f"malformed Pipeline checkpoint: {where}[{name!r:.40}] must be [value, [low, high] | null]")
+            raise ValueError(f"malformed Pipeline checkpoint: {where}[{name!r:.40}] must be "
+                             "[value, [low, high] | null]")
         out[str(name)] = (float(item[0]), None if item[1] is None else [float(item[1][0]), float(item[1][1])])
     return out
 
