@@ -51,7 +51,7 @@ from streammetrics.kernels.fairness import fairness
 from streammetrics.monitors.operating_points import OperatingPoints
 from streammetrics.stream.snapshots import build_snapshot
 
-__all__ = ["OTHER", "SliceSpec", "Slicer", "slice_settings"]
+__all__ = ["OTHER", "SliceSpec", "Slicer", "slice_label", "slice_settings", "sliced_snapshot_key"]
 
 #: the value every value beyond a dimension's budget is mapped to
 OTHER = "__other__"
@@ -553,6 +553,30 @@ def gap_row(named: dict[str, Any], metric: str, value: Any, whole: Any, interval
         row["gap_low"] = row["gap_high"] = row["significant"] = None
     row["count"] = count
     return row
+
+
+def slice_label(snapshot: dict[str, Any], key: dict[str, Any], segment: str) -> str:
+    """The segment a sliced snapshot is reported under (the report, the service's per-key
+    gauges): its slice dimensions ``segment / d1=v1 / d2=v2``, and a roll-up's ``rollup: d1=v1``
+    (``rollup: model``), so that slices and roll-ups of one model are kept apart; the plain
+    ``segment`` otherwise."""
+    dims = [f"{name}={value}" for name, value in key.items() if name not in ("model", "segment")]
+    if snapshot.get("rollup") is not None:
+        return "rollup: " + (" / ".join(dims) or "model")
+    if not dims:
+        return segment
+    return " / ".join(([segment] if segment else []) + dims)
+
+
+def sliced_snapshot_key(snapshot: dict[str, Any]) -> bytes:
+    """Kafka key of a slice or roll-up snapshot (the service's output): ``model|dims|window_start``
+    where ``dims`` is the JSON object of the key's other dimensions (a roll-up's prefixed
+    ``rollup:``), e.g. ``m|{"segment":"","country":"fr"}|60`` and ``m|rollup:{}|60``."""
+    key = snapshot["key"]
+    dims = json.dumps({d: v for d, v in key.items() if d != "model"}, separators=(",", ":"))
+    prefix = "rollup:" if "rollup" in snapshot else ""
+    tail = "cumulative" if snapshot.get("cumulative") else json.dumps(snapshot["window"]["start"])
+    return f"{key['model']}|{prefix}{dims}|{tail}".encode()
 
 
 def _ms(seconds: float) -> int:
