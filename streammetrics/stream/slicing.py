@@ -306,6 +306,11 @@ class Slicer:
         if monitor is not None:
             self._sources[id(metrics)] = monitor
 
+    def add_source(self, snapshot: dict[str, Any], monitor: Any) -> None:
+        """Note ``monitor`` as the state of a slice snapshot given to :meth:`process` (a caller
+        that builds the slice windows itself: Spark's slice stage, from their states)."""
+        self._sources[id(snapshot["metrics"])] = monitor
+
     def take_events(self, key: tuple[str, str], events: list, apply: Callable[[Any, list], None],
                     metrics: dict[str, Any]) -> None:
         """A small window the engine built from its queued ``events`` without a monitor: its
