@@ -545,6 +545,9 @@ class MetricsService:
         self._paused: dict[Any, _Pause] = {}
         #: tp -> (next offsets, since when): how long each partition has applied nothing
         self._positions: dict[Any, tuple[tuple[Any, Any], float]] = {}
+        #: at the last revocation, tp (of both topics) -> the first offset its records were not applied
+        #: from (see :meth:`_revoke`): where a partition kept through the rebalance is read again from
+        self._unapplied: dict[Any, int] = {}
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self) -> None:
@@ -662,8 +665,7 @@ class MetricsService:
                     if not environment_error(exc):
                         raise
                     unloadable, pipeline = exc, self._new_pipeline()  # paused below: loaded after a back-off
-                if offset is not None:
-                    self.consumer.seek(tp, offset)
+                offset = self._position(tp, offset)
                 part = self.partitions[tp] = _Partition(tp, pipeline, offset, payload, self._clock())
                 if labels_topic:
                     ltp = label_tps.pop(tp.partition, None)
@@ -672,10 +674,9 @@ class MetricsService:
                                    f"{tp.partition} of the labels topic {labels_topic!r}: the two topics must have "
                                    "the same number of partitions (co-partitioned by id)", status=2)
                         return
+                    label_offset = self._position(ltp, label_offset)
                     part.preds, part.labels = _Side(), _LabelSide(ltp, label_offset)
                     self._label_parts[ltp] = part
-                    if label_offset is not None:
-                        self.consumer.seek(ltp, label_offset)
                 log.info("assigned %s[%d] from offset %s%s", tp.topic, tp.partition, offset,
                          f" with {labels_topic}[{tp.partition}] from offset {label_offset}" if labels_topic else "")
                 if unloadable is not None:  # e.g. no room to spill its pending predictions: not a bad checkpoint
@@ -690,6 +691,28 @@ class MetricsService:
         except Exception as exc:  # kafka-python would swallow it on its thread: stop instead
             log.exception("partition assignment failed")
             self._fail(f"stopping: partition assignment failed: {type(exc).__name__}: {exc}")
+        finally:
+            self._unapplied.clear()  # (kafka-python keeps a partition's state only from one assignment to the next)
+
+    def _position(self, tp: Any, offset: int | None) -> int | None:
+        """Where a newly assigned ``tp`` is read from, set on the consumer: its checkpoint's ``offset``;
+        without one, the first record this instance had not applied when the partition was revoked,
+        if it keeps the partition through the rebalance. kafka-python (3.0.12, eager protocol) keeps
+        the fetch position *and the paused flag* of a partition assigned again to the same member,
+        while the partition's new state starts from the checkpoint: without this seek the records
+        buffered but not applied (a labels side waiting for the predictions to pass its event time)
+        were skipped, and a side paused by ``--max-merge-buffer`` was never fetched again, holding its
+        partition's watermark, and with ``--partitioning any`` every merged window, forever. Returns
+        the offset the partition's state continues from (None: the consumer's own start)."""
+        self.consumer.resume(tp)  # a new _Partition/_Side is not paused
+        if offset is None:
+            offset = self._unapplied.get(tp)
+            if offset is not None:
+                log.info("%s[%d]: kept through the rebalance without a checkpoint: read again from offset %d",
+                         tp.topic, tp.partition, offset)
+        if offset is not None:
+            self.consumer.seek(tp, offset)
+        return offset
 
     def _restore(self, partition: int) -> dict[str, Any] | None:
         """The partition's checkpoint: the state dir's or the changelog's, whichever covers more
@@ -737,9 +760,25 @@ class MetricsService:
             for tp in mine:
                 self._watermark_moved.pop(tp.partition, None)
                 part = self.partitions.pop(tp)
+                self._remember_unapplied(part)
+                self._paused.pop(tp, None)  # its next owner (maybe this instance) starts from the checkpoint
                 if part.labels is not None:
                     self._label_parts.pop(part.labels.tp, None)
                 log.info("revoked %s[%d]", tp.topic, tp.partition)
+            self._show_paused()
+
+    def _remember_unapplied(self, part: _Partition) -> None:
+        """Note, for :meth:`_position`, the first offset of each of ``part``'s topics whose record was
+        not applied: the next offset to apply, else the first record buffered for the merge."""
+        for tp, side, next_offset in ((part.tp, part.preds, part.next_offset),
+                                      (part.labels.tp if part.labels else None, part.labels,
+                                       part.labels.next_offset if part.labels else None)):
+            if tp is None:
+                continue
+            if next_offset is None and side is not None and side.buffer:
+                next_offset = side.buffer[0][1].offset
+            if next_offset is not None:
+                self._unapplied[tp] = next_offset
 
     def _saved_state(self, part: _Partition) -> bytes | None:
         """The partition's last checkpoint as one full checkpoint's bytes (its chain merged)."""
