@@ -126,6 +126,10 @@ class PipelineConfig:
     #: slices, roll-ups, worst slices, fairness (``--slice-by`` ...; contract section 11:
     #: :class:`streammetrics.stream.slicing.SliceSpec`); slices close on one shared watermark
     slicing: Any = None
+    #: with ``slicing``: False keys events by slice only, and the snapshots keep the internal key
+    #: (``segment``: the JSON array of the slice's values), so that a merge stage applies the
+    #: budget and rolls up (the service's source partitions; ``consumers.partials``)
+    slice_output: bool = True
     #: alert rules evaluated on every snapshot the pipeline emits (``--alert`` ...; contract
     #: section 10: :class:`streammetrics.stream.alerting.AlertSpec`); their state is checkpointed
     alerts: Any = None
@@ -299,8 +303,10 @@ class Pipeline:
         if c.slicing is not None:  # (streammetrics.stream.slicing: keys by slice, roll-ups at output)
             from streammetrics.stream.slicing import Slicer
 
-            self._slicer = Slicer(c.slicing, include_state=c.include_state, extra_metrics=extra)
-            extra = self._slicer.window_hook()
+            self._slicer = Slicer(c.slicing, include_state=c.include_state, extra_metrics=extra,
+                                  factory=c.monitor_factory())
+            if c.slice_output:
+                extra = self._slicer.window_hook()
         self.windows = WindowManager(
             c.monitor_factory(), c.window, c.slide, c.grace,
             cumulative=c.cumulative, include_state=c.include_state, batch=c.batch, max_pending=c.max_pending,
@@ -488,7 +494,7 @@ class Pipeline:
 
     def _sliced(self, snaps: list[dict[str, Any]], end: bool) -> list[dict[str, Any]]:
         """With slicing: slice keys by dimension, then the roll-up windows now complete."""
-        if self._slicer is None:
+        if self._slicer is None or not self.config.slice_output:
             return snaps
         if end:
             return self._slicer.process(snaps, None)
@@ -585,8 +591,9 @@ class Pipeline:
     # ------------------------------------------------------------------ checkpoint
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe checkpoint: every key's open windows, queued events included. ValueError
-        with slicing (its value budgets and open roll-up windows are not checkpointed yet)."""
-        if self._slicer is not None:
+        with slicing at output (``slice_output``: its closed slice windows awaiting the
+        watermark are not checkpointed)."""
+        if self._slicer is not None and self.config.slice_output:
             raise ValueError("a pipeline with slices (--slice-by, --rollup, --fairness-by) cannot be checkpointed yet")
         out = {"type": "Pipeline", "version": 1, "task": self.config.task, "windows": self.windows.to_dict()}
         if self._labels is not None:  # delayed labels: the join and its pending store (the windows once)
@@ -607,7 +614,7 @@ class Pipeline:
         keys' windows (:meth:`WindowManager.delta_dict`) and the label join's state; see
         :meth:`apply_delta`. Tracking starts with the first call. ValueError with slicing, as
         :meth:`to_dict`."""
-        if self._slicer is not None:
+        if self._slicer is not None and self.config.slice_output:
             raise ValueError("a pipeline with slices (--slice-by, --rollup, --fairness-by) cannot be checkpointed yet")
         windows = self.windows
         windows.track_changes()
