@@ -205,6 +205,7 @@ class Slicer:
         # (segment, raw values) -> slice key, for string values (at most _MAX_CACHED entries:
         # past that, the key is built per event)
         self._keys: dict[tuple, str] = {}
+        self._parsed: dict[str, tuple[str, ...]] = {}  # ... and each cached key's values
         # (end_ms, start_ms, model) -> [(slice key, snapshot, source)]: closed slice windows
         # waiting for the watermark to pass their end
         self._open: dict[tuple[int, int, str], list[tuple[str, dict[str, Any], Any]]] = {}
@@ -241,12 +242,12 @@ class Slicer:
         internal slice key); refusals name the slice field."""
         fields = self.spec.fields
         cache = self._keys
+        parsed = self._parsed
 
         def sliced(raw: Any) -> Any:
             item = parse(raw)
             if item.__class__ is Event:
-                get = raw.get  # (an Event comes from a dict)
-                known = (item.segment, *[get(name) for name in fields])
+                known = (item.segment, *map(raw.get, fields))  # (an Event comes from a dict)
                 try:
                     key = cache.get(known)
                 except TypeError:  # an unhashable value: refused below
@@ -263,13 +264,17 @@ class Slicer:
                 item.segment = json.dumps(values, separators=(",", ":"))
                 if len(cache) < _MAX_CACHED and values == list(known) and all(v.__class__ is str for v in known):
                     cache[known] = item.segment
+                    parsed[item.segment] = tuple(values)
             return item
 
         return sliced
 
-    def key_values(self, segment: str) -> list[str]:
+    def key_values(self, segment: str) -> tuple[str, ...]:
         """The dimension values of an internal slice key (ValueError when it is not one: a JSON
         array of ``len(dims)`` strings)."""
+        known = self._parsed.get(segment)
+        if known is not None:
+            return known
         try:
             values = json.loads(segment)
         except ValueError:
@@ -277,7 +282,10 @@ class Slicer:
         if (values.__class__ is not list or len(values) != len(self.spec.dims)
                 or not all(v.__class__ is str for v in values)):
             raise ValueError(f"segment {segment!r:.80} is not a slice key of {list(self.spec.dims)}")
-        return values
+        known = tuple(values)
+        if len(self._parsed) < _MAX_CACHED:
+            self._parsed[segment] = known
+        return known
 
     def key_dict(self, key: tuple[str, str]) -> dict[str, str]:
         """A window engine key ``(model, slice key)`` as the snapshot's ``"key"``."""
@@ -344,7 +352,7 @@ class Slicer:
         sources.clear()
         return out
 
-    def _budget(self, items: list[tuple[list[str], dict[str, Any], Any]]) -> list[set[str] | None]:
+    def _budget(self, items: list[tuple[tuple[str, ...], dict[str, Any], Any]]) -> list[set[str] | None]:
         """Per budgeted dimension, the values kept in this window (None: all fit)."""
         kept: list[set[str] | None] = []
         cap = self.spec.max_values
@@ -361,9 +369,10 @@ class Slicer:
     def _close(self, group: tuple[int, int, str], raw: list[tuple[str, dict[str, Any], Any]]
                ) -> list[dict[str, Any]]:
         end, start, model = group
-        items = [(self.key_values(segment), snap, source) for segment, snap, source in raw]
+        parsed = self._parsed
+        items = [(parsed.get(segment) or self.key_values(segment), snap, source) for segment, snap, source in raw]
         kept = self._budget(items)
-        slices: dict[tuple[str, ...], list[tuple[list[str], dict[str, Any], Any]]] = {}
+        slices: dict[tuple[str, ...], list[tuple[tuple[str, ...], dict[str, Any], Any]]] = {}
         dims = self.spec.dims
         folding = any(keep is not None for keep in kept)
         for item in items:
@@ -374,14 +383,18 @@ class Slicer:
                     if keep is not None and values[i] not in keep:
                         folded[i] = OTHER
                         self.folded[dims[i]] += item[1]["count"]
-                values = folded
-            slices.setdefault(tuple(values), []).append(item)
+                values = tuple(folded)
+            got = slices.get(values)
+            if got is None:
+                slices[values] = [item]
+            else:
+                got.append(item)
         out: list[dict[str, Any]] = []
-        leaves: list[tuple[dict[str, Any], dict[str, Any], Any]] = []
+        leaves: list[tuple[tuple[str, ...], dict[str, Any], dict[str, Any], Any]] = []
         for ident in sorted(slices):  # (the order of the slices, and of ties among the worst ones)
             members = slices[ident]
             named = {"model": model, **dict(zip(dims, ident))}
-            if len(members) == 1 and tuple(members[0][0]) == ident:
+            if len(members) == 1 and members[0][0] == ident:
                 _, snap, source = members[0]
             else:  # values beyond the budget: one __other__ slice, their states merged
                 merged = _Merged(self._factory)
@@ -395,9 +408,9 @@ class Slicer:
                                       extra_metrics=self._inner(model, named["segment"]))
             snap["key"] = named
             out.append(snap)
-            leaves.append((named, snap, source))
+            leaves.append((ident, named, snap, source))
         if self.spec.rollups:
-            out.extend(self._rollups(model, start, end, leaves))
+            out.extend(self._rollups(model, start, end, leaves, folding))
         return out
 
     def _inner(self, model: str, segment: str) -> Callable[[tuple[str, str], Any, dict[str, Any]], None] | None:
@@ -412,30 +425,40 @@ class Slicer:
         return inner
 
     def _rollups(self, model: str, start: int, end: int,
-                 leaves: list[tuple[dict[str, Any], dict[str, Any], Any]]) -> list[dict[str, Any]]:
+                 leaves: list[tuple[tuple[str, ...], dict[str, Any], dict[str, Any], Any]],
+                 folding: bool) -> list[dict[str, Any]]:
         spec = self.spec
         fair = self._fair
         open_: dict[tuple[tuple[str, ...], tuple[str, ...]], _Rollup] = {}
         worst = spec.worst_slices
-        for named, snap, source in leaves:
-            for rollup in spec.rollups:
-                ident = tuple([named[d] for d in rollup])
+        dims = spec.dims
+        plans = []  # per roll-up: its dimensions' positions, whether it merges the slices, the folded ones
+        for rollup in spec.rollups:
+            where = tuple(dims.index(d) for d in rollup)
+            others = [(d, dims.index(d)) for d in spec.fields if d not in rollup] if folding else []
+            fair_at = dims.index(fair) if fair is not None and fair not in rollup else None
+            plans.append((rollup, where, self._source[rollup] is None, others, fair_at))
+        factory = self._factory
+        for values, named, snap, source in leaves:
+            count = snap["count"]
+            for rollup, where, merges, others, fair_at in plans:
+                ident = tuple([values[i] for i in where])
                 r = open_.get((rollup, ident))
                 if r is None:
-                    r = open_[(rollup, ident)] = _Rollup(self._factory)
-                if self._source[rollup] is None:
+                    r = open_[(rollup, ident)] = _Rollup(factory)
+                if merges:
                     r.merged.add(source)
-                r.count += snap["count"]
+                r.count += count
                 r.late += snap["late"]
-                for d in spec.fields:
-                    if d not in rollup and named[d] == OTHER:
-                        r.folded[d] = r.folded.get(d, 0) + snap["count"]
+                for d, i in others:
+                    if values[i] == OTHER:
+                        r.folded[d] = r.folded.get(d, 0) + count
                 if worst:  # (the interval of the listed ones only: see _worst)
                     r.slices.append((named, snap, source))
-                if fair is not None and fair not in rollup:
-                    group = r.groups.get(named[fair])
+                if fair_at is not None:
+                    group = r.groups.get(values[fair_at])
                     if group is None:
-                        group = r.groups[named[fair]] = _Merged(self._factory)
+                        group = r.groups[values[fair_at]] = _Merged(factory)
                     group.add(source)
         built: list[tuple[tuple[int, tuple[str, ...]], dict[str, Any]]] = []
         for rollup in self._order:  # finer roll-ups first: they feed the coarser ones
