@@ -61,6 +61,8 @@ DEFAULT_MAX_SLICE_VALUES = 100
 DEFAULT_WORST_SLICES = 10
 _MAX_VALUE = 1000
 _MAX_CACHED = 1 << 16
+#: (model, window)s remembered as published incomplete (at most this many, oldest forgotten)
+_MAX_PARTLY = 10_000
 #: the confidence of the worst slices' gap intervals
 GAP_CONFIDENCE = 0.95
 #: metrics where a lower value is better (ranked by the largest gap)
@@ -169,10 +171,12 @@ def _exact(monitor: Any) -> bool:
 class _Rollup:
     """A roll-up window being merged: its monitor, slices, fairness groups and counts."""
 
-    __slots__ = ("count", "folded", "groups", "late", "merged", "slices")
+    __slots__ = ("count", "final", "folded", "groups", "incomplete", "late", "merged", "slices")
 
     def __init__(self, factory: Callable[[], Any] | None) -> None:
         self.merged = _Merged(factory)
+        self.final = True  # every slice final
+        self.incomplete = False  # some slice published before the merge held all its partials
         self.slices: list[tuple[dict[str, Any], dict[str, Any], Any]] = []  # (key, snapshot, source)
         self.groups: dict[str, _Merged] = {}
         self.count = 0
@@ -218,6 +222,9 @@ class Slicer:
             wider = [r for r in spec.rollups if set(r) > set(rollup)]
             self._source[rollup] = min(wider, key=len) if wider else None
         self._order = sorted(spec.rollups, key=lambda r: -len(r))
+        # (end, start, model) of windows whose roll-ups went out incomplete (a slice window the
+        # merge stage evicted): their later slices' roll-ups are marked incomplete too
+        self._partly: dict[tuple[int, int, str], None] = {}
         # the segment's position and the budgeted dimensions' positions in a slice key's values
         self._budgeted = list(range(1, len(spec.dims)))
 
@@ -406,11 +413,13 @@ class Slicer:
                                       final=all(m[1].get("final", True) for m in members),
                                       late=sum(m[1]["late"] for m in members), include_state=self.include_state,
                                       extra_metrics=self._inner(model, named["segment"]))
+                if any(m[1].get("merge_incomplete") for m in members):
+                    snap["merge_incomplete"] = True
             snap["key"] = named
             out.append(snap)
             leaves.append((ident, named, snap, source))
         if self.spec.rollups:
-            out.extend(self._rollups(model, start, end, leaves, folding))
+            out.extend(self._rollups(model, start, end, leaves, folding, group in self._partly))
         return out
 
     def _inner(self, model: str, segment: str) -> Callable[[tuple[str, str], Any, dict[str, Any]], None] | None:
@@ -426,7 +435,7 @@ class Slicer:
 
     def _rollups(self, model: str, start: int, end: int,
                  leaves: list[tuple[tuple[str, ...], dict[str, Any], dict[str, Any], Any]],
-                 folding: bool) -> list[dict[str, Any]]:
+                 folding: bool, partly: bool) -> list[dict[str, Any]]:
         spec = self.spec
         fair = self._fair
         open_: dict[tuple[tuple[str, ...], tuple[str, ...]], _Rollup] = {}
@@ -450,6 +459,9 @@ class Slicer:
                     r.merged.add(source)
                 r.count += count
                 r.late += snap["late"]
+                if not snap.get("final", True) or snap.get("merge_incomplete"):
+                    r.final = r.final and snap.get("final", True)
+                    r.incomplete = r.incomplete or bool(snap.get("merge_incomplete"))
                 for d, i in others:
                     if values[i] == OTHER:
                         r.folded[d] = r.folded.get(d, 0) + count
@@ -473,13 +485,21 @@ class Slicer:
                         target = open_[(coarse, tuple([named[d] for d in coarse]))]
                         target.merged.add(r.merged.monitor)
         built.sort(key=lambda item: item[0])
-        return [snap for _, snap in built]
+        snaps = [snap for _, snap in built]
+        if partly or any(snap.get("merge_incomplete") for snap in snaps):  # not the whole window
+            for snap in snaps:
+                snap["merge_incomplete"], snap["final"] = True, False
+            group = (end, start, model)
+            self._partly[group] = None
+            if len(self._partly) > _MAX_PARTLY:
+                del self._partly[next(iter(self._partly))]
+        return snaps
 
     def _rollup_snapshot(self, model: str, start: int, end: int, rollup: tuple[str, ...], ident: tuple[str, ...],
                          r: _Rollup) -> dict[str, Any]:
         named = {"model": model, **dict(zip(rollup, ident))}
         segment = str(named.get("segment", ""))
-        snap = build_snapshot((model, segment), r.merged.monitor, start, end, final=True, late=r.late,
+        snap = build_snapshot((model, segment), r.merged.monitor, start, end, final=r.final, late=r.late,
                               include_state=self.include_state, extra_metrics=self._inner(model, segment))
         out: dict[str, Any] = {"schema": snap["schema"], "key": named, "rollup": list(rollup) or ["model"]}
         out.update((name, snap[name]) for name in _SNAPSHOT_TAIL if name in snap)
@@ -489,6 +509,8 @@ class Slicer:
             out["slices"] = self._worst(r, snap["metrics"].get(self.spec.worst_metric))
         if r.groups:
             out["fairness"] = {"dimension": self._fair, **self._fairness(r.groups)}
+        if r.incomplete:  # (the service's merge stage evicted a slice window: --max-merge-windows)
+            out["merge_incomplete"] = True
         return out
 
     def _worst(self, r: _Rollup, whole: Any) -> list[dict[str, Any]]:
