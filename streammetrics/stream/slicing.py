@@ -489,8 +489,7 @@ class Slicer:
         if partly or any(snap.get("merge_incomplete") for snap in snaps):  # not the whole window
             for snap in snaps:
                 snap["merge_incomplete"], snap["final"] = True, False
-            group = (end, start, model)
-            self._partly[group] = None
+            self._partly[(end, start, model)] = None
             if len(self._partly) > _MAX_PARTLY:
                 del self._partly[next(iter(self._partly))]
         return snaps
