@@ -61,6 +61,8 @@ DEFAULT_MAX_SLICE_VALUES = 100
 DEFAULT_WORST_SLICES = 10
 _MAX_VALUE = 1000
 _MAX_CACHED = 1 << 16
+#: (model, window)s remembered as published incomplete (at most this many, oldest forgotten)
+_MAX_PARTLY = 10_000
 #: the confidence of the worst slices' gap intervals
 GAP_CONFIDENCE = 0.95
 #: metrics where a lower value is better (ranked by the largest gap)
@@ -169,10 +171,12 @@ def _exact(monitor: Any) -> bool:
 class _Rollup:
     """A roll-up window being merged: its monitor, slices, fairness groups and counts."""
 
-    __slots__ = ("count", "folded", "groups", "late", "merged", "slices")
+    __slots__ = ("count", "final", "folded", "groups", "incomplete", "late", "merged", "slices")
 
     def __init__(self, factory: Callable[[], Any] | None) -> None:
         self.merged = _Merged(factory)
+        self.final = True  # every slice final
+        self.incomplete = False  # some slice published before the merge held all its partials
         self.slices: list[tuple[dict[str, Any], dict[str, Any], Any]] = []  # (key, snapshot, source)
         self.groups: dict[str, _Merged] = {}
         self.count = 0
@@ -205,6 +209,7 @@ class Slicer:
         # (segment, raw values) -> slice key, for string values (at most _MAX_CACHED entries:
         # past that, the key is built per event)
         self._keys: dict[tuple, str] = {}
+        self._parsed: dict[str, tuple[str, ...]] = {}  # ... and each cached key's values
         # (end_ms, start_ms, model) -> [(slice key, snapshot, source)]: closed slice windows
         # waiting for the watermark to pass their end
         self._open: dict[tuple[int, int, str], list[tuple[str, dict[str, Any], Any]]] = {}
@@ -217,6 +222,9 @@ class Slicer:
             wider = [r for r in spec.rollups if set(r) > set(rollup)]
             self._source[rollup] = min(wider, key=len) if wider else None
         self._order = sorted(spec.rollups, key=lambda r: -len(r))
+        # (end, start, model) of windows whose roll-ups went out incomplete (a slice window the
+        # merge stage evicted): their later slices' roll-ups are marked incomplete too
+        self._partly: dict[tuple[int, int, str], None] = {}
         # the segment's position and the budgeted dimensions' positions in a slice key's values
         self._budgeted = list(range(1, len(spec.dims)))
 
@@ -241,12 +249,12 @@ class Slicer:
         internal slice key); refusals name the slice field."""
         fields = self.spec.fields
         cache = self._keys
+        parsed = self._parsed
 
         def sliced(raw: Any) -> Any:
             item = parse(raw)
             if item.__class__ is Event:
-                get = raw.get  # (an Event comes from a dict)
-                known = (item.segment, *[get(name) for name in fields])
+                known = (item.segment, *map(raw.get, fields))  # (an Event comes from a dict)
                 try:
                     key = cache.get(known)
                 except TypeError:  # an unhashable value: refused below
@@ -263,13 +271,17 @@ class Slicer:
                 item.segment = json.dumps(values, separators=(",", ":"))
                 if len(cache) < _MAX_CACHED and values == list(known) and all(v.__class__ is str for v in known):
                     cache[known] = item.segment
+                    parsed[item.segment] = tuple(values)
             return item
 
         return sliced
 
-    def key_values(self, segment: str) -> list[str]:
+    def key_values(self, segment: str) -> tuple[str, ...]:
         """The dimension values of an internal slice key (ValueError when it is not one: a JSON
         array of ``len(dims)`` strings)."""
+        known = self._parsed.get(segment)
+        if known is not None:
+            return known
         try:
             values = json.loads(segment)
         except ValueError:
@@ -277,7 +289,10 @@ class Slicer:
         if (values.__class__ is not list or len(values) != len(self.spec.dims)
                 or not all(v.__class__ is str for v in values)):
             raise ValueError(f"segment {segment!r:.80} is not a slice key of {list(self.spec.dims)}")
-        return values
+        known = tuple(values)
+        if len(self._parsed) < _MAX_CACHED:
+            self._parsed[segment] = known
+        return known
 
     def key_dict(self, key: tuple[str, str]) -> dict[str, str]:
         """A window engine key ``(model, slice key)`` as the snapshot's ``"key"``."""
@@ -344,7 +359,7 @@ class Slicer:
         sources.clear()
         return out
 
-    def _budget(self, items: list[tuple[list[str], dict[str, Any], Any]]) -> list[set[str] | None]:
+    def _budget(self, items: list[tuple[tuple[str, ...], dict[str, Any], Any]]) -> list[set[str] | None]:
         """Per budgeted dimension, the values kept in this window (None: all fit)."""
         kept: list[set[str] | None] = []
         cap = self.spec.max_values
@@ -361,9 +376,10 @@ class Slicer:
     def _close(self, group: tuple[int, int, str], raw: list[tuple[str, dict[str, Any], Any]]
                ) -> list[dict[str, Any]]:
         end, start, model = group
-        items = [(self.key_values(segment), snap, source) for segment, snap, source in raw]
+        parsed = self._parsed
+        items = [(parsed.get(segment) or self.key_values(segment), snap, source) for segment, snap, source in raw]
         kept = self._budget(items)
-        slices: dict[tuple[str, ...], list[tuple[list[str], dict[str, Any], Any]]] = {}
+        slices: dict[tuple[str, ...], list[tuple[tuple[str, ...], dict[str, Any], Any]]] = {}
         dims = self.spec.dims
         folding = any(keep is not None for keep in kept)
         for item in items:
@@ -374,14 +390,18 @@ class Slicer:
                     if keep is not None and values[i] not in keep:
                         folded[i] = OTHER
                         self.folded[dims[i]] += item[1]["count"]
-                values = folded
-            slices.setdefault(tuple(values), []).append(item)
+                values = tuple(folded)
+            got = slices.get(values)
+            if got is None:
+                slices[values] = [item]
+            else:
+                got.append(item)
         out: list[dict[str, Any]] = []
-        leaves: list[tuple[dict[str, Any], dict[str, Any], Any]] = []
+        leaves: list[tuple[tuple[str, ...], dict[str, Any], dict[str, Any], Any]] = []
         for ident in sorted(slices):  # (the order of the slices, and of ties among the worst ones)
             members = slices[ident]
             named = {"model": model, **dict(zip(dims, ident))}
-            if len(members) == 1 and tuple(members[0][0]) == ident:
+            if len(members) == 1 and members[0][0] == ident:
                 _, snap, source = members[0]
             else:  # values beyond the budget: one __other__ slice, their states merged
                 merged = _Merged(self._factory)
@@ -393,11 +413,13 @@ class Slicer:
                                       final=all(m[1].get("final", True) for m in members),
                                       late=sum(m[1]["late"] for m in members), include_state=self.include_state,
                                       extra_metrics=self._inner(model, named["segment"]))
+                if any(m[1].get("merge_incomplete") for m in members):
+                    snap["merge_incomplete"] = True
             snap["key"] = named
             out.append(snap)
-            leaves.append((named, snap, source))
+            leaves.append((ident, named, snap, source))
         if self.spec.rollups:
-            out.extend(self._rollups(model, start, end, leaves))
+            out.extend(self._rollups(model, start, end, leaves, folding, group in self._partly))
         return out
 
     def _inner(self, model: str, segment: str) -> Callable[[tuple[str, str], Any, dict[str, Any]], None] | None:
@@ -412,30 +434,43 @@ class Slicer:
         return inner
 
     def _rollups(self, model: str, start: int, end: int,
-                 leaves: list[tuple[dict[str, Any], dict[str, Any], Any]]) -> list[dict[str, Any]]:
+                 leaves: list[tuple[tuple[str, ...], dict[str, Any], dict[str, Any], Any]],
+                 folding: bool, partly: bool) -> list[dict[str, Any]]:
         spec = self.spec
         fair = self._fair
         open_: dict[tuple[tuple[str, ...], tuple[str, ...]], _Rollup] = {}
         worst = spec.worst_slices
-        for named, snap, source in leaves:
-            for rollup in spec.rollups:
-                ident = tuple([named[d] for d in rollup])
+        dims = spec.dims
+        plans = []  # per roll-up: its dimensions' positions, whether it merges the slices, the folded ones
+        for rollup in spec.rollups:
+            where = tuple(dims.index(d) for d in rollup)
+            others = [(d, dims.index(d)) for d in spec.fields if d not in rollup] if folding else []
+            fair_at = dims.index(fair) if fair is not None and fair not in rollup else None
+            plans.append((rollup, where, self._source[rollup] is None, others, fair_at))
+        factory = self._factory
+        for values, named, snap, source in leaves:
+            count = snap["count"]
+            for rollup, where, merges, others, fair_at in plans:
+                ident = tuple([values[i] for i in where])
                 r = open_.get((rollup, ident))
                 if r is None:
-                    r = open_[(rollup, ident)] = _Rollup(self._factory)
-                if self._source[rollup] is None:
+                    r = open_[(rollup, ident)] = _Rollup(factory)
+                if merges:
                     r.merged.add(source)
-                r.count += snap["count"]
+                r.count += count
                 r.late += snap["late"]
-                for d in spec.fields:
-                    if d not in rollup and named[d] == OTHER:
-                        r.folded[d] = r.folded.get(d, 0) + snap["count"]
+                if not snap.get("final", True) or snap.get("merge_incomplete"):
+                    r.final = r.final and snap.get("final", True)
+                    r.incomplete = r.incomplete or bool(snap.get("merge_incomplete"))
+                for d, i in others:
+                    if values[i] == OTHER:
+                        r.folded[d] = r.folded.get(d, 0) + count
                 if worst:  # (the interval of the listed ones only: see _worst)
                     r.slices.append((named, snap, source))
-                if fair is not None and fair not in rollup:
-                    group = r.groups.get(named[fair])
+                if fair_at is not None:
+                    group = r.groups.get(values[fair_at])
                     if group is None:
-                        group = r.groups[named[fair]] = _Merged(self._factory)
+                        group = r.groups[values[fair_at]] = _Merged(factory)
                     group.add(source)
         built: list[tuple[tuple[int, tuple[str, ...]], dict[str, Any]]] = []
         for rollup in self._order:  # finer roll-ups first: they feed the coarser ones
@@ -450,13 +485,20 @@ class Slicer:
                         target = open_[(coarse, tuple([named[d] for d in coarse]))]
                         target.merged.add(r.merged.monitor)
         built.sort(key=lambda item: item[0])
-        return [snap for _, snap in built]
+        snaps = [snap for _, snap in built]
+        if partly or any(snap.get("merge_incomplete") for snap in snaps):  # not the whole window
+            for snap in snaps:
+                snap["merge_incomplete"], snap["final"] = True, False
+            self._partly[(end, start, model)] = None
+            if len(self._partly) > _MAX_PARTLY:
+                del self._partly[next(iter(self._partly))]
+        return snaps
 
     def _rollup_snapshot(self, model: str, start: int, end: int, rollup: tuple[str, ...], ident: tuple[str, ...],
                          r: _Rollup) -> dict[str, Any]:
         named = {"model": model, **dict(zip(rollup, ident))}
         segment = str(named.get("segment", ""))
-        snap = build_snapshot((model, segment), r.merged.monitor, start, end, final=True, late=r.late,
+        snap = build_snapshot((model, segment), r.merged.monitor, start, end, final=r.final, late=r.late,
                               include_state=self.include_state, extra_metrics=self._inner(model, segment))
         out: dict[str, Any] = {"schema": snap["schema"], "key": named, "rollup": list(rollup) or ["model"]}
         out.update((name, snap[name]) for name in _SNAPSHOT_TAIL if name in snap)
@@ -466,6 +508,8 @@ class Slicer:
             out["slices"] = self._worst(r, snap["metrics"].get(self.spec.worst_metric))
         if r.groups:
             out["fairness"] = {"dimension": self._fair, **self._fairness(r.groups)}
+        if r.incomplete:  # (the service's merge stage evicted a slice window: --max-merge-windows)
+            out["merge_incomplete"] = True
         return out
 
     def _worst(self, r: _Rollup, whole: Any) -> list[dict[str, Any]]:

@@ -130,3 +130,29 @@ def test_merger_refuses_a_partial_whose_segment_is_not_a_slice_key() -> None:
     assert merger.apply(partial_record(0, bad)) == [] and merger.counts["malformed"] == 1
     good = build_snapshot(("m", '["a","fr","ios"]'), m, 0, 60_000, final=True)
     assert merger.apply(partial_record(0, good)) == [] and merger.counts["partials"] == 1
+
+
+def test_a_slice_window_evicted_by_the_merge_bound_marks_its_rollups_incomplete() -> None:
+    """--max-merge-windows counts slice windows: a slice published early (evicted, not final)
+    makes the roll-ups it enters ``merge_incomplete`` and not final, never silently whole."""
+    from consumers.partials import watermark_record
+    from streammetrics.monitors import BinaryMonitor
+    from streammetrics.stream.slicing import Slicer
+    from streammetrics.stream.snapshots import build_snapshot
+
+    spec = SliceSpec(fields=("country", "device"), rollups=((),))
+    merger = Merger(1, slicer=Slicer(spec, factory=BinaryMonitor), max_windows=2)
+    out = []
+    for i, country in enumerate(["de", "fr", "us"]):
+        m = BinaryMonitor().update({"y_true": i % 2, "score": 0.3 + 0.2 * i})
+        out += merger.apply(partial_record(0, build_snapshot(("m", json.dumps(["", country, "ios"])), m, 0, 60_000,
+                                                             final=True)))
+    assert merger.counts["evicted"] == 1
+    [early, early_rollup] = out
+    assert early["key"]["country"] == "de" and early["final"] is False and early["merge_incomplete"] is True
+    assert early_rollup["rollup"] == ["model"] and early_rollup["merge_incomplete"] is True
+    assert early_rollup["final"] is False
+    rest = merger.apply(watermark_record(0, 60_000_000))
+    assert [s["key"].get("country") for s in rest] == ["fr", "us", None]
+    assert rest[-1]["count"] == 2  # the rest of the window: marked too, not a whole roll-up
+    assert rest[-1]["merge_incomplete"] is True and rest[-1]["final"] is False
