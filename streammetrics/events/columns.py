@@ -215,8 +215,11 @@ class ColumnDecoder:
         rows: Any = None
         # bytes, short (the per-event path checks the nesting of longer ones) and ASCII (msgspec
         # skips unknown fields without checking their UTF-8, which the per-event path refuses)
-        if n and set(map(type, lines)) == {bytes} and max(map(len, lines)) <= MAX_NESTING and all(
-                map(bytes.isascii, lines)):
+        try:
+            plain = n > 0 and b"".join(lines).isascii() and max(map(len, lines)) <= MAX_NESTING
+        except TypeError:  # not all bytes-like (a tombstone, say)
+            plain = False
+        if plain:
             try:
                 structs = list(map(decode, lines))
             except Exception:  # noqa: BLE001 - some line is odd: line by line below

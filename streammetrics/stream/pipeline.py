@@ -330,6 +330,10 @@ class Pipeline:
         self._fast = self.parser.fast_decode  # msgspec's decoder, or None (PipelineConfig.fast_json)
         #: the column decoder of process_lines (None: msgspec not installed, fast_json off, labels task)
         self._columns = column_decoder(self.parser.base) if c.batch else None
+        #: what :meth:`process_lines` did: events applied as ``columns``, lines through the
+        #: ``per_event`` path (refused, unusual or no column decoder) and runs of valid events the
+        #: windows ``declined`` to take as columns (then event by event)
+        self.column_counts = {"columns": 0, "per_event": 0, "declined": 0}
         self._add = self.windows.add
         self._messages = 0
         self._events = 0
@@ -420,12 +424,16 @@ class Pipeline:
         if late is not None:
             return self._late_rows(cols, late)
         n = len(cols)
+        self.column_counts["declined"] += 1
         if n == 1:
             return self._each_event(cols)
         out = self._each_event(cols.take(0, 1))  # declined (e.g. no stream time yet): one event, then again
         rest = cols.take(1, n)
         late = self._add_columns(rest)
-        return out + (self._each_event(rest) if late is None else self._late_rows(rest, late))
+        if late is None:
+            self.column_counts["declined"] += 1
+            return out + self._each_event(rest)
+        return out + self._late_rows(rest, late)
 
     def _add_columns(self, cols: Any) -> Any:
         if self._labels is not None:
@@ -437,6 +445,7 @@ class Pipeline:
                                    tag_event=events[0] if events else None)
 
     def _each_event(self, cols: Any) -> list[tuple[int, list[Problem]]]:
+        self.column_counts["per_event"] += len(cols)
         out = []
         for row, event in zip(cols.rows.tolist(), cols.events()):
             res = self.process_event(event)
@@ -447,6 +456,7 @@ class Pipeline:
     def _late_rows(self, cols: Any, late: np.ndarray) -> list[tuple[int, list[Problem]]]:
         n = len(cols)
         self._messages += n
+        self.column_counts["columns"] += n
         n_late = int(np.count_nonzero(late))
         self._events += n - n_late
         if not n_late:
@@ -457,6 +467,7 @@ class Pipeline:
     def _each_line(self, lines: Sequence[bytes | None], lo: int, hi: int,
                    skip_blank: bool) -> list[tuple[int, list[Problem]]]:
         out = []
+        self.column_counts["per_event"] += hi - lo
         for i in range(lo, hi):
             line = lines[i]
             if skip_blank and line is not None and line[:1] in _BLANK_START and not line.strip():

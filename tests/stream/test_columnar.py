@@ -42,7 +42,7 @@ def _event(rng: random.Random, task: str, t: float, keys: int) -> dict:
         raw = [rng.random() for _ in CLASSES]
         e["scores"] = [x / sum(raw) for x in raw]
     if rng.random() < 0.1:
-        e["weight"] = rng.choice([0.5, 2, 0.0, None])
+        e["weight"] = rng.choice([0.5, 2, 0.25, None])  # (not 0: binary intervals raise on a window of zero weights)
     return e
 
 
@@ -154,9 +154,9 @@ def test_common_lines_go_through_add_columns(monkeypatch):
     calls = {"columns": 0, "add": 0}
     add_columns, add = WindowManager.add_columns, WindowManager.add
 
-    def spy_columns(self, *args):
+    def spy_columns(self, *args, **kwargs):
         calls["columns"] += 1
-        return add_columns(self, *args)
+        return add_columns(self, *args, **kwargs)
 
     def spy_add(self, event):
         calls["add"] += 1
@@ -171,6 +171,9 @@ def test_common_lines_go_through_add_columns(monkeypatch):
     p.process_lines(lines[1:])
     assert calls == {"columns": 1, "add": 1}
     assert p.counters["events"] + p.counters["late"] == 2000
+    assert p.column_counts == {"columns": 1999, "per_event": 0, "declined": 0}
+    p.process_lines([b'{"ts": "x"}\n', *lines[1:3]])
+    assert p.column_counts == {"columns": 2001, "per_event": 1, "declined": 0}
 
 
 def test_add_columns_declines_without_changing_anything():
