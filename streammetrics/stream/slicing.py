@@ -250,11 +250,12 @@ class Slicer:
         fields = self.spec.fields
         cache = self._keys
         parsed = self._parsed
+        known_of = _known_of(fields)
 
         def sliced(raw: Any) -> Any:
             item = parse(raw)
             if item.__class__ is Event:
-                known = (item.segment, *map(raw.get, fields))  # (an Event comes from a dict)
+                known = known_of(item.segment, raw.get)  # (an Event comes from a dict)
                 try:
                     key = cache.get(known)
                 except TypeError:  # an unhashable value: refused below
@@ -571,6 +572,21 @@ class _Hook:
 
     def __call__(self, key: tuple[str, str], monitor: Any, metrics: dict[str, Any]) -> None:
         self.slicer.hook(key, monitor, metrics)
+
+
+def _known_of(fields: tuple[str, ...]) -> Callable[[str, Callable[[str], Any]], tuple]:
+    """``(segment, get(f1), get(f2), ...)`` for ``fields`` (written out for up to three: the
+    per-event cost of the slice key)."""
+    if len(fields) == 1:
+        (f0,) = fields
+        return lambda segment, get: (segment, get(f0))
+    if len(fields) == 2:
+        f0, f1 = fields
+        return lambda segment, get: (segment, get(f0), get(f1))
+    if len(fields) == 3:
+        f0, f1, f2 = fields
+        return lambda segment, get: (segment, get(f0), get(f1), get(f2))
+    return lambda segment, get: (segment, *[get(name) for name in fields])
 
 
 def slice_interval(monitor: Any, metric: str, confidence: float = GAP_CONFIDENCE) -> tuple[float, float] | None:
