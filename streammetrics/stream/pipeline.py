@@ -152,9 +152,10 @@ class PipelineConfig:
 
     def changes(self) -> Any:
         """The ``changes`` annotator (:class:`streammetrics.stream.changes.Changes`): against the
-        references when there are (binary task), or the previous window with ``compare="previous"``;
+        references when there are (binary and multiclass tasks), or the previous window with ``compare="previous"``;
         None without either."""
-        mode = self.compare or ("reference" if self.references is not None and self.task == "binary" else None)
+        mode = self.compare or ("reference" if self.references is not None and self.task in ("binary", "multiclass")
+                                else None)
         if mode is None:
             return None
         from streammetrics.stream.changes import Changes
@@ -600,7 +601,13 @@ class Pipeline:
                              "join": self._labels.join.to_dict()}
         if self.alerts is not None:  # alert lifecycles: re-run after a restore, the same events
             out["alerts"] = self.alerts.to_dict()
+        if self._remembers():  # --compare previous: each key's last windows (contract section 9)
+            out["changes"] = self._changes.to_dict()
         return out
+
+    def _remembers(self) -> bool:
+        """``--compare previous``: the changes annotator remembers each key's last windows."""
+        return self._changes is not None and self._changes.mode == "previous"
 
     def delta_dict(self) -> dict[str, Any]:
         """What changed since the last :meth:`delta_dict` (or :meth:`track_changes`): the changed
@@ -625,6 +632,8 @@ class Pipeline:
                 self._labels_tracked = stream
         if self.alerts is not None:  # (whole: bounded by the alert rules' keys)
             out["alerts"] = self.alerts.to_dict()
+        if self._remembers():  # the keys whose last windows changed
+            out["changes"] = self._changes.delta_dict()
         return out
 
     def track_changes(self) -> None:
@@ -635,6 +644,8 @@ class Pipeline:
         if self._labels is not None:
             self._labels.join.track_changes()
         self._labels_tracked = self._labels
+        if self._remembers():
+            self._changes.track_changes()
 
     @staticmethod
     def apply_delta(full: Mapping[str, Any], *deltas: Mapping[str, Any]) -> dict[str, Any]:
@@ -670,6 +681,12 @@ class Pipeline:
                 out["alerts"] = delta["alerts"]
             else:
                 out.pop("alerts", None)
+        changes = [delta["changes"] for delta in deltas if "changes" in delta]
+        if changes:
+            from streammetrics.stream.changes import Changes
+
+            out["changes"] = Changes.apply_delta(full.get("changes") or {"type": "Changes", "keys": [],
+                                                                           "forgotten": 0}, *changes)
         windows = [delta.get("windows") for delta in deltas]
         out["windows"] = WindowManager.apply_delta(full.get("windows"), *windows)  # type: ignore[arg-type]
         return out
@@ -686,6 +703,9 @@ class Pipeline:
         alerts = None
         if self.config.alerts is not None and data.get("alerts") is not None:
             alerts = self.config.alerts.engine().load(data["alerts"])  # validated before anything changes
+        changes = None
+        if self._remembers() and data.get("changes") is not None:  # (validated before anything changes)
+            changes = self.config.changes().load(data["changes"])
         labels = data.get("labels")
         stream = None
         if labels is not None:
@@ -702,6 +722,8 @@ class Pipeline:
         if self.config.alerts is not None:
             self.alerts = alerts if alerts is not None else self.config.alerts.engine()
             self._alert_events = []
+        if self._remembers():
+            self._changes = changes if changes is not None else self.config.changes()
         return self
 
     # ------------------------------------------------------------------ introspection
