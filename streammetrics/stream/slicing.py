@@ -61,6 +61,9 @@ DEFAULT_MAX_SLICE_VALUES = 100
 DEFAULT_WORST_SLICES = 10
 _MAX_VALUE = 1000
 _MAX_CACHED = 1 << 16
+#: events below which a merged state cannot have left the exact form (BinaryScores' default
+#: max_bins: one level per distinct score up to it)
+_EXACT_EVENTS = 4096
 #: (model, window)s remembered as published incomplete (at most this many, oldest forgotten)
 _MAX_PARTLY = 10_000
 #: the confidence of the worst slices' gap intervals
@@ -126,12 +129,15 @@ class _Merged:
     events are concatenated and applied in one batch when the total is read. The result is the
     same state (merged states are functions of the multiset of events)."""
 
-    __slots__ = ("apply", "events", "factory", "pending", "total")
+    __slots__ = ("apply", "check_at", "events", "factory", "pending", "total")
 
     def __init__(self, factory: Callable[[], Any] | None) -> None:
         self.factory = factory
         self.total: Any = None
         self.pending: Any = None
+        # the pending monitor's form is read when its count passes this (doubling: a monitor
+        # holding its events queued, as a small window may, is not made to build its parts per merge)
+        self.check_at = _EXACT_EVENTS
         self.events: list = []
         self.apply: Callable[[Any, list], None] | None = None
 
@@ -142,11 +148,14 @@ class _Merged:
             return
         pending = self.pending
         pending = self.pending = source.copy() if pending is None else pending.merge(source)
-        if not _exact(pending):
-            self._fold()
+        if pending.count > self.check_at:
+            self.check_at = 2 * pending.count
+            if not _exact(pending):
+                self._fold()
 
     def _fold(self) -> None:
         pending, self.pending = self.pending, None
+        self.check_at = _EXACT_EVENTS
         if pending is not None:
             self.total = pending if self.total is None else self.total.merge(pending)
 
