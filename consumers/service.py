@@ -258,6 +258,11 @@ class ServiceConfig:
     #: their events go to ``alerts_topic`` (``--alerts-topic``, key ``rule|model|segment``)
     alerts: Any = None
     alerts_topic: str | None = None
+    #: slices and roll-ups (``--slice-by``, ``--rollup``, ``--fairness-by``, ``--max-slice-values``;
+    #: contract section 11: :class:`streammetrics.stream.slicing.SliceSpec`), None: off. In both
+    #: partitioning modes the partitions publish their slice windows as partials and the merge
+    #: stage applies the budget and rolls up (a roll-up spans partitions: docs/slices.md)
+    slicing: Any = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.checkpoint_share <= 1.0:
@@ -267,11 +272,19 @@ class ServiceConfig:
                              f"{self.metrics_max_connections}")
         if self.partitioning not in ("key", "any"):
             raise ValueError(f"--partitioning must be 'key' or 'any', got {self.partitioning!r}")
-        if self.partitioned:
+        if self.slicing is not None:
+            if self.labels_topic:
+                raise ValueError("--slice-by, --rollup and --fairness-by read the slice fields of each prediction "
+                                 "with its label: not with --labels-topic")
+            if self.alerts is not None:
+                raise ValueError("--slice-by, --rollup and --fairness-by: alert rules (--alert, --alerts) are "
+                                 "not evaluated on slices in consume yet")
+        if self.merged:
+            why = "--partitioning any" if self.partitioned else "--slice-by, --rollup and --fairness-by"
             if self.cumulative:
-                raise ValueError("--cumulative is not supported with --partitioning any")
+                raise ValueError(f"--cumulative is not supported with {why}")
             if not self.changelog_topic and not self.state_dir:
-                raise ValueError("--partitioning any keeps the merge stage's state in a changelog topic or under "
+                raise ValueError(f"{why} keeps the merge stage's state in a changelog topic or under "
                                  "--state-dir: give one of them (not --changelog-topic '' without --state-dir)")
             if not self.partials_topic:
                 self.partials_topic = f"{self.group_id}-{self.topic}-partials"
@@ -281,6 +294,12 @@ class ServiceConfig:
     def partitioned(self) -> bool:
         """Any input partitioning (``--partitioning any``): partials merged by the merge stage."""
         return self.partitioning == "any"
+
+    @property
+    def merged(self) -> bool:
+        """The partitions publish partials that the merge stage merges: ``--partitioning any``,
+        or slices (their budget and roll-ups span the partitions)."""
+        return self.partitioning == "any" or self.slicing is not None
 
     def monitor_factory(self) -> Callable[[], Any]:
         task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
@@ -295,8 +314,9 @@ class ServiceConfig:
 
     def pipeline_config(self, max_snapshot_bytes: int | None = None) -> PipelineConfig:
         """The per-partition :class:`PipelineConfig` of these settings."""
-        partitioned = self.partitioned  # partial windows: one watermark per partition, states for the merge
+        partitioned = self.merged  # partial windows: one watermark per partition, states for the merge
         return PipelineConfig(
+            slicing=self.slicing, slice_output=False,  # (slices keyed here, budget and roll-ups at the merge)
             task=self.task, window=self.window, slide=self.slide, grace=self.grace,
             threshold=self.threshold, classes=self.classes, labels=self.labels, max_labels=self.max_labels,
             confidence=self.confidence, compare=self.compare, fdr=self.fdr,
@@ -316,6 +336,7 @@ class ServiceConfig:
                 "fields": dict(sorted(self.fields.items())), "cumulative": self.cumulative,
                 **({"labels_topic": self.labels_topic, "label_ttl": self.label_ttl} if self.labels_topic else {}),
                 **({"partitioning": "any"} if self.partitioned else {}),
+                **({"slice_by": list(self.slicing.fields)} if self.slicing is not None else {}),
                 **({"max_labels": self.max_labels} if self.task == "labels" and self.labels is None else {})}
 
     def topics(self) -> list[str]:
@@ -883,7 +904,7 @@ class MetricsService:
             self.metrics.messages.inc(polled)
             self.counts["messages"] += polled
         now = self._clock()
-        if self.config.idle_close and not self.config.partitioned:
+        if self.config.idle_close and not self.config.merged:
             self._publish_quiet_revisions(now)
         if now - self._last_checkpoint >= max(self.config.checkpoint_interval, self._checkpoint_pause):
             self.checkpoint()
@@ -1420,7 +1441,7 @@ class MetricsService:
         revision ticks (a function of the input, as in ``replay``: see
         :meth:`_publish_quiet_revisions`); ``revisions=True`` also those changed since the last tick."""
         published = 0
-        partitioned = self.config.partitioned
+        partitioned = self.config.merged
         pipeline = part.pipeline
         snaps = pipeline.poll(revisions=revisions or partitioned)  # (partials: the merge stage numbers them)
         # the canonical line of each snapshot, encoded once by the pipeline's size check
@@ -1434,8 +1455,10 @@ class MetricsService:
             if value is None:
                 continue
             if partitioned:  # keyed model|segment: every window of a key goes to one merge partition, whose
-                # alert rules then see the key's whole window series (sequential rules, lifecycles)
-                self._send(self.config.partials_topic or "", key.rsplit(b"|", 1)[0], value)
+                # alert rules then see the key's whole window series (sequential rules, lifecycles);
+                # slices keyed model: one merge partition sees every slice of a model's window
+                self._send(self.config.partials_topic or "", snap["key"]["model"].encode()
+                           if self.config.slicing is not None else key.rsplit(b"|", 1)[0], value)
             else:
                 self._send(self.config.output_topic, key, value, [content_header(value)])
             for flag in ("state_coarsened", "state_dropped", "metrics_truncated"):
@@ -1779,7 +1802,7 @@ class MetricsService:
                 part.advanced = False
                 if self._publish_ready(part):
                     part.dirty = True
-        if self.config.partitioned:
+        if self.config.merged:
             self._send_watermarks()
         self._last_checkpoint = self._clock()
         self.metrics.last_checkpoint.set(time.time())

@@ -949,6 +949,7 @@ class WindowManager:
         build = self._fleet if not lines or self._fleet_texts is None else self._fleet_texts
         assert build is not None
         wants, extra = self._wants_monitor, self.extra_metrics
+        take = getattr(extra, "take_events", None)  # take_events(key, events, apply, metrics)
         # windows whose extra_metrics hook reads their monitor are built from one, as at close
         fleet = [d for d in deferred if wants is None or not wants(d.key)]
         try:
@@ -970,6 +971,8 @@ class WindowManager:
                 snap = build_snapshot(d.key, self._template, d.start_ms, d.end_ms, final=True, late=d.late,
                                       count=len(d.events), record=record, include_state=self.include_state)
                 if extra is not None:  # (a key the hook does not read the monitor of)
+                    if take is not None:  # its queued events stand for its state (the slicing layer's roll-ups)
+                        take(d.key, d.events, self._apply, snap["metrics"])
                     extra(d.key, None, snap["metrics"])
                 built.append(snap)
         in_order = iter(built)  # (_deferred holds them in their order in the ready queue)
