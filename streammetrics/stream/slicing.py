@@ -61,6 +61,10 @@ DEFAULT_MAX_SLICE_VALUES = 100
 DEFAULT_WORST_SLICES = 10
 _MAX_VALUE = 1000
 _MAX_CACHED = 1 << 16
+#: events a roll-up's pending monitor of small states takes before it joins the total (below
+#: BinaryScores' max_bins, so the pending one stays exact, and below a monitor's queue of
+#: events, so that a monitor holding its events queued merges by concatenation)
+_CHUNK_EVENTS = 1024
 #: (model, window)s remembered as published incomplete (at most this many, oldest forgotten)
 _MAX_PARTLY = 10_000
 #: the confidence of the worst slices' gap intervals
@@ -119,12 +123,12 @@ class _Events:
 
 
 class _Merged:
-    """Monitors (and queued events) merged into one. Small slice windows are exact (one level
-    per distinct score): merged first into a pending exact monitor (dictionary merges), which
-    joins the total when it leaves the exact form (or when the total is read), so that a binned
-    total meets one state per ``max_bins`` distinct scores rather than one per slice; queued
-    events are concatenated and applied in one batch when the total is read. The result is the
-    same state (merged states are functions of the multiset of events)."""
+    """Monitors (and queued events) merged into one. Small slice windows are merged first into a
+    pending monitor of small states (exact dictionary merges, or queues concatenated), which
+    joins the total once it holds ``_CHUNK_EVENTS`` events (or when the total is read), so that
+    a large total meets one state per chunk rather than one per slice; queued events are
+    concatenated and applied in one batch when the total is read. The result is the same state
+    (merged states are functions of the multiset of events)."""
 
     __slots__ = ("apply", "events", "factory", "pending", "total")
 
@@ -142,7 +146,7 @@ class _Merged:
             return
         pending = self.pending
         pending = self.pending = source.copy() if pending is None else pending.merge(source)
-        if not _exact(pending):
+        if pending.count >= _CHUNK_EVENTS:
             self._fold()
 
     def _fold(self) -> None:
@@ -160,12 +164,6 @@ class _Merged:
             self.total = built if self.total is None else self.total.merge(built)
         self._fold()
         return self.total
-
-
-def _exact(monitor: Any) -> bool:
-    """Whether a monitor's score states keep every distinct score (a monitor without them: no)."""
-    scores, predictions = getattr(monitor, "scores", None), getattr(monitor, "predictions", None)
-    return bool(getattr(scores, "exact", False)) and getattr(predictions, "bins_per_octave", 0) is None
 
 
 class _Rollup:
@@ -250,11 +248,12 @@ class Slicer:
         fields = self.spec.fields
         cache = self._keys
         parsed = self._parsed
+        known_of = _known_of(fields)
 
         def sliced(raw: Any) -> Any:
             item = parse(raw)
             if item.__class__ is Event:
-                known = (item.segment, *map(raw.get, fields))  # (an Event comes from a dict)
+                known = known_of(item.segment, raw.get)  # (an Event comes from a dict)
                 try:
                     key = cache.get(known)
                 except TypeError:  # an unhashable value: refused below
@@ -571,6 +570,21 @@ class _Hook:
 
     def __call__(self, key: tuple[str, str], monitor: Any, metrics: dict[str, Any]) -> None:
         self.slicer.hook(key, monitor, metrics)
+
+
+def _known_of(fields: tuple[str, ...]) -> Callable[[str, Callable[[str], Any]], tuple]:
+    """``(segment, get(f1), get(f2), ...)`` for ``fields`` (written out for up to three: the
+    per-event cost of the slice key)."""
+    if len(fields) == 1:
+        (f0,) = fields
+        return lambda segment, get: (segment, get(f0))
+    if len(fields) == 2:
+        f0, f1 = fields
+        return lambda segment, get: (segment, get(f0), get(f1))
+    if len(fields) == 3:
+        f0, f1, f2 = fields
+        return lambda segment, get: (segment, get(f0), get(f1), get(f2))
+    return lambda segment, get: (segment, *[get(name) for name in fields])
 
 
 def slice_interval(monitor: Any, metric: str, confidence: float = GAP_CONFIDENCE) -> tuple[float, float] | None:

@@ -386,3 +386,11 @@ def test_slices_rollups_budget_and_fairness_equal_replay(spark, tmp_path):
         assert {r.segment for r in rows if '"rollup"' in r.snapshot} >= {"rollup: model"}
     with pytest.raises(ValueError, match="label_events"):
         window_snapshots(df, slicing=spec, label_events=df)
+    from streammetrics.monitors.operating_points import OperatingPoints  # and with operating points
+
+    want, _ = replay(tmp_path, events, *flags, "--no-state", "--target-recall", "0.6", "--cost-fp", "1",
+                     "--cost-fn", "4")
+    points = OperatingPoints(target_recall=0.6, cost_fp=1.0, cost_fn=4.0)
+    rows = window_snapshots(df, window="60s", slicing=spec, include_state=False, operating_points=points).collect()
+    assert sorted(r.snapshot for r in rows) == sorted(want)
+    assert all("precision_at_recall" in json.loads(line)["metrics"] for line in want)

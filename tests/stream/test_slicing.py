@@ -286,3 +286,16 @@ def test_a_sliced_pipeline_refuses_a_checkpoint_it_could_not_restore() -> None:
     with pytest.raises(ValueError, match="checkpointed"):
         pipe.to_dict()
     assert Pipeline(PipelineConfig()).to_dict()["type"] == "Pipeline"
+
+
+@pytest.mark.parametrize("fields", [(), ("country",), ("country", "device"), ("country", "device", "tier"),
+                                    ("country", "device", "tier", "app")])
+def test_any_number_of_dimensions_keys_every_event_by_its_values(fields) -> None:
+    events = [{**e, "segment": e["device"][0], "app": e["country"][::-1]} for e in _events(400, seed=13, models=1)]
+    snaps = _run(events, slicing=SliceSpec(fields=fields, rollups=(("segment",),)), include_state=False)
+    leaves = [s for s in snaps if "rollup" not in s]
+    want: dict[tuple, int] = defaultdict(int)
+    for e in events:
+        want[(int(e["ts"] // 60) * 60, e["segment"], *[str(e[f]) for f in fields])] += 1
+    assert {(s["window"]["start"], *list(s["key"].values())[1:]): s["count"] for s in leaves} == dict(want)
+    assert sum(s["count"] for s in snaps if "rollup" in s) == len(events)
