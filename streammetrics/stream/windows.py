@@ -104,6 +104,7 @@ byte-identical snapshots after a crash.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import re
 import time
@@ -1265,6 +1266,12 @@ class WindowManager:
     def keys(self) -> list[tuple[str, str]]:
         """The stream keys seen, in order of their first event."""
         return list(self._keys)
+
+    def newest_keys(self, n: int) -> list[tuple[str, str]]:
+        """The ``n`` keys held that were created last, oldest first: ``keys[-n:]`` in O(n)."""
+        if n <= 0:
+            return []
+        return list(itertools.islice(reversed(self._keys), n))[::-1]
 
     @property
     def key_count(self) -> int:
