@@ -50,6 +50,8 @@ _TS_MAX = 253402300800.0  # 10000-01-01T00:00:00Z (exclusive)
 _EXACT = 2.0 ** 53
 #: label kinds (as the labels monitor's ``event_tag`` names them) by the types of their labels
 _KINDS = {"str": (str,), "number": (int, float), "bool": (bool,)}
+#: most valid keys a column decoder remembers (each distinct key is checked once per batch beyond it)
+KEYS_CHECKED = 100_000
 _SHARED = frozenset(["ts", "model", "segment", "weight", "id"])  # (the columns of every task)
 
 
@@ -193,6 +195,8 @@ class ColumnDecoder:
         struct = msgspec.defstruct("ColumnEvent", spec, rename={s[0]: f[s[0]] for s in spec}, gc=False)
         self._decode = msgspec.json.Decoder(struct).decode
         self.classes = parser.classes
+        #: (model, segment) pairs found valid, and their key (at most KEYS_CHECKED: then not cached)
+        self._checked: dict[tuple[Any, Any], tuple[str, str]] = {}
         # multiclass: the class of a str or int y_true (a float equal to an int class finds it, as
         # the field rules do; a bool goes through the per-event path: True == 1)
         self._class_of: dict[Any, int] = {}
@@ -270,11 +274,16 @@ class ColumnDecoder:
         keys: dict[tuple[str, str], int] = {}
         raw_to_key = np.empty(len(raw_rows), dtype=np.intp)
         bad_raw = np.zeros(len(raw_rows), dtype=bool)
+        checked = self._checked
         for i, row in enumerate(raw_rows.tolist()):
-            model, segment = pairs[row]
-            key = (model, "" if segment is None else segment)
-            if not _key_ok(*key):
-                bad_raw[i] = True
+            pair = pairs[row]
+            key = checked.get(pair)
+            if key is None:
+                key = (pair[0], "" if pair[1] is None else pair[1])
+                if not _key_ok(*key):
+                    bad_raw[i] = True
+                elif len(checked) < KEYS_CHECKED:
+                    checked[pair] = key
             raw_to_key[i] = keys.setdefault(key, len(keys))
         if bad_raw.any():
             ok &= ~bad_raw[raw_index]

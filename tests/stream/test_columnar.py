@@ -251,3 +251,18 @@ def test_message_values_with_tombstones_and_blanks():
     assert [(i, [(q.code, q.reason) for q in ps]) for i, ps in sorted(found.items())] == [e for e in expected if e[1]]
     assert got.counters == want.counters
     assert got.flush_lines() == want.flush_lines()
+
+
+def test_checked_keys_are_bounded(monkeypatch):
+    """The column decoder remembers at most KEYS_CHECKED valid keys; beyond, keys are checked per batch."""
+    import streammetrics.events.columns as columns
+
+    monkeypatch.setattr(columns, "KEYS_CHECKED", 3)
+    dec = column_decoder(EventParser("binary"))
+    assert dec is not None
+    lines = [json.dumps({"ts": T0, "model": f"m{i}", "y_true": 1, "score": 0.5}).encode() + b"\n" for i in range(6)]
+    lines.append(b'{"ts": 1767225600, "model": "a|b", "y_true": 1, "score": 0.5}\n')
+    for _ in range(2):
+        cols, odd = dec.decode(lines)
+        assert odd == [6] and cols is not None and cols.keys[:6] == [(f"m{i}", "") for i in range(6)]
+        assert len(dec._checked) == 3  # noqa: SLF001 - the bound under test
