@@ -266,3 +266,32 @@ def test_checked_keys_are_bounded(monkeypatch):
         cols, odd = dec.decode(lines)
         assert odd == [6] and cols is not None and cols.keys[:6] == [(f"m{i}", "") for i in range(6)]
         assert len(dec._checked) == 3  # noqa: SLF001 - the bound under test
+
+
+@pytest.mark.parametrize("task", ["binary", "regression", "multiclass", "labels"])
+def test_process_rows_equals_process_decoded(task):
+    """Decoded rows (CSV, Parquet, --ts-unit): process_rows equals process_decoded of each row,
+    non-finite numbers, None (blank lines), rejections and arrays included."""
+    from streammetrics.events.decoding import decode_value
+
+    rows = [decode_value(line) if line.strip() else None for line in _stream(11, task, 1200, keys=5, odd=0.1)]
+    rng = random.Random(2)
+    for i in rng.sample(range(len(rows)), 40):
+        if isinstance(rows[i], dict):
+            rows[i] = {**rows[i], rng.choice(["ts", "score", "y_true", "y_pred", "weight"]): rng.choice(
+                [float("nan"), float("inf"), np.float64(0.5), 10**30])}
+    cfg = PipelineConfig(task=task, **({"classes": CLASSES} if task == "multiclass" else {}))
+    want, got = Pipeline(cfg, wall_clock=lambda: NOW), Pipeline(cfg, wall_clock=lambda: NOW)
+    expected = []
+    for i, row in enumerate(rows):
+        if row is not None:
+            expected += [(i, q.index, q.code, q.reason) for q in want.process_decoded(row).problems]
+        if i % 100 == 99:
+            want.poll_lines(revisions=False)
+    found = []
+    for lo in range(0, len(rows), 100):
+        found += [(lo + i, q.index, q.code, q.reason) for i, ps in got.process_rows(rows[lo:lo + 100]) for q in ps]
+        got.poll_lines(revisions=False)
+    assert found == expected
+    assert got.counters == want.counters and got.column_counts["columns"] > (200 if task == "labels" else 800)
+    assert got.flush_lines() == want.flush_lines()
