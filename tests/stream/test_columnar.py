@@ -295,3 +295,17 @@ def test_process_rows_equals_process_decoded(task):
     assert found == expected
     assert got.counters == want.counters and got.column_counts["columns"] > (200 if task == "labels" else 800)
     assert got.flush_lines() == want.flush_lines()
+
+
+@pytest.mark.parametrize("config", [{"window": 5.0}, {"window": 5.0, "max_keys": 12}, {"window": 4.0, "slide": 2.0,
+                                                                                      "grace": 3.0, "max_keys": 20}])
+def test_many_keys_evicted_and_forgotten(config):
+    """Many short windows over many keys: keys evicted, remembered, forgotten and refused
+    (key_limit), late events of evicted keys; the same as line by line, with polls between."""
+    rng = random.Random(len(config))
+    lines = _stream(rng.randrange(10**6), "binary", 3000, keys=40, odd=0.03)
+    chunks = [rng.choice([5, 50, 200]) for _ in range(200)]
+    want = _run(lines, False, chunks, **config)
+    got = _run(lines, True, chunks, **config)
+    assert got[1] == want[1] and got[2] == want[2] and got[3] == want[3] and got[0] == want[0]
+    assert want[2]["keys_evicted"] > 100
