@@ -175,14 +175,9 @@ def add_estimate_terms(est: list, terms: np.ndarray, pred: np.ndarray, w: np.nda
     if not n:
         return
     if est[5] is not None:
-        step = max(1, _SECOND_CHUNK // (3 * k * k))  # (n x 3 K^2 products: in bounded chunks)
+        step = max(1, _SECOND_CHUNK // (3 * k * k))  # (products in bounded chunks)
         for i in range(0, n, step):
-            second = second_order_terms(terms[i : i + step], w[i : i + step], pred[i : i + step])
-            if len(second) <= SMALL:
-                for total, column in zip(est[5], second.T.tolist()):
-                    total.merge(ExactSum(small_units(column)))
-            else:
-                add_rows(est[5], list(second.T))
+            _add_second(est[5], terms[i : i + step], w[i : i + step], pred[i : i + step])
     tp, prob = est[2], est[3]
     rows = np.arange(n)
     diag = terms[rows, pred]
@@ -209,6 +204,31 @@ def add_estimate_terms(est: list, terms: np.ndarray, pred: np.ndarray, w: np.nda
     hits = np.zeros((k, int(counts.max())))
     hits[grouped, rows - starts[grouped]] = diag[order]
     add_rows(tp, list(hits))
+
+
+def _add_second(sums: list[ExactSum], terms: np.ndarray, w: np.ndarray, pred: np.ndarray) -> None:
+    """Add the :func:`second_order_terms` of rows to their ``3 K^2`` exact sums: a few rows as
+    they are; more by predicted class (the ``u`` and ``r`` blocks of the rows of each) and ``v``
+    by its upper triangle (``t_y t_z`` and ``t_z t_y`` are the same float), the same sums."""
+    n, k = terms.shape
+    if n <= SMALL:
+        for total, column in zip(sums, second_order_terms(terms, w, pred).T.tolist()):
+            total.merge(ExactSum(small_units(column)))
+        return
+    kk = k * k
+    for c in range(k):
+        rows = np.flatnonzero(pred == c)
+        if len(rows):
+            t = terms[rows]
+            block = [*(w[rows][:, None] * t).T, *(t[:, c][:, None] * t).T]
+            add_rows([*sums[c * k : c * k + k], *sums[kk + c * k : kk + c * k + k]], block)
+    upper = [(y, x) for y in range(k) for x in range(y, k)]
+    scratch = [ExactSum() for _ in upper]
+    add_rows(scratch, [terms[:, y] * terms[:, x] for y, x in upper])
+    for (y, x), part in zip(upper, scratch):
+        sums[2 * kk + y * k + x].merge(part)
+        if x != y:
+            sums[2 * kk + x * k + y].merge(part)
 
 
 def fold_estimate(est: list) -> list:
