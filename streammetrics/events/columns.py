@@ -4,7 +4,7 @@
 decode per line (a ``Struct`` of the task's fields, types checked while decoding), then the
 field rules of :mod:`streammetrics.events.fields` applied to whole columns (numpy) and to each
 distinct key once. A line it cannot prove valid this way - undecodable, refused by a rule, or
-merely unusual (an ISO ``ts``, an ``id``, a ``scores`` object, an integer beyond 2**53, a
+merely unusual (an ISO ``ts``, a ``scores`` object, an integer beyond 2**53, a
 line longer than ``MAX_NESTING``...) - is returned as *odd*: the caller gives it to the per-event
 path (:meth:`~streammetrics.events.parser.EventParser.parse_value`), which accepts or refuses it
 with exactly today's reason. The columns of the other lines hold the values the per-event parser
@@ -12,8 +12,12 @@ gives (same floats, ``segment`` ``""`` when absent, ``weight`` 1.0 when absent),
 build the same events.
 
 Needs the optional ``msgspec`` (the ``fast`` extra): :func:`column_decoder` returns None without
-it, and callers keep the per-event path. (``labels`` task: a batch whose labels are of several
-kinds - strings, numbers, booleans - goes through the per-event path whole.)
+it, and callers keep the per-event path. (``labels`` task: the rows whose labels are of the
+batch's commonest kind - strings, numbers or booleans - as columns, the others per event.)
+
+:meth:`ColumnDecoder.convert` does the same for decoded values (CSV and Parquet rows, JSONL
+values rescaled by ``--ts-unit``: what ``Pipeline.process_decoded`` takes), through
+``msgspec.convert``.
 
 >>> from streammetrics.events.parser import EventParser
 >>> dec = column_decoder(EventParser("binary"))
