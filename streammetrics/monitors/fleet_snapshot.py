@@ -58,7 +58,6 @@ from streammetrics.kernels.intervals import (
     z_value,
 )
 from streammetrics.kernels.ranking_small import SMALL_LEVELS
-from streammetrics.monitors.binary_packed import pack_binary_event
 from streammetrics.monitors.fast_snapshot import DIRECT, SNAPSHOT_KEYS
 
 __all__ = ["FLEET_MAX_EVENTS", "binary_snapshot_states", "binary_snapshot_texts"]
@@ -67,7 +66,6 @@ __all__ = ["FLEET_MAX_EVENTS", "binary_snapshot_states", "binary_snapshot_texts"
 #: ranking and the small histogram encoding); larger ones are built window by window
 FLEET_MAX_EVENTS = min(SMALL_LEVELS, SMALL_KEYS)
 _fsum = math.fsum
-_FLOAT = {float}
 
 
 def _none_where(values: np.ndarray, undefined: np.ndarray, arrays: list) -> list:
@@ -159,23 +157,12 @@ def _ranking_columns(window_of_level: np.ndarray, neg: np.ndarray, pos: np.ndarr
     }
 
 
-def _common_columns(panes: Sequence[Sequence[Any]], cap: int) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray]:
-    """``(indexes of the panes in the common case, their lengths, y_true as int64, score)``,
-    the two columns over those panes' events in order. A pane's items are packed events
-    (signed scores, :func:`~streammetrics.monitors.binary_packed.pack_binary_event`) or events,
-    packed here; a pane is in the common
-    case when every item packs to a float and it holds 1 to ``cap`` of them."""
-    items = list(chain.from_iterable(panes))
+def _common_columns(panes: Sequence[Sequence[float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(the panes' lengths, y_true as int64, score)`` over the panes' signed scores in order
+    (each pane: a monitor's small form, its queue of signed scores)."""
     sizes = np.fromiter(map(len, panes), dtype=np.int64, count=len(panes))
-    if not set(map(type, items)) <= _FLOAT:  # events given as events, or some not in the common case
-        items = [x if x.__class__ is float else pack_binary_event(x) for x in items]
-        items = [x if x.__class__ is float else math.nan for x in items]
-    signed = np.array(items, dtype=np.float64)
-    pane_of = np.repeat(np.arange(len(panes), dtype=np.int64), sizes)
-    ok = (np.bincount(pane_of[np.isnan(signed)], minlength=len(panes)) == 0) & (sizes > 0) & (sizes <= cap)
-    if not ok.all():
-        signed = signed[ok[pane_of]]
-    return np.flatnonzero(ok).tolist(), sizes[ok], (signed > 0.0).view(np.int8).astype(np.int64), np.abs(signed)
+    signed = np.array(list(chain.from_iterable(panes)), dtype=np.float64)
+    return sizes, (signed > 0.0).view(np.int8).astype(np.int64), np.abs(signed)
 
 
 class _Columns:
@@ -198,11 +185,10 @@ class _Columns:
 def _fleet_columns(template: Any, panes: Sequence[Sequence[Any]]) -> _Columns | None:
     """The per-window metrics and events of the panes in the common case (None: none is, or
     the template is not an empty ``exact=False`` monitor); see the module docstring."""
-    if not (DIRECT and not template.exact and template.count == 0 and not template.labeled):
+    if not (DIRECT and not template.exact and panes):
         return None
-    chosen, lengths, y, s = _common_columns(panes, template.snapshot_states_max_events)
-    if not chosen:
-        return None
+    lengths, y, s = _common_columns(panes)
+    chosen = list(range(len(panes)))
     n = len(s)
     m = len(chosen)
     win = np.repeat(np.arange(m, dtype=np.int64), lengths)
