@@ -97,8 +97,9 @@ def test_a_smaller_bound_on_the_class_applies_to_writing_reading_and_the_fleet(m
     m = sm.BinaryMonitor().update_events(pane[:3])
     assert set(m.to_dict()["state"]) == {"score", "y_true"}
     assert set(sm.BinaryMonitor().update_events(pane).to_dict()["state"]) == {"predictions", "scores", "confusion"}
-    assert sm.BinaryMonitor().snapshot_states([pane, pane[:3]]) == [None, (*m.snapshot_state(), m.intervals())]
-    assert sm.BinaryMonitor().snapshot_states_max_events == 3  # the window engine defers no more
+    small, large = sm.BinaryMonitor().update_events(pane[:3]), sm.BinaryMonitor().update_events(pane)
+    assert sm.BinaryMonitor._small_group([large, small]) == [1]  # (the vectorised pass takes no more)
+    assert sm.BinaryMonitor.snapshot_many([large, small])[1] == (*m.snapshot_state(), m.intervals())
     big = {**m.to_dict(), "state": {"score": [0.5] * 4, "y_true": [1] * 4}}
     assert "more than events_form_max=3" in rejection(big)
 
