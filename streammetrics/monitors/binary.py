@@ -11,7 +11,7 @@ from streammetrics.core.exceptions import InvalidEvent
 from streammetrics.core.state import describe
 from streammetrics.core.validation import check_number
 from streammetrics.events.parser import Event
-from streammetrics.kernels.exact_sum import BUFFER, fold_together
+from streammetrics.kernels.exact_sum import BUFFER
 from streammetrics.kernels.intervals import (
     BINARY_INTERVALS,
     binary_interval_columns,
@@ -215,6 +215,9 @@ class BinaryMonitor(Monitor):
         for f, empty in zip(type(self).state_fields, empties):
             state["_" + f.key] = empty_like(empty)  # type: ignore[operator]  # (one key per part)
 
+    def _refresh(self) -> None:
+        """Nothing derived to rebuild (a subclass may keep caches of its own)."""
+
     def reset(self) -> "BinaryMonitor":
         """Forget every event (the small form again: no parts, an empty queue)."""
         state = self.__dict__
@@ -257,16 +260,18 @@ class BinaryMonitor(Monitor):
         >>> BinaryMonitor(threshold=0.7).empty() == BinaryMonitor(threshold=0.7)
         True
         """
-        if self.count or self.labeled:
-            raise ValueError("empty() is called on an empty monitor (a template)")
-        cls = type(self)
-        new = cls.__new__(cls)
-        state = new.__dict__
-        state.update(self.__dict__)
-        for attr in _PART_ATTRS:
-            state.pop(attr, None)
+        state = self.__dict__.copy()
+        if state["_queue"] or "_scores" in state:
+            if self.count or self.labeled:
+                raise ValueError("empty() is called on an empty monitor (a template)")
+            for attr in _PART_ATTRS:
+                state.pop(attr, None)
         state["_queue"] = []
-        new._refresh()
+        cls = self.__class__
+        new = cls.__new__(cls)
+        new.__dict__ = state
+        if cls is not BinaryMonitor:  # (a subclass may rebuild caches of its own)
+            new._refresh()
         return new
 
     def _state(self) -> dict[str, Any]:
@@ -359,9 +364,8 @@ class BinaryMonitor(Monitor):
         if len(queue) <= SMALL_BATCH:
             for v in queue:
                 if v > 0.0:
-                    if not self._unit_event(1, v):
-                        self._unit_parts(1, v)
-                elif not self._unit_event(0, -v):
+                    self._unit_parts(1, v)
+                else:
                     self._unit_parts(0, -v)
             return
         signed = np.array(queue)
@@ -400,100 +404,6 @@ class BinaryMonitor(Monitor):
                 return self
         super().update(event)
         return self
-
-    def _unit_event(self, y: int, s: float) -> bool:
-        """The common event (weight 1, ``y`` 0 or 1, a float ``s`` strictly inside (0, 1)) in
-        one frame: what ``predictions.update(s)``, ``scores.update(y, s)`` and
-        ``confusion.update(y, s >= threshold)`` do for it, with the score's histogram key
-        computed once when both histograms are on one binning, the confusion cell counted in
-        the matrix's pending counts and both exact-sum buffers folded together. False
-        (nothing changed) when the monitor is ``exact=True``: the accumulators' own paths
-        then apply it."""
-        sc = self._scores
-        pr = self._predictions
-        sf = sc._fast
-        pf = pr._fast
-        q = 1.0 - s
-        if sf is not None:  # log grid: the key from the float's bits (see LogGridBinning.key)
-            hists, events, unit, _, shift, rnd, c, as_float, as_int, inc = sf
-            if s < 0.5:
-                as_float[0] = s
-                b = as_int[0]
-                k: Any = (b + rnd) >> shift
-            else:
-                as_float[0] = q
-                b = as_int[0]
-                k = c - ((b + rnd) >> shift)
-            if pf is not None:  # the predictions' histogram holds fewer keys: maybe a finer grid
-                ph, pshift, prnd, pc, psums, threshold, pterms, _, _, pinc = pf
-                if pshift == shift:
-                    pk: Any = k
-                elif s < 0.5:
-                    pk = (b + prnd) >> pshift
-                else:
-                    pk = pc - ((b + prnd) >> pshift)
-        else:
-            xf = sc._xfast
-            if xf is None:  # exact=True
-                return False
-            hists, events, unit, _, inc = xf
-            k = s  # exact while small: the key is the score
-            if pf is not None:  # predictions on the grid (more predictions than labelled ones)
-                ph, pshift, prnd, pc, psums, threshold, pterms, as_float, as_int, pinc = pf
-                as_float[0] = s if s < 0.5 else q
-                if s < 0.5:
-                    pk = (as_int[0] + prnd) >> pshift
-                else:
-                    pk = pc - ((as_int[0] + prnd) >> pshift)
-        if pf is None:  # predictions exact while small
-            if pr._max_bins is None:  # exact=True
-                return False
-            ph = pr._hist.weights
-            psums = pr._sums
-            pterms = psums[1].terms
-            pk = s
-            threshold = self.threshold
-            pinc = pr._inc
-        # (the increments: 1.0, or UNIT in units mode; an exact key is mostly a new one:
-        # looked up with get, an exception per new key would cost more than the call)
-        if pf is not None:
-            try:
-                ph[pk] += pinc
-            except KeyError:
-                ph[pk] = pinc
-                if len(ph) > pr._max_bins:  # type: ignore[operator]  # an int on a grid
-                    pr._collapse()
-        else:
-            old = ph.get(pk)
-            ph[pk] = pinc if old is None else old + pinc
-            if old is None and len(ph) > pr._max_bins:  # type: ignore[operator]  # an int unless exact=True
-                pr._collapse()
-        psums[0] += 1
-        pterms.append(s)  # the score sum: buffered, folded exactly (kernels.exact_sum)
-        h = hists[y]
-        if sf is not None:
-            try:
-                h[k] += inc
-            except KeyError:
-                h[k] = inc
-                if len(hists[0]) + len(hists[1]) > sc._max_bins:  # type: ignore[operator]  # an int on a grid
-                    sc._collapse()
-        else:
-            old = h.get(k)
-            h[k] = inc if old is None else old + inc
-            if old is None and len(hists[0]) + len(hists[1]) > sc._max_bins:  # type: ignore[operator]  # an int unless exact=True
-                sc._collapse()
-        events[y] += 1
-        unit.append(s if y else -s)  # log-loss and Brier terms: buffered, folded exactly
-        pending = self._confusion._pending  # confusion cells: index y_true + 2 * y_pred
-        if s >= threshold:
-            psums[2] += 1
-            pending[y + 2] += 1
-        else:
-            pending[y] += 1
-        if len(unit) >= BUFFER or len(pterms) >= BUFFER:
-            fold_together(sc._sums, psums[1])
-        return True
 
     def update_prediction(self, event: Event) -> "BinaryMonitor":
         w = event.weight
@@ -559,8 +469,7 @@ class BinaryMonitor(Monitor):
             raise InvalidEvent(f"field 'weight' must be a finite number >= 0, got {w!r:.40}", "weight")
         self._parts()
         if w == 1.0:  # the accumulators' unweighted fast paths
-            if not (0.0 < s < 1.0 and self._unit_event(y, s)):  # type: ignore[operator]  # a real number
-                self._unit_parts(y, s)  # type: ignore[arg-type]  # a real number
+            self._unit_parts(y, s)  # type: ignore[arg-type]  # a real number
         else:
             self._predictions.update(s, w)
             self._scores.update(y, s, w)
