@@ -146,7 +146,7 @@ def ranking_summary_columns(window_of_level: np.ndarray, neg: np.ndarray, pos: n
         ap = np.maximum(0.0, np.add.accumulate(terms, axis=1)[:, -1])
         area = (n_rows * ((tps - p_rows) * 2.0 + p_rows)).sum(axis=1)  # whole numbers: exact
         auc = area / (2.0 * total_n[:, 0] * total_p[:, 0])
-    slack = rounding_slack(counts)  # (each window's number of levels)
+    slack = rounding_slack(counts)  # type: ignore[arg-type]  # (elementwise: each window's levels)
     return {
         "roc_auc": (auc, one_class),
         "roc_auc_low": (np.maximum(0.0, auc - slack), one_class),

@@ -451,7 +451,7 @@ class BinaryMonitor(Monitor):
         is checked first (:class:`~streammetrics.core.exceptions.InvalidEvent` naming the field,
         nothing changed: ``y_true`` equal to 0 or 1, a finite ``score``, a finite ``weight`` >= 0)
         and goes to the parts."""
-        s = event.score
+        s: Any = event.score
         y = event.y_true
         if s.__class__ is float and 0.0 < s < 1.0 and event.weight == 1.0 and (
                 y is ONE_INT or y is ZERO_INT or y is True or y is False):
@@ -469,11 +469,11 @@ class BinaryMonitor(Monitor):
             raise InvalidEvent(f"field 'weight' must be a finite number >= 0, got {w!r:.40}", "weight")
         self._parts()
         if w == 1.0:  # the accumulators' unweighted fast paths
-            self._unit_parts(y, s)  # type: ignore[arg-type]  # a real number
+            self._unit_parts(y, s)
         else:
             self._predictions.update(s, w)
             self._scores.update(y, s, w)
-            self._confusion.update(y, 1 if s >= self.threshold else 0, w)  # type: ignore[operator]
+            self._confusion.update(y, 1 if s >= self.threshold else 0, w)
         return self
 
     #: the small form: the common events as a list of signed scores (see ``Monitor.small_form``)

@@ -444,7 +444,7 @@ class WindowManager:
         else:
             if state.pending and pane in state.pending:  # (queued events of a loaded checkpoint)
                 self._drain_pane(state, pane)
-            monitor = state.panes.get(pane)
+            monitor: Any = state.panes.get(pane)
             fresh = monitor is None
             if fresh:
                 monitor = state.panes[pane] = self._factory()
