@@ -7,10 +7,12 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from streammetrics.events.parser import parse_field_map
 from streammetrics.stream.replay import read_references
+from streammetrics.stream.slicing import sliced_snapshot_key
 from streammetrics.stream.snapshots import snapshot_key
 
 from .checkpoint import CheckpointStore
@@ -87,16 +89,12 @@ def config_from_args(args: Any) -> ServiceConfig:
 
 
 def _section11(args: Any) -> dict[str, Any]:
-    """The operating points of ``--target-recall`` ... ``--cost-fn`` (contract section 11);
-    slices and roll-ups (``--slice-by``, ``--rollup``, ``--fairness-by``) are replay's for now:
-    ValueError naming them."""
+    """The operating points of ``--target-recall`` ... ``--cost-fn`` and the slices and roll-ups
+    of ``--slice-by``, ``--rollup``, ``--fairness-by`` (contract section 11; ValueError naming
+    the flag when they do not fit together)."""
     from streammetrics.stream.slicing import slice_settings
 
-    settings = slice_settings(args)
-    if "slicing" in settings:
-        raise ValueError("--slice-by, --rollup and --fairness-by are replay options for now (the service "
-                         "does not checkpoint roll-up windows yet); see docs/slices.md")
-    return settings
+    return slice_settings(args)
 
 
 def _alerts(args: Any, config: ServiceConfig) -> Any:
@@ -151,20 +149,46 @@ def merge_changelog_topic(config: ServiceConfig) -> str | None:
     return name[:-len("-changelog")] + "-merge-changelog" if name.endswith("-changelog") else name + "-merge"
 
 
+def merger_factory(config: ServiceConfig, sources: int) -> Callable[[], Any]:
+    """The merge stage's :class:`~consumers.partials.Merger` of one partials partition, for
+    ``sources`` input partitions (with slices: a :class:`~streammetrics.stream.slicing.Slicer`
+    applies the budget and rolls up each merged window)."""
+    from .partials import Merger
+
+    pipeline_config = config.pipeline_config()
+    extra, loader = pipeline_config.extra_metrics(), pipeline_config.monitor_loader()
+    template = pipeline_config.monitor_factory()()  # a partial's state must be of this type and config
+
+    def make_merger() -> Merger:
+        slicer = None
+        if config.slicing is not None:
+            from streammetrics.stream.slicing import Slicer
+
+            slicer = Slicer(config.slicing, include_state=config.include_state, extra_metrics=extra,
+                            factory=pipeline_config.monitor_factory())
+        return Merger(sources, include_state=config.include_state, extra_metrics=extra,
+                      max_windows=config.max_merge_windows, loader=loader, template=template,
+                      alerts=config.alerts, slicer=slicer)
+
+    return make_merger
+
+
 def build_merge_stage(config: ServiceConfig, consumer: Any, service: MetricsService) -> Any:
-    """``--partitioning any``: create the partials topic (and the merge changelog) with the input's
-    partition count if missing, and the merge stage with its own consumer (group
-    ``<group>-merge``) and producer."""
+    """``--partitioning any`` or slices: create the partials topic (and the merge changelog) with
+    the input's partition count if missing, and the merge stage with its own consumer (group
+    ``<group>-merge``) and producer; with slices, its mergers apply the budget and roll up
+    (:class:`streammetrics.stream.slicing.Slicer`)."""
     from kafka import KafkaConsumer, KafkaProducer
 
     from .broker import create_topics
     from .changelog import Changelog, KafkaChangelogReader
     from .clients import producer_settings, split_client_options
-    from .partials import Merger, MergeStage
+    from .partials import MergeStage
     from .service import _security_options
     from .settings import consumer_settings
 
     assert config.partials_topic
+    output_key = snapshot_key if config.slicing is None else sliced_snapshot_key
     sources = len(consumer.partitions_for_topic(config.topic) or ())
     if not sources:
         raise ValueError(f"input topic {config.topic!r} not found: create it first")
@@ -193,23 +217,14 @@ def build_merge_stage(config: ServiceConfig, consumer: Any, service: MetricsServ
         reader = KafkaChangelogReader(merge_log, bootstrap_servers=config.bootstrap_servers,
                                       **_security_options(config.kafka_options))
         changelog = Changelog(producer, merge_log, reader, service.max_record_bytes)
-    pipeline_config = config.pipeline_config()
-    extra, loader = pipeline_config.extra_metrics(), pipeline_config.monitor_loader()
-
-    template = pipeline_config.monitor_factory()()  # a partial's state must be of this type and config
-
-    def make_merger() -> Merger:
-        return Merger(sources, include_state=config.include_state, extra_metrics=extra,
-                      max_windows=config.max_merge_windows, loader=loader, template=template,
-                      alerts=config.alerts)
-
     return MergeStage(consumer=merge_consumer, producer=producer, partials_topic=config.partials_topic,
-                      output_topic=config.output_topic, sources=sources, make_merger=make_merger, codec=codec,
+                      output_topic=config.output_topic, sources=sources, codec=codec,
+                      make_merger=merger_factory(config, sources),
                       store=codec if config.state_dir else None, changelog=changelog,
                       checkpoint_interval=config.checkpoint_interval, delivery_timeout=config.delivery_timeout,
                       commit_timeout=config.commit_timeout,
-                      encode=lambda snap: service.snapshot_value(snap, snapshot_key(snap)), metrics=service.metrics,
-                      signer=service.signer, alerts_topic=config.alerts_topic)
+                      encode=lambda snap: service.snapshot_value(snap, output_key(snap)), metrics=service.metrics,
+                      signer=service.signer, alerts_topic=config.alerts_topic, key_of=output_key)
 
 
 def run_consume(args: Any) -> int:
@@ -243,7 +258,7 @@ def run_consume(args: Any) -> int:
             producer.close(timeout=1)
             raise
         service = MetricsService(config, consumer, producer, store=store)
-        if config.partitioned:
+        if config.merged:
             try:
                 service.merge = build_merge_stage(config, consumer, service)
             except BaseException:

@@ -61,10 +61,13 @@ class BinaryFastPath:
     @classmethod
     def for_pipeline(cls, pipeline: Pipeline) -> BinaryFastPath | None:
         """The fast path of ``pipeline``'s parser, or None where it does not apply (another task,
-        a parser with relaxed key rules, no msgspec)."""
+        a parser with relaxed key rules, no msgspec, slices: their fields are read by the slicing
+        layer's parse)."""
         parser = pipeline.parser
         decode = parser.fast_decode
         if parser.task != "binary" or decode is None or not getattr(parser, "require_key", False):
+            return None
+        if pipeline.config.slicing is not None:
             return None
         return cls(dict(parser.fields))
 

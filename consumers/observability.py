@@ -54,6 +54,7 @@ from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector,
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from streammetrics.integrations.prometheus import KINDS, metric_kind
+from streammetrics.stream.slicing import slice_label
 
 __all__ = ["ServiceMetrics", "MetricsServer"]
 
@@ -260,7 +261,10 @@ class ServiceMetrics:
         older window does not move a gauge back in time."""
         self.snapshots.inc()
         final = bool(snapshot.get("final"))
-        model, segment = snapshot["key"]["model"], snapshot["key"]["segment"]
+        named = snapshot["key"]
+        model, segment = named["model"], named.get("segment", "")
+        if len(named) > 2 or "rollup" in snapshot:  # a slice or roll-up (contract section 11)
+            segment = slice_label(snapshot, named, segment)
         key = (model, segment)
         end = snapshot["window"]["end"]
         count = snapshot.get("count") or 0

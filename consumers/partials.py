@@ -156,14 +156,17 @@ class Merger:
                  extra_metrics: Callable[[tuple[str, str], Any, dict[str, Any]], None] | None = None,
                  max_windows: int = DEFAULT_MAX_MERGE_WINDOWS,
                  loader: Callable[[Mapping[str, Any]], Any] | None = None, template: Any = None,
-                 alerts: Any = None) -> None:
+                 alerts: Any = None, slicer: Any = None) -> None:
         if sources < 1:
             raise ValueError(f"sources must be at least 1, got {sources!r}")
         if isinstance(max_windows, bool) or not isinstance(max_windows, int) or max_windows < 1:
             raise ValueError(f"max_merge_windows must be a positive integer, got {max_windows!r}")
         self.sources = sources
         self.include_state = include_state
-        self.extra_metrics = extra_metrics
+        #: slices (:class:`streammetrics.stream.slicing.Slicer`): the partials are slice windows
+        #: keyed by model; each frontier's merged windows get the budget and the roll-ups
+        self.slicer = slicer
+        self.extra_metrics = extra_metrics if slicer is None else slicer.hook
         self.max_windows = max_windows
         #: rebuilds a partial's monitor (``PipelineConfig.monitor_loader``: bound to its reference)
         self.loader = loader or from_dict
@@ -202,14 +205,21 @@ class Merger:
                 watermark = rec["watermark_us"]
                 if type(watermark) is not int:
                     raise ValueError("watermark_us must be an integer")
-                return self._watermark(source, watermark)
+                return self._sliced(self._watermark(source, watermark))
             if schema != PARTIAL_SCHEMA:
                 raise ValueError(f"schema {schema!r:.60} is not {PARTIAL_SCHEMA!r}")
             snap = rec["snapshot"]
             key, end_ms, monitor = self._validate(snap)
         except Exception as exc:  # noqa: BLE001 - whatever a hostile record makes the parsing or the loader raise
             return self._refuse(value, exc)
-        return self._partial(source, key, end_ms, snap, text, monitor)
+        return self._sliced(self._partial(source, key, end_ms, snap, text, monitor))
+
+    def _sliced(self, snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """With slices: each merged (model, window)'s slices, the budget applied, then its
+        roll-ups (``Slicer.process``: every window handed over is complete)."""
+        if self.slicer is None or not snaps:
+            return snaps
+        return self.slicer.process(snaps, None)
 
     def _validate(self, snap: Any) -> tuple[tuple[str, str, int], int, Any]:
         """The key, end and loaded monitor of a partial snapshot checked in full (ValueError)."""
@@ -218,6 +228,8 @@ class Merger:
         model, segment = snap["key"]["model"], snap["key"]["segment"]
         if not isinstance(model, str) or not isinstance(segment, str):
             raise ValueError("key model and segment must be strings")
+        if self.slicer is not None:
+            self.slicer.key_values(segment)  # a slice key (ValueError naming it)
         start_ms, end_ms = _ms(snap["window"]["start"]), _ms(snap["window"]["end"])
         if not start_ms < end_ms:
             raise ValueError(f"window end {end_ms} ms is not after its start {start_ms} ms")
@@ -477,8 +489,11 @@ class MergeStage:
                  checkpoint_interval: float = 1.0, delivery_timeout: float = 10.0, commit_timeout: float = 5.0,
                  encode: Callable[[dict[str, Any]], bytes | None] | None = None,
                  listener: Callable[[Any, Any], Any] | None = None, metrics: Any = None,
-                 signer: Any = None, alerts_topic: str | None = None) -> None:
+                 signer: Any = None, alerts_topic: str | None = None,
+                 key_of: Callable[[dict[str, Any]], bytes] = snapshot_key) -> None:
         self.consumer, self.producer = consumer, producer
+        #: the output record key of a merged snapshot (slices: ``sliced_snapshot_key``)
+        self.key_of = key_of
         #: opens each partials record (``--internal-key``: :class:`consumers.signing.RecordSigner`)
         self.signer = signer
         #: topic of the alert events of merged windows (``--alerts-topic``; None: not published)
@@ -612,7 +627,7 @@ class MergeStage:
                 for snap in merged:
                     value = self.encode(snap)
                     if value is not None:
-                        self._send(snapshot_key(snap), value)
+                        self._send(self.key_of(snap), value)
                         if self.metrics is not None:
                             self.metrics.observe_snapshot(snap)
                 for event in part.merger.take_alerts():

@@ -254,6 +254,11 @@ class ServiceConfig:
     #: their events go to ``alerts_topic`` (``--alerts-topic``, key ``rule|model|segment``)
     alerts: Any = None
     alerts_topic: str | None = None
+    #: slices and roll-ups (``--slice-by``, ``--rollup``, ``--fairness-by``, ``--max-slice-values``;
+    #: contract section 11: :class:`streammetrics.stream.slicing.SliceSpec`), None: off. In both
+    #: partitioning modes the partitions publish their slice windows as partials and the merge
+    #: stage applies the budget and rolls up (a roll-up spans partitions: docs/slices.md)
+    slicing: Any = None
 
     def __post_init__(self) -> None:
         if self.metrics_max_connections < 2:
@@ -261,11 +266,19 @@ class ServiceConfig:
                              f"{self.metrics_max_connections}")
         if self.partitioning not in ("key", "any"):
             raise ValueError(f"--partitioning must be 'key' or 'any', got {self.partitioning!r}")
-        if self.partitioned:
+        if self.slicing is not None:
+            if self.labels_topic:
+                raise ValueError("--slice-by, --rollup and --fairness-by read the slice fields of each prediction "
+                                 "with its label: not with --labels-topic")
+            if self.alerts is not None:
+                raise ValueError("--slice-by, --rollup and --fairness-by: alert rules (--alert, --alerts) are "
+                                 "not evaluated on slices in consume yet")
+        if self.merged:
+            why = "--partitioning any" if self.partitioned else "--slice-by, --rollup and --fairness-by"
             if self.cumulative:
-                raise ValueError("--cumulative is not supported with --partitioning any")
+                raise ValueError(f"--cumulative is not supported with {why}")
             if not self.changelog_topic and not self.state_dir:
-                raise ValueError("--partitioning any keeps the merge stage's state in a changelog topic or under "
+                raise ValueError(f"{why} keeps the merge stage's state in a changelog topic or under "
                                  "--state-dir: give one of them (not --changelog-topic '' without --state-dir)")
             if not self.partials_topic:
                 self.partials_topic = f"{self.group_id}-{self.topic}-partials"
@@ -275,6 +288,12 @@ class ServiceConfig:
     def partitioned(self) -> bool:
         """Any input partitioning (``--partitioning any``): partials merged by the merge stage."""
         return self.partitioning == "any"
+
+    @property
+    def merged(self) -> bool:
+        """The partitions publish partials that the merge stage merges: ``--partitioning any``,
+        or slices (their budget and roll-ups span the partitions)."""
+        return self.partitioning == "any" or self.slicing is not None
 
     def monitor_factory(self) -> Callable[[], Any]:
         task, threshold, classes, labels = self.task, self.threshold, self.classes, self.labels
@@ -289,8 +308,9 @@ class ServiceConfig:
 
     def pipeline_config(self, max_snapshot_bytes: int | None = None) -> PipelineConfig:
         """The per-partition :class:`PipelineConfig` of these settings."""
-        partitioned = self.partitioned  # partial windows: one watermark per partition, states for the merge
+        partitioned = self.merged  # partial windows: one watermark per partition, states for the merge
         return PipelineConfig(
+            slicing=self.slicing, slice_output=False,  # (slices keyed here, budget and roll-ups at the merge)
             task=self.task, window=self.window, slide=self.slide, grace=self.grace,
             threshold=self.threshold, classes=self.classes, labels=self.labels, max_labels=self.max_labels,
             confidence=self.confidence, compare=self.compare, fdr=self.fdr,
@@ -310,6 +330,7 @@ class ServiceConfig:
                 "fields": dict(sorted(self.fields.items())), "cumulative": self.cumulative,
                 **({"labels_topic": self.labels_topic, "label_ttl": self.label_ttl} if self.labels_topic else {}),
                 **({"partitioning": "any"} if self.partitioned else {}),
+                **({"slice_by": list(self.slicing.fields)} if self.slicing is not None else {}),
                 **({"max_labels": self.max_labels} if self.task == "labels" and self.labels is None else {})}
 
     def topics(self) -> list[str]:
@@ -524,6 +545,9 @@ class MetricsService:
         self._paused: dict[Any, _Pause] = {}
         #: tp -> (next offsets, since when): how long each partition has applied nothing
         self._positions: dict[Any, tuple[tuple[Any, Any], float]] = {}
+        #: at the last revocation, tp (of both topics) -> the first offset its records were not applied
+        #: from (see :meth:`_revoke`): where a partition kept through the rebalance is read again from
+        self._unapplied: dict[Any, int] = {}
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self) -> None:
@@ -641,8 +665,7 @@ class MetricsService:
                     if not environment_error(exc):
                         raise
                     unloadable, pipeline = exc, self._new_pipeline()  # paused below: loaded after a back-off
-                if offset is not None:
-                    self.consumer.seek(tp, offset)
+                offset = self._position(tp, offset)
                 part = self.partitions[tp] = _Partition(tp, pipeline, offset, payload, self._clock())
                 if labels_topic:
                     ltp = label_tps.pop(tp.partition, None)
@@ -651,10 +674,9 @@ class MetricsService:
                                    f"{tp.partition} of the labels topic {labels_topic!r}: the two topics must have "
                                    "the same number of partitions (co-partitioned by id)", status=2)
                         return
+                    label_offset = self._position(ltp, label_offset)
                     part.preds, part.labels = _Side(), _LabelSide(ltp, label_offset)
                     self._label_parts[ltp] = part
-                    if label_offset is not None:
-                        self.consumer.seek(ltp, label_offset)
                 log.info("assigned %s[%d] from offset %s%s", tp.topic, tp.partition, offset,
                          f" with {labels_topic}[{tp.partition}] from offset {label_offset}" if labels_topic else "")
                 if unloadable is not None:  # e.g. no room to spill its pending predictions: not a bad checkpoint
@@ -669,6 +691,28 @@ class MetricsService:
         except Exception as exc:  # kafka-python would swallow it on its thread: stop instead
             log.exception("partition assignment failed")
             self._fail(f"stopping: partition assignment failed: {type(exc).__name__}: {exc}")
+        finally:
+            self._unapplied.clear()  # (kafka-python keeps a partition's state only from one assignment to the next)
+
+    def _position(self, tp: Any, offset: int | None) -> int | None:
+        """Where a newly assigned ``tp`` is read from, set on the consumer: its checkpoint's ``offset``;
+        without one, the first record this instance had not applied when the partition was revoked,
+        if it keeps the partition through the rebalance. kafka-python (3.0.12, eager protocol) keeps
+        the fetch position *and the paused flag* of a partition assigned again to the same member,
+        while the partition's new state starts from the checkpoint: without this seek the records
+        buffered but not applied (a labels side waiting for the predictions to pass its event time)
+        were skipped, and a side paused by ``--max-merge-buffer`` was never fetched again, holding its
+        partition's watermark, and with ``--partitioning any`` every merged window, forever. Returns
+        the offset the partition's state continues from (None: the consumer's own start)."""
+        self.consumer.resume(tp)  # a new _Partition/_Side is not paused
+        if offset is None:
+            offset = self._unapplied.get(tp)
+            if offset is not None:
+                log.info("%s[%d]: kept through the rebalance without a checkpoint: read again from offset %d",
+                         tp.topic, tp.partition, offset)
+        if offset is not None:
+            self.consumer.seek(tp, offset)
+        return offset
 
     def _restore(self, partition: int) -> dict[str, Any] | None:
         """The partition's checkpoint: the state dir's or the changelog's, whichever covers more
@@ -716,9 +760,25 @@ class MetricsService:
             for tp in mine:
                 self._watermark_moved.pop(tp.partition, None)
                 part = self.partitions.pop(tp)
+                self._remember_unapplied(part)
+                self._paused.pop(tp, None)  # its next owner (maybe this instance) starts from the checkpoint
                 if part.labels is not None:
                     self._label_parts.pop(part.labels.tp, None)
                 log.info("revoked %s[%d]", tp.topic, tp.partition)
+            self._show_paused()
+
+    def _remember_unapplied(self, part: _Partition) -> None:
+        """Note, for :meth:`_position`, the first offset of each of ``part``'s topics whose record was
+        not applied: the next offset to apply, else the first record buffered for the merge."""
+        for tp, side, next_offset in ((part.tp, part.preds, part.next_offset),
+                                      (part.labels.tp if part.labels else None, part.labels,
+                                       part.labels.next_offset if part.labels else None)):
+            if tp is None:
+                continue
+            if next_offset is None and side is not None and side.buffer:
+                next_offset = side.buffer[0][1].offset
+            if next_offset is not None:
+                self._unapplied[tp] = next_offset
 
     def _saved_state(self, part: _Partition) -> bytes | None:
         """The partition's last checkpoint as one full checkpoint's bytes (its chain merged)."""
@@ -837,7 +897,7 @@ class MetricsService:
             self.metrics.messages.inc(polled)
             self.counts["messages"] += polled
         now = self._clock()
-        if self.config.idle_close and not self.config.partitioned:
+        if self.config.idle_close and not self.config.merged:
             self._publish_quiet_revisions(now)
         if now - self._last_checkpoint >= self.config.checkpoint_interval:
             self.checkpoint()
@@ -1374,7 +1434,7 @@ class MetricsService:
         revision ticks (a function of the input, as in ``replay``: see
         :meth:`_publish_quiet_revisions`); ``revisions=True`` also those changed since the last tick."""
         published = 0
-        partitioned = self.config.partitioned
+        partitioned = self.config.merged
         pipeline = part.pipeline
         snaps = pipeline.poll(revisions=revisions or partitioned)  # (partials: the merge stage numbers them)
         # the canonical line of each snapshot, encoded once by the pipeline's size check
@@ -1388,8 +1448,10 @@ class MetricsService:
             if value is None:
                 continue
             if partitioned:  # keyed model|segment: every window of a key goes to one merge partition, whose
-                # alert rules then see the key's whole window series (sequential rules, lifecycles)
-                self._send(self.config.partials_topic or "", key.rsplit(b"|", 1)[0], value)
+                # alert rules then see the key's whole window series (sequential rules, lifecycles);
+                # slices keyed model: one merge partition sees every slice of a model's window
+                self._send(self.config.partials_topic or "", snap["key"]["model"].encode()
+                           if self.config.slicing is not None else key.rsplit(b"|", 1)[0], value)
             else:
                 self._send(self.config.output_topic, key, value, [content_header(value)])
             for flag in ("state_coarsened", "state_dropped", "metrics_truncated"):
@@ -1730,7 +1792,7 @@ class MetricsService:
                 part.advanced = False
                 if self._publish_ready(part):
                     part.dirty = True
-        if self.config.partitioned:
+        if self.config.merged:
             self._send_watermarks()
         self._last_checkpoint = self._clock()
         self.metrics.last_checkpoint.set(time.time())

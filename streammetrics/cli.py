@@ -225,8 +225,8 @@ def _add_slice_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--slice-by", default=None, metavar="F1,F2",
                    help="event fields that join model and segment in the key (snapshot keys name every dimension)")
     g.add_argument("--max-slice-values", type=_positive_int("--max-slice-values"), default=None, metavar="N",
-                   help="distinct values per slice dimension with their own slice; later ones are __other__ "
-                        "(default: 100)")
+                   help="values per slice dimension with their own slice in each window: the most frequent "
+                        "in that window; the others' slices merge into __other__ (default: 100)")
     g.add_argument("--rollup", action="append", default=[], metavar="D1,D2",
                    help="per closed window, also a snapshot merged over the other dimensions, keyed by model and "
                         "D1,D2 ('model': the whole model; repeatable)")

@@ -52,6 +52,7 @@ from typing import Any, Callable, Hashable, Iterator, Mapping, Sequence
 from streammetrics.core.accumulator import from_dict
 from streammetrics.events.parser import FIELDS, Event, EventParser
 from streammetrics.monitors import DEFAULT_MAX_LABELS, make_monitor
+from streammetrics.stream.slicing import Slicer, slice_label
 from streammetrics.stream.snapshots import build_snapshot, snapshot_line
 from streammetrics.stream.windows import WindowSpec, parse_duration
 
@@ -94,8 +95,10 @@ class _Config:
                  labels: Sequence[Hashable] | None, fields: Mapping[str, str] | None,
                  spec: WindowSpec, include_state: bool, map_columns: Sequence[str], max_open: int,
                  vectorised: bool = True, max_labels: int | None = DEFAULT_MAX_LABELS,
-                 operating_points: Any = None) -> None:
+                 operating_points: Any = None, slicing: Any = None) -> None:
         self.task = task
+        #: slices and roll-ups (contract section 11: a SliceSpec), None: none
+        self.slicing = slicing
         #: binary operating points in snapshots (contract section 11), None: none
         self.operating_points = operating_points
         self.max_labels = max_labels
@@ -141,7 +144,9 @@ def _partial_states(cfg: _Config) -> Callable[[Iterator[Any]], Iterator[Any]]:
         import pyarrow as pa
 
         parser = cfg.parser()
-        parse = parser.parse
+        parse: Callable[[Any], Any] = parser.parse
+        if cfg.slicing is not None:  # events keyed by slice, as replay keys them (stream.slicing)
+            parse = Slicer(cfg.slicing).wrap_parse(parse)
         factory = cfg.factory()
         spec = cfg.spec()
         pane_us = spec.pane_ms * 1000
@@ -187,7 +192,8 @@ def _partial_states(cfg: _Config) -> Callable[[Iterator[Any]], Iterator[Any]]:
             counts.clear()
             monitors.clear()
 
-        vectorised = _binary_columns(cfg, parser) if cfg.vectorised and cfg.task == "binary" and not maps else None
+        vectorised = _binary_columns(cfg, parser) if (cfg.vectorised and cfg.task == "binary" and not maps
+                                                      and cfg.slicing is None) else None
         for batch in batches:
             labelled = _STATUS in batch.schema.names
             if vectorised is not None and not labelled:
@@ -220,7 +226,7 @@ def _partial_states(cfg: _Config) -> Callable[[Iterator[Any]], Iterator[Any]]:
                 if ev.__class__ is not Event:  # and for the others, as spark.read.json reads absent fields
                     ev = parse({k: v for k, v in row.items() if v is not None})
                     if ev.__class__ is not Event:
-                        rk = (ev.reason, ev.field)  # type: ignore[union-attr]
+                        rk = (ev.reason, ev.field)
                         rejected[rk] = rejected.get(rk, 0) + 1
                         continue
                 k = (ev.model, ev.segment, floor(ev.ts * 1e6 + 0.5) // pane_us)
@@ -396,22 +402,54 @@ def _merge_windows(cfg: _Config) -> Callable[[Any], Any]:
         start = k * cfg.slide_ms
         end = start + cfg.size_ms
         points = cfg.operating_points
-        snap = _snapshot(cfg.include_state, (model, segment), window, start, end, expired, pending, revision,
-                         None if points is None else points.hook())
+        snap = _snapshot(cfg.include_state or cfg.slicing is not None, (model, segment), window, start, end, expired,
+                         pending, revision, None if points is None else points.hook())
         return pd.DataFrame({"model": [model], "segment": [segment], "start_ms": [start], "end_ms": [end],
                              "snapshot": [snapshot_line(snap)]})
 
     return run
 
 
+def _slice_windows(cfg: _Config) -> Callable[[Any], Any]:
+    """applyInPandas function: the slice windows of one (model, window) -> its slice snapshots,
+    the budget applied, then its roll-ups (:meth:`Slicer.process
+    <streammetrics.stream.slicing.Slicer.process>` on the slices' states, as replay)."""
+
+    def run(pdf: Any) -> Any:
+        points = cfg.operating_points
+        slicer = Slicer(cfg.slicing, include_state=cfg.include_state,
+                        extra_metrics=None if points is None else points.hook(), factory=cfg.factory())
+        snaps = []
+        for line in sorted(pdf["snapshot"].tolist()):
+            snap = json.loads(line)
+            monitor = from_dict(snap["state"])
+            if not cfg.include_state:
+                del snap["state"]
+            slicer.add_source(snap, monitor)
+            snaps.append(snap)
+        out = slicer.process(snaps, None)
+        return pd.DataFrame({"model": [s["key"]["model"] for s in out],
+                             "segment": [slice_label(s, s["key"], s["key"].get("segment", "")) for s in out],
+                             "start_ms": [_ms(s["window"]["start"]) for s in out],
+                             "end_ms": [_ms(s["window"]["end"]) for s in out],
+                             "snapshot": [snapshot_line(s) for s in out]})
+
+    return run
+
+
+def _ms(seconds: float) -> int:
+    return int(round(seconds * 1000))
+
+
 # --------------------------------------------------------------------------- input
-def _prepare(df: DataFrame, names: Mapping[str, str]) -> tuple[DataFrame, list[str]]:
-    """Only the event columns, with timestamps as epoch seconds and decimals as doubles."""
+def _prepare(df: DataFrame, names: Mapping[str, str], extra: Sequence[str] = ()) -> tuple[DataFrame, list[str]]:
+    """Only the event columns (and the ``extra`` ones present: slice fields), with timestamps as
+    epoch seconds and decimals as doubles."""
     types = {f.name: f.dataType for f in df.schema.fields}
     cols = []
     maps = []
-    for canonical in FIELDS:
-        source = names[canonical]
+    for canonical in (*FIELDS, *extra):
+        source = names.get(canonical, canonical)
         if source not in types:
             continue
         dt = types[source]
@@ -481,6 +519,7 @@ def window_snapshots(
     max_open_states: int = DEFAULT_MAX_OPEN_STATES,
     vectorised: bool = True,
     operating_points: Any = None,
+    slicing: Any = None,
 ) -> Any:
     """Windowed snapshots of the prediction events in ``df``, as ``replay`` prints them.
 
@@ -538,6 +577,14 @@ def window_snapshots(
     :class:`~streammetrics.monitors.operating_points.OperatingPoints`, the snapshot metrics of
     replay's ``--target-recall``, ``--target-precision``, ``--target-fpr``, ``--cost-fp`` and
     ``--cost-fn`` (contract section 11).
+
+    ``slicing``: a :class:`~streammetrics.stream.slicing.SliceSpec`, replay's ``--slice-by``,
+    ``--max-slice-values``, ``--rollup``, ``--fairness-by``, ``--worst-metric`` and
+    ``--worst-slices`` (contract section 11): the slice fields are columns of ``df`` (an absent
+    column: every value ``""``); rows are the slice snapshots (``segment``: the slice's label,
+    ``segment / d1=v1``; a roll-up's ``rollup: d1=v1``) and the roll-ups, replay's lines byte for
+    byte. A third stage groups each (model, window)'s slice windows (with their states) to apply
+    the budget and roll up, as replay does. Not with ``label_events``.
     """
     if operating_points is not None and operating_points.enabled and task != "binary":
         raise ValueError(f"operating_points apply to the binary task, not {task!r}")
@@ -546,7 +593,9 @@ def window_snapshots(
     make_monitor(task, threshold=threshold, classes=classes, labels=labels, max_labels=max_labels)  # errors now
     EventParser(task, classes=labels if task == "labels" else classes, fields=fields)
     names = _field_names(fields)
-    events, maps = _prepare(df, names)
+    if slicing is not None and label_events is not None:
+        raise ValueError("slicing reads the slice fields of each prediction with its label: not with label_events")
+    events, maps = _prepare(df, names, () if slicing is None else slicing.fields)
     if names["model"] not in events.columns or names["ts"] not in events.columns:
         missing = [names[f] for f in ("ts", "model") if names[f] not in events.columns]
         raise ValueError(f"the DataFrame has no column {missing[0]!r} (columns: {df.columns})")
@@ -558,15 +607,17 @@ def window_snapshots(
         raise ValueError(f"max_open_states must be a positive int, got {max_open_states!r}")
     cfg = _Config(task, threshold, classes, labels, fields, spec, include_state, maps, max_open_states,
                   bool(vectorised), max_labels,
-                  operating_points if operating_points is not None and operating_points.enabled else None)
+                  operating_points if operating_points is not None and operating_points.enabled else None,
+                  slicing)
     partial = events.mapInArrow(_partial_states(cfg), _STAGE1_SCHEMA)
     states = partial.filter(F.col("reason").isNull()).drop("reason", "field", "n")
     if revisions is not None:  # each window's revision number, on its partial states
         states = states.join(revisions, ["model", "segment", "window"], "left")
-    snaps = (states.groupBy("model", "segment", "window")
-             .applyInPandas(_merge_windows(cfg), _STAGE2_SCHEMA)
-             .select("model", "segment", F.timestamp_millis("start_ms").alias("window_start"),
-                     F.timestamp_millis("end_ms").alias("window_end"), "snapshot"))
+    snaps = states.groupBy("model", "segment", "window").applyInPandas(_merge_windows(cfg), _STAGE2_SCHEMA)
+    if slicing is not None:  # each (model, window)'s slices: the budget, then the roll-ups
+        snaps = snaps.groupBy("model", "start_ms").applyInPandas(_slice_windows(cfg), _STAGE2_SCHEMA)
+    snaps = snaps.select("model", "segment", F.timestamp_millis("start_ms").alias("window_start"),
+                         F.timestamp_millis("end_ms").alias("window_end"), "snapshot")
     if not with_rejections:
         return snaps
     rejections = (partial.filter(F.col("reason").isNotNull()).groupBy("reason", "field")

@@ -27,6 +27,31 @@
 
 An empty window (no weight) gives nan with an
 :class:`~streammetrics.core.exceptions.UndefinedMetricWarning`.
+
+4. **Intervals** (issue 26; :func:`estimated_intervals`): where the window's labels will land.
+   Given its scores, the labels are taken as independent Bernoulli draws of the calibrated
+   probabilities, so the realised confusion weights are sums of independent terms with exact
+   (Poisson-binomial) variances ``Var TP = sum w^2 c (1 - c)`` over the predicted positives
+   (``FP = P - TP``, ``P`` their known weight) and ``Var FN`` alike over the predicted negatives
+   (``TN = N - FN``); accuracy ``(TP + TN) / W`` and precision ``TP / P`` are linear in them,
+   recall and F1 ratios (delta method); the realised ROC AUC by the delta method on
+   ``U / (P N)`` over the label indicators: each event's influence is
+   ``w ((V10 - A) / P - (V01 - A) / N)`` with the placement values ``V10`` / ``V01`` of the expected
+   histograms (ties half), ``Var = sum w^2 c (1 - c) influence^2``. Per level ``sum w^2`` is
+   ``w * (sum w^2 / sum w)`` of the window (exact for unit weights). The calibration map comes
+   from a finite reference; its error is added to the label variance as the sum of two
+   approximations (conservative: either alone under-covers somewhere): (a) each isotonic block's
+   value is the mean label of its reference events, of variance ``p (1 - p) / (n + 2)`` (``n``
+   the block's effective reference events, ``p = (n c + 1) / (n + 2)``: add-one smoothed, so a
+   pure block keeps some uncertainty; :func:`calibration_blocks`), propagated by the delta method
+   (the derivative of the estimate with respect to the block's value, e.g. the window's
+   predicted-positive weight in the block over ``P`` for precision): it follows where the
+   window's scores fall, but PAVA's adaptive pooling makes it small; (b) the label variance times
+   ``n_eff / n_reference`` (the map is estimated from labels as noisy as the window's,
+   ``n_reference`` of them). Interval ``estimate +- t sd`` (Student ``t`` with the effective
+   events of the metric's denominator minus one degrees of freedom; ROC
+   AUC: of the rarer expected class), clipped to [0, 1]. Minimum rule as the realised intervals' (10 effective
+   events in a ratio's denominator, 20 expected events of each class for ROC AUC).
 """
 from __future__ import annotations
 
@@ -40,6 +65,8 @@ from streammetrics.kernels import ranking
 
 __all__ = [
     "calibrate",
+    "calibration_blocks",
+    "estimated_intervals",
     "estimated_metrics",
     "estimated_roc_auc",
     "expected_confusion",
@@ -186,3 +213,95 @@ def estimated_roc_auc(c: np.ndarray, w: np.ndarray) -> float:
         )
         return math.nan
     return ranking.roc_auc(neg, pos)
+
+
+#: the estimates :func:`estimated_intervals` gives, in snapshot order
+ESTIMATED = ("estimated_roc_auc", "estimated_accuracy", "estimated_precision", "estimated_recall", "estimated_f1")
+
+
+def calibration_blocks(c_ref: np.ndarray, w_ref: np.ndarray,
+                       square_ratio: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """``(block of each reference level, variance of each block's value)``: the isotonic blocks
+    are the runs of equal calibrated value ``c_ref`` over the reference's levels (ascending,
+    weight ``w_ref``); a block of ``n = sum w / square_ratio`` effective events has variance
+    ``p (1 - p) / (n + 2)``, ``p = (n c + 1) / (n + 2)``.
+
+    >>> block, var = calibration_blocks(np.array([0.1, 0.1, 0.5]), np.array([4.0, 4.0, 2.0]))
+    >>> block.tolist(), [round(float(v), 4) for v in var]
+    ([0, 0, 1], [0.0148, 0.0625])
+    """
+    c_ref = np.asarray(c_ref, dtype=np.float64)
+    w_ref = np.asarray(w_ref, dtype=np.float64)
+    if not len(c_ref):
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    block = np.concatenate(([0], np.cumsum(c_ref[1:] != c_ref[:-1]))).astype(np.int64)
+    n = np.bincount(block, weights=w_ref) / square_ratio
+    value = c_ref[np.flatnonzero(np.diff(np.concatenate(([-1], block))))]
+    p = (n * value + 1.0) / (n + 2.0)
+    return block, p * (1.0 - p) / (n + 2.0)
+
+
+def estimated_intervals(c: np.ndarray, w: np.ndarray, predicted: np.ndarray, z: float, square_ratio: float = 1.0,
+                        block: np.ndarray | None = None, block_var: np.ndarray | None = None,
+                        reference_events: float = math.inf) -> dict[str, tuple[float, float] | None]:
+    """Intervals of the realised ``roc_auc``, ``accuracy``, ``precision``, ``recall``, ``f1`` of a
+    window given as levels (ascending scores: calibrated probability ``c``, weight ``w``,
+    ``predicted`` positive), keyed ``estimated_*`` (see the module docstring, point 4).
+    ``square_ratio``: the window's ``sum w^2 / sum w`` (1 for unit weights); ``block``: each
+    level's calibration block and ``block_var`` their variances (:func:`calibration_blocks`;
+    None: the calibration taken as exact); ``reference_events``: the reference's effective size.
+    None where the minimum rule leaves none."""
+    from streammetrics.kernels.intervals import MIN_AUC_EVENTS, MIN_EVENTS, t_values
+
+    c = np.asarray(c, dtype=np.float64)
+    w = np.asarray(w, dtype=np.float64)
+    p = np.asarray(predicted, dtype=bool)
+    out: dict[str, tuple[float, float] | None] = dict.fromkeys(ESTIMATED)
+    total = float(w.sum())
+    if not total > 0 or not square_ratio > 0:
+        return out
+    wc, wn = w * c, w * (1.0 - c)
+    if block is None or block_var is None:
+        block, block_var = np.zeros(len(w), dtype=np.int64), np.zeros(1)
+    blocks = len(block_var)
+
+    def by_block(x: np.ndarray) -> np.ndarray:
+        return np.bincount(block, weights=x, minlength=blocks)
+
+    a_b, r_b = by_block(np.where(p, w, 0.0)), by_block(np.where(p, 0.0, w))  # d TP / d c_b, d FN / d c_b
+    var_level = square_ratio * w * c * (1.0 - c)  # sum w^2 c (1 - c) of each level's events
+    tp, fn = float(wc[p].sum()), float(wc[~p].sum())
+    pw = float(w[p].sum())
+    v_tp, v_fn = float(var_level[p].sum()), float(var_level[~p].sum())
+
+    share = total / square_ratio / reference_events  # the window's effective size over the reference's
+
+    def put(name: str, value: float, var: float, gradient: np.ndarray, events: float, minimum: int) -> None:
+        var += float(np.sum(gradient * gradient * block_var)) + var * share  # the calibration map's own error
+        if events / square_ratio >= minimum and math.isfinite(var):
+            half = float(t_values(z, [events / square_ratio - 1.0])[0]) * math.sqrt(max(var, 0.0))
+            out[name] = (max(value - half, 0.0), min(value + half, 1.0))
+
+    put("estimated_accuracy", (tp + total - pw - fn) / total, (v_tp + v_fn) / total ** 2, (a_b - r_b) / total,
+        total, MIN_EVENTS)
+    if pw > 0:
+        put("estimated_precision", tp / pw, v_tp / pw ** 2, a_b / pw, pw, MIN_EVENTS)
+    positives = tp + fn
+    if positives > 0:
+        put("estimated_recall", tp / positives, (fn * fn * v_tp + tp * tp * v_fn) / positives ** 4,
+            (fn * a_b - tp * r_b) / positives ** 2, positives, MIN_EVENTS)
+    d = tp + pw + fn
+    if d > 0:
+        put("estimated_f1", 2.0 * tp / d, 4.0 * ((pw + fn) ** 2 * v_tp + tp * tp * v_fn) / d ** 4,
+            2.0 * ((pw + fn) * a_b - tp * r_b) / d ** 2, d - tp, MIN_EVENTS)
+    neg_total, pos_total = float(wn.sum()), positives
+    if neg_total > 0 and pos_total > 0 and min(neg_total, pos_total) / square_ratio >= MIN_AUC_EVENTS:
+        below = np.cumsum(wn) - wn  # expected negatives strictly below each level
+        above = pos_total - np.cumsum(wc)  # expected positives strictly above
+        v10 = (below + wn / 2.0) / neg_total
+        v01 = (above + wc / 2.0) / pos_total
+        auc = float(np.sum(wc * v10)) / pos_total
+        g = (v10 - auc) / pos_total - (v01 - auc) / neg_total
+        put("estimated_roc_auc", ranking.roc_auc(wn, wc), float(np.sum(var_level * g * g)), by_block(w * g),
+            min(neg_total, pos_total), MIN_AUC_EVENTS)
+    return out

@@ -25,10 +25,18 @@ Methods (``z`` the two-sided normal quantile of ``confidence``):
 Minimum rule (:data:`MIN_EVENTS`, :data:`MIN_CLASS_EVENTS`, :data:`MIN_MEAN_EVENTS`): a
 proportion needs 10 events in its denominator (F1: 10 in ``tp + fp + fn``), ROC AUC and
 balanced accuracy 10 events of each class, Matthews 10 of each class and of each prediction,
-means (log loss, Brier, MAE) and macro F1 30 events; otherwise the interval is None (the
-snapshot writes ``null`` and lists the metric in ``"insufficient"``). Weighted events: the
-effective sample size needs the sum of squared weights, which the accumulators do not keep;
-a window holding an event of weight other than 1 gets None (documented in docs/intervals.md).
+means (log loss, Brier, MAE) and macro F1 30 events, R² 100 (:data:`MIN_R2_EVENTS`); otherwise
+the interval is None (the
+snapshot writes ``null`` and lists the metric in ``"insufficient"``).
+
+Weighted events (Kish 1965): each interval is the unit-weight formula applied to *pseudo-counts*,
+the summed weights of the events it reads scaled by ``f = sum w / sum w^2`` (so their total is
+the effective sample size ``n_eff = (sum w)^2 / sum w^2``; :func:`kish_factor`). A proportion
+scales its denominator's cells by their own ``f`` (recall: the positives'); ROC AUC each class by
+its own; Matthews, macro F1 and the means (log loss, Brier, MAE, MSE, R^2) the whole window by
+one. The minimum rule reads the pseudo-counts. With unit weights ``f`` is exactly 1: the same
+floats as the unit-weight formulas. The accumulators keep ``sum w^2`` as exact sums (written
+only once some weight is not 1); a state without them (written before) gives None.
 """
 from __future__ import annotations
 
@@ -44,6 +52,7 @@ __all__ = [
     "MIN_CLASS_EVENTS",
     "MIN_EVENTS",
     "MIN_MEAN_EVENTS",
+    "MIN_R2_EVENTS",
     "as_pair",
     "auc_interval",
     "auc_intervals",
@@ -53,6 +62,8 @@ __all__ = [
     "CONFUSION_INTERVALS",
     "confusion_intervals",
     "interval_record",
+    "kish_factor",
+    "r2_intervals",
     "intervals_text",
     "balanced_accuracy_interval",
     "balanced_accuracy_intervals",
@@ -83,6 +94,9 @@ MIN_CLASS_EVENTS = 10
 MIN_AUC_EVENTS = 20
 #: events a mean of per-event terms (log loss, Brier, MAE) and macro F1 need
 MIN_MEAN_EVENTS = 30
+#: (effective) events R² needs: its delta method reads fourth moments, whose estimate from fewer
+#: leaves the interval short (93.7% at 50 events of normal errors, 93.4% at 100, 95.3% at 200)
+MIN_R2_EVENTS = 100
 
 Pair = tuple[float, float]
 
@@ -125,6 +139,19 @@ def as_pair(lo: np.ndarray, hi: np.ndarray) -> Pair | None:
     """The first row of interval columns as ``(low, high)``, None where it is nan."""
     a, b = float(lo[0]), float(hi[0])
     return None if math.isnan(a) or math.isnan(b) else (a, b)
+
+
+def kish_factor(total: Any, squares: Any) -> np.ndarray:
+    """``f = sum w / sum w^2`` (arrays; nan where ``sum w^2`` is not positive): the pseudo-counts
+    ``f x`` of summed weights ``x`` add up to Kish's effective sample size ``(sum w)^2 / sum w^2``;
+    exactly 1 for unit weights (``sum w^2 = sum w``).
+
+    >>> kish_factor([4.0, 4.0], [4.0, 8.0]).tolist()
+    [1.0, 0.5]
+    """
+    total, squares = _rows(total, squares)
+    ok = squares > 0
+    return np.where(ok, total / np.where(ok, squares, 1.0), np.nan)
 
 
 # ---------------------------------------------------------------------------- proportions
@@ -345,6 +372,28 @@ def mean_interval(mean: float, second: float, n: float, confidence: float = 0.95
     return as_pair(*mean_intervals(mean, second, n, z_value(confidence), low, high))
 
 
+def r2_intervals(a: Any, b: Any, d4: Any, y4: Any, d2y2: Any, n: Any, z: float) -> tuple[np.ndarray, np.ndarray]:
+    """R² ``= 1 - A / B`` (``A = E d^2`` the mean squared error, ``B = E (y - mean)^2``) by the
+    delta method on ``log(1 - R²) = log A - log B``: the influence of an event is
+    ``(d^2 - A) / A - ((y - mean)^2 - B) / B``, of variance ``V = E d^4 / A^2 + E (y - mean)^4 / B^2
+    - 2 E d^2 (y - mean)^2 / (A B)`` (``d4``, ``y4``, ``d2y2``: those means); the interval
+    ``log(A / B) +- t sqrt(V / (n - 1))`` (``t``: :func:`t_values`, ``n - 1`` degrees of freedom;
+    ``n`` the effective sample size) mapped back to ``1 - exp(.)``, so the high end stays below 1.
+    Needs :data:`MIN_R2_EVENTS` events, ``A > 0`` and ``B > 0`` (nan otherwise)."""
+    a, b, d4, y4, d2y2, n = _rows(a, b, d4, y4, d2y2, n)
+    ok = (n >= MIN_R2_EVENTS) & (a > 0) & (b > 0) & np.isfinite(a) & np.isfinite(b)
+    aa, bb, nn = np.where(ok, a, 1.0), np.where(ok, b, 1.0), np.where(ok, n, 2.0)
+    v = np.maximum(d4 / (aa * aa) + y4 / (bb * bb) - 2.0 * d2y2 / (aa * bb), 0.0)
+    ok &= np.isfinite(v)
+    half = t_values(z, nn - 1.0) * np.sqrt(np.where(ok, v, 0.0) / (nn - 1.0))
+    centre = np.log(aa / bb)
+    r2 = 1.0 - aa / bb
+    with np.errstate(over="ignore"):
+        lo = np.minimum(1.0 - np.exp(centre + half), r2)
+        hi = np.maximum(1.0 - np.exp(centre - half), r2)
+    return np.where(ok, lo, np.nan), np.where(ok, hi, np.nan)
+
+
 # ---------------------------------------------------------------------------- multiclass
 def macro_f1_interval(matrix: Any, confidence: float = 0.95) -> Pair | None:
     """Macro F1 (mean over the classes with ``row + column > 0``) of a ``K x K`` count matrix
@@ -454,9 +503,14 @@ CONFUSION_INTERVALS = ("accuracy", "balanced_accuracy", "precision", "recall", "
                        "matthews_corrcoef", "positive_rate")
 
 
-def confusion_intervals(tn: Any, fp: Any, fn: Any, tp: Any, z: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def confusion_intervals(tn: Any, fp: Any, fn: Any, tp: Any, z: float,
+                        squares: Any = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Every interval of :data:`CONFUSION_INTERVALS` for rows of binary cell counts (nan where the
-    minimum rule leaves none)."""
+    minimum rule leaves none). ``squares``: rows ``(tn, fp, fn, tp)`` of the cells' ``sum w^2``
+    for weighted cells (``tn`` ... their summed weights): each interval on Kish pseudo-counts
+    (:func:`kish_factor`; the module docstring)."""
+    if squares is not None:
+        return _weighted_confusion_intervals(tn, fp, fn, tp, squares, z)
     tn, fp, fn, tp = _rows(tn, fp, fn, tp)
     n = tn + fp + fn + tp
     return {
@@ -468,6 +522,36 @@ def confusion_intervals(tn: Any, fp: Any, fn: Any, tp: Any, z: float) -> dict[st
         "specificity": wilson_many(tn, tn + fp, z),
         "matthews_corrcoef": mcc_intervals(tn, fp, fn, tp, z),
         "positive_rate": wilson_many(tp + fn, n, z),
+    }
+
+
+def _weighted_confusion_intervals(tn: Any, fp: Any, fn: Any, tp: Any, squares: Any,
+                                  z: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """:func:`confusion_intervals` of weighted cells: a proportion's cells scaled by its
+    denominator's :func:`kish_factor`, balanced accuracy each class by its own, Matthews the
+    whole matrix by one."""
+    tn, fp, fn, tp = _rows(tn, fp, fn, tp)
+    q = np.asarray(squares, dtype=np.float64).reshape(-1, 4)
+    qtn, qfp, qfn, qtp = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
+
+    def prop(k: np.ndarray, cells: tuple, cell_squares: tuple) -> tuple[np.ndarray, np.ndarray]:
+        n = sum(cells)
+        f = kish_factor(n, sum(cell_squares))
+        return wilson_many(k * f, n * f, z)
+
+    n, qn = tn + fp + fn + tp, qtn + qfp + qfn + qtp
+    f_all = kish_factor(n, qn)
+    f_pos, f_neg = kish_factor(tp + fn, qtp + qfn), kish_factor(tn + fp, qtn + qfp)
+    f_q = kish_factor(tp + fp + fn, qtp + qfp + qfn)
+    return {
+        "accuracy": prop(tn + tp, (tn, fp, fn, tp), (qtn, qfp, qfn, qtp)),
+        "balanced_accuracy": balanced_accuracy_intervals(tn * f_neg, fp * f_neg, fn * f_pos, tp * f_pos, z),
+        "precision": prop(tp, (tp, fp), (qtp, qfp)),
+        "recall": prop(tp, (tp, fn), (qtp, qfn)),
+        "f1": f1_intervals(tp * f_q, fp * f_q, fn * f_q, z),
+        "specificity": prop(tn, (tn, fp), (qtn, qfp)),
+        "matthews_corrcoef": mcc_intervals(tn * f_all, fp * f_all, fn * f_all, tp * f_all, z),
+        "positive_rate": prop(tp + fn, (tn, fp, fn, tp), (qtn, qfp, qfn, qtp)),
     }
 
 
@@ -494,15 +578,33 @@ def interval_record(names: Sequence[str], columns: dict[str, tuple[np.ndarray, n
 
 
 def score_interval_columns(starts: Any, lo: Any, hi: Any, neg: Any, pos: Any, auc_low: Any, auc_high: Any,
-                           log_loss: Any, brier: Any, z: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+                           log_loss: Any, brier: Any, z: float,
+                           class_squares: Any = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """``roc_auc`` (:func:`auc_intervals`), ``log_loss`` and ``brier_score`` (:func:`mean_intervals`
-    with the second moments of :func:`level_second_moments`) of many windows of unit weights given
-    as levels (see :func:`binary_interval_columns`). Log loss and Brier score are means over a
-    mixture of the two classes' terms: both classes need :data:`MIN_CLASS_EVENTS` events and the
-    rarer one sets the degrees of freedom."""
+    with the second moments of :func:`level_second_moments`) of many windows given as levels (see
+    :func:`binary_interval_columns`). Log loss and Brier score are means over a mixture of the two
+    classes' terms: both classes need :data:`MIN_CLASS_EVENTS` events and the rarer one sets the
+    degrees of freedom. ``class_squares``: per window ``(sum w^2 of the negatives, of the
+    positives)`` of weighted windows: ROC AUC on each class's Kish pseudo-counts, the means on the
+    window's (:func:`kish_factor`)."""
     starts = np.asarray(starts, dtype=np.int64)
     neg, pos = _rows(neg, pos)
     total_n, total_p = np.add.reduceat(neg, starts), np.add.reduceat(pos, starts)
+    if class_squares is not None:
+        q = np.asarray(class_squares, dtype=np.float64).reshape(-1, 2)
+        sizes = np.diff(np.append(starts, len(neg)))
+        win = np.repeat(np.arange(len(starts)), sizes)
+        f_neg, f_pos = kish_factor(total_n, q[:, 0]), kish_factor(total_p, q[:, 1])
+        f_all = kish_factor(total_n + total_p, q[:, 0] + q[:, 1])
+        auc = auc_intervals(starts, neg * f_neg[win], pos * f_pos[win], auc_low, auc_high, z)
+        minority = np.minimum(total_n * f_neg, total_p * f_pos)
+        df = np.where(minority >= MIN_CLASS_EVENTS, minority - 1.0, np.nan)
+        n_eff = (total_n + total_p) * f_all
+        need = (minority >= MIN_CLASS_EVENTS) & (n_eff >= MIN_MEAN_EVENTS)
+        second_log, second_brier = level_second_moments(lo, hi, neg, pos, starts, need)
+        return {"roc_auc": auc,
+                "log_loss": mean_intervals(log_loss, second_log * f_all, n_eff, z, df=df),
+                "brier_score": mean_intervals(brier, second_brier * f_all, n_eff, z, 0.0, 1.0, df=df)}
     minority = np.minimum(total_n, total_p)
     df = np.where(minority >= MIN_CLASS_EVENTS, minority - 1.0, np.nan)
     need = (minority >= MIN_CLASS_EVENTS) & (total_n + total_p >= MIN_MEAN_EVENTS)  # (the others get none)
@@ -514,18 +616,28 @@ def score_interval_columns(starts: Any, lo: Any, hi: Any, neg: Any, pos: Any, au
 
 def binary_interval_columns(cells: Any, starts: Any, lo: Any, hi: Any, neg: Any, pos: Any, auc_low: Any,
                             auc_high: Any, log_loss: Any, brier: Any, predictions: Any, predicted_positive: Any,
-                            z: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Every interval of :data:`BINARY_INTERVALS` for many binary windows of unit weights (one
-    row each): ``cells`` rows ``(tn, fp, fn, tp)``; the windows' levels concatenated
-    (``starts``: each window's first; ``lo``/``hi`` the scores a level holds, ``neg``/``pos``
-    its counts); per window the guaranteed AUC bounds, log loss and Brier score (nan where
-    undefined), the predictions (labelled or not) and those at or above the threshold. The one
-    formula behind ``BinaryMonitor.intervals`` and the fleet pass's."""
+                            z: float, squares: Any = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Every interval of :data:`BINARY_INTERVALS` for many binary windows (one row each):
+    ``cells`` rows ``(tn, fp, fn, tp)``; the windows' levels concatenated (``starts``: each
+    window's first; ``lo``/``hi`` the scores a level holds, ``neg``/``pos`` its counts); per
+    window the guaranteed AUC bounds, log loss and Brier score (nan where undefined), the
+    predictions (labelled or not) and those at or above the threshold. The one formula behind
+    ``BinaryMonitor.intervals`` and the fleet pass's. Weighted windows: ``squares`` rows of the
+    ``sum w^2`` of ``(tn, fp, fn, tp, negatives, positives, predictions)`` (pseudo-counts,
+    :func:`kish_factor`); None: unit weights."""
     c = np.asarray(cells, dtype=np.float64).reshape(-1, 4)
     tn, fp, fn, tp = c[:, 0], c[:, 1], c[:, 2], c[:, 3]
-    out = confusion_intervals(tn, fp, fn, tp, z)
-    out.update(score_interval_columns(starts, lo, hi, neg, pos, auc_low, auc_high, log_loss, brier, z))
-    out["predicted_positive_rate"] = wilson_many(predicted_positive, predictions, z)
+    if squares is None:
+        out = confusion_intervals(tn, fp, fn, tp, z)
+        out.update(score_interval_columns(starts, lo, hi, neg, pos, auc_low, auc_high, log_loss, brier, z))
+        out["predicted_positive_rate"] = wilson_many(predicted_positive, predictions, z)
+        return out
+    q = np.asarray(squares, dtype=np.float64).reshape(-1, 7)
+    out = confusion_intervals(tn, fp, fn, tp, z, q[:, :4])
+    out.update(score_interval_columns(starts, lo, hi, neg, pos, auc_low, auc_high, log_loss, brier, z, q[:, 4:6]))
+    predictions, predicted_positive = _rows(predictions, predicted_positive)
+    f = kish_factor(predictions, q[:, 6])
+    out["predicted_positive_rate"] = wilson_many(predicted_positive * f, predictions * f, z)
     return out
 
 

@@ -41,6 +41,12 @@ each), exact under any split, merge order or batching. The JSON writes each sum 
 correctly rounded float where it always did, plus the rest of the exact sum only when that
 float is not exact (``weighted_residues``, the histogram's ``residues``; omitted otherwise, so
 states of whole weights keep their bytes); the metrics read the correctly rounded floats.
+
+Squared weights (issue 26: Kish's effective sample size ``(sum w)^2 / sum w^2`` of each class,
+for the intervals): per class the exact sum (units) of ``fl(w * w)`` over the events of weight
+other than 1, written only while there are such events as ``weighted_squares`` (each class's
+whole ``sum w^2``, unit-weight events counting 1) and ``weighted_squares_residues``; a weighted
+state written before them loads with the squares unknown (its intervals are None).
 """
 from __future__ import annotations
 
@@ -296,6 +302,52 @@ def _weight_mode(values: list[float], units: list[int] | None) -> list:
     return units if units is not None else [units_of(v) for v in values]
 
 
+def square_units(weight: float) -> int:
+    """An event's squared weight ``fl(w * w)`` in units (exact: every float is whole units)."""
+    return units_of(weight * weight)
+
+
+def encode_squares(squares: list | None, acc: "BinaryScores") -> tuple:
+    """``(weighted_squares, weighted_squares_residues)``: each class's ``sum w^2`` (unit-weight
+    events count 1); ``(None, None)`` without weighted events or with unknown squares."""
+    wevents = acc._wevents
+    if squares is None or not (wevents[0] or wevents[1]):
+        return None, None
+    events = acc._events
+    units = [(events[c] - wevents[c]) * UNIT + squares[c] for c in (0, 1)]
+    return [value_of(u) for u in units], encode_residues(units)
+
+
+def _decode_squares(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any]) -> list | None:
+    values, residues = raw
+    events, (wevents, wsum) = loaded["events"], loaded["weights"]
+    if values is None:
+        if residues is not None:
+            raise ValueError("weighted_squares_residues given without weighted_squares")
+        return [0, 0] if not (wevents[0] or wevents[1]) else None  # (None: written before squares were kept)
+    if not (wevents[0] or wevents[1]):
+        raise ValueError("weighted_squares given without weighted events")
+    floats = decode_list(values, "weight", 2)
+    units = decode_residues(residues, floats, "weighted_squares_residues") or [units_of(v) for v in floats]
+    out = []
+    for c in (0, 1):
+        rest = units[c] - (events[c] - wevents[c]) * UNIT
+        weight = _class_weight_of(events[c], wevents[c], wsum[c])
+        if rest < 0 or floats[c] > weight * weight * (1.0 + 1e-9):
+            raise ValueError(f"weighted_squares[{c}] = {floats[c]!r} cannot be the sum of squared weights of "
+                             f"{events[c]} event(s) of weight {weight!r}")
+        out.append(rest)
+    return out
+
+
+def _merge_squares(mine: list | None, theirs: list | None, acc: Any) -> list | None:
+    if mine is None or theirs is None:
+        return None
+    mine[0] += theirs[0]
+    mine[1] += theirs[1]
+    return mine
+
+
 def _merge_sums(mine: ProbabilitySums, theirs: ProbabilitySums, acc: "BinaryScores") -> ProbabilitySums:
     return mine.merge(theirs)  # exact: the state is a function of the multiset of events
 
@@ -390,6 +442,11 @@ _BINARY_STATE = (
     Field(("bins_per_octave", "histogram"), _fresh_histograms, attrs=("_binning", "_neg", "_pos"),
           merge=_merge_histograms, copy=lambda v: (v[0], v[1].copy(), v[2].copy()),
           encode=_encode_histograms, decode=_decode_histograms),
+    # per class the exact sum (units) of fl(w * w) over the events of weight other than 1 (None:
+    # unknown, a weighted state written before they were kept); written only while there are such
+    Field(("weighted_squares", "weighted_squares_residues"), lambda acc: [0, 0], attrs="_wsq",
+          merge=_merge_squares, copy=lambda v: None if v is None else list(v), encode=encode_squares,
+          decode=_decode_squares, optional=("weighted_squares", "weighted_squares_residues")),
 )
 
 
@@ -397,7 +454,7 @@ _BINARY_STATE = (
 #: (a field added) switches it back to the generic encoding of the declared fields
 DIRECT_STATE = tuple(k for f in _BINARY_STATE for k in f.keys) == (
     "events", "weights", "weighted", "weighted_residues", "log_loss_sum", "brier_sum", "sum_residues",
-    "outside_unit", "bins_per_octave", "histogram")
+    "outside_unit", "bins_per_octave", "histogram", "weighted_squares", "weighted_squares_residues")
 
 
 class BinaryScores(Accumulator):
@@ -449,6 +506,7 @@ class BinaryScores(Accumulator):
     _events: list[int]
     _wevents: list[int]
     _wsum: list[float | int]  # floats in float mode, ints of units in units mode
+    _wsq: list[int] | None  # per class, units of sum fl(w * w) of the weighted events (None: unknown)
     _sums: ProbabilitySums
     _outside: list[float | None]
     _binning: Binning
@@ -594,11 +652,28 @@ class BinaryScores(Accumulator):
         ll, brier, residues = _encode_sums(self._sums, self)
         bpo, hist = _encode_histograms((self._binning, self._neg, self._pos), self)
         if weighted_residues is not None:  # (an optional key: as the declared fields write it)
-            return {"events": list(events), "weights": weights, "weighted": weighted,
-                    "weighted_residues": weighted_residues, "log_loss_sum": ll, "brier_sum": brier,
-                    "sum_residues": residues,
-                    "outside_unit": None if self._outside == [None, None] else list(self._outside),
-                    "bins_per_octave": bpo, "histogram": hist}
+            out = {"events": list(events), "weights": weights, "weighted": weighted,
+                   "weighted_residues": weighted_residues, "log_loss_sum": ll, "brier_sum": brier,
+                   "sum_residues": residues,
+                   "outside_unit": None if self._outside == [None, None] else list(self._outside),
+                   "bins_per_octave": bpo, "histogram": hist}
+            squares, square_residues = encode_squares(self._wsq, self)
+            if squares is not None:
+                out["weighted_squares"] = squares
+                if square_residues is not None:
+                    out["weighted_squares_residues"] = square_residues
+            return out
+        if wevents[0] or wevents[1]:
+            out = {"events": list(events), "weights": weights, "weighted": weighted, "log_loss_sum": ll,
+                   "brier_sum": brier, "sum_residues": residues,
+                   "outside_unit": None if self._outside == [None, None] else list(self._outside),
+                   "bins_per_octave": bpo, "histogram": hist}
+            squares, square_residues = encode_squares(self._wsq, self)
+            if squares is not None:
+                out["weighted_squares"] = squares
+                if square_residues is not None:
+                    out["weighted_squares_residues"] = square_residues
+            return out
         return {"events": list(events), "weights": weights, "weighted": weighted, "log_loss_sum": ll,
                 "brier_sum": brier, "sum_residues": residues,
                 "outside_unit": None if self._outside == [None, None] else list(self._outside),
@@ -745,6 +820,11 @@ class BinaryScores(Accumulator):
         if weight != 1.0:  # events of weight 1.0 are unit events on every path (canonical state)
             self._wevents[y] += 1
             self._wsum[y] += u
+            if self._wsq is not None:
+                if weight * weight < _INF:
+                    self._wsq[y] += square_units(weight)
+                else:  # (a weight above 1e154: its square overflows, the squares become unknown)
+                    self._wsq = None
         if weight and old is None and self._max_bins is not None:
             if len(self._neg) + len(self._pos) > self._max_bins:
                 self._collapse()
@@ -778,10 +858,17 @@ class BinaryScores(Accumulator):
         units = self._units or (w is not None and (largest > _FLOAT_EXACT or not all_whole(w)))
         weighted_n: tuple[int, int] = (0, 0)
         weighted_w: tuple[float | int, float | int] = (0.0, 0.0)
+        weighted_sq: tuple[int, int] | None = (0, 0)
         if w is not None:  # weight 1.0 counts as a unit event, as per event: a canonical state
             other = w != 1.0
             positive = y.view(bool)
             weighted_n = (int(np.count_nonzero(other & ~positive)), int(np.count_nonzero(other & positive)))
+            w2 = w[other] * w[other]
+            if self._wsq is not None and (weighted_n[0] or weighted_n[1]) and np.isfinite(w2).all():
+                got_sq = units_by_key(y[other], w2)
+                weighted_sq = (got_sq.get(0, 0), got_sq.get(1, 0))
+            elif self._wsq is not None and (weighted_n[0] or weighted_n[1]):
+                weighted_sq = None  # (a weight above 1e154: its square overflows, the squares become unknown)
             if units:
                 got = units_by_key(y[other], w[other])
                 weighted_w = (got.get(0, 0), got.get(1, 0))
@@ -812,6 +899,10 @@ class BinaryScores(Accumulator):
             if w is not None:
                 self._wevents[c] += weighted_n[c]
                 self._wsum[c] += weighted_w[c]
+                if weighted_sq is None:
+                    self._wsq = None
+                elif self._wsq is not None:
+                    self._wsq[c] += weighted_sq[c]
         if probabilities:  # exact sums of the same per-event terms as the per-event path
             self._sums.add_scores(s, y, w)
         if outside is not None:
@@ -933,6 +1024,10 @@ class BinaryScores(Accumulator):
         if not unit:
             wevents[y] -= 1
             wsum[y] = wsum[y] - u if wevents[y] and wsum[y] > u else (0 if units else 0.0)
+            if self._wsq is not None and w * w < _INF:
+                self._wsq[y] = max(self._wsq[y] - square_units(w), 0) if wevents[y] else 0
+            elif not (wevents[0] or wevents[1]):
+                self._wsq = [0, 0]  # only unit-weight events remain: known again
         if events[0] + events[1] == 0:
             self.reset()  # empty: the state of a new accumulator (finest grid)
             return self
@@ -1194,12 +1289,22 @@ class BinaryScores(Accumulator):
         lo, hi = level_bounds(self._binning, keys)
         return lo, hi, neg, pos
 
+    def class_squares(self) -> tuple[float, float] | None:
+        """Per class (negatives, positives) the sum of squared weights ``sum w^2`` (exact,
+        correctly rounded; a unit-weight event counts 1), or None for a weighted state loaded
+        without them: the intervals' effective sample sizes (Kish)."""
+        if self._wsq is None:
+            return None
+        e, we, sq = self._events, self._wevents, self._wsq
+        return value_of((e[0] - we[0]) * UNIT + sq[0]), value_of((e[1] - we[1]) * UNIT + sq[1])
+
     def interval(self, metric: str, confidence: float = 0.95) -> tuple[float, float] | None:
         """Confidence interval of ``roc_auc``, ``log_loss`` or ``brier_score`` for the population
         the events are drawn from (:mod:`streammetrics.kernels.intervals`: DeLong on the logit
         scale widened by :meth:`roc_auc_bounds`; mean +- z s / sqrt(n) with the second moment
-        from the histograms). None below the minimum rule, with weights other than 1, or where
-        the metric is undefined.
+        from the histograms; weighted events on Kish pseudo-counts from :meth:`class_squares`).
+        None below the minimum rule, where the metric is undefined, or for a weighted state
+        loaded without its squared weights.
 
         >>> import numpy as np
         >>> rng = np.random.default_rng(0)
@@ -1214,12 +1319,13 @@ class BinaryScores(Accumulator):
         z = iv.z_value(confidence)
         if metric not in ("roc_auc", "log_loss", "brier_score"):
             raise ValueError(f"metric must be 'roc_auc', 'log_loss' or 'brier_score', got {metric!r:.40}")
-        if not self.unit_weights or not self.count:
+        squares = None if self.unit_weights else self.class_squares()
+        if not self.count or (squares is None and not self.unit_weights):
             return None
         lo, hi, neg, pos = self.interval_levels()
         low, high = self.roc_auc_bounds() if not self._one_class() else (math.nan, math.nan)
         probability = self._outside == [None, None] and self.total_weight > 0
         columns = iv.score_interval_columns(
             [0], lo, hi, neg, pos, low, high, self.log_loss() if probability else math.nan,
-            self.brier_score() if probability else math.nan, z)
+            self.brier_score() if probability else math.nan, z, squares)
         return iv.as_pair(*columns[metric])

@@ -18,6 +18,13 @@ weighted sum at most ``2**52`` (so float sums are exact), else ints of units of 
 residue]``.
 Metrics read the correctly rounded sums.
 
+Squared weights (issue 26: the intervals' effective sample size, Kish ``(sum w)^2 / sum w^2``):
+per cell the exact sum of ``fl(w * w)`` over the events of weight other than 1, in units (an
+exact, order-free sum of the rounded squares). Written only once some weight is not 1, as
+``cells_squares`` (each cell's whole ``sum w^2``, in the order of ``cells``, correctly rounded)
+and ``cells_squares_residues``; a weighted state written before them loads with the squares
+unknown (None: its weighted intervals are None).
+
 Labels are int, str or bool (numpy scalars become Python ones, integral floats become
 ints, other finite floats are kept). One accumulator holds labels of a single kind: all
 bool, all numbers or all str. ``True == 1`` in Python, so bools and ints mixed in one
@@ -59,6 +66,7 @@ from streammetrics.kernels.exact_weights import (
     encode_residues,
     grouped_units,
     is_whole,
+    to_units,
     units_of,
     value_of,
 )
@@ -166,6 +174,50 @@ def _encode_cells(value: tuple, acc: Any) -> tuple:
             encode_residues(sums))
 
 
+def _square_units(weight: float) -> int:
+    """An event's squared weight ``fl(w * w)`` in units (exact: every float is whole units)."""
+    return units_of(weight * weight)
+
+
+def _merge_squares(mine: dict | None, theirs: dict | None, acc: Any) -> dict | None:
+    if mine is None or theirs is None:
+        return None
+    for key, u in theirs.items():
+        mine[key] = mine.get(key, 0) + u
+    return mine
+
+
+def _encode_squares(squares: dict | None, acc: "ConfusionMatrix") -> tuple:
+    """``(cells_squares, cells_squares_residues)``: each cell's ``sum w^2`` (unit-weight events
+    count 1) in the order of ``cells``; ``(None, None)`` for unit weights or unknown squares."""
+    if acc._unit or squares is None:
+        return None, None
+    n = acc._n
+    units = [n.get(key, 0) * UNIT + squares.get(key, 0) for key in sorted(_cell_totals(n, acc._w))]
+    return [value_of(u) for u in units], encode_residues(units)
+
+
+def _decode_squares(raw: tuple, acc: "ConfusionMatrix", loaded: Mapping[str, Any]) -> dict | None:
+    values, residues = raw
+    n, w, _ = loaded["count"]
+    if values is None:
+        if residues is not None:
+            raise ValueError("cells_squares_residues given without cells_squares")
+        return {} if not w else None  # unit weights: known; a weighted state written before: unknown
+    if not w:
+        raise ValueError("cells_squares given for a state of unit weights")
+    keys = sorted(w)
+    if not isinstance(values, list) or len(values) != len(keys):
+        raise ValueError(f"cells_squares must be a list of {len(keys)} numbers (one per cell), got {describe(values)}")
+    floats = [check_weight(v, f"cells_squares[{i}]") for i, v in enumerate(values)]
+    units = decode_residues(residues, floats, "cells_squares_residues") or [units_of(v) for v in floats]
+    for i, key in enumerate(keys):
+        cell = value_of(to_units(w[key]))
+        if value_of(units[i]) > cell * cell * (1.0 + 1e-9) and value_of(units[i]) > 0.0:
+            raise ValueError(f"cells_squares[{i}] = {floats[i]!r} exceeds the square of its cell's weight {cell!r}")
+    return dict(zip(keys, units))
+
+
 def _decode_cells(raw: tuple, acc: "ConfusionMatrix", loaded: Mapping[str, Any]) -> tuple:
     count, total, cells, residues = raw
     check_event_count(count)
@@ -209,12 +261,17 @@ _CONFUSION_STATE = (
     Field(("count", "total_weight", "cells", "cells_residues"), lambda acc: ({}, {}, 0),
           attrs=("_n", "_w", "_n_weighted"), merge=_merge_cells, copy=lambda v: (dict(v[0]), dict(v[1]), v[2]),
           encode=_encode_cells, decode=_decode_cells, optional=("cells_residues",)),
+    # per cell the exact sum of the squared weights of the events in _w (units), None when a
+    # loaded weighted state did not carry them; written only for weights other than 1
+    Field(("cells_squares", "cells_squares_residues"), lambda acc: {}, attrs="_w2", merge=_merge_squares,
+          copy=lambda v: None if v is None else dict(v), encode=_encode_squares, decode=_decode_squares,
+          optional=("cells_squares", "cells_squares_residues")),
 )
 
 
 #: the state keys :meth:`ConfusionMatrix._state` writes directly (another declaration: generic)
 _DIRECT_STATE = tuple(k for f in _CONFUSION_STATE for k in f.keys) == (
-    "unit_weights", "count", "total_weight", "cells", "cells_residues")
+    "unit_weights", "count", "total_weight", "cells", "cells_residues", "cells_squares", "cells_squares_residues")
 
 
 class ConfusionMatrix(Accumulator):
@@ -256,6 +313,9 @@ class ConfusionMatrix(Accumulator):
     #: (``UNIT`` per 1.0) in every cell ("units mode", :attr:`_exact`)
     _w: dict[tuple, Any]
     _n_weighted: int  # number of events in self._w
+    #: cell -> exact sum (units) of ``fl(w * w)`` over the events in ``self._w``; None: unknown
+    #: (a weighted state loaded without them)
+    _w2: dict[tuple, int] | None
     _unit: bool  # every weight so far was exactly 1 (report prints int supports)
     _exact: bool  # self._w holds units (derived from its values)
 
@@ -332,6 +392,12 @@ class ConfusionMatrix(Accumulator):
         out = {"unit_weights": self._unit, "count": count, "total_weight": total, "cells": cells}
         if residues is not None:
             out["cells_residues"] = residues
+        if not self._unit:
+            squares, square_residues = _encode_squares(self._w2, self)
+            if squares is not None:
+                out["cells_squares"] = squares
+                if square_residues is not None:
+                    out["cells_squares_residues"] = square_residues
         return out
 
     def _check_cells(
@@ -393,6 +459,7 @@ class ConfusionMatrix(Accumulator):
         unit = not exact and total == count and all(w >= 1 and w.is_integer() for w in cells.values())
         cm._n, cm._w, cm._n_weighted = cm._check_cells(cells, count, total, unit)
         cm._unit = unit
+        cm._w2 = {} if unit else None  # (weighted cells given without their squared weights)
         cm._refresh()
         return cm
 
@@ -424,6 +491,12 @@ class ConfusionMatrix(Accumulator):
             return self
         self._unit = False
         self._n_weighted += 1
+        squares = self._w2
+        if squares is not None:
+            if weight * weight < _INF:
+                squares[key] = squares.get(key, 0) + _square_units(weight)
+            else:  # (a weight above 1e154: its square overflows, the squares become unknown)
+                self._w2 = None
         if not self._exact and weight.is_integer() and weight <= WHOLE_MAX:  # exact as a float sum
             x = self._w.get(key, 0.0) + weight
             if x <= _FLOAT_EXACT:  # (beyond, a float sum would round: units)
@@ -481,6 +554,7 @@ class ConfusionMatrix(Accumulator):
         code = ct * k + cp
         exact = False  # the other events' sums in units (else whole floats)
         other_cells: tuple[np.ndarray, Any] = (np.empty(0, dtype=np.intp), [])
+        square_cells: tuple[np.ndarray, Any] = (np.empty(0, dtype=np.intp), [])  # (None: squares overflow)
         if w is None:
             unit_cells = _cell_sums(code, k, None)
             n_other = 0
@@ -496,6 +570,11 @@ class ConfusionMatrix(Accumulator):
                 else:
                     exact = True
                     other_cells = grouped_units(code[~is_unit], wo)
+                wo2 = wo * wo
+                if self._w2 is not None and np.isfinite(wo2).all():
+                    square_cells = grouped_units(code[~is_unit], wo2)
+                elif self._w2 is not None:  # (a weight above 1e154: its square overflows)
+                    square_cells = (np.empty(0, dtype=np.intp), None)
         if self._allowed is not None:
             used = set()
             for pair_codes, _ in (unit_cells, other_cells):
@@ -518,6 +597,13 @@ class ConfusionMatrix(Accumulator):
             for r, c, v in zip((pair_codes // k).tolist(), (pair_codes % k).tolist(), sums):
                 key = (labels[r], labels[c])
                 store[key] = store.get(key, zero) + v
+        if square_cells[1] is None:
+            self._w2 = None
+        squares = self._w2
+        if squares is not None:
+            for r, c, u in zip((square_cells[0] // k).tolist(), (square_cells[0] % k).tolist(), square_cells[1]):
+                key = (labels[r], labels[c])
+                squares[key] = squares.get(key, 0) + u
         self._n_weighted += n_other
         if n_other:
             self._unit = False
@@ -587,9 +673,17 @@ class ConfusionMatrix(Accumulator):
                 self._w[key] = new
             else:
                 del self._w[key]
+            squares = self._w2
+            if squares is not None and w * w < _INF:
+                left_sq = squares.get(key, 0) - _square_units(w)
+                if new and left_sq > 0:
+                    squares[key] = left_sq
+                else:
+                    squares.pop(key, None)
             self._n_weighted -= 1
             if self._n_weighted == 0:  # only unit-weight events remain
                 self._w.clear()
+                self._w2 = {}
                 self._exact = False
                 self._unit = True
         if not self._n and not self._w:
@@ -644,8 +738,15 @@ class ConfusionMatrix(Accumulator):
         for (t, p), u in _as_units(self._w).items():  # exact sums, back to whole floats if they are
             key = fold(t, p)
             units[key] = units.get(key, 0) + u
+        squares: dict[tuple, int] | None = None
+        if self._w2 is not None:
+            squares = {}
+            for (t, p), u in self._w2.items():
+                key = fold(t, p)
+                squares[key] = squares.get(key, 0) + u
         new = ConfusionMatrix()
         new._n, new._w, new._n_weighted, new._unit = n, _normal_form(units), self._n_weighted, self._unit
+        new._w2 = squares
         new._refresh()
         return new
 
@@ -941,14 +1042,25 @@ class ConfusionMatrix(Accumulator):
         """Every event had weight 1 (the intervals' effective sample size is then the count)."""
         return bool(self._unit)
 
+    def squares(self) -> dict[tuple[Hashable, Hashable], float] | None:
+        """Per cell the sum of squared weights ``sum w^2`` (exact, correctly rounded; a unit-weight
+        event counts 1), or None for a weighted state loaded without them (written before they
+        were kept): the intervals' effective sample sizes (Kish)."""
+        if self._w2 is None:
+            return None
+        w2 = self._w2
+        return {key: value_of(c * UNIT + w2.get(key, 0)) for key, c in
+                ((key, self._n.get(key, 0)) for key in _cell_totals(self._n, self._w))}
+
     def interval(self, metric: str, confidence: float = 0.95, pos_label: Hashable = 1,
                  labels: Sequence[Hashable] | None = None) -> tuple[float, float] | None:
         """Confidence interval of ``accuracy``, ``macro_f1`` (over ``labels``, default
         :attr:`labels`), or of ``precision``, ``recall``, ``f1``, ``specificity`` of
         ``pos_label`` against the rest, or ``balanced_accuracy`` / ``matthews_corrcoef`` of a
         two-label matrix (:mod:`streammetrics.kernels.intervals`: continuity-corrected Wilson,
-        F1 through its binomial ``tp / (tp + fp + fn)``, MOVER, delta method). None below the
-        minimum rule or with weights other than 1.
+        F1 through its binomial ``tp / (tp + fp + fn)``, MOVER, delta method). Weighted events:
+        on Kish pseudo-counts from :meth:`squares`. None below the minimum rule, or for a
+        weighted state loaded without its squared weights.
 
         >>> cm = ConfusionMatrix().update_many([0] * 30 + [1] * 30, [0] * 25 + [1] * 35)
         >>> [round(x, 3) for x in cm.interval("accuracy")]
@@ -963,14 +1075,21 @@ class ConfusionMatrix(Accumulator):
         names = self.labels if labels is None else self._check_labels_arg(labels)
         if metric in ("balanced_accuracy", "matthews_corrcoef") and len(names) != 2:
             raise ValueError(f"the {metric} interval is defined for two labels, got {len(names)}")
-        if not self._unit:
+        squares = None if self._unit else self.squares()
+        if not self._unit and squares is None:
             return None
         c = self._matrix(names)
         if metric == "accuracy":
             cells = self._cells
             correct = math.fsum(w for (t, p), w in cells.items() if t == p)
-            return iv.as_pair(*iv.wilson_many(correct, math.fsum(cells.values()), z))
+            total = math.fsum(cells.values())
+            if squares is None:
+                return iv.as_pair(*iv.wilson_many(correct, total, z))
+            f = iv.kish_factor(total, math.fsum(squares.values()))
+            return iv.as_pair(*iv.wilson_many(correct * f, total * f, z))
         if metric == "macro_f1":
+            if squares is not None:
+                c = c * float(iv.kish_factor(math.fsum(self._cells.values()), math.fsum(squares.values()))[0])
             return iv.macro_f1_interval(c, confidence)
         if pos_label not in names:
             raise ValueError(f"pos_label={pos_label!r} is not a label ({names!r:.80})")
@@ -978,7 +1097,24 @@ class ConfusionMatrix(Accumulator):
         tp = c[i, i]
         fn, fp = c[i].sum() - tp, c[:, i].sum() - tp
         tn = c.sum() - tp - fn - fp
-        return iv.as_pair(*iv.confusion_intervals(tn, fp, fn, tp, z)[metric])
+        if squares is None:
+            return iv.as_pair(*iv.confusion_intervals(tn, fp, fn, tp, z)[metric])
+        q = self._square_matrix(names, squares)
+        qtp = q[i, i]
+        qfn, qfp = q[i].sum() - qtp, q[:, i].sum() - qtp
+        qtn = q.sum() - qtp - qfn - qfp
+        return iv.as_pair(*iv.confusion_intervals(tn, fp, fn, tp, z, [qtn, qfp, qfn, qtp])[metric])
+
+    @staticmethod
+    def _square_matrix(labels: Sequence[Hashable], squares: Mapping[tuple, float]) -> np.ndarray:
+        """:meth:`squares` as a matrix in the order of ``labels`` (as :meth:`_matrix`)."""
+        index = {label: i for i, label in enumerate(labels)}
+        out = np.zeros((len(labels), len(labels)), dtype=np.float64)
+        for (t, p), x in squares.items():
+            i, j = index.get(t), index.get(p)
+            if i is not None and j is not None:
+                out[i, j] += x
+        return out
 
 
 def _warn_single_label(k: int) -> None:

@@ -24,6 +24,13 @@ the multiset of events (any split, batching, merge order or removal gives the sa
 and data with a large offset (1e9 + noise) keeps full precision.
 R² = 1 - sse/m2, with scikit-learn's ``force_finite`` rule.
 
+For the intervals (issue 26), exact sums of per-event terms computed once per event in float64
+(the same formula on every path, summed exactly: order-free): the fourth moments R²'s delta
+method needs, ``Σw·d⁴``, ``Σw·y³``, ``Σw·y⁴``, ``Σw·d²·y``, ``Σw·d²·y²`` (``exact_sums`` keys
+``wd4``, ``wy3``, ``wy4``, ``wd2y``, ``wd2y2``; a state written before them loads without an R²
+interval), and the squared weights ``Σw²`` (``ww``: Kish's effective sample size), written only
+when some weight is not 1 (a state without it: unit weights when ``W`` equals the count).
+
 Conventions (documented divergences from scikit-learn, which raises on these):
 
 * no events, or only zero-weight events: every metric is ``nan`` with an
@@ -116,6 +123,10 @@ def _undefined(metric: str, reason: str) -> float:
 # ----------------------------------------------------------------------------- declared state
 #: the exact sums, in the order of the rows :func:`_terms` returns
 _SUMS = ("weight", "wy", "wyy", "sse", "sae", "sle", "ape")
+#: the exact sums behind R²'s interval (written while known), after :data:`_SUMS`' rows
+_MOMENTS = ("wd4", "wy3", "wy4", "wd2y", "wd2y2")
+#: the exact sum of squared weights (``w·|w|`` per event: a removal's negated weight subtracts)
+_SQUARES = "ww"
 
 
 def _terms(a: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
@@ -136,7 +147,10 @@ def _terms(a: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
     p2, e2 = two_product(yt_p, yt_p)
     p3, e3 = two_product(w_p, p2)
     p4, e4 = two_product(w_p, e2)
-    return [w, p1, e1, p3, e3, p4, e4, w * (d * d), w * ad, w * (ld * ld), w * ape], fine
+    d2 = d * d
+    return [w, p1, e1, p3, e3, p4, e4, w * d2, w * ad, w * (ld * ld), w * ape,
+            w * (d2 * d2), w * (yt * yt * yt), w * ((yt * yt) * (yt * yt)), w * (d2 * yt), w * (d2 * (yt * yt)),
+            w * np.abs(w)], fine
 
 
 #: exponent floors (``math.frexp``) above which Dekker's TwoProduct of ``w * y``, ``y * y`` and
@@ -210,12 +224,14 @@ class _Sums:
     the fine sums: ``w*y`` and ``w*y**2`` of the events whose products are not exact in float64
     (:func:`_products_inexact`), as ints in units of ``2**-2148`` and ``2**-3222``."""
 
-    __slots__ = ("buffer", "sums", "fine")
+    __slots__ = ("buffer", "sums", "fine", "unknown")
 
     def __init__(self) -> None:
         self.buffer: list[float] = []
-        self.sums = {k: ExactSum() for k in _SUMS}
+        self.sums = {k: ExactSum() for k in (*_SUMS, *_MOMENTS, _SQUARES)}
         self.fine = {"wy": 0, "wyy": 0}
+        #: the groups of sums a loaded state did not carry ("moments", "squares"): unknown
+        self.unknown: frozenset[str] = frozenset()
 
     def fold(self) -> "_Sums":
         if self.buffer:
@@ -227,7 +243,7 @@ class _Sums:
         """Add events given as rows ``(y_true, y_pred, weight)`` exactly."""
         s = self.sums
         targets = [s["weight"], s["wy"], s["wy"], s["wyy"], s["wyy"], s["wyy"], s["wyy"],
-                   s["sse"], s["sae"], s["sle"], s["ape"]]
+                   s["sse"], s["sae"], s["sle"], s["ape"], *(s[k] for k in _MOMENTS), s[_SQUARES]]
         terms, fine = _terms(rows)
         add_rows(targets, terms)  # a sum named twice receives both rows
         if fine.any():
@@ -248,12 +264,14 @@ class _Sums:
             self.sums[k].merge(v)
         for k, u in other.fine.items():
             self.fine[k] += u
+        self.unknown |= other.unknown
         return self
 
     def copy(self) -> "_Sums":
         out = _Sums()
         out.sums = {k: v.copy() for k, v in self.fold().sums.items()}
         out.fine = dict(self.fine)
+        out.unknown = self.unknown
         return out
 
     def moments(self) -> tuple[float, float, float, float]:
@@ -287,11 +305,26 @@ def _ratio(num: int, den: int) -> float:
         return math.inf if num > 0 else -math.inf
 
 
+_UNIT = 1 << 1074  # units of an exact sum per 1.0
+
+
+def acc_count(acc: Any) -> int:
+    """The events of the accumulator being encoded (-1 without one: a migration's rewrite)."""
+    return -1 if acc is None else acc.count
+
+
 def _encode_sums(v: _Sums, acc: Any) -> tuple:
     w, hi, lo, m2 = v.moments()
     values = [v.value(k) for k in ("sse", "sae", "sle", "ape")]
     exact: dict[str, list[list[int]] | None] = {}
-    for k in _SUMS:  # each exact sum's canonical expansion as [m, e] pairs; None: overflowed (inf)
+    written = list(_SUMS)
+    if "moments" not in v.unknown:
+        written += _MOMENTS
+    square = v.get(_SQUARES)
+    if "squares" not in v.unknown and not (square.units == v.get("weight").units == acc_count(acc) * _UNIT
+                                           and math.isfinite(square.value)):
+        written.append(_SQUARES)  # (unit weights: the sum of squares is the count, not written)
+    for k in written:  # each exact sum's canonical expansion as [m, e] pairs; None: overflowed (inf)
         e = v.get(k).expansion()
         exact[k] = [to_pair(c) for c in e] if all(map(math.isfinite, e)) and not v.get(k)._special else None
     for k, u in v.fine.items():  # only when events with underflowing products were seen
@@ -305,14 +338,18 @@ def _decode_sums(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> _Sums:
     given: dict[str, Any] = {"weight": _dec(weight, "weight"), "mean": _decode_mean(mean),
              "m2": _dec(m2, "m2"), "sse": _dec(sse, "sse"), "sae": _dec(sae, "sae"),
              "sle": _dec(sle, "sle"), "ape": _dec(ape, "ape")}
-    if not isinstance(exact, Mapping) or not set(_SUMS) <= set(exact) <= set(_SUMS) | _FINE_KEYS:
-        raise ValueError(f"exact_sums must map {list(_SUMS)} (and optionally {sorted(_FINE_KEYS)}) "
+    optional = _FINE_KEYS | set(_MOMENTS) | {_SQUARES}
+    if not isinstance(exact, Mapping) or not set(_SUMS) <= set(exact) <= set(_SUMS) | optional:
+        raise ValueError(f"exact_sums must map {list(_SUMS)} (and optionally {sorted(optional)}) "
                          f"to expansions, got {describe(exact)}")
+    moments = [k for k in _MOMENTS if k in exact]
+    if moments and len(moments) != len(_MOMENTS):
+        raise ValueError(f"exact_sums must hold all of {list(_MOMENTS)} or none, got {moments}")
     out = _Sums()
     for k, e in _FINE_EXP.items():
         if f"{k}_fine" in exact:
             out.fine[k] = _fine_from_pairs(exact[f"{k}_fine"], e, f"{k}_fine")
-    for k in _SUMS:
+    for k in (*_SUMS, *moments, *([_SQUARES] if _SQUARES in exact else [])):
         if exact[k] is None:  # an overflowed sum: only its float survives
             out.sums[k] = ExactSum()
             out.sums[k]._special = given[k] if k in given and not math.isfinite(given[k]) else math.inf
@@ -328,6 +365,16 @@ def _decode_sums(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> _Sums:
             raise ValueError(f"state {k!r} = {given[k]!r} differs from its exact sums ({v!r})")
     if out.sums["weight"].units < 0 or any(out.sums[k].units < 0 for k in ("sse", "sae", "sle", "ape")):
         raise ValueError("exact_sums of weights and errors must be non-negative")
+    count = loaded["count"]
+    unknown = set() if moments or not count else {"moments"}
+    if _SQUARES in exact:
+        if out.sums[_SQUARES].units < 0:
+            raise ValueError("exact_sums.ww (squared weights) must be non-negative")
+    elif out.sums["weight"].units == count * _UNIT:  # unit weights: the squares are the count
+        out.sums[_SQUARES] = ExactSum(count * _UNIT)
+    else:
+        unknown.add("squares")  # (a weighted state written before squared weights were kept)
+    out.unknown = frozenset(unknown)
     return out
 
 
@@ -364,6 +411,7 @@ def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
     sums = _Sums()
     for k, u in exact.items():
         sums.sums[k] = ExactSum(u)
+    sums.unknown = frozenset({"moments", "squares"})  # (not kept by version 1)
     enc = _encode_sums(sums, None)
     return {**state, "weight": enc[0], "mean": enc[1], "m2": enc[2], "sse": enc[3], "sae": enc[4], "sle": enc[5],
             "ape": enc[6], "exact_sums": enc[7]}
@@ -629,13 +677,62 @@ class Regression(Accumulator):
         return 1.0 - num / den
 
     # ------------------------------------------------------------------ intervals (issue 26)
+    @property
+    def weight_squares(self) -> float | None:
+        """``sum w^2`` of the events (exact, correctly rounded), None for a weighted state loaded
+        without it: Kish's effective sample size ``W^2 / sum w^2`` of the intervals."""
+        if "squares" in self._sums.unknown:
+            return None
+        return self._sums.value(_SQUARES)
+
+    def _r2_moments(self) -> tuple[float, float, float, float, float] | None:
+        """``(A, B, E d^4, E (y - mean)^4, E d^2 (y - mean)^2)`` (weighted means; ``A = sse / W``,
+        ``B = m2 / W``) from the exact sums, the central ones evaluated exactly from the raw power
+        sums; None when they are not kept (an older state), not finite, or the raw sums' per-event
+        rounding (at most ``2**-51`` of each term, bounded through Cauchy-Schwarz) could reach
+        ``2**-10`` of a central moment (values some thousands of standard deviations from 0)."""
+        try:
+            return self._r2_moments_exact()
+        except OverflowError:  # (a moment beyond the float range)
+            return None
+
+    def _r2_moments_exact(self) -> tuple[float, float, float, float, float] | None:
+        from fractions import Fraction
+
+        sums = self._sums
+        if "moments" in sums.unknown:
+            return None
+        parts = [sums.get(k) for k in ("weight", "wy", "wyy", "sse", *_MOMENTS)]
+        if not all(math.isfinite(p.value) for p in parts) or sums.get("weight").units <= 0:
+            return None
+        unit = Fraction(1, _UNIT)
+        w = Fraction(sums.get("weight").units, _UNIT)
+        s1 = Fraction((sums.get("wy").units << 1074) + sums.fine["wy"], 1 << 2148)
+        s2 = Fraction((sums.get("wyy").units << 2148) + sums.fine["wyy"], 1 << 3222)
+        sd2 = sums.get("sse").units * unit
+        sd4, s3, s4, sd2y, sd2y2 = (sums.get(k).units * unit for k in _MOMENTS)
+        mu = s1 / w
+        c4 = s4 - 4 * mu * s3 + 6 * mu * mu * s2 - 4 * mu ** 3 * s1 + mu ** 4 * w
+        c22 = sd2y2 - 2 * mu * sd2y + mu * mu * sd2
+        m2 = s2 - mu * s1
+        f4, f2, fd2y2, fd2 = float(s4), float(s2), float(sd2y2), float(sd2)
+        err4 = 2.0 ** -51 * (f4 + 4.0 * abs(float(mu)) * math.sqrt(f2 * f4))
+        err22 = 2.0 ** -51 * (fd2y2 + 2.0 * abs(float(mu)) * math.sqrt(fd2 * fd2y2))
+        if float(c4) <= 2.0 ** 10 * err4 or 2.0 ** 10 * err22 > math.sqrt(float(c4) * float(sd4)):
+            return None  # (E d^2 (y - mean)^2 <= sqrt(E d^4 E (y - mean)^4): its error must be small beside that)
+        if not all(math.isfinite(float(x)) for x in (c4, c22, m2, sd4)):
+            return None
+        return float(sd2 / w), float(m2 / w), float(sd4 / w), float(c4 / w), float(c22 / w)
+
     def interval(self, metric: str, confidence: float = 0.95) -> tuple[float, float] | None:
-        """Confidence interval of ``mae`` or ``mse`` (``r2``: always None, the fourth moments
-        are not kept) as ``mean +- z s / sqrt(n)`` of the per-event errors
-        (:func:`~streammetrics.kernels.intervals.mean_intervals`): for MAE ``s^2`` from the exact
-        ``sum d^2``; for MSE from ``sum d^4 <= max_error^2 sum d^2`` (an upper bound: a conservative
-        interval). None below the minimum rule, or unless the summed weight equals the count (the
-        state does not tell other unit-weight streams from weighted ones).
+        """Confidence interval of ``mae``, ``mse`` or ``r2``, weighted events on Kish pseudo-counts
+        (``f = W / sum w^2``: :func:`~streammetrics.kernels.intervals.kish_factor`). MAE and MSE:
+        ``mean +- t s / sqrt(n)`` of the per-event errors
+        (:func:`~streammetrics.kernels.intervals.mean_intervals`), for MAE ``s^2`` from the exact
+        ``sum d^2``, for MSE from ``sum d^4 <= max_error^2 sum d^2`` (an upper bound: a conservative
+        interval). R²: :func:`~streammetrics.kernels.intervals.r2_intervals` (delta method on
+        ``log(1 - R²)``) from the exact fourth-moment sums. None below the minimum rule, or when
+        a loaded state lacks the sums it needs.
 
         >>> r = Regression().update_many(list(range(40)), [x + (-1) ** x for x in range(40)])
         >>> r.interval("mae")
@@ -646,11 +743,20 @@ class Regression(Accumulator):
         z = iv.z_value(confidence)
         if metric not in ("mae", "mse", "r2"):
             raise ValueError(f"metric must be 'mae', 'mse' or 'r2', got {metric!r:.40}")
-        n = self.count
-        if metric == "r2" or not n or self.total_weight != n or math.isnan(self._max_error):
+        squares = self.weight_squares
+        total = self.total_weight
+        if not self.count or squares is None or not total > 0 or not math.isfinite(total):
+            return None
+        f = float(iv.kish_factor(total, squares)[0])  # (exactly 1 for unit weights)
+        n = total * f
+        if metric == "r2":
+            moments = self._r2_moments()
+            if moments is None:
+                return None
+            return iv.as_pair(*iv.r2_intervals(*moments, n, z))
+        if math.isnan(self._max_error):
             return None
         sse = self._sse
         if metric == "mae":
-            return iv.as_pair(*iv.mean_intervals(self._sae / n, sse, n, z))
-        return iv.as_pair(*iv.mean_intervals(sse / n, self._max_error ** 2 * sse, n, z))
-
+            return iv.as_pair(*iv.mean_intervals(self._sae / total, sse * f, n, z))
+        return iv.as_pair(*iv.mean_intervals(sse / total, self._max_error ** 2 * sse * f, n, z))

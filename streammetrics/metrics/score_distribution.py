@@ -46,10 +46,12 @@ from streammetrics.kernels.exact_weights import (
     decode_sums,
     encode_residues,
     is_whole,
+    residue_of,
     to_units,
     units_by_key,
     units_of,
     value_of,
+    with_residue,
 )
 from streammetrics.kernels.histogram import (
     MAX_TOTAL_WEIGHT,
@@ -144,7 +146,10 @@ def _decode_hist(raw: tuple, acc: "ScoreDistribution", loaded: Mapping[str, Any]
 # [count, score sum (an exact ExactSum), unit-weight events at score >= threshold, weighted
 # events, their weight, their weight at score >= threshold]: the unit-weight path touches three.
 # The two summed weights are floats in float mode, ints of units in units mode.
-_COUNT, _SUM, _UNIT_ABOVE, _WEVENTS, _WTOTAL, _WABOVE = range(6)
+# Then the exact sum (units) of fl(w * w) over the weighted events (None: unknown, a weighted
+# state written before it was kept): Kish's effective sample size for the intervals (issue 26).
+_COUNT, _SUM, _UNIT_ABOVE, _WEVENTS, _WTOTAL, _WABOVE, _WSQ = range(7)
+_INF_SQ = float("inf")
 
 
 def _weight_sums(sums: list) -> tuple[int, float | int, float | int]:
@@ -173,7 +178,9 @@ def _totals(sums: list) -> tuple[int, float, float, float]:
 def _merge_sums(mine: list, theirs: list, acc: Any) -> list:
     units = mine[_WTOTAL].__class__ is int  # (_check_merge moved self to units if other is)
     for i, v in enumerate(theirs):
-        if i == _SUM:
+        if i == _WSQ:
+            mine[i] = None if mine[i] is None or v is None else mine[i] + v
+        elif i == _SUM:
             mine[i].merge(v)  # exact (kernels.exact_sum): independent of the merge order
         elif units and (i == _WTOTAL or i == _WABOVE):
             mine[i] += to_units(v)
@@ -189,7 +196,21 @@ def _copy_sums(sums: list) -> list:
 
 
 def _encode_sums(sums: list, acc: Any) -> tuple:
-    return encode_sums_from_parts(sums, *sums[_SUM].parts())
+    return (*encode_sums_from_parts(sums, *sums[_SUM].parts()), *encode_squares(sums))
+
+
+def encode_squares(sums: list) -> tuple:
+    """``(weight_squares, weight_squares_residue)``: the predictions' ``sum w^2`` (unit-weight
+    events count 1, correctly rounded, and the rest of its exact sum); ``(None, None)`` when every
+    weight was 1 (or the squares are unknown), so such states keep their bytes."""
+    squares, weighted = sums[_WSQ], sums[_WEVENTS]
+    if squares is None or not weighted:
+        return None, None
+    count, total, _ = _weight_sums(sums)
+    if squares == weighted * UNIT and to_units(total) == count * UNIT:  # every weight was 1.0
+        return None, None
+    units = (count - weighted) * UNIT + squares
+    return value_of(units), residue_of(units)
 
 
 def encode_sums_from_parts(sums: list, score_sum: float, residue: list) -> tuple:
@@ -209,7 +230,7 @@ def encode_sums_from_parts(sums: list, score_sum: float, residue: list) -> tuple
 
 
 def _decode_sums(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> list:
-    count, total, score_sum, above, residue, weight_residues = raw
+    count, total, score_sum, above, residue, weight_residues, squares, square_residue = raw
     if type(count) is not int or count < 0:
         raise ValueError(f"count must be a non-negative int, got {describe(count)}")
     total = check_weight(total, "total_weight")
@@ -226,13 +247,25 @@ def _decode_sums(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> list:
         exact._special = score_sum
     # the summed weights: floats while whole, else units (with their residues, if any)
     total, above = decode_sums([total, above], weight_residues, "weight_residues")
-    # float mode (every weight whole) with a total equal to the count is read as unit-weight
-    # predictions (what such a state almost always holds, and what the intervals' sample size
-    # needs: a restored window gives the intervals of the live one); any other state counts every
-    # loaded event as weighted: total = count - weighted events + their weight
+    if squares is not None:  # weights other than 1: every loaded event counts as weighted
+        squares = check_weight(squares, "weight_squares")
+        units = units_of(squares) if square_residue is None else with_residue(
+            squares, square_residue, "weight_squares_residue")
+        total_value = value_of(to_units(total))
+        if not count or squares > total_value * total_value * (1.0 + 1e-9):
+            raise ValueError(f"weight_squares={squares!r} cannot be the sum of squared weights of {count} "
+                             f"event(s) of total weight {total_value!r}")
+        return [count, exact, 0, count, total, above, units]
+    if square_residue is not None:
+        raise ValueError("weight_squares_residue given without weight_squares")
+    # no squared weights written: unit weights, or a state written before they were kept. Float
+    # mode (every weight whole) with a total equal to the count is read as unit-weight predictions
+    # (what a state without squared weights holds, unless written before they were kept); any
+    # other state counts every loaded event as weighted (total = count - weighted events + their
+    # weight), its squared weights unknown
     if total.__class__ is not int and total == count and above == int(above):
-        return [count, exact, int(above), 0, 0.0, 0.0]
-    return [count, exact, 0, count, total, above]
+        return [count, exact, int(above), 0, 0.0, 0.0, 0]
+    return [count, exact, 0, count, total, above, None]
 
 
 def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
@@ -245,10 +278,12 @@ _STATE = (
     # (score_sum is exact: score_sum_residue holds the rest of its expansion, kernels.exact_sum)
     # (the summed weights: floats while whole, else exact units, the rest of whose floats is
     # written under weight_residues, omitted while there is none; kernels.exact_weights)
-    Field(("count", "total_weight", "score_sum", "positive_weight", "score_sum_residue", "weight_residues"),
-          lambda acc: [0, ExactSum(), 0, 0, 0.0, 0.0],
+    # (weight_squares: the sum of squared weights, written only once a weight other than 1 was seen)
+    Field(("count", "total_weight", "score_sum", "positive_weight", "score_sum_residue", "weight_residues",
+           "weight_squares", "weight_squares_residue"),
+          lambda acc: [0, ExactSum(), 0, 0, 0.0, 0.0, 0],
           attrs="_sums", merge=_merge_sums, copy=_copy_sums, encode=_encode_sums, decode=_decode_sums,
-          optional=("weight_residues",)),
+          optional=("weight_residues", "weight_squares", "weight_squares_residue")),
     # the grid in force and the histogram on it: merged together (grids coarsen)
     Field(("bins_per_octave", "histogram"), _fresh, attrs=("_binning", "_hist"), merge=_merge_hist,
           copy=lambda v: (v[0], v[1].copy()), encode=_encode_hist, decode=_decode_hist),
@@ -258,7 +293,7 @@ _STATE = (
 #: the state keys :meth:`ScoreDistribution._state` writes directly (another declaration: generic)
 DIRECT_STATE = tuple(k for f in _STATE for k in f.keys) == (
     "count", "total_weight", "score_sum", "positive_weight", "score_sum_residue", "weight_residues",
-    "bins_per_octave", "histogram")
+    "weight_squares", "weight_squares_residue", "bins_per_octave", "histogram")
 
 
 class ScoreDistribution(Accumulator):
@@ -307,8 +342,19 @@ class ScoreDistribution(Accumulator):
         """The declared fields' encoders, called directly (one snapshot per key and window)."""
         if not DIRECT_STATE:
             return super()._state()
-        count, total, score_sum, above, residue, weight_residues = _encode_sums(self._sums, self)
+        count, total, score_sum, above, residue, weight_residues, squares, square_residue = _encode_sums(
+            self._sums, self)
         bpo, hist = _encode_hist((self._binning, self._hist), self)
+        if squares is not None:  # (optional keys: as the declared fields write them)
+            out = {"count": count, "total_weight": total, "score_sum": score_sum, "positive_weight": above,
+                   "score_sum_residue": residue}
+            if weight_residues is not None:
+                out["weight_residues"] = weight_residues
+            out["weight_squares"] = squares
+            if square_residue is not None:
+                out["weight_squares_residue"] = square_residue
+            out["bins_per_octave"], out["histogram"] = bpo, hist
+            return out
         if weight_residues is not None:  # (an optional key: as the declared fields write it)
             return {"count": count, "total_weight": total, "score_sum": score_sum, "positive_weight": above,
                     "score_sum_residue": residue, "weight_residues": weight_residues, "bins_per_octave": bpo,
@@ -381,11 +427,21 @@ class ScoreDistribution(Accumulator):
 
     @property
     def unit_weights(self) -> bool:
-        """Every prediction added had weight 1 (the intervals' effective sample size is then the
-        count). A loaded state is read as unit-weight when every weight was whole and they add up
-        to its count (whole weights such as 0 and 2 that add up so are then taken as 1s); else
-        its events count as weighted."""
+        """Every prediction added had the default weight (the intervals' effective sample size is
+        then the count). A loaded state without squared weights whose whole weights add up to its
+        count reads so (states written since squared weights are kept write them for any weight
+        other than 1)."""
         return not self._sums[_WEVENTS]
+
+    @property
+    def weight_squares(self) -> float | None:
+        """The predictions' sum of squared weights ``sum w^2`` (exact, correctly rounded; a
+        unit-weight event counts 1), None for a weighted state loaded without it: Kish's
+        effective sample size ``W^2 / sum w^2`` of the intervals."""
+        sums = self._sums
+        if sums[_WSQ] is None:
+            return None
+        return value_of((sums[_COUNT] - sums[_WEVENTS]) * UNIT + sums[_WSQ])
 
     @property
     def positive_weight(self) -> float:
@@ -482,6 +538,9 @@ class ScoreDistribution(Accumulator):
         else:
             sums[_WEVENTS] += 1
             sums[_WTOTAL] += u
+            if sums[_WSQ] is not None:
+                square = w * w
+                sums[_WSQ] = sums[_WSQ] + units_of(square) if square < _INF_SQ else None  # (w > 1e154: unknown)
             sums[_SUM].add(w * s)
             if s >= self._threshold:
                 sums[_WABOVE] += u
@@ -520,6 +579,10 @@ class ScoreDistribution(Accumulator):
         else:  # whole weights: float sums are exact
             total_w, above_w = total, float(w[above].sum())
         score_terms = s if w is None else w * s  # the per-event terms, summed exactly below
+        squares: int | None = 0
+        if w is not None and self._sums[_WSQ] is not None:
+            w2 = w * w  # (a weight above 1e154 overflows its square: the squares become unknown)
+            squares = units_by_key(np.zeros(n, dtype=np.int8), w2).get(0, 0) if np.isfinite(w2).all() else None
         # ---- nothing below can fail
         if units:
             self._to_units()
@@ -538,4 +601,6 @@ class ScoreDistribution(Accumulator):
             sums[_WEVENTS] += n
             sums[_WTOTAL] += total_w
             sums[_WABOVE] += above_w
+            if sums[_WSQ] is not None:
+                sums[_WSQ] = None if squares is None else sums[_WSQ] + squares
         return self

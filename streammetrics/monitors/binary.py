@@ -509,7 +509,8 @@ class BinaryMonitor(Monitor):
         """The snapshot's ``intervals`` and ``insufficient`` (contract section 9): every metric of
         :data:`~streammetrics.kernels.intervals.BINARY_INTERVALS` by
         :func:`~streammetrics.kernels.intervals.binary_interval_columns` (the fleet pass calls the
-        same), all None when some event had a weight other than 1. None without labelled events.
+        same; weighted events on Kish pseudo-counts, all None for a weighted state loaded without its
+        sums of squared weights). None without labelled events.
 
         >>> m = BinaryMonitor().update_many([{"y_true": i % 2, "score": (i % 10) / 10 + 0.05} for i in range(60)])
         >>> record = m.intervals()
@@ -525,16 +526,26 @@ class BinaryMonitor(Monitor):
         if metrics is None:
             metrics = self.snapshot()
         columns = None
+        get = cm.counts().get
+        cells = [get((0, 0), 0.0), get((0, 1), 0.0), get((1, 0), 0.0), get((1, 1), 0.0)]
+        bounds = (_nan(metrics["roc_auc_low"]), _nan(metrics["roc_auc_high"]), _nan(metrics["log_loss"]),
+                  _nan(metrics["brier_score"]))
         if sc.unit_weights and cm.unit_weights:
             # (the predictions are the labelled events when they are as many; a loaded
             # ScoreDistribution counts its events as weighted, so it cannot tell otherwise)
             predictions = pr.count if pr.unit_weights or pr.count == sc.count else math.nan
             lo, hi, neg, pos = sc.interval_levels()
-            get = cm.counts().get
-            cells = [get((0, 0), 0.0), get((0, 1), 0.0), get((1, 0), 0.0), get((1, 1), 0.0)]
             columns = binary_interval_columns(
-                cells, [0], lo, hi, neg, pos, _nan(metrics["roc_auc_low"]), _nan(metrics["roc_auc_high"]),
-                _nan(metrics["log_loss"]), _nan(metrics["brier_score"]), predictions, pr.positive_weight, z_value(c))
+                cells, [0], lo, hi, neg, pos, *bounds, predictions, pr.positive_weight, z_value(c))
+        else:  # weighted events: Kish pseudo-counts from the exact sums of squared weights
+            cell_squares, class_squares, pred_squares = cm.squares(), sc.class_squares(), pr.weight_squares
+            if cell_squares is not None and class_squares is not None and pred_squares is not None:
+                sq = cell_squares.get
+                squares = [sq((0, 0), 0.0), sq((0, 1), 0.0), sq((1, 0), 0.0), sq((1, 1), 0.0), *class_squares,
+                           pred_squares]
+                lo, hi, neg, pos = sc.interval_levels()
+                columns = binary_interval_columns(
+                    cells, [0], lo, hi, neg, pos, *bounds, pr.total_weight, pr.positive_weight, z_value(c), squares)
         return interval_record(BINARY_INTERVALS, columns, 0, c)
 
     def snapshot_state(self) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -159,7 +159,8 @@ def binary_snapshot_state(monitor: Any) -> tuple[dict[str, Any], dict[str, Any]]
     neg_w, pos_w = sc._neg.weights, sc._pos.weights
     pred_w = pr._hist.weights
     if not (DIRECT and sc._binning.exact and pr._binning.exact and sc._outside == [None, None]
-            and len(neg_w) + len(pos_w) <= _SMALL and len(pred_w) <= _SMALL and not sc._units and not pr._units):
+            and len(neg_w) + len(pos_w) <= _SMALL and len(pred_w) <= _SMALL and not sc._units and not pr._units
+            and sc.unit_weights and pr.unit_weights):  # (weighted: the parts write sums of squared weights)
         return monitor.snapshot(), monitor.to_dict()  # (units mode too: weights that are not whole)
     log_sum, log_residue = sc._sums.log.parts()
     brier_sum, brier_residue = sc._sums.brier.parts()

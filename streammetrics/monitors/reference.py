@@ -167,6 +167,26 @@ def window_histogram(window: Any) -> Histogram:
     )
 
 
+def _window_squares(window: Any) -> float | bool | None:
+    """The ``sum w^2`` of the distribution :func:`window_histogram` reads (True: unit weights,
+    or a histogram read as counts; None: a weighted state without its squared weights)."""
+    if isinstance(window, Mapping):
+        window = from_dict(window)
+    for obj in (getattr(window, "predictions", None), window):
+        if obj is not None and _distribution_of(obj) is not None:
+            if getattr(obj, "unit_weights", False):
+                return True
+            squares = getattr(obj, "weight_squares", None)
+            return squares if isinstance(squares, float) else None
+    scores = _scores_of(window) if isinstance(window, Accumulator) else None
+    if scores is not None:
+        if scores.unit_weights:
+            return True
+        pair = scores.class_squares()
+        return None if pair is None else pair[0] + pair[1]
+    return True
+
+
 def _json(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
@@ -263,6 +283,10 @@ class Reference:
         else:
             self._fit = cbpe.isotonic_fit_bins(lo, hi, table[0], table[1])
         self._levels = _Levels(self._hist)
+        # the isotonic blocks of the reference's levels and their variances (estimate intervals)
+        self._level_low = lo
+        x = keys.astype(np.float64) if binning.exact else representative(lo, hi)
+        self._blocks = cbpe.calibration_blocks(self.calibrated(x), table[0] + table[1], self._square_ratio())
 
     def _aligned(self, window: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, Binning]:
         """``(keys, a, b, lo, hi, binning)``: window and reference on the union of their
@@ -354,6 +378,41 @@ class Reference:
         labels are not used) and its ``weight``."""
         c, w, predicted = self._calibrated_levels(window_histogram(window))
         return {**cbpe.expected_confusion(c, w, predicted), "weight": float(np.sum(w))}
+
+    def estimate_intervals(self, window: Any, confidence: float = 0.95) -> dict[str, tuple[float, float] | None]:
+        """Intervals of the CBPE estimates (``estimated_roc_auc``, ``estimated_accuracy``,
+        ``estimated_precision``, ``estimated_recall``, ``estimated_f1``) for the value the window's
+        metrics will take once its labels arrive (:func:`~streammetrics.kernels.cbpe.estimated_intervals`:
+        the labels as independent Bernoulli draws of the calibrated probabilities, Poisson-binomial
+        variances, the delta method for ratios and ROC AUC, widened for the reference's size). A
+        window's weights count by their effective sample size (its ``sum w^2``; a histogram or
+        ``(keys, weights, binning)`` tuple is read as counts). None where the minimum rule leaves
+        none, or for a weighted window loaded without its squared weights."""
+        from streammetrics.kernels.intervals import check_confidence, z_value
+
+        z = z_value(check_confidence(confidence))
+        hist = window_histogram(window)
+        c, w, predicted = self._calibrated_levels(hist)
+        total = float(np.sum(w))
+        squares = _window_squares(window)
+        ratio = 1.0 if squares is True else (squares / total if squares is not None and total > 0 else math.nan)
+        if not ratio > 0:
+            return dict.fromkeys(cbpe.ESTIMATED)
+        keys, _, binning = hist
+        x = keys.astype(np.float64) if binning.exact else level_bounds(binning, keys)[0]
+        where = np.clip(np.searchsorted(self._level_low, x, side="right") - 1, 0, max(len(self._level_low) - 1, 0))
+        block, block_var = self._blocks
+        return cbpe.estimated_intervals(c, w, predicted, z, ratio, block[where], block_var,
+                                        self.scores.total_weight / self._square_ratio())
+
+    def _square_ratio(self) -> float:
+        """The reference's ``sum w^2 / sum w`` (1 for unit weights, or when its squared weights
+        are not kept: its events then count as they are)."""
+        squares = self.scores.class_squares()
+        total = self.scores.total_weight
+        if self.scores.unit_weights or squares is None or not sum(squares) > 0:
+            return 1.0
+        return (squares[0] + squares[1]) / total
 
     def _estimate(self, hist: Histogram) -> dict[str, float]:
         c, w, predicted = self._calibrated_levels(hist)
@@ -484,5 +543,16 @@ def snapshot_metrics(
         ref = refs.get(key)
         metrics.update(binary_nulls if ref is None else ref.metrics(monitor))
 
+    def intervals(key: tuple[str, str], monitor: Any, confidence: float) -> dict[str, tuple[float, float] | None]:
+        """The intervals of the CBPE estimates (:meth:`Reference.estimate_intervals`), for the
+        snapshot's ``intervals``; empty for a key without a reference or a window without predictions."""
+        ref = refs.get(key)
+        if ref is None or not monitor.count:
+            return {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UndefinedMetricWarning)
+            return ref.estimate_intervals(monitor, confidence)
+
     hook.wants_monitor = refs.__contains__  # type: ignore[attr-defined]  # the other keys' monitors go unread
+    hook.intervals = intervals  # type: ignore[attr-defined]  # (stream.snapshots adds them to the record)
     return hook

@@ -46,6 +46,7 @@ from functools import cached_property
 from typing import IO, Any, Iterable, Iterator, Mapping, NamedTuple
 from urllib.parse import urlsplit
 
+from streammetrics.stream.slicing import slice_label
 from streammetrics.stream.snapshots import SNAPSHOT_SCHEMA
 
 __all__ = [
@@ -301,19 +302,6 @@ def _state(value: Any) -> tuple[Any, str | None]:
     return value, kind if isinstance(kind, str) else None
 
 
-def _slice_label(obj: dict, key: dict, segment: str) -> str:
-    """The segment a sliced snapshot is reported under (contract section 11): its slice
-    dimensions ``segment / d1=v1 / d2=v2``, and a roll-up's ``rollup: d1=v1`` (``rollup: model``),
-    so that slices and roll-ups of one model are kept apart; the plain segment otherwise."""
-    dims = [f"{name}={value}" for name, value in key.items() if name not in ("model", "segment")]
-    rollup = obj.get("rollup")
-    if rollup is not None:
-        return "rollup: " + (" / ".join(dims) or "model")
-    if not dims:
-        return segment
-    return " / ".join(([segment] if segment else []) + dims)
-
-
 def parse_snapshot(obj: Any) -> WindowSnapshot:
     """Validate one decoded snapshot; :class:`BadSnapshot` (a ``ValueError``) names what is wrong."""
     if not isinstance(obj, dict):
@@ -327,7 +315,7 @@ def parse_snapshot(obj: Any) -> WindowSnapshot:
     segment = key.get("segment", "")
     if not isinstance(segment, str):
         raise BadSnapshot("key", f"key.segment must be a string, got {_quote(segment)}")
-    segment = _slice_label(obj, key, segment)
+    segment = slice_label(obj, key, segment)  # (contract section 11: slices and roll-ups kept apart)
     if not isinstance(window, dict):
         raise BadSnapshot("window", "window must be an object with 'start' and 'end'")
     start, end = _time(window.get("start"), "window.start"), _time(window.get("end"), "window.end")

@@ -19,12 +19,18 @@ raise hundreds of alarms per window.
 
 Bounds: ``--compare previous`` remembers at most ``max_keys`` keys' last two windows (the
 pipeline's ``--max-keys``, default 100,000); a key beyond it is not compared and counted in
-:attr:`Changes.forgotten`. References are already bounded by ``--max-references``. Multiclass
-references give no baseline (their snapshots carry no ``changes``).
+:attr:`Changes.forgotten`. References are already bounded by ``--max-references``. A multiclass
+reference's baseline is its arg-max confusion matrix's ``accuracy`` and ``macro_f1``
+(:func:`multiclass_reference_baseline`).
+
+Checkpoints: what ``--compare previous`` remembers is part of the pipeline's checkpoint
+(:meth:`Changes.to_dict`, :meth:`Changes.delta_dict` with the keys changed since the last one,
+:meth:`Changes.load`), so a restored service compares its next windows as the uninterrupted one.
 """
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Mapping
 
 import numpy as np
@@ -77,11 +83,28 @@ def reference_baseline(reference: Any, confidence: float) -> Baseline:
     return out
 
 
+def multiclass_reference_baseline(reference: Any, confidence: float) -> Baseline:
+    """``accuracy`` and ``macro_f1`` ``(value, interval or None)`` of a ``MulticlassReference``'s
+    arg-max confusion matrix (its labels' classes), as a multiclass window's snapshot gives them."""
+    cm = reference.scores.confusion()
+    out: Baseline = {}
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        values = {"accuracy": cm.accuracy(), "macro_f1": cm.f1(average="macro", zero_division=0)}
+        for name, value in values.items():
+            pair = cm.interval(name, confidence)
+            if value is not None and math.isfinite(value):
+                out[name] = (float(value), None if pair is None else [pair[0], pair[1]])
+    return out
+
+
 def _snapshot_baseline(snap: Mapping[str, Any]) -> Baseline:
-    """``(value, interval)`` of every metric a snapshot gives a value for."""
+    """``(value, interval)`` of every metric a snapshot gives a value for (but the CBPE estimates:
+    their intervals share the reference's calibration error, so two windows' are not independent)."""
     metrics, intervals = snap.get("metrics") or {}, snap.get("intervals") or {}
     return {k: (v, intervals.get(k)) for k, v in metrics.items()
-            if k in intervals and isinstance(v, (int, float)) and not isinstance(v, bool)}
+            if k in intervals and isinstance(v, (int, float)) and not isinstance(v, bool)
+            and not k.startswith("estimated_")}
 
 
 class Changes:
@@ -102,21 +125,26 @@ class Changes:
         self._previous: dict[tuple[str, str], tuple[float, Baseline, Baseline | None]] = {}
         #: keys --compare previous could not remember (beyond ``max_keys``)
         self.forgotten = 0
+        #: keys whose memory changed since :meth:`track_changes` (None: not tracking)
+        self._changed: set[tuple[str, str]] | None = None
 
     def _baseline(self, key: tuple[str, str], snap: dict[str, Any], confidence: float) -> Baseline | None:
         if self.mode == "reference":
             ref = self._references.get(key)
-            if not isinstance(ref, Reference):  # (no reference, or a multiclass one)
+            if ref is None:
                 return None
             cached = self._reference_baselines.get((key, confidence))
             if cached is None:
-                cached = self._reference_baselines[(key, confidence)] = reference_baseline(ref, confidence)
+                make = reference_baseline if isinstance(ref, Reference) else multiclass_reference_baseline
+                cached = self._reference_baselines[(key, confidence)] = make(ref, confidence)
             return cached
         if snap.get("cumulative"):
             return None
         start = snap["window"]["start"]
         mine = _snapshot_baseline(snap)
         held = self._previous.get(key)
+        if self._changed is not None:
+            self._changed.add(key)
         if held is None:
             if self.max_keys is None or len(self._previous) < self.max_keys:
                 self._previous[key] = (start, mine, None)
@@ -131,6 +159,71 @@ class Changes:
             self._previous[key] = (start, mine, last)
             return last
         return None  # (an older window published late: not compared)
+
+    # ------------------------------------------------------------------ checkpoint
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe memory of ``--compare previous``: per key ``[model, segment, start, newest,
+        before]`` (a baseline as ``{metric: [value, [low, high] | null]}``, ``before`` null when
+        none) and the ``forgotten`` count."""
+        return {"type": "Changes", "version": 1, "forgotten": self.forgotten,
+                "keys": [_key_row(key, held) for key, held in self._previous.items()]}
+
+    def track_changes(self) -> None:
+        """Start recording the keys :meth:`delta_dict` writes (the state equals the checkpoint)."""
+        self._changed = set()
+
+    def delta_dict(self) -> dict[str, Any]:
+        """The keys changed since the last :meth:`delta_dict` / :meth:`track_changes` (every key
+        before tracking started), as :meth:`to_dict` rows; :meth:`apply_delta` merges them."""
+        keys = self._previous if self._changed is None else self._changed
+        rows = [_key_row(key, self._previous[key]) for key in keys if key in self._previous]
+        self._changed = set()
+        return {"type": "ChangesDelta", "version": 1, "forgotten": self.forgotten, "keys": rows}
+
+    @staticmethod
+    def apply_delta(full: Any, *deltas: Any) -> dict[str, Any]:
+        """:meth:`to_dict` data ``full`` with ``deltas`` (:meth:`delta_dict`) applied (rows
+        replaced per key); ValueError (one line) for a malformed one. :meth:`load` validates."""
+        if not isinstance(full, Mapping) or full.get("type") != "Changes" or not isinstance(full.get("keys"), list):
+            raise ValueError("malformed Pipeline checkpoint: changes")
+        rows = {(r[0], r[1]) if isinstance(r, list) and len(r) == 5 else None: r for r in full["keys"]}
+        forgotten = full.get("forgotten")
+        for delta in deltas:
+            if not isinstance(delta, Mapping) or delta.get("type") != "ChangesDelta" or not isinstance(
+                    delta.get("keys"), list):
+                raise ValueError("malformed Pipeline checkpoint delta: changes")
+            for r in delta["keys"]:
+                rows[(r[0], r[1]) if isinstance(r, list) and len(r) == 5 else None] = r
+            forgotten = delta.get("forgotten")
+        return {"type": "Changes", "version": 1, "forgotten": forgotten, "keys": list(rows.values())}
+
+    def load(self, data: Any) -> "Changes":
+        """Replace the memory with :meth:`to_dict` data, validated in full first (ValueError, one
+        line naming the field; nothing changed). More keys than ``max_keys``: refused."""
+        if not isinstance(data, Mapping) or data.get("type") != "Changes" or data.get("version") != 1:
+            raise ValueError("malformed Pipeline checkpoint: changes (type/version)")
+        forgotten, rows = data.get("forgotten"), data.get("keys")
+        if type(forgotten) is not int or forgotten < 0:
+            raise ValueError(f"malformed Pipeline checkpoint: changes.forgotten must be a non-negative int, "
+                             f"got {forgotten!r:.40}")
+        if not isinstance(rows, list):
+            raise ValueError("malformed Pipeline checkpoint: changes.keys must be a list")
+        if self.max_keys is not None and len(rows) > self.max_keys:
+            raise ValueError(f"malformed Pipeline checkpoint: changes.keys holds {len(rows)} keys, "
+                             f"more than --max-keys {self.max_keys}")
+        previous: dict[tuple[str, str], tuple[float, Baseline, Baseline | None]] = {}
+        for i, row in enumerate(rows):
+            where = f"changes.keys[{i}]"
+            if not isinstance(row, list) or len(row) != 5 or not all(isinstance(x, str) for x in row[:2]):
+                raise ValueError(f"malformed Pipeline checkpoint: {where} must be [model, segment, start, newest, "
+                                 f"before]")
+            start = row[2]
+            if isinstance(start, bool) or not isinstance(start, (int, float)) or not math.isfinite(start):
+                raise ValueError(f"malformed Pipeline checkpoint: {where}[2] (start) must be a finite number")
+            previous[(row[0], row[1])] = (start, _baseline_of(row[3], f"{where}[3]"),
+                                          None if row[4] is None else _baseline_of(row[4], f"{where}[4]"))
+        self._previous, self.forgotten = previous, forgotten
+        return self
 
     def annotate(self, snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """``snaps`` with ``changes`` after their ``insufficient`` (those with intervals and a
@@ -169,6 +262,31 @@ class Changes:
             for entry, significant in zip(entries, benjamini_hochberg(p_values, self.fdr).tolist()):
                 entry["significant"] = significant
         return snaps
+
+
+def _key_row(key: tuple[str, str], held: tuple[float, Baseline, Baseline | None]) -> list[Any]:
+    start, newest, before = held
+    return [key[0], key[1], start, {k: [v, p] for k, (v, p) in newest.items()},
+            None if before is None else {k: [v, p] for k, (v, p) in before.items()}]
+
+
+def _number(x: Any) -> bool:
+    return not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def _baseline_of(raw: Any, where: str) -> Baseline:
+    """A checkpointed baseline ``{metric: [value, [low, high] | null]}``, validated."""
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"malformed Pipeline checkpoint: {where} must be a mapping of metrics")
+    out: Baseline = {}
+    for name, item in raw.items():
+        if (not isinstance(item, list) or len(item) != 2 or not _number(item[0])
+                or not (item[1] is None or (isinstance(item[1], list) and len(item[1]) == 2
+                                            and all(_number(x) for x in item[1])))):
+            raise ValueError(f"malformed Pipeline checkpoint: {where}[{name!r:.40}] must be "
+                             "[value, [low, high] | null]")
+        out[str(name)] = (float(item[0]), None if item[1] is None else [float(item[1][0]), float(item[1][1])])
+    return out
 
 
 def _with_changes(snap: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:

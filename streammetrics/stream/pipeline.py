@@ -126,6 +126,10 @@ class PipelineConfig:
     #: slices, roll-ups, worst slices, fairness (``--slice-by`` ...; contract section 11:
     #: :class:`streammetrics.stream.slicing.SliceSpec`); slices close on one shared watermark
     slicing: Any = None
+    #: with ``slicing``: False keys events by slice only, and the snapshots keep the internal key
+    #: (``segment``: the JSON array of the slice's values), so that a merge stage applies the
+    #: budget and rolls up (the service's source partitions; ``consumers.partials``)
+    slice_output: bool = True
     #: alert rules evaluated on every snapshot the pipeline emits (``--alert`` ...; contract
     #: section 10: :class:`streammetrics.stream.alerting.AlertSpec`); their state is checkpointed
     alerts: Any = None
@@ -148,9 +152,10 @@ class PipelineConfig:
 
     def changes(self) -> Any:
         """The ``changes`` annotator (:class:`streammetrics.stream.changes.Changes`): against the
-        references when there are (binary task), or the previous window with ``compare="previous"``;
+        references when there are (binary and multiclass tasks), or the previous window with ``compare="previous"``;
         None without either."""
-        mode = self.compare or ("reference" if self.references is not None and self.task == "binary" else None)
+        mode = self.compare or ("reference" if self.references is not None and self.task in ("binary", "multiclass")
+                                else None)
         if mode is None:
             return None
         from streammetrics.stream.changes import Changes
@@ -298,8 +303,10 @@ class Pipeline:
         if c.slicing is not None:  # (streammetrics.stream.slicing: keys by slice, roll-ups at output)
             from streammetrics.stream.slicing import Slicer
 
-            self._slicer = Slicer(c.slicing, include_state=c.include_state, extra_metrics=extra)
-            extra = self._slicer.window_hook()
+            self._slicer = Slicer(c.slicing, include_state=c.include_state, extra_metrics=extra,
+                                  factory=c.monitor_factory())
+            if c.slice_output:
+                extra = self._slicer.window_hook()
         self.windows = WindowManager(
             c.monitor_factory(), c.window, c.slide, c.grace,
             cumulative=c.cumulative, include_state=c.include_state, batch=c.batch, max_pending=c.max_pending,
@@ -487,7 +494,7 @@ class Pipeline:
 
     def _sliced(self, snaps: list[dict[str, Any]], end: bool) -> list[dict[str, Any]]:
         """With slicing: slice keys by dimension, then the roll-up windows now complete."""
-        if self._slicer is None:
+        if self._slicer is None or not self.config.slice_output:
             return snaps
         if end:
             return self._slicer.process(snaps, None)
@@ -584,8 +591,9 @@ class Pipeline:
     # ------------------------------------------------------------------ checkpoint
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe checkpoint: every key's open windows, queued events included. ValueError
-        with slicing (its value budgets and open roll-up windows are not checkpointed yet)."""
-        if self._slicer is not None:
+        with slicing at output (``slice_output``: its closed slice windows awaiting the
+        watermark are not checkpointed)."""
+        if self._slicer is not None and self.config.slice_output:
             raise ValueError("a pipeline with slices (--slice-by, --rollup, --fairness-by) cannot be checkpointed yet")
         out = {"type": "Pipeline", "version": 1, "task": self.config.task, "windows": self.windows.to_dict()}
         if self._labels is not None:  # delayed labels: the join and its pending store (the windows once)
@@ -593,14 +601,20 @@ class Pipeline:
                              "join": self._labels.join.to_dict()}
         if self.alerts is not None:  # alert lifecycles: re-run after a restore, the same events
             out["alerts"] = self.alerts.to_dict()
+        if self._remembers():  # --compare previous: each key's last windows (contract section 9)
+            out["changes"] = self._changes.to_dict()
         return out
+
+    def _remembers(self) -> bool:
+        """``--compare previous``: the changes annotator remembers each key's last windows."""
+        return self._changes is not None and self._changes.mode == "previous"
 
     def delta_dict(self) -> dict[str, Any]:
         """What changed since the last :meth:`delta_dict` (or :meth:`track_changes`): the changed
         keys' windows (:meth:`WindowManager.delta_dict`) and the label join's state; see
         :meth:`apply_delta`. Tracking starts with the first call. ValueError with slicing, as
         :meth:`to_dict`."""
-        if self._slicer is not None:
+        if self._slicer is not None and self.config.slice_output:
             raise ValueError("a pipeline with slices (--slice-by, --rollup, --fairness-by) cannot be checkpointed yet")
         windows = self.windows
         windows.track_changes()
@@ -618,6 +632,8 @@ class Pipeline:
                 self._labels_tracked = stream
         if self.alerts is not None:  # (whole: bounded by the alert rules' keys)
             out["alerts"] = self.alerts.to_dict()
+        if self._remembers():  # the keys whose last windows changed
+            out["changes"] = self._changes.delta_dict()
         return out
 
     def track_changes(self) -> None:
@@ -628,6 +644,8 @@ class Pipeline:
         if self._labels is not None:
             self._labels.join.track_changes()
         self._labels_tracked = self._labels
+        if self._remembers():
+            self._changes.track_changes()
 
     @staticmethod
     def apply_delta(full: Mapping[str, Any], *deltas: Mapping[str, Any]) -> dict[str, Any]:
@@ -663,6 +681,12 @@ class Pipeline:
                 out["alerts"] = delta["alerts"]
             else:
                 out.pop("alerts", None)
+        changes = [delta["changes"] for delta in deltas if "changes" in delta]
+        if changes:
+            from streammetrics.stream.changes import Changes
+
+            out["changes"] = Changes.apply_delta(full.get("changes") or {"type": "Changes", "keys": [],
+                                                                           "forgotten": 0}, *changes)
         windows = [delta.get("windows") for delta in deltas]
         out["windows"] = WindowManager.apply_delta(full.get("windows"), *windows)  # type: ignore[arg-type]
         return out
@@ -679,6 +703,9 @@ class Pipeline:
         alerts = None
         if self.config.alerts is not None and data.get("alerts") is not None:
             alerts = self.config.alerts.engine().load(data["alerts"])  # validated before anything changes
+        changes = None
+        if self._remembers() and data.get("changes") is not None:  # (validated before anything changes)
+            changes = self.config.changes().load(data["changes"])
         labels = data.get("labels")
         stream = None
         if labels is not None:
@@ -695,6 +722,8 @@ class Pipeline:
         if self.config.alerts is not None:
             self.alerts = alerts if alerts is not None else self.config.alerts.engine()
             self._alert_events = []
+        if self._remembers():
+            self._changes = changes if changes is not None else self.config.changes()
         return self
 
     # ------------------------------------------------------------------ introspection

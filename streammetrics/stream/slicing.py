@@ -2,23 +2,32 @@
 
 ``--slice-by F1,F2`` makes the event fields ``F1``, ``F2`` part of the stream key beside
 ``model`` and ``segment``: the window engine keys each event by ``(model, s)`` where ``s`` is the
-JSON array ``[segment, v1, v2]`` (internal; never written), and each snapshot's ``"key"`` holds
-every dimension by name: ``{"model", "segment", "F1", "F2"}``. A value is a string, or a number or
-boolean written as its JSON text; an absent or null field is ``""``; a value with ``|`` or longer
-than 1000 characters is refused (``bad_value``). ``--max-slice-values N`` bounds each dimension:
-the first ``N`` distinct values seen keep their own slices (a stream's frequent values come
-early), every later one is ``"__other__"`` (counted: :attr:`Slicer.folded`, and per roll-up
-window under ``"folded"``).
+JSON array ``[segment, v1, v2]`` (internal; also the key of the service's partial windows), and
+each snapshot's ``"key"`` holds every dimension by name: ``{"model", "segment", "F1", "F2"}``. A
+value is a string, or a number or boolean written as its JSON text; an absent or null field is
+``""``; a value with ``|`` or longer than 1000 characters is refused (``bad_value``).
+
+``--max-slice-values N`` bounds each ``--slice-by`` dimension **per window**: when a (model,
+window) closes, each dimension's values are ranked by their events in that window (most first,
+ties by value) and the first ``N`` keep their own slices; the slices of the others are merged
+into ``"__other__"`` slices (``Accumulator.merge``), counted (:attr:`Slicer.folded`, and per
+roll-up window under ``"folded"``). The decision is a function of the window's closed slices
+alone, so replay, the service (after its merge stage) and Spark make the same one, whatever the
+arrival order; published slices per (model, window) are at most the product of ``N + 1`` per
+dimension. While a window is open its slices are the window engine's keys, bounded by
+``--max-keys`` (a new key beyond it is refused, counted ``key_limit``).
 
 ``--rollup D1,D2`` (repeatable; ``model`` alone: the whole model): for each closed window, the
-window's slice monitors merged over the dimensions not named (``Accumulator.merge``: no event is
-applied twice), published as a snapshot whose ``"key"`` holds ``model`` and the named dimensions
-and ``"rollup": [D1, D2]``. Merged states are functions of the multiset of events, so a roll-up
-equals the snapshot of a run keyed by its dimensions alone whenever no event is late in either
-run (slices close on one shared watermark: a window of every slice closes when the stream passes
-its end). A roll-up window is published once every slice of it has closed (the shared watermark
-passed its end; at the end of input, all). Roll-ups are of final windows (``revision`` 0);
-all-time (``--cumulative``) snapshots are not rolled up.
+window's slices merged over the dimensions not named (``Accumulator.merge``: no event is applied
+twice; the small windows the engine closes from their queued events, :meth:`Slicer.take_events`,
+are merged as those events, one batch update per roll-up window), published as a snapshot whose
+``"key"`` holds ``model`` and the named dimensions and ``"rollup": [D1, D2]``. Merged states are
+functions of the multiset of events, so a roll-up equals the snapshot of a run keyed by its
+dimensions alone whenever no event is late in either run. A (model, window) is published, its
+slices (sorted by key) then its roll-ups, once the watermark passed its end (at the end of
+input, all), so nothing is held between two calls of :meth:`Slicer.process` in a run whose
+slices close on one watermark. Roll-ups are of final windows (``revision`` 0); all-time
+(``--cumulative``) snapshots are not rolled up.
 
 Each roll-up window lists under ``"slices"`` its slices ranked worst first by their gap to the
 roll-up on ``--worst-metric`` (default ``roc_auc``; lower-is-better metrics such as ``log_loss``
@@ -31,6 +40,7 @@ of D; D joins ``--slice-by`` and, without ``--rollup``, ``--rollup model`` is im
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import math
 from dataclasses import dataclass
@@ -41,7 +51,7 @@ from streammetrics.kernels.fairness import fairness
 from streammetrics.monitors.operating_points import OperatingPoints
 from streammetrics.stream.snapshots import build_snapshot
 
-__all__ = ["OTHER", "SliceSpec", "Slicer", "slice_settings"]
+__all__ = ["OTHER", "SliceSpec", "Slicer", "slice_label", "slice_settings", "sliced_snapshot_key"]
 
 #: the value every value beyond a dimension's budget is mapped to
 OTHER = "__other__"
@@ -51,6 +61,11 @@ DEFAULT_MAX_SLICE_VALUES = 100
 DEFAULT_WORST_SLICES = 10
 _MAX_VALUE = 1000
 _MAX_CACHED = 1 << 16
+#: events below which a merged state cannot have left the exact form (BinaryScores' default
+#: max_bins: one level per distinct score up to it)
+_EXACT_EVENTS = 4096
+#: (model, window)s remembered as published incomplete (at most this many, oldest forgotten)
+_MAX_PARTLY = 10_000
 #: the confidence of the worst slices' gap intervals
 GAP_CONFIDENCE = 0.95
 #: metrics where a lower value is better (ranked by the largest gap)
@@ -95,32 +110,63 @@ class SliceSpec:
         return ("segment", *self.fields)
 
 
+class _Events:
+    """A small closed window's queued events (the engine built its snapshot without a monitor):
+    its state, merged by concatenation and applied once with ``apply(monitor, events)``."""
+
+    __slots__ = ("apply", "events")
+
+    def __init__(self, events: list, apply: Callable[[Any, list], None]) -> None:
+        self.events = events
+        self.apply = apply
+
+
 class _Merged:
-    """Monitors merged into one. Small slice windows are exact (one level per distinct score):
-    merged first into a pending exact monitor (dictionary merges), which joins the total when it
-    leaves the exact form (or when the total is read), so that a binned total meets one state
-    per ``max_bins`` distinct scores rather than one per slice. The result is the same state
-    (merged states are functions of the multiset of events)."""
+    """Monitors (and queued events) merged into one. Small slice windows are exact (one level
+    per distinct score): merged first into a pending exact monitor (dictionary merges), which
+    joins the total when it leaves the exact form (or when the total is read), so that a binned
+    total meets one state per ``max_bins`` distinct scores rather than one per slice; queued
+    events are concatenated and applied in one batch when the total is read. The result is the
+    same state (merged states are functions of the multiset of events)."""
 
-    __slots__ = ("pending", "total")
+    __slots__ = ("apply", "check_at", "events", "factory", "pending", "total")
 
-    def __init__(self) -> None:
+    def __init__(self, factory: Callable[[], Any] | None) -> None:
+        self.factory = factory
         self.total: Any = None
         self.pending: Any = None
+        # the pending monitor's form is read when its count passes this (doubling: a monitor
+        # holding its events queued, as a small window may, is not made to build its parts per merge)
+        self.check_at = _EXACT_EVENTS
+        self.events: list = []
+        self.apply: Callable[[Any, list], None] | None = None
 
-    def add(self, monitor: Any) -> None:
+    def add(self, source: Any) -> None:
+        if source.__class__ is _Events:
+            self.events += source.events
+            self.apply = source.apply
+            return
         pending = self.pending
-        pending = self.pending = monitor.copy() if pending is None else pending.merge(monitor)
-        if not _exact(pending):
-            self._fold()
+        pending = self.pending = source.copy() if pending is None else pending.merge(source)
+        if pending.count > self.check_at:
+            self.check_at = 2 * pending.count
+            if not _exact(pending):
+                self._fold()
 
     def _fold(self) -> None:
         pending, self.pending = self.pending, None
+        self.check_at = _EXACT_EVENTS
         if pending is not None:
             self.total = pending if self.total is None else self.total.merge(pending)
 
     @property
     def monitor(self) -> Any:
+        if self.events:
+            assert self.factory is not None and self.apply is not None
+            built = self.factory()
+            self.apply(built, self.events)
+            self.events = []
+            self.total = built if self.total is None else self.total.merge(built)
         self._fold()
         return self.total
 
@@ -134,11 +180,13 @@ def _exact(monitor: Any) -> bool:
 class _Rollup:
     """A roll-up window being merged: its monitor, slices, fairness groups and counts."""
 
-    __slots__ = ("count", "folded", "groups", "late", "merged", "slices")
+    __slots__ = ("count", "final", "folded", "groups", "incomplete", "late", "merged", "slices")
 
-    def __init__(self) -> None:
-        self.merged = _Merged()
-        self.slices: list[tuple[dict[str, Any], Any, int, Any]] = []  # (key, value, count, monitor)
+    def __init__(self, factory: Callable[[], Any] | None) -> None:
+        self.merged = _Merged(factory)
+        self.final = True  # every slice final
+        self.incomplete = False  # some slice published before the merge held all its partials
+        self.slices: list[tuple[dict[str, Any], dict[str, Any], Any]] = []  # (key, snapshot, source)
         self.groups: dict[str, _Merged] = {}
         self.count = 0
         self.late = 0
@@ -146,40 +194,51 @@ class _Rollup:
 
 
 class Slicer:
-    """The slicing layer of a :class:`~streammetrics.stream.pipeline.Pipeline`: keys events by
-    their slice (:meth:`wrap_parse`), sees each window's monitor (:meth:`hook`), and turns the
-    window engine's snapshots into slice snapshots plus roll-ups (:meth:`process`).
+    """The slicing layer: keys events by their slice (:meth:`wrap_parse`), sees each closed
+    window's monitor or queued events (:meth:`hook`, :meth:`take_events`), and turns the closed
+    slice windows into slice snapshots (the budget applied) plus roll-ups (:meth:`process`). The
+    service's merge stage runs :meth:`process` on its merged slice windows (``consumers.partials``).
 
-    Bounds: each dimension holds at most ``max_values`` distinct values (so at most the product
-    of the budgets, and the window engine's ``max_keys``, slice keys); roll-up windows held at
-    once are at most (open windows) x (roll-ups) x (their value combinations), each a merged
-    monitor, released when the watermark passes their end."""
+    Bounds: published slices per (model, window) at most the product of ``max_values + 1`` per
+    dimension; slice windows and roll-up windows are held only from their close until
+    :meth:`process` sees the watermark pass their end (the same call, when slices close on one
+    watermark), each roll-up a merged monitor."""
 
     def __init__(self, spec: SliceSpec, include_state: bool = True,
-                 extra_metrics: Callable[[tuple[str, str], Any, dict[str, Any]], None] | None = None) -> None:
+                 extra_metrics: Callable[[tuple[str, str], Any, dict[str, Any]], None] | None = None,
+                 factory: Callable[[], Any] | None = None) -> None:
         self.spec = spec
         self.include_state = include_state
         self._extra = extra_metrics
-        self._values: list[dict[str, None]] = [{} for _ in spec.fields]
-        #: events whose value of a dimension was beyond its budget (mapped to ``__other__``)
+        self._factory = factory
+        self._wants: Callable[[tuple[str, str]], bool] | None = getattr(extra_metrics, "wants_monitor", None)
+        #: events whose value of a dimension was beyond the window's budget (merged into ``__other__``)
         self.folded: dict[str, int] = dict.fromkeys(spec.fields, 0)
-        self._monitors: dict[int, Any] = {}
-        # (segment, raw values) -> slice key, for values that are strings of their own slices
-        # (at most _MAX_CACHED entries: past that, the key is built per event)
+        self._sources: dict[int, Any] = {}  # id(snapshot metrics) -> its monitor or _Events
+        # (segment, raw values) -> slice key, for string values (at most _MAX_CACHED entries:
+        # past that, the key is built per event)
         self._keys: dict[tuple, str] = {}
-        self._open: dict[tuple[tuple[str, ...], str, int, int], _Rollup] = {}
+        self._parsed: dict[str, tuple[str, ...]] = {}  # ... and each cached key's values
+        # (end_ms, start_ms, model) -> [(slice key, snapshot, source)]: closed slice windows
+        # waiting for the watermark to pass their end
+        self._open: dict[tuple[int, int, str], list[tuple[str, dict[str, Any], Any]]] = {}
         self._fair = spec.fairness_by
         # each roll-up merges the windows of the smallest other roll-up naming a superset of its
         # dimensions when there is one (--rollup a,b then --rollup model: 2 merges per window of
-        # a,b instead of one per slice), else the slices' monitors; finer roll-ups built first
+        # a,b instead of one per slice), else the slices; finer roll-ups built first
         self._source: dict[tuple[str, ...], tuple[str, ...] | None] = {}
         for rollup in spec.rollups:
             wider = [r for r in spec.rollups if set(r) > set(rollup)]
             self._source[rollup] = min(wider, key=len) if wider else None
         self._order = sorted(spec.rollups, key=lambda r: -len(r))
+        # (end, start, model) of windows whose roll-ups went out incomplete (a slice window the
+        # merge stage evicted): their later slices' roll-ups are marked incomplete too
+        self._partly: dict[tuple[int, int, str], None] = {}
+        # the segment's position and the budgeted dimensions' positions in a slice key's values
+        self._budgeted = list(range(1, len(spec.dims)))
 
     # ------------------------------------------------------------------ input
-    def _value(self, raw: Any, i: int, name: str) -> str | Rejection:
+    def _value(self, raw: Any, name: str) -> str | Rejection:
         v = raw.get(name) if raw.__class__ is dict else None
         if v is None:
             text = ""
@@ -192,12 +251,6 @@ class Slicer:
         if len(text) > _MAX_VALUE or "|" in text:
             return Rejection(f"slice field '{name}' must be at most {_MAX_VALUE} characters without '|'", name,
                              code="bad_value")
-        seen = self._values[i]
-        if text not in seen:
-            if len(seen) >= self.spec.max_values:
-                self.folded[name] += 1
-                return OTHER
-            seen[text] = None
         return text
 
     def wrap_parse(self, parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -205,134 +258,258 @@ class Slicer:
         internal slice key); refusals name the slice field."""
         fields = self.spec.fields
         cache = self._keys
+        parsed = self._parsed
+        known_of = _known_of(fields)
 
         def sliced(raw: Any) -> Any:
             item = parse(raw)
             if item.__class__ is Event:
-                get = raw.get  # (an Event comes from a dict)
-                known = (item.segment, *[get(name) for name in fields])
+                known = known_of(item.segment, raw.get)  # (an Event comes from a dict)
                 try:
                     key = cache.get(known)
                 except TypeError:  # an unhashable value: refused below
                     key = None
-                if key is not None:  # (only strings of their own slices are cached)
+                if key is not None:  # (only strings are cached)
                     item.segment = key
                     return item
                 values = [item.segment]
-                for i, name in enumerate(fields):
-                    v = self._value(raw, i, name)
+                for name in fields:
+                    v = self._value(raw, name)
                     if isinstance(v, Rejection):
                         return v
                     values.append(v)
                 item.segment = json.dumps(values, separators=(",", ":"))
-                if len(cache) < _MAX_CACHED and values == list(known) and all(
-                        v.__class__ is str and v != OTHER for v in known):
+                if len(cache) < _MAX_CACHED and values == list(known) and all(v.__class__ is str for v in known):
                     cache[known] = item.segment
+                    parsed[item.segment] = tuple(values)
             return item
 
         return sliced
 
+    def key_values(self, segment: str) -> tuple[str, ...]:
+        """The dimension values of an internal slice key (ValueError when it is not one: a JSON
+        array of ``len(dims)`` strings)."""
+        known = self._parsed.get(segment)
+        if known is not None:
+            return known
+        try:
+            values = json.loads(segment)
+        except ValueError:
+            values = None
+        if (values.__class__ is not list or len(values) != len(self.spec.dims)
+                or not all(v.__class__ is str for v in values)):
+            raise ValueError(f"segment {segment!r:.80} is not a slice key of {list(self.spec.dims)}")
+        known = tuple(values)
+        if len(self._parsed) < _MAX_CACHED:
+            self._parsed[segment] = known
+        return known
+
     def key_dict(self, key: tuple[str, str]) -> dict[str, str]:
         """A window engine key ``(model, slice key)`` as the snapshot's ``"key"``."""
-        values = json.loads(key[1])
-        return {"model": key[0], **dict(zip(self.spec.dims, values))}
+        return {"model": key[0], **dict(zip(self.spec.dims, self.key_values(key[1])))}
 
     # ------------------------------------------------------------------ monitors
-    def window_hook(self) -> Callable[[tuple[str, str], Any, dict[str, Any]], None] | None:
-        """The window engine's ``extra_metrics``: :meth:`hook` with roll-ups (they need each
-        window's monitor); else the inner hook on the slice's own key, or None (then small
-        windows keep the engine's vectorised pass)."""
+    def window_hook(self) -> Callable[[tuple[str, str], Any, dict[str, Any]], None]:
+        """The window engine's ``extra_metrics``: :meth:`hook`, which keeps the engine's
+        vectorised pass for small windows (``wants_monitor``: only the keys whose inner hook
+        reads the monitor) and takes their queued events instead (``take_events``)."""
+        wants = self._wants
+        extra = self._extra
+
+        def wants_monitor(key: tuple[str, str]) -> bool:
+            if extra is None:
+                return False
+            return True if wants is None else wants((key[0], json.loads(key[1])[0]))
+
+        return _Hook(self, wants_monitor)
+
+    def hook(self, key: tuple[str, str], monitor: Any, metrics: dict[str, Any]) -> None:
+        """The window engine's ``extra_metrics``: the inner hook on the slice's own key
+        ``(model, segment)``, and the window's monitor noted for :meth:`process`."""
+        if self._extra is not None:
+            self._extra((key[0], json.loads(key[1])[0]), monitor, metrics)
+        if monitor is not None:
+            self._sources[id(metrics)] = monitor
+
+    def add_source(self, snapshot: dict[str, Any], monitor: Any) -> None:
+        """Note ``monitor`` as the state of a slice snapshot given to :meth:`process` (a caller
+        that builds the slice windows itself: Spark's slice stage, from their states)."""
+        self._sources[id(snapshot["metrics"])] = monitor
+
+    def take_events(self, key: tuple[str, str], events: list, apply: Callable[[Any, list], None],
+                    metrics: dict[str, Any]) -> None:
+        """A small window the engine built from its queued ``events`` without a monitor: its
+        events stand for its state (``apply(monitor, events)`` rebuilds it)."""
+        self._sources[id(metrics)] = _Events(events, apply)
+
+    # ------------------------------------------------------------------ output
+    def process(self, snaps: list[dict[str, Any]], watermark_s: float | None) -> list[dict[str, Any]]:
+        """The (model, window)s whose end ``watermark_s`` passed (None: all, the end of input):
+        their slice snapshots (keys by dimension, the budget applied) then their roll-ups; a
+        revision or all-time snapshot passes with its key by dimension."""
+        out = []
+        sources = self._sources
+        for snap in snaps:
+            source = sources.pop(id(snap["metrics"]), None)
+            key = snap["key"]
+            if source is None or snap.get("cumulative") or snap.get("revision", 0) != 0:
+                snap["key"] = self.key_dict((key["model"], key["segment"]))
+                out.append(snap)
+                continue
+            window = snap["window"]
+            group = (_ms(window["end"]), _ms(window["start"]), key["model"])
+            items = self._open.get(group)
+            if items is None:
+                items = self._open[group] = []
+            items.append((key["segment"], snap, source))
+        limit = None if watermark_s is None else _ms(watermark_s) if math.isfinite(watermark_s) else -math.inf
+        due = sorted(g for g in self._open if limit is None or g[0] <= limit)
+        for group in due:
+            out.extend(self._close(group, self._open.pop(group)))
+        sources.clear()
+        return out
+
+    def _budget(self, items: list[tuple[tuple[str, ...], dict[str, Any], Any]]) -> list[set[str] | None]:
+        """Per budgeted dimension, the values kept in this window (None: all fit)."""
+        kept: list[set[str] | None] = []
+        cap = self.spec.max_values
+        for i in self._budgeted:
+            counts: dict[str, int] = {}
+            for values, snap, _ in items:
+                counts[values[i]] = counts.get(values[i], 0) + snap["count"]
+            if len(counts) <= cap:
+                kept.append(None)
+            else:
+                kept.append({v for _, v in sorted((-c, v) for v, c in counts.items())[:cap]})
+        return kept
+
+    def _close(self, group: tuple[int, int, str], raw: list[tuple[str, dict[str, Any], Any]]
+               ) -> list[dict[str, Any]]:
+        end, start, model = group
+        parsed = self._parsed
+        items = [(parsed.get(segment) or self.key_values(segment), snap, source) for segment, snap, source in raw]
+        kept = self._budget(items)
+        slices: dict[tuple[str, ...], list[tuple[tuple[str, ...], dict[str, Any], Any]]] = {}
+        dims = self.spec.dims
+        folding = any(keep is not None for keep in kept)
+        for item in items:
+            values = item[0]
+            if folding:
+                folded = list(values)
+                for i, keep in zip(self._budgeted, kept):
+                    if keep is not None and values[i] not in keep:
+                        folded[i] = OTHER
+                        self.folded[dims[i]] += item[1]["count"]
+                values = tuple(folded)
+            got = slices.get(values)
+            if got is None:
+                slices[values] = [item]
+            else:
+                got.append(item)
+        out: list[dict[str, Any]] = []
+        leaves: list[tuple[tuple[str, ...], dict[str, Any], dict[str, Any], Any]] = []
+        for ident in sorted(slices):  # (the order of the slices, and of ties among the worst ones)
+            members = slices[ident]
+            named = {"model": model, **dict(zip(dims, ident))}
+            if len(members) == 1 and members[0][0] == ident:
+                _, snap, source = members[0]
+            else:  # values beyond the budget: one __other__ slice, their states merged
+                merged = _Merged(self._factory)
+                for _, _, member in sorted(members, key=lambda m: m[0]):
+                    merged.add(member)
+                source = merged.monitor
+                segment = json.dumps(list(ident), separators=(",", ":"))
+                snap = build_snapshot((model, segment), source, start, end,
+                                      final=all(m[1].get("final", True) for m in members),
+                                      late=sum(m[1]["late"] for m in members), include_state=self.include_state,
+                                      extra_metrics=self._inner(model, named["segment"]))
+                if any(m[1].get("merge_incomplete") for m in members):
+                    snap["merge_incomplete"] = True
+            snap["key"] = named
+            out.append(snap)
+            leaves.append((ident, named, snap, source))
         if self.spec.rollups:
-            return self.hook
+            out.extend(self._rollups(model, start, end, leaves, folding, group in self._partly))
+        return out
+
+    def _inner(self, model: str, segment: str) -> Callable[[tuple[str, str], Any, dict[str, Any]], None] | None:
+        """The inner hook on ``(model, segment)`` (a merged window's snapshot)."""
         extra = self._extra
         if extra is None:
             return None
 
         def inner(key: tuple[str, str], monitor: Any, metrics: dict[str, Any]) -> None:
-            extra((key[0], json.loads(key[1])[0]), monitor, metrics)
+            extra((model, segment), monitor, metrics)
 
         return inner
 
-    def hook(self, key: tuple[str, str], monitor: Any, metrics: dict[str, Any]) -> None:
-        """The window engine's ``extra_metrics``: the inner hook on the slice's own key
-        ``(model, segment)``, and the monitor noted for :meth:`process`."""
-        if self._extra is not None:
-            self._extra((key[0], json.loads(key[1])[0]), monitor, metrics)
-        self._monitors[id(metrics)] = monitor
-
-    # ------------------------------------------------------------------ output
-    def process(self, snaps: list[dict[str, Any]], watermark_s: float | None) -> list[dict[str, Any]]:
-        """The slice snapshots (keys by dimension) followed by the roll-up windows that ended
-        at or before ``watermark_s`` (None: every roll-up window, the end of input)."""
-        out = []
-        for snap in snaps:
-            monitor = self._monitors.pop(id(snap["metrics"]), None)
-            key = snap["key"]
-            internal = (key["model"], key["segment"])
-            snap["key"] = named = self.key_dict(internal)
-            out.append(snap)
-            if monitor is None or snap.get("cumulative") or snap.get("revision", 0) != 0 or not self.spec.rollups:
-                continue
-            window = snap["window"]
-            start, end = _ms(window["start"]), _ms(window["end"])
-            for rollup in self.spec.rollups:
-                values = json.dumps([named[d] for d in rollup], separators=(",", ":"))
-                r = self._open.get((rollup, named["model"] + "|" + values, start, end))
+    def _rollups(self, model: str, start: int, end: int,
+                 leaves: list[tuple[tuple[str, ...], dict[str, Any], dict[str, Any], Any]],
+                 folding: bool, partly: bool) -> list[dict[str, Any]]:
+        spec = self.spec
+        fair = self._fair
+        open_: dict[tuple[tuple[str, ...], tuple[str, ...]], _Rollup] = {}
+        worst = spec.worst_slices
+        dims = spec.dims
+        plans = []  # per roll-up: its dimensions' positions, whether it merges the slices, the folded ones
+        for rollup in spec.rollups:
+            where = tuple(dims.index(d) for d in rollup)
+            others = [(d, dims.index(d)) for d in spec.fields if d not in rollup] if folding else []
+            fair_at = dims.index(fair) if fair is not None and fair not in rollup else None
+            plans.append((rollup, where, self._source[rollup] is None, others, fair_at))
+        factory = self._factory
+        for values, named, snap, source in leaves:
+            count = snap["count"]
+            for rollup, where, merges, others, fair_at in plans:
+                ident = tuple([values[i] for i in where])
+                r = open_.get((rollup, ident))
                 if r is None:
-                    r = self._open[(rollup, named["model"] + "|" + values, start, end)] = _Rollup()
-                if self._source[rollup] is None:
-                    r.merged.add(monitor)
-                r.count += snap["count"]
+                    r = open_[(rollup, ident)] = _Rollup(factory)
+                if merges:
+                    r.merged.add(source)
+                r.count += count
                 r.late += snap["late"]
-                for d in self.spec.fields:
-                    if d not in rollup and named[d] == OTHER:
-                        r.folded[d] = r.folded.get(d, 0) + snap["count"]
-                if self.spec.worst_slices:  # (the interval of the listed ones only: see _worst)
-                    r.slices.append((named, snap["metrics"].get(self.spec.worst_metric), snap["count"], monitor))
-                fair = self._fair
-                if fair is not None and fair not in rollup:
-                    group = r.groups.get(named[fair])
+                if not snap.get("final", True) or snap.get("merge_incomplete"):
+                    r.final = r.final and snap.get("final", True)
+                    r.incomplete = r.incomplete or bool(snap.get("merge_incomplete"))
+                for d, i in others:
+                    if values[i] == OTHER:
+                        r.folded[d] = r.folded.get(d, 0) + count
+                if worst:  # (the interval of the listed ones only: see _worst)
+                    r.slices.append((named, snap, source))
+                if fair_at is not None:
+                    group = r.groups.get(values[fair_at])
                     if group is None:
-                        group = r.groups[named[fair]] = _Merged()
-                    group.add(monitor)
-        out.extend(self._due(watermark_s))
-        self._monitors.clear()
-        return out
-
-    def _due(self, watermark_s: float | None) -> list[dict[str, Any]]:
-        limit = None if watermark_s is None else _ms(watermark_s) if math.isfinite(watermark_s) else None
-        if watermark_s is not None and limit is None:
-            return []  # -inf: no event yet
-        built: list[tuple[tuple, dict[str, Any]]] = []
+                        group = r.groups[values[fair_at]] = _Merged(factory)
+                    group.add(source)
+        built: list[tuple[tuple[int, tuple[str, ...]], dict[str, Any]]] = []
         for rollup in self._order:  # finer roll-ups first: they feed the coarser ones
-            due = [k for k in self._open if k[0] == rollup and (limit is None or k[3] <= limit)]
-            for k in due:
-                r = self._open.pop(k)
-                built.append(((k[3], k[2], self.spec.rollups.index(rollup), k[1]), self._rollup_snapshot(k, r)))
-                model, values = k[1].split("|", 1)
-                named = dict(zip(rollup, json.loads(values)))
+            for (which, ident), r in sorted(open_.items()):
+                if which != rollup:
+                    continue
+                built.append(((spec.rollups.index(rollup), ident), self._rollup_snapshot(model, start, end, rollup,
+                                                                                        ident, r)))
+                named = dict(zip(rollup, ident))
                 for coarse, source in self._source.items():
                     if source == rollup:
-                        ident = model + "|" + json.dumps([named[d] for d in coarse], separators=(",", ":"))
-                        target = self._open[(coarse, ident, k[2], k[3])]  # (its slices made it)
+                        target = open_[(coarse, tuple([named[d] for d in coarse]))]
                         target.merged.add(r.merged.monitor)
         built.sort(key=lambda item: item[0])
-        return [snap for _, snap in built]
+        snaps = [snap for _, snap in built]
+        if partly or any(snap.get("merge_incomplete") for snap in snaps):  # not the whole window
+            for snap in snaps:
+                snap["merge_incomplete"], snap["final"] = True, False
+            self._partly[(end, start, model)] = None
+            if len(self._partly) > _MAX_PARTLY:
+                del self._partly[next(iter(self._partly))]
+        return snaps
 
-    def _rollup_snapshot(self, k: tuple[tuple[str, ...], str, int, int], r: _Rollup) -> dict[str, Any]:
-        rollup, ident, start, end = k
-        model, values = ident.split("|", 1)
-        named = {"model": model, **dict(zip(rollup, json.loads(values)))}
-        segment = named.get("segment", "")
-        inner = None
-        if self._extra is not None:
-            extra = self._extra
-
-            def inner(key: tuple[str, str], monitor: Any, metrics: dict[str, Any]) -> None:
-                extra((model, str(segment)), monitor, metrics)
-
-        snap = build_snapshot((model, str(segment)), r.merged.monitor, start, end, final=True, late=r.late,
-                              include_state=self.include_state, extra_metrics=inner)
+    def _rollup_snapshot(self, model: str, start: int, end: int, rollup: tuple[str, ...], ident: tuple[str, ...],
+                         r: _Rollup) -> dict[str, Any]:
+        named = {"model": model, **dict(zip(rollup, ident))}
+        segment = str(named.get("segment", ""))
+        snap = build_snapshot((model, segment), r.merged.monitor, start, end, final=r.final, late=r.late,
+                              include_state=self.include_state, extra_metrics=self._inner(model, segment))
         out: dict[str, Any] = {"schema": snap["schema"], "key": named, "rollup": list(rollup) or ["model"]}
         out.update((name, snap[name]) for name in _SNAPSHOT_TAIL if name in snap)
         if r.folded:
@@ -341,20 +518,43 @@ class Slicer:
             out["slices"] = self._worst(r, snap["metrics"].get(self.spec.worst_metric))
         if r.groups:
             out["fairness"] = {"dimension": self._fair, **self._fairness(r.groups)}
+        if r.incomplete:  # (the service's merge stage evicted a slice window: --max-merge-windows)
+            out["merge_incomplete"] = True
         return out
 
     def _worst(self, r: _Rollup, whole: Any) -> list[dict[str, Any]]:
+        """The slices worst first (ties: in key order), each with its interval of the metric:
+        the one its snapshot carries at ``GAP_CONFIDENCE``, else from its monitor."""
         metric = self.spec.worst_metric
         sign = -1.0 if metric in LOWER_IS_BETTER else 1.0  # worst first: the lowest (highest) gap
-        def rank(item: tuple[dict[str, Any], Any, int, Any]) -> tuple:
-            value = item[1]
-            gap = value - whole if isinstance(value, (int, float)) and isinstance(whole, (int, float)) else None
-            return gap is None, 0.0 if gap is None else sign * gap, json.dumps(item[0], sort_keys=True)
+        number = isinstance(whole, (int, float))
 
-        listed = sorted(r.slices, key=rank)[: self.spec.worst_slices]
+        def rank(item: tuple[dict[str, Any], dict[str, Any], Any]) -> tuple[bool, float]:
+            value = item[1]["metrics"].get(metric)
+            if number and isinstance(value, (int, float)):
+                return False, sign * (value - whole)
+            return True, 0.0
+
+        listed = heapq.nsmallest(self.spec.worst_slices, r.slices, key=rank)  # (stable: key order on ties)
         r.slices = []  # (the slices' monitors are released with the roll-up)
-        return [gap_row(named, metric, value, whole, slice_interval(monitor, metric), count)
-                for named, value, count, monitor in listed]
+        rows = []
+        for named, snap, source in listed:
+            record = snap.get("intervals")
+            if record is not None and record.get("confidence") == GAP_CONFIDENCE and metric in record:
+                got = record[metric]
+                interval = None if got is None else (got[0], got[1])
+            else:
+                interval = slice_interval(self._monitor(source), metric)
+            rows.append(gap_row(named, metric, snap["metrics"].get(metric), whole, interval, snap["count"]))
+        return rows
+
+    def _monitor(self, source: Any) -> Any:
+        """A slice's monitor (built from its queued events when it has none)."""
+        if source.__class__ is not _Events:
+            return source
+        merged = _Merged(self._factory)
+        merged.add(source)
+        return merged.monitor
 
     @staticmethod
     def _fairness(groups: dict[str, Any]) -> dict[str, Any]:
@@ -366,6 +566,36 @@ class Slicer:
             cells[value] = (get((0, 0), 0.0), get((0, 1), 0.0), get((1, 0), 0.0), get((1, 1), 0.0),
                             monitor.confusion.count)
         return fairness(cells)
+
+
+class _Hook:
+    """:meth:`Slicer.hook` as the window engine's ``extra_metrics``, with the attributes the
+    engine reads: ``wants_monitor(key)`` and ``take_events``."""
+
+    __slots__ = ("slicer", "take_events", "wants_monitor")
+
+    def __init__(self, slicer: Slicer, wants_monitor: Callable[[tuple[str, str]], bool]) -> None:
+        self.slicer = slicer
+        self.wants_monitor = wants_monitor
+        self.take_events = slicer.take_events
+
+    def __call__(self, key: tuple[str, str], monitor: Any, metrics: dict[str, Any]) -> None:
+        self.slicer.hook(key, monitor, metrics)
+
+
+def _known_of(fields: tuple[str, ...]) -> Callable[[str, Callable[[str], Any]], tuple]:
+    """``(segment, get(f1), get(f2), ...)`` for ``fields`` (written out for up to three: the
+    per-event cost of the slice key)."""
+    if len(fields) == 1:
+        (f0,) = fields
+        return lambda segment, get: (segment, get(f0))
+    if len(fields) == 2:
+        f0, f1 = fields
+        return lambda segment, get: (segment, get(f0), get(f1))
+    if len(fields) == 3:
+        f0, f1, f2 = fields
+        return lambda segment, get: (segment, get(f0), get(f1), get(f2))
+    return lambda segment, get: (segment, *[get(name) for name in fields])
 
 
 def slice_interval(monitor: Any, metric: str, confidence: float = GAP_CONFIDENCE) -> tuple[float, float] | None:
@@ -397,6 +627,30 @@ def gap_row(named: dict[str, Any], metric: str, value: Any, whole: Any, interval
         row["gap_low"] = row["gap_high"] = row["significant"] = None
     row["count"] = count
     return row
+
+
+def slice_label(snapshot: dict[str, Any], key: dict[str, Any], segment: str) -> str:
+    """The segment a sliced snapshot is reported under (the report, the service's per-key
+    gauges): its slice dimensions ``segment / d1=v1 / d2=v2``, and a roll-up's ``rollup: d1=v1``
+    (``rollup: model``), so that slices and roll-ups of one model are kept apart; the plain
+    ``segment`` otherwise."""
+    dims = [f"{name}={value}" for name, value in key.items() if name not in ("model", "segment")]
+    if snapshot.get("rollup") is not None:
+        return "rollup: " + (" / ".join(dims) or "model")
+    if not dims:
+        return segment
+    return " / ".join(([segment] if segment else []) + dims)
+
+
+def sliced_snapshot_key(snapshot: dict[str, Any]) -> bytes:
+    """Kafka key of a slice or roll-up snapshot (the service's output): ``model|dims|window_start``
+    where ``dims`` is the JSON object of the key's other dimensions (a roll-up's prefixed
+    ``rollup:``), e.g. ``m|{"segment":"","country":"fr"}|60`` and ``m|rollup:{}|60``."""
+    key = snapshot["key"]
+    dims = json.dumps({d: v for d, v in key.items() if d != "model"}, separators=(",", ":"))
+    prefix = "rollup:" if "rollup" in snapshot else ""
+    tail = "cumulative" if snapshot.get("cumulative") else json.dumps(snapshot["window"]["start"])
+    return f"{key['model']}|{prefix}{dims}|{tail}".encode()
 
 
 def _ms(seconds: float) -> int:

@@ -200,7 +200,8 @@ def build_snapshot(
     (``cumulative``) snapshot has no revision fields: awaiting counts are per window. A monitor
     with ``snapshot_state()`` (``(snapshot(), to_dict())`` in one pass) gives both at once; a
     caller that computed that pair already passes it as ``record`` with the window's ``count``
-    (``monitor`` is then unused: the window engine's windows closed many at a time)."""
+    (``monitor`` is then read by ``extra_metrics`` only: the window engine's windows closed many at a
+    time)."""
     if record is None or count is None:
         count = monitor.count
     snap: dict[str, Any] = {
@@ -223,8 +224,11 @@ def build_snapshot(
         got: tuple[dict[str, Any], ...] = record if record is not None else fused()  # type: ignore[misc]
         snap["metrics"] = metrics = got[0]
         # a vectorised pass gives the window's intervals record third (contract section 9)
-        _add_intervals(snap, got[2] if len(got) > 2 else None if record is not None else
-                       _intervals_of(monitor, metrics))
+        intervals = got[2] if len(got) > 2 else None if record is not None else _intervals_of(monitor, metrics)
+        if extra_metrics is not None:  # (a record's metrics, then the hook's: as below)
+            extra_metrics(key, monitor, metrics)
+            intervals = _with_extra(intervals, key, monitor, extra_metrics)
+        _add_intervals(snap, intervals)
         if cumulative:
             snap["cumulative"] = True
         if include_state:
@@ -233,7 +237,7 @@ def build_snapshot(
     snap["metrics"] = monitor.snapshot()
     if extra_metrics is not None:
         extra_metrics(key, monitor, snap["metrics"])
-    _add_intervals(snap, _intervals_of(monitor, snap["metrics"]))
+    _add_intervals(snap, _with_extra(_intervals_of(monitor, snap["metrics"]), key, monitor, extra_metrics))
     if cumulative:
         snap["cumulative"] = True
     if include_state:
@@ -247,6 +251,27 @@ def _add_intervals(snap: dict[str, Any], record: dict[str, Any] | None) -> None:
     if record is not None:
         snap["intervals"] = record["intervals"]
         snap["insufficient"] = record["insufficient"]
+
+
+def _with_extra(record: dict[str, Any] | None, key: tuple[str, str], monitor: Any,
+                extra_metrics: Any) -> dict[str, Any] | None:
+    """``record`` with the intervals of the extra metrics appended (``extra_metrics.intervals(key,
+    monitor, confidence)``: ``--reference``'s CBPE estimates), a record of them alone for a window
+    without labelled events."""
+    extra = getattr(extra_metrics, "intervals", None)
+    if extra is None:
+        return record
+    confidence = record["intervals"]["confidence"] if record is not None else getattr(monitor, "confidence", 0.95)
+    pairs = extra(key, monitor, confidence)
+    if not pairs:
+        return record
+    if record is None:
+        record = {"intervals": {"confidence": confidence}, "insufficient": []}
+    for name, pair in pairs.items():
+        record["intervals"][name] = None if pair is None else [pair[0], pair[1]]
+        if pair is None:
+            record["insufficient"].append(name)
+    return record
 
 
 def _intervals_of(monitor: Any, metrics: dict[str, Any]) -> dict[str, Any] | None:

@@ -948,12 +948,9 @@ class WindowManager:
             for i, record in zip(rest, records):
                 d = deferred[i]
                 monitor = d.monitor
-                snap = build_snapshot(d.key, monitor, d.start_ms, d.end_ms, final=d.final, late=d.late,
-                                      expired=d.expired, cumulative=d.cumulative, include_state=include_state,
-                                      count=monitor.count, record=record)
-                if extra is not None:
-                    extra(d.key, monitor, snap["metrics"])
-                built[i] = snap
+                built[i] = build_snapshot(d.key, monitor, d.start_ms, d.end_ms, final=d.final, late=d.late,
+                                          expired=d.expired, cumulative=d.cumulative, include_state=include_state,
+                                          extra_metrics=extra, count=monitor.count, record=record)
         in_order = iter(built)  # (_deferred holds them in their order in the ready queue)
         self._ready = [next(in_order) if r.__class__ is _Closed else r for r in self._ready]
 

@@ -173,19 +173,22 @@ class FakeConsumer:
         self.closed = True
 
     # test controls
-    def assign(self, tps: list[TopicPartition]) -> None:
+    def assign(self, tps: list[TopicPartition], retain: bool = False) -> None:
+        """``retain``: as kafka-python 3.0.12 does, a partition assigned again keeps its position (and,
+        always, its paused flag); the others start from the group's committed offset."""
         for tp in tps:
-            self.positions[tp] = self.cluster.committed.get((self.group, tp), 0)
+            if not (retain and tp in self.assigned):
+                self.positions[tp] = self.cluster.committed.get((self.group, tp), 0)
         self.assigned = list(tps)
         self.paused &= set(tps)
         if self.listener is not None:
             self.listener.on_partitions_assigned(list(tps))
 
-    def rebalance(self, keep: list[TopicPartition]) -> None:
-        """Eager rebalance: revoke everything, then assign ``keep``."""
+    def rebalance(self, keep: list[TopicPartition], retain: bool = False) -> None:
+        """Eager rebalance: revoke everything, then assign ``keep`` (``retain``: see :meth:`assign`)."""
         if self.listener is not None:
             self.listener.on_partitions_revoked(list(self.assigned))
-        self.assign(keep)
+        self.assign(keep, retain=retain)
 
 
 class FakeProducer:

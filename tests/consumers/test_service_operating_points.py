@@ -1,6 +1,6 @@
 """``consume --target-recall ... --cost-fn``: the service's snapshots carry the operating points
 of each window (equal to ``BinaryScores`` on the window's state), as replay's do (contract
-section 11; broker-free, with the in-memory Kafka fakes); slices are refused there for now."""
+section 11; broker-free, with the in-memory Kafka fakes); the slicing flags' configuration."""
 from __future__ import annotations
 
 import json
@@ -38,7 +38,15 @@ def test_consume_arguments():
     config = config_from_args(_args("--target-fpr", "0.05", "--cost-fp", "2", "--cost-fn", "1"))
     assert config.pipeline_config().operating_points == OperatingPoints(target_fpr=0.05, cost_fp=2.0, cost_fn=1.0)
     assert config_from_args(_args()).operating_points is None
-    with pytest.raises(ValueError, match="replay"):
-        config_from_args(_args("--slice-by", "country"))
+    sliced = config_from_args(_args("--slice-by", "country", "--max-slice-values", "7", "--rollup", "model"))
+    assert sliced.merged and not sliced.partitioned and sliced.partials_topic
+    assert (sliced.slicing.fields, sliced.slicing.max_values, sliced.slicing.rollups) == (("country",), 7, ((),))
+    pipeline = sliced.pipeline_config()
+    assert pipeline.slicing == sliced.slicing and pipeline.slice_output is False  # (budget, roll-ups: the merge)
+    assert sliced.window_settings()["slice_by"] == ["country"]  # (a checkpoint of other keys is refused)
+    with pytest.raises(ValueError, match="--labels-topic"):
+        config_from_args(_args("--slice-by", "country", "--labels-topic", "labels"))
+    with pytest.raises(ValueError, match="--cumulative"):
+        config_from_args(_args("--fairness-by", "device", "--cumulative"))
     with pytest.raises(ValueError, match="--cost-fn"):
         config_from_args(_args("--cost-fp", "2"))

@@ -356,3 +356,41 @@ def test_operating_points_equal_replay(spark, tmp_path):
     rows = window_snapshots(frame(spark, events, BINARY), window="60s", operating_points=points).collect()
     assert_same([r.snapshot for r in rows], want)
     assert all("tpr_at_fpr" in json.loads(r.snapshot)["metrics"] for r in rows)
+
+
+def test_slices_rollups_budget_and_fairness_equal_replay(spark, tmp_path):
+    """Contract section 11: ``slicing=SliceSpec(...)`` gives replay's lines for ``--slice-by``,
+    ``--max-slice-values`` (each window's most frequent values), ``--rollup`` and
+    ``--fairness-by``, byte for byte, with and without state."""
+    from streammetrics.stream.slicing import OTHER, SliceSpec, sliced_snapshot_key
+
+    rnd = random.Random(12)
+    events = [{**e, "country": rnd.choice(["us", "us", "us", "fr", "fr", "de", "jp"]),
+               "device": rnd.choice(["ios", "web", "android"]), "tier": rnd.choice([1, 2, None])}
+              for e in binary_events(3000, seed=12)]
+    spec = SliceSpec(fields=("country", "device", "tier"), max_values=2, rollups=(("country",), ()),
+                     fairness_by="device", worst_slices=3)
+    df = frame(spark, events, BINARY + ", country string, device string, tier long")
+    for state in (True, False):
+        flags = ["--window", "60s", "--slice-by", "country,device,tier", "--max-slice-values", "2", "--rollup",
+                 "country", "--rollup", "model", "--fairness-by", "device", "--worst-slices", "3"]
+        want, _ = replay(tmp_path, events, *flags, *([] if state else ["--no-state"]))
+        rows = window_snapshots(df, window="60s", slicing=spec, include_state=state).collect()
+        got = {sliced_snapshot_key(json.loads(r.snapshot)): r.snapshot for r in rows}
+        expected = {sliced_snapshot_key(json.loads(line)): line for line in want}
+        assert expected and sorted(got) == sorted(expected)
+        for k in expected:
+            assert got[k] == expected[k], k
+        snaps = [json.loads(line) for line in want]
+        assert any(s["key"].get("country") == OTHER for s in snaps) and any("fairness" in s for s in snaps)
+        assert {r.segment for r in rows if '"rollup"' in r.snapshot} >= {"rollup: model"}
+    with pytest.raises(ValueError, match="label_events"):
+        window_snapshots(df, slicing=spec, label_events=df)
+    from streammetrics.monitors.operating_points import OperatingPoints  # and with operating points
+
+    want, _ = replay(tmp_path, events, *flags, "--no-state", "--target-recall", "0.6", "--cost-fp", "1",
+                     "--cost-fn", "4")
+    points = OperatingPoints(target_recall=0.6, cost_fp=1.0, cost_fn=4.0)
+    rows = window_snapshots(df, window="60s", slicing=spec, include_state=False, operating_points=points).collect()
+    assert sorted(r.snapshot for r in rows) == sorted(want)
+    assert all("precision_at_recall" in json.loads(line)["metrics"] for line in want)

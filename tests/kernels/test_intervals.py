@@ -181,13 +181,16 @@ def test_minimum_rule_lists_insufficient() -> None:
     assert BinaryMonitor().intervals() is None  # no labelled events: no intervals at all
 
 
-def test_weighted_events_get_no_interval() -> None:
-    evs = [dict(e, weight=2.0) for e in _events(300, 1)]
-    m = BinaryMonitor().update_many(evs)
+def test_weighted_events_get_kish_intervals() -> None:
+    """Every event of weight 2: Kish's effective sample size is the count, so the intervals are
+    those of the unit-weight window (they were all null before the sums of squared weights)."""
+    evs = _events(300, 1)
+    m = BinaryMonitor().update_many([dict(e, weight=2.0) for e in evs])
     record = m.intervals()
-    assert record is not None and record["insufficient"] == list(iv.BINARY_INTERVALS)
-    assert m.interval("roc_auc") is None
-    assert BinaryMonitor().update_many(_events(300, 1)).interval("roc_auc") is not None
+    want = BinaryMonitor().update_many(evs).intervals()
+    assert record is not None and want is not None and record["insufficient"] == []
+    for name in iv.BINARY_INTERVALS:
+        assert record["intervals"][name] == pytest.approx(want["intervals"][name], abs=1e-12), name
 
 
 def test_interval_names_are_checked() -> None:
@@ -251,7 +254,7 @@ def test_label_and_regression_intervals_equal_on_every_path(n: int, seed: int) -
         r2.update(a, b)
     for metric in ("mae", "mse", "r2"):
         assert r.interval(metric) == r2.interval(metric)
-    assert r.interval("r2") is None
+    assert (r.interval("r2") is not None) == (n >= iv.MIN_R2_EVENTS)
 
 
 def test_binned_auc_interval_contains_the_bounds() -> None:

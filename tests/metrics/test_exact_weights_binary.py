@@ -67,11 +67,24 @@ WHOLE_WEIGHT_BYTES = {
 }
 
 
+#: the sums of squared weights (issue 26), written since for weights other than 1: taken out, the
+#: rest of the state keeps the bytes above
+SQUARE_KEYS = ("weighted_squares", "weighted_squares_residues", "cells_squares", "cells_squares_residues",
+               "weight_squares", "weight_squares_residue")
+
+
+def without_squares(value):
+    if isinstance(value, dict):
+        return {k: without_squares(v) for k, v in value.items() if k not in SQUARE_KEYS}
+    return value
+
+
 @pytest.mark.parametrize("name", sorted(WHOLE_WEIGHT_BYTES))
 def test_whole_weights_keep_their_bytes(name):
     acc = whole_weight_cases()[name]
     snap = json.dumps(acc.snapshot(), sort_keys=True) if hasattr(acc, "snapshot") else ""
-    written = state_bytes(acc)
+    assert any(k in state_bytes(acc) for k in SQUARE_KEYS)  # (weights other than 1: squares written)
+    written = json.dumps(without_squares(acc.to_dict()))
     if isinstance(acc, sm.BinaryMonitor):  # version 3 writes these weights in version 2's layout
         head = '{"type": "BinaryMonitor", "version": '
         assert written.startswith(head + "3, ")

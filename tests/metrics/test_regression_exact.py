@@ -99,7 +99,8 @@ def test_products_below_the_float_floor_are_exact():
     r = Regression().update(1e-160, 0.0).update(3e-160, 0.0)  # m2 = 2e-320 (subnormal, exact)
     assert r._m2 == float(_exact_moments([(1e-160, 0, 1.0), (3e-160, 0, 1.0)])[1]) and r._m2 > 0
     d = r.to_dict()["state"]["exact_sums"]
-    assert set(d) == {"weight", "wy", "wyy", "sse", "sae", "sle", "ape", "wy_fine", "wyy_fine"}
+    assert set(d) == {"weight", "wy", "wyy", "sse", "sae", "sle", "ape", "wy_fine", "wyy_fine",
+                      "wd4", "wy3", "wy4", "wd2y", "wd2y2"}  # (R²'s moments; unit weights: no "ww")
     # removal cancels the fine sums exactly: the state of the event left
     r.remove(1e-160, 0.0)  # (|d| below max_error, which stays known)
     assert r.to_dict() == Regression().update(3e-160, 0.0).to_dict()

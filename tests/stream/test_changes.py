@@ -93,3 +93,108 @@ def test_changes_bound_on_remembered_keys() -> None:
 def test_changes_options_are_checked(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         Changes(**kwargs)
+
+
+def _pipeline_run(config: PipelineConfig, events: list[dict], restore_after: float | None = None,
+                  delta: bool = False) -> list[dict]:
+    """Events in time order, polled after each window's events; with ``restore_after``, the
+    pipeline is checkpointed (whole, or whole then a delta) once events pass that time and a new
+    pipeline restored from the checkpoint goes on."""
+    p = Pipeline(config)
+    out: list[dict] = []
+    restored = False
+    if delta:
+        p.to_dict()
+        full = p.to_dict()
+        p.track_changes()
+    for e in sorted(events, key=lambda e: e["ts"]):
+        if restore_after is not None and not restored and e["ts"] >= restore_after:
+            out += p.poll()
+            data = Pipeline.apply_delta(full, p.delta_dict()) if delta else p.to_dict()
+            data = json.loads(json.dumps(data))
+            p = Pipeline(config).load_dict(data)
+            restored = True
+        p.process(json.dumps(e))
+    return out + p.poll() + p.flush()
+
+
+@pytest.mark.parametrize("delta", [False, True])
+def test_previous_window_memory_survives_a_checkpoint(delta: bool) -> None:
+    """--compare previous: a pipeline restored from a checkpoint (whole or with a delta) between
+    two windows gives the second window the changes the uninterrupted run gives it."""
+    events = []
+    for k in range(3):
+        events += _events(400, k, 0.0, f"m{k}") + _events(400, 50 + k, 60.0, f"m{k}", 0.0 if k == 0 else 0.3)
+    config = PipelineConfig(window=60.0, max_future=None, compare="previous")
+    whole = _pipeline_run(config, events)
+    again = _pipeline_run(config, events, restore_after=80.0, delta=delta)
+    second = [s for s in whole if s["window"]["start"] == 60]
+    assert second and all(s.get("changes") for s in second)
+    assert [s for s in again if s["window"]["start"] == 60] == second
+    # without the memory (a checkpoint taken before it was kept), the second window has no changes
+    p = Pipeline(config)
+    for e in sorted(events, key=lambda e: e["ts"]):
+        if e["ts"] >= 80.0:
+            break
+        p.process(json.dumps(e))
+    p.poll()
+    data = p.to_dict()
+    assert data["changes"]["keys"]
+    del data["changes"]
+    q = Pipeline(config).load_dict(json.loads(json.dumps(data)))
+    for e in sorted(events, key=lambda e: e["ts"]):
+        if e["ts"] >= 80.0:
+            q.process(json.dumps(e))
+    assert all(not s.get("changes") for s in q.poll() + q.flush() if s["window"]["start"] == 60)
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"type": "Changes", "version": 1, "forgotten": -1, "keys": []}, "forgotten"),
+    ({"type": "Changes", "version": 1, "forgotten": 0, "keys": [["m", "", "x", {}, None]]}, "start"),
+    ({"type": "Changes", "version": 1, "forgotten": 0, "keys": [["m", "", 0, {"roc_auc": [0.8, [0.7]]}, None]]},
+     "roc_auc"),
+    ({"type": "Changes", "version": 1, "forgotten": 0, "keys": [["a", "", 0, {}, None], ["b", "", 0, {}, None]]},
+     "max-keys"),
+    ({"type": "Nope"}, "changes"),
+])
+def test_hostile_changes_checkpoints_are_refused(bad: dict, match: str) -> None:
+    config = PipelineConfig(window=60.0, max_future=None, compare="previous", max_keys=1)
+    p = Pipeline(config)
+    data = p.to_dict()
+    data["changes"] = bad
+    with pytest.raises(ValueError, match=match):
+        p.load_dict(data)
+
+
+def test_multiclass_changes_against_previous_and_reference(tmp_path, capsys) -> None:
+    """Multiclass windows: accuracy and macro F1 compared with the previous window, and with a
+    multiclass reference's arg-max confusion matrix."""
+    rng = random.Random(3)
+    classes = ["a", "b", "c"]
+
+    def rows(n: int, t0: float, right: float) -> list[dict]:
+        out = []
+        for i in range(n):
+            y = rng.randrange(3)
+            p = [0.1, 0.1, 0.1]
+            p[y if rng.random() < right else rng.randrange(3)] = 0.8
+            out.append({"ts": 1767225600 + t0 + 50 * i / n, "model": "m", "y_true": classes[y],
+                        "scores": dict(zip(classes, p))})
+        return out
+    cur = tmp_path / "cur.jsonl"
+    cur.write_text("".join(json.dumps(e) + "\n" for e in rows(600, 0.0, 0.9) + rows(600, 60.0, 0.4)))
+    assert main(["replay", str(cur), "--task", "multiclass", "--classes", "a,b,c", "--window", "60s",
+                 "--compare", "previous"]) == 0
+    snaps = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    second = [s for s in snaps if s.get("changes")]
+    assert len(second) == 1 and {"accuracy", "macro_f1"} <= set(second[0]["changes"])
+    assert second[0]["changes"]["accuracy"]["significant"] is True
+    ref = tmp_path / "ref.jsonl"
+    ref.write_text("".join(json.dumps(e) + "\n" for e in rows(2000, 0.0, 0.9)))
+    assert main(["replay", str(cur), "--task", "multiclass", "--classes", "a,b,c", "--window", "60s",
+                 "--reference", str(ref)]) == 0
+    snaps = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert all({"accuracy", "macro_f1"} <= set(s["changes"]) for s in snaps)
+    first, later = sorted(snaps, key=lambda s: s["window"]["start"])
+    assert first["changes"]["accuracy"]["significant"] is False
+    assert later["changes"]["accuracy"]["significant"] is True and later["changes"]["accuracy"]["difference"] < -0.3

@@ -154,23 +154,53 @@ def test_fairness_with_a_group_without_positives_matches_fairlearn() -> None:
     assert got["groups"]["a"]["tpr"] is None
 
 
-def test_budget_folds_later_values_into_other_and_counts_them() -> None:
-    events = _events(1500, seed=3, models=1)
-    first = []
+def test_budget_keeps_each_windows_most_frequent_values_and_merges_the_rest_into_other() -> None:
+    """--max-slice-values N: per (model, window) the N values with the most events keep their
+    slices (ties by value), the others' slices are merged into __other__: the same window as a
+    run whose events carry __other__ for those values; the folded events are counted."""
+    events = _events(3000, seed=3, models=1)
+    windows: dict[int, list[dict]] = defaultdict(list)
     for e in events:
-        if e["country"] not in first:
-            first.append(e["country"])
-    pipe = Pipeline(PipelineConfig(window=60.0, include_state=False,
-                                   slicing=SliceSpec(fields=("country",), max_values=2, rollups=((),))))
+        windows[int(e["ts"] // 60) * 60].append(e)
+    kept = {}
+    for start, evs in windows.items():
+        counts: dict[str, int] = defaultdict(int)
+        for e in evs:
+            counts[e["country"]] += 1
+        kept[start] = {v for _, v in sorted((-c, v) for v, c in counts.items())[:2]}
+    assert len({frozenset(k) for k in kept.values()}) > 1  # the kept set moves with the window
+    pipe = Pipeline(PipelineConfig(window=60.0, slicing=SliceSpec(fields=("country",), max_values=2,
+                                                                  rollups=((),))))
     out: list[str] = []
     replay_lines([json.dumps(e).encode() for e in events], pipe, out.append)
     snaps = [json.loads(line) for line in out]
-    values = {s["key"]["country"] for s in snaps if "rollup" not in s}
-    assert values == {first[0], first[1], OTHER}
-    folded = sum(1 for e in events if e["country"] not in first[:2])
+    leaves = [s for s in snaps if "rollup" not in s]
+    for start in windows:
+        got = {s["key"]["country"] for s in leaves if s["window"]["start"] == start}
+        assert got == kept[start] | {OTHER}
+    folded_events = [{**e, "country": OTHER} if e["country"] not in kept[int(e["ts"] // 60) * 60] else e
+                     for e in events]
+    want = {(s["window"]["start"], s["key"]["country"]): s for s in _run(folded_events, slicing=SliceSpec(
+        fields=("country",), max_values=5))}
+    assert len(want) == len(leaves)
+    for s in leaves:
+        assert _body(s) == _body(want[(s["window"]["start"], s["key"]["country"])])
+    folded = sum(1 for e in events if e["country"] not in kept[int(e["ts"] // 60) * 60])
     assert pipe._slicer.folded == {"country": folded}
     assert sum(s["folded"]["country"] for s in snaps if "rollup" in s) == folded
     assert sum(s["count"] for s in snaps if "rollup" in s) == len(events)
+
+
+def test_budget_at_its_edge_folds_nothing_and_one_value_less_folds_one() -> None:
+    events = _events(600, seed=11, models=1)
+    distinct = len({e["country"] for e in events})
+    exact = _run(events, slicing=SliceSpec(fields=("country",), max_values=distinct), include_state=False)
+    assert OTHER not in {s["key"]["country"] for s in exact}
+    one_less = _run(events, slicing=SliceSpec(fields=("country",), max_values=distinct - 1,
+                                              rollups=((),)), include_state=False)
+    for start in {s["window"]["start"] for s in one_less}:
+        values = [s["key"]["country"] for s in one_less if s["window"]["start"] == start and "rollup" not in s]
+        assert len(values) == distinct and OTHER in values  # (every country is in every window here)
 
 
 def test_bad_slice_values_are_refused_naming_the_field() -> None:
@@ -229,6 +259,7 @@ def test_slices_without_rollups_equal_segment_keyed_runs() -> None:
     sliced = _run(events, slicing=SliceSpec(fields=("country",)))
     as_segment = _run([{**e, "segment": e["country"]} for e in events])
     assert len(sliced) == len(as_segment)
+    as_segment.sort(key=lambda s: (s["window"]["end"], s["window"]["start"], s["key"]["model"], s["key"]["segment"]))
     for a, b in zip(sliced, as_segment):
         assert a["key"] == {"model": b["key"]["model"], "segment": "", "country": b["key"]["segment"]}
         assert _body(a) == _body(b)
@@ -255,3 +286,16 @@ def test_a_sliced_pipeline_refuses_a_checkpoint_it_could_not_restore() -> None:
     with pytest.raises(ValueError, match="checkpointed"):
         pipe.to_dict()
     assert Pipeline(PipelineConfig()).to_dict()["type"] == "Pipeline"
+
+
+@pytest.mark.parametrize("fields", [(), ("country",), ("country", "device"), ("country", "device", "tier"),
+                                    ("country", "device", "tier", "app")])
+def test_any_number_of_dimensions_keys_every_event_by_its_values(fields) -> None:
+    events = [{**e, "segment": e["device"][0], "app": e["country"][::-1]} for e in _events(400, seed=13, models=1)]
+    snaps = _run(events, slicing=SliceSpec(fields=fields, rollups=(("segment",),)), include_state=False)
+    leaves = [s for s in snaps if "rollup" not in s]
+    want: dict[tuple, int] = defaultdict(int)
+    for e in events:
+        want[(int(e["ts"] // 60) * 60, e["segment"], *[str(e[f]) for f in fields])] += 1
+    assert {(s["window"]["start"], *list(s["key"].values())[1:]): s["count"] for s in leaves} == dict(want)
+    assert sum(s["count"] for s in snaps if "rollup" in s) == len(events)
