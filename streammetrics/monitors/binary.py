@@ -544,8 +544,9 @@ class BinaryMonitor(Monitor):
                 squares = [sq((0, 0), 0.0), sq((0, 1), 0.0), sq((1, 0), 0.0), sq((1, 1), 0.0), *class_squares,
                            pred_squares]
                 lo, hi, neg, pos = sc.interval_levels()
-                columns = binary_interval_columns(
-                    cells, [0], lo, hi, neg, pos, *bounds, pr.total_weight, pr.positive_weight, z_value(c), squares)
+                if len(lo):  # (labelled events of weight 0 only: no level, every interval None)
+                    columns = binary_interval_columns(cells, [0], lo, hi, neg, pos, *bounds, pr.total_weight,
+                                                      pr.positive_weight, z_value(c), squares)
         return interval_record(BINARY_INTERVALS, columns, 0, c)
 
     def snapshot_state(self) -> tuple[dict[str, Any], dict[str, Any]]:

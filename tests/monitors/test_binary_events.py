@@ -151,3 +151,13 @@ def test_the_form_depends_on_the_state_not_on_the_weights_path():
     assert sm.from_dict(weighted.to_dict()).to_dict() == weighted.to_dict()
     half = sm.BinaryMonitor().update_predictions([Event(0.0, "m", y_true=None, score=0.25, weight=0.5)] * 3)
     assert set(half.to_dict()["state"]) == {"predictions", "scores", "confusion"}  # 1.5 at one score: not whole
+
+
+def test_labelled_events_of_weight_zero_only_have_no_intervals():
+    """A window whose labelled events all have weight 0 (no score level): every interval None
+    (was: an IndexError in the weighted intervals, raised when such a window closed)."""
+    from streammetrics.events.records import Event
+
+    m = sm.BinaryMonitor().update_event(Event(0.0, "m", y_true=0, score=0.25, weight=0.0))
+    record = m.intervals()
+    assert record is not None and all(v is None for k, v in record["intervals"].items() if k != "confidence")
