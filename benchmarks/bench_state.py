@@ -1,6 +1,8 @@
 """State cost of the Kafka service against its key count, in one run (issue: incremental state).
 
     python benchmarks/bench_state.py [--events 400000] [--keys 100000] [--windows 2] [--quick]
+    python benchmarks/bench_state.py --windows 1      # no window closes while measured: state cost only
+    python benchmarks/bench_state.py --profile /tmp/state.prof   # cProfile the many-key loop
 
 Starts an embedded tansu broker and fills two topics with the same number of single-event
 messages (binary task, keyed ``model|segment``, event times spread evenly over ``--windows``
@@ -15,6 +17,7 @@ checkpoint's size, and the time to restore a partition's state (decode + load) a
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
 import random
@@ -54,13 +57,15 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def run_service(bootstrap: str, topic: str, events: int) -> dict:
+def run_service(bootstrap: str, topic: str, events: int, profile: str | None = None,
+                kafka: dict | None = None) -> dict:
     output = f"{topic}-out"
     create_topics(bootstrap, {output: 1})
     with tempfile.TemporaryDirectory() as state:
         config = ServiceConfig(bootstrap_servers=bootstrap, topic=topic, output_topic=output,
                                group_id=f"bench-{topic}", state_dir=state, idle_close=None, max_future=None,
-                               changelog_topic=f"bench-{topic}-changelog", delivery_timeout=300.0)
+                               changelog_topic=f"bench-{topic}-changelog", delivery_timeout=300.0,
+                               kafka_options=dict(kafka or {}))
         create_topics(bootstrap, {config.changelog_topic: 1})
         service = MetricsService(config)
         rss0 = rss_bytes()
@@ -69,10 +74,17 @@ def run_service(bootstrap: str, topic: str, events: int) -> dict:
         try:
             while counts["messages"] == 0:
                 service.poll_once()
-            start, cpu = time.perf_counter(), time.process_time()
+            profiler = cProfile.Profile() if profile else None
+            start, cpu, main_cpu = time.perf_counter(), time.process_time(), time.thread_time()
+            if profiler is not None:
+                profiler.enable()
             while counts["events"] + counts["late"] + counts["rejected"] < events:
                 service.poll_once()
+            if profiler is not None:
+                profiler.disable()
+                profiler.dump_stats(profile)
             seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
+            main_seconds = time.thread_time() - main_cpu
             rss = rss_bytes() - rss0
             service.checkpoint()
             part = next(iter(service.partitions.values()))
@@ -87,6 +99,7 @@ def run_service(bootstrap: str, topic: str, events: int) -> dict:
     if counts["events"] != events:
         raise RuntimeError(f"service applied {counts['events']} of {events} events: {counts}")
     return {"events": events, "seconds": seconds, "cpu": cpu_seconds, "rate": events / cpu_seconds, "keys": keys,
+            "main_cpu": main_seconds, "snapshots": counts["snapshots"],
             "rss": rss, "checkpoint_bytes": len(payload), "restore_s": restore}
 
 
@@ -96,7 +109,15 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=100_000)
     ap.add_argument("--windows", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="40,000 events over 10,000 keys")
+    ap.add_argument("--profile", metavar="PATH", default=None,
+                    help="cProfile the many-key run's loop (its main thread) into PATH (python -m pstats PATH)")
+    ap.add_argument("--kafka", action="append", default=[], metavar="KEY=VALUE",
+                    help="a kafka-python client setting for the service, as consume --kafka (e.g. linger_ms=5 "
+                         "batch_size=16384: the producer settings before issue 25)")
     args = ap.parse_args()
+    from consumers.command import kafka_options
+
+    kafka = kafka_options(args.kafka)
     if args.quick:
         args.events, args.keys = 40_000, 10_000
     tune_gc()
@@ -107,9 +128,11 @@ def main() -> None:
             topic = f"state-{keys}-{os.getpid()}"
             create_topics(bootstrap, {topic: 1})
             produce(bootstrap, topic, messages(args.events, keys, args.windows))
-            results[keys] = r = run_service(bootstrap, topic, args.events)
+            results[keys] = r = run_service(bootstrap, topic, args.events,
+                                            args.profile if keys == args.keys else None, kafka)
             print(f"{keys:>7} keys: {r['rate']:>9,.0f} events per CPU-s ({r['events']:,} events, {r['cpu']:.1f} CPU-s, "
-                  f"{r['seconds']:.1f} s wall); state RSS +{r['rss'] / 2**20:.0f} MiB; checkpoint "
+                  f"{r['main_cpu']:.1f} of them the loop's thread, {r['seconds']:.1f} s wall, {r['snapshots']:,} "
+                  f"snapshots); state RSS +{r['rss'] / 2**20:.0f} MiB; checkpoint "
                   f"{r['checkpoint_bytes'] / 1e6:.1f} MB; restore {r['restore_s'] * 1000:.0f} ms "
                   f"for {r['keys']:,} keys", flush=True)
     many, few = results[args.keys], results[3]

@@ -62,6 +62,7 @@ def config_from_args(args: Any) -> ServiceConfig:
         max_labels=getattr(args, "max_labels", ServiceConfig.max_labels),
         cumulative=args.cumulative, include_state=not args.no_state,
         checkpoint_interval=args.checkpoint_interval, max_poll_records=args.max_poll_records,
+        checkpoint_share=getattr(args, "checkpoint_max_share", None) or ServiceConfig.checkpoint_share,
         kafka_options=kafka_options(args.kafka),
         stop_timeout=getattr(args, "stop_timeout", ServiceConfig.stop_timeout),
         stall_after=getattr(args, "stall_after", ServiceConfig.stall_after),

@@ -268,6 +268,11 @@ class ServiceMetrics:
         key = (model, segment)
         end = snapshot["window"]["end"]
         count = snapshot.get("count") or 0
+        exported = self._exported
+        if final and key not in exported and len(exported) >= self.max_keys and (
+                not exported or exported[self._smallest()].count >= count):
+            self.keys_skipped.inc()  # not admitted (most snapshots at many keys): O(1), its metrics unread
+            return
         metrics = dict(snapshot["metrics"])
         rows = metrics.get("per_class")
         if isinstance(rows, dict):  # per-class drift (multiclass --reference) as METRIC[CLASS]

@@ -199,6 +199,10 @@ class ServiceConfig:
     cumulative: bool = False
     include_state: bool = True
     checkpoint_interval: float = 1.0
+    #: most of the loop's wall time periodic checkpoints may take (``--checkpoint-max-share``): after a
+    #: checkpoint that took ``d`` s the next periodic one comes no sooner than ``d * (1 / share - 1)`` s
+    #: (a minimum pause between checkpoints, as Flink's, proportional to their cost); 1: every interval
+    checkpoint_share: float = 0.25
     max_poll_records: int = 5000
     #: the consumer decodes plain record batches with :mod:`consumers.lean_records` (the same
     #: ``ConsumerRecord`` tuples as kafka-python's, ~2.5x cheaper); False: kafka-python's own loop
@@ -261,6 +265,8 @@ class ServiceConfig:
     slicing: Any = None
 
     def __post_init__(self) -> None:
+        if not 0.0 < self.checkpoint_share <= 1.0:
+            raise ValueError(f"--checkpoint-max-share must be above 0 and at most 1, got {self.checkpoint_share!r}")
         if self.metrics_max_connections < 2:
             raise ValueError(f"metrics_max_connections must be at least 2 (one is kept for /healthz), got "
                              f"{self.metrics_max_connections}")
@@ -541,6 +547,7 @@ class MetricsService:
         self._skips: dict[Any, tuple[int, int]] = {}
         self._poll_errors = 0
         self._checkpoint_bytes = 0  # state bytes written by the checkpoint under way
+        self._checkpoint_pause = 0.0  # least time (s) before the next periodic checkpoint (checkpoint_share)
         #: partitions paused by an environment failure (see _pause)
         self._paused: dict[Any, _Pause] = {}
         #: tp -> (next offsets, since when): how long each partition has applied nothing
@@ -899,7 +906,7 @@ class MetricsService:
         now = self._clock()
         if self.config.idle_close and not self.config.merged:
             self._publish_quiet_revisions(now)
-        if now - self._last_checkpoint >= self.config.checkpoint_interval:
+        if now - self._last_checkpoint >= max(self.config.checkpoint_interval, self._checkpoint_pause):
             self.checkpoint()
         if self.merge is not None and self.merge.failure is not None:
             self._fail(f"stopping: {self.merge.failure}")
@@ -1395,11 +1402,12 @@ class MetricsService:
         if count <= part.known_keys:  # no new key (or keys evicted: the check is best effort)
             part.known_keys = count
             return
-        keys = windows.keys
+        keys = windows.newest_keys(count - part.known_keys)  # (O(new keys): at 100,000 keys a copy of all
+        # of them at every poll with a new one cost 5% of the loop)
         partition = part.tp.partition
         if len(self._key_partition) > MAX_TRACKED_KEYS:
             self._key_partition.clear()
-        for key in keys[part.known_keys:]:
+        for key in keys:
             seen = self._key_partition.setdefault(key, partition)
             if seen != partition:
                 self._key_partition[key] = partition
@@ -1412,7 +1420,7 @@ class MetricsService:
                 log.warning("key model=%r segment=%r seen on partitions %d and %d: produce with key "
                             "'model|segment' so that each key lives in one partition",
                             key[0], key[1], seen, partition)
-        part.known_keys = len(keys)
+        part.known_keys = count
 
     # ------------------------------------------------------------------ producing
     @property
@@ -1697,10 +1705,13 @@ class MetricsService:
         (``streammetrics_checkpoint_duration_seconds``, ``streammetrics_checkpoint_bytes``)."""
         if self.failure is not None:
             return
-        started = time.perf_counter()
+        started, began = time.perf_counter(), self._clock()
         self._checkpoint_bytes = 0
         self._checkpoint_now(tps, commit)
         self.metrics.observe_checkpoint(time.perf_counter() - started, self._checkpoint_bytes)
+        if tps is None:  # a periodic one: the next waits in proportion (ServiceConfig.checkpoint_share)
+            share = self.config.checkpoint_share
+            self._checkpoint_pause = (self._clock() - began) * (1.0 / share - 1.0) if share < 1.0 else 0.0
 
     def _checkpoint_now(self, tps: list | None = None, commit: bool = True) -> None:
         from kafka.structs import OffsetAndMetadata

@@ -150,6 +150,18 @@ def _add_task_options(p: argparse.ArgumentParser, replay: bool = False) -> None:
                    help="false discovery rate of the changes marked significant (default: 0.05)")
 
 
+def _share(name: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not 0.0 < value <= 1.0:
+            raise argparse.ArgumentTypeError(f"{name} must be a number above 0 and at most 1, got {text!r}")
+        return value
+    return parse
+
+
 def _open_unit(name: str) -> Callable[[str], float]:
     def parse(text: str) -> float:
         try:
@@ -353,6 +365,10 @@ def _add_consume_options(c: argparse.ArgumentParser) -> None:
                         "(default: 30s; 0 disables). Never closes a window by wall time alone")
     g.add_argument("--checkpoint-interval", type=_duration("--checkpoint-interval"), default=1.0,
                    metavar="DURATION", help="how often state is checkpointed and offsets committed (default: 1s)")
+    g.add_argument("--checkpoint-max-share", type=_share("--checkpoint-max-share"), default=0.25, metavar="FRACTION",
+                   help="most of the wall time checkpoints may take: after one that took d seconds the next "
+                        "comes no sooner than d*(1/FRACTION-1) seconds, even if --checkpoint-interval is "
+                        "shorter (default: 0.25; 1: every interval whatever they cost)")
     g.add_argument("--checkpoint-refresh", type=_duration("--checkpoint-refresh"), default=3600.0,
                    metavar="DURATION", help="a partition with no new input still re-writes its checkpoint this "
                         "often, so a changelog retention.ms above it never removes the last one (default: 1h)")

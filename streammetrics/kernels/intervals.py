@@ -529,7 +529,8 @@ def _weighted_confusion_intervals(tn: Any, fp: Any, fn: Any, tp: Any, squares: A
                                   z: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """:func:`confusion_intervals` of weighted cells: a proportion's cells scaled by its
     denominator's :func:`kish_factor`, balanced accuracy each class by its own, Matthews the
-    whole matrix by one."""
+    whole matrix by one (its minimum rule on each margin's own effective size: the whole
+    matrix's factor overstates a margin of a few heavy events)."""
     tn, fp, fn, tp = _rows(tn, fp, fn, tp)
     q = np.asarray(squares, dtype=np.float64).reshape(-1, 4)
     qtn, qfp, qfn, qtp = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
@@ -543,6 +544,11 @@ def _weighted_confusion_intervals(tn: Any, fp: Any, fn: Any, tp: Any, squares: A
     f_all = kish_factor(n, qn)
     f_pos, f_neg = kish_factor(tp + fn, qtp + qfn), kish_factor(tn + fp, qtn + qfp)
     f_q = kish_factor(tp + fp + fn, qtp + qfp + qfn)
+    margins = [(tp + fn, qtp + qfn), (tn + fp, qtn + qfp), (tp + fp, qtp + qfp), (tn + fn, qtn + qfn)]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        smallest = np.min([m * kish_factor(m, q) for m, q in margins], axis=0)
+    mcc_lo, mcc_hi = mcc_intervals(tn * f_all, fp * f_all, fn * f_all, tp * f_all, z)
+    mcc_ok = smallest >= MIN_CLASS_EVENTS
     return {
         "accuracy": prop(tn + tp, (tn, fp, fn, tp), (qtn, qfp, qfn, qtp)),
         "balanced_accuracy": balanced_accuracy_intervals(tn * f_neg, fp * f_neg, fn * f_pos, tp * f_pos, z),
@@ -550,7 +556,7 @@ def _weighted_confusion_intervals(tn: Any, fp: Any, fn: Any, tp: Any, squares: A
         "recall": prop(tp, (tp, fn), (qtp, qfn)),
         "f1": f1_intervals(tp * f_q, fp * f_q, fn * f_q, z),
         "specificity": prop(tn, (tn, fp), (qtn, qfp)),
-        "matthews_corrcoef": mcc_intervals(tn * f_all, fp * f_all, fn * f_all, tp * f_all, z),
+        "matthews_corrcoef": (np.where(mcc_ok, mcc_lo, np.nan), np.where(mcc_ok, mcc_hi, np.nan)),
         "positive_rate": prop(tp + fn, (tn, fp, fn, tp), (qtn, qfp, qfn, qtp)),
     }
 

@@ -61,9 +61,10 @@ DEFAULT_MAX_SLICE_VALUES = 100
 DEFAULT_WORST_SLICES = 10
 _MAX_VALUE = 1000
 _MAX_CACHED = 1 << 16
-#: events below which a merged state cannot have left the exact form (BinaryScores' default
-#: max_bins: one level per distinct score up to it)
-_EXACT_EVENTS = 4096
+#: events a roll-up's pending monitor of small states takes before it joins the total (below
+#: BinaryScores' max_bins, so the pending one stays exact, and below a monitor's queue of
+#: events, so that a monitor holding its events queued merges by concatenation)
+_CHUNK_EVENTS = 1024
 #: (model, window)s remembered as published incomplete (at most this many, oldest forgotten)
 _MAX_PARTLY = 10_000
 #: the confidence of the worst slices' gap intervals
@@ -122,22 +123,19 @@ class _Events:
 
 
 class _Merged:
-    """Monitors (and queued events) merged into one. Small slice windows are exact (one level
-    per distinct score): merged first into a pending exact monitor (dictionary merges), which
-    joins the total when it leaves the exact form (or when the total is read), so that a binned
-    total meets one state per ``max_bins`` distinct scores rather than one per slice; queued
-    events are concatenated and applied in one batch when the total is read. The result is the
-    same state (merged states are functions of the multiset of events)."""
+    """Monitors (and queued events) merged into one. Small slice windows are merged first into a
+    pending monitor of small states (exact dictionary merges, or queues concatenated), which
+    joins the total once it holds ``_CHUNK_EVENTS`` events (or when the total is read), so that
+    a large total meets one state per chunk rather than one per slice; queued events are
+    concatenated and applied in one batch when the total is read. The result is the same state
+    (merged states are functions of the multiset of events)."""
 
-    __slots__ = ("apply", "check_at", "events", "factory", "pending", "total")
+    __slots__ = ("apply", "events", "factory", "pending", "total")
 
     def __init__(self, factory: Callable[[], Any] | None) -> None:
         self.factory = factory
         self.total: Any = None
         self.pending: Any = None
-        # the pending monitor's form is read when its count passes this (doubling: a monitor
-        # holding its events queued, as a small window may, is not made to build its parts per merge)
-        self.check_at = _EXACT_EVENTS
         self.events: list = []
         self.apply: Callable[[Any, list], None] | None = None
 
@@ -148,14 +146,11 @@ class _Merged:
             return
         pending = self.pending
         pending = self.pending = source.copy() if pending is None else pending.merge(source)
-        if pending.count > self.check_at:
-            self.check_at = 2 * pending.count
-            if not _exact(pending):
-                self._fold()
+        if pending.count >= _CHUNK_EVENTS:
+            self._fold()
 
     def _fold(self) -> None:
         pending, self.pending = self.pending, None
-        self.check_at = _EXACT_EVENTS
         if pending is not None:
             self.total = pending if self.total is None else self.total.merge(pending)
 
@@ -169,12 +164,6 @@ class _Merged:
             self.total = built if self.total is None else self.total.merge(built)
         self._fold()
         return self.total
-
-
-def _exact(monitor: Any) -> bool:
-    """Whether a monitor's score states keep every distinct score (a monitor without them: no)."""
-    scores, predictions = getattr(monitor, "scores", None), getattr(monitor, "predictions", None)
-    return bool(getattr(scores, "exact", False)) and getattr(predictions, "bins_per_octave", 0) is None
 
 
 class _Rollup:

@@ -120,3 +120,33 @@ def test_a_checkpoint_written_before_the_pipeline_is_still_read(tmp_path):
     assert service.run() == 0
     got = {k: json.loads(v)["count"] for k, v in final_snapshots(cluster).items()}
     assert got == dict(expected_counts(events))
+
+
+@pytest.mark.parametrize("share", [0.25, 1.0])
+def test_periodic_checkpoints_take_at_most_their_share_of_the_time(tmp_path, monkeypatch, share):
+    """``--checkpoint-max-share``: after a checkpoint that took 2 s the next periodic one waits
+    2 * (1 / share - 1) s (6 s at 0.25) even with a 1 s interval; with 1, every interval."""
+    from kafka_fakes import ManualClock
+
+    cluster = FakeCluster()
+    fill(cluster, events_with_closers(400, seed=3))
+    clock = ManualClock()
+    service = make_service(cluster, tmp_path, clock=clock, checkpoint_interval=1.0, checkpoint_share=share)
+    done = []
+    real = service._checkpoint_now
+
+    def slow(*args, **kwargs):  # each checkpoint takes 2 s of the service's clock
+        done.append(clock.now)
+        clock.now += 2.0
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(service, "_checkpoint_now", slow)
+    service.start()
+    for _ in range(12):
+        clock.now += 1.5
+        service.poll_once(timeout_ms=0)
+    gaps = [b - a for a, b in zip(done, done[1:])]
+    if share == 1.0:
+        assert len(done) == 12 and gaps == [3.5] * 11  # (1.5 s per poll + the 2 s checkpoint)
+    else:
+        assert len(done) == 3 and all(gap >= 2.0 + 6.0 for gap in gaps), gaps

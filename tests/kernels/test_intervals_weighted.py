@@ -219,3 +219,16 @@ def test_r2_delta_method_matches_the_events() -> None:
     # far from 0 relative to the spread, the raw fourth powers cannot resolve it: None
     assert Regression().update_many(yt + 1e9, yp + 1e9).interval("r2") is None
     assert Regression().update_many(yt + 1e3, yp + 1e3).interval("r2") == pytest.approx(want, rel=1e-6)
+
+
+def test_weighted_matthews_needs_each_margin_effective() -> None:
+    """Three heavy predicted positives (weight 10 each): the margin's own effective size is 3,
+    though the whole matrix's Kish factor makes it 20 pseudo-events: no Matthews interval."""
+    y = [1] * 3 + [1] * 50 + [0] * 500
+    p = [1] * 3 + [0] * 50 + [0] * 500
+    w = [10.0] * 3 + [1.0] * 550
+    cm = ConfusionMatrix().update_many(y, p, w)
+    assert cm.interval("matthews_corrcoef") is None
+    assert cm.interval("accuracy") is not None
+    spread = ConfusionMatrix().update_many(y + [1] * 40, p + [1] * 40, w + [1.0] * 40)
+    assert spread.interval("matthews_corrcoef") is not None

@@ -161,3 +161,12 @@ def test_spilled_pending_records_merge_to_the_same_records() -> None:
             {k: now[k] for k in ("seq", "spilled", "spills", "evicted")}
     assert store.on_disk > 0
     store.close()
+
+
+def test_newest_keys_are_the_last_created_in_order() -> None:
+    pipeline = Pipeline(PipelineConfig(window=60.0, max_future=None))
+    for i in range(7):
+        pipeline.process(json.dumps({"ts": 1.0 + i, "model": f"m{i}", "y_true": 1, "score": 0.5}).encode())
+    windows = pipeline.windows
+    assert windows.newest_keys(3) == windows.keys[-3:] == [("m4", ""), ("m5", ""), ("m6", "")]
+    assert windows.newest_keys(0) == [] and windows.newest_keys(99) == windows.keys
