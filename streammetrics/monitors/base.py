@@ -273,6 +273,12 @@ class Monitor(Accumulator):
     #: small closed windows until the next poll to build them together)
     small_form: ClassVar[bool] = False
 
+    def update_items(self, items: Sequence[Any]) -> "Monitor":
+        """Both parts: a batch of events given in this type's small form where it has one (a
+        columnar batch: ``BinaryMonitor`` takes the common event as its signed score), parsed
+        events otherwise. This default: :meth:`update_events`."""
+        return self.update_events(items)
+
     @classmethod
     def snapshot_many(cls, monitors: Sequence["Monitor"], include_state: bool = True) -> list[tuple[Any, ...]]:
         """Per monitor (each of this type), ``(snapshot(), to_dict() or None, intervals())``:

@@ -479,6 +479,29 @@ class BinaryMonitor(Monitor):
     #: the small form: the common events as a list of signed scores (see ``Monitor.small_form``)
     small_form = True
 
+    def update_items(self, items: Sequence[Any]) -> "BinaryMonitor":
+        """A batch in the small form's input, in order: the common event as its signed score (a
+        float ``v``, ``0 < |v| < 1``: ``y_true`` ``v > 0``, score ``|v|``; a columnar batch gives
+        them so), any other as its parsed event (:meth:`update_event`). The floats are checked
+        first (:class:`~streammetrics.core.exceptions.InvalidEvent`, nothing applied).
+
+        >>> BinaryMonitor().update_items([0.8, -0.3]).to_dict()["state"]
+        {'score': [0.3, 0.8], 'y_true': [0, 1]}
+        """
+        for i, item in enumerate(items):
+            if item.__class__ is float and not 0.0 < abs(item) < 1.0:
+                raise InvalidEvent(f"items[{i}] must be a signed score, a float v with 0 < |v| < 1, "
+                                   f"got {item!r:.40}", "score")
+        queue = self._queue
+        for item in items:
+            if item.__class__ is float:
+                queue.append(item)
+            else:  # (into the parts, ahead of the queue: the state is a function of the multiset)
+                self.update_event(item)
+        if len(queue) >= self.update_queue_max:
+            self._apply_queue()
+        return self
+
     def update_events(self, events: Sequence[Event]) -> "BinaryMonitor":
         """A batch of parsed events: event by event up to :data:`SMALL_BATCH` events (the common
         ones join the small form), else vectorised into the parts."""

@@ -473,16 +473,17 @@ class WindowManager:
 
     @property
     def packs_events(self) -> bool:
-        """Whether queued events take the monitor's packed form (see the module docstring): what
-        :meth:`add_columns` is to be given as ``items``."""
-        return self._pack is not None
+        """Whether :meth:`add_columns` is to be given ``items`` in the monitor's small form (a
+        monitor with ``Monitor.small_form``: each pane's monitor takes them through
+        ``update_items``; ``BinaryMonitor``: the common event as its signed score), else events."""
+        return self._kind is not None
 
     def add_columns(self, ts: np.ndarray, key_index: np.ndarray, keys: Sequence[tuple[str, str]],
                     items: np.ndarray, tag_event: Any = None) -> np.ndarray | None:
         """Apply a batch of events given as columns, exactly as :meth:`add` of each in turn:
         ``ts`` (float64 epoch seconds), ``key_index`` (each event's index in ``keys``, the
-        distinct ``(model, segment)``) and ``items`` (what :meth:`add` would queue for each: the
-        monitor's packed form when :attr:`packs_events`, else the event). Returns the late
+        distinct ``(model, segment)``) and ``items`` (each event in the monitor's small form when
+        :attr:`packs_events`, else the event). Returns the late
         events (a bool array: not applied, counted), or None, changing nothing, when the batch
         needs the per-event path: no batch mode, a monitor ``event_tag`` without ``tag_event``
         (an event whose tag every event of the batch has) or with a key of another tag, an event beyond
@@ -494,7 +495,8 @@ class WindowManager:
         cuts, as :meth:`add` closes them after that event. Between two cuts every per-event
         decision depends on the watermark's window only, so it is taken once per key (catching
         up a key not in the heap; lateness of a pane) and the events of each (key, pane) are
-        queued in their order, drained at ``max_pending`` as one by one. (A late event lies
+        queued in their order, drained at ``max_pending`` as one by one (a monitor with a small
+        form: given to the pane's monitor, ``update_items``). (A late event lies
         below the watermark, so it never moves stream time: the running maximum over the batch
         is the stream time of each event.)"""
         n = len(ts)
@@ -615,8 +617,14 @@ class WindowManager:
                         emptied_keys.append(key)
                     continue
                 values = items[idx].tolist()
-                queue = state.pending.get(pane)
-                if queue is not None and len(queue) + len(values) < max_pending:
+                if not self._queue_events:  # the pane's monitor takes them (its small form)
+                    if state.pending and pane in state.pending:  # (queued events of a loaded checkpoint)
+                        self._drain_pane(state, pane)
+                    monitor = state.panes.get(pane)
+                    if monitor is None:
+                        monitor = state.panes[pane] = self._factory()
+                    monitor.update_items(values)
+                elif (queue := state.pending.get(pane)) is not None and len(queue) + len(values) < max_pending:
                     queue.extend(values)
                 elif queue is None and len(values) < max_pending:
                     state.pending[pane] = values
