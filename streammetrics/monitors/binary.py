@@ -488,11 +488,19 @@ class BinaryMonitor(Monitor):
         >>> BinaryMonitor().update_items([0.8, -0.3]).to_dict()["state"]
         {'score': [0.3, 0.8], 'y_true': [0, 1]}
         """
+        queue = self._queue
+        for v in items:  # (the common batch: signed scores only, one extend)
+            if v.__class__ is not float or not -1.0 < v < 1.0 or v == 0.0:
+                break
+        else:
+            queue += items
+            if len(queue) >= self.update_queue_max:
+                self._apply_queue()
+            return self
         for i, item in enumerate(items):
             if item.__class__ is float and not 0.0 < abs(item) < 1.0:
                 raise InvalidEvent(f"items[{i}] must be a signed score, a float v with 0 < |v| < 1, "
                                    f"got {item!r:.40}", "score")
-        queue = self._queue
         for item in items:
             if item.__class__ is float:
                 queue.append(item)
@@ -593,15 +601,16 @@ class BinaryMonitor(Monitor):
             return []
         chosen: list[int] = []
         first: Any = None
+        cap = min(FLEET_MAX_EVENTS, cls.events_form_max)
         for i, m in enumerate(monitors):
-            if m.__class__ is not BinaryMonitor or "_scores" in m.__dict__ or m.exact:
-                continue
-            n = len(m._queue)
-            if not 0 < n <= min(FLEET_MAX_EVENTS, m.events_form_max):
+            state = m.__dict__
+            if m.__class__ is not BinaryMonitor or "_scores" in state or not 0 < len(state["_queue"]) <= cap:
                 continue
             if first is None:
+                if m.exact:
+                    continue
                 first = m
-            elif m.threshold != first.threshold or m.confidence != first.confidence:
+            elif m.threshold != first.threshold or m.exact or m.confidence != first.confidence:
                 continue
             chosen.append(i)
         return chosen

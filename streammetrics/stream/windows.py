@@ -279,12 +279,13 @@ class _Closed:
     closed since the last poll (``snapshot_many``): its monitor (no longer changed by the
     engine) and the snapshot's fields as they were when it closed."""
 
-    __slots__ = ("cumulative", "end_ms", "expired", "final", "key", "late", "monitor", "start_ms")
+    __slots__ = ("count", "cumulative", "end_ms", "expired", "final", "key", "late", "monitor", "start_ms")
 
-    def __init__(self, key: tuple[str, str], monitor: Any, start_ms: int, end_ms: int, final: bool, late: int,
-                 expired: int, cumulative: bool) -> None:
+    def __init__(self, key: tuple[str, str], monitor: Any, count: int, start_ms: int, end_ms: int, final: bool,
+                 late: int, expired: int, cumulative: bool) -> None:
         self.key = key
         self.monitor = monitor
+        self.count = count
         self.start_ms = start_ms
         self.end_ms = end_ms
         self.final = final
@@ -1066,10 +1067,9 @@ class WindowManager:
         """A closed window's place in the ready queue: a small window of a monitor with a small
         form (no longer changed by the engine: nothing in it awaits a label) waits as a
         :class:`_Closed` for the next poll to build it with the others (``snapshot_many``); any
-        other window's snapshot
-        is built now."""
-        if self._kind is not None and not pending and monitor.count <= DEFER_MAX_EVENTS:
-            window = _Closed(key, monitor, start_ms, end_ms, final, state.late, expired, cumulative)
+        other window's snapshot is built now."""
+        if self._kind is not None and not pending and (count := monitor.count) <= DEFER_MAX_EVENTS:
+            window = _Closed(key, monitor, count, start_ms, end_ms, final, state.late, expired, cumulative)
             self._ready.append(window)
             self._deferred.append(window)
         else:
@@ -1133,7 +1133,7 @@ class WindowManager:
             for i, text in zip(plain, kind.snapshot_texts([deferred[i].monitor for i in plain])):
                 if text is not None:
                     d = deferred[i]
-                    built[i] = window_line(d.key, d.start_ms, d.end_ms, d.monitor.count, d.late, *text)
+                    built[i] = window_line(d.key, d.start_ms, d.end_ms, d.count, d.late, *text)
         rest = [i for i, b in enumerate(built) if b is None]
         if rest:
             records = kind.snapshot_many([deferred[i].monitor for i in rest], include_state)
@@ -1142,7 +1142,7 @@ class WindowManager:
                 monitor = d.monitor
                 built[i] = build_snapshot(d.key, monitor, d.start_ms, d.end_ms, final=d.final, late=d.late,
                                           expired=d.expired, cumulative=d.cumulative, include_state=include_state,
-                                          extra_metrics=extra, count=monitor.count, record=record)
+                                          extra_metrics=extra, count=d.count, record=record)
         in_order = iter(built)  # (_deferred holds them in their order in the ready queue)
         self._ready = [next(in_order) if r.__class__ is _Closed else r for r in self._ready]
 

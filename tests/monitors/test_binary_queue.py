@@ -239,3 +239,19 @@ def test_a_batch_with_a_label_that_is_not_0_or_1_is_refused_unchanged(n, bad):
         with pytest.raises(InvalidEvent, match="y_true"):
             getattr(m, update)(events)
         assert m.to_dict() == before
+
+
+@pytest.mark.parametrize("bad", [1.0, -1.0, 0.0, -0.0, 1.5, float("nan"), float("inf")])
+def test_update_items_checks_the_signed_scores_before_applying(bad):
+    """A columnar batch (signed scores, any other event as itself): a float that is no signed
+    score is refused (InvalidEvent naming the item), nothing of the batch applied."""
+    from streammetrics.core.exceptions import InvalidEvent
+
+    m = BinaryMonitor().update_items([0.25, -0.75])
+    before = m.to_dict()
+    with pytest.raises(InvalidEvent, match=r"items\[2\]"):
+        m.update_items([0.5, PARSER.parse({"y_true": 1, "score": 0.5, "weight": 2.0}), bad])
+    assert m.to_dict() == before
+    ref = BinaryMonitor().update_events([PARSER.parse({"y_true": y, "score": s}) for y, s in
+                                         [(1, 0.25), (0, 0.75), (1, 0.5), (0, 0.5)]])
+    assert m.update_items([0.5, PARSER.parse({"y_true": 0, "score": 0.5})]).to_dict() == ref.to_dict()
