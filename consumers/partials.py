@@ -156,7 +156,7 @@ class Merger:
                  extra_metrics: Callable[[tuple[str, str], Any, dict[str, Any]], None] | None = None,
                  max_windows: int = DEFAULT_MAX_MERGE_WINDOWS,
                  loader: Callable[[Mapping[str, Any]], Any] | None = None, template: Any = None,
-                 alerts: Any = None, slicer: Any = None) -> None:
+                 alerts: Any = None, slicer: Any = None, changes: Any = None) -> None:
         if sources < 1:
             raise ValueError(f"sources must be at least 1, got {sources!r}")
         if isinstance(max_windows, bool) or not isinstance(max_windows, int) or max_windows < 1:
@@ -174,6 +174,10 @@ class Merger:
         self.alert_spec = alerts
         self.alerts = alerts.engine() if alerts is not None else None
         self.alert_events: list[dict[str, Any]] = []
+        #: ``--reference`` / ``--compare previous`` on the merged windows
+        #: (:class:`streammetrics.stream.changes.Changes`; its memory is in the merge checkpoint).
+        #: Benjamini-Hochberg runs over each merged window's tests: the merge publishes them one by one
+        self.changes = changes
         #: an empty monitor of the service's task: a partial's state must have its type and config
         self.expected = None if template is None else {k: v for k, v in template.to_dict().items()
                                                         if k in ("type", "version", "config")}
@@ -389,6 +393,8 @@ class Merger:
             while len(self.finished) > self.max_windows:
                 self.finished.popitem(last=False)
         self.counts["published"] += 1
+        if self.changes is not None:  # (before the alert rules, which read the changes)
+            snap = self.changes.annotate([snap])[0]
         if self.alerts is not None:
             self.alert_events += self.alerts.observe(snap)
         return snap
@@ -428,6 +434,8 @@ class Merger:
                             for k, w in sorted(self.windows.items())]}
         if self.alerts is not None:
             out["alerts"] = self.alerts.to_dict()
+        if self.changes is not None and self.changes.mode == "previous":  # each key's last merged windows
+            out["changes"] = self.changes.to_dict()
         return out
 
     def load_dict(self, data: Mapping[str, Any]) -> Merger:
@@ -456,7 +464,13 @@ class Merger:
             alerts = self.alert_spec.engine()
             if data.get("alerts") is not None:
                 alerts.load(data["alerts"])  # ValueError naming what is wrong, before anything changes
+        changes = self.changes
+        if changes is not None and changes.mode == "previous":  # (validated before anything changes)
+            changes = type(changes)(changes.mode, changes.fdr, None, changes.max_keys)
+            if data.get("changes") is not None:
+                changes.load(data["changes"])
         self.watermarks, self.windows = watermarks, windows
+        self.changes = changes
         if alerts is not None:
             self.alerts, self.alert_events = alerts, []
         self.frontier_us = -math.inf if frontier is None else int(frontier)

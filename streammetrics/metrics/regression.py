@@ -759,4 +759,5 @@ class Regression(Accumulator):
         sse = self._sse
         if metric == "mae":
             return iv.as_pair(*iv.mean_intervals(self._sae / total, sse * f, n, z))
-        return iv.as_pair(*iv.mean_intervals(sse / total, self._max_error ** 2 * sse * f, n, z))
+        bound = self._max_error * self._max_error * sse * f  # (inf beyond the float range: no interval; ** raised)
+        return iv.as_pair(*iv.mean_intervals(sse / total, bound, n, z))

@@ -56,13 +56,21 @@ Baseline = dict[str, tuple[float, list[float] | None]]
 def reference_baseline(reference: Any, confidence: float) -> Baseline:
     """Per metric of :data:`~streammetrics.kernels.intervals.BINARY_INTERVALS` (but the predicted
     positive rate, which the reference does not keep apart): ``(value, interval or None)`` of a
-    binary ``Reference``'s state (its ``scores`` and their confusion at its ``threshold``)."""
+    binary ``Reference``'s state (its ``scores`` and their confusion at its ``threshold``; weighted
+    references by their effective sizes, each class's ``sum w^2`` spread over its cells by weight)."""
     scores = reference.scores
     cm = scores.confusion_at(reference.threshold)
     get = cm.counts().get
     tn, fp, fn, tp = get((0, 0), 0.0), get((0, 1), 0.0), get((1, 0), 0.0), get((1, 1), 0.0)
     values = binary_confusion_metrics(tn=tn, fp=fp, fn=fn, tp=tp)
-    columns = confusion_intervals(tn, fp, fn, tp, z_value(confidence)) if scores.unit_weights else {}
+    columns: Mapping[str, Any] = {}
+    if scores.unit_weights:
+        columns = confusion_intervals(tn, fp, fn, tp, z_value(confidence))
+    elif (squares := scores.class_squares()) is not None and tn + fp > 0 and tp + fn > 0:
+        # weighted: the reference keeps sum w^2 per class; within a class it is spread over the
+        # cells in proportion to their weight (Kish pseudo-counts, kernels.intervals)
+        neg, pos = squares[0] / (tn + fp), squares[1] / (tp + fn)
+        columns = confusion_intervals(tn, fp, fn, tp, z_value(confidence), [tn * neg, fp * neg, fn * pos, tp * pos])
     out: Baseline = {}
     for name in BINARY_INTERVALS:
         if name in ("roc_auc", "log_loss", "brier_score"):

@@ -232,3 +232,13 @@ def test_weighted_matthews_needs_each_margin_effective() -> None:
     assert cm.interval("accuracy") is not None
     spread = ConfusionMatrix().update_many(y + [1] * 40, p + [1] * 40, w + [1.0] * 40)
     assert spread.interval("matthews_corrcoef") is not None
+
+
+def test_regression_intervals_of_huge_errors_are_none_not_a_crash() -> None:
+    """An error of 1e300 (its square beyond the float range): ``replay --task regression`` raised
+    OverflowError computing the MSE interval's bound; now the interval is None."""
+    y = [float(i) for i in range(40)]
+    p = [v + 1.0 for v in y]
+    r = Regression().update_many(y + [0.0], p + [-1e300])
+    assert r.interval("mse") is None and r.interval("r2") is None
+    assert r.interval("mae") is None or math.isfinite(r.interval("mae")[1])

@@ -198,3 +198,22 @@ def test_multiclass_changes_against_previous_and_reference(tmp_path, capsys) -> 
     first, later = sorted(snaps, key=lambda s: s["window"]["start"])
     assert first["changes"]["accuracy"]["significant"] is False
     assert later["changes"]["accuracy"]["significant"] is True and later["changes"]["accuracy"]["difference"] < -0.3
+
+
+def test_a_weighted_reference_gives_baselines_by_its_effective_size() -> None:
+    """Every reference event of weight 2: the same baselines and intervals as unit weights (they
+    were missing for the confusion metrics of a weighted reference)."""
+    import numpy as np
+
+    from streammetrics.monitors.reference import Reference
+    from streammetrics.stream.changes import reference_baseline
+
+    rng = np.random.default_rng(8)
+    s = rng.random(2000)
+    y = rng.random(2000) < s
+    unit = reference_baseline(Reference.from_arrays(y, s), 0.95)
+    doubled = reference_baseline(Reference.from_arrays(y, s, np.full(2000, 2.0)), 0.95)
+    assert set(doubled) == set(unit) and "accuracy" in doubled and "recall" in doubled
+    for name, (value, pair) in unit.items():
+        assert doubled[name][0] == pytest.approx(value)
+        assert doubled[name][1] == pytest.approx(pair, abs=1e-12), name
