@@ -496,8 +496,8 @@ class WindowManager:
         cuts, as :meth:`add` closes them after that event. Between two cuts every per-event
         decision depends on the watermark's window only, so it is taken once per key (catching
         up a key not in the heap; lateness of a pane) and the events of each (key, pane) are
-        queued in their order, drained at ``max_pending`` as one by one (a monitor with a small
-        form: given to the pane's monitor, ``update_items``). (A late event lies
+        queued in their order, drained at ``max_pending`` as one by one (into the pane's monitor,
+        ``update_items``). (A late event lies
         below the watermark, so it never moves stream time: the running maximum over the batch
         is the stream time of each event.)"""
         n = len(ts)
@@ -618,14 +618,8 @@ class WindowManager:
                         emptied_keys.append(key)
                     continue
                 values = items[idx].tolist()
-                if not self._queue_events:  # the pane's monitor takes them (its small form)
-                    if state.pending and pane in state.pending:  # (queued events of a loaded checkpoint)
-                        self._drain_pane(state, pane)
-                    monitor = state.panes.get(pane)
-                    if monitor is None:
-                        monitor = state.panes[pane] = self._factory()
-                    monitor.update_items(values)
-                elif (queue := state.pending.get(pane)) is not None and len(queue) + len(values) < max_pending:
+                queue = state.pending.get(pane)
+                if queue is not None and len(queue) + len(values) < max_pending:
                     queue.extend(values)
                 elif queue is None and len(values) < max_pending:
                     state.pending[pane] = values
@@ -943,8 +937,12 @@ class WindowManager:
             self._apply(monitor, events)
 
     def _apply(self, monitor: Any, items: list) -> None:
-        """Queued events into ``monitor`` (batch mode)."""
-        monitor.update_events(items)
+        """Queued events (batch mode), or items in its small form (:meth:`add_columns`), into
+        ``monitor``: a Monitor's ``update_items`` (its ``update_events`` unless it has a small form)."""
+        if self._task is not None:
+            monitor.update_items(items)
+        else:
+            monitor.update_events(items)
 
     def _monitors_of(self, state: _KeyState, pane: int) -> tuple[Any, ...]:
         """The monitors an event of ``pane`` updates: the pane's, created when missing. (The
@@ -1292,7 +1290,7 @@ class WindowManager:
     def _key_entry(self, model: str, segment: str, st: _KeyState) -> dict[str, Any]:
         """One key's checkpoint entry."""
         encode = self._codec[0] if self._codec else None
-        if encode is None:
+        if encode is None or (st.pending and not self._queue_events):  # (a small form's items: in its monitor)
             self._drain_key(st)
         return {
             "model": model,
