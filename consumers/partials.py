@@ -176,7 +176,8 @@ class Merger:
         self.alert_events: list[dict[str, Any]] = []
         #: ``--reference`` / ``--compare previous`` on the merged windows
         #: (:class:`streammetrics.stream.changes.Changes`; its memory is in the merge checkpoint).
-        #: Benjamini-Hochberg runs over each merged window's tests: the merge publishes them one by one
+        #: Benjamini-Hochberg runs over the tests of each window span among the windows one record
+        #: publishes (a watermark advance: every key's window it closes; ``Changes.annotate``)
         self.changes = changes
         #: an empty monitor of the service's task: a partial's state must have its type and config
         self.expected = None if template is None else {k: v for k, v in template.to_dict().items()
@@ -209,14 +210,25 @@ class Merger:
                 watermark = rec["watermark_us"]
                 if type(watermark) is not int:
                     raise ValueError("watermark_us must be an integer")
-                return self._sliced(self._watermark(source, watermark))
+                return self._sliced(self._observed(self._watermark(source, watermark)))
             if schema != PARTIAL_SCHEMA:
                 raise ValueError(f"schema {schema!r:.60} is not {PARTIAL_SCHEMA!r}")
             snap = rec["snapshot"]
             key, end_ms, monitor = self._validate(snap)
         except Exception as exc:  # noqa: BLE001 - whatever a hostile record makes the parsing or the loader raise
             return self._refuse(value, exc)
-        return self._sliced(self._partial(source, key, end_ms, snap, text, monitor))
+        return self._sliced(self._observed(self._partial(source, key, end_ms, snap, text, monitor)))
+
+    def _observed(self, snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The snapshots one record publishes with their ``changes`` (Benjamini-Hochberg over each
+        window span's tests among them, as replay's poll: ``Changes.annotate``), then seen by the
+        alert rules (which read the changes), in order."""
+        if self.changes is not None and snaps:
+            snaps = self.changes.annotate(snaps)
+        if self.alerts is not None:
+            for snap in snaps:
+                self.alert_events += self.alerts.observe(snap)
+        return snaps
 
     def _sliced(self, snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """With slices: each merged (model, window)'s slices, the budget applied, then its
@@ -393,11 +405,7 @@ class Merger:
             while len(self.finished) > self.max_windows:
                 self.finished.popitem(last=False)
         self.counts["published"] += 1
-        if self.changes is not None:  # (before the alert rules, which read the changes)
-            snap = self.changes.annotate([snap])[0]
-        if self.alerts is not None:
-            self.alert_events += self.alerts.observe(snap)
-        return snap
+        return snap  # (changes and alert rules: _observed, over all the record publishes)
 
     def take_alerts(self) -> list[dict[str, Any]]:
         """The alert events of the merged snapshots published since the last call."""

@@ -23,6 +23,7 @@ kinds - strings, numbers, booleans - goes through the per-event path whole.)
 """
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from itertools import chain, count, repeat
 from operator import attrgetter
@@ -48,8 +49,12 @@ _TS_MAX = 253402300800.0  # 10000-01-01T00:00:00Z (exclusive)
 #: numbers at least this large go through the per-event path: below it an integer and its float
 #: are one value whichever decoder converts it
 _EXACT = 2.0 ** 53
+_INF = float("inf")
 #: label kinds (as the labels monitor's ``event_tag`` names them) by the types of their labels
 _KINDS = {"str": (str,), "number": (int, float), "bool": (bool,)}
+_KIND_OF = {t: kind for kind, types in _KINDS.items() for t in types}
+#: most valid keys a column decoder remembers (each distinct key is checked once per batch beyond it)
+KEYS_CHECKED = 100_000
 _SHARED = frozenset(["ts", "model", "segment", "weight", "id"])  # (the columns of every task)
 
 
@@ -192,7 +197,10 @@ class ColumnDecoder:
         self.names = [s[0] for s in spec]
         struct = msgspec.defstruct("ColumnEvent", spec, rename={s[0]: f[s[0]] for s in spec}, gc=False)
         self._decode = msgspec.json.Decoder(struct).decode
+        self._struct = struct
         self.classes = parser.classes
+        #: (model, segment) pairs found valid, and their key (at most KEYS_CHECKED: then not cached)
+        self._checked: dict[tuple[Any, Any], tuple[str, str]] = {}
         # multiclass: the class of a str or int y_true (a float equal to an int class finds it, as
         # the field rules do; a bool goes through the per-event path: True == 1)
         self._class_of: dict[Any, int] = {}
@@ -242,6 +250,34 @@ class ColumnDecoder:
             rows = np.array(keep, dtype=np.intp)
         else:
             rows = np.arange(n, dtype=np.intp)
+        return self._finish(structs, rows, odd)
+
+    def convert(self, values: Sequence[Any]) -> tuple[EventColumns | None, list[int]]:
+        """:meth:`decode` of decoded values instead of lines: the dicts the per-event path's
+        ``process_decoded`` takes (CSV and Parquet rows, JSONL values rescaled by ``--ts-unit``),
+        through ``msgspec.convert`` (the same type checks, non-finite numbers left to the per-event
+        path). Anything but a dict (None, a Rejection, an array) is odd."""
+        struct = self._struct
+        convert = msgspec.convert
+        odd: list[int] = []
+        try:
+            structs = [convert(v, struct) for v in values]
+            rows = np.arange(len(values), dtype=np.intp)
+        except Exception:  # noqa: BLE001 - some value is odd: one by one below
+            structs, keep = [], []
+            for i, value in enumerate(values):
+                try:
+                    if value.__class__ is not dict:
+                        raise TypeError  # noqa: TRY301 - (odd, as a failed conversion)
+                    structs.append(convert(value, struct))
+                except Exception:  # noqa: BLE001 - the per-event path says why
+                    odd.append(i)
+                    continue
+                keep.append(i)
+            rows = np.array(keep, dtype=np.intp)
+        return self._finish(structs, rows, odd)
+
+    def _finish(self, structs: list[Any], rows: np.ndarray, odd: list[int]) -> tuple[EventColumns | None, list[int]]:
         if not structs:
             return None, odd
         cols = self._columns(structs, rows)
@@ -270,11 +306,16 @@ class ColumnDecoder:
         keys: dict[tuple[str, str], int] = {}
         raw_to_key = np.empty(len(raw_rows), dtype=np.intp)
         bad_raw = np.zeros(len(raw_rows), dtype=bool)
+        checked = self._checked
         for i, row in enumerate(raw_rows.tolist()):
-            model, segment = pairs[row]
-            key = (model, "" if segment is None else segment)
-            if not _key_ok(*key):
-                bad_raw[i] = True
+            pair = pairs[row]
+            key = checked.get(pair)
+            if key is None:
+                key = (pair[0], "" if pair[1] is None else pair[1])
+                if not _key_ok(*key):
+                    bad_raw[i] = True
+                elif len(checked) < KEYS_CHECKED:
+                    checked[pair] = key
             raw_to_key[i] = keys.setdefault(key, len(keys))
         if bad_raw.any():
             ok &= ~bad_raw[raw_index]
@@ -297,10 +338,26 @@ class ColumnDecoder:
                 truth, pred = list(get["y_true"]), list(get["y_pred"])
                 types = set(map(type, truth)) | set(map(type, pred))
                 kind = next((k for k, ts_ in _KINDS.items() if types <= set(ts_)), None)
-                if kind is None:  # labels of several kinds: the per-event path says which are refused
-                    return None
+                if kind is None:  # labels of several kinds: the commonest kind's rows, the others per event
+                    row_kinds = [(_KIND_OF.get(a.__class__), _KIND_OF.get(b.__class__)) for a, b in zip(truth, pred)]
+                    common = Counter(a for a, b in row_kinds if a == b and a is not None).most_common(1)
+                    if not common:
+                        return None
+                    kind = common[0][0]
+                    for j, (a, b) in enumerate(row_kinds):
+                        if a != kind or b != kind:
+                            ok[j] = False
                 if float in types:  # an integral float is an int label, as the field rules make it
+                    for j, (a, b) in enumerate(zip(truth, pred)):
+                        if not (a.__class__ is not float or -_INF < a < _INF) or not (
+                                b.__class__ is not float or -_INF < b < _INF):
+                            ok[j] = False  # (nan, inf: a converted value, not JSON's)
+                            truth[j] = pred[j] = 0
                     truth, pred = _integral(truth), _integral(pred)
+                if not ok.all():  # (the rows left out hold labels of any kind: not looked up)
+                    placeholder = next(iter(self._allowed[kind]), None) if self._allowed else None
+                    for j in np.flatnonzero(~ok).tolist():
+                        truth[j] = pred[j] = placeholder
                 if self._allowed is not None:
                     known = self._allowed[kind].__contains__
                     ok &= np.fromiter(map(known, truth), dtype=bool, count=m)
@@ -323,9 +380,9 @@ class ColumnDecoder:
                 lengths = np.fromiter(map(len, raw_scores), dtype=np.intp, count=m)
                 ok &= lengths == k
                 flat = np.fromiter(chain.from_iterable(raw_scores), dtype=np.float64)
-                if len(flat) and bool((np.abs(flat) >= _EXACT).any()):
+                if len(flat) and not bool((np.abs(flat) < _EXACT).all()):  # (nan fails too)
                     for j, row_scores in enumerate(raw_scores):
-                        if any(abs(v) >= _EXACT for v in row_scores):
+                        if not all(abs(v) < _EXACT for v in row_scores):
                             ok[j] = False
                 scores = list(map(tuple, raw_scores))
         except (OverflowError, TypeError, ValueError):  # e.g. a 400-digit integer: the per-event path

@@ -14,8 +14,11 @@ the window before it). Every metric with an interval on both sides gets::
 by :func:`~streammetrics.kernels.intervals.differences` (MOVER: the difference's interval from
 the two intervals; ``p`` the two-sided Wald p-value read from the side of the interval facing
 0). ``significant`` is Benjamini-Hochberg at ``fdr`` (``--fdr``, default 0.05) over every
-(key, metric) test of the snapshots one ``poll`` publishes, so thousands of healthy keys do not
-raise hundreds of alarms per window.
+(key, metric) test of the windows published together: the snapshots of one window span
+(:func:`family`: every key's window closed at one pane boundary) among those one ``poll``
+publishes), so thousands of healthy keys do not raise hundreds of alarms per window, and a poll
+that closes several window spans (replay polls every few thousand lines) tests each on its own,
+as the merge stage of ``--partitioning any`` does with the windows one watermark advance publishes.
 
 Bounds: ``--compare previous`` remembers at most ``max_keys`` keys' last two windows (the
 pipeline's ``--max-keys``, default 100,000); a key beyond it is not compared and counted in
@@ -235,9 +238,10 @@ class Changes:
 
     def annotate(self, snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """``snaps`` with ``changes`` after their ``insufficient`` (those with intervals and a
-        baseline), ``significant`` by Benjamini-Hochberg over all their tests."""
-        entries: list[dict[str, Any]] = []
-        p_values: list[float] = []
+        baseline), ``significant`` by Benjamini-Hochberg over the tests of the snapshots of one
+        window span (:func:`family`) among ``snaps``: the windows one pane boundary closes, whichever
+        way the publisher batches them (a replay poll, the merge stage's watermark advance)."""
+        families: dict[Any, tuple[list[dict[str, Any]], list[float]]] = {}
         for i, snap in enumerate(snaps):
             intervals = snap.get("intervals")
             if intervals is None:
@@ -263,13 +267,23 @@ class Changes:
                              "interval": [float(d["low"][j]), float(d["high"][j])],
                              "p_value": p_value, "significant": False}
                     changes[k] = entry
+                    entries, p_values = families.setdefault(family(snap), ([], []))
                     entries.append(entry)
                     p_values.append(p_value)
             snaps[i] = _with_changes(snap, changes)
-        if entries:
+        for entries, p_values in families.values():
             for entry, significant in zip(entries, benjamini_hochberg(p_values, self.fdr).tolist()):
                 entry["significant"] = significant
         return snaps
+
+
+def family(snap: Mapping[str, Any]) -> tuple[Any, Any] | None:
+    """The false-discovery family of a snapshot: its window's ``(start, end)`` (every key's
+    window of that span published together is one family; a cumulative snapshot's: None)."""
+    window = snap.get("window")
+    if not isinstance(window, Mapping):
+        return None
+    return (window.get("start"), window.get("end"))
 
 
 def _key_row(key: tuple[str, str], held: tuple[float, Baseline, Baseline | None]) -> list[Any]:

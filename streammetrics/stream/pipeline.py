@@ -396,10 +396,21 @@ class Pipeline:
         the column decoder leaves (refused or unusual: it names them) goes through :meth:`process`
         at its place, and so does every line when there is no column decoder (msgspec not
         installed, the ``labels`` task, slices) or once delayed labels are in use."""
+        return self._batch(lines, False, skip_blank)
+
+    def process_rows(self, rows: Sequence[Any]) -> list[tuple[int, list[Problem]]]:
+        """Decoded values - the rows of CSV and Parquet files, JSONL values with ``ts`` rescaled
+        (see :mod:`streammetrics.events.tables`); None for a blank line, skipped - as
+        :meth:`process_decoded` of each in turn, columnar where it can (as :meth:`process_lines`).
+        Returns ``(index, problems)`` for the rows with problems, in order."""
+        return self._batch(rows, True, True)
+
+    def _batch(self, values: Sequence[Any], decoded: bool, skip_blank: bool) -> list[tuple[int, list[Problem]]]:
         columns = self._columns
         if columns is None or self._slicer is not None or self._labels is not None:
-            return self._each_line(lines, 0, len(lines), skip_blank)
-        cols, odd = columns.decode(lines)
+            return self._each_line(values, 0, len(values), skip_blank, decoded)
+        lines = values
+        cols, odd = columns.convert(values) if decoded else columns.decode(values)
         out: list[tuple[int, list[Problem]]] = []
         pos = 0  # lines before pos are done
         start = 0  # the first column row not applied yet
@@ -414,7 +425,7 @@ class Pipeline:
                 start = end
             pos = stop_line
             if pos < len(lines):
-                out.extend(self._each_line(lines, pos, pos + 1, skip_blank))
+                out.extend(self._each_line(lines, pos, pos + 1, skip_blank, decoded))
         return out
 
     def _apply_columns(self, cols: Any) -> list[tuple[int, list[Problem]]]:
@@ -464,15 +475,20 @@ class Pipeline:
         self._late += n_late
         return [(row, [Problem(None, "late", LATE_REASON, "ts")]) for row in cols.rows[late].tolist()]
 
-    def _each_line(self, lines: Sequence[bytes | None], lo: int, hi: int,
-                   skip_blank: bool) -> list[tuple[int, list[Problem]]]:
+    def _each_line(self, lines: Sequence[Any], lo: int, hi: int, skip_blank: bool,
+                   decoded: bool = False) -> list[tuple[int, list[Problem]]]:
         out = []
         self.column_counts["per_event"] += hi - lo
         for i in range(lo, hi):
             line = lines[i]
-            if skip_blank and line is not None and line[:1] in _BLANK_START and not line.strip():
+            if decoded:
+                if line is None:  # (a blank line)
+                    continue
+                problems = self.process_decoded(line).problems
+            elif skip_blank and line is not None and line[:1] in _BLANK_START and not line.strip():
                 continue
-            problems = self.process(line).problems
+            else:
+                problems = self.process(line).problems
             if problems:
                 out.append((i, list(problems)))
         return out

@@ -562,29 +562,30 @@ class WindowManager:
         order = np.lexsort((px, kx))  # by key, then pane; positions ascending within each
         ks = kx[order]
         ps = px[order]
-        new_key = np.flatnonzero(ks[1:] != ks[:-1]) + 1
-        starts = np.flatnonzero((ks[1:] != ks[:-1]) | (ps[1:] != ps[:-1])) + 1
-        heads = np.concatenate(([0], starts))  # each group's first index in ``order``
+        key_change = ks[1:] != ks[:-1]
+        new_key = np.flatnonzero(key_change) + 1
+        heads = np.concatenate(([0], np.flatnonzero(key_change | (ps[1:] != ps[:-1])) + 1))  # groups' first
         bounds = [*heads.tolist(), len(order)]
         group_max = np.maximum.reduceat(ts_us[lo:hi][order], heads).tolist()
         group_first = order[heads]  # each group's first event (a position in lo:hi)
         run_heads = np.searchsorted(heads, np.concatenate(([0], new_key)))  # each key's first group
         run_first = np.minimum.reduceat(group_first, run_heads)
-        runs = run_heads[np.argsort(run_first, kind="stable")].tolist()
-        run_end = dict(zip(run_heads.tolist(), [*run_heads[1:].tolist(), len(heads)]))
-        first_pos = (group_first + lo).tolist()
+        by_first = np.argsort(run_first, kind="stable")
+        runs = run_heads[by_first].tolist()
+        run_ends = np.append(run_heads[1:], len(heads))[by_first].tolist()
+        first_pos = group_first.tolist()
         group_key = ks[heads].tolist()
         group_pane = ps[heads].tolist()
-        order += lo
+        values = items[order + lo].tolist()  # the items in group order: each group a slice
         spec = self.spec
         max_pending = self.max_pending
         held = self._keys
+        late_groups: list[int] = []
         # keys emptied (by a catch-up close, or a late event of a key without panes), by the
         # position of the event that did it: appended to _emptied in that order, as add does
         emptied_at: list[np.ndarray] = []
         emptied_keys: list[tuple[str, str]] = []
-        for g in runs:
-            g_end = run_end[g]
+        for g, g_end in zip(runs, run_ends):
             key = keys[group_key[g]]
             state = held.get(key)
             if state is None:
@@ -597,34 +598,37 @@ class WindowManager:
                 mark = len(self._emptied)
                 self._close_by_watermark(key, state, stream_us)
                 if len(self._emptied) > mark:
-                    at = 2 * min(first_pos[g:g_end])
+                    at = 2 * (min(first_pos[g:g_end]) + lo)
                     for emptied in self._emptied[mark:]:
                         emptied_at.append(np.array([at]))
                         emptied_keys.append(emptied)
                     del self._emptied[mark:]
             open_from = state.open_from
-            was_empty = not state.panes and not state.pending
-            first_accepted = min((first_pos[j] for j in range(g, g_end) if group_pane[j] >= open_from),
-                                 default=None)
             top = None
             for j in range(g, g_end):
                 pane = group_pane[j]
-                idx = order[bounds[j]:bounds[j + 1]]
                 if pane < open_from:
-                    late[idx] = True
-                    state.late += len(idx)
-                    if was_empty:  # as add: an evicted key's late events (before it queues again)
-                        emptied_at.append(2 * (idx if first_accepted is None else idx[idx < first_accepted]) + 1)
+                    late_groups.append(j)
+                    state.late += bounds[j + 1] - bounds[j]
+                    if not state.panes and not state.pending:  # as add: an evicted key's late events
+                        idx = order[bounds[j]:bounds[j + 1]]
+                        accepted = [first_pos[i] for i in range(g, g_end) if group_pane[i] >= open_from]
+                        if accepted:  # (those before the key's first accepted event)
+                            idx = idx[idx < min(accepted)]
+                        emptied_at.append(2 * (idx + lo) + 1)
                         emptied_keys.append(key)
                     continue
-                values = items[idx].tolist()
+                chunk = values[bounds[j]:bounds[j + 1]]
                 queue = state.pending.get(pane)
-                if queue is not None and len(queue) + len(values) < max_pending:
-                    queue.extend(values)
-                elif queue is None and len(values) < max_pending:
-                    state.pending[pane] = values
+                if queue is None:
+                    if len(chunk) < max_pending:
+                        state.pending[pane] = chunk
+                    else:
+                        self._queue_draining(state, pane, chunk, max_pending)
+                elif len(queue) + len(chunk) < max_pending:
+                    queue.extend(chunk)
                 else:
-                    self._queue_draining(state, pane, values, max_pending)
+                    self._queue_draining(state, pane, chunk, max_pending)
                 if top is None:
                     if pane < state.first_pane_bound:
                         self._set_first_window(state, spec.first_window_of_pane(pane))
@@ -636,6 +640,9 @@ class WindowManager:
                     state.max_us = top
                 if state.armed != state.close_at:
                     self._arm(key, state)
+        if late_groups:
+            sizes = np.diff(bounds)
+            late[order[np.repeat(np.isin(np.arange(len(sizes)), late_groups), sizes)] + lo] = True
         if emptied_at:  # in the order of the events (a catch-up before its event's late count)
             at = np.concatenate(emptied_at)
             which = np.repeat(np.arange(len(emptied_at)), [len(e) for e in emptied_at])

@@ -251,3 +251,61 @@ def test_message_values_with_tombstones_and_blanks():
     assert [(i, [(q.code, q.reason) for q in ps]) for i, ps in sorted(found.items())] == [e for e in expected if e[1]]
     assert got.counters == want.counters
     assert got.flush_lines() == want.flush_lines()
+
+
+def test_checked_keys_are_bounded(monkeypatch):
+    """The column decoder remembers at most KEYS_CHECKED valid keys; beyond, keys are checked per batch."""
+    import streammetrics.events.columns as columns
+
+    monkeypatch.setattr(columns, "KEYS_CHECKED", 3)
+    dec = column_decoder(EventParser("binary"))
+    assert dec is not None
+    lines = [json.dumps({"ts": T0, "model": f"m{i}", "y_true": 1, "score": 0.5}).encode() + b"\n" for i in range(6)]
+    lines.append(b'{"ts": 1767225600, "model": "a|b", "y_true": 1, "score": 0.5}\n')
+    for _ in range(2):
+        cols, odd = dec.decode(lines)
+        assert odd == [6] and cols is not None and cols.keys[:6] == [(f"m{i}", "") for i in range(6)]
+        assert len(dec._checked) == 3  # noqa: SLF001 - the bound under test
+
+
+@pytest.mark.parametrize("task", ["binary", "regression", "multiclass", "labels"])
+def test_process_rows_equals_process_decoded(task):
+    """Decoded rows (CSV, Parquet, --ts-unit): process_rows equals process_decoded of each row,
+    non-finite numbers, None (blank lines), rejections and arrays included."""
+    from streammetrics.events.decoding import decode_value
+
+    rows = [decode_value(line) if line.strip() else None for line in _stream(11, task, 1200, keys=5, odd=0.1)]
+    rng = random.Random(2)
+    for i in rng.sample(range(len(rows)), 40):
+        if isinstance(rows[i], dict):
+            rows[i] = {**rows[i], rng.choice(["ts", "score", "y_true", "y_pred", "weight"]): rng.choice(
+                [float("nan"), float("inf"), np.float64(0.5), 10**30])}
+    cfg = PipelineConfig(task=task, **({"classes": CLASSES} if task == "multiclass" else {}))
+    want, got = Pipeline(cfg, wall_clock=lambda: NOW), Pipeline(cfg, wall_clock=lambda: NOW)
+    expected = []
+    for i, row in enumerate(rows):
+        if row is not None:
+            expected += [(i, q.index, q.code, q.reason) for q in want.process_decoded(row).problems]
+        if i % 100 == 99:
+            want.poll_lines(revisions=False)
+    found = []
+    for lo in range(0, len(rows), 100):
+        found += [(lo + i, q.index, q.code, q.reason) for i, ps in got.process_rows(rows[lo:lo + 100]) for q in ps]
+        got.poll_lines(revisions=False)
+    assert found == expected
+    assert got.counters == want.counters and got.column_counts["columns"] > (200 if task == "labels" else 800)
+    assert got.flush_lines() == want.flush_lines()
+
+
+@pytest.mark.parametrize("config", [{"window": 5.0}, {"window": 5.0, "max_keys": 12}, {"window": 4.0, "slide": 2.0,
+                                                                                      "grace": 3.0, "max_keys": 20}])
+def test_many_keys_evicted_and_forgotten(config):
+    """Many short windows over many keys: keys evicted, remembered, forgotten and refused
+    (key_limit), late events of evicted keys; the same as line by line, with polls between."""
+    rng = random.Random(len(config))
+    lines = _stream(rng.randrange(10**6), "binary", 3000, keys=40, odd=0.03)
+    chunks = [rng.choice([5, 50, 200]) for _ in range(200)]
+    want = _run(lines, False, chunks, **config)
+    got = _run(lines, True, chunks, **config)
+    assert got[1] == want[1] and got[2] == want[2] and got[3] == want[3] and got[0] == want[0]
+    assert want[2]["keys_evicted"] > 100
