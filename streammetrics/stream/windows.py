@@ -939,13 +939,13 @@ class WindowManager:
 
     # ----------------------------------------------------------------- batch mode
     def _drain_pane(self, state: _KeyState, pane: int) -> None:
-        events = state.pending.pop(pane)
-        for monitor in self._monitors_of(state, pane):
-            self._apply(monitor, events)
-
-    def _apply(self, monitor: Any, items: list) -> None:
-        """Queued events (batch mode), or items in its small form (:meth:`add_columns`), into
-        ``monitor``: a Monitor's ``update_items`` (its ``update_events`` unless it has a small form)."""
+        """The pane's queued events (batch mode), or items in its monitor's small form
+        (:meth:`add_columns`), into the pane's monitor (made if missing): a Monitor's
+        ``update_items`` (its ``update_events`` unless it has a small form)."""
+        items = state.pending.pop(pane)
+        monitor = state.panes.get(pane)
+        if monitor is None:
+            monitor = state.panes[pane] = self._factory()
         if self._task is not None:
             monitor.update_items(items)
         else:
