@@ -533,6 +533,18 @@ def snapshot_metrics(
                 for name, row in per_class.items():
                     rows.setdefault(name, {}).update(row)
 
+        def multiclass_intervals(key: tuple[str, str], monitor: Any,
+                                 confidence: float) -> dict[str, tuple[float, float] | None]:
+            """The intervals of the multiclass CBPE estimates
+            (:meth:`MulticlassReference.monitor_intervals`); empty without a reference or predictions."""
+            ref = refs.get(key)
+            if ref is None or not monitor.count:
+                return {}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UndefinedMetricWarning)
+                return ref.monitor_intervals(monitor, confidence)
+
+        multiclass_hook.intervals = multiclass_intervals  # type: ignore[attr-defined]  # (stream.snapshots)
         return multiclass_hook
     if task != "binary":
         raise ValueError(f"--reference supports the binary and multiclass tasks, not {task!r}")
