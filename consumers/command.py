@@ -169,7 +169,7 @@ def merger_factory(config: ServiceConfig, sources: int) -> Callable[[], Any]:
                             factory=pipeline_config.monitor_factory())
         return Merger(sources, include_state=config.include_state, extra_metrics=extra,
                       max_windows=config.max_merge_windows, loader=loader, template=template,
-                      alerts=config.alerts, slicer=slicer)
+                      alerts=config.alerts, slicer=slicer, changes=pipeline_config.changes())
 
     return make_merger
 

@@ -156,7 +156,7 @@ class Merger:
                  extra_metrics: Callable[[tuple[str, str], Any, dict[str, Any]], None] | None = None,
                  max_windows: int = DEFAULT_MAX_MERGE_WINDOWS,
                  loader: Callable[[Mapping[str, Any]], Any] | None = None, template: Any = None,
-                 alerts: Any = None, slicer: Any = None) -> None:
+                 alerts: Any = None, slicer: Any = None, changes: Any = None) -> None:
         if sources < 1:
             raise ValueError(f"sources must be at least 1, got {sources!r}")
         if isinstance(max_windows, bool) or not isinstance(max_windows, int) or max_windows < 1:
@@ -174,6 +174,11 @@ class Merger:
         self.alert_spec = alerts
         self.alerts = alerts.engine() if alerts is not None else None
         self.alert_events: list[dict[str, Any]] = []
+        #: ``--reference`` / ``--compare previous`` on the merged windows
+        #: (:class:`streammetrics.stream.changes.Changes`; its memory is in the merge checkpoint).
+        #: Benjamini-Hochberg runs over the tests of each window span among the windows one record
+        #: publishes (a watermark advance: every key's window it closes; ``Changes.annotate``)
+        self.changes = changes
         #: an empty monitor of the service's task: a partial's state must have its type and config
         self.expected = None if template is None else {k: v for k, v in template.to_dict().items()
                                                         if k in ("type", "version", "config")}
@@ -205,14 +210,25 @@ class Merger:
                 watermark = rec["watermark_us"]
                 if type(watermark) is not int:
                     raise ValueError("watermark_us must be an integer")
-                return self._sliced(self._watermark(source, watermark))
+                return self._sliced(self._observed(self._watermark(source, watermark)))
             if schema != PARTIAL_SCHEMA:
                 raise ValueError(f"schema {schema!r:.60} is not {PARTIAL_SCHEMA!r}")
             snap = rec["snapshot"]
             key, end_ms, monitor = self._validate(snap)
         except Exception as exc:  # noqa: BLE001 - whatever a hostile record makes the parsing or the loader raise
             return self._refuse(value, exc)
-        return self._sliced(self._partial(source, key, end_ms, snap, text, monitor))
+        return self._sliced(self._observed(self._partial(source, key, end_ms, snap, text, monitor)))
+
+    def _observed(self, snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The snapshots one record publishes with their ``changes`` (Benjamini-Hochberg over each
+        window span's tests among them, as replay's poll: ``Changes.annotate``), then seen by the
+        alert rules (which read the changes), in order."""
+        if self.changes is not None and snaps:
+            snaps = self.changes.annotate(snaps)
+        if self.alerts is not None:
+            for snap in snaps:
+                self.alert_events += self.alerts.observe(snap)
+        return snaps
 
     def _sliced(self, snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """With slices: each merged (model, window)'s slices, the budget applied, then its
@@ -389,9 +405,7 @@ class Merger:
             while len(self.finished) > self.max_windows:
                 self.finished.popitem(last=False)
         self.counts["published"] += 1
-        if self.alerts is not None:
-            self.alert_events += self.alerts.observe(snap)
-        return snap
+        return snap  # (changes and alert rules: _observed, over all the record publishes)
 
     def take_alerts(self) -> list[dict[str, Any]]:
         """The alert events of the merged snapshots published since the last call."""
@@ -428,6 +442,8 @@ class Merger:
                             for k, w in sorted(self.windows.items())]}
         if self.alerts is not None:
             out["alerts"] = self.alerts.to_dict()
+        if self.changes is not None and self.changes.mode == "previous":  # each key's last merged windows
+            out["changes"] = self.changes.to_dict()
         return out
 
     def load_dict(self, data: Mapping[str, Any]) -> Merger:
@@ -456,7 +472,13 @@ class Merger:
             alerts = self.alert_spec.engine()
             if data.get("alerts") is not None:
                 alerts.load(data["alerts"])  # ValueError naming what is wrong, before anything changes
+        changes = self.changes
+        if changes is not None and changes.mode == "previous":  # (validated before anything changes)
+            changes = type(changes)(changes.mode, changes.fdr, None, changes.max_keys)
+            if data.get("changes") is not None:
+                changes.load(data["changes"])
         self.watermarks, self.windows = watermarks, windows
+        self.changes = changes
         if alerts is not None:
             self.alerts, self.alert_events = alerts, []
         self.frontier_us = -math.inf if frontier is None else int(frontier)

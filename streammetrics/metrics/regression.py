@@ -729,10 +729,12 @@ class Regression(Accumulator):
         (``f = W / sum w^2``: :func:`~streammetrics.kernels.intervals.kish_factor`). MAE and MSE:
         ``mean +- t s / sqrt(n)`` of the per-event errors
         (:func:`~streammetrics.kernels.intervals.mean_intervals`), for MAE ``s^2`` from the exact
-        ``sum d^2``, for MSE from ``sum d^4 <= max_error^2 sum d^2`` (an upper bound: a conservative
-        interval). R²: :func:`~streammetrics.kernels.intervals.r2_intervals` (delta method on
-        ``log(1 - R²)``) from the exact fourth-moment sums. None below the minimum rule, or when
-        a loaded state lacks the sums it needs.
+        ``sum d^2`` and on the log scale (``mae exp(+- t s / (mae sqrt(n)))``), for MSE from
+        ``sum d^4 <= max_error^2 sum d^2`` (an upper bound: a conservative interval). R²:
+        :func:`~streammetrics.kernels.intervals.r2_intervals` (delta method on ``log(1 - R²)``)
+        from the exact fourth-moment sums; for heavy-tailed errors ``E d^4`` bounded by
+        ``max_error^2 E d^2`` as for MSE. None below the minimum rule, or when a loaded state
+        lacks the sums it needs.
 
         >>> r = Regression().update_many(list(range(40)), [x + (-1) ** x for x in range(40)])
         >>> r.interval("mae")
@@ -753,10 +755,12 @@ class Regression(Accumulator):
             moments = self._r2_moments()
             if moments is None:
                 return None
-            return iv.as_pair(*iv.r2_intervals(*moments, n, z))
+            top = self._max_error * self._max_error  # (inf beyond the float range, nan unknown: no bound)
+            return iv.as_pair(*iv.r2_intervals(*moments, n, z, top * moments[0]))
         if math.isnan(self._max_error):
             return None
         sse = self._sse
         if metric == "mae":
-            return iv.as_pair(*iv.mean_intervals(self._sae / total, sse * f, n, z))
-        return iv.as_pair(*iv.mean_intervals(sse / total, self._max_error ** 2 * sse * f, n, z))
+            return iv.as_pair(*iv.mean_intervals(self._sae / total, sse * f, n, z, log_scale=True))
+        bound = self._max_error * self._max_error * sse * f  # (inf beyond the float range: no interval; ** raised)
+        return iv.as_pair(*iv.mean_intervals(sse / total, bound, n, z))

@@ -183,8 +183,9 @@ def _decode_class_scores(raw: Any, m: Any, loaded: Mapping[str, Any]) -> list | 
 
 
 # estimate sums against a reference: [fingerprint, rows fed, tp per class, prob per class,
-# pending rows] (monitors.reference_multiclass.new_estimate; exact sums, residues when needed;
-# None: no row fed yet; fingerprint "": sums of different references were merged)
+# pending rows, the 3 K^2 sums of the intervals or None] (monitors.reference_multiclass.new_estimate;
+# exact sums, residues when needed; None: no row fed yet; fingerprint "": sums of different
+# references were merged)
 def _merge_estimate(mine: list | None, theirs: list | None, acc: Any) -> list | None:
     if theirs is None:
         return mine
@@ -197,6 +198,11 @@ def _merge_estimate(mine: list | None, theirs: list | None, acc: Any) -> list | 
     for dst, src in ((mine[2], theirs[2]), (mine[3], theirs[3])):
         for a, b in zip(dst, src):
             a.merge(b)  # exact: independent of the merge order
+    if mine[5] is None or theirs[5] is None:
+        mine[5] = None  # (unknown on one side: unknown)
+    else:
+        for a, b in zip(mine[5], theirs[5]):
+            a.merge(b)
     return mine
 
 
@@ -204,18 +210,22 @@ def _copy_estimate(v: list | None) -> list | None:
     if v is None:
         return None
     fold_estimate(v)
-    return [v[0], v[1], [s.copy() for s in v[2]], [s.copy() for s in v[3]], []]
+    return [v[0], v[1], [s.copy() for s in v[2]], [s.copy() for s in v[3]], [],
+            None if v[5] is None else [s.copy() for s in v[5]]]
 
 
 def _encode_estimate(v: list | None, m: Any) -> dict[str, Any] | None:
-    """``{reference, count, tp, prob}`` (the correctly rounded sums) and, only when some sum is
-    not a float, ``residues: {tp, prob}`` (per class the rest of its exact expansion)."""
+    """``{reference, count, tp, prob, second}`` (the correctly rounded sums; ``second`` the
+    ``3 K^2`` sums of the intervals, written only when kept) and, only when some sum is not a
+    float, ``residues: {tp, prob[, second]}`` (per sum the rest of its exact expansion)."""
     if v is None:
         return None
     fold_estimate(v)
     out: dict[str, Any] = {"reference": v[0], "count": v[1]}
     residues = {}
-    for name, sums in (("tp", v[2]), ("prob", v[3])):
+    for name, sums in (("tp", v[2]), ("prob", v[3]), ("second", v[5])):
+        if sums is None:
+            continue
         parts = [s.parts() for s in sums]
         out[name] = [p[0] for p in parts]
         residues[name] = [p[1] for p in parts]
@@ -230,28 +240,30 @@ _ESTIMATE_KEYS = {"reference", "count", "tp", "prob"}
 def _decode_estimate(raw: Any, m: Any, loaded: Mapping[str, Any]) -> list | None:
     if raw is None:
         return None
-    if not isinstance(raw, Mapping) or not _ESTIMATE_KEYS <= set(raw) <= {*_ESTIMATE_KEYS, "residues"}:
-        raise ValueError(f"must be null or {{reference, count, tp, prob[, residues]}}, got {describe(raw)}")
+    if not isinstance(raw, Mapping) or not _ESTIMATE_KEYS <= set(raw) <= {*_ESTIMATE_KEYS, "second", "residues"}:
+        raise ValueError(f"must be null or {{reference, count, tp, prob[, second][, residues]}}, got {describe(raw)}")
     fp, count = raw["reference"], raw["count"]
     if not isinstance(fp, str) or len(fp) > 64:
         raise ValueError(f"reference must be a fingerprint string, got {describe(fp)}")
     if type(count) is not int or not 0 <= count <= loaded["count"]:
         raise ValueError(f"count must be an int in [0, {loaded['count']}], got {describe(count)}")
     k = _k(m)
+    names = ("tp", "prob", "second") if "second" in raw else ("tp", "prob")
     residues = raw.get("residues")
-    if residues is not None and (not isinstance(residues, Mapping) or set(residues) != {"tp", "prob"}):
-        raise ValueError(f"residues must be {{tp, prob}}, got {describe(residues)}")
+    if residues is not None and (not isinstance(residues, Mapping) or set(residues) != set(names)):
+        raise ValueError(f"residues must be {{{', '.join(names)}}}, got {describe(residues)}")
     sums = []
-    for name in ("tp", "prob"):
+    for name in names:
+        size = 3 * k * k if name == "second" else k
         try:
-            values = decode_list(raw[name], "weight", k)
+            values = decode_list(raw[name], "weight", size)
         except ValueError as exc:
             raise ValueError(f"{name} {exc}") from None
         rest = [[] for _ in values] if residues is None else residues[name]
-        if not isinstance(rest, list) or len(rest) != k:
-            raise ValueError(f"residues {name} must be a list of {k} lists, got {describe(rest)}")
+        if not isinstance(rest, list) or len(rest) != size:
+            raise ValueError(f"residues {name} must be a list of {size} lists, got {describe(rest)}")
         sums.append([ExactSum.from_parts(v, r, f"residues {name}") for v, r in zip(values, rest)])
-    return [fp, count, *sums, []]
+    return [fp, count, sums[0], sums[1], [], sums[2] if len(sums) > 2 else None]
 
 
 def _migrate_v2(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
@@ -526,7 +538,7 @@ class MulticlassMonitor(Monitor):
             if est is None:
                 est = self._estimate = new_estimate(ref.fingerprint, len(self.classes))
             est[1] += len(events)
-            add_estimate_terms(est, terms, pred)
+            add_estimate_terms(est, terms, pred, wv)
         return self
 
     def update_outcome(self, event: Event) -> "MulticlassMonitor":

@@ -283,10 +283,12 @@ class Reference:
         else:
             self._fit = cbpe.isotonic_fit_bins(lo, hi, table[0], table[1])
         self._levels = _Levels(self._hist)
-        # the isotonic blocks of the reference's levels and their variances (estimate intervals)
-        self._level_low = lo
+        # the isotonic blocks of the reference's levels (estimate intervals): the lowest score of each
+        # block's first level and the block's variance (two numbers per block, not per level)
         x = keys.astype(np.float64) if binning.exact else representative(lo, hi)
-        self._blocks = cbpe.calibration_blocks(self.calibrated(x), table[0] + table[1], self._square_ratio())
+        block, block_var = cbpe.calibration_blocks(self.calibrated(x), table[0] + table[1], self._square_ratio())
+        first = np.flatnonzero(np.diff(np.concatenate(([-1], block)))) if len(block) else np.zeros(0, dtype=np.int64)
+        self._blocks = (np.asarray(lo, dtype=np.float64)[first], block_var)
 
     def _aligned(self, window: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, Binning]:
         """``(keys, a, b, lo, hi, binning)``: window and reference on the union of their
@@ -400,9 +402,9 @@ class Reference:
             return dict.fromkeys(cbpe.ESTIMATED)
         keys, _, binning = hist
         x = keys.astype(np.float64) if binning.exact else level_bounds(binning, keys)[0]
-        where = np.clip(np.searchsorted(self._level_low, x, side="right") - 1, 0, max(len(self._level_low) - 1, 0))
-        block, block_var = self._blocks
-        return cbpe.estimated_intervals(c, w, predicted, z, ratio, block[where], block_var,
+        starts, block_var = self._blocks  # (each window level: the block of the reference level at or below it)
+        block = np.clip(np.searchsorted(starts, x, side="right") - 1, 0, max(len(starts) - 1, 0))
+        return cbpe.estimated_intervals(c, w, predicted, z, ratio, block, block_var,
                                         self.scores.total_weight / self._square_ratio())
 
     def _square_ratio(self) -> float:
@@ -531,6 +533,18 @@ def snapshot_metrics(
                 for name, row in per_class.items():
                     rows.setdefault(name, {}).update(row)
 
+        def multiclass_intervals(key: tuple[str, str], monitor: Any,
+                                 confidence: float) -> dict[str, tuple[float, float] | None]:
+            """The intervals of the multiclass CBPE estimates
+            (:meth:`MulticlassReference.monitor_intervals`); empty without a reference or predictions."""
+            ref = refs.get(key)
+            if ref is None or not monitor.count:
+                return {}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UndefinedMetricWarning)
+                return ref.monitor_intervals(monitor, confidence)
+
+        multiclass_hook.intervals = multiclass_intervals  # type: ignore[attr-defined]  # (stream.snapshots)
         return multiclass_hook
     if task != "binary":
         raise ValueError(f"--reference supports the binary and multiclass tasks, not {task!r}")

@@ -113,17 +113,36 @@ def _predicted_shares(scores: MulticlassScores) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ a monitor's estimate sums
-# [fingerprint, rows fed, tp (K ExactSum), prob (K ExactSum), pending rows]: the pending rows
-# are flat ``K`` calibrated values (not normalised), weight, arg-max class per row, folded by
-# fold_estimate (at BUFFER rows, or before any read, merge, copy or encoding)
+# [fingerprint, rows fed, tp (K ExactSum), prob (K ExactSum), pending rows, second]: the pending
+# rows are flat ``K`` calibrated values (not normalised), weight, arg-max class per row, folded by
+# fold_estimate (at BUFFER rows, or before any read, merge, copy or encoding); ``second`` the
+# ``3 K^2`` exact sums of the intervals (kernels.cbpe_multiclass.second_order_sums, flat: u, r, v
+# row by row), None when unknown (a state written before they were kept)
 #: up to this many classes the tp hits are summed as a zero-padded (n, K) array with the prob
 #: terms (one exact pass); beyond, grouped by class (about ``n`` entries instead of ``n K``)
 _FULL_HITS = 4
+#: products of :func:`second_order_terms` built at once (rows x 3 K^2), at most
+_SECOND_CHUNK = 1 << 18
 
 
 def new_estimate(fingerprint: str, k: int) -> list:
     """Empty estimate sums of ``k`` classes tagged with a reference's fingerprint."""
-    return [fingerprint, 0, [ExactSum() for _ in range(k)], [ExactSum() for _ in range(k)], []]
+    return [fingerprint, 0, [ExactSum() for _ in range(k)], [ExactSum() for _ in range(k)], [],
+            [ExactSum() for _ in range(3 * k * k)]]
+
+
+def second_order_terms(terms: np.ndarray, w: np.ndarray, pred: np.ndarray) -> np.ndarray:
+    """The ``(n, 3 K^2)`` products whose column sums are
+    :func:`~streammetrics.kernels.cbpe_multiclass.second_order_sums` (flat ``u``, ``r``, ``v``):
+    row ``i`` holds ``w t_y`` and ``t_pred t_y`` in its predicted class's block, ``t_y t_z``
+    everywhere (each product rounded once: the same floats on every path)."""
+    n, k = terms.shape
+    rows = np.arange(n)
+    out = np.zeros((n, 3, k, k))
+    out[rows, 0, pred] = w[:, None] * terms
+    out[rows, 1, pred] = terms[rows, pred][:, None] * terms
+    out[:, 2] = terms[:, :, None] * terms[:, None, :]
+    return out.reshape(n, 3 * k * k)
 
 
 def estimate_terms(cal: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -148,12 +167,17 @@ def estimate_terms(cal: np.ndarray, w: np.ndarray) -> np.ndarray:
     return cal * f[:, None]
 
 
-def add_estimate_terms(est: list, terms: np.ndarray, pred: np.ndarray) -> None:
-    """Add rows of :func:`estimate_terms` (arg-max classes ``pred``) to the exact sums:
-    ``tp[c]`` the term of class ``c`` of rows predicted ``c``, ``prob[c]`` every row's."""
+def add_estimate_terms(est: list, terms: np.ndarray, pred: np.ndarray, w: np.ndarray) -> None:
+    """Add rows of :func:`estimate_terms` (arg-max classes ``pred``, weights ``w``) to the exact
+    sums: ``tp[c]`` the term of class ``c`` of rows predicted ``c``, ``prob[c]`` every row's, and
+    the :func:`second_order_terms` (when kept)."""
     n, k = terms.shape
     if not n:
         return
+    if est[5] is not None:
+        step = max(1, _SECOND_CHUNK // (3 * k * k))  # (products in bounded chunks)
+        for i in range(0, n, step):
+            _add_second(est[5], terms[i : i + step], w[i : i + step], pred[i : i + step])
     tp, prob = est[2], est[3]
     rows = np.arange(n)
     diag = terms[rows, pred]
@@ -182,6 +206,31 @@ def add_estimate_terms(est: list, terms: np.ndarray, pred: np.ndarray) -> None:
     add_rows(tp, list(hits))
 
 
+def _add_second(sums: list[ExactSum], terms: np.ndarray, w: np.ndarray, pred: np.ndarray) -> None:
+    """Add the :func:`second_order_terms` of rows to their ``3 K^2`` exact sums: a few rows as
+    they are; more by predicted class (the ``u`` and ``r`` blocks of the rows of each) and ``v``
+    by its upper triangle (``t_y t_z`` and ``t_z t_y`` are the same float), the same sums."""
+    n, k = terms.shape
+    if n <= SMALL:
+        for total, column in zip(sums, second_order_terms(terms, w, pred).T.tolist()):
+            total.merge(ExactSum(small_units(column)))
+        return
+    kk = k * k
+    for c in range(k):
+        rows = np.flatnonzero(pred == c)
+        if len(rows):
+            t = terms[rows]
+            block = [*(w[rows][:, None] * t).T, *(t[:, c][:, None] * t).T]
+            add_rows([*sums[c * k : c * k + k], *sums[kk + c * k : kk + c * k + k]], block)
+    upper = [(y, x) for y in range(k) for x in range(y, k)]
+    scratch = [ExactSum() for _ in upper]
+    add_rows(scratch, [terms[:, y] * terms[:, x] for y, x in upper])
+    for (y, x), part in zip(upper, scratch):
+        sums[2 * kk + y * k + x].merge(part)
+        if x != y:
+            sums[2 * kk + x * k + y].merge(part)
+
+
 def fold_estimate(est: list) -> list:
     """Add the pending rows of estimate sums exactly (in place) and return them."""
     pending = est[4]
@@ -192,7 +241,7 @@ def fold_estimate(est: list) -> list:
         else:
             rows = as_array(pending).reshape(-1, k + 2)
             terms = estimate_terms(rows[:, :k], rows[:, k].copy())
-            add_estimate_terms(est, terms, rows[:, k + 1].astype(np.intp))
+            add_estimate_terms(est, terms, rows[:, k + 1].astype(np.intp), rows[:, k].copy())
         pending.clear()
     return est
 
@@ -202,6 +251,7 @@ def _fold_small(est: list, pending: list, k: int) -> None:
     IEEE operations of :func:`estimate_terms` in its order, summed by ``small_units``."""
     tp_terms: list[list[float]] = [[] for _ in range(k)]
     prob_terms: list[list[float]] = [[] for _ in range(k)]
+    second: list[list[float]] | None = None if est[5] is None else [[] for _ in range(3 * k * k)]
     step = k + 2
     for i in range(0, len(pending), step):
         cal = pending[i : i + k]
@@ -210,12 +260,21 @@ def _fold_small(est: list, pending: list, k: int) -> None:
             total += c
         if total == 0:
             cal, total = [1.0] * k, float(k)
-        f = pending[i + k] / total
+        w = pending[i + k]
+        f = w / total
+        t = [cal[j] * f for j in range(k)]
         for j in range(k):
-            prob_terms[j].append(cal[j] * f)
+            prob_terms[j].append(t[j])
         pred = int(pending[i + k + 1])
-        tp_terms[pred].append(cal[pred] * f)
-    for sums, groups in ((est[2], tp_terms), (est[3], prob_terms)):
+        tp_terms[pred].append(t[pred])
+        if second is not None:  # second_order_terms' products, the nonzero ones
+            kk, base = k * k, pred * k
+            for y in range(k):
+                second[base + y].append(w * t[y])
+                second[kk + base + y].append(t[pred] * t[y])
+                for x in range(k):
+                    second[2 * kk + y * k + x].append(t[y] * t[x])
+    for sums, groups in ((est[2], tp_terms), (est[3], prob_terms), (est[5] or [], second or [])):
         for s, group in zip(sums, groups):
             if group:
                 s.merge(ExactSum(small_units(group)))
@@ -264,7 +323,7 @@ class MulticlassEstimate:
         if not len(s):
             return self
         pred = s.argmax(axis=1)
-        add_estimate_terms(self._sums, estimate_terms(self.reference.calibrated_matrix(s), w), pred)
+        add_estimate_terms(self._sums, estimate_terms(self.reference.calibrated_matrix(s), w), pred, w)
         for c, total in enumerate(self._predicted):
             total.add_array(w[pred == c])
         self._total.add_array(w)
@@ -273,10 +332,16 @@ class MulticlassEstimate:
     def merge(self, other: MulticlassEstimate) -> MulticlassEstimate:
         if other.reference is not self.reference:
             raise ValueError("estimates against different references cannot be merged")
-        for mine, theirs in zip([*self._sums[2], *self._sums[3], *self._predicted, self._total],
-                                [*other._sums[2], *other._sums[3], *other._predicted, other._total]):
+        for mine, theirs in zip([*self._sums[2], *self._sums[3], *self._sums[5], *self._predicted, self._total],
+                                [*other._sums[2], *other._sums[3], *other._sums[5], *other._predicted, other._total]):
             mine.merge(theirs)
         return self
+
+    def intervals(self, confidence: float = 0.95) -> dict[str, tuple[float, float] | None]:
+        """``{"estimated_accuracy", "estimated_macro_f1"}`` intervals of the realised metrics
+        (:meth:`MulticlassReference.estimate_intervals`)."""
+        return self.reference.estimate_intervals(self.tp, self.predicted, self.prob, self.total, self._sums[5],
+                                                 confidence)
 
     def metrics(self) -> dict[str, float]:
         """``{"estimated_accuracy", "estimated_macro_f1"}`` (nan with a warning when empty)."""
@@ -483,6 +548,47 @@ class MulticlassReference:
         prob = np.array([s.value for s in est[3]])
         m = cbpe_multiclass.estimated_metrics(tp, predicted, prob, monitor.total_weight)
         return {"estimated_accuracy": m["accuracy"], "estimated_macro_f1": m["macro_f1"]}
+
+    def estimate_intervals(self, tp: Any, predicted: Any, prob: Any, total: float, second: list | None,
+                           confidence: float = 0.95) -> dict[str, tuple[float, float] | None]:
+        """``{"estimated_accuracy", "estimated_macro_f1"}`` intervals of where a window's realised
+        metrics will land (:func:`~streammetrics.kernels.cbpe_multiclass.estimated_intervals`) from
+        its estimate sums and their ``second`` (the ``3 K^2`` :class:`ExactSum` of
+        :func:`second_order_terms`; None, e.g. a state written before they were kept: no interval)."""
+        from streammetrics.kernels.intervals import check_confidence, z_value
+
+        z = z_value(check_confidence(confidence))
+        out: dict[str, tuple[float, float] | None] = {"estimated_accuracy": None, "estimated_macro_f1": None}
+        if second is None:
+            return out
+        k = len(self.classes)
+        flat = np.array([x.value for x in second], dtype=np.float64).reshape(3, k, k)
+        got = cbpe_multiclass.estimated_intervals(tp, predicted, prob, total, flat[0], flat[1], flat[2], z,
+                                                  self._reference_events())
+        return {"estimated_accuracy": got["accuracy"], "estimated_macro_f1": got["macro_f1"]}
+
+    def _reference_events(self) -> float:
+        """The reference's effective size: its count for unit weights, else Kish's
+        ``(sum w)^2 / sum w^2`` from its confusion cells' squared weights (its count when they
+        are not kept)."""
+        cm = self.scores.confusion()
+        squares = None if cm.unit_weights else cm.squares()
+        if not squares:
+            return float(self.scores.count)
+        total = math.fsum(squares.values())
+        return self.scores.total_weight ** 2 / total if total > 0 else float(self.scores.count)
+
+    def monitor_intervals(self, monitor: Any, confidence: float = 0.95) -> dict[str, tuple[float, float] | None]:
+        """:meth:`estimate_intervals` from a ``MulticlassMonitor``'s estimate sums (all None unless
+        they were fed with this reference for every prediction, as :meth:`monitor_estimate`)."""
+        est = getattr(monitor, "_estimate", None)
+        if est is None or est[0] != self.fingerprint or est[1] != monitor.count:
+            return {"estimated_accuracy": None, "estimated_macro_f1": None}
+        fold_estimate(est)
+        tp = np.array([s.value for s in est[2]])
+        prob = np.array([s.value for s in est[3]])
+        return self.estimate_intervals(tp, np.asarray(monitor.predicted_weights, dtype=np.float64), prob,
+                                       monitor.total_weight, est[5], confidence)
 
     def metrics(self, window: Any, estimate: MulticlassEstimate | None = None) -> dict[str, Any]:
         """Every key of :data:`MULTICLASS_METRICS` (JSON-safe, None where undefined) and

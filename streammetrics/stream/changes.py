@@ -14,8 +14,11 @@ the window before it). Every metric with an interval on both sides gets::
 by :func:`~streammetrics.kernels.intervals.differences` (MOVER: the difference's interval from
 the two intervals; ``p`` the two-sided Wald p-value read from the side of the interval facing
 0). ``significant`` is Benjamini-Hochberg at ``fdr`` (``--fdr``, default 0.05) over every
-(key, metric) test of the snapshots one ``poll`` publishes, so thousands of healthy keys do not
-raise hundreds of alarms per window.
+(key, metric) test of the windows published together: the snapshots of one window span
+(:func:`family`: every key's window closed at one pane boundary) among those one ``poll``
+publishes), so thousands of healthy keys do not raise hundreds of alarms per window, and a poll
+that closes several window spans (replay polls every few thousand lines) tests each on its own,
+as the merge stage of ``--partitioning any`` does with the windows one watermark advance publishes.
 
 Bounds: ``--compare previous`` remembers at most ``max_keys`` keys' last two windows (the
 pipeline's ``--max-keys``, default 100,000); a key beyond it is not compared and counted in
@@ -56,13 +59,21 @@ Baseline = dict[str, tuple[float, list[float] | None]]
 def reference_baseline(reference: Any, confidence: float) -> Baseline:
     """Per metric of :data:`~streammetrics.kernels.intervals.BINARY_INTERVALS` (but the predicted
     positive rate, which the reference does not keep apart): ``(value, interval or None)`` of a
-    binary ``Reference``'s state (its ``scores`` and their confusion at its ``threshold``)."""
+    binary ``Reference``'s state (its ``scores`` and their confusion at its ``threshold``; weighted
+    references by their effective sizes, each class's ``sum w^2`` spread over its cells by weight)."""
     scores = reference.scores
     cm = scores.confusion_at(reference.threshold)
     get = cm.counts().get
     tn, fp, fn, tp = get((0, 0), 0.0), get((0, 1), 0.0), get((1, 0), 0.0), get((1, 1), 0.0)
     values = binary_confusion_metrics(tn=tn, fp=fp, fn=fn, tp=tp)
-    columns = confusion_intervals(tn, fp, fn, tp, z_value(confidence)) if scores.unit_weights else {}
+    columns: Mapping[str, Any] = {}
+    if scores.unit_weights:
+        columns = confusion_intervals(tn, fp, fn, tp, z_value(confidence))
+    elif (squares := scores.class_squares()) is not None and tn + fp > 0 and tp + fn > 0:
+        # weighted: the reference keeps sum w^2 per class; within a class it is spread over the
+        # cells in proportion to their weight (Kish pseudo-counts, kernels.intervals)
+        neg, pos = squares[0] / (tn + fp), squares[1] / (tp + fn)
+        columns = confusion_intervals(tn, fp, fn, tp, z_value(confidence), [tn * neg, fp * neg, fn * pos, tp * pos])
     out: Baseline = {}
     for name in BINARY_INTERVALS:
         if name in ("roc_auc", "log_loss", "brier_score"):
@@ -227,9 +238,10 @@ class Changes:
 
     def annotate(self, snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """``snaps`` with ``changes`` after their ``insufficient`` (those with intervals and a
-        baseline), ``significant`` by Benjamini-Hochberg over all their tests."""
-        entries: list[dict[str, Any]] = []
-        p_values: list[float] = []
+        baseline), ``significant`` by Benjamini-Hochberg over the tests of the snapshots of one
+        window span (:func:`family`) among ``snaps``: the windows one pane boundary closes, whichever
+        way the publisher batches them (a replay poll, the merge stage's watermark advance)."""
+        families: dict[Any, tuple[list[dict[str, Any]], list[float]]] = {}
         for i, snap in enumerate(snaps):
             intervals = snap.get("intervals")
             if intervals is None:
@@ -255,13 +267,23 @@ class Changes:
                              "interval": [float(d["low"][j]), float(d["high"][j])],
                              "p_value": p_value, "significant": False}
                     changes[k] = entry
+                    entries, p_values = families.setdefault(family(snap), ([], []))
                     entries.append(entry)
                     p_values.append(p_value)
             snaps[i] = _with_changes(snap, changes)
-        if entries:
+        for entries, p_values in families.values():
             for entry, significant in zip(entries, benjamini_hochberg(p_values, self.fdr).tolist()):
                 entry["significant"] = significant
         return snaps
+
+
+def family(snap: Mapping[str, Any]) -> tuple[Any, Any] | None:
+    """The false-discovery family of a snapshot: its window's ``(start, end)`` (every key's
+    window of that span published together is one family; a cumulative snapshot's: None)."""
+    window = snap.get("window")
+    if not isinstance(window, Mapping):
+        return None
+    return (window.get("start"), window.get("end"))
 
 
 def _key_row(key: tuple[str, str], held: tuple[float, Baseline, Baseline | None]) -> list[Any]:

@@ -51,10 +51,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Hashable, Mapping
+from bisect import bisect_left
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import numpy as np
+
+from streammetrics.events.columns import column_decoder
 from streammetrics.events.decoding import MAX_NESTING, decode_value
 from streammetrics.events.parser import EventParser
 from streammetrics.events.records import EVENT_CODEC, Event, Rejection
@@ -76,6 +80,13 @@ __all__ = ["MessageResult", "Pipeline", "PipelineConfig", "Problem"]
 LATE_REASON = "late event: every window holding its time has closed"
 DEFAULT_LABEL_TTL = 7 * 86400.0
 TOMBSTONE_REASON = "message has no value (tombstone)"
+_BLANK_START = frozenset([b"", b" ", b"\t", b"\r", b"\n"])
+
+
+def _object_array(values: list[Any]) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
 
 
 @dataclass
@@ -317,6 +328,12 @@ class Pipeline:
         if self._slicer is not None:
             self._parse = self._slicer.wrap_parse(self._parse)
         self._fast = self.parser.fast_decode  # msgspec's decoder, or None (PipelineConfig.fast_json)
+        #: the column decoder of process_lines (None: msgspec not installed, fast_json off, labels task)
+        self._columns = column_decoder(self.parser.base) if c.batch else None
+        #: what :meth:`process_lines` did: events applied as ``columns``, lines through the
+        #: ``per_event`` path (refused, unusual or no column decoder) and runs of valid events the
+        #: windows ``declined`` to take as columns (then event by event)
+        self.column_counts = {"columns": 0, "per_event": 0, "declined": 0}
         self._add = self.windows.add
         self._messages = 0
         self._events = 0
@@ -366,6 +383,115 @@ class Pipeline:
             return self._refused(None, decoded.code, decoded.reason, decoded.field)
         rej = cast(Rejection, self._parse(decoded))  # not an object: the parser says why
         return self._refused(None, rej.code, rej.reason, rej.field)
+
+    def process_lines(self, lines: Sequence[bytes | None], skip_blank: bool = True) -> list[tuple[int, list[Problem]]]:
+        """JSONL lines or message values, as :meth:`process` of each in turn (blank lines skipped
+        with ``skip_blank``, as ``replay`` skips them; ``skip_blank=False``: refused, as
+        :meth:`process` refuses them, for Kafka values): the same events applied, problems and
+        counters. Returns ``(index, problems)`` for the values with problems, in order.
+
+        Columnar where it can (issue 24; :mod:`streammetrics.events.columns`): the lines are
+        decoded into columns and the windows take them in one :meth:`WindowManager.add_columns
+        <streammetrics.stream.windows.WindowManager.add_columns>` per run of valid events; a line
+        the column decoder leaves (refused or unusual: it names them) goes through :meth:`process`
+        at its place, and so does every line when there is no column decoder (msgspec not
+        installed, the ``labels`` task, slices) or once delayed labels are in use."""
+        return self._batch(lines, False, skip_blank)
+
+    def process_rows(self, rows: Sequence[Any]) -> list[tuple[int, list[Problem]]]:
+        """Decoded values - the rows of CSV and Parquet files, JSONL values with ``ts`` rescaled
+        (see :mod:`streammetrics.events.tables`); None for a blank line, skipped - as
+        :meth:`process_decoded` of each in turn, columnar where it can (as :meth:`process_lines`).
+        Returns ``(index, problems)`` for the rows with problems, in order."""
+        return self._batch(rows, True, True)
+
+    def _batch(self, values: Sequence[Any], decoded: bool, skip_blank: bool) -> list[tuple[int, list[Problem]]]:
+        columns = self._columns
+        if columns is None or self._slicer is not None or self._labels is not None:
+            return self._each_line(values, 0, len(values), skip_blank, decoded)
+        lines = values
+        cols, odd = columns.convert(values) if decoded else columns.decode(values)
+        out: list[tuple[int, list[Problem]]] = []
+        pos = 0  # lines before pos are done
+        start = 0  # the first column row not applied yet
+        rows = cols.rows.tolist() if cols is not None else []
+        for stop_line in [*odd, len(lines)]:
+            # the valid rows before this odd line, then the odd line itself
+            end = bisect_left(rows, stop_line, start)
+            if end > start:
+                assert cols is not None
+                part = cols if (start == 0 and end == len(rows)) else cols.take(start, end)
+                out.extend(self._apply_columns(part))
+                start = end
+            pos = stop_line
+            if pos < len(lines):
+                out.extend(self._each_line(lines, pos, pos + 1, skip_blank, decoded))
+        return out
+
+    def _apply_columns(self, cols: Any) -> list[tuple[int, list[Problem]]]:
+        """Valid events as columns: through :meth:`WindowManager.add_columns`, else (it declined,
+        or delayed labels are in use) event by event as :meth:`process_event`."""
+        late = self._add_columns(cols)
+        if late is not None:
+            return self._late_rows(cols, late)
+        n = len(cols)
+        self.column_counts["declined"] += 1
+        if n == 1:
+            return self._each_event(cols)
+        out = self._each_event(cols.take(0, 1))  # declined (e.g. no stream time yet): one event, then again
+        rest = cols.take(1, n)
+        late = self._add_columns(rest)
+        if late is None:
+            self.column_counts["declined"] += 1
+            return out + self._each_event(rest)
+        return out + self._late_rows(rest, late)
+
+    def _add_columns(self, cols: Any) -> Any:
+        if self._labels is not None:
+            return None
+        windows = self.windows
+        events = None if windows.packs_events else cols.events()
+        items = cols.binary_items() if events is None else _object_array(events)
+        return windows.add_columns(cols.ts, cols.key_index, cols.keys, items,
+                                   tag_event=events[0] if events else None)
+
+    def _each_event(self, cols: Any) -> list[tuple[int, list[Problem]]]:
+        self.column_counts["per_event"] += len(cols)
+        out = []
+        for row, event in zip(cols.rows.tolist(), cols.events()):
+            res = self.process_event(event)
+            if res.problems:
+                out.append((row, list(res.problems)))
+        return out
+
+    def _late_rows(self, cols: Any, late: np.ndarray) -> list[tuple[int, list[Problem]]]:
+        n = len(cols)
+        self._messages += n
+        self.column_counts["columns"] += n
+        n_late = int(np.count_nonzero(late))
+        self._events += n - n_late
+        if not n_late:
+            return []
+        self._late += n_late
+        return [(row, [Problem(None, "late", LATE_REASON, "ts")]) for row in cols.rows[late].tolist()]
+
+    def _each_line(self, lines: Sequence[Any], lo: int, hi: int, skip_blank: bool,
+                   decoded: bool = False) -> list[tuple[int, list[Problem]]]:
+        out = []
+        self.column_counts["per_event"] += hi - lo
+        for i in range(lo, hi):
+            line = lines[i]
+            if decoded:
+                if line is None:  # (a blank line)
+                    continue
+                problems = self.process_decoded(line).problems
+            elif skip_blank and line is not None and line[:1] in _BLANK_START and not line.strip():
+                continue
+            else:
+                problems = self.process(line).problems
+            if problems:
+                out.append((i, list(problems)))
+        return out
 
     def process_event(self, event: Event | Label) -> MessageResult:
         """An already-parsed :class:`Event` or :class:`~streammetrics.stream.labels.Label`

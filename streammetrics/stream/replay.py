@@ -24,6 +24,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from importlib import resources
+from itertools import islice
 from typing import IO, Any
 
 from streammetrics.events.records import Rejection
@@ -162,47 +163,80 @@ def replay_lines(
     every problem first (it may raise to stop the replay).
     """
     stats = ReplayStats()
-    process: Callable[[Any], Any] = pipeline.process_decoded if decoded else pipeline.process
     events_before = pipeline.counters["events"]
-    done = 0
-    lineno = 0
+    return _replay_chunks(iter(lines), pipeline, write, report, progress, first_line, on_problem, stats,
+                          events_before, decoded)
+
+
+def _replay_chunks(lines: Iterator[Any], pipeline: Pipeline, write: Callable[[str], Any],
+                   report: Callable[[int, str], Any] | None, progress: _Progress | None, first_line: int,
+                   on_problem: Callable[[int, Problem], Any] | None, stats: ReplayStats,
+                   events_before: int, decoded: bool = False) -> ReplayStats:
+    """:func:`replay_lines` of raw JSONL lines: the lines between two polls (``POLL_EVERY``) go
+    to :meth:`Pipeline.process_lines <streammetrics.stream.pipeline.Pipeline.process_lines>` (columnar)
+    together, once an event has been applied (before that, line by line: a first run of one
+    rejection may stop the replay, see ``ABORT_AFTER``). The same polls, problems and output as
+    one line at a time."""
     seen: dict[tuple[str, str | None], int] = {}
-    for lineno, line in enumerate(lines, first_line):
+    poll_every = label_replay.POLL_EVERY
+    lineno = first_line - 1  # the last line read
+    done = 0
+
+    def note(at: int, problem: Problem) -> bool:
+        """Count and report one problem; True when the replay stops here (ABORT_AFTER)."""
+        if on_problem is not None:
+            on_problem(at, problem)
+        if problem.code == "late":
+            stats.late += 1
+        elif problem.code in EXPIRY_CODES:  # delayed labels: reported, not refused
+            stats.expired += 1
+        else:
+            stats.rejected += 1
+        kind = (problem.code, problem.field)
+        n = seen[kind] = seen.get(kind, 0) + 1
+        if n <= REPORT_LIMIT:
+            if report is not None:
+                where = "" if problem.index is None else f"[{problem.index}] "
+                report(at, where + problem.reason)
+        else:
+            stats.suppressed[kind] = stats.suppressed.get(kind, 0) + 1
+        if n >= ABORT_AFTER and len(seen) == 1 and pipeline.counters["events"] == events_before:
+            stats.aborted = problem
+            return True
+        return False
+
+    while stats.aborted is None:
+        chunk = list(islice(lines, (lineno | poll_every) + 1 - lineno))  # up to the next poll
+        if not chunk:
+            break
+        base = lineno + 1
+        lineno += len(chunk)
         if progress is not None:
-            done += len(line) if not decoded else 0
-            if lineno & 0x3FFF == 0:
+            done += 0 if decoded else sum(map(len, chunk))
+            if (base - 1) >> 14 != lineno >> 14:
                 stats.events = pipeline.counters["events"] - events_before
                 progress.draw(done, stats)
-        if decoded:
-            if line is None:
-                continue
-        elif line[:1] in _BLANK_START and not line.strip():  # skip blank lines without a copy per line
-            continue
-        problems = process(line).problems
-        if problems:
-            for problem in problems:
-                if on_problem is not None:
-                    on_problem(lineno, problem)
-                if problem.code == "late":
-                    stats.late += 1
-                elif problem.code in EXPIRY_CODES:  # delayed labels: reported, not refused
-                    stats.expired += 1
+        if pipeline.counters["events"] == events_before:  # nothing applied yet: line by line
+            for i, line in enumerate(chunk):
+                if decoded:
+                    if line is None:
+                        continue
+                    problems = pipeline.process_decoded(line).problems
+                elif line[:1] in _BLANK_START and not line.strip():
+                    continue
                 else:
-                    stats.rejected += 1
-                kind = (problem.code, problem.field)
-                n = seen[kind] = seen.get(kind, 0) + 1
-                if n <= REPORT_LIMIT:
-                    if report is not None:
-                        where = "" if problem.index is None else f"[{problem.index}] "
-                        report(lineno, where + problem.reason)
-                else:
-                    stats.suppressed[kind] = stats.suppressed.get(kind, 0) + 1
-                if n >= ABORT_AFTER and len(seen) == 1 and pipeline.counters["events"] == events_before:
-                    stats.aborted = problem
+                    problems = pipeline.process(line).problems
+                for problem in problems:
+                    if note(base + i, problem):
+                        lineno = base + i
+                        break
+                if stats.aborted is not None:
                     break
-            if stats.aborted is not None:
-                break
-        if lineno & label_replay.POLL_EVERY == 0:  # label revisions come at revision ticks, see POLL_EVERY
+        else:
+            for i, problems in (pipeline.process_rows(chunk) if decoded else pipeline.process_lines(chunk)):
+                for problem in problems:
+                    note(base + i, problem)
+        if stats.aborted is None and lineno & poll_every == 0:  # label revisions come at revision ticks
             for text in pipeline.poll_lines(revisions=False, collect=pipeline.collect_due(label_replay.COLLECT_READY)):
                 write(text)
                 stats.snapshots += 1

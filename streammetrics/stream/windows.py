@@ -108,8 +108,10 @@ import itertools
 import math
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from streammetrics.core.exceptions import InvalidEvent
 from streammetrics.events.records import Event
@@ -465,6 +467,194 @@ class WindowManager:
             if ts_us >= self._next_due:
                 self._close_due()
         return True
+
+    @property
+    def packs_events(self) -> bool:
+        """Whether queued events take the monitor's packed form (see the module docstring): what
+        :meth:`add_columns` is to be given as ``items``."""
+        return self._pack is not None
+
+    def add_columns(self, ts: np.ndarray, key_index: np.ndarray, keys: Sequence[tuple[str, str]],
+                    items: np.ndarray, tag_event: Any = None) -> np.ndarray | None:
+        """Apply a batch of events given as columns, exactly as :meth:`add` of each in turn:
+        ``ts`` (float64 epoch seconds), ``key_index`` (each event's index in ``keys``, the
+        distinct ``(model, segment)``) and ``items`` (what :meth:`add` would queue for each: the
+        monitor's packed form when :attr:`packs_events`, else the event). Returns the late
+        events (a bool array: not applied, counted), or None, changing nothing, when the batch
+        needs the per-event path: no batch mode, a monitor ``event_tag`` without ``tag_event``
+        (an event whose tag every event of the batch has) or with a key of another tag, an event beyond
+        ``max_future``, more new keys than ``max_keys`` leaves room for, no stream time yet or a
+        close pending (after :meth:`advance_watermark`).
+
+        Stream time advances event by event: the batch is cut where an event moves the
+        watermark into a later window (``last_closable`` below), and windows close at those
+        cuts, as :meth:`add` closes them after that event. Between two cuts every per-event
+        decision depends on the watermark's window only, so it is taken once per key (catching
+        up a key not in the heap; lateness of a pane) and the events of each (key, pane) are
+        queued in their order, drained at ``max_pending`` as one by one. (A late event lies
+        below the watermark, so it never moves stream time: the running maximum over the batch
+        is the stream time of each event.)"""
+        n = len(ts)
+        if n == 0 or not self.batch or self._max_us == -math.inf or self._next_due <= self._max_us:
+            return None
+        tag = None
+        if self._event_tag is not None:
+            if tag_event is None:
+                return None
+            try:
+                tag = self._event_tag(tag_event)
+            except ValueError:
+                return None
+        ts_us = np.floor(ts * 1e6 + 0.5).astype(np.int64)
+        if self.max_future is not None:
+            self._refresh_future()
+            if int(ts_us.max()) > self._future_us:
+                return None
+        held = self._keys
+        used = np.unique(key_index).tolist()
+        if self.max_keys is not None and len(held) + sum(1 for k in used if keys[k] not in held) > self.max_keys:
+            return None
+        if tag is not None and any(held[keys[k]].tag not in (None, tag) for k in used if keys[k] in held):
+            return None
+        self._future_left = FUTURE_REFRESH_EVENTS
+        spec = self.spec
+        pane_us, grace_us = self._pane_us, spec.grace_ms * 1000
+        size_us, slide_us = spec.size_ms * 1000, spec.slide_ms * 1000
+        m0 = int(self._max_us)
+        runmax = np.maximum.accumulate(np.maximum(ts_us, m0))
+        closable = (runmax - grace_us - size_us) // slide_us  # the last closable window after each event
+        before = np.empty(n, dtype=np.int64)
+        before[0] = (m0 - grace_us - size_us) // slide_us
+        before[1:] = closable[:-1]
+        cuts = (np.flatnonzero(closable != before) + 1).tolist()
+        if not cuts or cuts[-1] != n:
+            cuts.append(n)
+        panes = ts_us // pane_us
+        late = np.zeros(n, dtype=bool)
+        changed = self._changed
+        lo = 0
+        for hi in cuts:
+            stream_us = m0 if lo == 0 else int(runmax[lo - 1])
+            self._add_segment(lo, hi, stream_us, ts_us, panes, key_index, keys, items, late, changed, tag)
+            top = int(runmax[hi - 1])
+            if top > self._max_us:
+                self._max_us = top
+                if top >= self._next_due:
+                    self._close_due()
+            lo = hi
+        return late
+
+    def _add_segment(self, lo: int, hi: int, stream_us: int, ts_us: np.ndarray, panes: np.ndarray,
+                     key_index: np.ndarray, keys: Sequence[tuple[str, str]], items: np.ndarray, late: np.ndarray,
+                     changed: set[tuple[str, str]] | None, tag: Any) -> None:
+        """Events ``lo:hi`` of :meth:`add_columns`, all seeing stream time ``stream_us``'s
+        watermark window: grouped by (key, pane), each group queued whole; keys taken in the
+        order of their first event (keys are created, caught up and emptied in that order, as
+        by :meth:`add`)."""
+        kx = key_index[lo:hi]
+        px = panes[lo:hi]
+        order = np.lexsort((px, kx))  # by key, then pane; positions ascending within each
+        ks = kx[order]
+        ps = px[order]
+        key_change = ks[1:] != ks[:-1]
+        new_key = np.flatnonzero(key_change) + 1
+        heads = np.concatenate(([0], np.flatnonzero(key_change | (ps[1:] != ps[:-1])) + 1))  # groups' first
+        bounds = [*heads.tolist(), len(order)]
+        group_max = np.maximum.reduceat(ts_us[lo:hi][order], heads).tolist()
+        group_first = order[heads]  # each group's first event (a position in lo:hi)
+        run_heads = np.searchsorted(heads, np.concatenate(([0], new_key)))  # each key's first group
+        run_first = np.minimum.reduceat(group_first, run_heads)
+        by_first = np.argsort(run_first, kind="stable")
+        runs = run_heads[by_first].tolist()
+        run_ends = np.append(run_heads[1:], len(heads))[by_first].tolist()
+        first_pos = group_first.tolist()
+        group_key = ks[heads].tolist()
+        group_pane = ps[heads].tolist()
+        values = items[order + lo].tolist()  # the items in group order: each group a slice
+        spec = self.spec
+        max_pending = self.max_pending
+        held = self._keys
+        late_groups: list[int] = []
+        # keys emptied (by a catch-up close, or a late event of a key without panes), by the
+        # position of the event that did it: appended to _emptied in that order, as add does
+        emptied_at: list[np.ndarray] = []
+        emptied_keys: list[tuple[str, str]] = []
+        for g, g_end in zip(runs, run_ends):
+            key = keys[group_key[g]]
+            state = held.get(key)
+            if state is None:
+                state = self._new_key(key)
+            if state.tag is None:
+                state.tag = tag
+            if changed is not None:
+                changed.add(key)
+            if stream_us >= state.close_at:  # a key not in the heap catches up, as in add
+                mark = len(self._emptied)
+                self._close_by_watermark(key, state, stream_us)
+                if len(self._emptied) > mark:
+                    at = 2 * (min(first_pos[g:g_end]) + lo)
+                    for emptied in self._emptied[mark:]:
+                        emptied_at.append(np.array([at]))
+                        emptied_keys.append(emptied)
+                    del self._emptied[mark:]
+            open_from = state.open_from
+            top = None
+            for j in range(g, g_end):
+                pane = group_pane[j]
+                if pane < open_from:
+                    late_groups.append(j)
+                    state.late += bounds[j + 1] - bounds[j]
+                    if not state.panes and not state.pending:  # as add: an evicted key's late events
+                        idx = order[bounds[j]:bounds[j + 1]]
+                        accepted = [first_pos[i] for i in range(g, g_end) if group_pane[i] >= open_from]
+                        if accepted:  # (those before the key's first accepted event)
+                            idx = idx[idx < min(accepted)]
+                        emptied_at.append(2 * (idx + lo) + 1)
+                        emptied_keys.append(key)
+                    continue
+                chunk = values[bounds[j]:bounds[j + 1]]
+                queue = state.pending.get(pane)
+                if queue is None:
+                    if len(chunk) < max_pending:
+                        state.pending[pane] = chunk
+                    else:
+                        self._queue_draining(state, pane, chunk, max_pending)
+                elif len(queue) + len(chunk) < max_pending:
+                    queue.extend(chunk)
+                else:
+                    self._queue_draining(state, pane, chunk, max_pending)
+                if top is None:
+                    if pane < state.first_pane_bound:
+                        self._set_first_window(state, spec.first_window_of_pane(pane))
+                    top = group_max[j]
+                elif group_max[j] > top:
+                    top = group_max[j]
+            if top is not None:
+                if top > state.max_us:
+                    state.max_us = top
+                if state.armed != state.close_at:
+                    self._arm(key, state)
+        if late_groups:
+            sizes = np.diff(bounds)
+            late[order[np.repeat(np.isin(np.arange(len(sizes)), late_groups), sizes)] + lo] = True
+        if emptied_at:  # in the order of the events (a catch-up before its event's late count)
+            at = np.concatenate(emptied_at)
+            which = np.repeat(np.arange(len(emptied_at)), [len(e) for e in emptied_at])
+            self._emptied.extend(emptied_keys[i] for i in which[np.argsort(at, kind="stable")].tolist())
+
+    def _queue_draining(self, state: _KeyState, pane: int, values: list, max_pending: int) -> None:
+        """Queue ``values`` in ``pane``, applying the queue whenever it reaches ``max_pending``
+        (as :meth:`add` does one event at a time)."""
+        pos = 0
+        while pos < len(values):
+            queue = state.pending.get(pane)
+            if queue is None:
+                queue = state.pending[pane] = []
+            take = max_pending - len(queue)
+            queue.extend(values[pos:pos + take])
+            pos += take
+            if len(queue) >= max_pending:
+                self._drain_pane(state, pane)
 
     # ----------------------------------------------------------------- delayed labels
     def add_prediction(self, event: Any) -> int | None:

@@ -201,21 +201,75 @@ def test_weighted_label_and_regression_intervals_equal_on_every_path(n: int, see
     assert r2.interval("r2") == left.interval("r2")
 
 
-def test_r2_delta_method_matches_the_events() -> None:
-    """R²'s variance: the sample variance of each event's influence on log(1 - R²), evaluated on
-    the events with numpy, is the one the interval uses."""
-    rng = np.random.default_rng(11)
-    yt = rng.normal(3.0, 2.0, 400)
-    yp = yt + rng.standard_t(5, 400)
-    r = Regression().update_many(yt, yp)
+def _r2_want(yt: np.ndarray, yp: np.ndarray, bound: bool) -> tuple[float, float]:
     d2 = (yt - yp) ** 2
     c2 = (yt - yt.mean()) ** 2
     a, b = d2.mean(), c2.mean()
-    phi = (d2 - a) / a - (c2 - b) / b
-    se = math.sqrt(float(np.mean(phi ** 2)) / (len(yt) - 1))
+    if bound:  # E d^4 replaced by max d^2 E d^2
+        phi2 = float(d2.max() * a / a**2 + np.mean(c2 ** 2) / b**2 - 2 * np.mean(d2 * c2) / (a * b))
+    else:  # the sample variance of each event's influence on log(1 - R²)
+        phi2 = float(np.mean(((d2 - a) / a - (c2 - b) / b) ** 2))
+    se = math.sqrt(phi2 / (len(yt) - 1))
     t = float(iv.t_values(iv.z_value(0.95), [len(yt) - 1.0])[0])
-    want = (1.0 - math.exp(math.log(a / b) + t * se), 1.0 - math.exp(math.log(a / b) - t * se))
+    return (1.0 - math.exp(math.log(a / b) + t * se), 1.0 - math.exp(math.log(a / b) - t * se))
+
+
+def test_r2_delta_method_matches_the_events() -> None:
+    """R²'s variance: the sample variance of each event's influence on log(1 - R²), evaluated on
+    the events with numpy, is the one the interval uses (normal errors); heavy-tailed errors
+    (kurtosis about 0 above 3 + 2.576 sqrt(24 / n)) bound E d^4 by max d^2 E d^2 instead."""
+    rng = np.random.default_rng(11)
+    yt = rng.normal(3.0, 2.0, 400)
+    light = yt + rng.normal(0.0, 1.0, 400)
+    d2 = (yt - light) ** 2
+    assert np.mean(d2 ** 2) / np.mean(d2) ** 2 < 3.0 + iv.HEAVY_TAIL_Z * math.sqrt(24 / 400)
+    assert Regression().update_many(yt, light).interval("r2") == pytest.approx(_r2_want(yt, light, False), rel=1e-9)
+    yp = yt + rng.standard_t(5, 400)
+    d2 = (yt - yp) ** 2
+    assert np.mean(d2 ** 2) / np.mean(d2) ** 2 > 3.0 + iv.HEAVY_TAIL_Z * math.sqrt(24 / 400)
+    want = _r2_want(yt, yp, True)
+    r = Regression().update_many(yt, yp)
     assert r.interval("r2") == pytest.approx(want, rel=1e-9)
+    lo, hi = _r2_want(yt, yp, False)
+    assert want[0] < lo and want[1] > hi  # (wider than the plain delta method)
     # far from 0 relative to the spread, the raw fourth powers cannot resolve it: None
     assert Regression().update_many(yt + 1e9, yp + 1e9).interval("r2") is None
     assert Regression().update_many(yt + 1e3, yp + 1e3).interval("r2") == pytest.approx(want, rel=1e-6)
+
+
+def test_mae_interval_is_on_the_log_scale() -> None:
+    """MAE: ``mae exp(+- t s / (mae sqrt(n)))`` with ``s`` the sample deviation of ``|d|``
+    (asymmetric: the upper end further from the estimate, as a right-skewed mean needs)."""
+    rng = np.random.default_rng(12)
+    yt = rng.normal(0.0, 1.0, 60)
+    yp = yt + 0.5 * rng.standard_t(5, 60)
+    lo, hi = Regression().update_many(yt, yp).interval("mae")
+    ad = np.abs(yt - yp)
+    m, s = float(ad.mean()), float(ad.std(ddof=1))
+    t = float(iv.t_values(iv.z_value(0.95), [len(ad) - 1.0])[0])
+    rel = t * s / (m * math.sqrt(len(ad)))
+    assert (lo, hi) == pytest.approx((m * math.exp(-rel), m * math.exp(rel)), rel=1e-9)
+    assert hi - m > m - lo
+
+
+def test_weighted_matthews_needs_each_margin_effective() -> None:
+    """Three heavy predicted positives (weight 10 each): the margin's own effective size is 3,
+    though the whole matrix's Kish factor makes it 20 pseudo-events: no Matthews interval."""
+    y = [1] * 3 + [1] * 50 + [0] * 500
+    p = [1] * 3 + [0] * 50 + [0] * 500
+    w = [10.0] * 3 + [1.0] * 550
+    cm = ConfusionMatrix().update_many(y, p, w)
+    assert cm.interval("matthews_corrcoef") is None
+    assert cm.interval("accuracy") is not None
+    spread = ConfusionMatrix().update_many(y + [1] * 40, p + [1] * 40, w + [1.0] * 40)
+    assert spread.interval("matthews_corrcoef") is not None
+
+
+def test_regression_intervals_of_huge_errors_are_none_not_a_crash() -> None:
+    """An error of 1e300 (its square beyond the float range): ``replay --task regression`` raised
+    OverflowError computing the MSE interval's bound; now the interval is None."""
+    y = [float(i) for i in range(40)]
+    p = [v + 1.0 for v in y]
+    r = Regression().update_many(y + [0.0], p + [-1e300])
+    assert r.interval("mse") is None and r.interval("r2") is None
+    assert r.interval("mae") is None or math.isfinite(r.interval("mae")[1])

@@ -56,7 +56,7 @@ def _bytes(m: MulticlassMonitor) -> bytes:
 
 def _view(m: MulticlassMonitor, ref: MulticlassReference) -> str:
     """The snapshot and the estimated metrics, as JSON text (nan compares as text)."""
-    return json.dumps([m.snapshot(), ref.metrics(m)], sort_keys=True)
+    return json.dumps([m.snapshot(), ref.metrics(m), ref.monitor_intervals(m)], sort_keys=True)
 
 
 @settings(max_examples=80, deadline=None)
@@ -151,11 +151,12 @@ def _estimate_dict(weights: list) -> dict:
 def test_old_dicts_without_residues_load_and_exact_sums_write_none():
     d = _estimate_dict([1.0, 0.1, 2.0])
     est = d["state"]["estimate"]
-    assert "residues" in est and set(est["residues"]) == {"tp", "prob"}
-    del est["residues"]  # an older writer: its floats are the exact values
+    assert "residues" in est and set(est["residues"]) == {"tp", "prob", "second"}
+    del est["residues"], est["second"]  # an older writer: its floats are the exact values, no interval sums
     m = from_dict(d)
-    assert json.loads(json.dumps(m.to_dict())) == d
+    assert json.loads(json.dumps(m.to_dict())) == d  # (nor written: the same bytes)
     assert [x.value for x in m._estimate[2]] == est["tp"]
+    assert REFS[False].monitor_intervals(m) == {"estimated_accuracy": None, "estimated_macro_f1": None}
 
 
 def test_sums_that_are_floats_write_no_residues():

@@ -198,3 +198,46 @@ def test_multiclass_changes_against_previous_and_reference(tmp_path, capsys) -> 
     first, later = sorted(snaps, key=lambda s: s["window"]["start"])
     assert first["changes"]["accuracy"]["significant"] is False
     assert later["changes"]["accuracy"]["significant"] is True and later["changes"]["accuracy"]["difference"] < -0.3
+
+
+def test_a_weighted_reference_gives_baselines_by_its_effective_size() -> None:
+    """Every reference event of weight 2: the same baselines and intervals as unit weights (they
+    were missing for the confusion metrics of a weighted reference)."""
+    import numpy as np
+
+    from streammetrics.monitors.reference import Reference
+    from streammetrics.stream.changes import reference_baseline
+
+    rng = np.random.default_rng(8)
+    s = rng.random(2000)
+    y = rng.random(2000) < s
+    unit = reference_baseline(Reference.from_arrays(y, s), 0.95)
+    doubled = reference_baseline(Reference.from_arrays(y, s, np.full(2000, 2.0)), 0.95)
+    assert set(doubled) == set(unit) and "accuracy" in doubled and "recall" in doubled
+    for name, (value, pair) in unit.items():
+        assert doubled[name][0] == pytest.approx(value)
+        assert doubled[name][1] == pytest.approx(pair, abs=1e-12), name
+
+
+def test_benjamini_hochberg_per_window_span_within_a_poll() -> None:
+    """One poll holding two window spans tests each span's (key, metric) tests as its own family
+    (the windows one pane boundary closes, as the merge stage publishes them), not all together:
+    window 2 has one mildly changed key among healthy ones, window 3 every key broken; pooled, the
+    many discoveries of window 3 would lift window 2's mild tests over the threshold."""
+    signals2 = {"m0": 0.24, **{f"m{k}": 0.3 for k in range(1, 8)}}
+    events = []
+    for k in range(8):
+        events += _events(400, k, 0.0, f"m{k}") + _events(400, 100 + k, 60.0, f"m{k}", signals2[f"m{k}"])
+        events += _events(400, 200 + k, 120.0, f"m{k}", 0.0)
+    events.append({"ts": 500.0, "model": "late", "y_true": 1, "score": 0.9})  # closes windows 2 and 3 at once
+    p = Pipeline(PipelineConfig(window=60.0, max_future=None, compare="previous"))
+    for e in sorted(events, key=lambda e: e["ts"]):
+        p.process(json.dumps(e))
+    snaps = p.poll()  # (one poll: both spans)
+    assert {s["window"]["start"] for s in snaps} == {0, 60, 120}
+    tests = {start: [(c["p_value"], c["significant"]) for s in snaps if s["window"]["start"] == start
+                     for c in s["changes"].values()] for start in (60, 120)}
+    for family in tests.values():
+        assert [sig for _, sig in family] == benjamini_hochberg([p for p, _ in family], 0.05).tolist()
+    pooled = benjamini_hochberg([p for p, _ in tests[60] + tests[120]], 0.05).tolist()
+    assert pooled[: len(tests[60])] != [sig for _, sig in tests[60]]

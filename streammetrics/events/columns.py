@@ -1,0 +1,413 @@
+"""Columnar decoding of JSONL prediction events (issue 24: "columnar batches").
+
+:class:`ColumnDecoder` turns a batch of lines into :class:`EventColumns`: one typed msgspec
+decode per line (a ``Struct`` of the task's fields, types checked while decoding), then the
+field rules of :mod:`streammetrics.events.fields` applied to whole columns (numpy) and to each
+distinct key once. A line it cannot prove valid this way - undecodable, refused by a rule, or
+merely unusual (an ISO ``ts``, an ``id``, a ``scores`` object, an integer beyond 2**53, a
+line longer than ``MAX_NESTING``...) - is returned as *odd*: the caller gives it to the per-event
+path (:meth:`~streammetrics.events.parser.EventParser.parse_value`), which accepts or refuses it
+with exactly today's reason. The columns of the other lines hold the values the per-event parser
+gives (same floats, ``segment`` ``""`` when absent, ``weight`` 1.0 when absent), so both paths
+build the same events.
+
+Needs the optional ``msgspec`` (the ``fast`` extra): :func:`column_decoder` returns None without
+it, and callers keep the per-event path. (``labels`` task: a batch whose labels are of several
+kinds - strings, numbers, booleans - goes through the per-event path whole.)
+
+>>> from streammetrics.events.parser import EventParser
+>>> dec = column_decoder(EventParser("binary"))
+>>> cols, odd = dec.decode([b'{"ts": 1700000000, "model": "m", "y_true": 1, "score": 0.9}\\n', b'{"ts": "x"}\\n'])
+>>> cols.rows.tolist(), odd, cols.keys, cols.score.tolist()
+([0], [1], [('m', '')], [0.9])
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from itertools import chain, count, repeat
+from operator import attrgetter
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from streammetrics.events.decoding import MAX_NESTING
+from streammetrics.events.fields import MAX_NAME_LENGTH, MAX_WEIGHT
+from streammetrics.events.parser import EventParser
+from streammetrics.events.records import Event
+
+msgspec: Any
+try:  # the optional accelerator (the ``fast`` extra)
+    import msgspec
+except ImportError:  # pragma: no cover - exercised where msgspec is absent
+    msgspec = None
+
+__all__ = ["ColumnDecoder", "EventColumns", "column_decoder"]
+
+_TS_MIN = -62135596800.0  # 0001-01-01T00:00:00Z (as the field rules)
+_TS_MAX = 253402300800.0  # 10000-01-01T00:00:00Z (exclusive)
+#: numbers at least this large go through the per-event path: below it an integer and its float
+#: are one value whichever decoder converts it
+_EXACT = 2.0 ** 53
+_INF = float("inf")
+#: label kinds (as the labels monitor's ``event_tag`` names them) by the types of their labels
+_KINDS = {"str": (str,), "number": (int, float), "bool": (bool,)}
+_KIND_OF = {t: kind for kind, types in _KINDS.items() for t in types}
+#: most valid keys a column decoder remembers (each distinct key is checked once per batch beyond it)
+KEYS_CHECKED = 100_000
+_SHARED = frozenset(["ts", "model", "segment", "weight", "id"])  # (the columns of every task)
+
+
+class EventColumns:
+    """Valid events as columns, in input order: ``rows`` (their line indices in the batch),
+    ``ts`` (float64 epoch seconds), ``keys`` (distinct ``(model, segment)``) and ``key_index``
+    (each row's index in ``keys``), ``weight`` (float64, None when every weight is 1), and per
+    task ``y_true`` / ``score`` (binary: int64 0/1 and float64), ``y_true`` / ``y_pred``
+    (regression: float64), ``y_true`` (multiclass: class indices) with ``scores`` (a list of
+    float tuples), ``y_true`` / ``y_pred`` (labels: object arrays of labels, all of one kind)."""
+
+    __slots__ = ("classes", "key_index", "keys", "rows", "score", "scores", "task", "ts", "weight", "y_pred",
+                 "y_true")
+
+    def __init__(self, task: str, rows: np.ndarray, ts: np.ndarray, keys: list[tuple[str, str]],
+                 key_index: np.ndarray, weight: np.ndarray | None, y_true: Any, score: Any = None,
+                 scores: Any = None, y_pred: Any = None, classes: Sequence[Any] | None = None) -> None:
+        self.task = task
+        self.rows = rows
+        self.ts = ts
+        self.keys = keys
+        self.key_index = key_index
+        self.weight = weight
+        self.y_true = y_true
+        self.score = score
+        self.scores = scores
+        self.y_pred = y_pred
+        self.classes = classes
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def take(self, lo: int, hi: int) -> EventColumns:
+        """Rows ``lo`` to ``hi`` (positions in these columns; keys kept whole)."""
+        cut = slice(lo, hi)
+        return EventColumns(self.task, self.rows[cut], self.ts[cut], self.keys, self.key_index[cut],
+                            None if self.weight is None else self.weight[cut], self.y_true[cut],
+                            None if self.score is None else self.score[cut],
+                            None if self.scores is None else self.scores[cut],
+                            None if self.y_pred is None else self.y_pred[cut], self.classes)
+
+    def events(self) -> list[Event]:
+        """The rows as the :class:`Event` objects the per-event parser gives for them."""
+        n = len(self.rows)
+        models = [k[0] for k in self.keys]
+        segments = [k[1] for k in self.keys]
+        idx = self.key_index.tolist()
+        model = [models[i] for i in idx]
+        segment = [segments[i] for i in idx]
+        weight: Any = repeat(1.0, n) if self.weight is None else self.weight.tolist()
+        ts = self.ts.tolist()
+        if self.task == "binary":
+            return list(map(Event, ts, model, segment, self.y_true.tolist(), self.score.tolist(), repeat(None, n),
+                            repeat(None, n), weight))
+        if self.task in ("regression", "labels"):
+            return list(map(Event, ts, model, segment, self.y_true.tolist(), repeat(None, n), repeat(None, n),
+                            self.y_pred.tolist(), weight))
+        classes = self.classes
+        assert classes is not None
+        return list(map(Event, ts, model, segment, [classes[i] for i in self.y_true.tolist()], repeat(None, n),
+                        self.scores, repeat(None, n), weight))
+
+    def binary_items(self) -> np.ndarray:
+        """Binary rows in the form a window engine queues them for a ``BinaryMonitor``
+        (:func:`~streammetrics.monitors.binary_packed.pack_binary_event`, vectorised): the
+        common event (weight 1, a score strictly inside (0, 1)) as its signed score, ``score`` if
+        ``y_true`` else ``-score``; any other as its :class:`Event`. float64 when every row is
+        common, else an object array."""
+        s = self.score
+        signed = np.where(self.y_true == 1, s, -s)
+        common = (s > 0.0) & (s < 1.0)
+        if self.weight is not None:
+            common &= self.weight == 1.0
+        if common.all():
+            return signed
+        out = np.empty(len(s), dtype=object)
+        out[:] = signed.tolist()
+        other = np.flatnonzero(~common)
+        events = self.take(0, len(s)).events()
+        for j in other.tolist():
+            out[j] = events[j]
+        return out
+
+
+def _integral(labels: list[Any]) -> list[Any]:
+    return [int(v) if v.__class__ is float and v.is_integer() else v for v in labels]
+
+
+def _objects(values: list[Any]) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def _utf8(line: bytes) -> bool:
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _key_ok(model: Any, segment: Any) -> bool:
+    """The field rules of ``model`` and ``segment`` (both strings here: typed decoding)."""
+    for text, optional in ((model, False), (segment, True)):
+        if not (0 if optional else 1) <= len(text) <= MAX_NAME_LENGTH or "|" in text:
+            return False
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+    return True
+
+
+class ColumnDecoder:
+    """Decode batches of JSONL lines into :class:`EventColumns` for one :class:`EventParser`'s
+    task, field names and classes (see the module docstring); build with :func:`column_decoder`."""
+
+    def __init__(self, parser: EventParser) -> None:
+        if msgspec is None:  # pragma: no cover - exercised where msgspec is absent
+            raise ValueError("columnar decoding needs msgspec (the 'fast' extra)")
+        task = parser.task
+        if task not in ("binary", "regression", "multiclass", "labels") or not parser.require_key:
+            raise ValueError(f"no columnar decoding for the {task!r} task")
+        self.task = task
+        f = parser.fields
+        common: list[tuple[Any, ...]] = [("ts", float), ("model", str)]
+        optional: list[tuple[Any, ...]] = [("segment", Optional[str], None), ("weight", Optional[float], None),
+                                           ("id", None, None)]  # an id goes through the per-event path
+        if task == "binary":
+            own: list[tuple[Any, ...]] = [("y_true", Union[bool, int, float]), ("score", float)]
+        elif task == "regression":
+            own = [("y_true", float), ("y_pred", float)]
+        elif task == "labels":
+            own = [("y_true", Union[str, int, float, bool]), ("y_pred", Union[str, int, float, bool])]
+        else:
+            own = [("y_true", Union[str, int, float, bool]), ("scores", list[float])]
+        spec = common + own + optional
+        self.names = [s[0] for s in spec]
+        struct = msgspec.defstruct("ColumnEvent", spec, rename={s[0]: f[s[0]] for s in spec}, gc=False)
+        self._decode = msgspec.json.Decoder(struct).decode
+        self._struct = struct
+        self.classes = parser.classes
+        #: (model, segment) pairs found valid, and their key (at most KEYS_CHECKED: then not cached)
+        self._checked: dict[tuple[Any, Any], tuple[str, str]] = {}
+        # multiclass: the class of a str or int y_true (a float equal to an int class finds it, as
+        # the field rules do; a bool goes through the per-event path: True == 1)
+        self._class_of: dict[Any, int] = {}
+        # labels: the known labels of each kind (None: any label)
+        self._allowed: dict[str, set[Any]] | None = None
+        if task == "labels" and parser.classes is not None:
+            self._allowed = {kind: {c for c in parser.classes if c.__class__ in types}
+                             for kind, types in _KINDS.items()}
+        if parser.classes is not None and task == "multiclass":
+            for i, c in enumerate(parser.classes):
+                if c.__class__ in (str, int):
+                    self._class_of[c] = i
+
+    def decode(self, lines: Sequence[Any]) -> tuple[EventColumns | None, list[int]]:
+        """``(columns, odd)``: the valid events of ``lines`` as columns (None when there is none)
+        and the indices of the lines left to the per-event path, ascending."""
+        n = len(lines)
+        decode = self._decode
+        odd: list[int] = []
+        rows: Any = None
+        # bytes, short (the per-event path checks the nesting of longer ones) and ASCII (msgspec
+        # skips unknown fields without checking their UTF-8, which the per-event path refuses)
+        try:
+            plain = n > 0 and b"".join(lines).isascii() and max(map(len, lines)) <= MAX_NESTING
+        except TypeError:  # not all bytes-like (a tombstone, say)
+            plain = False
+        if plain:
+            try:
+                structs = list(map(decode, lines))
+            except Exception:  # noqa: BLE001 - some line is odd: line by line below
+                structs = None
+        else:
+            structs = None
+        if structs is None:
+            structs = []
+            keep = []
+            for i, line in enumerate(lines):
+                if line.__class__ is not bytes or len(line) > MAX_NESTING or not (line.isascii() or _utf8(line)):
+                    odd.append(i)
+                    continue
+                try:
+                    structs.append(decode(line))
+                except Exception:  # noqa: BLE001 - the per-event path says why
+                    odd.append(i)
+                    continue
+                keep.append(i)
+            rows = np.array(keep, dtype=np.intp)
+        else:
+            rows = np.arange(n, dtype=np.intp)
+        return self._finish(structs, rows, odd)
+
+    def convert(self, values: Sequence[Any]) -> tuple[EventColumns | None, list[int]]:
+        """:meth:`decode` of decoded values instead of lines: the dicts the per-event path's
+        ``process_decoded`` takes (CSV and Parquet rows, JSONL values rescaled by ``--ts-unit``),
+        through ``msgspec.convert`` (the same type checks, non-finite numbers left to the per-event
+        path). Anything but a dict (None, a Rejection, an array) is odd."""
+        struct = self._struct
+        convert = msgspec.convert
+        odd: list[int] = []
+        try:
+            structs = [convert(v, struct) for v in values]
+            rows = np.arange(len(values), dtype=np.intp)
+        except Exception:  # noqa: BLE001 - some value is odd: one by one below
+            structs, keep = [], []
+            for i, value in enumerate(values):
+                try:
+                    if value.__class__ is not dict:
+                        raise TypeError  # noqa: TRY301 - (odd, as a failed conversion)
+                    structs.append(convert(value, struct))
+                except Exception:  # noqa: BLE001 - the per-event path says why
+                    odd.append(i)
+                    continue
+                keep.append(i)
+            rows = np.array(keep, dtype=np.intp)
+        return self._finish(structs, rows, odd)
+
+    def _finish(self, structs: list[Any], rows: np.ndarray, odd: list[int]) -> tuple[EventColumns | None, list[int]]:
+        if not structs:
+            return None, odd
+        cols = self._columns(structs, rows)
+        if cols is None:
+            return None, sorted(odd + rows.tolist())
+        good, more_odd = cols
+        if more_odd:
+            odd = sorted(odd + more_odd)
+        return good, odd
+
+    def _columns(self, structs: list[Any], rows: np.ndarray) -> tuple[EventColumns | None, list[int]] | None:
+        m = len(structs)
+        ts = np.fromiter(map(attrgetter("ts"), structs), dtype=np.float64, count=m)
+        ok = (ts >= _TS_MIN) & (ts < _TS_MAX)
+        weights = list(map(attrgetter("weight"), structs))
+        weight: np.ndarray | None = None
+        if weights.count(None) != m:
+            weight = np.array([1.0 if w is None else w for w in weights], dtype=np.float64)
+            ok &= (weight >= 0.0) & (weight <= MAX_WEIGHT)
+        # keys: each distinct (model, segment) checked once (a null segment is ""); a row's raw key
+        # is numbered by its first row (one dict pass), then densely
+        pairs = list(map(attrgetter("model", "segment"), structs))
+        first: dict[tuple[str, str | None], int] = {}
+        firsts = np.fromiter(map(first.setdefault, pairs, count()), dtype=np.intp, count=m)
+        raw_rows, raw_index = np.unique(firsts, return_inverse=True)
+        keys: dict[tuple[str, str], int] = {}
+        raw_to_key = np.empty(len(raw_rows), dtype=np.intp)
+        bad_raw = np.zeros(len(raw_rows), dtype=bool)
+        checked = self._checked
+        for i, row in enumerate(raw_rows.tolist()):
+            pair = pairs[row]
+            key = checked.get(pair)
+            if key is None:
+                key = (pair[0], "" if pair[1] is None else pair[1])
+                if not _key_ok(*key):
+                    bad_raw[i] = True
+                elif len(checked) < KEYS_CHECKED:
+                    checked[pair] = key
+            raw_to_key[i] = keys.setdefault(key, len(keys))
+        if bad_raw.any():
+            ok &= ~bad_raw[raw_index]
+        key_index = raw_to_key[raw_index]
+        get = {name: map(attrgetter(name), structs) for name in self.names if name not in _SHARED}
+        score = scores = y_pred = None
+        task = self.task
+        try:
+            if task == "binary":
+                y = np.fromiter(get["y_true"], dtype=np.float64, count=m)
+                ok &= (y == 0.0) | (y == 1.0)
+                score = np.fromiter(get["score"], dtype=np.float64, count=m)
+                ok &= np.abs(score) < _EXACT
+                y_true: Any = (y == 1.0).astype(np.int64)
+            elif task == "regression":
+                y_true = np.fromiter(get["y_true"], dtype=np.float64, count=m)
+                y_pred = np.fromiter(get["y_pred"], dtype=np.float64, count=m)
+                ok &= (np.abs(y_true) < _EXACT) & (np.abs(y_pred) < _EXACT)
+            elif task == "labels":
+                truth, pred = list(get["y_true"]), list(get["y_pred"])
+                types = set(map(type, truth)) | set(map(type, pred))
+                kind = next((k for k, ts_ in _KINDS.items() if types <= set(ts_)), None)
+                if kind is None:  # labels of several kinds: the commonest kind's rows, the others per event
+                    row_kinds = [(_KIND_OF.get(a.__class__), _KIND_OF.get(b.__class__)) for a, b in zip(truth, pred)]
+                    common = Counter(a for a, b in row_kinds if a == b and a is not None).most_common(1)
+                    if not common:
+                        return None
+                    kind = common[0][0]
+                    for j, (a, b) in enumerate(row_kinds):
+                        if a != kind or b != kind:
+                            ok[j] = False
+                if float in types:  # an integral float is an int label, as the field rules make it
+                    for j, (a, b) in enumerate(zip(truth, pred)):
+                        if not (a.__class__ is not float or -_INF < a < _INF) or not (
+                                b.__class__ is not float or -_INF < b < _INF):
+                            ok[j] = False  # (nan, inf: a converted value, not JSON's)
+                            truth[j] = pred[j] = 0
+                    truth, pred = _integral(truth), _integral(pred)
+                if not ok.all():  # (the rows left out hold labels of any kind: not looked up)
+                    placeholder = next(iter(self._allowed[kind]), None) if self._allowed else None
+                    for j in np.flatnonzero(~ok).tolist():
+                        truth[j] = pred[j] = placeholder
+                if self._allowed is not None:
+                    known = self._allowed[kind].__contains__
+                    ok &= np.fromiter(map(known, truth), dtype=bool, count=m)
+                    ok &= np.fromiter(map(known, pred), dtype=bool, count=m)
+                y_true, y_pred = _objects(truth), _objects(pred)
+            else:
+                truth = list(get["y_true"])
+                kinds = set(map(type, truth))
+                if not kinds <= {str, int, float}:
+                    for j, t in enumerate(truth):
+                        if t.__class__ not in (str, int, float):
+                            ok[j] = False
+                            truth[j] = None
+                cls = np.fromiter((-1 if i is None else i for i in map(self._class_of.get, truth)),
+                                  dtype=np.intp, count=m)
+                ok &= cls >= 0
+                y_true = cls
+                k = len(self.classes or ())
+                raw_scores = list(get["scores"])
+                lengths = np.fromiter(map(len, raw_scores), dtype=np.intp, count=m)
+                ok &= lengths == k
+                flat = np.fromiter(chain.from_iterable(raw_scores), dtype=np.float64)
+                if len(flat) and not bool((np.abs(flat) < _EXACT).all()):  # (nan fails too)
+                    for j, row_scores in enumerate(raw_scores):
+                        if not all(abs(v) < _EXACT for v in row_scores):
+                            ok[j] = False
+                scores = list(map(tuple, raw_scores))
+        except (OverflowError, TypeError, ValueError):  # e.g. a 400-digit integer: the per-event path
+            return None
+        if ok.all():
+            return EventColumns(task, rows, ts, list(keys), key_index, weight, y_true, score,
+                                scores, y_pred, self.classes), []
+        bad = np.flatnonzero(~ok)
+        keep = np.flatnonzero(ok)
+        odd = rows[bad].tolist()
+        if not len(keep):
+            return None, odd
+        return EventColumns(task, rows[keep], ts[keep], list(keys), key_index[keep],
+                            None if weight is None else weight[keep], y_true[keep],
+                            None if score is None else score[keep],
+                            None if scores is None else [scores[j] for j in keep.tolist()],
+                            None if y_pred is None else y_pred[keep], self.classes), odd
+
+
+def column_decoder(parser: EventParser) -> ColumnDecoder | None:
+    """A :class:`ColumnDecoder` for ``parser``'s task and fields, None where there is none
+    (msgspec not installed, a parser without required keys)."""
+    if msgspec is None or getattr(parser, "fast_decode", None) is None:
+        return None
+    try:
+        return ColumnDecoder(parser)
+    except ValueError:
+        return None
