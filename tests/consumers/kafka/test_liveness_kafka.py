@@ -15,11 +15,11 @@ What was found (docs/scaleout.md, "Liveness"): (1) an instance leaving (SIGTERM,
 during a merge-group rebalance left the merge group with no partials partition assigned to any
 member for more than 90 s on tansu, while the input group recovered: nothing merged, the held-out
 symptom (2 runs of 12 of the unsettled scenario below when the leave came amid the kills; a tansu
-defect, consumers/NOTES.md); (2) kafka-python 3.0.12 keeps the position and the paused flag of a partition that stays with its
-member through an eager rebalance, while the service rebuilt the partition from its checkpoint: a
-side paused by ``--max-merge-buffer`` was never fetched again and labels buffered but not applied
-were skipped. A small ``--max-merge-buffer`` makes the pauses common in the first test
-(tests/consumers/test_service_rebalance.py has the deterministic version)."""
+defect, consumers/NOTES.md); (2) kafka-python 3.0.12 keeps the position and the paused flag of a
+partition that stays with its member through an eager rebalance, while the service rebuilt the
+partition from its checkpoint: a side paused by ``--max-merge-buffer`` was never fetched again
+and labels buffered but not applied were skipped. A small ``--max-merge-buffer`` makes the pauses
+common in the first test (tests/consumers/test_service_rebalance.py has the deterministic version)."""
 from __future__ import annotations
 
 import random
