@@ -42,7 +42,6 @@ NOT_RUN = {
     "bench_keys": "its 10,000-key target is measured by bench_paths",
     "bench_label_free": "needs nannyml and downloaded datasets",
     "bench_labels": "no ratio target",
-    "bench_monitor_fused": "no ratio target",
     "bench_multiclass_fused": "no ratio target",
     "bench_regression": "no ratio target",
     "bench_replay": "its decode-loop target is measured by bench_paths",

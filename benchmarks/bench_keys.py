@@ -17,10 +17,9 @@ one-key rate of the same run.
 
 Target (issue 12): 10,000 keys at >= 0.4x the one-key rate (goal 0.5), CPU-time ratio.
 
-What a window of ~10 events costs on the fleet path: its events queued in its pane, each as
-one float (``BinaryMonitor.pack_event``: the signed score), the pane handed over without a
-monitor when the window closes (tumbling windows) and its snapshot line written at the next
-``poll_lines`` together with every other window closed since
+What a window of ~10 events costs on the fleet path: a ``BinaryMonitor`` in its small form
+(its events as floats, the signed scores), closed without building its parts, and its snapshot
+line written at the next ``poll_lines`` together with every other window closed since
 (``BinaryMonitor.snapshot_texts``, :mod:`streammetrics.monitors.fleet_snapshot`: events and
 levels by one sort, confusion cells by one bincount, every metric a numpy column, each sum by
 ``math.fsum``; the state is the window's events, :mod:`streammetrics.monitors.binary_events`;

@@ -30,7 +30,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-__all__ = ["BINARY_METRICS", "binary_confusion_metrics", "label_metrics"]
+import numpy as np
+
+__all__ = ["BINARY_METRICS", "binary_confusion_columns", "binary_confusion_metrics", "label_metrics"]
 
 #: the keys of :func:`binary_confusion_metrics`, in the order BinaryMonitor reports them
 BINARY_METRICS = (
@@ -103,6 +105,47 @@ def binary_confusion_metrics(tn: float, fp: float, fn: float, tp: float) -> dict
         "positive_rate": n_true1 / total,
         "predicted_positive_rate": pred1 / total,
     }
+
+
+def binary_confusion_columns(tn: np.ndarray, fp: np.ndarray, fn: np.ndarray,
+                             tp: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
+    """The vectorised twin of :func:`binary_confusion_metrics`: its :data:`BINARY_METRICS` for
+    many matrices of whole counts (one per row of the four arrays, each holding an event), as
+    ``{metric: (values, where undefined or None)}``. Every intermediate is a whole number below
+    2**53 (exact in any order), so each value is the same float as the scalar twin's: one IEEE
+    division (or square root) of the same operands (``tests/kernels/test_counts.py``).
+
+    >>> cols = binary_confusion_columns(*(np.array([x]) for x in (1, 0, 1, 2)))
+    >>> float(cols["accuracy"][0][0]), float(cols["precision"][0][0]), bool(cols["recall"][1][0])
+    (0.75, 1.0, False)
+    """
+    tn, fp, fn, tp = (np.asarray(x, dtype=np.float64) for x in (tn, fp, fn, tp))
+    n_true0, n_true1 = tn + fp, fn + tp
+    total = n_true0 + n_true1  # > 0: every window holds an event
+    pred0, pred1 = tn + fn, tp + fp
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r0, r1 = tn / n_true0, tp / n_true1
+        both = (n_true0 > 0) & (n_true1 > 0)
+        balanced = np.where(both, (r0 + r1) / 2, np.where(n_true0 > 0, r0, r1))  # fsum of the defined / their number
+        f1_den = n_true1 + pred1
+        f1 = 2.0 * tp / f1_den
+        # matthews_corrcoef: 0.0 for one class on either side, else cov / sqrt(var product)
+        n_samples = pred0 + pred1
+        square = n_samples * n_samples
+        cov_ytyp = (tn + tp) * n_samples - (n_true0 * pred0 + n_true1 * pred1)
+        product = (square - (pred0 * pred0 + pred1 * pred1)) * (square - (n_true0 * n_true0 + n_true1 * n_true1))
+        mcc = np.where(both & (pred0 > 0) & (pred1 > 0) & (product != 0), cov_ytyp / np.sqrt(product), 0.0)
+        return {
+            "accuracy": ((tn + tp) / total, None),
+            "balanced_accuracy": (balanced, None),
+            "precision": (tp / np.where(pred1 > 0, pred1, 1.0), pred1 == 0),
+            "recall": (r1, n_true1 == 0),
+            "f1": (f1, f1_den == 0),
+            "specificity": (r0, n_true0 == 0),
+            "matthews_corrcoef": (mcc, None),
+            "positive_rate": (n_true1 / total, None),
+            "predicted_positive_rate": (pred1 / total, None),
+        }
 
 
 def _mean(values: Sequence[float | None], weights: Sequence[float] | None = None) -> float | None:

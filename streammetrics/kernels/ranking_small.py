@@ -25,9 +25,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from streammetrics.kernels.ranking import rounding_interval, rounding_slack
 
-__all__ = ["SMALL_LEVELS", "levels", "ranking_summary"]
+__all__ = ["SMALL_LEVELS", "levels", "ranking_summary", "ranking_summary_columns"]
 
 #: up to this many levels the one pure-Python pass beats the numpy path of a snapshot (AUC,
 #: bounds and AP through ``ranking``, which sorts the dicts into arrays for each): measured
@@ -111,3 +113,43 @@ def ranking_summary(
     out["roc_auc_low"] = max(0.0, low - slack)
     out["roc_auc_high"] = min(1.0, low + high_extra + slack)
     return out
+
+
+def ranking_summary_columns(window_of_level: np.ndarray, neg: np.ndarray, pos: np.ndarray, m: int,
+                            one_class: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
+    """The vectorised twin of :func:`ranking_summary` (exact levels: every level a single
+    score) for ``m`` windows of whole counts at once, ``{value: (values, where undefined or
+    None)}``; ``window_of_level``: each level's window, levels ascending within each window;
+    ``one_class``: the windows where a class has no event (ROC AUC undefined).
+    The levels are laid out one row per window, highest first (zeros after a window's last):
+    the AUC's sums are whole numbers (exact in any order), and average precision adds its
+    terms column by column (``np.add.accumulate`` along a row: the same sequence of IEEE
+    additions as the one-window loop)."""
+    counts = np.bincount(window_of_level, minlength=m)
+    width = int(counts.max())
+    ends = np.cumsum(counts)
+    descending = (ends[window_of_level] - 1) - np.arange(len(window_of_level))  # column, from the top
+    shape = (m, width)
+    n_rows = np.zeros(shape)
+    p_rows = np.zeros(shape)
+    n_rows[window_of_level, descending] = neg
+    p_rows[window_of_level, descending] = pos
+    tps = np.add.accumulate(p_rows, axis=1)
+    fps = np.add.accumulate(n_rows, axis=1)
+    total_p, total_n = tps[:, -1:], fps[:, -1:]
+    real = np.arange(width)[None, :] < counts[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        recall = np.where(total_p > 0, tps / total_p, 1.0)
+        prev = np.zeros(shape)
+        prev[:, 1:] = recall[:, :-1]
+        terms = np.where(real, (recall - prev) * (tps / (tps + fps)), 0.0)
+        ap = np.maximum(0.0, np.add.accumulate(terms, axis=1)[:, -1])
+        area = (n_rows * ((tps - p_rows) * 2.0 + p_rows)).sum(axis=1)  # whole numbers: exact
+        auc = area / (2.0 * total_n[:, 0] * total_p[:, 0])
+    slack = rounding_slack(counts)  # type: ignore[arg-type]  # (elementwise: each window's levels)
+    return {
+        "roc_auc": (auc, one_class),
+        "roc_auc_low": (np.maximum(0.0, auc - slack), one_class),
+        "roc_auc_high": (np.minimum(1.0, auc + slack), one_class),
+        "average_precision": (ap, None),
+    }

@@ -266,6 +266,43 @@ class Monitor(Accumulator):
     def snapshot(self) -> dict[str, Any]:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    #: True for a type that keeps a cheap small form while it holds few events: its
+    #: :meth:`update_event` appends to it (a window engine in batch mode gives such a monitor its
+    #: events one by one instead of queueing them for :meth:`update_events`), and its
+    #: :meth:`snapshot_many` summarises many small monitors at once (a window engine holds its
+    #: small closed windows until the next poll to build them together)
+    small_form: ClassVar[bool] = False
+
+    def update_items(self, items: Sequence[Any]) -> "Monitor":
+        """Both parts: a batch of events given in this type's small form where it has one (a
+        columnar batch: ``BinaryMonitor`` takes the common event as its signed score), parsed
+        events otherwise. This default: :meth:`update_events`."""
+        return self.update_events(items)
+
+    @classmethod
+    def snapshot_many(cls, monitors: Sequence["Monitor"], include_state: bool = True) -> list[tuple[Any, ...]]:
+        """Per monitor (each of this type), ``(snapshot(), to_dict() or None, intervals())``:
+        what a window engine publishes for the windows it closes together. This default is a
+        loop; a type may compute many small monitors at once (``BinaryMonitor``: one vectorised pass).
+
+        >>> from streammetrics.monitors import RegressionMonitor
+        >>> m = RegressionMonitor().update({"y_true": 1.0, "y_pred": 1.5})
+        >>> RegressionMonitor.snapshot_many([m])[0][0] == m.snapshot()
+        True
+        """
+        out = []
+        for m in monitors:
+            metrics = m.snapshot()
+            out.append((metrics, m.to_dict() if include_state else None, m.intervals(metrics=metrics)))
+        return out
+
+    @classmethod
+    def snapshot_texts(cls, monitors: Sequence["Monitor"]) -> list[tuple[str, str, str] | None]:
+        """Per monitor, :meth:`snapshot_many`'s record as JSON text ``(metrics, state, intervals)``
+        where the type writes it directly, else None (this default: None for every monitor; the
+        window engine then encodes the record)."""
+        return [None] * len(monitors)
+
     #: the confidence of the intervals a snapshot carries (contract section 9; not part of the
     #: state: a window engine sets it on its template and the monitors made from it inherit it)
     confidence: float = 0.95

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Generic, Mapping, Sequence, TypeVar
 
 import numpy as np
@@ -10,7 +11,7 @@ from streammetrics.core.exceptions import InvalidEvent
 from streammetrics.core.state import describe
 from streammetrics.core.validation import check_number
 from streammetrics.events.parser import Event
-from streammetrics.kernels.exact_sum import BUFFER, fold_together
+from streammetrics.kernels.exact_sum import BUFFER
 from streammetrics.kernels.intervals import (
     BINARY_INTERVALS,
     binary_interval_columns,
@@ -22,14 +23,12 @@ from streammetrics.metrics.binary_scores import BinaryScores
 from streammetrics.metrics.confusion import ConfusionMatrix
 from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.monitors.base import Monitor, batch_weights, empty_like, part
-from streammetrics.monitors.binary_events import EVENTS_FORM_MAX, events_form, load_events_form
-from streammetrics.monitors.binary_packed import (
-    ONE_INT,
-    ZERO_INT,
-    batch_labels,
-    binary_label,
-    checked_pack,
-    pack_binary_event,
+from streammetrics.monitors.binary_events import (
+    EVENTS_FORM_MAX,
+    check_events_form,
+    events_form,
+    load_events_form,
+    signed_events_form,
 )
 from streammetrics.monitors.fast_snapshot import binary_snapshot, binary_snapshot_state
 from streammetrics.monitors.fleet_snapshot import FLEET_MAX_EVENTS, binary_snapshot_states, binary_snapshot_texts
@@ -41,6 +40,43 @@ _BINARY_TRUTH = (int, bool, float)
 P = TypeVar("P")
 #: batches up to this size are applied event by event (numpy's set-up costs more than it saves)
 SMALL_BATCH = 32
+#: the labels the parser gives, compared by identity on the per-event paths (CPython's cached small
+#: ints; any other 0/1 takes a slower path to the same result)
+ZERO_INT, ONE_INT = 0, 1
+#: the attributes holding the parts once the monitor has them (see :class:`BinaryMonitor`)
+_PART_ATTRS = ("_predictions", "_scores", "_confusion")
+
+
+def binary_label(y: Any) -> int:
+    """A binary label given as anything equal to 0 or 1 (an int, a bool, 1.0, a numpy scalar)
+    as that int; :class:`~streammetrics.core.exceptions.InvalidEvent` naming ``y_true`` otherwise."""
+    try:
+        if y == 1:
+            return 1
+        if y == 0:
+            return 0
+    except (TypeError, ValueError):  # (an array's truth value, an object refusing ==)
+        pass
+    raise InvalidEvent(f"field 'y_true' must be 0 or 1, got {y!r:.40}", "y_true")
+
+
+def batch_labels(events: Sequence[Any]) -> np.ndarray:
+    """The events' labels as an int64 array of 0 and 1 (each equal to 0 or 1, of any type);
+    :class:`~streammetrics.core.exceptions.InvalidEvent` naming ``y_true`` otherwise (a batch
+    is checked before anything changes: a cast alone would make 0.5 a 0)."""
+    labels = [e.y_true for e in events]
+    y = np.full(len(events), np.nan)
+    if all(issubclass(t, numbers.Real) for t in set(map(type, labels))):  # (not a str float() reads)
+        y = np.fromiter(labels, dtype=np.float64, count=len(events))
+    bad = ~((y == 0.0) | (y == 1.0))
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise InvalidEvent(f"field 'y_true' must be 0 or 1, got {events[j].y_true!r:.40} (event {j})", "y_true")
+    return y.astype(np.int64)
+
+
+def _finite_real(x: Any) -> bool:
+    return x.__class__ is not bool and isinstance(x, numbers.Real) and math.isfinite(x)
 
 
 def _nan(value: float | None) -> float:
@@ -49,8 +85,9 @@ def _nan(value: float | None) -> float:
 
 
 class _QueuedPart(Generic[P]):
-    """A part of :class:`BinaryMonitor` (kept in ``_<name>``): reading it applies the events
-    :meth:`BinaryMonitor.update` queued first; setting it applies them too (to the parts being
+    """A part of :class:`BinaryMonitor` (kept in ``_<name>`` once the monitor has its parts):
+    reading it gives the monitor its parts if it has none yet and applies the queued events
+    (the small form) first; setting it does the same (the queued events go to the parts being
     replaced: the others keep them), then gives the monitor a queue of its own (a copy or an
     empty monitor made from this one's ``__dict__`` shares none)."""
 
@@ -60,13 +97,14 @@ class _QueuedPart(Generic[P]):
     def __get__(self, monitor: "BinaryMonitor | None", owner: type | None = None) -> P:
         if monitor is None:
             return self  # type: ignore[return-value]  # (the class attribute: the descriptor)
-        if monitor._queue:
+        state = monitor.__dict__
+        if monitor._queue or "_scores" not in state:
             monitor._apply_queue()
-        return monitor.__dict__[self.attr]
+        return state[self.attr]
 
     def __set__(self, monitor: "BinaryMonitor", value: P) -> None:
         state = monitor.__dict__
-        if state.get("_queue"):
+        if state.get("_queue") or "_scores" not in state:
             monitor._apply_queue()
         state["_queue"] = []
         state[self.attr] = value
@@ -161,16 +199,86 @@ class BinaryMonitor(Monitor):
     def _config(self) -> dict[str, Any]:
         return {"threshold": self.threshold, "exact": self.exact}
 
+    # -------------------------------------------------------------- the two forms
+    def _has_parts(self) -> bool:
+        return "_scores" in self.__dict__
+
+    def _make_parts(self) -> None:
+        """Promotion: give the monitor its three parts, empty (copies of cached empty parts of
+        this configuration: :func:`~streammetrics.monitors.base.empty_like`). The queued events
+        stay queued (:meth:`_apply_queue` applies them)."""
+        key = (type(self), self.threshold, self.exact)
+        empties = _EMPTY_PARTS.get(key)
+        if empties is None:
+            empties = _EMPTY_PARTS[key] = tuple(f.default(self) for f in type(self).state_fields)
+        state = self.__dict__
+        for f, empty in zip(type(self).state_fields, empties):
+            state["_" + f.key] = empty_like(empty)  # type: ignore[operator]  # (one key per part)
+
+    def _refresh(self) -> None:
+        """Nothing derived to rebuild (a subclass may keep caches of its own)."""
+
+    def reset(self) -> "BinaryMonitor":
+        """Forget every event (the small form again: no parts, an empty queue)."""
+        state = self.__dict__
+        for attr in _PART_ATTRS:
+            state.pop(attr, None)
+        state["_queue"] = []
+        self._refresh()
+        return self
+
     def copy(self) -> "BinaryMonitor":
-        """An independent monitor with the same state (the queued events applied first: the
-        copy starts from this one's ``__dict__``)."""
+        """An independent monitor with the same state: in the small form a copy of the queue,
+        else the queued events applied first and the parts copied."""
+        if "_scores" not in self.__dict__:
+            cls = type(self)
+            new = cls.__new__(cls)
+            new.__dict__.update(self.__dict__)
+            new._queue = list(self._queue)
+            new._refresh()
+            return new
         if self._queue:
             self._apply_queue()
         return super().copy()
 
+    def merge(self, other: Any) -> "BinaryMonitor":
+        """Fold ``other`` in; two monitors in the small form merge by concatenating their queues."""
+        if other.__class__ is self.__class__ and "_scores" not in self.__dict__ and (
+                "_scores" not in other.__dict__) and other._config() == self._config():
+            queue = self._queue
+            queue += list(other._queue) if other is self else other._queue
+            if len(queue) >= self.update_queue_max:
+                self._apply_queue()
+            return self
+        return super().merge(other)
+
+    def empty(self) -> "BinaryMonitor":
+        """A new monitor with this one's configuration and no events, in the small form (this
+        one's attributes but its parts and queue: no constructor; the window engine makes one per
+        key and window). Called on an empty monitor (a factory's template).
+
+        >>> BinaryMonitor(threshold=0.7).empty() == BinaryMonitor(threshold=0.7)
+        True
+        """
+        state = self.__dict__.copy()
+        if state["_queue"] or "_scores" in state:
+            if self.count or self.labeled:
+                raise ValueError("empty() is called on an empty monitor (a template)")
+            for attr in _PART_ATTRS:
+                state.pop(attr, None)
+        state["_queue"] = []
+        cls = self.__class__
+        new = cls.__new__(cls)
+        new.__dict__ = state
+        if cls is not BinaryMonitor:  # (a subclass may rebuild caches of its own)
+            new._refresh()
+        return new
+
     def _state(self) -> dict[str, Any]:
-        """The events form while it applies (:func:`~streammetrics.monitors.binary_events.events_form`),
-        else the three parts' ``to_dict()`` (as the declared ``part`` fields write them)."""
+        """The events form while it applies (:mod:`~streammetrics.monitors.binary_events`: from
+        the small form directly, else from the parts), else the three parts' ``to_dict()``."""
+        if "_scores" not in self.__dict__ and len(self._queue) <= min(self.events_form_max, FLEET_MAX_EVENTS):
+            return signed_events_form(self._queue)
         small = events_form(self)
         return self._parts_state() if small is None else small
 
@@ -182,28 +290,30 @@ class BinaryMonitor(Monitor):
                 "confusion": self.confusion.to_dict()}
 
     def _load_state(self, state: Mapping[str, Any]) -> None:
-        """The parts' layout, or the events form (``score`` and ``y_true``: the predictions added back)."""
+        """The parts' layout, or the events form (``score`` and ``y_true``): the small form when
+        every prediction is the common event (labelled, a score strictly inside (0, 1)), else the
+        predictions added back to the parts."""
         if "score" in state or "y_true" in state:
-            load_events_form(self, state)
+            signed = check_events_form(state, self.events_form_max)
+            if signed is not None and "_scores" not in self.__dict__ and not self._queue:
+                self._queue = signed
+            else:
+                load_events_form(self, state)
             self._refresh()
         else:
             super()._load_state(state)
 
-    def empty(self) -> "BinaryMonitor":
-        """A new monitor with this one's configuration and no events, built without the
-        constructors (:func:`~streammetrics.monitors.base.empty_like`; the window engine
-        makes one per key and window). Called on an empty monitor (a factory's template).
-
-        >>> BinaryMonitor(threshold=0.7).empty() == BinaryMonitor(threshold=0.7)
-        True
-        """
-        if self.count or self.labeled:
-            raise ValueError("empty() is called on an empty monitor (a template)")
-        return empty_like(self)
-
     @property
     def count(self) -> int:  # type: ignore[override]  # read-only: predictions seen
+        if "_scores" not in self.__dict__:
+            return len(self._queue)
         return self.predictions.count
+
+    @property
+    def labeled(self) -> int:
+        if "_scores" not in self.__dict__:
+            return len(self._queue)
+        return self.scores.count
 
     @property
     def total_weight(self) -> float:  # type: ignore[override]  # read-only: weight of the predictions
@@ -242,16 +352,20 @@ class BinaryMonitor(Monitor):
         return self
 
     def _apply_queue(self) -> None:
-        """Apply the queued events to the parts: event by event up to :data:`SMALL_BATCH` of
-        them, else through the parts' ``update_many`` (signed score ``v``: ``y_true`` is
-        ``v > 0``, the score ``abs(v)``)."""
-        queue, self._queue = self._queue, []
+        """Give the monitor its parts if it has none (promotion), then apply the queued events
+        to them: event by event up to :data:`SMALL_BATCH` of them, else through the parts'
+        ``update_many`` (signed score ``v``: ``y_true`` is ``v > 0``, the score ``abs(v)``).
+        The one place the small form reaches the parts."""
+        state = self.__dict__
+        if "_scores" not in state:
+            self._make_parts()
+        queue = state.get("_queue") or []
+        state["_queue"] = []
         if len(queue) <= SMALL_BATCH:
             for v in queue:
                 if v > 0.0:
-                    if not self._unit_event(1, v):
-                        self._unit_parts(1, v)
-                elif not self._unit_event(0, -v):
+                    self._unit_parts(1, v)
+                else:
                     self._unit_parts(0, -v)
             return
         signed = np.array(queue)
@@ -261,8 +375,15 @@ class BinaryMonitor(Monitor):
         self._scores.update_many(y, s)
         self._confusion.update_many(y, (s >= self.threshold).view(np.int8).astype(np.int64))
 
+    def _parts(self) -> "BinaryMonitor":
+        """The monitor with its parts (made if it has none; the queue stays queued)."""
+        if "_scores" not in self.__dict__:
+            self._make_parts()
+        return self
+
     def _unit_parts(self, y: int, s: float) -> None:
         """One unit-weight event (``y`` 0 or 1) through the three accumulators' own ``update``."""
+        self._parts()
         self._predictions.update(s)
         self._scores.update(y, s)
         self._confusion.update(y, 1 if s >= self.threshold else 0)
@@ -284,103 +405,10 @@ class BinaryMonitor(Monitor):
         super().update(event)
         return self
 
-    def _unit_event(self, y: int, s: float) -> bool:
-        """The common event (weight 1, ``y`` 0 or 1, a float ``s`` strictly inside (0, 1)) in
-        one frame: what ``predictions.update(s)``, ``scores.update(y, s)`` and
-        ``confusion.update(y, s >= threshold)`` do for it, with the score's histogram key
-        computed once when both histograms are on one binning, the confusion cell counted in
-        the matrix's pending counts and both exact-sum buffers folded together. False
-        (nothing changed) when the monitor is ``exact=True``: the accumulators' own paths
-        then apply it."""
-        sc = self._scores
-        pr = self._predictions
-        sf = sc._fast
-        pf = pr._fast
-        q = 1.0 - s
-        if sf is not None:  # log grid: the key from the float's bits (see LogGridBinning.key)
-            hists, events, unit, _, shift, rnd, c, as_float, as_int, inc = sf
-            if s < 0.5:
-                as_float[0] = s
-                b = as_int[0]
-                k: Any = (b + rnd) >> shift
-            else:
-                as_float[0] = q
-                b = as_int[0]
-                k = c - ((b + rnd) >> shift)
-            if pf is not None:  # the predictions' histogram holds fewer keys: maybe a finer grid
-                ph, pshift, prnd, pc, psums, threshold, pterms, _, _, pinc = pf
-                if pshift == shift:
-                    pk: Any = k
-                elif s < 0.5:
-                    pk = (b + prnd) >> pshift
-                else:
-                    pk = pc - ((b + prnd) >> pshift)
-        else:
-            xf = sc._xfast
-            if xf is None:  # exact=True
-                return False
-            hists, events, unit, _, inc = xf
-            k = s  # exact while small: the key is the score
-            if pf is not None:  # predictions on the grid (more predictions than labelled ones)
-                ph, pshift, prnd, pc, psums, threshold, pterms, as_float, as_int, pinc = pf
-                as_float[0] = s if s < 0.5 else q
-                if s < 0.5:
-                    pk = (as_int[0] + prnd) >> pshift
-                else:
-                    pk = pc - ((as_int[0] + prnd) >> pshift)
-        if pf is None:  # predictions exact while small
-            if pr._max_bins is None:  # exact=True
-                return False
-            ph = pr._hist.weights
-            psums = pr._sums
-            pterms = psums[1].terms
-            pk = s
-            threshold = self.threshold
-            pinc = pr._inc
-        # (the increments: 1.0, or UNIT in units mode; an exact key is mostly a new one:
-        # looked up with get, an exception per new key would cost more than the call)
-        if pf is not None:
-            try:
-                ph[pk] += pinc
-            except KeyError:
-                ph[pk] = pinc
-                if len(ph) > pr._max_bins:  # type: ignore[operator]  # an int on a grid
-                    pr._collapse()
-        else:
-            old = ph.get(pk)
-            ph[pk] = pinc if old is None else old + pinc
-            if old is None and len(ph) > pr._max_bins:  # type: ignore[operator]  # an int unless exact=True
-                pr._collapse()
-        psums[0] += 1
-        pterms.append(s)  # the score sum: buffered, folded exactly (kernels.exact_sum)
-        h = hists[y]
-        if sf is not None:
-            try:
-                h[k] += inc
-            except KeyError:
-                h[k] = inc
-                if len(hists[0]) + len(hists[1]) > sc._max_bins:  # type: ignore[operator]  # an int on a grid
-                    sc._collapse()
-        else:
-            old = h.get(k)
-            h[k] = inc if old is None else old + inc
-            if old is None and len(hists[0]) + len(hists[1]) > sc._max_bins:  # type: ignore[operator]  # an int unless exact=True
-                sc._collapse()
-        events[y] += 1
-        unit.append(s if y else -s)  # log-loss and Brier terms: buffered, folded exactly
-        pending = self._confusion._pending  # confusion cells: index y_true + 2 * y_pred
-        if s >= threshold:
-            psums[2] += 1
-            pending[y + 2] += 1
-        else:
-            pending[y] += 1
-        if len(unit) >= BUFFER or len(pterms) >= BUFFER:
-            fold_together(sc._sums, psums[1])
-        return True
-
     def update_prediction(self, event: Event) -> "BinaryMonitor":
         w = event.weight
         s: Any = event.score  # a float: the parser set it
+        self._parts()
         if w == 1.0:
             self._predictions.update(s)
         else:
@@ -389,7 +417,7 @@ class BinaryMonitor(Monitor):
 
     def update_predictions(self, events: Sequence[Event]) -> "BinaryMonitor":
         s = np.fromiter([e.score for e in events], dtype=np.float64, count=len(events))
-        self._predictions.update_many(s, batch_weights(events))
+        self._parts()._predictions.update_many(s, batch_weights(events))
         return self
 
     def update_outcome(self, event: Event) -> "BinaryMonitor":
@@ -397,6 +425,7 @@ class BinaryMonitor(Monitor):
         if y is not ONE_INT and y is not ZERO_INT:
             y = binary_label(y)
         s: Any = event.score  # a float: the parser set it
+        self._parts()
         if w == 1.0:  # the accumulators' unweighted fast paths
             self._scores.update(y, s)
             self._confusion.update(y, 1 if s >= self.threshold else 0)
@@ -410,74 +439,80 @@ class BinaryMonitor(Monitor):
         y = batch_labels(events)
         s = np.fromiter([e.score for e in events], dtype=np.float64, count=n)
         w = batch_weights(events)
+        self._parts()
         self._scores.update_many(y, s, w)
         self._confusion.update_many(y, (s >= self.threshold).astype(np.int64), w)
         return self
 
     def update_event(self, event: Event) -> "BinaryMonitor":
-        y, w = event.y_true, event.weight
+        """Both parts, one parsed event. The common event (weight 1, ``y_true`` the int 0 or 1 or
+        a bool, a float score strictly inside (0, 1)) joins the small form: its signed score
+        (``score`` if ``y_true`` else ``-score``) is queued as :meth:`update` queues it. Any other
+        is checked first (:class:`~streammetrics.core.exceptions.InvalidEvent` naming the field,
+        nothing changed: ``y_true`` equal to 0 or 1, a finite ``score``, a finite ``weight`` >= 0)
+        and goes to the parts."""
+        s: Any = event.score
+        y = event.y_true
+        if s.__class__ is float and 0.0 < s < 1.0 and event.weight == 1.0 and (
+                y is ONE_INT or y is ZERO_INT or y is True or y is False):
+            queue = self._queue
+            queue.append(s if y else -s)
+            if len(queue) >= self.update_queue_max:
+                self._apply_queue()
+            return self
+        w = event.weight
         if y is not ONE_INT and y is not ZERO_INT:  # (the parser's labels: cached small ints)
             y = binary_label(y)
-        s: Any = event.score  # a float: the parser set it
+        if not _finite_real(s):
+            raise InvalidEvent(f"field 'score' must be a finite number, got {s!r:.40}", "score")
+        if not (_finite_real(w) and w >= 0):
+            raise InvalidEvent(f"field 'weight' must be a finite number >= 0, got {w!r:.40}", "weight")
+        self._parts()
         if w == 1.0:  # the accumulators' unweighted fast paths
-            if not (0.0 < s < 1.0 and self._unit_event(y, s)):
-                self._unit_parts(y, s)
+            self._unit_parts(y, s)
         else:
             self._predictions.update(s, w)
             self._scores.update(y, s, w)
             self._confusion.update(y, 1 if s >= self.threshold else 0, w)
         return self
 
-    #: the form in which a window engine queues an event for this monitor
-    #: (:func:`~streammetrics.monitors.binary_packed.pack_binary_event`): the common event
-    #: (weight 1, ``y_true`` 0/1 or a bool, a float score strictly inside (0, 1)) as its
-    #: signed score (one float, the form of :meth:`update`'s queue), any other event as itself;
-    #: :meth:`update_packed` applies a list of them
-    pack_event = staticmethod(pack_binary_event)
+    #: the small form: the common events as a list of signed scores (see ``Monitor.small_form``)
+    small_form = True
 
-    def event_packer(self) -> Any:
-        """The function a window engine queues this monitor's events with: :meth:`pack_event`,
-        checking every event it does not pack (:func:`~streammetrics.monitors.binary_packed.
-        checked_pack`: :class:`~streammetrics.core.exceptions.InvalidEvent` naming the field
-        for an event built without the parser that the monitor cannot take, before it is
-        queued); None for a subclass: its own update paths then see every event as an ``Event``."""
-        return checked_pack if type(self) is BinaryMonitor else None
+    def update_items(self, items: Sequence[Any]) -> "BinaryMonitor":
+        """A batch in the small form's input, in order: the common event as its signed score (a
+        float ``v``, ``0 < |v| < 1``: ``y_true`` ``v > 0``, score ``|v|``; a columnar batch gives
+        them so), any other as its parsed event (:meth:`update_event`). The floats are checked
+        first (:class:`~streammetrics.core.exceptions.InvalidEvent`, nothing applied).
 
-    @staticmethod
-    def check_packed(item: Any) -> float:
-        """A packed event read back from a checkpoint: the signed score of a common event
-        (a float ``v`` with ``0 < |v| < 1``); ``ValueError`` otherwise."""
-        if item.__class__ is not float or not 0.0 < abs(item) < 1.0:
-            raise ValueError(f"a packed binary event must be a float v with 0 < |v| < 1, got {item!r:.80}")
-        return item
-
-    def update_packed(self, items: Sequence[float | Event]) -> "BinaryMonitor":
-        """Apply events in :meth:`pack_event`'s form, in order: signed scores join the queue of
-        :meth:`update` (applied at :attr:`update_queue_max` or at the next read of a part),
-        other events go through :meth:`update_event`. The whole list is checked first
-        (:class:`~streammetrics.core.exceptions.InvalidEvent`, nothing applied): a float must
-        be a signed score (``0 < |v| < 1``), an event one this monitor takes (:func:`checked_pack`)."""
-        for i, item in enumerate(items):
-            if isinstance(item, float):
-                if not 0.0 < abs(item) < 1.0:
-                    raise InvalidEvent(f"items[{i}] must be a packed binary event, a float v with 0 < |v| < 1, "
-                                       f"got {item!r:.40}", "score")
-            else:
-                checked_pack(item)
+        >>> BinaryMonitor().update_items([0.8, -0.3]).to_dict()["state"]
+        {'score': [0.3, 0.8], 'y_true': [0, 1]}
+        """
         queue = self._queue
+        for v in items:  # (the common batch: signed scores only, one extend)
+            if v.__class__ is not float or not -1.0 < v < 1.0 or v == 0.0:
+                break
+        else:
+            queue += items
+            if len(queue) >= self.update_queue_max:
+                self._apply_queue()
+            return self
+        for i, item in enumerate(items):
+            if item.__class__ is float and not 0.0 < abs(item) < 1.0:
+                raise InvalidEvent(f"items[{i}] must be a signed score, a float v with 0 < |v| < 1, "
+                                   f"got {item!r:.40}", "score")
         for item in items:
-            if isinstance(item, float):
+            if item.__class__ is float:
                 queue.append(item)
-            else:  # (straight into the parts, ahead of the queue: the state is a function of the multiset)
+            else:  # (into the parts, ahead of the queue: the state is a function of the multiset)
                 self.update_event(item)
         if len(queue) >= self.update_queue_max:
             self._apply_queue()
         return self
 
     def update_events(self, events: Sequence[Event]) -> "BinaryMonitor":
-        """A batch of parsed events: vectorised, or event by event up to :data:`SMALL_BATCH`
-        events (numpy's per-call set-up costs more than a few events; the window engine's
-        panes of sparse keys hold a handful)."""
+        """A batch of parsed events: event by event up to :data:`SMALL_BATCH` events (the common
+        ones join the small form), else vectorised into the parts."""
         n = len(events)
         if n <= SMALL_BATCH:
             update = self.update_event
@@ -487,6 +522,7 @@ class BinaryMonitor(Monitor):
         y = batch_labels(events)
         s = np.fromiter([e.score for e in events], dtype=np.float64, count=n)
         w = batch_weights(events)
+        self._parts()
         self._predictions.update_many(s, w)
         self._scores.update_many(y, s, w)
         self._confusion.update_many(y, (s >= self.threshold).astype(np.int64), w)
@@ -539,14 +575,14 @@ class BinaryMonitor(Monitor):
                 squares = [sq((0, 0), 0.0), sq((0, 1), 0.0), sq((1, 0), 0.0), sq((1, 1), 0.0), *class_squares,
                            pred_squares]
                 lo, hi, neg, pos = sc.interval_levels()
-                columns = binary_interval_columns(
-                    cells, [0], lo, hi, neg, pos, *bounds, pr.total_weight, pr.positive_weight, z_value(c), squares)
+                if len(lo):  # (labelled events of weight 0 only: no level, every interval None)
+                    columns = binary_interval_columns(cells, [0], lo, hi, neg, pos, *bounds, pr.total_weight,
+                                                      pr.positive_weight, z_value(c), squares)
         return interval_record(BINARY_INTERVALS, columns, 0, c)
 
     def snapshot_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """``(self.snapshot(), self.to_dict())``, computed together for a small window (what a
-        window engine publishes for each closed window:
-        :func:`~streammetrics.monitors.fast_snapshot.binary_snapshot_state`).
+        """``(self.snapshot(), self.to_dict())``, computed together for a small window
+        (:func:`~streammetrics.monitors.fast_snapshot.binary_snapshot_state`).
 
         >>> m = BinaryMonitor().update({"y_true": 1, "score": 0.8})
         >>> m.snapshot_state() == (m.snapshot(), m.to_dict())
@@ -556,51 +592,78 @@ class BinaryMonitor(Monitor):
             return self.snapshot(), self.to_dict()
         return binary_snapshot_state(self)
 
-    @property
-    def snapshot_states_max_events(self) -> int:
-        """Most events of a pane :meth:`snapshot_states` takes (more: None, built window by
-        window): the vectorised pass's bound, within the events form's."""
-        return min(FLEET_MAX_EVENTS, self.events_form_max)
+    @classmethod
+    def _small_group(cls, monitors: Sequence[Any]) -> list[int]:
+        """Indexes of the monitors the vectorised pass takes: in the small form, holding 1 to
+        ``min(FLEET_MAX_EVENTS, events_form_max)`` events, ``exact=False``, of the first such
+        one's threshold and confidence."""
+        if cls is not BinaryMonitor or not _DIRECT_STATE:
+            return []
+        chosen: list[int] = []
+        first: Any = None
+        cap = min(FLEET_MAX_EVENTS, cls.events_form_max)
+        for i, m in enumerate(monitors):
+            state = m.__dict__
+            if m.__class__ is not BinaryMonitor or "_scores" in state or not 0 < len(state["_queue"]) <= cap:
+                continue
+            if first is None:
+                if m.exact:
+                    continue
+                first = m
+            elif m.threshold != first.threshold or m.exact or m.confidence != first.confidence:
+                continue
+            chosen.append(i)
+        return chosen
 
-    def snapshot_states(
-        self, panes: Sequence[Sequence[Event | float]],
-    ) -> list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]] | None]:
-        """Called on an empty monitor (a template): per list of parsed events (or their
-        :meth:`pack_event` forms), the
-        :meth:`snapshot_state` of a new monitor of this configuration given those events, with its
-        :meth:`intervals` third, or
-        None where the caller must build that monitor (the window engine closing many small
-        windows at once: :func:`~streammetrics.monitors.fleet_snapshot.binary_snapshot_states`).
+    @classmethod
+    def snapshot_many(cls, monitors: Sequence[Any], include_state: bool = True) -> list[tuple[Any, ...]]:
+        """Per monitor ``(snapshot(), to_dict() or None, intervals())``: the monitors in the small
+        form in one vectorised pass (:func:`~streammetrics.monitors.fleet_snapshot.binary_snapshot_states`
+        over their queues), the others one by one (:meth:`snapshot_state`).
 
-        >>> from streammetrics.events.parser import EventParser
-        >>> parse = EventParser("binary").parse
-        >>> events = [parse({"ts": 0, "model": "m", "y_true": y, "score": s}) for y, s in [(1, 0.8), (0, 0.3)]]
-        >>> m = BinaryMonitor().update_events(events)
-        >>> BinaryMonitor().snapshot_states([events])[0] == (*m.snapshot_state(), m.intervals())
+        >>> a = BinaryMonitor().update({"y_true": 1, "score": 0.8}).update({"y_true": 0, "score": 0.3})
+        >>> b = BinaryMonitor().update({"y_true": 1, "score": 0.4})
+        >>> BinaryMonitor.snapshot_many([a, b])[0] == (*a.snapshot_state(), a.intervals())
         True
         """
-        if not _DIRECT_STATE or type(self) is not BinaryMonitor:
-            return [None] * len(panes)
-        return binary_snapshot_states(self, panes)
+        out: list[Any] = [None] * len(monitors)
+        chosen = cls._small_group(monitors)
+        if chosen:
+            records = binary_snapshot_states(monitors[chosen[0]], [monitors[i]._queue for i in chosen])
+            for i, record in zip(chosen, records):
+                out[i] = record if include_state or record is None else (record[0], None, record[2])
+        for i, m in enumerate(monitors):
+            if out[i] is None:
+                if include_state:
+                    metrics, state = m.snapshot_state()
+                else:
+                    metrics, state = m.snapshot(), None
+                out[i] = (metrics, state, m.intervals(metrics=metrics))
+        return out
 
-    def snapshot_texts(self, panes: Sequence[Sequence[Event | float]]) -> list[tuple[str, str, str] | None]:
-        """:meth:`snapshot_states` as JSON text: per pane ``(metrics, state, intervals)``, the
-        compact JSON of the two dicts (what ``snapshot_line`` writes for them) and the intervals'
-        fields as ``window_line`` inserts them, or None
+    @classmethod
+    def snapshot_texts(cls, monitors: Sequence[Any]) -> list[tuple[str, str, str] | None]:
+        """:meth:`snapshot_many` as JSON text for the monitors in the small form: per monitor
+        ``(metrics, state, intervals)``, the compact JSON of the two dicts (what ``snapshot_line``
+        writes for them) and the intervals' fields as ``window_line`` inserts them, or None
         (:func:`~streammetrics.monitors.fleet_snapshot.binary_snapshot_texts`).
 
         >>> import json
-        >>> from streammetrics.events.parser import EventParser
-        >>> parse = EventParser("binary").parse
-        >>> events = [parse({"ts": 0, "model": "m", "y_true": y, "score": s}) for y, s in [(1, 0.8), (0, 0.3)]]
-        >>> metrics, state, intervals = BinaryMonitor().snapshot_texts([events])[0]
-        >>> json.loads(state) == BinaryMonitor().update_events(events).to_dict()
+        >>> m = BinaryMonitor().update({"y_true": 1, "score": 0.8}).update({"y_true": 0, "score": 0.3})
+        >>> metrics, state, intervals = BinaryMonitor.snapshot_texts([m.copy()])[0]
+        >>> json.loads(state) == m.to_dict()
         True
         """
-        if not _DIRECT_STATE or type(self) is not BinaryMonitor:
-            return [None] * len(panes)
-        return binary_snapshot_texts(self, panes)
+        out: list[tuple[str, str, str] | None] = [None] * len(monitors)
+        chosen = cls._small_group(monitors)
+        if chosen:
+            texts = binary_snapshot_texts(monitors[chosen[0]], [monitors[i]._queue for i in chosen])
+            for i, text in zip(chosen, texts):
+                out[i] = text
+        return out
 
 
 #: the state keys :meth:`BinaryMonitor._state` writes directly (another declaration: generic)
 _DIRECT_STATE = tuple(k for f in BinaryMonitor.state_fields for k in f.keys) == ("predictions", "scores", "confusion")
+#: per (type, threshold, exact): the empty parts promotion copies
+_EMPTY_PARTS: dict[tuple[Any, ...], tuple[Any, ...]] = {}

@@ -31,7 +31,7 @@ from streammetrics.core.state import describe
 from streammetrics.kernels.exact_weights import UNIT
 from streammetrics.metrics.confusion import PENDING_CELLS
 
-__all__ = ["EVENTS_FORM_MAX", "events_form", "load_events_form"]
+__all__ = ["EVENTS_FORM_MAX", "check_events_form", "events_form", "load_events_form", "signed_events_form"]
 
 #: default most predictions a ``BinaryMonitor`` writes as the events form (its
 #: ``events_form_max``); also the most such a dict may hold when read
@@ -104,9 +104,21 @@ def events_form(monitor: Any) -> dict[str, list] | None:
     return {"score": scores, "y_true": labels}
 
 
-def load_events_form(monitor: Any, state: Mapping[str, Any]) -> None:
-    """Add the predictions of an events-form ``state`` to the empty ``monitor``, validated in
-    full first (ValueError naming the field; nothing added)."""
+def signed_events_form(signed: list[float]) -> dict[str, list]:
+    """The events form of a monitor in the small form: its queued signed scores (``v``: score
+    ``abs(v)``, ``y_true`` ``v > 0``, every one strictly inside (-1, 1) and not 0) in canonical
+    order (ascending score; at one score ``y_true`` 0, then 1).
+
+    >>> signed_events_form([0.9, -0.25, 0.25])
+    {'score': [0.25, 0.25, 0.9], 'y_true': [0, 1, 1]}
+    """
+    pairs = sorted([(-v, 0) if v < 0.0 else (v, 1) for v in signed])
+    return {"score": [p[0] for p in pairs], "y_true": [p[1] for p in pairs]}
+
+
+def _validated(state: Mapping[str, Any], cap: int) -> tuple[list, list]:
+    """The ``score`` and ``y_true`` lists of an events-form ``state``, validated in full
+    (ValueError naming the field)."""
     if set(state) != _KEYS:
         raise ValueError(f"an events-form state has the keys ['score', 'y_true'], got {sorted(map(str, state))[:20]}")
     scores, labels = state["score"], state["y_true"]
@@ -115,7 +127,6 @@ def load_events_form(monitor: Any, state: Mapping[str, Any]) -> None:
                          f"got {describe(scores)}, {describe(labels)}")
     if len(scores) != len(labels):
         raise ValueError(f"state['score'] and state['y_true'] differ in length: {len(scores)} != {len(labels)}")
-    cap = monitor.events_form_max
     if len(scores) > cap:
         raise ValueError(f"state['score'] holds {len(scores)} predictions, more than events_form_max={cap}")
     for i, s in enumerate(scores):
@@ -124,6 +135,26 @@ def load_events_form(monitor: Any, state: Mapping[str, Any]) -> None:
     for i, y in enumerate(labels):
         if y is not None and (y.__class__ is not int or not (y == 0 or y == 1)):
             raise ValueError(f"state['y_true'][{i}] must be 0, 1 or null, got {describe(y)}")
+    return scores, labels
+
+
+def check_events_form(state: Mapping[str, Any], cap: int) -> list[float] | None:
+    """An events-form ``state`` validated in full (ValueError naming the field), as the small
+    form's signed scores when every prediction is labelled with a float score strictly inside
+    (0, 1); None when some is not (then :func:`load_events_form` adds them to the parts)."""
+    scores, labels = _validated(state, cap)
+    signed = []
+    for s, y in zip(scores, labels):
+        if y is None or s.__class__ is not float or not 0.0 < s < 1.0:
+            return None
+        signed.append(s if y else -s)
+    return signed
+
+
+def load_events_form(monitor: Any, state: Mapping[str, Any]) -> None:
+    """Add the predictions of an events-form ``state`` to the empty ``monitor``'s parts, validated
+    in full first (ValueError naming the field; nothing added)."""
+    scores, labels = _validated(state, monitor.events_form_max)
     pr, sc, cm = monitor.predictions, monitor.scores, monitor.confusion
     threshold = monitor.threshold
     for s, y in zip(scores, labels):

@@ -10,9 +10,9 @@ are concatenated into columns once and every per-window quantity comes from one 
   (:mod:`~streammetrics.monitors.binary_events`, the state of such a window: its events), and
   its levels: per (window, score) the negative and positive counts (``np.add.reduceat``);
 * the confusion cells, class counts and predicted positives: one ``np.bincount``;
-* the metrics as numpy columns: the confusion metrics of
-  :func:`~streammetrics.kernels.counts.binary_confusion_metrics`, and ROC AUC, its bounds and
-  average precision of :func:`~streammetrics.kernels.ranking_small.ranking_summary` on rows of
+* the metrics as numpy columns: the vectorised twins of the confusion metrics
+  (:func:`~streammetrics.kernels.counts.binary_confusion_columns`) and of ROC AUC, its bounds and
+  average precision (:func:`~streammetrics.kernels.ranking_small.ranking_summary_columns`) on rows of
   levels (unit weights make every intermediate a whole number, exact in any order; average
   precision adds its terms along each row in the one-window loop's order, so every value is
   the same float);
@@ -48,6 +48,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from streammetrics.kernels.counts import binary_confusion_columns
 from streammetrics.kernels.exact_sum import probability_terms
 from streammetrics.kernels.histogram_json import SMALL_KEYS
 from streammetrics.kernels.intervals import (
@@ -57,8 +58,7 @@ from streammetrics.kernels.intervals import (
     intervals_text,
     z_value,
 )
-from streammetrics.kernels.ranking_small import SMALL_LEVELS
-from streammetrics.monitors.binary_packed import pack_binary_event
+from streammetrics.kernels.ranking_small import SMALL_LEVELS, ranking_summary_columns
 from streammetrics.monitors.fast_snapshot import DIRECT, SNAPSHOT_KEYS
 
 __all__ = ["FLEET_MAX_EVENTS", "binary_snapshot_states", "binary_snapshot_texts"]
@@ -67,7 +67,6 @@ __all__ = ["FLEET_MAX_EVENTS", "binary_snapshot_states", "binary_snapshot_texts"
 #: ranking and the small histogram encoding); larger ones are built window by window
 FLEET_MAX_EVENTS = min(SMALL_LEVELS, SMALL_KEYS)
 _fsum = math.fsum
-_FLOAT = {float}
 
 
 def _none_where(values: np.ndarray, undefined: np.ndarray, arrays: list) -> list:
@@ -86,96 +85,19 @@ def _listed(values: np.ndarray, arrays: list) -> list:
     return values.tolist()
 
 
-def _confusion_columns(cells: np.ndarray, arrays: list) -> dict[str, list]:
-    """:func:`~streammetrics.kernels.counts.binary_confusion_metrics` of many windows of unit
-    weights (``cells``: rows ``tn, fn, fp, tp`` as counts), as one list per metric. Every
-    intermediate is a whole number below 2**53 (exact in any order), so each value is the same
-    float as the one-window formula's: one IEEE division (or square root) of the same operands.
-    Each column's array (and where it is undefined) is appended to ``arrays``."""
-    tn, fn, fp, tp = (cells[:, c].astype(np.float64) for c in range(4))
-    n_true0, n_true1 = tn + fp, fn + tp
-    total = n_true0 + n_true1  # > 0: every window holds an event
-    pred0, pred1 = tn + fn, tp + fp
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r0, r1 = tn / n_true0, tp / n_true1
-        both = (n_true0 > 0) & (n_true1 > 0)
-        balanced = np.where(both, (r0 + r1) / 2, np.where(n_true0 > 0, r0, r1))  # fsum of the defined / their number
-        f1_den = n_true1 + pred1
-        f1 = 2.0 * tp / f1_den
-        # matthews_corrcoef: 0.0 for one class on either side, else cov / sqrt(var product)
-        n_samples = pred0 + pred1
-        square = n_samples * n_samples
-        cov_ytyp = (tn + tp) * n_samples - (n_true0 * pred0 + n_true1 * pred1)
-        product = (square - (pred0 * pred0 + pred1 * pred1)) * (square - (n_true0 * n_true0 + n_true1 * n_true1))
-        mcc = np.where(both & (pred0 > 0) & (pred1 > 0) & (product != 0), cov_ytyp / np.sqrt(product), 0.0)
-    return {
-        "accuracy": _listed((tn + tp) / total, arrays),
-        "balanced_accuracy": _listed(balanced, arrays),
-        "precision": _none_where(tp / np.where(pred1 > 0, pred1, 1.0), pred1 == 0, arrays),
-        "recall": _none_where(r1, n_true1 == 0, arrays),
-        "f1": _none_where(f1, f1_den == 0, arrays),
-        "specificity": _none_where(r0, n_true0 == 0, arrays),
-        "matthews_corrcoef": _listed(mcc, arrays),
-        "positive_rate": _listed(n_true1 / total, arrays),
-        "predicted_positive_rate": _listed(pred1 / total, arrays),
-    }
+def _lists(columns: dict[str, tuple[np.ndarray, np.ndarray | None]], arrays: list) -> dict[str, list]:
+    """A kernel's columns (values, where undefined or None) as lists of floats, None where
+    undefined; each column noted in ``arrays``."""
+    return {name: _none_where(values, undefined, arrays) if undefined is not None else _listed(values, arrays)
+            for name, (values, undefined) in columns.items()}
 
 
-def _ranking_columns(window_of_level: np.ndarray, neg: np.ndarray, pos: np.ndarray, m: int,
-                     one_class: np.ndarray, arrays: list) -> dict[str, list]:
-    """:func:`~streammetrics.kernels.ranking_small.ranking_summary` (exact levels) of ``m``
-    windows of unit weights at once, one list per value; levels ascending within each window.
-    The levels are laid out one row per window, highest first (zeros after a window's last):
-    the AUC's sums are whole numbers (exact in any order), and average precision adds its
-    terms column by column (``np.add.accumulate`` along a row: the same sequence of IEEE
-    additions as the one-window loop)."""
-    counts = np.bincount(window_of_level, minlength=m)
-    width = int(counts.max())
-    ends = np.cumsum(counts)
-    descending = (ends[window_of_level] - 1) - np.arange(len(window_of_level))  # column, from the top
-    shape = (m, width)
-    n_rows = np.zeros(shape)
-    p_rows = np.zeros(shape)
-    n_rows[window_of_level, descending] = neg
-    p_rows[window_of_level, descending] = pos
-    tps = np.add.accumulate(p_rows, axis=1)
-    fps = np.add.accumulate(n_rows, axis=1)
-    total_p, total_n = tps[:, -1:], fps[:, -1:]
-    real = np.arange(width)[None, :] < counts[:, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        recall = np.where(total_p > 0, tps / total_p, 1.0)
-        prev = np.zeros(shape)
-        prev[:, 1:] = recall[:, :-1]
-        terms = np.where(real, (recall - prev) * (tps / (tps + fps)), 0.0)
-        ap = np.maximum(0.0, np.add.accumulate(terms, axis=1)[:, -1])
-        area = (n_rows * ((tps - p_rows) * 2.0 + p_rows)).sum(axis=1)  # whole numbers: exact
-        auc = area / (2.0 * total_n[:, 0] * total_p[:, 0])
-    slack = (4.0 * counts + 32.0) * 2.0**-52  # ranking.rounding_slack of each window's levels
-    return {
-        "roc_auc": _none_where(auc, one_class, arrays),
-        "roc_auc_low": _none_where(np.maximum(0.0, auc - slack), one_class, arrays),
-        "roc_auc_high": _none_where(np.minimum(1.0, auc + slack), one_class, arrays),
-        "average_precision": _listed(ap, arrays),
-    }
-
-
-def _common_columns(panes: Sequence[Sequence[Any]], cap: int) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray]:
-    """``(indexes of the panes in the common case, their lengths, y_true as int64, score)``,
-    the two columns over those panes' events in order. A pane's items are packed events
-    (signed scores, :func:`~streammetrics.monitors.binary_packed.pack_binary_event`) or events,
-    packed here; a pane is in the common
-    case when every item packs to a float and it holds 1 to ``cap`` of them."""
-    items = list(chain.from_iterable(panes))
+def _common_columns(panes: Sequence[Sequence[float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(the panes' lengths, y_true as int64, score)`` over the panes' signed scores in order
+    (each pane: a monitor's small form, its queue of signed scores)."""
     sizes = np.fromiter(map(len, panes), dtype=np.int64, count=len(panes))
-    if not set(map(type, items)) <= _FLOAT:  # events given as events, or some not in the common case
-        items = [x if x.__class__ is float else pack_binary_event(x) for x in items]
-        items = [x if x.__class__ is float else math.nan for x in items]
-    signed = np.array(items, dtype=np.float64)
-    pane_of = np.repeat(np.arange(len(panes), dtype=np.int64), sizes)
-    ok = (np.bincount(pane_of[np.isnan(signed)], minlength=len(panes)) == 0) & (sizes > 0) & (sizes <= cap)
-    if not ok.all():
-        signed = signed[ok[pane_of]]
-    return np.flatnonzero(ok).tolist(), sizes[ok], (signed > 0.0).view(np.int8).astype(np.int64), np.abs(signed)
+    signed = np.array(list(chain.from_iterable(panes)), dtype=np.float64)
+    return sizes, (signed > 0.0).view(np.int8).astype(np.int64), np.abs(signed)
 
 
 class _Columns:
@@ -198,11 +120,10 @@ class _Columns:
 def _fleet_columns(template: Any, panes: Sequence[Sequence[Any]]) -> _Columns | None:
     """The per-window metrics and events of the panes in the common case (None: none is, or
     the template is not an empty ``exact=False`` monitor); see the module docstring."""
-    if not (DIRECT and not template.exact and template.count == 0 and not template.labeled):
+    if not (DIRECT and not template.exact and panes):
         return None
-    chosen, lengths, y, s = _common_columns(panes, template.snapshot_states_max_events)
-    if not chosen:
-        return None
+    lengths, y, s = _common_columns(panes)
+    chosen = list(range(len(panes)))
     n = len(s)
     m = len(chosen)
     win = np.repeat(np.arange(m, dtype=np.int64), lengths)
@@ -226,10 +147,10 @@ def _fleet_columns(template: Any, panes: Sequence[Sequence[Any]]) -> _Columns | 
     # the metrics: one list per key of the snapshot (None where undefined)
     cells = np.bincount(win * 4 + y + 2 * above, minlength=4 * m).reshape(m, 4)  # true + 2 * predicted
     arrays: list = []
-    columns = _confusion_columns(cells, arrays)
+    columns = _lists(binary_confusion_columns(cells[:, 0], cells[:, 2], cells[:, 1], cells[:, 3]), arrays)
     one_class = (cells[:, 0] + cells[:, 2] == 0) | (cells[:, 1] + cells[:, 3] == 0)
-    columns.update(_ranking_columns(ws[starts], neg.astype(np.float64), pos.astype(np.float64), m, one_class,
-                                    arrays))
+    columns.update(_lists(ranking_summary_columns(ws[starts], neg.astype(np.float64), pos.astype(np.float64), m,
+                                                  one_class), arrays))
     totals = lengths.astype(np.float64)  # the weight of every prediction, of the labelled ones
     columns["count"], columns["total_weight"] = lengths.tolist(), _listed(totals, arrays)
     for key, terms in (("log_loss", log_all), ("brier_score", brier_all), ("mean_score", score_all)):

@@ -200,7 +200,8 @@ def build_snapshot(
     (``cumulative``) snapshot has no revision fields: awaiting counts are per window. A monitor
     with ``snapshot_state()`` (``(snapshot(), to_dict())`` in one pass) gives both at once; a
     caller that computed that pair already passes it as ``record`` with the window's ``count``
-    (``monitor`` is then unused: the window engine's windows closed many at a time)."""
+    (``monitor`` is then read by ``extra_metrics`` only: the window engine's windows closed many at a
+    time)."""
     if record is None or count is None:
         count = monitor.count
     snap: dict[str, Any] = {
@@ -223,8 +224,11 @@ def build_snapshot(
         got: tuple[dict[str, Any], ...] = record if record is not None else fused()  # type: ignore[misc]
         snap["metrics"] = metrics = got[0]
         # a vectorised pass gives the window's intervals record third (contract section 9)
-        _add_intervals(snap, got[2] if len(got) > 2 else None if record is not None else
-                       _intervals_of(monitor, metrics))
+        intervals = got[2] if len(got) > 2 else None if record is not None else _intervals_of(monitor, metrics)
+        if extra_metrics is not None:  # (a record's metrics, then the hook's: as below)
+            extra_metrics(key, monitor, metrics)
+            intervals = _with_extra(intervals, key, monitor, extra_metrics)
+        _add_intervals(snap, intervals)
         if cumulative:
             snap["cumulative"] = True
         if include_state:

@@ -89,12 +89,16 @@ With ``batch=True`` events are queued per pane and handed to the monitor's vecto
 ``update_events(events)`` just before the pane is needed (a window closes, a checkpoint is
 taken, or the queue reaches ``max_pending``): per-event work is then an append, and the result
 is the same as updating per event, because a pane is only read after its queue is drained.
-A monitor with a packed form (``event_packer()`` giving a function of an event,
-``update_packed(items)`` and ``check_packed(item)``: ``BinaryMonitor`` queues its common
-event as one float, the signed score) is given its events that way: at 10,000 keys the queued
-events of ~100,000 open windows hold a float each instead of a parsed event (~6 times less
-memory; the parsed event is freed at once and its memory reused for the next one), and
-checkpoints write them as JSON numbers.
+A monitor whose ``update_event`` is itself an append to a small form
+(:attr:`~streammetrics.monitors.base.Monitor.small_form`: ``BinaryMonitor`` keeps its common
+event as one float, the signed score, until it outgrows that form) is given its events one by
+one instead: the pane's monitor is its queue (checkpoints write it as the monitor's state).
+
+Closed windows of such monitors wait in the ready queue, in order, until the next
+:meth:`WindowManager.poll` builds their snapshots together through the monitor type's
+``snapshot_many`` (``snapshot_texts`` for :meth:`WindowManager.poll_lines`): many small windows
+in one vectorised pass. A window of more than :data:`DEFER_MAX_EVENTS` events, and one retained
+for label revisions, is built when it closes.
 
 Everything is deterministic given the same events in the same order (and the same calls of
 :meth:`WindowManager.advance_watermark`), and the whole state round-trips through
@@ -115,6 +119,7 @@ import numpy as np
 
 from streammetrics.core.exceptions import InvalidEvent
 from streammetrics.events.records import Event
+from streammetrics.monitors.base import Monitor
 from streammetrics.stream.snapshots import build_snapshot, snapshot_line, window_line
 
 __all__ = [
@@ -133,6 +138,9 @@ DEFAULT_MAX_FUTURE = 3600.0
 FUTURE_REFRESH_EVENTS = 1024
 #: default bound on the keys held at once (open windows), and on the evicted keys remembered
 DEFAULT_MAX_KEYS = 100_000
+#: closed windows of at most this many events wait for the next poll to be built together
+#: (``snapshot_many``); larger ones are built when they close (their monitors are not held)
+DEFER_MAX_EVENTS = 256
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
 _floor = math.floor
@@ -266,18 +274,24 @@ class _Revising:
         self.dirty = dirty
 
 
-class _Deferred:
-    """A closed tumbling window of queued events whose snapshot :meth:`WindowManager.poll`
-    builds (with the other windows closed since the last poll, in one vectorised pass)."""
+class _Closed:
+    """A closed window whose snapshot :meth:`WindowManager.poll` builds, with the other windows
+    closed since the last poll (``snapshot_many``): its monitor (no longer changed by the
+    engine) and the snapshot's fields as they were when it closed."""
 
-    __slots__ = ("end_ms", "events", "key", "late", "start_ms")
+    __slots__ = ("count", "cumulative", "end_ms", "expired", "final", "key", "late", "monitor", "start_ms")
 
-    def __init__(self, key: tuple[str, str], late: int, start_ms: int, end_ms: int, events: list) -> None:
+    def __init__(self, key: tuple[str, str], monitor: Any, count: int, start_ms: int, end_ms: int, final: bool,
+                 late: int, expired: int, cumulative: bool) -> None:
         self.key = key
-        self.late = late
+        self.monitor = monitor
+        self.count = count
         self.start_ms = start_ms
         self.end_ms = end_ms
-        self.events = events
+        self.final = final
+        self.late = late
+        self.expired = expired
+        self.cumulative = cumulative
 
 
 def _order(key: tuple[Any, Any]) -> tuple[str, str]:
@@ -298,10 +312,10 @@ class WindowManager:
     """Per-key event-time windows over monitors; see the module docstring for the semantics.
 
     ``monitor_factory()`` returns an empty monitor: an accumulator with ``update_event(event)``
-    (and ``update_events(events)`` for ``batch=True``, or ``event_packer``, ``update_packed``
-    and ``check_packed``: see the module docstring), ``merge``, ``copy``, ``snapshot()``,
-    ``to_dict()`` and ``count``; ``monitor_loader(d)``
-    rebuilds one from ``to_dict()`` (default :func:`streammetrics.from_dict`).
+    (and ``update_events(events)`` for ``batch=True``), ``merge``, ``copy``, ``snapshot()``,
+    ``to_dict()`` and ``count``; a :class:`~streammetrics.monitors.base.Monitor` is also
+    read through its protocol (``small_form``, ``snapshot_many``, ``snapshot_texts``,
+    ``task``); ``monitor_loader(d)`` rebuilds one from ``to_dict()`` (default :func:`streammetrics.from_dict`).
     A monitor may define ``event_tag(event)``: every event of a key must then have the tag of
     the key's first event (e.g. the label kind of a ``LabelMonitor``: str and int labels
     cannot share a confusion matrix), checked in :meth:`add` before anything changes, so a
@@ -366,33 +380,16 @@ class WindowManager:
         self._evict_pane: float = -math.inf  # the watermark's pane at the last generation
         #: keys evicted (all windows closed, nothing queued) since construction
         self.evicted = 0
-        self._ready: list[Any] = []  # snapshot dicts, and _Deferred ones until poll/flush builds them
+        self._ready: list[Any] = []  # snapshot dicts, and _Closed ones until poll/flush builds them
         template = monitor_factory()
         self._event_tag = getattr(template, "event_tag", None)
-        # the monitor's packed form when it has one (``event_packer()``: a binary event as one
-        # float), queued in batch mode and applied by ``update_packed``; the packer checks what
-        # it does not pack (``InvalidEvent``: refused, code ``bad_value``), in either mode
-        packer = getattr(template, "event_packer", None)
-        self._pack: Callable[[Any], Any] | None = packer() if packer is not None else None
-        self._check_packed: Callable[[Any], Any] | None = getattr(template, "check_packed", None)
-        # many small windows closed together (tumbling, queued events): the template's
-        # snapshot_states builds their records in one vectorised pass at poll() (the state left
-        # out of the snapshots with include_state=False)
-        self._template = template
-        # an extra_metrics hook that reads the monitor only for some keys says which
-        # (``wants_monitor(key)``, e.g. --reference's): the other keys' windows take that pass too
-        self._wants_monitor: Callable[[tuple[str, str]], bool] | None = getattr(extra_metrics, "wants_monitor", None)
-        self._fleet: Callable[[list], list] | None = getattr(template, "snapshot_states", None) if (
-            batch and (extra_metrics is None or self._wants_monitor is not None) and not cumulative
-            and self.spec.panes_per_slide == self.spec.panes_per_window) else None
-        # poll_lines: the same windows' lines written directly from their JSON texts (with state)
-        self._fleet_texts: Callable[[list], list] | None = getattr(template, "snapshot_texts", None) if (
-            self._fleet is not None and include_state and extra_metrics is None) else None
-        #: panes of at most this many queued events are deferred (larger ones close as before)
-        self._fleet_max = getattr(template, "snapshot_states_max_events", 0)
-        self._deferred: list[_Deferred] = []
-        #: vectorised builds that raised (their windows were then built one by one, as at close)
-        self.fleet_failures = 0
+        # a Monitor with a small form (its protocol: Monitor.small_form) is given its events one by
+        # one, and its type builds the small closed windows together (snapshot_many)
+        small = isinstance(template, Monitor) and template.small_form
+        self._kind: type[Monitor] | None = type(template) if small else None
+        self._task = template.task if isinstance(template, Monitor) else None
+        self._queue_events = batch and not small
+        self._deferred: list[_Closed] = []
         self._pane_us = self.spec.pane_ms * 1000
         self._max_us: float = -math.inf
         # the keys holding open or queued panes by the close_at they were entered at (stale entries,
@@ -413,7 +410,8 @@ class WindowManager:
         belongs to has already closed. Returns True when the event was applied. Raises
         :class:`EventRejected` (a ValueError), changing nothing, when the event is more than
         ``max_future`` ahead of the wall clock, the monitor's ``event_tag`` refuses it, or its
-        packer's check does (``bad_value``, naming the field: an event built without the parser)."""
+        ``update_event`` does (``InvalidEvent``: ``bad_value``, naming the field; an event built
+        without the parser)."""
         # event time in whole microseconds (nearest): ts * 1000 of a decimal timestamp such as 16.15
         # is not exact in binary (16149.999...); rounding to the microsecond puts the event on the
         # side of a window boundary its decimal value says, epoch-scale timestamps included (float
@@ -422,12 +420,6 @@ class WindowManager:
         self._future_left -= 1
         if ts_us > self._future_us or self._future_left <= 0:
             self._check_future(event, ts_us)
-        item = event
-        if self._pack is not None:  # the monitor's packed form (and its check of an event it does not pack)
-            try:
-                item = self._pack(event)
-            except InvalidEvent as exc:
-                self._reject("bad_value", str(exc), exc.field)
         state = self._keys.get((event.model, event.segment))
         if state is None or self._event_tag is not None:
             state = self._key_state(event, state)
@@ -441,8 +433,8 @@ class WindowManager:
             if not state.panes and not state.pending:  # an evicted key's late event: evict again
                 self._emptied.append((event.model, event.segment))
             return False
-        if self.batch:
-            if item is event and event.__class__ is Event:
+        if self._queue_events:
+            if event.__class__ is Event:
                 # the key's own (equal) model string: the event's copy is freed now instead of
                 # queueing with it for a window (at 10,000 keys, ~20% less memory held by queued
                 # events, and ~6% less time: bench_keys)
@@ -450,12 +442,24 @@ class WindowManager:
             queue = state.pending.get(pane)
             if queue is None:
                 queue = state.pending[pane] = []
-            queue.append(item)
+            queue.append(event)
             if len(queue) >= self.max_pending:
                 self._drain_pane(state, pane)
         else:
-            for monitor in self._monitors_of(state, pane):
+            if state.pending and pane in state.pending:  # (queued events of a loaded checkpoint)
+                self._drain_pane(state, pane)
+            monitor: Any = state.panes.get(pane)
+            fresh = monitor is None
+            if fresh:
+                monitor = state.panes[pane] = self._factory()
+            try:
                 monitor.update_event(event)
+            except InvalidEvent as exc:  # refused before it changed the monitor
+                if fresh:
+                    del state.panes[pane]
+                    if not state.panes and not state.pending and not state.revising:
+                        self._emptied.append((event.model, event.segment))
+                self._reject("bad_value", str(exc), exc.field)
         if pane < state.first_pane_bound:  # +inf until the key's first event
             self._set_first_window(state, self.spec.first_window_of_pane(pane))
         if ts_us > state.max_us:
@@ -470,16 +474,17 @@ class WindowManager:
 
     @property
     def packs_events(self) -> bool:
-        """Whether queued events take the monitor's packed form (see the module docstring): what
-        :meth:`add_columns` is to be given as ``items``."""
-        return self._pack is not None
+        """Whether :meth:`add_columns` is to be given ``items`` in the monitor's small form (a
+        monitor with ``Monitor.small_form``: each pane's monitor takes them through
+        ``update_items``; ``BinaryMonitor``: the common event as its signed score), else events."""
+        return self._kind is not None
 
     def add_columns(self, ts: np.ndarray, key_index: np.ndarray, keys: Sequence[tuple[str, str]],
                     items: np.ndarray, tag_event: Any = None) -> np.ndarray | None:
         """Apply a batch of events given as columns, exactly as :meth:`add` of each in turn:
         ``ts`` (float64 epoch seconds), ``key_index`` (each event's index in ``keys``, the
-        distinct ``(model, segment)``) and ``items`` (what :meth:`add` would queue for each: the
-        monitor's packed form when :attr:`packs_events`, else the event). Returns the late
+        distinct ``(model, segment)``) and ``items`` (each event in the monitor's small form when
+        :attr:`packs_events`, else the event). Returns the late
         events (a bool array: not applied, counted), or None, changing nothing, when the batch
         needs the per-event path: no batch mode, a monitor ``event_tag`` without ``tag_event``
         (an event whose tag every event of the batch has) or with a key of another tag, an event beyond
@@ -491,7 +496,8 @@ class WindowManager:
         cuts, as :meth:`add` closes them after that event. Between two cuts every per-event
         decision depends on the watermark's window only, so it is taken once per key (catching
         up a key not in the heap; lateness of a pane) and the events of each (key, pane) are
-        queued in their order, drained at ``max_pending`` as one by one. (A late event lies
+        queued in their order, drained at ``max_pending`` as one by one (into the pane's monitor,
+        ``update_items``). (A late event lies
         below the watermark, so it never moves stream time: the running maximum over the batch
         is the stream time of each event.)"""
         n = len(ts)
@@ -933,14 +939,15 @@ class WindowManager:
 
     # ----------------------------------------------------------------- batch mode
     def _drain_pane(self, state: _KeyState, pane: int) -> None:
-        events = state.pending.pop(pane)
-        for monitor in self._monitors_of(state, pane):
-            self._apply(monitor, events)
-
-    def _apply(self, monitor: Any, items: list) -> None:
-        """Queued items (events, or their packed forms) into ``monitor`` (batch mode)."""
-        if self._pack is not None:
-            monitor.update_packed(items)
+        """The pane's queued events (batch mode), or items in its monitor's small form
+        (:meth:`add_columns`), into the pane's monitor (made if missing): a Monitor's
+        ``update_items`` (its ``update_events`` unless it has a small form)."""
+        items = state.pending.pop(pane)
+        monitor = state.panes.get(pane)
+        if monitor is None:
+            monitor = state.panes[pane] = self._factory()
+        if self._task is not None:
+            monitor.update_items(items)
         else:
             monitor.update_events(items)
 
@@ -984,49 +991,28 @@ class WindowManager:
         k = state.next_window
         assert k is not None
         panes = state.panes
-        pending = state.pending
-        if not panes and 0 < len(pending) <= 2 and s == w and self._fleet is not None and not self.cumulative and (
-                not state.awaiting):
-            # the commonest close at fleet scale (tumbling windows, no monitor): one small queued
-            # pane closes, the next one (holding the event that closed it) may stay queued; what
-            # the general path below does for it, without its sorting and sets
-            j, other = min(pending), max(pending)
-            events = pending[j]
-            if k <= j <= last and (other == j or other > last) and len(events) <= self._fleet_max:
-                del pending[j]
-                self._defer(key, state, j, events)
-                self._set_next_window(state, last + 1)
-                if not pending:
-                    self._emptied.append(key)
-                return
-        # small panes of queued events only (tumbling windows, self._fleet): closed without a
-        # monitor, their snapshots built at poll() together with the other windows closed since
-        deferred: dict[int, list] = {}
-        if state.pending:  # the queued panes these windows read (later ones keep queueing)
-            end_pane = last * s + w
-            fleet = self._fleet is not None and not state.awaiting
-            for j in sorted(state.pending):
-                if j < end_pane:
-                    if fleet and j not in panes and len(state.pending[j]) <= self._fleet_max:
-                        deferred[j] = state.pending.pop(j)
-                    else:
-                        self._drain_pane(state, j)
         if s == w and not self.cumulative and not state.awaiting:
             # tumbling windows (window j is pane j), nothing awaiting labels: the loop below, in short
+            if state.pending:  # the queued panes these windows read (later ones keep queueing)
+                for j in sorted(state.pending):
+                    if j <= last:
+                        self._drain_pane(state, j)
             pane_ms = spec.pane_ms
-            for j in sorted(panes.keys() | deferred.keys()) if deferred else sorted(panes):
+            for j in sorted(panes) if len(panes) > 1 else list(panes):
                 if j > last:
                     break
-                if j < k:  # a pane below the next window holds no window left to close
-                    panes.pop(j, None)
-                elif j in deferred:
-                    self._defer(key, state, j, deferred[j])
-                else:
-                    self._ready.append(self._snapshot(key, state, panes.pop(j), j * pane_ms, (j + 1) * pane_ms, True))
+                monitor = panes.pop(j)
+                if j >= k:  # (a pane below the next window holds no window left to close)
+                    self._close_window(key, state, monitor, j * pane_ms, (j + 1) * pane_ms, True)
             self._set_next_window(state, last + 1)
             if not panes and not state.pending:
                 self._emptied.append(key)
             return
+        if state.pending:  # the queued panes these windows read (later ones keep queueing)
+            end_pane = last * s + w
+            for j in sorted(state.pending):
+                if j < end_pane:
+                    self._drain_pane(state, j)
         closed_any = False
         while panes:
             low = min(panes)
@@ -1052,8 +1038,8 @@ class WindowManager:
                             expired += e
                     if awaiting:
                         state.revising[k] = _Revising(merged, awaiting, expired)
-                self._ready.append(self._snapshot(key, state, merged, lo * spec.pane_ms, hi * spec.pane_ms,
-                                                  not awaiting, pending=awaiting, expired=expired))
+                self._close_window(key, state, merged, lo * spec.pane_ms, hi * spec.pane_ms, not awaiting,
+                                   pending=awaiting, expired=expired)
                 closed_any = True
             # panes below the next window's start are no longer needed
             next_lo = (k + 1) * s
@@ -1079,15 +1065,21 @@ class WindowManager:
                 total.merge(panes[j])
             start = (state.first_window or 0) * spec.slide_ms
             end = last * spec.slide_ms + spec.size_ms
-            self._ready.append(self._snapshot(key, state, total, start, end, False, cumulative=True))
+            self._close_window(key, state, total, start, end, False, cumulative=True)
 
-    def _defer(self, key: tuple[str, str], state: _KeyState, pane: int, events: list) -> None:
-        """Close tumbling window ``pane`` of queued ``events`` without a monitor: its place in
-        the ready queue is a :class:`_Deferred` that :meth:`poll` builds with the others."""
-        pane_ms = self.spec.pane_ms
-        window = _Deferred(key, state.late, pane * pane_ms, (pane + 1) * pane_ms, events)
-        self._ready.append(window)
-        self._deferred.append(window)
+    def _close_window(self, key: tuple[str, str], state: _KeyState, monitor: Any, start_ms: int, end_ms: int,
+                      final: bool, pending: int = 0, expired: int = 0, cumulative: bool = False) -> None:
+        """A closed window's place in the ready queue: a small window of a monitor with a small
+        form (no longer changed by the engine: nothing in it awaits a label) waits as a
+        :class:`_Closed` for the next poll to build it with the others (``snapshot_many``); any
+        other window's snapshot is built now."""
+        if self._kind is not None and not pending and (count := monitor.count) <= DEFER_MAX_EVENTS:
+            window = _Closed(key, monitor, count, start_ms, end_ms, final, state.late, expired, cumulative)
+            self._ready.append(window)
+            self._deferred.append(window)
+        else:
+            self._ready.append(self._snapshot(key, state, monitor, start_ms, end_ms, final, cumulative=cumulative,
+                                              pending=pending, expired=expired))
 
     def poll(self, revisions: bool = True, collect: bool = True) -> list[dict[str, Any]]:
         """Close what :meth:`advance_watermark` passed and return the snapshots ready since the last
@@ -1129,45 +1121,35 @@ class WindowManager:
     @property
     def deferred_count(self) -> int:
         """Of :attr:`ready_count`, the small windows whose snapshots :meth:`poll` builds together
-        (each holds at most the template's ``snapshot_states_max_events`` queued events)."""
+        (each holds at most :data:`DEFER_MAX_EVENTS` events)."""
         return len(self._deferred)
 
     def _build_deferred(self, lines: bool = False) -> None:
-        """Replace the :class:`_Deferred` windows in the ready queue by their snapshots: the
-        template's ``snapshot_states`` for all of them at once (``lines``: ``snapshot_texts``,
-        and each window's line), a monitor window by window for those it leaves (None)."""
+        """Replace the :class:`_Closed` windows in the ready queue by their snapshots, built
+        together by the monitor type's ``snapshot_many`` (``lines``: ``snapshot_texts`` first, and
+        each such window written as its line by :func:`~streammetrics.stream.snapshots.window_line`)."""
         deferred, self._deferred = self._deferred, []
-        build = self._fleet if not lines or self._fleet_texts is None else self._fleet_texts
-        assert build is not None
-        wants, extra = self._wants_monitor, self.extra_metrics
-        take = getattr(extra, "take_events", None)  # take_events(key, events, apply, metrics)
-        # windows whose extra_metrics hook reads their monitor are built from one, as at close
-        fleet = [d for d in deferred if wants is None or not wants(d.key)]
-        try:
-            got = iter(build([d.events for d in fleet]))
-            records = [next(got) if wants is None or not wants(d.key) else None for d in deferred]
-        except Exception:  # noqa: BLE001 - an optimisation: each window then from its monitor, as at close
-            self.fleet_failures += 1
-            records = [None] * len(deferred)
-        built: list[Any] = []
-        for d, record in zip(deferred, records):
-            if record is None:  # the window's monitor, as when it closes without deferral
-                monitor = self._factory()
-                self._apply(monitor, d.events)
-                built.append(build_snapshot(d.key, monitor, d.start_ms, d.end_ms, final=True, late=d.late,
-                                            include_state=self.include_state, extra_metrics=extra))
-            elif build is self._fleet_texts:
-                built.append(window_line(d.key, d.start_ms, d.end_ms, len(d.events), d.late, *record))
-            else:
-                snap = build_snapshot(d.key, self._template, d.start_ms, d.end_ms, final=True, late=d.late,
-                                      count=len(d.events), record=record, include_state=self.include_state)
-                if extra is not None:  # (a key the hook does not read the monitor of)
-                    if take is not None:  # its queued events stand for its state (the slicing layer's roll-ups)
-                        take(d.key, d.events, self._apply, snap["metrics"])
-                    extra(d.key, None, snap["metrics"])
-                built.append(snap)
+        kind = self._kind
+        assert kind is not None
+        extra, include_state = self.extra_metrics, self.include_state
+        built: list[Any] = [None] * len(deferred)
+        if lines and include_state and extra is None:  # final windows of one revision: their lines
+            plain = [i for i, d in enumerate(deferred) if d.final and not d.cumulative and not d.expired]
+            for i, text in zip(plain, kind.snapshot_texts([deferred[i].monitor for i in plain])):
+                if text is not None:
+                    d = deferred[i]
+                    built[i] = window_line(d.key, d.start_ms, d.end_ms, d.count, d.late, *text)
+        rest = [i for i, b in enumerate(built) if b is None]
+        if rest:
+            records = kind.snapshot_many([deferred[i].monitor for i in rest], include_state)
+            for i, record in zip(rest, records):
+                d = deferred[i]
+                monitor = d.monitor
+                built[i] = build_snapshot(d.key, monitor, d.start_ms, d.end_ms, final=d.final, late=d.late,
+                                          expired=d.expired, cumulative=d.cumulative, include_state=include_state,
+                                          extra_metrics=extra, count=d.count, record=record)
         in_order = iter(built)  # (_deferred holds them in their order in the ready queue)
-        self._ready = [next(in_order) if r.__class__ is _Deferred else r for r in self._ready]
+        self._ready = [next(in_order) if r.__class__ is _Closed else r for r in self._ready]
 
     def _arm(self, key: tuple[str, str], state: _KeyState) -> None:
         """Enter the key among those to close at its ``close_at`` (it holds open panes)."""
@@ -1299,16 +1281,11 @@ class WindowManager:
 
     # ----------------------------------------------------------------- checkpoint
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe checkpoint of every key's open panes and bookkeeping (not the ready queue).
-        Version 2 when some queued event is packed (a JSON number, see the module docstring),
-        which versions before packing cannot read; else version 1, as they wrote."""
-        keys = []
-        packed = False  # some queued event is packed (a number): version 2
-        for (model, segment), st in self._keys.items():
-            entry, key_packed = self._key_entry(model, segment, st, packed)
-            packed = packed or key_packed
-            keys.append(entry)
-        return {"type": "WindowManager", "version": 2 if packed else 1, "spec": self.spec.to_dict(), "keys": keys,
+        """JSON-safe checkpoint of every key's open panes and bookkeeping (not the ready queue),
+        version 1. (Version 2, written before monitors kept their own small form, also queued
+        binary events as JSON numbers, their signed scores: :meth:`load_dict` reads it.)"""
+        keys = [self._key_entry(model, segment, st) for (model, segment), st in self._keys.items()]
+        return {"type": "WindowManager", "version": 1, "spec": self.spec.to_dict(), "keys": keys,
                 "closed": [[m, g, nw, late] for (m, g), (nw, late) in self._closed.items()],
                 **self._globals()}
 
@@ -1317,13 +1294,11 @@ class WindowManager:
                 "max_us": None if self._max_us == -math.inf else self._max_us,
                 "revision_pane": self._rev_pane}
 
-    def _key_entry(self, model: str, segment: str, st: _KeyState, packed: bool) -> tuple[dict[str, Any], bool]:
-        """One key's checkpoint entry, and whether it queues a packed event (checked while ``packed`` is False)."""
+    def _key_entry(self, model: str, segment: str, st: _KeyState) -> dict[str, Any]:
+        """One key's checkpoint entry."""
         encode = self._codec[0] if self._codec else None
-        if encode is None:
+        if encode is None or (st.pending and not self._queue_events):  # (a small form's items: in its monitor)
             self._drain_key(st)
-        elif not packed and self._pack is not None:
-            packed = any(e.__class__ is float for q in st.pending.values() for e in q)
         return {
             "model": model,
             "segment": segment,
@@ -1333,15 +1308,13 @@ class WindowManager:
             "late": st.late,
             "tag": st.tag,
             "panes": [[j, m.to_dict()] for j, m in sorted(st.panes.items())],
-            "pending": [[j, [e if e.__class__ is float else encode(e) for e in q]]
-                        for j, q in sorted(st.pending.items())]
-            if encode else [],
+            "pending": [[j, [encode(e) for e in q]] for j, q in sorted(st.pending.items())] if encode else [],
             "cumulative": None if st.cumulative is None else st.cumulative.to_dict(),
             "cumulative_released": True,  # the all-time monitor holds released panes only
             "awaiting": [[j, a, e] for j, (a, e) in sorted(st.awaiting.items())],
             "revising": [[k, r.monitor.to_dict(), r.awaiting, r.expired, r.revision, r.dirty]
                          for k, r in sorted(st.revising.items())],
-        }, packed
+        }
 
     # ----------------------------------------------------------------- incremental checkpoints
     def track_changes(self) -> None:
@@ -1374,12 +1347,8 @@ class WindowManager:
                 if len(fresh) == n_new:
                     break
             fresh.reverse()
-        entries = []
-        packed = False
-        for key in sorted(k for k in changed if k in held and k not in created) + fresh:
-            entry, key_packed = self._key_entry(key[0], key[1], held[key], packed)
-            packed = packed or key_packed
-            entries.append(entry)
+        entries = [self._key_entry(key[0], key[1], held[key])
+                   for key in sorted(k for k in changed if k in held and k not in created) + fresh]
         closed = self._closed
         n_closed = sum(1 for key in changed if key in closed)
         tail: list[list[Any]] = []
@@ -1391,7 +1360,7 @@ class WindowManager:
                     if len(tail) == n_closed:
                         break
             tail.reverse()
-        return {"type": "WindowManagerDelta", "version": 2 if packed else 1, "spec": self.spec.to_dict(),
+        return {"type": "WindowManagerDelta", "version": 1, "spec": self.spec.to_dict(),
                 "keys": entries, "created": sorted([k[0], k[1]] for k in created if k in self._keys),
                 "gone": sorted([k[0], k[1]] for k in changed if k not in self._keys), "closed": tail,
                 **self._globals()}
@@ -1433,7 +1402,7 @@ class WindowManager:
                 raise ValueError(f"malformed WindowManager checkpoint delta: {exc!r:.200}") from None
             last = delta
         entries = list(keys.values())
-        # version 2 iff some queued event is packed (a number), as to_dict writes it
+        # version 2 iff some queued event is packed (a number: a version-2 checkpoint or delta)
         packed = any(e.__class__ is float for entry in entries if isinstance(entry, dict)
                      for pane in entry.get("pending") or () if isinstance(pane, list) and len(pane) == 2
                      and isinstance(pane[1], list) for e in pane[1])
@@ -1441,13 +1410,16 @@ class WindowManager:
                 "closed": list(closed.values()),
                 **{name: last.get(name) for name in ("forgotten_next", "evicted", "max_us", "revision_pane")}}
 
-    def _load_queued(self, item: Any, decode: Callable[[Any], Any]) -> Any:
-        """A queued item of a checkpoint: an encoded event, or a packed one (a JSON number,
-        checked by the template's ``check_packed``)."""
+    def _load_queued(self, item: Any, decode: Callable[[Any], Any], model: str, segment: str, pane: int) -> Any:
+        """A queued item of a checkpoint: an encoded event, or (version 2) a packed binary event,
+        a JSON number ``v`` with ``0 < |v| < 1``, read as the event it stands for (``y_true``
+        ``v > 0``, ``score`` ``|v|``, at the start of its pane)."""
         if item.__class__ is float or item.__class__ is int:
-            if self._pack is None or self._check_packed is None:
+            if self._task != "binary":
                 raise ValueError(f"checkpoint holds a packed event ({item!r:.40}) this monitor does not read")
-            return self._check_packed(item)
+            if item.__class__ is not float or not 0.0 < abs(item) < 1.0:
+                raise ValueError(f"a packed binary event must be a float v with 0 < |v| < 1, got {item!r:.80}")
+            return Event(pane * self._pane_us / 1e6, model, segment, y_true=1 if item > 0.0 else 0, score=abs(item))
         return decode(item)
 
     def load_dict(self, data: Mapping[str, Any]) -> WindowManager:
@@ -1480,8 +1452,8 @@ class WindowManager:
                 if pending and not self._codec:
                     raise ValueError("checkpoint holds queued events but no event_codec was given")
                 decode = self._codec[1] if self._codec else None
-                st.pending = {int(j): [self._load_queued(e, decode) for e in q] for j, q in pending} \
-                    if decode and pending else {}
+                st.pending = {int(j): [self._load_queued(e, decode, model, segment, int(j)) for e in q]
+                              for j, q in pending} if decode and pending else {}
                 if item["cumulative"] is not None and not item.get("cumulative_released"):
                     raise ValueError("its all-time (--cumulative) state is from a version that also counted "
                                      "open windows; start without this checkpoint")

@@ -8,7 +8,7 @@ import math
 import warnings
 
 import numpy as np
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn import metrics as skm
 
@@ -215,3 +215,19 @@ def test_undefined_cases():
     assert all_wrong["precision"] == 0.0 and all_wrong["f1"] == 0.0 and all_wrong["matthews_corrcoef"] == -1.0
     one = label_metrics([[0.0, 0.0], [0.0, 5.0]])
     assert one["cohen_kappa"] is None and one["macro_precision"] == 1.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(*[st.integers(0, 40)] * 4).filter(lambda c: sum(c) > 0), min_size=1, max_size=30))
+def test_binary_confusion_columns_are_the_scalar_twins_values(rows):
+    """The vectorised twin gives, row by row, the scalar twin's values (the same floats) and
+    None in the same places."""
+    import numpy as np
+
+    from streammetrics.kernels.counts import binary_confusion_columns, binary_confusion_metrics
+
+    cols = binary_confusion_columns(*(np.array([r[i] for r in rows]) for i in range(4)))
+    for j, (tn, fp, fn, tp) in enumerate(rows):
+        got = {k: None if undefined is not None and undefined[j] else float(values[j])
+               for k, (values, undefined) in cols.items()}
+        assert got == binary_confusion_metrics(float(tn), float(fp), float(fn), float(tp))

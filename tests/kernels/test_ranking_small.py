@@ -7,7 +7,7 @@ import math
 import warnings
 
 import numpy as np
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn import metrics as skm
 
@@ -108,3 +108,25 @@ def test_subnormal_class_total_gives_the_auc():
     assert s["roc_auc"] == 0.125 == want
     s = ranking_summary([1e300, 1e300], [0.0, 1e300])  # N*P = inf (was: nan)
     assert s["roc_auc"] == 0.75
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)).filter(lambda c: sum(c) > 0),
+                         min_size=1, max_size=20), min_size=1, max_size=10))
+def test_ranking_summary_columns_are_the_scalar_twins_values(windows):
+    """The vectorised twin (exact levels of whole counts, many windows at once) gives, window by
+    window, the scalar twin's values (the same floats) and None in the same places."""
+    import numpy as np
+
+    from streammetrics.kernels.ranking_small import ranking_summary, ranking_summary_columns
+
+    window_of_level = np.repeat(np.arange(len(windows)), [len(w) for w in windows])
+    neg = np.array([float(n) for w in windows for n, _ in w])
+    pos = np.array([float(p) for w in windows for _, p in w])
+    one_class = np.array([sum(n for n, _ in w) == 0 or sum(p for _, p in w) == 0 for w in windows])
+    cols = ranking_summary_columns(window_of_level, neg, pos, len(windows), one_class)
+    for j, w in enumerate(windows):
+        got = {k: None if undefined is not None and undefined[j] else float(values[j])
+               for k, (values, undefined) in cols.items()}
+        expected = ranking_summary([float(n) for n, _ in w], [float(p) for _, p in w], None)
+        assert got == expected

@@ -101,8 +101,9 @@ def test_a_smaller_bound_on_the_class_applies_to_writing_reading_and_the_fleet(m
     m = sm.BinaryMonitor().update_events(pane[:3])
     assert set(m.to_dict()["state"]) == {"score", "y_true"}
     assert set(sm.BinaryMonitor().update_events(pane).to_dict()["state"]) == {"predictions", "scores", "confusion"}
-    assert sm.BinaryMonitor().snapshot_states([pane, pane[:3]]) == [None, (*m.snapshot_state(), m.intervals())]
-    assert sm.BinaryMonitor().snapshot_states_max_events == 3  # the window engine defers no more
+    small, large = sm.BinaryMonitor().update_events(pane[:3]), sm.BinaryMonitor().update_events(pane)
+    assert sm.BinaryMonitor._small_group([large, small]) == [1]  # (the vectorised pass takes no more)
+    assert sm.BinaryMonitor.snapshot_many([large, small])[1] == (*m.snapshot_state(), m.intervals())
     big = {**m.to_dict(), "state": {"score": [0.5] * 4, "y_true": [1] * 4}}
     assert "more than events_form_max=3" in rejection(big)
 
@@ -150,3 +151,13 @@ def test_the_form_depends_on_the_state_not_on_the_weights_path():
     assert sm.from_dict(weighted.to_dict()).to_dict() == weighted.to_dict()
     half = sm.BinaryMonitor().update_predictions([Event(0.0, "m", y_true=None, score=0.25, weight=0.5)] * 3)
     assert set(half.to_dict()["state"]) == {"predictions", "scores", "confusion"}  # 1.5 at one score: not whole
+
+
+def test_labelled_events_of_weight_zero_only_have_no_intervals():
+    """A window whose labelled events all have weight 0 (no score level): every interval None
+    (was: an IndexError in the weighted intervals, raised when such a window closed)."""
+    from streammetrics.events.records import Event
+
+    m = sm.BinaryMonitor().update_event(Event(0.0, "m", y_true=0, score=0.25, weight=0.0))
+    record = m.intervals()
+    assert record is not None and all(v is None for k, v in record["intervals"].items() if k != "confidence")

@@ -1,9 +1,9 @@
-"""BinaryMonitor's fused per-event path (``update_event`` of a unit-weight event with a score
-inside (0, 1); ``update`` queues such events and applies them through it or the parts'
-``update_many``) builds exactly the state the three accumulators build through
-their own ``update`` methods, as the monitor did before (issue 12 point 4): through the exact
+"""BinaryMonitor's per-event paths (``update_event`` / ``update`` of a unit-weight event with a
+score inside (0, 1) join the small form, applied to the parts event by event or through their
+``update_many``) build exactly the state the three accumulators build through
+their own ``update`` methods (issue 12 point 4): through the exact
 phase, the move to the grid and every coarsening, with the label-free and label-based
-histograms on different grids (delayed labels), and mixed with events the fused path leaves
+histograms on different grids (delayed labels), and mixed with events the small form leaves
 to the accumulators (weights, 0.0 / 1.0, margins, bools). Small ``update_events`` batches go
 event by event; their snapshots agree with the vectorised path's."""
 from __future__ import annotations
@@ -245,36 +245,6 @@ def test_bad_events_on_the_grid_are_refused_naming_the_field_and_change_nothing(
         m.update(bad)
     assert "\n" not in str(info.value)
     assert m.to_dict() == before
-
-
-def test_pending_confusion_counts_are_seen_by_every_reader():
-    """The fused path counts confusion cells in ConfusionMatrix._pending: reading _n adds them,
-    so copies, merges, pickles, reset and remove see every event, and a copy shares nothing."""
-    import pickle
-
-    rng = random.Random(4)
-    evs = [{"y_true": rng.randint(0, 1), "score": rng.random()} for _ in range(6000)]
-    m, ref = BinaryMonitor(), ConfusionMatrix(labels=[0, 1])
-    for e in evs:
-        m.update_event(PARSER.parse(e))  # (update queues: its queue reaches the matrix through update_many)
-        ref.update(e["y_true"], 1 if e["score"] >= 0.5 else 0)
-    assert sum(m.confusion._pending) == 6000 and m.confusion.count == 6000  # (reading adds them)
-    m.update({"y_true": 1, "score": 0.75})
-    assert m.confusion._pending == [0, 0, 0, 1]
-    ref.update(1, 1)
-    copy = m.copy()
-    assert copy.confusion.to_dict() == ref.to_dict() == m.confusion.to_dict()
-    copy.update({"y_true": 0, "score": 0.25})
-    assert m.confusion.count == 6001 and copy.confusion.count == 6002
-    assert pickle.loads(pickle.dumps(m)).confusion.to_dict() == ref.to_dict()
-    m.update({"y_true": 0, "score": 0.9})
-    m.confusion.remove(0, 1)  # the pending (0, 1) event is there to remove
-    assert m.confusion.to_dict() == ref.to_dict()
-    merged = BinaryMonitor().merge(m)
-    assert merged.confusion.to_dict() == ref.to_dict()
-    m.update({"y_true": 1, "score": 0.6})
-    m.reset()
-    assert m.confusion.count == 0 and m.confusion.to_dict() == ConfusionMatrix(labels=[0, 1]).to_dict()
 
 
 @pytest.mark.parametrize("own", ["update_prediction", "update_outcome", "read_predictions", "read_scores"])

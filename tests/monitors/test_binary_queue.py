@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from streammetrics.events.parser import EventParser
 from streammetrics.monitors import BinaryMonitor
 from streammetrics.monitors.binary import SMALL_BATCH
-from streammetrics.monitors.binary_packed import checked_pack
 
 PARSER = EventParser("binary", require_key=False)
 
@@ -99,7 +98,8 @@ def test_a_read_applies_the_queue_event_by_event_or_vectorised(n):
         m.update(e)
         direct(ref, e)
     assert len(m._queue) == n
-    assert m.count == n and not m._queue  # count reads the label-free part
+    assert m.count == n and len(m._queue) == n  # (the small form counts its queue)
+    assert m.predictions.count == n and not m._queue  # reading a part applies the queue
     assert m.to_dict() == ref.to_dict() and m.snapshot() == ref.snapshot()
 
 
@@ -108,11 +108,11 @@ def test_only_the_common_event_is_queued():
     m.update({"y_true": 1, "score": 0.7})
     m.update({"y_true": False, "score": 0.2})
     assert m._queue == [0.7, -0.2]
-    for other in ({"y_true": 1, "score": 0.7, "weight": 1.0}, {"y_true": 1, "score": 1.0},
+    for other in ({"y_true": 1, "score": 1.0},
                   {"y_true": 0, "score": 0.0}, {"y_true": 1, "score": 1.5}, {"y_true": 1.0, "score": 0.5}):
         m.update(other)  # the accumulators' paths, straight into the parts
         assert m._queue == [0.7, -0.2]
-    assert m.count == 7 and m.labeled == 7 and m._queue == []
+    assert m.count == 6 and m.labeled == 6 and m._queue == []
 
 
 def test_a_copy_and_the_original_each_apply_the_queued_events_once():
@@ -187,29 +187,39 @@ def test_a_held_part_sees_queued_events_once_the_monitor_is_read():
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(event, max_size=300), st.sampled_from([BinaryMonitor, Small]), st.booleans(), st.integers(1, 50))
-def test_packed_events_give_the_state_of_the_events(events, cls, exact, chunk):
-    """What a window engine queues (``pack_event``: the common event as one float, any other as
-    itself) and applies (``update_packed``, in chunks) gives the state of the events."""
+@given(st.lists(event, min_size=SMALL_BATCH + 1, max_size=300), st.sampled_from([BinaryMonitor, Small]),
+       st.booleans())
+def test_events_one_by_one_give_the_state_of_the_vectorised_batch(events, cls, exact):
+    """What a window engine gives a monitor with a small form (``update_event`` per event: the
+    common event queued as its signed score, any other into the parts) gives the state of the
+    vectorised batch (``update_events`` of more than SMALL_BATCH events: the parts' update_many)."""
     parsed = [PARSER.parse(dict(e)) for e in events]
     m, ref = cls(exact=exact), BinaryMonitor(exact=exact)
-    items = [cls.pack_event(e) for e in parsed]
-    assert [checked_pack(e) for e in parsed] == items  # (the window engine's packer: the same, checked)
-    for start in range(0, len(items), chunk):
-        m.update_packed(items[start : start + chunk])
-        assert len(m._queue) < max(cls.update_queue_max, chunk)
     for e in parsed:
-        ref.update_event(e)
+        m.update_event(e)
+        assert len(m._queue) < cls.update_queue_max
+    ref.update_events(parsed)
+    queued = sum(e.weight == 1.0 and e.score.__class__ is float and 0.0 < e.score < 1.0 for e in parsed)
+    # (the parts are built only by an event outside the small form or a full queue)
+    assert ("_scores" in m.__dict__) == (queued < len(parsed) or queued >= cls.update_queue_max)
     assert m.to_dict() == ref.to_dict() and m.snapshot() == ref.snapshot()
-    queued = [x for x in items if x.__class__ is float]
-    assert len(queued) == sum(e.weight == 1.0 and e.score.__class__ is float and 0.0 < e.score < 1.0 for e in parsed)
 
 
-@pytest.mark.parametrize("item", [0.0, -0.0, 1.0, -1.0, 1.5, float("nan"), float("inf"), 1, True, "0.5", None])
-def test_a_packed_event_read_back_is_checked(item):
-    with pytest.raises(ValueError, match="packed binary event"):
-        BinaryMonitor.check_packed(item)
-    assert BinaryMonitor.check_packed(-0.25) == -0.25 and BinaryMonitor.check_packed(5e-324) == 5e-324
+def test_the_small_form_merges_copies_and_loads_without_parts():
+    """Monitors in the small form (no parts built) merge by concatenation, copy their queue and
+    load an events-form state as a queue; the state is the one of the parts."""
+    a = BinaryMonitor().update({"y_true": 1, "score": 0.8}).update({"y_true": 0, "score": 0.3})
+    b = BinaryMonitor().update({"y_true": 1, "score": 0.3})
+    merged = a.copy().merge(b)
+    loaded = BinaryMonitor.from_dict(merged.to_dict())
+    for m in (a, b, merged, loaded):
+        assert "_scores" not in m.__dict__
+    assert sorted(loaded._queue) == sorted(merged._queue) == [-0.3, 0.3, 0.8]
+    ref = BinaryMonitor().update_events([PARSER.parse(e) for e in (
+        {"y_true": 1, "score": 0.8}, {"y_true": 0, "score": 0.3}, {"y_true": 1, "score": 0.3})])
+    ref._apply_queue()  # (the parts)
+    assert merged.to_dict() == ref.to_dict() and merged.snapshot() == ref.snapshot()
+    assert merged.copy().merge(merged).count == 6 and merged.count == 3
 
 
 @pytest.mark.parametrize("n", [5, SMALL_BATCH + 1, 100])
@@ -231,20 +241,17 @@ def test_a_batch_with_a_label_that_is_not_0_or_1_is_refused_unchanged(n, bad):
         assert m.to_dict() == before
 
 
-@pytest.mark.parametrize("bad", [1.5, 0.0, -1.0, float("nan"), "0.5"])
-def test_update_packed_checks_the_whole_list_before_applying(bad):
-    """A packed list holding a float that is no signed score, or an event the monitor cannot
-    take: InvalidEvent, and nothing of the list applied."""
+@pytest.mark.parametrize("bad", [1.0, -1.0, 0.0, -0.0, 1.5, float("nan"), float("inf")])
+def test_update_items_checks_the_signed_scores_before_applying(bad):
+    """A columnar batch (signed scores, any other event as itself): a float that is no signed
+    score is refused (InvalidEvent naming the item), nothing of the batch applied."""
     from streammetrics.core.exceptions import InvalidEvent
 
-    m = BinaryMonitor().update_packed([0.25, -0.75])
+    m = BinaryMonitor().update_items([0.25, -0.75])
     before = m.to_dict()
-    odd = PARSER.parse({"y_true": 1, "score": 0.5})
-    if isinstance(bad, str):
-        odd.y_true = bad  # an event built without the parser
-        items = [0.5, odd]
-    else:
-        items = [0.5, odd, bad]
-    with pytest.raises(InvalidEvent, match="y_true" if isinstance(bad, str) else r"items\[2\]"):
-        m.update_packed(items)
+    with pytest.raises(InvalidEvent, match=r"items\[2\]"):
+        m.update_items([0.5, PARSER.parse({"y_true": 1, "score": 0.5, "weight": 2.0}), bad])
     assert m.to_dict() == before
+    ref = BinaryMonitor().update_events([PARSER.parse({"y_true": y, "score": s}) for y, s in
+                                         [(1, 0.25), (0, 0.75), (1, 0.5), (0, 0.5)]])
+    assert m.update_items([0.5, PARSER.parse({"y_true": 0, "score": 0.5})]).to_dict() == ref.to_dict()

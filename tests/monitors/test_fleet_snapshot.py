@@ -1,8 +1,8 @@
-"""monitors.fleet_snapshot.binary_snapshot_states (many small windows in one vectorised pass)
-gives, for every pane it takes, the JSON of ``(m.snapshot(), m.to_dict(), m.intervals())`` of a monitor ``m``
-built window by window, and None for every pane outside the common case; hypothesis panes
-with ties, the threshold, one-class panes, grid and dense scores, and panes it must refuse
-(weights other than 1, absent labels, scores 0.0 / 1.0 / outside [0, 1], too many events)."""
+"""``BinaryMonitor.snapshot_many`` (many monitors in the small form in one vectorised pass:
+monitors.fleet_snapshot) gives, for every monitor, the JSON of ``(m.snapshot(), m.to_dict(),
+m.intervals())`` computed from the monitor's parts; hypothesis panes with ties, the threshold,
+one-class panes, grid and dense scores, and monitors outside the small form (weights other than
+1, absent labels, scores 0.0 / 1.0 / outside [0, 1], too many events), which it builds one by one."""
 from __future__ import annotations
 
 import json
@@ -53,49 +53,63 @@ pane = st.one_of(
 )
 
 
-def window_by_window(events: list) -> tuple[dict, dict, dict | None]:
-    m = BinaryMonitor()
+def engine_monitor(events: list, threshold: float = 0.5, confidence: float | None = None) -> BinaryMonitor:
+    """A monitor given its events as a window engine gives them (one by one)."""
+    m = BinaryMonitor(threshold=threshold)
+    if confidence is not None:
+        m.confidence = confidence
     for e in events:
         if e.y_true is None:
             m.update_prediction(e)
         else:
             m.update_event(e)
+    return m
+
+
+def from_parts(events: list, threshold: float = 0.5, confidence: float | None = None) -> tuple:
+    """``(snapshot_state(), intervals())`` of a monitor of the events, computed from its parts."""
+    m = engine_monitor(events, threshold, confidence)
+    assert m.predictions.count == len(events)  # (reading a part builds the parts)
     return (*m.snapshot_state(), m.intervals())
+
+
+def in_small_form(m: BinaryMonitor) -> bool:
+    return "_scores" not in m.__dict__
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(pane, min_size=1, max_size=12), st.sampled_from([0.5, 0.3, 0.9]))
-def test_records_equal_the_window_by_window_monitor(panes: list, threshold: float) -> None:
-    template = BinaryMonitor(threshold=threshold)
-    records = template.snapshot_states([events for _, events in panes])
+def test_records_equal_the_monitors_parts(panes: list, threshold: float) -> None:
+    monitors = [engine_monitor(events, threshold) for _, events in panes]
+    assert [in_small_form(m) for m in monitors] == [common for common, _ in panes]
+    assert BinaryMonitor._small_group(monitors) == [i for i, (common, _) in enumerate(panes) if common]
+    records = BinaryMonitor.snapshot_many(monitors)
     assert len(records) == len(panes)
-    for (common, events), record in zip(panes, records):
-        if not common:
-            assert record is None
-            continue
-        m = BinaryMonitor(threshold=threshold).update_events(events)
-        expected = (*m.snapshot_state(), m.intervals())
-        assert record is not None
+    for (_, events), record in zip(panes, records):
+        expected = from_parts(events, threshold)
         assert json.dumps(record) == json.dumps(expected)  # same keys, order and values
         snap = {"metrics": record[0], "state": record[1]}
         assert snapshot_line(snap) == snapshot_line({"metrics": expected[0], "state": expected[1]})
-        assert BinaryMonitor.from_dict(record[1]) == m
+        assert BinaryMonitor.from_dict(record[1]) == engine_monitor(events, threshold)
+    assert [r[1] for r in BinaryMonitor.snapshot_many(monitors, include_state=False)] == [None] * len(panes)
 
 
-def test_refused_panes_and_templates() -> None:
+def test_the_vectorised_pass_takes_small_monitors_only() -> None:
     common = [parse(1, 0.7), parse(0, 0.2)]
-    assert BinaryMonitor().snapshot_states([[], common])[0] is None  # an empty pane
     big = [parse(i % 2, (i + 1) / (FLEET_MAX_EVENTS + 2)) for i in range(FLEET_MAX_EVENTS + 1)]
-    assert BinaryMonitor().snapshot_states([big])[0] is None
     at_bound = big[:FLEET_MAX_EVENTS]
-    record = BinaryMonitor().snapshot_states([at_bound])[0]
-    assert record is not None and json.dumps(record) == json.dumps(window_by_window(at_bound))
-    assert BinaryMonitor(exact=True).snapshot_states([common]) == [None]  # exact=True: its own layout
+    exact = BinaryMonitor(exact=True).update_events(common)
+    monitors = [engine_monitor([]), engine_monitor(big), engine_monitor(at_bound), exact, engine_monitor(common)]
+    assert BinaryMonitor._small_group(monitors) == [2, 4]  # (empty, too many events, exact=True: one by one)
+    records = BinaryMonitor.snapshot_many(monitors)
+    for events, record in zip([big, at_bound, common], [records[1], records[2], records[4]]):
+        assert json.dumps(record) == json.dumps(from_parts(events))
+    assert json.dumps(records[3]) == json.dumps((*exact.snapshot_state(), exact.intervals()))
 
 
-def test_events_not_of_the_parsers_types_are_checked_pane_by_pane() -> None:
-    """Hand-built events (an int weight, a numpy score, a bool label): the panes are then
-    checked one by one, with the same records as monitors built window by window."""
+def test_events_not_of_the_parsers_types_give_the_same_records() -> None:
+    """Hand-built events (an int weight, a numpy score, a bool label): the same records as the
+    monitors' parts (a numpy score leaves the small form)."""
     import numpy as np
 
     from streammetrics.events.records import Event
@@ -104,11 +118,11 @@ def test_events_not_of_the_parsers_types_are_checked_pane_by_pane() -> None:
     numpy_score = [Event(0.0, "m", y_true=1, score=np.float64(0.7)), parse(0, 0.2)]
     bool_label = [Event(0.0, "m", y_true=True, score=0.7), parse(0, 0.2)]
     common = [parse(1, 0.6), parse(0, 0.6)]
-    records = BinaryMonitor().snapshot_states([int_weight, numpy_score, bool_label, common])
-    assert records[1] is None
-    for events, record in zip([int_weight, bool_label, common], [records[0], records[2], records[3]]):
-        assert record is not None and json.dumps(record) == json.dumps(window_by_window(events))
-    assert BinaryMonitor().snapshot_states([bool_label, common]) == [records[2], records[3]]  # the array path
+    panes = [int_weight, numpy_score, bool_label, common]
+    monitors = [engine_monitor(events) for events in panes]
+    assert [in_small_form(m) for m in monitors] == [True, False, True, True]
+    for events, record in zip(panes, BinaryMonitor.snapshot_many(monitors)):
+        assert json.dumps(record) == json.dumps(from_parts(events))
 
 
 @settings(max_examples=300, deadline=None)
@@ -122,40 +136,18 @@ def test_fsum_is_the_exact_sums_value(terms: list[float]) -> None:
     assert math.fsum(terms) == exact.value == math.fsum(reversed(terms))
 
 
-@settings(max_examples=100, deadline=None)
-@given(st.lists(pane, min_size=1, max_size=12), st.sampled_from([0.5, 0.3]))
-def test_packed_panes_give_the_records_of_their_events(panes: list, threshold: float) -> None:
-    """A window engine queues events packed (``BinaryMonitor.pack_event``: the common event as
-    its signed score, any other as itself): the same records as the events, pane for pane,
-    and every event's packed form reads back as its label and score."""
-    lists = [events for _, events in panes]
-    packed = [[BinaryMonitor.pack_event(e) for e in events] for events in lists]
-    for (common, events), items in zip(panes, packed):
-        assert all(x.__class__ is float for x in items) == common
-        for e, x in zip(events, items):
-            if x.__class__ is float:
-                assert (x > 0, abs(x)) == (e.y_true == 1, e.score)
-            else:
-                assert x is e
-    template = BinaryMonitor(threshold=threshold)
-    assert json.dumps(template.snapshot_states(packed)) == json.dumps(template.snapshot_states(lists))
-
-
 @settings(max_examples=150, deadline=None)
-@given(st.lists(pane, min_size=1, max_size=12), st.sampled_from([0.5, 0.3, 0.9]), st.booleans())
-def test_texts_are_the_json_of_the_records(panes: list, threshold: float, packed: bool) -> None:
+@given(st.lists(pane, min_size=1, max_size=12), st.sampled_from([0.5, 0.3, 0.9]))
+def test_texts_are_the_json_of_the_records(panes: list, threshold: float) -> None:
     """``snapshot_texts`` (every window's metrics and events encoded in a few calls, and the
     windows holding a float below 1e-4 written by json) gives the compact JSON of
-    ``snapshot_states``' records, None where it gives None."""
-    lists = [events for _, events in panes]
-    if packed:
-        lists = [[BinaryMonitor.pack_event(e) for e in events] for events in lists]
-    template = BinaryMonitor(threshold=threshold)
-    records = template.snapshot_states(lists)
-    texts = template.snapshot_texts(lists)
-    compact = [None if r is None else (json.dumps(r[0], separators=(",", ":"), allow_nan=False),
-                                       json.dumps(r[1], separators=(",", ":"), allow_nan=False),
-                                       intervals_text(r[2])) for r in records]
+    ``snapshot_many``'s records for the monitors in the small form, None for the others."""
+    monitors = [engine_monitor(events, threshold) for _, events in panes]
+    texts = BinaryMonitor.snapshot_texts(monitors)
+    records = BinaryMonitor.snapshot_many(monitors)
+    compact = [None if not common else (json.dumps(r[0], separators=(",", ":"), allow_nan=False),
+                                         json.dumps(r[1], separators=(",", ":"), allow_nan=False),
+                                         intervals_text(r[2])) for (common, _), r in zip(panes, records)]
     assert texts == compact
 
 
@@ -181,21 +173,19 @@ def _large_pane(n: int, prevalence: float, seed: int, grid: int | None) -> list:
 @given(st.lists(large_pane, min_size=1, max_size=6), st.sampled_from([0.5, 0.3]), st.sampled_from([0.95, 0.9]))
 def test_intervals_equal_the_monitors_on_every_path(panes: list, threshold: float, confidence: float) -> None:
     """Windows large enough for intervals (contract section 9): the vectorised pass's records and
-    texts, the monitor's ``snapshot_state`` + ``intervals``, and ``build_snapshot`` of the monitor
-    give the same intervals and the same lines, to the byte, at the template's confidence."""
-    template = BinaryMonitor(threshold=threshold)
-    template.confidence = confidence
-    records = template.snapshot_states(panes)
-    texts = template.snapshot_texts(panes)
+    texts, the parts' ``snapshot_state`` + ``intervals``, and ``build_snapshot`` of the monitor
+    give the same intervals and the same lines, to the byte, at the monitors' confidence."""
+    monitors = [engine_monitor(events, threshold, confidence) for events in panes]
+    records = BinaryMonitor.snapshot_many(monitors)
+    texts = BinaryMonitor.snapshot_texts(monitors)
     for events, record, text in zip(panes, records, texts):
-        assert record is not None and text is not None
-        m = template.empty()
-        m.update_events(events)
-        expected = (*m.snapshot_state(), m.intervals())
+        assert text is not None
+        expected = from_parts(events, threshold, confidence)
         assert json.dumps(record) == json.dumps(expected)
         assert record[2]["intervals"]["confidence"] == confidence
-        line = snapshot_line(build_snapshot(("m", ""), m, 0, 60_000, final=True))
+        line = snapshot_line(build_snapshot(("m", ""), engine_monitor(events, threshold, confidence), 0, 60_000,
+                                            final=True))
         assert window_line(("m", ""), 0, 60_000, len(events), 0, *text) == line
-        assert snapshot_line(build_snapshot(("m", ""), template, 0, 60_000, final=True, count=len(events),
+        assert snapshot_line(build_snapshot(("m", ""), None, 0, 60_000, final=True, count=len(events),
                                             record=record)) == line
         assert '"intervals":' in line

@@ -329,27 +329,27 @@ def test_queued_events_share_their_keys_model_string():
     checkpoint; other event types are left as they are; the snapshots are those of the events."""
     from streammetrics.events.parser import EventParser
     from streammetrics.events.records import EVENT_CODEC
-    from streammetrics.monitors import BinaryMonitor
+    from streammetrics.monitors import RegressionMonitor
 
-    parse = EventParser("binary").parse
+    parse = EventParser("regression").parse
     model = "".join(["m", "1"])  # (built at run time: not the interned literal)
 
-    def event(ts, y, s):  # weight 2: queued as an Event (the common event is packed: one float)
-        return parse({"ts": ts, "model": "".join(["m", "1"]), "y_true": y, "score": s, "weight": 2.0})
+    def event(ts, y, p):  # (a regression event: queued as an Event in batch mode)
+        return parse({"ts": ts, "model": "".join(["m", "1"]), "y_true": y, "y_pred": p})
 
-    wm = WindowManager(BinaryMonitor, 60, batch=True, event_codec=EVENT_CODEC)
-    first, second = event(0, 1, 0.8), event(1, 0, 0.3)
+    wm = WindowManager(RegressionMonitor, 60, batch=True, event_codec=EVENT_CODEC)
+    first, second = event(0, 1.0, 0.8), event(1, 0.0, 0.3)
     assert first.model is not second.model
     wm.add(first)
     wm.add(second)
     assert first.model is second.model and first.model == model
-    restored = WindowManager(BinaryMonitor, 60, batch=True, event_codec=EVENT_CODEC)
+    restored = WindowManager(RegressionMonitor, 60, batch=True, event_codec=EVENT_CODEC)
     restored.load_dict(json.loads(json.dumps(wm.to_dict())))
-    third = event(2, 1, 0.6)
+    third = event(2, 1.0, 0.6)
     restored.add(third)
     assert third.model == model and third.model is restored._keys[(model, "")].model
     snap = restored.flush()[0]
-    expected = BinaryMonitor().update_events([event(0, 1, 0.8), event(1, 0, 0.3), event(2, 1, 0.6)])
+    expected = RegressionMonitor().update_events([event(0, 1.0, 0.8), event(1, 0.0, 0.3), event(2, 1.0, 0.6)])
     assert snap["count"] == 3 and snap["metrics"] == expected.snapshot()
     other = WindowManager(IdsMonitor, 10, batch=True)
     ev = Ev(1.0, "".join(["m", "1"]), "", 7)
@@ -358,11 +358,11 @@ def test_queued_events_share_their_keys_model_string():
     assert [s["metrics"]["ids"] for s in other.flush()] == [[7, 8]]  # (a frozen dataclass: not assigned to)
 
 
-def test_binary_events_queue_packed_and_checkpoint_as_numbers():
-    """Batch mode queues the common binary event as its signed score (BinaryMonitor.pack_event)
-    and any other as its Event; a checkpoint writes the floats as JSON numbers, reads them back
-    checked, and the restored run gives the snapshots of the uninterrupted one. A number in a
-    checkpoint is refused by a monitor without a packed form, and a bad one by the check."""
+def test_a_version_2_checkpoint_with_packed_binary_events_is_read():
+    """Version 2 (written before monitors kept their small form) queued the common binary event
+    as its signed score, a JSON number: read back as that event (checked), the restored run gives
+    the snapshots of the uninterrupted one, and a checkpoint written now is version 1. A number
+    is refused by a monitor that is not binary, and a number that is no signed score too."""
     from streammetrics.events.parser import EventParser
     from streammetrics.events.records import EVENT_CODEC
     from streammetrics.monitors import BinaryMonitor
@@ -372,32 +372,30 @@ def test_binary_events_queue_packed_and_checkpoint_as_numbers():
            {"ts": 3, "model": "m", "y_true": 1, "score": 0.4, "weight": 2.0},
            {"ts": 4, "model": "m", "y_true": 0, "score": 1.0}, {"ts": 61, "model": "m", "y_true": 1, "score": 0.5}]
     whole = WindowManager(BinaryMonitor, 60, batch=True, event_codec=EVENT_CODEC)
-    cut = WindowManager(BinaryMonitor, 60, batch=True, event_codec=EVENT_CODEC)
     for e in raw[:4]:
         whole.add(parse(e))
-        cut.add(parse(e))
-    queued = cut._keys[("m", "")].pending[0]
-    assert queued[:2] == [0.8, -0.3] and [q.__class__.__name__ for q in queued[2:]] == ["Event", "Event"]
-    saved = json.loads(json.dumps(cut.to_dict()))
-    assert saved["keys"][0]["pending"][0][1][:2] == [0.8, -0.3] and saved["version"] == 2
-    unpacked = WindowManager(BinaryMonitor, 60, batch=True, event_codec=EVENT_CODEC)
-    unpacked.add(parse(raw[2]))  # (weight 2: queued as an event) a checkpoint older versions read
-    assert unpacked.to_dict()["version"] == 1
+    entry = {"model": "m", "segment": "", "max_us": 4_000_000, "next_window": 0, "first_window": 0, "late": 0,
+             "tag": None, "panes": [], "cumulative": None, "cumulative_released": True, "awaiting": [],
+             "revising": [],
+             "pending": [[0, [0.8, -0.3, EVENT_CODEC[0](parse(raw[2])), EVENT_CODEC[0](parse(raw[3]))]]]}
+    saved = {"type": "WindowManager", "version": 2, "spec": whole.spec.to_dict(), "keys": [entry], "closed": [],
+             "forgotten_next": None, "evicted": 0, "max_us": 4_000_000, "revision_pane": None}
     restored = WindowManager(BinaryMonitor, 60, batch=True, event_codec=EVENT_CODEC).load_dict(saved)
+    assert restored.to_dict()["version"] == 1 and whole.to_dict()["version"] == 1
     for wm in (whole, restored):
         wm.add(parse(raw[4]))
     assert json.dumps(restored.poll() + restored.flush()) == json.dumps(whole.poll() + whole.flush())
     with pytest.raises(ValueError, match="packed event"):
         WindowManager(IdsMonitor, 60, batch=True, event_codec=EVENT_CODEC).load_dict(
             {**saved, "spec": WindowManager(IdsMonitor, 60).spec.to_dict()})
-    saved["keys"][0]["pending"][0][1][0] = 1.5
+    entry["pending"][0][1][0] = 1.5
     with pytest.raises(ValueError, match="packed binary event"):
         WindowManager(BinaryMonitor, 60, batch=True, event_codec=EVENT_CODEC).load_dict(saved)
 
 
-def test_a_subclass_of_binary_monitor_is_given_events_not_packed_floats():
-    """A subclass may read more of an event than its label and score: its window engine
-    queues Events (``event_packer()`` is None for it), so its own ``update_event`` sees them."""
+def test_a_subclass_of_binary_monitor_sees_every_event():
+    """A subclass may read more of an event than its label and score: its ``update_event`` is
+    given every event (a BinaryMonitor buffers its own events: the engine queues none for it)."""
     from streammetrics.events.parser import EventParser
     from streammetrics.monitors import BinaryMonitor
 
@@ -412,11 +410,8 @@ def test_a_subclass_of_binary_monitor_is_given_events_not_packed_floats():
     wm = WindowManager(Logged, 60, batch=True)
     for ts in (1, 2, 3):
         wm.add(parse({"ts": ts, "model": "m", "y_true": 1, "score": 0.5}))
-    assert wm._pack is None and all(e.__class__.__name__ == "Event" for e in wm._keys[("m", "")].pending[0])
-    assert wm.flush()[0]["count"] == 3 and seen == [1.0, 2.0, 3.0]
-    from streammetrics.monitors.binary_packed import checked_pack
-
-    assert WindowManager(BinaryMonitor, 60, batch=True)._pack is checked_pack
+    assert not wm._keys[("m", "")].pending and seen == [1.0, 2.0, 3.0]
+    assert wm.flush()[0]["count"] == 3
 
 
 def _binary_lines(events: list, **options) -> list[str]:

@@ -1,5 +1,5 @@
-"""Small tumbling windows closed together (WindowManager defers their snapshots to ``poll``,
-where ``BinaryMonitor.snapshot_states`` builds them in one vectorised pass) give the same
+"""Small windows closed together (WindowManager defers their snapshots to ``poll``, where
+``BinaryMonitor.snapshot_many`` builds them in one vectorised pass) give the same
 snapshot lines, in the same order, as windows built one by one, on hypothesis streams over a
 few keys: common events and odd ones (weights, scores 0 / 1 / outside [0, 1], labels to come
 later and their labels), late and out-of-order events, panes drained early by ``max_pending``,
@@ -44,7 +44,7 @@ def run(stream: list, fleet: bool | str, config: PipelineConfig) -> list[str]:
     ``snapshot_line``); "lines": the same written directly (``poll_lines``); False: one by one."""
     pipeline = Pipeline(config)
     if not fleet:
-        pipeline.windows._fleet = pipeline.windows._fleet_texts = None
+        pipeline.windows._kind = None  # (each window built when it closes)
 
     def polled() -> list[str]:
         if fleet == "lines":
@@ -60,7 +60,7 @@ def run(stream: list, fleet: bool | str, config: PipelineConfig) -> list[str]:
             saved = json.loads(json.dumps(pipeline.to_dict()))
             pipeline = Pipeline(config).load_dict(saved)
             if not fleet:
-                pipeline.windows._fleet = pipeline.windows._fleet_texts = None
+                pipeline.windows._kind = None  # (each window built when it closes)
         elif "id" in item:  # a prediction without its label, then the label one second later
             pipeline.process(json.dumps(item))
             pipeline.process(json.dumps({"id": item["id"], "y_true": 1, "ts": item["ts"] + 1}))
@@ -96,22 +96,22 @@ def polled_every_100(pipeline: Pipeline, stream: list, lines_only: bool = False)
     return lines + (pipeline.flush_lines() if lines_only else [snapshot_line(s) for s in pipeline.flush()])
 
 
-def test_many_keys_take_the_vectorised_pass() -> None:
-    """A fleet of sparse keys: the windows are built by snapshot_states (counted), and equal."""
+def test_many_keys_take_the_vectorised_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fleet of sparse keys: the windows are built by the vectorised pass (counted), and equal."""
+    from streammetrics.monitors import binary
+
     stream = [{"ts": t * 0.5, "model": f"m{t % 37}", "y_true": t % 3 == 0, "score": ((t * 7919) % 997 + 1) / 999}
               for t in range(2000)]
     config = PipelineConfig(window=10.0, max_future=None)
-    pipeline = Pipeline(config)
     calls: list[int] = []
-    fleet = pipeline.windows._fleet
-    assert fleet is not None
+    fleet = binary.binary_snapshot_states
 
-    def counted(panes: list) -> list:
+    def counted(template: object, panes: list) -> list:
         calls.append(len(panes))
-        return fleet(panes)
+        return fleet(template, panes)
 
-    pipeline.windows._fleet = counted
-    lines = polled_every_100(pipeline, stream)
+    monkeypatch.setattr(binary, "binary_snapshot_states", counted)
+    lines = polled_every_100(Pipeline(config), stream)
     assert len(lines) == sum(calls) == 2000 and max(calls) > 30  # every event alone in its window
     assert lines == run(stream, False, config)
 
@@ -132,24 +132,6 @@ def test_replay_output_does_not_depend_on_when_it_collects(monkeypatch: pytest.M
         assert stats.snapshots == len(lines) > 1000
         outputs.append(lines)
     assert outputs[0] == outputs[1] == outputs[2]
-
-
-@pytest.mark.parametrize("build", ["_fleet", "_fleet_texts"])
-def test_a_failing_vectorised_build_falls_back_to_monitors(build: str) -> None:
-    """Fault injection: snapshot_states (poll) or snapshot_texts (poll_lines) raising builds
-    every deferred window from its monitor (counted), with the lines the vectorised build gives."""
-    stream = [{"ts": t * 0.5, "model": f"m{t % 23}", "y_true": t % 3 == 0, "score": ((t * 7919) % 997 + 1) / 999}
-              for t in range(1500)]
-    config = PipelineConfig(window=10.0, max_future=None)
-    pipeline = Pipeline(config)
-
-    def broken(panes: list) -> list:
-        raise RuntimeError("injected")
-
-    setattr(pipeline.windows, build, broken)
-    lines = polled_every_100(pipeline, stream, lines_only=build == "_fleet_texts")
-    assert pipeline.windows.fleet_failures == 15 + 1  # every poll that had windows to build, and flush
-    assert lines == run(stream, True, config) == run(stream, False, config)
 
 
 @pytest.mark.parametrize("limit", [None, 10**6, 700])

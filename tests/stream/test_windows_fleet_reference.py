@@ -21,7 +21,7 @@ def _events(rng: random.Random, n: int, keys: int) -> list[dict]:
 def _lines(config: PipelineConfig, events: list[dict], fleet: bool) -> tuple[list[str], int]:
     pipe = Pipeline(config)
     if not fleet:
-        pipe.windows._fleet = pipe.windows._fleet_texts = None
+        pipe.windows._kind = None  # (each window built when it closes)
     lines, deferred = [], 0
     for i, e in enumerate(events):
         pipe.process(json.dumps(e))

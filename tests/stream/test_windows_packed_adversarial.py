@@ -1,11 +1,11 @@
-"""Adversarial equivalence of the packed batch queues and the lines written from JSON texts
-(window engine; from the review of that change): keys with quotes, backslashes, control and
+"""Adversarial equivalence of the small forms of binary windows and the lines written from JSON
+texts (window engine; from the review of that change): keys with quotes, backslashes, control and
 non-ASCII characters, ``},{`` and ``],[``; scores at 5e-324, 1e-4 and its neighbours, 0 and 1;
 labels as bools; weights 0, 0.5, 1 (int), 2.
 
 Twin managers given the same events must write the same bytes whether their snapshots come
 from ``poll_lines``/``flush_lines`` (texts) or ``snapshot_line`` of ``poll``/``flush`` (dicts),
-with and without msgspec, and across a JSON checkpoint of packed queues."""
+with and without msgspec, and across a JSON checkpoint of the windows' small forms."""
 from __future__ import annotations
 
 import json
@@ -68,7 +68,7 @@ def _run(cfg: dict, evs: list, lines: bool, checkpoint_at: int | None = None) ->
 def test_lines_from_texts_equal_lines_of_dicts(cfg, evs, data):
     expected = _run(cfg, evs, lines=False)
     assert _run(cfg, evs, lines=True) == expected
-    # a JSON checkpoint of the packed queues, anywhere, changes no byte (nor the order of the
+    # a JSON checkpoint of the small forms, anywhere, changes no byte (nor the order of the
     # keys' closes: (end, key), from the state alone)
     cut = data.draw(st.integers(0, len(evs) - 1))
     assert _run(cfg, evs, lines=True, checkpoint_at=cut) == expected
@@ -91,7 +91,10 @@ def test_checkpoint_with_a_bad_packed_event_is_refused(bad):
     wm = _manager({"window": 60.0, "grace": 0.0, "max_pending": 4096, "threshold": 0.5})
     wm.add(Event(0.0, "m", y_true=1, score=0.25))
     data = json.loads(json.dumps(wm.to_dict()))
-    assert data["keys"][0]["pending"] == [[0, [0.25]]]
-    data["keys"][0]["pending"][0][1].append(bad)
+    assert data["keys"][0]["pending"] == [] and data["keys"][0]["panes"][0][1]["state"]["score"] == [0.25]
+    # the version-2 layout (packed events queued as numbers), one of them no signed score
+    data["version"] = 2
+    data["keys"][0]["panes"] = []
+    data["keys"][0]["pending"] = [[0, [0.25, bad]]]
     with pytest.raises(ValueError, match="packed"):
         _manager({"window": 60.0, "grace": 0.0, "max_pending": 4096, "threshold": 0.5}).load_dict(data)
