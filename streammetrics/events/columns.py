@@ -4,7 +4,7 @@
 decode per line (a ``Struct`` of the task's fields, types checked while decoding), then the
 field rules of :mod:`streammetrics.events.fields` applied to whole columns (numpy) and to each
 distinct key once. A line it cannot prove valid this way - undecodable, refused by a rule, or
-merely unusual (an ISO ``ts``, an ``id``, a ``scores`` object, an integer beyond 2**53, a
+merely unusual (an ISO ``ts``, a ``scores`` object, an integer beyond 2**53, a
 line longer than ``MAX_NESTING``...) - is returned as *odd*: the caller gives it to the per-event
 path (:meth:`~streammetrics.events.parser.EventParser.parse_value`), which accepts or refuses it
 with exactly today's reason. The columns of the other lines hold the values the per-event parser
@@ -12,8 +12,12 @@ gives (same floats, ``segment`` ``""`` when absent, ``weight`` 1.0 when absent),
 build the same events.
 
 Needs the optional ``msgspec`` (the ``fast`` extra): :func:`column_decoder` returns None without
-it, and callers keep the per-event path. (``labels`` task: a batch whose labels are of several
-kinds - strings, numbers, booleans - goes through the per-event path whole.)
+it, and callers keep the per-event path. (``labels`` task: the rows whose labels are of the
+batch's commonest kind - strings, numbers or booleans - as columns, the others per event.)
+
+:meth:`ColumnDecoder.convert` does the same for decoded values (CSV and Parquet rows, JSONL
+values rescaled by ``--ts-unit``: what ``Pipeline.process_decoded`` takes), through
+``msgspec.convert``.
 
 >>> from streammetrics.events.parser import EventParser
 >>> dec = column_decoder(EventParser("binary"))
@@ -66,13 +70,15 @@ class EventColumns:
     (regression: float64), ``y_true`` (multiclass: class indices) with ``scores`` (a list of
     float tuples), ``y_true`` / ``y_pred`` (labels: object arrays of labels, all of one kind)."""
 
-    __slots__ = ("classes", "key_index", "keys", "rows", "score", "scores", "task", "ts", "weight", "y_pred",
+    __slots__ = ("classes", "id", "key_index", "keys", "rows", "score", "scores", "task", "ts", "weight", "y_pred",
                  "y_true")
 
     def __init__(self, task: str, rows: np.ndarray, ts: np.ndarray, keys: list[tuple[str, str]],
                  key_index: np.ndarray, weight: np.ndarray | None, y_true: Any, score: Any = None,
-                 scores: Any = None, y_pred: Any = None, classes: Sequence[Any] | None = None) -> None:
+                 scores: Any = None, y_pred: Any = None, classes: Sequence[Any] | None = None,
+                 id: np.ndarray | None = None) -> None:  # noqa: A002 - the contract's field name
         self.task = task
+        self.id = id
         self.rows = rows
         self.ts = ts
         self.keys = keys
@@ -94,7 +100,8 @@ class EventColumns:
                             None if self.weight is None else self.weight[cut], self.y_true[cut],
                             None if self.score is None else self.score[cut],
                             None if self.scores is None else self.scores[cut],
-                            None if self.y_pred is None else self.y_pred[cut], self.classes)
+                            None if self.y_pred is None else self.y_pred[cut], self.classes,
+                            None if self.id is None else self.id[cut])
 
     def events(self) -> list[Event]:
         """The rows as the :class:`Event` objects the per-event parser gives for them."""
@@ -105,17 +112,18 @@ class EventColumns:
         model = [models[i] for i in idx]
         segment = [segments[i] for i in idx]
         weight: Any = repeat(1.0, n) if self.weight is None else self.weight.tolist()
+        ident: Any = repeat(None, n) if self.id is None else self.id.tolist()
         ts = self.ts.tolist()
         if self.task == "binary":
             return list(map(Event, ts, model, segment, self.y_true.tolist(), self.score.tolist(), repeat(None, n),
-                            repeat(None, n), weight))
+                            repeat(None, n), weight, ident))
         if self.task in ("regression", "labels"):
             return list(map(Event, ts, model, segment, self.y_true.tolist(), repeat(None, n), repeat(None, n),
-                            self.y_pred.tolist(), weight))
+                            self.y_pred.tolist(), weight, ident))
         classes = self.classes
         assert classes is not None
         return list(map(Event, ts, model, segment, [classes[i] for i in self.y_true.tolist()], repeat(None, n),
-                        self.scores, repeat(None, n), weight))
+                        self.scores, repeat(None, n), weight, ident))
 
     def binary_items(self) -> np.ndarray:
         """Binary rows in the form a window engine queues them for a ``BinaryMonitor``
@@ -147,6 +155,14 @@ def _objects(values: list[Any]) -> np.ndarray:
     out = np.empty(len(values), dtype=object)
     out[:] = values
     return out
+
+
+def _utf8_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _utf8(line: bytes) -> bool:
@@ -184,7 +200,7 @@ class ColumnDecoder:
         f = parser.fields
         common: list[tuple[Any, ...]] = [("ts", float), ("model", str)]
         optional: list[tuple[Any, ...]] = [("segment", Optional[str], None), ("weight", Optional[float], None),
-                                           ("id", None, None)]  # an id goes through the per-event path
+                                           ("id", Optional[Union[str, int]], None)]
         if task == "binary":
             own: list[tuple[Any, ...]] = [("y_true", Union[bool, int, float]), ("score", float)]
         elif task == "regression":
@@ -297,6 +313,18 @@ class ColumnDecoder:
         if weights.count(None) != m:
             weight = np.array([1.0 if w is None else w for w in weights], dtype=np.float64)
             ok &= (weight >= 0.0) & (weight <= MAX_WEIGHT)
+        ids = list(map(attrgetter("id"), structs))
+        ident: np.ndarray | None = None
+        if ids.count(None) != m:  # an integer id is kept as its decimal string; a long one per event
+            ident = np.empty(m, dtype=object)
+            for j, v in enumerate(ids):
+                if v.__class__ is int:
+                    if v.bit_length() > 64:
+                        ok[j] = False
+                    v = str(v)
+                elif v is not None and (len(v) > MAX_NAME_LENGTH or not (v.isascii() or _utf8_text(v))):
+                    ok[j] = False
+                ident[j] = v
         # keys: each distinct (model, segment) checked once (a null segment is ""); a row's raw key
         # is numbered by its first row (one dict pass), then densely
         pairs = list(map(attrgetter("model", "segment"), structs))
@@ -389,7 +417,7 @@ class ColumnDecoder:
             return None
         if ok.all():
             return EventColumns(task, rows, ts, list(keys), key_index, weight, y_true, score,
-                                scores, y_pred, self.classes), []
+                                scores, y_pred, self.classes, ident), []
         bad = np.flatnonzero(~ok)
         keep = np.flatnonzero(ok)
         odd = rows[bad].tolist()
@@ -399,7 +427,8 @@ class ColumnDecoder:
                             None if weight is None else weight[keep], y_true[keep],
                             None if score is None else score[keep],
                             None if scores is None else [scores[j] for j in keep.tolist()],
-                            None if y_pred is None else y_pred[keep], self.classes), odd
+                            None if y_pred is None else y_pred[keep], self.classes,
+                            None if ident is None else ident[keep]), odd
 
 
 def column_decoder(parser: EventParser) -> ColumnDecoder | None:

@@ -42,7 +42,9 @@ def _event(rng: random.Random, task: str, t: float, keys: int) -> dict:
         raw = [rng.random() for _ in CLASSES]
         e["scores"] = [x / sum(raw) for x in raw]
     if rng.random() < 0.1:
-        e["weight"] = rng.choice([0.5, 2, 0.25, None])  # (not 0: binary intervals raise on a window of zero weights)
+        e["weight"] = rng.choice([0.5, 2, 0.25, None])
+    if rng.random() < 0.2:
+        e["id"] = rng.choice(["p1", 17, -3, "ü", None])  # (not 0: binary intervals raise on a window of zero weights)
     return e
 
 
@@ -193,7 +195,8 @@ def test_add_columns_declines_without_changing_anything():
 
 @pytest.mark.parametrize("line,why", [
     (b'{"ts": "2025-01-01T00:00:00Z", "model": "m", "y_true": 1, "score": 0.5}', "ISO ts"),
-    (b'{"ts": 1767225600, "model": "m", "y_true": 1, "score": 0.5, "id": 7}', "an id"),
+    (b'{"ts": 1767225600, "model": "m", "y_true": 1, "score": 0.5, "id": true}', "a bool id"),
+    (b'{"ts": 1767225600, "model": "m", "y_true": 1, "score": 0.5, "id": 123456789012345678901234}', "a long id"),
     (b'{"ts": 1767225600, "model": "m", "y_true": 2, "score": 0.5}', "y_true not 0/1"),
     (b'{"ts": 1767225600, "model": "m", "y_true": 1, "score": 0.5, "weight": true}', "bool weight"),
     (b'{"ts": 1767225600, "model": "m", "y_true": 1, "score": 1e400}', "number out of range"),
