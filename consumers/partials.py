@@ -210,14 +210,14 @@ class Merger:
                 watermark = rec["watermark_us"]
                 if type(watermark) is not int:
                     raise ValueError("watermark_us must be an integer")
-                return self._sliced(self._observed(self._watermark(source, watermark)))
+                return self._observed(self._sliced(self._watermark(source, watermark)))
             if schema != PARTIAL_SCHEMA:
                 raise ValueError(f"schema {schema!r:.60} is not {PARTIAL_SCHEMA!r}")
             snap = rec["snapshot"]
             key, end_ms, monitor = self._validate(snap)
         except Exception as exc:  # noqa: BLE001 - whatever a hostile record makes the parsing or the loader raise
             return self._refuse(value, exc)
-        return self._sliced(self._observed(self._partial(source, key, end_ms, snap, text, monitor)))
+        return self._observed(self._sliced(self._partial(source, key, end_ms, snap, text, monitor)))
 
     def _observed(self, snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The snapshots one record publishes with their ``changes`` (Benjamini-Hochberg over each

@@ -30,7 +30,7 @@ from streammetrics.monitors.binary_events import (
     load_events_form,
     signed_events_form,
 )
-from streammetrics.monitors.fast_snapshot import binary_snapshot, binary_snapshot_state
+from streammetrics.monitors.fast_snapshot import binary_snapshot
 from streammetrics.monitors.fleet_snapshot import FLEET_MAX_EVENTS, binary_snapshot_states, binary_snapshot_texts
 
 __all__ = ["BinaryMonitor"]
@@ -581,16 +581,13 @@ class BinaryMonitor(Monitor):
         return interval_record(BINARY_INTERVALS, columns, 0, c)
 
     def snapshot_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """``(self.snapshot(), self.to_dict())``, computed together for a small window
-        (:func:`~streammetrics.monitors.fast_snapshot.binary_snapshot_state`).
+        """``(self.snapshot(), self.to_dict())`` (many monitors at once: :meth:`snapshot_many`).
 
         >>> m = BinaryMonitor().update({"y_true": 1, "score": 0.8})
         >>> m.snapshot_state() == (m.snapshot(), m.to_dict())
         True
         """
-        if not _DIRECT_STATE or type(self) is not BinaryMonitor:  # a subclass may write either otherwise
-            return self.snapshot(), self.to_dict()
-        return binary_snapshot_state(self)
+        return self.snapshot(), self.to_dict()
 
     @classmethod
     def _small_group(cls, monitors: Sequence[Any]) -> list[int]:

@@ -12,9 +12,9 @@ histogram dicts, the bounds recomputing the AUC). Here the same numbers come fro
 
 giving the same dict (same keys, same order; values equal to 1e-12, ``None`` in the same
 places). Log loss, Brier score, counts and rates are read from the accumulators' sums. Exact weight
-sums in units (weights that are not whole) are read as their correctly rounded floats; the
-one-pass :func:`binary_snapshot_state` leaves such windows to the two calls. To wire it in:
-``BinaryMonitor.snapshot`` returns ``binary_snapshot(self)``.
+sums in units (weights that are not whole) are read as their correctly rounded floats.
+``BinaryMonitor.snapshot`` returns ``binary_snapshot(self)``; many small monitors at once:
+:mod:`~streammetrics.monitors.fleet_snapshot`.
 """
 from __future__ import annotations
 
@@ -26,14 +26,10 @@ import numpy as np
 from streammetrics.kernels.binning import LogGridBinning
 from streammetrics.kernels.counts import binary_confusion_metrics
 from streammetrics.kernels.exact_weights import values_of
-from streammetrics.kernels.histogram_json import SMALL_KEYS, small_histograms_to_json
 from streammetrics.kernels.ranking_small import SMALL_LEVELS, levels, ranking_summary
-from streammetrics.metrics import binary_scores, confusion, score_distribution
-from streammetrics.metrics.binary_scores import encode_weights
 from streammetrics.monitors.base import json_number, quiet, quiet_pair
-from streammetrics.monitors.binary_events import events_form
 
-__all__ = ["SNAPSHOT_KEYS", "binary_snapshot", "binary_snapshot_state"]
+__all__ = ["SNAPSHOT_KEYS", "binary_snapshot"]
 
 #: the keys of ``BinaryMonitor.snapshot()``, in its order
 SNAPSHOT_KEYS = (
@@ -42,11 +38,6 @@ SNAPSHOT_KEYS = (
     "positive_rate", "predicted_positive_rate", "mean_score",
 )
 
-_INT_LIMIT = 2.0**53
-_is_integer = float.is_integer
-_SMALL = min(SMALL_LEVELS, SMALL_KEYS)
-# the accumulators write their declared state directly (binary_snapshot_state mirrors it)
-DIRECT = binary_scores.DIRECT_STATE and confusion._DIRECT_STATE and score_distribution.DIRECT_STATE
 
 # bins per octave -> (half, c, highest c - k, highest k - c) of singleton keys around 1.0,
 # or None when the singleton keys are not those two runs (then binning.singleton decides)
@@ -136,68 +127,3 @@ def _metrics(monitor: Any, rank: dict[str, float | None], log_sum: float, brier_
         _number(pr.positive_weight / seen) if seen > 0 else None,
         _number(score_sum / seen) if seen > 0 else None,
     )))
-
-
-def _compact(weights: list[float]) -> list:
-    """Whole weights below 2**53 as ints (as ``histogram._compact`` writes them)."""
-    if all(map(_is_integer, weights)) and (not weights or -_INT_LIMIT < min(weights) and max(weights) < _INT_LIMIT):
-        return list(map(int, weights))  # the common case (unit weights: counts), in one C-level pass
-    return [int(v) if v.is_integer() and -_INT_LIMIT < v < _INT_LIMIT else v for v in weights]
-
-
-def binary_snapshot_state(monitor: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(monitor.snapshot(), monitor.to_dict())`` computed together for a small window (issue 12):
-    the levels sorted once for the ranking metrics and the histograms' JSON, each exact sum
-    expanded once for its metric and its state. Equal to the two calls (same dicts, same
-    order); windows outside the common case (a grid, scores outside [0, 1], many levels, a
-    state declared otherwise) make the two calls."""
-    small = events_form(monitor)
-    if small is not None:  # the events form: the state is the predictions
-        return binary_snapshot(monitor), {"type": monitor.type_name, "version": monitor.version,
-                                          "config": monitor._config(), "state": small}
-    sc, pr, cm = monitor.scores, monitor.predictions, monitor.confusion
-    neg_w, pos_w = sc._neg.weights, sc._pos.weights
-    pred_w = pr._hist.weights
-    if not (DIRECT and sc._binning.exact and pr._binning.exact and sc._outside == [None, None]
-            and len(neg_w) + len(pos_w) <= _SMALL and len(pred_w) <= _SMALL and not sc._units and not pr._units
-            and sc.unit_weights and pr.unit_weights):  # (weighted: the parts write sums of squared weights)
-        return monitor.snapshot(), monitor.to_dict()  # (units mode too: weights that are not whole)
-    log_sum, log_residue = sc._sums.log.parts()
-    brier_sum, brier_residue = sc._sums.brier.parts()
-    score_sum, score_residue = pr._sums[score_distribution._SUM].parts()
-    keys, neg, pos = levels(neg_w, pos_w)
-    rank = ranking_summary(neg, pos, None)
-    if sc._one_class():  # BinaryScores.roc_auc: undefined once a class has no events
-        rank["roc_auc"] = rank["roc_auc_low"] = rank["roc_auc_high"] = None
-    metrics = _metrics(monitor, rank, log_sum, brier_sum, score_sum)
-    scores = [float(k) for k in keys]
-    if 0.0 not in pred_w and pred_w.keys() == set(keys):  # every prediction labelled: the same levels
-        # (a score of 0.0 may be keyed as 0.0 or -0.0, whichever came first, in each histogram)
-        get = pred_w.get
-        pred_hist = {"scores": list(scores), "weights": _compact([float(get(k, 0.0)) for k in keys])}
-    else:
-        pred_hist = small_histograms_to_json([pred_w], ["weights"], True)
-    count, total, pred_sum, positive, pred_residue, _ = score_distribution.encode_sums_from_parts(
-        pr._sums, score_sum, score_residue)  # (float mode: no weight residues)
-    weights, weighted, _ = encode_weights((sc._wevents, sc._wsum), sc)
-    state = {
-        "type": monitor.type_name, "version": monitor.version, "config": monitor._config(),
-        "state": {
-            "predictions": {
-                "type": pr.type_name, "version": pr.version, "config": pr._config(),
-                "state": {"count": count, "total_weight": total, "score_sum": pred_sum,
-                          "positive_weight": positive, "score_sum_residue": pred_residue,
-                          "bins_per_octave": None, "histogram": pred_hist},
-            },
-            "scores": {
-                "type": sc.type_name, "version": sc.version, "config": sc._config(),
-                "state": {"events": list(sc._events), "weights": weights, "weighted": weighted,
-                          "log_loss_sum": log_sum, "brier_sum": brier_sum,
-                          "sum_residues": [log_residue, brier_residue] if log_residue or brier_residue else None,
-                          "outside_unit": None, "bins_per_octave": None,
-                          "histogram": {"scores": scores, "neg": _compact(neg), "pos": _compact(pos)}},
-            },
-            "confusion": cm.to_dict(),
-        },
-    }
-    return metrics, state

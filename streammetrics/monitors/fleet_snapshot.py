@@ -1,4 +1,4 @@
-"""``binary_snapshot_states``: many small binary windows closed in one vectorised pass (issue 12).
+"""``binary_snapshot_states``: many small binary windows in one vectorised pass (issue 12).
 
 A fleet of sparse keys closes ~100,000 windows of ~10 events where one key closes a few
 large ones. Window by window, each costs a monitor built from the template, its events applied
@@ -24,16 +24,11 @@ are concatenated into columns once and every per-window quantity comes from one 
 The log loss, Brier score and mean score are those sums divided by the window's weight (one
 IEEE division, as the one-window path), every metric a column, each window's snapshot a row
 of them under :data:`~streammetrics.monitors.fast_snapshot.SNAPSHOT_KEYS`; the state is the
-events form: the records equal ``(m.snapshot(), m.to_dict())`` of a
-monitor ``m`` built from the template and given the pane's events
-(``tests/monitors/test_fleet_snapshot.py`` holds the two to the same JSON). A pane outside the
-common case (a weight other than 1, a label not 0/1, a score not strictly inside (0, 1), more
-than :data:`FLEET_MAX_EVENTS` events or than the template's ``events_form_max``) gets None:
-the caller builds that window's monitor.
-
-A window engine queues binary events packed
-(:func:`~streammetrics.monitors.binary_packed.pack_binary_event`: the common event as one
-float, its signed score), so the columns come from one float array. For a caller that
+events form. Each pane is a ``BinaryMonitor``'s small form, its queue of signed scores (``score``
+if ``y_true`` else ``-score``: the columns come from one float array), of 1 to
+:data:`FLEET_MAX_EVENTS` events: ``BinaryMonitor.snapshot_many`` chooses them, and its records
+equal ``(m.snapshot(), m.to_dict(), m.intervals())`` computed from the monitor's parts
+(``tests/monitors/test_fleet_snapshot.py`` holds the two to the same JSON). For a caller that
 only writes the snapshot lines (replay), :func:`binary_snapshot_texts` gives each window's
 metrics and state as JSON text without a dict per window: with msgspec, every window's
 metrics in one encoder call (a struct per window) and its scores and labels in one call each,
@@ -59,7 +54,7 @@ from streammetrics.kernels.intervals import (
     z_value,
 )
 from streammetrics.kernels.ranking_small import SMALL_LEVELS, ranking_summary_columns
-from streammetrics.monitors.fast_snapshot import DIRECT, SNAPSHOT_KEYS
+from streammetrics.monitors.fast_snapshot import SNAPSHOT_KEYS
 
 __all__ = ["FLEET_MAX_EVENTS", "binary_snapshot_states", "binary_snapshot_texts"]
 
@@ -120,7 +115,7 @@ class _Columns:
 def _fleet_columns(template: Any, panes: Sequence[Sequence[Any]]) -> _Columns | None:
     """The per-window metrics and events of the panes in the common case (None: none is, or
     the template is not an empty ``exact=False`` monitor); see the module docstring."""
-    if not (DIRECT and not template.exact and panes):
+    if template.exact or not panes:
         return None
     lengths, y, s = _common_columns(panes)
     chosen = list(range(len(panes)))

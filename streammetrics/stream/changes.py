@@ -32,6 +32,7 @@ Checkpoints: what ``--compare previous`` remembers is part of the pipeline's che
 """
 from __future__ import annotations
 
+import json
 import math
 import warnings
 from typing import Any, Mapping
@@ -140,7 +141,8 @@ class Changes:
         self._changed: set[tuple[str, str]] | None = None
 
     def _baseline(self, key: tuple[str, str], snap: dict[str, Any], confidence: float) -> Baseline | None:
-        if self.mode == "reference":
+        if self.mode == "reference":  # (a slice or roll-up: the reference of its model and segment)
+            key = (snap["key"]["model"], snap["key"].get("segment", ""))
             ref = self._references.get(key)
             if ref is None:
                 return None
@@ -246,9 +248,8 @@ class Changes:
             intervals = snap.get("intervals")
             if intervals is None:
                 continue
-            key = (snap["key"]["model"], snap["key"]["segment"])
             confidence = intervals["confidence"]
-            baseline = self._baseline(key, snap, confidence)
+            baseline = self._baseline(series_key(snap), snap, confidence)
             if not baseline:
                 continue
             names = [k for k in intervals if k != "confidence" and intervals[k] is not None and k in baseline
@@ -275,6 +276,18 @@ class Changes:
             for entry, significant in zip(entries, benjamini_hochberg(p_values, self.fdr).tolist()):
                 entry["significant"] = significant
         return snaps
+
+
+def series_key(snap: Mapping[str, Any]) -> tuple[str, str]:
+    """The series a snapshot belongs to, as ``(model, segment)``: its key's, or for a slice or
+    roll-up (contract section 11: a key of several dimensions) ``(model, text)`` with ``text``
+    the JSON of ``[roll-up dimensions, sorted other key fields]``, so that no two slices or
+    roll-ups of one model share a previous window."""
+    key = snap["key"]
+    if "rollup" not in snap and len(key) == 2 and "segment" in key:
+        return key["model"], key["segment"]
+    rest = sorted((name, value) for name, value in key.items() if name != "model")
+    return key["model"], json.dumps([snap.get("rollup") or [], rest], separators=(",", ":"))
 
 
 def family(snap: Mapping[str, Any]) -> tuple[Any, Any] | None:

@@ -72,7 +72,8 @@ GAP_CONFIDENCE = 0.95
 #: metrics where a lower value is better (ranked by the largest gap)
 LOWER_IS_BETTER = frozenset(["log_loss", "brier_score", "expected_cost", "estimated_expected_cost", "ece",
                              "mean_absolute_error", "mean_squared_error", "root_mean_squared_error"])
-_SNAPSHOT_TAIL = ("window", "final", "count", "late", "revision", "labeled", "expired", "pending", "metrics", "state")
+_SNAPSHOT_TAIL = ("window", "final", "count", "late", "revision", "labeled", "expired", "pending", "metrics",
+                  "intervals", "insufficient", "state")
 
 
 @dataclass(frozen=True)

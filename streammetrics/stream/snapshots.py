@@ -197,9 +197,9 @@ def build_snapshot(
     section 3; ``labeled = count - pending - expired``). The window engine and Spark both build
     their snapshots here, so the two give the same record for the same monitor.
     ``extra_metrics(key, monitor, metrics)`` may add metrics (e.g. ``--reference``'s). An all-time
-    (``cumulative``) snapshot has no revision fields: awaiting counts are per window. A monitor
-    with ``snapshot_state()`` (``(snapshot(), to_dict())`` in one pass) gives both at once; a
-    caller that computed that pair already passes it as ``record`` with the window's ``count``
+    (``cumulative``) snapshot has no revision fields: awaiting counts are per window. A
+    caller that computed ``(snapshot(), to_dict(), intervals())`` already (``Monitor.snapshot_many``)
+    passes it as ``record`` with the window's ``count``
     (``monitor`` is then read by ``extra_metrics`` only: the window engine's windows closed many at a
     time)."""
     if record is None or count is None:
@@ -217,14 +217,9 @@ def build_snapshot(
         snap["labeled"] = count - pending - expired
         snap["expired"] = expired
         snap["pending"] = pending
-    fused = None
-    if record is None and include_state and extra_metrics is None:
-        fused = getattr(monitor, "snapshot_state", None)
-    if record is not None or fused is not None:  # metrics and state computed together (BinaryMonitor: one pass)
-        got: tuple[dict[str, Any], ...] = record if record is not None else fused()  # type: ignore[misc]
-        snap["metrics"] = metrics = got[0]
-        # a vectorised pass gives the window's intervals record third (contract section 9)
-        intervals = got[2] if len(got) > 2 else None if record is not None else _intervals_of(monitor, metrics)
+    if record is not None:  # metrics, state and intervals computed already (the engine's snapshot_many)
+        snap["metrics"] = metrics = record[0]
+        intervals = record[2] if len(record) > 2 else None
         if extra_metrics is not None:  # (a record's metrics, then the hook's: as below)
             extra_metrics(key, monitor, metrics)
             intervals = _with_extra(intervals, key, monitor, extra_metrics)
@@ -232,7 +227,7 @@ def build_snapshot(
         if cumulative:
             snap["cumulative"] = True
         if include_state:
-            snap["state"] = got[1]
+            snap["state"] = record[1]
         return snap
     snap["metrics"] = monitor.snapshot()
     if extra_metrics is not None:

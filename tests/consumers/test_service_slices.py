@@ -36,14 +36,15 @@ def make_events(seed: int, n: int = 1500) -> list[dict]:
     return out
 
 
-def replayed(events: list[dict]) -> dict[bytes, dict]:
-    pipe = Pipeline(PipelineConfig(window=WINDOW, slicing=SPEC, max_future=None))
+def replayed(events: list[dict], compare: str | None = None) -> dict[bytes, dict]:
+    pipe = Pipeline(PipelineConfig(window=WINDOW, slicing=SPEC, max_future=None, compare=compare))
     out: list[str] = []
     replay_lines([json.dumps(e).encode() for e in events], pipe, out.append)
     return {sliced_snapshot_key(s): s for s in map(json.loads, out)}
 
 
-def run_service(tmp_path, events: list[dict], partitioning: str, crash: bool) -> dict[bytes, dict]:
+def run_service(tmp_path, events: list[dict], partitioning: str, crash: bool,
+                compare: str | None = None) -> dict[bytes, dict]:
     from kafka_fakes import FakeCluster, FakeConsumer, FakeListener, FakeProducer, ManualClock
 
     from consumers.checkpoint import CheckpointStore
@@ -63,7 +64,7 @@ def run_service(tmp_path, events: list[dict], partitioning: str, crash: bool) ->
     config = ServiceConfig(bootstrap_servers="fake", topic="in", output_topic="out", window=WINDOW,
                            partitioning=partitioning, key_check=False, checkpoint_interval=0.0,
                            max_poll_records=50, max_future=None, state_dir=str(tmp_path / partitioning),
-                           slicing=SPEC)
+                           slicing=SPEC, compare=compare)
     assert config.merged and config.partials_topic
     cluster.create(config.partials_topic, 2)
     make_merger = merger_factory(config, PARTITIONS)
@@ -103,11 +104,30 @@ def run_service(tmp_path, events: list[dict], partitioning: str, crash: bool) ->
     return out
 
 
-@pytest.mark.parametrize(("partitioning", "crash"), [("key", False), ("any", False), ("any", True)])
-def test_service_slices_and_rollups_equal_replay(tmp_path, partitioning: str, crash: bool) -> None:
+@pytest.mark.parametrize(("partitioning", "crash", "compare"),
+                         [("key", False, None), ("any", False, None), ("any", True, None), ("any", False, "previous"),
+                          ("key", True, "previous")])
+def test_service_slices_and_rollups_equal_replay(tmp_path, partitioning: str, crash: bool,
+                                                 compare: str | None) -> None:
+    """(With ``--compare previous`` the roll-ups carry their ``changes`` as replay's do: the merge
+    stage annotates after rolling up.)"""
     events = make_events(3)
-    want = {k: s for k, s in replayed(events).items() if s["key"]["model"] == "m"}
-    got = {k: s for k, s in run_service(tmp_path, events, partitioning, crash).items() if s["key"]["model"] == "m"}
+    want = {k: s for k, s in replayed(events, compare).items() if s["key"]["model"] == "m"}
+    got = {k: s for k, s in run_service(tmp_path, events, partitioning, crash, compare).items()
+           if s["key"]["model"] == "m"}
+    if compare:  # every slice and roll-up is compared with its own previous window, none with another's
+        assert any("changes" in s for s in want.values() if "rollup" in s)
+        series: dict[str, list[dict]] = {}
+        for snap in want.values():
+            series.setdefault(json.dumps([snap.get("rollup"), snap["key"]], sort_keys=True), []).append(snap)
+        checked = 0
+        for snaps in series.values():
+            snaps.sort(key=lambda s: s["window"]["start"])
+            for before, after in zip(snaps, snaps[1:]):
+                for name, change in after.get("changes", {}).items():
+                    assert change["baseline"] == before["metrics"][name]
+                    checked += 1
+        assert checked > 50
     assert sorted(got) == sorted(want)
     rollups = [s for s in want.values() if "rollup" in s]
     assert {tuple(s["rollup"]) for s in rollups} == {("country",), ("model",)}
