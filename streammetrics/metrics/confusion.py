@@ -1034,7 +1034,10 @@ class ConfusionMatrix(Accumulator):
         :attr:`labels`), or of ``precision``, ``recall``, ``f1``, ``specificity`` of
         ``pos_label`` against the rest, or ``balanced_accuracy`` / ``matthews_corrcoef`` of a
         two-label matrix (:mod:`streammetrics.kernels.intervals`: continuity-corrected Wilson,
-        F1 through its binomial ``tp / (tp + fp + fn)``, MOVER, delta method). Weighted events:
+        F1 through its binomial ``tp / (tp + fp + fn)``, MOVER, delta method), or of
+        ``macro_precision``, ``macro_recall``, ``weighted_f1``, ``cohen_kappa`` and (more than two
+        labels) ``balanced_accuracy`` / ``matthews_corrcoef`` by the delta method on the ``K x K``
+        cell shares (:func:`~streammetrics.kernels.intervals.matrix_interval`). Weighted events:
         on Kish pseudo-counts from :meth:`squares`. None below the minimum rule, or for a
         weighted state loaded without its squared weights.
 
@@ -1046,15 +1049,18 @@ class ConfusionMatrix(Accumulator):
 
         z = iv.z_value(confidence)
         binary = ("precision", "recall", "f1", "specificity", "balanced_accuracy", "matthews_corrcoef")
-        if metric not in ("accuracy", "macro_f1") + binary:
-            raise ValueError(f"metric must be one of accuracy, macro_f1, {', '.join(binary)}; got {metric!r:.40}")
+        known = ("accuracy", "macro_f1") + binary + iv.MATRIX_INTERVALS
+        if metric not in known:
+            raise ValueError(f"metric must be one of {', '.join(dict.fromkeys(known))}; got {metric!r:.40}")
         names = self.labels if labels is None else self._check_labels_arg(labels)
-        if metric in ("balanced_accuracy", "matthews_corrcoef") and len(names) != 2:
-            raise ValueError(f"the {metric} interval is defined for two labels, got {len(names)}")
         squares = None if self._unit else self.squares()
         if not self._unit and squares is None:
             return None
         c = self._matrix(names)
+        if metric in iv.MATRIX_INTERVALS and (len(names) != 2 or metric not in binary):
+            if squares is not None:
+                c = c * float(iv.kish_factor(math.fsum(self._cells.values()), math.fsum(squares.values()))[0])
+            return iv.matrix_interval(c, metric, confidence)
         if metric == "accuracy":
             cells = self._cells
             correct = math.fsum(w for (t, p), w in cells.items() if t == p)
