@@ -20,7 +20,9 @@ Methods (``z`` the two-sided normal quantile of ``confidence``):
   discretisation bounds ``[roc_auc_low, roc_auc_high]`` of a binned state;
 * means of per-event terms (log loss, Brier score, mean absolute error): ``mean +- z * s / sqrt(n)``
   with ``s`` from the second moment (kept exactly, or bounded from above on bins);
-* macro F1 (multiclass): delta method over the ``K x K`` cell shares.
+* macro F1 (multiclass): delta method over the ``K x K`` cell shares; balanced accuracy, macro
+  precision and recall, weighted F1, Matthews and Cohen's kappa of ``K`` classes likewise, on the
+  logit or Fisher scale (:func:`matrix_interval`).
 
 Minimum rule (:data:`MIN_EVENTS`, :data:`MIN_CLASS_EVENTS`, :data:`MIN_MEAN_EVENTS`): a
 proportion needs 10 events in its denominator (F1: 10 in ``tp + fp + fn``), ROC AUC and
@@ -48,6 +50,7 @@ from typing import Any, Sequence
 import numpy as np
 
 __all__ = [
+    "MATRIX_INTERVALS",
     "MIN_AUC_EVENTS",
     "MIN_CLASS_EVENTS",
     "MIN_EVENTS",
@@ -73,6 +76,8 @@ __all__ = [
     "f1_intervals",
     "level_second_moments",
     "macro_f1_interval",
+    "matrix_interval",
+    "matrix_value_gradient",
     "mcc_interval",
     "mcc_intervals",
     "mean_interval",
@@ -451,6 +456,113 @@ def macro_f1_interval(matrix: Any, confidence: float = 0.95) -> Pair | None:
     smallest = float(np.min(np.where(live, c.sum(axis=1), np.inf)))  # the rarest true class sets df
     half = float(t_values(z, [max(smallest, 2.0) - 1.0])[0]) * math.sqrt(var)
     return max(macro - half, 0.0), min(macro + half, 1.0)
+
+
+#: the metrics of a ``K x K`` confusion matrix :func:`matrix_interval` gives
+MATRIX_INTERVALS = ("balanced_accuracy", "macro_precision", "macro_recall", "weighted_f1",
+                    "matthews_corrcoef", "cohen_kappa")
+
+
+def matrix_value_gradient(p: np.ndarray, metric: str) -> tuple[float, np.ndarray, bool]:
+    """``(value, d value / d p_ij, bounded in [-1, 1])`` of a metric of the cell shares ``p``
+    (rows true, columns predicted; ``r``/``s`` the row/column sums, ``d`` the diagonal). Each
+    gradient has the form ``delta_ij a_i + b_i + c_j``:
+
+    * macro recall = balanced accuracy = mean over ``r_c > 0`` of ``d_c / r_c``:
+      ``a_i = 1 / (k r_i)``, ``b_i = -d_i / (k r_i^2)``;
+    * macro precision = mean over ``s_c > 0`` of ``d_c / s_c``: ``a_j = 1 / (k s_j)``,
+      ``c_j = -d_j / (k s_j^2)``;
+    * weighted F1 = ``sum r_c F_c``, ``F_c = 2 d_c / u_c``, ``u_c = r_c + s_c``:
+      ``a_i = 2 r_i / u_i``, ``b_i = F_i - G_i``, ``c_j = -G_j``, ``G_c = 2 r_c d_c / u_c^2``;
+    * Matthews ``M = (tr - sum r s) / sqrt((1 - sum s^2)(1 - sum r^2))`` (scikit-learn's R_K):
+      ``dM = (delta_ij - s_i - r_j) / sqrt(B C) + M (s_j / B + r_i / C)``;
+    * Cohen's kappa ``(tr - e) / (1 - e)``, ``e = sum r s``:
+      ``d kappa = (delta_ij - (1 - kappa)(s_i + r_j)) / (1 - e)``."""
+    r, s, d = p.sum(axis=1), p.sum(axis=0), np.diag(p).copy()
+    if metric in ("balanced_accuracy", "macro_recall", "macro_precision"):
+        m = r if metric != "macro_precision" else s
+        live = m > 0
+        k = float(live.sum())
+        safe = np.where(live, m, 1.0)
+        value = float(np.where(live, d / safe, 0.0).sum()) / k
+        a = np.where(live, 1.0 / (k * safe), 0.0)
+        off = np.where(live, -d / (k * safe * safe), 0.0)
+        if metric == "macro_precision":
+            return value, np.diag(a) + off[None, :], False
+        return value, np.diag(a) + off[:, None], False
+    if metric == "weighted_f1":
+        u = r + s
+        live = u > 0
+        safe = np.where(live, u, 1.0)
+        f = np.where(live, 2.0 * d / safe, 0.0)
+        big_g = np.where(live, 2.0 * r * d / (safe * safe), 0.0)
+        a = np.where(live, 2.0 * r / safe, 0.0)
+        return float((r * f).sum()), np.diag(a) + (f - big_g)[:, None] - big_g[None, :], False
+    tr, e = float(d.sum()), float((r * s).sum())
+    eye = np.eye(len(d))
+    if metric == "matthews_corrcoef":
+        b, c = 1.0 - float((s * s).sum()), 1.0 - float((r * r).sum())
+        root = math.sqrt(b * c)
+        m_val = (tr - e) / root
+        g = (eye - s[:, None] - r[None, :]) / root + m_val * (s[None, :] / b + r[:, None] / c)
+        return m_val, g, True
+    kappa = (tr - e) / (1.0 - e)
+    g = (eye - (1.0 - kappa) * (s[:, None] + r[None, :])) / (1.0 - e)
+    return kappa, g, True
+
+
+def matrix_interval(matrix: Any, metric: str, confidence: float = 0.95) -> Pair | None:
+    """Interval of a :data:`MATRIX_INTERVALS` metric of a ``K x K`` (pseudo-)count matrix (rows:
+    true class; weighted windows: counts scaled by :func:`kish_factor`) by the delta method on the
+    cell shares with the multinomial covariance ``(diag(p) - p p^T) / N``: ``Var = (sum g^2 p -
+    (sum g p)^2) / N`` (``g``: :func:`matrix_value_gradient`), on the logit scale for the metrics in
+    ``[0, 1]`` and the Fisher ``atanh`` scale for Matthews and kappa (the value clipped ``1/(2N)``
+    inside its range), ``t`` of :func:`t_values` with the rarest class's events minus one degrees of
+    freedom. Minimum rule: :data:`MIN_MEAN_EVENTS` events, and :data:`MIN_CLASS_EVENTS` in every
+    class the metric averages over (macro precision: every predicted class; macro recall, balanced
+    accuracy, weighted F1: every true class; Matthews and kappa: every class, as truth and as
+    prediction, that occurs at all); None otherwise or where the metric is undefined.
+
+    >>> lo, hi = matrix_interval([[40, 5, 5], [4, 30, 6], [3, 7, 20]], "cohen_kappa")
+    >>> round(lo, 3), round(hi, 3)
+    (0.482, 0.726)
+    """
+    if metric not in MATRIX_INTERVALS:
+        raise ValueError(f"metric must be one of {', '.join(MATRIX_INTERVALS)}; got {metric!r:.40}")
+    z = z_value(confidence)
+    c = np.asarray(matrix, dtype=np.float64)
+    n = float(c.sum())
+    if not n >= MIN_MEAN_EVENTS:
+        return None
+    rows, cols = c.sum(axis=1), c.sum(axis=0)
+    if metric == "macro_precision":
+        margins = cols[cols > 0]
+    elif metric in ("matthews_corrcoef", "cohen_kappa"):
+        seen = (rows > 0) | (cols > 0)
+        margins = np.concatenate([rows[seen], cols[seen]])
+    else:
+        margins = rows[rows > 0]
+    smallest = float(margins.min()) if len(margins) else 0.0
+    if smallest < MIN_CLASS_EVENTS:
+        return None
+    p = c / n
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value, g, signed = matrix_value_gradient(p, metric)
+    if not (math.isfinite(value) and np.isfinite(g).all()):
+        return None
+    var = max(float((g * g * p).sum()) - float((g * p).sum()) ** 2, 0.0) / n
+    t = float(t_values(z, [smallest - 1.0])[0])
+    edge = 0.5 / n
+    if signed:
+        v = min(max(value, -1.0 + edge), 1.0 - edge)
+        half = t * math.sqrt(var) / (1.0 - v * v)
+        lo, hi = math.tanh(math.atanh(v) - half), math.tanh(math.atanh(v) + half)
+    else:
+        v = min(max(value, edge), 1.0 - edge)
+        half = t * math.sqrt(var) / (v * (1.0 - v))
+        centre = math.log(v / (1.0 - v))
+        lo, hi = 1.0 / (1.0 + math.exp(half - centre)), 1.0 / (1.0 + math.exp(-(centre + half)))
+    return min(lo, value), max(hi, value)
 
 
 # ---------------------------------------------------------------------------- changes

@@ -76,8 +76,6 @@ __all__ = ["ConfusionMatrix"]
 
 _INF = math.inf
 _ONE = 1.0  # the default weight object: `weight is _ONE` skips validation per event
-#: the cells of ``ConfusionMatrix._pending``, in its order (index ``y_true + 2 * y_pred``)
-PENDING_CELLS = ((0, 0), (1, 0), (0, 1), (1, 1))
 _KINDS = LABEL_KINDS
 _FAST_CLASS = {"bool": bool, "number": int, "str": str}
 _DTYPE_KINDS = {"b": "bool", "i": "number", "u": "number", "f": "number", "U": "str"}
@@ -302,12 +300,7 @@ class ConfusionMatrix(Accumulator):
         self.reset()
 
     # ------------------------------------------------------------------ state
-    _counts: dict[tuple, int]  # cell -> number of events of weight exactly 1 (read it as _n)
-    #: unit-weight events of the labels 0 and 1 that a fused per-event path
-    #: (``BinaryMonitor.update``) counted here, not yet in ``_counts``: index
-    #: ``y_true + 2 * y_pred`` (:data:`PENDING_CELLS`); reading ``_n`` adds them. Used only on
-    #: matrices whose labels are ``[0, 1]``.
-    _pending: list[int]
+    _n: dict[tuple, int]  # cell -> number of events of weight exactly 1
     #: cell -> summed weight of the other events: whole floats while every such weight is a
     #: whole number (:func:`~streammetrics.kernels.exact_weights.is_whole`), else ints of units
     #: (``UNIT`` per 1.0) in every cell ("units mode", :attr:`_exact`)
@@ -332,23 +325,6 @@ class ConfusionMatrix(Accumulator):
             self._w = _as_units(self._w)
             self._exact = True
         return self._w
-
-    @property
-    def _n(self) -> dict[tuple, int]:
-        """Cell -> number of events of weight exactly 1 (the pending counts added first)."""
-        p = self._pending
-        if p[0] or p[1] or p[2] or p[3]:
-            counts = self._counts
-            for cell, k in zip(PENDING_CELLS, p):
-                if k:
-                    counts[cell] = counts.get(cell, 0) + k
-            p[:] = (0, 0, 0, 0)
-        return self._counts
-
-    @_n.setter
-    def _n(self, counts: dict[tuple, int]) -> None:
-        self._counts = counts
-        self._pending = [0, 0, 0, 0]  # a new list: a copy starts from this one's __dict__
 
     def _check_merge(self, other: Accumulator) -> None:
         assert isinstance(other, ConfusionMatrix)
@@ -473,7 +449,7 @@ class ConfusionMatrix(Accumulator):
             and (allowed is None or (y_true in allowed and y_pred in allowed))
         ):  # hot path: known label kind, default weight
             key = (y_true, y_pred)
-            n = self._counts  # (additions commute with the pending counts)
+            n = self._n
             n[key] = n.get(key, 0) + 1
             return self
         if weight.__class__ is not float or not 0.0 <= weight < _INF:
@@ -1058,7 +1034,10 @@ class ConfusionMatrix(Accumulator):
         :attr:`labels`), or of ``precision``, ``recall``, ``f1``, ``specificity`` of
         ``pos_label`` against the rest, or ``balanced_accuracy`` / ``matthews_corrcoef`` of a
         two-label matrix (:mod:`streammetrics.kernels.intervals`: continuity-corrected Wilson,
-        F1 through its binomial ``tp / (tp + fp + fn)``, MOVER, delta method). Weighted events:
+        F1 through its binomial ``tp / (tp + fp + fn)``, MOVER, delta method), or of
+        ``macro_precision``, ``macro_recall``, ``weighted_f1``, ``cohen_kappa`` and (more than two
+        labels) ``balanced_accuracy`` / ``matthews_corrcoef`` by the delta method on the ``K x K``
+        cell shares (:func:`~streammetrics.kernels.intervals.matrix_interval`). Weighted events:
         on Kish pseudo-counts from :meth:`squares`. None below the minimum rule, or for a
         weighted state loaded without its squared weights.
 
@@ -1070,15 +1049,18 @@ class ConfusionMatrix(Accumulator):
 
         z = iv.z_value(confidence)
         binary = ("precision", "recall", "f1", "specificity", "balanced_accuracy", "matthews_corrcoef")
-        if metric not in ("accuracy", "macro_f1") + binary:
-            raise ValueError(f"metric must be one of accuracy, macro_f1, {', '.join(binary)}; got {metric!r:.40}")
+        known = ("accuracy", "macro_f1") + binary + iv.MATRIX_INTERVALS
+        if metric not in known:
+            raise ValueError(f"metric must be one of {', '.join(dict.fromkeys(known))}; got {metric!r:.40}")
         names = self.labels if labels is None else self._check_labels_arg(labels)
-        if metric in ("balanced_accuracy", "matthews_corrcoef") and len(names) != 2:
-            raise ValueError(f"the {metric} interval is defined for two labels, got {len(names)}")
         squares = None if self._unit else self.squares()
         if not self._unit and squares is None:
             return None
         c = self._matrix(names)
+        if metric in iv.MATRIX_INTERVALS and (len(names) != 2 or metric not in binary):
+            if squares is not None:
+                c = c * float(iv.kish_factor(math.fsum(self._cells.values()), math.fsum(squares.values()))[0])
+            return iv.matrix_interval(c, metric, confidence)
         if metric == "accuracy":
             cells = self._cells
             correct = math.fsum(w for (t, p), w in cells.items() if t == p)

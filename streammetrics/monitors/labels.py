@@ -79,18 +79,22 @@ def class_report(cm: ConfusionMatrix, labels: list) -> dict[str, Any]:
 
 
 #: the snapshot metrics of the multiclass and label monitors with an interval
-LABEL_INTERVALS = ("accuracy", "macro_f1")
+LABEL_INTERVALS = ("accuracy", "balanced_accuracy", "macro_precision", "macro_recall", "macro_f1", "weighted_f1",
+                   "matthews_corrcoef", "cohen_kappa")
 
 
 def label_intervals(cm: ConfusionMatrix, labels: list | None, confidence: float) -> dict[str, Any] | None:
     """The snapshot's ``intervals`` and ``insufficient`` of :data:`LABEL_INTERVALS`
-    (``ConfusionMatrix.interval``), None without labelled events."""
+    (``ConfusionMatrix.interval`` over ``labels``, default the matrix's), None without labelled
+    events."""
     from streammetrics.kernels.intervals import pairs_record
 
     if not cm.count:
         return None
-    return pairs_record({"accuracy": cm.interval("accuracy", confidence),
-                         "macro_f1": cm.interval("macro_f1", confidence, labels=labels or None)}, confidence)
+    names = labels or cm.labels
+    kw: dict[str, Any] = {"labels": names, "pos_label": names[-1]}  # (two labels: balanced accuracy and
+    return pairs_record({name: cm.interval(name, confidence, **kw)  # Matthews are symmetric in them)
+                         for name in LABEL_INTERVALS}, confidence)
 
 
 def label_metrics(cm: ConfusionMatrix, labels: list | None) -> dict[str, Any]:
@@ -439,11 +443,14 @@ class LabelMonitor(Monitor):
 
     def intervals(self, confidence: float | None = None,
                   metrics: dict[str, Any] | None = None) -> dict[str, Any] | None:
-        """The snapshot's ``intervals`` of ``accuracy`` and ``macro_f1`` (:func:`label_intervals`)."""
+        """The snapshot's ``intervals`` of :data:`LABEL_INTERVALS` on the snapshot's (with
+        ``max_labels``: folded) matrix (:func:`label_intervals`)."""
         from streammetrics.kernels.intervals import check_confidence
 
-        return label_intervals(self.confusion, None, self.confidence if confidence is None else
-                               check_confidence(confidence))
+        cm = self.confusion
+        if self._max_labels is not None:  # the snapshot's folded matrix
+            cm = self._folded_to(self._max_labels)[0]
+        return label_intervals(cm, None, self.confidence if confidence is None else check_confidence(confidence))
 
     def snapshot(self) -> dict[str, Any]:
         cm, predicted, folded = self.confusion, self._predicted, 0

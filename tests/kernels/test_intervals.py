@@ -201,8 +201,8 @@ def test_interval_names_are_checked() -> None:
         ConfusionMatrix().interval("kappa")
     with pytest.raises(ValueError, match="metric"):
         Regression().interval("rmse")
-    with pytest.raises(ValueError, match="two labels"):
-        ConfusionMatrix().update_many([0, 1, 2], [0, 1, 2]).interval("balanced_accuracy")
+    with pytest.raises(ValueError, match="metric"):
+        ConfusionMatrix().update_many([0, 1, 2], [0, 1, 2]).interval("macro_kappa")
 
 
 @settings(max_examples=25, deadline=None)
