@@ -165,8 +165,7 @@ def merger_factory(config: ServiceConfig, sources: int) -> Callable[[], Any]:
         if config.slicing is not None:
             from streammetrics.stream.slicing import Slicer
 
-            slicer = Slicer(config.slicing, include_state=config.include_state, extra_metrics=extra,
-                            factory=pipeline_config.monitor_factory())
+            slicer = Slicer(config.slicing, include_state=config.include_state, extra_metrics=extra)
         return Merger(sources, include_state=config.include_state, extra_metrics=extra,
                       max_windows=config.max_merge_windows, loader=loader, template=template,
                       alerts=config.alerts, slicer=slicer, changes=pipeline_config.changes())

@@ -418,7 +418,7 @@ def _slice_windows(cfg: _Config) -> Callable[[Any], Any]:
     def run(pdf: Any) -> Any:
         points = cfg.operating_points
         slicer = Slicer(cfg.slicing, include_state=cfg.include_state,
-                        extra_metrics=None if points is None else points.hook(), factory=cfg.factory())
+                        extra_metrics=None if points is None else points.hook())
         snaps = []
         for line in sorted(pdf["snapshot"].tolist()):
             snap = json.loads(line)

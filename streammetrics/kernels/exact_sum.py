@@ -15,9 +15,8 @@ Per-event cost. The per-event paths only ``append`` a term (or its argument) to 
 (:data:`BUFFER`, 1,024 terms); :func:`exact_units` folds a buffer in one vectorised pass
 (error-free extraction in levels, see :func:`exact_units_rows`; what is left near the ends of
 the float range has its integer mantissas summed per exponent in int64), and
-:func:`exact_units_rows` folds several buffers in the same numpy calls (:func:`fold_together`:
-a monitor's log-loss, Brier and score-sum buffers, about half the cost of three folds). Reading
-a value, merging, copying or ``to_dict`` folds first.
+:func:`exact_units_rows` folds several rows in the same numpy calls. Reading a value, merging,
+copying or ``to_dict`` folds first.
 
 JSON. :meth:`ExactSum.expansion` is the canonical non-overlapping expansion of the exact value:
 ``c0 = round(S)``, ``c1 = round(S - c0)``, ... until the rest is 0 (each ``ci`` correctly rounded,
@@ -53,7 +52,7 @@ import numpy as np
 
 __all__ = ["BUFFER", "ExactSum", "ProbabilitySums", "probability_terms", "exact_units", "exact_units_rows", "units_of",
            "float_of", "expansion_of", "from_expansion", "MAX_EXPANSION", "two_product", "add_rows", "as_array",
-           "LogLossSum", "to_pair", "from_pair", "fold_together",
+           "LogLossSum", "to_pair", "from_pair",
            "log_p_and_brier", "batch_probability_units"]
 
 #: terms a per-event buffer holds before it is folded (bounded memory, amortised numpy call)
@@ -72,7 +71,6 @@ _NEXT_LEVEL = 2.0**-41  # |r| <= ulp(sigma)/2 after a level: the next sigma is 2
 _frexp = math.frexp
 _INF = math.inf
 _ldexp = math.ldexp
-_pack_into = struct.pack_into
 
 
 def exact_units(x: Any) -> int:
@@ -630,74 +628,6 @@ class ProbabilitySums:
         out = cls()
         out._log, out._brier = log, brier
         return out
-
-
-def fold_together(sums: ProbabilitySums, score_sum: ExactSum) -> None:
-    """Fold ``sums`` (unit-weight events only pending) and ``score_sum`` in one vectorised exact
-    summation of three rows (log-loss terms, Brier terms, ``score_sum``'s terms): what
-    ``sums.fold(); score_sum.fold()`` gives, for about half the cost (a fused per-event path
-    fills both buffers, e.g. ``BinaryMonitor.update``). Any other case folds them one by one.
-
-    >>> a, b = ProbabilitySums(), ExactSum()
-    >>> a.unit.extend([0.9, -0.2]); b.terms.extend([0.9, 0.2])
-    >>> fold_together(a, b)
-    >>> a.unit, b.terms, a.log == ProbabilitySums().add_batch(np.array([0.9, -0.2])).log, b.value == 1.1
-    ([], [], True, True)
-    """
-    unit, terms = sums.unit, score_sum.terms
-    if sums.weighted or not unit or not terms:
-        sums.fold()
-        score_sum.fold()
-        return
-    n, m = len(unit), len(terms)
-    width = -(-max(n, m) // _CHUNK) * _CHUNK  # rows of whole _CHUNKs, zero-padded
-    rows = np.empty((3, width))
-    _pack_into(f"{n}d", rows.data, 0, *unit)  # the signed scores, in the log-loss row until their terms replace them
-    _pack_into(f"{m}d", rows.data, 16 * width, *terms)
-    if n < width:
-        rows[:2, n:] = 0.0
-    if m < width:
-        rows[2, m:] = 0.0
-    # probability_terms' operations, written into the rows (the log-loss row holds log(p) <= 0:
-    # its units are subtracted, the exact sum of -log(p))
-    x = rows[0, :n]
-    negative = np.signbit(x)
-    s = np.abs(x)
-    q = 1.0 - s
-    p = np.where(negative, q, s)
-    np.maximum(p, _EPS, out=p)
-    np.minimum(p, _ONE_MINUS_EPS, out=p)
-    np.log(p, out=x)
-    d = np.where(negative, s, q)
-    np.multiply(d, d, out=rows[1, :n])
-    pieces = width // _CHUNK
-    units = _scratch_units(rows.reshape(3 * pieces, _CHUNK))
-    if units is None:  # an overflowed term (ExactSum.add_array keeps it apart), or the ends of the float range
-        sums.fold()
-        score_sum.fold()
-        return
-    sums._log._units -= sum(units[:pieces])
-    sums._brier._units += sum(units[pieces : 2 * pieces])
-    score_sum._units += sum(units[2 * pieces :])
-    unit.clear()
-    terms.clear()
-
-
-def _scratch_units(a: np.ndarray) -> list[int] | None:
-    """:func:`exact_units_rows` of rows of at most :data:`_CHUNK` terms that the caller gives
-    up (overwritten): the levels of :func:`_rows_units` with one ``sigma`` for every row (a
-    scalar: cheaper passes than a column of them; a row of smaller terms may take a level
-    more, the sums are the same exact integers). None (``a`` unusable) when a term is not
-    finite or the levels would leave the float range."""
-    top = float(np.abs(a).max())
-    if not top < _INF:  # (nan compares false)
-        return None
-    if top == 0.0:
-        return [0] * a.shape[0]
-    x = _frexp(top)[1] + 11  # level 1: sigma = 2**x >= 2**11 * max|a|
-    if x >= 960 or x - 41 * _LEVELS <= -960:
-        return None
-    return _level_units(a, _ldexp(1.0, x))
 
 
 # --------------------------------------------------------------------------- exact products

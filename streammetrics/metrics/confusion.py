@@ -76,8 +76,6 @@ __all__ = ["ConfusionMatrix"]
 
 _INF = math.inf
 _ONE = 1.0  # the default weight object: `weight is _ONE` skips validation per event
-#: the cells of ``ConfusionMatrix._pending``, in its order (index ``y_true + 2 * y_pred``)
-PENDING_CELLS = ((0, 0), (1, 0), (0, 1), (1, 1))
 _KINDS = LABEL_KINDS
 _FAST_CLASS = {"bool": bool, "number": int, "str": str}
 _DTYPE_KINDS = {"b": "bool", "i": "number", "u": "number", "f": "number", "U": "str"}
@@ -302,12 +300,7 @@ class ConfusionMatrix(Accumulator):
         self.reset()
 
     # ------------------------------------------------------------------ state
-    _counts: dict[tuple, int]  # cell -> number of events of weight exactly 1 (read it as _n)
-    #: unit-weight events of the labels 0 and 1 that a fused per-event path
-    #: (``BinaryMonitor.update``) counted here, not yet in ``_counts``: index
-    #: ``y_true + 2 * y_pred`` (:data:`PENDING_CELLS`); reading ``_n`` adds them. Used only on
-    #: matrices whose labels are ``[0, 1]``.
-    _pending: list[int]
+    _n: dict[tuple, int]  # cell -> number of events of weight exactly 1
     #: cell -> summed weight of the other events: whole floats while every such weight is a
     #: whole number (:func:`~streammetrics.kernels.exact_weights.is_whole`), else ints of units
     #: (``UNIT`` per 1.0) in every cell ("units mode", :attr:`_exact`)
@@ -332,23 +325,6 @@ class ConfusionMatrix(Accumulator):
             self._w = _as_units(self._w)
             self._exact = True
         return self._w
-
-    @property
-    def _n(self) -> dict[tuple, int]:
-        """Cell -> number of events of weight exactly 1 (the pending counts added first)."""
-        p = self._pending
-        if p[0] or p[1] or p[2] or p[3]:
-            counts = self._counts
-            for cell, k in zip(PENDING_CELLS, p):
-                if k:
-                    counts[cell] = counts.get(cell, 0) + k
-            p[:] = (0, 0, 0, 0)
-        return self._counts
-
-    @_n.setter
-    def _n(self, counts: dict[tuple, int]) -> None:
-        self._counts = counts
-        self._pending = [0, 0, 0, 0]  # a new list: a copy starts from this one's __dict__
 
     def _check_merge(self, other: Accumulator) -> None:
         assert isinstance(other, ConfusionMatrix)
@@ -473,7 +449,7 @@ class ConfusionMatrix(Accumulator):
             and (allowed is None or (y_true in allowed and y_pred in allowed))
         ):  # hot path: known label kind, default weight
             key = (y_true, y_pred)
-            n = self._counts  # (additions commute with the pending counts)
+            n = self._n
             n[key] = n.get(key, 0) + 1
             return self
         if weight.__class__ is not float or not 0.0 <= weight < _INF:

@@ -29,7 +29,6 @@ from typing import Any, Mapping
 
 from streammetrics.core.state import describe
 from streammetrics.kernels.exact_weights import UNIT
-from streammetrics.metrics.confusion import PENDING_CELLS
 
 __all__ = ["EVENTS_FORM_MAX", "check_events_form", "events_form", "load_events_form", "signed_events_form"]
 
@@ -39,6 +38,8 @@ EVENTS_FORM_MAX = 256
 _KEYS = frozenset(("score", "y_true"))
 _WHOLE_LIMIT = 2**53  # (a whole weight the events form could write: at most events_form_max anyway)
 _INF = math.inf
+#: the confusion cells (y_true, y_pred) of the index ``y_true + 2 * y_pred``
+_CELLS = ((0, 0), (1, 0), (0, 1), (1, 1))
 
 
 def _whole(weights: dict, units: bool) -> dict | None:
@@ -77,7 +78,7 @@ def events_form(monitor: Any) -> dict[str, list] | None:
     scores: list[float] = []
     labels: list[int | None] = []
     threshold = monitor.threshold
-    cells = [0, 0, 0, 0]  # index y_true + 2 * y_pred, as ConfusionMatrix._pending
+    cells = [0, 0, 0, 0]  # index y_true + 2 * y_pred (:data:`_CELLS`)
     above = 0
     neg_get, pos_get = neg_w.get, pos_w.get
     for key in sorted(pred_w):
@@ -98,7 +99,7 @@ def events_form(monitor: Any) -> dict[str, list] | None:
             cells[1] += b
     if len(scores) != n or cells[0] + cells[2] != sc._events[0] or cells[1] + cells[3] != sc._events[1]:
         return None  # (a labelled score missing from the predictions: the sums above disagree)
-    if above != pr.positive_weight or {c: k for c, k in zip(PENDING_CELLS, cells) if k} != {
+    if above != pr.positive_weight or {c: k for c, k in zip(_CELLS, cells) if k} != {
             c: k for c, k in cm._n.items() if k}:
         return None
     return {"score": scores, "y_true": labels}

@@ -567,6 +567,5 @@ def snapshot_metrics(
             warnings.simplefilter("ignore", UndefinedMetricWarning)
             return ref.estimate_intervals(monitor, confidence)
 
-    hook.wants_monitor = refs.__contains__  # type: ignore[attr-defined]  # the other keys' monitors go unread
     hook.intervals = intervals  # type: ignore[attr-defined]  # (stream.snapshots adds them to the record)
     return hook

@@ -314,10 +314,9 @@ class Pipeline:
         if c.slicing is not None:  # (streammetrics.stream.slicing: keys by slice, roll-ups at output)
             from streammetrics.stream.slicing import Slicer
 
-            self._slicer = Slicer(c.slicing, include_state=c.include_state, extra_metrics=extra,
-                                  factory=c.monitor_factory())
+            self._slicer = Slicer(c.slicing, include_state=c.include_state, extra_metrics=extra)
             if c.slice_output:
-                extra = self._slicer.window_hook()
+                extra = self._slicer.hook
         self.windows = WindowManager(
             c.monitor_factory(), c.window, c.slide, c.grace,
             cumulative=c.cumulative, include_state=c.include_state, batch=c.batch, max_pending=c.max_pending,

@@ -19,8 +19,7 @@ dimension. While a window is open its slices are the window engine's keys, bound
 
 ``--rollup D1,D2`` (repeatable; ``model`` alone: the whole model): for each closed window, the
 window's slices merged over the dimensions not named (``Accumulator.merge``: no event is applied
-twice; the small windows the engine closes from their queued events, :meth:`Slicer.take_events`,
-are merged as those events, one batch update per roll-up window), published as a snapshot whose
+twice), published as a snapshot whose
 ``"key"`` holds ``model`` and the named dimensions and ``"rollup": [D1, D2]``. Merged states are
 functions of the multiset of events, so a roll-up equals the snapshot of a run keyed by its
 dimensions alone whenever no event is late in either run. A (model, window) is published, its
@@ -112,39 +111,20 @@ class SliceSpec:
         return ("segment", *self.fields)
 
 
-class _Events:
-    """A small closed window's queued events (the engine built its snapshot without a monitor):
-    its state, merged by concatenation and applied once with ``apply(monitor, events)``."""
-
-    __slots__ = ("apply", "events")
-
-    def __init__(self, events: list, apply: Callable[[Any, list], None]) -> None:
-        self.events = events
-        self.apply = apply
-
-
 class _Merged:
-    """Monitors (and queued events) merged into one. Small slice windows are merged first into a
-    pending monitor of small states (exact dictionary merges, or queues concatenated), which
-    joins the total once it holds ``_CHUNK_EVENTS`` events (or when the total is read), so that
-    a large total meets one state per chunk rather than one per slice; queued events are
-    concatenated and applied in one batch when the total is read. The result is the same state
-    (merged states are functions of the multiset of events)."""
+    """Monitors merged into one. Small slice windows are merged first into a pending monitor of
+    small states (exact dictionary merges, or queues concatenated), which joins the total once
+    it holds ``_CHUNK_EVENTS`` events (or when the total is read), so that a large total meets
+    one state per chunk rather than one per slice. The result is the same state (merged states
+    are functions of the multiset of events)."""
 
-    __slots__ = ("apply", "events", "factory", "pending", "total")
+    __slots__ = ("pending", "total")
 
-    def __init__(self, factory: Callable[[], Any] | None) -> None:
-        self.factory = factory
+    def __init__(self) -> None:
         self.total: Any = None
         self.pending: Any = None
-        self.events: list = []
-        self.apply: Callable[[Any, list], None] | None = None
 
     def add(self, source: Any) -> None:
-        if source.__class__ is _Events:
-            self.events += source.events
-            self.apply = source.apply
-            return
         pending = self.pending
         pending = self.pending = source.copy() if pending is None else pending.merge(source)
         if pending.count >= _CHUNK_EVENTS:
@@ -157,12 +137,6 @@ class _Merged:
 
     @property
     def monitor(self) -> Any:
-        if self.events:
-            assert self.factory is not None and self.apply is not None
-            built = self.factory()
-            self.apply(built, self.events)
-            self.events = []
-            self.total = built if self.total is None else self.total.merge(built)
         self._fold()
         return self.total
 
@@ -172,8 +146,8 @@ class _Rollup:
 
     __slots__ = ("count", "final", "folded", "groups", "incomplete", "late", "merged", "slices")
 
-    def __init__(self, factory: Callable[[], Any] | None) -> None:
-        self.merged = _Merged(factory)
+    def __init__(self) -> None:
+        self.merged = _Merged()
         self.final = True  # every slice final
         self.incomplete = False  # some slice published before the merge held all its partials
         self.slices: list[tuple[dict[str, Any], dict[str, Any], Any]] = []  # (key, snapshot, source)
@@ -185,7 +159,7 @@ class _Rollup:
 
 class Slicer:
     """The slicing layer: keys events by their slice (:meth:`wrap_parse`), sees each closed
-    window's monitor or queued events (:meth:`hook`, :meth:`take_events`), and turns the closed
+    window's monitor (:meth:`hook`), and turns the closed
     slice windows into slice snapshots (the budget applied) plus roll-ups (:meth:`process`). The
     service's merge stage runs :meth:`process` on its merged slice windows (``consumers.partials``).
 
@@ -195,16 +169,13 @@ class Slicer:
     watermark), each roll-up a merged monitor."""
 
     def __init__(self, spec: SliceSpec, include_state: bool = True,
-                 extra_metrics: Callable[[tuple[str, str], Any, dict[str, Any]], None] | None = None,
-                 factory: Callable[[], Any] | None = None) -> None:
+                 extra_metrics: Callable[[tuple[str, str], Any, dict[str, Any]], None] | None = None) -> None:
         self.spec = spec
         self.include_state = include_state
         self._extra = extra_metrics
-        self._factory = factory
-        self._wants: Callable[[tuple[str, str]], bool] | None = getattr(extra_metrics, "wants_monitor", None)
         #: events whose value of a dimension was beyond the window's budget (merged into ``__other__``)
         self.folded: dict[str, int] = dict.fromkeys(spec.fields, 0)
-        self._sources: dict[int, Any] = {}  # id(snapshot metrics) -> its monitor or _Events
+        self._sources: dict[int, Any] = {}  # id(snapshot metrics) -> its monitor
         # (segment, raw values) -> slice key, for string values (at most _MAX_CACHED entries:
         # past that, the key is built per event)
         self._keys: dict[tuple, str] = {}
@@ -299,20 +270,6 @@ class Slicer:
         return {"model": key[0], **dict(zip(self.spec.dims, self.key_values(key[1])))}
 
     # ------------------------------------------------------------------ monitors
-    def window_hook(self) -> Callable[[tuple[str, str], Any, dict[str, Any]], None]:
-        """The window engine's ``extra_metrics``: :meth:`hook`, which keeps the engine's
-        vectorised pass for small windows (``wants_monitor``: only the keys whose inner hook
-        reads the monitor) and takes their queued events instead (``take_events``)."""
-        wants = self._wants
-        extra = self._extra
-
-        def wants_monitor(key: tuple[str, str]) -> bool:
-            if extra is None:
-                return False
-            return True if wants is None else wants((key[0], json.loads(key[1])[0]))
-
-        return _Hook(self, wants_monitor)
-
     def hook(self, key: tuple[str, str], monitor: Any, metrics: dict[str, Any]) -> None:
         """The window engine's ``extra_metrics``: the inner hook on the slice's own key
         ``(model, segment)``, and the window's monitor noted for :meth:`process`."""
@@ -325,12 +282,6 @@ class Slicer:
         """Note ``monitor`` as the state of a slice snapshot given to :meth:`process` (a caller
         that builds the slice windows itself: Spark's slice stage, from their states)."""
         self._sources[id(snapshot["metrics"])] = monitor
-
-    def take_events(self, key: tuple[str, str], events: list, apply: Callable[[Any, list], None],
-                    metrics: dict[str, Any]) -> None:
-        """A small window the engine built from its queued ``events`` without a monitor: its
-        events stand for its state (``apply(monitor, events)`` rebuilds it)."""
-        self._sources[id(metrics)] = _Events(events, apply)
 
     # ------------------------------------------------------------------ output
     def process(self, snaps: list[dict[str, Any]], watermark_s: float | None) -> list[dict[str, Any]]:
@@ -404,7 +355,7 @@ class Slicer:
             if len(members) == 1 and members[0][0] == ident:
                 _, snap, source = members[0]
             else:  # values beyond the budget: one __other__ slice, their states merged
-                merged = _Merged(self._factory)
+                merged = _Merged()
                 for _, _, member in sorted(members, key=lambda m: m[0]):
                     merged.add(member)
                 source = merged.monitor
@@ -447,14 +398,13 @@ class Slicer:
             others = [(d, dims.index(d)) for d in spec.fields if d not in rollup] if folding else []
             fair_at = dims.index(fair) if fair is not None and fair not in rollup else None
             plans.append((rollup, where, self._source[rollup] is None, others, fair_at))
-        factory = self._factory
         for values, named, snap, source in leaves:
             count = snap["count"]
             for rollup, where, merges, others, fair_at in plans:
                 ident = tuple([values[i] for i in where])
                 r = open_.get((rollup, ident))
                 if r is None:
-                    r = open_[(rollup, ident)] = _Rollup(factory)
+                    r = open_[(rollup, ident)] = _Rollup()
                 if merges:
                     r.merged.add(source)
                 r.count += count
@@ -470,7 +420,7 @@ class Slicer:
                 if fair_at is not None:
                     group = r.groups.get(values[fair_at])
                     if group is None:
-                        group = r.groups[values[fair_at]] = _Merged(factory)
+                        group = r.groups[values[fair_at]] = _Merged()
                     group.add(source)
         built: list[tuple[tuple[int, tuple[str, ...]], dict[str, Any]]] = []
         for rollup in self._order:  # finer roll-ups first: they feed the coarser ones
@@ -534,17 +484,9 @@ class Slicer:
                 got = record[metric]
                 interval = None if got is None else (got[0], got[1])
             else:
-                interval = slice_interval(self._monitor(source), metric)
+                interval = slice_interval(source, metric)
             rows.append(gap_row(named, metric, snap["metrics"].get(metric), whole, interval, snap["count"]))
         return rows
-
-    def _monitor(self, source: Any) -> Any:
-        """A slice's monitor (built from its queued events when it has none)."""
-        if source.__class__ is not _Events:
-            return source
-        merged = _Merged(self._factory)
-        merged.add(source)
-        return merged.monitor
 
     @staticmethod
     def _fairness(groups: dict[str, Any]) -> dict[str, Any]:
@@ -556,21 +498,6 @@ class Slicer:
             cells[value] = (get((0, 0), 0.0), get((0, 1), 0.0), get((1, 0), 0.0), get((1, 1), 0.0),
                             monitor.confusion.count)
         return fairness(cells)
-
-
-class _Hook:
-    """:meth:`Slicer.hook` as the window engine's ``extra_metrics``, with the attributes the
-    engine reads: ``wants_monitor(key)`` and ``take_events``."""
-
-    __slots__ = ("slicer", "take_events", "wants_monitor")
-
-    def __init__(self, slicer: Slicer, wants_monitor: Callable[[tuple[str, str]], bool]) -> None:
-        self.slicer = slicer
-        self.wants_monitor = wants_monitor
-        self.take_events = slicer.take_events
-
-    def __call__(self, key: tuple[str, str], monitor: Any, metrics: dict[str, Any]) -> None:
-        self.slicer.hook(key, monitor, metrics)
 
 
 def _known_of(fields: tuple[str, ...]) -> Callable[[str, Callable[[str], Any]], tuple]:

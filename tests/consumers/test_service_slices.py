@@ -144,7 +144,7 @@ def test_merger_refuses_a_partial_whose_segment_is_not_a_slice_key() -> None:
     from streammetrics.stream.slicing import Slicer
     from streammetrics.stream.snapshots import build_snapshot
 
-    merger = Merger(1, slicer=Slicer(SPEC, factory=BinaryMonitor))
+    merger = Merger(1, slicer=Slicer(SPEC))
     m = BinaryMonitor().update({"y_true": 1, "score": 0.7})
     bad = build_snapshot(("m", "a"), m, 0, 60_000, final=True)
     assert merger.apply(partial_record(0, bad)) == [] and merger.counts["malformed"] == 1
@@ -161,7 +161,7 @@ def test_a_slice_window_evicted_by_the_merge_bound_marks_its_rollups_incomplete(
     from streammetrics.stream.snapshots import build_snapshot
 
     spec = SliceSpec(fields=("country", "device"), rollups=((),))
-    merger = Merger(1, slicer=Slicer(spec, factory=BinaryMonitor), max_windows=2)
+    merger = Merger(1, slicer=Slicer(spec), max_windows=2)
     out = []
     for i, country in enumerate(["de", "fr", "us"]):
         m = BinaryMonitor().update({"y_true": i % 2, "score": 0.3 + 0.2 * i})

@@ -20,7 +20,6 @@ from streammetrics.kernels.exact_sum import (
     exact_units,
     exact_units_rows,
     expansion_of,
-    fold_together,
     from_expansion,
     probability_terms,
     small_units,
@@ -85,56 +84,6 @@ def test_rows_summed_at_once_are_exact(columns):
     rows spanning more than the levels take, zero rows and huge terms fall back: all exact."""
     a = np.array(columns, dtype=np.float64).T.copy()
     assert [Fraction(u, 1 << 1074) for u in exact_units_rows(a)] == [exact(list(r)) for r in a]
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.floats(-1.0, 1.0), max_size=3 * BUFFER),
-       st.lists(st.one_of(finite, st.floats(0.0, 1.0)), max_size=BUFFER), st.booleans())
-def test_folding_together_is_folding_one_by_one(signed, score_terms, weighted):
-    a, b = ProbabilitySums(), ExactSum()
-    a.unit.extend(signed)
-    b.terms.extend(score_terms)
-    if weighted:
-        a.weighted.extend([2.0, 0.3])
-    c, d = ProbabilitySums(), ExactSum()
-    c.unit.extend(signed)
-    c.weighted.extend(a.weighted)
-    d.terms.extend(score_terms)
-    fold_together(a, b)
-    assert not (a.unit or a.weighted or b.terms)
-    assert (a.log, a.brier, b) == (c.log, c.brier, d.fold())
-
-
-def check_folded_together(signed: list[float], score_terms: list[float]) -> None:
-    """fold_together of the two buffers == folding each on its own, and exact."""
-    a, b, c, d = ProbabilitySums(), ExactSum(), ProbabilitySums(), ExactSum()
-    a.unit.extend(signed)
-    c.unit.extend(signed)
-    b.terms.extend(score_terms)
-    d.terms.extend(score_terms)
-    fold_together(a, b)
-    assert not (a.unit or b.terms)
-    assert (a.log, a.brier, b) == (c.log, c.brier, d.fold())
-    assert Fraction(b.units, 1 << 1074) == exact(score_terms)
-
-
-@pytest.mark.parametrize("n_unit, n_terms", [(1, 3000), (1024, 1024), (2500, 7), (1025, 2049)])
-def test_folding_together_long_buffers(n_unit, n_terms):
-    rng = random.Random(n_unit)
-    signed = [rng.choice([-1.0, 1.0]) * rng.random() ** 8 for _ in range(n_unit)]
-    score_terms = [rng.random() * 10.0 ** rng.randint(-30, 3) for _ in range(n_terms)]
-    check_folded_together(signed, score_terms)
-
-
-
-@pytest.mark.parametrize("tiny", [1e-200, 5e-324, 1e-80])
-def test_folding_together_rows_far_below_the_largest_term(tiny):
-    """The rows share one sigma (from the largest term of all three): a row of terms far below
-    it runs out of levels and finishes on the integer path; still exact."""
-    rng = random.Random(5)
-    signed = [rng.choice([-1.0, 1.0]) * rng.random() for _ in range(700)]
-    score_terms = [tiny * rng.random() for _ in range(1024)] + [3e5]
-    check_folded_together(signed, score_terms)
 
 
 def test_buffer_is_bounded_and_large_batches_are_exact():
