@@ -126,11 +126,11 @@ class EventColumns:
                         self.scores, repeat(None, n), weight, ident))
 
     def binary_items(self) -> np.ndarray:
-        """Binary rows in the form a window engine queues them for a ``BinaryMonitor``
-        (:func:`~streammetrics.monitors.binary_packed.pack_binary_event`, vectorised): the
-        common event (weight 1, a score strictly inside (0, 1)) as its signed score, ``score`` if
-        ``y_true`` else ``-score``; any other as its :class:`Event`. float64 when every row is
-        common, else an object array."""
+        """Binary rows in the small form's input of a ``BinaryMonitor``
+        (:meth:`~streammetrics.monitors.binary.BinaryMonitor.update_items`): the common event
+        (weight 1, a score strictly inside (0, 1)) as its signed score, ``score`` if ``y_true``
+        else ``-score``; any other as its :class:`Event`. float64 when every row is common, else
+        an object array."""
         s = self.score
         signed = np.where(self.y_true == 1, s, -s)
         common = (s > 0.0) & (s < 1.0)
