@@ -17,7 +17,9 @@ Methods (``z`` the two-sided normal quantile of ``confidence``):
 * Matthews correlation: delta method on the four cell shares, on the Fisher ``atanh`` scale;
 * ROC AUC: DeLong's variance from the placement values of the two histograms (ties count half),
   computed exactly per level, interval on the logit scale, widened by the guaranteed
-  discretisation bounds ``[roc_auc_low, roc_auc_high]`` of a binned state;
+  discretisation bounds ``[roc_auc_low, roc_auc_high]`` of a binned state; a multiclass
+  one-vs-rest mean (macro, weighted) by the mean of the classes' endpoints (conservative:
+  :func:`ovr_auc_interval`);
 * means of per-event terms (log loss, Brier score, mean absolute error): ``mean +- z * s / sqrt(n)``
   with ``s`` from the second moment (kept exactly, or bounded from above on bins);
 * macro F1 (multiclass): delta method over the ``K x K`` cell shares; balanced accuracy, macro
@@ -68,6 +70,7 @@ __all__ = [
     "interval_record",
     "kish_factor",
     "r2_intervals",
+    "root_intervals",
     "intervals_text",
     "balanced_accuracy_interval",
     "balanced_accuracy_intervals",
@@ -82,6 +85,7 @@ __all__ = [
     "mcc_intervals",
     "mean_interval",
     "mean_intervals",
+    "ovr_auc_interval",
     "pairs_record",
     "benjamini_hochberg",
     "differences",
@@ -330,6 +334,38 @@ def auc_interval(neg: Sequence[float], pos: Sequence[float], low: float, high: f
     return as_pair(*auc_intervals([0], neg, pos, low, high, z_value(confidence)))
 
 
+def ovr_auc_interval(levels: Sequence[tuple[Any, Any, float, float]], weights: Any = None,
+                     confidence: float = 0.95) -> Pair | None:
+    """Interval of a mean of one-vs-rest ROC AUCs (multiclass ``roc_auc`` macro, or weighted by
+    ``weights``): ``levels`` per class ``(neg, pos, low, high)`` (its levels in ascending score and
+    guaranteed AUC bounds). Each class's :func:`auc_intervals`; the classes' AUCs share events, and
+    their covariance is not kept, so they are combined conservatively: the weighted mean of the
+    endpoints (the standard deviation of a mean is at most the mean of the standard deviations,
+    equality at correlation 1; MOVER with correlation 1 for the asymmetric ends). None when a
+    class has fewer than :data:`MIN_AUC_EVENTS` events on either side.
+
+    >>> up = [0] * 30 + [30] * 30
+    >>> lo, hi = ovr_auc_interval([(up[::-1], up, 1.0, 1.0)] * 3)
+    >>> hi, lo < 1.0
+    (1.0, True)
+    """
+    if not len(levels):
+        return None
+    sizes = [len(neg) for neg, _, _, _ in levels]
+    if not all(sizes):
+        return None
+    starts = np.cumsum([0] + sizes[:-1])
+    neg = np.concatenate([np.asarray(x[0], dtype=np.float64) for x in levels])
+    pos = np.concatenate([np.asarray(x[1], dtype=np.float64) for x in levels])
+    lo, hi = auc_intervals(starts, neg, pos, [x[2] for x in levels], [x[3] for x in levels], z_value(confidence))
+    if np.isnan(lo).any() or np.isnan(hi).any():
+        return None
+    w = np.ones(len(levels)) if weights is None else np.asarray(weights, dtype=np.float64)
+    if not (w.sum() > 0 and (w >= 0).all()):
+        return None
+    return float(np.clip(np.average(lo, weights=w), 0.0, 1.0)), float(np.clip(np.average(hi, weights=w), 0.0, 1.0))
+
+
 # ---------------------------------------------------------------------------- means
 def level_second_moments(scores_low: Any, scores_high: Any, neg: Any, pos: Any, starts: Any = (0,),
                          need: Any = None) -> tuple[np.ndarray, np.ndarray]:
@@ -390,6 +426,13 @@ def mean_interval(mean: float, second: float, n: float, confidence: float = 0.95
                   high: float = math.inf) -> Pair | None:
     """:func:`mean_intervals` of one mean."""
     return as_pair(*mean_intervals(mean, second, n, z_value(confidence), low, high))
+
+
+def root_intervals(low: Any, high: Any) -> tuple[np.ndarray, np.ndarray]:
+    """An interval of a non-negative quantity (the MSE) mapped to its square root (the RMSE):
+    ``sqrt`` is increasing, so ``[sqrt low, sqrt high]`` covers exactly as often."""
+    low, high = _rows(low, high)
+    return np.sqrt(np.maximum(low, 0.0)), np.sqrt(np.maximum(high, 0.0))
 
 
 def r2_intervals(a: Any, b: Any, d4: Any, y4: Any, d2y2: Any, n: Any, z: float,

@@ -1076,6 +1076,40 @@ class MulticlassScores(ScoreColumns):
         low, high = average_intervals(parts[1], parts[2], average, weights)
         return float(np.average(parts[0], weights=weights)), low, high
 
+    def interval(self, metric: str, confidence: float = 0.95, k: int = 2,
+                 average: str = "macro") -> tuple[float, float] | None:
+        """Confidence interval of ``top_k_accuracy`` (``k``: continuity-corrected Wilson on the hit
+        count) or one-vs-rest ``roc_auc`` (``average`` ``"macro"`` or ``"weighted"``: the classes'
+        DeLong intervals combined conservatively,
+        :func:`~streammetrics.kernels.intervals.ovr_auc_interval`). None below the minimum rule
+        and for weighted events (the state keeps no sums of squared weights; weights are read as
+        unit when the arg-max confusion matrix is, :attr:`ConfusionMatrix.unit_weights`).
+        ``log_loss`` has none: its variance needs the sum of squared log terms, not kept."""
+        from streammetrics.kernels import intervals as iv
+
+        if metric not in ("top_k_accuracy", "roc_auc"):
+            raise ValueError(f"metric must be 'top_k_accuracy' or 'roc_auc', got {metric!r:.40}")
+        check_average(average, ("macro", "weighted"), "the roc_auc interval")
+        z = iv.z_value(confidence)
+        if not self.count or not self.confusion().unit_weights:
+            return None
+        if metric == "top_k_accuracy":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                hits = self.top_k_accuracy(k, normalize=False)
+            return iv.as_pair(*iv.wilson_many(hits, self.total_weight, z))
+        count = self.count
+        if any(not e or e == count for e in self._events):
+            return None
+        view = self._ovr_view()
+        binning = view[0]
+        levels = []
+        for keys, neg, pos in self._ovr_columns(view):
+            _, low, high = binary_auc(binning, keys, neg, pos, True)
+            levels.append((np.asarray(neg, dtype=np.float64), np.asarray(pos, dtype=np.float64), low, high))
+        weights = np.asarray(self._weight_values(), dtype=np.float64) if average == "weighted" else None
+        return iv.ovr_auc_interval(levels, weights, confidence)
+
     def roc_auc(self, multi_class: str = "ovr", average: str | None = "macro") -> Any:
         """``sklearn.metrics.roc_auc_score(y_true, scores, multi_class=..., average=...,
         labels=classes)``. ``"ovr"``: class ``c`` (column ``c``) against the rest, averaged

@@ -725,7 +725,8 @@ class Regression(Accumulator):
         return float(sd2 / w), float(m2 / w), float(sd4 / w), float(c4 / w), float(c22 / w)
 
     def interval(self, metric: str, confidence: float = 0.95) -> tuple[float, float] | None:
-        """Confidence interval of ``mae``, ``mse`` or ``r2``, weighted events on Kish pseudo-counts
+        """Confidence interval of ``mae``, ``mse``, ``rmse`` (the MSE's, square-rooted:
+        :func:`~streammetrics.kernels.intervals.root_intervals`) or ``r2``, weighted events on Kish pseudo-counts
         (``f = W / sum w^2``: :func:`~streammetrics.kernels.intervals.kish_factor`). MAE and MSE:
         ``mean +- t s / sqrt(n)`` of the per-event errors
         (:func:`~streammetrics.kernels.intervals.mean_intervals`), for MAE ``s^2`` from the exact
@@ -743,8 +744,11 @@ class Regression(Accumulator):
         from streammetrics.kernels import intervals as iv
 
         z = iv.z_value(confidence)
-        if metric not in ("mae", "mse", "r2"):
-            raise ValueError(f"metric must be 'mae', 'mse' or 'r2', got {metric!r:.40}")
+        if metric not in ("mae", "mse", "rmse", "r2"):
+            raise ValueError(f"metric must be 'mae', 'mse', 'rmse' or 'r2', got {metric!r:.40}")
+        if metric == "rmse":
+            pair = self.interval("mse", confidence)
+            return None if pair is None else iv.as_pair(*iv.root_intervals(*pair))
         squares = self.weight_squares
         total = self.total_weight
         if not self.count or squares is None or not total > 0 or not math.isfinite(total):

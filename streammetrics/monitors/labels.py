@@ -91,10 +91,15 @@ def label_intervals(cm: ConfusionMatrix, labels: list | None, confidence: float)
 
     if not cm.count:
         return None
+    return pairs_record(label_interval_pairs(cm, labels, confidence), confidence)
+
+
+def label_interval_pairs(cm: ConfusionMatrix, labels: list | None,
+                         confidence: float) -> dict[str, tuple[float, float] | None]:
+    """``{metric: (low, high) | None}`` of :data:`LABEL_INTERVALS` (:func:`label_intervals`)."""
     names = labels or cm.labels
     kw: dict[str, Any] = {"labels": names, "pos_label": names[-1]}  # (two labels: balanced accuracy and
-    return pairs_record({name: cm.interval(name, confidence, **kw)  # Matthews are symmetric in them)
-                         for name in LABEL_INTERVALS}, confidence)
+    return {name: cm.interval(name, confidence, **kw) for name in LABEL_INTERVALS}  # Matthews are symmetric)
 
 
 def label_metrics(cm: ConfusionMatrix, labels: list | None) -> dict[str, Any]:

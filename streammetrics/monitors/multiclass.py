@@ -30,8 +30,11 @@ from streammetrics.kernels.histogram import MAX_TOTAL_WEIGHT
 from streammetrics.metrics.multiclass_scores import MulticlassScores
 from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
-from streammetrics.monitors.labels import LABEL_INTERVALS, class_report, label_intervals, label_metrics
+from streammetrics.monitors.labels import LABEL_INTERVALS, class_report, label_interval_pairs, label_metrics
 from streammetrics.monitors.reference_multiclass import add_estimate_terms, estimate_terms, fold_estimate, new_estimate
+
+#: the snapshot metrics of the multiclass monitor with an interval, in order
+MULTICLASS_INTERVALS = LABEL_INTERVALS + ("top_k_accuracy", "roc_auc", "roc_auc_weighted")
 
 __all__ = [
     "CLASS_SCORE_BINS", "CLASS_SCORE_BUDGET", "CLASS_SCORE_MAX_BINS", "MulticlassMonitor", "class_score_max_bins",
@@ -559,16 +562,27 @@ class MulticlassMonitor(Monitor):
         self.update_outcomes(events)  # validates the whole batch first
         return self.update_predictions(events)
 
-    interval_metrics = LABEL_INTERVALS
+    interval_metrics = MULTICLASS_INTERVALS
 
     def intervals(self, confidence: float | None = None,
                   metrics: dict[str, Any] | None = None) -> dict[str, Any] | None:
-        """The snapshot's ``intervals`` of ``accuracy`` and ``macro_f1`` over :attr:`classes`
-        (:func:`~streammetrics.monitors.labels.label_intervals`)."""
-        from streammetrics.kernels.intervals import check_confidence
+        """The snapshot's ``intervals`` of :data:`MULTICLASS_INTERVALS`: the confusion-matrix
+        metrics over :attr:`classes` (:func:`~streammetrics.monitors.labels.label_interval_pairs`),
+        ``top_k_accuracy`` (k = 2, more than two classes) and the one-vs-rest ``roc_auc`` macro and
+        weighted (``MulticlassScores.interval``). ``log_loss`` has none (documented in
+        docs/intervals.md)."""
+        from streammetrics.kernels.intervals import check_confidence, pairs_record
 
-        return label_intervals(self.scores.confusion(), list(self.classes), self.confidence if confidence is None
-                               else check_confidence(confidence))
+        c = self.confidence if confidence is None else check_confidence(confidence)
+        sc = self.scores
+        cm = sc.confusion()
+        if not cm.count:
+            return None
+        pairs = label_interval_pairs(cm, list(self.classes), c)
+        pairs["top_k_accuracy"] = sc.interval("top_k_accuracy", c, k=2) if len(self.classes) > 2 else None
+        pairs["roc_auc"] = sc.interval("roc_auc", c)
+        pairs["roc_auc_weighted"] = sc.interval("roc_auc", c, average="weighted")
+        return pairs_record(pairs, c)
 
     def snapshot(self) -> dict[str, Any]:
         sc = self.scores

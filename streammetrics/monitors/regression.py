@@ -157,11 +157,11 @@ class RegressionMonitor(Monitor):
         return self.update_predictions(events)
 
     #: the snapshot metrics with an interval (``r2``: always null, see ``Regression.interval``)
-    interval_metrics = ("mse", "mae", "r2")
+    interval_metrics = ("mse", "mae", "r2", "rmse")
 
     def intervals(self, confidence: float | None = None,
                   metrics: dict[str, Any] | None = None) -> dict[str, Any] | None:
-        """The snapshot's ``intervals`` of ``mse``, ``mae`` and ``r2`` (``Regression.interval``),
+        """The snapshot's ``intervals`` of ``mse``, ``mae``, ``r2`` and ``rmse`` (``Regression.interval``),
         None without labelled events."""
         from streammetrics.kernels.intervals import check_confidence, pairs_record
 

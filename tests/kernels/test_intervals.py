@@ -200,7 +200,7 @@ def test_interval_names_are_checked() -> None:
     with pytest.raises(ValueError, match="metric"):
         ConfusionMatrix().interval("kappa")
     with pytest.raises(ValueError, match="metric"):
-        Regression().interval("rmse")
+        Regression().interval("mape")
     with pytest.raises(ValueError, match="metric"):
         ConfusionMatrix().update_many([0, 1, 2], [0, 1, 2]).interval("macro_kappa")
 

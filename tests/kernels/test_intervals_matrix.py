@@ -1,7 +1,8 @@
 """Intervals of the confusion-matrix metrics of ``K`` classes (issue 26 point 1: balanced
 accuracy, macro precision and recall, weighted F1, Matthews, Cohen's kappa): the delta method's
 value and gradient against scikit-learn and central differences, the minimum rule, and equality
-on every path (per event, batch, merge in any order, round trip, folded labels)."""
+on every path (per event, batch, merge in any order, round trip, folded labels); RMSE, top-k
+accuracy and the one-vs-rest ROC AUC means (point 2)."""
 from __future__ import annotations
 
 import json
@@ -16,8 +17,12 @@ from sklearn import metrics as skm
 
 import streammetrics as sm
 from streammetrics.kernels import intervals as iv
+from streammetrics.metrics.binary_scores import BinaryScores
 from streammetrics.metrics.confusion import ConfusionMatrix
+from streammetrics.metrics.multiclass_scores import MulticlassScores
+from streammetrics.metrics.regression import Regression
 from streammetrics.monitors.labels import LABEL_INTERVALS, LabelMonitor
+from streammetrics.monitors.multiclass import MULTICLASS_INTERVALS, MulticlassMonitor
 
 
 def _labels(n: int, seed: int, k: int = 3, right: float = 0.7) -> tuple[list[int], list[int]]:
@@ -138,3 +143,62 @@ def test_equal_on_every_path(n: int, seed: int, k: int, weighted: bool) -> None:
         assert per_event.interval(m) == want, m
         assert merged.interval(m) == want, m
         assert trip.interval(m) == want, m
+
+
+# ---------------------------------------------------------------------------- point 2
+def _scored(n: int, seed: int, k: int = 3) -> tuple[list[int], np.ndarray]:
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, k, n)
+    logits = rng.normal(0.0, 1.0, (n, k)) + 1.2 * np.eye(k)[y]
+    s = np.round(np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True), 3)  # (ties across levels)
+    return y.tolist(), s
+
+
+def test_rmse_interval_is_the_mse_interval_square_rooted() -> None:
+    rng = random.Random(4)
+    yt = [rng.gauss(0, 1) for _ in range(200)]
+    r = Regression().update_many(yt, [v + rng.gauss(0, 0.5) for v in yt])
+    lo, hi = r.interval("mse")
+    assert r.interval("rmse") == (lo ** 0.5, hi ** 0.5)
+    assert Regression().update_many(yt[:10], yt[:10]).interval("rmse") is None
+
+
+def test_top_k_and_ovr_auc_intervals() -> None:
+    y, s = _scored(900, 1)
+    sc = MulticlassScores([0, 1, 2]).update_many(y, s)
+    hits = skm.top_k_accuracy_score(y, s, k=2, labels=[0, 1, 2]) * 900
+    assert sc.interval("top_k_accuracy", k=2) == iv.wilson(round(hits), 900)
+    per_class = [BinaryScores().update_many([int(t == c) for t in y], s[:, c]).interval("roc_auc") for c in range(3)]
+    lo, hi = sc.interval("roc_auc")
+    assert lo == pytest.approx(np.mean([p[0] for p in per_class]), abs=1e-12)
+    assert hi == pytest.approx(np.mean([p[1] for p in per_class]), abs=1e-12)
+    assert lo < np.mean([skm.roc_auc_score([int(t == c) for t in y], s[:, c]) for c in range(3)]) < hi
+    prev = np.bincount(y) / len(y)
+    wlo, whi = sc.interval("roc_auc", average="weighted")
+    assert wlo == pytest.approx(float(np.dot(prev, [p[0] for p in per_class])), abs=1e-12)
+    assert whi == pytest.approx(float(np.dot(prev, [p[1] for p in per_class])), abs=1e-12)
+    few = MulticlassScores([0, 1, 2]).update_many(y[:40], s[:40])  # fewer than 20 of some class
+    assert few.interval("roc_auc") is None
+    assert MulticlassScores([0, 1, 2]).update_many(y, s, [2.0] * 900).interval("roc_auc") is None  # no w^2 kept
+    with pytest.raises(ValueError, match="metric"):
+        sc.interval("log_loss")
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(60, 500), st.integers(0, 10_000))
+def test_multiclass_monitor_intervals_equal_on_every_path(n: int, seed: int) -> None:
+    y, s = _scored(n, seed)
+    evs = [{"y_true": t, "scores": row.tolist()} for t, row in zip(y, s)]
+    want = MulticlassMonitor([0, 1, 2]).update_many(evs).intervals()
+    assert want is not None and list(want["intervals"])[1:] == list(MULTICLASS_INTERVALS)
+    per_event = MulticlassMonitor([0, 1, 2])
+    for e in evs:
+        per_event.update(e)
+    assert per_event.intervals() == want
+    rng = random.Random(seed)
+    order = list(range(n))
+    rng.shuffle(order)
+    parts = [MulticlassMonitor([0, 1, 2]).update_many([evs[i] for i in order[j::3]]) for j in range(3)]
+    rng.shuffle(parts)
+    assert (parts[0] + parts[1] + parts[2]).intervals() == want
+    assert sm.from_dict(json.loads(json.dumps(per_event.to_dict()))).intervals() == want

@@ -70,10 +70,14 @@ def test_windows_of_one_key_restored_from_a_checkpoint_keep_the_confidence() -> 
 
 @pytest.mark.parametrize("task, events, names", [
     ("regression", [{"y_true": float(i % 7), "y_pred": float(i % 7) + (i % 3 - 1) * 0.5} for i in range(60)],
-     ["mse", "mae", "r2"]),
-    ("labels", [{"y_true": "ab"[i % 2], "y_pred": "ab"[(i // 3) % 2]} for i in range(60)], ["accuracy", "macro_f1"]),
+     ["mse", "mae", "r2", "rmse"]),
+    ("labels", [{"y_true": "ab"[i % 2], "y_pred": "ab"[(i // 3) % 2]} for i in range(60)],
+     ["accuracy", "balanced_accuracy", "macro_precision", "macro_recall", "macro_f1", "weighted_f1",
+      "matthews_corrcoef", "cohen_kappa"]),
     ("multiclass", [{"y_true": "ab"[i % 2], "scores": [0.3, 0.7] if i % 3 else [0.8, 0.2]} for i in range(60)],
-     ["accuracy", "macro_f1"]),
+     ["accuracy", "balanced_accuracy", "macro_precision", "macro_recall", "macro_f1", "weighted_f1",
+      "matthews_corrcoef", "cohen_kappa", "top_k_accuracy", "roc_auc",
+      "roc_auc_weighted"]),
 ])
 def test_every_task_carries_intervals(tmp_path, capsys, task: str, events: list, names: list) -> None:
     path = tmp_path / "events.jsonl"
