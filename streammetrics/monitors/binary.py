@@ -324,6 +324,27 @@ class BinaryMonitor(Monitor):
         """``sum(weight * score)`` over every prediction."""
         return self.predictions.score_sum
 
+    def small_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The small form as columns, read without building the parts: ``(scores, negatives,
+        positives)``, the distinct scores ascending and the number of events of ``y_true`` 0 and 1
+        at each (float64), what the parts' exact histograms would hold (the queue holds fewer than
+        :attr:`update_queue_max` events, at most the parts' ``max_bins``); None once the monitor
+        has its parts.
+
+        >>> m = BinaryMonitor().update({"y_true": 1, "score": 0.8}).update({"y_true": 0, "score": 0.8})
+        >>> [c.tolist() for c in m.small_columns()]
+        [[0.8], [1.0], [1.0]]
+        """
+        if "_scores" in self.__dict__:
+            return None
+        signed = np.array(self._queue, dtype=np.float64)
+        scores, at = np.unique(np.abs(signed), return_inverse=True)
+        positive = signed > 0.0
+        n = len(scores)
+        pos = np.bincount(at[positive], minlength=n).astype(np.float64)
+        neg = np.bincount(at[~positive], minlength=n).astype(np.float64)
+        return scores, neg, pos
+
     def update(self, event: Mapping[str, Any] | Event) -> "BinaryMonitor":
         """Add one event. The common dict (``y_true`` 0/1 or a bool, a float ``score`` strictly
         inside (0, 1), no ``weight``) is queued: its signed score (``score`` if ``y_true``

@@ -116,6 +116,26 @@ def _scores_of(obj: Any) -> BinaryScores | None:
     return scores if isinstance(scores, BinaryScores) else None
 
 
+class _SmallWindow:
+    """A monitor in its small form, read once as ``columns``: ``(scores, negatives, positives)``
+    (:meth:`~streammetrics.monitors.binary.BinaryMonitor.small_columns`: unit weights, every
+    event labelled, exact), so that the window's parts are never built."""
+
+    __slots__ = ("columns",)
+
+    def __init__(self, columns: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        self.columns = columns
+
+
+def _small(window: Any) -> Any:
+    """``window`` as a :class:`_SmallWindow` when it is a monitor in its small form, else itself."""
+    if window.__class__ is _SmallWindow:
+        return window
+    read = getattr(window, "small_columns", None)
+    columns = read() if callable(read) else None
+    return window if columns is None else _SmallWindow(columns)
+
+
 def _distribution_of(obj: Any) -> Histogram | None:
     """``(keys, weights, binning)`` of a ScoreDistribution-like object: ``histogram()``
     giving ``(smallest score per bin, weights)`` and ``bins_per_octave`` (None: exact)."""
@@ -136,6 +156,10 @@ def window_histogram(window: Any) -> Histogram:
     to its labelled ``scores``."""
     if isinstance(window, Mapping):
         window = from_dict(window)
+    window = _small(window)
+    if window.__class__ is _SmallWindow:
+        keys, neg, pos = window.columns
+        return keys, neg + pos, ExactBinning()
     for obj in (getattr(window, "predictions", None), window):
         found = _distribution_of(obj) if obj is not None else None
         if found is not None:
@@ -172,6 +196,9 @@ def _window_squares(window: Any) -> float | bool | None:
     or a histogram read as counts; None: a weighted state without its squared weights)."""
     if isinstance(window, Mapping):
         window = from_dict(window)
+    window = _small(window)
+    if window.__class__ is _SmallWindow:
+        return True
     for obj in (getattr(window, "predictions", None), window):
         if obj is not None and _distribution_of(obj) is not None:
             if getattr(obj, "unit_weights", False):
@@ -393,6 +420,7 @@ class Reference:
         from streammetrics.kernels.intervals import check_confidence, z_value
 
         z = z_value(check_confidence(confidence))
+        window = _small(window)  # (a monitor's small form read once)
         hist = window_histogram(window)
         c, w, predicted = self._calibrated_levels(hist)
         total = float(np.sum(w))
@@ -426,11 +454,16 @@ class Reference:
     def ece(self, window: Any) -> tuple[float, float, float]:
         """``(ece, low, high)`` of a labelled window (``BinaryScores`` / ``BinaryMonitor``):
         torchmetrics' binary calibration error with ``ece_bins`` / ``ece_norm``."""
-        scores = _scores_of(window)
-        if scores is None:
-            raise TypeError("the calibration error needs a labelled window (BinaryScores or BinaryMonitor)")
-        binning = scores._binning
-        keys, table = aligned(scores._neg, scores._pos)
+        window = _small(window)
+        if window.__class__ is _SmallWindow:
+            binning: Binning = ExactBinning()
+            keys, table = window.columns[0], np.array(window.columns[1:])
+        else:
+            scores = _scores_of(window)
+            if scores is None:
+                raise TypeError("the calibration error needs a labelled window (BinaryScores or BinaryMonitor)")
+            binning = scores._binning
+            keys, table = aligned(scores._neg, scores._pos)
         lo, hi = level_bounds(binning, keys)
         x = keys.astype(np.float64) if binning.exact else representative(lo, hi)
         value = calibration.calibration_error(x, table[0], table[1], self.ece_bins, self.ece_norm)
@@ -450,9 +483,10 @@ class Reference:
         an empty window, or ``ece*`` of a window without labels); no warnings."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UndefinedMetricWarning)
+            window = _small(window)  # (a monitor's small form read once)
             hist = window_histogram(window)  # once for both families
             out: dict[str, float] = {**self._levels.drift(hist, self.psi_groups), **self._estimate(hist)}
-            labelled = _scores_of(window) is not None
+            labelled = window.__class__ is _SmallWindow or _scores_of(window) is not None
             try:
                 e = self.ece(window) if labelled else (math.nan,) * 3
             except ValueError:  # scores outside [0, 1]: no calibration error

@@ -355,3 +355,33 @@ def test_weighted_streams_match_weighted_definitions(ref, window, ref_exact):
         assert g["drift_ks_low"] - 1e-12 <= raw_ks <= g["drift_ks_high"] + 1e-12
         tol = 1e-12 * (1 + raw_w)
         assert g["drift_wasserstein_low"] - tol <= raw_w <= g["drift_wasserstein_high"] + tol
+
+
+@pytest.mark.filterwarnings("ignore::streammetrics.core.exceptions.UndefinedMetricWarning")
+@settings(max_examples=60, deadline=None)
+@given(labelled(min_size=0, max_size=80), st.lists(st.floats(0.001, 0.999), min_size=0, max_size=80),
+       st.integers(0, 1), st.sampled_from([0.3, 0.5]))
+def test_a_small_window_is_read_without_building_its_parts(ref, window_scores, first_label, threshold):
+    """A BinaryMonitor in its small form (BinaryMonitor.small_columns) gives the metrics and
+    estimate intervals of the same monitor with its parts, and keeps its small form."""
+    reference = Reference.from_arrays(*ref, threshold=threshold) if ref[0].size and ref[0].any() and not ref[
+        0].all() else Reference.from_arrays([0, 1, 1], [0.2, 0.7, 0.9], threshold=threshold)
+    small = BinaryMonitor(threshold=threshold)
+    for i, s in enumerate(window_scores):
+        small.update({"y_true": (first_label + i * i) % 2, "score": float(s)})
+    assert small.small_columns() is not None
+    # (the queue stays below the parts' max_bins: the parts it would build are exact)
+    assert BinaryMonitor.update_queue_max <= BinaryScores().max_bins
+    with_parts = small.copy()
+    with_parts.scores  # noqa: B018  (reading a part builds the parts)
+    assert with_parts.small_columns() is None
+    got = (reference.metrics(small), reference.estimate_intervals(small), reference.ece(small))
+    assert small.small_columns() is not None  # (the parts were not built)
+    want = (reference.metrics(with_parts), reference.estimate_intervals(with_parts), reference.ece(with_parts))
+    assert repr(got) == repr(want)
+    assert window_histogram_pairs(small) == window_histogram_pairs(with_parts)
+
+
+def window_histogram_pairs(monitor):
+    keys, weights, binning = reference_module.window_histogram(monitor)
+    return keys.tolist(), weights.tolist(), keys.dtype, weights.dtype, binning.exact

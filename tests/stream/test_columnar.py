@@ -42,7 +42,7 @@ def _event(rng: random.Random, task: str, t: float, keys: int) -> dict:
         raw = [rng.random() for _ in CLASSES]
         e["scores"] = [x / sum(raw) for x in raw]
     if rng.random() < 0.1:
-        e["weight"] = rng.choice([0.5, 2, 0.25, None])
+        e["weight"] = rng.choice([0.5, 2, 0.0, None])
     if rng.random() < 0.2:
         e["id"] = rng.choice(["p1", 17, -3, "ü", None])  # (not 0: binary intervals raise on a window of zero weights)
     return e
