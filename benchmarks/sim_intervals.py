@@ -18,7 +18,10 @@ Weighted windows: the same events with weights ``exp(N(0, 0.75^2))`` independent
 the weighted population metrics are the unweighted ones; Kish's effective size is about 57% of
 the count), through the kernels' weighted path (sums of squared weights). Regression: R² of
 ``y ~ N(0, 1)``, ``y_pred = y + N(0, 0.5^2)`` (0.75), also with Student-t(5) errors and with
-weights. CBPE: windows of scores only, each compared after the fact with its realised metrics
+weights. Labels: hard labels from fixed ``K x K`` cell shares (balanced accuracy, macro precision and
+recall, weighted F1, Matthews, Cohen's kappa; with weights too). Multiclass scores: softmax scores
+of ``N(1.2 e_y, I)`` rounded to 0.01, top-2 accuracy and the one-vs-rest ROC AUC means against a
+Monte Carlo truth (10^6 events). CBPE: windows of scores only, each compared after the fact with its realised metrics
 (labels drawn from the calibrated posterior, the windows' score distribution shifted or not),
 against a 5,000-event reference redrawn every 20 windows; label shift (CBPE's assumption
 violated) is printed but not a target.
@@ -37,6 +40,7 @@ import argparse
 import math
 import sys
 import time
+import warnings
 from typing import Sequence
 
 import numpy as np
@@ -411,7 +415,7 @@ def coverage_regression(n: int, windows: int, z: float, confidence: float, rng: 
 
     mae = sigma * math.sqrt(2.0 / math.pi) if errors == "normal" else sigma * math.sqrt(3.0 / 5.0) * (
         2.0 * math.sqrt(5.0) * math.gamma(3.0) / (math.sqrt(math.pi) * math.gamma(2.5) * 4.0))
-    truth = {"mae": mae, "mse": sigma * sigma, "r2": 1.0 - sigma * sigma}
+    truth = {"mae": mae, "mse": sigma * sigma, "r2": 1.0 - sigma * sigma, "rmse": sigma}
     out = {k: [0, 0] for k in truth}
     for _ in range(windows):
         y = rng.standard_normal(n)
@@ -447,6 +451,88 @@ def coverage_multiclass(n: int, windows: int, confidence: float,
                 out[k][0] += 1
                 out[k][1] += got[0] <= truth[k] <= got[1]
     return {k: (a, b) for k, (a, b) in out.items()}
+
+
+#: the label settings' populations: (class prior, probability of predicting the true class; the
+#: errors spread evenly over the other classes)
+LABEL_POPULATIONS = {"K=3 balanced": ([1 / 3] * 3, 0.7), "K=3 imbalanced": ([0.6, 0.3, 0.1], 0.8),
+                     "K=5 imbalanced": ([0.4, 0.2, 0.2, 0.1, 0.1], 0.6), "K=3 accurate": ([0.5, 0.3, 0.2], 0.95)}
+
+
+def coverage_labels(n: int, windows: int, population: str, confidence: float, rng: np.random.Generator,
+                    weighted: bool = False) -> dict[str, tuple[int, int]]:
+    """Hard labels from fixed cell shares (:data:`LABEL_POPULATIONS`), the confusion-matrix metrics
+    (:data:`~streammetrics.kernels.intervals.MATRIX_INTERVALS`) through ``ConfusionMatrix.interval``;
+    their population values are the metrics of the shares (:func:`~streammetrics.kernels.intervals.
+    matrix_value_gradient`). Weighted: weights ``exp(N(0, 0.75^2))`` independent of the events."""
+    from streammetrics.metrics.confusion import ConfusionMatrix
+
+    prior, right = LABEL_POPULATIONS[population]
+    k = len(prior)
+    shares = np.full((k, k), (1.0 - right) / (k - 1))
+    np.fill_diagonal(shares, right)
+    shares *= np.asarray(prior)[:, None]
+    truth = {m: iv.matrix_value_gradient(shares, m)[0] for m in iv.MATRIX_INTERVALS}
+    out = {m: [0, 0] for m in truth}
+    for _ in range(windows):
+        cell = rng.choice(k * k, size=n, p=shares.ravel()) if weighted else None
+        if weighted:
+            assert cell is not None
+            cm = ConfusionMatrix().update_many((cell // k).tolist(), (cell % k).tolist(),
+                                               np.exp(0.75 * rng.standard_normal(n)))
+        else:
+            row = rng.multinomial(n, shares.ravel())
+            cm = ConfusionMatrix.from_dict({"type": "ConfusionMatrix", "version": 1, "config": {"labels": None},
+                                            "state": {"unit_weights": True, "count": n, "total_weight": float(n),
+                                                      "cells": [[i // k, i % k, float(v)] for i, v in
+                                                                enumerate(row.tolist()) if v]}})
+        for m in truth:
+            got = cm.interval(m, confidence)
+            if got is not None:
+                out[m][0] += 1
+                out[m][1] += got[0] <= truth[m] <= got[1]
+    return {m: (a, b) for m, (a, b) in out.items()}
+
+
+def _mc_scores(n: int, prior: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Multiclass scores: ``x ~ N(1.2 e_y, I)``, scores ``softmax(x)`` rounded to 0.01 (ties)."""
+    y = rng.choice(len(prior), size=n, p=prior)
+    x = rng.standard_normal((n, len(prior))) + 1.2 * np.eye(len(prior))[y]
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return y, np.round(e / e.sum(axis=1, keepdims=True), 2)
+
+
+def multiclass_scores_truth(prior: np.ndarray, rng: np.random.Generator, n: int = 1_000_000) -> dict[str, float]:
+    """Population ``top_k_accuracy`` (k = 2), ``roc_auc`` macro and weighted of :func:`_mc_scores`
+    by Monte Carlo on ``n`` events (ties count half; standard error about 0.0004)."""
+    from streammetrics.metrics.multiclass_scores import MulticlassScores
+
+    y, s = _mc_scores(n, prior, rng)
+    big = MulticlassScores(list(range(len(prior)))).update_many(y, s)
+    warnings.simplefilter("ignore")  # (rounded rows do not sum to 1 exactly: scikit-learn's warning)
+    return {"top_k_accuracy": big.top_k_accuracy(k=2), "roc_auc": big.roc_auc(),
+            "roc_auc_weighted": big.roc_auc(average="weighted")}
+
+
+def coverage_multiclass_scores(n: int, windows: int, prior: Sequence[float], truth: dict[str, float],
+                               confidence: float, rng: np.random.Generator) -> dict[str, tuple[int, int]]:
+    """``top_k_accuracy`` (Wilson) and the one-vs-rest ``roc_auc`` macro and weighted (the classes'
+    DeLong intervals averaged) through ``MulticlassScores.interval``."""
+    from streammetrics.metrics.multiclass_scores import MulticlassScores
+
+    p = np.asarray(prior)
+    out = {m: [0, 0] for m in truth}
+    for _ in range(windows):
+        y, s = _mc_scores(n, p, rng)
+        sc = MulticlassScores(list(range(len(p)))).update_many(y, s)
+        got = {"top_k_accuracy": sc.interval("top_k_accuracy", confidence, k=2),
+               "roc_auc": sc.interval("roc_auc", confidence),
+               "roc_auc_weighted": sc.interval("roc_auc", confidence, average="weighted")}
+        for m, pair in got.items():
+            if pair is not None:
+                out[m][0] += 1
+                out[m][1] += pair[0] <= truth[m] <= pair[1]
+    return {m: (a, b) for m, (a, b) in out.items()}
 
 
 def _row(label: str, stats: dict[str, tuple[int, int]], windows: int, nominal: float, worst: list) -> str:
@@ -528,6 +614,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         if want(label := f"regression weighted n={n}"):
             print(_row(label, coverage_regression(n, windows, z, nominal, rng, weighted=True), windows, nominal,
                        worst))
+    for population in LABEL_POPULATIONS:
+        for n in sizes:
+            if want(label := f"labels {population} n={n}"):
+                print(_row(label, coverage_labels(n, windows, population, nominal, rng), windows, nominal, worst))
+    for n in sizes[1:-1] if not args.quick else sizes[1:]:
+        if want(label := f"labels weighted K=3 imbalanced n={n}"):
+            print(_row(label, coverage_labels(n, windows, "K=3 imbalanced", nominal, rng, weighted=True), windows,
+                       nominal, worst))
+    for prior in ([1 / 3] * 3, [0.6, 0.3, 0.1])[: 1 if args.quick else 2]:  # (quick: one setting)
+        mc_sizes = sizes[-1:] if args.quick else sizes
+        labels = [f"multiclass scores prior={[round(x, 2) for x in prior]} n={n}" for n in mc_sizes]
+        if any(want(label) for label in labels):
+            truth = multiclass_scores_truth(np.asarray(prior), rng, 100_000 if args.quick else 1_000_000)
+            for n, label in zip(mc_sizes, labels):
+                if want(label):
+                    print(_row(label, coverage_multiclass_scores(n, windows, prior, truth, nominal, rng), windows,
+                               nominal, worst))
     for n in ([200, 1000, 5000] if not args.quick else [200, 1000]):
         for shift in (0.0, 0.5):
             label = f"CBPE n={n}" + (" covariate shift 0.5" if shift else "")

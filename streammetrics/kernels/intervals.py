@@ -52,6 +52,7 @@ from typing import Any, Sequence
 import numpy as np
 
 __all__ = [
+    "JEFFREYS",
     "MATRIX_INTERVALS",
     "MIN_AUC_EVENTS",
     "MIN_CLASS_EVENTS",
@@ -501,6 +502,8 @@ def macro_f1_interval(matrix: Any, confidence: float = 0.95) -> Pair | None:
     return max(macro - half, 0.0), min(macro + half, 1.0)
 
 
+#: events added to each cell of a present true class where :func:`matrix_interval` reads the variance
+JEFFREYS = 0.5
 #: the metrics of a ``K x K`` confusion matrix :func:`matrix_interval` gives
 MATRIX_INTERVALS = ("balanced_accuracy", "macro_precision", "macro_recall", "weighted_f1",
                     "matthews_corrcoef", "cohen_kappa")
@@ -558,7 +561,10 @@ def matrix_interval(matrix: Any, metric: str, confidence: float = 0.95) -> Pair 
     """Interval of a :data:`MATRIX_INTERVALS` metric of a ``K x K`` (pseudo-)count matrix (rows:
     true class; weighted windows: counts scaled by :func:`kish_factor`) by the delta method on the
     cell shares with the multinomial covariance ``(diag(p) - p p^T) / N``: ``Var = (sum g^2 p -
-    (sum g p)^2) / N`` (``g``: :func:`matrix_value_gradient`), on the logit scale for the metrics in
+    (sum g p)^2) / N`` (``g``: :func:`matrix_value_gradient`), both read at the shares with
+    :data:`JEFFREYS` events added to every cell of each true class present (a class all right or
+    all wrong otherwise has no variance: 90% coverage at 50 events and 95% accuracy; the value
+    itself is the observed one), on the logit scale for the metrics in
     ``[0, 1]`` and the Fisher ``atanh`` scale for Matthews and kappa (the value clipped ``1/(2N)``
     inside its range), ``t`` of :func:`t_values` with the rarest class's events minus one degrees of
     freedom. Minimum rule: :data:`MIN_MEAN_EVENTS` events, and :data:`MIN_CLASS_EVENTS` in every
@@ -568,7 +574,7 @@ def matrix_interval(matrix: Any, metric: str, confidence: float = 0.95) -> Pair 
 
     >>> lo, hi = matrix_interval([[40, 5, 5], [4, 30, 6], [3, 7, 20]], "cohen_kappa")
     >>> round(lo, 3), round(hi, 3)
-    (0.482, 0.726)
+    (0.479, 0.728)
     """
     if metric not in MATRIX_INTERVALS:
         raise ValueError(f"metric must be one of {', '.join(MATRIX_INTERVALS)}; got {metric!r:.40}")
@@ -589,11 +595,14 @@ def matrix_interval(matrix: Any, metric: str, confidence: float = 0.95) -> Pair 
     if smallest < MIN_CLASS_EVENTS:
         return None
     p = c / n
+    smoothed = c + JEFFREYS * (rows > 0)[:, None]
+    q = smoothed / float(smoothed.sum())
     with np.errstate(invalid="ignore", divide="ignore"):
-        value, g, signed = matrix_value_gradient(p, metric)
+        value, _, signed = matrix_value_gradient(p, metric)
+        _, g, _ = matrix_value_gradient(q, metric)
     if not (math.isfinite(value) and np.isfinite(g).all()):
         return None
-    var = max(float((g * g * p).sum()) - float((g * p).sum()) ** 2, 0.0) / n
+    var = max(float((g * g * q).sum()) - float((g * q).sum()) ** 2, 0.0) / n
     t = float(t_values(z, [smallest - 1.0])[0])
     edge = 0.5 / n
     if signed:
