@@ -651,33 +651,19 @@ class BinaryScores(Accumulator):
         weights, weighted, weighted_residues = encode_weights((wevents, wsum), self)
         ll, brier, residues = _encode_sums(self._sums, self)
         bpo, hist = _encode_histograms((self._binning, self._neg, self._pos), self)
+        out: dict[str, Any] = {"events": list(events), "weights": weights, "weighted": weighted}
         if weighted_residues is not None:  # (an optional key: as the declared fields write it)
-            out = {"events": list(events), "weights": weights, "weighted": weighted,
-                   "weighted_residues": weighted_residues, "log_loss_sum": ll, "brier_sum": brier,
-                   "sum_residues": residues,
-                   "outside_unit": None if self._outside == [None, None] else list(self._outside),
-                   "bins_per_octave": bpo, "histogram": hist}
+            out["weighted_residues"] = weighted_residues
+        out.update(log_loss_sum=ll, brier_sum=brier, sum_residues=residues,
+                   outside_unit=None if self._outside == [None, None] else list(self._outside),
+                   bins_per_octave=bpo, histogram=hist)
+        if weighted_residues is not None or wevents[0] or wevents[1]:  # (weighted events: their squares)
             squares, square_residues = encode_squares(self._wsq, self)
             if squares is not None:
                 out["weighted_squares"] = squares
                 if square_residues is not None:
                     out["weighted_squares_residues"] = square_residues
-            return out
-        if wevents[0] or wevents[1]:
-            out = {"events": list(events), "weights": weights, "weighted": weighted, "log_loss_sum": ll,
-                   "brier_sum": brier, "sum_residues": residues,
-                   "outside_unit": None if self._outside == [None, None] else list(self._outside),
-                   "bins_per_octave": bpo, "histogram": hist}
-            squares, square_residues = encode_squares(self._wsq, self)
-            if squares is not None:
-                out["weighted_squares"] = squares
-                if square_residues is not None:
-                    out["weighted_squares_residues"] = square_residues
-            return out
-        return {"events": list(events), "weights": weights, "weighted": weighted, "log_loss_sum": ll,
-                "brier_sum": brier, "sum_residues": residues,
-                "outside_unit": None if self._outside == [None, None] else list(self._outside),
-                "bins_per_octave": bpo, "histogram": hist}
+        return out
 
     def _log_loss_sum(self) -> float:
         """Sum of ``w * -log(p)`` over the events with a score in [0, 1] (exact, rounded once)."""
