@@ -567,18 +567,7 @@ def snapshot_metrics(
                 for name, row in per_class.items():
                     rows.setdefault(name, {}).update(row)
 
-        def multiclass_intervals(key: tuple[str, str], monitor: Any,
-                                 confidence: float) -> dict[str, tuple[float, float] | None]:
-            """The intervals of the multiclass CBPE estimates
-            (:meth:`MulticlassReference.monitor_intervals`); empty without a reference or predictions."""
-            ref = refs.get(key)
-            if ref is None or not monitor.count:
-                return {}
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UndefinedMetricWarning)
-                return ref.monitor_intervals(monitor, confidence)
-
-        multiclass_hook.intervals = multiclass_intervals  # type: ignore[attr-defined]  # (stream.snapshots)
+        multiclass_hook.intervals = _estimate_intervals(refs, MulticlassReference.monitor_intervals)  # type: ignore[attr-defined]
         return multiclass_hook
     if task != "binary":
         raise ValueError(f"--reference supports the binary and multiclass tasks, not {task!r}")
@@ -591,15 +580,22 @@ def snapshot_metrics(
         ref = refs.get(key)
         metrics.update(binary_nulls if ref is None else ref.metrics(monitor))
 
+    hook.intervals = _estimate_intervals(refs, Reference.estimate_intervals)  # type: ignore[attr-defined]
+    return hook
+
+
+def _estimate_intervals(refs: Mapping[tuple[str, str], Any], read: Any) -> Any:
+    """The reference hook's ``intervals(key, monitor, confidence)``, which ``stream.snapshots`` adds to
+    the record: ``read(reference, monitor, confidence)`` (the CBPE estimates' intervals), empty for a
+    key without a reference or a window without predictions."""
+
     def intervals(key: tuple[str, str], monitor: Any, confidence: float) -> dict[str, tuple[float, float] | None]:
-        """The intervals of the CBPE estimates (:meth:`Reference.estimate_intervals`), for the
-        snapshot's ``intervals``; empty for a key without a reference or a window without predictions."""
         ref = refs.get(key)
         if ref is None or not monitor.count:
             return {}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UndefinedMetricWarning)
-            return ref.estimate_intervals(monitor, confidence)
+            result: dict[str, tuple[float, float] | None] = read(ref, monitor, confidence)
+            return result
 
-    hook.intervals = intervals  # type: ignore[attr-defined]  # (stream.snapshots adds them to the record)
-    return hook
+    return intervals
