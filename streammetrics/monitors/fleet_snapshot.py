@@ -216,7 +216,7 @@ class _Intervals:
         confidence = _dumps(self.confidence)
         out = []
         at = 0
-        for j, (p, size) in enumerate(zip(pattern.tolist(), sizes)):
+        for p, size in zip(pattern.tolist(), sizes):
             template = templates.get(p)
             if template is None:
                 parts = [f'"{name}":[%s,%s]' if p >> c & 1 else f'"{name}":null'
