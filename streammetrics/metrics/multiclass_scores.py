@@ -1053,23 +1053,28 @@ class MulticlassScores(ScoreColumns):
         class absent or alone), computed once per state (a snapshot reads the macro, weighted and
         per-class AUCs and their intervals from it; the memo is emptied by every change)."""
         memo = self._ovr_memo
-        parts = memo.get(bounds)
-        if parts is None:
+        got = memo.get(bounds)
+        if got is None:
             k, count = len(self._cols.names), self.count
-            binning = self._ovr_cached()[0][0]
+            binning, columns = self._ovr_cached()
             parts = np.full((3, k), np.nan)
-            for c, (keys, neg, pos) in enumerate(self._ovr_cached()[1]):
-                if self._events[c] and self._events[c] != count:
-                    parts[:, c] = binary_auc(binning, keys, neg, pos, bounds)
-            memo[bounds] = parts
+            with warnings.catch_warnings(record=True) as caught:  # (given again at every read)
+                warnings.simplefilter("always")
+                for c, (keys, neg, pos) in enumerate(columns):
+                    if self._events[c] and self._events[c] != count:
+                        parts[:, c] = binary_auc(binning, keys, neg, pos, bounds)
+            got = memo[bounds] = (parts, [(w.message, w.category) for w in caught])
+        parts, notes = got
+        for message, category in notes:
+            warnings.warn(message, category, stacklevel=3)
         return parts.copy()
 
-    def _ovr_cached(self) -> tuple[tuple, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
-        """``(_ovr_view(), _ovr_columns(view))``, built once per state (see :meth:`_ovr_parts`)."""
+    def _ovr_cached(self) -> tuple[Binning, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+        """``(binning, _ovr_columns())`` of the one-vs-rest set, built once per state (see
+        :meth:`_ovr_parts`)."""
         memo = self._ovr_memo
         got = memo.get("columns")
         if got is None:
-            view = self._ovr_view()
             if self._binning.exact and not self._units:
                 # the sums N[c] of _derive_ovr read from the aligned pair histograms of column c:
                 # float weights (whole, so any order of addition is exact) added in class order
@@ -1080,9 +1085,11 @@ class MulticlassScores(ScoreColumns):
                         if t != c:
                             neg = neg + w[t]
                     columns.append((keys, neg, w[c]))
+                got = (self._binning, columns)
             else:
-                columns = self._ovr_columns(view)
-            got = memo["columns"] = (view, columns)
+                view = self._ovr_view()
+                got = (view[0], self._ovr_columns(view))
+            memo["columns"] = got
         return got
 
     def _ovo(self, average: str, bounds: bool) -> tuple[float, float, float]:

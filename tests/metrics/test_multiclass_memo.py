@@ -53,3 +53,17 @@ def test_memo_follows_every_change():
     grown.reset()
     grown.update_many(y[:40], s[:40])
     assert grown.roc_auc() == other.roc_auc()
+
+
+def test_every_read_warns_as_the_first():
+    """A class whose events all weigh 0 has no defined AUC: each call warns (the memo keeps its warnings)."""
+    import warnings
+
+    sc = MulticlassScores(["a", "b", "c"]).update_many(
+        ["a", "b", "c", "a"], [[0.6, 0.3, 0.1], [0.2, 0.5, 0.3], [0.1, 0.2, 0.7], [0.5, 0.4, 0.1]],
+        [1.0, 1.0, 0.0, 1.0])
+    for _ in range(3):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            sc.roc_auc(average="weighted")
+        assert any("ROC AUC" in str(w.message) or "meaningless" in str(w.message) for w in caught)
