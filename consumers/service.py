@@ -746,16 +746,16 @@ class MetricsService:
 
         def check(chain: list[bytes], metas: list[dict[str, Any]]) -> None:  # a bad one is skipped
             checked[:] = [None, None, None]
-            data = merged(chain, metas)
-            pipeline = None
-            if local is None or reach(data) > reach(local):  # (else the state dir's wins anyway: not loaded)
-                pipeline = self._pipeline_from(self.codec.encode(partition, data["offset"], data["windows"]),
-                                               partition)
-            checked[:] = [chain, data, pipeline]
+            if local is not None and metas and reach(metas[-1]) <= reach(local):
+                checked[0] = chain  # its header's offsets do not beat the state dir's: not even decoded
+                return  # (a header understating its offsets loses nothing: the state dir's is this instance's)
+            data = merged(chain, metas)  # (offsets as the header's, else refused)
+            payload = self.codec.encode(partition, data["offset"], data["windows"])
+            checked[:] = [chain, data, self._pipeline_from(payload, partition)]
 
         chain = self.changelog.restore(partition, check)
         same = chain is not None and checked[0] is not None and len(chain) == len(checked[0]) and all(
-            a is b for a, b in zip(chain, checked[0]))  # the chain the last check decoded (and loaded)
+            a is b for a, b in zip(chain, checked[0]))  # the chain the last check passed
         remote = None if chain is None else checked[1] if same else merged(chain)
         candidates = [c for c in (local, remote) if c is not None]
         if not candidates:

@@ -14,6 +14,7 @@ from test_service_labels import fill as fill_labels
 from test_service_unit import events_with_closers, fill, final_snapshots
 
 from consumers.changelog import Changelog, latest_checkpoint
+from consumers.checkpoint import CheckpointStore
 from consumers.service import MetricsService, ServiceConfig
 
 CHANGELOG = "cl"
@@ -158,12 +159,23 @@ def test_a_restore_loads_each_partitions_state_once(monkeypatch, tmp_path: Path,
         loads.append(1)
         real(self, state)
 
+    decoded: list[str] = []
+    real_decode = CheckpointStore.decode
+
+    def decode(self: CheckpointStore, partition: int, raw: bytes, path: str | None = None) -> dict[str, Any]:
+        decoded.append(path or "state dir")
+        return real_decode(self, partition, raw, path)
+
     monkeypatch.setattr(Pipeline, "load_dict", counted)
+    monkeypatch.setattr(CheckpointStore, "decode", decode)
     service = changelog_service(cluster, state_dir)
     service.start()
     service.poll_once(timeout_ms=0)  # assignment: both partitions restored (state dir or changelog)
     assert sorted(p.saved_offset is not None for p in service.partitions.values()) == [True, True]
     assert len(loads) == 2
+    from_changelog = [d for d in decoded if "changelog" in d]
+    assert (not from_changelog) if disk else len(from_changelog) >= 2  # (the chains the state dir beats: not read)
     monkeypatch.setattr(Pipeline, "load_dict", real)
+    monkeypatch.setattr(CheckpointStore, "decode", real_decode)
     run(service)
     assert final_snapshots(cluster) == final_snapshots(reference)
