@@ -110,6 +110,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import operator
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -141,6 +142,12 @@ DEFAULT_MAX_KEYS = 100_000
 #: closed windows of at most this many events wait for the next poll to be built together
 #: (``snapshot_many``); larger ones are built when they close (their monitors are not held)
 DEFER_MAX_EVENTS = 256
+
+#: events :meth:`WindowManager.add_columns` holds staged (applied to their keys' queues together,
+#: see ``_stage``) before it applies them; the bound on that buffer (~32 bytes an event)
+STAGE_MAX_EVENTS = 1 << 18
+_SLOTS = itertools.count()
+_OPEN_FROM, _FIRST_BOUND, _SLOT = (operator.attrgetter(name) for name in ("open_from", "first_pane_bound", "slot"))
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
 _floor = math.floor
@@ -235,11 +242,13 @@ class _KeyState:
         "panes",
         "pending",
         "revising",
+        "slot",
         "tag",
     )
 
     def __init__(self, model: str) -> None:
         self.model = model  # the key's model string (events queued for the key share it)
+        self.slot = next(_SLOTS)  # a number of its own (staged events are grouped by it)
         self.panes: dict[int, Any] = {}  # pane index -> monitor
         self.pending: dict[int, list[Any]] = {}  # pane index -> queued events (batch mode)
         self.max_us: float = -math.inf  # largest event time seen (us)
@@ -390,6 +399,10 @@ class WindowManager:
         self._task = template.task if isinstance(template, Monitor) else None
         self._queue_events = batch and not small
         self._deferred: list[_Closed] = []
+        # add_columns' staged segments (see _stage): (per event: its key's state, slot, pane, time,
+        # item), applied to the keys' queues by _unstage before anything reads them
+        self._staged: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._staged_events = 0
         self._pane_us = self.spec.pane_ms * 1000
         self._max_us: float = -math.inf
         # the keys holding open or queued panes by the close_at they were entered at (stale entries,
@@ -416,6 +429,8 @@ class WindowManager:
         # is not exact in binary (16149.999...); rounding to the microsecond puts the event on the
         # side of a window boundary its decimal value says, epoch-scale timestamps included (float
         # spacing there is ~0.25 us), and the window arithmetic below is exact integer arithmetic
+        if self._staged:
+            self._unstage()
         ts_us = _floor(event.ts * 1e6 + 0.5)
         self._future_left -= 1
         if ts_us > self._future_us or self._future_left <= 0:
@@ -557,6 +572,10 @@ class WindowManager:
         watermark window: grouped by (key, pane), each group queued whole; keys taken in the
         order of their first event (keys are created, caught up and emptied in that order, as
         by :meth:`add`)."""
+        if tag is None and self._stage(lo, hi, stream_us, ts_us, panes, key_index, keys, items, changed):
+            return
+        if self._staged:
+            self._unstage()
         kx = key_index[lo:hi]
         px = panes[lo:hi]
         order = np.lexsort((px, kx))  # by key, then pane; positions ascending within each
@@ -590,10 +609,30 @@ class WindowManager:
             state = held.get(key)
             if state is None:
                 state = self._new_key(key)
-            if state.tag is None:
+            if tag is not None and state.tag is None:
                 state.tag = tag
             if changed is not None:
                 changed.add(key)
+            if g_end - g == 1 and stream_us < state.close_at:
+                # the common case (many keys, few events each): one pane of the key, no catch-up
+                pane = group_pane[g]
+                if pane >= state.open_from:
+                    chunk = values[bounds[g]:bounds[g + 1]]
+                    queue = state.pending.get(pane)
+                    if queue is None and len(chunk) < max_pending:
+                        state.pending[pane] = chunk
+                    elif queue is not None and len(queue) + len(chunk) < max_pending:
+                        queue.extend(chunk)
+                    else:
+                        self._queue_draining(state, pane, chunk, max_pending)
+                    if pane < state.first_pane_bound:
+                        self._set_first_window(state, spec.first_window_of_pane(pane))
+                    top = group_max[g]
+                    if top > state.max_us:
+                        state.max_us = top
+                    if state.armed != state.close_at:
+                        self._arm(key, state)
+                    continue
             if stream_us >= state.close_at:  # a key not in the heap catches up, as in add
                 mark = len(self._emptied)
                 self._close_by_watermark(key, state, stream_us)
@@ -648,6 +687,85 @@ class WindowManager:
             which = np.repeat(np.arange(len(emptied_at)), [len(e) for e in emptied_at])
             self._emptied.extend(emptied_keys[i] for i in which[np.argsort(at, kind="stable")].tolist())
 
+    def _stage(self, lo: int, hi: int, stream_us: int, ts_us: np.ndarray, panes: np.ndarray, key_index: np.ndarray,
+               keys: Sequence[tuple[str, str]], items: np.ndarray, changed: set[tuple[str, str]] | None) -> bool:
+        """Events ``lo:hi`` of :meth:`add_columns` held staged, as columns, when no per-event
+        decision depends on them: every key is held and needs no catch-up close (its ``close_at``
+        is past stream time; one not in the close heap is entered now), no event is late and none
+        starts an earlier first window. Their only effect is then to join their (key, pane) queues, which
+        :meth:`_unstage` does for all the staged segments at once (before a close, a poll that
+        evicts, a checkpoint, or any other path that reads a key's queues): per (key, pane) once
+        per window instead of once per batch, the same queues in the same order (drained at
+        ``max_pending`` at the same counts), and each key's ``max_us`` the largest of its events.
+        False (nothing done) when the segment needs the per-key path. Bounded by
+        :data:`STAGE_MAX_EVENTS` (reached: applied first)."""
+        kx = key_index[lo:hi]
+        used, pos = np.unique(kx, return_inverse=True)
+        ukeys = [keys[k] for k in used.tolist()]
+        found = list(map(self._keys.get, ukeys))
+        if None in found:
+            return False
+        states: list[_KeyState] = found  # type: ignore[assignment]  # (no None: checked)
+        unarmed = False  # some key holds no entry in the close heap yet (after its last close)
+        for state in states:
+            if state.armed != state.close_at:
+                if state.close_at <= stream_us:  # a catch-up close: the per-key path
+                    return False
+                unarmed = True
+        n = len(states)
+        px = panes[lo:hi]
+        if (px < np.fromiter(map(_OPEN_FROM, states), dtype=np.float64, count=n)[pos]).any() \
+                or (px < np.fromiter(map(_FIRST_BOUND, states), dtype=np.float64, count=n)[pos]).any():
+            return False
+        if self._staged_events + (hi - lo) > STAGE_MAX_EVENTS:
+            self._unstage()
+        held = np.empty(n, dtype=object)
+        held[:] = states
+        self._staged.append((held[pos], np.fromiter(map(_SLOT, states), dtype=np.int64, count=n)[pos], px,
+                             ts_us[lo:hi], items[lo:hi]))
+        self._staged_events += hi - lo
+        if changed is not None:
+            changed.update(ukeys)
+        if unarmed:  # (as _add_segment arms them: the heap's order does not depend on when)
+            for key, state in zip(ukeys, states):
+                if state.armed != state.close_at:
+                    self._arm(key, state)
+        return True
+
+    def _unstage(self) -> None:
+        """Apply the staged segments (see :meth:`_stage`): their events grouped by (key, pane),
+        in arrival order within each group, each group joining its queue as in
+        :meth:`_add_segment`."""
+        staged, self._staged = self._staged, []
+        self._staged_events = 0
+        if not staged:
+            return
+        if len(staged) == 1:
+            states, slots, px, tx, vx = staged[0]
+        else:
+            states, slots, px, tx, vx = (np.concatenate(parts) for parts in zip(*staged))
+        order = np.lexsort((px, slots))  # by key, then pane; arrival order within each (stable)
+        slot_sorted, pane_sorted = slots[order], px[order]
+        key_change = slot_sorted[1:] != slot_sorted[:-1]
+        heads = np.flatnonzero(np.concatenate(([True], key_change | (pane_sorted[1:] != pane_sorted[:-1]))))
+        key_heads = np.flatnonzero(np.concatenate(([True], key_change)))
+        bounds = [*heads.tolist(), len(order)]
+        values = vx[order].tolist()
+        max_pending = self.max_pending
+        for j, (state, pane) in enumerate(zip(states[order[heads]].tolist(), pane_sorted[heads].tolist())):
+            chunk = values[bounds[j]:bounds[j + 1]]
+            queue = state.pending.get(pane)
+            if queue is None and len(chunk) < max_pending:
+                state.pending[pane] = chunk
+            elif queue is not None and len(queue) + len(chunk) < max_pending:
+                queue.extend(chunk)
+            else:
+                self._queue_draining(state, pane, chunk, max_pending)
+        tops = np.maximum.reduceat(tx[order], key_heads).tolist()
+        for state, top in zip(states[order[key_heads]].tolist(), tops):
+            if top > state.max_us:
+                state.max_us = top
+
     def _queue_draining(self, state: _KeyState, pane: int, values: list, max_pending: int) -> None:
         """Queue ``values`` in ``pane``, applying the queue whenever it reaches ``max_pending``
         (as :meth:`add` does one event at a time)."""
@@ -669,6 +787,8 @@ class WindowManager:
         awaiting its label in every window of its ``ts``. Returns the index of the first window
         it counts in (give it back to :meth:`add_outcome` / :meth:`expire`), or None if late
         (counted, as in :meth:`add`). Raises :class:`EventRejected` like :meth:`add`."""
+        if self._staged:
+            self._unstage()
         ts_us = _floor(event.ts * 1e6 + 0.5)
         self._future_left -= 1
         if ts_us > self._future_us or self._future_left <= 0:
@@ -727,6 +847,8 @@ class WindowManager:
         self._settle(event, first_window, False)
 
     def _settle(self, event: Any, first_window: int | None, labelled: bool) -> None:
+        if self._staged:
+            self._unstage()
         key = (event.model, event.segment)
         state = self._keys.get(key)
         if state is None:
@@ -791,6 +913,8 @@ class WindowManager:
     def _emit_revisions(self) -> None:
         """One new revision per closed window that labels changed since the last emission (final,
         and forgotten, once nothing in it awaits a label)."""
+        if self._staged:
+            self._unstage()
         spec = self.spec
         for key, state in self._keys.items():
             if not state.revising:
@@ -905,6 +1029,8 @@ class WindowManager:
         if the key had stayed."""
         if self.cumulative:  # the all-time monitor is the key's point: keys stay (bounded by max_keys)
             return
+        if self._staged and emptied:
+            self._unstage()
         closed = self._closed
         bound = self.max_keys
         for key in emptied:
@@ -960,6 +1086,8 @@ class WindowManager:
         return (monitor,)
 
     def _drain_key(self, state: _KeyState) -> None:
+        if self._staged:
+            self._unstage()
         for pane in sorted(state.pending):
             self._drain_pane(state, pane)
 
@@ -992,21 +1120,7 @@ class WindowManager:
         assert k is not None
         panes = state.panes
         if s == w and not self.cumulative and not state.awaiting:
-            # tumbling windows (window j is pane j), nothing awaiting labels: the loop below, in short
-            if state.pending:  # the queued panes these windows read (later ones keep queueing)
-                for j in sorted(state.pending):
-                    if j <= last:
-                        self._drain_pane(state, j)
-            pane_ms = spec.pane_ms
-            for j in sorted(panes) if len(panes) > 1 else list(panes):
-                if j > last:
-                    break
-                monitor = panes.pop(j)
-                if j >= k:  # (a pane below the next window holds no window left to close)
-                    self._close_window(key, state, monitor, j * pane_ms, (j + 1) * pane_ms, True)
-            self._set_next_window(state, last + 1)
-            if not panes and not state.pending:
-                self._emptied.append(key)
+            self._close_tumbling(key, state, last)
             return
         if state.pending:  # the queued panes these windows read (later ones keep queueing)
             end_pane = last * s + w
@@ -1067,6 +1181,41 @@ class WindowManager:
             end = last * spec.slide_ms + spec.size_ms
             self._close_window(key, state, total, start, end, False, cumulative=True)
 
+    def _close_tumbling(self, key: tuple[str, str], state: _KeyState, last: int) -> None:
+        """:meth:`_close_through` of tumbling windows (window j is pane j) when nothing awaits a
+        label and nothing is cumulative: the queued panes up to ``last`` applied, then each open
+        pane up to ``last`` closed in order (a pane below ``next_window`` holds no window left to
+        close). The common case, a key holding one queued pane and no other, without a sort."""
+        pane_ms = self.spec.pane_ms
+        k = state.next_window
+        assert k is not None
+        pending, panes = state.pending, state.panes
+        if not panes and len(pending) == 1:
+            (j, items), = pending.items()
+            if j <= last:
+                del pending[j]
+                monitor = self._factory()
+                if self._task is not None:
+                    monitor.update_items(items)
+                else:
+                    monitor.update_events(items)
+                if j >= k:
+                    self._close_window(key, state, monitor, j * pane_ms, (j + 1) * pane_ms, True)
+        else:
+            if pending:  # the queued panes these windows read (later ones keep queueing)
+                for j in sorted(pending):
+                    if j <= last:
+                        self._drain_pane(state, j)
+            for j in sorted(panes) if len(panes) > 1 else list(panes):
+                if j > last:
+                    break
+                monitor = panes.pop(j)
+                if j >= k:
+                    self._close_window(key, state, monitor, j * pane_ms, (j + 1) * pane_ms, True)
+        self._set_next_window(state, last + 1)
+        if not panes and not pending:
+            self._emptied.append(key)
+
     def _close_window(self, key: tuple[str, str], state: _KeyState, monitor: Any, start_ms: int, end_ms: int,
                       final: bool, pending: int = 0, expired: int = 0, cumulative: bool = False) -> None:
         """A closed window's place in the ready queue: a small window of a monitor with a small
@@ -1119,6 +1268,12 @@ class WindowManager:
         return len(self._ready)
 
     @property
+    def staged_count(self) -> int:
+        """Events :meth:`add_columns` holds staged, not yet in their keys' queues (at most
+        :data:`STAGE_MAX_EVENTS`; applied before anything reads the queues)."""
+        return self._staged_events
+
+    @property
     def deferred_count(self) -> int:
         """Of :attr:`ready_count`, the small windows whose snapshots :meth:`poll` builds together
         (each holds at most :data:`DEFER_MAX_EVENTS` events)."""
@@ -1167,7 +1322,15 @@ class WindowManager:
         """Close every key's windows that the watermark passed, in ``(close_at, key)`` order: the
         keys of each due ``close_at`` sorted once (windows close at few distinct times), nothing
         for the keys not due."""
+        if self._staged:
+            self._unstage()
         times, keys, max_us = self._due_at, self._keys, self._max_us
+        spec = self.spec
+        # the last window the watermark closes (as _close_by_watermark computes it for each key);
+        # tumbling windows without labels or cumulative monitors close through _close_tumbling
+        last = int((max_us - spec.grace_ms * 1000 - spec.size_ms * 1000) // (spec.slide_ms * 1000))
+        tumbling = spec.panes_per_slide == spec.panes_per_window and not self.cumulative
+        changed = self._changed
         while times and times[0] <= max_us:
             at = heapq.heappop(times)
             due = self._due.pop(at)
@@ -1180,7 +1343,13 @@ class WindowManager:
                 if state is None or state.armed != at:
                     continue  # stale: the key closed or went since (or a duplicate)
                 state.armed = None
-                self._close_by_watermark(key, state, max_us)
+                nw = state.next_window
+                if tumbling and nw is not None and last >= nw and not state.awaiting:
+                    if changed is not None:
+                        changed.add(key)
+                    self._close_tumbling(key, state, last)
+                else:
+                    self._close_by_watermark(key, state, max_us)
                 if state.panes or state.pending:
                     self._arm(key, state)
         self._next_due = times[0] if times else math.inf
@@ -1229,6 +1398,8 @@ class WindowManager:
         return _lines_of(self._flush(True))
 
     def _flush(self, lines: bool) -> list[Any]:
+        if self._staged:
+            self._unstage()
         keys = self._keys
         for key in sorted(keys, key=_order):  # (the dict's order depends on when keys were evicted: on polls)
             self._close_open(key, keys[key])
@@ -1277,6 +1448,8 @@ class WindowManager:
 
     def open_panes(self) -> int:
         """Number of panes held in memory across all keys."""
+        if self._staged:
+            self._unstage()
         return sum(len(s.panes.keys() | s.pending.keys()) for s in self._keys.values())
 
     # ----------------------------------------------------------------- checkpoint
@@ -1284,6 +1457,8 @@ class WindowManager:
         """JSON-safe checkpoint of every key's open panes and bookkeeping (not the ready queue),
         version 1. (Version 2, written before monitors kept their own small form, also queued
         binary events as JSON numbers, their signed scores: :meth:`load_dict` reads it.)"""
+        if self._staged:
+            self._unstage()
         keys = [self._key_entry(model, segment, st) for (model, segment), st in self._keys.items()]
         return {"type": "WindowManager", "version": 1, "spec": self.spec.to_dict(), "keys": keys,
                 "closed": [[m, g, nw, late] for (m, g), (nw, late) in self._closed.items()],
@@ -1336,6 +1511,8 @@ class WindowManager:
         """What :meth:`take_changed_keys` says changed, as a checkpoint delta: :meth:`apply_delta`
         of the previous :meth:`to_dict` and this equals :meth:`to_dict` now. Cost O(changed keys)
         (no monitor of an unchanged key is written)."""
+        if self._staged:
+            self._unstage()
         held = self._keys
         # keys created since the last delta are the last ones held, in creation order (apply_delta
         # appends them in this order); the other changed keys keep their place
@@ -1499,6 +1676,7 @@ class WindowManager:
         self._emptied, self._emptied_old, self._evict_pane = [], [], -math.inf
         self._ready = []
         self._deferred = []
+        self._staged, self._staged_events = [], 0
         self._revised = any(r.dirty for st in keys.values() for r in st.revising.values())
         self._rev_pane = rev_pane
         if self._changed is not None:  # the loaded state is the base of the next delta
