@@ -234,7 +234,8 @@ def balanced_accuracy_intervals(tn: Any, fp: Any, fn: Any, tp: Any, z: float) ->
 def _halves(lo: np.ndarray, hi: np.ndarray, parts: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """Interval columns of ``parts`` stacked blocks of rows (one :func:`wilson_many` call for
     several proportions: elementwise, so each block as if alone), block by block."""
-    return list(zip(np.split(lo, parts), np.split(hi, parts)))
+    rows = len(lo) // parts
+    return [(lo[i * rows:(i + 1) * rows], hi[i * rows:(i + 1) * rows]) for i in range(parts)]
 
 
 def _balanced_of(tn: np.ndarray, fp: np.ndarray, fn: np.ndarray, tp: np.ndarray,

@@ -306,3 +306,5 @@ def test_confusion_intervals_stack_proportions_bit_for_bit() -> None:
     r, s = tp / np.where(ok, tp + fn, 1.0), tn / np.where(ok, tn + fp, 1.0)
     lo = np.where(ok, np.clip((r + s - np.sqrt((r - rl) ** 2 + (s - sl) ** 2)) / 2.0, 0.0, 1.0), np.nan)
     np.testing.assert_array_equal(iv.balanced_accuracy_intervals(tn, fp, fn, tp, z)[0], lo)
+    empty = iv.confusion_intervals(*np.zeros((0, 4)).T, z)
+    assert all(len(lo) == len(hi) == 0 for lo, hi in empty.values())
