@@ -312,3 +312,14 @@ def test_many_keys_evicted_and_forgotten(config):
     got = _run(lines, True, chunks, **config)
     assert got[1] == want[1] and got[2] == want[2] and got[3] == want[3] and got[0] == want[0]
     assert want[2]["keys_evicted"] > 100
+
+
+def test_object_column_keeps_each_value_whole() -> None:
+    """Events, labels and tuples become one element each (assigning a list to an object slice
+    would try to broadcast equal-length tuples into a second dimension)."""
+    from streammetrics.events.columns import object_column
+
+    values = [(0.2, 0.8), (0.5, 0.5), "a", 3]
+    col = object_column(values)
+    assert col.shape == (4,) and col.dtype == object and col.tolist() == values
+    assert object_column([]).shape == (0,)
