@@ -215,6 +215,10 @@ class ServiceConfig:
     metrics_keys: int = 100
     max_future: float | None = DEFAULT_MAX_FUTURE
     max_keys: int | None = DEFAULT_MAX_KEYS
+    #: ``--max-snapshot-bytes``: published snapshots longer than this degrade (state coarsened or
+    #: dropped, flagged, counted); the producer's ``max_request_size`` bounds them anyway. Partials
+    #: (``--partitioning any``, slices) keep their state: the merge stage applies the bound
+    max_snapshot_bytes: int | None = None
     metrics_max_connections: int = 16
     metrics_timeout: float = 10.0
     #: label-free metrics per (model, segment) against a reference (``--reference``), None: off
@@ -629,6 +633,8 @@ class MetricsService:
         # the pipeline degrades snapshots over the producer's limit itself (coarser state, then no
         # state); _publish_ready still checks each record with its actual key
         limit = self.max_record_bytes - RECORD_OVERHEAD - SNAPSHOT_KEY_ROOM
+        if self.config.max_snapshot_bytes is not None and not self.config.merged:
+            limit = min(limit, self.config.max_snapshot_bytes)
         config = self.config.pipeline_config(max_snapshot_bytes=max(limit, 1))
         if self.parser.fast_decode is None:  # msgspec turned off (benchmarks' "json only")
             config = dataclasses.replace(config, fast_json=False)
@@ -1505,11 +1511,14 @@ class MetricsService:
                        wrap: Callable[[dict[str, Any]], bytes] | None = None, *,
                        line: str | None = None) -> bytes | None:
         """The record value of ``snap`` (``wrap``: how it is encoded, default its snapshot line;
-        ``line``: that line if already encoded), without its state if over the producer's limit,
-        None (dropped, counted) if still over."""
+        ``line``: that line if already encoded), without its state if over the producer's limit
+        (or, for a published snapshot, ``wrap`` None, over ``--max-snapshot-bytes``), None
+        (dropped, counted) if still over."""
         encode = wrap or (lambda s: snapshot_line(s).encode())
         value = line.encode() if line is not None and wrap is None else encode(snap)
         room = self.max_record_bytes - RECORD_OVERHEAD - len(key)
+        if wrap is None and self.config.max_snapshot_bytes is not None:
+            room = min(room, self.config.max_snapshot_bytes)
         if len(value) > room:
             return self._shrink_snapshot(snap, value, room, encode)
         return value
@@ -1637,14 +1646,14 @@ class MetricsService:
             if len(value) <= room:
                 self.counts["snapshot_states_dropped"] = self.counts.get("snapshot_states_dropped", 0) + 1
                 self.metrics.oversized_snapshots.labels("state_dropped").inc()
-                log.warning("snapshot %s is %d bytes, over the producer's max_request_size (%d): published "
-                            "without its state", snap["key"], size, self.max_record_bytes)
+                log.warning("snapshot %s is %d bytes, over its limit (%d bytes: the producer's max_request_size "
+                            "or --max-snapshot-bytes): published without its state", snap["key"], size, room)
                 return value
         self.counts["snapshots_dropped"] = self.counts.get("snapshots_dropped", 0) + 1
         self.metrics.oversized_snapshots.labels("dropped").inc()
-        log.error("snapshot %s window %s is %d bytes even without its state, over the producer's "
-                  "max_request_size (%d): not published", snap["key"], snap["window"], len(value),
-                  self.max_record_bytes)
+        log.error("snapshot %s window %s is %d bytes even without its state, over its limit (%d bytes: the "
+                  "producer's max_request_size or --max-snapshot-bytes): not published", snap["key"],
+                  snap["window"], len(value), room)
         return None
 
     def _dead_letter(self, rec: Any, problems: list[Problem]) -> None:

@@ -1065,6 +1065,9 @@ class ConfusionMatrix(Accumulator):
         if metric not in known:
             raise ValueError(f"metric must be one of {', '.join(dict.fromkeys(known))}; got {metric!r:.40}")
         names = self.labels if labels is None else self._check_labels_arg(labels)
+        on_matrix = metric in iv.MATRIX_INTERVALS and (len(names) != 2 or metric not in binary)
+        if (on_matrix or metric == "macro_f1") and self._unit and self.count < iv.MIN_MEAN_EVENTS:
+            return None  # (the minimum rule of matrix_interval / macro_f1_interval: fewer events in the matrix)
         squares = None if self._unit else self.squares()
         if not self._unit and squares is None:
             return None

@@ -972,10 +972,17 @@ class MulticlassScores(ScoreColumns):
     def confusion(self) -> ConfusionMatrix:
         """:class:`~streammetrics.ConfusionMatrix` (``labels=classes``) of the arg-max
         predictions (ties: the first maximal score, as ``numpy.argmax``)."""
-        names = self._cols.names
-        cells = self._cells
-        counts = dict(zip([(names[t], names[p]) for t, p in cells], values_of(list(cells.values()))))
-        return ConfusionMatrix._from_counts(list(names), counts, self.count)
+        return self._confusion().copy()
+
+    def _confusion(self) -> ConfusionMatrix:
+        """:meth:`confusion`, built once per state (see :meth:`_ovr_parts`; not to be changed)."""
+        cm = self._ovr_memo.get("confusion")
+        if cm is None:
+            names = self._cols.names
+            cells = self._cells
+            counts = dict(zip([(names[t], names[p]) for t, p in cells], values_of(list(cells.values()))))
+            cm = self._ovr_memo["confusion"] = ConfusionMatrix._from_counts(list(names), counts, self.count)
+        return cm
 
     # ------------------------------------------------------------------ ranking
     def _columns(self) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -1135,7 +1142,7 @@ class MulticlassScores(ScoreColumns):
             raise ValueError(f"metric must be 'top_k_accuracy' or 'roc_auc', got {metric!r:.40}")
         check_average(average, ("macro", "weighted"), "the roc_auc interval")
         z = iv.z_value(confidence)
-        if not self.count or not self.confusion().unit_weights:
+        if not self.count or not self._confusion().unit_weights:
             return None
         if metric == "top_k_accuracy":
             with warnings.catch_warnings():

@@ -260,15 +260,16 @@ class _Levels:
     def drift(self, window: Histogram, psi_groups: int) -> dict[str, float]:
         """The ``drift_*`` metrics of a window histogram (see the module docstring)."""
         keys, a, b, lo, hi, binning = self.aligned(window)
-        ks_low, ks_high = drift.ks_bounds(a, b, binning.singleton(keys))
-        w_low, w_high = drift.wasserstein_bounds(lo, hi, a, b)
+        cdfs = drift.ecdfs(a, b)  # (once for the four statistics)
+        ks_low, ks_high = drift.ks_bounds(a, b, binning.singleton(keys), cdfs)
+        w_low, w_high = drift.wasserstein_bounds(lo, hi, a, b, cdfs)
         groups = drift.quantile_groups(b, psi_groups)
         ma, mb = drift.group_masses(a, groups), drift.group_masses(b, groups)
         return {
-            "drift_ks": drift.ks(a, b),
+            "drift_ks": drift.ks(a, b, cdfs),
             "drift_ks_low": ks_low,
             "drift_ks_high": ks_high,
-            "drift_wasserstein": drift.wasserstein(keys if binning.exact else representative(lo, hi), a, b),
+            "drift_wasserstein": drift.wasserstein(keys if binning.exact else representative(lo, hi), a, b, cdfs),
             "drift_wasserstein_low": w_low,
             "drift_wasserstein_high": w_high,
             "drift_psi": drift.psi(ma, mb),

@@ -322,7 +322,10 @@ class Pipeline:
             self._parse = self._slicer.wrap_parse(self._parse)
         self._fast = self.parser.fast_decode  # msgspec's decoder, or None (PipelineConfig.fast_json)
         #: the column decoder of process_lines (None: msgspec not installed, fast_json off, labels task)
-        self._columns = column_decoder(self.parser.base) if c.batch else None
+        self._columns = None
+        if c.batch:  # (with slices: each distinct key's slice from the decoded slice fields)
+            slices = None if self._slicer is None else (c.slicing.fields, self._slicer.column_key)
+            self._columns = column_decoder(self.parser.base, slices)
         #: what :meth:`process_lines` did: events applied as ``columns``, lines through the
         #: ``per_event`` path (refused, unusual or no column decoder) and runs of valid events the
         #: windows ``declined`` to take as columns (then event by event)
@@ -400,7 +403,7 @@ class Pipeline:
 
     def _batch(self, values: Sequence[Any], decoded: bool, skip_blank: bool) -> list[tuple[int, list[Problem]]]:
         columns = self._columns
-        if columns is None or self._slicer is not None or self._labels is not None:
+        if columns is None or self._labels is not None:
             return self._each_line(values, 0, len(values), skip_blank, decoded)
         lines = values
         cols, odd = columns.convert(values) if decoded else columns.decode(values)

@@ -67,3 +67,26 @@ def test_every_read_warns_as_the_first():
             warnings.simplefilter("always")
             sc.roc_auc(average="weighted")
         assert any("ROC AUC" in str(w.message) or "meaningless" in str(w.message) for w in caught)
+
+
+def test_arg_max_matrix_built_once_and_given_as_copies(monkeypatch):
+    from streammetrics.metrics.confusion import ConfusionMatrix
+
+    rng = np.random.default_rng(5)
+    y, s = _rows(rng, 60)
+    m = MulticlassMonitor(["a", "b", "c"])
+    m.update_many([{"y_true": t, "scores": list(r)} for t, r in zip(y, s)])
+    built = []
+    real = ConfusionMatrix._from_counts.__func__
+
+    def counting(cls, *args, **kwargs):
+        built.append(1)
+        return real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(ConfusionMatrix, "_from_counts", classmethod(counting))
+    first = m.snapshot(), m.intervals()
+    assert len(built) == 1
+    cm = m.scores.confusion()
+    cm.update("a", "b", 3.0)  # the caller's copy: the monitor's matrix unchanged
+    assert (m.snapshot(), m.intervals()) == first
+    assert m.scores.confusion().to_dict() != cm.to_dict()
