@@ -16,7 +16,8 @@ this process for each and their ratio (target: the many-key rate at least 0.5 of
 3 keys, the resident memory the many-key state adds (per 100,000 keys), the last
 checkpoint's size, and the time to restore a partition's state against its size (what an assignment
 runs after a restart on the same state dir: its full checkpoint and deltas read and merged, the
-changelog's chain read and decoded, the state loaded once).
+changelog read back to its latest full checkpoint, the state loaded once; wall time), with two of
+its parts timed alone: the state dir's read and the load.
 """
 from __future__ import annotations
 
@@ -91,17 +92,27 @@ def run_service(bootstrap: str, topic: str, events: int, profile: str | None = N
                 profiler.dump_stats(profile)
             seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
             main_seconds = time.thread_time() - main_cpu
+            samples = {s.name: s.value for m in service.metrics.checkpoint_seconds.collect() for s in m.samples}
+            checkpoints = (int(samples.get("streammetrics_checkpoint_duration_seconds_count", 0)),
+                           samples.get("streammetrics_checkpoint_duration_seconds_sum", 0.0))
             rss = rss_bytes() - rss0
             service.checkpoint()
             part = next(iter(service.partitions.values()))
             keys = part.pipeline.windows.key_count
             payload = service._saved_state(part) or b""  # noqa: SLF001 - the state a restore loads
-            t = time.perf_counter()  # what an assignment runs: read the state dir's chain and the changelog's,
-            saved, pipeline = service._restore(part.tp.partition)  # noqa: SLF001 - decode, merge, check
+            partition = part.tp.partition
+            t = time.perf_counter()  # the parts: the state dir's chain read, decoded and merged; the state loaded
+            assert service.store is not None and service.store.load(partition) is not None
+            read = time.perf_counter() - t
+            t = time.perf_counter()
+            service._pipeline_from(payload, partition)  # noqa: SLF001 - what a restore loads
+            load = time.perf_counter() - t
+            t = time.perf_counter()  # what an assignment runs: the state dir's chain and the changelog's read,
+            saved, pipeline = service._restore(partition)  # noqa: SLF001 - decoded where needed, merged
             if pipeline is None:  # (the state dir's won: loaded now, as MetricsService._assign does)
                 assert saved is not None
                 pipeline = service._pipeline_from(service.codec.encode(  # noqa: SLF001
-                    part.tp.partition, saved["offset"], saved["windows"], saved.get("label_offset")), part.tp.partition)
+                    partition, saved["offset"], saved["windows"], saved.get("label_offset")), partition)
             restore = time.perf_counter() - t
             assert pipeline.windows.key_count == keys
         finally:
@@ -109,8 +120,9 @@ def run_service(bootstrap: str, topic: str, events: int, profile: str | None = N
     if counts["events"] != events:
         raise RuntimeError(f"service applied {counts['events']} of {events} events: {counts}")
     return {"events": events, "seconds": seconds, "cpu": cpu_seconds, "rate": events / cpu_seconds, "keys": keys,
-            "main_cpu": main_seconds, "snapshots": counts["snapshots"],
-            "rss": rss, "checkpoint_bytes": len(payload), "restore_s": restore}
+            "main_cpu": main_seconds, "snapshots": counts["snapshots"], "checkpoints": checkpoints,
+            "rss": rss, "checkpoint_bytes": len(payload), "restore_s": restore,
+            "read_s": read, "load_s": load}
 
 
 def engine_rate(events: int, keys: int, windows: int, chunk: int = 5000) -> float:
@@ -163,8 +175,10 @@ def main() -> None:
                                             args.profile if keys == args.keys else None, kafka)
             print(f"{keys:>7} keys: {r['rate']:>9,.0f} events per CPU-s ({r['events']:,} events, {r['cpu']:.1f} CPU-s, "
                   f"{r['main_cpu']:.1f} of them the loop's thread, {r['seconds']:.1f} s wall, {r['snapshots']:,} "
-                  f"snapshots); state RSS +{r['rss'] / 2**20:.0f} MiB; checkpoint "
-                  f"{r['checkpoint_bytes'] / 1e6:.1f} MB; restore {r['restore_s'] * 1000:.0f} ms "
+                  f"snapshots, {r['checkpoints'][0]} checkpoints taking {r['checkpoints'][1]:.1f} s wall); "
+                  f"state RSS +{r['rss'] / 2**20:.0f} MiB; checkpoint {r['checkpoint_bytes'] / 1e6:.1f} MB; "
+                  f"restore {r['restore_s'] * 1000:.0f} ms (its parts timed alone: "
+                  f"state dir read {r['read_s'] * 1000:.0f} ms, load {r['load_s'] * 1000:.0f} ms) "
                   f"for {r['keys']:,} keys", flush=True)
     many, few = results[args.keys], results[3]
     ratio = many["rate"] / few["rate"]
