@@ -457,6 +457,9 @@ DIRECT_STATE = tuple(k for f in _BINARY_STATE for k in f.keys) == (
     "outside_unit", "bins_per_octave", "histogram", "weighted_squares", "weighted_squares_residues")
 
 
+#: the metrics :meth:`BinaryScores.interval` covers
+_SCORE_INTERVALS = ("roc_auc", "log_loss", "brier_score")
+
 class BinaryScores(Accumulator):
     """ROC AUC (with guaranteed bounds), curves, average precision, log loss and Brier
     score of a stream of ``(y_true, score, weight)`` events.
@@ -1302,16 +1305,23 @@ class BinaryScores(Accumulator):
         """
         from streammetrics.kernels import intervals as iv
 
-        z = iv.z_value(confidence)
-        if metric not in ("roc_auc", "log_loss", "brier_score"):
+        iv.z_value(confidence)
+        if metric not in _SCORE_INTERVALS:
             raise ValueError(f"metric must be 'roc_auc', 'log_loss' or 'brier_score', got {metric!r:.40}")
+        return self.intervals(confidence)[metric]
+
+    def intervals(self, confidence: float = 0.95) -> dict[str, tuple[float, float] | None]:
+        """:meth:`interval` of ``roc_auc``, ``log_loss`` and ``brier_score``, from one pass."""
+        from streammetrics.kernels import intervals as iv
+
+        z = iv.z_value(confidence)
         squares = None if self.unit_weights else self.class_squares()
         if not self.count or (squares is None and not self.unit_weights):
-            return None
+            return dict.fromkeys(_SCORE_INTERVALS)
         lo, hi, neg, pos = self.interval_levels()
         low, high = self.roc_auc_bounds() if not self._one_class() else (math.nan, math.nan)
         probability = self._outside == [None, None] and self.total_weight > 0
         columns = iv.score_interval_columns(
             [0], lo, hi, neg, pos, low, high, self.log_loss() if probability else math.nan,
             self.brier_score() if probability else math.nan, z, squares)
-        return iv.as_pair(*columns[metric])
+        return {name: iv.as_pair(*columns[name]) for name in _SCORE_INTERVALS}
