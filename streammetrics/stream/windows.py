@@ -121,7 +121,7 @@ import numpy as np
 from streammetrics.core.exceptions import InvalidEvent
 from streammetrics.events.records import Event
 from streammetrics.monitors.base import Monitor
-from streammetrics.stream.snapshots import build_snapshot, snapshot_line, window_line
+from streammetrics.stream.snapshots import build_snapshot, snapshot_line, window_lines
 
 __all__ = [
     "DEFAULT_MAX_FUTURE",
@@ -1321,10 +1321,12 @@ class WindowManager:
         built: list[Any] = [None] * len(deferred)
         if lines and include_state and extra is None:  # final windows of one revision: their lines
             plain = [i for i, d in enumerate(deferred) if d.final and not d.cumulative and not d.expired]
-            for i, text in zip(plain, kind.snapshot_texts([deferred[i].monitor for i in plain])):
-                if text is not None:
-                    d = deferred[i]
-                    built[i] = window_line(d.key, d.start_ms, d.end_ms, d.count, d.late, *text)
+            texts = kind.snapshot_texts([deferred[i].monitor for i in plain])
+            given = [(i, text) for i, text in zip(plain, texts) if text is not None]
+            lines_of = window_lines([(d.key, d.start_ms, d.end_ms, d.count, d.late, *text)
+                                     for d, text in ((deferred[i], text) for i, text in given)])
+            for (i, _), line in zip(given, lines_of):
+                built[i] = line
         rest = [i for i, b in enumerate(built) if b is None]
         if rest:
             records = kind.snapshot_many([deferred[i].monitor for i in rest], include_state)
@@ -1362,6 +1364,13 @@ class WindowManager:
         last = int((max_us - spec.grace_ms * 1000 - spec.size_ms * 1000) // (spec.slide_ms * 1000))
         tumbling = spec.panes_per_slide == spec.panes_per_window and not self.cumulative
         changed = self._changed
+        # the common close, written out: a key of tumbling windows holding one queued pane and no
+        # other (many keys, few events each), its window built at the next poll (_Closed)
+        factory, items_form, small = self._factory, self._task is not None, self._kind is not None
+        pane_ms = spec.pane_ms
+        open_from, close_at = (last + 1) * spec.panes_per_slide, ((last + 1) * spec.slide_ms + spec.size_ms
+                                                                  + spec.grace_ms) * 1000
+        ready, deferred, emptied = self._ready, self._deferred, self._emptied
         while times and times[0] <= max_us:
             at = heapq.heappop(times)
             due = self._due.pop(at)
@@ -1378,6 +1387,24 @@ class WindowManager:
                 if tumbling and nw is not None and last >= nw and not state.awaiting:
                     if changed is not None:
                         changed.add(key)
+                    pending = state.pending
+                    if small and items_form and not state.panes and len(pending) == 1:
+                        ((j, items),) = pending.items()
+                        if j <= last:
+                            del pending[j]
+                            if j >= nw:
+                                monitor = factory().update_items(items)
+                                count = monitor.count
+                                if count <= DEFER_MAX_EVENTS:
+                                    window = _Closed(key, monitor, count, j * pane_ms, (j + 1) * pane_ms, True,
+                                                     state.late, 0, False)
+                                    ready.append(window)
+                                    deferred.append(window)
+                                else:
+                                    self._close_window(key, state, monitor, j * pane_ms, (j + 1) * pane_ms, True)
+                            state.next_window, state.open_from, state.close_at = last + 1, open_from, close_at
+                            emptied.append(key)
+                            continue
                     self._close_tumbling(key, state, last)
                 else:
                     self._close_by_watermark(key, state, max_us)
