@@ -94,6 +94,13 @@ A monitor whose ``update_event`` is itself an append to a small form
 event as one float, the signed score, until it outgrows that form) is given its events one by
 one instead: the pane's monitor is its queue (checkpoints write it as the monitor's state).
 
+A column batch (:meth:`WindowManager.add_columns`) whose keys need no per-event decision (held,
+no catch-up close, nothing late, no earlier first window) is *staged* as columns and joins its
+keys' queues when something first reads them (a close, an evicting poll, a checkpoint, another
+path for one of its keys): at many keys of few events, per (key, pane) once per window rather
+than once per batch; at most :data:`STAGE_MAX_EVENTS` events are staged
+(:attr:`WindowManager.staged_count`).
+
 Closed windows of such monitors wait in the ready queue, in order, until the next
 :meth:`WindowManager.poll` builds their snapshots together through the monitor type's
 ``snapshot_many`` (``snapshot_texts`` for :meth:`WindowManager.poll_lines`): many small windows
