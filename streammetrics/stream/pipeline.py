@@ -58,7 +58,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from streammetrics.events.columns import column_decoder
+from streammetrics.events.columns import column_decoder, object_column
 from streammetrics.events.decoding import MAX_NESTING, decode_value
 from streammetrics.events.parser import EventParser
 from streammetrics.events.records import EVENT_CODEC, Event, Rejection
@@ -81,12 +81,6 @@ LATE_REASON = "late event: every window holding its time has closed"
 DEFAULT_LABEL_TTL = 7 * 86400.0
 TOMBSTONE_REASON = "message has no value (tombstone)"
 _BLANK_START = frozenset([b"", b" ", b"\t", b"\r", b"\n"])
-
-
-def _object_array(values: list[Any]) -> np.ndarray:
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
-    return out
 
 
 @dataclass
@@ -453,7 +447,7 @@ class Pipeline:
             return None
         windows = self.windows
         events = None if windows.packs_events else cols.events()
-        items = cols.binary_items() if events is None else _object_array(events)
+        items = cols.binary_items() if events is None else object_column(events)
         return windows.add_columns(cols.ts, cols.key_index, cols.keys, items,
                                    tag_event=events[0] if events else None)
 

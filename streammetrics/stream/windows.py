@@ -94,6 +94,13 @@ A monitor whose ``update_event`` is itself an append to a small form
 event as one float, the signed score, until it outgrows that form) is given its events one by
 one instead: the pane's monitor is its queue (checkpoints write it as the monitor's state).
 
+A column batch (:meth:`WindowManager.add_columns`) whose keys need no per-event decision (held,
+no catch-up close, nothing late, no earlier first window) is *staged* as columns and joins its
+keys' queues when something first reads them (a close, an evicting poll, a checkpoint, another
+path for one of its keys): at many keys of few events, per (key, pane) once per window rather
+than once per batch; at most :data:`STAGE_MAX_EVENTS` events are staged
+(:attr:`WindowManager.staged_count`).
+
 Closed windows of such monitors wait in the ready queue, in order, until the next
 :meth:`WindowManager.poll` builds their snapshots together through the monitor type's
 ``snapshot_many`` (``snapshot_texts`` for :meth:`WindowManager.poll_lines`): many small windows
@@ -121,7 +128,7 @@ import numpy as np
 from streammetrics.core.exceptions import InvalidEvent
 from streammetrics.events.records import Event
 from streammetrics.monitors.base import Monitor
-from streammetrics.stream.snapshots import build_snapshot, snapshot_line, window_line
+from streammetrics.stream.snapshots import build_snapshot, snapshot_line, window_lines
 
 __all__ = [
     "DEFAULT_MAX_FUTURE",
@@ -268,6 +275,11 @@ class _KeyState:
         self.revising: dict[int, _Revising] = {}  # window index -> closed window awaiting labels
 
 
+#: the stand-in of a key not held in _stage's columns (its events are late for it: the per-key path)
+_ABSENT = _KeyState("")
+_ABSENT.open_from = math.inf
+
+
 class _Revising:
     """A closed window still awaiting labels: its merged monitor (compact state, not events),
     the predictions in it still awaiting a label or expired, its last revision number and
@@ -403,6 +415,7 @@ class WindowManager:
         # item), applied to the keys' queues by _unstage before anything reads them
         self._staged: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self._staged_events = 0
+        self._staged_slots: set[int] = set()  # the keys (slots) with staged events
         self._pane_us = self.spec.pane_ms * 1000
         self._max_us: float = -math.inf
         # the keys holding open or queued panes by the close_at they were entered at (stale entries,
@@ -571,13 +584,21 @@ class WindowManager:
         """Events ``lo:hi`` of :meth:`add_columns`, all seeing stream time ``stream_us``'s
         watermark window: grouped by (key, pane), each group queued whole; keys taken in the
         order of their first event (keys are created, caught up and emptied in that order, as
-        by :meth:`add`)."""
-        if tag is None and self._stage(lo, hi, stream_us, ts_us, panes, key_index, keys, items, changed):
+        by :meth:`add`). The keys whose events need no per-event decision are staged (see
+        :meth:`_stage`); the others' events (``where``, ascending positions) take this path."""
+        where = np.arange(lo, hi) if tag is not None else self._stage(lo, hi, stream_us, ts_us, panes, key_index,
+                                                                      keys, items, changed)
+        if where is None:
             return
-        if self._staged:
-            self._unstage()
-        kx = key_index[lo:hi]
-        px = panes[lo:hi]
+        kx = key_index[where]
+        if self._staged:  # keys of this path with staged events: those first (the order of a key's events)
+            staged, held = self._staged_slots, self._keys
+            for k in np.unique(kx).tolist():
+                state = held.get(keys[k])
+                if state is not None and state.slot in staged:
+                    self._unstage()
+                    break
+        px = panes[where]
         order = np.lexsort((px, kx))  # by key, then pane; positions ascending within each
         ks = kx[order]
         ps = px[order]
@@ -585,8 +606,8 @@ class WindowManager:
         new_key = np.flatnonzero(key_change) + 1
         heads = np.concatenate(([0], np.flatnonzero(key_change | (ps[1:] != ps[:-1])) + 1))  # groups' first
         bounds = [*heads.tolist(), len(order)]
-        group_max = np.maximum.reduceat(ts_us[lo:hi][order], heads).tolist()
-        group_first = order[heads]  # each group's first event (a position in lo:hi)
+        group_max = np.maximum.reduceat(ts_us[where][order], heads).tolist()
+        group_first = order[heads]  # each group's first event (a position in where)
         run_heads = np.searchsorted(heads, np.concatenate(([0], new_key)))  # each key's first group
         run_first = np.minimum.reduceat(group_first, run_heads)
         by_first = np.argsort(run_first, kind="stable")
@@ -595,7 +616,7 @@ class WindowManager:
         first_pos = group_first.tolist()
         group_key = ks[heads].tolist()
         group_pane = ps[heads].tolist()
-        values = items[order + lo].tolist()  # the items in group order: each group a slice
+        values = items[where[order]].tolist()  # the items in group order: each group a slice
         spec = self.spec
         max_pending = self.max_pending
         held = self._keys
@@ -637,9 +658,9 @@ class WindowManager:
                 mark = len(self._emptied)
                 self._close_by_watermark(key, state, stream_us)
                 if len(self._emptied) > mark:
-                    at = 2 * (min(first_pos[g:g_end]) + lo)
+                    first_at = 2 * int(where[min(first_pos[g:g_end])])
                     for emptied in self._emptied[mark:]:
-                        emptied_at.append(np.array([at]))
+                        emptied_at.append(np.array([first_at]))
                         emptied_keys.append(emptied)
                     del self._emptied[mark:]
             open_from = state.open_from
@@ -654,7 +675,7 @@ class WindowManager:
                         accepted = [first_pos[i] for i in range(g, g_end) if group_pane[i] >= open_from]
                         if accepted:  # (those before the key's first accepted event)
                             idx = idx[idx < min(accepted)]
-                        emptied_at.append(2 * (idx + lo) + 1)
+                        emptied_at.append(2 * where[idx] + 1)
                         emptied_keys.append(key)
                     continue
                 chunk = values[bounds[j]:bounds[j + 1]]
@@ -681,56 +702,72 @@ class WindowManager:
                     self._arm(key, state)
         if late_groups:
             sizes = np.diff(bounds)
-            late[order[np.repeat(np.isin(np.arange(len(sizes)), late_groups), sizes)] + lo] = True
+            late[where[order[np.repeat(np.isin(np.arange(len(sizes)), late_groups), sizes)]]] = True
         if emptied_at:  # in the order of the events (a catch-up before its event's late count)
             at = np.concatenate(emptied_at)
             which = np.repeat(np.arange(len(emptied_at)), [len(e) for e in emptied_at])
             self._emptied.extend(emptied_keys[i] for i in which[np.argsort(at, kind="stable")].tolist())
 
     def _stage(self, lo: int, hi: int, stream_us: int, ts_us: np.ndarray, panes: np.ndarray, key_index: np.ndarray,
-               keys: Sequence[tuple[str, str]], items: np.ndarray, changed: set[tuple[str, str]] | None) -> bool:
-        """Events ``lo:hi`` of :meth:`add_columns` held staged, as columns, when no per-event
-        decision depends on them: every key is held and needs no catch-up close (its ``close_at``
-        is past stream time; one not in the close heap is entered now), no event is late and none
-        starts an earlier first window. Their only effect is then to join their (key, pane) queues, which
-        :meth:`_unstage` does for all the staged segments at once (before a close, a poll that
-        evicts, a checkpoint, or any other path that reads a key's queues): per (key, pane) once
-        per window instead of once per batch, the same queues in the same order (drained at
-        ``max_pending`` at the same counts), and each key's ``max_us`` the largest of its events.
-        False (nothing done) when the segment needs the per-key path. Bounded by
-        :data:`STAGE_MAX_EVENTS` (reached: applied first)."""
+               keys: Sequence[tuple[str, str]], items: np.ndarray, changed: set[tuple[str, str]] | None
+               ) -> np.ndarray | None:
+        """The events of ``lo:hi`` of :meth:`add_columns` whose keys need no per-event decision held
+        staged, as columns: a key held that needs no catch-up close (its ``close_at`` is past
+        stream time; one not in the close heap is entered now), none of whose events is late or
+        starts an earlier first window. Their only effect is then to join their (key, pane)
+        queues, which :meth:`_unstage` does for all the staged events at once (before a close, a
+        poll that evicts, a checkpoint, or any other path that reads a key's queues): per (key,
+        pane) once per window instead of once per batch, the same queues in the same order
+        (drained at ``max_pending`` at the same counts), and each key's ``max_us`` the largest of
+        its events. Returns the positions of the other keys' events, ascending (None: none).
+        Bounded by :data:`STAGE_MAX_EVENTS` (reached: applied first)."""
         kx = key_index[lo:hi]
         used, pos = np.unique(kx, return_inverse=True)
         ukeys = [keys[k] for k in used.tolist()]
         found = list(map(self._keys.get, ukeys))
-        if None in found:
-            return False
-        states: list[_KeyState] = found  # type: ignore[assignment]  # (no None: checked)
+        n = len(found)
+        ok = np.ones(n, dtype=bool)
+        if None in found:  # new keys (or evicted ones): the per-key path
+            for i, state in enumerate(found):
+                if state is None:
+                    ok[i] = False
+                    found[i] = _ABSENT
+        states: list[_KeyState] = found  # type: ignore[assignment]  # (None replaced)
         unarmed = False  # some key holds no entry in the close heap yet (after its last close)
-        for state in states:
+        for i, state in enumerate(states):
             if state.armed != state.close_at:
                 if state.close_at <= stream_us:  # a catch-up close: the per-key path
-                    return False
-                unarmed = True
-        n = len(states)
+                    ok[i] = False
+                else:
+                    unarmed = True
         px = panes[lo:hi]
-        if (px < np.fromiter(map(_OPEN_FROM, states), dtype=np.float64, count=n)[pos]).any() \
-                or (px < np.fromiter(map(_FIRST_BOUND, states), dtype=np.float64, count=n)[pos]).any():
-            return False
-        if self._staged_events + (hi - lo) > STAGE_MAX_EVENTS:
+        odd = (px < np.fromiter(map(_OPEN_FROM, states), dtype=np.float64, count=n)[pos]) \
+            | (px < np.fromiter(map(_FIRST_BOUND, states), dtype=np.float64, count=n)[pos])
+        if odd.any():
+            ok[pos[odd]] = False
+        if not ok.any():
+            return np.arange(lo, hi)
+        take = ok[pos] if not ok.all() else None
+        count = hi - lo if take is None else int(take.sum())
+        if self._staged_events + count > STAGE_MAX_EVENTS:
             self._unstage()
         held = np.empty(n, dtype=object)
         held[:] = states
-        self._staged.append((held[pos], np.fromiter(map(_SLOT, states), dtype=np.int64, count=n)[pos], px,
-                             ts_us[lo:hi], items[lo:hi]))
-        self._staged_events += hi - lo
-        if changed is not None:
-            changed.update(ukeys)
-        if unarmed:  # (as _add_segment arms them: the heap's order does not depend on when)
-            for key, state in zip(ukeys, states):
-                if state.armed != state.close_at:
-                    self._arm(key, state)
-        return True
+        slots = np.fromiter(map(_SLOT, states), dtype=np.int64, count=n)
+        if take is None:
+            self._staged.append((held[pos], slots[pos], px, ts_us[lo:hi], items[lo:hi]))
+        else:
+            chosen = pos[take]
+            self._staged.append((held[chosen], slots[chosen], px[take], ts_us[lo:hi][take], items[lo:hi][take]))
+        self._staged_events += count
+        self._staged_slots.update(slots[ok].tolist())
+        for i in np.flatnonzero(ok).tolist() if unarmed or changed is not None else ():
+            state = states[i]
+            if changed is not None:
+                changed.add(ukeys[i])
+            if state.armed != state.close_at:  # (as _add_segment arms them: the heap's order does not depend on when)
+                self._arm(ukeys[i], state)
+        return None if take is None else np.flatnonzero(~take) + lo
 
     def _unstage(self) -> None:
         """Apply the staged segments (see :meth:`_stage`): their events grouped by (key, pane),
@@ -738,6 +775,7 @@ class WindowManager:
         :meth:`_add_segment`."""
         staged, self._staged = self._staged, []
         self._staged_events = 0
+        self._staged_slots.clear()
         if not staged:
             return
         if len(staged) == 1:
@@ -1290,10 +1328,12 @@ class WindowManager:
         built: list[Any] = [None] * len(deferred)
         if lines and include_state and extra is None:  # final windows of one revision: their lines
             plain = [i for i, d in enumerate(deferred) if d.final and not d.cumulative and not d.expired]
-            for i, text in zip(plain, kind.snapshot_texts([deferred[i].monitor for i in plain])):
-                if text is not None:
-                    d = deferred[i]
-                    built[i] = window_line(d.key, d.start_ms, d.end_ms, d.count, d.late, *text)
+            texts = kind.snapshot_texts([deferred[i].monitor for i in plain])
+            given = [(i, text) for i, text in zip(plain, texts) if text is not None]
+            lines_of = window_lines([(d.key, d.start_ms, d.end_ms, d.count, d.late, *text)
+                                     for d, text in ((deferred[i], text) for i, text in given)])
+            for (i, _), line in zip(given, lines_of):
+                built[i] = line
         rest = [i for i, b in enumerate(built) if b is None]
         if rest:
             records = kind.snapshot_many([deferred[i].monitor for i in rest], include_state)
@@ -1331,6 +1371,13 @@ class WindowManager:
         last = int((max_us - spec.grace_ms * 1000 - spec.size_ms * 1000) // (spec.slide_ms * 1000))
         tumbling = spec.panes_per_slide == spec.panes_per_window and not self.cumulative
         changed = self._changed
+        # the common close, written out: a key of tumbling windows holding one queued pane and no
+        # other (many keys, few events each), its window built at the next poll (_Closed)
+        factory, items_form, small = self._factory, self._task is not None, self._kind is not None
+        pane_ms = spec.pane_ms
+        open_from, close_at = (last + 1) * spec.panes_per_slide, ((last + 1) * spec.slide_ms + spec.size_ms
+                                                                  + spec.grace_ms) * 1000
+        ready, deferred, emptied = self._ready, self._deferred, self._emptied
         while times and times[0] <= max_us:
             at = heapq.heappop(times)
             due = self._due.pop(at)
@@ -1347,6 +1394,24 @@ class WindowManager:
                 if tumbling and nw is not None and last >= nw and not state.awaiting:
                     if changed is not None:
                         changed.add(key)
+                    pending = state.pending
+                    if small and items_form and not state.panes and len(pending) == 1:
+                        ((j, items),) = pending.items()
+                        if j <= last:
+                            del pending[j]
+                            if j >= nw:
+                                monitor = factory().update_items(items)
+                                count = monitor.count
+                                if count <= DEFER_MAX_EVENTS:
+                                    window = _Closed(key, monitor, count, j * pane_ms, (j + 1) * pane_ms, True,
+                                                     state.late, 0, False)
+                                    ready.append(window)
+                                    deferred.append(window)
+                                else:
+                                    self._close_window(key, state, monitor, j * pane_ms, (j + 1) * pane_ms, True)
+                            state.next_window, state.open_from, state.close_at = last + 1, open_from, close_at
+                            emptied.append(key)
+                            continue
                     self._close_tumbling(key, state, last)
                 else:
                     self._close_by_watermark(key, state, max_us)
@@ -1677,6 +1742,7 @@ class WindowManager:
         self._ready = []
         self._deferred = []
         self._staged, self._staged_events = [], 0
+        self._staged_slots.clear()
         self._revised = any(r.dirty for st in keys.values() for r in st.revising.values())
         self._rev_pane = rev_pane
         if self._changed is not None:  # the loaded state is the base of the next delta

@@ -356,3 +356,13 @@ def test_sliced_process_lines_equals_process_line_by_line(rollups):
     p.process_lines(lines[:1])
     p.process_lines(lines[1:1000])
     assert p.column_counts["columns"] > 900
+
+def test_object_column_keeps_each_value_whole() -> None:
+    """Events, labels and tuples become one element each (assigning a list to an object slice
+    would try to broadcast equal-length tuples into a second dimension)."""
+    from streammetrics.events.columns import object_column
+
+    values = [(0.2, 0.8), (0.5, 0.5), "a", 3]
+    col = object_column(values)
+    assert col.shape == (4,) and col.dtype == object and col.tolist() == values
+    assert object_column([]).shape == (0,)
