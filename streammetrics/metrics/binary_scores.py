@@ -1389,7 +1389,7 @@ class BinaryScores(Accumulator):
 
         z = iv.z_value(confidence)
         squares = None if self.unit_weights else self.class_squares()
-        if not self.count or (squares is None and not self.unit_weights):
+        if not self.count or not self.total_weight > 0 or (squares is None and not self.unit_weights):
             return dict.fromkeys(_SCORE_INTERVALS)
         lo, hi, neg, pos = self.interval_levels()
         low, high = self.roc_auc_bounds() if not self._one_class() else (math.nan, math.nan)
