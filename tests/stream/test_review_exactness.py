@@ -215,3 +215,28 @@ def test_a_segment_larger_than_the_stage_bound_is_not_staged(monkeypatch):
         out_got += got.poll_lines(revisions=False)
     assert 0 < most <= 50
     assert out_got + got.flush_lines() == out_want + want.flush_lines()
+
+
+@pytest.mark.parametrize("config", [{"window": 10.0, "slide": 5.0, "grace": 3.0}, {"window": 4.0, "max_keys": 25}],
+                         ids=["hopping", "max_keys"])
+def test_sliced_partials_with_checkpoints_and_restores(config):
+    """The service's sliced partials (``slice_output=False``: checkpointed): slice keys made on the
+    column path, with polls, checkpoints, deltas, idle closes and restores between chunks."""
+    from streammetrics.stream.slicing import SliceSpec
+
+    rng = random.Random(41)
+    lines = []
+    for raw in _stream(41, "binary", 2000, keys=8):
+        e = json.loads(raw)
+        for name, k in (("a", 3), ("b", 5)):  # strings; now and then null, absent, a number, a refused value
+            e[name] = f"{name}{rng.randrange(k)}" if rng.random() > 0.06 else rng.choice([None, 3, "x|y", ["l"]])
+            if e[name] is None and rng.random() < 0.5:
+                del e[name]
+        lines.append(json.dumps(e).encode())
+    spec = SliceSpec(fields=("a", "b"), max_values=2, rollups=(("a",), ()))
+    cfg = {**config, "slicing": spec, "slice_output": False, "max_future": None}
+    plan = _plan(42, len(lines))
+    want = _run(lines, False, plan, True, cfg)
+    got = _run(lines, True, plan, True, cfg)
+    assert got[1] == want[1] and got[2] == want[2] and got[3] == want[3] and got[0] == want[0]
+    assert len(want[0]) > 500 and any(p[1] == "bad_type" for p in want[1])
