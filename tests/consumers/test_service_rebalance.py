@@ -229,3 +229,39 @@ def test_a_member_stopping_mid_rebalance_waits_for_it_to_finish_before_leaving(t
     assert stable and 3.0 <= left < 3.5
     left, stable = run(stable_after=None)  # never stable: leaves after leave_wait
     assert not stable and 10.0 <= left < 10.5
+
+
+def test_a_merge_member_rebalancing_for_rejoin_after_seconds_joins_again_with_a_new_consumer() -> None:
+    from kafka_fakes import FakeConsumer, FakeListener, FakeProducer, ManualClock
+
+    from consumers.checkpoint import CheckpointStore
+    from consumers.partials import Merger, MergeStage, watermark_record
+
+    cluster = FakeCluster()
+    cluster.create("parts", 1)
+    cluster.create("out", 1)
+    cluster.append("parts", watermark_record(0, 10**15), partition=0)
+    clock = ManualClock()
+    made: list = []
+
+    def factory():
+        made.append(FakeConsumer(cluster, "merge"))
+        return made[-1]
+
+    stuck = _StuckMember()
+    stage = MergeStage(consumer=stuck, producer=FakeProducer(cluster), partials_topic="parts", output_topic="out",
+                       sources=1, make_merger=lambda: Merger(1), codec=CheckpointStore(None, "m", "parts"),
+                       checkpoint_interval=0.0, listener=FakeListener, rejoin_after=30.0, consumer_factory=factory,
+                       group_stable=_stable, clock=clock)
+    stage.consumer.subscribe(["parts"], listener=FakeListener(stage._assign, stage._revoke))
+    for _ in range(299):
+        clock.now += 0.1
+        stage.poll_once(timeout_ms=0)
+    assert made == [] and stage.consumer is stuck
+    clock.now += 0.1
+    stage.poll_once(timeout_ms=0)
+    assert stuck.closed and stage.consumer is made[0] and stage.metrics is None
+    for _ in range(20):
+        clock.now += 0.5
+        stage.poll_once(timeout_ms=0)
+    assert len(made) == 1 and stage.parts and stage.counts["records"] == 1

@@ -116,7 +116,8 @@ def test_every_window_is_published_through_unsettled_kills_and_wipes(run, bootst
     leaves while its JoinGroup is pending could become the leader of the next generation on tansu
     and stall its group for 50 s to more than 120 s (docs/scaleout.md, "Liveness"); the service now
     waits for the rebalance to finish before it leaves (``leave_wait``) and replaces a consumer
-    rebalancing for ``--rejoin-after`` (10 s here)."""
+    rebalancing for ``--rejoin-after`` (30 s, the default; 10 s made members re-join every 11 s through
+    the kills, each re-join a leave during a rebalance that stalled the group again)."""
     rng = random.Random(run)
     preds, labels, truth = data(3000, seed=500 + run)
     topic, labels_topic, out = new_topic(PARTITIONS), new_topic(PARTITIONS), new_topic(1)
@@ -131,8 +132,7 @@ def test_every_window_is_published_through_unsettled_kills_and_wipes(run, bootst
         started[name] = time.time()
         procs[name] = subprocess.Popen(
             consume_cmd(bootstrap_servers, topic, out, group, str(tmp_path / name), "--partitioning", "any",
-                        "--labels-topic", labels_topic, "--grace", f"{GRACE}s", "--checkpoint-interval", "0.3s",
-                        "--rejoin-after", "10s"),
+                        "--labels-topic", labels_topic, "--grace", f"{GRACE}s", "--checkpoint-interval", "0.3s"),
             stdout=log, stderr=subprocess.STDOUT)
 
     for name in ("a", "b", "c"):
