@@ -211,8 +211,9 @@ LIMITS = [("--no-state", 1.3, None, None), ("--reference (keys)", 1.3, 2.7, 9.4)
 #: (delayed labels, sparse: 13.1 when set; 30-34 since the columnar decode made the default path
 #: it is divided by 1.5x faster while the two-file ``replay --labels`` stays per event)
 #: the 10,000-key rate over the one-key rate as last measured (0.44 before the columnar decode,
-#: which made the one-key replay 2.4x faster and the 10,000-key one 1.1x: 0.20-0.22 since)
-KEYS_KNOWN = 0.21
+#: which made the one-key replay 2.4x faster and the 10,000-key one 1.1x: 0.20-0.22 since; 0.29-0.30
+#: since the window engine stages column batches and builds small windows' texts in one pass)
+KEYS_KNOWN = 0.29
 #: replay's rate over the typed decode loop's when the target was set (same sources)
 DECODE_KNOWN = {"dense": 0.06, "sparse": 0.06}
 

@@ -11,8 +11,13 @@ messages (binary task, keyed ``model|segment``, event times spread evenly over `
 second under a temporary state dir, the changelog topic, per-key gauges, snapshots published) over
 each, from its first record until every event is applied, and prints events per CPU-second of
 this process for each and their ratio (target: the many-key rate at least 0.5 of the 3-key rate:
-``met`` / ``MISSED``), the resident memory the many-key state adds (per 100,000 keys), the last
-checkpoint's size, and the time to restore a partition's state (decode + load) against its size.
+``met`` / ``MISSED``), the window engine's own rates on the same messages (no Kafka:
+:func:`engine_rate`) and the ratio the service would reach if it cost nothing more per key than at
+3 keys, the resident memory the many-key state adds (per 100,000 keys), the last
+checkpoint's size, and the time to restore a partition's state against its size (what an assignment
+runs after a restart on the same state dir: its full checkpoint and deltas read and merged, the
+changelog read back to its latest full checkpoint, the state loaded once; wall time), with two of
+its parts timed alone: the state dir's read and the load.
 """
 from __future__ import annotations
 
@@ -32,7 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench_kafka_baseline import produce  # noqa: E402
 
 from consumers.broker import EmbeddedBroker, create_topics  # noqa: E402
-from consumers.service import MetricsService, ServiceConfig, tune_gc  # noqa: E402
+from consumers.fastpath import BinaryFastPath  # noqa: E402
+from consumers.service import RECORD_OVERHEAD, SNAPSHOT_KEY_ROOM, MetricsService, ServiceConfig, tune_gc  # noqa: E402
+from streammetrics.stream.pipeline import Pipeline  # noqa: E402
 
 T0 = 1_767_225_600.0
 WINDOW = 60.0
@@ -85,13 +92,27 @@ def run_service(bootstrap: str, topic: str, events: int, profile: str | None = N
                 profiler.dump_stats(profile)
             seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
             main_seconds = time.thread_time() - main_cpu
+            samples = {s.name: s.value for m in service.metrics.checkpoint_seconds.collect() for s in m.samples}
+            checkpoints = (int(samples.get("streammetrics_checkpoint_duration_seconds_count", 0)),
+                           samples.get("streammetrics_checkpoint_duration_seconds_sum", 0.0))
             rss = rss_bytes() - rss0
             service.checkpoint()
             part = next(iter(service.partitions.values()))
             keys = part.pipeline.windows.key_count
             payload = service._saved_state(part) or b""  # noqa: SLF001 - the state a restore loads
+            partition = part.tp.partition
+            t = time.perf_counter()  # the parts: the state dir's chain read, decoded and merged; the state loaded
+            assert service.store is not None and service.store.load(partition) is not None
+            read = time.perf_counter() - t
             t = time.perf_counter()
-            pipeline = service._pipeline_from(payload, part.tp.partition)  # noqa: SLF001 - what restore runs
+            service._pipeline_from(payload, partition)  # noqa: SLF001 - what a restore loads
+            load = time.perf_counter() - t
+            t = time.perf_counter()  # what an assignment runs: the state dir's chain and the changelog's read,
+            saved, pipeline = service._restore(partition)  # noqa: SLF001 - decoded where needed, merged
+            if pipeline is None:  # (the state dir's won: loaded now, as MetricsService._assign does)
+                assert saved is not None
+                pipeline = service._pipeline_from(service.codec.encode(  # noqa: SLF001
+                    partition, saved["offset"], saved["windows"], saved.get("label_offset")), partition)
             restore = time.perf_counter() - t
             assert pipeline.windows.key_count == keys
         finally:
@@ -99,8 +120,30 @@ def run_service(bootstrap: str, topic: str, events: int, profile: str | None = N
     if counts["events"] != events:
         raise RuntimeError(f"service applied {counts['events']} of {events} events: {counts}")
     return {"events": events, "seconds": seconds, "cpu": cpu_seconds, "rate": events / cpu_seconds, "keys": keys,
-            "main_cpu": main_seconds, "snapshots": counts["snapshots"],
-            "rss": rss, "checkpoint_bytes": len(payload), "restore_s": restore}
+            "main_cpu": main_seconds, "snapshots": counts["snapshots"], "checkpoints": checkpoints,
+            "rss": rss, "checkpoint_bytes": len(payload), "restore_s": restore,
+            "read_s": read, "load_s": load}
+
+
+def engine_rate(events: int, keys: int, windows: int, chunk: int = 5000) -> float:
+    """Events per CPU-second of the window engine alone on the same messages (no Kafka, no
+    checkpoint, nothing published): the service's pipeline (``consume``'s settings, changes
+    tracked), each message through the service's fast path and ``Pipeline.process_event`` (else
+    ``Pipeline.process``), ``Pipeline.poll`` (closes windows, builds their snapshots) after each
+    ``chunk`` messages. Its ratio between key counts bounds the service's from above."""
+    config = ServiceConfig(bootstrap_servers="-", topic="-", output_topic="-", group_id="-", idle_close=None,
+                           max_future=None)
+    pipeline = Pipeline(config.pipeline_config(max_snapshot_bytes=1_048_576 - RECORD_OVERHEAD - SNAPSHOT_KEY_ROOM))
+    pipeline.track_changes()
+    fast, process, process_event = BinaryFastPath.for_pipeline(pipeline).event, pipeline.process, pipeline.process_event
+    values = [value for _key, value in messages(events, keys, windows)]
+    cpu = time.process_time()
+    for start in range(0, events, chunk):
+        for value in values[start:start + chunk]:
+            event = fast(value)
+            process(value) if event is None else process_event(event)
+        pipeline.poll()
+    return events / (time.process_time() - cpu)
 
 
 def main() -> None:
@@ -132,13 +175,23 @@ def main() -> None:
                                             args.profile if keys == args.keys else None, kafka)
             print(f"{keys:>7} keys: {r['rate']:>9,.0f} events per CPU-s ({r['events']:,} events, {r['cpu']:.1f} CPU-s, "
                   f"{r['main_cpu']:.1f} of them the loop's thread, {r['seconds']:.1f} s wall, {r['snapshots']:,} "
-                  f"snapshots); state RSS +{r['rss'] / 2**20:.0f} MiB; checkpoint "
-                  f"{r['checkpoint_bytes'] / 1e6:.1f} MB; restore {r['restore_s'] * 1000:.0f} ms "
+                  f"snapshots, {r['checkpoints'][0]} checkpoints taking {r['checkpoints'][1]:.1f} s wall); "
+                  f"state RSS +{r['rss'] / 2**20:.0f} MiB; checkpoint {r['checkpoint_bytes'] / 1e6:.1f} MB; "
+                  f"restore {r['restore_s'] * 1000:.0f} ms (its parts timed alone: "
+                  f"state dir read {r['read_s'] * 1000:.0f} ms, load {r['load_s'] * 1000:.0f} ms) "
                   f"for {r['keys']:,} keys", flush=True)
     many, few = results[args.keys], results[3]
     ratio = many["rate"] / few["rate"]
     verdict = "met" if ratio >= TARGET else "MISSED"
     print(f"ratio {args.keys:,} keys / 3 keys: {ratio:.2f} (target >= {TARGET}: {verdict})")
+    engine = {keys: engine_rate(args.events, keys, args.windows) for keys in (3, args.keys)}
+    # the service's per-event cost beyond the engine's, at 3 keys (polling, decoding, bookkeeping): if the
+    # service added nothing more at many keys, its ratio would be (e3 + k) / (e_many + k)
+    k = max(1.0 / few["rate"] - 1.0 / engine[3], 0.0)
+    ceiling = (1.0 / engine[3] + k) / (1.0 / engine[args.keys] + k)
+    print(f"window engine alone (engine_rate, no Kafka): {engine[3]:,.0f} events per CPU-s at 3 keys, "
+          f"{engine[args.keys]:,.0f} at {args.keys:,} keys: ratio {engine[args.keys] / engine[3]:.2f}; with the "
+          f"service's 3-key cost per event beyond it ({k * 1e6:.1f} us) and nothing more per key: {ceiling:.2f}")
     print(f"RSS per 100,000 keys: {(many['rss'] - few['rss']) / 2**20 * 100_000 / args.keys:.0f} MiB; "
           f"restore {many['restore_s'] * 1000:.0f} ms for {many['checkpoint_bytes'] / 1e6:.1f} MB "
           f"({few['restore_s'] * 1000:.1f} ms for {few['checkpoint_bytes'] / 1e3:.1f} kB)")

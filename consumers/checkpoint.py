@@ -40,7 +40,8 @@ from typing import Any
 from streammetrics.core.files import write_atomically
 from streammetrics.events.parser import Event
 
-__all__ = ["CheckpointStore", "CheckpointError", "Chain", "encode_event", "decode_event", "EVENT_CODEC", "dumps"]
+__all__ = ["CheckpointStore", "CheckpointError", "Chain", "encode_event", "decode_event", "EVENT_CODEC", "dumps",
+           "loads"]
 
 VERSION = 1
 #: deltas in one chain before the next checkpoint is a full one (compaction)
@@ -66,7 +67,9 @@ def dumps(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
 
 
-def _loads(raw: bytes) -> Any:
+def loads(raw: bytes) -> Any:
+    """The values of checkpoint bytes: msgspec's decoder where installed, else the standard
+    library's; ValueError (or RecursionError) for bytes that are not JSON."""
     try:
         return _DECODE(raw)
     except (ValueError, RecursionError):
@@ -196,7 +199,7 @@ class CheckpointStore:
         """A checkpoint's bytes, checked (:class:`CheckpointError` naming what is wrong)."""
         path = path or self.path(partition)
         try:
-            data = _loads(raw)
+            data = loads(raw)
         except (ValueError, RecursionError) as exc:
             problem = "empty file" if not raw.strip() else f"not valid JSON, truncated or corrupt ({exc})"
             raise CheckpointError(path, problem) from None

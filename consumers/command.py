@@ -70,6 +70,7 @@ def config_from_args(args: Any) -> ServiceConfig:
         metrics_keys=getattr(args, "metrics_keys", ServiceConfig.metrics_keys),
         max_future=getattr(args, "max_future", ServiceConfig.max_future) or None,
         max_keys=getattr(args, "max_keys", ServiceConfig.max_keys) or None,
+        max_snapshot_bytes=getattr(args, "max_snapshot_bytes", None),
         references=read_references(args) if getattr(args, "reference", None) else None,
         max_references=getattr(args, "max_references", None) or ServiceConfig.max_references,
         labels_topic=getattr(args, "labels_topic", None),

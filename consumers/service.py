@@ -101,7 +101,7 @@ from streammetrics.stream.pipeline import DEFAULT_LABEL_TTL, Pipeline, PipelineC
 from streammetrics.stream.snapshots import content_header, snapshot_key, snapshot_line
 from streammetrics.stream.windows import DEFAULT_MAX_FUTURE, DEFAULT_MAX_KEYS
 
-from .checkpoint import Chain, CheckpointError, CheckpointStore, new_chain_id
+from .checkpoint import Chain, CheckpointError, CheckpointStore, loads, new_chain_id
 from .clients import fetch_error_position
 from .fastpath import BinaryFastPath
 from .gc_tuning import tune_gc
@@ -221,6 +221,10 @@ class ServiceConfig:
     metrics_keys: int = 100
     max_future: float | None = DEFAULT_MAX_FUTURE
     max_keys: int | None = DEFAULT_MAX_KEYS
+    #: ``--max-snapshot-bytes``: published snapshots longer than this degrade (state coarsened or
+    #: dropped, flagged, counted); the producer's ``max_request_size`` bounds them anyway. Partials
+    #: (``--partitioning any``, slices) keep their state: the merge stage applies the bound
+    max_snapshot_bytes: int | None = None
     metrics_max_connections: int = 16
     metrics_timeout: float = 10.0
     #: label-free metrics per (model, segment) against a reference (``--reference``), None: off
@@ -683,6 +687,8 @@ class MetricsService:
         # the pipeline degrades snapshots over the producer's limit itself (coarser state, then no
         # state); _publish_ready still checks each record with its actual key
         limit = self.max_record_bytes - RECORD_OVERHEAD - SNAPSHOT_KEY_ROOM
+        if self.config.max_snapshot_bytes is not None and not self.config.merged:
+            limit = min(limit, self.config.max_snapshot_bytes)
         config = self.config.pipeline_config(max_snapshot_bytes=max(limit, 1))
         if self.parser.fast_decode is None:  # msgspec turned off (benchmarks' "json only")
             config = dataclasses.replace(config, fast_json=False)
@@ -693,7 +699,7 @@ class MetricsService:
     def _pipeline_from(self, payload: bytes | None, partition: int) -> Pipeline:
         pipeline = self._new_pipeline()
         if payload is not None:
-            state = json.loads(payload)["windows"]
+            state = loads(payload)["windows"]
             try:
                 if isinstance(state, dict) and state.get("type") == "WindowManager":  # written before the pipeline
                     pipeline.windows.load_dict(state)
@@ -715,13 +721,13 @@ class MetricsService:
                 if tp.topic != self.config.topic:
                     continue
                 offset, payload, label_offset = None, None, None
-                saved = self._restore(tp.partition)
+                saved, checked = self._restore(tp.partition)
                 if saved is not None:
                     offset, label_offset = saved["offset"], saved.get("label_offset")
                     payload = self.codec.encode(tp.partition, offset, saved["windows"], label_offset)
                 unloadable = None
                 try:
-                    pipeline = self._pipeline_from(payload, tp.partition)
+                    pipeline = checked if checked is not None else self._pipeline_from(payload, tp.partition)
                 except Exception as exc:
                     if not environment_error(exc):
                         raise
@@ -775,12 +781,14 @@ class MetricsService:
             self.consumer.seek(tp, offset)
         return offset
 
-    def _restore(self, partition: int) -> dict[str, Any] | None:
+    def _restore(self, partition: int) -> tuple[dict[str, Any] | None, Pipeline | None]:
         """The partition's checkpoint: the state dir's or the changelog's, whichever covers more
-        input (a state dir is a cache: missing, wiped or behind another instance's progress)."""
+        input (a state dir is a cache: missing, wiped or behind another instance's progress); and,
+        when the changelog's wins, the pipeline its check loaded from it (else None: the caller
+        loads it), so that a restore loads the state once."""
         local = self.store.load(partition) if self.store is not None else None
         if self.changelog is None:
-            return local
+            return local, None
         where = f"the changelog checkpoint of partition {partition} in {self.changelog.topic!r}"
 
         def merged(chain: list[bytes], metas: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -791,19 +799,32 @@ class MetricsService:
                     raise ValueError("its offsets or chain differ from its header's")
             return self.codec.merge(partition, links, where)
 
+        checked: list[Any] = [None, None, None]  # the last chain checked, its merged checkpoint, its pipeline
+
+        def reach(c: dict[str, Any]) -> tuple[int, int]:
+            return c["offset"], c.get("label_offset") or 0
+
         def check(chain: list[bytes], metas: list[dict[str, Any]]) -> None:  # a bad one is skipped
-            data = merged(chain, metas)
-            self._pipeline_from(self.codec.encode(partition, data["offset"], data["windows"]), partition)
+            checked[:] = [None, None, None]
+            if local is not None and metas and reach(metas[-1]) <= reach(local):
+                checked[0] = chain  # its header's offsets do not beat the state dir's: not even decoded
+                return  # (a header understating its offsets loses nothing: the state dir's is this instance's)
+            data = merged(chain, metas)  # (offsets as the header's, else refused)
+            payload = self.codec.encode(partition, data["offset"], data["windows"])
+            checked[:] = [chain, data, self._pipeline_from(payload, partition)]
 
         chain = self.changelog.restore(partition, check)
-        remote = None if chain is None else merged(chain)
+        same = chain is not None and checked[0] is not None and len(chain) == len(checked[0]) and all(
+            a is b for a, b in zip(chain, checked[0]))  # the chain the last check passed
+        remote = None if chain is None else checked[1] if same else merged(chain)
         candidates = [c for c in (local, remote) if c is not None]
         if not candidates:
-            return None
-        best = max(candidates, key=lambda c: (c["offset"], c.get("label_offset") or 0))
+            return None, None
+        best = max(candidates, key=reach)
+        from_changelog = best is remote and best is not local
         log.info("partition %d: restored the %s checkpoint (offset %d)", partition,
-                 "changelog" if best is remote and best is not local else "state-dir", best["offset"])
-        return best
+                 "changelog" if from_changelog else "state-dir", best["offset"])
+        return best, checked[2] if from_changelog and same else None
 
     def _revoke(self, revoked: Any) -> None:
         # kafka-python runs this on its IO thread, where a blocking commit is refused: save the
@@ -1545,11 +1566,14 @@ class MetricsService:
                        wrap: Callable[[dict[str, Any]], bytes] | None = None, *,
                        line: str | None = None) -> bytes | None:
         """The record value of ``snap`` (``wrap``: how it is encoded, default its snapshot line;
-        ``line``: that line if already encoded), without its state if over the producer's limit,
-        None (dropped, counted) if still over."""
+        ``line``: that line if already encoded), without its state if over the producer's limit
+        (or, for a published snapshot, ``wrap`` None, over ``--max-snapshot-bytes``), None
+        (dropped, counted) if still over."""
         encode = wrap or (lambda s: snapshot_line(s).encode())
         value = line.encode() if line is not None and wrap is None else encode(snap)
         room = self.max_record_bytes - RECORD_OVERHEAD - len(key)
+        if wrap is None and self.config.max_snapshot_bytes is not None:
+            room = min(room, self.config.max_snapshot_bytes)
         if len(value) > room:
             return self._shrink_snapshot(snap, value, room, encode)
         return value
@@ -1677,14 +1701,14 @@ class MetricsService:
             if len(value) <= room:
                 self.counts["snapshot_states_dropped"] = self.counts.get("snapshot_states_dropped", 0) + 1
                 self.metrics.oversized_snapshots.labels("state_dropped").inc()
-                log.warning("snapshot %s is %d bytes, over the producer's max_request_size (%d): published "
-                            "without its state", snap["key"], size, self.max_record_bytes)
+                log.warning("snapshot %s is %d bytes, over its limit (%d bytes: the producer's max_request_size "
+                            "or --max-snapshot-bytes): published without its state", snap["key"], size, room)
                 return value
         self.counts["snapshots_dropped"] = self.counts.get("snapshots_dropped", 0) + 1
         self.metrics.oversized_snapshots.labels("dropped").inc()
-        log.error("snapshot %s window %s is %d bytes even without its state, over the producer's "
-                  "max_request_size (%d): not published", snap["key"], snap["window"], len(value),
-                  self.max_record_bytes)
+        log.error("snapshot %s window %s is %d bytes even without its state, over its limit (%d bytes: the "
+                  "producer's max_request_size or --max-snapshot-bytes): not published", snap["key"],
+                  snap["window"], len(value), room)
         return None
 
     def _dead_letter(self, rec: Any, problems: list[Problem]) -> None:

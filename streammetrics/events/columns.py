@@ -28,7 +28,7 @@ values rescaled by ``--ts-unit``: what ``Pipeline.process_decoded`` takes), thro
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import chain, count, repeat
 from operator import attrgetter
 from typing import Any, Optional, Union
@@ -46,7 +46,7 @@ try:  # the optional accelerator (the ``fast`` extra)
 except ImportError:  # pragma: no cover - exercised where msgspec is absent
     msgspec = None
 
-__all__ = ["ColumnDecoder", "EventColumns", "column_decoder"]
+__all__ = ["ColumnDecoder", "EventColumns", "column_decoder", "object_column"]
 
 _TS_MIN = -62135596800.0  # 0001-01-01T00:00:00Z (as the field rules)
 _TS_MAX = 253402300800.0  # 10000-01-01T00:00:00Z (exclusive)
@@ -138,23 +138,22 @@ class EventColumns:
             common &= self.weight == 1.0
         if common.all():
             return signed
-        out = np.empty(len(s), dtype=object)
-        out[:] = signed.tolist()
-        other = np.flatnonzero(~common)
-        events = self.take(0, len(s)).events()
-        for j in other.tolist():
-            out[j] = events[j]
-        return out
+        items = signed.tolist()
+        events = self.events()
+        for j in np.flatnonzero(~common).tolist():
+            items[j] = events[j]
+        return object_column(items)
 
 
 def _integral(labels: list[Any]) -> list[Any]:
     return [int(v) if v.__class__ is float and v.is_integer() else v for v in labels]
 
 
-def _objects(values: list[Any]) -> np.ndarray:
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
-    return out
+def object_column(values: Sequence[Any]) -> np.ndarray:
+    """``values`` as a 1-d object array, each value one element (a tuple too; ``np.fromiter``:
+    several times faster than assigning a list to a slice, which checks every value for the
+    sequence protocol)."""
+    return np.fromiter(values, dtype=object, count=len(values))
 
 
 def _utf8_text(text: str) -> bool:
@@ -188,9 +187,16 @@ def _key_ok(model: Any, segment: Any) -> bool:
 
 class ColumnDecoder:
     """Decode batches of JSONL lines into :class:`EventColumns` for one :class:`EventParser`'s
-    task, field names and classes (see the module docstring); build with :func:`column_decoder`."""
+    task, field names and classes (see the module docstring); build with :func:`column_decoder`.
 
-    def __init__(self, parser: EventParser) -> None:
+    ``slices = (fields, slice_key)``: the events are keyed by slice (``--slice-by``): the string
+    (or null, absent) values of ``fields`` decoded beside the event's, and each distinct
+    ``(segment, values)`` made the key's segment by ``slice_key(segment, values)`` once (None:
+    the rows go to the per-event path, which refuses them with its reason; a value of another
+    type makes its line odd too)."""
+
+    def __init__(self, parser: EventParser,
+                 slices: tuple[Sequence[str], Callable[[str, tuple[Any, ...]], str | None]] | None = None) -> None:
         if msgspec is None:  # pragma: no cover - exercised where msgspec is absent
             raise ValueError("columnar decoding needs msgspec (the 'fast' extra)")
         task = parser.task
@@ -211,7 +217,18 @@ class ColumnDecoder:
             own = [("y_true", Union[str, int, float, bool]), ("scores", list[float])]
         spec = common + own + optional
         self.names = [s[0] for s in spec]
-        struct = msgspec.defstruct("ColumnEvent", spec, rename={s[0]: f[s[0]] for s in spec}, gc=False)
+        rename = {s[0]: f[s[0]] for s in spec}
+        self._slice_key = None
+        self._pair = attrgetter("model", "segment")
+        if slices is not None:
+            fields, self._slice_key = slices
+            names = [f"slice{i}" for i in range(len(fields))]
+            spec += [(name, Optional[str], None) for name in names]
+            rename.update(zip(names, fields))
+            if len(set(rename.values())) != len(rename):
+                raise ValueError("a slice field is also an event field")
+            self._pair = attrgetter("model", "segment", *names)
+        struct = msgspec.defstruct("ColumnEvent", spec, rename=rename, gc=False)
         self._decode = msgspec.json.Decoder(struct).decode
         self._struct = struct
         self.classes = parser.classes
@@ -327,7 +344,7 @@ class ColumnDecoder:
                 ident[j] = v
         # keys: each distinct (model, segment) checked once (a null segment is ""); a row's raw key
         # is numbered by its first row (one dict pass), then densely
-        pairs = list(map(attrgetter("model", "segment"), structs))
+        pairs = list(map(self._pair, structs))
         first: dict[tuple[str, str | None], int] = {}
         firsts = np.fromiter(map(first.setdefault, pairs, count()), dtype=np.intp, count=m)
         raw_rows, raw_index = np.unique(firsts, return_inverse=True)
@@ -335,15 +352,21 @@ class ColumnDecoder:
         raw_to_key = np.empty(len(raw_rows), dtype=np.intp)
         bad_raw = np.zeros(len(raw_rows), dtype=bool)
         checked = self._checked
+        slice_key = self._slice_key
         for i, row in enumerate(raw_rows.tolist()):
             pair = pairs[row]
             key = checked.get(pair)
             if key is None:
                 key = (pair[0], "" if pair[1] is None else pair[1])
-                if not _key_ok(*key):
+                sliced = None
+                if not _key_ok(key[0], key[1]) or (
+                        slice_key is not None and (sliced := slice_key(key[1], pair[2:])) is None):
                     bad_raw[i] = True
-                elif len(checked) < KEYS_CHECKED:
-                    checked[pair] = key
+                else:
+                    if sliced is not None:  # (model, the slice's key)
+                        key = (key[0], sliced)
+                    if len(checked) < KEYS_CHECKED:
+                        checked[pair] = key
             raw_to_key[i] = keys.setdefault(key, len(keys))
         if bad_raw.any():
             ok &= ~bad_raw[raw_index]
@@ -390,7 +413,7 @@ class ColumnDecoder:
                     known = self._allowed[kind].__contains__
                     ok &= np.fromiter(map(known, truth), dtype=bool, count=m)
                     ok &= np.fromiter(map(known, pred), dtype=bool, count=m)
-                y_true, y_pred = _objects(truth), _objects(pred)
+                y_true, y_pred = object_column(truth), object_column(pred)
             else:
                 truth = list(get["y_true"])
                 kinds = set(map(type, truth))
@@ -431,12 +454,14 @@ class ColumnDecoder:
                             None if ident is None else ident[keep]), odd
 
 
-def column_decoder(parser: EventParser) -> ColumnDecoder | None:
-    """A :class:`ColumnDecoder` for ``parser``'s task and fields, None where there is none
-    (msgspec not installed, a parser without required keys)."""
+def column_decoder(parser: EventParser,
+                   slices: tuple[Sequence[str], Callable[[str, tuple[Any, ...]], str | None]] | None = None
+                   ) -> ColumnDecoder | None:
+    """A :class:`ColumnDecoder` for ``parser``'s task and fields (``slices``: see the class),
+    None where there is none (msgspec not installed, a parser without required keys)."""
     if msgspec is None or getattr(parser, "fast_decode", None) is None:
         return None
     try:
-        return ColumnDecoder(parser)
+        return ColumnDecoder(parser, slices)
     except ValueError:
         return None

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -51,6 +52,7 @@ from streammetrics.core.exceptions import UndefinedMetricWarning
 
 __all__ = [
     "PSI_EPS",
+    "ecdfs",
     "group_masses",
     "js",
     "ks",
@@ -82,8 +84,10 @@ def _undefined(name: str) -> float:
     return math.nan
 
 
-def _cdfs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """ECDFs after each level (None when a side has no weight)."""
+def ecdfs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """ECDFs after each level (None when a side has no weight): the ``cdfs`` that :func:`ks`,
+    :func:`ks_bounds`, :func:`wasserstein` and :func:`wasserstein_bounds` take from a caller
+    computing several of them (each computes them itself without it)."""
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     ta, tb = float(a.sum()), float(b.sum())
@@ -97,13 +101,15 @@ def _integral(x: np.ndarray) -> bool:
     return bool(np.all(x == np.floor(x)))
 
 
-def ks(a: np.ndarray, b: np.ndarray) -> float:
+def ks(a: np.ndarray, b: np.ndarray, cdfs: Any = False) -> float:
     """``max |F_a - F_b|`` at the levels (scipy's ``ks_2samp`` statistic on distinct scores:
     ``max(clip(-min(d), 0, 1), max(d))`` with ``d = F_a - F_b``; when every level's weight
     is an integer - counts - and both totals are at most 10000, rounded to a multiple of
     ``1 / lcm(n_a, n_b)`` as ``ks_2samp``'s exact mode does; weights such as 0.5 summing to
-    an integer are not counts and are not rounded)."""
-    cdfs = _cdfs(a, b)
+    an integer are not counts and are not rounded). ``cdfs``: :func:`ecdfs` of ``a, b`` when
+    the caller has it."""
+    if cdfs is False:
+        cdfs = ecdfs(a, b)
     if cdfs is None:
         return _undefined("KS")
     d = cdfs[0] - cdfs[1]
@@ -119,10 +125,11 @@ def ks(a: np.ndarray, b: np.ndarray) -> float:
     return stat
 
 
-def ks_bounds(a: np.ndarray, b: np.ndarray, singleton: np.ndarray) -> tuple[float, float]:
+def ks_bounds(a: np.ndarray, b: np.ndarray, singleton: np.ndarray, cdfs: Any = False) -> tuple[float, float]:
     """``(low, high)`` around the KS statistic of the events behind binned levels
     (``singleton[k]``: level ``k`` holds one distinct score, so its inside is known)."""
-    cdfs = _cdfs(a, b)
+    if cdfs is False:
+        cdfs = ecdfs(a, b)
     if cdfs is None:
         return _undefined("KS"), math.nan
     fa, fb = cdfs
@@ -137,10 +144,11 @@ def ks_bounds(a: np.ndarray, b: np.ndarray, singleton: np.ndarray) -> tuple[floa
     return max(0.0, low - slack), min(1.0, high + slack)
 
 
-def wasserstein(values: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
+def wasserstein(values: np.ndarray, a: np.ndarray, b: np.ndarray, cdfs: Any = False) -> float:
     """``sum(|F_a - F_b| * diff(values))``: ``scipy.stats.wasserstein_distance`` on
     distinct ascending ``values`` (on bins, pass :func:`levels.representative`)."""
-    cdfs = _cdfs(a, b)
+    if cdfs is False:
+        cdfs = ecdfs(a, b)
     if cdfs is None:
         return _undefined("Wasserstein distance")
     keep = (np.asarray(a) > 0) | (np.asarray(b) > 0)
@@ -150,11 +158,12 @@ def wasserstein(values: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
 
 
 def wasserstein_bounds(
-    lo: np.ndarray, hi: np.ndarray, a: np.ndarray, b: np.ndarray
+    lo: np.ndarray, hi: np.ndarray, a: np.ndarray, b: np.ndarray, cdfs: Any = False
 ) -> tuple[float, float]:
     """``(low, high)`` around the Wasserstein distance of the events behind levels whose
     scores lie in ``[lo, hi]`` (non-overlapping, ascending; exact levels have lo == hi)."""
-    cdfs = _cdfs(a, b)
+    if cdfs is False:
+        cdfs = ecdfs(a, b)
     if cdfs is None:
         return _undefined("Wasserstein distance"), math.nan
     keep = (np.asarray(a) > 0) | (np.asarray(b) > 0)

@@ -169,7 +169,7 @@ def kish_factor(total: Any, squares: Any) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- proportions
-def wilson_many(k: Any, n: Any, z: float, minimum: int = MIN_EVENTS) -> tuple[np.ndarray, np.ndarray]:
+def wilson_many(k: Any, n: Any, z: float, minimum: Any = MIN_EVENTS) -> tuple[np.ndarray, np.ndarray]:
     """Continuity-corrected Wilson intervals of ``k`` successes in ``n`` (arrays; nan where
     ``n < minimum``). Newcombe (1998), method 4::
 
@@ -208,7 +208,11 @@ def f1_intervals(tp: Any, fp: Any, fn: Any, z: float) -> tuple[np.ndarray, np.nd
     """F1 = 2 q / (1 + q), ``q = tp / (tp + fp + fn)``: the Wilson interval of q (given
     ``tp + fp + fn`` events, tp is binomial) mapped through the monotone ``2 q / (1 + q)``."""
     tp, fp, fn = _rows(tp, fp, fn)
-    lo, hi = wilson_many(tp, tp + fp + fn, z)
+    return _f1_of(*wilson_many(tp, tp + fp + fn, z))
+
+
+def _f1_of(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`f1_intervals` from the Wilson interval of ``q = tp / (tp + fp + fn)``."""
     return 2.0 * lo / (1.0 + lo), 2.0 * hi / (1.0 + hi)
 
 
@@ -223,9 +227,24 @@ def balanced_accuracy_intervals(tn: Any, fp: Any, fn: Any, tp: Any, z: float) ->
     alike, then halved."""
     tn, fp, fn, tp = _rows(tn, fp, fn, tp)
     pos, neg = tp + fn, tn + fp
+    lo, hi = wilson_many(np.concatenate((tp, tn)), np.concatenate((pos, neg)), z, MIN_CLASS_EVENTS)
+    return _balanced_of(tn, fp, fn, tp, _halves(lo, hi, 2))
+
+
+def _halves(lo: np.ndarray, hi: np.ndarray, parts: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Interval columns of ``parts`` stacked blocks of rows (one :func:`wilson_many` call for
+    several proportions: elementwise, so each block as if alone), block by block."""
+    rows = len(lo) // parts
+    return [(lo[i * rows:(i + 1) * rows], hi[i * rows:(i + 1) * rows]) for i in range(parts)]
+
+
+def _balanced_of(tn: np.ndarray, fp: np.ndarray, fn: np.ndarray, tp: np.ndarray,
+                 wilsons: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`balanced_accuracy_intervals` from the Wilson intervals (minimum
+    :data:`MIN_CLASS_EVENTS`) of recall and specificity, ``wilsons[0]`` and ``wilsons[1]``."""
+    pos, neg = tp + fn, tn + fp
     ok = (pos >= MIN_CLASS_EVENTS) & (neg >= MIN_CLASS_EVENTS)
-    rl, rh = wilson_many(tp, pos, z, MIN_CLASS_EVENTS)
-    sl, sh = wilson_many(tn, neg, z, MIN_CLASS_EVENTS)
+    (rl, rh), (sl, sh) = wilsons[0], wilsons[1]
     r = tp / np.where(ok, pos, 1.0)
     s = tn / np.where(ok, neg, 1.0)
     t = r + s
@@ -703,15 +722,24 @@ def confusion_intervals(tn: Any, fp: Any, fn: Any, tp: Any, z: float,
         return _weighted_confusion_intervals(tn, fp, fn, tp, squares, z)
     tn, fp, fn, tp = _rows(tn, fp, fn, tp)
     n = tn + fp + fn + tp
+    pos, neg = tp + fn, tn + fp
+    # the seven Wilson intervals in one call (rows stacked; minimum MIN_EVENTS, or
+    # MIN_CLASS_EVENTS for balanced accuracy's two): accuracy, precision, recall, specificity,
+    # positive rate, F1's q, balanced accuracy's recall and specificity
+    rows = len(n)
+    minimum = np.repeat(np.array([MIN_EVENTS] * 6 + [MIN_CLASS_EVENTS] * 2, dtype=np.float64), rows)
+    lo, hi = wilson_many(np.concatenate((tn + tp, tp, tp, tn, pos, tp, tp, tn)),
+                         np.concatenate((n, tp + fp, pos, neg, n, tp + fp + fn, pos, neg)), z, minimum)
+    accuracy, precision, recall, specificity, rate, q, *balanced = _halves(lo, hi, 8)
     return {
-        "accuracy": wilson_many(tn + tp, n, z),
-        "balanced_accuracy": balanced_accuracy_intervals(tn, fp, fn, tp, z),
-        "precision": wilson_many(tp, tp + fp, z),
-        "recall": wilson_many(tp, tp + fn, z),
-        "f1": f1_intervals(tp, fp, fn, z),
-        "specificity": wilson_many(tn, tn + fp, z),
+        "accuracy": accuracy,
+        "balanced_accuracy": _balanced_of(tn, fp, fn, tp, balanced),
+        "precision": precision,
+        "recall": recall,
+        "f1": _f1_of(*q),
+        "specificity": specificity,
         "matthews_corrcoef": mcc_intervals(tn, fp, fn, tp, z),
-        "positive_rate": wilson_many(tp + fn, n, z),
+        "positive_rate": rate,
     }
 
 

@@ -124,9 +124,46 @@ def ranking_summary_columns(window_of_level: np.ndarray, neg: np.ndarray, pos: n
     The levels are laid out one row per window, highest first (zeros after a window's last):
     the AUC's sums are whole numbers (exact in any order), and average precision adds its
     terms column by column (``np.add.accumulate`` along a row: the same sequence of IEEE
-    additions as the one-window loop)."""
+    additions as the one-window loop). Windows of very different numbers of levels (a few
+    slices of many events among many of few) are laid out in groups of similar widths (each
+    row's values do not depend on the width it is padded to), so the rows hold at most ~4x
+    their levels."""
     counts = np.bincount(window_of_level, minlength=m)
-    width = int(counts.max())
+    width = int(counts.max()) if m else 0
+    if width > _GROUP_WIDTH and m * width > 4 * len(window_of_level):
+        return _grouped(window_of_level, neg, pos, m, one_class, counts)
+    return _rows_pass(window_of_level, neg, pos, m, one_class, counts, width)
+
+
+#: windows of up to this many levels share one layout; wider ones are grouped by width (x4 steps)
+_GROUP_WIDTH = 8
+
+
+def _grouped(window_of_level: np.ndarray, neg: np.ndarray, pos: np.ndarray, m: int, one_class: np.ndarray,
+             counts: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
+    """:func:`ranking_summary_columns` of the windows in groups of widths ``(0, 8]``, ``(8, 32]``,
+    ``(32, 128]``, ...: each group's rows as one pass, the values put back in window order."""
+    out: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
+    low, high = 0, _GROUP_WIDTH
+    while low < int(counts.max()):
+        chosen = (counts > low) & (counts <= high)
+        if chosen.any():
+            windows = np.flatnonzero(chosen)
+            levels = chosen[window_of_level]
+            renumbered = (np.cumsum(chosen) - 1)[window_of_level[levels]]
+            part = _rows_pass(renumbered, neg[levels], pos[levels], len(windows), one_class[windows],
+                              counts[windows], int(counts[windows].max()))
+            for name, (values, undefined) in part.items():
+                if name not in out:
+                    out[name] = (np.zeros(m), None if undefined is None else one_class)
+                out[name][0][windows] = values
+        low, high = high, high * 4
+    return out
+
+
+def _rows_pass(window_of_level: np.ndarray, neg: np.ndarray, pos: np.ndarray, m: int, one_class: np.ndarray,
+               counts: np.ndarray, width: int) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
+    """:func:`ranking_summary_columns` with every window a row of ``width`` levels."""
     ends = np.cumsum(counts)
     descending = (ends[window_of_level] - 1) - np.arange(len(window_of_level))  # column, from the top
     shape = (m, width)

@@ -101,6 +101,7 @@ from streammetrics.kernels.histogram import (
     units_mode,
 )
 from streammetrics.kernels.histogram import to_units as histograms_to_units
+from streammetrics.kernels.ranking_small import levels
 
 if TYPE_CHECKING:  # the module imports ConfusionMatrix lazily (it imports this one)
     from streammetrics.metrics.confusion import ConfusionMatrix
@@ -455,6 +456,52 @@ _BINARY_STATE = (
 DIRECT_STATE = tuple(k for f in _BINARY_STATE for k in f.keys) == (
     "events", "weights", "weighted", "weighted_residues", "log_loss_sum", "brier_sum", "sum_residues",
     "outside_unit", "bins_per_octave", "histogram", "weighted_squares", "weighted_squares_residues")
+
+
+#: the metrics :meth:`BinaryScores.interval` covers
+_SCORE_INTERVALS = ("roc_auc", "log_loss", "brier_score")
+
+# bins per octave -> (half, c, highest c - k, highest k - c) of singleton keys around 1.0,
+# or None when the singleton keys are not those two runs (then binning.singleton decides)
+_SINGLETON_RUNS: dict[int, tuple[int, int, int, int] | None] = {}
+
+
+def _singleton_runs(binning: LogGridBinning) -> tuple[int, int, int, int] | None:
+    """``LogGridBinning.singleton`` marks 0.0, 1.0 and the bins next to 1.0 narrower than the
+    float spacing there: two runs of keys below and above ``c`` (the key of 1.0). Found
+    once per resolution by probing every key of the two regions, and checked contiguous."""
+    bins = binning.bins
+    if bins not in _SINGLETON_RUNS:
+        half, c = binning.half_key, binning.one_key
+        runs: list[int] = []
+        for sign in (-1, 1):
+            ups = np.arange(1, c - half, dtype=np.int64)
+            mask = binning.singleton(c + sign * ups)
+            n = int(np.argmin(mask)) if not mask.all() else len(mask)
+            if not mask[:n].all() or mask[n:].any():
+                _SINGLETON_RUNS[bins] = None
+                break
+            runs.append(n)
+        else:
+            _SINGLETON_RUNS[bins] = (half, c, runs[0], runs[1])
+    return _SINGLETON_RUNS[bins]
+
+
+def _singleton(binning: Any, keys: list) -> list[bool] | None:
+    """Per key: does its bin hold a single distinct score? None for exact histograms (all)."""
+    if binning.exact:
+        return None
+    runs = _singleton_runs(binning) if isinstance(binning, LogGridBinning) else None
+    if runs is None:
+        return binning.singleton(np.asarray(keys, dtype=np.int64)).tolist()
+    half, c, below, above = runs
+    return [k == 0 or k == c or (half < k < c and c - k <= below) or (k > c and k - c <= above)
+            for k in keys]
+
+
+def _unit_floats(weights: dict) -> dict:
+    """``{key: weight}`` of units (units mode) as ``{key: correctly rounded float}``."""
+    return dict(zip(weights, values_of(list(weights.values()))))
 
 
 class BinaryScores(Accumulator):
@@ -1067,6 +1114,35 @@ class BinaryScores(Accumulator):
     def _one_class(self) -> bool:
         return not (self._events[0] and self._events[1])
 
+    def has_one_class(self) -> bool:
+        """Whether a class has no events (ROC AUC and its bounds are then undefined)."""
+        return self._one_class()
+
+    # ------------------------------------------------------------------ small reads (snapshots)
+    def small_levels(self, limit: int) -> tuple[list[Any], list[float], list[float], list[bool] | None] | None:
+        """``(keys, neg, pos, singleton)`` while the two histograms hold at most ``limit`` keys
+        together (None beyond): the union of their keys ascending, each class's weight per key
+        (0.0 where absent; whole units read as their correctly rounded floats) and per key whether
+        its bin holds a single distinct score (None for exact histograms: every one does). What a
+        snapshot's one-pass ranking reads (:func:`streammetrics.kernels.ranking_small.ranking_summary`)."""
+        neg_w, pos_w = self._neg.weights, self._pos.weights
+        if len(neg_w) + len(pos_w) > limit:
+            return None
+        if self._units:
+            neg_w, pos_w = _unit_floats(neg_w), _unit_floats(pos_w)
+        keys, neg, pos = levels(neg_w, pos_w)
+        return keys, neg, pos, _singleton(self._binning, keys)
+
+    def score_sums(self) -> tuple[float, float]:
+        """``(sum of w * -log(p), sum of w * (p - y)^2)`` over the events with a score in [0, 1]
+        (exact, each rounded once): log loss and Brier score times the labelled weight."""
+        return self._log_loss_sum(), self._sums.brier.value
+
+    @property
+    def outside_unit(self) -> bool:
+        """Whether some score fell outside [0, 1] (log loss and Brier score are then undefined)."""
+        return self._outside != [None, None]
+
     # ------------------------------------------------------------------ ranking
     def roc_auc(self, max_fpr: float | None = None) -> float:
         """ROC AUC (``sklearn.metrics.roc_auc_score``): pairs of tied scores, and with bins
@@ -1302,16 +1378,23 @@ class BinaryScores(Accumulator):
         """
         from streammetrics.kernels import intervals as iv
 
-        z = iv.z_value(confidence)
-        if metric not in ("roc_auc", "log_loss", "brier_score"):
+        iv.z_value(confidence)
+        if metric not in _SCORE_INTERVALS:
             raise ValueError(f"metric must be 'roc_auc', 'log_loss' or 'brier_score', got {metric!r:.40}")
+        return self.intervals(confidence)[metric]
+
+    def intervals(self, confidence: float = 0.95) -> dict[str, tuple[float, float] | None]:
+        """:meth:`interval` of ``roc_auc``, ``log_loss`` and ``brier_score``, from one pass."""
+        from streammetrics.kernels import intervals as iv
+
+        z = iv.z_value(confidence)
         squares = None if self.unit_weights else self.class_squares()
         if not self.count or (squares is None and not self.unit_weights):
-            return None
+            return dict.fromkeys(_SCORE_INTERVALS)
         lo, hi, neg, pos = self.interval_levels()
         low, high = self.roc_auc_bounds() if not self._one_class() else (math.nan, math.nan)
         probability = self._outside == [None, None] and self.total_weight > 0
         columns = iv.score_interval_columns(
             [0], lo, hi, neg, pos, low, high, self.log_loss() if probability else math.nan,
             self.brier_score() if probability else math.nan, z, squares)
-        return iv.as_pair(*columns[metric])
+        return {name: iv.as_pair(*columns[name]) for name in _SCORE_INTERVALS}

@@ -840,6 +840,18 @@ class ConfusionMatrix(Accumulator):
             tp, pred, true, beta=beta, average=average, warn_for=warn_for, zero_division=zero_division
         )[which]
 
+    def precision_recall_f1(self, labels: Sequence[Hashable] | None = None, pos_label: Hashable = 1,
+                            average: str | None = "binary", zero_division: Any = "warn") -> tuple[Any, Any, Any]:
+        """``(precision, recall, f1)`` from one pass over the cells: each equal to its own method
+        (``sklearn.metrics.precision_recall_fscore_support(...)[:3]``)."""
+        _cls.check_zero_division(zero_division)
+        labels = self._setwise_labels(labels, pos_label, average)
+        if self._undefined():
+            nan = self._nan_result("precision, recall and f1", average, labels)
+            return nan, nan, nan
+        tp, pred, true = self._class_sums(labels)
+        return _cls.prf(tp, pred, true, beta=1.0, average=average, zero_division=zero_division)[:3]
+
     def precision(self, labels: Sequence[Hashable] | None = None, pos_label: Hashable = 1,
                   average: str | None = "binary", zero_division: Any = "warn") -> Any:
         """tp / (tp + fp), as ``sklearn.metrics.precision_score``."""
@@ -1053,6 +1065,9 @@ class ConfusionMatrix(Accumulator):
         if metric not in known:
             raise ValueError(f"metric must be one of {', '.join(dict.fromkeys(known))}; got {metric!r:.40}")
         names = self.labels if labels is None else self._check_labels_arg(labels)
+        on_matrix = metric in iv.MATRIX_INTERVALS and (len(names) != 2 or metric not in binary)
+        if (on_matrix or metric == "macro_f1") and self._unit and self.count < iv.MIN_MEAN_EVENTS:
+            return None  # (the minimum rule of matrix_interval / macro_f1_interval: fewer events in the matrix)
         squares = None if self._unit else self.squares()
         if not self._unit and squares is None:
             return None

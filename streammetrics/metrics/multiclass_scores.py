@@ -561,6 +561,7 @@ class MulticlassScores(ScoreColumns):
         return [x for row in self._h for x in row]
 
     def _refresh(self) -> None:
+        self._ovr_memo: dict[Any, Any] = {}  # (see _ovr_parts; emptied by every change of the state)
         # units mode (kernels.exact_weights): every summed weight is an int of units then
         self._units = self._weights[0].__class__ is int
         self._hw = [[h.weights for h in row] for row in self._h]
@@ -691,6 +692,7 @@ class MulticlassScores(ScoreColumns):
     def update(self, y_true: Hashable, scores: Any, weight: float = 1.0) -> "MulticlassScores":
         """Add one event: ``y_true`` one of ``classes``, ``scores`` a sequence aligned with
         ``classes`` or a mapping class -> score (finite numbers), ``weight >= 0``."""
+        self._ovr_memo = {}
         cols = self._cols
         t = cols.index.get(y_true) if y_true.__class__ is cols.fast else None
         if t is None:
@@ -811,6 +813,7 @@ class MulticlassScores(ScoreColumns):
     def update_many(self, y_true: Any, score_matrix: Any, sample_weight: Any = None) -> "MulticlassScores":
         """Add a batch: labels, an ``(n, K)`` score matrix (array, nested lists, DataFrame,
         or a list of mappings) and optional weights; validated in full before any change."""
+        self._ovr_memo = {}
         t = self._encode(y_true, "y_true")
         S = self._cols.matrix(score_matrix, "score_matrix")
         n = check_same_length(y_true=t, score_matrix=S)
@@ -969,10 +972,17 @@ class MulticlassScores(ScoreColumns):
     def confusion(self) -> ConfusionMatrix:
         """:class:`~streammetrics.ConfusionMatrix` (``labels=classes``) of the arg-max
         predictions (ties: the first maximal score, as ``numpy.argmax``)."""
-        names = self._cols.names
-        cells = self._cells
-        counts = dict(zip([(names[t], names[p]) for t, p in cells], values_of(list(cells.values()))))
-        return ConfusionMatrix._from_counts(list(names), counts, self.count)
+        return self._confusion().copy()
+
+    def _confusion(self) -> ConfusionMatrix:
+        """:meth:`confusion`, built once per state (see :meth:`_ovr_parts`; not to be changed)."""
+        cm = self._ovr_memo.get("confusion")
+        if cm is None:
+            names = self._cols.names
+            cells = self._cells
+            counts = dict(zip([(names[t], names[p]) for t, p in cells], values_of(list(cells.values()))))
+            cm = self._ovr_memo["confusion"] = ConfusionMatrix._from_counts(list(names), counts, self.count)
+        return cm
 
     # ------------------------------------------------------------------ ranking
     def _columns(self) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -1032,21 +1042,62 @@ class MulticlassScores(ScoreColumns):
         class_w = np.asarray(self._weight_values(), dtype=np.float64)
         if average == "weighted" and abs(float(class_w.sum())) <= 1e-8:
             return 0.0, 0.0, 0.0  # scikit-learn: weights summing to ~0 give 0, unchecked
-        view = self._ovr_view()
-        binning = view[0]
         if average == "micro":
+            view = self._ovr_view()
             keys, w = self._pooled(view)
-            return binary_auc(binning, keys, w[0], w[1], bounds)
-        parts = np.full((3, k), np.nan)
+            return binary_auc(view[0], keys, w[0], w[1], bounds)
         count = self.count
-        for c, (keys, neg, pos) in enumerate(self._ovr_columns(view)):
+        for c in range(k):
             if not self._events[c] or self._events[c] == count:
                 ranking.warn_one_class()
-                continue
-            parts[:, c] = binary_auc(binning, keys, neg, pos, bounds)
+        parts = self._ovr_parts(bounds)
         weights = class_w if average == "weighted" else None
         low, high = average_intervals(parts[1], parts[2], average, weights)
         return average_scores(parts[0], average, weights), low, high
+
+    def _ovr_parts(self, bounds: bool) -> np.ndarray:
+        """``(3, K)``: per class the one-vs-rest ``binary_auc`` ``(value, low, high)`` (nan for a
+        class absent or alone), computed once per state (a snapshot reads the macro, weighted and
+        per-class AUCs and their intervals from it; the memo is emptied by every change)."""
+        memo = self._ovr_memo
+        got = memo.get(bounds)
+        if got is None:
+            k, count = len(self._cols.names), self.count
+            binning, columns = self._ovr_cached()
+            parts = np.full((3, k), np.nan)
+            with warnings.catch_warnings(record=True) as caught:  # (given again at every read)
+                warnings.simplefilter("always")
+                for c, (keys, neg, pos) in enumerate(columns):
+                    if self._events[c] and self._events[c] != count:
+                        parts[:, c] = binary_auc(binning, keys, neg, pos, bounds)
+            got = memo[bounds] = (parts, [(w.message, w.category) for w in caught])
+        parts, notes = got
+        for message, category in notes:
+            warnings.warn(message, category, stacklevel=3)
+        return parts.copy()
+
+    def _ovr_cached(self) -> tuple[Binning, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+        """``(binning, _ovr_columns())`` of the one-vs-rest set, built once per state (see
+        :meth:`_ovr_parts`)."""
+        memo = self._ovr_memo
+        got = memo.get("columns")
+        if got is None:
+            if self._binning.exact and not self._units:
+                # the sums N[c] of _derive_ovr read from the aligned pair histograms of column c:
+                # float weights (whole, so any order of addition is exact) added in class order
+                columns = []
+                for c, (keys, w) in enumerate(self._columns()):
+                    neg = np.zeros(len(keys))
+                    for t in range(len(w)):
+                        if t != c:
+                            neg = neg + w[t]
+                    columns.append((keys, neg, w[c]))
+                got = (self._binning, columns)
+            else:
+                view = self._ovr_view()
+                got = (view[0], self._ovr_columns(view))
+            memo["columns"] = got
+        return got
 
     def _ovo(self, average: str, bounds: bool) -> tuple[float, float, float]:
         """Hand & Till: the mean (or weight-share weighted mean) over pairs of classes with
@@ -1091,7 +1142,7 @@ class MulticlassScores(ScoreColumns):
             raise ValueError(f"metric must be 'top_k_accuracy' or 'roc_auc', got {metric!r:.40}")
         check_average(average, ("macro", "weighted"), "the roc_auc interval")
         z = iv.z_value(confidence)
-        if not self.count or not self.confusion().unit_weights:
+        if not self.count or not self._confusion().unit_weights:
             return None
         if metric == "top_k_accuracy":
             with warnings.catch_warnings():
@@ -1101,12 +1152,11 @@ class MulticlassScores(ScoreColumns):
         count = self.count
         if any(not e or e == count for e in self._events):
             return None
-        view = self._ovr_view()
-        binning = view[0]
+        parts = self._ovr_parts(True)
         levels = []
-        for keys, neg, pos in self._ovr_columns(view):
-            _, low, high = binary_auc(binning, keys, neg, pos, True)
-            levels.append((np.asarray(neg, dtype=np.float64), np.asarray(pos, dtype=np.float64), low, high))
+        for c, (_, neg, pos) in enumerate(self._ovr_cached()[1]):
+            levels.append((np.asarray(neg, dtype=np.float64), np.asarray(pos, dtype=np.float64),
+                           parts[1, c], parts[2, c]))
         weights = np.asarray(self._weight_values(), dtype=np.float64) if average == "weighted" else None
         return iv.ovr_auc_interval(levels, weights, confidence)
 
@@ -1150,7 +1200,7 @@ class MulticlassScores(ScoreColumns):
         if average == "micro":
             _, w = self._pooled()
             return ranking.average_precision(w[0], w[1])
-        values = np.array([ranking.average_precision(neg, pos) for _, neg, pos in self._ovr_columns()])
+        values = np.array([ranking.average_precision(neg, pos) for _, neg, pos in self._ovr_cached()[1]])
         return average_scores(values, average, class_w if average == "weighted" else None)
 
 

@@ -755,6 +755,8 @@ class Regression(Accumulator):
             return None
         f = float(iv.kish_factor(total, squares)[0])  # (exactly 1 for unit weights)
         n = total * f
+        if not n >= (iv.MIN_R2_EVENTS if metric == "r2" else iv.MIN_MEAN_EVENTS):
+            return None  # (the minimum rule of r2_intervals / mean_intervals, before their inputs)
         if metric == "r2":
             moments = self._r2_moments()
             if moments is None:

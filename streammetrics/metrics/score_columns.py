@@ -276,11 +276,17 @@ class ScoreColumns(Accumulator):
         if binning.exact and self._finest is not None:
             limit: int = self._max_exact  # type: ignore[assignment]  # an int here
             grid = LogGridBinning(self._finest)
-            flat = _columns_flat(S, groups_of, n_groups, stride, offsets, w, grid)
-            # exact only if the batch's exact entries fit; a first block of rows that alone
-            # does not fit settles it without sorting the whole batch
+            # exact only if the batch's exact entries fit (then so do its grid entries, never more
+            # than its exact ones); a batch of at most m rows is tried exact at once, a longer one
+            # first on the grid and on a first block of rows, that alone settles it when it does
+            # not fit, without sorting the whole batch
             m = 2 * limit + 1
-            if len(flat[0]) <= limit and (len(S) <= m or _columns_flat(
+            if len(S) <= m:
+                exact = _columns_flat(S, groups_of, n_groups, stride, offsets, w, binning, limit, units)
+                if exact is not None:
+                    return exact, binning
+            flat = _columns_flat(S, groups_of, n_groups, stride, offsets, w, grid)
+            if len(S) > m and len(flat[0]) <= limit and (_columns_flat(
                     S[:m], lambda c: groups_of(c)[:m], n_groups, stride, offsets, None if w is None else w[:m],
                     binning, limit) is not None):
                 exact = _columns_flat(S, groups_of, n_groups, stride, offsets, w, binning, limit, units)

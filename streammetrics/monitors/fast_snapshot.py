@@ -21,12 +21,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
-from streammetrics.kernels.binning import LogGridBinning
 from streammetrics.kernels.counts import binary_confusion_metrics
-from streammetrics.kernels.exact_weights import values_of
-from streammetrics.kernels.ranking_small import SMALL_LEVELS, levels, ranking_summary
+from streammetrics.kernels.ranking_small import SMALL_LEVELS, ranking_summary
 from streammetrics.monitors.base import json_number, quiet, quiet_pair
 
 __all__ = ["SNAPSHOT_KEYS", "binary_snapshot"]
@@ -39,56 +35,16 @@ SNAPSHOT_KEYS = (
 )
 
 
-# bins per octave -> (half, c, highest c - k, highest k - c) of singleton keys around 1.0,
-# or None when the singleton keys are not those two runs (then binning.singleton decides)
-_SINGLETON_RUNS: dict[int, tuple[int, int, int, int] | None] = {}
-
-
-def _singleton_runs(binning: LogGridBinning) -> tuple[int, int, int, int] | None:
-    """``LogGridBinning.singleton`` marks 0.0, 1.0 and the bins next to 1.0 narrower than the
-    float spacing there: two runs of keys below and above ``c`` (the key of 1.0). Found
-    once per resolution by probing every key of the two regions, and checked contiguous."""
-    bins = binning.bins
-    if bins not in _SINGLETON_RUNS:
-        half, c = binning.half_key, binning.one_key
-        runs: list[int] = []
-        for sign in (-1, 1):
-            ups = np.arange(1, c - half, dtype=np.int64)
-            mask = binning.singleton(c + sign * ups)
-            n = int(np.argmin(mask)) if not mask.all() else len(mask)
-            if not mask[:n].all() or mask[n:].any():
-                _SINGLETON_RUNS[bins] = None
-                break
-            runs.append(n)
-        else:
-            _SINGLETON_RUNS[bins] = (half, c, runs[0], runs[1])
-    return _SINGLETON_RUNS[bins]
-
-
-def _singleton(binning: Any, keys: list) -> list[bool] | None:
-    """Per key: does its bin hold a single distinct score? None for exact histograms (all)."""
-    if binning.exact:
-        return None
-    runs = _singleton_runs(binning) if isinstance(binning, LogGridBinning) else None
-    if runs is None:
-        return binning.singleton(np.asarray(keys, dtype=np.int64)).tolist()
-    half, c, below, above = runs
-    return [k == 0 or k == c or (half < k < c and c - k <= below) or (k > c and k - c <= above)
-            for k in keys]
-
-
 def _number(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
 def _ranking(sc: Any) -> dict[str, float | None]:
-    neg_w, pos_w = sc._neg.weights, sc._pos.weights
-    if len(neg_w) + len(pos_w) <= SMALL_LEVELS:
-        if sc._units:  # exact sums in units: the levels read their correctly rounded floats
-            neg_w, pos_w = _floats(neg_w), _floats(pos_w)
-        keys, neg, pos = levels(neg_w, pos_w)
-        out = ranking_summary(neg, pos, _singleton(sc._binning, keys))
-        if sc._one_class():  # BinaryScores.roc_auc: undefined once a class has no events
+    small = sc.small_levels(SMALL_LEVELS)
+    if small is not None:  # (levels that are whole units: read as their correctly rounded floats)
+        _, neg, pos, singleton = small
+        out = ranking_summary(neg, pos, singleton)
+        if sc.has_one_class():  # BinaryScores.roc_auc: undefined once a class has no events
             out["roc_auc"] = out["roc_auc_low"] = out["roc_auc_high"] = None
         return out
     with sc.levels_read_once():  # the numpy path for large windows, the levels built once
@@ -97,24 +53,20 @@ def _ranking(sc: Any) -> dict[str, float | None]:
                 "average_precision": quiet(sc.average_precision)}
 
 
-def _floats(weights: dict) -> dict:
-    """``{key: weight}`` of units (units mode) as ``{key: correctly rounded float}``."""
-    return dict(zip(weights, values_of(list(weights.values()))))
-
-
 def binary_snapshot(monitor: Any) -> dict[str, Any]:
     """The dict ``BinaryMonitor.snapshot()`` returns, computed in plain floats."""
     sc, pr = monitor.scores, monitor.predictions
-    return _metrics(monitor, _ranking(sc), sc._log_loss_sum(), sc._sums.brier.value, pr.score_sum)
+    log_sum, brier_sum = sc.score_sums()
+    return _metrics(monitor, _ranking(sc), log_sum, brier_sum, pr.score_sum)
 
 
 def _metrics(monitor: Any, rank: dict[str, float | None], log_sum: float, brier_sum: float,
              score_sum: float) -> dict[str, Any]:
     """The snapshot's metrics from the ranking summary and the three (folded) sums."""
     cm, sc, pr = monitor.confusion, monitor.scores, monitor.predictions
-    get = cm._cells.get
+    get = cm.counts().get
     conf = binary_confusion_metrics(get((0, 0), 0.0), get((0, 1), 0.0), get((1, 0), 0.0), get((1, 1), 0.0))
-    outside = sc._outside != [None, None]
+    outside = sc.outside_unit
     weight = sc.total_weight  # labelled events
     seen = pr.total_weight  # every prediction (label-free ones too)
     return dict(zip(SNAPSHOT_KEYS, (

@@ -63,9 +63,7 @@ def class_report(cm: ConfusionMatrix, labels: list) -> dict[str, Any]:
         warnings.simplefilter("ignore")
         if not labels or cm.total_weight == 0:
             return {}
-        p = cm.precision(labels=labels, average=None, zero_division=_NAN)
-        r = cm.recall(labels=labels, average=None, zero_division=_NAN)
-        f = cm.f1(labels=labels, average=None, zero_division=_NAN)
+        p, r, f = cm.precision_recall_f1(labels=labels, average=None, zero_division=_NAN)
         support = cm.support(labels)
     return {
         str(label): {
@@ -106,18 +104,30 @@ def label_metrics(cm: ConfusionMatrix, labels: list | None) -> dict[str, Any]:
     """Hard-label metrics shared by the multiclass and label monitors."""
     defined = cm.total_weight > 0
     kw = {"labels": labels} if labels else {}
+    macro = _quiet_prf(cm, "macro", kw) if defined else (None, None, None)
     return {
         "count": cm.count,
         "total_weight": json_number(cm.total_weight),
         "accuracy": quiet(cm.accuracy) if defined else None,
         "balanced_accuracy": quiet(cm.balanced_accuracy) if defined else None,
-        "macro_precision": quiet(cm.precision, average="macro", zero_division=_NAN, **kw) if defined else None,
-        "macro_recall": quiet(cm.recall, average="macro", zero_division=_NAN, **kw) if defined else None,
-        "macro_f1": quiet(cm.f1, average="macro", zero_division=_NAN, **kw) if defined else None,
-        "weighted_f1": quiet(cm.f1, average="weighted", zero_division=_NAN, **kw) if defined else None,
+        "macro_precision": macro[0],
+        "macro_recall": macro[1],
+        "macro_f1": macro[2],
+        "weighted_f1": _quiet_prf(cm, "weighted", kw)[2] if defined else None,
         "matthews_corrcoef": quiet(cm.matthews_corrcoef) if defined else None,
         "cohen_kappa": quiet(cm.cohen_kappa) if defined else None,
     }
+
+
+def _quiet_prf(cm: ConfusionMatrix, average: str, kw: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """:func:`~streammetrics.monitors.base.quiet` of ``cm.precision_recall_f1`` (one pass for the three)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            p, r, f = cm.precision_recall_f1(average=average, zero_division=_NAN, **kw)
+        except (ValueError, ZeroDivisionError):
+            return None, None, None
+    return json_number(p), json_number(r), json_number(f)
 
 
 def _sorted_predicted(predicted: dict) -> list[tuple[Any, Any]]:

@@ -299,6 +299,13 @@ def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
     }
 
 
+
+def _score_matrix(events: Sequence[Event]) -> np.ndarray:
+    """The events' score rows as one float64 array (read-only: both parts of a batch read it)."""
+    S = np.asarray([e.scores for e in events], dtype=np.float64)
+    S.flags.writeable = False
+    return S
+
 class MulticlassMonitor(Monitor):
     """Multiclass task: ``y_true`` in ``classes``, ``scores`` a vector over ``classes``.
 
@@ -508,10 +515,13 @@ class MulticlassMonitor(Monitor):
     def update_predictions(self, events: Sequence[Event]) -> "MulticlassMonitor":
         if not len(events):
             return self
-        S = np.asarray([e.scores for e in events], dtype=np.float64).reshape(len(events), -1)
+        return self._predictions(events, _score_matrix(events), batch_weights(events))
+
+    def _predictions(self, events: Sequence[Event], S: np.ndarray, w: np.ndarray | None) -> "MulticlassMonitor":
+        """:meth:`update_predictions` given the events' score matrix and :func:`batch_weights`."""
+        S = S.reshape(len(events), -1)
         if S.shape[1] != len(self.classes):
             raise ValueError(f"scores must hold {len(self.classes)} numbers aligned with the classes")
-        w = batch_weights(events)
         wv = np.ones(len(events)) if w is None else w
         ref = self._reference
         if ref is None and self._references is not None:
@@ -549,9 +559,7 @@ class MulticlassMonitor(Monitor):
         return self
 
     def update_outcomes(self, events: Sequence[Event]) -> "MulticlassMonitor":
-        y = [e.y_true for e in events]
-        s = np.asarray([e.scores for e in events], dtype=np.float64)
-        self.scores.update_many(y, s, batch_weights(events))
+        self.scores.update_many([e.y_true for e in events], _score_matrix(events), batch_weights(events))
         return self
 
     def update_event(self, event: Event) -> "MulticlassMonitor":
@@ -559,8 +567,9 @@ class MulticlassMonitor(Monitor):
         return self.update_prediction(event)
 
     def update_events(self, events: Sequence[Event]) -> "MulticlassMonitor":
-        self.update_outcomes(events)  # validates the whole batch first
-        return self.update_predictions(events)
+        S, w = _score_matrix(events), batch_weights(events)  # (read once for both parts)
+        self.scores.update_many([e.y_true for e in events], S, w)  # validates the whole batch first
+        return self._predictions(events, S, w) if len(events) else self
 
     interval_metrics = MULTICLASS_INTERVALS
 

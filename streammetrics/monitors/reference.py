@@ -200,8 +200,8 @@ def _window_squares(window: Any) -> float | bool | None:
     if window.__class__ is _SmallWindow:
         return True
     for obj in (getattr(window, "predictions", None), window):
-        if obj is not None and _distribution_of(obj) is not None:
-            if getattr(obj, "unit_weights", False):
+        if obj is not None and callable(getattr(obj, "histogram", None)) and hasattr(obj, "bins_per_octave"):
+            if getattr(obj, "unit_weights", False):  # (the object _distribution_of reads)
                 return True
             squares = getattr(obj, "weight_squares", None)
             return squares if isinstance(squares, float) else None
@@ -260,15 +260,16 @@ class _Levels:
     def drift(self, window: Histogram, psi_groups: int) -> dict[str, float]:
         """The ``drift_*`` metrics of a window histogram (see the module docstring)."""
         keys, a, b, lo, hi, binning = self.aligned(window)
-        ks_low, ks_high = drift.ks_bounds(a, b, binning.singleton(keys))
-        w_low, w_high = drift.wasserstein_bounds(lo, hi, a, b)
+        cdfs = drift.ecdfs(a, b)  # (once for the four statistics)
+        ks_low, ks_high = drift.ks_bounds(a, b, binning.singleton(keys), cdfs)
+        w_low, w_high = drift.wasserstein_bounds(lo, hi, a, b, cdfs)
         groups = drift.quantile_groups(b, psi_groups)
         ma, mb = drift.group_masses(a, groups), drift.group_masses(b, groups)
         return {
-            "drift_ks": drift.ks(a, b),
+            "drift_ks": drift.ks(a, b, cdfs),
             "drift_ks_low": ks_low,
             "drift_ks_high": ks_high,
-            "drift_wasserstein": drift.wasserstein(keys if binning.exact else representative(lo, hi), a, b),
+            "drift_wasserstein": drift.wasserstein(keys if binning.exact else representative(lo, hi), a, b, cdfs),
             "drift_wasserstein_low": w_low,
             "drift_wasserstein_high": w_high,
             "drift_psi": drift.psi(ma, mb),
@@ -421,7 +422,22 @@ class Reference:
 
         z = z_value(check_confidence(confidence))
         window = _small(window)  # (a monitor's small form read once)
-        hist = window_histogram(window)
+        return self._estimate_intervals(window, window_histogram(window), z)
+
+    def metrics_and_intervals(
+        self, window: Any, confidence: float = 0.95
+    ) -> tuple[dict[str, float | None], dict[str, tuple[float, float] | None]]:
+        """``(metrics(window), estimate_intervals(window, confidence))``, the window read once."""
+        from streammetrics.kernels.intervals import check_confidence, z_value
+
+        z = z_value(check_confidence(confidence))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UndefinedMetricWarning)
+            window = _small(window)
+            hist = window_histogram(window)
+            return self._metrics(window, hist), self._estimate_intervals(window, hist, z)
+
+    def _estimate_intervals(self, window: Any, hist: Histogram, z: float) -> dict[str, tuple[float, float] | None]:
         c, w, predicted = self._calibrated_levels(hist)
         total = float(np.sum(w))
         squares = _window_squares(window)
@@ -484,13 +500,16 @@ class Reference:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UndefinedMetricWarning)
             window = _small(window)  # (a monitor's small form read once)
-            hist = window_histogram(window)  # once for both families
-            out: dict[str, float] = {**self._levels.drift(hist, self.psi_groups), **self._estimate(hist)}
-            labelled = window.__class__ is _SmallWindow or _scores_of(window) is not None
-            try:
-                e = self.ece(window) if labelled else (math.nan,) * 3
-            except ValueError:  # scores outside [0, 1]: no calibration error
-                e = (math.nan,) * 3
+            return self._metrics(window, window_histogram(window))
+
+    def _metrics(self, window: Any, hist: Histogram) -> dict[str, float | None]:
+        """:meth:`metrics` of ``window`` (read by :func:`_small`) with its histogram ``hist``."""
+        out: dict[str, float] = {**self._levels.drift(hist, self.psi_groups), **self._estimate(hist)}
+        labelled = window.__class__ is _SmallWindow or _scores_of(window) is not None
+        try:
+            e = self.ece(window) if labelled else (math.nan,) * 3
+        except ValueError:  # scores outside [0, 1]: no calibration error
+            e = (math.nan,) * 3
         out.update(ece=e[0], ece_low=e[1], ece_high=e[2])
         return {k: _json(float(out[k])) for k in METRICS}
 
@@ -576,26 +595,46 @@ def snapshot_metrics(
             raise TypeError(f"the reference of {key!r} is a {type(ref).__name__}, not a Reference")
     binary_nulls = dict.fromkeys(METRICS)
 
+    # the intervals of the window whose metrics the hook just added (the snapshot reads them next:
+    # the window is read once for both), as [monitor, its count, confidence, intervals]
+    read: list[Any] = []
+
     def hook(key: tuple[str, str], monitor: Any, metrics: dict[str, Any]) -> None:
         ref = refs.get(key)
-        metrics.update(binary_nulls if ref is None else ref.metrics(monitor))
+        read.clear()
+        if ref is None:
+            metrics.update(binary_nulls)
+        elif not monitor.count:
+            metrics.update(ref.metrics(monitor))
+        else:
+            confidence = getattr(monitor, "confidence", 0.95)
+            found, pairs = ref.metrics_and_intervals(monitor, confidence)
+            metrics.update(found)
+            read.extend((monitor, monitor.count, confidence, pairs))
 
-    hook.intervals = _estimate_intervals(refs, Reference.estimate_intervals)  # type: ignore[attr-defined]
+    hook.intervals = _estimate_intervals(refs, Reference.estimate_intervals, read)  # type: ignore[attr-defined]
     return hook
 
 
-def _estimate_intervals(refs: Mapping[tuple[str, str], Any], read: Any) -> Any:
+def _estimate_intervals(refs: Mapping[tuple[str, str], Any], read: Any, last: list[Any] | None = None) -> Any:
     """The reference hook's ``intervals(key, monitor, confidence)``, which ``stream.snapshots`` adds to
     the record: ``read(reference, monitor, confidence)`` (the CBPE estimates' intervals), empty for a
-    key without a reference or a window without predictions."""
+    key without a reference or a window without predictions. ``last``: ``[monitor, count, confidence,
+    intervals]`` the hook computed with the window's metrics (taken when they are this call's)."""
 
     def intervals(key: tuple[str, str], monitor: Any, confidence: float) -> dict[str, tuple[float, float] | None]:
         ref = refs.get(key)
         if ref is None or not monitor.count:
             return {}
+        if last:
+            held, count, at, pairs = last
+            last.clear()
+            if held is monitor and count == monitor.count and at == confidence:
+                result: dict[str, tuple[float, float] | None] = pairs
+                return result
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UndefinedMetricWarning)
-            result: dict[str, tuple[float, float] | None] = read(ref, monitor, confidence)
+            result = read(ref, monitor, confidence)
             return result
 
     return intervals

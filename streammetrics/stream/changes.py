@@ -76,14 +76,15 @@ def reference_baseline(reference: Any, confidence: float) -> Baseline:
         neg, pos = squares[0] / (tn + fp), squares[1] / (tp + fn)
         columns = confusion_intervals(tn, fp, fn, tp, z_value(confidence), [tn * neg, fp * neg, fn * pos, tp * pos])
     out: Baseline = {}
+    score_pairs = scores.intervals(confidence)  # (the three from one pass)
     for name in BINARY_INTERVALS:
-        if name in ("roc_auc", "log_loss", "brier_score"):
+        if name in score_pairs:
             with np.errstate(all="ignore"):
                 try:
                     value = getattr(scores, name)()
                 except ValueError:  # (log loss / Brier of margins)
                     continue
-            pair = scores.interval(name, confidence)
+            pair = score_pairs[name]
         elif name in columns:
             value = values[name]
             lo, hi = columns[name]

@@ -58,7 +58,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from streammetrics.events.columns import column_decoder
+from streammetrics.events.columns import column_decoder, object_column
 from streammetrics.events.decoding import MAX_NESTING, decode_value
 from streammetrics.events.parser import EventParser
 from streammetrics.events.records import EVENT_CODEC, Event, Rejection
@@ -81,12 +81,6 @@ LATE_REASON = "late event: every window holding its time has closed"
 DEFAULT_LABEL_TTL = 7 * 86400.0
 TOMBSTONE_REASON = "message has no value (tombstone)"
 _BLANK_START = frozenset([b"", b" ", b"\t", b"\r", b"\n"])
-
-
-def _object_array(values: list[Any]) -> np.ndarray:
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
-    return out
 
 
 @dataclass
@@ -328,7 +322,10 @@ class Pipeline:
             self._parse = self._slicer.wrap_parse(self._parse)
         self._fast = self.parser.fast_decode  # msgspec's decoder, or None (PipelineConfig.fast_json)
         #: the column decoder of process_lines (None: msgspec not installed, fast_json off, labels task)
-        self._columns = column_decoder(self.parser.base) if c.batch else None
+        self._columns = None
+        if c.batch:  # (with slices: each distinct key's slice from the decoded slice fields)
+            slices = None if self._slicer is None else (c.slicing.fields, self._slicer.column_key)
+            self._columns = column_decoder(self.parser.base, slices)
         #: what :meth:`process_lines` did: events applied as ``columns``, lines through the
         #: ``per_event`` path (refused, unusual or no column decoder) and runs of valid events the
         #: windows ``declined`` to take as columns (then event by event)
@@ -406,7 +403,7 @@ class Pipeline:
 
     def _batch(self, values: Sequence[Any], decoded: bool, skip_blank: bool) -> list[tuple[int, list[Problem]]]:
         columns = self._columns
-        if columns is None or self._slicer is not None or self._labels is not None:
+        if columns is None or self._labels is not None:
             return self._each_line(values, 0, len(values), skip_blank, decoded)
         lines = values
         cols, odd = columns.convert(values) if decoded else columns.decode(values)
@@ -450,7 +447,7 @@ class Pipeline:
             return None
         windows = self.windows
         events = None if windows.packs_events else cols.events()
-        items = cols.binary_items() if events is None else _object_array(events)
+        items = cols.binary_items() if events is None else object_column(events)
         return windows.add_columns(cols.ts, cols.key_index, cols.keys, items,
                                    tag_event=events[0] if events else None)
 

@@ -8,12 +8,14 @@ whatever the size of the file.
 """
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from streammetrics.events.columns import column_decoder
 from streammetrics.events.parser import Event, EventParser
 from streammetrics.metrics.binary_scores import BinaryScores
 from streammetrics.metrics.multiclass_scores import MulticlassScores
@@ -38,10 +40,10 @@ def load_references(
     objects. Of snapshots, the last one per ``(key, window start)`` counts (a re-emitted
     window replaces the earlier one); a key's cumulative snapshot, when there is one, is
     used instead of its windows. Blank lines are skipped; any other bad line raises
-    ``ValueError`` naming the line and the field. Events are read in batches of 65,536
-    lines, so memory is bounded by the references' states, not the file's size; a file with
-    more than ``max_references`` keys raises ``ValueError`` naming the limit as soon as the
-    key past it is read."""
+    ``ValueError`` naming the line and the field. Lines are read in chunks of 65,536 (a chunk
+    of valid events decoded as columns, any other line by line), so memory is bounded by the
+    references' states, not the file's size; a file with more than ``max_references`` keys
+    raises ``ValueError`` naming the limit as soon as the key past it is read."""
     _check_max(max_references)
     if task not in ("binary", "multiclass"):
         raise ValueError(f"--reference supports the binary and multiclass tasks, not {task!r}")
@@ -86,8 +88,8 @@ def load_references(
             acc.update_many(y, s, None if (w == 1.0).all() else w)
         batch.clear()
 
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
+    def by_line(lines: list[str], first: int) -> None:
+        for lineno, line in enumerate(lines, first):
             if not line.strip():
                 continue
             try:
@@ -119,6 +121,38 @@ def load_references(
             batch.append(event)
             if len(batch) >= _BATCH:
                 flush()
+
+    first = 1  # the line number of a chunk's first line
+    decoder = None if multiclass else column_decoder(parser)
+
+    def columnar(lines: list[str]) -> bool:
+        """Apply a chunk of lines that are all valid events, as columns (False, nothing done: some
+        line is not; the chunk goes line by line). The state is the same (order-free sums)."""
+        assert decoder is not None
+        cols, odd = decoder.decode([line.encode() for line in lines])
+        if odd or cols is None:
+            return False
+        for key in cols.keys:
+            see(key)
+        order = np.argsort(cols.key_index, kind="stable")
+        starts = np.searchsorted(cols.key_index[order], np.arange(len(cols.keys) + 1))
+        for i, key in enumerate(cols.keys):
+            rows = order[starts[i]:starts[i + 1]]
+            acc = accs.get(key)
+            if acc is None:
+                acc = accs[key] = new_acc()
+            w = None if cols.weight is None else cols.weight[rows]
+            acc.update_many(cols.y_true[rows], cols.score[rows], None if w is None or (w == 1.0).all() else w)
+        return True
+
+    with open(path, encoding="utf-8") as f:
+        while True:
+            lines = list(itertools.islice(f, _BATCH))
+            if not lines:
+                break
+            if decoder is None or not columnar(lines):  # (a chunk of valid events as columns)
+                by_line(lines, first)
+            first += len(lines)
     flush()
     for key, parts in windows.items():
         if key in cumulative:

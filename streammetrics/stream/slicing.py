@@ -247,6 +247,21 @@ class Slicer:
 
         return sliced
 
+    def column_key(self, segment: str, values: tuple[Any, ...]) -> str | None:
+        """The slice key :meth:`wrap_parse` gives an event of ``segment`` whose slice fields hold
+        ``values`` (strings, None for null or absent: the column decoder's), or None when it
+        refuses them (the per-event path then says why)."""
+        texts = [segment]
+        for v in values:
+            text = "" if v is None else v
+            if text.__class__ is not str or len(text) > _MAX_VALUE or "|" in text:
+                return None
+            texts.append(text)
+        key = json.dumps(texts, separators=(",", ":"))
+        if len(self._parsed) < _MAX_CACHED:
+            self._parsed[key] = tuple(texts)
+        return key
+
     def key_values(self, segment: str) -> tuple[str, ...]:
         """The dimension values of an internal slice key (ValueError when it is not one: a JSON
         array of ``len(dims)`` strings)."""

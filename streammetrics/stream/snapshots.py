@@ -23,7 +23,7 @@ from typing import Any, Callable
 from streammetrics.kernels.intervals import intervals_text
 
 __all__ = ["CONTENT_HEADER", "SNAPSHOT_SCHEMA", "content_header", "intervals_text", "snapshot_key", "snapshot_line",
-           "window_line"]
+           "window_line", "window_lines"]
 
 SNAPSHOT_SCHEMA = "streammetrics.snapshot/1"
 
@@ -180,6 +180,31 @@ def window_line(key: tuple[str, str], start_ms: int, end_ms: int, count: int, la
     encode = _JSON.encode  # (a str straight through json's encode_basestring_ascii)
     return _WINDOW_LINE % (encode(key[0]), encode(key[1]), repr(_seconds(start_ms)), repr(_seconds(end_ms)),
                            count, late, count, metrics, intervals, state)
+
+
+def window_lines(windows: list[tuple[tuple[str, str], int, int, int, int, str, str, str]]) -> list[str]:
+    """:func:`window_line` of each ``(key, start_ms, end_ms, count, late, metrics, state,
+    intervals)``, the keys' and times' texts made once each (many windows share them)."""
+    encode = _JSON.encode
+    models: dict[Any, str] = {}
+    segments: dict[Any, str] = {}
+    times: dict[int, str] = {}
+    out = []
+    for (model, segment), start_ms, end_ms, count, late, metrics, state, intervals in windows:
+        m = models.get(model)
+        if m is None:
+            m = models[model] = encode(model)
+        g = segments.get(segment)
+        if g is None:
+            g = segments[segment] = encode(segment)
+        a = times.get(start_ms)
+        if a is None:
+            a = times[start_ms] = repr(_seconds(start_ms))
+        b = times.get(end_ms)
+        if b is None:
+            b = times[end_ms] = repr(_seconds(end_ms))
+        out.append(_WINDOW_LINE % (m, g, a, b, count, late, count, metrics, intervals, state))
+    return out
 
 
 def _seconds(ms: int) -> int | float:

@@ -94,6 +94,13 @@ A monitor whose ``update_event`` is itself an append to a small form
 event as one float, the signed score, until it outgrows that form) is given its events one by
 one instead: the pane's monitor is its queue (checkpoints write it as the monitor's state).
 
+A column batch (:meth:`WindowManager.add_columns`) whose keys need no per-event decision (held,
+no catch-up close, nothing late, no earlier first window) is *staged* as columns and joins its
+keys' queues when something first reads them (a close, an evicting poll, a checkpoint, another
+path for one of its keys): at many keys of few events, per (key, pane) once per window rather
+than once per batch; at most :data:`STAGE_MAX_EVENTS` events are staged
+(:attr:`WindowManager.staged_count`).
+
 Closed windows of such monitors wait in the ready queue, in order, until the next
 :meth:`WindowManager.poll` builds their snapshots together through the monitor type's
 ``snapshot_many`` (``snapshot_texts`` for :meth:`WindowManager.poll_lines`): many small windows
@@ -110,6 +117,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import operator
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -120,7 +128,7 @@ import numpy as np
 from streammetrics.core.exceptions import InvalidEvent
 from streammetrics.events.records import Event
 from streammetrics.monitors.base import Monitor
-from streammetrics.stream.snapshots import build_snapshot, snapshot_line, window_line
+from streammetrics.stream.snapshots import build_snapshot, snapshot_line, window_lines
 
 __all__ = [
     "DEFAULT_MAX_FUTURE",
@@ -141,6 +149,12 @@ DEFAULT_MAX_KEYS = 100_000
 #: closed windows of at most this many events wait for the next poll to be built together
 #: (``snapshot_many``); larger ones are built when they close (their monitors are not held)
 DEFER_MAX_EVENTS = 256
+
+#: events :meth:`WindowManager.add_columns` holds staged (applied to their keys' queues together,
+#: see ``_stage``) before it applies them; the bound on that buffer (~32 bytes an event)
+STAGE_MAX_EVENTS = 1 << 18
+_SLOTS = itertools.count()
+_OPEN_FROM, _FIRST_BOUND, _SLOT = (operator.attrgetter(name) for name in ("open_from", "first_pane_bound", "slot"))
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
 _floor = math.floor
@@ -235,11 +249,13 @@ class _KeyState:
         "panes",
         "pending",
         "revising",
+        "slot",
         "tag",
     )
 
     def __init__(self, model: str) -> None:
         self.model = model  # the key's model string (events queued for the key share it)
+        self.slot = next(_SLOTS)  # a number of its own (staged events are grouped by it)
         self.panes: dict[int, Any] = {}  # pane index -> monitor
         self.pending: dict[int, list[Any]] = {}  # pane index -> queued events (batch mode)
         self.max_us: float = -math.inf  # largest event time seen (us)
@@ -257,6 +273,11 @@ class _KeyState:
         # delayed labels: pane -> [predictions awaiting their label, predictions expired]
         self.awaiting: dict[int, list[int]] = {}
         self.revising: dict[int, _Revising] = {}  # window index -> closed window awaiting labels
+
+
+#: the stand-in of a key not held in _stage's columns (its events are late for it: the per-key path)
+_ABSENT = _KeyState("")
+_ABSENT.open_from = math.inf
 
 
 class _Revising:
@@ -390,6 +411,11 @@ class WindowManager:
         self._task = template.task if isinstance(template, Monitor) else None
         self._queue_events = batch and not small
         self._deferred: list[_Closed] = []
+        # add_columns' staged segments (see _stage): (per event: its key's state, slot, pane, time,
+        # item), applied to the keys' queues by _unstage before anything reads them
+        self._staged: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._staged_events = 0
+        self._staged_slots: set[int] = set()  # the keys (slots) with staged events
         self._pane_us = self.spec.pane_ms * 1000
         self._max_us: float = -math.inf
         # the keys holding open or queued panes by the close_at they were entered at (stale entries,
@@ -416,6 +442,8 @@ class WindowManager:
         # is not exact in binary (16149.999...); rounding to the microsecond puts the event on the
         # side of a window boundary its decimal value says, epoch-scale timestamps included (float
         # spacing there is ~0.25 us), and the window arithmetic below is exact integer arithmetic
+        if self._staged:
+            self._unstage()
         ts_us = _floor(event.ts * 1e6 + 0.5)
         self._future_left -= 1
         if ts_us > self._future_us or self._future_left <= 0:
@@ -556,9 +584,21 @@ class WindowManager:
         """Events ``lo:hi`` of :meth:`add_columns`, all seeing stream time ``stream_us``'s
         watermark window: grouped by (key, pane), each group queued whole; keys taken in the
         order of their first event (keys are created, caught up and emptied in that order, as
-        by :meth:`add`)."""
-        kx = key_index[lo:hi]
-        px = panes[lo:hi]
+        by :meth:`add`). The keys whose events need no per-event decision are staged (see
+        :meth:`_stage`); the others' events (``where``, ascending positions) take this path."""
+        where = np.arange(lo, hi) if tag is not None else self._stage(lo, hi, stream_us, ts_us, panes, key_index,
+                                                                      keys, items, changed)
+        if where is None:
+            return
+        kx = key_index[where]
+        if self._staged:  # keys of this path with staged events: those first (the order of a key's events)
+            staged, held = self._staged_slots, self._keys
+            for k in np.unique(kx).tolist():
+                state = held.get(keys[k])
+                if state is not None and state.slot in staged:
+                    self._unstage()
+                    break
+        px = panes[where]
         order = np.lexsort((px, kx))  # by key, then pane; positions ascending within each
         ks = kx[order]
         ps = px[order]
@@ -566,8 +606,8 @@ class WindowManager:
         new_key = np.flatnonzero(key_change) + 1
         heads = np.concatenate(([0], np.flatnonzero(key_change | (ps[1:] != ps[:-1])) + 1))  # groups' first
         bounds = [*heads.tolist(), len(order)]
-        group_max = np.maximum.reduceat(ts_us[lo:hi][order], heads).tolist()
-        group_first = order[heads]  # each group's first event (a position in lo:hi)
+        group_max = np.maximum.reduceat(ts_us[where][order], heads).tolist()
+        group_first = order[heads]  # each group's first event (a position in where)
         run_heads = np.searchsorted(heads, np.concatenate(([0], new_key)))  # each key's first group
         run_first = np.minimum.reduceat(group_first, run_heads)
         by_first = np.argsort(run_first, kind="stable")
@@ -576,7 +616,7 @@ class WindowManager:
         first_pos = group_first.tolist()
         group_key = ks[heads].tolist()
         group_pane = ps[heads].tolist()
-        values = items[order + lo].tolist()  # the items in group order: each group a slice
+        values = items[where[order]].tolist()  # the items in group order: each group a slice
         spec = self.spec
         max_pending = self.max_pending
         held = self._keys
@@ -590,17 +630,37 @@ class WindowManager:
             state = held.get(key)
             if state is None:
                 state = self._new_key(key)
-            if state.tag is None:
+            if tag is not None and state.tag is None:
                 state.tag = tag
             if changed is not None:
                 changed.add(key)
+            if g_end - g == 1 and stream_us < state.close_at:
+                # the common case (many keys, few events each): one pane of the key, no catch-up
+                pane = group_pane[g]
+                if pane >= state.open_from:
+                    chunk = values[bounds[g]:bounds[g + 1]]
+                    queue = state.pending.get(pane)
+                    if queue is None and len(chunk) < max_pending:
+                        state.pending[pane] = chunk
+                    elif queue is not None and len(queue) + len(chunk) < max_pending:
+                        queue.extend(chunk)
+                    else:
+                        self._queue_draining(state, pane, chunk, max_pending)
+                    if pane < state.first_pane_bound:
+                        self._set_first_window(state, spec.first_window_of_pane(pane))
+                    top = group_max[g]
+                    if top > state.max_us:
+                        state.max_us = top
+                    if state.armed != state.close_at:
+                        self._arm(key, state)
+                    continue
             if stream_us >= state.close_at:  # a key not in the heap catches up, as in add
                 mark = len(self._emptied)
                 self._close_by_watermark(key, state, stream_us)
                 if len(self._emptied) > mark:
-                    at = 2 * (min(first_pos[g:g_end]) + lo)
+                    first_at = 2 * int(where[min(first_pos[g:g_end])])
                     for emptied in self._emptied[mark:]:
-                        emptied_at.append(np.array([at]))
+                        emptied_at.append(np.array([first_at]))
                         emptied_keys.append(emptied)
                     del self._emptied[mark:]
             open_from = state.open_from
@@ -615,7 +675,7 @@ class WindowManager:
                         accepted = [first_pos[i] for i in range(g, g_end) if group_pane[i] >= open_from]
                         if accepted:  # (those before the key's first accepted event)
                             idx = idx[idx < min(accepted)]
-                        emptied_at.append(2 * (idx + lo) + 1)
+                        emptied_at.append(2 * where[idx] + 1)
                         emptied_keys.append(key)
                     continue
                 chunk = values[bounds[j]:bounds[j + 1]]
@@ -642,11 +702,107 @@ class WindowManager:
                     self._arm(key, state)
         if late_groups:
             sizes = np.diff(bounds)
-            late[order[np.repeat(np.isin(np.arange(len(sizes)), late_groups), sizes)] + lo] = True
+            late[where[order[np.repeat(np.isin(np.arange(len(sizes)), late_groups), sizes)]]] = True
         if emptied_at:  # in the order of the events (a catch-up before its event's late count)
             at = np.concatenate(emptied_at)
             which = np.repeat(np.arange(len(emptied_at)), [len(e) for e in emptied_at])
             self._emptied.extend(emptied_keys[i] for i in which[np.argsort(at, kind="stable")].tolist())
+
+    def _stage(self, lo: int, hi: int, stream_us: int, ts_us: np.ndarray, panes: np.ndarray, key_index: np.ndarray,
+               keys: Sequence[tuple[str, str]], items: np.ndarray, changed: set[tuple[str, str]] | None
+               ) -> np.ndarray | None:
+        """The events of ``lo:hi`` of :meth:`add_columns` whose keys need no per-event decision held
+        staged, as columns: a key held that needs no catch-up close (its ``close_at`` is past
+        stream time; one not in the close heap is entered now), none of whose events is late or
+        starts an earlier first window. Their only effect is then to join their (key, pane)
+        queues, which :meth:`_unstage` does for all the staged events at once (before a close, a
+        poll that evicts, a checkpoint, or any other path that reads a key's queues): per (key,
+        pane) once per window instead of once per batch, the same queues in the same order
+        (drained at ``max_pending`` at the same counts), and each key's ``max_us`` the largest of
+        its events. Returns the positions of the other keys' events, ascending (None: none).
+        Bounded by :data:`STAGE_MAX_EVENTS` (reached: applied first)."""
+        kx = key_index[lo:hi]
+        used, pos = np.unique(kx, return_inverse=True)
+        ukeys = [keys[k] for k in used.tolist()]
+        found = list(map(self._keys.get, ukeys))
+        n = len(found)
+        ok = np.ones(n, dtype=bool)
+        if None in found:  # new keys (or evicted ones): the per-key path
+            for i, state in enumerate(found):
+                if state is None:
+                    ok[i] = False
+                    found[i] = _ABSENT
+        states: list[_KeyState] = found  # type: ignore[assignment]  # (None replaced)
+        unarmed = False  # some key holds no entry in the close heap yet (after its last close)
+        for i, state in enumerate(states):
+            if state.armed != state.close_at:
+                if state.close_at <= stream_us:  # a catch-up close: the per-key path
+                    ok[i] = False
+                else:
+                    unarmed = True
+        px = panes[lo:hi]
+        odd = (px < np.fromiter(map(_OPEN_FROM, states), dtype=np.float64, count=n)[pos]) \
+            | (px < np.fromiter(map(_FIRST_BOUND, states), dtype=np.float64, count=n)[pos])
+        if odd.any():
+            ok[pos[odd]] = False
+        if not ok.any():
+            return np.arange(lo, hi)
+        take = ok[pos] if not ok.all() else None
+        count = hi - lo if take is None else int(take.sum())
+        if self._staged_events + count > STAGE_MAX_EVENTS:
+            self._unstage()
+        held = np.empty(n, dtype=object)
+        held[:] = states
+        slots = np.fromiter(map(_SLOT, states), dtype=np.int64, count=n)
+        if take is None:
+            self._staged.append((held[pos], slots[pos], px, ts_us[lo:hi], items[lo:hi]))
+        else:
+            chosen = pos[take]
+            self._staged.append((held[chosen], slots[chosen], px[take], ts_us[lo:hi][take], items[lo:hi][take]))
+        self._staged_events += count
+        self._staged_slots.update(slots[ok].tolist())
+        for i in np.flatnonzero(ok).tolist() if unarmed or changed is not None else ():
+            state = states[i]
+            if changed is not None:
+                changed.add(ukeys[i])
+            if state.armed != state.close_at:  # (as _add_segment arms them: the heap's order does not depend on when)
+                self._arm(ukeys[i], state)
+        return None if take is None else np.flatnonzero(~take) + lo
+
+    def _unstage(self) -> None:
+        """Apply the staged segments (see :meth:`_stage`): their events grouped by (key, pane),
+        in arrival order within each group, each group joining its queue as in
+        :meth:`_add_segment`."""
+        staged, self._staged = self._staged, []
+        self._staged_events = 0
+        self._staged_slots.clear()
+        if not staged:
+            return
+        if len(staged) == 1:
+            states, slots, px, tx, vx = staged[0]
+        else:
+            states, slots, px, tx, vx = (np.concatenate(parts) for parts in zip(*staged))
+        order = np.lexsort((px, slots))  # by key, then pane; arrival order within each (stable)
+        slot_sorted, pane_sorted = slots[order], px[order]
+        key_change = slot_sorted[1:] != slot_sorted[:-1]
+        heads = np.flatnonzero(np.concatenate(([True], key_change | (pane_sorted[1:] != pane_sorted[:-1]))))
+        key_heads = np.flatnonzero(np.concatenate(([True], key_change)))
+        bounds = [*heads.tolist(), len(order)]
+        values = vx[order].tolist()
+        max_pending = self.max_pending
+        for j, (state, pane) in enumerate(zip(states[order[heads]].tolist(), pane_sorted[heads].tolist())):
+            chunk = values[bounds[j]:bounds[j + 1]]
+            queue = state.pending.get(pane)
+            if queue is None and len(chunk) < max_pending:
+                state.pending[pane] = chunk
+            elif queue is not None and len(queue) + len(chunk) < max_pending:
+                queue.extend(chunk)
+            else:
+                self._queue_draining(state, pane, chunk, max_pending)
+        tops = np.maximum.reduceat(tx[order], key_heads).tolist()
+        for state, top in zip(states[order[key_heads]].tolist(), tops):
+            if top > state.max_us:
+                state.max_us = top
 
     def _queue_draining(self, state: _KeyState, pane: int, values: list, max_pending: int) -> None:
         """Queue ``values`` in ``pane``, applying the queue whenever it reaches ``max_pending``
@@ -669,6 +825,8 @@ class WindowManager:
         awaiting its label in every window of its ``ts``. Returns the index of the first window
         it counts in (give it back to :meth:`add_outcome` / :meth:`expire`), or None if late
         (counted, as in :meth:`add`). Raises :class:`EventRejected` like :meth:`add`."""
+        if self._staged:
+            self._unstage()
         ts_us = _floor(event.ts * 1e6 + 0.5)
         self._future_left -= 1
         if ts_us > self._future_us or self._future_left <= 0:
@@ -727,6 +885,8 @@ class WindowManager:
         self._settle(event, first_window, False)
 
     def _settle(self, event: Any, first_window: int | None, labelled: bool) -> None:
+        if self._staged:
+            self._unstage()
         key = (event.model, event.segment)
         state = self._keys.get(key)
         if state is None:
@@ -791,6 +951,8 @@ class WindowManager:
     def _emit_revisions(self) -> None:
         """One new revision per closed window that labels changed since the last emission (final,
         and forgotten, once nothing in it awaits a label)."""
+        if self._staged:
+            self._unstage()
         spec = self.spec
         for key, state in self._keys.items():
             if not state.revising:
@@ -905,6 +1067,8 @@ class WindowManager:
         if the key had stayed."""
         if self.cumulative:  # the all-time monitor is the key's point: keys stay (bounded by max_keys)
             return
+        if self._staged and emptied:
+            self._unstage()
         closed = self._closed
         bound = self.max_keys
         for key in emptied:
@@ -960,6 +1124,8 @@ class WindowManager:
         return (monitor,)
 
     def _drain_key(self, state: _KeyState) -> None:
+        if self._staged:
+            self._unstage()
         for pane in sorted(state.pending):
             self._drain_pane(state, pane)
 
@@ -992,21 +1158,7 @@ class WindowManager:
         assert k is not None
         panes = state.panes
         if s == w and not self.cumulative and not state.awaiting:
-            # tumbling windows (window j is pane j), nothing awaiting labels: the loop below, in short
-            if state.pending:  # the queued panes these windows read (later ones keep queueing)
-                for j in sorted(state.pending):
-                    if j <= last:
-                        self._drain_pane(state, j)
-            pane_ms = spec.pane_ms
-            for j in sorted(panes) if len(panes) > 1 else list(panes):
-                if j > last:
-                    break
-                monitor = panes.pop(j)
-                if j >= k:  # (a pane below the next window holds no window left to close)
-                    self._close_window(key, state, monitor, j * pane_ms, (j + 1) * pane_ms, True)
-            self._set_next_window(state, last + 1)
-            if not panes and not state.pending:
-                self._emptied.append(key)
+            self._close_tumbling(key, state, last)
             return
         if state.pending:  # the queued panes these windows read (later ones keep queueing)
             end_pane = last * s + w
@@ -1067,6 +1219,41 @@ class WindowManager:
             end = last * spec.slide_ms + spec.size_ms
             self._close_window(key, state, total, start, end, False, cumulative=True)
 
+    def _close_tumbling(self, key: tuple[str, str], state: _KeyState, last: int) -> None:
+        """:meth:`_close_through` of tumbling windows (window j is pane j) when nothing awaits a
+        label and nothing is cumulative: the queued panes up to ``last`` applied, then each open
+        pane up to ``last`` closed in order (a pane below ``next_window`` holds no window left to
+        close). The common case, a key holding one queued pane and no other, without a sort."""
+        pane_ms = self.spec.pane_ms
+        k = state.next_window
+        assert k is not None
+        pending, panes = state.pending, state.panes
+        if not panes and len(pending) == 1:
+            (j, items), = pending.items()
+            if j <= last:
+                del pending[j]
+                monitor = self._factory()
+                if self._task is not None:
+                    monitor.update_items(items)
+                else:
+                    monitor.update_events(items)
+                if j >= k:
+                    self._close_window(key, state, monitor, j * pane_ms, (j + 1) * pane_ms, True)
+        else:
+            if pending:  # the queued panes these windows read (later ones keep queueing)
+                for j in sorted(pending):
+                    if j <= last:
+                        self._drain_pane(state, j)
+            for j in sorted(panes) if len(panes) > 1 else list(panes):
+                if j > last:
+                    break
+                monitor = panes.pop(j)
+                if j >= k:
+                    self._close_window(key, state, monitor, j * pane_ms, (j + 1) * pane_ms, True)
+        self._set_next_window(state, last + 1)
+        if not panes and not pending:
+            self._emptied.append(key)
+
     def _close_window(self, key: tuple[str, str], state: _KeyState, monitor: Any, start_ms: int, end_ms: int,
                       final: bool, pending: int = 0, expired: int = 0, cumulative: bool = False) -> None:
         """A closed window's place in the ready queue: a small window of a monitor with a small
@@ -1119,6 +1306,12 @@ class WindowManager:
         return len(self._ready)
 
     @property
+    def staged_count(self) -> int:
+        """Events :meth:`add_columns` holds staged, not yet in their keys' queues (at most
+        :data:`STAGE_MAX_EVENTS`; applied before anything reads the queues)."""
+        return self._staged_events
+
+    @property
     def deferred_count(self) -> int:
         """Of :attr:`ready_count`, the small windows whose snapshots :meth:`poll` builds together
         (each holds at most :data:`DEFER_MAX_EVENTS` events)."""
@@ -1135,10 +1328,12 @@ class WindowManager:
         built: list[Any] = [None] * len(deferred)
         if lines and include_state and extra is None:  # final windows of one revision: their lines
             plain = [i for i, d in enumerate(deferred) if d.final and not d.cumulative and not d.expired]
-            for i, text in zip(plain, kind.snapshot_texts([deferred[i].monitor for i in plain])):
-                if text is not None:
-                    d = deferred[i]
-                    built[i] = window_line(d.key, d.start_ms, d.end_ms, d.count, d.late, *text)
+            texts = kind.snapshot_texts([deferred[i].monitor for i in plain])
+            given = [(i, text) for i, text in zip(plain, texts) if text is not None]
+            lines_of = window_lines([(d.key, d.start_ms, d.end_ms, d.count, d.late, *text)
+                                     for d, text in ((deferred[i], text) for i, text in given)])
+            for (i, _), line in zip(given, lines_of):
+                built[i] = line
         rest = [i for i, b in enumerate(built) if b is None]
         if rest:
             records = kind.snapshot_many([deferred[i].monitor for i in rest], include_state)
@@ -1167,7 +1362,22 @@ class WindowManager:
         """Close every key's windows that the watermark passed, in ``(close_at, key)`` order: the
         keys of each due ``close_at`` sorted once (windows close at few distinct times), nothing
         for the keys not due."""
+        if self._staged:
+            self._unstage()
         times, keys, max_us = self._due_at, self._keys, self._max_us
+        spec = self.spec
+        # the last window the watermark closes (as _close_by_watermark computes it for each key);
+        # tumbling windows without labels or cumulative monitors close through _close_tumbling
+        last = int((max_us - spec.grace_ms * 1000 - spec.size_ms * 1000) // (spec.slide_ms * 1000))
+        tumbling = spec.panes_per_slide == spec.panes_per_window and not self.cumulative
+        changed = self._changed
+        # the common close, written out: a key of tumbling windows holding one queued pane and no
+        # other (many keys, few events each), its window built at the next poll (_Closed)
+        factory, items_form, small = self._factory, self._task is not None, self._kind is not None
+        pane_ms = spec.pane_ms
+        open_from, close_at = (last + 1) * spec.panes_per_slide, ((last + 1) * spec.slide_ms + spec.size_ms
+                                                                  + spec.grace_ms) * 1000
+        ready, deferred, emptied = self._ready, self._deferred, self._emptied
         while times and times[0] <= max_us:
             at = heapq.heappop(times)
             due = self._due.pop(at)
@@ -1180,7 +1390,31 @@ class WindowManager:
                 if state is None or state.armed != at:
                     continue  # stale: the key closed or went since (or a duplicate)
                 state.armed = None
-                self._close_by_watermark(key, state, max_us)
+                nw = state.next_window
+                if tumbling and nw is not None and last >= nw and not state.awaiting:
+                    if changed is not None:
+                        changed.add(key)
+                    pending = state.pending
+                    if small and items_form and not state.panes and len(pending) == 1:
+                        ((j, items),) = pending.items()
+                        if j <= last:
+                            del pending[j]
+                            if j >= nw:
+                                monitor = factory().update_items(items)
+                                count = monitor.count
+                                if count <= DEFER_MAX_EVENTS:
+                                    window = _Closed(key, monitor, count, j * pane_ms, (j + 1) * pane_ms, True,
+                                                     state.late, 0, False)
+                                    ready.append(window)
+                                    deferred.append(window)
+                                else:
+                                    self._close_window(key, state, monitor, j * pane_ms, (j + 1) * pane_ms, True)
+                            state.next_window, state.open_from, state.close_at = last + 1, open_from, close_at
+                            emptied.append(key)
+                            continue
+                    self._close_tumbling(key, state, last)
+                else:
+                    self._close_by_watermark(key, state, max_us)
                 if state.panes or state.pending:
                     self._arm(key, state)
         self._next_due = times[0] if times else math.inf
@@ -1229,6 +1463,8 @@ class WindowManager:
         return _lines_of(self._flush(True))
 
     def _flush(self, lines: bool) -> list[Any]:
+        if self._staged:
+            self._unstage()
         keys = self._keys
         for key in sorted(keys, key=_order):  # (the dict's order depends on when keys were evicted: on polls)
             self._close_open(key, keys[key])
@@ -1277,6 +1513,8 @@ class WindowManager:
 
     def open_panes(self) -> int:
         """Number of panes held in memory across all keys."""
+        if self._staged:
+            self._unstage()
         return sum(len(s.panes.keys() | s.pending.keys()) for s in self._keys.values())
 
     # ----------------------------------------------------------------- checkpoint
@@ -1284,6 +1522,8 @@ class WindowManager:
         """JSON-safe checkpoint of every key's open panes and bookkeeping (not the ready queue),
         version 1. (Version 2, written before monitors kept their own small form, also queued
         binary events as JSON numbers, their signed scores: :meth:`load_dict` reads it.)"""
+        if self._staged:
+            self._unstage()
         keys = [self._key_entry(model, segment, st) for (model, segment), st in self._keys.items()]
         return {"type": "WindowManager", "version": 1, "spec": self.spec.to_dict(), "keys": keys,
                 "closed": [[m, g, nw, late] for (m, g), (nw, late) in self._closed.items()],
@@ -1336,6 +1576,8 @@ class WindowManager:
         """What :meth:`take_changed_keys` says changed, as a checkpoint delta: :meth:`apply_delta`
         of the previous :meth:`to_dict` and this equals :meth:`to_dict` now. Cost O(changed keys)
         (no monitor of an unchanged key is written)."""
+        if self._staged:
+            self._unstage()
         held = self._keys
         # keys created since the last delta are the last ones held, in creation order (apply_delta
         # appends them in this order); the other changed keys keep their place
@@ -1499,6 +1741,8 @@ class WindowManager:
         self._emptied, self._emptied_old, self._evict_pane = [], [], -math.inf
         self._ready = []
         self._deferred = []
+        self._staged, self._staged_events = [], 0
+        self._staged_slots.clear()
         self._revised = any(r.dirty for st in keys.values() for r in st.revising.values())
         self._rev_pane = rev_pane
         if self._changed is not None:  # the loaded state is the base of the next delta

@@ -63,15 +63,18 @@ def test_service_bounds_are_command_line_flags():
 
     args = build_parser().parse_args(["consume", "--bootstrap-servers", "h:1", "--topic", "a", "--output-topic",
                                       "b", "--stop-timeout", "12s", "--stall-after", "2m", "--metrics-keys", "7",
-                                      "--metrics-host", "127.0.0.1", "--max-keys", "5", "--max-future", "10m"])
+                                      "--metrics-host", "127.0.0.1", "--max-keys", "5", "--max-future", "10m",
+                                      "--max-snapshot-bytes", "900"])
     config = config_from_args(args)
     assert (config.pipeline_config().max_keys, config.pipeline_config().max_future) == (5, 600.0)
     assert (config.stop_timeout, config.stall_after, config.metrics_keys, config.metrics_host) == \
         (12.0, 120.0, 7, "127.0.0.1")
+    assert config.max_snapshot_bytes == 900  # was accepted and ignored by consume
     default = config_from_args(build_parser().parse_args(["consume", "--bootstrap-servers", "h:1", "--topic", "a",
                                                           "--output-topic", "b"]))
     assert (default.stop_timeout, default.stall_after, default.metrics_keys, default.metrics_host) == \
         (30.0, 60.0, 100, "0.0.0.0")
+    assert default.max_snapshot_bytes is None
 
 
 def without(tmp_path, *modules: str) -> dict:

@@ -48,6 +48,41 @@ def test_a_snapshot_over_the_limit_is_published_without_its_state_and_counted(tm
     assert f'streammetrics_oversized_snapshots_total{{outcome="state_dropped"}} {len(snaps)}.0' in text
 
 
+def test_max_snapshot_bytes_bounds_published_snapshots_below_the_producers_limit(tmp_path):
+    events = events_with_closers(600, seed=2)
+    cluster = FakeCluster()
+    fill(cluster, events)
+    # these snapshots are 988-1,423 bytes with their state (the events form), 672-792 without; the
+    # producer takes 1 MB: only --max-snapshot-bytes makes them degrade
+    service = make_service(cluster, tmp_path, max_snapshot_bytes=900)
+    service.consumer.on_idle = service.stop
+    assert service.run() == 0
+    records = cluster.records("out")
+    snaps = [json.loads(r.value) for r in records]
+    assert snaps and all(s["state_dropped"] is True and "state" not in s for s in snaps)
+    assert all(len(r.value) <= 900 for r in records)
+    assert {f"{s['key']['model']}|{s['key']['segment']}|{s['window']['start']}": s["count"] for s in snaps} \
+        == dict(expected_counts(events))
+    text = service.metrics.render().decode()
+    assert f'streammetrics_oversized_snapshots_total{{outcome="state_dropped"}} {len(snaps)}.0' in text
+
+
+def test_max_snapshot_bytes_leaves_partials_whole_and_bounds_the_merged_snapshot(tmp_path):
+    events = events_with_closers(600, seed=2)
+    cluster = FakeCluster()
+    fill(cluster, events)
+    service = make_service(cluster, tmp_path, max_snapshot_bytes=900, partitioning="any",
+                           partials_topic="partials")
+    assert service.config.pipeline_config(max_snapshot_bytes=None).include_state  # partials carry state
+    pipeline = service._new_pipeline()
+    assert pipeline.config.max_snapshot_bytes > 900  # the merge needs the partials' states
+    snap = {"key": {"model": "m", "segment": ""}, "window": {"start": 0.0, "end": 60.0}, "count": 1,
+            "state": {"events": list(range(400))}}
+    assert len(service.snapshot_value(snap, b"k", lambda s: json.dumps(s).encode())) > 900  # a partial
+    merged = service.snapshot_value(snap, b"m||0")  # what the merge stage publishes
+    assert merged is not None and len(merged) <= 900 and json.loads(merged)["state_dropped"] is True
+
+
 def test_a_snapshot_too_big_even_without_state_is_dropped_counted_and_the_service_goes_on(tmp_path):
     events = events_with_closers(300, seed=2)
     cluster = FakeCluster()

@@ -225,3 +225,39 @@ def test_ks_of_fractional_weights_with_an_integral_total_is_not_snapped():
     rows_b = np.repeat(x, (2 * b).astype(int))
     assert drift.ks(a, b) == pytest.approx(ks_2samp(rows_a, rows_b).statistic, abs=1e-12)
     assert drift.ks(a, b) == pytest.approx(5 / 12, abs=1e-12)  # snapped to 1/6 it would be 1/3 or 1/2
+
+
+def test_statistics_read_given_ecdfs_as_their_own():
+    """ks, ks_bounds, wasserstein and wasserstein_bounds take the ECDFs from a caller computing
+    several of them (the reference's drift: once per window) and give the same values."""
+    from streammetrics.kernels import drift as dk
+
+    rng = np.random.default_rng(11)
+    for a, b in ((rng.random(40), rng.random(40)), (np.zeros(5), rng.random(5)),
+                 (rng.integers(0, 3, 30).astype(float), rng.integers(0, 4, 30).astype(float))):
+        values = np.cumsum(rng.random(len(a)))
+        lo, hi = values - 0.01, values
+        single = rng.random(len(a)) < 0.5
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cdfs = dk.ecdfs(a, b)
+            pairs = [(dk.ks(a, b), dk.ks(a, b, cdfs)),
+                     (dk.ks_bounds(a, b, single), dk.ks_bounds(a, b, single, cdfs)),
+                     (dk.wasserstein(values, a, b), dk.wasserstein(values, a, b, cdfs)),
+                     (dk.wasserstein_bounds(lo, hi, a, b), dk.wasserstein_bounds(lo, hi, a, b, cdfs))]
+        for own, passed in pairs:
+            assert np.array_equal(np.asarray(own), np.asarray(passed), equal_nan=True)
+
+
+def test_reference_drift_reads_the_ecdfs_once(monkeypatch):
+    from streammetrics.kernels import drift as dk
+    from streammetrics.monitors.reference import Reference
+
+    rng = np.random.default_rng(12)
+    s = rng.random(300)
+    ref = Reference.from_arrays(rng.random(300) < s, s)
+    calls = []
+    real = dk.ecdfs
+    monkeypatch.setattr(dk, "ecdfs", lambda a, b: calls.append(1) or real(a, b))
+    ref.drift((rng.random(50), np.ones(50), ExactBinning()))
+    assert len(calls) == 1

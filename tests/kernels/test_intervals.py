@@ -274,3 +274,37 @@ def test_binned_auc_interval_contains_the_bounds() -> None:
     lo_b, hi_b = coarse.interval("log_loss")  # type: ignore[misc]
     lo_e, hi_e = exact.interval("log_loss")  # type: ignore[misc]
     assert hi_b - lo_b >= hi_e - lo_e - 1e-12
+
+
+def test_confusion_intervals_stack_proportions_bit_for_bit() -> None:
+    """confusion_intervals computes its Wilson proportions in one stacked call: each interval is
+    bit for bit the one of its own call (single rows and many rows, counts around the minimum
+    rule, empty classes, fractional counts)."""
+    rng = np.random.default_rng(7)
+    cells = rng.integers(0, 14, size=(400, 4)).astype(np.float64)
+    cells[::7] *= rng.random((len(cells[::7]), 4)) * 3.0  # fractional (weighted) counts
+    cells[::11, 3] = 0.0
+    z = iv.z_value(0.95)
+
+    def alone(tn: np.ndarray, fp: np.ndarray, fn: np.ndarray, tp: np.ndarray) -> dict[str, tuple]:
+        n = tn + fp + fn + tp
+        return {"accuracy": iv.wilson_many(tn + tp, n, z), "precision": iv.wilson_many(tp, tp + fp, z),
+                "recall": iv.wilson_many(tp, tp + fn, z), "specificity": iv.wilson_many(tn, tn + fp, z),
+                "positive_rate": iv.wilson_many(tp + fn, n, z), "f1": iv.f1_intervals(tp, fp, fn, z),
+                "balanced_accuracy": iv.balanced_accuracy_intervals(tn, fp, fn, tp, z)}
+
+    for rows in (cells, cells[:1], cells[5:6]):
+        got = iv.confusion_intervals(*rows.T, z)
+        for name, (lo, hi) in alone(*rows.T).items():
+            np.testing.assert_array_equal(got[name][0], lo, err_msg=name)
+            np.testing.assert_array_equal(got[name][1], hi, err_msg=name)
+    # balanced accuracy's own stacked call, against Wilson's intervals one by one
+    tn, fp, fn, tp = cells.T
+    rl, rh = iv.wilson_many(tp, tp + fn, z, iv.MIN_CLASS_EVENTS)
+    sl, sh = iv.wilson_many(tn, tn + fp, z, iv.MIN_CLASS_EVENTS)
+    ok = (tp + fn >= iv.MIN_CLASS_EVENTS) & (tn + fp >= iv.MIN_CLASS_EVENTS)
+    r, s = tp / np.where(ok, tp + fn, 1.0), tn / np.where(ok, tn + fp, 1.0)
+    lo = np.where(ok, np.clip((r + s - np.sqrt((r - rl) ** 2 + (s - sl) ** 2)) / 2.0, 0.0, 1.0), np.nan)
+    np.testing.assert_array_equal(iv.balanced_accuracy_intervals(tn, fp, fn, tp, z)[0], lo)
+    empty = iv.confusion_intervals(*np.zeros((0, 4)).T, z)
+    assert all(len(lo) == len(hi) == 0 for lo, hi in empty.values())

@@ -130,3 +130,29 @@ def test_ranking_summary_columns_are_the_scalar_twins_values(windows):
                for k, (values, undefined) in cols.items()}
         expected = ranking_summary([float(n) for n, _ in w], [float(p) for _, p in w], None)
         assert got == expected
+
+
+def test_columns_grouped_by_width_equal_one_layout():
+    """Windows of very different numbers of levels are laid out in groups of similar widths: every
+    value (nan and inf where a class is absent included) is the one of a single padded layout."""
+    import numpy as np
+
+    from streammetrics.kernels import ranking_small
+
+    rng = np.random.default_rng(4)
+    sizes = np.where(rng.random(500) < 0.05, rng.integers(9, 200, 500), rng.integers(1, 6, 500))
+    window_of_level = np.repeat(np.arange(500), sizes)
+    neg = rng.integers(0, 4, len(window_of_level)).astype(np.float64)
+    pos = rng.integers(0, 3, len(window_of_level)).astype(np.float64)
+    neg[(neg == 0) & (pos == 0)] = 1.0
+    totals_n, totals_p = np.bincount(window_of_level, neg), np.bincount(window_of_level, pos)
+    one_class = (totals_n == 0) | (totals_p == 0)
+    grouped = ranking_small.ranking_summary_columns(window_of_level, neg, pos, 500, one_class)
+    counts = np.bincount(window_of_level, minlength=500)
+    with np.errstate(all="ignore"):
+        single = ranking_small._rows_pass(window_of_level, neg, pos, 500, one_class, counts, int(counts.max()))
+    assert one_class.any() and counts.max() > 32
+    for name, (values, undefined) in single.items():
+        got, got_undefined = grouped[name]
+        assert np.array_equal(got, values, equal_nan=True), name
+        assert (got_undefined is None) == (undefined is None)

@@ -189,3 +189,35 @@ def test_intervals_equal_the_monitors_on_every_path(panes: list, threshold: floa
         assert snapshot_line(build_snapshot(("m", ""), None, 0, 60_000, final=True, count=len(events),
                                             record=record)) == line
         assert '"intervals":' in line
+
+
+def test_interval_texts_in_one_pass_equal_each_windows_text() -> None:
+    """``_Intervals.texts`` (windows grouped by which intervals they have, their bounds encoded in
+    one call) writes each window's intervals as ``intervals_text`` of its record: bounds below
+    1e-4 (json's exponent form), -0.0, a nan end (None), windows with none."""
+    import numpy as np
+
+    from streammetrics.kernels.intervals import BINARY_INTERVALS
+    from streammetrics.monitors.fleet_snapshot import _Intervals
+
+    rng = np.random.default_rng(7)
+    m = 400
+    columns = {}
+    for name in BINARY_INTERVALS:
+        lo = rng.random(m) * rng.choice([1.0, 1e-3, 1e-6], size=m)
+        hi = lo + rng.random(m)
+        lo[rng.random(m) < 0.3] = np.nan
+        hi[rng.random(m) < 0.05] = np.nan
+        lo[rng.random(m) < 0.05] = -0.0
+        columns[name] = (lo, hi)
+    given = np.zeros(m, dtype=bool)
+    for name in BINARY_INTERVALS:
+        given |= ~np.isnan(columns[name][0])
+    given[:5] = False
+    for name in BINARY_INTERVALS:
+        columns[name][0][:5] = np.nan
+    for confidence in (0.95, 0.9):
+        intervals = _Intervals(columns, given, confidence)
+        expected = [intervals_text(intervals.record(j)) for j in range(m)]
+        assert intervals.texts() == expected
+        assert any("e-0" in t for t in expected) and any("null" in t for t in expected)

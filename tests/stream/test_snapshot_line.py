@@ -123,3 +123,16 @@ def test_window_line_is_the_snapshot_line(model, segment, start_ms, length_ms, c
     line = snapshots.window_line((model, segment), start_ms, start_ms + length_ms, count, late,
                                  canonical(record[0]), canonical(record[1]))
     assert line == canonical(snap)
+
+
+def test_window_lines_are_each_windows_line():
+    """``window_lines`` (keys' and times' texts made once) writes each window as ``window_line``:
+    keys shared and not, odd strings, whole and fractional seconds."""
+    from streammetrics.stream.snapshots import window_line, window_lines
+
+    windows = [(("m", "s"), 0, 60_000, 3, 0, '{"n":1}', '{"s":0.5}', ""),
+               (("m", "s"), 60_000, 120_000, 1, 2, '{"n":2}', '{"s":0.25}', ',"intervals":{}'),
+               (('m"q\\', "ünï"), 1500, 61_500, 4, 1, '{"n":3}', '{"s":1}', ""),
+               (("m", "ünï"), 0, 60_000, 2, 0, "{}", "{}", "")]
+    assert window_lines(windows) == [window_line(*w) for w in windows]
+    assert window_lines([]) == []
