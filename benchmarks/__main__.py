@@ -31,7 +31,7 @@ from _targets import Target  # noqa: E402  (after the path set-up)
 
 #: benchmark modules with ``targets(quick)``, in the order they run
 BENCHMARKS = ["bench_updates", "bench_paths", "bench_confusion", "bench_monitor", "bench_multiclass", "sim_intervals",
-              "bench_alerts"]
+              "bench_alerts", "bench_slices", "bench_state"]
 #: the other scripts of benchmarks/, and why the runner leaves them out
 NOT_RUN = {
     "bench_inputs": "input formats against JSONL (no target)",
@@ -49,9 +49,7 @@ NOT_RUN = {
     "bench_replay_reference": "its --reference path is measured by bench_paths",
     "bench_report": "no ratio target",
     "bench_scaleout": "needs the Kafka-protocol broker",
-    "bench_slices": "new (issue 28): prints its <= 1.5x target; targets() not wired yet",
     "bench_snapshot": "no ratio target",
-    "bench_state": "needs the Kafka-protocol broker",
     "bench_spark": "needs pyspark and a JVM",
 }
 

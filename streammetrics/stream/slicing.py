@@ -115,16 +115,22 @@ class _Merged:
     """Monitors merged into one. Small slice windows are merged first into a pending monitor of
     small states (exact dictionary merges, or queues concatenated), which joins the total once
     it holds ``_CHUNK_EVENTS`` events (or when the total is read), so that a large total meets
-    one state per chunk rather than one per slice. The result is the same state (merged states
-    are functions of the multiset of events)."""
+    one state per chunk rather than one per slice. The sources are merged when the total is
+    read, fewest events first (so that the many small ones are concatenated before a large one
+    turns the pending monitor into histograms). The result is the same state (merged states are
+    functions of the multiset of events)."""
 
-    __slots__ = ("pending", "total")
+    __slots__ = ("pending", "sources", "total")
 
     def __init__(self) -> None:
         self.total: Any = None
         self.pending: Any = None
+        self.sources: list[Any] = []
 
     def add(self, source: Any) -> None:
+        self.sources.append(source)
+
+    def _merge(self, source: Any) -> None:
         pending = self.pending
         pending = self.pending = source.copy() if pending is None else pending.merge(source)
         if pending.count >= _CHUNK_EVENTS:
@@ -137,8 +143,16 @@ class _Merged:
 
     @property
     def monitor(self) -> Any:
+        if self.sources:
+            sources, self.sources = self.sources, []
+            for source in sorted(sources, key=_count):  # (stable: ties in the order added)
+                self._merge(source)
         self._fold()
         return self.total
+
+
+def _count(monitor: Any) -> int:
+    return monitor.count
 
 
 class _Rollup:

@@ -751,6 +751,8 @@ class WindowManager:
         count = hi - lo if take is None else int(take.sum())
         if self._staged_events + count > STAGE_MAX_EVENTS:
             self._unstage()
+            if count > STAGE_MAX_EVENTS:  # more than the bound alone: the per-key path queues them now
+                return np.arange(lo, hi)
         held = np.empty(n, dtype=object)
         held[:] = states
         slots = np.fromiter(map(_SLOT, states), dtype=np.int64, count=n)
