@@ -42,6 +42,7 @@ NOT_RUN = {
     "bench_keys": "its 10,000-key target is measured by bench_paths",
     "bench_label_free": "needs nannyml and downloaded datasets",
     "bench_labels": "no ratio target",
+    "bench_leave_stall": "needs the Kafka-protocol broker (a consumer group member leaving mid-rebalance)",
     "bench_multiclass_fused": "no ratio target",
     "bench_regression": "no ratio target",
     "bench_replay": "its decode-loop target is measured by bench_paths",

@@ -16,8 +16,9 @@ from .settings import consumer_settings
 if TYPE_CHECKING:
     from .service import ServiceConfig
 
-__all__ = ["kafka_clients", "split_client_options", "rebalance_listener", "producer_settings", "install_fetch_guard",
-           "fetch_error_position", "mark_fetch_error", "FetchPosition", "one_partition_partitioner"]
+__all__ = ["kafka_clients", "kafka_consumer", "split_client_options", "rebalance_listener", "producer_settings",
+           "install_fetch_guard", "fetch_error_position", "mark_fetch_error", "FetchPosition", "group_stable",
+           "one_partition_partitioner"]
 
 log = logging.getLogger("streammetrics.consume")
 
@@ -72,9 +73,26 @@ def one_partition_partitioner() -> Any:
 def kafka_clients(config: "ServiceConfig") -> tuple[Any, Any]:
     """``(KafkaConsumer, KafkaProducer)`` for ``config`` (the ``kafka`` extra); kafka-python's
     errors (no broker, bad TLS settings) propagate."""
-    from kafka import KafkaConsumer, KafkaProducer  # the optional `kafka` extra
+    from kafka import KafkaProducer  # the optional `kafka` extra
 
-    consumer_options, producer_options = split_client_options(config.kafka_options)
+    consumer = kafka_consumer(config)
+    _, producer_options = split_client_options(config.kafka_options)
+    producer_options.setdefault("partitioner", one_partition_partitioner())
+    try:
+        producer = KafkaProducer(bootstrap_servers=config.bootstrap_servers,
+                                 **producer_settings(config, **producer_options))
+    except BaseException:
+        consumer.close(autocommit=False, timeout_ms=1000)
+        raise
+    return consumer, producer
+
+
+def kafka_consumer(config: "ServiceConfig") -> Any:
+    """The service's ``KafkaConsumer`` (group ``config.group_id``, not yet subscribed); also what a
+    forced rejoin (``--rejoin-after``) replaces a stuck consumer with."""
+    from kafka import KafkaConsumer  # the optional `kafka` extra
+
+    consumer_options, _ = split_client_options(config.kafka_options)
     if config.labels_topic and "partition_assignment_strategy" not in consumer_options:
         # --labels-topic: partition p of both topics must go to the same member. kafka-python's
         # RangePartitionAssignor sorts the members of each topic the same way and cuts each topic's
@@ -95,14 +113,21 @@ def kafka_clients(config: "ServiceConfig") -> tuple[Any, Any]:
     if not install_fetch_guard(consumer):
         log.warning("fetch errors cannot be attributed to a partition with this kafka-python version: an "
                     "unreadable batch is retried with back-off instead of skipped")
-    producer_options.setdefault("partitioner", one_partition_partitioner())
+    return consumer
+
+
+def group_stable(consumer: Any) -> bool | None:
+    """Whether ``consumer`` (a ``KafkaConsumer``) is a member of a stable group generation (joined and
+    synced): False while it (re-)joins, None when this cannot be told (not kafka-python 3's
+    coordinator, e.g. the tests' fakes). kafka-python has no public call for it; its coordinator's
+    ``stable()`` is what its heartbeat thread checks."""
+    stable = getattr(getattr(consumer, "_coordinator", None), "stable", None)
+    if not callable(stable):
+        return None
     try:
-        producer = KafkaProducer(bootstrap_servers=config.bootstrap_servers,
-                                 **producer_settings(config, **producer_options))
-    except BaseException:
-        consumer.close(autocommit=False, timeout_ms=1000)
-        raise
-    return consumer, producer
+        return bool(stable())
+    except Exception:  # noqa: BLE001 - a client in an unexpected state: nothing to tell
+        return None
 
 
 def split_client_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

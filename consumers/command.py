@@ -65,6 +65,7 @@ def config_from_args(args: Any) -> ServiceConfig:
         checkpoint_share=getattr(args, "checkpoint_max_share", None) or ServiceConfig.checkpoint_share,
         kafka_options=kafka_options(args.kafka),
         stop_timeout=getattr(args, "stop_timeout", ServiceConfig.stop_timeout),
+        rejoin_after=getattr(args, "rejoin_after", ServiceConfig.rejoin_after) or None,
         stall_after=getattr(args, "stall_after", ServiceConfig.stall_after),
         metrics_keys=getattr(args, "metrics_keys", ServiceConfig.metrics_keys),
         max_future=getattr(args, "max_future", ServiceConfig.max_future) or None,
@@ -207,8 +208,11 @@ def build_merge_stage(config: ServiceConfig, consumer: Any, service: MetricsServ
     from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 
     consumer_options["partition_assignment_strategy"] = (CooperativeStickyAssignor,)
-    merge_consumer = KafkaConsumer(bootstrap_servers=config.bootstrap_servers, group_id=f"{config.group_id}-merge",
-                                   **consumer_settings(**consumer_options))
+    def make_consumer() -> Any:
+        return KafkaConsumer(bootstrap_servers=config.bootstrap_servers, group_id=f"{config.group_id}-merge",
+                             **consumer_settings(**consumer_options))
+
+    merge_consumer = make_consumer()
     producer = KafkaProducer(bootstrap_servers=config.bootstrap_servers,
                              **producer_settings(config, **producer_options))
     codec = CheckpointStore(config.state_dir, f"{config.group_id}-merge", config.partials_topic,
@@ -225,7 +229,8 @@ def build_merge_stage(config: ServiceConfig, consumer: Any, service: MetricsServ
                       checkpoint_interval=config.checkpoint_interval, delivery_timeout=config.delivery_timeout,
                       commit_timeout=config.commit_timeout,
                       encode=lambda snap: service.snapshot_value(snap, output_key(snap)), metrics=service.metrics,
-                      signer=service.signer, alerts_topic=config.alerts_topic, key_of=output_key)
+                      signer=service.signer, alerts_topic=config.alerts_topic, key_of=output_key,
+                      rejoin_after=config.rejoin_after, leave_wait=config.leave_wait, consumer_factory=make_consumer)
 
 
 def run_consume(args: Any) -> int:
@@ -249,7 +254,7 @@ def run_consume(args: Any) -> int:
                 print(f"streammetrics consume: --state-dir {config.state_dir!r} cannot hold checkpoints: "
                       f"{exc.strerror or exc} (give a writable directory)", file=sys.stderr)
                 return 2
-        from .clients import kafka_clients
+        from .clients import kafka_clients, kafka_consumer
 
         consumer, producer = kafka_clients(config)
         try:
@@ -258,7 +263,8 @@ def run_consume(args: Any) -> int:
             consumer.close(autocommit=False, timeout_ms=1000)
             producer.close(timeout=1)
             raise
-        service = MetricsService(config, consumer, producer, store=store)
+        service = MetricsService(config, consumer, producer, store=store,
+                                 consumer_factory=lambda: kafka_consumer(config))
         if config.merged:
             try:
                 service.merge = build_merge_stage(config, consumer, service)

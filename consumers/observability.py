@@ -188,6 +188,9 @@ class ServiceMetrics:
                                             registry=r, buckets=CHECKPOINT_BUCKETS)
         self.checkpoint_bytes = Gauge("streammetrics_checkpoint_bytes", "Bytes of checkpoint state the last "
                                       "checkpoint wrote (every partition it saved)", registry=r)
+        self.forced_rejoins = Counter("streammetrics_forced_rejoins", "Consumers replaced because their member "
+                                      "had been rebalancing for --rejoin-after, by group: input, merge",
+                                      ["group"], registry=r)
         # --partitioning any (consumers.partials)
         self.partials = Counter("streammetrics_partials", "Partial windows published to the partials topic",
                                 registry=r)

@@ -512,8 +512,18 @@ class MergeStage:
                  encode: Callable[[dict[str, Any]], bytes | None] | None = None,
                  listener: Callable[[Any, Any], Any] | None = None, metrics: Any = None,
                  signer: Any = None, alerts_topic: str | None = None,
-                 key_of: Callable[[dict[str, Any]], bytes] = snapshot_key) -> None:
+                 key_of: Callable[[dict[str, Any]], bytes] = snapshot_key, rejoin_after: float | None = None,
+                 leave_wait: float = 0.0, consumer_factory: Callable[[], Any] | None = None,
+                 group_stable: Callable[[Any], bool | None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        from .membership import GroupWatch
+
         self.consumer, self.producer = consumer, producer
+        #: ``--rejoin-after`` / leaving after a rebalance (:mod:`consumers.membership`); the factory
+        #: builds the new consumer (not subscribed) of a forced rejoin
+        self._group = GroupWatch("merge", rejoin_after, clock=clock, stable=group_stable)
+        self.leave_wait = leave_wait
+        self._consumer_factory = consumer_factory
         #: the output record key of a merged snapshot (slices: ``sliced_snapshot_key``)
         self.key_of = key_of
         #: opens each partials record (``--internal-key``: :class:`consumers.signing.RecordSigner`)
@@ -559,6 +569,10 @@ class MergeStage:
             self.consumer.subscribe([self.partials_topic], listener=self._listener(self._assign, self._revoke))
             while not self._stop.is_set() and self.failure is None:
                 self.poll_once()
+            if self.failure is None and self._group.stable(self.consumer) is False:
+                log.info("merge: stopping during a rebalance: waiting up to %g s for it to finish before leaving "
+                         "the group", self.leave_wait)
+                self._group.settled(self.consumer, self.poll_once, self.leave_wait, lambda: self.failure is not None)
             if self.failure is None:
                 self.checkpoint()
         except Exception as exc:
@@ -668,7 +682,31 @@ class MergeStage:
         if now - self._last_wait_log >= self.wait_log_interval:
             self._last_wait_log = now
             self.log_waiting()
+        self._check_membership()
         return applied
+
+    def _check_membership(self) -> None:
+        """``--rejoin-after``: see :meth:`consumers.service.MetricsService._check_membership`."""
+        if not self._group.due(self.consumer):
+            return
+        if self.metrics is not None:
+            self.metrics.forced_rejoins.labels("merge").inc()
+        if self._consumer_factory is None:
+            log.warning("merge: this member has been rebalancing for %g s; no new consumer can be made here",
+                        self._group.rejoin_after)
+            return
+        log.warning("merge: this member has been rebalancing for %g s with no assignment completing: leaving and "
+                    "joining again with a new consumer (forced rejoin %d)", self._group.rejoin_after,
+                    self._group.rejoins)
+        old = self.consumer
+        try:
+            old.close(autocommit=False, timeout_ms=int(self.commit_timeout * 1000))
+        except Exception as exc:  # noqa: BLE001 - the old member is abandoned either way
+            log.warning("merge: closing the stuck consumer failed: %s", exc)
+        self.consumer = self._consumer_factory()
+        assert self._listener is not None
+        self.consumer.subscribe([self.partials_topic], listener=self._listener(self._assign, self._revoke))
+        self._group.rejoined()
 
     def log_waiting(self) -> list[str]:
         """Log at INFO, per partials partition, why merged windows are held (the lines logged)."""

@@ -211,6 +211,12 @@ class ServiceConfig:
     delivery_timeout: float = 10.0
     commit_timeout: float = 5.0
     stop_timeout: float = 30.0
+    #: a member of the input or merge group that has been rebalancing this long (s) leaves and joins
+    #: again with a new consumer (``--rejoin-after``; None or 0: never; :mod:`consumers.membership`)
+    rejoin_after: float | None = 30.0
+    #: on stop, a member in the middle of a rebalance keeps polling until it is over, at most this
+    #: long (s), before it leaves (leaving mid-rebalance stalls a group on tansu: consumers/NOTES.md)
+    leave_wait: float = 10.0
     stall_after: float = 60.0
     metrics_keys: int = 100
     max_future: float | None = DEFAULT_MAX_FUTURE
@@ -475,7 +481,8 @@ class MetricsService:
     def __init__(self, config: ServiceConfig, consumer: Any = None, producer: Any = None, *,
                  clock: Callable[[], float] = time.monotonic, store: CheckpointStore | None = None,
                  listener: Callable[[Callable[[Any], None], Callable[[Any], None]], Any] | None = None,
-                 changelog: Any = None, merge: Any = None) -> None:
+                 changelog: Any = None, merge: Any = None, consumer_factory: Callable[[], Any] | None = None,
+                 group_stable: Callable[[Any], bool | None] | None = None) -> None:
         from .observability import ServiceMetrics
 
         self.config = config
@@ -518,6 +525,12 @@ class MetricsService:
             consumer, producer = kafka_clients(config)
         self.consumer = consumer
         self.producer = producer
+        #: builds a new consumer (not subscribed) for a forced rejoin (None: none can be built)
+        self._consumer_factory = consumer_factory
+        from .membership import GroupWatch
+
+        #: how long this member has been rebalancing (``--rejoin-after``, :mod:`consumers.membership`)
+        self._group = GroupWatch("input", config.rejoin_after, clock=clock, stable=group_stable)
         from .signing import RecordSigner
 
         #: seals the internal records this service writes (changelog, partials, watermarks) and opens
@@ -595,6 +608,10 @@ class MetricsService:
             self.start()
             while not self._stop.is_set():
                 self.poll_once()
+            if self.merge is not None:
+                self.merge.stop(timeout=0)  # it leaves its group meanwhile (joined in close())
+            if self.failure is None:
+                self._settle_before_leaving()
             if self.failure is None:
                 self.checkpoint()
         except DeliveryError as exc:
@@ -629,6 +646,43 @@ class MetricsService:
                 close_reader()
 
     # ------------------------------------------------------------------ rebalancing
+    def _settle_before_leaving(self) -> None:
+        """Stopping in the middle of a rebalance: keep polling until it is over (at most
+        ``leave_wait`` s) before leaving the group. On tansu a member that leaves while its
+        JoinGroup is pending can become the leader of the next generation, and the group then has
+        no assignment for 50 s to more than 120 s (consumers/NOTES.md)."""
+        if self._group.stable(self.consumer) is not False:
+            return
+        log.info("stopping during a rebalance of the input group: waiting up to %g s for it to finish before "
+                 "leaving the group", self.config.leave_wait)
+        if not self._group.settled(self.consumer, self.poll_once, self.config.leave_wait,
+                                   lambda: self.failure is not None):
+            log.info("the input group's rebalance did not finish within %g s: leaving anyway",
+                     self.config.leave_wait)
+
+    def _check_membership(self) -> None:
+        """``--rejoin-after``: a member rebalancing that long leaves and joins again with a new consumer
+        (a group whose generation never completes, e.g. led by a member that had already left)."""
+        if not self._group.due(self.consumer):
+            return
+        self.metrics.forced_rejoins.labels("input").inc()
+        self.counts["forced_rejoins"] = self.counts.get("forced_rejoins", 0) + 1
+        if self._consumer_factory is None:
+            log.warning("input group: this member has been rebalancing for %g s; no new consumer can be made here "
+                        "(injected client), waiting on", self.config.rejoin_after)
+            return
+        log.warning("input group: this member has been rebalancing for %g s with no assignment completing: leaving "
+                    "and joining again with a new consumer (forced rejoin %d)", self.config.rejoin_after,
+                    self._group.rejoins)
+        old = self.consumer
+        try:
+            old.close(autocommit=False, timeout_ms=int(self.config.commit_timeout * 1000))
+        except Exception as exc:  # noqa: BLE001 - the old member is abandoned either way
+            log.warning("closing the stuck consumer failed: %s", exc)
+        self.consumer = self._consumer_factory()
+        self.consumer.subscribe(self.config.topics(), listener=self._listener(self._assign, self._revoke))
+        self._group.rejoined()
+
     def _new_pipeline(self) -> Pipeline:
         # the pipeline degrades snapshots over the producer's limit itself (coarser state, then no
         # state); _publish_ready still checks each record with its actual key
@@ -939,6 +993,7 @@ class MetricsService:
         elif self.partitions:
             self._unassigned_logged = -math.inf
             self._unassigned_since = now
+        self._check_membership()
         self._update_lag()
         self._caught_up = self._compute_caught_up()
         return applied

@@ -384,6 +384,9 @@ def _add_consume_options(c: argparse.ArgumentParser) -> None:
                    help="/healthz answers 503 when the loop has not polled for this long (default: 60s)")
     g.add_argument("--stop-timeout", type=_duration("--stop-timeout"), default=30.0, metavar="DURATION",
                    help="exit at most this long after SIGTERM/SIGINT, whatever the broker does (default: 30s)")
+    g.add_argument("--rejoin-after", type=_duration("--rejoin-after"), default=30.0, metavar="DURATION",
+                   help="a member of the input or merge consumer group rebalancing this long leaves and joins again "
+                        "with a new consumer (docs/scaleout.md, Liveness; default: 30s; 0: never)")
     g.add_argument("--changelog-topic", default=None, metavar="TOPIC",
                    help="topic holding every partition's checkpoints (window state, pending labels, offsets), "
                         "restored on assignment when --state-dir has none or an older one; created with the "

@@ -99,3 +99,169 @@ def test_with_any_partitioning_every_merged_window_is_published_after_a_rebalanc
     starts = {int(e["ts"] // WINDOW * WINDOW) for side in preds for e in side}
     assert merged == starts - {max(starts)}  # every window but the closers' (still open)
     assert stage.log_waiting() == []
+
+
+# ---------------------------------------------------------------- a generation that never completes
+# Measured on tansu with bare kafka-python members (docs/scaleout.md, "Liveness"): a member that leaves
+# while its JoinGroup is pending can be made the leader of the next generation after it left; the
+# others then re-join every ~8 s with nothing assigned for 50 s to more than 120 s. The fakes below
+# play such a member: never stable, nothing assigned, polls return nothing.
+class _StuckMember:
+    """A consumer whose group never completes a generation (as kafka-python's is while the leader
+    it was given never syncs): poll returns nothing, nothing is ever assigned."""
+
+    stable = False
+
+    def __init__(self) -> None:
+        self.closed = False
+        self.polls = 0
+
+    def subscribe(self, topics, listener=None) -> None:
+        self.listener = listener
+
+    def poll(self, timeout_ms=0, max_records=None):
+        self.polls += 1
+        return {}
+
+    def highwater(self, tp):
+        return None
+
+    def commit(self, offsets, timeout_ms=None) -> None:
+        raise AssertionError("nothing is assigned: nothing to commit")
+
+    def close(self, autocommit=True, timeout_ms=None) -> None:
+        self.closed = True
+
+
+def _stable(consumer) -> bool | None:
+    return getattr(consumer, "stable", True)
+
+
+def _stuck_service(tmp_path: Path, rejoin_after: float | None):
+    from kafka_fakes import FakeConsumer, FakeListener, FakeProducer, ManualClock
+    from test_service_unit import events_with_closers
+    from test_service_unit import fill as fill_events
+
+    from consumers.service import MetricsService, ServiceConfig
+
+    cluster = FakeCluster()
+    fill_events(cluster, events_with_closers(300))
+    config = ServiceConfig(bootstrap_servers="fake", topic="in", output_topic="out", dlq_topic="dlq", window=WINDOW,
+                           idle_close=None, checkpoint_interval=0.0, max_future=None, state_dir=str(tmp_path),
+                           rejoin_after=rejoin_after)
+    clock = ManualClock()
+    made: list = []
+
+    def factory():
+        made.append(FakeConsumer(cluster, config.group_id))
+        return made[-1]
+
+    stuck = _StuckMember()
+    service = MetricsService(config, stuck, FakeProducer(cluster), clock=clock, listener=FakeListener,
+                             consumer_factory=factory, group_stable=_stable).start()
+    return cluster, service, clock, stuck, made
+
+
+def test_a_member_rebalancing_for_rejoin_after_seconds_joins_again_with_a_new_consumer(tmp_path: Path) -> None:
+    cluster, service, clock, stuck, made = _stuck_service(tmp_path, rejoin_after=30.0)
+    for _ in range(299):  # 29.9 s of polls: not yet
+        clock.now += 0.1
+        service.poll_once(timeout_ms=0)
+    assert made == [] and service.consumer is stuck and not service.partitions
+    clock.now += 0.1  # 30 s rebalancing: a new member
+    service.poll_once(timeout_ms=0)
+    assert stuck.closed and len(made) == 1 and service.consumer is made[0]
+    assert service.counts["forced_rejoins"] == 1
+    assert service.metrics.forced_rejoins.labels("input")._value.get() == 1
+    for _ in range(200):  # the new member is assigned (stable) and reads everything: never replaced
+        clock.now += 0.5
+        service.poll_once(timeout_ms=0)
+    assert len(made) == 1 and service.partitions
+    assert any(json.loads(r.value).get("final") for r in cluster.records("out"))
+
+
+def test_without_rejoin_after_a_member_in_a_generation_that_never_completes_waits_forever(tmp_path: Path) -> None:
+    """The stall itself (``--rejoin-after 0``): the member keeps its stuck consumer, nothing is read."""
+    cluster, service, clock, stuck, made = _stuck_service(tmp_path, rejoin_after=None)
+    for _ in range(1200):  # 10 minutes
+        clock.now += 0.5
+        service.poll_once(timeout_ms=0)
+    assert made == [] and service.consumer is stuck and not cluster.records("out")
+
+
+def test_a_member_stopping_mid_rebalance_waits_for_it_to_finish_before_leaving(tmp_path: Path) -> None:
+    """Leaving while a JoinGroup is pending is what stalls a tansu group: on stop the member keeps
+    polling until its group is stable (here after 3 s), at most ``leave_wait``, then leaves."""
+    from kafka_fakes import FakeCluster as Cluster
+    from kafka_fakes import FakeConsumer, FakeListener, FakeProducer, ManualClock
+
+    from consumers.service import MetricsService, ServiceConfig
+
+    def run(stable_after: float | None) -> tuple[float, bool]:
+        cluster = Cluster()
+        cluster.create("in", 2)
+        clock = ManualClock()
+        consumer = FakeConsumer(cluster, "g")
+        left_at: list[float] = []
+        consumer.stable = False  # type: ignore[attr-defined]
+        real_poll, real_close = consumer.poll, consumer.close
+
+        def poll(timeout_ms=0, max_records=None):
+            clock.now += 0.1
+            if stable_after is not None and clock.now >= 1000.0 + stable_after:
+                consumer.stable = True  # type: ignore[attr-defined]
+            return real_poll(timeout_ms=timeout_ms, max_records=max_records)
+
+        def close(autocommit=True, timeout_ms=None):
+            left_at.append(clock.now)
+            real_close(autocommit=autocommit, timeout_ms=timeout_ms)
+
+        consumer.poll, consumer.close = poll, close  # type: ignore[method-assign]
+        config = ServiceConfig(bootstrap_servers="fake", topic="in", output_topic="out", idle_close=None,
+                               state_dir=str(tmp_path / str(stable_after)), leave_wait=10.0, rejoin_after=None)
+        service = MetricsService(config, consumer, FakeProducer(cluster), clock=clock, listener=FakeListener,
+                                 group_stable=_stable)
+        service.stop()  # stopped before the first poll: the loop ends at once, the rebalance is under way
+        assert service.run() == 0
+        return left_at[0] - 1000.0, consumer.stable  # type: ignore[attr-defined]
+
+    left, stable = run(stable_after=3.0)
+    assert stable and 3.0 <= left < 3.5
+    left, stable = run(stable_after=None)  # never stable: leaves after leave_wait
+    assert not stable and 10.0 <= left < 10.5
+
+
+def test_a_merge_member_rebalancing_for_rejoin_after_seconds_joins_again_with_a_new_consumer() -> None:
+    from kafka_fakes import FakeConsumer, FakeListener, FakeProducer, ManualClock
+
+    from consumers.checkpoint import CheckpointStore
+    from consumers.partials import Merger, MergeStage, watermark_record
+
+    cluster = FakeCluster()
+    cluster.create("parts", 1)
+    cluster.create("out", 1)
+    cluster.append("parts", watermark_record(0, 10**15), partition=0)
+    clock = ManualClock()
+    made: list = []
+
+    def factory():
+        made.append(FakeConsumer(cluster, "merge"))
+        return made[-1]
+
+    stuck = _StuckMember()
+    stage = MergeStage(consumer=stuck, producer=FakeProducer(cluster), partials_topic="parts", output_topic="out",
+                       sources=1, make_merger=lambda: Merger(1), codec=CheckpointStore(None, "m", "parts"),
+                       checkpoint_interval=0.0, listener=FakeListener, rejoin_after=30.0, consumer_factory=factory,
+                       group_stable=_stable, clock=clock)
+    stage.consumer.subscribe(["parts"], listener=FakeListener(stage._assign, stage._revoke))
+    for _ in range(299):
+        clock.now += 0.1
+        stage.poll_once(timeout_ms=0)
+    assert made == [] and stage.consumer is stuck
+    clock.now += 0.1
+    stage.poll_once(timeout_ms=0)
+    assert stuck.closed and stage.consumer is made[0] and stage.metrics is None
+    for _ in range(20):
+        clock.now += 0.5
+        stage.poll_once(timeout_ms=0)
+    assert len(made) == 1 and stage.parts and stage.counts["records"] == 1

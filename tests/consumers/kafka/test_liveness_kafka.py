@@ -7,21 +7,24 @@ groups are stable). One of six held-out runs published nothing at all; repeating
 
 The bound (docs/scaleout.md, "Liveness"): a window is merged at most one checkpoint interval plus
 one merge poll after the last source partition's watermark passes it; a membership change adds
-the rebalance (session timeout 6 s plus a join, and the changelog restore). tansu can stall a
-group for about 47 s when a member leaves mid-rebalance (consumers/NOTES.md), so the test lets
-the groups settle before the instance leaves, as the scenario test does.
+the rebalance (session timeout 6 s plus a join, and the changelog restore). The first test lets
+the groups settle before the instance leaves; the second does not.
 
 What was found (docs/scaleout.md, "Liveness"): (1) an instance leaving (SIGTERM, LeaveGroup)
-during a merge-group rebalance left the merge group with no partials partition assigned to any
-member for more than 90 s on tansu, while the input group recovered: nothing merged, the held-out
-symptom (2 runs of 12 of the unsettled scenario below when the leave came amid the kills; a tansu
-defect, consumers/NOTES.md); (2) kafka-python 3.0.12 keeps the position and the paused flag of a
-partition that stays with its member through an eager rebalance, while the service rebuilt the
-partition from its checkpoint: a side paused by ``--max-merge-buffer`` was never fetched again
-and labels buffered but not applied were skipped. A small ``--max-merge-buffer`` makes the pauses
-common in the first test (tests/consumers/test_service_rebalance.py has the deterministic version)."""
+during a rebalance left a group with no partition assigned to any member for more than 90 s on
+tansu: nothing merged, the held-out symptom (2 runs of 12 of the unsettled scenario below when the
+leave came amid the kills). A member that leaves while its JoinGroup is pending can be elected
+leader of the next generation on tansu, which then never completes
+(benchmarks/bench_leave_stall.py); the service now waits for a rebalance to finish before leaving
+and re-joins after ``--rejoin-after`` of rebalancing. (2) kafka-python 3.0.12 keeps the position
+and the paused flag of a partition that stays with its member through an eager rebalance, while
+the service rebuilt the partition from its checkpoint: a side paused by ``--max-merge-buffer`` was
+never fetched again and labels buffered but not applied were skipped. A small
+``--max-merge-buffer`` makes the pauses common in the first test
+(tests/consumers/test_service_rebalance.py has the deterministic version)."""
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import signal
@@ -98,24 +101,25 @@ def test_every_window_is_published_within_the_bound_through_kills_wipes_joins_an
                 stop(proc)
 
 
-CHURN_RUNS = 6
+#: repetitions per suite run (each a full kill/wipe/join/leave run of about 90 s; the held-out stall
+#: was 1 run in 6: raise it with STREAMMETRICS_CHURN_RUNS=12 to look for a rare one)
+CHURN_RUNS = int(os.environ.get("STREAMMETRICS_CHURN_RUNS", "2"))
 #: seconds after the traffic within which every window must be final, once the groups are stable
 CHURN_BOUND = 60.0
 
 
 @pytest.mark.slow
-@pytest.mark.churn  # (on demand: `pytest -m churn`; one run in twelve failed in CI-like runs, see the marker)
 @pytest.mark.parametrize("run", range(CHURN_RUNS))
 def test_every_window_is_published_through_unsettled_kills_and_wipes(run, bootstrap_servers, new_topic, unique_name,
                                                                     make_producer, tmp_path):
     """The held-out scenario with no wait between membership changes: three instances, a SIGKILL
     every 1.5-4 s (8-12 in all, a third of them with the state dir wiped), an instance added after
-    the third, while 40 s of traffic flows; the added instance leaves (SIGTERM) once both groups are
-    stable. Leaving *during* a rebalance is what tansu cannot take: in 2 of 12 runs where the fourth
-    instance left amid the kills, the merge group had no partials partition assigned to any member
-    for more than 90 s after the traffic (every instance logging ``merge: no partition ... assigned
-    to this instance``; with the cooperative-sticky and with the eager range assignor alike), the
-    held-out symptom; consumers/NOTES.md, docs/scaleout.md "Liveness"."""
+    the third and removed (SIGTERM) after the sixth, while 40 s of traffic flows. A member that
+    leaves while its JoinGroup is pending could become the leader of the next generation on tansu
+    and stall its group for 50 s to more than 120 s (docs/scaleout.md, "Liveness"); the service now
+    waits for the rebalance to finish before it leaves (``leave_wait``) and replaces a consumer
+    rebalancing for ``--rejoin-after`` (30 s, the default; 10 s made members re-join every 11 s through
+    the kills, each re-join a leave during a rebalance that stalled the group again)."""
     rng = random.Random(run)
     preds, labels, truth = data(3000, seed=500 + run)
     topic, labels_topic, out = new_topic(PARTITIONS), new_topic(PARTITIONS), new_topic(1)
@@ -155,12 +159,12 @@ def test_every_window_is_published_through_unsettled_kills_and_wipes(run, bootst
             if kill == 3:
                 start("d")
                 history.append((round(time.monotonic() - began, 1), "join d"))
+            if kill == 6 and "d" in procs:
+                stop(procs.pop("d"))  # leaves, whatever the groups are doing
+                del started["d"]
+                history.append((round(time.monotonic() - began, 1), "leave d"))
             if kill >= 8 and not feeder.is_alive():
                 break
-        wait_for(lambda: settled(logs, started), 150, "stable groups before an instance leaves")
-        stop(procs.pop("d"))
-        del started["d"]
-        history.append((round(time.monotonic() - began, 1), "leave d"))
         feeder.join()
         wait_for(lambda: settled(logs, started), 150, "stable groups after the leave")
         end = time.monotonic()
@@ -168,7 +172,7 @@ def test_every_window_is_published_through_unsettled_kills_and_wipes(run, bootst
             time.sleep(1.0)
         got = finals(bootstrap_servers, out)
         said = [line[:300] for name in procs for line in (logs / f"{name}.log").read_text().splitlines()
-                if "wait for" in line or "no partition" in line][-6:]
+                if "wait for" in line or "no partition" in line or "rebalancing for" in line][-6:]
         assert len(got) == len(truth), (f"run {run}: {len(got)} of {len(truth)} windows final "
                                         f"{time.monotonic() - end:.0f} s after stable groups", history, said)
     finally:
