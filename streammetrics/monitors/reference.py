@@ -560,7 +560,9 @@ def snapshot_metrics(
     against the key's reference to ``metrics`` (binary: :data:`METRICS`; multiclass:
     ``MULTICLASS_METRICS`` and per-class drift in ``per_class``), or the same names as
     None for a key without a reference. More than ``max_references`` references:
-    ``ValueError`` naming the limit."""
+    ``ValueError`` naming the limit. The binary hook's ``metrics_text(key)`` gives, for a key
+    without a reference, those nulls as JSON members (``,"drift_ks":null,...``), so that the
+    window engine writes such windows from their texts (None for a key with a reference)."""
     _check_max(max_references)
     if len(references) > max_references:
         raise _too_many(len(references), max_references, "the reference mapping")
@@ -613,6 +615,15 @@ def snapshot_metrics(
             read.extend((monitor, monitor.count, confidence, pairs))
 
     hook.intervals = _estimate_intervals(refs, Reference.estimate_intervals, read)  # type: ignore[attr-defined]
+    nulls_text = "".join(f',"{name}":null' for name in METRICS)
+
+    def metrics_text(key: tuple[str, str]) -> str | None:
+        """The JSON members the hook appends to the metrics of any window of ``key`` whose
+        window it need not read (a key without a reference: every name null, no intervals),
+        None for a key with a reference (the hook reads the window)."""
+        return nulls_text if key not in refs else None
+
+    hook.metrics_text = metrics_text  # type: ignore[attr-defined]
     return hook
 
 

@@ -627,17 +627,34 @@ class Pipeline:
         ``max_snapshot_bytes``, small windows closed together are written straight from their
         JSON texts (:meth:`WindowManager.poll_lines
         <streammetrics.stream.windows.WindowManager.poll_lines>`); the same lines either way."""
-        if (self.config.max_snapshot_bytes is not None or self._slicer is not None or self.alerts is not None
-                or self._changes is not None):
+        if not self._engine_lines():
             return self._lines(self.poll(revisions, collect))
+        if self._changes is not None:
+            return self._reference_lines(self.windows.poll_written(revisions, collect))
         return self._counted(self.windows.poll_lines(revisions, collect))
 
     def flush_lines(self) -> list[str]:
         """:meth:`flush`'s snapshots as their canonical lines (see :meth:`poll_lines`)."""
-        if (self.config.max_snapshot_bytes is not None or self._slicer is not None or self.alerts is not None
-                or self._changes is not None):
+        if not self._engine_lines():
             return self._lines(self.flush())
+        if self._changes is not None:
+            return self._reference_lines(self.windows.flush_written())
         return self._counted(self.windows.flush_lines())
+
+    def _engine_lines(self) -> bool:
+        """Whether the window engine may write the lines: no size limit, slicing or alerts, and no
+        ``changes`` but against references (which annotate only the windows of keys with one: the
+        engine writes from texts only those of keys without, ``metrics_text`` of the hook)."""
+        changes = self._changes
+        return (self.config.max_snapshot_bytes is None and self._slicer is None and self.alerts is None
+                and (changes is None or changes.mode == "reference"))
+
+    def _reference_lines(self, ready: list[str | dict[str, Any]]) -> list[str]:
+        """The engine's lines and snapshots in order, the snapshots annotated with their ``changes``
+        first (one false-discovery family per poll, as :meth:`poll`: the lines have no baseline)."""
+        snaps = [r for r in ready if r.__class__ is not str]
+        annotated = iter(self._changed(snaps))  # type: ignore[arg-type]
+        return self._counted([r if r.__class__ is str else snapshot_line(next(annotated)) for r in ready])
 
     def _counted(self, lines: list[str]) -> list[str]:
         """Lines of the window engine, counted as :meth:`_emit` counts snapshots (no size check)."""

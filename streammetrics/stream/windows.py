@@ -324,6 +324,13 @@ def _order(key: tuple[Any, Any]) -> tuple[str, str]:
     return (f"\uffff{key[0]!r}", repr(key[1]))
 
 
+def _appended(metrics: str, members: str) -> str:
+    """The JSON object text ``metrics`` with the JSON ``members`` (``,"name":value...``) appended."""
+    if not members:
+        return metrics
+    return metrics[:-1] + (members[1:] if metrics == "{}" else members) + "}"
+
+
 def _lines_of(ready: list[Any]) -> list[str]:
     """Ready snapshots as lines: those written already (str), and the dicts' ``snapshot_line``."""
     return [r if r.__class__ is str else snapshot_line(r) for r in ready]
@@ -1287,6 +1294,11 @@ class WindowManager:
         texts (the template's ``snapshot_texts``; no dict or encoder per window), the same lines."""
         return _lines_of(self._collect(revisions, collect, True))
 
+    def poll_written(self, revisions: bool = True, collect: bool = True) -> list[str | dict[str, Any]]:
+        """:meth:`poll_lines`, each snapshot not written from its texts left a dict (for a caller
+        that annotates those before writing them: ``--reference``'s ``changes``), in order."""
+        return self._collect(revisions, collect, True)
+
     def _collect(self, revisions: bool, collect: bool, lines: bool) -> list[Any]:
         if self.max_future is not None:
             self._refresh_future()
@@ -1328,10 +1340,17 @@ class WindowManager:
         assert kind is not None
         extra, include_state = self.extra_metrics, self.include_state
         built: list[Any] = [None] * len(deferred)
-        if lines and include_state and extra is None:  # final windows of one revision: their lines
+        # a hook's metrics_text(key): the members it appends to any window of the key (None: it reads the window)
+        appended = None if extra is None else getattr(extra, "metrics_text", None)
+        if lines and include_state and (extra is None or appended is not None):  # final windows of one revision
             plain = [i for i, d in enumerate(deferred) if d.final and not d.cumulative and not d.expired]
+            if appended is not None:
+                members = {i: appended(deferred[i].key) for i in plain}
+                plain = [i for i in plain if members[i] is not None]
             texts = kind.snapshot_texts([deferred[i].monitor for i in plain])
             given = [(i, text) for i, text in zip(plain, texts) if text is not None]
+            if appended is not None:
+                given = [(i, (_appended(text[0], members[i]), *text[1:])) for i, text in given]
             lines_of = window_lines([(d.key, d.start_ms, d.end_ms, d.count, d.late, *text)
                                      for d, text in ((deferred[i], text) for i, text in given)])
             for (i, _), line in zip(given, lines_of):
@@ -1463,6 +1482,10 @@ class WindowManager:
     def flush_lines(self) -> list[str]:
         """:meth:`flush`'s snapshots as their canonical lines (see :meth:`poll_lines`)."""
         return _lines_of(self._flush(True))
+
+    def flush_written(self) -> list[str | dict[str, Any]]:
+        """:meth:`flush_lines`, the snapshots not written from texts left dicts (:meth:`poll_written`)."""
+        return self._flush(True)
 
     def _flush(self, lines: bool) -> list[Any]:
         if self._staged:

@@ -47,3 +47,33 @@ def test_reference_keys_from_their_monitor_the_others_together(tmp_path):
     with_ref = [s for s in snaps if s["key"]["model"] in ("m1", "m7")]
     assert with_ref and all(s["metrics"]["drift_ks"] is not None for s in with_ref)
     assert all(s["metrics"][k] is None for s in snaps if s not in with_ref for k in METRICS)
+
+
+def test_keys_without_a_reference_written_from_their_texts(tmp_path):
+    """``poll_lines`` with references: the small windows of keys without one are written from their
+    JSON texts (the hook's ``metrics_text``: nulls appended), the others built and annotated with
+    their ``changes``; the lines equal :meth:`Pipeline.poll`'s, encoded one by one."""
+    rng = random.Random(5)
+    ref_file = tmp_path / "ref.jsonl"
+    ref_file.write_text("".join(json.dumps(e) + "\n" for e in _events(rng, 600, 40) if e["model"] in ("m1", "m7")))
+    config = PipelineConfig(window=10.0, max_future=None, references=load_references(str(ref_file)))
+    events = _events(rng, 6000, 40)
+    by_dicts, _ = _lines(config, events, True)
+    split = Pipeline(config)
+    texts: list[str] = []
+    snaps: list[dict] = []
+    lines = Pipeline(config)
+    by_lines: list[str] = []
+    for i, e in enumerate(events):
+        split.process(json.dumps(e))
+        lines.process(json.dumps(e))
+        if i % 250 == 249:
+            for r in split.windows.poll_written():
+                (texts if isinstance(r, str) else snaps).append(r)  # type: ignore[arg-type]
+            by_lines += lines.poll_lines()
+    by_lines += lines.flush_lines()
+    assert texts and snaps
+    assert all(json.loads(t)["key"]["model"] not in ("m1", "m7") for t in texts)
+    assert all(s["key"]["model"] in ("m1", "m7") for s in snaps)
+    assert by_lines == by_dicts
+    assert any('"changes"' in line for line in by_lines)
