@@ -10,8 +10,9 @@ service, one per side of that defect:
 * a member that stops waits, at most ``leave_wait`` seconds, for a rebalance in progress to
   finish before it leaves (:meth:`GroupWatch.settled`), so that it does not cause the stall;
 * a member that has been rebalancing for ``rejoin_after`` seconds leaves and joins again with a
-  new consumer (:meth:`GroupWatch.due`; counted in ``streammetrics_forced_rejoins_total``), so a
-  stall however caused ends at most about ``rejoin_after`` plus a join later.
+  new consumer (:meth:`GroupWatch.due`; counted in ``streammetrics_forced_rejoins_total``): a
+  member stuck in a join gets a fresh one. Against the tansu stall above it was not shown to help
+  (benchmarks/bench_leave_stall.py ``recreate``: stalls still lasted 26 s to more than 120 s).
 """
 from __future__ import annotations
 
