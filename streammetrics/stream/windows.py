@@ -645,14 +645,7 @@ class WindowManager:
                 # the common case (many keys, few events each): one pane of the key, no catch-up
                 pane = group_pane[g]
                 if pane >= state.open_from:
-                    chunk = values[bounds[g]:bounds[g + 1]]
-                    queue = state.pending.get(pane)
-                    if queue is None and len(chunk) < max_pending:
-                        state.pending[pane] = chunk
-                    elif queue is not None and len(queue) + len(chunk) < max_pending:
-                        queue.extend(chunk)
-                    else:
-                        self._queue_draining(state, pane, chunk, max_pending)
+                    self._enqueue(state, pane, values[bounds[g]:bounds[g + 1]], max_pending)
                     if pane < state.first_pane_bound:
                         self._set_first_window(state, spec.first_window_of_pane(pane))
                     top = group_max[g]
@@ -800,18 +793,22 @@ class WindowManager:
         values = vx[order].tolist()
         max_pending = self.max_pending
         for j, (state, pane) in enumerate(zip(states[order[heads]].tolist(), pane_sorted[heads].tolist())):
-            chunk = values[bounds[j]:bounds[j + 1]]
-            queue = state.pending.get(pane)
-            if queue is None and len(chunk) < max_pending:
-                state.pending[pane] = chunk
-            elif queue is not None and len(queue) + len(chunk) < max_pending:
-                queue.extend(chunk)
-            else:
-                self._queue_draining(state, pane, chunk, max_pending)
+            self._enqueue(state, pane, values[bounds[j]:bounds[j + 1]], max_pending)
         tops = np.maximum.reduceat(tx[order], key_heads).tolist()
         for state, top in zip(states[order[key_heads]].tolist(), tops):
             if top > state.max_us:
                 state.max_us = top
+
+    def _enqueue(self, state: _KeyState, pane: int, chunk: list, max_pending: int) -> None:
+        """Queue ``chunk`` (a fresh list, kept as the queue when there was none) in ``pane``;
+        a queue that would reach ``max_pending`` is applied as it fills (:meth:`_queue_draining`)."""
+        queue = state.pending.get(pane)
+        if queue is None and len(chunk) < max_pending:
+            state.pending[pane] = chunk
+        elif queue is not None and len(queue) + len(chunk) < max_pending:
+            queue.extend(chunk)
+        else:
+            self._queue_draining(state, pane, chunk, max_pending)
 
     def _queue_draining(self, state: _KeyState, pane: int, values: list, max_pending: int) -> None:
         """Queue ``values`` in ``pane``, applying the queue whenever it reaches ``max_pending``
