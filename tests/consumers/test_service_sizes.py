@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from kafka_fakes import FakeCluster
 from test_service_unit import events_with_closers, expected_counts, fill, make_service
 
@@ -30,37 +31,27 @@ def test_an_oversized_bad_message_makes_a_truncated_dead_letter_with_its_coordin
     assert service.counts["events"] == 1
 
 
-def test_a_snapshot_over_the_limit_is_published_without_its_state_and_counted(tmp_path):
+# these snapshots are 988-1,423 bytes with their state (the events form), 672-792 without: a bound of
+# 900 bytes keeps their metrics and drops their state, set by the producer's max_request_size (900 for
+# key and value, after the room kept for framing) or by --max-snapshot-bytes (900 for the value, the
+# producer taking 1 MB)
+@pytest.mark.parametrize("bound", ["max_request_size", "max_snapshot_bytes"])
+def test_a_snapshot_over_the_limit_is_published_without_its_state_and_counted(tmp_path, bound):
     events = events_with_closers(600, seed=2)
     cluster = FakeCluster()
     fill(cluster, events)
-    service = make_service(cluster, tmp_path)
-    # these snapshots are 988-1,423 bytes with their state (the events form), 672-792 without
-    service.producer.config["max_request_size"] = 900 + 512  # metrics fit, the state does not
-    service.consumer.on_idle = service.stop
-    assert service.run() == 0
-    snaps = [json.loads(r.value) for r in cluster.records("out")]
-    assert snaps and all(s["state_dropped"] is True and "state" not in s for s in snaps)
-    assert all(len(r.value) + len(r.key) <= 900 for r in cluster.records("out"))
-    assert {f"{s['key']['model']}|{s['key']['segment']}|{s['window']['start']}": s["count"] for s in snaps} \
-        == dict(expected_counts(events))
-    text = service.metrics.render().decode()
-    assert f'streammetrics_oversized_snapshots_total{{outcome="state_dropped"}} {len(snaps)}.0' in text
-
-
-def test_max_snapshot_bytes_bounds_published_snapshots_below_the_producers_limit(tmp_path):
-    events = events_with_closers(600, seed=2)
-    cluster = FakeCluster()
-    fill(cluster, events)
-    # these snapshots are 988-1,423 bytes with their state (the events form), 672-792 without; the
-    # producer takes 1 MB: only --max-snapshot-bytes makes them degrade
-    service = make_service(cluster, tmp_path, max_snapshot_bytes=900)
+    if bound == "max_request_size":
+        service = make_service(cluster, tmp_path)
+        service.producer.config["max_request_size"] = 900 + 512  # metrics fit, the state does not
+    else:
+        service = make_service(cluster, tmp_path, max_snapshot_bytes=900)  # was accepted and ignored
     service.consumer.on_idle = service.stop
     assert service.run() == 0
     records = cluster.records("out")
     snaps = [json.loads(r.value) for r in records]
     assert snaps and all(s["state_dropped"] is True and "state" not in s for s in snaps)
-    assert all(len(r.value) <= 900 for r in records)
+    sizes = [len(r.value) + (len(r.key) if bound == "max_request_size" else 0) for r in records]
+    assert max(sizes) <= 900
     assert {f"{s['key']['model']}|{s['key']['segment']}|{s['window']['start']}": s["count"] for s in snaps} \
         == dict(expected_counts(events))
     text = service.metrics.render().decode()
