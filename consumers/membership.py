@@ -16,11 +16,14 @@ service, one per side of that defect:
 """
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 __all__ = ["GroupWatch"]
+
+log = logging.getLogger("streammetrics.consume")
 
 
 class GroupWatch:
@@ -74,6 +77,27 @@ class GroupWatch:
     def rejoined(self) -> None:
         """A new consumer has just subscribed: it has its first join ahead of it."""
         self.since = self._clock()
+
+    def replace(self, consumer: Any, factory: Callable[[], Any] | None, subscribe: Callable[[Any], Any],
+                close_timeout: float) -> Any | None:
+        """The forced rejoin, once :meth:`due`: ``consumer`` closed without committing (its
+        partitions resume from their checkpoints), a new one from ``factory``, ``subscribe(new)``;
+        the new consumer, or None (logged) when there is no factory (an injected client)."""
+        if factory is None:
+            log.warning("%s group: this member has been rebalancing for %g s; no new consumer can be made here "
+                        "(injected client), waiting on", self.group, self.rejoin_after)
+            return None
+        log.warning("%s group: this member has been rebalancing for %g s with no assignment completing: leaving "
+                    "and joining again with a new consumer (forced rejoin %d)", self.group, self.rejoin_after,
+                    self.rejoins)
+        try:
+            consumer.close(autocommit=False, timeout_ms=int(close_timeout * 1000))
+        except Exception as exc:  # noqa: BLE001 - the old member is abandoned either way
+            log.warning("%s group: closing the stuck consumer failed: %s", self.group, exc)
+        new = factory()
+        subscribe(new)
+        self.rejoined()
+        return new
 
     def settled(self, consumer: Any, poll: Callable[[], Any], leave_wait: float,
                 stopped: Callable[[], bool] = lambda: False) -> bool:

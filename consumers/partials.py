@@ -691,22 +691,12 @@ class MergeStage:
             return
         if self.metrics is not None:
             self.metrics.forced_rejoins.labels("merge").inc()
-        if self._consumer_factory is None:
-            log.warning("merge: this member has been rebalancing for %g s; no new consumer can be made here",
-                        self._group.rejoin_after)
-            return
-        log.warning("merge: this member has been rebalancing for %g s with no assignment completing: leaving and "
-                    "joining again with a new consumer (forced rejoin %d)", self._group.rejoin_after,
-                    self._group.rejoins)
-        old = self.consumer
-        try:
-            old.close(autocommit=False, timeout_ms=int(self.commit_timeout * 1000))
-        except Exception as exc:  # noqa: BLE001 - the old member is abandoned either way
-            log.warning("merge: closing the stuck consumer failed: %s", exc)
-        self.consumer = self._consumer_factory()
-        assert self._listener is not None
-        self.consumer.subscribe([self.partials_topic], listener=self._listener(self._assign, self._revoke))
-        self._group.rejoined()
+        listener = self._listener
+        assert listener is not None
+        new = self._group.replace(self.consumer, self._consumer_factory, lambda c: c.subscribe(
+            [self.partials_topic], listener=listener(self._assign, self._revoke)), self.commit_timeout)
+        if new is not None:
+            self.consumer = new
 
     def log_waiting(self) -> list[str]:
         """Log at INFO, per partials partition, why merged windows are held (the lines logged)."""

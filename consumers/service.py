@@ -667,21 +667,10 @@ class MetricsService:
             return
         self.metrics.forced_rejoins.labels("input").inc()
         self.counts["forced_rejoins"] = self.counts.get("forced_rejoins", 0) + 1
-        if self._consumer_factory is None:
-            log.warning("input group: this member has been rebalancing for %g s; no new consumer can be made here "
-                        "(injected client), waiting on", self.config.rejoin_after)
-            return
-        log.warning("input group: this member has been rebalancing for %g s with no assignment completing: leaving "
-                    "and joining again with a new consumer (forced rejoin %d)", self.config.rejoin_after,
-                    self._group.rejoins)
-        old = self.consumer
-        try:
-            old.close(autocommit=False, timeout_ms=int(self.config.commit_timeout * 1000))
-        except Exception as exc:  # noqa: BLE001 - the old member is abandoned either way
-            log.warning("closing the stuck consumer failed: %s", exc)
-        self.consumer = self._consumer_factory()
-        self.consumer.subscribe(self.config.topics(), listener=self._listener(self._assign, self._revoke))
-        self._group.rejoined()
+        new = self._group.replace(self.consumer, self._consumer_factory, lambda c: c.subscribe(
+            self.config.topics(), listener=self._listener(self._assign, self._revoke)), self.config.commit_timeout)
+        if new is not None:
+            self.consumer = new
 
     def _new_pipeline(self) -> Pipeline:
         # the pipeline degrades snapshots over the producer's limit itself (coarser state, then no
