@@ -357,7 +357,13 @@ def _slices(rows: Any) -> tuple[tuple[str, str, Any, Any, Any], ...]:
 
 
 def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A JSON number that is a finite float (an integer too large for a float is not)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond the float range (JSON allows any number of digits)
+        return False
 
 
 def _intervals(raw: Any) -> dict[str, tuple[float, float]]:

@@ -116,6 +116,18 @@ def test_named_bad_values_skip_their_line_with_the_reason(capsys: pytest.Capture
     assert sum(int(s.find("p", class_="meta").text.split()[0]) for s in sections(doc).values()) == 3  # windows
 
 
+def test_an_interval_end_too_large_for_a_float_drops_that_interval_only(valid_lines: dict[str, list[str]]) -> None:
+    # found by the fuzz test below: read_jsonl raised OverflowError on a 400-digit interval end
+    snap = json.loads(valid_lines["binary"][0])
+    kept = {k: v for k, v in snap["intervals"].items() if isinstance(v, list)}
+    assert "accuracy" in kept
+    line = json.dumps(snap).replace(json.dumps(snap["intervals"]["accuracy"]),
+                                    "[0.5, " + "9" * 400 + "]", 1)
+    [loaded] = read_jsonl([line]).snapshots
+    assert "accuracy" not in loaded.intervals
+    assert set(loaded.intervals) == set(kept) - {"accuracy"}
+
+
 def test_many_bad_lines_are_counted_per_reason_and_listed_first_ones(capsys: pytest.CaptureFixture, tmp_path: Path,
                                                                      valid_lines: dict[str, list[str]]) -> None:
     good = valid_lines["regression"][:2]
