@@ -312,7 +312,53 @@ def test_arbitrary_float_weights_agree_within_rounding(events):
             ref = skm.f1_score(yt, yp, average=avg, sample_weight=w)
             assert abs(one.f1(average=avg) - ref) <= 1e-12
             assert abs(batch.f1(average=avg) - ref) <= 1e-12
-        assert abs(one.matthews_corrcoef() - skm.matthews_corrcoef(yt, yp, sample_weight=w)) <= 1e-12
+        ref = skm.matthews_corrcoef(yt, yp, sample_weight=w)
+        assert abs(one.matthews_corrcoef() - ref) <= mcc_rounding_bound(yt, yp, w)
+
+
+def mcc_rounding_bound(yt, yp, w) -> float:
+    """How far two float evaluations of the Matthews formula may differ on these events.
+
+    The formula ``(n*c - t.p) / sqrt((n^2 - p.p)(n^2 - t.t))`` subtracts terms of size n^2, so
+    each of its three differences carries an absolute rounding error of a few eps * n^2 (n the
+    total weight); with |MCC| <= 1 the result then moves by at most about
+    eps * n^2 * (1/var_t + 1/var_p + 1/sqrt(var_t*var_p)), var_* the exact variances (exact
+    rational arithmetic on the float weights). On a well-conditioned matrix this is below 1e-12;
+    on a nearly one-class one (a weight of 1e-313 in a class of its own) both answers are noise
+    and only the bound says so."""
+    from fractions import Fraction
+
+    true: dict = {}
+    pred: dict = {}
+    for t, p, x in zip(yt, yp, w):
+        true[t] = true.get(t, Fraction(0)) + Fraction(x)
+        pred[p] = pred.get(p, Fraction(0)) + Fraction(x)
+    n = sum(true.values(), Fraction(0))
+    var_t = n * n - sum(v * v for v in true.values())
+    var_p = n * n - sum(v * v for v in pred.values())
+    if var_t == 0 or var_p == 0:
+        return 1e-12  # one class on a side: both must say exactly 0.0 (up to the base tolerance)
+    scale = 64 * Fraction(np.finfo(float).eps) * n * n
+    sqrt_product = math.sqrt(float(var_t)) * math.sqrt(float(var_p))  # each factor may underflow
+    if sqrt_product == 0:
+        return math.inf  # a variance below the float range: any float answer is noise
+    try:
+        return 1e-12 + float(scale / var_t + scale / var_p) + float(scale) / sqrt_product
+    except OverflowError:
+        return math.inf
+
+
+def test_mcc_of_a_nearly_one_class_matrix_is_rounding_noise_in_any_float_formula():
+    """A class holding only a subnormal weight: the exact MCC is about 1.5e-158, scikit-learn's
+    float formula says 0.0 and the correctly rounded sums give 1.3e-9; both are inside the rounding
+    bound, and the bound is not vacuous for a well-conditioned matrix of the same size."""
+    yt, yp, w = [0, 1, 1, 1], [0, 0, 0, 1], [2.2250738585e-313, 31.0, 1e-09, 1.0]
+    cm = sm.ConfusionMatrix().update_many(yt, yp, w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got, ref = cm.matthews_corrcoef(), skm.matthews_corrcoef(yt, yp, sample_weight=w)
+    assert abs(got - ref) <= mcc_rounding_bound(yt, yp, w)
+    assert mcc_rounding_bound([0, 0, 1, 1], [0, 1, 1, 0], [1.0, 2.0, 3.0, 4.0]) < 1e-11
 
 
 # -------------------------------------------------------------------- fixed examples
