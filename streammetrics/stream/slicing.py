@@ -60,6 +60,8 @@ DEFAULT_MAX_SLICE_VALUES = 100
 DEFAULT_WORST_SLICES = 10
 _MAX_VALUE = 1000
 _MAX_CACHED = 1 << 16
+#: a string as JSON text, as ``json.dumps`` writes it (ASCII, escaped)
+_json_text = json.encoder.encode_basestring_ascii
 #: events a roll-up's pending monitor of small states takes before it joins the total (below
 #: BinaryScores' max_bins, so the pending one stays exact, and below a monitor's queue of
 #: events, so that a monitor holding its events queued merges by concatenation)
@@ -271,7 +273,7 @@ class Slicer:
             if text.__class__ is not str or len(text) > _MAX_VALUE or "|" in text:
                 return None
             texts.append(text)
-        key = json.dumps(texts, separators=(",", ":"))
+        key = "[" + ",".join(map(_json_text, texts)) + "]"  # json.dumps(texts, separators=(",", ":"))
         if len(self._parsed) < _MAX_CACHED:
             self._parsed[key] = tuple(texts)
         return key

@@ -154,7 +154,8 @@ DEFER_MAX_EVENTS = 256
 #: see ``_stage``) before it applies them; the bound on that buffer (~32 bytes an event)
 STAGE_MAX_EVENTS = 1 << 18
 _SLOTS = itertools.count()
-_OPEN_FROM, _FIRST_BOUND, _SLOT = (operator.attrgetter(name) for name in ("open_from", "first_pane_bound", "slot"))
+_OPEN_FROM, _FIRST_BOUND, _SLOT, _CLOSE_AT, _ARMED = (
+    operator.attrgetter(name) for name in ("open_from", "first_pane_bound", "slot", "close_at", "armed"))
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
 _floor = math.floor
@@ -553,7 +554,8 @@ class WindowManager:
                 return None
         held = self._keys
         used = np.unique(key_index).tolist()
-        if self.max_keys is not None and len(held) + sum(1 for k in used if keys[k] not in held) > self.max_keys:
+        if self.max_keys is not None and len(held) + len(used) > self.max_keys and \
+                len(held) + sum(1 for k in used if keys[k] not in held) > self.max_keys:
             return None
         if tag is not None and any(held[keys[k]].tag not in (None, tag) for k in used if keys[k] in held):
             return None
@@ -593,9 +595,12 @@ class WindowManager:
         order of their first event (keys are created, caught up and emptied in that order, as
         by :meth:`add`). The keys whose events need no per-event decision are staged (see
         :meth:`_stage`); the others' events (``where``, ascending positions) take this path."""
+        # keys created by _stage whose catch-up close emptied them: (2 * position of their first event, key)
+        made: list[tuple[int, tuple[str, str]]] = []
         where = np.arange(lo, hi) if tag is not None else self._stage(lo, hi, stream_us, ts_us, panes, key_index,
-                                                                      keys, items, changed)
+                                                                      keys, items, changed, made)
         if where is None:
+            self._emptied.extend(key for _, key in made)  # (in the order of their first events)
             return
         kx = key_index[where]
         if self._staged:  # keys of this path with staged events: those first (the order of a key's events)
@@ -630,8 +635,8 @@ class WindowManager:
         late_groups: list[int] = []
         # keys emptied (by a catch-up close, or a late event of a key without panes), by the
         # position of the event that did it: appended to _emptied in that order, as add does
-        emptied_at: list[np.ndarray] = []
-        emptied_keys: list[tuple[str, str]] = []
+        emptied_at: list[np.ndarray] = [np.array([at]) for at, _ in made]
+        emptied_keys: list[tuple[str, str]] = [key for _, key in made]
         for g, g_end in zip(runs, run_ends):
             key = keys[group_key[g]]
             state = held.get(key)
@@ -709,8 +714,8 @@ class WindowManager:
             self._emptied.extend(emptied_keys[i] for i in which[np.argsort(at, kind="stable")].tolist())
 
     def _stage(self, lo: int, hi: int, stream_us: int, ts_us: np.ndarray, panes: np.ndarray, key_index: np.ndarray,
-               keys: Sequence[tuple[str, str]], items: np.ndarray, changed: set[tuple[str, str]] | None
-               ) -> np.ndarray | None:
+               keys: Sequence[tuple[str, str]], items: np.ndarray, changed: set[tuple[str, str]] | None,
+               made: list[tuple[int, tuple[str, str]]]) -> np.ndarray | None:
         """The events of ``lo:hi`` of :meth:`add_columns` whose keys need no per-event decision held
         staged, as columns: a key held that needs no catch-up close (its ``close_at`` is past
         stream time; one not in the close heap is entered now), none of whose events is late or
@@ -719,7 +724,8 @@ class WindowManager:
         poll that evicts, a checkpoint, or any other path that reads a key's queues): per (key,
         pane) once per window instead of once per batch, the same queues in the same order
         (drained at ``max_pending`` at the same counts), and each key's ``max_us`` the largest of
-        its events. Returns the positions of the other keys' events, ascending (None: none).
+        its events. Keys not held are created first (:meth:`_new_keys`) when every one of them can
+        be. Returns the positions of the other keys' events, ascending (None: none).
         Bounded by :data:`STAGE_MAX_EVENTS` (reached: applied first)."""
         kx = key_index[lo:hi]
         used, pos = np.unique(kx, return_inverse=True)
@@ -727,20 +733,18 @@ class WindowManager:
         found = list(map(self._keys.get, ukeys))
         n = len(found)
         ok = np.ones(n, dtype=bool)
-        if None in found:  # new keys (or evicted ones): the per-key path
-            for i, state in enumerate(found):
+        px = panes[lo:hi]
+        if None in found and not self._new_keys(lo, stream_us, kx, px, pos, ukeys, found, made):
+            for i, state in enumerate(found):  # (not created: the per-key path)
                 if state is None:
                     ok[i] = False
                     found[i] = _ABSENT
         states: list[_KeyState] = found  # type: ignore[assignment]  # (None replaced)
-        unarmed = False  # some key holds no entry in the close heap yet (after its last close)
-        for i, state in enumerate(states):
-            if state.armed != state.close_at:
-                if state.close_at <= stream_us:  # a catch-up close: the per-key path
-                    ok[i] = False
-                else:
-                    unarmed = True
-        px = panes[lo:hi]
+        # keys holding no entry in the close heap yet (after their last close; None: never armed,
+        # nan here); those whose close_at stream time reached need a catch-up close: the per-key path
+        close_at = np.fromiter(map(_CLOSE_AT, states), dtype=np.float64, count=n)
+        unarmed = np.array(list(map(_ARMED, states)), dtype=np.float64) != close_at
+        ok &= ~(unarmed & (close_at <= stream_us))
         odd = (px < np.fromiter(map(_OPEN_FROM, states), dtype=np.float64, count=n)[pos]) \
             | (px < np.fromiter(map(_FIRST_BOUND, states), dtype=np.float64, count=n)[pos])
         if odd.any():
@@ -763,13 +767,61 @@ class WindowManager:
             self._staged.append((held[chosen], slots[chosen], px[take], ts_us[lo:hi][take], items[lo:hi][take]))
         self._staged_events += count
         self._staged_slots.update(slots[ok].tolist())
-        for i in np.flatnonzero(ok).tolist() if unarmed or changed is not None else ():
-            state = states[i]
-            if changed is not None:
-                changed.add(ukeys[i])
-            if state.armed != state.close_at:  # (as _add_segment arms them: the heap's order does not depend on when)
-                self._arm(ukeys[i], state)
+        if changed is not None:
+            changed.update(itertools.compress(ukeys, ok.tolist()))
+        for i in np.flatnonzero(ok & unarmed).tolist():  # (as _add_segment arms them: the heap's order does not depend on when)
+            self._arm(ukeys[i], states[i])
         return None if take is None else np.flatnonzero(~take) + lo
+
+    def _new_keys(self, lo: int, stream_us: int, kx: np.ndarray, px: np.ndarray, pos: np.ndarray,
+                  ukeys: list[tuple[str, str]], found: list[Any], made: list[tuple[int, tuple[str, str]]]) -> bool:
+        """:meth:`_stage`'s keys not held (``None`` in ``found``), created together as
+        :meth:`_add_segment` creates them one by one (:meth:`_new_key`, in the order of their first
+        events, then caught up to stream time ``stream_us``, see :meth:`_close_by_watermark`): the
+        states put in ``found``; each key that catch-up emptied (an evicted key, or one past the
+        forgotten frontier) in ``made``, with twice its first event's position. False, creating
+        nothing, when one of them needs the per-key path: an event late for it, or more keys than
+        ``max_keys`` leaves room for."""
+        held = self._keys
+        new = [i for i, state in enumerate(found) if state is None]
+        if self.max_keys is not None and len(held) + len(new) > self.max_keys:
+            return False
+        spec = self.spec
+        low = np.full(len(found), np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(low, pos, px)  # each key's lowest pane
+        lows = low.tolist()
+        last = (stream_us - spec.grace_ms * 1000 - spec.size_ms * 1000) // (spec.slide_ms * 1000)  # last closable
+        closed, forgotten = self._closed, self._forgotten_next
+        plan = []
+        for i in new:
+            remembered = closed.get(ukeys[i])
+            k = remembered[0] if remembered is not None else forgotten
+            # as _close_by_watermark: a key without a frontier opens at the watermark's window, one
+            # whose frontier the watermark passed closes through it (emptying the key)
+            caught = k is not None and stream_us >= (k * spec.slide_ms + spec.size_ms + spec.grace_ms) * 1000
+            if k is None or caught:
+                k = last + 1
+            if lows[i] < k * spec.panes_per_slide:  # a late event: the per-key path
+                return False
+            plan.append((i, k, remembered, caught))
+        _, first = np.unique(kx, return_index=True)  # each key's first event
+        firsts = first.tolist()
+        plan.sort(key=lambda p: firsts[p[0]])
+        changed = self._changed
+        for i, k, remembered, emptied in plan:
+            key = ukeys[i]
+            state = held[key] = found[i] = _KeyState(key[0])
+            if changed is not None:
+                changed.add(key)
+                self._created.add(key)
+            if remembered is not None:
+                del closed[key]
+                state.late = remembered[1]
+            self._set_next_window(state, k)
+            self._set_first_window(state, spec.first_window_of_pane(lows[i]))
+            if emptied:
+                made.append((2 * (lo + firsts[i]), key))
+        return True
 
     def _unstage(self) -> None:
         """Apply the staged segments (see :meth:`_stage`): their events grouped by (key, pane),
