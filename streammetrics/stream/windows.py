@@ -159,6 +159,7 @@ _OPEN_FROM, _FIRST_BOUND, _SLOT, _CLOSE_AT, _ARMED = (
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
 _floor = math.floor
+_INF, _NEG_INF = math.inf, -math.inf
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
 
 
@@ -259,7 +260,7 @@ class _KeyState:
         self.slot = next(_SLOTS)  # a number of its own (staged events are grouped by it)
         self.panes: dict[int, Any] = {}  # pane index -> monitor
         self.pending: dict[int, list[Any]] = {}  # pane index -> queued events (batch mode)
-        self.max_us: float = -math.inf  # largest event time seen (us)
+        self.max_us: float = _NEG_INF  # largest event time seen (us)
         self.next_window: int | None = None  # lowest window index not yet closed
         self.late = 0
         self.armed: float | None = None  # the close_at of the key's live entry in the manager's heap
@@ -268,9 +269,9 @@ class _KeyState:
         self.tag: Any = None  # the key's event tag (see WindowManager), fixed by its first event
         # derived from next_window, for the per-event path: panes below open_from are late, and
         # stream time (us) reaching close_at closes the next window
-        self.open_from: float = -math.inf
-        self.close_at: float = -math.inf
-        self.first_pane_bound: float = math.inf  # panes below it start an earlier first window
+        self.open_from: float = _NEG_INF
+        self.close_at: float = _NEG_INF
+        self.first_pane_bound: float = _INF  # panes below it start an earlier first window
         # delayed labels: pane -> [predictions awaiting their label, predictions expired]
         self.awaiting: dict[int, list[int]] = {}
         self.revising: dict[int, _Revising] = {}  # window index -> closed window awaiting labels
@@ -808,6 +809,8 @@ class WindowManager:
         firsts = first.tolist()
         plan.sort(key=lambda p: firsts[p[0]])
         changed = self._changed
+        s, w = spec.panes_per_slide, spec.panes_per_window
+        slide_us, reach_us = spec.slide_ms * 1000, (spec.size_ms + spec.grace_ms) * 1000
         for i, k, remembered, emptied in plan:
             key = ukeys[i]
             state = held[key] = found[i] = _KeyState(key[0])
@@ -817,8 +820,10 @@ class WindowManager:
             if remembered is not None:
                 del closed[key]
                 state.late = remembered[1]
-            self._set_next_window(state, k)
-            self._set_first_window(state, spec.first_window_of_pane(lows[i]))
+            # _set_next_window(state, k) and _set_first_window(state, first_window_of_pane(lows[i])), written out
+            state.next_window, state.open_from, state.close_at = k, k * s, k * slide_us + reach_us
+            first = -((w - 1 - lows[i]) // s)
+            state.first_window, state.first_pane_bound = first, first * s + w - s
             if emptied:
                 made.append((2 * (lo + firsts[i]), key))
         return True
@@ -841,11 +846,21 @@ class WindowManager:
         key_change = slot_sorted[1:] != slot_sorted[:-1]
         heads = np.flatnonzero(np.concatenate(([True], key_change | (pane_sorted[1:] != pane_sorted[:-1]))))
         key_heads = np.flatnonzero(np.concatenate(([True], key_change)))
-        bounds = [*heads.tolist(), len(order)]
+        bounds = heads.tolist()
         values = vx[order].tolist()
         max_pending = self.max_pending
-        for j, (state, pane) in enumerate(zip(states[order[heads]].tolist(), pane_sorted[heads].tolist())):
-            self._enqueue(state, pane, values[bounds[j]:bounds[j + 1]], max_pending)
+        for state, pane, start, stop in zip(states[order[heads]].tolist(), pane_sorted[heads].tolist(), bounds,
+                                            [*bounds[1:], len(order)]):
+            pending = state.pending  # (as _enqueue, written out: once per key and pane)
+            queue = pending.get(pane)
+            if queue is None:
+                if stop - start < max_pending:
+                    pending[pane] = values[start:stop]
+                    continue
+            elif len(queue) + stop - start < max_pending:
+                queue.extend(values[start:stop])
+                continue
+            self._queue_draining(state, pane, values[start:stop], max_pending)
         tops = np.maximum.reduceat(tx[order], key_heads).tolist()
         for state, top in zip(states[order[key_heads]].tolist(), tops):
             if top > state.max_us:
