@@ -160,6 +160,7 @@ _OPEN_FROM, _FIRST_BOUND, _SLOT, _CLOSE_AT, _ARMED = (
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
 _floor = math.floor
 _INF, _NEG_INF = math.inf, -math.inf
+_FIRST = operator.itemgetter(0)
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
 
 
@@ -601,6 +602,7 @@ class WindowManager:
         where = np.arange(lo, hi) if tag is not None else self._stage(lo, hi, stream_us, ts_us, panes, key_index,
                                                                       keys, items, changed, made)
         if where is None:
+            made.sort(key=_FIRST)
             self._emptied.extend(key for _, key in made)  # (in the order of their first events)
             return
         kx = key_index[where]
@@ -745,7 +747,10 @@ class WindowManager:
         # nan here); those whose close_at stream time reached need a catch-up close: the per-key path
         close_at = np.fromiter(map(_CLOSE_AT, states), dtype=np.float64, count=n)
         unarmed = np.array(list(map(_ARMED, states)), dtype=np.float64) != close_at
-        ok &= ~(unarmed & (close_at <= stream_us))
+        behind = unarmed & (close_at <= stream_us)
+        if behind.any():
+            self._catch_up(lo, stream_us, kx, px, pos, ukeys, states, behind, made)
+            ok &= ~behind
         odd = (px < np.fromiter(map(_OPEN_FROM, states), dtype=np.float64, count=n)[pos]) \
             | (px < np.fromiter(map(_FIRST_BOUND, states), dtype=np.float64, count=n)[pos])
         if odd.any():
@@ -773,6 +778,34 @@ class WindowManager:
         for i in np.flatnonzero(ok & unarmed).tolist():  # (as _add_segment arms them: the heap's order does not depend on when)
             self._arm(ukeys[i], states[i])
         return None if take is None else np.flatnonzero(~take) + lo
+
+    def _catch_up(self, lo: int, stream_us: int, kx: np.ndarray, px: np.ndarray, pos: np.ndarray,
+                  ukeys: list[tuple[str, str]], states: list[_KeyState], behind: np.ndarray,
+                  made: list[tuple[int, tuple[str, str]]]) -> None:
+        """:meth:`_stage`'s held keys whose ``close_at`` stream time ``stream_us`` passed while they
+        held nothing (``behind``): each caught up as :meth:`_close_by_watermark` does (no window
+        to close: the next window is the watermark's, and the key is emptied, noted in ``made``
+        with twice its first event's position) unless one of its events is late for it then;
+        those done are cleared in ``behind`` (the others take the per-key path)."""
+        spec = self.spec
+        s = spec.panes_per_slide
+        k = (stream_us - spec.grace_ms * 1000 - spec.size_ms * 1000) // (spec.slide_ms * 1000) + 1
+        open_from, close_at = k * s, (k * spec.slide_ms + spec.size_ms + spec.grace_ms) * 1000
+        low = np.full(len(states), np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(low, pos, px)  # each key's lowest pane
+        lows = low.tolist()
+        firsts = np.unique(kx, return_index=True)[1].tolist()  # each key's first event
+        changed = self._changed
+        for i in np.flatnonzero(behind).tolist():
+            state = states[i]
+            if state is _ABSENT or state.panes or state.pending or state.awaiting or state.revising \
+                    or lows[i] < open_from:
+                continue
+            state.next_window, state.open_from, state.close_at = k, open_from, close_at
+            if changed is not None:
+                changed.add(ukeys[i])
+            made.append((2 * (lo + firsts[i]), ukeys[i]))
+            behind[i] = False
 
     def _new_keys(self, lo: int, stream_us: int, kx: np.ndarray, px: np.ndarray, pos: np.ndarray,
                   ukeys: list[tuple[str, str]], found: list[Any], made: list[tuple[int, tuple[str, str]]]) -> bool:

@@ -1,4 +1,4 @@
-"""Keys not held take the column path too: ``add_columns`` creates a batch's new keys together (in the
+"""Keys not held, and held keys back after a quiet window, take the column path too: ``add_columns`` creates a batch's new keys together (in the
 order of their first events, each caught up to stream time: an evicted key from its remembered
 frontier, any key from the forgotten keys' frontier) and stages their events, instead of the
 per-key path one key at a time; what it gives is what ``add`` one event at a time gives (snapshots,
@@ -101,15 +101,17 @@ def test_new_keys_created_together_equal_one_by_one(config, monkeypatch):
 
 def test_column_batches_create_their_new_keys_without_the_per_key_path(monkeypatch):
     """Fails where a batch's new keys (here: all of them, evicted ones back among them) were made
-    one at a time by ``_new_key`` on the per-key path."""
+    one at a time by ``_new_key`` on the per-key path, or a held key back after a quiet window
+    caught up there."""
     wm = WindowManager(BinaryMonitor().empty, 10.0, batch=True, max_future=None)
     events = _churning(1, 6000, late_share=0.0)  # (a key's late event takes the per-key path)
     wm.add(_copy(events[0]))
 
-    def refuse(self, key):
-        raise AssertionError(f"key {key} made on the per-key path")
+    def refuse(self, key, *args):
+        raise AssertionError(f"key {key} made or caught up on the per-key path")
 
     monkeypatch.setattr(WindowManager, "_new_key", refuse)
+    monkeypatch.setattr(WindowManager, "_close_by_watermark", refuse)  # (a key back after a quiet window)
     for lo in range(1, len(events), 500):
         assert not wm.add_columns(*_columns(events[lo:lo + 500])).any()
         wm.poll_lines(revisions=False)
