@@ -350,7 +350,7 @@ class ColumnDecoder:
         raw_rows, raw_index = np.unique(firsts, return_inverse=True)
         raw_pairs = list(first)  # the distinct raw keys in order of their first row (raw_rows' order)
         checked = self._checked
-        found = list(map(checked.get, raw_pairs))  # each known one's key (a dict lookup per distinct key)
+        found: list[Any] = list(map(checked.get, raw_pairs))  # each known one's key (a dict lookup per distinct key)
         bad_raw = np.zeros(len(raw_rows), dtype=bool)
         if None in found:
             slice_key = self._slice_key

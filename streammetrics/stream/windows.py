@@ -94,8 +94,9 @@ A monitor whose ``update_event`` is itself an append to a small form
 event as one float, the signed score, until it outgrows that form) is given its events one by
 one instead: the pane's monitor is its queue (checkpoints write it as the monitor's state).
 
-A column batch (:meth:`WindowManager.add_columns`) whose keys need no per-event decision (held,
-no catch-up close, nothing late, no earlier first window) is *staged* as columns and joins its
+A column batch (:meth:`WindowManager.add_columns`) whose keys need no per-event decision (nothing
+late, no earlier first window; keys not held created together, and keys back after a quiet
+window caught up together, first) is *staged* as columns and joins its
 keys' queues when something first reads them (a close, an evicting poll, a checkpoint, another
 path for one of its keys): at many keys of few events, per (key, pane) once per window rather
 than once per batch; at most :data:`STAGE_MAX_EVENTS` events are staged
@@ -775,7 +776,8 @@ class WindowManager:
         self._staged_slots.update(slots[ok].tolist())
         if changed is not None:
             changed.update(itertools.compress(ukeys, ok.tolist()))
-        for i in np.flatnonzero(ok & unarmed).tolist():  # (as _add_segment arms them: the heap's order does not depend on when)
+        # (armed as _add_segment arms them: the heap's order does not depend on when)
+        for i in np.flatnonzero(ok & unarmed).tolist():
             self._arm(ukeys[i], states[i])
         return None if take is None else np.flatnonzero(~take) + lo
 

@@ -1,9 +1,10 @@
-"""Keys not held, and held keys back after a quiet window, take the column path too: ``add_columns`` creates a batch's new keys together (in the
-order of their first events, each caught up to stream time: an evicted key from its remembered
-frontier, any key from the forgotten keys' frontier) and stages their events, instead of the
-per-key path one key at a time; what it gives is what ``add`` one event at a time gives (snapshots,
-late counts, refusals, checkpoints with the evicted keys in their order). Replay takes the column
-path from its first applied event (the rest of its first chunk included)."""
+"""Keys not held, and held keys back after a quiet window, take the column path too:
+``add_columns`` creates a batch's new keys together (in the order of their first events, each
+caught up to stream time: an evicted key from its remembered frontier, any key from the forgotten
+keys' frontier) and stages their events, instead of the per-key path one key at a time; what it
+gives is what ``add`` one event at a time gives (snapshots, late counts, refusals, checkpoints with
+the evicted keys in their order). Replay takes the column path from its first applied event (the
+rest of its first chunk included)."""
 from __future__ import annotations
 
 import json
