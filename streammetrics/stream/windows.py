@@ -776,9 +776,9 @@ class WindowManager:
         self._staged_slots.update(slots[ok].tolist())
         if changed is not None:
             changed.update(itertools.compress(ukeys, ok.tolist()))
-        # (armed as _add_segment arms them: the heap's order does not depend on when)
-        for i in np.flatnonzero(ok & unarmed).tolist():
-            self._arm(ukeys[i], states[i])
+        arm = np.flatnonzero(ok & unarmed).tolist()
+        if arm:  # (armed as _add_segment arms them: the heap's order does not depend on when)
+            self._arm_many([ukeys[i] for i in arm], [states[i] for i in arm])
         return None if take is None else np.flatnonzero(~take) + lo
 
     def _catch_up(self, lo: int, stream_us: int, kx: np.ndarray, px: np.ndarray, pos: np.ndarray,
@@ -1478,6 +1478,25 @@ class WindowManager:
         else:
             keys.append(key)
 
+    def _arm_many(self, keys: list[tuple[str, str]], states: list[_KeyState]) -> None:
+        """:meth:`_arm` of each key (with its state), in order: those of one ``close_at`` (most
+        often all of them) entered together."""
+        at = states[0].close_at
+        if any(state.close_at != at for state in states):
+            for key, state in zip(keys, states):
+                self._arm(key, state)
+            return
+        for state in states:
+            state.armed = at
+        due = self._due.get(at)
+        if due is None:
+            self._due[at] = keys
+            heapq.heappush(self._due_at, at)
+            if at < self._next_due:
+                self._next_due = at
+        else:
+            due += keys
+
     def _close_due(self) -> None:
         """Close every key's windows that the watermark passed, in ``(close_at, key)`` order: the
         keys of each due ``close_at`` sorted once (windows close at few distinct times), nothing
@@ -1493,7 +1512,8 @@ class WindowManager:
         changed = self._changed
         # the common close, written out: a key of tumbling windows holding one queued pane and no
         # other (many keys, few events each), its window built at the next poll (_Closed)
-        factory, items_form, small = self._factory, self._task is not None, self._kind is not None
+        factory, simple = self._factory, self._task is not None and self._kind is not None
+        closed_window, defer_max = _Closed, DEFER_MAX_EVENTS
         pane_ms = spec.pane_ms
         open_from, close_at = (last + 1) * spec.panes_per_slide, ((last + 1) * spec.slide_ms + spec.size_ms
                                                                   + spec.grace_ms) * 1000
@@ -1515,16 +1535,15 @@ class WindowManager:
                     if changed is not None:
                         changed.add(key)
                     pending = state.pending
-                    if small and items_form and not state.panes and len(pending) == 1:
-                        ((j, items),) = pending.items()
+                    if simple and not state.panes and len(pending) == 1:
+                        j, items = pending.popitem()
                         if j <= last:
-                            del pending[j]
                             if j >= nw:
                                 monitor = factory().update_items(items)
                                 count = monitor.count
-                                if count <= DEFER_MAX_EVENTS:
-                                    window = _Closed(key, monitor, count, j * pane_ms, (j + 1) * pane_ms, True,
-                                                     state.late, 0, False)
+                                if count <= defer_max:
+                                    window = closed_window(key, monitor, count, j * pane_ms, (j + 1) * pane_ms, True,
+                                                           state.late, 0, False)
                                     ready.append(window)
                                     deferred.append(window)
                                 else:
@@ -1532,6 +1551,7 @@ class WindowManager:
                             state.next_window, state.open_from, state.close_at = last + 1, open_from, close_at
                             emptied.append(key)
                             continue
+                        pending[j] = items  # (a later pane: back in its place, the only one)
                     self._close_tumbling(key, state, last)
                 else:
                     self._close_by_watermark(key, state, max_us)
