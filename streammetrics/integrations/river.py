@@ -29,30 +29,12 @@ MulticlassScores     ``MultiClassMetric``      probability dict     classifiers
 Regression           ``RegressionMetric``      a number             regressors
 ===================  ========================  ===================  ==========================
 
-Binary truth is ``y_true == pos_val`` (river's convention; default ``True``, which
-also matches the int labels 0/1; any other label with the default ``pos_val`` is an
-error rather than a silent negative). The positive score is read from a probability
-dict as ``y_pred[pos_val]``; a dict that lacks ``pos_val`` (river models omit classes
-they have not seen yet) gives ``1 - sum(other probabilities)`` clipped to [0, 1]. A
-multiclass dict gives 0 to the ``classes`` it lacks; a class outside ``classes`` with a
-non-zero probability is an error.
-
-``get()`` returns the accumulator's metric as a float. Where the accumulator's value
-is undefined (nan: no event yet, one class only for ROC AUC, ...), ``get()`` returns
-``undefined``, by default ``0.0`` as river's own metrics do (``ROCAUC``, ``LogLoss``,
-``F1``, ``MAE``... all give 0.0 before they are defined), so that river's reports and
-model selection, which compare ``get()`` values, keep working; pass
-``undefined=math.nan`` to see nan instead. ``get()`` does not emit the accumulator's
-``UndefinedMetricWarning`` (river polls ``get()`` at every checkpoint); errors
-(``ValueError``, e.g. a log loss after scores outside [0, 1]) propagate.
-
-``revert`` calls the accumulator's ``remove`` (``ConfusionMatrix``, ``BinaryScores``
-and ``Regression`` have one); it raises ``NotImplementedError`` for ``MulticlassScores``
-and for ``Regression``'s ``max_error`` (a maximum cannot be un-taken).
-
-The wrapper updates the accumulator it was given (not a copy): read any other metric of
-it at any time through :attr:`RiverMetric.accumulator`. ``clone()`` gives a wrapper on an
-empty copy of it.
+Binary truth is ``y_true == pos_val`` (river's convention; default ``True``, which also matches
+0/1); the positive score is ``y_pred[pos_val]``, or ``1 - sum(other probabilities)`` clipped to
+[0, 1] when a river model has not seen ``pos_val`` yet. ``get()`` returns ``undefined`` (default
+``0.0``, as river's own metrics) where the accumulator's value is nan, so river's model selection
+keeps comparing numbers; ``revert`` calls the accumulator's ``remove``. The wrapper updates the
+accumulator it was given: read its other metrics through :attr:`RiverMetric.accumulator`.
 """
 from __future__ import annotations
 
