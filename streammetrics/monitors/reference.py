@@ -335,15 +335,7 @@ class Reference:
     def from_states(cls, states: Iterable[Any], **options: Any) -> Reference:
         """Reference of merged saved states: ``BinaryScores`` / ``BinaryMonitor`` objects or
         their ``to_dict()`` (e.g. snapshot states of a trusted period)."""
-        merged: BinaryScores | None = None
-        for i, state in enumerate(states):
-            acc = binary_scores_of(state)
-            if acc is None:
-                raise ValueError(f"states[{i}] holds no BinaryScores (got {type(state).__name__})")
-            merged = acc.copy() if merged is None else merged.merge(acc)
-        if merged is None:
-            raise ValueError("states is empty")
-        return cls(merged, **options)
+        return cls(merged_states(states, binary_scores_of, "BinaryScores"), **options)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe ``{"type": "Reference", "version", "config", "scores"}``."""
@@ -527,6 +519,20 @@ def reliability(window: Any, n_bins: int = 10, strategy: str = "uniform") -> dic
         bounds = {k: v.tolist() for k, v in
                   calibration.reliability_curve_bounds(lo, hi, table[0], table[1], n_bins).items()}
     return {"prob_true": prob_true.tolist(), "prob_pred": prob_pred.tolist(), "bounds": bounds}
+
+
+def merged_states(states: Iterable[Any], scores_of: Any, kind: str) -> Any:
+    """The merge of ``scores_of(state)`` over ``states`` (a reference's ``from_states``);
+    ValueError naming the first state that holds no ``kind``, or for no state."""
+    merged = None
+    for i, state in enumerate(states):
+        acc = scores_of(state)
+        if acc is None:
+            raise ValueError(f"states[{i}] holds no {kind} (got {type(state).__name__})")
+        merged = acc.copy() if merged is None else merged.merge(acc)
+    if merged is None:
+        raise ValueError("states is empty")
+    return merged
 
 
 def check_max_references(max_references: int) -> None:

@@ -68,7 +68,7 @@ from streammetrics.kernels.exact_sum import BUFFER, SMALL, ExactSum, add_rows, a
 from streammetrics.kernels.levels import level_bounds
 from streammetrics.metrics.multiclass_scores import MulticlassScores
 from streammetrics.monitors.base import json_number
-from streammetrics.monitors.reference import ReferenceLevels, distribution_of
+from streammetrics.monitors.reference import ReferenceLevels, distribution_of, merged_states
 
 __all__ = [
     "MULTICLASS_METRICS", "PER_CLASS_METRICS", "MulticlassEstimate", "MulticlassReference", "add_estimate_terms",
@@ -402,15 +402,7 @@ class MulticlassReference:
     @classmethod
     def from_states(cls, states: Iterable[Any], **options: Any) -> MulticlassReference:
         """Reference of merged ``MulticlassScores`` / ``MulticlassMonitor`` states (or dicts)."""
-        merged: MulticlassScores | None = None
-        for i, state in enumerate(states):
-            acc = multiclass_scores_of(state)
-            if acc is None:
-                raise ValueError(f"states[{i}] holds no MulticlassScores (got {type(state).__name__})")
-            merged = acc.copy() if merged is None else merged.merge(acc)
-        if merged is None:
-            raise ValueError("states is empty")
-        return cls(merged, **options)
+        return cls(merged_states(states, multiclass_scores_of, "MulticlassScores"), **options)
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "MulticlassReference", "version": 1, "config": {"psi_groups": self.psi_groups},
