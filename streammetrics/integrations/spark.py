@@ -276,7 +276,7 @@ def _binary_columns(cfg: _Config, parser: EventParser) -> Callable[[Any], Any] |
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from streammetrics.events.fields import _TS_MAX, _TS_MIN, MAX_NAME_LENGTH, MAX_WEIGHT
+    from streammetrics.events.fields import MAX_NAME_LENGTH, MAX_WEIGHT, TS_MAX, TS_MIN
 
     f = parser.fields
     pane_us = cfg.pane_ms * 1000
@@ -303,7 +303,7 @@ def _binary_columns(cfg: _Config, parser: EventParser) -> Callable[[Any], Any] |
         yv = pc.cast(y, pa.float64()).to_numpy(zero_copy_only=False)  # nulls -> nan: refused below
         sv = pc.cast(sc, pa.float64()).to_numpy(zero_copy_only=False)
         with np.errstate(invalid="ignore"):
-            ok = (tsv >= _TS_MIN) & (tsv < _TS_MAX) & ((yv == 0.0) | (yv == 1.0)) & np.isfinite(sv)
+            ok = (tsv >= TS_MIN) & (tsv < TS_MAX) & ((yv == 0.0) | (yv == 1.0)) & np.isfinite(sv)
         mlen = pc.utf8_length(model)
         ok &= pc.fill_null(pc.and_(pc.greater(mlen, 0), pc.less_equal(mlen, MAX_NAME_LENGTH)), False).to_numpy(
             zero_copy_only=False)

@@ -63,7 +63,7 @@ def _dot(x: np.ndarray, y: np.ndarray) -> float:
     """``sum(x * y)`` without BLAS (``np.dot`` on a shared machine waits for its threads)."""
     return float(np.sum(np.multiply(x, y)))
 
-def _check(n_bins: int, norm: str) -> None:
+def check_bins(n_bins: int, norm: str) -> None:
     if type(n_bins) is not int or n_bins < 1:
         raise ValueError(f"n_bins must be an int >= 1, got {n_bins!r}")
     if norm not in NORMS:
@@ -106,7 +106,7 @@ def calibration_error(
 ) -> float:
     """torchmetrics' binary calibration error of events at ``scores`` (one score per level;
     on bins pass :func:`levels.representative`)."""
-    _check(n_bins, norm)
+    check_bins(n_bins, norm)
     s = np.asarray(scores, dtype=np.float64)
     _check_unit(s, s)
     neg = np.asarray(neg, dtype=np.float64)
@@ -135,7 +135,7 @@ def calibration_error_bounds(
 ) -> tuple[float, float]:
     """``(low, high)`` around the calibration error of events whose scores lie in their
     level's ``[lo, hi]`` (see the module docstring)."""
-    _check(n_bins, norm)
+    check_bins(n_bins, norm)
     lo = np.asarray(lo, dtype=np.float64)
     hi = np.asarray(hi, dtype=np.float64)
     _check_unit(lo, hi)

@@ -1094,6 +1094,12 @@ class BinaryScores(Accumulator):
         keys, w = aligned(self._neg, self._pos)
         return keys, w[0], w[1]
 
+    def class_table(self) -> tuple[np.ndarray, np.ndarray, Binning]:
+        """``(keys, table, binning)``: the levels in ascending score order, ``table[0]`` the
+        negatives' and ``table[1]`` the positives' weights, on the binning in force."""
+        keys, table = aligned(self._neg, self._pos)
+        return keys, table, self._binning
+
     @contextlib.contextmanager
     def levels_read_once(self) -> Iterator[None]:
         """Within the block, the metrics read the levels built on entry instead of building
