@@ -56,11 +56,10 @@ An empty window (no weight) gives nan with an
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 
-from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.exceptions import undefined
 from streammetrics.kernels import ranking
 
 __all__ = [
@@ -165,12 +164,7 @@ def expected_confusion(c: np.ndarray, w: np.ndarray, predicted: np.ndarray) -> d
 
 
 def _undefined(name: str) -> float:
-    warnings.warn(
-        f"No event with a non-zero weight in the window: {name} cannot be estimated.",
-        UndefinedMetricWarning,
-        stacklevel=3,
-    )
-    return math.nan
+    return undefined(f"No event with a non-zero weight in the window: {name} cannot be estimated.", 3)
 
 
 def _ratio(num: float, den: float) -> float:
@@ -205,13 +199,8 @@ def estimated_roc_auc(c: np.ndarray, w: np.ndarray) -> float:
     pos = w * c
     neg = w * (1.0 - c)
     if not (pos.sum() > 0 and neg.sum() > 0):
-        warnings.warn(
-            "Every calibrated probability of the window is 0 (or every one is 1): the "
-            "expected ROC AUC is not defined.",
-            UndefinedMetricWarning,
-            stacklevel=2,
-        )
-        return math.nan
+        return undefined("Every calibrated probability of the window is 0 (or every one is 1): the "
+                         "expected ROC AUC is not defined.", 2)
     return ranking.roc_auc(neg, pos)
 
 

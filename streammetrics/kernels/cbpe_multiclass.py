@@ -55,12 +55,11 @@ row counts. No weight: nan with an :class:`~streammetrics.core.exceptions.Undefi
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 
 import numpy as np
 
-from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.exceptions import undefined
 from streammetrics.kernels.cbpe import calibrate
 
 __all__ = ["MAX_REFERENCE_SHARE", "calibrated_rows", "estimated_intervals", "estimated_metrics", "expected_sums",
@@ -110,11 +109,7 @@ def estimated_metrics(
 ) -> dict[str, float]:
     """``{"accuracy", "macro_f1"}`` from :func:`expected_sums` (NannyML's formulas)."""
     if not total > 0:
-        warnings.warn(
-            "No event with a non-zero weight in the window: multiclass performance cannot be estimated.",
-            UndefinedMetricWarning,
-            stacklevel=2,
-        )
+        undefined("No event with a non-zero weight in the window: multiclass performance cannot be estimated.", 2)
         return {"accuracy": math.nan, "macro_f1": math.nan}
     tp = np.asarray(tp, dtype=np.float64)
     fp = np.asarray(predicted, dtype=np.float64) - tp

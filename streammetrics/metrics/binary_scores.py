@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Hashable, Iterator, Mapping
 import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
-from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.exceptions import UndefinedMetricWarning, undefined
 from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.core.validation import (
     as_float_array,
@@ -1146,8 +1146,7 @@ class BinaryScores(Accumulator):
         AUC. nan with an UndefinedMetricWarning when no event or only one class has been seen."""
         ranking.check_max_fpr(max_fpr)
         if not self.count:
-            warnings.warn("No event: ROC AUC is not defined.", UndefinedMetricWarning, stacklevel=2)
-            return math.nan
+            return undefined("No event: ROC AUC is not defined.", 2)
         if self._one_class():
             return ranking.warn_one_class()
         _, neg, pos = self._levels()
@@ -1220,12 +1219,7 @@ class BinaryScores(Accumulator):
                 f"outside it were seen (lowest below 0: {lo!r}, highest above 1: {hi!r})"
             )
         if not self.total_weight > 0:
-            warnings.warn(
-                f"No event with a non-zero weight: {name} is not defined.",
-                UndefinedMetricWarning,
-                stacklevel=3,
-            )
-            return math.nan
+            return undefined(f"No event with a non-zero weight: {name} is not defined.", 3)
         return total / self.total_weight
 
     def log_loss(self) -> float:

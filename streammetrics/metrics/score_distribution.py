@@ -28,13 +28,12 @@ weight is whole and the total weight at most 2**52 (float sums exact), else exac
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any, Mapping
 
 import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
-from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.exceptions import undefined
 from streammetrics.core.state import Field, describe
 from streammetrics.core.validation import as_float_array, as_weight_array, check_number, check_weight
 from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning, bit_views, make_binning
@@ -457,9 +456,7 @@ class ScoreDistribution(Accumulator):
     def _ratio(self, name: str, value: float) -> float:
         total = self.total_weight
         if not total > 0:
-            warnings.warn(f"No prediction with a non-zero weight: {name} is not defined.",
-                          UndefinedMetricWarning, stacklevel=3)
-            return math.nan
+            return undefined(f"No prediction with a non-zero weight: {name} is not defined.", 3)
         return value / total
 
     def whole_weights(self) -> dict | None:
