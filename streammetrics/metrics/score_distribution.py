@@ -64,6 +64,7 @@ from streammetrics.kernels.histogram import (
     histograms_from_json,
     histograms_to_json,
     insert_table,
+    merge_into,
     table_to_grid,
     to_grid,
     units_mode,
@@ -86,31 +87,10 @@ def _fresh(acc: "ScoreDistribution") -> tuple[Binning, ScoreHistogram]:
     return binning, ScoreHistogram(binning)
 
 
-def _finest_grid(acc: Any) -> LogGridBinning:
-    """The finest grid of an accumulator that is exact only while small."""
-    assert acc._finest is not None  # exact=True accumulators never meet a grid
-    return LogGridBinning(acc._finest)
-
-
 def _merge_hist(mine: tuple, theirs: tuple, acc: "ScoreDistribution") -> tuple:
+    # (_check_merge moved self to units if other is)
     binning, hist = mine
-    other = theirs[1]
-    convert = acc._units and not units_mode([other])  # (_check_merge moved self to units if other is)
-    if convert or not (binning.exact and theirs[0].exact):  # other's histogram changes: a copy
-        other = other.copy()
-    if convert:
-        histograms_to_units([other])
-    if binning.exact and not theirs[0].exact:
-        binning = to_grid([hist], _finest_grid(acc))
-    if not binning.exact:
-        if other.binning.exact:  # straight to this grid: nested grids of ceiling keys, so the
-            to_grid([other], binning)  # same keys as the finest grid coarsened (LogGridBinning.coarsen_keys)
-        while other.binning.bins > binning.bins:
-            coarsen_all([other])
-        while binning.bins > other.binning.bins:
-            binning = coarsen_all([hist])
-    hist.merge(other)
-    return bound(binning, [hist], acc._finest, acc._max_bins), hist
+    return merge_into(binning, [hist], theirs[0], [theirs[1]], acc._units, acc._finest, acc._max_bins), hist
 
 
 def _encode_hist(value: tuple, acc: "ScoreDistribution") -> tuple:
