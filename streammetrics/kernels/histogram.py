@@ -362,16 +362,20 @@ def coarsen_all(hists: Sequence[ScoreHistogram]) -> LogGridBinning:
     """Move every histogram (all on one LogGridBinning) to the coarser grid; return it."""
     binning = hists[0].binning
     assert isinstance(binning, LogGridBinning)
-    coarse = binning.coarser()
+    return _regrid(hists, np.int64, lambda keys, table: coarsen_table(binning, keys, table), binning.coarser())
+
+
+def _regrid(hists: Sequence[ScoreHistogram], dtype: Any, move: Any, binning: LogGridBinning) -> LogGridBinning:
+    """Each histogram's table (keys ascending, as ``dtype``) through ``move`` onto ``binning``."""
     for h in hists:
         if h.weights:
-            keys = np.fromiter(h.weights.keys(), dtype=np.int64, count=len(h.weights))
+            keys = np.fromiter(h.weights.keys(), dtype=dtype, count=len(h.weights))
             vals = weight_array(h.weights.values(), len(h.weights), units_mode([h]))
             order = np.argsort(keys)
-            _, k, v = coarsen_table(binning, keys[order], vals[order, None])
+            _, k, v = move(keys[order], vals[order, None])
             h.weights = dict(zip(k.tolist(), v[:, 0].tolist()))
-        h.binning = coarse
-    return coarse
+        h.binning = binning
+    return binning
 
 
 def table_to_grid(
@@ -389,15 +393,7 @@ def table_to_grid(
 def to_grid(hists: Sequence[ScoreHistogram], grid: LogGridBinning) -> LogGridBinning:
     """Move histograms of exact scores onto ``grid`` (in place); return it. Used by
     accumulators that are exact while their scores fit ``max_bins`` (see :func:`collapse`)."""
-    for h in hists:
-        if h.weights:
-            keys = np.fromiter(h.weights.keys(), dtype=np.float64, count=len(h.weights))
-            vals = weight_array(h.weights.values(), len(h.weights), units_mode([h]))
-            order = np.argsort(keys)
-            _, k, v = table_to_grid(grid, keys[order], vals[order, None])
-            h.weights = dict(zip(k.tolist(), v[:, 0].tolist()))
-        h.binning = grid
-    return grid
+    return _regrid(hists, np.float64, lambda keys, table: table_to_grid(grid, keys, table), grid)
 
 
 def bound(

@@ -73,10 +73,8 @@ __all__ = [
     "r2_intervals",
     "root_intervals",
     "intervals_text",
-    "balanced_accuracy_interval",
     "balanced_accuracy_intervals",
     "check_confidence",
-    "f1_interval",
     "f1_intervals",
     "level_second_moments",
     "macro_f1_interval",
@@ -84,7 +82,6 @@ __all__ = [
     "matrix_value_gradient",
     "mcc_interval",
     "mcc_intervals",
-    "mean_interval",
     "mean_intervals",
     "ovr_auc_interval",
     "pairs_record",
@@ -216,11 +213,6 @@ def _f1_of(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return 2.0 * lo / (1.0 + lo), 2.0 * hi / (1.0 + hi)
 
 
-def f1_interval(tp: float, fp: float, fn: float, confidence: float = 0.95) -> Pair | None:
-    """:func:`f1_intervals` of one confusion matrix."""
-    return as_pair(*f1_intervals(tp, fp, fn, z_value(confidence)))
-
-
 def balanced_accuracy_intervals(tn: Any, fp: Any, fn: Any, tp: Any, z: float) -> tuple[np.ndarray, np.ndarray]:
     """(recall + specificity) / 2 by MOVER on the two Wilson intervals (each class >=
     :data:`MIN_CLASS_EVENTS` events): ``low = t - sqrt((r - l_r)^2 + (s - l_s)^2)``, ``high``
@@ -251,11 +243,6 @@ def _balanced_of(tn: np.ndarray, fp: np.ndarray, fn: np.ndarray, tp: np.ndarray,
     lo = (t - np.sqrt((r - rl) ** 2 + (s - sl) ** 2)) / 2.0
     hi = (t + np.sqrt((rh - r) ** 2 + (sh - s) ** 2)) / 2.0
     return np.where(ok, np.clip(lo, 0.0, 1.0), np.nan), np.where(ok, np.clip(hi, 0.0, 1.0), np.nan)
-
-
-def balanced_accuracy_interval(tn: float, fp: float, fn: float, tp: float, confidence: float = 0.95) -> Pair | None:
-    """:func:`balanced_accuracy_intervals` of one binary confusion matrix."""
-    return as_pair(*balanced_accuracy_intervals(tn, fp, fn, tp, z_value(confidence)))
 
 
 def mcc_intervals(tn: Any, fp: Any, fn: Any, tp: Any, z: float) -> tuple[np.ndarray, np.ndarray]:
@@ -452,12 +439,6 @@ def mean_intervals(mean: Any, second: Any, n: Any, z: float, low: Any = 0.0, hig
                 np.where(ok, np.minimum(np.maximum(hi, m), high), np.nan))
     return (np.where(ok, np.maximum(mean - half, low), np.nan),
             np.where(ok, np.minimum(mean + half, high), np.nan))
-
-
-def mean_interval(mean: float, second: float, n: float, confidence: float = 0.95, low: float = 0.0,
-                  high: float = math.inf) -> Pair | None:
-    """:func:`mean_intervals` of one mean."""
-    return as_pair(*mean_intervals(mean, second, n, z_value(confidence), low, high))
 
 
 def root_intervals(low: Any, high: Any) -> tuple[np.ndarray, np.ndarray]:

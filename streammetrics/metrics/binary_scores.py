@@ -8,45 +8,24 @@ average precision, confusion at a threshold) is computed from the histograms by
 :mod:`streammetrics.kernels.ranking`, exactly as scikit-learn computes it from the events when
 ``exact=True`` (one level per distinct score), and from the bins otherwise.
 
-Exact while small: by default (``exact=False``) the histograms keep every distinct score
-while the two hold at most ``max_bins`` keys in all, so a 20-80 event window's AUC equals
-scikit-learn's exactly and its bounds collapse to it; past that, they move to the grid
-below. Whether the state is exact, and the grid in force, depend only on the multiset of
-events (the number of distinct (class, score) pairs), so any split, merge order or batching
-gives the same state.
+Binning (exact while small, then the log grid coarsened within ``max_bins``): see
+:class:`BinaryScores`. Whether the state is exact, and the grid in force, depend only on the
+multiset of events, so any split, merge order or batching gives the same state. On the streams
+of ``benchmarks/bench_auc_accuracy.py`` the binned AUC is within 1.1e-5 of the exact value, and
+:meth:`BinaryScores.roc_auc_bounds` always says how far off it can be at most.
 
-Beyond ``max_bins`` distinct scores, the binning is the data-independent log-relative grid of
-:class:`~streammetrics.kernels.binning.LogGridBinning` (dedicated bins for 0.0 and 1.0, bins
-relative to the distance to 0 or 1 inside [0, 1], to 0 outside), at 1024 bins per octave
-and coarsened by halves while the histograms would hold more than ``max_bins`` = 4096
-keys (so the state stays below ~40 KB of JSON for unit weights). On the streams of
-``benchmarks/bench_auc_accuracy.py`` - river models on Phishing, Bananas and Shuttle,
-logistic-regression margins, 1M-event streams crowded near 0 and 1 - the AUC is within
-1.1e-5 of the exact value, and :meth:`BinaryScores.roc_auc_bounds` always says how far
-off it can be at most.
+The log-loss and Brier sums (:class:`~streammetrics.kernels.exact_sum.ProbabilitySums`) and the
+summed weights (:mod:`streammetrics.kernels.exact_weights`: floats while every weight is whole and
+every sum below 2**52, else the whole accumulator holds ints of units of 2**-1074) are exact, so
+the state depends only on the multiset of events. The JSON writes each sum as its correctly
+rounded float, plus the rest of the exact sum only when that float is not exact
+(``sum_residues``, ``weighted_residues``, the histogram's ``residues``), so states of whole
+weights keep their bytes.
 
-The log-loss and Brier sums are exact (:class:`~streammetrics.kernels.exact_sum.ProbabilitySums`):
-the per-event path appends the event's signed score to a bounded buffer (1,024 entries), folded
-by one vectorised exact summation of the terms ``w * -log(p)`` and ``w * (y - s)**2``, so the sums
-- like the rest of the state - depend only on the multiset of events, not on the order, batching
-or merging (replay and Spark write the same bits). ``to_dict`` writes each correctly rounded sum
-under ``log_loss_sum`` / ``brier_sum`` and the rest of its exact expansion under
-``sum_residues`` (dict version 3; versions 1 and 2 still load, their sums taken as exact).
-
-Summed weights (class weights, histogram bins) are exact too (:mod:`streammetrics.kernels.exact_weights`):
-floats while every weight is a whole number (the default 1.0) and every class weight at most
-2**52 (float sums exact), else - from the first weight that is not whole, or a merge with such a state - the
-whole accumulator ("units mode") holds Python ints of units of 2**-1074 (at most ~2,100 bits
-each), exact under any split, merge order or batching. The JSON writes each sum as its
-correctly rounded float where it always did, plus the rest of the exact sum only when that
-float is not exact (``weighted_residues``, the histogram's ``residues``; omitted otherwise, so
-states of whole weights keep their bytes); the metrics read the correctly rounded floats.
-
-Squared weights (issue 26: Kish's effective sample size ``(sum w)^2 / sum w^2`` of each class,
-for the intervals): per class the exact sum (units) of ``fl(w * w)`` over the events of weight
-other than 1, written only while there are such events as ``weighted_squares`` (each class's
-whole ``sum w^2``, unit-weight events counting 1) and ``weighted_squares_residues``; a weighted
-state written before them loads with the squares unknown (its intervals are None).
+Squared weights (Kish's effective sample size ``(sum w)^2 / sum w^2`` of each class, for the
+intervals): per class the exact sum of ``fl(w * w)`` over the events of weight other than 1,
+written only while there are such events (``weighted_squares``, ``weighted_squares_residues``);
+a weighted state written before them loads with the squares unknown (its intervals are None).
 """
 from __future__ import annotations
 
@@ -1122,6 +1101,12 @@ class BinaryScores(Accumulator):
         """``(keys, neg, pos)``: non-empty levels in ascending score order."""
         keys, w, _ = self._aligned()
         return keys, w[0], w[1]
+
+    def class_table(self) -> tuple[np.ndarray, np.ndarray, Binning]:
+        """``(keys, table, binning)``: the levels in ascending score order, ``table[0]`` the
+        negatives' and ``table[1]`` the positives' weights, on the binning in force."""
+        keys, table = aligned(self._neg, self._pos)
+        return keys, table, self._binning
 
     @contextlib.contextmanager
     def levels_read_once(self) -> Iterator[None]:

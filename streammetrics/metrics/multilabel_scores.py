@@ -21,21 +21,10 @@ State (all mergeable by addition):
   scikit-learn's step sum) are computed exactly when the event arrives and kept as
   weighted running sums, with the number of rows where they are undefined.
 
-Exact sums (:mod:`~streammetrics.kernels.exact_weights`): the summed weights (total, positive
-weights per label, the histograms' weights) are floats while every weight seen is a whole
-number and the total at most ``2**52`` (float sums exact), else, for the whole accumulator
-("units mode", from the first weight such as 0.1, a total past ``2**52``, or a merge with a
-state in units mode), Python ints of units of ``2**-1074`` (at most ~2,100 bits each). The
-``samples`` sums add one term per row, ``w * row_auc`` and ``w * row_ap``, each rounded once as
-a float (the same float on the per-event and batch paths), exactly
-(:class:`~streammetrics.kernels.exact_sum.ExactSum`, buffered per event). So the state depends
-only on the multiset of events, however a stream is split, batched and merged. The JSON writes
-every sum's correctly rounded float where it always did and, only when that float is not exact,
-its residue under optional keys (``total_weight_residue``, ``positive_weights_residues``,
-``samples_sums_residues``, and the packed histograms' ``"residues"``; see
-:func:`~streammetrics.kernels.histogram_json.pack_flat`), so states of whole weights keep their
-bytes, except the ``samples`` sums, which are now the correctly rounded exact sums (with a
-residue when that is not exact).
+Every sum is exact (summed weights: :mod:`~streammetrics.kernels.exact_weights`; the ``samples``
+sums of ``w * row_auc`` and ``w * row_ap``: :class:`~streammetrics.kernels.exact_sum.ExactSum`),
+so the state depends only on the multiset of events. The JSON writes each correctly rounded
+sum, plus its residue under optional keys only when that float is not exact.
 
 scikit-learn's edge cases, mirrored: a label with one class present gives a nan ROC AUC
 with an ``UndefinedMetricWarning`` (so ``macro`` is nan; ``weighted`` zeroes labels without

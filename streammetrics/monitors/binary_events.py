@@ -63,9 +63,9 @@ def events_form(monitor: Any) -> dict[str, list] | None:
     histogram on the grid, or parts that disagree (then the parts' layout keeps them as they are)."""
     pr, sc, cm = monitor.predictions, monitor.scores, monitor.confusion
     n = pr.count
-    if n > monitor.events_form_max or not (pr._binning.exact and sc._binning.exact):
+    if n > monitor.events_form_max or pr.bins_per_octave is not None or not sc.exact:
         return None
-    if sc._wevents[0] or sc._wevents[1] or cm._n_weighted or not cm._unit:
+    if not sc.unit_weights or cm._n_weighted or not cm._unit:
         return None
     # (in units mode, entered when some weight was not whole, the weights as they are now: the
     # form depends on the state, not on the path that built it, so a loaded state writes it alike)
