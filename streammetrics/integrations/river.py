@@ -372,11 +372,6 @@ class RegressionMetric(RiverMetric, _river_metrics.RegressionMetric):
     def _default_accumulator(self) -> Accumulator:
         return Regression()
 
-    def revert(self, y_true: Any, y_pred: Any, w: float = 1.0) -> None:
-        """Remove one event added by :meth:`update` (``Regression.remove``)."""
-        self._check_reversible()
-        self.accumulator.remove(y_true, y_pred, w)  # type: ignore[attr-defined]
-
     def works_with(self, model: Any) -> bool:
         """Regressors."""
         return isinstance(model, _river_base.Regressor)

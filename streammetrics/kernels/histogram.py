@@ -1,44 +1,20 @@
 """Weighted score histograms: the mergeable state behind every ranking metric.
 
-A :class:`ScoreHistogram` holds, for one group of events (e.g. the negatives of a
-binary task, or the events of true class ``c`` scored for class ``k``), the summed
-weight of their scores per key of a :class:`~streammetrics.kernels.binning.Binning` - a
-``dict`` key -> weight, updated in pure Python per event and through one
-``np.bincount`` per batch. Keys with no weight are not stored (zero-weight events are
-ignored, as scikit-learn ignores them in ranking metrics).
+A :class:`ScoreHistogram` holds, for one group of events (e.g. the negatives of a binary
+task), the summed weight of their scores per key of a
+:class:`~streammetrics.kernels.binning.Binning` (keys without weight are not stored:
+scikit-learn ignores zero-weight events in ranking metrics). :func:`aligned` puts histograms
+on their common keys in ascending score order, the input of :mod:`streammetrics.kernels.ranking`.
 
-Ranking metrics need two histograms aligned on common keys: :func:`aligned` returns the
-keys in ascending score order with one weight row per histogram, ready for the
-functions of :mod:`streammetrics.kernels.ranking` (``neg, pos`` per ascending score level).
-One-vs-rest, one-vs-one and micro averages combine histograms with :func:`summed`.
+Memory is bounded by coarsening (:func:`collapse`, :func:`fit`): on a
+:class:`~streammetrics.kernels.binning.LogGridBinning`, to the nested grid with half as many
+bins per octave while the histograms hold more than ``max_bins`` keys. It coarsens exactly
+when the events seen need it, so the result does not depend on how a stream was split,
+batched or merged.
 
-Batches go through :func:`aggregate` (one ``np.bincount`` over the key range, with the
-empty gaps between the key regions compressed away) and :func:`insert_table`.
-:func:`collapse` bounds memory: it moves histograms on a
-:class:`~streammetrics.kernels.binning.LogGridBinning` to the nested grid with half as many
-bins per octave while they hold more than ``max_bins`` keys; since it coarsens exactly
-when the events seen so far need it, the result does not depend on how a stream was
-split, batched or merged.
-
-Exact weights (:mod:`streammetrics.kernels.exact_weights`): the weights of a set of histograms
-used together are floats while every weight added was a whole number (exact float sums), or
-Python ints of units of ``2**-1074`` in *units mode* (:func:`to_units`, :func:`units_mode`),
-once the accumulator has seen another weight: every function here works in both modes
-(object arrays of ints in units mode; ``aggregate(..., exact=True)`` sums a batch exactly),
-:func:`aligned` always returns floats (correctly rounded) and the JSON writes the rounded
-floats plus the residues of the inexact ones (``"residues"``, only when there are any).
-
-Accumulators with many histograms (``MulticlassScores``, ``MultilabelScores``) bound them
-together: :func:`flatten` / :func:`rebuild` move a set of histograms to and from three
-sorted arrays, :func:`regrid_flat` re-keys them on a coarser binning and :func:`fit_flat` /
-:func:`fit` apply one budget of entries to the whole set (exact while small, then one grid
-coarsened for all, beyond 1 bin per octave if need be); the result is again a function of
-the events only.
-
-:func:`histograms_to_json` / :func:`histograms_from_json` store several histograms of
-one binning on a shared key list, in a compact JSON-safe form: integral weights are
-written as ints, log-grid keys as differences from the previous key, exact scores as
-floats (which JSON round-trips exactly).
+Weights are floats while every weight added was whole, else Python ints of units of
+``2**-1074`` (*units mode*, :mod:`streammetrics.kernels.exact_weights`); every function here
+works in both modes and :func:`aligned` always returns correctly rounded floats.
 """
 from __future__ import annotations
 

@@ -1,46 +1,26 @@
-"""Confidence intervals of windowed metrics from an accumulator's state (issue 26).
+"""Confidence intervals of windowed metrics from an accumulator's state.
 
 Every interval is a function of the state alone (counts, the two score histograms, exact sums):
 no resampling, mergeable, deterministic. Each formula is written once, vectorised over numpy
 rows (one row per window); the scalar entry points call the same code on one-row arrays, so a
 monitor's interval and the fleet pass's (many small windows at once) are the same floats.
 
-Methods (``z`` the two-sided normal quantile of ``confidence``):
+Methods (``z`` the two-sided normal quantile of ``confidence``; references and the table of
+metrics in ``docs/intervals.md``): proportions by Wilson's score interval with continuity
+correction (Newcombe 1998, method 4); F1 = 2q / (1 + q) through the Wilson interval of
+q = tp / (tp + fp + fn); balanced accuracy by MOVER (Newcombe 1998 method 10, Zou & Donner 2008);
+Matthews correlation and the ``K x K`` metrics (:func:`matrix_interval`) by the delta method on
+the cell shares (Fisher ``atanh`` or logit scale); ROC AUC by DeLong's variance from the
+histograms' placement values on the logit scale, widened by the guaranteed bounds of a binned
+state; means of per-event terms by ``mean +- z * s / sqrt(n)``.
 
-* proportions (accuracy, precision, recall, specificity, positive and predicted positive rate):
-  Wilson's score interval with continuity correction (Newcombe 1998, method 4), which covers at
-  or above nominal where plain Wilson dips below it;
-* F1 = 2q / (1 + q) with q = tp / (tp + fp + fn): given ``tp + fp + fn`` events, tp is binomial,
-  so the Wilson interval of q maps to F1 (monotone);
-* balanced accuracy = (recall + specificity) / 2: MOVER (Newcombe 1998 method 10, Zou & Donner
-  2008) on the two Wilson intervals;
-* Matthews correlation: delta method on the four cell shares, on the Fisher ``atanh`` scale;
-* ROC AUC: DeLong's variance from the placement values of the two histograms (ties count half),
-  computed exactly per level, interval on the logit scale, widened by the guaranteed
-  discretisation bounds ``[roc_auc_low, roc_auc_high]`` of a binned state; a multiclass
-  one-vs-rest mean (macro, weighted) by the mean of the classes' endpoints (conservative:
-  :func:`ovr_auc_interval`);
-* means of per-event terms (log loss, Brier score, mean absolute error): ``mean +- z * s / sqrt(n)``
-  with ``s`` from the second moment (kept exactly, or bounded from above on bins);
-* macro F1 (multiclass): delta method over the ``K x K`` cell shares; balanced accuracy, macro
-  precision and recall, weighted F1, Matthews and Cohen's kappa of ``K`` classes likewise, on the
-  logit or Fisher scale (:func:`matrix_interval`).
+Minimum rule (:data:`MIN_EVENTS`, :data:`MIN_CLASS_EVENTS`, :data:`MIN_MEAN_EVENTS`,
+:data:`MIN_R2_EVENTS`): below it the interval is None (the snapshot writes ``null`` and lists
+the metric in ``"insufficient"``).
 
-Minimum rule (:data:`MIN_EVENTS`, :data:`MIN_CLASS_EVENTS`, :data:`MIN_MEAN_EVENTS`): a
-proportion needs 10 events in its denominator (F1: 10 in ``tp + fp + fn``), ROC AUC and
-balanced accuracy 10 events of each class, Matthews 10 of each class and of each prediction,
-means (log loss, Brier, MAE) and macro F1 30 events, R² 100 (:data:`MIN_R2_EVENTS`); otherwise
-the interval is None (the
-snapshot writes ``null`` and lists the metric in ``"insufficient"``).
-
-Weighted events (Kish 1965): each interval is the unit-weight formula applied to *pseudo-counts*,
-the summed weights of the events it reads scaled by ``f = sum w / sum w^2`` (so their total is
-the effective sample size ``n_eff = (sum w)^2 / sum w^2``; :func:`kish_factor`). A proportion
-scales its denominator's cells by their own ``f`` (recall: the positives'); ROC AUC each class by
-its own; Matthews, macro F1 and the means (log loss, Brier, MAE, MSE, R^2) the whole window by
-one. The minimum rule reads the pseudo-counts. With unit weights ``f`` is exactly 1: the same
-floats as the unit-weight formulas. The accumulators keep ``sum w^2`` as exact sums (written
-only once some weight is not 1); a state without them (written before) gives None.
+Weighted events (Kish 1965): each formula reads *pseudo-counts*, the summed weights scaled by
+``f = sum w / sum w^2`` (:func:`kish_factor`; exactly 1 for unit weights), so they add up to the
+effective sample size ``n_eff = (sum w)^2 / sum w^2``.
 """
 from __future__ import annotations
 

@@ -63,6 +63,7 @@ from streammetrics.kernels.exact_weights import (
     units_of,
     value_of,
     values_of,
+    whole_floats,
 )
 from streammetrics.kernels.histogram import (
     MAX_TOTAL_WEIGHT,
@@ -1143,6 +1144,16 @@ class BinaryScores(Accumulator):
             neg_w, pos_w = _unit_floats(neg_w), _unit_floats(pos_w)
         keys, neg, pos = levels(neg_w, pos_w)
         return keys, neg, pos, _singleton(self._binning, keys)
+
+    def whole_weights(self) -> tuple[dict, dict] | None:
+        """Each class's ``{key: weight}`` as floats while every weight is whole (None otherwise)."""
+        neg, pos = whole_floats(self._neg.weights, self._units), whole_floats(self._pos.weights, self._units)
+        return None if neg is None or pos is None else (neg, pos)
+
+    @property
+    def class_counts(self) -> tuple[int, int]:
+        """Events seen per class ``(negatives, positives)``, zero-weight ones included."""
+        return self._events[0], self._events[1]
 
     def score_sums(self) -> tuple[float, float]:
         """``(sum of w * -log(p), sum of w * (p - y)^2)`` over the events with a score in [0, 1]

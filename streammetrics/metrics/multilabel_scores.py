@@ -450,7 +450,7 @@ class MultilabelScores(ScoreColumns):
         self._sterms = self._samples.terms
         self._neg, self._pos = self._pair
         self._hw = [(a.weights, b.weights) for a, b in zip(self._neg, self._pos)]
-        self._key = self._binning.key
+        self._key = self.binning.key
         self._entries = sum(len(a) + len(b) for a, b in self._hw)
         self._over = self._limit()
 
@@ -618,7 +618,7 @@ class MultilabelScores(ScoreColumns):
     # ------------------------------------------------------------------ metrics
     def _pooled(self) -> tuple[np.ndarray, np.ndarray]:
         """``(keys, [neg, pos])`` of all labels' histograms pooled (the micro average)."""
-        return aligned(summed(self._neg, self._binning), summed(self._pos, self._binning))
+        return aligned(summed(self._neg, self.binning), summed(self._pos, self.binning))
 
     def _roc(self, average: Any, bounds: bool) -> tuple[Any, Any, Any]:
         check_average(average, _AVERAGES, "multilabel roc_auc")
@@ -647,14 +647,14 @@ class MultilabelScores(ScoreColumns):
                 nan = ranking.warn_one_class()
                 return nan, nan, nan
             keys, w = self._pooled()
-            return binary_auc(self._binning, keys, w[0], w[1], bounds)
+            return binary_auc(self.binning, keys, w[0], w[1], bounds)
         parts = np.full((3, n), np.nan)
         for j, (neg, pos) in enumerate(zip(self._neg, self._pos)):
             if not (self._n_pos[j] and self._n_neg[j]):
                 ranking.warn_one_class()
                 continue
             keys, w = aligned(neg, pos)
-            parts[:, j] = binary_auc(self._binning, keys, w[0], w[1], bounds)
+            parts[:, j] = binary_auc(self.binning, keys, w[0], w[1], bounds)
         weights = w_pos if average == "weighted" else None
         low, high = average_intervals(parts[1], parts[2], average, weights)
         return average_scores(parts[0], average, weights), low, high

@@ -186,6 +186,11 @@ class ScoreColumns(Accumulator):
         return None if self._binning.exact else self._binning.per_octave  # type: ignore[attr-defined]  # a log grid
 
     @property
+    def binning(self) -> Binning:
+        """The binning in force: exact scores while exact, else the log grid."""
+        return self._binning
+
+    @property
     def max_bins(self) -> int | None:
         """Bound on the histogram entries on a grid (None when ``exact=True``)."""
         return self._max_bins

@@ -51,6 +51,7 @@ from streammetrics.kernels.exact_weights import (
     units_by_key,
     units_of,
     value_of,
+    whole_floats,
     with_residue,
 )
 from streammetrics.kernels.histogram import (
@@ -464,6 +465,10 @@ class ScoreDistribution(Accumulator):
                           UndefinedMetricWarning, stacklevel=3)
             return math.nan
         return value / total
+
+    def whole_weights(self) -> dict | None:
+        """The histogram's ``{key: weight}`` as floats while every weight is whole (None otherwise)."""
+        return whole_floats(self._hist.weights, self._units)
 
     def mean_score(self) -> float:
         """Weighted mean score ``S / W`` (nan with a warning when ``W == 0``)."""

@@ -364,7 +364,7 @@ class MulticlassReference:
         self.scores = scores.copy()
         self.psi_groups = psi_groups
         self.classes = list(self.scores.classes)
-        binning = self.scores._binning
+        binning = self.scores.binning
         self._levels: list[ReferenceLevels] = []
         self.fits: list[tuple[np.ndarray, np.ndarray]] = []
         for c, (keys, table) in enumerate(self.scores._columns()):
@@ -498,7 +498,7 @@ class MulticlassReference:
             return None
         if hasattr(window, "_pcount") and window.labeled != window.count:
             return None  # labelled histograms miss the unlabelled predictions
-        binning = scores._binning
+        binning = scores.binning
         return [(keys, table.sum(axis=0), binning) for keys, table in scores._columns()]
 
     def drift(self, window: Any) -> dict[str, Any]:
