@@ -37,6 +37,7 @@ from streammetrics.kernels.histogram_json import SMALL_KEYS, small_histograms_to
 __all__ = [
     "ScoreHistogram",
     "aligned",
+    "levels_of_table",
     "summed",
     "add_grouped",
     "aggregate",
@@ -164,6 +165,21 @@ def aligned(*hists: ScoreHistogram) -> tuple[np.ndarray, np.ndarray]:
             k = np.fromiter(h.weights.keys(), dtype=dtype, count=len(h.weights))
             row[np.searchsorted(keys, k)] = _floats(h.weights.values(), len(h.weights))
     return keys, out
+
+
+def levels_of_table(keys: np.ndarray, table: np.ndarray, sizes: Sequence[int]) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`aligned` of histograms that held nothing before :func:`insert_table` of ``(keys,
+    table)`` and hold ``sizes`` keys now: the table itself, transposed (read-only arrays), when it
+    is a float table whose non-zero cells are exactly those keys (the histograms hold its cells
+    and nothing else); None otherwise (units, or the histograms changed since)."""
+    if table.dtype != np.float64 or table.shape[1] != len(sizes):
+        return None
+    weights = np.ascontiguousarray(table.T)
+    if np.count_nonzero(weights, axis=1).tolist() != list(sizes):
+        return None
+    keys = keys.astype(np.float64 if keys.dtype.kind == "f" else np.int64, copy=True)  # (aligned's dtypes)
+    keys.flags.writeable = weights.flags.writeable = False
+    return keys, weights
 
 
 def summed(hists: Iterable[ScoreHistogram], binning: Binning) -> ScoreHistogram:
@@ -570,16 +586,18 @@ def _compact(values: np.ndarray) -> list:
     return [int(v) if v.is_integer() and abs(v) < 2.0**53 else v for v in values.tolist()]
 
 
-def histograms_to_json(hists: Sequence[ScoreHistogram], names: Sequence[str]) -> dict[str, Any]:
+def histograms_to_json(hists: Sequence[ScoreHistogram], names: Sequence[str],
+                       levels: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
     """JSON-safe dict of several histograms of one binning on a shared key list:
     ``{"key_deltas" | "scores": [...], names[i]: [weights aligned on the keys]}``, plus
     ``"residues": {name: [[index, residue], ...]}`` for the weights (units mode) that are not
-    exactly their floats (the key is absent when there are none)."""
+    exactly their floats (the key is absent when there are none). ``levels``: :func:`aligned` of
+    ``hists`` when the caller holds it already."""
     binning = hists[0].binning
     if sum(len(h.weights) for h in hists) <= SMALL_KEYS and all(h.binning is binning for h in hists):
         # few keys: the same dict in plain Python, without the arrays' set-up (issue 12)
         return small_histograms_to_json([h.weights for h in hists], names, binning.exact)
-    keys, weights = aligned(*hists)
+    keys, weights = aligned(*hists) if levels is None else levels
     if hists[0].binning.exact:
         out: dict[str, Any] = {"scores": keys.tolist()}
     else:

@@ -368,16 +368,28 @@ def level_second_moments(scores_low: Any, scores_high: Any, neg: Any, pos: Any, 
     from streammetrics.kernels.exact_sum import probability_terms
 
     lo, hi, neg, pos = _rows(scores_low, scores_high, neg, pos)
-    ln, bn = probability_terms(-hi)  # (a negative's terms grow with its score)
-    lp, bp = probability_terms(lo)
     bounds = np.append(np.asarray(starts, dtype=np.int64), len(neg))
     windows = np.arange(len(bounds) - 1) if need is None else np.flatnonzero(need)
-    first, last = bounds[windows].tolist(), bounds[windows + 1].tolist()
+    if len(lo) and lo.min() >= 0.0 and hi.max() <= 1.0:
+        # probabilities: every term is finite, so a level's class without weight adds an exact 0 to
+        # the sums: the terms of the levels each class has only (the rest of this function alike)
+        n_at, p_at = np.flatnonzero(neg), np.flatnonzero(pos)
+        neg, hi, pos, lo = neg[n_at], hi[n_at], pos[p_at], lo[p_at]
+        n_bounds, p_bounds = np.searchsorted(n_at, bounds), np.searchsorted(p_at, bounds)
+    else:
+        n_bounds = p_bounds = bounds
+    ln, bn = probability_terms(-hi)  # (a negative's terms grow with its score)
+    lp, bp = probability_terms(lo)
+    if len(bounds) == 2 and len(windows) == 1:  # one window: all its terms
+        return (np.array([math.fsum((neg * ln * ln).tolist() + (pos * lp * lp).tolist())]),
+                np.array([math.fsum((neg * bn * bn).tolist() + (pos * bp * bp).tolist())]))
+    n_first, n_last = n_bounds[windows].tolist(), n_bounds[windows + 1].tolist()
+    p_first, p_last = p_bounds[windows].tolist(), p_bounds[windows + 1].tolist()
     out = []
     for a, b in ((neg * ln * ln, pos * lp * lp), (neg * bn * bn, pos * bp * bp)):
         la, lb = a.tolist(), b.tolist()
         sums = np.full(len(bounds) - 1, np.nan)
-        sums[windows] = [math.fsum(la[i:j] + lb[i:j]) for i, j in zip(first, last)]
+        sums[windows] = [math.fsum(la[i:j] + lb[k:m]) for i, j, k, m in zip(n_first, n_last, p_first, p_last)]
         out.append(sums)
     return out[0], out[1]
 

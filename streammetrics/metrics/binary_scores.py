@@ -76,12 +76,14 @@ from streammetrics.kernels.histogram import (
     histograms_from_json,
     histograms_to_json,
     insert_table,
+    levels_of_table,
     merge_into,
     table_to_grid,
     to_grid,
     units_mode,
 )
 from streammetrics.kernels.histogram import to_units as histograms_to_units
+from streammetrics.kernels.histogram_json import SMALL_KEYS
 from streammetrics.kernels.ranking_small import levels
 
 if TYPE_CHECKING:  # the module imports ConfusionMatrix lazily (it imports this one)
@@ -174,7 +176,8 @@ def _merge_histograms(mine: tuple, theirs: tuple, acc: "BinaryScores") -> tuple:
 
 def _encode_histograms(value: tuple, acc: "BinaryScores") -> tuple:
     binning, neg, pos = value
-    return (None if binning.exact else binning.bins), histograms_to_json([neg, pos], ["neg", "pos"])
+    levels = acc._aligned()[:2] if neg is acc._neg and pos is acc._pos and len(neg) + len(pos) > SMALL_KEYS else None
+    return (None if binning.exact else binning.bins), histograms_to_json([neg, pos], ["neg", "pos"], levels)
 
 
 def _decode_histograms(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any]) -> tuple:
@@ -548,6 +551,7 @@ class BinaryScores(Accumulator):
         ``update``, for 0/1 labels, stays free of the check)."""
         if self._pos_label is not None:
             self.update = self._update_by_label  # type: ignore[method-assign]  # per instance, as EventParser.parse
+        self._level_cache = None  # (a container replaced, or the histograms changed: levels rebuilt)
         b = self._binning
         # the weight a default-weight event adds to its bin: 1.0, or UNIT in units mode
         self._inc = inc = UNIT if self._wsum[0].__class__ is int else 1.0
@@ -711,6 +715,7 @@ class BinaryScores(Accumulator):
         fast = self._fast
         if fast is None or weight is not _ONE or score.__class__ is not float:
             return self._update_general(y, score, weight)
+        self._level_cache = None
         hists, events, unit, outside, shift, rnd, c, as_float, as_int, inc = fast
         if 0.0 < score < 0.5:  # key: see LogGridBinning
             q = 1.0 - score
@@ -751,6 +756,7 @@ class BinaryScores(Accumulator):
 
     def _update_general(self, y: int, score: Any, weight: Any) -> "BinaryScores":
         """:meth:`update` for any validated ``y`` and unvalidated score and weight."""
+        self._level_cache = None
         xfast = self._xfast
         if xfast is not None and weight is _ONE and score.__class__ is float and 0.0 < score < 1.0:
             hists, events, unit, max_bins, inc = xfast  # exact while small: the key is the score
@@ -876,6 +882,7 @@ class BinaryScores(Accumulator):
             probabilities = False
             outside = (lo if lo < 0.0 else None, hi if hi > 1.0 else None)
         # ---- nothing below can fail
+        fresh = not (self._neg.weights or self._pos.weights)
         if units:
             self._to_units()
         if self._binning.exact and not binning.exact:
@@ -883,7 +890,9 @@ class BinaryScores(Accumulator):
         while self._binning.bins is not None and self._binning.bins > binning.bins:  # type: ignore[attr-defined]  # a LogGridBinning (or the same type) here
             self._binning = coarsen_all([self._neg, self._pos])
         insert_table((self._neg, self._pos), keys, table)
-        self._collapse()
+        self._collapse()  # (clears the levels)
+        if fresh and not units and self._binning == binning:
+            self._seed_levels(keys, table)
         for c in (0, 1):
             self._events[c] += int(class_n[c])
             if w is not None:
@@ -1018,6 +1027,7 @@ class BinaryScores(Accumulator):
                 self._wsq[y] = max(self._wsq[y] - square_units(w), 0) if wevents[y] else 0
             elif not (wevents[0] or wevents[1]):
                 self._wsq = [0, 0]  # only unit-weight events remain: known again
+        self._level_cache = None
         if events[0] + events[1] == 0:
             self.reset()  # empty: the state of a new accumulator (finest grid)
             return self
@@ -1040,15 +1050,34 @@ class BinaryScores(Accumulator):
         return self
 
     # ------------------------------------------------------------------ levels
-    #: the levels while :meth:`levels_read_once` holds them (None: each reading builds them)
-    _held_levels: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    #: :func:`~streammetrics.kernels.histogram.aligned` of the two histograms (read-only arrays)
+    #: while they are unchanged; None: built on the next reading. Every writer of the histograms
+    #: clears it (the update paths, ``remove``, and ``_refresh``, which merges, loads, resets,
+    #: copies and regrids call); ``update_many`` into empty histograms sets it from its batch table
+    #: (with the ROC AUC read from them, once read: ``{"roc_auc": value}``)
+    _level_cache: tuple[np.ndarray, np.ndarray, dict[str, float]] | None = None
+
+    def _aligned(self) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
+        """``(keys, weights, memo)``: :func:`~streammetrics.kernels.histogram.aligned` of the two
+        histograms, built once while they are unchanged (a window's snapshot, intervals and state
+        read them: one build), and a dict of values read from them (as long as they live)."""
+        cached = self._level_cache
+        if cached is None:
+            keys, w = aligned(self._neg, self._pos)
+            keys.flags.writeable = w.flags.writeable = False  # (shared by every reader)
+            cached = self._level_cache = (keys, w, {})
+        return cached
+
+    def _seed_levels(self, keys: np.ndarray, table: np.ndarray) -> None:
+        """Set the levels from the float table that filled the empty histograms (their exact
+        content: :func:`~streammetrics.kernels.histogram.levels_of_table`)."""
+        levels = levels_of_table(keys, table, (len(self._neg), len(self._pos)))
+        if levels is not None:
+            self._level_cache = (*levels, {})
 
     def _levels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(keys, neg, pos)``: non-empty levels in ascending score order."""
-        held = self._held_levels
-        if held is not None:
-            return held
-        keys, w = aligned(self._neg, self._pos)
+        keys, w, _ = self._aligned()
         return keys, w[0], w[1]
 
     def class_table(self) -> tuple[np.ndarray, np.ndarray, Binning]:
@@ -1059,20 +1088,17 @@ class BinaryScores(Accumulator):
 
     @contextlib.contextmanager
     def levels_read_once(self) -> Iterator[None]:
-        """Within the block, the metrics read the levels built on entry instead of building
-        them each (a snapshot reads ROC AUC, its bounds and average precision: four builds
-        of sorted arrays from the histograms). Nothing may change the accumulator meanwhile.
+        """Within the block, the metrics read the levels built once (they are now built once
+        while the histograms are unchanged, within the block or not: kept for its callers).
+        Nothing may change the accumulator meanwhile.
 
         >>> s = BinaryScores().update_many([0, 1, 1], [0.2, 0.7, 0.4])
         >>> with s.levels_read_once():
         ...     s.roc_auc(), s.roc_auc_bounds()[0] <= s.roc_auc(), s.average_precision()
         (1.0, True, 1.0)
         """
-        self._held_levels = self._levels()
-        try:
-            yield
-        finally:
-            del self._held_levels
+        self._aligned()
+        yield
 
     def _one_class(self) -> bool:
         return not (self._events[0] and self._events[1])
@@ -1126,8 +1152,15 @@ class BinaryScores(Accumulator):
             return undefined("No event: ROC AUC is not defined.", 2)
         if self._one_class():
             return ranking.warn_one_class()
-        _, neg, pos = self._levels()
-        return ranking.roc_auc(neg, pos, max_fpr)
+        keys, w, memo = self._aligned()
+        if max_fpr is not None:
+            return ranking.roc_auc(w[0], w[1], max_fpr)
+        auc = memo.get("roc_auc")
+        if auc is None:
+            auc = ranking.roc_auc(w[0], w[1])
+            if not math.isnan(auc):  # (nan warns on each reading)
+                memo["roc_auc"] = auc
+        return auc
 
     def roc_auc_bounds(self) -> tuple[float, float]:
         """``(low, high)`` guaranteed to contain the exact ROC AUC of the events seen:
