@@ -24,10 +24,13 @@ import math
 import warnings
 from typing import Any, Hashable, Mapping, Sequence
 
+import numpy as np
+
 from streammetrics.core.labels import LABEL_KINDS
 from streammetrics.core.state import Field, describe, state_limits
 from streammetrics.core.validation import check_weight, to_builtin_label
 from streammetrics.events.parser import Event
+from streammetrics.kernels.classification import prf
 from streammetrics.kernels.exact_weights import (
     FLOAT_EXACT,
     WHOLE_MAX,
@@ -36,10 +39,11 @@ from streammetrics.kernels.exact_weights import (
     units_of,
     value_of,
 )
+from streammetrics.kernels.sparse_confusion import balanced_accuracy_many, kappa_dense_many, matthews_many
 from streammetrics.metrics.confusion import ConfusionMatrix, _kind
 from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
 
-__all__ = ["OTHER_LABELS", "LabelMonitor", "class_report", "label_metrics"]
+__all__ = ["OTHER_LABELS", "LabelMonitor", "class_report", "label_metrics", "label_metrics_many"]
 
 #: per label kind, the labels a label beyond ``max_labels`` is folded into: (other, mismatch)
 #: (:meth:`ConfusionMatrix.fold_labels`; bool labels never fold: ``max_labels`` is at least 2)
@@ -117,6 +121,81 @@ def label_metrics(cm: ConfusionMatrix, labels: list | None) -> dict[str, Any]:
         "matthews_corrcoef": quiet(cm.matthews_corrcoef) if defined else None,
         "cohen_kappa": quiet(cm.cohen_kappa) if defined else None,
     }
+
+
+#: most labels a window may hold for :func:`label_metrics_many` (its averages then add at most 7
+#: terms, in order, as the scalar path's numpy sums do)
+MANY_MAX_LABELS = 7
+
+
+def _nanaverage_rows(values: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """:func:`~streammetrics.kernels.classification.nanaverage` of each row of ``values`` ``(n, K)``
+    (``K <= MANY_MAX_LABELS``: a nan left out of a sum or added as 0 gives the same value)."""
+    mask = np.isnan(values)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.nanmean(values, axis=1) if weights is None else np.full(len(values), np.nan)
+        if weights is None:
+            return mean
+        v, w = np.where(mask, 0.0, values), np.where(mask, 0.0, weights)
+        scale = np.sum(w, axis=1)
+        fallback = np.nanmean(values, axis=1)  # all weights zero: ignore them (as nanaverage)
+        weighted = np.sum(v * w, axis=1) / np.where(scale == 0.0, 1.0, scale)
+    return np.where(mask.all(axis=1), np.nan, np.where(scale == 0.0, fallback, weighted))
+
+
+def label_metrics_many(counts: np.ndarray) -> tuple[dict[str, list], tuple[list, list, list, list]]:
+    """:func:`label_metrics` (its metrics from ``accuracy`` on) and :func:`class_report`'s
+    precision, recall, F1 and support of many windows at once: ``counts`` ``(n, K, K)``, each
+    window's confusion matrix of unit-weight events over its labels seen, in order (``2 <= K <=
+    MANY_MAX_LABELS``, every total > 0). Returns (columns by metric name, per-class rows ``(n, K)``
+    as lists), nan where the scalar path gives None. The same kernels, bit for bit
+    (``tests/monitors/test_labels_many.py``)."""
+    tp = np.ascontiguousarray(np.diagonal(counts, axis1=1, axis2=2))
+    pred, true = np.sum(counts, axis=1), np.sum(counts, axis=2)
+    total = np.sum(true, axis=1)
+    nan = math.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p, r, f, support = prf(tp, pred, true, average=None, zero_division=nan)
+        correct = np.sum(tp, axis=1)
+        columns = {
+            "accuracy": correct / total,
+            "balanced_accuracy": balanced_accuracy_many(tp, true),
+            "macro_precision": _nanaverage_rows(p),
+            "macro_recall": _nanaverage_rows(r),
+            "macro_f1": _nanaverage_rows(f),
+            "weighted_f1": _nanaverage_rows(f, support),
+            "matthews_corrcoef": matthews_many(true, pred, correct),
+            "cohen_kappa": kappa_dense_many(counts),
+        }
+    return ({name: col.tolist() for name, col in columns.items()},
+            (p.tolist(), r.tolist(), f.tolist(), support.tolist()))
+
+
+def label_intervals_many(counts: np.ndarray, z: float) -> dict[str, list]:
+    """The intervals :func:`label_interval_pairs` gives windows of fewer than
+    ``MIN_MEAN_EVENTS`` unit-weight events (``counts`` as :func:`label_metrics_many`'s): per
+    metric of :data:`LABEL_INTERVALS` a list of ``(low, high)`` or None per window (the matrix
+    intervals and macro F1's: None below that rule; two labels: balanced accuracy and Matthews
+    of the last label against the other, as ``ConfusionMatrix.interval``)."""
+    from streammetrics.kernels.intervals import confusion_intervals, wilson_many
+
+    n, k = counts.shape[0], counts.shape[1]
+    total = np.sum(counts.reshape(n, k * k), axis=1)
+    correct = np.sum(np.diagonal(counts, axis1=1, axis2=2), axis=1)
+    out: dict[str, list] = {name: [None] * n for name in LABEL_INTERVALS}
+    out["accuracy"] = _pairs(*wilson_many(correct, total, z))
+    if k == 2:
+        tn, fp, fn, tp = counts[:, 0, 0], counts[:, 0, 1], counts[:, 1, 0], counts[:, 1, 1]
+        both = confusion_intervals(tn, fp, fn, tp, z)
+        for name in ("balanced_accuracy", "matthews_corrcoef"):
+            out[name] = _pairs(*both[name])
+    return out
+
+
+def _pairs(lo: np.ndarray, hi: np.ndarray) -> list[tuple[float, float] | None]:
+    """Interval columns as ``(low, high)`` per row, None where nan (``intervals.as_pair`` of each)."""
+    return [None if a != a or b != b else (a, b) for a, b in zip(lo.tolist(), hi.tolist())]
 
 
 def _quiet_prf(cm: ConfusionMatrix, average: str, kw: dict[str, Any]) -> tuple[Any, Any, Any]:
@@ -486,3 +565,81 @@ class LabelMonitor(Monitor):
             row["predicted_rate"] = json_number(w / total) if total > 0 else None
         out["per_class"] = per_class
         return out
+
+    #: small closed windows are built together (:meth:`snapshot_many`)
+    snapshots_together = True
+
+    def _many_labels(self) -> list | None:
+        """The labels of this monitor's matrix when :meth:`snapshot_many` computes it in its
+        vectorised pass (unit weights, whole-float prediction weights, discovered labels, nothing
+        to fold, ``2 <= K <= MANY_MAX_LABELS``), else None (its own :meth:`snapshot`)."""
+        cm = self.confusion
+        if (self._labels is not None or self._ptotal.__class__ is not float or not cm.count
+                or not cm.unit_weights):
+            return None
+        labels = cm.labels
+        if not 2 <= len(labels) <= MANY_MAX_LABELS:
+            return None
+        if self._max_labels is not None and len(self._held()) > self._max_labels:
+            return None
+        return labels
+
+    @classmethod
+    def snapshot_many(cls, monitors: Sequence[Any], include_state: bool = True) -> list[tuple[Any, ...]]:
+        """:meth:`Monitor.snapshot_many`: the metrics and intervals of the windows of fewer than
+        ``MIN_MEAN_EVENTS`` unit-weight events and at most ``MANY_MAX_LABELS`` labels in one
+        vectorised pass per label count (:func:`label_metrics_many`, :func:`label_intervals_many`),
+        every other window by its own methods; the same records.
+
+        >>> a = LabelMonitor().update_many([{"y_true": "a", "y_pred": "b"}, {"y_true": "b", "y_pred": "b"}])
+        >>> LabelMonitor.snapshot_many([a])[0] == (a.snapshot(), a.to_dict(), a.intervals())
+        True
+        """
+        from streammetrics.kernels.intervals import MIN_MEAN_EVENTS, pairs_record, z_value
+
+        out: list[Any] = [None] * len(monitors)
+        groups: dict[tuple[int, float], list[tuple[int, list]]] = {}
+        for i, m in enumerate(monitors):
+            labels = m._many_labels()
+            if labels is None:
+                metrics = m.snapshot()
+                out[i] = (metrics, m.to_dict() if include_state else None, m.intervals(metrics=metrics))
+            else:
+                groups.setdefault((len(labels), m.confidence), []).append((i, labels))
+        for (k, confidence), members in groups.items():
+            counts = np.zeros((len(members), k, k), dtype=np.float64)
+            for row, (i, labels) in enumerate(members):
+                index = {label: j for j, label in enumerate(labels)}
+                for (t, p), w in monitors[i].confusion.counts().items():
+                    counts[row, index[t], index[p]] += w
+            columns, (precision, recall, f1, support) = label_metrics_many(counts)
+            few = [row for row, (i, _) in enumerate(members) if monitors[i].confusion.count < MIN_MEAN_EVENTS]
+            bounds = label_intervals_many(counts[few], z_value(confidence)) if few else {}
+            at = {row: n for n, row in enumerate(few)}
+            for row, (i, labels) in enumerate(members):
+                m = monitors[i]
+                metrics = {"count": m.count, "total_weight": json_number(m.total_weight)}
+                for name, column in columns.items():
+                    metrics[name] = json_number(column[row])
+                if m._max_labels is not None:
+                    metrics["labels_folded"] = m._folded
+                metrics["per_class"] = m._per_class(labels, precision[row], recall[row], f1[row], support[row])
+                if row in at:
+                    n = at[row]
+                    record = pairs_record({name: bounds[name][n] for name in LABEL_INTERVALS}, confidence)
+                else:
+                    record = m.intervals(metrics=metrics)
+                out[i] = (metrics, m.to_dict() if include_state else None, record)
+        return out
+
+    def _per_class(self, labels: list, precision: list, recall: list, f1: list, support: list) -> dict[str, Any]:
+        """:meth:`snapshot`'s ``per_class`` from the columns of :func:`label_metrics_many`."""
+        per_class: dict[str, Any] = {
+            str(label): {"precision": json_number(precision[j]), "recall": json_number(recall[j]),
+                         "f1": json_number(f1[j]), "support": json_number(support[j])}
+            for j, label in enumerate(labels)}
+        total = self.total_weight
+        for label, weight in _sorted_predicted(self._predicted):
+            row = per_class.setdefault(str(label), {})
+            row["predicted_rate"] = json_number(weight / total) if total > 0 else None
+        return per_class

@@ -418,7 +418,9 @@ class WindowManager:
         # a Monitor with a small form (its protocol: Monitor.small_form) is given its events one by
         # one, and its type builds the small closed windows together (snapshot_many)
         small = isinstance(template, Monitor) and template.small_form
-        self._kind: type[Monitor] | None = type(template) if small else None
+        together = isinstance(template, Monitor) and (small or template.snapshots_together)
+        self._kind: type[Monitor] | None = type(template) if together else None
+        self._packs = small
         self._task = template.task if isinstance(template, Monitor) else None
         self._queue_events = batch and not small
         self._deferred: list[_Closed] = []
@@ -516,7 +518,7 @@ class WindowManager:
         """Whether :meth:`add_columns` is to be given ``items`` in the monitor's small form (a
         monitor with ``Monitor.small_form``: each pane's monitor takes them through
         ``update_items``; ``BinaryMonitor``: the common event as its signed score), else events."""
-        return self._kind is not None
+        return self._packs
 
     def add_columns(self, ts: np.ndarray, key_index: np.ndarray, keys: Sequence[tuple[str, str]],
                     items: np.ndarray, tag_event: Any = None) -> np.ndarray | None:
