@@ -143,12 +143,12 @@ def _nanaverage_rows(values: np.ndarray, weights: np.ndarray | None = None) -> n
     return np.where(mask.all(axis=1), np.nan, np.where(scale == 0.0, fallback, weighted))
 
 
-def label_metrics_many(counts: np.ndarray) -> tuple[dict[str, list], tuple[list, list, list, list]]:
+def label_metrics_many(counts: np.ndarray) -> tuple[dict[str, list], tuple[list, ...]]:
     """:func:`label_metrics` (its metrics from ``accuracy`` on) and :func:`class_report`'s
     precision, recall, F1 and support of many windows at once: ``counts`` ``(n, K, K)``, each
     window's confusion matrix of unit-weight events over its labels seen, in order (``2 <= K <=
-    MANY_MAX_LABELS``, every total > 0). Returns (columns by metric name, per-class rows ``(n, K)``
-    as lists), nan where the scalar path gives None. The same kernels, bit for bit
+    MANY_MAX_LABELS``, every total > 0). Returns (columns by metric name, per-class rows ``(n, K)``)
+    as lists of floats, None where the scalar path gives None. The same kernels, bit for bit
     (``tests/monitors/test_labels_many.py``)."""
     tp = np.ascontiguousarray(np.diagonal(counts, axis1=1, axis2=2))
     pred, true = np.sum(counts, axis=1), np.sum(counts, axis=2)
@@ -168,8 +168,13 @@ def label_metrics_many(counts: np.ndarray) -> tuple[dict[str, list], tuple[list,
             "matthews_corrcoef": matthews_many(true, pred, correct),
             "cohen_kappa": kappa_dense_many(counts),
         }
-    return ({name: col.tolist() for name, col in columns.items()},
-            (p.tolist(), r.tolist(), f.tolist(), support.tolist()))
+    return ({name: _finite(col.tolist()) for name, col in columns.items()},
+            tuple([_finite(row) for row in x.tolist()] for x in (p, r, f, support)))
+
+
+def _finite(values: list[float]) -> list[float | None]:
+    """``json_number`` of each float: itself when finite, else None."""
+    return [x if x - x == 0.0 else None for x in values]
 
 
 def label_intervals_many(counts: np.ndarray, z: float) -> dict[str, list]:
@@ -620,7 +625,7 @@ class LabelMonitor(Monitor):
                 m = monitors[i]
                 metrics = {"count": m.count, "total_weight": json_number(m.total_weight)}
                 for name, column in columns.items():
-                    metrics[name] = json_number(column[row])
+                    metrics[name] = column[row]
                 if m._max_labels is not None:
                     metrics["labels_folded"] = m._folded
                 metrics["per_class"] = m._per_class(labels, precision[row], recall[row], f1[row], support[row])
@@ -633,10 +638,9 @@ class LabelMonitor(Monitor):
         return out
 
     def _per_class(self, labels: list, precision: list, recall: list, f1: list, support: list) -> dict[str, Any]:
-        """:meth:`snapshot`'s ``per_class`` from the columns of :func:`label_metrics_many`."""
+        """:meth:`snapshot`'s ``per_class`` from the rows of :func:`label_metrics_many` (finite or None)."""
         per_class: dict[str, Any] = {
-            str(label): {"precision": json_number(precision[j]), "recall": json_number(recall[j]),
-                         "f1": json_number(f1[j]), "support": json_number(support[j])}
+            str(label): {"precision": precision[j], "recall": recall[j], "f1": f1[j], "support": support[j]}
             for j, label in enumerate(labels)}
         total = self.total_weight
         for label, weight in _sorted_predicted(self._predicted):
