@@ -514,10 +514,10 @@ class ConfusionMatrix(Accumulator):
                 and self._kind in (None, "str") and _plain_strings(y_true, y_pred)):
             # a small unweighted batch of str labels (a window's few events): the cells counted
             # directly, the same state as below (cells are read in label order, never arrival order)
-            n = self._n
+            cells = self._n
             for key in zip(y_true, y_pred):
-                n[key] = n.get(key, 0) + 1
-            if self._kind is None and n:
+                cells[key] = cells.get(key, 0) + 1
+            if self._kind is None and cells:
                 self._set_kind("str")
             return self
         t = as_label_array(y_true, "y_true")

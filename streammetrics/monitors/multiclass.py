@@ -614,7 +614,7 @@ class MulticlassMonitor(Monitor):
         """:meth:`snapshot` from its label metrics (``out``, from ``count`` or ``accuracy`` on) and
         ``per_class`` rows on: the score metrics and per-class rates added."""
         sc = self.scores
-        head = {"count": self.count, "total_weight": json_number(self.total_weight)}
+        head: dict[str, Any] = {"count": self.count, "total_weight": json_number(self.total_weight)}
         head.update((k, v) for k, v in out.items() if k not in head)  # (label_metrics' own count first)
         out = head
         out["top_k_accuracy"] = quiet(sc.top_k_accuracy, k=2) if len(self.classes) > 2 else None
