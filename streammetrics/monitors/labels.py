@@ -572,9 +572,21 @@ class LabelMonitor(Monitor):
 
     def update_events(self, events: Sequence[Event]) -> "LabelMonitor":
         y_true, y_pred = [e.y_true for e in events], [e.y_pred for e in events]
-        self.confusion.update_many(y_true, y_pred, batch_weights(events))  # validates the whole batch first
-        for e in events:
-            self._predict(to_builtin_label(e.y_pred, "y_pred"), float(e.weight))
+        weights = batch_weights(events)
+        self.confusion.update_many(y_true, y_pred, weights)  # validates the whole batch first
+        n = len(events)
+        if weights is None and self._ptotal.__class__ is float and self._ptotal + n <= _FLOAT_EXACT:
+            # unit weights: _predict's float sums, added at once (whole floats: exact)
+            self._pcount += n
+            self._ptotal += float(n)
+            p = self._predicted
+            for label in y_pred:
+                if label.__class__ is not str:
+                    label = to_builtin_label(label, "y_pred")
+                p[label] = p.get(label, 0.0) + 1.0
+        else:
+            for e in events:
+                self._predict(to_builtin_label(e.y_pred, "y_pred"), float(e.weight))
         self._track_many(y_true, y_pred)
         return self
 
@@ -625,8 +637,9 @@ class LabelMonitor(Monitor):
         labels = cm.labels
         if not 2 <= len(labels) <= MANY_MAX_LABELS:
             return None
-        if self._max_labels is not None and len(self._held()) > self._max_labels:
-            return None
+        bound = self._max_labels
+        if bound is not None and len(labels) + len(self._predicted) > bound and len(self._held()) > bound:
+            return None  # (labels held: those of the matrix and the predicted ones)
         return labels
 
     @classmethod
