@@ -68,7 +68,7 @@ from streammetrics.kernels.exact_sum import BUFFER, SMALL, ExactSum, add_rows, a
 from streammetrics.kernels.levels import level_bounds
 from streammetrics.metrics.multiclass_scores import MulticlassScores
 from streammetrics.monitors.base import json_number
-from streammetrics.monitors.reference import ReferenceLevels, distribution_of
+from streammetrics.monitors.reference import ReferenceLevels, distribution_of, merged_states, scores_of
 
 __all__ = [
     "MULTICLASS_METRICS", "PER_CLASS_METRICS", "MulticlassEstimate", "MulticlassReference", "add_estimate_terms",
@@ -100,12 +100,7 @@ def _knots(x: np.ndarray, y: np.ndarray) -> tuple:
 
 
 def multiclass_scores_of(obj: Any) -> MulticlassScores | None:
-    if isinstance(obj, Mapping):
-        obj = from_dict(obj)
-    if isinstance(obj, MulticlassScores):
-        return obj
-    scores = getattr(obj, "scores", None)
-    return scores if isinstance(scores, MulticlassScores) else None
+    return scores_of(obj, MulticlassScores)
 
 
 def _predicted_shares(scores: MulticlassScores) -> np.ndarray:
@@ -364,7 +359,7 @@ class MulticlassReference:
         self.scores = scores.copy()
         self.psi_groups = psi_groups
         self.classes = list(self.scores.classes)
-        binning = self.scores._binning
+        binning = self.scores.binning
         self._levels: list[ReferenceLevels] = []
         self.fits: list[tuple[np.ndarray, np.ndarray]] = []
         for c, (keys, table) in enumerate(self.scores._columns()):
@@ -402,15 +397,7 @@ class MulticlassReference:
     @classmethod
     def from_states(cls, states: Iterable[Any], **options: Any) -> MulticlassReference:
         """Reference of merged ``MulticlassScores`` / ``MulticlassMonitor`` states (or dicts)."""
-        merged: MulticlassScores | None = None
-        for i, state in enumerate(states):
-            acc = multiclass_scores_of(state)
-            if acc is None:
-                raise ValueError(f"states[{i}] holds no MulticlassScores (got {type(state).__name__})")
-            merged = acc.copy() if merged is None else merged.merge(acc)
-        if merged is None:
-            raise ValueError("states is empty")
-        return cls(merged, **options)
+        return cls(merged_states(states, multiclass_scores_of, "MulticlassScores"), **options)
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "MulticlassReference", "version": 1, "config": {"psi_groups": self.psi_groups},
@@ -506,7 +493,7 @@ class MulticlassReference:
             return None
         if hasattr(window, "_pcount") and window.labeled != window.count:
             return None  # labelled histograms miss the unlabelled predictions
-        binning = scores._binning
+        binning = scores.binning
         return [(keys, table.sum(axis=0), binning) for keys, table in scores._columns()]
 
     def drift(self, window: Any) -> dict[str, Any]:
