@@ -86,14 +86,16 @@ METRICS = (
 Histogram = tuple[np.ndarray, np.ndarray, Binning]
 
 
-def binary_scores_of(obj: Any) -> BinaryScores | None:
-    """The BinaryScores of a labelled window / saved state (None if it has none)."""
+def scores_of(obj: Any, cls: type) -> Any:
+    """The ``cls`` accumulator of a labelled window / saved state (None if it has none)."""
     if isinstance(obj, Mapping):
         obj = from_dict(obj)
-    if isinstance(obj, BinaryScores):
-        return obj
-    scores = getattr(obj, "scores", None)
-    return scores if isinstance(scores, BinaryScores) else None
+    scores = obj if isinstance(obj, cls) else getattr(obj, "scores", None)
+    return scores if isinstance(scores, cls) else None
+
+
+def binary_scores_of(obj: Any) -> BinaryScores | None:
+    return scores_of(obj, BinaryScores)
 
 
 class _SmallWindow:
