@@ -5,33 +5,15 @@ named as in contract section 2; ``segment``, ``weight`` and ``id`` optional; oth
 ``fields=`` like ``--field``) into one row per (model, segment, window) whose string column
 ``snapshot`` is the JSON line ``replay`` prints for the same events taken in time order.
 
-Only monitor states cross the network, never rows (the whylogs pattern):
-
-1. ``mapInArrow`` parses each partition's rows with the parser ``replay`` uses
-   (:class:`~streammetrics.events.parser.EventParser`, so a bad row gets replay's reason; for the
-   binary task, well-typed rows that parser surely accepts are read as Arrow columns instead, one
-   batch update per key and pane), and accumulates one monitor per (key, pane) of that partition;
-   it emits each partial state (``to_dict`` as JSON) once per window holding the pane, plus
-   per-reason counts of rejected rows;
-2. ``groupBy(model, segment, window).applyInPandas`` merges the partial states of each pane,
-   then the panes of the window in pane order (as :class:`~streammetrics.stream.windows.WindowManager`
-   does), and builds the snapshot with the window engine's own snapshot code.
-
-No RDD or SparkContext is used (Spark Connect and Databricks serverless work), and no
-grouped-aggregate pandas UDF (those ship every row to its group). The shuffle holds at most
-``partitions x keys x panes x windows-per-pane`` states (~1-40 KB of JSON each).
-
-Equal to replay: the snapshot lines are byte-identical for every task, weights (any floats)
-and segments included: every float sum in the states is exact (:mod:`streammetrics.kernels.exact_sum`:
-log-loss, Brier, score and regression sums; :mod:`streammetrics.kernels.exact_weights`: summed
-weights in confusion cells, histogram bins, class and prediction totals), so states are
-functions of the multiset of events, whatever the partitioning or merge order. "Time order":
-replay over the events sorted by ``ts`` sees no late event, so ``late`` is 0 and every window is
-final; ``max_future`` (a wall-clock bound of the live service) does not apply.
-
-Delayed labels (contract section 5): ``label_events=`` a DataFrame of ``{id, y_true, ts}``
-joined by ``id`` before windowing; each window's snapshot is replay's last revision, revision
-number included (a function of the timestamps: see :func:`window_snapshots`).
+Only monitor states cross the network, never rows: ``mapInArrow`` parses each partition's rows
+with replay's parser (binary rows of well-typed columns as Arrow columns) into one monitor per
+(key, pane) and emits their states, then ``groupBy(model, segment, window).applyInPandas`` merges
+each window's panes in pane order and builds the snapshot with the window engine's own code. No
+RDD or SparkContext (Spark Connect and Databricks serverless work). Snapshot lines equal
+replay's byte for byte because every float sum in the states is exact
+(:mod:`streammetrics.kernels.exact_sum`, :mod:`streammetrics.kernels.exact_weights`); events in
+time order are never late (``late`` is 0) and ``max_future`` does not apply. Delayed labels:
+``label_events=`` (see :func:`window_snapshots`). More in ``docs/guide/spark.md``.
 
 A Structured Streaming job writes the snapshots of each micro-batch with ``foreachBatch``::
 

@@ -39,13 +39,12 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.exceptions import undefined
 
 __all__ = [
     "NORMS",
@@ -98,12 +97,7 @@ def torch_linspace(n_bins: int) -> np.ndarray:
 
 
 def _undefined() -> float:
-    warnings.warn(
-        "No event with a non-zero weight: the calibration error is not defined.",
-        UndefinedMetricWarning,
-        stacklevel=3,
-    )
-    return math.nan
+    return undefined("No event with a non-zero weight: the calibration error is not defined.", 3)
 
 
 def calibration_error(

@@ -46,6 +46,7 @@ __all__ = [
     "coarsen_all",
     "collapse",
     "bound",
+    "merge_into",
     "table_to_grid",
     "to_grid",
     "histograms_to_json",
@@ -428,6 +429,31 @@ def bound(
     if binning.exact and sum(len(h) for h in hists) > max_bins:
         binning = to_grid(hists, LogGridBinning(finest))
     return collapse(hists, max_bins)
+
+
+def merge_into(binning: Binning, hists: Sequence[ScoreHistogram], their_binning: Binning,
+               theirs: Sequence[ScoreHistogram], units: bool, finest: int | None, max_bins: int | None) -> Binning:
+    """Add ``theirs`` (on ``their_binning``; left unchanged) to ``hists`` (on ``binning``; in units
+    mode if ``units``), both on the coarser of the two grids (an exact side moves to the finest
+    grid if the other is on a grid), then :func:`bound`; return the binning in force."""
+    convert = units and not units_mode(theirs)
+    if convert or not (binning.exact and their_binning.exact):  # theirs change: copies
+        theirs = [h.copy() for h in theirs]
+    if convert:
+        to_units(theirs)
+    if binning.exact and not their_binning.exact:
+        assert finest is not None  # exact=True accumulators never meet a grid
+        binning = to_grid(hists, LogGridBinning(finest))
+    if isinstance(binning, LogGridBinning):
+        if their_binning.exact:  # straight to this grid: nested grids of ceiling keys, so the same
+            to_grid(theirs, binning)  # keys as the finest grid coarsened (LogGridBinning.coarsen_keys)
+        while theirs[0].binning.bins > binning.bins:  # type: ignore[attr-defined]  # a log grid now
+            coarsen_all(theirs)
+        while binning.bins > theirs[0].binning.bins:  # type: ignore[attr-defined]
+            binning = coarsen_all(hists)
+    for h, other in zip(hists, theirs):
+        h.merge(other)
+    return bound(binning, hists, finest, max_bins)
 
 
 def collapse(hists: Sequence[ScoreHistogram], max_bins: int) -> Binning:

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Hashable, Iterator, Mapping
 import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
-from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.exceptions import UndefinedMetricWarning, undefined
 from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.core.validation import (
     as_float_array,
@@ -77,6 +77,7 @@ from streammetrics.kernels.histogram import (
     histograms_to_json,
     insert_table,
     levels_of_table,
+    merge_into,
     table_to_grid,
     to_grid,
     units_mode,
@@ -167,34 +168,10 @@ def _fresh_histograms(acc: "BinaryScores") -> tuple[Binning, ScoreHistogram, Sco
     return binning, ScoreHistogram(binning), ScoreHistogram(binning)
 
 
-def _finest_grid(acc: Any) -> LogGridBinning:
-    """The finest grid of an accumulator that is exact only while small."""
-    assert acc._finest is not None  # exact=True accumulators never meet a grid
-    return LogGridBinning(acc._finest)
-
-
 def _merge_histograms(mine: tuple, theirs: tuple, acc: "BinaryScores") -> tuple:
-    """Bring both to the coarser of the two grids (an exact side moves to the finest grid
-    if the other is on a grid), add, then bound by ``max_bins`` (see :func:`~streammetrics.kernels.histogram.bound`)."""
+    # (_check_merge moved self to units if other is)
     binning, neg, pos = mine
-    other = [theirs[1], theirs[2]]
-    convert = acc._units and not units_mode(other)  # (_check_merge moved self to units if other is)
-    if convert or not (binning.exact and theirs[0].exact):  # other's histograms change: copies
-        other = [h.copy() for h in other]
-    if convert:
-        histograms_to_units(other)
-    if binning.exact and not theirs[0].exact:
-        binning = to_grid([neg, pos], _finest_grid(acc))
-    if not binning.exact:
-        if theirs[0].exact:  # straight to this grid: nested grids of ceiling keys, so the same
-            to_grid(other, binning)  # keys as the finest grid coarsened (LogGridBinning.coarsen_keys)
-        while other[0].binning.bins > binning.bins:
-            coarsen_all(other)
-        while binning.bins > other[0].binning.bins:
-            binning = coarsen_all([neg, pos])
-    neg.merge(other[0])
-    pos.merge(other[1])
-    return bound(binning, [neg, pos], acc._finest, acc._max_bins), neg, pos
+    return merge_into(binning, [neg, pos], theirs[0], theirs[1:], acc._units, acc._finest, acc._max_bins), neg, pos
 
 
 def _encode_histograms(value: tuple, acc: "BinaryScores") -> tuple:
@@ -1187,8 +1164,7 @@ class BinaryScores(Accumulator):
         AUC. nan with an UndefinedMetricWarning when no event or only one class has been seen."""
         ranking.check_max_fpr(max_fpr)
         if not self.count:
-            warnings.warn("No event: ROC AUC is not defined.", UndefinedMetricWarning, stacklevel=2)
-            return math.nan
+            return undefined("No event: ROC AUC is not defined.", 2)
         if self._one_class():
             return ranking.warn_one_class()
         keys, w, memo = self._aligned()
@@ -1268,12 +1244,7 @@ class BinaryScores(Accumulator):
                 f"outside it were seen (lowest below 0: {lo!r}, highest above 1: {hi!r})"
             )
         if not self.total_weight > 0:
-            warnings.warn(
-                f"No event with a non-zero weight: {name} is not defined.",
-                UndefinedMetricWarning,
-                stacklevel=3,
-            )
-            return math.nan
+            return undefined(f"No event with a non-zero weight: {name} is not defined.", 3)
         return total / self.total_weight
 
     def log_loss(self) -> float:

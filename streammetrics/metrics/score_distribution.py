@@ -28,13 +28,12 @@ weight is whole and the total weight at most 2**52 (float sums exact), else exac
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any, Mapping
 
 import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
-from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.exceptions import undefined
 from streammetrics.core.state import Field, describe
 from streammetrics.core.validation import as_float_array, as_weight_array, check_number, check_weight
 from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning, bit_views, make_binning
@@ -66,6 +65,7 @@ from streammetrics.kernels.histogram import (
     histograms_to_json,
     insert_table,
     levels_of_table,
+    merge_into,
     table_to_grid,
     to_grid,
     units_mode,
@@ -89,31 +89,10 @@ def _fresh(acc: "ScoreDistribution") -> tuple[Binning, ScoreHistogram]:
     return binning, ScoreHistogram(binning)
 
 
-def _finest_grid(acc: Any) -> LogGridBinning:
-    """The finest grid of an accumulator that is exact only while small."""
-    assert acc._finest is not None  # exact=True accumulators never meet a grid
-    return LogGridBinning(acc._finest)
-
-
 def _merge_hist(mine: tuple, theirs: tuple, acc: "ScoreDistribution") -> tuple:
+    # (_check_merge moved self to units if other is)
     binning, hist = mine
-    other = theirs[1]
-    convert = acc._units and not units_mode([other])  # (_check_merge moved self to units if other is)
-    if convert or not (binning.exact and theirs[0].exact):  # other's histogram changes: a copy
-        other = other.copy()
-    if convert:
-        histograms_to_units([other])
-    if binning.exact and not theirs[0].exact:
-        binning = to_grid([hist], _finest_grid(acc))
-    if not binning.exact:
-        if other.binning.exact:  # straight to this grid: nested grids of ceiling keys, so the
-            to_grid([other], binning)  # same keys as the finest grid coarsened (LogGridBinning.coarsen_keys)
-        while other.binning.bins > binning.bins:
-            coarsen_all([other])
-        while binning.bins > other.binning.bins:
-            binning = coarsen_all([hist])
-    hist.merge(other)
-    return bound(binning, [hist], acc._finest, acc._max_bins), hist
+    return merge_into(binning, [hist], theirs[0], [theirs[1]], acc._units, acc._finest, acc._max_bins), hist
 
 
 def _encode_hist(value: tuple, acc: "ScoreDistribution") -> tuple:
@@ -467,9 +446,7 @@ class ScoreDistribution(Accumulator):
     def _ratio(self, name: str, value: float) -> float:
         total = self.total_weight
         if not total > 0:
-            warnings.warn(f"No prediction with a non-zero weight: {name} is not defined.",
-                          UndefinedMetricWarning, stacklevel=3)
-            return math.nan
+            return undefined(f"No prediction with a non-zero weight: {name} is not defined.", 3)
         return value / total
 
     def whole_weights(self) -> dict | None:

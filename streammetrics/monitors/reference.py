@@ -6,27 +6,12 @@ positive score histograms; bounded by its ``max_bins``, or exact with ``exact=Tr
 built from arrays (:meth:`Reference.from_arrays`) or merged from saved states
 (:meth:`Reference.from_states`: ``BinaryScores`` / ``BinaryMonitor`` objects or their
 ``to_dict()``). From it the reference keeps its levels and the isotonic calibration map;
-windows are compared through their score histogram only:
+windows are compared through their score histogram only.
 
-==========================  =================================================================
-metric                      definition (kernel)
-==========================  =================================================================
-``drift_ks``                ``scipy.stats.ks_2samp(window, reference).statistic``
-                            (:func:`~streammetrics.kernels.drift.ks`); on bins the KS of the
-                            bins' smallest scores, with ``drift_ks_low``/``drift_ks_high``
-                            guaranteed to hold the events' value
-``drift_wasserstein``       ``scipy.stats.wasserstein_distance`` with weights; on bins the
-                            value with every event at its bin's midpoint, and guaranteed
-                            ``drift_wasserstein_low``/``drift_wasserstein_high``
-``drift_psi``, ``drift_js`` PSI (natural log, empty shares 1e-4) and Jensen-Shannon distance
-                            (base 2) on the reference's weighted deciles (``psi_groups=10``)
-``estimated_*``             NannyML's CBPE: ``roc_auc``, ``accuracy``, ``precision``,
-                            ``recall``, ``f1`` of ``score >= threshold`` from the reference's
-                            isotonic calibration (:mod:`~streammetrics.kernels.cbpe`)
-``ece``                     torchmetrics' binary calibration error (``ece_bins=15``,
-                            ``ece_norm="l1"``) of a *labelled* window, ``ece_low``/``ece_high``
-                            its bounds (equal when the window's state is exact)
-==========================  =================================================================
+The metrics (``drift_ks``, ``drift_wasserstein``, ``drift_psi``, ``drift_js`` with their
+bounds, NannyML's CBPE ``estimated_*``, torchmetrics' ``ece``) and their definitions:
+``docs/guide/label-free.md``; the kernels are :mod:`~streammetrics.kernels.drift`,
+:mod:`~streammetrics.kernels.cbpe` and :mod:`~streammetrics.kernels.calibration`.
 
 A window is a ``BinaryScores`` or ``BinaryMonitor`` (labelled: every metric), a
 ``ScoreDistribution`` (anything with ``histogram()`` and ``bins_per_octave``), a
@@ -37,18 +22,12 @@ exact stay exact, otherwise drift is computed on the coarser of their log grids.
 (an empty window, a label-free window's ``ece``); the per-family methods return nan with an
 :class:`~streammetrics.core.exceptions.UndefinedMetricWarning` instead.
 
-In snapshots (``streammetrics replay|consume --reference FILE``):
-:func:`streammetrics.stream.references.load_references`
-reads one reference per ``(model, segment)`` (binary :class:`Reference`, or
-:class:`~streammetrics.monitors.reference_multiclass.MulticlassReference` with
-``--task multiclass``), at most ``max_references`` of them (``--max-references``, default
-10,000; a file with more keys is a ``ValueError`` naming the limit), and
-:func:`snapshot_metrics` is the snapshot hook (``PipelineConfig(references=...)``) adding
-:meth:`Reference.metrics` of each window's monitor to its ``metrics``, the same names as
-null for keys without a reference. Each reference is compact state: a ``BinaryScores``
-(binned: at most ``max_bins=4096`` keys per histogram; the file's events are not kept) and
-its isotonic fit (one knot pair per level), so memory is bounded by
-``max_references * (2 * 4096 + 2 * 4096)`` numbers whatever the file's size.
+In snapshots (``--reference FILE``): :func:`streammetrics.stream.references.load_references`
+reads one reference per ``(model, segment)`` (at most ``max_references``, default 10,000; more
+is a ``ValueError``) and :func:`snapshot_metrics` adds :meth:`Reference.metrics` of each
+window's monitor to its ``metrics`` (the same names as null for keys without a reference).
+Each reference is compact state (a bounded ``BinaryScores`` and its isotonic fit), whatever
+the size of its file.
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
@@ -107,14 +86,16 @@ METRICS = (
 Histogram = tuple[np.ndarray, np.ndarray, Binning]
 
 
-def binary_scores_of(obj: Any) -> BinaryScores | None:
-    """The BinaryScores of a labelled window / saved state (None if it has none)."""
+def scores_of(obj: Any, cls: type) -> Any:
+    """The ``cls`` accumulator of a labelled window / saved state (None if it has none)."""
     if isinstance(obj, Mapping):
         obj = from_dict(obj)
-    if isinstance(obj, BinaryScores):
-        return obj
-    scores = getattr(obj, "scores", None)
-    return scores if isinstance(scores, BinaryScores) else None
+    scores = obj if isinstance(obj, cls) else getattr(obj, "scores", None)
+    return scores if isinstance(scores, cls) else None
+
+
+def binary_scores_of(obj: Any) -> BinaryScores | None:
+    return scores_of(obj, BinaryScores)
 
 
 class _SmallWindow:

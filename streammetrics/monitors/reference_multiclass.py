@@ -68,7 +68,7 @@ from streammetrics.kernels.exact_sum import BUFFER, SMALL, ExactSum, add_rows, a
 from streammetrics.kernels.levels import level_bounds
 from streammetrics.metrics.multiclass_scores import MulticlassScores
 from streammetrics.monitors.base import json_number
-from streammetrics.monitors.reference import ReferenceLevels, distribution_of, merged_states
+from streammetrics.monitors.reference import ReferenceLevels, distribution_of, merged_states, scores_of
 
 __all__ = [
     "MULTICLASS_METRICS", "PER_CLASS_METRICS", "MulticlassEstimate", "MulticlassReference", "add_estimate_terms",
@@ -100,12 +100,7 @@ def _knots(x: np.ndarray, y: np.ndarray) -> tuple:
 
 
 def multiclass_scores_of(obj: Any) -> MulticlassScores | None:
-    if isinstance(obj, Mapping):
-        obj = from_dict(obj)
-    if isinstance(obj, MulticlassScores):
-        return obj
-    scores = getattr(obj, "scores", None)
-    return scores if isinstance(scores, MulticlassScores) else None
+    return scores_of(obj, MulticlassScores)
 
 
 def _predicted_shares(scores: MulticlassScores) -> np.ndarray:
