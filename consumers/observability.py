@@ -98,7 +98,8 @@ class _Exported:
     """One exported key's gauges: the newest window's event count (admission), and per group
     (label-free, label-based) the metric names set and the end of the window they come from."""
 
-    __slots__ = ("count", "window_end", "free_names", "free_end", "labelled_names", "final_end", "seq")
+    __slots__ = ("count", "window_end", "free_names", "free_end", "labelled_names", "final_end", "seq",
+                 "gauges", "bounds")
 
     def __init__(self) -> None:
         self.count = 0
@@ -106,6 +107,11 @@ class _Exported:
         self.window_end = self.free_end = self.final_end = float("-inf")
         self.free_names: tuple[str, ...] = ()
         self.labelled_names: tuple[str, ...] = ()
+        # the labelled children set for this key (prometheus-client's ``labels()`` validates and
+        # looks up on every call; a child is set directly until its name is removed): metric name ->
+        # (window_metric child, its kind's child), and -> (low, high) for the names with an interval
+        self.gauges: dict[str, tuple[Any, Any]] = {}
+        self.bounds: dict[str, tuple[Any, ...]] = {}
 
 
 #: alert series (model, segment, rule) exported at most; past it resolved ones are forgotten first
@@ -304,11 +310,11 @@ class ServiceMetrics:
             self.keys_exported.set(len(self._exported))
         entry = self._exported[key]
         if end >= entry.free_end and (free or final):
-            self._replace(key, entry.free_names, free, metrics)
+            self._replace(key, entry, entry.free_names, free, metrics)
             entry.free_names, entry.free_end = free, end
         if final and end >= entry.final_end:
             labelled = tuple(name for name in names if not name.startswith(LABEL_FREE_PREFIXES))
-            self._replace(key, entry.labelled_names, labelled, metrics, snapshot.get("intervals") or {})
+            self._replace(key, entry, entry.labelled_names, labelled, metrics, snapshot.get("intervals") or {})
             entry.labelled_names, entry.final_end = labelled, end
         if end >= entry.window_end:
             if entry.count != count:
@@ -339,28 +345,46 @@ class ServiceMetrics:
                 return key
             heapq.heappop(heap)
 
-    def _replace(self, key: tuple[str, str], old: tuple[str, ...], new: tuple[str, ...],
+    def _replace(self, key: tuple[str, str], entry: _Exported, old: tuple[str, ...], new: tuple[str, ...],
                  metrics: dict[str, Any], intervals: dict[str, Any] | None = None) -> None:
-        for name in set(old) - set(new):
-            self.window_metric.remove(key[0], key[1], name)
-            self.window_kinds[metric_kind(name)].remove(key[0], key[1], name)
+        """Set ``key``'s gauges of the names ``new`` (one group's: they replace its ``old``) and,
+        for label-based ones (``intervals``), their ``_low``/``_high`` gauges; names gone are removed."""
+        model, segment = key
+        gauges = entry.gauges
+        fresh = set(new)
+        for name in set(old) - fresh:
+            del gauges[name]
+            self.window_metric.remove(model, segment, name)
+            self.window_kinds[metric_kind(name)].remove(model, segment, name)
         for name in new:
-            self.window_metric.labels(key[0], key[1], name).set(metrics[name])
-            self.window_kinds[metric_kind(name)].labels(key[0], key[1], name).set(metrics[name])
-        if intervals is not None:  # (labelled metrics: their _low/_high gauges follow them)
-            for name in (*old, *new):
-                pair = intervals.get(name) if name in new else None
-                for gauge, i in zip(self.window_bounds, (0, 1)):
-                    if isinstance(pair, list) and len(pair) == 2:
-                        gauge.labels(key[0], key[1], name).set(pair[i])
-                    else:
-                        gauge.remove(key[0], key[1], name)
+            children = gauges.get(name)
+            if children is None:
+                children = gauges[name] = (self.window_metric.labels(model, segment, name),
+                                           self.window_kinds[metric_kind(name)].labels(model, segment, name))
+            value = metrics[name]
+            children[0].set(value)
+            children[1].set(value)
+        if intervals is None:
+            return
+        bounds = entry.bounds
+        for name in dict.fromkeys((*old, *new)):
+            pair = intervals.get(name) if name in fresh else None
+            if isinstance(pair, list) and len(pair) == 2:
+                children = bounds.get(name)
+                if children is None:
+                    children = bounds[name] = tuple(g.labels(model, segment, name) for g in self.window_bounds)
+                children[0].set(pair[0])
+                children[1].set(pair[1])
+            elif bounds.pop(name, None) is not None:  # (never set: nothing to remove)
+                for gauge in self.window_bounds:
+                    gauge.remove(model, segment, name)
 
     def _forget(self, key: tuple[str, str]) -> None:
         entry = self._exported.pop(key)
-        for name in (*entry.free_names, *entry.labelled_names):
+        for name in entry.gauges:
             self.window_metric.remove(key[0], key[1], name)
             self.window_kinds[metric_kind(name)].remove(key[0], key[1], name)
+        for name in entry.bounds:
             for gauge in self.window_bounds:
                 gauge.remove(key[0], key[1], name)
         if entry.window_end > float("-inf"):

@@ -11,6 +11,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from streammetrics.stream.windows import parse_duration
 
@@ -53,28 +54,27 @@ def _duration(name: str) -> Callable[[str], float]:
     return parse
 
 
-def _positive_int(name: str) -> Callable[[str], int]:
-    def parse(text: str) -> int:
+def _number(name: str, convert: Callable[[str], Any], ok: Callable[[Any], bool], what: str,
+            unparsed: str | None = None) -> Callable[[str], Any]:
+    """A flag's parser: ``convert(text)`` if ``ok`` of it, else "NAME must be WHAT" (``unparsed``
+    where ``convert`` fails; WHAT when not given: a float's "nan" then fails ``ok``)."""
+    def parse(text: str) -> Any:
         try:
-            value = int(text)
+            value = convert(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a whole number, got {text!r}") from None
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"{name} must be 0 or more, got {text!r}")
+            raise argparse.ArgumentTypeError(f"{name} must be {unparsed or what}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{name} must be {what}, got {text!r}")
         return value
 
     return parse
 
 
-def _labels_bound(text: str) -> int:
-    """``--max-labels``: a whole number of at least 2."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--max-labels must be a whole number, got {text!r}") from None
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"--max-labels must be 2 or more, got {text!r}")
-    return value
+def _positive_int(name: str) -> Callable[[str], int]:
+    return _number(name, int, lambda v: v >= 0, "0 or more", "a whole number")
+
+
+_labels_bound = _number("--max-labels", int, lambda v: v >= 2, "2 or more", "a whole number")
 
 
 def _label_list(text: str) -> list:
@@ -151,27 +151,11 @@ def _add_task_options(p: argparse.ArgumentParser, replay: bool = False) -> None:
 
 
 def _share(name: str) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not 0.0 < value <= 1.0:
-            raise argparse.ArgumentTypeError(f"{name} must be a number above 0 and at most 1, got {text!r}")
-        return value
-    return parse
+    return _number(name, float, lambda v: 0.0 < v <= 1.0, "a number above 0 and at most 1")
 
 
 def _open_unit(name: str) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not 0.0 < value < 1.0:
-            raise argparse.ArgumentTypeError(f"{name} must be a number strictly between 0 and 1, got {text!r}")
-        return value
-    return parse
+    return _number(name, float, lambda v: 0.0 < v < 1.0, "a number strictly between 0 and 1")
 
 
 def _add_alert_options(p: argparse.ArgumentParser, output: str) -> None:
@@ -194,29 +178,11 @@ def _add_alert_options(p: argparse.ArgumentParser, output: str) -> None:
 
 
 def _rate(name: str) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number in [0, 1], got {text!r}") from None
-        if not 0.0 <= value <= 1.0:
-            raise argparse.ArgumentTypeError(f"{name} must be a number in [0, 1], got {text!r}")
-        return value
-
-    return parse
+    return _number(name, float, lambda v: 0.0 <= v <= 1.0, "a number in [0, 1]")
 
 
 def _cost(name: str) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = -1.0
-        if not 0.0 <= value < float("inf"):
-            raise argparse.ArgumentTypeError(f"{name} must be a finite number >= 0, got {text!r}")
-        return value
-
-    return parse
+    return _number(name, float, lambda v: 0.0 <= v < math.inf, "a finite number >= 0")
 
 
 def _add_slice_options(p: argparse.ArgumentParser) -> None:

@@ -7,7 +7,10 @@ treats both libraries alike, without streammetrics importing scikit-learn.
 """
 from __future__ import annotations
 
-__all__ = ["InvalidEvent", "UndefinedMetricWarning"]
+import math
+import warnings
+
+__all__ = ["InvalidEvent", "UndefinedMetricWarning", "undefined"]
 
 
 class UndefinedMetricWarning(UserWarning):
@@ -21,3 +24,10 @@ class InvalidEvent(ValueError):
     def __init__(self, reason: str, field: str) -> None:
         super().__init__(reason)
         self.field = field
+
+
+def undefined(message: str, stacklevel: int = 2) -> float:
+    """Warn ``message`` as an :class:`UndefinedMetricWarning` (``stacklevel`` counted from the
+    caller, as ``warnings.warn`` would take it there) and return nan."""
+    warnings.warn(message, UndefinedMetricWarning, stacklevel=stacklevel + 1)
+    return math.nan

@@ -241,10 +241,6 @@ class Kind:
     decode: Callable[..., Any] | None
 
 
-def _sub_decode(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> Any:  # pragma: no cover - needs a type
-    raise NotImplementedError
-
-
 KINDS: dict[str, Kind] = {
     # a non-negative int summed by merge (event counts)
     "count": Kind(_add, _same, _same, _count),

@@ -97,8 +97,6 @@ try:  # the optional accelerator (see the module docstring)
 except ImportError:  # pragma: no cover - exercised where msgspec is absent
     FAST_DECODE = None
 
-_FAST_DECODE = FAST_DECODE  # former private name
-
 
 def decode_value(value: bytes | bytearray | memoryview | str, fast_decode: Any = FAST_DECODE) -> Any:
     """The JSON value of ``value``, or a :class:`Rejection` (code ``invalid_json``); never raises.

@@ -26,8 +26,8 @@ MAX_NAME_LENGTH = 1000
 #: largest event weight accepted: sums of any realistic number of events stay far from overflow
 MAX_WEIGHT = 1e15
 
-_TS_MIN = -62135596800.0  # 0001-01-01T00:00:00Z
-_TS_MAX = 253402300800.0  # 10000-01-01T00:00:00Z (exclusive)
+TS_MIN = -62135596800.0  # 0001-01-01T00:00:00Z
+TS_MAX = 253402300800.0  # 10000-01-01T00:00:00Z (exclusive)
 _INF = math.inf
 _UTC = timezone.utc
 _fromiso = datetime.fromisoformat
@@ -103,9 +103,9 @@ def _iso_to_epoch(text: str) -> float | str:
         t = dt.timestamp()
     except (OverflowError, ValueError, OSError):
         return f"is out of range (years 1-9999 in UTC), got {_describe(original)}"
-    if not _TS_MIN <= t < _TS_MAX:
+    if not TS_MIN <= t < TS_MAX:
         return (f"is out of range, got {_describe(original)}: as float epoch seconds it is {t!r}, "
-                "outside years 1-9999 (float rounding at the end of year 9999)" if t == _TS_MAX else
+                "outside years 1-9999 (float rounding at the end of year 9999)" if t == TS_MAX else
                 f"is out of range (years 1-9999 in UTC), got {_describe(original)}")
     return t
 
@@ -276,10 +276,10 @@ def build_field_parser(
             ts = get(k_ts, missing)
             cls = ts.__class__
             if cls is float:
-                if not _TS_MIN <= ts < _TS_MAX:
+                if not TS_MIN <= ts < TS_MAX:
                     return reject_ts(ts)
             elif cls is int:
-                if not _TS_MIN <= ts < _TS_MAX:
+                if not TS_MIN <= ts < TS_MAX:
                     return reject_ts(ts)
                 ts = float(ts)
             elif cls is str:
@@ -294,7 +294,7 @@ def build_field_parser(
                 ts = 0.0
             else:
                 t = _as_finite(ts)
-                if t is None or not _TS_MIN <= t < _TS_MAX:
+                if t is None or not TS_MIN <= t < TS_MAX:
                     return reject_ts(ts)
                 ts = t
             # --- model, segment

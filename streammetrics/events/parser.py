@@ -54,10 +54,8 @@ from typing import Any
 
 from streammetrics.core.validation import labels_from_json
 from streammetrics.events.decoding import (
-    _FAST_DECODE,
     FAST_DECODE,
     MAX_NESTING,
-    _too_deep,
     decode_value,
 )
 from streammetrics.events.fields import (
@@ -73,7 +71,6 @@ from streammetrics.events.records import REJECTION_CODES, Event, Rejection
 
 __all__ = ["FIELDS", "MAX_NAME_LENGTH", "MAX_NESTING", "MAX_WEIGHT", "REJECTION_CODES", "TASKS", "Event",
            "EventParser", "Rejection", "parse_field_map"]
-__all__ += ["_FAST_DECODE", "_too_deep"]  # former private names, kept importable from here
 
 
 class EventParser:

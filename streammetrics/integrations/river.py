@@ -29,30 +29,12 @@ MulticlassScores     ``MultiClassMetric``      probability dict     classifiers
 Regression           ``RegressionMetric``      a number             regressors
 ===================  ========================  ===================  ==========================
 
-Binary truth is ``y_true == pos_val`` (river's convention; default ``True``, which
-also matches the int labels 0/1; any other label with the default ``pos_val`` is an
-error rather than a silent negative). The positive score is read from a probability
-dict as ``y_pred[pos_val]``; a dict that lacks ``pos_val`` (river models omit classes
-they have not seen yet) gives ``1 - sum(other probabilities)`` clipped to [0, 1]. A
-multiclass dict gives 0 to the ``classes`` it lacks; a class outside ``classes`` with a
-non-zero probability is an error.
-
-``get()`` returns the accumulator's metric as a float. Where the accumulator's value
-is undefined (nan: no event yet, one class only for ROC AUC, ...), ``get()`` returns
-``undefined``, by default ``0.0`` as river's own metrics do (``ROCAUC``, ``LogLoss``,
-``F1``, ``MAE``... all give 0.0 before they are defined), so that river's reports and
-model selection, which compare ``get()`` values, keep working; pass
-``undefined=math.nan`` to see nan instead. ``get()`` does not emit the accumulator's
-``UndefinedMetricWarning`` (river polls ``get()`` at every checkpoint); errors
-(``ValueError``, e.g. a log loss after scores outside [0, 1]) propagate.
-
-``revert`` calls the accumulator's ``remove`` (``ConfusionMatrix``, ``BinaryScores``
-and ``Regression`` have one); it raises ``NotImplementedError`` for ``MulticlassScores``
-and for ``Regression``'s ``max_error`` (a maximum cannot be un-taken).
-
-The wrapper updates the accumulator it was given (not a copy): read any other metric of
-it at any time through :attr:`RiverMetric.accumulator`. ``clone()`` gives a wrapper on an
-empty copy of it.
+Binary truth is ``y_true == pos_val`` (river's convention; default ``True``, which also matches
+0/1); the positive score is ``y_pred[pos_val]``, or ``1 - sum(other probabilities)`` clipped to
+[0, 1] when a river model has not seen ``pos_val`` yet. ``get()`` returns ``undefined`` (default
+``0.0``, as river's own metrics) where the accumulator's value is nan, so river's model selection
+keeps comparing numbers; ``revert`` calls the accumulator's ``remove``. The wrapper updates the
+accumulator it was given: read its other metrics through :attr:`RiverMetric.accumulator`.
 """
 from __future__ import annotations
 
@@ -390,11 +372,6 @@ class RegressionMetric(RiverMetric, _river_metrics.RegressionMetric):
     def _default_accumulator(self) -> Accumulator:
         return Regression()
 
-    def revert(self, y_true: Any, y_pred: Any, w: float = 1.0) -> None:
-        """Remove one event added by :meth:`update` (``Regression.remove``)."""
-        self._check_reversible()
-        self.accumulator.remove(y_true, y_pred, w)  # type: ignore[attr-defined]
-
     def works_with(self, model: Any) -> bool:
         """Regressors."""
         return isinstance(model, _river_base.Regressor)
@@ -426,29 +403,31 @@ class ROCAUC(BinaryScoresMetric):
         self.max_fpr = max_fpr
 
 
-class AveragePrecision(BinaryScoresMetric):
-    """Average precision, scikit-learn's step sum (``BinaryScores.average_precision``)."""
+class _BinaryConvenience(BinaryScoresMetric):
+    _metric = ""
 
     def __init__(self, accumulator: BinaryScores | None = None, pos_val: Hashable = True,
                  undefined: float = 0.0) -> None:
-        super().__init__(accumulator, "average_precision", pos_val, undefined)
+        super().__init__(accumulator, self._metric, pos_val, undefined)
 
 
-class LogLoss(BinaryScoresMetric):
+class AveragePrecision(_BinaryConvenience):
+    """Average precision, scikit-learn's step sum (``BinaryScores.average_precision``)."""
+
+    _metric = "average_precision"
+
+
+class LogLoss(_BinaryConvenience):
     """Mean of ``-log p`` of the true class, clipped at float64 eps as scikit-learn
     (river's ``LogLoss`` clips at 1e-15) (``BinaryScores.log_loss``)."""
 
-    def __init__(self, accumulator: BinaryScores | None = None, pos_val: Hashable = True,
-                 undefined: float = 0.0) -> None:
-        super().__init__(accumulator, "log_loss", pos_val, undefined)
+    _metric = "log_loss"
 
 
-class BrierScore(BinaryScoresMetric):
+class BrierScore(_BinaryConvenience):
     """Mean of ``(y - p)**2`` (``BinaryScores.brier_score``)."""
 
-    def __init__(self, accumulator: BinaryScores | None = None, pos_val: Hashable = True,
-                 undefined: float = 0.0) -> None:
-        super().__init__(accumulator, "brier_score", pos_val, undefined)
+    _metric = "brier_score"
 
 
 # ----------------------------------------------------------------------------- labels
@@ -496,51 +475,48 @@ class FBeta(ConfusionMatrixMetric):
         self.pos_val = pos_val
 
 
-class _AveragedF1(ConfusionMatrixMetric):
-    _average = ""
+class _LabelConvenience(ConfusionMatrixMetric):
+    _metric = ""
+    _kwargs: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, accumulator: ConfusionMatrix | None = None, undefined: float = 0.0) -> None:
-        super().__init__(accumulator, "f1", undefined, average=self._average, zero_division=0.0)
+        super().__init__(accumulator, self._metric, undefined, **self._kwargs)
 
 
-class MacroF1(_AveragedF1):
+class MacroF1(_LabelConvenience):
     """Unweighted mean of the per-class F1 over the labels seen (zero_division 0.0)."""
 
-    _average = "macro"
+    _metric, _kwargs = "f1", {"average": "macro", "zero_division": 0.0}
 
 
-class WeightedF1(_AveragedF1):
+class WeightedF1(_LabelConvenience):
     """Per-class F1 averaged with the classes' true weights (zero_division 0.0)."""
 
-    _average = "weighted"
+    _metric, _kwargs = "f1", {"average": "weighted", "zero_division": 0.0}
 
 
-class Accuracy(ConfusionMatrixMetric):
+class Accuracy(_LabelConvenience):
     """Weighted share of events with ``y_true == y_pred``."""
 
-    def __init__(self, accumulator: ConfusionMatrix | None = None, undefined: float = 0.0) -> None:
-        super().__init__(accumulator, "accuracy", undefined)
+    _metric = "accuracy"
 
 
-class BalancedAccuracy(ConfusionMatrixMetric):
+class BalancedAccuracy(_LabelConvenience):
     """Mean recall over the classes present in ``y_true``."""
 
-    def __init__(self, accumulator: ConfusionMatrix | None = None, undefined: float = 0.0) -> None:
-        super().__init__(accumulator, "balanced_accuracy", undefined)
+    _metric = "balanced_accuracy"
 
 
-class MCC(ConfusionMatrixMetric):
+class MCC(_LabelConvenience):
     """Matthews correlation coefficient (multiclass R_K statistic)."""
 
-    def __init__(self, accumulator: ConfusionMatrix | None = None, undefined: float = 0.0) -> None:
-        super().__init__(accumulator, "matthews_corrcoef", undefined)
+    _metric = "matthews_corrcoef"
 
 
-class CohenKappa(ConfusionMatrixMetric):
+class CohenKappa(_LabelConvenience):
     """Cohen's kappa (p_o - p_e) / (1 - p_e)."""
 
-    def __init__(self, accumulator: ConfusionMatrix | None = None, undefined: float = 0.0) -> None:
-        super().__init__(accumulator, "cohen_kappa", undefined)
+    _metric = "cohen_kappa"
 
 
 # ----------------------------------------------------------------------------- multiclass

@@ -5,33 +5,15 @@ named as in contract section 2; ``segment``, ``weight`` and ``id`` optional; oth
 ``fields=`` like ``--field``) into one row per (model, segment, window) whose string column
 ``snapshot`` is the JSON line ``replay`` prints for the same events taken in time order.
 
-Only monitor states cross the network, never rows (the whylogs pattern):
-
-1. ``mapInArrow`` parses each partition's rows with the parser ``replay`` uses
-   (:class:`~streammetrics.events.parser.EventParser`, so a bad row gets replay's reason; for the
-   binary task, well-typed rows that parser surely accepts are read as Arrow columns instead, one
-   batch update per key and pane), and accumulates one monitor per (key, pane) of that partition;
-   it emits each partial state (``to_dict`` as JSON) once per window holding the pane, plus
-   per-reason counts of rejected rows;
-2. ``groupBy(model, segment, window).applyInPandas`` merges the partial states of each pane,
-   then the panes of the window in pane order (as :class:`~streammetrics.stream.windows.WindowManager`
-   does), and builds the snapshot with the window engine's own snapshot code.
-
-No RDD or SparkContext is used (Spark Connect and Databricks serverless work), and no
-grouped-aggregate pandas UDF (those ship every row to its group). The shuffle holds at most
-``partitions x keys x panes x windows-per-pane`` states (~1-40 KB of JSON each).
-
-Equal to replay: the snapshot lines are byte-identical for every task, weights (any floats)
-and segments included: every float sum in the states is exact (:mod:`streammetrics.kernels.exact_sum`:
-log-loss, Brier, score and regression sums; :mod:`streammetrics.kernels.exact_weights`: summed
-weights in confusion cells, histogram bins, class and prediction totals), so states are
-functions of the multiset of events, whatever the partitioning or merge order. "Time order":
-replay over the events sorted by ``ts`` sees no late event, so ``late`` is 0 and every window is
-final; ``max_future`` (a wall-clock bound of the live service) does not apply.
-
-Delayed labels (contract section 5): ``label_events=`` a DataFrame of ``{id, y_true, ts}``
-joined by ``id`` before windowing; each window's snapshot is replay's last revision, revision
-number included (a function of the timestamps: see :func:`window_snapshots`).
+Only monitor states cross the network, never rows: ``mapInArrow`` parses each partition's rows
+with replay's parser (binary rows of well-typed columns as Arrow columns) into one monitor per
+(key, pane) and emits their states, then ``groupBy(model, segment, window).applyInPandas`` merges
+each window's panes in pane order and builds the snapshot with the window engine's own code. No
+RDD or SparkContext (Spark Connect and Databricks serverless work). Snapshot lines equal
+replay's byte for byte because every float sum in the states is exact
+(:mod:`streammetrics.kernels.exact_sum`, :mod:`streammetrics.kernels.exact_weights`); events in
+time order are never late (``late`` is 0) and ``max_future`` does not apply. Delayed labels:
+``label_events=`` (see :func:`window_snapshots`). More in ``docs/guide/spark.md``.
 
 A Structured Streaming job writes the snapshots of each micro-batch with ``foreachBatch``::
 
@@ -276,7 +258,7 @@ def _binary_columns(cfg: _Config, parser: EventParser) -> Callable[[Any], Any] |
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from streammetrics.events.fields import _TS_MAX, _TS_MIN, MAX_NAME_LENGTH, MAX_WEIGHT
+    from streammetrics.events.fields import MAX_NAME_LENGTH, MAX_WEIGHT, TS_MAX, TS_MIN
 
     f = parser.fields
     pane_us = cfg.pane_ms * 1000
@@ -303,7 +285,7 @@ def _binary_columns(cfg: _Config, parser: EventParser) -> Callable[[Any], Any] |
         yv = pc.cast(y, pa.float64()).to_numpy(zero_copy_only=False)  # nulls -> nan: refused below
         sv = pc.cast(sc, pa.float64()).to_numpy(zero_copy_only=False)
         with np.errstate(invalid="ignore"):
-            ok = (tsv >= _TS_MIN) & (tsv < _TS_MAX) & ((yv == 0.0) | (yv == 1.0)) & np.isfinite(sv)
+            ok = (tsv >= TS_MIN) & (tsv < TS_MAX) & ((yv == 0.0) | (yv == 1.0)) & np.isfinite(sv)
         mlen = pc.utf8_length(model)
         ok &= pc.fill_null(pc.and_(pc.greater(mlen, 0), pc.less_equal(mlen, MAX_NAME_LENGTH)), False).to_numpy(
             zero_copy_only=False)
@@ -541,36 +523,21 @@ def window_snapshots(
     come from the same partial-state stage: persist ``df`` (or the stage) if you use both.
 
     ``label_events``: a DataFrame of label events ``{id, y_true, ts}`` (same ``fields``
-    names). Predictions with a null ``y_true`` take the label of their ``id`` as replay's
-    delayed-label join gives it once every label is in: the earliest label with
-    ``|label ts - prediction ts| <= label_ttl`` (a label within ``label_ttl`` after an
-    earlier accepted label of the id is a duplicate and ignored). A prediction without
-    such a label is *expired* when the largest ``ts`` of all predictions and labels is more
-    than ``label_ttl`` past its own, else *pending*; either way only its label-free part enters
-    the monitor (``update_prediction``). Snapshots are replay's last revision of each window,
-    byte for byte, ``revision`` number included (``labeled``/``expired``/``pending``, ``final``
-    when nothing is pending; a prediction still pending at the end stays pending, as replay
-    leaves it): replay numbers revisions by event time (a closed window changed by labels or
-    expiries gets its next revision when event time minus ``grace`` enters a new pane, and at
-    the end), so the number is the count of distinct such panes in which the window changed
-    after it closed, computed here from the timestamps (:func:`_revisions`). "Replay" here is
-    ``replay PREDICTIONS --labels LABELS`` over the predictions and the labels each sorted by
-    ``ts`` (predictions first on equal ``ts``; a single file holding both kinds decides that
-    order by its lines instead). Label rows with a null ``id``, ``ts`` or ``y_true`` are
-    dropped uncounted. Rows that replay would reject (a bad score, say) are not events there,
-    but here their ``ts`` still counts as event time for the join: with such rows ``expired``
-    versus ``pending`` at the end and revision numbers may differ from replay's.
+    names). A prediction with a null ``y_true`` takes the earliest label of its ``id`` within
+    ``label_ttl`` of its ``ts`` (later ones are duplicates); without one it is *expired* when the
+    largest ``ts`` of all rows is more than ``label_ttl`` past its own, else *pending*, and only
+    its label-free part enters the monitor. Snapshots are the last revision ``replay PREDICTIONS
+    --labels LABELS`` prints for each window (both files sorted by ``ts``), byte for byte, its
+    ``revision`` number computed from the timestamps (:func:`_revisions`). Label rows with a null
+    ``id``, ``ts`` or ``y_true`` are dropped uncounted; rows replay would reject still count as
+    event time here, so ``expired``/``pending`` and revision numbers may then differ from replay's.
 
-    Bounds: a partition task holds at most ``max_open_states`` (key, pane) monitors (default
-    10,000, each <= ~40 KB of JSON for the binary task), checked after each Arrow batch
-    (``spark.sql.execution.arrow.maxRecordsPerBatch`` rows, which may add that many), plus at
-    most 4,096 queued events per (key, pane); at the bound it ships its partial states and
-    starts afresh (exact: they merge), so a key or pane may then ship more than one state.
+    Bounds: a partition task holds at most ``max_open_states`` (key, pane) monitors (checked
+    after each Arrow batch) and 4,096 queued events per (key, pane); at the bound it ships its
+    partial states and starts afresh (exact: they merge).
 
-    ``vectorised`` (binary task): rows of well-typed columns (``ts`` double or timestamp,
-    ``model``/``segment``/``id`` strings, numeric ``y_true``/``score``/``weight``) that replay's
-    parser surely accepts are read as Arrow columns and added one batch per (key, pane); the
-    others (and every row with ``vectorised=False``) go through replay's parser row by row.
+    ``vectorised`` (binary task): well-typed rows are read as Arrow columns, one batch update per
+    (key, pane); the others (all with ``vectorised=False``) go through replay's parser row by row.
     Same snapshots either way.
 
     ``operating_points`` (binary task): an

@@ -39,12 +39,12 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
-from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.exceptions import undefined
 
 __all__ = [
     "NORMS",
@@ -63,16 +63,20 @@ def _dot(x: np.ndarray, y: np.ndarray) -> float:
     """``sum(x * y)`` without BLAS (``np.dot`` on a shared machine waits for its threads)."""
     return float(np.sum(np.multiply(x, y)))
 
-def _check(n_bins: int, norm: str) -> None:
+def check_bins(n_bins: int, norm: str) -> None:
     if type(n_bins) is not int or n_bins < 1:
         raise ValueError(f"n_bins must be an int >= 1, got {n_bins!r}")
     if norm not in NORMS:
         raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
 
 
-def _check_unit(lo: np.ndarray, hi: np.ndarray) -> None:
+def _levels(lo: Any, hi: Any, neg: Any, pos: Any) -> tuple[np.ndarray, ...]:
+    """``lo, hi, neg, pos, neg + pos`` as float arrays; ValueError unless the scores are in [0, 1]."""
+    lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
     if len(lo) and (lo.min() < 0.0 or hi.max() > 1.0):
         raise ValueError("scores must be probabilities in [0, 1] for calibration metrics")
+    neg, pos = np.asarray(neg, dtype=np.float64), np.asarray(pos, dtype=np.float64)
+    return lo, hi, neg, pos, neg + pos
 
 
 @functools.lru_cache(maxsize=64)
@@ -93,12 +97,7 @@ def torch_linspace(n_bins: int) -> np.ndarray:
 
 
 def _undefined() -> float:
-    warnings.warn(
-        "No event with a non-zero weight: the calibration error is not defined.",
-        UndefinedMetricWarning,
-        stacklevel=3,
-    )
-    return math.nan
+    return undefined("No event with a non-zero weight: the calibration error is not defined.", 3)
 
 
 def calibration_error(
@@ -106,12 +105,8 @@ def calibration_error(
 ) -> float:
     """torchmetrics' binary calibration error of events at ``scores`` (one score per level;
     on bins pass :func:`levels.representative`)."""
-    _check(n_bins, norm)
-    s = np.asarray(scores, dtype=np.float64)
-    _check_unit(s, s)
-    neg = np.asarray(neg, dtype=np.float64)
-    pos = np.asarray(pos, dtype=np.float64)
-    w = neg + pos
+    check_bins(n_bins, norm)
+    s, _, neg, pos, w = _levels(scores, scores, neg, pos)
     total = float(w.sum())
     if not total > 0:
         return _undefined()
@@ -135,13 +130,8 @@ def calibration_error_bounds(
 ) -> tuple[float, float]:
     """``(low, high)`` around the calibration error of events whose scores lie in their
     level's ``[lo, hi]`` (see the module docstring)."""
-    _check(n_bins, norm)
-    lo = np.asarray(lo, dtype=np.float64)
-    hi = np.asarray(hi, dtype=np.float64)
-    _check_unit(lo, hi)
-    neg = np.asarray(neg, dtype=np.float64)
-    pos = np.asarray(pos, dtype=np.float64)
-    w = neg + pos
+    check_bins(n_bins, norm)
+    lo, hi, neg, pos, w = _levels(lo, hi, neg, pos)
     total = float(w.sum())
     if not total > 0:
         return _undefined(), math.nan
@@ -221,11 +211,7 @@ def reliability_curve(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(prob_true, prob_pred)`` as ``sklearn.calibration.calibration_curve`` on the events
     at ``scores`` (ascending, one per level); see the module docstring."""
-    s = np.asarray(scores, dtype=np.float64)
-    _check_unit(s, s)
-    neg = np.asarray(neg, dtype=np.float64)
-    pos = np.asarray(pos, dtype=np.float64)
-    w = neg + pos
+    s, _, neg, pos, w = _levels(scores, scores, neg, pos)
     keep = w > 0
     s, neg, pos, w = s[keep], neg[keep], pos[keep], w[keep]
     if not len(s):
@@ -257,12 +243,7 @@ def reliability_curve_bounds(
     ``true_low``/``true_high`` (mean label), ``pred_low``/``pred_high`` (mean score). A level
     straddling bin edges may put any part of its weight in each bin it touches; equal low
     and high when no level straddles an edge (pred bounds then span the levels' widths)."""
-    lo = np.asarray(lo, dtype=np.float64)
-    hi = np.asarray(hi, dtype=np.float64)
-    _check_unit(lo, hi)
-    neg = np.asarray(neg, dtype=np.float64)
-    pos = np.asarray(pos, dtype=np.float64)
-    w = neg + pos
+    lo, hi, neg, pos, w = _levels(lo, hi, neg, pos)
     keep = w > 0
     lo, hi, neg, pos, w = lo[keep], hi[keep], neg[keep], pos[keep], w[keep]
     if not len(w):

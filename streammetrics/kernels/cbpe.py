@@ -28,39 +28,22 @@
 An empty window (no weight) gives nan with an
 :class:`~streammetrics.core.exceptions.UndefinedMetricWarning`.
 
-4. **Intervals** (issue 26; :func:`estimated_intervals`): where the window's labels will land.
-   Given its scores, the labels are taken as independent Bernoulli draws of the calibrated
-   probabilities, so the realised confusion weights are sums of independent terms with exact
-   (Poisson-binomial) variances ``Var TP = sum w^2 c (1 - c)`` over the predicted positives
-   (``FP = P - TP``, ``P`` their known weight) and ``Var FN`` alike over the predicted negatives
-   (``TN = N - FN``); accuracy ``(TP + TN) / W`` and precision ``TP / P`` are linear in them,
-   recall and F1 ratios (delta method); the realised ROC AUC by the delta method on
-   ``U / (P N)`` over the label indicators: each event's influence is
-   ``w ((V10 - A) / P - (V01 - A) / N)`` with the placement values ``V10`` / ``V01`` of the expected
-   histograms (ties half), ``Var = sum w^2 c (1 - c) influence^2``. Per level ``sum w^2`` is
-   ``w * (sum w^2 / sum w)`` of the window (exact for unit weights). The calibration map comes
-   from a finite reference; its error is added to the label variance as the sum of two
-   approximations (conservative: either alone under-covers somewhere): (a) each isotonic block's
-   value is the mean label of its reference events, of variance ``p (1 - p) / (n + 2)`` (``n``
-   the block's effective reference events, ``p = (n c + 1) / (n + 2)``: add-one smoothed, so a
-   pure block keeps some uncertainty; :func:`calibration_blocks`), propagated by the delta method
-   (the derivative of the estimate with respect to the block's value, e.g. the window's
-   predicted-positive weight in the block over ``P`` for precision): it follows where the
-   window's scores fall, but PAVA's adaptive pooling makes it small; (b) the label variance times
-   ``n_eff / n_reference`` (the map is estimated from labels as noisy as the window's,
-   ``n_reference`` of them). Interval ``estimate +- t sd`` (Student ``t`` with the effective
-   events of the metric's denominator minus one degrees of freedom; ROC
-   AUC: of the rarer expected class), clipped to [0, 1]. Minimum rule as the realised intervals' (10 effective
-   events in a ratio's denominator, 20 expected events of each class for ROC AUC).
+4. **Intervals** (:func:`estimated_intervals`; derivation in ``docs/intervals.md``): the labels
+   as independent Bernoulli draws of the calibrated ``c``, so ``Var TP = sum w^2 c (1 - c)`` over
+   the predicted positives (``Var FN`` alike over the negatives); accuracy and precision linear in
+   them, recall, F1 and ROC AUC (``U / (P N)``, placement values of the expected histograms) by the
+   delta method. The finite reference adds (a) each isotonic block's add-one-smoothed binomial
+   variance (:func:`calibration_blocks`) by the delta method and (b) the label variance times
+   ``n_eff / n_reference``. Interval ``estimate +- t sd`` (Student ``t``, the effective events of
+   the denominator minus one d.f.), clipped to [0, 1]; the realised intervals' minimum rule.
 """
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 
-from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.exceptions import undefined
 from streammetrics.kernels import ranking
 
 __all__ = [
@@ -165,12 +148,7 @@ def expected_confusion(c: np.ndarray, w: np.ndarray, predicted: np.ndarray) -> d
 
 
 def _undefined(name: str) -> float:
-    warnings.warn(
-        f"No event with a non-zero weight in the window: {name} cannot be estimated.",
-        UndefinedMetricWarning,
-        stacklevel=3,
-    )
-    return math.nan
+    return undefined(f"No event with a non-zero weight in the window: {name} cannot be estimated.", 3)
 
 
 def _ratio(num: float, den: float) -> float:
@@ -205,13 +183,8 @@ def estimated_roc_auc(c: np.ndarray, w: np.ndarray) -> float:
     pos = w * c
     neg = w * (1.0 - c)
     if not (pos.sum() > 0 and neg.sum() > 0):
-        warnings.warn(
-            "Every calibrated probability of the window is 0 (or every one is 1): the "
-            "expected ROC AUC is not defined.",
-            UndefinedMetricWarning,
-            stacklevel=2,
-        )
-        return math.nan
+        return undefined("Every calibrated probability of the window is 0 (or every one is 1): the "
+                         "expected ROC AUC is not defined.", 2)
     return ranking.roc_auc(neg, pos)
 
 

@@ -20,24 +20,13 @@
    ``F1_c = tp / (tp + (fp + fn) / 2)``, ``fp = predicted - tp``, ``fn = prob - tp`` (0 when
    the denominator is 0, as ``estimate_f1``).
 
-4. **Intervals** (issue 26; :func:`estimated_intervals`): where the window's realised metrics
-   will land once its labels arrive. Given its scores, each row's label is taken as an
-   independent categorical draw of its normalised calibrated row ``p`` (CBPE's own assumption),
-   so the realised confusion weights are sums of independent terms: ``TP[c]`` (rows predicted
-   ``c`` labelled ``c``) and ``FN[c]`` (rows predicted otherwise labelled ``c``). A metric's
-   gradient ``h`` over a row's possible labels (``a[c]`` for its predicted class ``c``, ``b[y]``
-   for another label ``y``) gives the row's variance ``w^2 (sum_y p_y h_y^2 - (sum_y p_y h_y)^2)``
-   (a categorical's covariance ``diag p - p p^T``), summed exactly from three mergeable ``K x K``
-   sums of the terms ``t = w p`` (:func:`second_order_sums`): per predicted class ``c``,
-   ``u[c][y] = sum w t_y`` and ``r[c][y] = sum t_c t_y``; over every row ``v[y][z] = sum t_y t_z``.
-   Accuracy's variance is ``sum_c (u[c][c] - r[c][c]) / W^2`` (exactly the Poisson-binomial
-   ``sum w^2 p_pred (1 - p_pred)``); macro F1's the delta method over ``TP`` and ``FN`` per class
-   (``F1_c = 2 TP / (P + TP + FN)``, ``P`` the class's predicted weight, known). The calibration
-   maps come from a finite reference: the label variance is widened by ``n_eff / n_reference``
-   (as the binary intervals' term (b)). Interval ``estimate +- t sd`` (Student ``t``: accuracy
-   ``n_eff - 1`` d.f., macro F1 the rarest expected class's effective events ``- 1``), clipped to
-   [0, 1]; the minimum rule as the realised metrics' (10 effective events for accuracy, 30 for
-   macro F1), and none for a window larger than half the reference (:data:`MAX_REFERENCE_SHARE`).
+4. **Intervals** (:func:`estimated_intervals`; derivation in ``docs/intervals.md``): each row's
+   label a categorical draw of its ``p``, so a metric's gradient ``h`` over the labels gives the
+   row's variance ``w^2 (sum_y p_y h_y^2 - (sum_y p_y h_y)^2)``, summed exactly from three
+   mergeable ``K x K`` sums of ``t = w p`` (:func:`second_order_sums`). The label variance is
+   widened by ``n_eff / n_reference``; ``t`` with ``n_eff - 1`` (accuracy) or the rarest expected
+   class's effective events ``- 1`` (macro F1) d.f., clipped to [0, 1]; the realised metrics'
+   minimum rule, and none for a window larger than half the reference (:data:`MAX_REFERENCE_SHARE`).
 
 NannyML calibrates a class only when a cross-validated check on the reference rows says it
 helps; we always calibrate (a histogram keeps no rows to split). Weights generalise its
@@ -55,12 +44,11 @@ row counts. No weight: nan with an :class:`~streammetrics.core.exceptions.Undefi
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 
 import numpy as np
 
-from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.exceptions import undefined
 from streammetrics.kernels.cbpe import calibrate
 
 __all__ = ["MAX_REFERENCE_SHARE", "calibrated_rows", "estimated_intervals", "estimated_metrics", "expected_sums",
@@ -110,11 +98,7 @@ def estimated_metrics(
 ) -> dict[str, float]:
     """``{"accuracy", "macro_f1"}`` from :func:`expected_sums` (NannyML's formulas)."""
     if not total > 0:
-        warnings.warn(
-            "No event with a non-zero weight in the window: multiclass performance cannot be estimated.",
-            UndefinedMetricWarning,
-            stacklevel=2,
-        )
+        undefined("No event with a non-zero weight in the window: multiclass performance cannot be estimated.", 2)
         return {"accuracy": math.nan, "macro_f1": math.nan}
     tp = np.asarray(tp, dtype=np.float64)
     fp = np.asarray(predicted, dtype=np.float64) - tp

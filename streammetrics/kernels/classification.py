@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.exceptions import UndefinedMetricWarning, undefined
 
 __all__ = [
     "AVERAGES",
@@ -79,12 +79,8 @@ def check_beta(beta: Any) -> float:
 
 def warn_undefined_state(what: str) -> None:
     """An accumulator without any event of non-zero weight cannot score anything."""
-    warnings.warn(
-        f"{what} is undefined on an accumulator with no events of non-zero weight "
-        "(scikit-learn raises on such input); returning nan.",
-        UndefinedMetricWarning,
-        stacklevel=3,
-    )
+    undefined(f"{what} is undefined on an accumulator with no events of non-zero weight "
+              "(scikit-learn raises on such input); returning nan.", 3)
 
 
 # ------------------------------------------------------------------------- helpers

@@ -43,12 +43,11 @@ Levels with no weight in either histogram are ignored. An empty window or refere
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
 
 import numpy as np
 
-from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.exceptions import undefined
 
 __all__ = [
     "PSI_EPS",
@@ -75,13 +74,8 @@ def _dot(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.sum(np.multiply(x, y)))
 
 def _undefined(name: str) -> float:
-    warnings.warn(
-        f"{name}: the window or the reference has no event with a non-zero weight; "
-        "the statistic is not defined.",
-        UndefinedMetricWarning,
-        stacklevel=3,
-    )
-    return math.nan
+    return undefined(f"{name}: the window or the reference has no event with a non-zero weight; "
+                     "the statistic is not defined.", 3)
 
 
 def ecdfs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

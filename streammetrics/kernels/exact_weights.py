@@ -46,7 +46,7 @@ from streammetrics.kernels.exact_sum import MAX_EXPANSION, expansion_of, float_o
 
 __all__ = ["UNIT", "WHOLE_MAX", "FLOAT_EXACT", "is_whole", "all_whole", "units_of", "value_of", "to_units",
            "residue_of", "with_residue", "encode_residues", "decode_residues", "encode_sums", "decode_sums",
-           "grouped_units", "units_by_key", "values_of"]
+           "grouped_units", "units_by_key", "values_of", "whole_floats"]
 
 #: units of ``2**-1074`` per 1.0
 UNIT = 1 << 1074
@@ -78,6 +78,20 @@ def all_whole(w: np.ndarray) -> bool:
 def to_units(x: float | int) -> int:
     """A summed weight (a float of a whole-number sum, or units already) in units."""
     return x if isinstance(x, int) else units_of(x)
+
+
+def whole_floats(weights: dict, units: bool) -> dict | None:
+    """A dict of summed weights as floats: as they are, or in units mode the whole numbers they
+    hold (None if one is not whole or above 2**53)."""
+    if not units:
+        return weights
+    out = {}
+    for key, u in weights.items():
+        whole, rest = divmod(u, UNIT)
+        if rest or whole > 2**53:
+            return None
+        out[key] = float(whole)
+    return out
 
 
 def values_of(sums: Sequence[float | int]) -> list[float]:

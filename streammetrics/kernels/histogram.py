@@ -1,44 +1,20 @@
 """Weighted score histograms: the mergeable state behind every ranking metric.
 
-A :class:`ScoreHistogram` holds, for one group of events (e.g. the negatives of a
-binary task, or the events of true class ``c`` scored for class ``k``), the summed
-weight of their scores per key of a :class:`~streammetrics.kernels.binning.Binning` - a
-``dict`` key -> weight, updated in pure Python per event and through one
-``np.bincount`` per batch. Keys with no weight are not stored (zero-weight events are
-ignored, as scikit-learn ignores them in ranking metrics).
+A :class:`ScoreHistogram` holds, for one group of events (e.g. the negatives of a binary
+task), the summed weight of their scores per key of a
+:class:`~streammetrics.kernels.binning.Binning` (keys without weight are not stored:
+scikit-learn ignores zero-weight events in ranking metrics). :func:`aligned` puts histograms
+on their common keys in ascending score order, the input of :mod:`streammetrics.kernels.ranking`.
 
-Ranking metrics need two histograms aligned on common keys: :func:`aligned` returns the
-keys in ascending score order with one weight row per histogram, ready for the
-functions of :mod:`streammetrics.kernels.ranking` (``neg, pos`` per ascending score level).
-One-vs-rest, one-vs-one and micro averages combine histograms with :func:`summed`.
+Memory is bounded by coarsening (:func:`collapse`, :func:`fit`): on a
+:class:`~streammetrics.kernels.binning.LogGridBinning`, to the nested grid with half as many
+bins per octave while the histograms hold more than ``max_bins`` keys. It coarsens exactly
+when the events seen need it, so the result does not depend on how a stream was split,
+batched or merged.
 
-Batches go through :func:`aggregate` (one ``np.bincount`` over the key range, with the
-empty gaps between the key regions compressed away) and :func:`insert_table`.
-:func:`collapse` bounds memory: it moves histograms on a
-:class:`~streammetrics.kernels.binning.LogGridBinning` to the nested grid with half as many
-bins per octave while they hold more than ``max_bins`` keys; since it coarsens exactly
-when the events seen so far need it, the result does not depend on how a stream was
-split, batched or merged.
-
-Exact weights (:mod:`streammetrics.kernels.exact_weights`): the weights of a set of histograms
-used together are floats while every weight added was a whole number (exact float sums), or
-Python ints of units of ``2**-1074`` in *units mode* (:func:`to_units`, :func:`units_mode`),
-once the accumulator has seen another weight: every function here works in both modes
-(object arrays of ints in units mode; ``aggregate(..., exact=True)`` sums a batch exactly),
-:func:`aligned` always returns floats (correctly rounded) and the JSON writes the rounded
-floats plus the residues of the inexact ones (``"residues"``, only when there are any).
-
-Accumulators with many histograms (``MulticlassScores``, ``MultilabelScores``) bound them
-together: :func:`flatten` / :func:`rebuild` move a set of histograms to and from three
-sorted arrays, :func:`regrid_flat` re-keys them on a coarser binning and :func:`fit_flat` /
-:func:`fit` apply one budget of entries to the whole set (exact while small, then one grid
-coarsened for all, beyond 1 bin per octave if need be); the result is again a function of
-the events only.
-
-:func:`histograms_to_json` / :func:`histograms_from_json` store several histograms of
-one binning on a shared key list, in a compact JSON-safe form: integral weights are
-written as ints, log-grid keys as differences from the previous key, exact scores as
-floats (which JSON round-trips exactly).
+Weights are floats while every weight added was whole, else Python ints of units of
+``2**-1074`` (*units mode*, :mod:`streammetrics.kernels.exact_weights`); every function here
+works in both modes and :func:`aligned` always returns correctly rounded floats.
 """
 from __future__ import annotations
 
@@ -61,6 +37,7 @@ from streammetrics.kernels.histogram_json import SMALL_KEYS, small_histograms_to
 __all__ = [
     "ScoreHistogram",
     "aligned",
+    "levels_of_table",
     "summed",
     "add_grouped",
     "aggregate",
@@ -69,6 +46,7 @@ __all__ = [
     "coarsen_all",
     "collapse",
     "bound",
+    "merge_into",
     "table_to_grid",
     "to_grid",
     "histograms_to_json",
@@ -187,6 +165,21 @@ def aligned(*hists: ScoreHistogram) -> tuple[np.ndarray, np.ndarray]:
             k = np.fromiter(h.weights.keys(), dtype=dtype, count=len(h.weights))
             row[np.searchsorted(keys, k)] = _floats(h.weights.values(), len(h.weights))
     return keys, out
+
+
+def levels_of_table(keys: np.ndarray, table: np.ndarray, sizes: Sequence[int]) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`aligned` of histograms that held nothing before :func:`insert_table` of ``(keys,
+    table)`` and hold ``sizes`` keys now: the table itself, transposed (read-only arrays), when it
+    is a float table whose non-zero cells are exactly those keys (the histograms hold its cells
+    and nothing else); None otherwise (units, or the histograms changed since)."""
+    if table.dtype != np.float64 or table.shape[1] != len(sizes):
+        return None
+    weights = np.ascontiguousarray(table.T)
+    if np.count_nonzero(weights, axis=1).tolist() != list(sizes):
+        return None
+    keys = keys.astype(np.float64 if keys.dtype.kind == "f" else np.int64, copy=True)  # (aligned's dtypes)
+    keys.flags.writeable = weights.flags.writeable = False
+    return keys, weights
 
 
 def summed(hists: Iterable[ScoreHistogram], binning: Binning) -> ScoreHistogram:
@@ -346,16 +339,20 @@ def coarsen_all(hists: Sequence[ScoreHistogram]) -> LogGridBinning:
     """Move every histogram (all on one LogGridBinning) to the coarser grid; return it."""
     binning = hists[0].binning
     assert isinstance(binning, LogGridBinning)
-    coarse = binning.coarser()
+    return _regrid(hists, np.int64, lambda keys, table: coarsen_table(binning, keys, table), binning.coarser())
+
+
+def _regrid(hists: Sequence[ScoreHistogram], dtype: Any, move: Any, binning: LogGridBinning) -> LogGridBinning:
+    """Each histogram's table (keys ascending, as ``dtype``) through ``move`` onto ``binning``."""
     for h in hists:
         if h.weights:
-            keys = np.fromiter(h.weights.keys(), dtype=np.int64, count=len(h.weights))
+            keys = np.fromiter(h.weights.keys(), dtype=dtype, count=len(h.weights))
             vals = weight_array(h.weights.values(), len(h.weights), units_mode([h]))
             order = np.argsort(keys)
-            _, k, v = coarsen_table(binning, keys[order], vals[order, None])
+            _, k, v = move(keys[order], vals[order, None])
             h.weights = dict(zip(k.tolist(), v[:, 0].tolist()))
-        h.binning = coarse
-    return coarse
+        h.binning = binning
+    return binning
 
 
 def table_to_grid(
@@ -373,15 +370,7 @@ def table_to_grid(
 def to_grid(hists: Sequence[ScoreHistogram], grid: LogGridBinning) -> LogGridBinning:
     """Move histograms of exact scores onto ``grid`` (in place); return it. Used by
     accumulators that are exact while their scores fit ``max_bins`` (see :func:`collapse`)."""
-    for h in hists:
-        if h.weights:
-            keys = np.fromiter(h.weights.keys(), dtype=np.float64, count=len(h.weights))
-            vals = weight_array(h.weights.values(), len(h.weights), units_mode([h]))
-            order = np.argsort(keys)
-            _, k, v = table_to_grid(grid, keys[order], vals[order, None])
-            h.weights = dict(zip(k.tolist(), v[:, 0].tolist()))
-        h.binning = grid
-    return grid
+    return _regrid(hists, np.float64, lambda keys, table: table_to_grid(grid, keys, table), grid)
 
 
 def bound(
@@ -397,6 +386,31 @@ def bound(
     if binning.exact and sum(len(h) for h in hists) > max_bins:
         binning = to_grid(hists, LogGridBinning(finest))
     return collapse(hists, max_bins)
+
+
+def merge_into(binning: Binning, hists: Sequence[ScoreHistogram], their_binning: Binning,
+               theirs: Sequence[ScoreHistogram], units: bool, finest: int | None, max_bins: int | None) -> Binning:
+    """Add ``theirs`` (on ``their_binning``; left unchanged) to ``hists`` (on ``binning``; in units
+    mode if ``units``), both on the coarser of the two grids (an exact side moves to the finest
+    grid if the other is on a grid), then :func:`bound`; return the binning in force."""
+    convert = units and not units_mode(theirs)
+    if convert or not (binning.exact and their_binning.exact):  # theirs change: copies
+        theirs = [h.copy() for h in theirs]
+    if convert:
+        to_units(theirs)
+    if binning.exact and not their_binning.exact:
+        assert finest is not None  # exact=True accumulators never meet a grid
+        binning = to_grid(hists, LogGridBinning(finest))
+    if isinstance(binning, LogGridBinning):
+        if their_binning.exact:  # straight to this grid: nested grids of ceiling keys, so the same
+            to_grid(theirs, binning)  # keys as the finest grid coarsened (LogGridBinning.coarsen_keys)
+        while theirs[0].binning.bins > binning.bins:  # type: ignore[attr-defined]  # a log grid now
+            coarsen_all(theirs)
+        while binning.bins > theirs[0].binning.bins:  # type: ignore[attr-defined]
+            binning = coarsen_all(hists)
+    for h, other in zip(hists, theirs):
+        h.merge(other)
+    return bound(binning, hists, finest, max_bins)
 
 
 def collapse(hists: Sequence[ScoreHistogram], max_bins: int) -> Binning:
@@ -572,16 +586,18 @@ def _compact(values: np.ndarray) -> list:
     return [int(v) if v.is_integer() and abs(v) < 2.0**53 else v for v in values.tolist()]
 
 
-def histograms_to_json(hists: Sequence[ScoreHistogram], names: Sequence[str]) -> dict[str, Any]:
+def histograms_to_json(hists: Sequence[ScoreHistogram], names: Sequence[str],
+                       levels: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
     """JSON-safe dict of several histograms of one binning on a shared key list:
     ``{"key_deltas" | "scores": [...], names[i]: [weights aligned on the keys]}``, plus
     ``"residues": {name: [[index, residue], ...]}`` for the weights (units mode) that are not
-    exactly their floats (the key is absent when there are none)."""
+    exactly their floats (the key is absent when there are none). ``levels``: :func:`aligned` of
+    ``hists`` when the caller holds it already."""
     binning = hists[0].binning
     if sum(len(h.weights) for h in hists) <= SMALL_KEYS and all(h.binning is binning for h in hists):
         # few keys: the same dict in plain Python, without the arrays' set-up (issue 12)
         return small_histograms_to_json([h.weights for h in hists], names, binning.exact)
-    keys, weights = aligned(*hists)
+    keys, weights = aligned(*hists) if levels is None else levels
     if hists[0].binning.exact:
         out: dict[str, Any] = {"scores": keys.tolist()}
     else:

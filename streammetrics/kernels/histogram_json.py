@@ -121,21 +121,26 @@ def pack_flat(flat: tuple[np.ndarray, np.ndarray, np.ndarray], n_hists: int, exa
         kind, weight_bytes = "float64", pack_floats(weights)
     else:
         kind, weight_bytes = "counts", pack_uints(weights.astype(np.uint64))
+    out = _packed(len(ids), exact, kind, sizes, key_bytes, weight_bytes)
+    if residues is not None:
+        out["residues"] = residues
+    return out
+
+
+def _packed(entries: int, exact: bool, kind: str, sizes: bytes, key_bytes: bytes, weight_bytes: bytes) -> dict:
+    """The packed dict of :func:`pack_flat` from its three byte arrays."""
     raw = sizes + key_bytes + weight_bytes
     packed = zlib.compress(raw, 6) if len(raw) >= ZLIB_FROM else raw
     compressed = len(packed) < len(raw)
-    out: dict[str, Any] = {
+    return {
         "packed": PACKED_FORMAT,
-        "entries": len(ids),
+        "entries": entries,
         "keys": "scores" if exact else "key_deltas",
         "weights": kind,
         "lengths": [len(sizes), len(key_bytes), len(weight_bytes)],
         "zlib": compressed,
         "data": to_base64(packed if compressed else raw),
     }
-    if residues is not None:
-        out["residues"] = residues
-    return out
 
 
 def pack_dicts(weights: Sequence[Mapping], exact: bool) -> dict[str, Any]:
@@ -180,18 +185,7 @@ def pack_dicts(weights: Sequence[Mapping], exact: bool) -> dict[str, Any]:
         kind, weight_bytes = "counts", _uvarints([int(v) for v in values_list])
     else:
         kind, weight_bytes = "float64", struct.pack(f"<{n}d", *values_list)
-    raw = size_bytes + key_bytes + weight_bytes
-    packed = zlib.compress(raw, 6) if len(raw) >= ZLIB_FROM else raw
-    compressed = len(packed) < len(raw)
-    return {
-        "packed": PACKED_FORMAT,
-        "entries": n,
-        "keys": "scores" if exact else "key_deltas",
-        "weights": kind,
-        "lengths": [len(size_bytes), len(key_bytes), len(weight_bytes)],
-        "zlib": compressed,
-        "data": to_base64(packed if compressed else raw),
-    }
+    return _packed(n, exact, kind, size_bytes, key_bytes, weight_bytes)
 
 
 def _uvarints(values: Sequence[int]) -> bytes:

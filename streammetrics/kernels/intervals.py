@@ -1,46 +1,26 @@
-"""Confidence intervals of windowed metrics from an accumulator's state (issue 26).
+"""Confidence intervals of windowed metrics from an accumulator's state.
 
 Every interval is a function of the state alone (counts, the two score histograms, exact sums):
 no resampling, mergeable, deterministic. Each formula is written once, vectorised over numpy
 rows (one row per window); the scalar entry points call the same code on one-row arrays, so a
 monitor's interval and the fleet pass's (many small windows at once) are the same floats.
 
-Methods (``z`` the two-sided normal quantile of ``confidence``):
+Methods (``z`` the two-sided normal quantile of ``confidence``; references and the table of
+metrics in ``docs/intervals.md``): proportions by Wilson's score interval with continuity
+correction (Newcombe 1998, method 4); F1 = 2q / (1 + q) through the Wilson interval of
+q = tp / (tp + fp + fn); balanced accuracy by MOVER (Newcombe 1998 method 10, Zou & Donner 2008);
+Matthews correlation and the ``K x K`` metrics (:func:`matrix_interval`) by the delta method on
+the cell shares (Fisher ``atanh`` or logit scale); ROC AUC by DeLong's variance from the
+histograms' placement values on the logit scale, widened by the guaranteed bounds of a binned
+state; means of per-event terms by ``mean +- z * s / sqrt(n)``.
 
-* proportions (accuracy, precision, recall, specificity, positive and predicted positive rate):
-  Wilson's score interval with continuity correction (Newcombe 1998, method 4), which covers at
-  or above nominal where plain Wilson dips below it;
-* F1 = 2q / (1 + q) with q = tp / (tp + fp + fn): given ``tp + fp + fn`` events, tp is binomial,
-  so the Wilson interval of q maps to F1 (monotone);
-* balanced accuracy = (recall + specificity) / 2: MOVER (Newcombe 1998 method 10, Zou & Donner
-  2008) on the two Wilson intervals;
-* Matthews correlation: delta method on the four cell shares, on the Fisher ``atanh`` scale;
-* ROC AUC: DeLong's variance from the placement values of the two histograms (ties count half),
-  computed exactly per level, interval on the logit scale, widened by the guaranteed
-  discretisation bounds ``[roc_auc_low, roc_auc_high]`` of a binned state; a multiclass
-  one-vs-rest mean (macro, weighted) by the mean of the classes' endpoints (conservative:
-  :func:`ovr_auc_interval`);
-* means of per-event terms (log loss, Brier score, mean absolute error): ``mean +- z * s / sqrt(n)``
-  with ``s`` from the second moment (kept exactly, or bounded from above on bins);
-* macro F1 (multiclass): delta method over the ``K x K`` cell shares; balanced accuracy, macro
-  precision and recall, weighted F1, Matthews and Cohen's kappa of ``K`` classes likewise, on the
-  logit or Fisher scale (:func:`matrix_interval`).
+Minimum rule (:data:`MIN_EVENTS`, :data:`MIN_CLASS_EVENTS`, :data:`MIN_MEAN_EVENTS`,
+:data:`MIN_R2_EVENTS`): below it the interval is None (the snapshot writes ``null`` and lists
+the metric in ``"insufficient"``).
 
-Minimum rule (:data:`MIN_EVENTS`, :data:`MIN_CLASS_EVENTS`, :data:`MIN_MEAN_EVENTS`): a
-proportion needs 10 events in its denominator (F1: 10 in ``tp + fp + fn``), ROC AUC and
-balanced accuracy 10 events of each class, Matthews 10 of each class and of each prediction,
-means (log loss, Brier, MAE) and macro F1 30 events, R² 100 (:data:`MIN_R2_EVENTS`); otherwise
-the interval is None (the
-snapshot writes ``null`` and lists the metric in ``"insufficient"``).
-
-Weighted events (Kish 1965): each interval is the unit-weight formula applied to *pseudo-counts*,
-the summed weights of the events it reads scaled by ``f = sum w / sum w^2`` (so their total is
-the effective sample size ``n_eff = (sum w)^2 / sum w^2``; :func:`kish_factor`). A proportion
-scales its denominator's cells by their own ``f`` (recall: the positives'); ROC AUC each class by
-its own; Matthews, macro F1 and the means (log loss, Brier, MAE, MSE, R^2) the whole window by
-one. The minimum rule reads the pseudo-counts. With unit weights ``f`` is exactly 1: the same
-floats as the unit-weight formulas. The accumulators keep ``sum w^2`` as exact sums (written
-only once some weight is not 1); a state without them (written before) gives None.
+Weighted events (Kish 1965): each formula reads *pseudo-counts*, the summed weights scaled by
+``f = sum w / sum w^2`` (:func:`kish_factor`; exactly 1 for unit weights), so they add up to the
+effective sample size ``n_eff = (sum w)^2 / sum w^2``.
 """
 from __future__ import annotations
 
@@ -73,10 +53,8 @@ __all__ = [
     "r2_intervals",
     "root_intervals",
     "intervals_text",
-    "balanced_accuracy_interval",
     "balanced_accuracy_intervals",
     "check_confidence",
-    "f1_interval",
     "f1_intervals",
     "level_second_moments",
     "macro_f1_interval",
@@ -84,7 +62,6 @@ __all__ = [
     "matrix_value_gradient",
     "mcc_interval",
     "mcc_intervals",
-    "mean_interval",
     "mean_intervals",
     "ovr_auc_interval",
     "pairs_record",
@@ -216,11 +193,6 @@ def _f1_of(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return 2.0 * lo / (1.0 + lo), 2.0 * hi / (1.0 + hi)
 
 
-def f1_interval(tp: float, fp: float, fn: float, confidence: float = 0.95) -> Pair | None:
-    """:func:`f1_intervals` of one confusion matrix."""
-    return as_pair(*f1_intervals(tp, fp, fn, z_value(confidence)))
-
-
 def balanced_accuracy_intervals(tn: Any, fp: Any, fn: Any, tp: Any, z: float) -> tuple[np.ndarray, np.ndarray]:
     """(recall + specificity) / 2 by MOVER on the two Wilson intervals (each class >=
     :data:`MIN_CLASS_EVENTS` events): ``low = t - sqrt((r - l_r)^2 + (s - l_s)^2)``, ``high``
@@ -251,11 +223,6 @@ def _balanced_of(tn: np.ndarray, fp: np.ndarray, fn: np.ndarray, tp: np.ndarray,
     lo = (t - np.sqrt((r - rl) ** 2 + (s - sl) ** 2)) / 2.0
     hi = (t + np.sqrt((rh - r) ** 2 + (sh - s) ** 2)) / 2.0
     return np.where(ok, np.clip(lo, 0.0, 1.0), np.nan), np.where(ok, np.clip(hi, 0.0, 1.0), np.nan)
-
-
-def balanced_accuracy_interval(tn: float, fp: float, fn: float, tp: float, confidence: float = 0.95) -> Pair | None:
-    """:func:`balanced_accuracy_intervals` of one binary confusion matrix."""
-    return as_pair(*balanced_accuracy_intervals(tn, fp, fn, tp, z_value(confidence)))
 
 
 def mcc_intervals(tn: Any, fp: Any, fn: Any, tp: Any, z: float) -> tuple[np.ndarray, np.ndarray]:
@@ -401,16 +368,28 @@ def level_second_moments(scores_low: Any, scores_high: Any, neg: Any, pos: Any, 
     from streammetrics.kernels.exact_sum import probability_terms
 
     lo, hi, neg, pos = _rows(scores_low, scores_high, neg, pos)
-    ln, bn = probability_terms(-hi)  # (a negative's terms grow with its score)
-    lp, bp = probability_terms(lo)
     bounds = np.append(np.asarray(starts, dtype=np.int64), len(neg))
     windows = np.arange(len(bounds) - 1) if need is None else np.flatnonzero(need)
-    first, last = bounds[windows].tolist(), bounds[windows + 1].tolist()
+    if len(lo) and lo.min() >= 0.0 and hi.max() <= 1.0:
+        # probabilities: every term is finite, so a level's class without weight adds an exact 0 to
+        # the sums: the terms of the levels each class has only (the rest of this function alike)
+        n_at, p_at = np.flatnonzero(neg), np.flatnonzero(pos)
+        neg, hi, pos, lo = neg[n_at], hi[n_at], pos[p_at], lo[p_at]
+        n_bounds, p_bounds = np.searchsorted(n_at, bounds), np.searchsorted(p_at, bounds)
+    else:
+        n_bounds = p_bounds = bounds
+    ln, bn = probability_terms(-hi)  # (a negative's terms grow with its score)
+    lp, bp = probability_terms(lo)
+    if len(bounds) == 2 and len(windows) == 1:  # one window: all its terms
+        return (np.array([math.fsum((neg * ln * ln).tolist() + (pos * lp * lp).tolist())]),
+                np.array([math.fsum((neg * bn * bn).tolist() + (pos * bp * bp).tolist())]))
+    n_first, n_last = n_bounds[windows].tolist(), n_bounds[windows + 1].tolist()
+    p_first, p_last = p_bounds[windows].tolist(), p_bounds[windows + 1].tolist()
     out = []
     for a, b in ((neg * ln * ln, pos * lp * lp), (neg * bn * bn, pos * bp * bp)):
         la, lb = a.tolist(), b.tolist()
         sums = np.full(len(bounds) - 1, np.nan)
-        sums[windows] = [math.fsum(la[i:j] + lb[i:j]) for i, j in zip(first, last)]
+        sums[windows] = [math.fsum(la[i:j] + lb[k:m]) for i, j, k, m in zip(n_first, n_last, p_first, p_last)]
         out.append(sums)
     return out[0], out[1]
 
@@ -440,12 +419,6 @@ def mean_intervals(mean: Any, second: Any, n: Any, z: float, low: Any = 0.0, hig
                 np.where(ok, np.minimum(np.maximum(hi, m), high), np.nan))
     return (np.where(ok, np.maximum(mean - half, low), np.nan),
             np.where(ok, np.minimum(mean + half, high), np.nan))
-
-
-def mean_interval(mean: float, second: float, n: float, confidence: float = 0.95, low: float = 0.0,
-                  high: float = math.inf) -> Pair | None:
-    """:func:`mean_intervals` of one mean."""
-    return as_pair(*mean_intervals(mean, second, n, z_value(confidence), low, high))
 
 
 def root_intervals(low: Any, high: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -25,7 +25,7 @@ import warnings
 
 import numpy as np
 
-from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.exceptions import undefined
 
 __all__ = [
     "cumulative",
@@ -53,12 +53,7 @@ def trapezoid(y: np.ndarray, x: np.ndarray) -> float:
 
 def warn_one_class() -> float:
     """scikit-learn's ``roc_auc_score`` when y_true holds a single class: warn, return nan."""
-    warnings.warn(
-        "Only one class is present in y_true. ROC AUC score is not defined in that case.",
-        UndefinedMetricWarning,
-        stacklevel=3,
-    )
-    return math.nan
+    return undefined("Only one class is present in y_true. ROC AUC score is not defined in that case.", 3)
 
 
 def cumulative(
@@ -108,20 +103,12 @@ def _roc_from_cumulative(
     if thr is not None:
         thr = np.concatenate(([np.inf], thr))
     if fps[-1] <= 0:
-        warnings.warn(
-            "No negative samples in y_true, false positive value should be meaningless",
-            UndefinedMetricWarning,
-            stacklevel=4,
-        )
+        undefined("No negative samples in y_true, false positive value should be meaningless", 4)
         fpr = np.full(fps.shape, np.nan)
     else:
         fpr = fps / fps[-1]
     if tps[-1] <= 0:
-        warnings.warn(
-            "No positive samples in y_true, true positive value should be meaningless",
-            UndefinedMetricWarning,
-            stacklevel=4,
-        )
+        undefined("No positive samples in y_true, true positive value should be meaningless", 4)
         tpr = np.full(tps.shape, np.nan)
     else:
         tpr = tps / tps[-1]
@@ -146,12 +133,7 @@ def roc_auc(neg: np.ndarray, pos: np.ndarray, max_fpr: float | None = None) -> f
     max_fpr = check_max_fpr(max_fpr)
     fps, tps, _ = cumulative(neg, pos)
     if not len(fps):
-        warnings.warn(
-            "No event with a non-zero weight: ROC AUC is not defined.",
-            UndefinedMetricWarning,
-            stacklevel=2,
-        )
-        return math.nan
+        return undefined("No event with a non-zero weight: ROC AUC is not defined.", 2)
     fpr, tpr, _ = _roc_from_cumulative(fps, tps, None, True)
     if max_fpr is None or max_fpr == 1:
         return float(trapezoid(tpr, fpr))
@@ -253,11 +235,6 @@ def average_precision(neg: np.ndarray, pos: np.ndarray) -> float:
     thresholds (a step sum, not a trapezoid); nan with a warning if no event has weight."""
     fps, tps, _ = cumulative(neg, pos)
     if not len(fps):
-        warnings.warn(
-            "No event with a non-zero weight: average precision is not defined.",
-            UndefinedMetricWarning,
-            stacklevel=2,
-        )
-        return math.nan
+        return undefined("No event with a non-zero weight: average precision is not defined.", 2)
     precision, recall, _ = _pr_from_cumulative(fps, tps, None, False)
     return float(max(0.0, -np.sum(np.diff(recall) * precision[:-1])))

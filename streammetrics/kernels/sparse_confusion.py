@@ -21,6 +21,14 @@ Twins (one dispatcher, :func:`cohen_kappa`): :func:`kappa_dense` is scikit-learn
 computation operation for operation (bit-for-bit values; used while ``K <= DENSE_MAX``),
 :func:`kappa_sparse` the vectorised O(cells + K) form used beyond. The parity table is
 ``tests/kernels/test_sparse_confusion.py``.
+
+``*_many`` twins: the same operations on a stack of ``n`` matrices ``(n, K, K)`` (rows of
+per-label sums), one value per matrix, nan (no warning) where the scalar twin warns and gives
+nan: many small windows at once (``LabelMonitor.snapshot_many``). Sums run along the last,
+contiguous axis (numpy then adds each row as it adds the scalar twin's 1-D array), so each value
+equals its scalar twin's bit for bit for ``K <= 7`` (sums of at most 7 terms, in order: a nan
+left out or added as 0 alike) and whole-number sums below ``2**53`` (the dot products: any order
+is exact), what unit-weight windows hold; ``tests/monitors/test_labels_many.py`` holds them equal.
 """
 from __future__ import annotations
 
@@ -31,7 +39,8 @@ import numpy as np
 
 from streammetrics.core.exceptions import UndefinedMetricWarning
 
-__all__ = ["DENSE_MAX", "balanced_accuracy", "cohen_kappa", "kappa_dense", "kappa_sparse", "matthews"]
+__all__ = ["DENSE_MAX", "balanced_accuracy", "balanced_accuracy_many", "cohen_kappa", "kappa_dense",
+           "kappa_dense_many", "kappa_sparse", "matthews", "matthews_many"]
 
 #: largest K computed by the dense twin (a K x K float64 matrix of at most 32 KiB)
 DENSE_MAX = 64
@@ -163,3 +172,38 @@ def matthews(t_sum: np.ndarray, p_sum: np.ndarray, n_correct: float) -> float:
     if cov_ypyp_ytyt == 0:
         return 0.0
     return float(cov_ytyp / np.sqrt(cov_ypyp_ytyt))
+
+
+def kappa_dense_many(confusion: np.ndarray) -> np.ndarray:
+    """:func:`kappa_dense` (unweighted kappa) of each ``K x K`` matrix of ``confusion`` ``(n, K, K)``."""
+    n, k = confusion.shape[0], confusion.shape[1]
+    sum0 = np.sum(confusion, axis=1)  # column sums (kappa_dense's axis 0)
+    sum1 = np.sum(confusion, axis=2)
+    total = np.sum(sum0, axis=1)
+    ok = total != 0
+    expected = sum0[:, :, None] * sum1[:, None, :] / np.where(ok, total, 1.0)[:, None, None]
+    off = np.ones((k, k), dtype=np.float64)
+    np.fill_diagonal(off, 0)
+    numerator = np.sum((off * confusion).reshape(n, k * k), axis=1)
+    denominator = np.sum((off * expected).reshape(n, k * k), axis=1)
+    ok &= denominator != 0
+    return np.where(ok, 1 - numerator / np.where(ok, denominator, 1.0), np.nan)
+
+
+def balanced_accuracy_many(tp: np.ndarray, true: np.ndarray) -> np.ndarray:
+    """:func:`balanced_accuracy` (not adjusted) of each row of ``tp`` and ``true`` ``(n, K)``."""
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # (a row without true weight: nan)
+        return np.nanmean(tp / true, axis=1)
+
+
+def matthews_many(t_sum: np.ndarray, p_sum: np.ndarray, n_correct: np.ndarray) -> np.ndarray:
+    """:func:`matthews` of each row of ``t_sum`` and ``p_sum`` ``(n, K)`` with its trace ``n_correct``."""
+    n_samples = p_sum.sum(axis=1)
+    cov_ytyp = n_correct * n_samples - np.einsum("ij,ij->i", t_sum, p_sum)
+    cov_ypyp = n_samples**2 - np.einsum("ij,ij->i", p_sum, p_sum)
+    cov_ytyt = n_samples**2 - np.einsum("ij,ij->i", t_sum, t_sum)
+    product = cov_ypyp * cov_ytyt
+    zero = (np.count_nonzero(t_sum, axis=1) <= 1) | (np.count_nonzero(p_sum, axis=1) <= 1) | (product == 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(zero, 0.0, cov_ytyp / np.sqrt(np.where(zero, 1.0, product)))

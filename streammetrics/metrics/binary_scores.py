@@ -8,45 +8,24 @@ average precision, confusion at a threshold) is computed from the histograms by
 :mod:`streammetrics.kernels.ranking`, exactly as scikit-learn computes it from the events when
 ``exact=True`` (one level per distinct score), and from the bins otherwise.
 
-Exact while small: by default (``exact=False``) the histograms keep every distinct score
-while the two hold at most ``max_bins`` keys in all, so a 20-80 event window's AUC equals
-scikit-learn's exactly and its bounds collapse to it; past that, they move to the grid
-below. Whether the state is exact, and the grid in force, depend only on the multiset of
-events (the number of distinct (class, score) pairs), so any split, merge order or batching
-gives the same state.
+Binning (exact while small, then the log grid coarsened within ``max_bins``): see
+:class:`BinaryScores`. Whether the state is exact, and the grid in force, depend only on the
+multiset of events, so any split, merge order or batching gives the same state. On the streams
+of ``benchmarks/bench_auc_accuracy.py`` the binned AUC is within 1.1e-5 of the exact value, and
+:meth:`BinaryScores.roc_auc_bounds` always says how far off it can be at most.
 
-Beyond ``max_bins`` distinct scores, the binning is the data-independent log-relative grid of
-:class:`~streammetrics.kernels.binning.LogGridBinning` (dedicated bins for 0.0 and 1.0, bins
-relative to the distance to 0 or 1 inside [0, 1], to 0 outside), at 1024 bins per octave
-and coarsened by halves while the histograms would hold more than ``max_bins`` = 4096
-keys (so the state stays below ~40 KB of JSON for unit weights). On the streams of
-``benchmarks/bench_auc_accuracy.py`` - river models on Phishing, Bananas and Shuttle,
-logistic-regression margins, 1M-event streams crowded near 0 and 1 - the AUC is within
-1.1e-5 of the exact value, and :meth:`BinaryScores.roc_auc_bounds` always says how far
-off it can be at most.
+The log-loss and Brier sums (:class:`~streammetrics.kernels.exact_sum.ProbabilitySums`) and the
+summed weights (:mod:`streammetrics.kernels.exact_weights`: floats while every weight is whole and
+every sum below 2**52, else the whole accumulator holds ints of units of 2**-1074) are exact, so
+the state depends only on the multiset of events. The JSON writes each sum as its correctly
+rounded float, plus the rest of the exact sum only when that float is not exact
+(``sum_residues``, ``weighted_residues``, the histogram's ``residues``), so states of whole
+weights keep their bytes.
 
-The log-loss and Brier sums are exact (:class:`~streammetrics.kernels.exact_sum.ProbabilitySums`):
-the per-event path appends the event's signed score to a bounded buffer (1,024 entries), folded
-by one vectorised exact summation of the terms ``w * -log(p)`` and ``w * (y - s)**2``, so the sums
-- like the rest of the state - depend only on the multiset of events, not on the order, batching
-or merging (replay and Spark write the same bits). ``to_dict`` writes each correctly rounded sum
-under ``log_loss_sum`` / ``brier_sum`` and the rest of its exact expansion under
-``sum_residues`` (dict version 3; versions 1 and 2 still load, their sums taken as exact).
-
-Summed weights (class weights, histogram bins) are exact too (:mod:`streammetrics.kernels.exact_weights`):
-floats while every weight is a whole number (the default 1.0) and every class weight at most
-2**52 (float sums exact), else - from the first weight that is not whole, or a merge with such a state - the
-whole accumulator ("units mode") holds Python ints of units of 2**-1074 (at most ~2,100 bits
-each), exact under any split, merge order or batching. The JSON writes each sum as its
-correctly rounded float where it always did, plus the rest of the exact sum only when that
-float is not exact (``weighted_residues``, the histogram's ``residues``; omitted otherwise, so
-states of whole weights keep their bytes); the metrics read the correctly rounded floats.
-
-Squared weights (issue 26: Kish's effective sample size ``(sum w)^2 / sum w^2`` of each class,
-for the intervals): per class the exact sum (units) of ``fl(w * w)`` over the events of weight
-other than 1, written only while there are such events as ``weighted_squares`` (each class's
-whole ``sum w^2``, unit-weight events counting 1) and ``weighted_squares_residues``; a weighted
-state written before them loads with the squares unknown (its intervals are None).
+Squared weights (Kish's effective sample size ``(sum w)^2 / sum w^2`` of each class, for the
+intervals): per class the exact sum of ``fl(w * w)`` over the events of weight other than 1,
+written only while there are such events (``weighted_squares``, ``weighted_squares_residues``);
+a weighted state written before them loads with the squares unknown (its intervals are None).
 """
 from __future__ import annotations
 
@@ -58,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Hashable, Iterator, Mapping
 import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
-from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.exceptions import UndefinedMetricWarning, undefined
 from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.core.validation import (
     as_float_array,
@@ -84,6 +63,7 @@ from streammetrics.kernels.exact_weights import (
     units_of,
     value_of,
     values_of,
+    whole_floats,
 )
 from streammetrics.kernels.histogram import (
     MAX_TOTAL_WEIGHT,
@@ -96,11 +76,14 @@ from streammetrics.kernels.histogram import (
     histograms_from_json,
     histograms_to_json,
     insert_table,
+    levels_of_table,
+    merge_into,
     table_to_grid,
     to_grid,
     units_mode,
 )
 from streammetrics.kernels.histogram import to_units as histograms_to_units
+from streammetrics.kernels.histogram_json import SMALL_KEYS
 from streammetrics.kernels.ranking_small import levels
 
 if TYPE_CHECKING:  # the module imports ConfusionMatrix lazily (it imports this one)
@@ -185,39 +168,16 @@ def _fresh_histograms(acc: "BinaryScores") -> tuple[Binning, ScoreHistogram, Sco
     return binning, ScoreHistogram(binning), ScoreHistogram(binning)
 
 
-def _finest_grid(acc: Any) -> LogGridBinning:
-    """The finest grid of an accumulator that is exact only while small."""
-    assert acc._finest is not None  # exact=True accumulators never meet a grid
-    return LogGridBinning(acc._finest)
-
-
 def _merge_histograms(mine: tuple, theirs: tuple, acc: "BinaryScores") -> tuple:
-    """Bring both to the coarser of the two grids (an exact side moves to the finest grid
-    if the other is on a grid), add, then bound by ``max_bins`` (see :func:`~streammetrics.kernels.histogram.bound`)."""
+    # (_check_merge moved self to units if other is)
     binning, neg, pos = mine
-    other = [theirs[1], theirs[2]]
-    convert = acc._units and not units_mode(other)  # (_check_merge moved self to units if other is)
-    if convert or not (binning.exact and theirs[0].exact):  # other's histograms change: copies
-        other = [h.copy() for h in other]
-    if convert:
-        histograms_to_units(other)
-    if binning.exact and not theirs[0].exact:
-        binning = to_grid([neg, pos], _finest_grid(acc))
-    if not binning.exact:
-        if theirs[0].exact:  # straight to this grid: nested grids of ceiling keys, so the same
-            to_grid(other, binning)  # keys as the finest grid coarsened (LogGridBinning.coarsen_keys)
-        while other[0].binning.bins > binning.bins:
-            coarsen_all(other)
-        while binning.bins > other[0].binning.bins:
-            binning = coarsen_all([neg, pos])
-    neg.merge(other[0])
-    pos.merge(other[1])
-    return bound(binning, [neg, pos], acc._finest, acc._max_bins), neg, pos
+    return merge_into(binning, [neg, pos], theirs[0], theirs[1:], acc._units, acc._finest, acc._max_bins), neg, pos
 
 
 def _encode_histograms(value: tuple, acc: "BinaryScores") -> tuple:
     binning, neg, pos = value
-    return (None if binning.exact else binning.bins), histograms_to_json([neg, pos], ["neg", "pos"])
+    levels = acc._aligned()[:2] if neg is acc._neg and pos is acc._pos and len(neg) + len(pos) > SMALL_KEYS else None
+    return (None if binning.exact else binning.bins), histograms_to_json([neg, pos], ["neg", "pos"], levels)
 
 
 def _decode_histograms(raw: tuple, acc: "BinaryScores", loaded: Mapping[str, Any]) -> tuple:
@@ -591,6 +551,7 @@ class BinaryScores(Accumulator):
         ``update``, for 0/1 labels, stays free of the check)."""
         if self._pos_label is not None:
             self.update = self._update_by_label  # type: ignore[method-assign]  # per instance, as EventParser.parse
+        self._level_cache = None  # (a container replaced, or the histograms changed: levels rebuilt)
         b = self._binning
         # the weight a default-weight event adds to its bin: 1.0, or UNIT in units mode
         self._inc = inc = UNIT if self._wsum[0].__class__ is int else 1.0
@@ -754,6 +715,7 @@ class BinaryScores(Accumulator):
         fast = self._fast
         if fast is None or weight is not _ONE or score.__class__ is not float:
             return self._update_general(y, score, weight)
+        self._level_cache = None
         hists, events, unit, outside, shift, rnd, c, as_float, as_int, inc = fast
         if 0.0 < score < 0.5:  # key: see LogGridBinning
             q = 1.0 - score
@@ -794,6 +756,7 @@ class BinaryScores(Accumulator):
 
     def _update_general(self, y: int, score: Any, weight: Any) -> "BinaryScores":
         """:meth:`update` for any validated ``y`` and unvalidated score and weight."""
+        self._level_cache = None
         xfast = self._xfast
         if xfast is not None and weight is _ONE and score.__class__ is float and 0.0 < score < 1.0:
             hists, events, unit, max_bins, inc = xfast  # exact while small: the key is the score
@@ -919,6 +882,7 @@ class BinaryScores(Accumulator):
             probabilities = False
             outside = (lo if lo < 0.0 else None, hi if hi > 1.0 else None)
         # ---- nothing below can fail
+        fresh = not (self._neg.weights or self._pos.weights)
         if units:
             self._to_units()
         if self._binning.exact and not binning.exact:
@@ -926,7 +890,9 @@ class BinaryScores(Accumulator):
         while self._binning.bins is not None and self._binning.bins > binning.bins:  # type: ignore[attr-defined]  # a LogGridBinning (or the same type) here
             self._binning = coarsen_all([self._neg, self._pos])
         insert_table((self._neg, self._pos), keys, table)
-        self._collapse()
+        self._collapse()  # (clears the levels)
+        if fresh and not units and self._binning == binning:
+            self._seed_levels(keys, table)
         for c in (0, 1):
             self._events[c] += int(class_n[c])
             if w is not None:
@@ -1061,6 +1027,7 @@ class BinaryScores(Accumulator):
                 self._wsq[y] = max(self._wsq[y] - square_units(w), 0) if wevents[y] else 0
             elif not (wevents[0] or wevents[1]):
                 self._wsq = [0, 0]  # only unit-weight events remain: known again
+        self._level_cache = None
         if events[0] + events[1] == 0:
             self.reset()  # empty: the state of a new accumulator (finest grid)
             return self
@@ -1083,33 +1050,55 @@ class BinaryScores(Accumulator):
         return self
 
     # ------------------------------------------------------------------ levels
-    #: the levels while :meth:`levels_read_once` holds them (None: each reading builds them)
-    _held_levels: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    #: :func:`~streammetrics.kernels.histogram.aligned` of the two histograms (read-only arrays)
+    #: while they are unchanged; None: built on the next reading. Every writer of the histograms
+    #: clears it (the update paths, ``remove``, and ``_refresh``, which merges, loads, resets,
+    #: copies and regrids call); ``update_many`` into empty histograms sets it from its batch table
+    #: (with the ROC AUC read from them, once read: ``{"roc_auc": value}``)
+    _level_cache: tuple[np.ndarray, np.ndarray, dict[str, float]] | None = None
+
+    def _aligned(self) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
+        """``(keys, weights, memo)``: :func:`~streammetrics.kernels.histogram.aligned` of the two
+        histograms, built once while they are unchanged (a window's snapshot, intervals and state
+        read them: one build), and a dict of values read from them (as long as they live)."""
+        cached = self._level_cache
+        if cached is None:
+            keys, w = aligned(self._neg, self._pos)
+            keys.flags.writeable = w.flags.writeable = False  # (shared by every reader)
+            cached = self._level_cache = (keys, w, {})
+        return cached
+
+    def _seed_levels(self, keys: np.ndarray, table: np.ndarray) -> None:
+        """Set the levels from the float table that filled the empty histograms (their exact
+        content: :func:`~streammetrics.kernels.histogram.levels_of_table`)."""
+        levels = levels_of_table(keys, table, (len(self._neg), len(self._pos)))
+        if levels is not None:
+            self._level_cache = (*levels, {})
 
     def _levels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(keys, neg, pos)``: non-empty levels in ascending score order."""
-        held = self._held_levels
-        if held is not None:
-            return held
-        keys, w = aligned(self._neg, self._pos)
+        keys, w, _ = self._aligned()
         return keys, w[0], w[1]
+
+    def class_table(self) -> tuple[np.ndarray, np.ndarray, Binning]:
+        """``(keys, table, binning)``: the levels in ascending score order, ``table[0]`` the
+        negatives' and ``table[1]`` the positives' weights, on the binning in force."""
+        keys, table = aligned(self._neg, self._pos)
+        return keys, table, self._binning
 
     @contextlib.contextmanager
     def levels_read_once(self) -> Iterator[None]:
-        """Within the block, the metrics read the levels built on entry instead of building
-        them each (a snapshot reads ROC AUC, its bounds and average precision: four builds
-        of sorted arrays from the histograms). Nothing may change the accumulator meanwhile.
+        """Within the block, the metrics read the levels built once (they are now built once
+        while the histograms are unchanged, within the block or not: kept for its callers).
+        Nothing may change the accumulator meanwhile.
 
         >>> s = BinaryScores().update_many([0, 1, 1], [0.2, 0.7, 0.4])
         >>> with s.levels_read_once():
         ...     s.roc_auc(), s.roc_auc_bounds()[0] <= s.roc_auc(), s.average_precision()
         (1.0, True, 1.0)
         """
-        self._held_levels = self._levels()
-        try:
-            yield
-        finally:
-            del self._held_levels
+        self._aligned()
+        yield
 
     def _one_class(self) -> bool:
         return not (self._events[0] and self._events[1])
@@ -1133,6 +1122,16 @@ class BinaryScores(Accumulator):
         keys, neg, pos = levels(neg_w, pos_w)
         return keys, neg, pos, _singleton(self._binning, keys)
 
+    def whole_weights(self) -> tuple[dict, dict] | None:
+        """Each class's ``{key: weight}`` as floats while every weight is whole (None otherwise)."""
+        neg, pos = whole_floats(self._neg.weights, self._units), whole_floats(self._pos.weights, self._units)
+        return None if neg is None or pos is None else (neg, pos)
+
+    @property
+    def class_counts(self) -> tuple[int, int]:
+        """Events seen per class ``(negatives, positives)``, zero-weight ones included."""
+        return self._events[0], self._events[1]
+
     def score_sums(self) -> tuple[float, float]:
         """``(sum of w * -log(p), sum of w * (p - y)^2)`` over the events with a score in [0, 1]
         (exact, each rounded once): log loss and Brier score times the labelled weight."""
@@ -1150,12 +1149,18 @@ class BinaryScores(Accumulator):
         AUC. nan with an UndefinedMetricWarning when no event or only one class has been seen."""
         ranking.check_max_fpr(max_fpr)
         if not self.count:
-            warnings.warn("No event: ROC AUC is not defined.", UndefinedMetricWarning, stacklevel=2)
-            return math.nan
+            return undefined("No event: ROC AUC is not defined.", 2)
         if self._one_class():
             return ranking.warn_one_class()
-        _, neg, pos = self._levels()
-        return ranking.roc_auc(neg, pos, max_fpr)
+        keys, w, memo = self._aligned()
+        if max_fpr is not None:
+            return ranking.roc_auc(w[0], w[1], max_fpr)
+        auc = memo.get("roc_auc")
+        if auc is None:
+            auc = ranking.roc_auc(w[0], w[1])
+            if not math.isnan(auc):  # (nan warns on each reading)
+                memo["roc_auc"] = auc
+        return auc
 
     def roc_auc_bounds(self) -> tuple[float, float]:
         """``(low, high)`` guaranteed to contain the exact ROC AUC of the events seen:
@@ -1224,12 +1229,7 @@ class BinaryScores(Accumulator):
                 f"outside it were seen (lowest below 0: {lo!r}, highest above 1: {hi!r})"
             )
         if not self.total_weight > 0:
-            warnings.warn(
-                f"No event with a non-zero weight: {name} is not defined.",
-                UndefinedMetricWarning,
-                stacklevel=3,
-            )
-            return math.nan
+            return undefined(f"No event with a non-zero weight: {name} is not defined.", 3)
         return total / self.total_weight
 
     def log_loss(self) -> float:

@@ -21,21 +21,10 @@ State (all mergeable by addition):
   scikit-learn's step sum) are computed exactly when the event arrives and kept as
   weighted running sums, with the number of rows where they are undefined.
 
-Exact sums (:mod:`~streammetrics.kernels.exact_weights`): the summed weights (total, positive
-weights per label, the histograms' weights) are floats while every weight seen is a whole
-number and the total at most ``2**52`` (float sums exact), else, for the whole accumulator
-("units mode", from the first weight such as 0.1, a total past ``2**52``, or a merge with a
-state in units mode), Python ints of units of ``2**-1074`` (at most ~2,100 bits each). The
-``samples`` sums add one term per row, ``w * row_auc`` and ``w * row_ap``, each rounded once as
-a float (the same float on the per-event and batch paths), exactly
-(:class:`~streammetrics.kernels.exact_sum.ExactSum`, buffered per event). So the state depends
-only on the multiset of events, however a stream is split, batched and merged. The JSON writes
-every sum's correctly rounded float where it always did and, only when that float is not exact,
-its residue under optional keys (``total_weight_residue``, ``positive_weights_residues``,
-``samples_sums_residues``, and the packed histograms' ``"residues"``; see
-:func:`~streammetrics.kernels.histogram_json.pack_flat`), so states of whole weights keep their
-bytes, except the ``samples`` sums, which are now the correctly rounded exact sums (with a
-residue when that is not exact).
+Every sum is exact (summed weights: :mod:`~streammetrics.kernels.exact_weights`; the ``samples``
+sums of ``w * row_auc`` and ``w * row_ap``: :class:`~streammetrics.kernels.exact_sum.ExactSum`),
+so the state depends only on the multiset of events. The JSON writes each correctly rounded
+sum, plus its residue under optional keys only when that float is not exact.
 
 scikit-learn's edge cases, mirrored: a label with one class present gives a nan ROC AUC
 with an ``UndefinedMetricWarning`` (so ``macro`` is nan; ``weighted`` zeroes labels without
@@ -461,7 +450,7 @@ class MultilabelScores(ScoreColumns):
         self._sterms = self._samples.terms
         self._neg, self._pos = self._pair
         self._hw = [(a.weights, b.weights) for a, b in zip(self._neg, self._pos)]
-        self._key = self._binning.key
+        self._key = self.binning.key
         self._entries = sum(len(a) + len(b) for a, b in self._hw)
         self._over = self._limit()
 
@@ -629,7 +618,7 @@ class MultilabelScores(ScoreColumns):
     # ------------------------------------------------------------------ metrics
     def _pooled(self) -> tuple[np.ndarray, np.ndarray]:
         """``(keys, [neg, pos])`` of all labels' histograms pooled (the micro average)."""
-        return aligned(summed(self._neg, self._binning), summed(self._pos, self._binning))
+        return aligned(summed(self._neg, self.binning), summed(self._pos, self.binning))
 
     def _roc(self, average: Any, bounds: bool) -> tuple[Any, Any, Any]:
         check_average(average, _AVERAGES, "multilabel roc_auc")
@@ -658,14 +647,14 @@ class MultilabelScores(ScoreColumns):
                 nan = ranking.warn_one_class()
                 return nan, nan, nan
             keys, w = self._pooled()
-            return binary_auc(self._binning, keys, w[0], w[1], bounds)
+            return binary_auc(self.binning, keys, w[0], w[1], bounds)
         parts = np.full((3, n), np.nan)
         for j, (neg, pos) in enumerate(zip(self._neg, self._pos)):
             if not (self._n_pos[j] and self._n_neg[j]):
                 ranking.warn_one_class()
                 continue
             keys, w = aligned(neg, pos)
-            parts[:, j] = binary_auc(self._binning, keys, w[0], w[1], bounds)
+            parts[:, j] = binary_auc(self.binning, keys, w[0], w[1], bounds)
         weights = w_pos if average == "weighted" else None
         low, high = average_intervals(parts[1], parts[2], average, weights)
         return average_scores(parts[0], average, weights), low, high

@@ -10,14 +10,13 @@ for all of them together); ``average_scores`` / ``average_intervals`` apply scik
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any, Callable, ClassVar, Mapping, TypeVar, overload
 
 import numpy as np
 
 from streammetrics.core import state as _state_mod
 from streammetrics.core.accumulator import Accumulator
-from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.exceptions import undefined
 from streammetrics.core.state import describe
 from streammetrics.core.validation import labels_to_json
 from streammetrics.kernels import ranking
@@ -82,10 +81,7 @@ def binary_auc(
 
 
 def warn_no_events(name: str) -> float:
-    warnings.warn(
-        f"No event with a non-zero weight: {name} is not defined.", UndefinedMetricWarning, stacklevel=3
-    )
-    return math.nan
+    return undefined(f"No event with a non-zero weight: {name} is not defined.", 3)
 
 
 def check_average(average: Any, options: tuple, what: str) -> None:
@@ -184,6 +180,11 @@ class ScoreColumns(Accumulator):
         """Resolution in force: None while exact, else bins per octave (a fraction
         ``1 / 2**j`` once a bin spans ``2**j`` octaves)."""
         return None if self._binning.exact else self._binning.per_octave  # type: ignore[attr-defined]  # a log grid
+
+    @property
+    def binning(self) -> Binning:
+        """The binning in force: exact scores while exact, else the log grid."""
+        return self._binning
 
     @property
     def max_bins(self) -> int | None:

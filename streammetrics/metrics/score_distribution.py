@@ -28,13 +28,12 @@ weight is whole and the total weight at most 2**52 (float sums exact), else exac
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any, Mapping
 
 import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
-from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.core.exceptions import undefined
 from streammetrics.core.state import Field, describe
 from streammetrics.core.validation import as_float_array, as_weight_array, check_number, check_weight
 from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning, bit_views, make_binning
@@ -51,6 +50,7 @@ from streammetrics.kernels.exact_weights import (
     units_by_key,
     units_of,
     value_of,
+    whole_floats,
     with_residue,
 )
 from streammetrics.kernels.histogram import (
@@ -64,11 +64,14 @@ from streammetrics.kernels.histogram import (
     histograms_from_json,
     histograms_to_json,
     insert_table,
+    levels_of_table,
+    merge_into,
     table_to_grid,
     to_grid,
     units_mode,
 )
 from streammetrics.kernels.histogram import to_units as histograms_to_units
+from streammetrics.kernels.histogram_json import SMALL_KEYS
 
 __all__ = ["ScoreDistribution"]
 
@@ -86,36 +89,16 @@ def _fresh(acc: "ScoreDistribution") -> tuple[Binning, ScoreHistogram]:
     return binning, ScoreHistogram(binning)
 
 
-def _finest_grid(acc: Any) -> LogGridBinning:
-    """The finest grid of an accumulator that is exact only while small."""
-    assert acc._finest is not None  # exact=True accumulators never meet a grid
-    return LogGridBinning(acc._finest)
-
-
 def _merge_hist(mine: tuple, theirs: tuple, acc: "ScoreDistribution") -> tuple:
+    # (_check_merge moved self to units if other is)
     binning, hist = mine
-    other = theirs[1]
-    convert = acc._units and not units_mode([other])  # (_check_merge moved self to units if other is)
-    if convert or not (binning.exact and theirs[0].exact):  # other's histogram changes: a copy
-        other = other.copy()
-    if convert:
-        histograms_to_units([other])
-    if binning.exact and not theirs[0].exact:
-        binning = to_grid([hist], _finest_grid(acc))
-    if not binning.exact:
-        if other.binning.exact:  # straight to this grid: nested grids of ceiling keys, so the
-            to_grid([other], binning)  # same keys as the finest grid coarsened (LogGridBinning.coarsen_keys)
-        while other.binning.bins > binning.bins:
-            coarsen_all([other])
-        while binning.bins > other.binning.bins:
-            binning = coarsen_all([hist])
-    hist.merge(other)
-    return bound(binning, [hist], acc._finest, acc._max_bins), hist
+    return merge_into(binning, [hist], theirs[0], [theirs[1]], acc._units, acc._finest, acc._max_bins), hist
 
 
 def _encode_hist(value: tuple, acc: "ScoreDistribution") -> tuple:
     binning, hist = value
-    return (None if binning.exact else binning.bins), histograms_to_json([hist], ["weights"])
+    levels = acc._aligned() if hist is acc._hist and len(hist) > SMALL_KEYS else None
+    return (None if binning.exact else binning.bins), histograms_to_json([hist], ["weights"], levels)
 
 
 def _decode_hist(raw: tuple, acc: "ScoreDistribution", loaded: Mapping[str, Any]) -> tuple:
@@ -363,6 +346,7 @@ class ScoreDistribution(Accumulator):
                 "score_sum_residue": residue, "bins_per_octave": bpo, "histogram": hist}
 
     def _refresh(self) -> None:
+        self._level_cache = None  # (a container replaced, or the histogram changed: levels rebuilt)
         b = self._binning
         # the weight a default-weight prediction adds to its bin: 1.0, or UNIT in units mode
         self._inc = inc = UNIT if self._sums[_WTOTAL].__class__ is int else 1.0
@@ -456,10 +440,12 @@ class ScoreDistribution(Accumulator):
     def _ratio(self, name: str, value: float) -> float:
         total = self.total_weight
         if not total > 0:
-            warnings.warn(f"No prediction with a non-zero weight: {name} is not defined.",
-                          UndefinedMetricWarning, stacklevel=3)
-            return math.nan
+            return undefined(f"No prediction with a non-zero weight: {name} is not defined.", 3)
         return value / total
+
+    def whole_weights(self) -> dict | None:
+        """The histogram's ``{key: weight}`` as floats while every weight is whole (None otherwise)."""
+        return whole_floats(self._hist.weights, self._units)
 
     def mean_score(self) -> float:
         """Weighted mean score ``S / W`` (nan with a warning when ``W == 0``)."""
@@ -469,16 +455,32 @@ class ScoreDistribution(Accumulator):
         """Weight share of ``score >= threshold`` (nan with a warning when ``W == 0``)."""
         return self._ratio("predicted_positive_rate", self.positive_weight)
 
+    #: :func:`~streammetrics.kernels.histogram.aligned` of the histogram (read-only arrays) while
+    #: it is unchanged; None: built on the next reading. Every writer of the histogram clears it
+    #: (the update paths, and ``_refresh``, which merges, loads, resets, copies and regrids call);
+    #: ``update_many`` into an empty histogram sets it from its batch table
+    _level_cache: tuple[np.ndarray, np.ndarray] | None = None
+
+    def _aligned(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(keys, weights)`` of the histogram, built once while it is unchanged."""
+        cached = self._level_cache
+        if cached is None:
+            keys, w = aligned(self._hist)
+            keys.flags.writeable = w.flags.writeable = False  # (shared by every reader)
+            cached = self._level_cache = (keys, w)
+        return cached
+
     def histogram(self) -> tuple[np.ndarray, np.ndarray]:
         """``(thresholds, weights)``: per non-empty bin in ascending score order, the smallest
         score of the bin (the score itself when ``exact``) and the summed weight."""
-        keys, w = aligned(self._hist)
+        keys, w = self._aligned()
         return self._binning.lowest(keys), w[0]
 
     # ------------------------------------------------------------------ updates
     def update(self, score: float, weight: float = _ONE) -> "ScoreDistribution":
         """Add one prediction: a finite ``score`` and a finite ``weight >= 0``."""
         fast = self._fast
+        self._level_cache = None
         if fast is not None and weight is _ONE and score.__class__ is float:
             h, shift, rnd, c, sums, threshold, terms, as_float, as_int, inc = fast
             if 0.0 < score < 0.5:  # key: see LogGridBinning
@@ -505,6 +507,7 @@ class ScoreDistribution(Accumulator):
         return self._update_general(score, weight)
 
     def _update_general(self, score: Any, weight: Any) -> "ScoreDistribution":
+        self._level_cache = None
         s = check_number(score, "score")
         w = check_weight(weight)
         sums = self._sums
@@ -584,6 +587,7 @@ class ScoreDistribution(Accumulator):
             w2 = w * w  # (a weight above 1e154 overflows its square: the squares become unknown)
             squares = units_by_key(np.zeros(n, dtype=np.int8), w2).get(0, 0) if np.isfinite(w2).all() else None
         # ---- nothing below can fail
+        fresh = not self._hist.weights
         if units:
             self._to_units()
         if self._binning.exact and not binning.exact:
@@ -591,7 +595,11 @@ class ScoreDistribution(Accumulator):
         while not binning.exact and self._binning.bins > binning.bins:  # type: ignore[attr-defined]  # log grids
             self._binning = coarsen_all([self._hist])
         insert_table([self._hist], keys, table)
-        self._collapse()
+        self._collapse()  # (clears the levels)
+        if fresh and not units and self._binning == binning:
+            levels = levels_of_table(keys, table, (len(self._hist),))
+            if levels is not None:
+                self._level_cache = levels
         sums = self._sums
         sums[_COUNT] += n
         sums[_SUM].add_array(score_terms)

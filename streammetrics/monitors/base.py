@@ -272,6 +272,9 @@ class Monitor(Accumulator):
     #: :meth:`snapshot_many` summarises many small monitors at once (a window engine holds its
     #: small closed windows until the next poll to build them together)
     small_form: ClassVar[bool] = False
+    #: True for a type whose :meth:`snapshot_many` builds many small monitors at once (without a
+    #: small form): a window engine holds its small closed windows until the next poll likewise
+    snapshots_together: ClassVar[bool] = False
 
     def update_items(self, items: Sequence[Any]) -> "Monitor":
         """Both parts: a batch of events given in this type's small form where it has one (a

@@ -28,7 +28,6 @@ import math
 from typing import Any, Mapping
 
 from streammetrics.core.state import describe
-from streammetrics.kernels.exact_weights import UNIT
 
 __all__ = ["EVENTS_FORM_MAX", "check_events_form", "events_form", "load_events_form", "signed_events_form"]
 
@@ -36,24 +35,9 @@ __all__ = ["EVENTS_FORM_MAX", "check_events_form", "events_form", "load_events_f
 #: ``events_form_max``); also the most such a dict may hold when read
 EVENTS_FORM_MAX = 256
 _KEYS = frozenset(("score", "y_true"))
-_WHOLE_LIMIT = 2**53  # (a whole weight the events form could write: at most events_form_max anyway)
 _INF = math.inf
 #: the confusion cells (y_true, y_pred) of the index ``y_true + 2 * y_pred``
 _CELLS = ((0, 0), (1, 0), (0, 1), (1, 1))
-
-
-def _whole(weights: dict, units: bool) -> dict | None:
-    """A histogram's weights as floats: as they are, or in units mode (ints of
-    :data:`~streammetrics.kernels.exact_weights.UNIT`) the whole numbers they hold (None if one is not)."""
-    if not units:
-        return weights
-    out = {}
-    for key, u in weights.items():
-        whole, rest = divmod(u, UNIT)
-        if rest or whole > _WHOLE_LIMIT:
-            return None
-        out[key] = float(whole)
-    return out
 
 
 def events_form(monitor: Any) -> dict[str, list] | None:
@@ -63,16 +47,16 @@ def events_form(monitor: Any) -> dict[str, list] | None:
     histogram on the grid, or parts that disagree (then the parts' layout keeps them as they are)."""
     pr, sc, cm = monitor.predictions, monitor.scores, monitor.confusion
     n = pr.count
-    if n > monitor.events_form_max or not (pr._binning.exact and sc._binning.exact):
+    if n > monitor.events_form_max or pr.bins_per_octave is not None or not sc.exact:
         return None
-    if sc._wevents[0] or sc._wevents[1] or cm._n_weighted or not cm._unit:
+    if not sc.unit_weights or cm._n_weighted or not cm._unit:
         return None
     # (in units mode, entered when some weight was not whole, the weights as they are now: the
     # form depends on the state, not on the path that built it, so a loaded state writes it alike)
-    pred_w, neg_w, pos_w = _whole(pr._hist.weights, pr._units), _whole(sc._neg.weights, sc._units), _whole(
-        sc._pos.weights, sc._units)
-    if pred_w is None or neg_w is None or pos_w is None:
+    pred_w, classes = pr.whole_weights(), sc.whole_weights()
+    if pred_w is None or classes is None:
         return None
+    neg_w, pos_w = classes
     if len(neg_w) > len(pred_w) or len(pos_w) > len(pred_w):
         return None
     scores: list[float] = []
@@ -97,7 +81,7 @@ def events_form(monitor: Any) -> dict[str, list] | None:
         else:
             cells[0] += a
             cells[1] += b
-    if len(scores) != n or cells[0] + cells[2] != sc._events[0] or cells[1] + cells[3] != sc._events[1]:
+    if len(scores) != n or (cells[0] + cells[2], cells[1] + cells[3]) != sc.class_counts:
         return None  # (a labelled score missing from the predictions: the sums above disagree)
     if above != pr.positive_weight or {c: k for c, k in zip(_CELLS, cells) if k} != {
             c: k for c, k in cm._n.items() if k}:

@@ -24,10 +24,13 @@ import math
 import warnings
 from typing import Any, Hashable, Mapping, Sequence
 
+import numpy as np
+
 from streammetrics.core.labels import LABEL_KINDS
 from streammetrics.core.state import Field, describe, state_limits
 from streammetrics.core.validation import check_weight, to_builtin_label
 from streammetrics.events.parser import Event
+from streammetrics.kernels.classification import prf
 from streammetrics.kernels.exact_weights import (
     FLOAT_EXACT,
     WHOLE_MAX,
@@ -36,10 +39,11 @@ from streammetrics.kernels.exact_weights import (
     units_of,
     value_of,
 )
+from streammetrics.kernels.sparse_confusion import balanced_accuracy_many, kappa_dense_many, matthews_many
 from streammetrics.metrics.confusion import ConfusionMatrix, _kind
 from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
 
-__all__ = ["OTHER_LABELS", "LabelMonitor", "class_report", "label_metrics"]
+__all__ = ["OTHER_LABELS", "LabelMonitor", "class_report", "label_metrics", "label_metrics_many", "label_parts_many"]
 
 #: per label kind, the labels a label beyond ``max_labels`` is folded into: (other, mismatch)
 #: (:meth:`ConfusionMatrix.fold_labels`; bool labels never fold: ``max_labels`` is at least 2)
@@ -117,6 +121,126 @@ def label_metrics(cm: ConfusionMatrix, labels: list | None) -> dict[str, Any]:
         "matthews_corrcoef": quiet(cm.matthews_corrcoef) if defined else None,
         "cohen_kappa": quiet(cm.cohen_kappa) if defined else None,
     }
+
+
+#: most labels a window may hold for :func:`label_metrics_many` (its averages then add at most 7
+#: terms, in order, as the scalar path's numpy sums do)
+MANY_MAX_LABELS = 7
+
+
+def _nanaverage_rows(values: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """:func:`~streammetrics.kernels.classification.nanaverage` of each row of ``values`` ``(n, K)``
+    (``K <= MANY_MAX_LABELS``: a nan left out of a sum or added as 0 gives the same value)."""
+    mask = np.isnan(values)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.nanmean(values, axis=1) if weights is None else np.full(len(values), np.nan)
+        if weights is None:
+            return mean
+        v, w = np.where(mask, 0.0, values), np.where(mask, 0.0, weights)
+        scale = np.sum(w, axis=1)
+        fallback = np.nanmean(values, axis=1)  # all weights zero: ignore them (as nanaverage)
+        weighted = np.sum(v * w, axis=1) / np.where(scale == 0.0, 1.0, scale)
+    return np.where(mask.all(axis=1), np.nan, np.where(scale == 0.0, fallback, weighted))
+
+
+def label_metrics_many(counts: np.ndarray, order: np.ndarray | None = None) -> tuple[dict[str, list], tuple[list, ...]]:
+    """:func:`label_metrics` (its metrics from ``accuracy`` on) and :func:`class_report`'s
+    precision, recall, F1 and support of many windows at once: ``counts`` ``(n, K, K)``, each
+    window's confusion matrix of unit-weight events over its labels seen, in order (``2 <= K <=
+    MANY_MAX_LABELS``, every total > 0; ``order`` ``(n, K)``: each window's labels in sorted order,
+    the order balanced accuracy adds its recalls in, as ``ConfusionMatrix.balanced_accuracy`` over
+    the labels seen; default: the labels are in that order). Returns (columns by metric name, per-class rows ``(n, K)``)
+    as lists of floats, None where the scalar path gives None. The same kernels, bit for bit
+    (``tests/monitors/test_labels_many.py``)."""
+    tp = np.ascontiguousarray(np.diagonal(counts, axis1=1, axis2=2))
+    pred, true = np.sum(counts, axis=1), np.sum(counts, axis=2)
+    total = np.sum(true, axis=1)
+    nan = math.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p, r, f, support = prf(tp, pred, true, average=None, zero_division=nan)
+        correct = np.sum(tp, axis=1)
+        columns = {
+            "accuracy": correct / total,
+            "balanced_accuracy": balanced_accuracy_many(tp, true) if order is None else balanced_accuracy_many(
+                np.take_along_axis(tp, order, axis=1), np.take_along_axis(true, order, axis=1)),
+            "macro_precision": _nanaverage_rows(p),
+            "macro_recall": _nanaverage_rows(r),
+            "macro_f1": _nanaverage_rows(f),
+            "weighted_f1": _nanaverage_rows(f, support),
+            "matthews_corrcoef": matthews_many(true, pred, correct),
+            "cohen_kappa": kappa_dense_many(counts),
+        }
+    return ({name: _finite(col.tolist()) for name, col in columns.items()},
+            tuple([_finite(row) for row in x.tolist()] for x in (p, r, f, support)))
+
+
+def _finite(values: list[float]) -> list[float | None]:
+    """``json_number`` of each float: itself when finite, else None."""
+    return [x if x - x == 0.0 else None for x in values]
+
+
+def label_intervals_many(counts: np.ndarray, z: float) -> dict[str, list]:
+    """The intervals :func:`label_interval_pairs` gives windows of fewer than
+    ``MIN_MEAN_EVENTS`` unit-weight events (``counts`` as :func:`label_metrics_many`'s): per
+    metric of :data:`LABEL_INTERVALS` a list of ``(low, high)`` or None per window (the matrix
+    intervals and macro F1's: None below that rule; two labels: balanced accuracy and Matthews
+    of the last label against the other, as ``ConfusionMatrix.interval``)."""
+    from streammetrics.kernels.intervals import confusion_intervals, wilson_many
+
+    n, k = counts.shape[0], counts.shape[1]
+    total = np.sum(counts.reshape(n, k * k), axis=1)
+    correct = np.sum(np.diagonal(counts, axis1=1, axis2=2), axis=1)
+    out: dict[str, list] = {name: [None] * n for name in LABEL_INTERVALS}
+    out["accuracy"] = _pairs(*wilson_many(correct, total, z))
+    if k == 2:
+        tn, fp, fn, tp = counts[:, 0, 0], counts[:, 0, 1], counts[:, 1, 0], counts[:, 1, 1]
+        both = confusion_intervals(tn, fp, fn, tp, z)
+        for name in ("balanced_accuracy", "matthews_corrcoef"):
+            out[name] = _pairs(*both[name])
+    return out
+
+
+def label_parts_many(matrices: Sequence[tuple[ConfusionMatrix, list, float]]) -> list[tuple[dict, dict, dict | None]]:
+    """Per ``(matrix, labels, confidence)`` (unit weights, at least one event, ``2 <= K <=
+    MANY_MAX_LABELS`` labels: the matrix's own, or the fixed labels it is held to), computed together
+    per label count and confidence: ``(metrics, per_class, pairs)``, the values
+    :func:`label_metrics` gives from ``accuracy`` on, :func:`class_report`'s rows and
+    :func:`label_interval_pairs`'s intervals (None for a window of ``MIN_MEAN_EVENTS`` events or
+    more: the caller's own :func:`label_interval_pairs`)."""
+    from streammetrics.kernels.intervals import MIN_MEAN_EVENTS, z_value
+
+    out: list[Any] = [None] * len(matrices)
+    groups: dict[tuple[int, float], list[int]] = {}
+    for i, (_, labels, confidence) in enumerate(matrices):
+        groups.setdefault((len(labels), confidence), []).append(i)
+    for (k, confidence), members in groups.items():
+        counts = np.zeros((len(members), k, k), dtype=np.float64)
+        order = np.zeros((len(members), k), dtype=np.intp)
+        for row, i in enumerate(members):
+            cm, labels, _ = matrices[i]
+            index = {label: j for j, label in enumerate(labels)}
+            for (t, p), w in cm.counts().items():
+                counts[row, index[t], index[p]] += w
+            order[row] = sorted(range(k), key=labels.__getitem__)
+        columns, (precision, recall, f1, support) = label_metrics_many(counts, order)
+        few = [row for row, i in enumerate(members) if matrices[i][0].count < MIN_MEAN_EVENTS]
+        bounds = label_intervals_many(counts[few], z_value(confidence)) if few else {}
+        at = {row: n for n, row in enumerate(few)}
+        for row, i in enumerate(members):
+            labels = matrices[i][1]
+            metrics = {name: column[row] for name, column in columns.items()}
+            p, r, f, s = precision[row], recall[row], f1[row], support[row]
+            per_class = {str(label): {"precision": p[j], "recall": r[j], "f1": f[j], "support": s[j]}
+                         for j, label in enumerate(labels)}
+            n = at.get(row)
+            out[i] = (metrics, per_class, None if n is None else {name: bounds[name][n] for name in LABEL_INTERVALS})
+    return out
+
+
+def _pairs(lo: np.ndarray, hi: np.ndarray) -> list[tuple[float, float] | None]:
+    """Interval columns as ``(low, high)`` per row, None where nan (``intervals.as_pair`` of each)."""
+    return [None if a != a or b != b else (a, b) for a, b in zip(lo.tolist(), hi.tolist())]
 
 
 def _quiet_prf(cm: ConfusionMatrix, average: str, kw: dict[str, Any]) -> tuple[Any, Any, Any]:
@@ -448,9 +572,21 @@ class LabelMonitor(Monitor):
 
     def update_events(self, events: Sequence[Event]) -> "LabelMonitor":
         y_true, y_pred = [e.y_true for e in events], [e.y_pred for e in events]
-        self.confusion.update_many(y_true, y_pred, batch_weights(events))  # validates the whole batch first
-        for e in events:
-            self._predict(to_builtin_label(e.y_pred, "y_pred"), float(e.weight))
+        weights = batch_weights(events)
+        self.confusion.update_many(y_true, y_pred, weights)  # validates the whole batch first
+        n = len(events)
+        if weights is None and self._ptotal.__class__ is float and self._ptotal + n <= _FLOAT_EXACT:
+            # unit weights: _predict's float sums, added at once (whole floats: exact)
+            self._pcount += n
+            self._ptotal += float(n)
+            p = self._predicted
+            for label in y_pred:
+                if label.__class__ is not str:
+                    label = to_builtin_label(label, "y_pred")
+                p[label] = p.get(label, 0.0) + 1.0
+        else:
+            for e in events:
+                self._predict(to_builtin_label(e.y_pred, "y_pred"), float(e.weight))
         self._track_many(y_true, y_pred)
         return self
 
@@ -486,3 +622,63 @@ class LabelMonitor(Monitor):
             row["predicted_rate"] = json_number(w / total) if total > 0 else None
         out["per_class"] = per_class
         return out
+
+    #: small closed windows are built together (:meth:`snapshot_many`)
+    snapshots_together = True
+
+    def _many_labels(self) -> list | None:
+        """The labels of this monitor's matrix when :meth:`snapshot_many` computes it in its
+        vectorised pass (unit weights, whole-float prediction weights, discovered labels, nothing
+        to fold, ``2 <= K <= MANY_MAX_LABELS``), else None (its own :meth:`snapshot`)."""
+        cm = self.confusion
+        if (self._labels is not None or self._ptotal.__class__ is not float or not cm.count
+                or not cm.unit_weights):
+            return None
+        labels = cm.labels
+        if not 2 <= len(labels) <= MANY_MAX_LABELS:
+            return None
+        bound = self._max_labels
+        if bound is not None and len(labels) + len(self._predicted) > bound and len(self._held()) > bound:
+            return None  # (labels held: those of the matrix and the predicted ones)
+        return labels
+
+    @classmethod
+    def snapshot_many(cls, monitors: Sequence[Any], include_state: bool = True) -> list[tuple[Any, ...]]:
+        """:meth:`Monitor.snapshot_many`: the label metrics of the unit-weight windows of at most
+        ``MANY_MAX_LABELS`` labels in one vectorised pass (:func:`label_parts_many`), every other
+        window by its own methods; the same records.
+
+        >>> a = LabelMonitor().update_many([{"y_true": "a", "y_pred": "b"}, {"y_true": "b", "y_pred": "b"}])
+        >>> LabelMonitor.snapshot_many([a])[0] == (a.snapshot(), a.to_dict(), a.intervals())
+        True
+        """
+        from streammetrics.kernels.intervals import pairs_record
+
+        out: list[Any] = [None] * len(monitors)
+        chosen, matrices = [], []
+        for i, m in enumerate(monitors):
+            labels = m._many_labels()
+            if labels is None:
+                metrics = m.snapshot()
+                out[i] = (metrics, m.to_dict() if include_state else None, m.intervals(metrics=metrics))
+            else:
+                chosen.append(i)
+                matrices.append((m.confusion, labels, m.confidence))
+        for i, (columns, per_class, pairs) in zip(chosen, label_parts_many(matrices)):
+            m = monitors[i]
+            metrics = {"count": m.count, "total_weight": json_number(m.total_weight), **columns}
+            if m._max_labels is not None:
+                metrics["labels_folded"] = m._folded
+            metrics["per_class"] = m._with_rates(per_class)
+            record = m.intervals(metrics=metrics) if pairs is None else pairs_record(pairs, m.confidence)
+            out[i] = (metrics, m.to_dict() if include_state else None, record)
+        return out
+
+    def _with_rates(self, per_class: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`snapshot`'s ``per_class`` from :func:`label_parts_many`'s rows: each predicted
+        label's ``predicted_rate`` added."""
+        total = self.total_weight
+        for label, weight in _sorted_predicted(self._predicted):
+            row = per_class.setdefault(str(label), {})
+            row["predicted_rate"] = json_number(weight / total) if total > 0 else None
+        return per_class

@@ -28,12 +28,9 @@ from typing import Any, Mapping
 
 from streammetrics.core.exceptions import UndefinedMetricWarning
 from streammetrics.kernels import operating_points as op
+from streammetrics.monitors.base import json_number
 
 __all__ = ["OperatingPoints"]
-
-
-def _json(x: float) -> float | None:
-    return x if math.isfinite(x) else None
 
 
 @dataclass(frozen=True)
@@ -76,16 +73,16 @@ class OperatingPoints:
                     (self.target_fpr, scores.tpr_at_fpr, ("tpr_at_fpr", "threshold_at_fpr"))):
                 if target is not None:
                     value, threshold = kind(target) if scores.count else (math.nan, math.nan)
-                    out[names[0]] = _json(value)
-                    out[names[1]] = _json(threshold) if not math.isnan(value) else None
+                    out[names[0]] = json_number(value)
+                    out[names[1]] = json_number(threshold) if not math.isnan(value) else None
             if self.cost_fp is not None:
                 a, b = self.cost_fp, float(self.cost_fn or 0.0)  # (set together)
                 cells = monitor.confusion.counts()
-                out["expected_cost"] = _json(op.expected_cost(
+                out["expected_cost"] = json_number(op.expected_cost(
                     cells.get((0, 1), 0.0), cells.get((1, 0), 0.0), sum(cells.values()), a, b))
                 if reference is not None:
                     e = reference.expected_confusion(monitor)
-                    out["estimated_expected_cost"] = _json(op.expected_cost(e["fp"], e["fn"], e["weight"], a, b))
+                    out["estimated_expected_cost"] = json_number(op.expected_cost(e["fp"], e["fn"], e["weight"], a, b))
         return out
 
     def hook(self, references: Mapping[Any, Any] | None = None,

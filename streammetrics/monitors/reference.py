@@ -6,27 +6,12 @@ positive score histograms; bounded by its ``max_bins``, or exact with ``exact=Tr
 built from arrays (:meth:`Reference.from_arrays`) or merged from saved states
 (:meth:`Reference.from_states`: ``BinaryScores`` / ``BinaryMonitor`` objects or their
 ``to_dict()``). From it the reference keeps its levels and the isotonic calibration map;
-windows are compared through their score histogram only:
+windows are compared through their score histogram only.
 
-==========================  =================================================================
-metric                      definition (kernel)
-==========================  =================================================================
-``drift_ks``                ``scipy.stats.ks_2samp(window, reference).statistic``
-                            (:func:`~streammetrics.kernels.drift.ks`); on bins the KS of the
-                            bins' smallest scores, with ``drift_ks_low``/``drift_ks_high``
-                            guaranteed to hold the events' value
-``drift_wasserstein``       ``scipy.stats.wasserstein_distance`` with weights; on bins the
-                            value with every event at its bin's midpoint, and guaranteed
-                            ``drift_wasserstein_low``/``drift_wasserstein_high``
-``drift_psi``, ``drift_js`` PSI (natural log, empty shares 1e-4) and Jensen-Shannon distance
-                            (base 2) on the reference's weighted deciles (``psi_groups=10``)
-``estimated_*``             NannyML's CBPE: ``roc_auc``, ``accuracy``, ``precision``,
-                            ``recall``, ``f1`` of ``score >= threshold`` from the reference's
-                            isotonic calibration (:mod:`~streammetrics.kernels.cbpe`)
-``ece``                     torchmetrics' binary calibration error (``ece_bins=15``,
-                            ``ece_norm="l1"``) of a *labelled* window, ``ece_low``/``ece_high``
-                            its bounds (equal when the window's state is exact)
-==========================  =================================================================
+The metrics (``drift_ks``, ``drift_wasserstein``, ``drift_psi``, ``drift_js`` with their
+bounds, NannyML's CBPE ``estimated_*``, torchmetrics' ``ece``) and their definitions:
+``docs/guide/label-free.md``; the kernels are :mod:`~streammetrics.kernels.drift`,
+:mod:`~streammetrics.kernels.cbpe` and :mod:`~streammetrics.kernels.calibration`.
 
 A window is a ``BinaryScores`` or ``BinaryMonitor`` (labelled: every metric), a
 ``ScoreDistribution`` (anything with ``histogram()`` and ``bins_per_octave``), a
@@ -37,18 +22,12 @@ exact stay exact, otherwise drift is computed on the coarser of their log grids.
 (an empty window, a label-free window's ``ece``); the per-family methods return nan with an
 :class:`~streammetrics.core.exceptions.UndefinedMetricWarning` instead.
 
-In snapshots (``streammetrics replay|consume --reference FILE``):
-:func:`streammetrics.stream.references.load_references`
-reads one reference per ``(model, segment)`` (binary :class:`Reference`, or
-:class:`~streammetrics.monitors.reference_multiclass.MulticlassReference` with
-``--task multiclass``), at most ``max_references`` of them (``--max-references``, default
-10,000; a file with more keys is a ``ValueError`` naming the limit), and
-:func:`snapshot_metrics` is the snapshot hook (``PipelineConfig(references=...)``) adding
-:meth:`Reference.metrics` of each window's monitor to its ``metrics``, the same names as
-null for keys without a reference. Each reference is compact state: a ``BinaryScores``
-(binned: at most ``max_bins=4096`` keys per histogram; the file's events are not kept) and
-its isotonic fit (one knot pair per level), so memory is bounded by
-``max_references * (2 * 4096 + 2 * 4096)`` numbers whatever the file's size.
+In snapshots (``--reference FILE``): :func:`streammetrics.stream.references.load_references`
+reads one reference per ``(model, segment)`` (at most ``max_references``, default 10,000; more
+is a ``ValueError``) and :func:`snapshot_metrics` adds :meth:`Reference.metrics` of each
+window's monitor to its ``metrics`` (the same names as null for keys without a reference).
+Each reference is compact state (a bounded ``BinaryScores`` and its isotonic fit), whatever
+the size of its file.
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
@@ -73,7 +52,7 @@ from streammetrics.core.exceptions import UndefinedMetricWarning
 from streammetrics.core.validation import check_number
 from streammetrics.kernels import calibration, cbpe, drift
 from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning
-from streammetrics.kernels.histogram import ScoreHistogram, aligned
+from streammetrics.kernels.histogram import ScoreHistogram
 from streammetrics.kernels.levels import (
     clamp_bounds,
     common_binning,
@@ -84,6 +63,7 @@ from streammetrics.kernels.levels import (
     to_binning,
 )
 from streammetrics.metrics.binary_scores import BinaryScores
+from streammetrics.monitors.base import json_number
 
 __all__ = [
     "DEFAULT_MAX_REFERENCES", "METRICS", "Reference", "reliability", "snapshot_metrics",
@@ -106,14 +86,16 @@ METRICS = (
 Histogram = tuple[np.ndarray, np.ndarray, Binning]
 
 
-def _scores_of(obj: Any) -> BinaryScores | None:
-    """The BinaryScores of a labelled window / saved state (None if it has none)."""
+def scores_of(obj: Any, cls: type) -> Any:
+    """The ``cls`` accumulator of a labelled window / saved state (None if it has none)."""
     if isinstance(obj, Mapping):
         obj = from_dict(obj)
-    if isinstance(obj, BinaryScores):
-        return obj
-    scores = getattr(obj, "scores", None)
-    return scores if isinstance(scores, BinaryScores) else None
+    scores = obj if isinstance(obj, cls) else getattr(obj, "scores", None)
+    return scores if isinstance(scores, cls) else None
+
+
+def binary_scores_of(obj: Any) -> BinaryScores | None:
+    return scores_of(obj, BinaryScores)
 
 
 class _SmallWindow:
@@ -136,7 +118,7 @@ def _small(window: Any) -> Any:
     return window if columns is None else _SmallWindow(columns)
 
 
-def _distribution_of(obj: Any) -> Histogram | None:
+def distribution_of(obj: Any) -> Histogram | None:
     """``(keys, weights, binning)`` of a ScoreDistribution-like object: ``histogram()``
     giving ``(smallest score per bin, weights)`` and ``bins_per_octave`` (None: exact)."""
     hist = getattr(obj, "histogram", None)
@@ -161,13 +143,12 @@ def window_histogram(window: Any) -> Histogram:
         keys, neg, pos = window.columns
         return keys, neg + pos, ExactBinning()
     for obj in (getattr(window, "predictions", None), window):
-        found = _distribution_of(obj) if obj is not None else None
+        found = distribution_of(obj) if obj is not None else None
         if found is not None:
             return found
-    scores = _scores_of(window) if isinstance(window, Accumulator) else None
+    scores = binary_scores_of(window) if isinstance(window, Accumulator) else None
     if scores is not None:
-        binning = scores._binning
-        keys, table = aligned(scores._neg, scores._pos)
+        keys, table, binning = scores.class_table()
         return keys, table[0] + table[1], binning
     if isinstance(window, ScoreHistogram):
         return (*histogram_arrays(window.weights, window.binning), window.binning)
@@ -201,11 +182,11 @@ def _window_squares(window: Any) -> float | bool | None:
         return True
     for obj in (getattr(window, "predictions", None), window):
         if obj is not None and callable(getattr(obj, "histogram", None)) and hasattr(obj, "bins_per_octave"):
-            if getattr(obj, "unit_weights", False):  # (the object _distribution_of reads)
+            if getattr(obj, "unit_weights", False):  # (the object distribution_of reads)
                 return True
             squares = getattr(obj, "weight_squares", None)
             return squares if isinstance(squares, float) else None
-    scores = _scores_of(window) if isinstance(window, Accumulator) else None
+    scores = binary_scores_of(window) if isinstance(window, Accumulator) else None
     if scores is not None:
         if scores.unit_weights:
             return True
@@ -214,11 +195,7 @@ def _window_squares(window: Any) -> float | bool | None:
     return True
 
 
-def _json(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
-class _Levels:
+class ReferenceLevels:
     """A reference score histogram ``(keys, weights, binning)`` and the drift of window
     histograms against it (kept per binning the windows came on)."""
 
@@ -296,32 +273,26 @@ class Reference:
             raise ValueError("the reference holds no event with a non-zero weight")
         if type(psi_groups) is not int or psi_groups < 1:
             raise ValueError(f"psi_groups must be a positive int, got {psi_groups!r}")
-        calibration._check(ece_bins, ece_norm)
+        calibration.check_bins(ece_bins, ece_norm)
         self.scores = scores.copy()
         self.threshold = check_number(threshold, "threshold")
         self.psi_groups = psi_groups
         self.ece_bins = ece_bins
         self.ece_norm = ece_norm
-        binning = self.scores._binning
-        keys, table = aligned(self.scores._neg, self.scores._pos)
+        keys, table, binning = self.scores.class_table()
         self._hist: Histogram = (keys, table[0] + table[1], binning)
         lo, hi = level_bounds(binning, keys)
         if binning.exact:
             self._fit = cbpe.isotonic_fit(keys.astype(np.float64), table[0], table[1])
         else:
             self._fit = cbpe.isotonic_fit_bins(lo, hi, table[0], table[1])
-        self._levels = _Levels(self._hist)
+        self._levels = ReferenceLevels(self._hist)
         # the isotonic blocks of the reference's levels (estimate intervals): the lowest score of each
         # block's first level and the block's variance (two numbers per block, not per level)
         x = keys.astype(np.float64) if binning.exact else representative(lo, hi)
         block, block_var = cbpe.calibration_blocks(self.calibrated(x), table[0] + table[1], self._square_ratio())
         first = np.flatnonzero(np.diff(np.concatenate(([-1], block)))) if len(block) else np.zeros(0, dtype=np.int64)
         self._blocks = (np.asarray(lo, dtype=np.float64)[first], block_var)
-
-    def _aligned(self, window: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, Binning]:
-        """``(keys, a, b, lo, hi, binning)``: window and reference on the union of their
-        levels over the common binning, with the levels' score intervals."""
-        return self._levels.aligned(window_histogram(window))
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -345,15 +316,7 @@ class Reference:
     def from_states(cls, states: Iterable[Any], **options: Any) -> Reference:
         """Reference of merged saved states: ``BinaryScores`` / ``BinaryMonitor`` objects or
         their ``to_dict()`` (e.g. snapshot states of a trusted period)."""
-        merged: BinaryScores | None = None
-        for i, state in enumerate(states):
-            acc = _scores_of(state)
-            if acc is None:
-                raise ValueError(f"states[{i}] holds no BinaryScores (got {type(state).__name__})")
-            merged = acc.copy() if merged is None else merged.merge(acc)
-        if merged is None:
-            raise ValueError("states is empty")
-        return cls(merged, **options)
+        return cls(merged_states(states, binary_scores_of, "BinaryScores"), **options)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe ``{"type": "Reference", "version", "config", "scores"}``."""
@@ -475,11 +438,10 @@ class Reference:
             binning: Binning = ExactBinning()
             keys, table = window.columns[0], np.array(window.columns[1:])
         else:
-            scores = _scores_of(window)
+            scores = binary_scores_of(window)
             if scores is None:
                 raise TypeError("the calibration error needs a labelled window (BinaryScores or BinaryMonitor)")
-            binning = scores._binning
-            keys, table = aligned(scores._neg, scores._pos)
+            keys, table, binning = scores.class_table()
         lo, hi = level_bounds(binning, keys)
         x = keys.astype(np.float64) if binning.exact else representative(lo, hi)
         value = calibration.calibration_error(x, table[0], table[1], self.ece_bins, self.ece_norm)
@@ -505,13 +467,13 @@ class Reference:
     def _metrics(self, window: Any, hist: Histogram) -> dict[str, float | None]:
         """:meth:`metrics` of ``window`` (read by :func:`_small`) with its histogram ``hist``."""
         out: dict[str, float] = {**self._levels.drift(hist, self.psi_groups), **self._estimate(hist)}
-        labelled = window.__class__ is _SmallWindow or _scores_of(window) is not None
+        labelled = window.__class__ is _SmallWindow or binary_scores_of(window) is not None
         try:
             e = self.ece(window) if labelled else (math.nan,) * 3
         except ValueError:  # scores outside [0, 1]: no calibration error
             e = (math.nan,) * 3
         out.update(ece=e[0], ece_low=e[1], ece_high=e[2])
-        return {k: _json(float(out[k])) for k in METRICS}
+        return {k: json_number(float(out[k])) for k in METRICS}
 
     def __repr__(self) -> str:
         return (f"Reference(count={self.count}, threshold={self.threshold}, "
@@ -526,11 +488,10 @@ def reliability(window: Any, n_bins: int = 10, strategy: str = "uniform") -> dic
     per-bin ``bounds`` from :func:`~streammetrics.kernels.calibration.reliability_curve_bounds`
     (None when exact). ``TypeError`` for a window without labels, ``ValueError`` for scores
     outside [0, 1]."""
-    scores = _scores_of(window)
+    scores = binary_scores_of(window)
     if scores is None:
         raise TypeError("the reliability curve needs a labelled window (BinaryScores or BinaryMonitor)")
-    binning = scores._binning
-    keys, table = aligned(scores._neg, scores._pos)
+    keys, table, binning = scores.class_table()
     lo, hi = level_bounds(binning, keys)
     x = keys.astype(np.float64) if binning.exact else representative(lo, hi)
     prob_true, prob_pred = calibration.reliability_curve(x, table[0], table[1], n_bins, strategy)
@@ -541,12 +502,26 @@ def reliability(window: Any, n_bins: int = 10, strategy: str = "uniform") -> dic
     return {"prob_true": prob_true.tolist(), "prob_pred": prob_pred.tolist(), "bounds": bounds}
 
 
-def _check_max(max_references: int) -> None:
+def merged_states(states: Iterable[Any], scores_of: Any, kind: str) -> Any:
+    """The merge of ``scores_of(state)`` over ``states`` (a reference's ``from_states``);
+    ValueError naming the first state that holds no ``kind``, or for no state."""
+    merged = None
+    for i, state in enumerate(states):
+        acc = scores_of(state)
+        if acc is None:
+            raise ValueError(f"states[{i}] holds no {kind} (got {type(state).__name__})")
+        merged = acc.copy() if merged is None else merged.merge(acc)
+    if merged is None:
+        raise ValueError("states is empty")
+    return merged
+
+
+def check_max_references(max_references: int) -> None:
     if isinstance(max_references, bool) or not isinstance(max_references, int) or max_references < 1:
         raise ValueError(f"max_references must be a positive integer, got {max_references!r}")
 
 
-def _too_many(n: int, max_references: int, where: str) -> ValueError:
+def too_many_references(n: int, max_references: int, where: str) -> ValueError:
     return ValueError(f"{where} holds references for more than {max_references:,} (model, segment) keys "
                       f"(--max-references {max_references}); raise the limit or split the file")
 
@@ -563,9 +538,9 @@ def snapshot_metrics(
     ``ValueError`` naming the limit. The binary hook's ``metrics_text(key)`` gives, for a key
     without a reference, those nulls as JSON members (``,"drift_ks":null,...``), so that the
     window engine writes such windows from their texts (None for a key with a reference)."""
-    _check_max(max_references)
+    check_max_references(max_references)
     if len(references) > max_references:
-        raise _too_many(len(references), max_references, "the reference mapping")
+        raise too_many_references(len(references), max_references, "the reference mapping")
     refs = dict(references)
     if task == "multiclass":
         from streammetrics.monitors.reference_multiclass import MULTICLASS_METRICS, MulticlassReference

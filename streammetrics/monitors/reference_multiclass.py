@@ -67,7 +67,8 @@ from streammetrics.kernels import cbpe, cbpe_multiclass, drift
 from streammetrics.kernels.exact_sum import BUFFER, SMALL, ExactSum, add_rows, as_array, small_units
 from streammetrics.kernels.levels import level_bounds
 from streammetrics.metrics.multiclass_scores import MulticlassScores
-from streammetrics.monitors.reference import _distribution_of, _json, _Levels
+from streammetrics.monitors.base import json_number
+from streammetrics.monitors.reference import ReferenceLevels, distribution_of, merged_states, scores_of
 
 __all__ = [
     "MULTICLASS_METRICS", "PER_CLASS_METRICS", "MulticlassEstimate", "MulticlassReference", "add_estimate_terms",
@@ -99,12 +100,7 @@ def _knots(x: np.ndarray, y: np.ndarray) -> tuple:
 
 
 def multiclass_scores_of(obj: Any) -> MulticlassScores | None:
-    if isinstance(obj, Mapping):
-        obj = from_dict(obj)
-    if isinstance(obj, MulticlassScores):
-        return obj
-    scores = getattr(obj, "scores", None)
-    return scores if isinstance(scores, MulticlassScores) else None
+    return scores_of(obj, MulticlassScores)
 
 
 def _predicted_shares(scores: MulticlassScores) -> np.ndarray:
@@ -363,13 +359,13 @@ class MulticlassReference:
         self.scores = scores.copy()
         self.psi_groups = psi_groups
         self.classes = list(self.scores.classes)
-        binning = self.scores._binning
-        self._levels: list[_Levels] = []
+        binning = self.scores.binning
+        self._levels: list[ReferenceLevels] = []
         self.fits: list[tuple[np.ndarray, np.ndarray]] = []
         for c, (keys, table) in enumerate(self.scores._columns()):
             pos = table[c]
             neg = table.sum(axis=0) - pos
-            self._levels.append(_Levels((keys, table.sum(axis=0), binning)))
+            self._levels.append(ReferenceLevels((keys, table.sum(axis=0), binning)))
             if binning.exact:
                 fit = cbpe.isotonic_fit(keys.astype(np.float64), neg, pos)
             else:
@@ -401,15 +397,7 @@ class MulticlassReference:
     @classmethod
     def from_states(cls, states: Iterable[Any], **options: Any) -> MulticlassReference:
         """Reference of merged ``MulticlassScores`` / ``MulticlassMonitor`` states (or dicts)."""
-        merged: MulticlassScores | None = None
-        for i, state in enumerate(states):
-            acc = multiclass_scores_of(state)
-            if acc is None:
-                raise ValueError(f"states[{i}] holds no MulticlassScores (got {type(state).__name__})")
-            merged = acc.copy() if merged is None else merged.merge(acc)
-        if merged is None:
-            raise ValueError("states is empty")
-        return cls(merged, **options)
+        return cls(merged_states(states, multiclass_scores_of, "MulticlassScores"), **options)
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "MulticlassReference", "version": 1, "config": {"psi_groups": self.psi_groups},
@@ -499,13 +487,13 @@ class MulticlassReference:
         labelled: state migrated from version 2); None otherwise."""
         class_scores = getattr(window, "_class_scores", None)
         if class_scores is not None:
-            return [_distribution_of(d) for d in class_scores]
+            return [distribution_of(d) for d in class_scores]
         scores = multiclass_scores_of(window)
         if scores is None or scores.total_weight <= 0:
             return None
         if hasattr(window, "_pcount") and window.labeled != window.count:
             return None  # labelled histograms miss the unlabelled predictions
-        binning = scores._binning
+        binning = scores.binning
         return [(keys, table.sum(axis=0), binning) for keys, table in scores._columns()]
 
     def drift(self, window: Any) -> dict[str, Any]:
@@ -604,8 +592,9 @@ class MulticlassReference:
             if est is None:
                 est = {"estimated_accuracy": math.nan, "estimated_macro_f1": math.nan}
         out.update(est)
-        result: dict[str, Any] = {k: _json(float(out[k])) for k in MULTICLASS_METRICS}
-        result["per_class"] = {c: {k: _json(float(v)) for k, v in row.items()} for c, row in out["per_class"].items()}
+        result: dict[str, Any] = {k: json_number(float(out[k])) for k in MULTICLASS_METRICS}
+        result["per_class"] = {c: {k: json_number(float(v)) for k, v in row.items()}
+                               for c, row in out["per_class"].items()}
         return result
 
     def __repr__(self) -> str:

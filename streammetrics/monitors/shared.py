@@ -18,28 +18,13 @@ snapshot is the exact merge of every event whose update had returned when its sh
     def scrape():                                       # e.g. once a minute
         return monitor.drain()                          # this period's snapshot; shards emptied
 
-**Bounded shards.** A thread's shard is its own while the thread lives; when the thread ends
-its shard (and its events) goes to a free list and the next new thread takes it over, so a
-thread-per-request server holds as many shards as it has threads at once, not one per request
-ever made. At most ``max_shards`` (default :data:`DEFAULT_MAX_SHARDS`, 64) exist: past that a
-new thread shares an existing shard (round robin; still exact, the shard's lock serialises
-them), counted in ``counts["shared"]``.
-
-**Atomic drain.** :meth:`drain` takes every shard's lock, swaps each shard's monitor for an
-empty one, releases the locks, then merges what it took: each event is in exactly one drain
-(nothing lost, nothing counted twice), and the drained snapshot is one cut across threads.
-:meth:`snapshot` then :meth:`reset` would lose the events written in between.
-
-**Delayed labels.** :meth:`update_prediction` takes a prediction without ``y_true`` but with an
-``id``: its label-free part counts now (drift, score distribution, ``count``) and it waits for
-its label in a table shared by the threads; :meth:`update_label` applies the label to the
-predictions with that id (the label-based metrics count it in the period it arrives: a drain
-in between leaves it waiting). The table holds at most ``max_pending`` predictions (default
-:data:`DEFAULT_MAX_PENDING`, 100,000) for at most ``label_ttl`` seconds of the ``clock``
-(default: no time limit); beyond either the oldest are dropped, counted in
-``counts["evicted"]`` / ``counts["expired"]``. A label for an id with no waiting prediction
-(it never came, was dropped, or already has its label) returns False and is counted in
-``counts["unmatched"]``. Labels must follow their predictions (unlike ``replay``'s join).
+Shards are reused when threads end and capped at ``max_shards`` (:data:`DEFAULT_MAX_SHARDS`;
+beyond it threads share one, counted in ``counts["shared"]``). :meth:`drain` swaps every shard's
+monitor for an empty one under all the shards' locks, so each event is in exactly one drain.
+:meth:`update_prediction` / :meth:`update_label` join delayed labels in a table shared by the
+threads, bounded by ``max_pending`` (:data:`DEFAULT_MAX_PENDING`) and ``label_ttl`` (counted in
+``counts["evicted"]`` / ``counts["expired"]``; a label without its prediction in
+``counts["unmatched"]``). Details and an example server: ``docs/embedding.md``.
 
 For processes rather than threads, give each process its own monitor and merge their
 ``to_dict()`` states (``sm.from_dict``).

@@ -1,30 +1,11 @@
 """``streammetrics report``: one self-contained HTML page of metric snapshots.
 
 Snapshots (contract section 3) come from a JSONL file written by ``replay``, standard input or
-a Kafka snapshot topic (``kafka://HOST:PORT/TOPIC``, read to its end). Per stream key the page
-shows the main metrics per window (ROC AUC with its guaranteed bounds as a band), windows where
-an ``--alert`` rule fires, the ROC and precision-recall curves of the latest window and of the
-whole period rebuilt from the snapshot state, and the latest window's confusion matrix; a
-summary table with each key's latest values and their change comes first.
-
-Delayed labels (contract section 5): each window is drawn from its latest revision (highest
-``revision``, whatever the input order). For keys whose labels come late (some window not wholly
-labelled, or revised) the summary adds the latest window's labelled share and pending predictions,
-the events chart stacks labelled / expired / awaiting-label predictions, and a *label arrival*
-chart plots each window's labelled share against its age (:func:`.charts.label_arrival`). Keys
-without delayed labels, and snapshots written before them, are drawn as before.
-
-Charts are drawn with matplotlib (the optional ``report`` extra) and inlined as SVG: the file
-needs no network and no scripts. Every key is in the summary table; charts are drawn for every key
-when they fit in ``max_charts`` (``--max-charts``, default 120), else for the keys that matter:
-keys with alerts (most alerted windows first), the worst by the task's headline metric (lowest
-latest ROC AUC, accuracy or R²) and the largest by events, one from each list in turn
-(:mod:`.select`); the page says which keys were charted and why.
-
-Bad input never stops a report: malformed snapshot lines are skipped and counted (stderr and
-the page give the number per reason and the first line numbers), user text is escaped in the
-HTML and kept literal in charts (a class ``$\\foo$`` is not mathtext), a state that cannot be
-rebuilt or a chart that cannot be drawn becomes a note on its key.
+a Kafka snapshot topic (``kafka://HOST:PORT/TOPIC``, read to its end). What the page shows, which
+keys get charts within ``max_charts`` and how delayed labels are drawn: ``docs/guide/report.md``.
+Bad input never stops a report: malformed snapshots are skipped and counted, user text is
+escaped in the HTML and kept literal in charts, and a state that cannot be rebuilt or a chart
+that cannot be drawn becomes a note on its key.
 
 Modules: :mod:`.sources` (reading), :mod:`.alerts` (rules), :mod:`.history` (per-key series,
 monitors), :mod:`.select` (which keys get charts), :mod:`.charts` (matplotlib), :mod:`.page` (HTML).

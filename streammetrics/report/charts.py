@@ -20,6 +20,7 @@ longest label) rather than constrained layout, which draws every figure twice.
 """
 from __future__ import annotations
 
+import functools
 import html
 import io
 import math
@@ -640,18 +641,11 @@ def confusion_chart(history: KeyHistory, chart_id: str, *, size: str = "third") 
 ChartFunction = Callable[[KeyHistory, str], "Chart | None"]
 
 
-def _auc_band_caption(history: KeyHistory) -> str:
-    low, high = np.array(history.series("roc_auc_low")), np.array(history.series("roc_auc_high"))
-    widths = high - low
-    if np.all(np.isnan(widths)):
-        return ""
-    return f"band: ROC AUC guaranteed bounds (widest {np.nanmax(widths):.2g})"
-
-
 def binary_quality(history: KeyHistory, chart_id: str) -> Chart | None:
     return metric_lines(history, chart_id, "quality", "Ranking and classification quality per window",
                         ["roc_auc", "f1", "precision", "recall", "accuracy"], size="wide", unit=True,
-                        band=("roc_auc_low", "roc_auc_high"), caption=_auc_band_caption(history))
+                        band=("roc_auc_low", "roc_auc_high"),
+                        caption=_band_caption(history, "roc_auc_low", "roc_auc_high", "ROC AUC"))
 
 
 def binary_loss(history: KeyHistory, chart_id: str) -> Chart | None:
@@ -684,36 +678,10 @@ def regression_r2(history: KeyHistory, chart_id: str) -> Chart | None:
     return metric_lines(history, chart_id, "r2", "R² per window (higher is better)", ["r2"])
 
 
-def class_recall(history: KeyHistory, chart_id: str) -> Chart | None:
-    return class_lines(history, chart_id, "class-recall", "recall")
-
-
-def class_precision(history: KeyHistory, chart_id: str) -> Chart | None:
-    return class_lines(history, chart_id, "class-precision", "precision")
-
-
-def events_bars(history: KeyHistory, chart_id: str) -> Chart | None:
-    return count_bars(history, chart_id)
-
-
-def events_bars_small(history: KeyHistory, chart_id: str) -> Chart | None:
-    return count_bars(history, chart_id, size="third")
-
-
-def roc(history: KeyHistory, chart_id: str) -> Chart | None:
-    return roc_chart(history, chart_id)
-
-
-def pr(history: KeyHistory, chart_id: str) -> Chart | None:
-    return pr_chart(history, chart_id)
-
-
-def confusion(history: KeyHistory, chart_id: str) -> Chart | None:
-    return confusion_chart(history, chart_id)
-
-
-def confusion_half(history: KeyHistory, chart_id: str) -> Chart | None:
-    return confusion_chart(history, chart_id, size="half")
+class_recall = functools.partial(class_lines, kind="class-recall", metric="recall")
+class_precision = functools.partial(class_lines, kind="class-precision", metric="precision")
+events_bars_small = functools.partial(count_bars, size="third")
+confusion_half = functools.partial(confusion_chart, size="half")
 
 
 # ---------------------------------------------------------------------- label-free (--reference)
@@ -801,24 +769,20 @@ def reliability_chart(history: KeyHistory, chart_id: str, *, size: str = "third"
     return _chart(fig, chart_id, "reliability", title, size)
 
 
-def reliability(history: KeyHistory, chart_id: str) -> Chart | None:
-    return reliability_chart(history, chart_id)
-
-
 #: the charts of a key's section per task, in page order: (kind, function); ids are ``<prefix>-<kind>``
 CHARTS: dict[str, tuple[tuple[str, ChartFunction], ...]] = {
-    "binary": (("quality", binary_quality), ("loss", binary_loss), ("count", events_bars), ("roc", roc),
-               ("pr", pr), ("confusion", confusion), ("drift", drift_chart), ("estimated", estimated_chart),
-               ("reliability", reliability)),
+    "binary": (("quality", binary_quality), ("loss", binary_loss), ("count", count_bars), ("roc", roc_chart),
+               ("pr", pr_chart), ("confusion", confusion_chart), ("drift", drift_chart), ("estimated", estimated_chart),
+               ("reliability", reliability_chart)),
     "multiclass": (("quality", multiclass_quality), ("class-recall", class_recall),
                    ("class-precision", class_precision), ("loss", multiclass_loss), ("count", events_bars_small),
-                   ("confusion", confusion), ("drift", drift_chart), ("class-drift", class_drift),
+                   ("confusion", confusion_chart), ("drift", drift_chart), ("class-drift", class_drift),
                    ("estimated", estimated_chart)),
     "labels": (("quality", labels_quality), ("class-recall", class_recall), ("class-precision", class_precision),
-               ("count", events_bars), ("confusion", confusion_half)),
-    "regression": (("errors", regression_errors), ("r2", regression_r2), ("count", events_bars)),
+               ("count", count_bars), ("confusion", confusion_half)),
+    "regression": (("errors", regression_errors), ("r2", regression_r2), ("count", count_bars)),
 }
-_GENERIC: tuple[tuple[str, ChartFunction], ...] = (("count", events_bars),)
+_GENERIC: tuple[tuple[str, ChartFunction], ...] = (("count", count_bars),)
 # the label-arrival chart ends every section (drawn only for keys with delayed labels: NEEDS_DELAYED_LABELS)
 CHARTS = {task: (*kinds, ("label-arrival", label_arrival)) for task, kinds in CHARTS.items()}
 _GENERIC = (*_GENERIC, ("label-arrival", label_arrival))

@@ -1,30 +1,12 @@
 """Alert rules over snapshots, and alert events with a lifecycle (contract section 10).
 
-A rule is ``EXPR OP BOUND`` with ``OP`` one of ``<``, ``<=``, ``>``, ``>=``:
-
-=====================  ===========================================================================
-``EXPR``               value read from a snapshot
-=====================  ===========================================================================
-``roc_auc``            the metric (``snapshot["metrics"]["roc_auc"]``)
-``recall[cat]``        a per-class metric (``metrics["per_class"]["cat"]["recall"]``)
-``roc_auc.low``        the low end of the metric's interval (``snapshot["intervals"]["roc_auc"][0]``):
-                       ``roc_auc.high<0.8`` fires only when the whole interval is below 0.8
-``roc_auc.high``       the high end of that interval
-``roc_auc.change``     the difference to the baseline (``snapshot["changes"]``) when the change
-                       is ``significant`` (false-discovery-rate controlled), null otherwise:
-                       ``roc_auc.change<0`` is a significant drop
-``roc_auc.drop``       Page-Hinkley statistic of a decrease of the metric over the key's window
-                       series (one value per final window): slow drifts no single window shows;
-                       with a reference (``band`` rules' reference), Page's CUSUM anchored at
-                       the reference's mean of the metric
-``roc_auc.rise``       the same for an increase
-=====================  ===========================================================================
-
-``BOUND`` is a number, or ``band(K)``: the reference's mean of the metric over its own windows
-minus (for ``<``, ``<=``) or plus (for ``>``, ``>=``) ``K`` standard deviations, as NannyML's
-``StandardDeviationThreshold`` (``numpy.std`` of the reference chunks' values, ``ddof=0``).
-A null value (undefined metric, no interval, no band for the key, change not significant)
-never fires.
+A rule is ``EXPR OP BOUND`` with ``OP`` one of ``<``, ``<=``, ``>``, ``>=``; ``EXPR`` a metric
+(``roc_auc``), a per-class metric (``recall[cat]``), an interval end (``roc_auc.low``,
+``roc_auc.high``), a significant change (``roc_auc.change``) or a Page-Hinkley statistic over the
+key's windows (``roc_auc.drop``, ``roc_auc.rise``; Page's CUSUM anchored at the reference's mean
+with one); ``BOUND`` a number or ``band(K)``, the reference's mean of the metric minus (``<``) or
+plus (``>``) ``K`` standard deviations (NannyML's ``StandardDeviationThreshold``, ``ddof=0``).
+The table of what each reads: ``docs/alerts.md``. A null value never fires.
 
 :class:`AlertEngine` follows each (rule, key): an alert event ``"firing"`` when a rule first
 holds, ``"resolved"`` when it stops holding, and a new ``"firing"`` only once ``cooldown``

@@ -19,7 +19,13 @@ from streammetrics.events.columns import column_decoder
 from streammetrics.events.parser import Event, EventParser
 from streammetrics.metrics.binary_scores import BinaryScores
 from streammetrics.metrics.multiclass_scores import MulticlassScores
-from streammetrics.monitors.reference import DEFAULT_MAX_REFERENCES, Reference, _check_max, _scores_of, _too_many
+from streammetrics.monitors.reference import (
+    DEFAULT_MAX_REFERENCES,
+    Reference,
+    binary_scores_of,
+    check_max_references,
+    too_many_references,
+)
 from streammetrics.monitors.reference_multiclass import MulticlassReference, multiclass_scores_of
 from streammetrics.stream.snapshots import SNAPSHOT_SCHEMA
 
@@ -44,7 +50,7 @@ def load_references(
     of valid events decoded as columns, any other line by line), so memory is bounded by the
     references' states, not the file's size; a file with more than ``max_references`` keys
     raises ``ValueError`` naming the limit as soon as the key past it is read."""
-    _check_max(max_references)
+    check_max_references(max_references)
     if task not in ("binary", "multiclass"):
         raise ValueError(f"--reference supports the binary and multiclass tasks, not {task!r}")
     multiclass = task == "multiclass"
@@ -56,7 +62,7 @@ def load_references(
         make: Any = MulticlassReference
     else:
         new_acc = lambda: BinaryScores(exact=exact)  # noqa: E731
-        scores_of, make = _scores_of, Reference
+        scores_of, make = binary_scores_of, Reference
     parser = EventParser(task, fields=fields, classes=classes if multiclass else None)
     accs: dict[tuple[str, str], Any] = {}
     windows: dict[tuple[str, str], dict[Any, Any]] = {}
@@ -67,7 +73,7 @@ def load_references(
     def see(key: tuple[str, str]) -> None:
         if key not in seen:
             if len(seen) >= max_references:
-                raise _too_many(len(seen), max_references, path)
+                raise too_many_references(len(seen), max_references, path)
             seen.add(key)
 
     def flush() -> None:

@@ -27,7 +27,7 @@ pytest.importorskip("msgspec")
 
 
 def test_bounds_are_the_parsers():
-    assert (TS_MIN, TS_MAX) == (field_rules._TS_MIN, field_rules._TS_MAX)
+    assert (TS_MIN, TS_MAX) == (field_rules.TS_MIN, field_rules.TS_MAX)
 
 
 def test_only_binary_with_msgspec():

@@ -303,3 +303,39 @@ def test_interval_gauges_follow_the_exported_metrics():
                               "intervals": {"confidence": 0.95, "roc_auc": [0.7, 0.9]}})
     metrics.observe_snapshot({**snapshot("b", 50), "window": {"start": 120, "end": 180}})  # evicts key a
     assert 'streammetrics_window_metric_high{' not in metrics.render().decode()
+
+
+def test_cached_gauge_children_match_a_fresh_export_of_each_keys_last_snapshot():
+    """Every exported key's series (metric, kind, interval bounds, window end) are exactly those a
+    fresh ServiceMetrics shows for that key's last snapshot alone, through names appearing and
+    disappearing, intervals coming and going, and keys evicted and admitted again (the children
+    are cached per key, not looked up per snapshot); evicted keys leave no series."""
+    import random
+
+    rng = random.Random(11)
+    metrics = ServiceMetrics(max_keys=4)
+    last: dict[str, dict] = {}
+    names = ("roc_auc", "accuracy", "f1", "drift_ks", "estimated_accuracy")
+    for step in range(600):
+        model = f"k{rng.randrange(10)}"
+        chosen = [n for n in names if rng.random() < 0.6]
+        snap = {"final": True, "key": {"model": model, "segment": ""},
+                "window": {"start": 60 * step, "end": 60 * (step + 1)}, "count": rng.randrange(1, 40),
+                "metrics": {n: round(rng.random(), 3) for n in chosen},
+                "intervals": {"confidence": 0.95, **{n: [0.1, 0.9] for n in chosen[:3] if rng.random() < 0.5}}}
+        metrics.observe_snapshot(snap)
+        last[model] = snap
+        if step % 50 and step != 599:
+            continue
+        page = metrics.render().decode().splitlines()
+        exported = exported_models(metrics) | {line.split('model="')[1].split('"')[0] for line in page
+                                               if line.startswith("streammetrics_window_end_seconds{")}
+        assert len(exported) <= 4
+        for k in {f"k{i}" for i in range(10)}:
+            mine = {line for line in page if f'model="{k}"' in line}
+            if k not in exported:
+                assert not mine, k
+                continue
+            fresh = ServiceMetrics(max_keys=1)
+            fresh.observe_snapshot(last[k])
+            assert mine == {line for line in fresh.render().decode().splitlines() if f'model="{k}"' in line}

@@ -521,7 +521,7 @@ def _with_noise(text: str, data) -> bytes:
 @given(json_texts, st.data())
 def test_msgspec_decodes_like_json_loads_or_refuses(text, data):
     """Where msgspec decodes a value at all, it is json's value exactly (types, float bits, key order)."""
-    from streammetrics.events.parser import _FAST_DECODE as fast_decode
+    from streammetrics.events.parser import FAST_DECODE as fast_decode
 
     if fast_decode is None:
         pytest.skip("msgspec is not installed")

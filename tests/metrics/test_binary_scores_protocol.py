@@ -486,4 +486,7 @@ def test_levels_read_once_gives_each_metric_its_own_value_and_ends_with_the_bloc
     with pytest.raises(RuntimeError):
         with s.levels_read_once():
             raise RuntimeError("inside")
-    assert s._held_levels is None
+    before = s.roc_auc()
+    s.update(0, 0.99)  # the levels built once are not read after a change
+    assert s.roc_auc() != before
+    assert s.roc_auc() == sm.BinaryScores.from_dict(s.to_dict()).roc_auc()
