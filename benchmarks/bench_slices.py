@@ -5,7 +5,8 @@
 One model, three slice dimensions of 10, 20 and 50 values (Zipf-skewed, s=1.1: a few values
 hold most events, as countries or customer tiers do), 60 s tumbling windows, two roll-ups
 (``--rollup a`` and ``--rollup model``). The same events are replayed through
-``Pipeline`` + ``replay_lines``: keyed by model alone; with the three values joined as the
+``Pipeline`` + ``replay_lines`` inside ``replay_gc`` (the collector's settings of ``streammetrics
+replay``, as ``bench_keys.py``): keyed by model alone; with the three values joined as the
 ``segment`` (the same windows without the slicing layer); ``--slice-by a,b,c``; and ``--slice-by
 a,b,c --rollup a --rollup model`` (every event applied once, to its slice; roll-ups merged from
 the slices' window monitors). Reported: CPU seconds per event of each (best of the rounds,
@@ -48,7 +49,7 @@ from _targets import Target  # noqa: E402  (benchmarks/ is on sys.path)
 
 from streammetrics.stream.label_replay import POLL_EVERY  # noqa: E402
 from streammetrics.stream.pipeline import Pipeline, PipelineConfig  # noqa: E402
-from streammetrics.stream.replay import replay_lines  # noqa: E402
+from streammetrics.stream.replay import replay_gc, replay_lines  # noqa: E402
 from streammetrics.stream.slicing import SliceSpec  # noqa: E402
 
 TARGET = 1.5
@@ -128,7 +129,8 @@ def run(lines: list[bytes], spec: SliceSpec | None, include_state: bool) -> Resu
         out.append(len(line) + 1)
 
     start = time.process_time()
-    stats = replay_lines(lines, pipe, write)
+    with replay_gc():  # (the collector's settings of ``streammetrics replay``)
+        stats = replay_lines(lines, pipe, write)
     spent = time.process_time() - start
     assert stats.events == len(lines), stats.summary()
     return spent, snaps, sum(out), pipe.counters["keys"], spent - pipe.snapshot_cpu, pipe.snapshot_cpu
@@ -140,8 +142,9 @@ def ingest(lines: list[bytes], spec: SliceSpec | None) -> float:
     pipe = Pipeline(PipelineConfig(window=60.0, slicing=spec))
     step = POLL_EVERY + 1
     start = time.process_time()
-    for lo in range(0, len(lines), step):
-        pipe.process_lines(lines[lo:lo + step])
+    with replay_gc():
+        for lo in range(0, len(lines), step):
+            pipe.process_lines(lines[lo:lo + step])
     return time.process_time() - start
 
 

@@ -348,15 +348,15 @@ class ColumnDecoder:
         first: dict[tuple[str, str | None], int] = {}
         firsts = np.fromiter(map(first.setdefault, pairs, count()), dtype=np.intp, count=m)
         raw_rows, raw_index = np.unique(firsts, return_inverse=True)
-        keys: dict[tuple[str, str], int] = {}
-        raw_to_key = np.empty(len(raw_rows), dtype=np.intp)
-        bad_raw = np.zeros(len(raw_rows), dtype=bool)
+        raw_pairs = list(first)  # the distinct raw keys in order of their first row (raw_rows' order)
         checked = self._checked
-        slice_key = self._slice_key
-        for i, row in enumerate(raw_rows.tolist()):
-            pair = pairs[row]
-            key = checked.get(pair)
-            if key is None:
+        found: list[Any] = list(map(checked.get, raw_pairs))  # each known one's key (a dict lookup per distinct key)
+        bad_raw = np.zeros(len(raw_rows), dtype=bool)
+        if None in found:
+            slice_key = self._slice_key
+            for i, pair in enumerate(raw_pairs):
+                if found[i] is not None:
+                    continue
                 key = (pair[0], "" if pair[1] is None else pair[1])
                 sliced = None
                 if not _key_ok(key[0], key[1]) or (
@@ -367,7 +367,15 @@ class ColumnDecoder:
                         key = (key[0], sliced)
                     if len(checked) < KEYS_CHECKED:
                         checked[pair] = key
-            raw_to_key[i] = keys.setdefault(key, len(keys))
+                found[i] = key
+        # the distinct keys numbered in order of their first raw key (several raw keys may give one)
+        distinct = dict.fromkeys(found)
+        if len(distinct) == len(found):
+            raw_to_key = np.arange(len(found), dtype=np.intp)
+        else:
+            number = dict(zip(distinct, count()))
+            raw_to_key = np.fromiter(map(number.__getitem__, found), dtype=np.intp, count=len(found))
+        keys = distinct
         if bad_raw.any():
             ok &= ~bad_raw[raw_index]
         key_index = raw_to_key[raw_index]

@@ -509,6 +509,17 @@ class ConfusionMatrix(Accumulator):
         self, y_true: Any, y_pred: Any, sample_weight: Any = None
     ) -> "ConfusionMatrix":
         """Add a batch (lists, numpy arrays, pandas Series); validated before any change."""
+        if (sample_weight is None and y_true.__class__ is list and y_pred.__class__ is list
+                and len(y_true) == len(y_pred) <= SMALL_BATCH and self._allowed is None
+                and self._kind in (None, "str") and _plain_strings(y_true, y_pred)):
+            # a small unweighted batch of str labels (a window's few events): the cells counted
+            # directly, the same state as below (cells are read in label order, never arrival order)
+            cells = self._n
+            for key in zip(y_true, y_pred):
+                cells[key] = cells.get(key, 0) + 1
+            if self._kind is None and cells:
+                self._set_kind("str")
+            return self
         t = as_label_array(y_true, "y_true")
         p = as_label_array(y_pred, "y_pred")
         n = check_same_length(y_true=t, y_pred=p)
@@ -1125,6 +1136,21 @@ def _warn_single_label(k: int) -> None:
             UserWarning,
             stacklevel=3,
         )
+
+
+#: most events :meth:`ConfusionMatrix.update_many` counts without numpy (unweighted str labels)
+SMALL_BATCH = 256
+
+
+def _plain_strings(y_true: list, y_pred: list) -> bool:
+    """Every label a ``str`` (not a subclass) that numpy's ``U`` arrays keep as it is (no
+    trailing NUL, which they strip): the labels ``as_label_array`` would give back unchanged."""
+    try:
+        labels = set(y_true)
+        labels.update(y_pred)
+    except TypeError:  # an unhashable label: the general path says which
+        return False
+    return all(x.__class__ is str and not x.endswith("\x00") for x in labels)
 
 
 def _cell_sums(code: np.ndarray, k: int, w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:

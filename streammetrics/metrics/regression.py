@@ -71,13 +71,14 @@ from streammetrics.kernels.exact_sum import (
     ExactSum,
     add_rows,
     as_array,
+    exact_units_rows,
     from_pair,
     to_pair,
     two_product,
     units_of,
 )
 
-__all__ = ["Regression"]
+__all__ = ["Regression", "fold_many"]
 
 #: scikit-learn's MAPE floor for |y_true|: ``np.finfo(np.float64).eps``
 EPS = float(np.finfo(np.float64).eps)
@@ -239,13 +240,17 @@ class _Sums:
             self.buffer.clear()
         return self
 
+    def targets(self) -> list[ExactSum]:
+        """The sums :func:`_terms`' rows go to, in order (a sum named twice receives both rows)."""
+        s = self.sums
+        return [s["weight"], s["wy"], s["wy"], s["wyy"], s["wyy"], s["wyy"], s["wyy"],
+                s["sse"], s["sae"], s["sle"], s["ape"], *(s[k] for k in _MOMENTS), s[_SQUARES]]
+
     def add(self, rows: np.ndarray) -> None:
         """Add events given as rows ``(y_true, y_pred, weight)`` exactly."""
-        s = self.sums
-        targets = [s["weight"], s["wy"], s["wy"], s["wyy"], s["wyy"], s["wyy"], s["wyy"],
-                   s["sse"], s["sae"], s["sle"], s["ape"], *(s[k] for k in _MOMENTS), s[_SQUARES]]
+        targets = self.targets()
         terms, fine = _terms(rows)
-        add_rows(targets, terms)  # a sum named twice receives both rows
+        add_rows(targets, terms)
         if fine.any():
             for yt, w in rows[fine][:, [0, 2]].tolist():
                 wy, wyy = _fine_units(w, yt)
@@ -291,6 +296,38 @@ class _Sums:
         lo = _ratio(wy - units_of(hi) * w, w << 1074) if math.isfinite(hi) else 0.0
         m2 = math.inf if special[2] else _ratio(max(wyy * w - wy * wy, 0), w << 3222)
         return _ratio(w, 1 << 1074), hi, lo, m2
+
+
+def fold_many(accumulators: list["Regression"]) -> None:
+    """Fold the per-event buffers of many accumulators (a window engine's small windows) in one
+    vectorised pass: :func:`_terms` of all their events at once (a term depends only on its
+    event), then every exact sum of every accumulator by one ``exact_units_rows`` over rows
+    zero-padded to the longest buffer (zeros add nothing to an exact sum). The same state as
+    folding each alone; buffers with terms that are not finite or not exact products (fine
+    sums) fold alone."""
+    sums = [acc._sums for acc in accumulators if acc._sums.buffer]
+    if len(sums) < 2:
+        for v in sums:
+            v.fold()
+        return
+    sizes = [len(v.buffer) // 3 for v in sums]
+    rows = as_array([x for v in sums for x in v.buffer]).reshape(-1, 3)
+    terms, fine = _terms(rows)
+    a = np.stack(terms)
+    if fine.any() or not np.isfinite(a).all():
+        for v in sums:
+            v.fold()
+        return
+    width, n = max(sizes), len(sums)
+    starts = np.cumsum([0, *sizes[:-1]])
+    column = np.arange(len(rows)) - np.repeat(starts, sizes)
+    padded = np.zeros((len(terms), n, width))
+    padded[:, np.repeat(np.arange(n), sizes), column] = a
+    units = exact_units_rows(padded.reshape(len(terms) * n, width))
+    for i, v in enumerate(sums):
+        for target, u in zip(v.targets(), units[i::n]):
+            target.merge(ExactSum(u))
+        v.buffer.clear()
 
 
 #: the smallest positive float, 2**-1074: the unit of the exact sums
@@ -536,7 +573,11 @@ class Regression(Accumulator):
             self._max_error = mx
         rows = np.empty((len(yt), 3))
         rows[:, 0], rows[:, 1], rows[:, 2] = yt, yp, 1.0 if w is None else w
-        self._sums.add(rows)
+        buf = self._sums.buffer
+        if len(buf) + rows.size <= 3 * BUFFER:  # a few events: buffered as update() does (see fold_many)
+            buf += rows.ravel().tolist()
+        else:
+            self._sums.add(rows)
         return self
 
     # ------------------------------------------------------------------ removal
@@ -724,6 +765,25 @@ class Regression(Accumulator):
             return None
         return float(sd2 / w), float(m2 / w), float(sd4 / w), float(c4 / w), float(c22 / w)
 
+    def effective_events(self) -> float | None:
+        """Kish's effective number of events ``W f``, ``f = W / sum w^2``
+        (:func:`~streammetrics.kernels.intervals.kish_factor`; the count for unit weights): what
+        the intervals' minimum rules read. None without events, or for a state lacking ``sum w^2``."""
+
+        kish = self._kish()
+        return None if kish is None else kish[0]
+
+    def _kish(self) -> tuple[float, float] | None:
+        """``(W f, f)`` of :meth:`effective_events`."""
+        from streammetrics.kernels.intervals import kish_factor
+
+        squares = self.weight_squares
+        total = self.total_weight
+        if not self.count or squares is None or not total > 0 or not math.isfinite(total):
+            return None
+        f = float(kish_factor(total, squares)[0])  # (exactly 1 for unit weights)
+        return total * f, f
+
     def interval(self, metric: str, confidence: float = 0.95) -> tuple[float, float] | None:
         """Confidence interval of ``mae``, ``mse``, ``rmse`` (the MSE's, square-rooted:
         :func:`~streammetrics.kernels.intervals.root_intervals`) or ``r2``, weighted events on Kish pseudo-counts
@@ -749,14 +809,11 @@ class Regression(Accumulator):
         if metric == "rmse":
             pair = self.interval("mse", confidence)
             return None if pair is None else iv.as_pair(*iv.root_intervals(*pair))
-        squares = self.weight_squares
-        total = self.total_weight
-        if not self.count or squares is None or not total > 0 or not math.isfinite(total):
-            return None
-        f = float(iv.kish_factor(total, squares)[0])  # (exactly 1 for unit weights)
-        n = total * f
-        if not n >= (iv.MIN_R2_EVENTS if metric == "r2" else iv.MIN_MEAN_EVENTS):
+        kish = self._kish()
+        if kish is None or not kish[0] >= (iv.MIN_R2_EVENTS if metric == "r2" else iv.MIN_MEAN_EVENTS):
             return None  # (the minimum rule of r2_intervals / mean_intervals, before their inputs)
+        n, f = kish
+        total = self.total_weight
         if metric == "r2":
             moments = self._r2_moments()
             if moments is None:

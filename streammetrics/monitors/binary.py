@@ -260,16 +260,17 @@ class BinaryMonitor(Monitor):
         >>> BinaryMonitor(threshold=0.7).empty() == BinaryMonitor(threshold=0.7)
         True
         """
-        state = self.__dict__.copy()
+        state = self.__dict__
         if state["_queue"] or "_scores" in state:
             if self.count or self.labeled:
                 raise ValueError("empty() is called on an empty monitor (a template)")
+            state = state.copy()
             for attr in _PART_ATTRS:
                 state.pop(attr, None)
-        state["_queue"] = []
         cls = self.__class__
         new = cls.__new__(cls)
-        new.__dict__ = state
+        new.__dict__.update(state)
+        new._queue = []
         if cls is not BinaryMonitor:  # (a subclass may rebuild caches of its own)
             new._refresh()
         return new

@@ -43,7 +43,7 @@ from streammetrics.kernels.sparse_confusion import balanced_accuracy_many, kappa
 from streammetrics.metrics.confusion import ConfusionMatrix, _kind
 from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
 
-__all__ = ["OTHER_LABELS", "LabelMonitor", "class_report", "label_metrics", "label_metrics_many"]
+__all__ = ["OTHER_LABELS", "LabelMonitor", "class_report", "label_metrics", "label_metrics_many", "label_parts_many"]
 
 #: per label kind, the labels a label beyond ``max_labels`` is folded into: (other, mismatch)
 #: (:meth:`ConfusionMatrix.fold_labels`; bool labels never fold: ``max_labels`` is at least 2)
@@ -143,12 +143,14 @@ def _nanaverage_rows(values: np.ndarray, weights: np.ndarray | None = None) -> n
     return np.where(mask.all(axis=1), np.nan, np.where(scale == 0.0, fallback, weighted))
 
 
-def label_metrics_many(counts: np.ndarray) -> tuple[dict[str, list], tuple[list, list, list, list]]:
+def label_metrics_many(counts: np.ndarray, order: np.ndarray | None = None) -> tuple[dict[str, list], tuple[list, ...]]:
     """:func:`label_metrics` (its metrics from ``accuracy`` on) and :func:`class_report`'s
     precision, recall, F1 and support of many windows at once: ``counts`` ``(n, K, K)``, each
     window's confusion matrix of unit-weight events over its labels seen, in order (``2 <= K <=
-    MANY_MAX_LABELS``, every total > 0). Returns (columns by metric name, per-class rows ``(n, K)``
-    as lists), nan where the scalar path gives None. The same kernels, bit for bit
+    MANY_MAX_LABELS``, every total > 0; ``order`` ``(n, K)``: each window's labels in sorted order,
+    the order balanced accuracy adds its recalls in, as ``ConfusionMatrix.balanced_accuracy`` over
+    the labels seen; default: the labels are in that order). Returns (columns by metric name, per-class rows ``(n, K)``)
+    as lists of floats, None where the scalar path gives None. The same kernels, bit for bit
     (``tests/monitors/test_labels_many.py``)."""
     tp = np.ascontiguousarray(np.diagonal(counts, axis1=1, axis2=2))
     pred, true = np.sum(counts, axis=1), np.sum(counts, axis=2)
@@ -160,7 +162,8 @@ def label_metrics_many(counts: np.ndarray) -> tuple[dict[str, list], tuple[list,
         correct = np.sum(tp, axis=1)
         columns = {
             "accuracy": correct / total,
-            "balanced_accuracy": balanced_accuracy_many(tp, true),
+            "balanced_accuracy": balanced_accuracy_many(tp, true) if order is None else balanced_accuracy_many(
+                np.take_along_axis(tp, order, axis=1), np.take_along_axis(true, order, axis=1)),
             "macro_precision": _nanaverage_rows(p),
             "macro_recall": _nanaverage_rows(r),
             "macro_f1": _nanaverage_rows(f),
@@ -168,8 +171,13 @@ def label_metrics_many(counts: np.ndarray) -> tuple[dict[str, list], tuple[list,
             "matthews_corrcoef": matthews_many(true, pred, correct),
             "cohen_kappa": kappa_dense_many(counts),
         }
-    return ({name: col.tolist() for name, col in columns.items()},
-            (p.tolist(), r.tolist(), f.tolist(), support.tolist()))
+    return ({name: _finite(col.tolist()) for name, col in columns.items()},
+            tuple([_finite(row) for row in x.tolist()] for x in (p, r, f, support)))
+
+
+def _finite(values: list[float]) -> list[float | None]:
+    """``json_number`` of each float: itself when finite, else None."""
+    return [x if x - x == 0.0 else None for x in values]
 
 
 def label_intervals_many(counts: np.ndarray, z: float) -> dict[str, list]:
@@ -190,6 +198,43 @@ def label_intervals_many(counts: np.ndarray, z: float) -> dict[str, list]:
         both = confusion_intervals(tn, fp, fn, tp, z)
         for name in ("balanced_accuracy", "matthews_corrcoef"):
             out[name] = _pairs(*both[name])
+    return out
+
+
+def label_parts_many(matrices: Sequence[tuple[ConfusionMatrix, list, float]]) -> list[tuple[dict, dict, dict | None]]:
+    """Per ``(matrix, labels, confidence)`` (unit weights, at least one event, ``2 <= K <=
+    MANY_MAX_LABELS`` labels: the matrix's own, or the fixed labels it is held to), computed together
+    per label count and confidence: ``(metrics, per_class, pairs)``, the values
+    :func:`label_metrics` gives from ``accuracy`` on, :func:`class_report`'s rows and
+    :func:`label_interval_pairs`'s intervals (None for a window of ``MIN_MEAN_EVENTS`` events or
+    more: the caller's own :func:`label_interval_pairs`)."""
+    from streammetrics.kernels.intervals import MIN_MEAN_EVENTS, z_value
+
+    out: list[Any] = [None] * len(matrices)
+    groups: dict[tuple[int, float], list[int]] = {}
+    for i, (_, labels, confidence) in enumerate(matrices):
+        groups.setdefault((len(labels), confidence), []).append(i)
+    for (k, confidence), members in groups.items():
+        counts = np.zeros((len(members), k, k), dtype=np.float64)
+        order = np.zeros((len(members), k), dtype=np.intp)
+        for row, i in enumerate(members):
+            cm, labels, _ = matrices[i]
+            index = {label: j for j, label in enumerate(labels)}
+            for (t, p), w in cm.counts().items():
+                counts[row, index[t], index[p]] += w
+            order[row] = sorted(range(k), key=labels.__getitem__)
+        columns, (precision, recall, f1, support) = label_metrics_many(counts, order)
+        few = [row for row, i in enumerate(members) if matrices[i][0].count < MIN_MEAN_EVENTS]
+        bounds = label_intervals_many(counts[few], z_value(confidence)) if few else {}
+        at = {row: n for n, row in enumerate(few)}
+        for row, i in enumerate(members):
+            labels = matrices[i][1]
+            metrics = {name: column[row] for name, column in columns.items()}
+            p, r, f, s = precision[row], recall[row], f1[row], support[row]
+            per_class = {str(label): {"precision": p[j], "recall": r[j], "f1": f[j], "support": s[j]}
+                         for j, label in enumerate(labels)}
+            n = at.get(row)
+            out[i] = (metrics, per_class, None if n is None else {name: bounds[name][n] for name in LABEL_INTERVALS})
     return out
 
 
@@ -527,9 +572,21 @@ class LabelMonitor(Monitor):
 
     def update_events(self, events: Sequence[Event]) -> "LabelMonitor":
         y_true, y_pred = [e.y_true for e in events], [e.y_pred for e in events]
-        self.confusion.update_many(y_true, y_pred, batch_weights(events))  # validates the whole batch first
-        for e in events:
-            self._predict(to_builtin_label(e.y_pred, "y_pred"), float(e.weight))
+        weights = batch_weights(events)
+        self.confusion.update_many(y_true, y_pred, weights)  # validates the whole batch first
+        n = len(events)
+        if weights is None and self._ptotal.__class__ is float and self._ptotal + n <= _FLOAT_EXACT:
+            # unit weights: _predict's float sums, added at once (whole floats: exact)
+            self._pcount += n
+            self._ptotal += float(n)
+            p = self._predicted
+            for label in y_pred:
+                if label.__class__ is not str:
+                    label = to_builtin_label(label, "y_pred")
+                p[label] = p.get(label, 0.0) + 1.0
+        else:
+            for e in events:
+                self._predict(to_builtin_label(e.y_pred, "y_pred"), float(e.weight))
         self._track_many(y_true, y_pred)
         return self
 
@@ -580,64 +637,46 @@ class LabelMonitor(Monitor):
         labels = cm.labels
         if not 2 <= len(labels) <= MANY_MAX_LABELS:
             return None
-        if self._max_labels is not None and len(self._held()) > self._max_labels:
-            return None
+        bound = self._max_labels
+        if bound is not None and len(labels) + len(self._predicted) > bound and len(self._held()) > bound:
+            return None  # (labels held: those of the matrix and the predicted ones)
         return labels
 
     @classmethod
     def snapshot_many(cls, monitors: Sequence[Any], include_state: bool = True) -> list[tuple[Any, ...]]:
-        """:meth:`Monitor.snapshot_many`: the metrics and intervals of the windows of fewer than
-        ``MIN_MEAN_EVENTS`` unit-weight events and at most ``MANY_MAX_LABELS`` labels in one
-        vectorised pass per label count (:func:`label_metrics_many`, :func:`label_intervals_many`),
-        every other window by its own methods; the same records.
+        """:meth:`Monitor.snapshot_many`: the label metrics of the unit-weight windows of at most
+        ``MANY_MAX_LABELS`` labels in one vectorised pass (:func:`label_parts_many`), every other
+        window by its own methods; the same records.
 
         >>> a = LabelMonitor().update_many([{"y_true": "a", "y_pred": "b"}, {"y_true": "b", "y_pred": "b"}])
         >>> LabelMonitor.snapshot_many([a])[0] == (a.snapshot(), a.to_dict(), a.intervals())
         True
         """
-        from streammetrics.kernels.intervals import MIN_MEAN_EVENTS, pairs_record, z_value
+        from streammetrics.kernels.intervals import pairs_record
 
         out: list[Any] = [None] * len(monitors)
-        groups: dict[tuple[int, float], list[tuple[int, list]]] = {}
+        chosen, matrices = [], []
         for i, m in enumerate(monitors):
             labels = m._many_labels()
             if labels is None:
                 metrics = m.snapshot()
                 out[i] = (metrics, m.to_dict() if include_state else None, m.intervals(metrics=metrics))
             else:
-                groups.setdefault((len(labels), m.confidence), []).append((i, labels))
-        for (k, confidence), members in groups.items():
-            counts = np.zeros((len(members), k, k), dtype=np.float64)
-            for row, (i, labels) in enumerate(members):
-                index = {label: j for j, label in enumerate(labels)}
-                for (t, p), w in monitors[i].confusion.counts().items():
-                    counts[row, index[t], index[p]] += w
-            columns, (precision, recall, f1, support) = label_metrics_many(counts)
-            few = [row for row, (i, _) in enumerate(members) if monitors[i].confusion.count < MIN_MEAN_EVENTS]
-            bounds = label_intervals_many(counts[few], z_value(confidence)) if few else {}
-            at = {row: n for n, row in enumerate(few)}
-            for row, (i, labels) in enumerate(members):
-                m = monitors[i]
-                metrics = {"count": m.count, "total_weight": json_number(m.total_weight)}
-                for name, column in columns.items():
-                    metrics[name] = json_number(column[row])
-                if m._max_labels is not None:
-                    metrics["labels_folded"] = m._folded
-                metrics["per_class"] = m._per_class(labels, precision[row], recall[row], f1[row], support[row])
-                if row in at:
-                    n = at[row]
-                    record = pairs_record({name: bounds[name][n] for name in LABEL_INTERVALS}, confidence)
-                else:
-                    record = m.intervals(metrics=metrics)
-                out[i] = (metrics, m.to_dict() if include_state else None, record)
+                chosen.append(i)
+                matrices.append((m.confusion, labels, m.confidence))
+        for i, (columns, per_class, pairs) in zip(chosen, label_parts_many(matrices)):
+            m = monitors[i]
+            metrics = {"count": m.count, "total_weight": json_number(m.total_weight), **columns}
+            if m._max_labels is not None:
+                metrics["labels_folded"] = m._folded
+            metrics["per_class"] = m._with_rates(per_class)
+            record = m.intervals(metrics=metrics) if pairs is None else pairs_record(pairs, m.confidence)
+            out[i] = (metrics, m.to_dict() if include_state else None, record)
         return out
 
-    def _per_class(self, labels: list, precision: list, recall: list, f1: list, support: list) -> dict[str, Any]:
-        """:meth:`snapshot`'s ``per_class`` from the columns of :func:`label_metrics_many`."""
-        per_class: dict[str, Any] = {
-            str(label): {"precision": json_number(precision[j]), "recall": json_number(recall[j]),
-                         "f1": json_number(f1[j]), "support": json_number(support[j])}
-            for j, label in enumerate(labels)}
+    def _with_rates(self, per_class: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`snapshot`'s ``per_class`` from :func:`label_parts_many`'s rows: each predicted
+        label's ``predicted_rate`` added."""
         total = self.total_weight
         for label, weight in _sorted_predicted(self._predicted):
             row = per_class.setdefault(str(label), {})

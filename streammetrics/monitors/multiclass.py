@@ -30,7 +30,14 @@ from streammetrics.kernels.histogram import MAX_TOTAL_WEIGHT
 from streammetrics.metrics.multiclass_scores import MulticlassScores
 from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
-from streammetrics.monitors.labels import LABEL_INTERVALS, class_report, label_interval_pairs, label_metrics
+from streammetrics.monitors.labels import (
+    LABEL_INTERVALS,
+    MANY_MAX_LABELS,
+    class_report,
+    label_interval_pairs,
+    label_metrics,
+    label_parts_many,
+)
 from streammetrics.monitors.reference_multiclass import add_estimate_terms, estimate_terms, fold_estimate, new_estimate
 
 #: the snapshot metrics of the multiclass monitor with an interval, in order
@@ -580,29 +587,40 @@ class MulticlassMonitor(Monitor):
         ``top_k_accuracy`` (k = 2, more than two classes) and the one-vs-rest ``roc_auc`` macro and
         weighted (``MulticlassScores.interval``). ``log_loss`` has none (documented in
         docs/intervals.md)."""
-        from streammetrics.kernels.intervals import check_confidence, pairs_record
+        from streammetrics.kernels.intervals import check_confidence
 
         c = self.confidence if confidence is None else check_confidence(confidence)
         sc = self.scores
         cm = sc.confusion()
         if not cm.count:
             return None
-        pairs = label_interval_pairs(cm, list(self.classes), c)
+        return self._score_intervals(label_interval_pairs(cm, list(self.classes), c), c)
+
+    def _score_intervals(self, pairs: dict[str, Any], c: float) -> dict[str, Any]:
+        """:meth:`intervals` from its label metrics' ``pairs`` on: the score metrics' intervals added."""
+        from streammetrics.kernels.intervals import pairs_record
+
+        sc = self.scores
         pairs["top_k_accuracy"] = sc.interval("top_k_accuracy", c, k=2) if len(self.classes) > 2 else None
         pairs["roc_auc"] = sc.interval("roc_auc", c)
         pairs["roc_auc_weighted"] = sc.interval("roc_auc", c, average="weighted")
         return pairs_record(pairs, c)
 
     def snapshot(self) -> dict[str, Any]:
+        cm = self.scores.confusion()
+        return self._scored(label_metrics(cm, self.classes), class_report(cm, self.classes))
+
+    def _scored(self, out: dict[str, Any], per_class: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`snapshot` from its label metrics (``out``, from ``count`` or ``accuracy`` on) and
+        ``per_class`` rows on: the score metrics and per-class rates added."""
         sc = self.scores
-        cm = sc.confusion()
-        out = label_metrics(cm, self.classes)
-        out["count"], out["total_weight"] = self.count, json_number(self.total_weight)
+        head: dict[str, Any] = {"count": self.count, "total_weight": json_number(self.total_weight)}
+        head.update((k, v) for k, v in out.items() if k not in head)  # (label_metrics' own count first)
+        out = head
         out["top_k_accuracy"] = quiet(sc.top_k_accuracy, k=2) if len(self.classes) > 2 else None
         out["log_loss"] = quiet(sc.log_loss)
         out["roc_auc"] = quiet(sc.roc_auc, multi_class="ovr", average="macro")
         out["roc_auc_weighted"] = quiet(sc.roc_auc, multi_class="ovr", average="weighted")
-        per_class = class_report(cm, self.classes)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
@@ -621,4 +639,38 @@ class MulticlassMonitor(Monitor):
                 sums = self._psums
                 row["mean_score"] = json_number(sums[i].value / total) if sums is not None and total > 0 else None
         out["per_class"] = per_class
+        return out
+
+    #: small closed windows are built together (:meth:`snapshot_many`)
+    snapshots_together = True
+
+    @classmethod
+    def snapshot_many(cls, monitors: Sequence[Any], include_state: bool = True) -> list[tuple[Any, ...]]:
+        """:meth:`Monitor.snapshot_many`: the label metrics of the windows of unit-weight events over
+        at most ``MANY_MAX_LABELS`` classes in one vectorised pass
+        (:func:`~streammetrics.monitors.labels.label_parts_many`), the score metrics and every other
+        window by the monitor's own methods; the same records.
+
+        >>> a = MulticlassMonitor(["a", "b", "c"]).update({"y_true": "b", "scores": [0.2, 0.5, 0.3]})
+        >>> MulticlassMonitor.snapshot_many([a])[0] == (a.snapshot(), a.to_dict(), a.intervals())
+        True
+        """
+        out: list[Any] = [None] * len(monitors)
+        chosen, matrices = [], []
+        for i, m in enumerate(monitors):
+            cm = m.scores.confusion()
+            if cm.count and cm.unit_weights and 2 <= len(m.classes) <= MANY_MAX_LABELS:
+                chosen.append(i)
+                matrices.append((cm, list(m.classes), m.confidence))
+            else:
+                metrics = m.snapshot()
+                out[i] = (metrics, m.to_dict() if include_state else None, m.intervals(metrics=metrics))
+        for i, (columns, per_class, pairs) in zip(chosen, label_parts_many(matrices)):
+            m = monitors[i]
+            metrics = m._scored(columns, per_class)
+            if pairs is None:
+                record = m.intervals(metrics=metrics)
+            else:
+                record = m._score_intervals(pairs, m.confidence)
+            out[i] = (metrics, m.to_dict() if include_state else None, record)
         return out

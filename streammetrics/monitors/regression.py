@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+import warnings
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -10,8 +11,8 @@ from streammetrics.core.state import Field, describe
 from streammetrics.core.validation import check_number, check_weight
 from streammetrics.events.parser import Event
 from streammetrics.kernels.exact_sum import ExactSum
-from streammetrics.metrics.regression import Regression
-from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
+from streammetrics.metrics.regression import Regression, fold_many
+from streammetrics.monitors.base import Monitor, batch_weights, json_number, part
 
 __all__ = ["RegressionMonitor"]
 
@@ -65,6 +66,14 @@ def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
         raise ValueError("state['regression'] must be an accumulator dict")
     return {"count": reg["state"]["count"], "prediction_weight": reg["state"]["weight"],
             "prediction_sum": None, "regression": reg}
+
+
+def _value(fn: Callable[[], float]) -> float | None:
+    """:func:`~streammetrics.monitors.base.quiet` without its own warnings context (the caller's)."""
+    try:
+        return json_number(fn())
+    except (ValueError, ZeroDivisionError):
+        return None
 
 
 class RegressionMonitor(Monitor):
@@ -172,17 +181,53 @@ class RegressionMonitor(Monitor):
         return pairs_record({name: r.interval(name, c) for name in self.interval_metrics}, c)
 
     def snapshot(self) -> dict[str, Any]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return self._metrics()
+
+    def _metrics(self) -> dict[str, Any]:
+        """:meth:`snapshot` inside the caller's ``warnings.catch_warnings`` (undefined: None)."""
         r = self.regression
         total = self._ptotal.value
         return {
             "count": self.count,
             "total_weight": json_number(total),
-            "mse": quiet(r.mse),
-            "rmse": quiet(r.rmse),
-            "mae": quiet(r.mae),
-            "r2": quiet(r.r2),
-            "rmsle": quiet(r.rmsle),
-            "mape": quiet(r.mape),
-            "max_error": quiet(r.max_error),
+            "mse": _value(r.mse),
+            "rmse": _value(r.rmse),
+            "mae": _value(r.mae),
+            "r2": _value(r.r2),
+            "rmsle": _value(r.rmsle),
+            "mape": _value(r.mape),
+            "max_error": _value(r.max_error),
             "mean_prediction": json_number(self._psum.value / total) if self._psum is not None and total > 0 else None,
         }
+
+    #: small closed windows are built together (:meth:`snapshot_many`)
+    snapshots_together = True
+
+    @classmethod
+    def snapshot_many(cls, monitors: Sequence[Any], include_state: bool = True) -> list[tuple[Any, ...]]:
+        """:meth:`Monitor.snapshot_many`: the exact sums of every window's buffered events folded in
+        one vectorised pass (:func:`~streammetrics.metrics.regression.fold_many`), then each
+        window's record by its own methods; the same records.
+
+        >>> a = RegressionMonitor().update_many([{"y_true": 1.0, "y_pred": 1.5}, {"y_true": 2.0, "y_pred": 2.5}])
+        >>> RegressionMonitor.snapshot_many([a])[0] == (a.snapshot(), a.to_dict(), a.intervals())
+        True
+        """
+        from streammetrics.kernels.intervals import MIN_MEAN_EVENTS, MIN_R2_EVENTS, pairs_record
+
+        fold_many([m.regression for m in monitors])
+        out = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for m in monitors:
+                metrics = m._metrics()
+                r = m.regression
+                n = r.effective_events() if r.count else None
+                if n is not None and n < min(MIN_MEAN_EVENTS, MIN_R2_EVENTS):  # (every interval's minimum rule)
+                    record = pairs_record(dict.fromkeys(m.interval_metrics), m.confidence)
+                else:
+                    record = m.intervals(metrics=metrics)
+                out.append((metrics, m.to_dict() if include_state else None, record))
+        return out

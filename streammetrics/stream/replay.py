@@ -216,26 +216,32 @@ def _replay_chunks(lines: Iterator[Any], pipeline: Pipeline, write: Callable[[st
             if (base - 1) >> 14 != lineno >> 14:
                 stats.events = pipeline.counters["events"] - events_before
                 progress.draw(done, stats)
-        if pipeline.counters["events"] == events_before:  # nothing applied yet: line by line
+        rest = 0  # the chunk's lines from here go columnar
+        if pipeline.counters["events"] == events_before:  # nothing applied yet: line by line, until an event is
+            rest = len(chunk)
             for i, line in enumerate(chunk):
                 if decoded:
                     if line is None:
                         continue
-                    problems = pipeline.process_decoded(line).problems
+                    result = pipeline.process_decoded(line)
                 elif line[:1] in _BLANK_START and not line.strip():
                     continue
                 else:
-                    problems = pipeline.process(line).problems
-                for problem in problems:
+                    result = pipeline.process(line)
+                for problem in result.problems:
                     if note(base + i, problem):
                         lineno = base + i
                         break
                 if stats.aborted is not None:
                     break
-        else:
-            for i, problems in (pipeline.process_rows(chunk) if decoded else pipeline.process_lines(chunk)):
+                if result.applied and pipeline.counters["events"] != events_before:
+                    rest = i + 1
+                    break
+        if stats.aborted is None and rest < len(chunk):
+            part = chunk[rest:] if rest else chunk
+            for i, problems in (pipeline.process_rows(part) if decoded else pipeline.process_lines(part)):
                 for problem in problems:
-                    note(base + i, problem)
+                    note(base + rest + i, problem)
         if stats.aborted is None and lineno & poll_every == 0:  # label revisions come at revision ticks
             for text in pipeline.poll_lines(revisions=False, collect=pipeline.collect_due(label_replay.COLLECT_READY)):
                 write(text)

@@ -60,6 +60,8 @@ DEFAULT_MAX_SLICE_VALUES = 100
 DEFAULT_WORST_SLICES = 10
 _MAX_VALUE = 1000
 _MAX_CACHED = 1 << 16
+#: a string as JSON text, as ``json.dumps`` writes it (ASCII, escaped)
+_json_text = json.encoder.encode_basestring_ascii
 #: events a roll-up's pending monitor of small states takes before it joins the total (below
 #: BinaryScores' max_bins, so the pending one stays exact, and below a monitor's queue of
 #: events, so that a monitor holding its events queued merges by concatenation)
@@ -194,6 +196,9 @@ class Slicer:
         # past that, the key is built per event)
         self._keys: dict[tuple, str] = {}
         self._parsed: dict[str, tuple[str, ...]] = {}  # ... and each cached key's values
+        # a valid slice value of the column decoder (str or None) -> (its text, its JSON text), at
+        # most _MAX_CACHED of them
+        self._value_texts: dict[str | None, tuple[str, str]] = {}
         # (end_ms, start_ms, model) -> [(slice key, snapshot, source)]: closed slice windows
         # waiting for the watermark to pass their end
         self._open: dict[tuple[int, int, str], list[tuple[str, dict[str, Any], Any]]] = {}
@@ -266,12 +271,20 @@ class Slicer:
         ``values`` (strings, None for null or absent: the column decoder's), or None when it
         refuses them (the per-event path then says why)."""
         texts = [segment]
+        parts = [_json_text(segment)]
+        known = self._value_texts
         for v in values:
-            text = "" if v is None else v
-            if text.__class__ is not str or len(text) > _MAX_VALUE or "|" in text:
-                return None
-            texts.append(text)
-        key = json.dumps(texts, separators=(",", ":"))
+            got = known.get(v) if v.__class__ is str or v is None else None
+            if got is None:
+                text = "" if v is None else v
+                if text.__class__ is not str or len(text) > _MAX_VALUE or "|" in text:
+                    return None
+                got = (text, _json_text(text))
+                if len(known) < _MAX_CACHED:
+                    known[v] = got
+            texts.append(got[0])
+            parts.append(got[1])
+        key = "[" + ",".join(parts) + "]"  # json.dumps(texts, separators=(",", ":"))
         if len(self._parsed) < _MAX_CACHED:
             self._parsed[key] = tuple(texts)
         return key

@@ -94,8 +94,9 @@ A monitor whose ``update_event`` is itself an append to a small form
 event as one float, the signed score, until it outgrows that form) is given its events one by
 one instead: the pane's monitor is its queue (checkpoints write it as the monitor's state).
 
-A column batch (:meth:`WindowManager.add_columns`) whose keys need no per-event decision (held,
-no catch-up close, nothing late, no earlier first window) is *staged* as columns and joins its
+A column batch (:meth:`WindowManager.add_columns`) whose keys need no per-event decision (nothing
+late, no earlier first window; keys not held created together, and keys back after a quiet
+window caught up together, first) is *staged* as columns and joins its
 keys' queues when something first reads them (a close, an evicting poll, a checkpoint, another
 path for one of its keys): at many keys of few events, per (key, pane) once per window rather
 than once per batch; at most :data:`STAGE_MAX_EVENTS` events are staged
@@ -154,10 +155,13 @@ DEFER_MAX_EVENTS = 256
 #: see ``_stage``) before it applies them; the bound on that buffer (~32 bytes an event)
 STAGE_MAX_EVENTS = 1 << 18
 _SLOTS = itertools.count()
-_OPEN_FROM, _FIRST_BOUND, _SLOT = (operator.attrgetter(name) for name in ("open_from", "first_pane_bound", "slot"))
+_OPEN_FROM, _FIRST_BOUND, _SLOT, _CLOSE_AT, _ARMED = (
+    operator.attrgetter(name) for name in ("open_from", "first_pane_bound", "slot", "close_at", "armed"))
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
 _floor = math.floor
+_INF, _NEG_INF = math.inf, -math.inf
+_FIRST = operator.itemgetter(0)
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
 
 
@@ -258,7 +262,7 @@ class _KeyState:
         self.slot = next(_SLOTS)  # a number of its own (staged events are grouped by it)
         self.panes: dict[int, Any] = {}  # pane index -> monitor
         self.pending: dict[int, list[Any]] = {}  # pane index -> queued events (batch mode)
-        self.max_us: float = -math.inf  # largest event time seen (us)
+        self.max_us: float = _NEG_INF  # largest event time seen (us)
         self.next_window: int | None = None  # lowest window index not yet closed
         self.late = 0
         self.armed: float | None = None  # the close_at of the key's live entry in the manager's heap
@@ -267,9 +271,9 @@ class _KeyState:
         self.tag: Any = None  # the key's event tag (see WindowManager), fixed by its first event
         # derived from next_window, for the per-event path: panes below open_from are late, and
         # stream time (us) reaching close_at closes the next window
-        self.open_from: float = -math.inf
-        self.close_at: float = -math.inf
-        self.first_pane_bound: float = math.inf  # panes below it start an earlier first window
+        self.open_from: float = _NEG_INF
+        self.close_at: float = _NEG_INF
+        self.first_pane_bound: float = _INF  # panes below it start an earlier first window
         # delayed labels: pane -> [predictions awaiting their label, predictions expired]
         self.awaiting: dict[int, list[int]] = {}
         self.revising: dict[int, _Revising] = {}  # window index -> closed window awaiting labels
@@ -555,7 +559,8 @@ class WindowManager:
                 return None
         held = self._keys
         used = np.unique(key_index).tolist()
-        if self.max_keys is not None and len(held) + sum(1 for k in used if keys[k] not in held) > self.max_keys:
+        if self.max_keys is not None and len(held) + len(used) > self.max_keys and \
+                len(held) + sum(1 for k in used if keys[k] not in held) > self.max_keys:
             return None
         if tag is not None and any(held[keys[k]].tag not in (None, tag) for k in used if keys[k] in held):
             return None
@@ -595,9 +600,13 @@ class WindowManager:
         order of their first event (keys are created, caught up and emptied in that order, as
         by :meth:`add`). The keys whose events need no per-event decision are staged (see
         :meth:`_stage`); the others' events (``where``, ascending positions) take this path."""
+        # keys created by _stage whose catch-up close emptied them: (2 * position of their first event, key)
+        made: list[tuple[int, tuple[str, str]]] = []
         where = np.arange(lo, hi) if tag is not None else self._stage(lo, hi, stream_us, ts_us, panes, key_index,
-                                                                      keys, items, changed)
+                                                                      keys, items, changed, made)
         if where is None:
+            made.sort(key=_FIRST)
+            self._emptied.extend(key for _, key in made)  # (in the order of their first events)
             return
         kx = key_index[where]
         if self._staged:  # keys of this path with staged events: those first (the order of a key's events)
@@ -632,8 +641,8 @@ class WindowManager:
         late_groups: list[int] = []
         # keys emptied (by a catch-up close, or a late event of a key without panes), by the
         # position of the event that did it: appended to _emptied in that order, as add does
-        emptied_at: list[np.ndarray] = []
-        emptied_keys: list[tuple[str, str]] = []
+        emptied_at: list[np.ndarray] = [np.array([at]) for at, _ in made]
+        emptied_keys: list[tuple[str, str]] = [key for _, key in made]
         for g, g_end in zip(runs, run_ends):
             key = keys[group_key[g]]
             state = held.get(key)
@@ -711,8 +720,8 @@ class WindowManager:
             self._emptied.extend(emptied_keys[i] for i in which[np.argsort(at, kind="stable")].tolist())
 
     def _stage(self, lo: int, hi: int, stream_us: int, ts_us: np.ndarray, panes: np.ndarray, key_index: np.ndarray,
-               keys: Sequence[tuple[str, str]], items: np.ndarray, changed: set[tuple[str, str]] | None
-               ) -> np.ndarray | None:
+               keys: Sequence[tuple[str, str]], items: np.ndarray, changed: set[tuple[str, str]] | None,
+               made: list[tuple[int, tuple[str, str]]]) -> np.ndarray | None:
         """The events of ``lo:hi`` of :meth:`add_columns` whose keys need no per-event decision held
         staged, as columns: a key held that needs no catch-up close (its ``close_at`` is past
         stream time; one not in the close heap is entered now), none of whose events is late or
@@ -721,7 +730,8 @@ class WindowManager:
         poll that evicts, a checkpoint, or any other path that reads a key's queues): per (key,
         pane) once per window instead of once per batch, the same queues in the same order
         (drained at ``max_pending`` at the same counts), and each key's ``max_us`` the largest of
-        its events. Returns the positions of the other keys' events, ascending (None: none).
+        its events. Keys not held are created first (:meth:`_new_keys`) when every one of them can
+        be. Returns the positions of the other keys' events, ascending (None: none).
         Bounded by :data:`STAGE_MAX_EVENTS` (reached: applied first)."""
         kx = key_index[lo:hi]
         used, pos = np.unique(kx, return_inverse=True)
@@ -729,20 +739,21 @@ class WindowManager:
         found = list(map(self._keys.get, ukeys))
         n = len(found)
         ok = np.ones(n, dtype=bool)
-        if None in found:  # new keys (or evicted ones): the per-key path
-            for i, state in enumerate(found):
+        px = panes[lo:hi]
+        if None in found and not self._new_keys(lo, stream_us, kx, px, pos, ukeys, found, made):
+            for i, state in enumerate(found):  # (not created: the per-key path)
                 if state is None:
                     ok[i] = False
                     found[i] = _ABSENT
         states: list[_KeyState] = found  # type: ignore[assignment]  # (None replaced)
-        unarmed = False  # some key holds no entry in the close heap yet (after its last close)
-        for i, state in enumerate(states):
-            if state.armed != state.close_at:
-                if state.close_at <= stream_us:  # a catch-up close: the per-key path
-                    ok[i] = False
-                else:
-                    unarmed = True
-        px = panes[lo:hi]
+        # keys holding no entry in the close heap yet (after their last close; None: never armed,
+        # nan here); those whose close_at stream time reached need a catch-up close: the per-key path
+        close_at = np.fromiter(map(_CLOSE_AT, states), dtype=np.float64, count=n)
+        unarmed = np.array(list(map(_ARMED, states)), dtype=np.float64) != close_at
+        behind = unarmed & (close_at <= stream_us)
+        if behind.any():
+            self._catch_up(lo, stream_us, kx, px, pos, ukeys, states, behind, made)
+            ok &= ~behind
         odd = (px < np.fromiter(map(_OPEN_FROM, states), dtype=np.float64, count=n)[pos]) \
             | (px < np.fromiter(map(_FIRST_BOUND, states), dtype=np.float64, count=n)[pos])
         if odd.any():
@@ -765,13 +776,94 @@ class WindowManager:
             self._staged.append((held[chosen], slots[chosen], px[take], ts_us[lo:hi][take], items[lo:hi][take]))
         self._staged_events += count
         self._staged_slots.update(slots[ok].tolist())
-        for i in np.flatnonzero(ok).tolist() if unarmed or changed is not None else ():
+        if changed is not None:
+            changed.update(itertools.compress(ukeys, ok.tolist()))
+        arm = np.flatnonzero(ok & unarmed).tolist()
+        if arm:  # (armed as _add_segment arms them: the heap's order does not depend on when)
+            self._arm_many([ukeys[i] for i in arm], [states[i] for i in arm])
+        return None if take is None else np.flatnonzero(~take) + lo
+
+    def _catch_up(self, lo: int, stream_us: int, kx: np.ndarray, px: np.ndarray, pos: np.ndarray,
+                  ukeys: list[tuple[str, str]], states: list[_KeyState], behind: np.ndarray,
+                  made: list[tuple[int, tuple[str, str]]]) -> None:
+        """:meth:`_stage`'s held keys whose ``close_at`` stream time ``stream_us`` passed while they
+        held nothing (``behind``): each caught up as :meth:`_close_by_watermark` does (no window
+        to close: the next window is the watermark's, and the key is emptied, noted in ``made``
+        with twice its first event's position) unless one of its events is late for it then;
+        those done are cleared in ``behind`` (the others take the per-key path)."""
+        spec = self.spec
+        s = spec.panes_per_slide
+        k = (stream_us - spec.grace_ms * 1000 - spec.size_ms * 1000) // (spec.slide_ms * 1000) + 1
+        open_from, close_at = k * s, (k * spec.slide_ms + spec.size_ms + spec.grace_ms) * 1000
+        low = np.full(len(states), np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(low, pos, px)  # each key's lowest pane
+        lows = low.tolist()
+        firsts = np.unique(kx, return_index=True)[1].tolist()  # each key's first event
+        changed = self._changed
+        for i in np.flatnonzero(behind).tolist():
             state = states[i]
+            if state is _ABSENT or state.panes or state.pending or state.awaiting or state.revising \
+                    or lows[i] < open_from:
+                continue
+            state.next_window, state.open_from, state.close_at = k, open_from, close_at
             if changed is not None:
                 changed.add(ukeys[i])
-            if state.armed != state.close_at:  # (as _add_segment arms them: the heap's order does not depend on when)
-                self._arm(ukeys[i], state)
-        return None if take is None else np.flatnonzero(~take) + lo
+            made.append((2 * (lo + firsts[i]), ukeys[i]))
+            behind[i] = False
+
+    def _new_keys(self, lo: int, stream_us: int, kx: np.ndarray, px: np.ndarray, pos: np.ndarray,
+                  ukeys: list[tuple[str, str]], found: list[Any], made: list[tuple[int, tuple[str, str]]]) -> bool:
+        """:meth:`_stage`'s keys not held (``None`` in ``found``), created together as
+        :meth:`_add_segment` creates them one by one (:meth:`_new_key`, in the order of their first
+        events, then caught up to stream time ``stream_us``, see :meth:`_close_by_watermark`): the
+        states put in ``found``; each key that catch-up emptied (an evicted key, or one past the
+        forgotten frontier) in ``made``, with twice its first event's position. False, creating
+        nothing, when one of them needs the per-key path: an event late for it, or more keys than
+        ``max_keys`` leaves room for."""
+        held = self._keys
+        new = [i for i, state in enumerate(found) if state is None]
+        if self.max_keys is not None and len(held) + len(new) > self.max_keys:
+            return False
+        spec = self.spec
+        low = np.full(len(found), np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(low, pos, px)  # each key's lowest pane
+        lows = low.tolist()
+        last = (stream_us - spec.grace_ms * 1000 - spec.size_ms * 1000) // (spec.slide_ms * 1000)  # last closable
+        closed, forgotten = self._closed, self._forgotten_next
+        plan = []
+        for i in new:
+            remembered = closed.get(ukeys[i])
+            k = remembered[0] if remembered is not None else forgotten
+            # as _close_by_watermark: a key without a frontier opens at the watermark's window, one
+            # whose frontier the watermark passed closes through it (emptying the key)
+            caught = k is not None and stream_us >= (k * spec.slide_ms + spec.size_ms + spec.grace_ms) * 1000
+            if k is None or caught:
+                k = last + 1
+            if lows[i] < k * spec.panes_per_slide:  # a late event: the per-key path
+                return False
+            plan.append((i, k, remembered, caught))
+        _, first = np.unique(kx, return_index=True)  # each key's first event
+        firsts = first.tolist()
+        plan.sort(key=lambda p: firsts[p[0]])
+        changed = self._changed
+        s, w = spec.panes_per_slide, spec.panes_per_window
+        slide_us, reach_us = spec.slide_ms * 1000, (spec.size_ms + spec.grace_ms) * 1000
+        for i, k, remembered, emptied in plan:
+            key = ukeys[i]
+            state = held[key] = found[i] = _KeyState(key[0])
+            if changed is not None:
+                changed.add(key)
+                self._created.add(key)
+            if remembered is not None:
+                del closed[key]
+                state.late = remembered[1]
+            # _set_next_window(state, k) and _set_first_window(state, first_window_of_pane(lows[i])), written out
+            state.next_window, state.open_from, state.close_at = k, k * s, k * slide_us + reach_us
+            first = -((w - 1 - lows[i]) // s)
+            state.first_window, state.first_pane_bound = first, first * s + w - s
+            if emptied:
+                made.append((2 * (lo + firsts[i]), key))
+        return True
 
     def _unstage(self) -> None:
         """Apply the staged segments (see :meth:`_stage`): their events grouped by (key, pane),
@@ -791,11 +883,21 @@ class WindowManager:
         key_change = slot_sorted[1:] != slot_sorted[:-1]
         heads = np.flatnonzero(np.concatenate(([True], key_change | (pane_sorted[1:] != pane_sorted[:-1]))))
         key_heads = np.flatnonzero(np.concatenate(([True], key_change)))
-        bounds = [*heads.tolist(), len(order)]
+        bounds = heads.tolist()
         values = vx[order].tolist()
         max_pending = self.max_pending
-        for j, (state, pane) in enumerate(zip(states[order[heads]].tolist(), pane_sorted[heads].tolist())):
-            self._enqueue(state, pane, values[bounds[j]:bounds[j + 1]], max_pending)
+        for state, pane, start, stop in zip(states[order[heads]].tolist(), pane_sorted[heads].tolist(), bounds,
+                                            [*bounds[1:], len(order)]):
+            pending = state.pending  # (as _enqueue, written out: once per key and pane)
+            queue = pending.get(pane)
+            if queue is None:
+                if stop - start < max_pending:
+                    pending[pane] = values[start:stop]
+                    continue
+            elif len(queue) + stop - start < max_pending:
+                queue.extend(values[start:stop])
+                continue
+            self._queue_draining(state, pane, values[start:stop], max_pending)
         tops = np.maximum.reduceat(tx[order], key_heads).tolist()
         for state, top in zip(states[order[key_heads]].tolist(), tops):
             if top > state.max_us:
@@ -1378,6 +1480,25 @@ class WindowManager:
         else:
             keys.append(key)
 
+    def _arm_many(self, keys: list[tuple[str, str]], states: list[_KeyState]) -> None:
+        """:meth:`_arm` of each key (with its state), in order: those of one ``close_at`` (most
+        often all of them) entered together."""
+        at = states[0].close_at
+        if any(state.close_at != at for state in states):
+            for key, state in zip(keys, states):
+                self._arm(key, state)
+            return
+        for state in states:
+            state.armed = at
+        due = self._due.get(at)
+        if due is None:
+            self._due[at] = keys
+            heapq.heappush(self._due_at, at)
+            if at < self._next_due:
+                self._next_due = at
+        else:
+            due += keys
+
     def _close_due(self) -> None:
         """Close every key's windows that the watermark passed, in ``(close_at, key)`` order: the
         keys of each due ``close_at`` sorted once (windows close at few distinct times), nothing
@@ -1393,7 +1514,8 @@ class WindowManager:
         changed = self._changed
         # the common close, written out: a key of tumbling windows holding one queued pane and no
         # other (many keys, few events each), its window built at the next poll (_Closed)
-        factory, items_form, small = self._factory, self._task is not None, self._kind is not None
+        factory, simple = self._factory, self._task is not None and self._kind is not None
+        closed_window, defer_max = _Closed, DEFER_MAX_EVENTS
         pane_ms = spec.pane_ms
         open_from, close_at = (last + 1) * spec.panes_per_slide, ((last + 1) * spec.slide_ms + spec.size_ms
                                                                   + spec.grace_ms) * 1000
@@ -1415,16 +1537,15 @@ class WindowManager:
                     if changed is not None:
                         changed.add(key)
                     pending = state.pending
-                    if small and items_form and not state.panes and len(pending) == 1:
-                        ((j, items),) = pending.items()
+                    if simple and not state.panes and len(pending) == 1:
+                        j, items = pending.popitem()
                         if j <= last:
-                            del pending[j]
                             if j >= nw:
                                 monitor = factory().update_items(items)
                                 count = monitor.count
-                                if count <= DEFER_MAX_EVENTS:
-                                    window = _Closed(key, monitor, count, j * pane_ms, (j + 1) * pane_ms, True,
-                                                     state.late, 0, False)
+                                if count <= defer_max:
+                                    window = closed_window(key, monitor, count, j * pane_ms, (j + 1) * pane_ms, True,
+                                                           state.late, 0, False)
                                     ready.append(window)
                                     deferred.append(window)
                                 else:
@@ -1432,6 +1553,7 @@ class WindowManager:
                             state.next_window, state.open_from, state.close_at = last + 1, open_from, close_at
                             emptied.append(key)
                             continue
+                        pending[j] = items  # (a later pane: back in its place, the only one)
                     self._close_tumbling(key, state, last)
                 else:
                     self._close_by_watermark(key, state, max_us)
