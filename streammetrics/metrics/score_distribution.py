@@ -226,8 +226,7 @@ def _decode_sums(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> list:
     if math.isfinite(score_sum):
         exact = ExactSum.from_parts(score_sum, residue, "score_sum")
     else:  # an overflowed sum (huge margins or weights): only its float survives, and stays
-        exact = ExactSum()
-        exact._special = score_sum
+        exact = ExactSum.overflowed(score_sum)
     # the summed weights: floats while whole, else units (with their residues, if any)
     total, above = decode_sums([total, above], weight_residues, "weight_residues")
     if squares is not None:  # weights other than 1: every loaded event counts as weighted
