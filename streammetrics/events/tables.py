@@ -5,24 +5,11 @@ dict of field -> value), which then goes through the event parser and windows th
 go through (:meth:`~streammetrics.stream.pipeline.Pipeline.process_decoded`): one set of field
 rules, so the same events give the same snapshots whatever the format.
 
-* **Missing values**: an empty CSV cell, a null (Parquet, Arrow) and a missing value of pandas
-  (``None``, ``NaN``, ``NaT``, ``pd.NA``) are absent fields (a prediction without ``y_true``
-  awaits its label, contract section 5).
-* **Numeric ``ts``** is divided by the unit's 10**k (``ts_unit``: ``s``, ``ms``, ``us``, ``ns``; pandas'
-  ``to_json`` writes epoch milliseconds). Integers are divided exactly (Python's int / int is
-  correctly rounded), so 1700000000123 ms is the double nearest 1700000000.123, the value the
-  JSON text ``1700000000.123`` gives. Timestamp columns (Arrow/Parquet, pandas ``datetime64``)
-  are read as their epoch integers in their own unit (a zone-less timestamp is UTC, as a zone-less
-  ISO-8601 string is); ISO strings are left to the parser.
-* **CSV cells are text**, typed by the task before parsing (:class:`CsvTyper`): ``ts`` a number
-  when it reads as one, else an ISO string; ``score``, ``weight`` (and regression's ``y_true``,
-  ``y_pred``) floats; binary ``y_true`` ``0``/``1`` (also ``0.0``, ``true``, ``false``, any case);
-  a class of ``classes`` (multiclass, labels with a label set) when the cell is that class's JSON
-  text (``1`` for class 1, ``cat`` for ``"cat"``), other labels integers or floats when they read
-  as numbers, else strings; ``scores`` a JSON array or object in the cell (``"[0.1, 0.9]"``).
-  A cell that is not of its field's type stays text, and the parser rejects the row naming the field.
-* **Format checks**: :func:`sniff` looks at a file's first bytes and says, in one line, when it
-  looks like another format than the one it is read as (a CSV given as JSONL, say).
+Missing values (an empty CSV cell, a null, pandas' ``None``/``NaN``/``NaT``/``pd.NA``) are absent
+fields; numeric ``ts`` is divided exactly by its unit (``ts_unit``), timestamp columns read in
+their own unit; CSV cells are typed by the task before parsing (:class:`CsvTyper`), and a cell
+not of its field's type stays text for the parser to reject naming the field. :func:`sniff`
+says in one line when a file looks like another format. The rules in full: ``docs/inputs.md``.
 """
 from __future__ import annotations
 

@@ -379,6 +379,13 @@ class ExactSum:
         return [to_pair(c) for c in expansion_of(self.units)[1:]]
 
     @classmethod
+    def overflowed(cls, value: float) -> "ExactSum":
+        """A sum of which only its non-finite float survives (``inf``, ``-inf`` or ``nan``)."""
+        out = cls()
+        out._special = value
+        return out
+
+    @classmethod
     def from_parts(cls, value: Any, residue: Any, name: str = "sum") -> "ExactSum":
         """Rebuild from a state's rounded ``value`` and its ``residue`` (validated)."""
         if residue is None:  # an older state without residue: its float is the exact value

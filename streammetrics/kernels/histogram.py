@@ -68,14 +68,39 @@ MAX_TOTAL_WEIGHT = 1e300
 
 
 class ScoreHistogram:
-    """Summed weight per score key of one group of events (see the module docstring)."""
+    """Summed weight per score key of one group of events (see the module docstring).
 
-    __slots__ = ("binning", "weights")
+    A histogram filled by one batch (``insert_table(..., arrays=True)`` into an empty one: a
+    window's events applied at its close) keeps the batch's arrays until something reads
+    :attr:`weights`, which builds the dict then (:attr:`pending` until that): its levels, length,
+    copy and JSON are read from the arrays, so a window written once never builds the dict."""
+
+    __slots__ = ("_pending", "_weights", "binning")
 
     def __init__(self, binning: Binning) -> None:
         self.binning = binning
-        #: key -> summed weight (> 0); keys are ints (log grid) or float scores (exact)
-        self.weights: dict[Any, float] = {}
+        self._weights: dict[Any, float] = {}
+        #: ``(keys, float weights)`` (read-only arrays, no zero weight) held instead of the dict
+        #: (empty meanwhile), or None
+        self._pending: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def weights(self) -> dict[Any, float]:
+        """key -> summed weight (> 0); keys are ints (log grid) or float scores (exact)."""
+        if self._pending is not None:
+            keys, values = self._pending
+            self._pending = None
+            self._weights.update(zip(keys.tolist(), values.tolist()))
+        return self._weights
+
+    @weights.setter
+    def weights(self, value: dict[Any, float]) -> None:
+        self._weights, self._pending = value, None
+
+    @property
+    def pending(self) -> bool:
+        """Whether the histogram holds arrays not yet in its dict (see the class docstring)."""
+        return self._pending is not None
 
     def merge(self, other: "ScoreHistogram") -> None:
         """Add the weights of ``other`` (same binning) to ``self``."""
@@ -94,7 +119,10 @@ class ScoreHistogram:
 
     def copy(self) -> "ScoreHistogram":
         new = ScoreHistogram(self.binning)
-        new.weights = dict(self.weights)
+        if self._pending is not None:  # (read-only arrays: shared)
+            new._pending = self._pending
+        else:
+            new._weights = dict(self._weights)
         return new
 
     def total(self) -> float:
@@ -103,7 +131,7 @@ class ScoreHistogram:
         return t if isinstance(t, float) else value_of(int(t))
 
     def __len__(self) -> int:
-        return len(self.weights)
+        return len(self._weights) if self._pending is None else len(self._pending[0])
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ScoreHistogram):
@@ -113,13 +141,15 @@ class ScoreHistogram:
     __hash__ = None  # type: ignore[assignment]  # mutable: not hashable
 
     def __repr__(self) -> str:
-        return f"ScoreHistogram({self.binning!r}, {len(self.weights)} keys, weight={self.total():g})"
+        return f"ScoreHistogram({self.binning!r}, {len(self)} keys, weight={self.total():g})"
 
 
 def units_mode(hists: Iterable[ScoreHistogram]) -> bool:
     """True if the histograms hold units (ints) rather than floats (see the module docstring)."""
     for h in hists:
-        for v in h.weights.values():
+        if h._pending is not None:  # (arrays of floats, not empty)
+            return False
+        for v in h._weights.values():
             return v.__class__ is int
     return False
 
@@ -154,17 +184,22 @@ def aligned(*hists: ScoreHistogram) -> tuple[np.ndarray, np.ndarray]:
     if any(h.binning != binning for h in hists):
         raise ValueError("histograms over different binnings cannot be aligned")
     dtype = np.float64 if binning.exact else np.int64
-    union: set = set()
-    for h in hists:
-        union.update(h.weights)
-    keys = np.fromiter(union, dtype=dtype, count=len(union))
-    keys.sort()
+    parts = [_contents(h, dtype) for h in hists]
+    keys = np.unique(parts[0][0] if len(parts) == 1 else np.concatenate([k for k, _ in parts]))
     out = np.zeros((len(hists), len(keys)), dtype=np.float64)
-    for row, h in zip(out, hists):
-        if h.weights:
-            k = np.fromiter(h.weights.keys(), dtype=dtype, count=len(h.weights))
-            row[np.searchsorted(keys, k)] = _floats(h.weights.values(), len(h.weights))
+    for row, (k, v) in zip(out, parts):
+        if len(k):
+            row[np.searchsorted(keys, k)] = v
     return keys, out
+
+
+def _contents(h: ScoreHistogram, dtype: type) -> tuple[np.ndarray, np.ndarray]:
+    """``(keys, float64 weights)`` of one histogram, in its order (units correctly rounded)."""
+    if h._pending is not None:
+        keys, values = h._pending
+        return keys.astype(dtype, copy=False), values
+    w = h._weights
+    return np.fromiter(w.keys(), dtype=dtype, count=len(w)), _floats(w.values(), len(w))
 
 
 def levels_of_table(keys: np.ndarray, table: np.ndarray, sizes: Sequence[int]) -> tuple[np.ndarray, np.ndarray] | None:
@@ -306,12 +341,20 @@ def coarsen_table(
     return binning.coarser(), coarse[starts], np.add.reduceat(table, starts, axis=0)
 
 
-def insert_table(hists: Sequence[ScoreHistogram], keys: np.ndarray, table: np.ndarray) -> None:
-    """Add an :func:`aggregate` table to the histograms (column ``j`` to ``hists[j]``)."""
+def insert_table(hists: Sequence[ScoreHistogram], keys: np.ndarray, table: np.ndarray, arrays: bool = False) -> None:
+    """Add an :func:`aggregate` table to the histograms (column ``j`` to ``hists[j]``).
+    ``arrays``: an empty histogram keeps its column as arrays (float tables; see
+    :class:`ScoreHistogram`): for an owner whose per-event paths do not hold the dicts meanwhile."""
+    arrays = arrays and table.dtype == np.float64
     for j, h in enumerate(hists):
         col = table[:, j]
         nz = np.flatnonzero(col)
         if not len(nz):
+            continue
+        if arrays and h._pending is None and not h._weights:
+            k, v = keys[nz], col[nz]
+            k.flags.writeable = v.flags.writeable = False
+            h._pending = (k, v)
             continue
         w = h.weights
         if not w:  # (a window's first batch: the keys are distinct, nothing to add to)
@@ -594,7 +637,7 @@ def histograms_to_json(hists: Sequence[ScoreHistogram], names: Sequence[str],
     exactly their floats (the key is absent when there are none). ``levels``: :func:`aligned` of
     ``hists`` when the caller holds it already."""
     binning = hists[0].binning
-    if sum(len(h.weights) for h in hists) <= SMALL_KEYS and all(h.binning is binning for h in hists):
+    if sum(len(h) for h in hists) <= SMALL_KEYS and all(h.binning is binning for h in hists):
         # few keys: the same dict in plain Python, without the arrays' set-up (issue 12)
         return small_histograms_to_json([h.weights for h in hists], names, binning.exact)
     keys, weights = aligned(*hists) if levels is None else levels

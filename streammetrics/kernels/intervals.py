@@ -114,16 +114,27 @@ def t_values(z: float, df: Any) -> np.ndarray:
 
     (2.2622 for 9 degrees of freedom at 0.95, exact 2.2622; 2.0930 for 19, exact 2.0930)."""
     v = np.maximum(np.asarray(df, dtype=np.float64), 1.0)
-    z2 = z * z
-    g1 = (z2 + 1.0) * z / 4.0
-    g2 = ((5.0 * z2 + 16.0) * z2 + 3.0) * z / 96.0
-    g3 = (((3.0 * z2 + 19.0) * z2 + 17.0) * z2 - 15.0) * z / 384.0
-    g4 = ((((79.0 * z2 + 776.0) * z2 + 1482.0) * z2 - 1920.0) * z2 - 945.0) * z / 92160.0
+    g = _HILL.get(z)
+    if g is None:
+        z2 = z * z
+        g = _HILL[z] = ((z2 + 1.0) * z / 4.0, ((5.0 * z2 + 16.0) * z2 + 3.0) * z / 96.0,
+                        (((3.0 * z2 + 19.0) * z2 + 17.0) * z2 - 15.0) * z / 384.0,
+                        ((((79.0 * z2 + 776.0) * z2 + 1482.0) * z2 - 1920.0) * z2 - 945.0) * z / 92160.0)
+    g1, g2, g3, g4 = g
     return z + g1 / v + g2 / v**2 + g3 / v**3 + g4 / v**4
 
 
+#: the coefficients of :func:`t_values` per ``z`` (a few confidences in a run)
+_HILL: dict[float, tuple[float, float, float, float]] = {}
+
+
 def _rows(*values: Any) -> list[np.ndarray]:
-    return [np.atleast_1d(np.asarray(v, dtype=np.float64)) for v in values]
+    """Each value as a float64 array of at least one dimension (a float64 array: itself)."""
+    return [v if v.__class__ is np.ndarray and v.ndim and v.dtype == _F8 else np.atleast_1d(np.asarray(v, dtype=_F8))
+            for v in values]
+
+
+_F8 = np.dtype(np.float64)
 
 
 def as_pair(lo: np.ndarray, hi: np.ndarray) -> Pair | None:
@@ -280,8 +291,9 @@ def auc_intervals(starts: Any, neg: Any, pos: Any, low: Any, high: Any, z: float
     neg, pos, low, high = _rows(neg, pos, low, high)
     total_n = np.add.reduceat(neg, starts)
     total_p = np.add.reduceat(pos, starts)
-    sizes = np.diff(np.append(starts, len(neg)))
-    win = np.repeat(np.arange(len(starts)), sizes)
+    win: Any = slice(None)  # (one window: its values broadcast over its levels)
+    if len(starts) > 1:
+        win = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(neg))))
     cum_n = np.cumsum(neg)
     cum_p = np.cumsum(pos)
     first_n = (cum_n - neg)[starts]  # (whole counts: exact)
@@ -365,7 +377,7 @@ def level_second_moments(scores_low: Any, scores_high: Any, neg: Any, pos: Any, 
     conservative. Each sum is ``math.fsum`` of the window's per-level products (correctly
     rounded: one value on every path). ``need``: the windows whose sums are wanted (the others
     get nan; default all)."""
-    from streammetrics.kernels.exact_sum import probability_terms
+    from streammetrics.kernels.exact_sum import exact_units_rows, float_of, probability_terms
 
     lo, hi, neg, pos = _rows(scores_low, scores_high, neg, pos)
     bounds = np.append(np.asarray(starts, dtype=np.int64), len(neg))
@@ -375,14 +387,18 @@ def level_second_moments(scores_low: Any, scores_high: Any, neg: Any, pos: Any, 
         # the sums: the terms of the levels each class has only (the rest of this function alike)
         n_at, p_at = np.flatnonzero(neg), np.flatnonzero(pos)
         neg, hi, pos, lo = neg[n_at], hi[n_at], pos[p_at], lo[p_at]
+        if len(bounds) == 2 and len(windows) == 1:  # one window: its terms in one array per sum
+            w = np.concatenate((neg, pos))
+            terms_l, terms_b = probability_terms(np.concatenate((-hi, lo)))
+            rows = np.vstack((w * terms_l * terms_l, w * terms_b * terms_b))
+            if np.isfinite(rows).all():  # (correctly rounded sums: math.fsum's values)
+                sum_l, sum_b = exact_units_rows(rows)
+                return np.array([float_of(sum_l)]), np.array([float_of(sum_b)])
         n_bounds, p_bounds = np.searchsorted(n_at, bounds), np.searchsorted(p_at, bounds)
     else:
         n_bounds = p_bounds = bounds
     ln, bn = probability_terms(-hi)  # (a negative's terms grow with its score)
     lp, bp = probability_terms(lo)
-    if len(bounds) == 2 and len(windows) == 1:  # one window: all its terms
-        return (np.array([math.fsum((neg * ln * ln).tolist() + (pos * lp * lp).tolist())]),
-                np.array([math.fsum((neg * bn * bn).tolist() + (pos * bp * bp).tolist())]))
     n_first, n_last = n_bounds[windows].tolist(), n_bounds[windows + 1].tolist()
     p_first, p_last = p_bounds[windows].tolist(), p_bounds[windows + 1].tolist()
     out = []
@@ -685,12 +701,14 @@ CONFUSION_INTERVALS = ("accuracy", "balanced_accuracy", "precision", "recall", "
                        "matthews_corrcoef", "positive_rate")
 
 
-def confusion_intervals(tn: Any, fp: Any, fn: Any, tp: Any, z: float,
-                        squares: Any = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def confusion_intervals(tn: Any, fp: Any, fn: Any, tp: Any, z: float, squares: Any = None,
+                        more: tuple[Any, Any] | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Every interval of :data:`CONFUSION_INTERVALS` for rows of binary cell counts (nan where the
     minimum rule leaves none). ``squares``: rows ``(tn, fp, fn, tp)`` of the cells' ``sum w^2``
     for weighted cells (``tn`` ... their summed weights): each interval on Kish pseudo-counts
-    (:func:`kish_factor`; the module docstring)."""
+    (:func:`kish_factor`; the module docstring). ``more`` (unit weights): ``(k, n)`` of one more
+    proportion per row, whose :func:`wilson_many` interval comes back under ``"more"`` (computed
+    with the others: elementwise, so as if alone)."""
     if squares is not None:
         return _weighted_confusion_intervals(tn, fp, fn, tp, squares, z)
     tn, fp, fn, tp = _rows(tn, fp, fn, tp)
@@ -698,12 +716,22 @@ def confusion_intervals(tn: Any, fp: Any, fn: Any, tp: Any, z: float,
     pos, neg = tp + fn, tn + fp
     # the seven Wilson intervals in one call (rows stacked; minimum MIN_EVENTS, or
     # MIN_CLASS_EVENTS for balanced accuracy's two): accuracy, precision, recall, specificity,
-    # positive rate, F1's q, balanced accuracy's recall and specificity
+    # positive rate, F1's q, balanced accuracy's recall and specificity (then ``more``'s)
     rows = len(n)
-    minimum = np.repeat(np.array([MIN_EVENTS] * 6 + [MIN_CLASS_EVENTS] * 2, dtype=np.float64), rows)
-    lo, hi = wilson_many(np.concatenate((tn + tp, tp, tp, tn, pos, tp, tp, tn)),
-                         np.concatenate((n, tp + fp, pos, neg, n, tp + fp + fn, pos, neg)), z, minimum)
-    accuracy, precision, recall, specificity, rate, q, *balanced = _halves(lo, hi, 8)
+    k_rows, n_rows = [tn + tp, tp, tp, tn, pos, tp, tp, tn], [n, tp + fp, pos, neg, n, tp + fp + fn, pos, neg]
+    minima = [MIN_EVENTS] * 6 + [MIN_CLASS_EVENTS] * 2
+    if more is not None:
+        more_k, more_n = _rows(*more)
+        k_rows.append(more_k)
+        n_rows.append(more_n)
+        minima.append(MIN_EVENTS)
+    minimum = np.repeat(np.array(minima, dtype=np.float64), rows)
+    lo, hi = wilson_many(np.concatenate(k_rows), np.concatenate(n_rows), z, minimum)
+    accuracy, precision, recall, specificity, rate, q, *balanced = _halves(lo, hi, len(minima))
+    if more is not None:
+        balanced, extra = balanced[:2], {"more": balanced[2]}
+    else:
+        extra = {}
     return {
         "accuracy": accuracy,
         "balanced_accuracy": _balanced_of(tn, fp, fn, tp, balanced),
@@ -713,6 +741,7 @@ def confusion_intervals(tn: Any, fp: Any, fn: Any, tp: Any, z: float,
         "specificity": specificity,
         "matthews_corrcoef": mcc_intervals(tn, fp, fn, tp, z),
         "positive_rate": rate,
+        **extra,
     }
 
 
@@ -806,9 +835,14 @@ def score_interval_columns(starts: Any, lo: Any, hi: Any, neg: Any, pos: Any, au
     df = np.where(minority >= MIN_CLASS_EVENTS, minority - 1.0, np.nan)
     need = (minority >= MIN_CLASS_EVENTS) & (total_n + total_p >= MIN_MEAN_EVENTS)  # (the others get none)
     second_log, second_brier = level_second_moments(lo, hi, neg, pos, starts, need)
+    # the two means in one call (rows stacked: elementwise, so each as if alone)
+    rows, n = len(starts), total_n + total_p
+    log_loss, brier = _rows(log_loss, brier)
+    lows, highs = mean_intervals(np.concatenate((np.broadcast_to(log_loss, rows), np.broadcast_to(brier, rows))),
+                                 np.concatenate((second_log, second_brier)), np.concatenate((n, n)), z, 0.0,
+                                 np.repeat([math.inf, 1.0], rows), df=np.concatenate((df, df)))
     return {"roc_auc": auc_intervals(starts, neg, pos, auc_low, auc_high, z),
-            "log_loss": mean_intervals(log_loss, second_log, total_n + total_p, z, df=df),
-            "brier_score": mean_intervals(brier, second_brier, total_n + total_p, z, 0.0, 1.0, df=df)}
+            "log_loss": (lows[:rows], highs[:rows]), "brier_score": (lows[rows:], highs[rows:])}
 
 
 def binary_interval_columns(cells: Any, starts: Any, lo: Any, hi: Any, neg: Any, pos: Any, auc_low: Any,
@@ -825,9 +859,9 @@ def binary_interval_columns(cells: Any, starts: Any, lo: Any, hi: Any, neg: Any,
     c = np.asarray(cells, dtype=np.float64).reshape(-1, 4)
     tn, fp, fn, tp = c[:, 0], c[:, 1], c[:, 2], c[:, 3]
     if squares is None:
-        out = confusion_intervals(tn, fp, fn, tp, z)
+        out = confusion_intervals(tn, fp, fn, tp, z, more=(predicted_positive, predictions))
         out.update(score_interval_columns(starts, lo, hi, neg, pos, auc_low, auc_high, log_loss, brier, z))
-        out["predicted_positive_rate"] = wilson_many(predicted_positive, predictions, z)
+        out["predicted_positive_rate"] = out.pop("more")
         return out
     q = np.asarray(squares, dtype=np.float64).reshape(-1, 7)
     out = confusion_intervals(tn, fp, fn, tp, z, q[:, :4])

@@ -555,6 +555,12 @@ class BinaryScores(Accumulator):
         b = self._binning
         # the weight a default-weight event adds to its bin: 1.0, or UNIT in units mode
         self._inc = inc = UNIT if self._wsum[0].__class__ is int else 1.0
+        # histograms holding a batch's arrays (ScoreHistogram.pending): the per-event paths, which
+        # write the dicts, wait until _update_general builds them (_settle)
+        self._waiting = self._neg.pending or self._pos.pending
+        if self._waiting:
+            self._fast = self._xfast = None
+            return
         self._fast = (
             ((self._neg.weights, self._pos.weights), self._events, self._sums.unit, self._outside,
              b.shift, b.rounding, b.one_key, *bit_views(), inc)
@@ -565,6 +571,11 @@ class BinaryScores(Accumulator):
             ((self._neg.weights, self._pos.weights), self._events, self._sums.unit, self._max_bins, inc)
             if b.exact and self._max_bins is not None else None
         )
+
+    def _settle(self) -> None:
+        """The histograms' dicts built (from a batch's arrays) and the per-event paths back."""
+        self._neg.weights, self._pos.weights  # noqa: B018  # (reading builds them)
+        self._refresh()
 
     @property
     def _units(self) -> bool:
@@ -757,6 +768,8 @@ class BinaryScores(Accumulator):
     def _update_general(self, y: int, score: Any, weight: Any) -> "BinaryScores":
         """:meth:`update` for any validated ``y`` and unvalidated score and weight."""
         self._level_cache = None
+        if self._waiting:
+            self._settle()
         xfast = self._xfast
         if xfast is not None and weight is _ONE and score.__class__ is float and 0.0 < score < 1.0:
             hists, events, unit, max_bins, inc = xfast  # exact while small: the key is the score
@@ -882,14 +895,14 @@ class BinaryScores(Accumulator):
             probabilities = False
             outside = (lo if lo < 0.0 else None, hi if hi > 1.0 else None)
         # ---- nothing below can fail
-        fresh = not (self._neg.weights or self._pos.weights)
+        fresh = not (len(self._neg) or len(self._pos))
         if units:
             self._to_units()
         if self._binning.exact and not binning.exact:
             self._binning = to_grid([self._neg, self._pos], LogGridBinning(self._finest))  # type: ignore[arg-type]  # an int here
         while self._binning.bins is not None and self._binning.bins > binning.bins:  # type: ignore[attr-defined]  # a LogGridBinning (or the same type) here
             self._binning = coarsen_all([self._neg, self._pos])
-        insert_table((self._neg, self._pos), keys, table)
+        insert_table((self._neg, self._pos), keys, table, arrays=True)
         self._collapse()  # (clears the levels)
         if fresh and not units and self._binning == binning:
             self._seed_levels(keys, table)
@@ -976,6 +989,8 @@ class BinaryScores(Accumulator):
             y = 1 if y_true is True else 0 if y_true is False else _y_value(y_true, "y_true")
         s = check_number(one_element_score(score), "score")
         w = check_weight(weight)
+        if self._waiting:
+            self._settle()
         events, wevents, wsum = self._events, self._wevents, self._wsum
         # the checks read floats (summed weights rounded in units mode), the removal is exact
         wsum_y = _value(wsum[y])
@@ -1114,9 +1129,9 @@ class BinaryScores(Accumulator):
         (0.0 where absent; whole units read as their correctly rounded floats) and per key whether
         its bin holds a single distinct score (None for exact histograms: every one does). What a
         snapshot's one-pass ranking reads (:func:`streammetrics.kernels.ranking_small.ranking_summary`)."""
-        neg_w, pos_w = self._neg.weights, self._pos.weights
-        if len(neg_w) + len(pos_w) > limit:
+        if len(self._neg) + len(self._pos) > limit:
             return None
+        neg_w, pos_w = self._neg.weights, self._pos.weights
         if self._units:
             neg_w, pos_w = _unit_floats(neg_w), _unit_floats(pos_w)
         keys, neg, pos = levels(neg_w, pos_w)

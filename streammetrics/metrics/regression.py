@@ -78,7 +78,7 @@ from streammetrics.kernels.exact_sum import (
     units_of,
 )
 
-__all__ = ["Regression", "fold_many"]
+__all__ = ["ORDINARY", "Regression", "fold_many"]
 
 #: scikit-learn's MAPE floor for |y_true|: ``np.finfo(np.float64).eps``
 EPS = float(np.finfo(np.float64).eps)
@@ -298,31 +298,45 @@ class _Sums:
         return _ratio(w, 1 << 1074), hi, lo, m2
 
 
+#: values and weights below this (in magnitude) are *ordinary*: no term of :func:`_terms` can
+#: overflow (``w d^4 < 2**854``), so computing them warns of nothing, whenever it happens
+ORDINARY = 2.0**200
+
+
 def fold_many(accumulators: list["Regression"]) -> None:
     """Fold the per-event buffers of many accumulators (a window engine's small windows) in one
     vectorised pass: :func:`_terms` of all their events at once (a term depends only on its
     event), then every exact sum of every accumulator by one ``exact_units_rows`` over rows
     zero-padded to the longest buffer (zeros add nothing to an exact sum). The same state as
-    folding each alone; buffers with terms that are not finite or not exact products (fine
-    sums) fold alone."""
+    folding each alone. Only buffers of :data:`ORDINARY` values take part (the others fold when
+    first read, as before, so that numpy's warnings about them come at the same time); with
+    terms that are not exact products (fine sums) each buffer folds alone."""
     sums = [acc._sums for acc in accumulators if acc._sums.buffer]
+    if not sums:
+        return
+    sizes = [len(v.buffer) // 3 for v in sums]
+    rows = as_array([x for v in sums for x in v.buffer]).reshape(-1, 3)
+    top = np.abs(rows).max(axis=1)
+    starts = np.cumsum([0, *sizes[:-1]])
+    keep = (np.maximum.reduceat(top, starts) < ORDINARY).tolist()  # (nan compares false)
+    if not all(keep):
+        chosen = [i for i, k in enumerate(keep) if k]
+        rows = np.concatenate([rows[starts[i]:starts[i] + sizes[i]] for i in chosen]) if chosen else rows[:0]
+        sums, sizes = [sums[i] for i in chosen], [sizes[i] for i in chosen]
+        starts = np.cumsum([0, *sizes[:-1]])
     if len(sums) < 2:
         for v in sums:
             v.fold()
         return
-    sizes = [len(v.buffer) // 3 for v in sums]
-    rows = as_array([x for v in sums for x in v.buffer]).reshape(-1, 3)
     terms, fine = _terms(rows)
-    a = np.stack(terms)
-    if fine.any() or not np.isfinite(a).all():
+    if fine.any():
         for v in sums:
             v.fold()
         return
     width, n = max(sizes), len(sums)
-    starts = np.cumsum([0, *sizes[:-1]])
     column = np.arange(len(rows)) - np.repeat(starts, sizes)
     padded = np.zeros((len(terms), n, width))
-    padded[:, np.repeat(np.arange(n), sizes), column] = a
+    padded[:, np.repeat(np.arange(n), sizes), column] = np.stack(terms)
     units = exact_units_rows(padded.reshape(len(terms) * n, width))
     for i, v in enumerate(sums):
         for target, u in zip(v.targets(), units[i::n]):
@@ -574,8 +588,8 @@ class Regression(Accumulator):
         rows = np.empty((len(yt), 3))
         rows[:, 0], rows[:, 1], rows[:, 2] = yt, yp, 1.0 if w is None else w
         buf = self._sums.buffer
-        if len(buf) + rows.size <= 3 * BUFFER:  # a few events: buffered as update() does (see fold_many)
-            buf += rows.ravel().tolist()
+        if len(buf) + rows.size <= 3 * BUFFER and float(np.abs(rows).max()) < ORDINARY:
+            buf += rows.ravel().tolist()  # a few ordinary events: buffered as update() does (see fold_many)
         else:
             self._sums.add(rows)
         return self

@@ -226,8 +226,7 @@ def _decode_sums(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> list:
     if math.isfinite(score_sum):
         exact = ExactSum.from_parts(score_sum, residue, "score_sum")
     else:  # an overflowed sum (huge margins or weights): only its float survives, and stays
-        exact = ExactSum()
-        exact._special = score_sum
+        exact = ExactSum.overflowed(score_sum)
     # the summed weights: floats while whole, else units (with their residues, if any)
     total, above = decode_sums([total, above], weight_residues, "weight_residues")
     if squares is not None:  # weights other than 1: every loaded event counts as weighted
@@ -350,6 +349,12 @@ class ScoreDistribution(Accumulator):
         b = self._binning
         # the weight a default-weight prediction adds to its bin: 1.0, or UNIT in units mode
         self._inc = inc = UNIT if self._sums[_WTOTAL].__class__ is int else 1.0
+        # a histogram holding a batch's arrays (ScoreHistogram.pending): the per-event path, which
+        # writes the dict, waits until _update_general builds it
+        self._waiting = self._hist.pending
+        if self._waiting:
+            self._fast = None
+            return
         self._fast = (
             (self._hist.weights, b.shift, b.rounding, b.one_key, self._sums, self._threshold, self._sums[_SUM].terms,
              *bit_views(), inc)
@@ -508,6 +513,9 @@ class ScoreDistribution(Accumulator):
 
     def _update_general(self, score: Any, weight: Any) -> "ScoreDistribution":
         self._level_cache = None
+        if self._waiting:
+            self._hist.weights  # noqa: B018  # (reading builds the dict)
+            self._refresh()
         s = check_number(score, "score")
         w = check_weight(weight)
         sums = self._sums
@@ -587,14 +595,14 @@ class ScoreDistribution(Accumulator):
             w2 = w * w  # (a weight above 1e154 overflows its square: the squares become unknown)
             squares = units_by_key(np.zeros(n, dtype=np.int8), w2).get(0, 0) if np.isfinite(w2).all() else None
         # ---- nothing below can fail
-        fresh = not self._hist.weights
+        fresh = not len(self._hist)
         if units:
             self._to_units()
         if self._binning.exact and not binning.exact:
             self._binning = to_grid([self._hist], LogGridBinning(self._finest))  # type: ignore[arg-type]  # an int here
         while not binning.exact and self._binning.bins > binning.bins:  # type: ignore[attr-defined]  # log grids
             self._binning = coarsen_all([self._hist])
-        insert_table([self._hist], keys, table)
+        insert_table([self._hist], keys, table, arrays=True)
         self._collapse()  # (clears the levels)
         if fresh and not units and self._binning == binning:
             levels = levels_of_table(keys, table, (len(self._hist),))

@@ -67,13 +67,12 @@ def snapshot_line(snapshot: dict[str, Any]) -> str:
             raw = fast(snapshot)
         except (TypeError, ValueError, OverflowError):  # json decides, with its own error
             raw = None
-        if raw is not None and raw.isascii():
-            marked = raw.translate(_MARK)
-            if b"~" not in marked:
-                if _EXPONENT_FORM(raw) or _SMALL_DECIMAL(raw):
-                    raw = _json_floats(raw, marked)
-                if raw is not None:
-                    return raw.decode("ascii")
+        # (no escape, no DEL and no ``~``: what the marked bytes hold no ``~`` for, found without them)
+        if raw is not None and raw.isascii() and b"\\" not in raw and b"\x7f" not in raw and b"~" not in raw:
+            if _EXPONENT_FORM(raw) or _SMALL_DECIMAL(raw):
+                raw = _json_floats(raw, raw.translate(_MARK))
+            if raw is not None:
+                return raw.decode("ascii")
     return _JSON.encode(snapshot)
 
 

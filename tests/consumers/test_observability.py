@@ -150,7 +150,11 @@ def test_sixteen_dripping_clients_cannot_keep_healthz_out():
     server = MetricsServer(ServiceMetrics(), 0, "127.0.0.1", max_connections=16, timeout=3.0).start()
     drip = Drippers(server.port, 16, every=0.25)
     try:
-        time.sleep(1.2)  # every connection taken; the spare's dripper is cut off after 1 s
+        # every connection taken; the spare's dripper is cut off after 1 s (its read deadline): wait
+        # for that timeout itself, then for the spare to be released, rather than a fixed 1.2 s after
+        # connecting, which left 0.2 s for the server to accept 16 connections on a loaded machine
+        eventually(lambda: server.metrics.http_timeouts._value.get() >= 1, "the spare's dripper cut off", limit=10)
+        time.sleep(0.2)
         for _ in range(3):  # during the drip: answered through the spare connection
             assert get(server.port, "/healthz") == (200, b"ok\n")
         assert get(server.port, "/metrics")[0] == 200

@@ -91,3 +91,18 @@ def test_windows_of_regression_monitors_are_built_together(monkeypatch):
         out[together] = (pipeline.windows.deferred_count, pipeline.poll() + pipeline.flush())
     assert out[True][0] > 0 and out[False][0] == 0
     assert out[True][1] == out[False][1] and len(out[True][1]) > 100
+
+
+def test_a_batch_whose_terms_overflow_folds_at_once_as_before():
+    """Only ordinary batches wait in the buffer: numpy's warnings about hostile values come when
+    the batch is added, as before (replay prints them in the order they first come)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        r = Regression().update_many([1e300, 1.0], [-1e300, 2.0])
+        assert any(issubclass(w.category, RuntimeWarning) for w in seen)
+        seen.clear()
+        Regression().update_many([1e10, 1.0], [-1e10, 2.0])
+        assert not seen
+    assert r.count == 2
