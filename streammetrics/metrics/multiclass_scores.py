@@ -1071,6 +1071,8 @@ class MulticlassScores(ScoreColumns):
                     if self._events[c] and self._events[c] != count:
                         parts[:, c] = binary_auc(binning, keys, neg, pos, bounds)
             got = memo[bounds] = (parts, [(w.message, w.category) for w in caught])
+            if binning.exact:  # (binary_auc's bounds are then the value: the same parts either way)
+                memo[not bounds] = got
         parts, notes = got
         for message, category in notes:
             warnings.warn(message, category, stacklevel=3)

@@ -31,7 +31,26 @@ def test_snapshot_computes_each_class_auc_once(monkeypatch):
     monkeypatch.setattr(mcs, "binary_auc", counting)
     m.snapshot()
     m.intervals()
-    assert sorted(calls) == [False] * 3 + [True] * 3  # per class: the value, and with bounds
+    assert calls == [False] * 3  # per class once: with exact scores the bounds are the value
+
+
+def test_binned_scores_compute_each_class_auc_once_with_and_once_without_bounds(monkeypatch):
+    rng = np.random.default_rng(3)
+    y, s = _rows(rng, 200)
+    sc = MulticlassScores(["a", "b", "c"], max_exact=16).update_many(y, s)  # (binned: bounds apart)
+    calls = []
+    real = mcs.binary_auc
+
+    def counting(*args):
+        calls.append(args[-1])
+        return real(*args)
+
+    monkeypatch.setattr(mcs, "binary_auc", counting)
+    sc.roc_auc(), sc.roc_auc(average="weighted"), sc.roc_auc(average=None)
+    sc.interval("roc_auc"), sc.interval("roc_auc", average="weighted")
+    assert calls == [False] * 3 + [True] * 3
+    low, high = sc.roc_auc_bounds()
+    assert low < high  # (binned: the bounds differ from the value)
 
 
 def test_memo_follows_every_change():
