@@ -6,7 +6,7 @@ one by one, three exact sums folded and the state encoded: ~100 us of pure-Pytho
 cache misses over thousands of live keys make slower still. Here the panes closing together
 are concatenated into columns once and every per-window quantity comes from one numpy pass:
 
-* one sort by (window, score, y_true): each window's events in the order of the events form
+* one sort by (window, score, y_true) (two plain argsorts): each window's events in the order of the events form
   (:mod:`~streammetrics.monitors.binary_events`, the state of such a window: its events), and
   its levels: per (window, score) the negative and positive counts (``np.add.reduceat``);
 * the confusion cells, class counts and predicted positives: one ``np.bincount``;
@@ -125,7 +125,13 @@ def _fleet_columns(template: Any, panes: Sequence[Sequence[Any]]) -> _Columns | 
     above = s >= template.threshold
     # the events in the events form's order (per window: by score, then y_true), and the
     # levels: distinct scores per window, ascending, with their negative / positive counts
-    order = np.lexsort(((s.view(np.int64) << 1) | y, win))  # (a score in (0, 1): its bits ascend with it)
+    # (a score in [0, 1]: its bits ascend with it): the events ranked by (score, y_true) by one
+    # unstable sort (equal keys are equal events), then by (window, rank), distinct keys: two
+    # plain sorts, ~3x faster than a stable lexsort
+    by_key = np.argsort((s.view(np.int64) << 1) | y)
+    rank = np.empty(n, dtype=np.int64)
+    rank[by_key] = np.arange(n, dtype=np.int64)
+    order = np.argsort(win * n + rank)
     ws, ss, ys = win[order], s[order], y[order]
     new = np.empty(n, dtype=bool)
     new[0] = True
