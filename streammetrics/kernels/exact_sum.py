@@ -53,7 +53,7 @@ import numpy as np
 __all__ = ["BUFFER", "ExactSum", "ProbabilitySums", "probability_terms", "exact_units", "exact_units_rows", "units_of",
            "float_of", "expansion_of", "from_expansion", "MAX_EXPANSION", "two_product", "add_rows", "as_array",
            "LogLossSum", "to_pair", "from_pair",
-           "log_p_and_brier", "batch_probability_units"]
+           "log_p_and_brier", "batch_probability_units", "run_sums"]
 
 #: terms a per-event buffer holds before it is folded (bounded memory, amortised numpy call)
 BUFFER = 1024
@@ -402,6 +402,76 @@ class ExactSum:
 
     def __repr__(self) -> str:
         return f"ExactSum({self.expansion()!r})"
+
+
+def _two_sum_rows(grid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`run_sums`' double-double: per column of ``grid`` (its rows added in order) the
+    folded sum ``total``, the rounded sum ``carry`` of the exact TwoSum errors of those
+    additions and ``lost``, the sum of the magnitudes of the exact errors of ``carry``'s own
+    additions (0: ``carry`` is exact)."""
+    width = grid.shape[1]
+    total, err, carry, lost = grid[0].copy(), np.empty(width), np.zeros(width), np.zeros(width)
+    back, part = np.empty(width), np.empty(width)
+
+    def two_sum(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:  # out = err(a + b) exactly
+        new = a + b
+        np.subtract(new, a, out=back)
+        np.subtract(new, back, out=part)
+        np.subtract(a, part, out=part)
+        np.subtract(b, back, out=back)
+        np.add(part, back, out=out)
+        return new
+
+    for x in grid[1:]:
+        total = two_sum(total, x, err)
+        carry = two_sum(carry, err, err)
+        lost += np.abs(err, out=err)
+    return total, carry, lost
+
+
+def run_sums(terms: np.ndarray, lengths: np.ndarray, width: int = 64) -> np.ndarray:
+    """The vectorised twin of ``math.fsum``: per run of ``terms`` (consecutive runs of the
+    given ``lengths``) the correctly rounded sum, ``fsum`` of the run, the same float.
+
+    Runs of 1 to ``width`` terms are columns of one matrix, added row by row as a double-double
+    (``S + x`` and its exact error by TwoSum, the errors added into ``E``, whose own exact
+    errors are kept too: Ogita, Rump, Oishi 2005, Sum2/Sum3). The result ``r = fl(S + E)`` is
+    the correctly rounded sum when ``E`` is exact (a single rounding of the exact sum, half to
+    even as ``fsum``), or when ``S + E = r + t`` (TwoSum) and ``|t|`` plus the bound on ``E``'s
+    error is below half the smaller gap around ``r``; every other run (neither verified, not
+    finite, zero, longer, empty) is summed by ``math.fsum``."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    out = np.zeros(len(lengths))
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    rows = (lengths > 0) & (lengths <= width)
+    chosen = np.flatnonzero(rows)
+    if len(chosen):
+        k = int(lengths[chosen].max())
+        runs = len(chosen)
+        shift = np.repeat(np.arange(0, runs * k, k, dtype=np.int64) - starts[chosen], lengths[chosen])
+        grid = np.zeros(runs * k)  # row: a run's terms (0 past its end: adds exactly)
+        if runs == len(lengths):  # (every run: the terms in order)
+            grid[np.arange(len(terms), dtype=np.int64) + shift] = terms
+        else:
+            at = np.flatnonzero(np.repeat(rows, lengths))
+            grid[at + shift] = terms[at]
+        with np.errstate(all="ignore"):  # (a run not finite is not verified: fsum's)
+            total, carry, lost = _two_sum_rows(grid.reshape(runs, k).T)
+            value = total + carry
+            back = value - total  # TwoSum(total, carry): value + tail exactly
+            tail = (total - (value - back)) + (carry - back)
+            magnitude = np.abs(value)
+            gap = magnitude - np.nextafter(magnitude, 0.0)  # the smaller gap around value
+            sure = (lost == 0.0) | ((np.abs(tail) + lost * (1.0 + k * 2.0**-52)) * 2.0 < gap)
+        sure &= np.isfinite(value) & (magnitude > 0.0)
+        out[chosen[sure]] = value[sure]
+        rows[chosen[~sure]] = False
+    rest = np.flatnonzero(~rows)
+    if len(rest):
+        listed = terms.tolist()
+        out[rest] = [math.fsum(listed[a:b]) for a, b in zip(starts[rest].tolist(), ends[rest].tolist())]
+    return out
 
 
 # --------------------------------------------------------------------------- binary probability sums

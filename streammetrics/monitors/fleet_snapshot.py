@@ -18,8 +18,9 @@ are concatenated into columns once and every per-window quantity comes from one 
   the same float);
 * the sums of log loss, Brier score and score: the per-event terms of
   :func:`~streammetrics.kernels.exact_sum.probability_terms` (the formula every path uses),
-  summed per window by ``math.fsum`` (correctly rounded: the value the exact sums read,
-  whatever the order of the terms).
+  summed per window by :func:`~streammetrics.kernels.exact_sum.run_sums` (``math.fsum``'s
+  vectorised twin, correctly rounded: the value the exact sums read, whatever the order of
+  the terms).
 
 The log loss, Brier score and mean score are those sums divided by the window's weight (one
 IEEE division, as the one-window path), every metric a column, each window's snapshot a row
@@ -37,14 +38,13 @@ the result split per window; ``snapshot_line`` of the records, byte for byte.
 from __future__ import annotations
 
 import json
-import math
 from itertools import chain
 from typing import Any, Sequence
 
 import numpy as np
 
 from streammetrics.kernels.counts import binary_confusion_columns
-from streammetrics.kernels.exact_sum import probability_terms
+from streammetrics.kernels.exact_sum import probability_terms, run_sums
 from streammetrics.kernels.histogram_json import SMALL_KEYS
 from streammetrics.kernels.intervals import (
     BINARY_INTERVALS,
@@ -61,7 +61,6 @@ __all__ = ["FLEET_MAX_EVENTS", "binary_snapshot_states", "binary_snapshot_texts"
 #: panes of at most this many events take the vectorised pass (their levels fit the one-pass
 #: ranking and the small histogram encoding); larger ones are built window by window
 FLEET_MAX_EVENTS = min(SMALL_LEVELS, SMALL_KEYS)
-_fsum = math.fsum
 
 
 def _none_where(values: np.ndarray, undefined: np.ndarray, arrays: list) -> list:
@@ -142,7 +141,7 @@ def _fleet_columns(template: Any, panes: Sequence[Sequence[Any]]) -> _Columns | 
     neg = np.add.reduceat(1 - ys, starts)
     # exact sums: the per-event terms every path computes, each window's correctly rounded sum
     log_terms, brier_terms = probability_terms(np.where(ys == 1, ss, -ss))
-    log_all, brier_all, score_all, label_all = log_terms.tolist(), brier_terms.tolist(), ss.tolist(), ys.tolist()
+    score_all, label_all = ss.tolist(), ys.tolist()
     ends = np.cumsum(lengths)
     cuts = list(map(slice, (ends - lengths).tolist(), ends.tolist()))  # each window's events
     # the metrics: one list per key of the snapshot (None where undefined)
@@ -154,9 +153,9 @@ def _fleet_columns(template: Any, panes: Sequence[Sequence[Any]]) -> _Columns | 
                                                   one_class), arrays))
     totals = lengths.astype(np.float64)  # the weight of every prediction, of the labelled ones
     columns["count"], columns["total_weight"] = lengths.tolist(), _listed(totals, arrays)
-    for key, terms in (("log_loss", log_all), ("brier_score", brier_all), ("mean_score", score_all)):
-        sums = np.fromiter(map(_fsum, map(terms.__getitem__, cuts)), dtype=np.float64, count=m)
-        columns[key] = _listed(sums / totals, arrays)  # one IEEE division each
+    sums = run_sums(np.concatenate((log_terms, brier_terms, ss)), np.tile(lengths, 3)).reshape(3, m)
+    for key, window_sums in zip(("log_loss", "brier_score", "mean_score"), sums):
+        columns[key] = _listed(window_sums / totals, arrays)  # one IEEE division each
     # the intervals: the kernel BinaryMonitor.intervals calls, on every window's levels at once
     level_window = ws[starts]
     window_levels = np.flatnonzero(np.r_[True, level_window[1:] != level_window[:-1]])
