@@ -155,13 +155,13 @@ DEFER_MAX_EVENTS = 256
 #: see ``_stage``) before it applies them; the bound on that buffer (~32 bytes an event)
 STAGE_MAX_EVENTS = 1 << 18
 _SLOTS = itertools.count()
-_OPEN_FROM, _FIRST_BOUND, _SLOT, _CLOSE_AT, _ARMED = (
-    operator.attrgetter(name) for name in ("open_from", "first_pane_bound", "slot", "close_at", "armed"))
+_SLOT = operator.attrgetter("slot")
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
 _floor = math.floor
 _INF, _NEG_INF = math.inf, -math.inf
-_FIRST = operator.itemgetter(0)
+_FIRST = _MODEL = operator.itemgetter(0)
+_SEGMENT = operator.itemgetter(1)
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
 
 
@@ -326,6 +326,23 @@ def _order(key: tuple[Any, Any]) -> tuple[str, str]:
     if key[0].__class__ is str and key[1].__class__ is str:
         return key
     return (f"\uffff{key[0]!r}", repr(key[1]))
+
+
+def _sorted_keys(keys: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """``keys`` in their order (``sorted(keys)``, else by :func:`_order` when their parts do not
+    compare): by segment, then stably by model, each sort comparing strings directly (about twice
+    as fast as comparing the tuples, ~3,000 keys closing at once)."""
+    try:
+        ordered = sorted(keys, key=_SEGMENT)
+        ordered.sort(key=_MODEL)
+        return ordered
+    except TypeError:
+        pass
+    try:
+        keys.sort()
+    except TypeError:  # keys whose parts are not strings
+        keys.sort(key=_order)
+    return keys
 
 
 def _appended(metrics: str, members: str) -> str:
@@ -746,16 +763,21 @@ class WindowManager:
                     ok[i] = False
                     found[i] = _ABSENT
         states: list[_KeyState] = found  # type: ignore[assignment]  # (None replaced)
-        # keys holding no entry in the close heap yet (after their last close; None: never armed,
-        # nan here); those whose close_at stream time reached need a catch-up close: the per-key path
-        close_at = np.fromiter(map(_CLOSE_AT, states), dtype=np.float64, count=n)
-        unarmed = np.array(list(map(_ARMED, states)), dtype=np.float64) != close_at
-        behind = unarmed & (close_at <= stream_us)
-        if behind.any():
-            self._catch_up(lo, stream_us, kx, px, pos, ukeys, states, behind, made)
-            ok &= ~behind
-        odd = (px < np.fromiter(map(_OPEN_FROM, states), dtype=np.float64, count=n)[pos]) \
-            | (px < np.fromiter(map(_FIRST_BOUND, states), dtype=np.float64, count=n)[pos])
+        # keys holding no entry in the close heap yet (after their last close); those whose close_at
+        # stream time reached need a catch-up close (_catch_up, else the per-key path)
+        unarmed = np.array([state.armed != state.close_at for state in states], dtype=bool)
+        if unarmed.any():
+            which = np.flatnonzero(unarmed)
+            closes = np.array([states[i].close_at for i in which.tolist()], dtype=np.float64)
+            behind = np.zeros(n, dtype=bool)
+            behind[which[closes <= stream_us]] = True
+            if behind.any():
+                self._catch_up(lo, stream_us, kx, px, pos, ukeys, states, behind, made)
+                ok &= ~behind
+        # an event below its key's open_from (late) or first_pane_bound (an earlier first window): the per-key path
+        low = np.array([state.open_from if state.open_from > state.first_pane_bound else state.first_pane_bound
+                        for state in states], dtype=np.float64)
+        odd = px < low[pos]
         if odd.any():
             ok[pos[odd]] = False
         if not ok.any():
@@ -1522,11 +1544,7 @@ class WindowManager:
         ready, deferred, emptied = self._ready, self._deferred, self._emptied
         while times and times[0] <= max_us:
             at = heapq.heappop(times)
-            due = self._due.pop(at)
-            try:
-                due.sort()
-            except TypeError:  # keys whose parts are not strings
-                due.sort(key=_order)
+            due = _sorted_keys(self._due.pop(at))
             for key in due:
                 state = keys.get(key)
                 if state is None or state.armed != at:
