@@ -1084,6 +1084,8 @@ class ConfusionMatrix(Accumulator):
             return None
         c = self._matrix(names)
         if metric in iv.MATRIX_INTERVALS and (len(names) != 2 or metric not in binary):
+            if metric in ("matthews_corrcoef", "cohen_kappa") and len(self._seen()) < 2:
+                return None  # one class: a variance product (Matthews) or 1 - p_e (kappa) is 0, undefined
             if squares is not None:
                 c = c * float(iv.kish_factor(math.fsum(self._cells.values()), math.fsum(squares.values()))[0])
             return iv.matrix_interval(c, metric, confidence)
