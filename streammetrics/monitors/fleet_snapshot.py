@@ -90,7 +90,7 @@ def _common_columns(panes: Sequence[Sequence[float]]) -> tuple[np.ndarray, np.nd
     """``(the panes' lengths, y_true as int64, score)`` over the panes' signed scores in order
     (each pane: a monitor's small form, its queue of signed scores)."""
     sizes = np.fromiter(map(len, panes), dtype=np.int64, count=len(panes))
-    signed = np.array(list(chain.from_iterable(panes)), dtype=np.float64)
+    signed = np.fromiter(chain.from_iterable(panes), dtype=np.float64, count=int(sizes.sum()))
     return sizes, (signed > 0.0).view(np.int8).astype(np.int64), np.abs(signed)
 
 
@@ -175,24 +175,30 @@ def _fleet_columns(template: Any, panes: Sequence[Sequence[Any]]) -> _Columns | 
     return _Columns(chosen, columns, score_all, label_all, cuts, arrays, ss, lengths, intervals)
 
 
+#: records read from the interval arrays before they are listed (the texts' few odd windows: none)
+_LIST_AFTER = 64
+
+
 class _Intervals:
     """Each window's intervals record (``BinaryMonitor.intervals``: contract section 9) and its
     text, from the interval columns; a window without any interval gets a fresh copy of the
     all-null record and the one all-null text."""
 
-    __slots__ = ("columns", "confidence", "given", "listed", "null", "null_text")
+    __slots__ = ("columns", "confidence", "given", "listed", "null", "null_text", "reads")
 
     def __init__(self, columns: dict[str, Any], given: np.ndarray, confidence: float) -> None:
         self.columns, self.given, self.confidence = columns, given.tolist(), confidence
-        self.listed: dict[str, Any] | None = None  # the columns as lists of floats, once a record is read
+        self.listed: dict[str, Any] | None = None  # the columns as lists of floats, once many records are read
+        self.reads = 0
         self.null = interval_record(BINARY_INTERVALS, None, 0, confidence)
         self.null_text = intervals_text(self.null)
 
     def record(self, j: int) -> dict[str, Any]:
         if self.given[j]:
-            if self.listed is None:  # (a list's float is read ~10x faster than an array's)
+            self.reads += 1
+            if self.listed is None and self.reads > _LIST_AFTER:  # (a list's float is read ~10x faster)
                 self.listed = {name: (lo.tolist(), hi.tolist()) for name, (lo, hi) in self.columns.items()}
-            return interval_record(BINARY_INTERVALS, self.listed, j, self.confidence)
+            return interval_record(BINARY_INTERVALS, self.listed or self.columns, j, self.confidence)
         return {"intervals": dict(self.null["intervals"]), "insufficient": list(self.null["insufficient"])}
 
     def text(self, j: int) -> str:
