@@ -677,6 +677,8 @@ class BinaryMonitor(Monitor):
         chosen = cls._small_group(monitors)
         if chosen:
             texts = binary_snapshot_texts(monitors[chosen[0]], [monitors[i]._queue for i in chosen])
+            if len(chosen) == len(monitors):  # (every monitor: the texts in order)
+                return texts
             for i, text in zip(chosen, texts):
                 out[i] = text
         return out

@@ -332,9 +332,9 @@ def binary_snapshot_texts(template: Any, panes: Sequence[Sequence[Any]]) -> list
     label_texts = _encode(list(map(labels.__getitem__, cuts))).decode("ascii")[2:-2].split("],[")
     head = f'{{"type":{_dumps(template.type_name)},"version":{int(template.version)},' \
            f'"config":{_dumps(_config_of(template))},"state":{{"score":['
-    for i, metric_text, score_text, label_text, intervals in zip(fleet.chosen, metrics, score_texts, label_texts,
-                                                                 fleet.intervals.texts()):
-        out[i] = ("{" + metric_text + "}", head + score_text + '],"y_true":[' + label_text + "]}}", intervals)
+    out[:] = [("{" + metric_text + "}", head + score_text + '],"y_true":[' + label_text + "]}}", intervals)
+              for metric_text, score_text, label_text, intervals in zip(metrics, score_texts, label_texts,
+                                                                        fleet.intervals.texts())]
     if odd.any():
         windows = np.flatnonzero(odd).tolist()
         for j, (metrics_dict, state, record) in zip(windows, _records(template, fleet, windows)):
