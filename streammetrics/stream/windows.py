@@ -122,7 +122,7 @@ import operator
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -1470,14 +1470,20 @@ class WindowManager:
             if appended is not None:
                 members = {i: appended(deferred[i].key) for i in plain}
                 plain = [i for i in plain if members[i] is not None]
-            texts = kind.snapshot_texts([deferred[i].monitor for i in plain])
-            given = [(i, text) for i, text in zip(plain, texts) if text is not None]
-            if appended is not None:
-                given = [(i, (_appended(text[0], members[i]), *text[1:])) for i, text in given]
-            lines_of = window_lines([(d.key, d.start_ms, d.end_ms, d.count, d.late, *text)
-                                     for d, text in ((deferred[i], text) for i, text in given)])
-            for (i, _), line in zip(given, lines_of):
-                built[i] = line
+            chosen = [deferred[i] for i in plain]
+            texts = kind.snapshot_texts([d.monitor for d in chosen])
+            if appended is None and None not in texts:  # (the common case: every window from its texts)
+                for i, line in zip(plain, window_lines([(d.key, d.start_ms, d.end_ms, d.count, d.late, *text)
+                                                        for d, text in zip(chosen, cast(list, texts))])):
+                    built[i] = line
+            else:
+                given = [(i, text) for i, text in zip(plain, texts) if text is not None]
+                if appended is not None:
+                    given = [(i, (_appended(text[0], members[i]), *text[1:])) for i, text in given]
+                lines_of = window_lines([(d.key, d.start_ms, d.end_ms, d.count, d.late, *text)
+                                         for d, text in ((deferred[i], text) for i, text in given)])
+                for (i, _), line in zip(given, lines_of):
+                    built[i] = line
         rest = [i for i, b in enumerate(built) if b is None]
         if rest:
             records = kind.snapshot_many([deferred[i].monitor for i in rest], include_state)
