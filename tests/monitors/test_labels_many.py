@@ -5,7 +5,6 @@ gives each window's record exactly as its own ``snapshot()``, ``to_dict()`` and 
 monitors builds its small closed windows together."""
 from __future__ import annotations
 
-import json
 import random
 import warnings
 
@@ -14,7 +13,6 @@ import pytest
 
 from streammetrics.kernels import sparse_confusion as sc
 from streammetrics.monitors.labels import MANY_MAX_LABELS, LabelMonitor, label_metrics, label_metrics_many
-from streammetrics.stream.pipeline import Pipeline, PipelineConfig
 
 POOLS = [list("abcdefghi"), list(range(9)), [-(2**63) + 5, 0, 3, 2**40, -7, 11, 12, 13, 14], [False, True],
          ["", "é", "__other__", "x\ny", "9", "10", "A", "a", "b"]]
@@ -111,21 +109,6 @@ def test_kernel_twins_equal_the_scalar_kernels_bit_for_bit(whole):
                     assert repr(float(balanced[i])) == repr(sc.balanced_accuracy(tp[i], true[i], False))
                 if whole:  # (dot products of whole numbers: exact in any order)
                     assert repr(float(matthews[i])) == repr(sc.matthews(true[i], pred[i], float(np.sum(tp[i]))))
-
-
-def test_windows_of_labels_monitors_are_built_together(monkeypatch):
-    rng = random.Random(11)
-    stream = [{"ts": t * 0.5, "model": f"m{t % 37}", "y_true": rng.choice("abc"), "y_pred": rng.choice("abc")}
-              for t in range(2000)]
-    out = {}
-    for together in (True, False):
-        monkeypatch.setattr(LabelMonitor, "snapshots_together", together)
-        pipeline = Pipeline(PipelineConfig(window=10.0, max_future=None, task="labels"))
-        for e in stream:
-            pipeline.process(json.dumps(e))
-        out[together] = (pipeline.windows.deferred_count, pipeline.poll() + pipeline.flush())
-    assert out[True][0] > 0 and out[False][0] == 0
-    assert out[True][1] == out[False][1] and len(out[True][1]) > 100
 
 
 @pytest.mark.parametrize("seed", range(4))

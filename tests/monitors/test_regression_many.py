@@ -4,7 +4,6 @@ to its own ``snapshot()``, ``to_dict()`` and ``intervals()``, on random and host
 window engine holding regression monitors builds its small closed windows together."""
 from __future__ import annotations
 
-import json
 import math
 import random
 
@@ -12,7 +11,6 @@ import pytest
 
 from streammetrics.metrics.regression import Regression, fold_many
 from streammetrics.monitors.regression import RegressionMonitor
-from streammetrics.stream.pipeline import Pipeline, PipelineConfig
 
 HOSTILE = [0.0, -0.0, 1e-310, -1e-310, 5e-324, 1e300, -1e300, 1e154, -0.999999, -1.0, -5.0, 1e-160, 3.0, 0.1]
 
@@ -76,21 +74,6 @@ def test_fold_many_gives_each_accumulators_own_state(hostile):
     assert [r.to_dict() for r in together] == [r.to_dict() for r in alone]
     values = [(r.mse(), r.mae()) for r in together if r.count and r.total_weight > 0]
     assert values and all(math.isfinite(v) or v != v or abs(v) == math.inf for pair in values for v in pair)
-
-
-def test_windows_of_regression_monitors_are_built_together(monkeypatch):
-    rng = random.Random(11)
-    stream = [{"ts": t * 0.5, "model": f"m{t % 37}", "y_true": rng.gauss(0, 1), "y_pred": rng.gauss(0, 1)}
-              for t in range(2000)]
-    out = {}
-    for together in (True, False):
-        monkeypatch.setattr(RegressionMonitor, "snapshots_together", together)
-        pipeline = Pipeline(PipelineConfig(window=10.0, max_future=None, task="regression"))
-        for e in stream:
-            pipeline.process(json.dumps(e))
-        out[together] = (pipeline.windows.deferred_count, pipeline.poll() + pipeline.flush())
-    assert out[True][0] > 0 and out[False][0] == 0
-    assert out[True][1] == out[False][1] and len(out[True][1]) > 100
 
 
 def test_a_batch_whose_terms_overflow_folds_at_once_as_before():
