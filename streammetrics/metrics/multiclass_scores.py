@@ -1085,16 +1085,7 @@ class MulticlassScores(ScoreColumns):
         got = memo.get("columns")
         if got is None:
             if self._binning.exact and not self._units:
-                # the sums N[c] of _derive_ovr read from the aligned pair histograms of column c:
-                # float weights (whole, so any order of addition is exact) added in class order
-                columns = []
-                for c, (keys, w) in enumerate(self._columns()):
-                    neg = np.zeros(len(keys))
-                    for t in range(len(w)):
-                        if t != c:
-                            neg = neg + w[t]
-                    columns.append((keys, neg, w[c]))
-                got = (self._binning, columns)
+                got = (self._binning, _exact_ovr_columns(self._hist_list(), self._binning, len(self._cols.names)))
             else:
                 view = self._ovr_view()
                 got = (view[0], self._ovr_columns(view))
@@ -1204,6 +1195,29 @@ class MulticlassScores(ScoreColumns):
             return ranking.average_precision(w[0], w[1])
         values = np.array([ranking.average_precision(neg, pos) for _, neg, pos in self._ovr_cached()[1]])
         return average_scores(values, average, class_w if average == "weighted" else None)
+
+
+def _exact_ovr_columns(hists: list[ScoreHistogram], binning: Binning,
+                       k: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``_ovr_columns()`` of exact pair histograms ``H[t][c]`` (id ``t * k + c``) in float mode, in
+    one pass over their entries: per column ``c`` the distinct scores ascending, ``N[c]`` (the
+    other classes' weight at each) and ``P[c]`` (class ``c``'s). Float weights are whole, so
+    any order of addition is exact (the sums of :func:`_derive_ovr`)."""
+    ids, keys, w = flatten(hists, binning)
+    col = ids % k
+    pos = ids // k == col
+    order = np.lexsort((keys, col))
+    col, keys, w, pos = col[order], keys[order], w[order], pos[order]
+    new = np.ones(len(keys), dtype=bool)
+    new[1:] = (col[1:] != col[:-1]) | (keys[1:] != keys[:-1])
+    starts = np.flatnonzero(new)
+    if len(starts):
+        neg_w = np.add.reduceat(np.where(pos, 0.0, w), starts)
+        pos_w = np.add.reduceat(np.where(pos, w, 0.0), starts)
+    else:
+        neg_w = pos_w = np.zeros(0)
+    keys, edges = keys[starts], np.searchsorted(col[starts], np.arange(k + 1)).tolist()
+    return [(keys[a:b], neg_w[a:b], pos_w[a:b]) for a, b in zip(edges[:-1], edges[1:])]
 
 
 def _ranks(S: np.ndarray, t: np.ndarray, st: np.ndarray) -> np.ndarray:
