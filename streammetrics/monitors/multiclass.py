@@ -669,6 +669,7 @@ class MulticlassMonitor(Monitor):
         """
         out: list[Any] = [None] * len(monitors)
         chosen, matrices = [], []
+        MulticlassScores.ovr_many([m.scores for m in monitors], [m.confidence for m in monitors])  # (at once)
         for i, m in enumerate(monitors):
             cm = m.scores.confusion()
             if cm.count and cm.unit_weights and 2 <= len(m.classes) <= MANY_MAX_LABELS:
