@@ -963,38 +963,42 @@ class WindowManager:
         self._future_left -= 1
         if ts_us > self._future_us or self._future_left <= 0:
             self._check_future(event, ts_us)
-        state = self._keys.get((event.model, event.segment))
+        key = (event.model, event.segment)
+        state = self._keys.get(key)
         if state is None or self._event_tag is not None:
             state = self._key_state(event, state)  # event_tag reads y_pred's kind when y_true is None
         if self._changed is not None:
-            self._changed.add((event.model, event.segment))
-        if self._max_us >= state.close_at and self._max_us != -math.inf:  # as in add
-            self._close_by_watermark((event.model, event.segment), state, self._max_us)
+            self._changed.add(key)
+        max_us = self._max_us
+        if max_us >= state.close_at and max_us != _NEG_INF:  # as in add
+            self._close_by_watermark(key, state, max_us)
         pane = ts_us // self._pane_us
         if pane < state.open_from:
             state.late += 1
             if not state.panes and not state.pending and not state.revising:  # as in add
-                self._emptied.append((event.model, event.segment))
+                self._emptied.append(key)
             return None
         if self.batch and pane in state.pending:
             self._drain_pane(state, pane)  # keep the pane's updates in arrival order
-        for monitor in self._monitors_of(state, pane):
-            monitor.update_prediction(event)
+        monitor = state.panes.get(pane)
+        if monitor is None:
+            monitor = state.panes[pane] = self._factory()
+        monitor.update_prediction(event)
         counts = state.awaiting.get(pane)
         if counts is None:
             state.awaiting[pane] = [1, 0]
         else:
             counts[0] += 1
         first = self.spec.first_window_of_pane(pane)
+        if pane < state.first_pane_bound:
+            self._set_first_window(state, first)
         if state.next_window is not None and state.next_window > first:
             first = state.next_window  # earlier windows of the pane closed before it came
-        if pane < state.first_pane_bound:
-            self._set_first_window(state, self.spec.first_window_of_pane(pane))
         if ts_us > state.max_us:
             state.max_us = ts_us
         if state.armed != state.close_at:  # open panes the heap does not know of (yet)
-            self._arm((event.model, event.segment), state)
-        if ts_us > self._max_us:
+            self._arm(key, state)
+        if ts_us > max_us:
             self._max_us = ts_us
             if ts_us >= self._next_due:
                 self._close_due()
@@ -1032,7 +1036,6 @@ class WindowManager:
                 self._reject("kind_mismatch", str(exc))
             if tag != state.tag:
                 self._reject("kind_mismatch", f"labelled event of kind {tag!r} in a stream of kind {state.tag!r}")
-        spec = self.spec
         pane = _floor(event.ts * 1e6 + 0.5) // self._pane_us
         counts = state.awaiting.get(pane)
         if counts is not None and pane in state.panes:  # the pane is open: later windows merge it
@@ -1045,12 +1048,14 @@ class WindowManager:
                 counts[1] += 1
         elif labelled and state.cumulative is not None:  # released: the all-time monitor holds the pane
             state.cumulative.update_outcome(event)
-        if state.revising:
+        revising = state.revising
+        if revising:
+            spec = self.spec
             first = spec.first_window_of_pane(pane)
             if first_window is not None and first_window > first:
                 first = first_window
             for k in range(first, spec.last_window_of_pane(pane) + 1):
-                win = state.revising.get(k)
+                win = revising.get(k)
                 if win is not None:
                     win.awaiting -= 1
                     if labelled:
@@ -1246,14 +1251,6 @@ class WindowManager:
             monitor.update_items(items)
         else:
             monitor.update_events(items)
-
-    def _monitors_of(self, state: _KeyState, pane: int) -> tuple[Any, ...]:
-        """The monitors an event of ``pane`` updates: the pane's, created when missing. (The
-        key's all-time monitor takes panes as they are released, see :meth:`_close_through`.)"""
-        monitor = state.panes.get(pane)
-        if monitor is None:
-            monitor = state.panes[pane] = self._factory()
-        return (monitor,)
 
     def _drain_key(self, state: _KeyState) -> None:
         if self._staged:
@@ -1486,6 +1483,9 @@ class WindowManager:
                     built[i] = line
         rest = [i for i, b in enumerate(built) if b is None]
         if rest:
+            prepare = getattr(extra, "prepare", None)  # (a hook computing the windows' metrics together)
+            if prepare is not None:
+                prepare([(deferred[i].key, deferred[i].monitor) for i in rest])
             records = kind.snapshot_many([deferred[i].monitor for i in rest], include_state)
             for i, record in zip(rest, records):
                 d = deferred[i]
