@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from streammetrics.core.exceptions import undefined
+from streammetrics.kernels.levels import row_sums, to_front
 
 __all__ = [
     "PSI_EPS",
@@ -58,7 +59,6 @@ __all__ = [
     "ks_bounds",
     "psi",
     "quantile_groups",
-    "row_sums",
     "rows_drift",
     "wasserstein",
     "wasserstein_bounds",
@@ -242,38 +242,11 @@ def js(a_mass: np.ndarray, b_mass: np.ndarray, base: float = 2.0) -> float:
 
 
 # ----------------------------------------------------------------------------- many windows at once
-def row_sums(x: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """``np.sum(x[i, :n[i]])`` of each row, bit for bit: numpy's pairwise summation depends on the
-    length, so the rows of one length are summed together (``np.sum(axis=1)`` of a row-major block
-    sums each row as ``np.sum`` sums it alone)."""
-    out = np.zeros(len(x))
-    if not len(x):
-        return out
-    lengths = np.unique(n)
-    if len(lengths) == 1:
-        m = int(lengths[0])
-        return np.sum(x[:, :m], axis=1) if m else out
-    for m in lengths.tolist():
-        if m:
-            rows = np.flatnonzero(n == m)
-            out[rows] = np.sum(x[rows, :m], axis=1)
-    return out
-
-
 def _shifted(x: np.ndarray) -> np.ndarray:
     """Each row's values one level later (0 first): the ECDF before each level."""
     out = np.zeros_like(x)
     out[:, 1:] = x[:, :-1]
     return out
-
-
-def _kept(keep: np.ndarray, n: np.ndarray, *rows: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-    """The kept levels of each row moved to its front (in order): ``(kept per row, rows)``."""
-    m = keep.sum(axis=1)
-    if (m == n).all():
-        return m, list(rows)
-    order = np.argsort(~keep, axis=1, kind="stable")
-    return m, [np.take_along_axis(r, order, axis=1) for r in rows]
 
 
 def rows_drift(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, a: np.ndarray, b: np.ndarray,
@@ -299,7 +272,7 @@ def rows_drift(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, a: np.ndarray
         inside = np.maximum(fa - _shifted(fb), fb - _shifted(fa))
         inside = np.where(singleton | ~valid, np.where(valid, 0.0, -np.inf), inside).max(axis=1)
         keep = ((a > 0) | (b > 0)) & valid
-        m, (values, lo, hi, fa, fb) = _kept(keep, n, values, lo, hi, fa, fb)
+        m, (values, lo, hi, fa, fb) = to_front(keep, n, values, lo, hi, fa, fb)
         step = np.abs(fa[:, :-1] - fb[:, :-1])
         w_point = row_sums(np.multiply(step, np.diff(values, axis=1)), m - 1)
         pa, pb = _shifted(fa), _shifted(fb)

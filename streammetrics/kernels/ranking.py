@@ -26,13 +26,14 @@ import warnings
 import numpy as np
 
 from streammetrics.core.exceptions import undefined
+from streammetrics.kernels.levels import row_sums, to_front
 
 __all__ = [
     "cumulative",
     "roc_curve",
     "roc_auc",
     "roc_auc_bounds",
-    "roc_auc_many",
+    "roc_auc_rows",
     "precision_recall_curve",
     "average_precision",
     "warn_one_class",
@@ -151,68 +152,27 @@ def roc_auc(neg: np.ndarray, pos: np.ndarray, max_fpr: float | None = None) -> f
     return 0.5 * (1 + (partial_auc - min_area) / (max_area - min_area))
 
 
-def roc_auc_many(starts: np.ndarray, neg: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    """:func:`roc_auc` of many windows at once, bit for bit: window ``i`` has the levels
-    ``starts[i]:starts[i + 1]`` of ``neg`` / ``pos`` (ascending score), whole weights (float sums
-    exact), every window with weight on both sides (callers take :func:`roc_auc` for the others).
-    The same steps as the scalar path, vectorised: cumulative weights from the top (per window: a
-    cumulative sum less the window's start, exact for whole weights below ``2**53``), the corners of
-    ``drop_intermediate``, the rates, the trapezoid terms, and each window's terms summed by
-    ``np.add.reduce`` along rows of one length (numpy's pairwise order, as one window alone).
-
-    >>> roc_auc_many(np.array([0, 3]), np.array([2., 1., 0., 1., 1.]), np.array([0., 1., 2., 1., 0.])).round(4)
-    array([0.9444, 0.25  ])
-    """
-    starts = np.asarray(starts, dtype=np.int64)
-    neg = np.asarray(neg, dtype=np.float64)
-    pos = np.asarray(pos, dtype=np.float64)
-    n = len(starts)
-    win = np.repeat(np.arange(n), np.diff(np.append(starts, len(neg))))
-    keep = (neg > 0) | (pos > 0)
-    # from the highest level down: the whole array reversed (windows in reverse order)
-    win, neg, pos = win[keep][::-1], neg[keep][::-1], pos[keep][::-1]
-    if not len(win) or float(neg.sum()) + float(pos.sum()) > 2.0 ** 53:
-        raise ValueError("roc_auc_many takes windows of whole weights below 2**53 with weight on both sides")
-    first = np.ones(len(win), dtype=bool)
-    first[1:] = win[1:] != win[:-1]
-    head = np.flatnonzero(first)
-    fps, tps = np.cumsum(neg), np.cumsum(pos)
-    fps -= np.repeat((fps - neg)[head], np.diff(np.append(head, len(win))))
-    tps -= np.repeat((tps - pos)[head], np.diff(np.append(head, len(win))))
-    # drop_intermediate: a level stays if first or last of its window, or a corner
-    last = np.ones(len(win), dtype=bool)
-    last[:-1] = first[1:]
-    corner = first | last
-    inner = np.flatnonzero(~corner)
-    corner[inner] = ((fps[inner + 1] - fps[inner]) != (fps[inner] - fps[inner - 1])) | (
-        (tps[inner + 1] - tps[inner]) != (tps[inner] - tps[inner - 1]))
-    ends = np.flatnonzero(last)
-    if len(ends) != n or not ((fps[ends] > 0) & (tps[ends] > 0)).all():
-        raise ValueError("roc_auc_many takes windows with weight on both sides")
-    idx = np.flatnonzero(corner)
-    win, fps, tps = win[idx], fps[idx], tps[idx]
-    # each window's curve with the origin prepended: rates over its last point
-    first = np.ones(len(win), dtype=bool)
-    first[1:] = win[1:] != win[:-1]
-    size = np.diff(np.append(np.flatnonzero(first), len(win))) + 1
-    at = np.flatnonzero(first) + np.arange(len(size))
-    fx = np.zeros(len(win) + len(size))
-    fy = np.zeros(len(win) + len(size))
-    body = np.ones(len(fx), dtype=bool)
-    body[at] = False
-    fx[body], fy[body] = fps, tps
-    end = at + size - 1
-    group = np.repeat(np.arange(len(size)), size)
-    fx /= fx[end][group]
-    fy /= fy[end][group]
-    terms = np.diff(fx) * (fy[1:] + fy[:-1]) / 2.0
-    term_at = at - np.arange(len(size))  # (the windows' terms: size - 1 each, after dropping the joins)
-    terms = np.delete(terms, at[1:] - 1)
-    out = np.empty(len(size))
-    for m in np.unique(size - 1).tolist():
-        rows = np.flatnonzero(size - 1 == m)
-        out[rows] = np.add.reduce(terms[term_at[rows, None] + np.arange(m)], axis=1)
-    return out[::-1]  # (windows back in their order)
+def roc_auc_rows(neg: np.ndarray, pos: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """The vectorised twin of :func:`roc_auc` (no ``max_fpr``): the ROC AUC of each row's first
+    ``n[i]`` levels, bit for bit; each row needs weight in both classes."""
+    cols = np.arange(neg.shape[1])
+    m, (neg, pos) = to_front(((neg > 0) | (pos > 0)) & (cols < n[:, None]), n, neg, pos)
+    inside = cols < m[:, None]
+    back = np.maximum(m[:, None] - 1 - cols, 0)  # (each row's levels from the highest down)
+    fps = np.cumsum(np.where(inside, np.take_along_axis(neg, back, axis=1), 0.0), axis=1)
+    tps = np.cumsum(np.where(inside, np.take_along_axis(pos, back, axis=1), 0.0), axis=1)
+    corner = inside.copy()  # (_roc_from_cumulative's drop_intermediate where a row has more than 2)
+    if fps.shape[1] > 2:
+        bend = (np.diff(fps, 2, axis=1) != 0) | (np.diff(tps, 2, axis=1) != 0)
+        corner[:, 1:-1] &= bend | (cols[1:-1] >= m[:, None] - 1) | (m[:, None] <= 2)
+    k, (fps, tps) = to_front(corner, m, fps, tps)
+    fps = np.concatenate((np.zeros((len(fps), 1)), fps), axis=1)
+    tps = np.concatenate((np.zeros((len(tps), 1)), tps), axis=1)
+    last = np.arange(len(fps)), k
+    with np.errstate(invalid="ignore", divide="ignore"):
+        fpr = fps / fps[last][:, None]
+        tpr = tps / tps[last][:, None]
+        return row_sums(np.diff(fpr, axis=1) * (tpr[:, 1:] + tpr[:, :-1]) / 2.0, k)
 
 
 def roc_auc_bounds(

@@ -1100,7 +1100,7 @@ class MulticlassScores(ScoreColumns):
         on both sides of each class present; the others compute theirs when read. With
         ``confidences`` (one per accumulator), the classes' DeLong intervals of the ``roc_auc``
         intervals too. The same values (:func:`_exact_ovr_columns`,
-        :func:`~streammetrics.kernels.ranking.roc_auc_many`, :func:`_class_intervals`)."""
+        :func:`~streammetrics.kernels.ranking.roc_auc_rows`, :func:`_class_intervals`)."""
         groups: dict[int, list[MulticlassScores]] = {}
         for acc in accs:
             if acc._binning.exact and not acc._units and acc.count and "columns" not in acc._ovr_memo:
@@ -1122,9 +1122,7 @@ class MulticlassScores(ScoreColumns):
                 chosen.append((acc, present))
                 chosen_at.append(i)
                 levels.extend(mine)
-        sizes = [len(keys) for keys, _, _ in levels]
-        aucs = ranking.roc_auc_many(np.cumsum([0] + sizes[:-1]), np.concatenate([x[1] for x in levels]),
-                                    np.concatenate([x[2] for x in levels])).tolist() if levels else []
+        aucs = ranking.roc_auc_rows(*_padded(levels)).tolist() if levels else []
         at = 0
         for acc, present in chosen:
             parts = np.full((3, len(present)), np.nan)
@@ -1280,6 +1278,16 @@ def _exact_ovr_columns(hists: list[ScoreHistogram], binning: Binning,
     keys = keys[starts]
     edges = np.searchsorted(col[starts], np.arange(len(hists) // k + 1)).tolist()
     return [(keys[a:b], neg_w[a:b], pos_w[a:b]) for a, b in zip(edges[:-1], edges[1:])]
+
+
+def _padded(levels: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(neg, pos, n)``: the ``(keys, neg, pos)`` levels as rows (zeros after each row's ``n[i]``)."""
+    n = np.array([len(keys) for keys, _, _ in levels], dtype=np.int64)
+    inside = np.arange(int(n.max()) if len(n) else 0) < n[:, None]
+    neg, pos = np.zeros(inside.shape), np.zeros(inside.shape)
+    neg[inside] = np.concatenate([x[1] for x in levels])
+    pos[inside] = np.concatenate([x[2] for x in levels])
+    return neg, pos, n
 
 
 def _class_intervals(windows: list[list[tuple[np.ndarray, np.ndarray, float, float]]],

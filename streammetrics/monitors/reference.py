@@ -503,10 +503,37 @@ class Reference:
             read = [_small(window) for window in windows]
             hists = [window_histogram(window) for window in read]
             small = [i for i, window in enumerate(read) if window.__class__ is _SmallWindow] if self._counts else []
-            drifts = dict(zip(small, self._levels.drift_many([hists[i] for i in small], self.psi_groups))
-                          if small else ())
-            return [(self._metrics(window, hist, drifts.get(i)), self._estimate_intervals(window, hist, z))
+            done = dict(zip(small, self._small_many([read[i].columns for i in small], [hists[i] for i in small], z))
+                        if small else ())
+            return [done.get(i) or (self._metrics(window, hist), self._estimate_intervals(window, hist, z))
                     for i, (window, hist) in enumerate(zip(read, hists))]
+
+    def _small_many(self, columns: list[tuple[np.ndarray, np.ndarray, np.ndarray]], hists: list[Histogram],
+                    z: float) -> list[tuple[dict[str, float | None], dict[str, tuple[float, float] | None]]]:
+        """``(metrics, intervals)`` of windows in a monitor's small form (``columns``: scores, negatives,
+        positives; unit weights, exact) against a reference of counts, as :meth:`_metrics` and
+        :meth:`_estimate_intervals` give them, bit for bit: each family's vectorised twin over the
+        windows' levels as rows (:meth:`ReferenceLevels.drift_many`, :func:`cbpe.estimated_rows`,
+        :func:`calibration.calibration_error_rows`)."""
+        drifts = self._levels.drift_many(hists, self.psi_groups)
+        n = np.array([len(c[0]) for c in columns])
+        rows, width = len(columns), int(n.max())
+        at = (np.repeat(np.arange(rows), n), np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n))
+        x, neg, pos = np.zeros((rows, width)), np.zeros((rows, width)), np.zeros((rows, width))
+        x[at] = np.concatenate([c[0] for c in columns])
+        neg[at] = np.concatenate([c[1] for c in columns])
+        pos[at] = np.concatenate([c[2] for c in columns])
+        w = neg + pos
+        starts, block_var = self._blocks
+        block = np.clip(np.searchsorted(starts, x, side="right") - 1, 0, max(len(starts) - 1, 0))
+        estimated = cbpe.estimated_rows(self.calibrated(x), w, x >= ExactBinning().key(self.threshold), n, z, block,
+                                        block_var, self.scores.total_weight / self._square_ratio())
+        ece = calibration.calibration_error_rows(x, neg, pos, n, self.ece_bins, self.ece_norm).tolist()
+        out = []
+        for i, (estimates, intervals) in enumerate(estimated):
+            found: dict[str, float] = {**drifts[i], **estimates, "ece": ece[i], "ece_low": ece[i], "ece_high": ece[i]}
+            out.append(({k: json_number(float(found[k])) for k in METRICS}, intervals))
+        return out
 
     def _estimate_intervals(self, window: Any, hist: Histogram, z: float) -> dict[str, tuple[float, float] | None]:
         c, w, predicted = self._calibrated_levels(hist)
