@@ -1535,6 +1535,9 @@ class WindowManager:
                     built[i] = line
         rest = [i for i, b in enumerate(built) if b is None]
         if rest:
+            prepare = getattr(extra, "prepare", None)  # (a hook computing the windows' metrics together)
+            if prepare is not None:
+                prepare([(deferred[i].key, deferred[i].monitor) for i in rest])
             records = kind.snapshot_many([deferred[i].monitor for i in rest], include_state)
             for i, record in zip(rest, records):
                 d = deferred[i]
