@@ -285,15 +285,14 @@ class _Sums:
         """``(W, mean hi, mean lo, m2)``: ``mean = Σw·y / W`` (hi + lo, each correctly rounded)
         and ``m2 = Σw·y² - (Σw·y)²/W``, exact then rounded (0 when ``W`` is 0, and when ``W``
         is beyond the float range: only its float, inf, is written, so a loaded state reads so)."""
-        sums = [self.get(k) for k in ("weight", "wy", "wyy")]
-        key = (*(s.units for s in sums), *(s._special for s in sums), self.fine["wy"], self.fine["wyy"])
+        special = [self.get(k)._special for k in ("weight", "wy", "wyy")]
+        key = (*(self.get(k).units for k in ("weight", "wy", "wyy")), *special, self.fine["wy"], self.fine["wyy"])
         if self._moments[0] != key:  # (a snapshot and its state read them: computed once)
-            self._moments = (key, self._moments_of())
+            self._moments = (key, self._moments_of(special))
         return self._moments[1]
 
-    def _moments_of(self) -> tuple[float, float, float, float]:
-        """:meth:`moments`, computed."""
-        special = [self.get(k)._special for k in ("weight", "wy", "wyy")]
+    def _moments_of(self, special: list[float]) -> tuple[float, float, float, float]:
+        """:meth:`moments`, computed (``special``: the overflowed floats of W, Σw·y and Σw·y²)."""
         w, total = self.get("weight").units, self.get("weight").value
         if w <= 0 or special[0] or total == _INF:
             return total if w > 0 or special[0] else 0.0, 0.0, 0.0, 0.0
@@ -385,15 +384,16 @@ def _encode_sums(v: _Sums, acc: Any) -> tuple:
     if "squares" not in v.unknown and not (square.units == v.get("weight").units == acc_count(acc) * _UNIT
                                            and math.isfinite(square.value)):
         written.append(_SQUARES)  # (unit weights: the sum of squares is the count, not written)
-    expansions = {}  # each exact sum's canonical expansion as [m, e] pairs; None: overflowed (inf)
+    # each exact sum's canonical expansion as [m, e] pairs (one pass for all); None: overflowed (inf)
+    expansions: dict[str, list[float] | None] = {}
     for k in written:
         e = v.get(k).expansion()
         expansions[k] = e if all(map(math.isfinite, e)) and not v.get(k)._special else None
-    pairs = to_pairs([c for e in expansions.values() if e is not None for c in e])  # (one pass for all)
+    pairs = to_pairs([c for x in expansions.values() if x is not None for c in x])
     at = 0
-    for k, e in expansions.items():
-        exact[k] = None if e is None else pairs[at:at + len(e)]
-        at += 0 if e is None else len(e)
+    for k, x in expansions.items():
+        exact[k] = None if x is None else pairs[at:at + len(x)]
+        at += 0 if x is None else len(x)
     for k, u in v.fine.items():  # only when events with underflowing products were seen
         if u:
             exact[f"{k}_fine"] = _fine_pairs(u, _FINE_EXP[k])
