@@ -135,12 +135,15 @@ def ks_bounds(a: np.ndarray, b: np.ndarray, singleton: np.ndarray, cdfs: Any = F
     fa, fb = cdfs
     d = fa - fb
     low = float(np.max(np.abs(d)))
+    slack = (4 * len(d) + 32) * _EPS
+    singleton = np.asarray(singleton, dtype=bool)
+    if singleton.all():  # (every level's inside known: the statistic itself)
+        return max(0.0, low - slack), min(1.0, max(low, 0.0) + slack)
     pa = np.concatenate(([0.0], fa[:-1]))
     pb = np.concatenate(([0.0], fb[:-1]))
     inside = np.maximum(fa - pb, fb - pa)
-    inside = np.where(np.asarray(singleton, dtype=bool), 0.0, inside)
+    inside = np.where(singleton, 0.0, inside)
     high = max(low, float(np.max(inside)))
-    slack = (4 * len(d) + 32) * _EPS
     return max(0.0, low - slack), min(1.0, high + slack)
 
 
@@ -170,17 +173,20 @@ def wasserstein_bounds(
     lo = np.asarray(lo, dtype=np.float64)[keep]
     hi = np.asarray(hi, dtype=np.float64)[keep]
     fa, fb = cdfs[0][keep], cdfs[1][keep]
+    slack = (4 * len(lo) + 32) * _EPS
+    with np.errstate(over="ignore", invalid="ignore"):
+        gaps = lo[1:] - hi[:-1]  # F_a, F_b constant between levels
+        between = float(_dot(np.abs(fa[:-1] - fb[:-1]), gaps))
+        if np.array_equal(lo, hi):  # (distinct scores: nothing inside a level)
+            return max(0.0, (between + 0.0) * (1 - slack)), (between + 0.0) * (1 + slack)
+        width = hi - lo
     pa = np.concatenate(([0.0], fa[:-1]))
     pb = np.concatenate(([0.0], fb[:-1]))
     with np.errstate(over="ignore", invalid="ignore"):
-        width = hi - lo
-        gaps = lo[1:] - hi[:-1]  # F_a, F_b constant between levels
-        between = float(_dot(np.abs(fa[:-1] - fb[:-1]), gaps))
         up_in = np.maximum(np.maximum(fa - pb, fb - pa), 0.0)
         low_in = np.maximum(np.maximum(pa - fb, pb - fa), 0.0)
         high = between + float(_dot(up_in, width))
         low = between + float(_dot(low_in, width))
-    slack = (4 * len(lo) + 32) * _EPS
     return max(0.0, low * (1 - slack)), high * (1 + slack)
 
 
