@@ -292,10 +292,11 @@ def estimated_intervals(c: np.ndarray, w: np.ndarray, predicted: np.ndarray, z: 
     return out
 
 
-def _subset_sums(x: np.ndarray, mask: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """``x[i][mask[i]].sum()`` of each row (``mask`` within the row's first ``n[i]`` levels), bit for bit."""
-    m, (front,) = to_front(mask, n, x)
-    return row_sums(front, m)
+def _subset_sums(mask: np.ndarray, n: np.ndarray, *xs: np.ndarray) -> list[np.ndarray]:
+    """``x[i][mask[i]].sum()`` of each row of each ``x`` (``mask`` within the row's first ``n[i]``
+    levels), bit for bit."""
+    m, fronts = to_front(mask, n, *xs)
+    return [row_sums(front, m) for front in fronts]
 
 
 def estimated_rows(c: np.ndarray, w: np.ndarray, predicted: np.ndarray, n: np.ndarray, z: float,
@@ -313,10 +314,9 @@ def estimated_rows(c: np.ndarray, w: np.ndarray, predicted: np.ndarray, n: np.nd
     q = ~predicted & valid
     wc, wn = w * c, w * (1.0 - c)
     total = w.sum(axis=1)  # (counts: exact in any order)
-    tp, fp = _subset_sums(wc, p, n), _subset_sums(wn, p, n)
-    fn, tn = _subset_sums(wc, q, n), _subset_sums(wn, q, n)
     var_level = 1.0 * w * c * (1.0 - c)
-    v_tp, v_fn = _subset_sums(var_level, p, n), _subset_sums(var_level, q, n)
+    tp, fp, v_tp = _subset_sums(p, n, wc, wn, var_level)
+    fn, tn, v_fn = _subset_sums(q, n, wc, wn, var_level)
     pw = np.where(p, w, 0.0).sum(axis=1)
     neg_total, pos_sum = row_sums(wn, n), row_sums(wc, n)
     both = (neg_total > 0) & (pos_sum > 0)

@@ -302,19 +302,23 @@ class ReferenceLevels:
         flat_ref = ref_at.ravel()
         k = np.zeros((w, width), dtype=rk.dtype)
         a, b = np.zeros((w, width)), np.zeros((w, width))
-        lo, hi = np.full((w, width), np.inf), np.full((w, width), np.inf)
         k[ref_rows, flat_ref] = np.tile(rk, w)
         b[ref_rows, flat_ref] = np.tile(rw, w)
-        lo[ref_rows, flat_ref] = np.tile(rlo, w)
-        hi[ref_rows, flat_ref] = np.tile(rhi, w)
         k[row, pos] = keys
         a[row, pos] = weights
-        lo[row[new], pos[new]], hi[row[new], pos[new]] = raw_bounds(binning, keys[new])
-        hi[:, :-1] = np.minimum(hi[:, :-1], np.nextafter(lo[:, 1:], -np.inf))  # (levels.clamp_bounds of each row)
-        hi = np.maximum(hi, lo)
-        singleton = binning.singleton(k.ravel()).reshape(w, width)
-        with np.errstate(over="ignore", invalid="ignore"):
-            values = k.astype(np.float64) if binning.exact else representative(lo, hi)
+        lo = hi = singleton = None
+        if binning.exact:  # (distinct scores: each level's interval is its score)
+            values = k.astype(np.float64)
+        else:
+            lo, hi = np.full((w, width), np.inf), np.full((w, width), np.inf)
+            lo[ref_rows, flat_ref] = np.tile(rlo, w)
+            hi[ref_rows, flat_ref] = np.tile(rhi, w)
+            lo[row[new], pos[new]], hi[row[new], pos[new]] = raw_bounds(binning, keys[new])
+            hi[:, :-1] = np.minimum(hi[:, :-1], np.nextafter(lo[:, 1:], -np.inf))  # (levels.clamp_bounds of each row)
+            hi = np.maximum(hi, lo)
+            singleton = binning.singleton(k.ravel()).reshape(w, width)
+            with np.errstate(over="ignore", invalid="ignore"):
+                values = representative(lo, hi)
         cuts, ref_mass = self._cuts_on(binning, psi_groups)
         # a cut at the last reference level counts when the row has a level past it
         last = len(cuts) > 0 and int(cuts[-1]) == r - 1

@@ -271,15 +271,16 @@ class Changes:
             columns[6] += [z_value(confidence)] * len(names)
             compared.append((i, snap, names, base))
         if compared:  # (elementwise: every snapshot's metrics compared in one call)
-            d = differences(*columns[:6], np.array(columns[6]))
-            difference, low, high, p_value = (d[k].tolist() for k in ("difference", "low", "high", "p_value"))
+            value, low, high, base_, base_low, base_high, z = columns
+            d = differences(value, low, high, base_, base_low, base_high, np.array(z))
+            difference, d_low, d_high, p_value = (d[k].tolist() for k in ("difference", "low", "high", "p_value"))
             at = 0
             for i, snap, names, base in compared:
                 changes: dict[str, Any] = {}
                 entries, p_values = families.setdefault(family(snap), ([], []))
                 for j, k in enumerate(names):
                     entry: dict[str, Any] = {"baseline": base[j], "difference": difference[at],
-                                             "interval": [low[at], high[at]], "p_value": p_value[at],
+                                             "interval": [d_low[at], d_high[at]], "p_value": p_value[at],
                                              "significant": False}
                     changes[k] = entry
                     entries.append(entry)
