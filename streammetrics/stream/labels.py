@@ -166,20 +166,22 @@ class LabelJoin:
     def advance(self, ts: float) -> list[JoinOutput] | tuple[()]:
         """Move the watermark to ``ts`` if later (any event's time, e.g. an inline-labelled
         prediction's) and return what expires."""
-        return self._advance_us(ts_us(ts))
+        return self.advance_us(ts_us(ts))
 
-    def _advance_us(self, t: int) -> list[JoinOutput] | tuple[()]:
+    def advance_us(self, t: int) -> list[JoinOutput] | tuple[()]:
+        """:meth:`advance` to an event time in whole microseconds (:func:`ts_us`)."""
         wm = self.watermark_us
         if wm is not None and t <= wm:
             return _NONE
         self.watermark_us = t
         return self._expire(t - self.ttl_us)
 
-    def add_prediction(self, event: Event, tag: int | None = None) -> list[JoinOutput]:
+    def add_prediction(self, event: Event, tag: int | None = None, time_us: int | None = None) -> list[JoinOutput]:
         """A prediction awaiting its label (its ``y_true`` is ignored). ``tag`` (an integer,
-        e.g. the prediction's first window) is kept with it and returned on its outputs."""
-        t = ts_us(event.ts)
-        out = list(self._advance_us(t))
+        e.g. the prediction's first window) is kept with it and returned on its outputs;
+        ``time_us``: its ``ts_us(event.ts)`` if the caller has it."""
+        t = ts_us(event.ts) if time_us is None else time_us
+        out = list(self.advance_us(t))
         ident = event.id
         if ident.__class__ is not str and not isinstance(ident, str):
             self.counts["missing_id"] += 1
@@ -194,7 +196,7 @@ class LabelJoin:
                 self._touched_labels.add(ident)
             self.counts["joined"] += 1
             out.append(JoinOutput(JOINED, _joined(event, rec[0]), tag=tag))
-        elif t < self.watermark_us - self.ttl_us:  # type: ignore[operator]  # (set by _advance_us)
+        elif t < self.watermark_us - self.ttl_us:  # type: ignore[operator]  # (set by advance_us)
             self._expire_prediction(event, tag, "ttl", out)
         else:
             if t < self._due_us:
@@ -204,10 +206,11 @@ class LabelJoin:
                 self._expire_prediction(old, old_tag, "evicted", out)
         return out
 
-    def add_label(self, label: Label) -> list[JoinOutput]:
-        """A label event: joins the pending predictions with its id, or waits for them."""
-        t = ts_us(label.ts)
-        out = list(self._advance_us(t))
+    def add_label(self, label: Label, time_us: int | None = None) -> list[JoinOutput]:
+        """A label event: joins the pending predictions with its id, or waits for them
+        (``time_us``: its ``ts_us(label.ts)`` if the caller has it)."""
+        t = ts_us(label.ts) if time_us is None else time_us
+        out = list(self.advance_us(t))
         ident = label.id
         if ident.__class__ is not str and not isinstance(ident, str):
             self.counts["missing_id"] += 1
