@@ -130,7 +130,8 @@ def test_the_batch_kept_by_an_empty_accumulator_gives_the_same_state_and_metrics
         assert other.to_dict() == batch.to_dict()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            assert np.asarray(other.roc_auc(average=None)).tobytes() == np.asarray(batch.roc_auc(average=None)).tobytes()
+            got, want = other.roc_auc(average=None), batch.roc_auc(average=None)
+        assert np.asarray(got).tobytes() == np.asarray(want).tobytes()
     batch.update(y[0], s[0], w[0])  # (a change: the batch kept is dropped)
     one_by_one.update(y[0], s[0], w[0])
     assert batch.to_dict() == one_by_one.to_dict()
