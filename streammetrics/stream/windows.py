@@ -122,7 +122,7 @@ import operator
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -302,14 +302,18 @@ class _Revising:
 class _Closed:
     """A closed window whose snapshot :meth:`WindowManager.poll` builds, with the other windows
     closed since the last poll (``snapshot_many``): its monitor (no longer changed by the
-    engine) and the snapshot's fields as they were when it closed."""
+    engine), or only its events in the small form's input (``items``: the monitor is made when
+    the poll needs it, and not at all when the type writes the window's texts from its items,
+    ``Monitor.item_texts``), and the snapshot's fields as they were when it closed (``count``:
+    set with the monitor)."""
 
-    __slots__ = ("count", "cumulative", "end_ms", "expired", "final", "key", "late", "monitor", "start_ms")
+    __slots__ = ("count", "cumulative", "end_ms", "expired", "final", "items", "key", "late", "monitor", "start_ms")
 
     def __init__(self, key: tuple[str, str], monitor: Any, count: int, start_ms: int, end_ms: int, final: bool,
-                 late: int, expired: int, cumulative: bool) -> None:
+                 late: int, expired: int, cumulative: bool, items: list[Any] | None = None) -> None:
         self.key = key
         self.monitor = monitor
+        self.items = items
         self.count = count
         self.start_ms = start_ms
         self.end_ms = end_ms
@@ -1364,13 +1368,8 @@ class WindowManager:
             (j, items), = pending.items()
             if j <= last:
                 del pending[j]
-                monitor = self._factory()
-                if self._task is not None:
-                    monitor.update_items(items)
-                else:
-                    monitor.update_events(items)
                 if j >= k:
-                    self._close_window(key, state, monitor, j * pane_ms, (j + 1) * pane_ms, True)
+                    self._close_queued(key, state, items, j * pane_ms, (j + 1) * pane_ms)
         else:
             if pending:  # the queued panes these windows read (later ones keep queueing)
                 for j in sorted(pending):
@@ -1385,6 +1384,23 @@ class WindowManager:
         self._set_next_window(state, last + 1)
         if not panes and not pending:
             self._emptied.append(key)
+
+    def _close_queued(self, key: tuple[str, str], state: _KeyState, items: list[Any], start_ms: int,
+                      end_ms: int) -> None:
+        """A final window of tumbling panes whose only content is its queued ``items``: a small one
+        of a type built together waits as its items (:class:`_Closed`, no monitor yet); any other
+        is applied to a new monitor (``update_items``, ``update_events``) and closed with it."""
+        if self._task is not None and self._kind is not None and len(items) <= DEFER_MAX_EVENTS:
+            window = _Closed(key, None, 0, start_ms, end_ms, True, state.late, 0, False, items)
+            self._ready.append(window)
+            self._deferred.append(window)
+            return
+        monitor = self._factory()
+        if self._task is not None:
+            monitor.update_items(items)
+        else:
+            monitor.update_events(items)
+        self._close_window(key, state, monitor, start_ms, end_ms, True)
 
     def _close_window(self, key: tuple[str, str], state: _KeyState, monitor: Any, start_ms: int, end_ms: int,
                       final: bool, pending: int = 0, expired: int = 0, cumulative: bool = False) -> None:
@@ -1456,13 +1472,17 @@ class WindowManager:
 
     def _build_deferred(self, lines: bool = False) -> None:
         """Replace the :class:`_Closed` windows in the ready queue by their snapshots, built
-        together by the monitor type's ``snapshot_many`` (``lines``: ``snapshot_texts`` first, and
-        each such window written as its line by :func:`~streammetrics.stream.snapshots.window_line`)."""
+        together by the monitor type's ``snapshot_many`` (``lines``: texts first, ``item_texts``
+        from the items of windows closed without a monitor and ``snapshot_texts`` of the others,
+        and each such window written as its line by :func:`~streammetrics.stream.snapshots.window_line`).
+        A window closed as its items gets its monitor (``update_items``) only where it is read."""
         deferred, self._deferred = self._deferred, []
         kind = self._kind
         assert kind is not None
         extra, include_state = self.extra_metrics, self.include_state
         built: list[Any] = [None] * len(deferred)
+        texts: dict[int, tuple[str, str, str]] = {}
+        plain: list[int] = []
         # a hook's metrics_text(key): the members it appends to any window of the key (None: it reads the window)
         appended = None if extra is None else getattr(extra, "metrics_text", None)
         if lines and include_state and (extra is None or appended is not None):  # final windows of one revision
@@ -1470,20 +1490,29 @@ class WindowManager:
             if appended is not None:
                 members = {i: appended(deferred[i].key) for i in plain}
                 plain = [i for i in plain if members[i] is not None]
-            chosen = [deferred[i] for i in plain]
-            texts = kind.snapshot_texts([d.monitor for d in chosen])
-            if appended is None and None not in texts:  # (the common case: every window from its texts)
-                for i, line in zip(plain, window_lines([(d.key, d.start_ms, d.end_ms, d.count, d.late, *text)
-                                                        for d, text in zip(chosen, cast(list, texts))])):
-                    built[i] = line
-            else:
-                given = [(i, text) for i, text in zip(plain, texts) if text is not None]
-                if appended is not None:
-                    given = [(i, (_appended(text[0], members[i]), *text[1:])) for i, text in given]
-                lines_of = window_lines([(d.key, d.start_ms, d.end_ms, d.count, d.late, *text)
-                                         for d, text in ((deferred[i], text) for i, text in given)])
-                for (i, _), line in zip(given, lines_of):
-                    built[i] = line
+            queued = [(i, items) for i in plain if (items := deferred[i].items) is not None]
+            if queued:
+                for (i, items), text in zip(queued, kind.item_texts(self._factory(), [q for _, q in queued])):
+                    if text is not None:
+                        texts[i] = text
+                        deferred[i].count = len(items)  # (one event an item)
+        for i, d in enumerate(deferred):  # the monitors of the windows closed as items and not written
+            if d.items is not None and i not in texts:
+                d.monitor = self._factory().update_items(d.items)
+                d.count = d.monitor.count
+        if plain:
+            others = [i for i in plain if i not in texts]
+            if others:
+                for i, text in zip(others, kind.snapshot_texts([deferred[i].monitor for i in others])):
+                    if text is not None:
+                        texts[i] = text
+            given = [(i, texts[i]) for i in plain if i in texts]
+            if appended is not None:
+                given = [(i, (_appended(text[0], members[i]), *text[1:])) for i, text in given]
+            lines_of = window_lines([(d.key, d.start_ms, d.end_ms, d.count, d.late, *text)
+                                     for d, text in ((deferred[i], text) for i, text in given)])
+            for (i, _), line in zip(given, lines_of):
+                built[i] = line
         rest = [i for i, b in enumerate(built) if b is None]
         if rest:
             records = kind.snapshot_many([deferred[i].monitor for i in rest], include_state)
@@ -1542,7 +1571,7 @@ class WindowManager:
         changed = self._changed
         # the common close, written out: a key of tumbling windows holding one queued pane and no
         # other (many keys, few events each), its window built at the next poll (_Closed)
-        factory, simple = self._factory, self._task is not None and self._kind is not None
+        simple = self._task is not None and self._kind is not None
         closed_window, defer_max = _Closed, DEFER_MAX_EVENTS
         pane_ms = spec.pane_ms
         open_from, close_at = (last + 1) * spec.panes_per_slide, ((last + 1) * spec.slide_ms + spec.size_ms
@@ -1565,15 +1594,13 @@ class WindowManager:
                         j, items = pending.popitem()
                         if j <= last:
                             if j >= nw:
-                                monitor = factory().update_items(items)
-                                count = monitor.count
-                                if count <= defer_max:
-                                    window = closed_window(key, monitor, count, j * pane_ms, (j + 1) * pane_ms, True,
-                                                           state.late, 0, False)
+                                if len(items) <= defer_max:  # (_close_queued, written out)
+                                    window = closed_window(key, None, 0, j * pane_ms, (j + 1) * pane_ms, True,
+                                                           state.late, 0, False, items)
                                     ready.append(window)
                                     deferred.append(window)
                                 else:
-                                    self._close_window(key, state, monitor, j * pane_ms, (j + 1) * pane_ms, True)
+                                    self._close_queued(key, state, items, j * pane_ms, (j + 1) * pane_ms)
                             state.next_window, state.open_from, state.close_at = last + 1, open_from, close_at
                             emptied.append(key)
                             continue
