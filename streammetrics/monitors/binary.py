@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from itertools import chain
 from typing import Any, Generic, Mapping, Sequence, TypeVar
 
 import numpy as np
@@ -696,7 +697,15 @@ class BinaryMonitor(Monitor):
         if cls is not BinaryMonitor or template.__class__ is not BinaryMonitor or not _DIRECT_STATE or template.exact:
             return out
         cap = min(FLEET_MAX_EVENTS, cls.events_form_max)
-        chosen = [i for i, items in enumerate(item_lists) if 0 < len(items) <= cap and _signed_scores(items)]
+        sized = [i for i, items in enumerate(item_lists) if 0 < len(items) <= cap]
+        every = chain.from_iterable([item_lists[i] for i in sized])
+        if set(map(type, every)) == {float}:  # (floats only: their range checked at once, as _signed_scores)
+            signed = np.fromiter(chain.from_iterable([item_lists[i] for i in sized]), dtype=np.float64)
+            magnitude = np.abs(signed)
+            common = bool(((magnitude < 1.0) & (magnitude > 0.0)).all())
+        else:
+            common = False
+        chosen = sized if common else [i for i in sized if _signed_scores(item_lists[i])]
         if chosen:
             for i, text in zip(chosen, binary_snapshot_texts(template, [item_lists[i] for i in chosen])):
                 out[i] = text

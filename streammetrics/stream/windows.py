@@ -156,6 +156,8 @@ DEFER_MAX_EVENTS = 256
 STAGE_MAX_EVENTS = 1 << 18
 _SLOTS = itertools.count()
 _SLOT = operator.attrgetter("slot")
+_ARMED, _CLOSE_AT = operator.attrgetter("armed"), operator.attrgetter("close_at")
+_OPEN_FROM, _FIRST_BOUND = operator.attrgetter("open_from"), operator.attrgetter("first_pane_bound")
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
 _floor = math.floor
@@ -265,7 +267,7 @@ class _KeyState:
         self.max_us: float = _NEG_INF  # largest event time seen (us)
         self.next_window: int | None = None  # lowest window index not yet closed
         self.late = 0
-        self.armed: float | None = None  # the close_at of the key's live entry in the manager's heap
+        self.armed: float = math.nan  # the close_at of the key's live entry in the manager's heap (nan: none)
         self.cumulative: Any = None
         self.first_window: int | None = None
         self.tag: Any = None  # the key's event tag (see WindowManager), fixed by its first event
@@ -769,18 +771,18 @@ class WindowManager:
         states: list[_KeyState] = found  # type: ignore[assignment]  # (None replaced)
         # keys holding no entry in the close heap yet (after their last close); those whose close_at
         # stream time reached need a catch-up close (_catch_up, else the per-key path)
-        unarmed = np.array([state.armed != state.close_at for state in states], dtype=bool)
+        close_at = np.fromiter(map(_CLOSE_AT, states), dtype=np.float64, count=n)
+        unarmed = np.fromiter(map(_ARMED, states), dtype=np.float64, count=n) != close_at  # (nan: not armed)
         if unarmed.any():
             which = np.flatnonzero(unarmed)
-            closes = np.array([states[i].close_at for i in which.tolist()], dtype=np.float64)
             behind = np.zeros(n, dtype=bool)
-            behind[which[closes <= stream_us]] = True
+            behind[which[close_at[which] <= stream_us]] = True
             if behind.any():
                 self._catch_up(lo, stream_us, kx, px, pos, ukeys, states, behind, made)
                 ok &= ~behind
         # an event below its key's open_from (late) or first_pane_bound (an earlier first window): the per-key path
-        low = np.array([state.open_from if state.open_from > state.first_pane_bound else state.first_pane_bound
-                        for state in states], dtype=np.float64)
+        low = np.maximum(np.fromiter(map(_OPEN_FROM, states), dtype=np.float64, count=n),
+                         np.fromiter(map(_FIRST_BOUND, states), dtype=np.float64, count=n))
         odd = px < low[pos]
         if odd.any():
             ok[pos[odd]] = False
@@ -792,8 +794,7 @@ class WindowManager:
             self._unstage()
             if count > STAGE_MAX_EVENTS:  # more than the bound alone: the per-key path queues them now
                 return np.arange(lo, hi)
-        held = np.empty(n, dtype=object)
-        held[:] = states
+        held = np.fromiter(states, dtype=object, count=n)
         slots = np.fromiter(map(_SLOT, states), dtype=np.int64, count=n)
         if take is None:
             self._staged.append((held[pos], slots[pos], px, ts_us[lo:hi], items[lo:hi]))
@@ -1584,7 +1585,7 @@ class WindowManager:
                 state = keys.get(key)
                 if state is None or state.armed != at:
                     continue  # stale: the key closed or went since (or a duplicate)
-                state.armed = None
+                state.armed = math.nan
                 nw = state.next_window
                 if tumbling and nw is not None and last >= nw and not state.awaiting:
                     if changed is not None:
@@ -1618,7 +1619,7 @@ class WindowManager:
         self._due_at = []
         self._next_due = math.inf
         for key, state in self._keys.items():
-            state.armed = None
+            state.armed = math.nan
             if state.panes or state.pending:
                 self._arm(key, state)
 
