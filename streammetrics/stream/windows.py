@@ -301,28 +301,14 @@ class _Revising:
         self.dirty = dirty
 
 
-class _Closed:
-    """A closed window whose snapshot :meth:`WindowManager.poll` builds, with the other windows
-    closed since the last poll (``snapshot_many``): its monitor (no longer changed by the
-    engine), or only its events in the small form's input (``items``: the monitor is made when
-    the poll needs it, and not at all when the type writes the window's texts from its items,
-    ``Monitor.item_texts``), and the snapshot's fields as they were when it closed (``count``:
-    set with the monitor)."""
-
-    __slots__ = ("count", "cumulative", "end_ms", "expired", "final", "items", "key", "late", "monitor", "start_ms")
-
-    def __init__(self, key: tuple[str, str], monitor: Any, count: int, start_ms: int, end_ms: int, final: bool,
-                 late: int, expired: int, cumulative: bool, items: list[Any] | None = None) -> None:
-        self.key = key
-        self.monitor = monitor
-        self.items = items
-        self.count = count
-        self.start_ms = start_ms
-        self.end_ms = end_ms
-        self.final = final
-        self.late = late
-        self.expired = expired
-        self.cumulative = cumulative
+#: a closed window whose snapshot :meth:`WindowManager.poll` builds with the other windows closed
+#: since the last poll (``snapshot_many``): the tuple ``(key, monitor, items, start_ms, end_ms,
+#: final, late, expired, cumulative)``, its monitor no longer changed by the engine, or None and
+#: only its events in the small form's input (``items``: the monitor is made when the poll needs
+#: it, and not at all when the type writes the window's texts from its items,
+#: ``Monitor.item_texts``), and the snapshot's fields as they were when it closed (a tuple: one per
+#: key and window, ~6x cheaper to make than an object)
+_Closed = tuple
 
 
 def _order(key: tuple[Any, Any]) -> tuple[str, str]:
@@ -446,7 +432,7 @@ class WindowManager:
         self._packs = small
         self._task = template.task if isinstance(template, Monitor) else None
         self._queue_events = batch and not small
-        self._deferred: list[_Closed] = []
+        self._deferred: list[tuple[Any, ...]] = []  # the _Closed windows of _ready, in order
         # add_columns' staged segments (see _stage): (per event: its key's state, slot, pane, time,
         # item), applied to the keys' queues by _unstage before anything reads them
         self._staged: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
@@ -1389,10 +1375,10 @@ class WindowManager:
     def _close_queued(self, key: tuple[str, str], state: _KeyState, items: list[Any], start_ms: int,
                       end_ms: int) -> None:
         """A final window of tumbling panes whose only content is its queued ``items``: a small one
-        of a type built together waits as its items (:class:`_Closed`, no monitor yet); any other
+        of a type built together waits as its items (:data:`_Closed`, no monitor yet); any other
         is applied to a new monitor (``update_items``, ``update_events``) and closed with it."""
         if self._task is not None and self._kind is not None and len(items) <= DEFER_MAX_EVENTS:
-            window = _Closed(key, None, 0, start_ms, end_ms, True, state.late, 0, False, items)
+            window = (key, None, items, start_ms, end_ms, True, state.late, 0, False)
             self._ready.append(window)
             self._deferred.append(window)
             return
@@ -1407,10 +1393,10 @@ class WindowManager:
                       final: bool, pending: int = 0, expired: int = 0, cumulative: bool = False) -> None:
         """A closed window's place in the ready queue: a small window of a monitor with a small
         form (no longer changed by the engine: nothing in it awaits a label) waits as a
-        :class:`_Closed` for the next poll to build it with the others (``snapshot_many``); any
+        :data:`_Closed` for the next poll to build it with the others (``snapshot_many``); any
         other window's snapshot is built now."""
-        if self._kind is not None and not pending and (count := monitor.count) <= DEFER_MAX_EVENTS:
-            window = _Closed(key, monitor, count, start_ms, end_ms, final, state.late, expired, cumulative)
+        if self._kind is not None and not pending and monitor.count <= DEFER_MAX_EVENTS:
+            window = (key, monitor, None, start_ms, end_ms, final, state.late, expired, cumulative)
             self._ready.append(window)
             self._deferred.append(window)
         else:
@@ -1472,7 +1458,7 @@ class WindowManager:
         return len(self._deferred)
 
     def _build_deferred(self, lines: bool = False) -> None:
-        """Replace the :class:`_Closed` windows in the ready queue by their snapshots, built
+        """Replace the :data:`_Closed` windows in the ready queue by their snapshots, built
         together by the monitor type's ``snapshot_many`` (``lines``: texts first, ``item_texts``
         from the items of windows closed without a monitor and ``snapshot_texts`` of the others,
         and each such window written as its line by :func:`~streammetrics.stream.snapshots.window_line`).
@@ -1481,48 +1467,51 @@ class WindowManager:
         kind = self._kind
         assert kind is not None
         extra, include_state = self.extra_metrics, self.include_state
-        built: list[Any] = [None] * len(deferred)
+        n = len(deferred)
+        built: list[Any] = [None] * n
+        monitors: list[Any] = [d[1] for d in deferred]
+        counts: list[int] = [0] * n
         texts: dict[int, tuple[str, str, str]] = {}
         plain: list[int] = []
         # a hook's metrics_text(key): the members it appends to any window of the key (None: it reads the window)
         appended = None if extra is None else getattr(extra, "metrics_text", None)
         if lines and include_state and (extra is None or appended is not None):  # final windows of one revision
-            plain = [i for i, d in enumerate(deferred) if d.final and not d.cumulative and not d.expired]
+            plain = [i for i, d in enumerate(deferred) if d[5] and not d[8] and not d[7]]
             if appended is not None:
-                members = {i: appended(deferred[i].key) for i in plain}
+                members = {i: appended(deferred[i][0]) for i in plain}
                 plain = [i for i in plain if members[i] is not None]
-            queued = [(i, items) for i in plain if (items := deferred[i].items) is not None]
+            queued = [(i, items) for i in plain if (items := deferred[i][2]) is not None]
             if queued:
                 for (i, items), text in zip(queued, kind.item_texts(self._factory(), [q for _, q in queued])):
                     if text is not None:
                         texts[i] = text
-                        deferred[i].count = len(items)  # (one event an item)
+                        counts[i] = len(items)  # (one event an item)
         for i, d in enumerate(deferred):  # the monitors of the windows closed as items and not written
-            if d.items is not None and i not in texts:
-                d.monitor = self._factory().update_items(d.items)
-                d.count = d.monitor.count
+            if d[2] is not None and i not in texts:
+                monitors[i] = self._factory().update_items(d[2])
+            if i not in texts:
+                counts[i] = monitors[i].count
         if plain:
             others = [i for i in plain if i not in texts]
             if others:
-                for i, text in zip(others, kind.snapshot_texts([deferred[i].monitor for i in others])):
+                for i, text in zip(others, kind.snapshot_texts([monitors[i] for i in others])):
                     if text is not None:
                         texts[i] = text
             given = [(i, texts[i]) for i in plain if i in texts]
             if appended is not None:
                 given = [(i, (_appended(text[0], members[i]), *text[1:])) for i, text in given]
-            lines_of = window_lines([(d.key, d.start_ms, d.end_ms, d.count, d.late, *text)
-                                     for d, text in ((deferred[i], text) for i, text in given)])
+            lines_of = window_lines([(deferred[i][0], deferred[i][3], deferred[i][4], counts[i], deferred[i][6], *text)
+                                     for i, text in given])
             for (i, _), line in zip(given, lines_of):
                 built[i] = line
         rest = [i for i, b in enumerate(built) if b is None]
         if rest:
-            records = kind.snapshot_many([deferred[i].monitor for i in rest], include_state)
+            records = kind.snapshot_many([monitors[i] for i in rest], include_state)
             for i, record in zip(rest, records):
-                d = deferred[i]
-                monitor = d.monitor
-                built[i] = build_snapshot(d.key, monitor, d.start_ms, d.end_ms, final=d.final, late=d.late,
-                                          expired=d.expired, cumulative=d.cumulative, include_state=include_state,
-                                          extra_metrics=extra, count=d.count, record=record)
+                key, _, _, start_ms, end_ms, final, late, expired, cumulative = deferred[i]
+                built[i] = build_snapshot(key, monitors[i], start_ms, end_ms, final=final, late=late, expired=expired,
+                                          cumulative=cumulative, include_state=include_state, extra_metrics=extra,
+                                          count=counts[i], record=record)
         in_order = iter(built)  # (_deferred holds them in their order in the ready queue)
         self._ready = [next(in_order) if r.__class__ is _Closed else r for r in self._ready]
 
@@ -1573,7 +1562,7 @@ class WindowManager:
         # the common close, written out: a key of tumbling windows holding one queued pane and no
         # other (many keys, few events each), its window built at the next poll (_Closed)
         simple = self._task is not None and self._kind is not None
-        closed_window, defer_max = _Closed, DEFER_MAX_EVENTS
+        defer_max = DEFER_MAX_EVENTS
         pane_ms = spec.pane_ms
         open_from, close_at = (last + 1) * spec.panes_per_slide, ((last + 1) * spec.slide_ms + spec.size_ms
                                                                   + spec.grace_ms) * 1000
@@ -1596,8 +1585,8 @@ class WindowManager:
                         if j <= last:
                             if j >= nw:
                                 if len(items) <= defer_max:  # (_close_queued, written out)
-                                    window = closed_window(key, None, 0, j * pane_ms, (j + 1) * pane_ms, True,
-                                                           state.late, 0, False, items)
+                                    window = (key, None, items, j * pane_ms, (j + 1) * pane_ms, True, state.late,
+                                              0, False)
                                     ready.append(window)
                                     deferred.append(window)
                                 else:
