@@ -130,13 +130,13 @@ def ensure_changelog_topic(config: ServiceConfig, consumer: Any) -> None:
     if not config.changelog_topic:
         return
     from .broker import create_topics
-    from .service import _security_options
+    from .service import security_options
 
     partitions = consumer.partitions_for_topic(config.topic)
     if not partitions:
         raise ValueError(f"input topic {config.topic!r} not found: create it before the changelog topic")
     created = create_topics(config.bootstrap_servers, {config.changelog_topic: len(partitions)}, exist_ok=True,
-                            **_security_options(config.kafka_options))
+                            **security_options(config.kafka_options))
     have = created.get(config.changelog_topic)
     if have is not None and have < len(partitions):
         raise ValueError(f"changelog topic {config.changelog_topic!r} has {have} partitions, fewer than the "
@@ -186,7 +186,7 @@ def build_merge_stage(config: ServiceConfig, consumer: Any, service: MetricsServ
     from .changelog import Changelog, KafkaChangelogReader
     from .clients import producer_settings, split_client_options
     from .partials import MergeStage
-    from .service import _security_options
+    from .service import security_options
     from .settings import consumer_settings
 
     assert config.partials_topic
@@ -196,7 +196,7 @@ def build_merge_stage(config: ServiceConfig, consumer: Any, service: MetricsServ
         raise ValueError(f"input topic {config.topic!r} not found: create it first")
     merge_log = merge_changelog_topic(config)
     wanted = {config.partials_topic: sources, **({merge_log: sources} if merge_log else {})}
-    created = create_topics(config.bootstrap_servers, wanted, exist_ok=True, **_security_options(config.kafka_options))
+    created = create_topics(config.bootstrap_servers, wanted, exist_ok=True, **security_options(config.kafka_options))
     for name, want in wanted.items():
         have = created.get(name)
         if have is not None and have < want and name != config.partials_topic:
@@ -220,7 +220,7 @@ def build_merge_stage(config: ServiceConfig, consumer: Any, service: MetricsServ
     changelog = None
     if merge_log:
         reader = KafkaChangelogReader(merge_log, bootstrap_servers=config.bootstrap_servers,
-                                      **_security_options(config.kafka_options))
+                                      **security_options(config.kafka_options))
         changelog = Changelog(producer, merge_log, reader, service.max_record_bytes)
     return MergeStage(consumer=merge_consumer, producer=producer, partials_topic=config.partials_topic,
                       output_topic=config.output_topic, sources=sources, codec=codec,

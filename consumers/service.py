@@ -540,7 +540,7 @@ class MetricsService:
             from .changelog import Changelog, KafkaChangelogReader
 
             reader = KafkaChangelogReader(config.changelog_topic, bootstrap_servers=config.bootstrap_servers,
-                                          **_security_options(config.kafka_options))
+                                          **security_options(config.kafka_options))
             changelog = Changelog(producer, config.changelog_topic, reader, self.max_record_bytes,
                                   signer=self.signer)
         if changelog is not None and getattr(changelog, "on_reject", False) is None:
@@ -1907,6 +1907,6 @@ class MetricsService:
                     self.metrics.lag.labels(side.tp.topic, str(side.tp.partition)).set(max(high - side.next_offset, 0))
 
 
-def _security_options(options: Mapping[str, Any]) -> dict[str, Any]:
+def security_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """The ``--kafka`` options a second, group-less client needs (TLS/SASL) to reach the cluster."""
     return {k: v for k, v in options.items() if k.startswith(("security_", "ssl_", "sasl_"))}

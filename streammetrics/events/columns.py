@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from itertools import chain, count, repeat
+from itertools import chain, repeat
 from operator import attrgetter
 from typing import Any, Optional, Union
 
@@ -59,6 +59,8 @@ _KINDS = {"str": (str,), "number": (int, float), "bool": (bool,)}
 _KIND_OF = {t: kind for kind, types in _KINDS.items() for t in types}
 #: most valid keys a column decoder remembers (each distinct key is checked once per batch beyond it)
 KEYS_CHECKED = 100_000
+_UNSEEN: Any = object()
+_REFUSED = ("", "")  # (the key of the rows whose key is refused: they go to the per-event path)
 _SHARED = frozenset(["ts", "model", "segment", "weight", "id"])  # (the columns of every task)
 
 
@@ -185,6 +187,27 @@ def _key_ok(model: Any, segment: Any) -> bool:
     return True
 
 
+def _raws0(structs: list[Any]) -> list[tuple[Any, ...]]:
+    return [(s.model, s.segment) for s in structs]
+
+
+def _raws1(structs: list[Any]) -> list[tuple[Any, ...]]:
+    return [(s.model, s.segment, s.slice0) for s in structs]
+
+
+def _raws2(structs: list[Any]) -> list[tuple[Any, ...]]:
+    return [(s.model, s.segment, s.slice0, s.slice1) for s in structs]
+
+
+def _raws3(structs: list[Any]) -> list[tuple[Any, ...]]:
+    return [(s.model, s.segment, s.slice0, s.slice1, s.slice2) for s in structs]
+
+
+#: each decoded event's raw key (model, segment[, slice values]), by the number of slice fields
+#: (written out: a third cheaper than ``attrgetter`` of several names)
+_RAWS = (_raws0, _raws1, _raws2, _raws3)
+
+
 class ColumnDecoder:
     """Decode batches of JSONL lines into :class:`EventColumns` for one :class:`EventParser`'s
     task, field names and classes (see the module docstring); build with :func:`column_decoder`.
@@ -220,20 +243,31 @@ class ColumnDecoder:
         rename = {s[0]: f[s[0]] for s in spec}
         self._slice_key = None
         self._pair = attrgetter("model", "segment")
+        names: list[str] = []
         if slices is not None:
             fields, self._slice_key = slices
-            names = [f"slice{i}" for i in range(len(fields))]
+            names = [f"slice{i}" for i in range(len(fields))]  # (as _RAWS reads them)
             spec += [(name, Optional[str], None) for name in names]
             rename.update(zip(names, fields))
             if len(set(rename.values())) != len(rename):
                 raise ValueError("a slice field is also an event field")
             self._pair = attrgetter("model", "segment", *names)
+        self._raws = _RAWS[len(names)] if len(names) < len(_RAWS) else lambda structs: list(map(self._pair, structs))
         struct = msgspec.defstruct("ColumnEvent", spec, rename=rename, gc=False)
         self._decode = msgspec.json.Decoder(struct).decode
         self._struct = struct
         self.classes = parser.classes
-        #: (model, segment) pairs found valid, and their key (at most KEYS_CHECKED: then not cached)
-        self._checked: dict[tuple[Any, Any], tuple[str, str]] = {}
+        #: the valid keys met, numbered in order (at most KEYS_CHECKED: beyond, a new key is numbered
+        #: for its batch only), and each one's number
+        self._keys: list[tuple[str, str]] = []
+        self._key_number: dict[tuple[str, str], int] = {}
+        #: raw keys (model, segment or None[, the slice fields' values]) met, by their key's number
+        #: (at most KEYS_CHECKED; a refused one is checked again in each batch)
+        self._raw_number: dict[tuple[Any, ...], int] = {}
+        #: with slices: each raw (model, segment) met, and its key, None when refused (at most KEYS_CHECKED)
+        self._bases: dict[tuple[Any, Any], tuple[str, str] | None] = {}
+        #: the values of the raw keys in :attr:`_raw_number` (one object each)
+        self._values: dict[Any, Any] = {}
         # multiclass: the class of a str or int y_true (a float equal to an int class finds it, as
         # the field rules do; a bool goes through the per-event path: True == 1)
         self._class_of: dict[Any, int] = {}
@@ -321,6 +355,83 @@ class ColumnDecoder:
             odd = sorted(odd + more_odd)
         return good, odd
 
+    def _keys_of(self, structs: list[Any], m: int) -> tuple[np.ndarray, list[Any], np.ndarray | None]:
+        """``(key_index, keys, refused)``: each row's index in ``keys``, the batch's distinct
+        keys in order of their first row, and the rows whose key the field rules refuse (None:
+        none; their key is ``_REFUSED``, which no row keeps). A raw key met before is numbered
+        by one dict lookup per row (its key's number in :attr:`_keys`); the new ones are checked
+        once each (:meth:`_new_keys`); the numbers are made dense by one ``np.unique``."""
+        number = np.fromiter(map(self._raw_number.get, self._raws(structs), repeat(-1)), dtype=np.intp, count=m)
+        extra: list[Any] = []
+        if number.min() < 0:
+            extra = self._new_keys(structs, number)
+        if number[0] == number[-1] and (number == number[0]).all():  # (one key)
+            used = number[:1].tolist()
+            key_index = np.zeros(m, dtype=np.intp)
+        else:  # numbered in order of their first row
+            distinct, inverse = np.unique(number, return_inverse=True)
+            first = np.full(len(distinct), m, dtype=np.intp)
+            np.minimum.at(first, inverse, np.arange(m, dtype=np.intp))
+            order = np.argsort(first)
+            rank = np.empty(len(order), dtype=np.intp)
+            rank[order] = np.arange(len(order), dtype=np.intp)
+            key_index = rank[inverse]
+            used = distinct[order].tolist()
+        known = self._keys
+        if not extra and min(used) >= 0:
+            return key_index, [known[i] for i in used], None
+        keys = [known[i] if 0 <= i < KEYS_CHECKED else _REFUSED if i < 0 else extra[i - KEYS_CHECKED] for i in used]
+        return key_index, keys, key_index == used.index(-1) if -1 in used else None
+
+    def _new_keys(self, structs: list[Any], number: np.ndarray) -> list[Any]:
+        """Number in place the rows whose raw key is not in :attr:`_raw_number` (``number`` -1):
+        each distinct one checked once (the field rules of ``model`` and ``segment``, then the
+        slice's key), -1 where refused; a key beyond KEYS_CHECKED numbered ``KEYS_CHECKED + i``
+        for this batch only, ``i`` its index in the list returned."""
+        miss = np.flatnonzero(number < 0)
+        pair = self._pair
+        raws = [pair(structs[j]) for j in miss.tolist()]
+        met = dict.fromkeys(raws, -1)
+        known, key_number, raw_number = self._keys, self._key_number, self._raw_number
+        slice_key, bases = self._slice_key, self._bases
+        same = self._values.setdefault  # (equal values kept as one object: a raw key found compares fast)
+        extra: list[Any] = []
+        extra_number: dict[Any, int] = {}
+        for raw in met:
+            if slice_key is None:
+                key: Any = (raw[0], "" if raw[1] is None else raw[1])
+                if not _key_ok(key[0], key[1]):
+                    continue
+            else:  # (model, segment) checked once, then the slice's key
+                base = bases.get(raw[:2], _UNSEEN)
+                if base is _UNSEEN:
+                    base = (raw[0], "" if raw[1] is None else raw[1])
+                    if not _key_ok(base[0], base[1]):
+                        base = None
+                    if len(bases) < KEYS_CHECKED:
+                        bases[raw[:2]] = base
+                if base is None:
+                    continue
+                sliced = slice_key(base[1], raw[2:])
+                if sliced is None:
+                    continue
+                key = (base[0], sliced)
+            got = key_number.get(key)
+            if got is None:
+                if len(known) < KEYS_CHECKED:
+                    got = key_number[key] = len(known)
+                    known.append(key)
+                else:
+                    got = extra_number.get(key)
+                    if got is None:
+                        got = extra_number[key] = KEYS_CHECKED + len(extra)
+                        extra.append(key)
+            if got < KEYS_CHECKED and len(raw_number) < KEYS_CHECKED:
+                raw_number[tuple(map(same, raw, raw))] = got
+            met[raw] = got
+        number[miss] = np.fromiter(map(met.__getitem__, raws), dtype=np.intp, count=len(raws))
+        return extra
+
     def _columns(self, structs: list[Any], rows: np.ndarray) -> tuple[EventColumns | None, list[int]] | None:
         m = len(structs)
         ts = np.fromiter(map(attrgetter("ts"), structs), dtype=np.float64, count=m)
@@ -342,43 +453,9 @@ class ColumnDecoder:
                 elif v is not None and (len(v) > MAX_NAME_LENGTH or not (v.isascii() or _utf8_text(v))):
                     ok[j] = False
                 ident[j] = v
-        # keys: each distinct (model, segment) checked once (a null segment is ""); a row's raw key
-        # is numbered by its first row (one dict pass), then densely
-        pairs = list(map(self._pair, structs))
-        first: dict[tuple[str, str | None], int] = {}
-        firsts = np.fromiter(map(first.setdefault, pairs, count()), dtype=np.intp, count=m)
-        raw_rows, raw_index = np.unique(firsts, return_inverse=True)
-        raw_pairs = list(first)  # the distinct raw keys in order of their first row (raw_rows' order)
-        checked = self._checked
-        found: list[Any] = list(map(checked.get, raw_pairs))  # each known one's key (a dict lookup per distinct key)
-        bad_raw = np.zeros(len(raw_rows), dtype=bool)
-        if None in found:
-            slice_key = self._slice_key
-            for i, pair in enumerate(raw_pairs):
-                if found[i] is not None:
-                    continue
-                key = (pair[0], "" if pair[1] is None else pair[1])
-                sliced = None
-                if not _key_ok(key[0], key[1]) or (
-                        slice_key is not None and (sliced := slice_key(key[1], pair[2:])) is None):
-                    bad_raw[i] = True
-                else:
-                    if sliced is not None:  # (model, the slice's key)
-                        key = (key[0], sliced)
-                    if len(checked) < KEYS_CHECKED:
-                        checked[pair] = key
-                found[i] = key
-        # the distinct keys numbered in order of their first raw key (several raw keys may give one)
-        distinct = dict.fromkeys(found)
-        if len(distinct) == len(found):
-            raw_to_key = np.arange(len(found), dtype=np.intp)
-        else:
-            number = dict(zip(distinct, count()))
-            raw_to_key = np.fromiter(map(number.__getitem__, found), dtype=np.intp, count=len(found))
-        keys = distinct
-        if bad_raw.any():
-            ok &= ~bad_raw[raw_index]
-        key_index = raw_to_key[raw_index]
+        key_index, keys, refused = self._keys_of(structs, m)
+        if refused is not None:
+            ok &= ~refused
         get = {name: map(attrgetter(name), structs) for name in self.names if name not in _SHARED}
         score = scores = y_pred = None
         task = self.task
@@ -447,14 +524,14 @@ class ColumnDecoder:
         except (OverflowError, TypeError, ValueError):  # e.g. a 400-digit integer: the per-event path
             return None
         if ok.all():
-            return EventColumns(task, rows, ts, list(keys), key_index, weight, y_true, score,
+            return EventColumns(task, rows, ts, keys, key_index, weight, y_true, score,
                                 scores, y_pred, self.classes, ident), []
         bad = np.flatnonzero(~ok)
         keep = np.flatnonzero(ok)
         odd = rows[bad].tolist()
         if not len(keep):
             return None, odd
-        return EventColumns(task, rows[keep], ts[keep], list(keys), key_index[keep],
+        return EventColumns(task, rows[keep], ts[keep], keys, key_index[keep],
                             None if weight is None else weight[keep], y_true[keep],
                             None if score is None else score[keep],
                             None if scores is None else [scores[j] for j in keep.tolist()],

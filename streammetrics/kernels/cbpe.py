@@ -45,11 +45,13 @@ import numpy as np
 
 from streammetrics.core.exceptions import undefined
 from streammetrics.kernels import ranking
+from streammetrics.kernels.levels import row_sums, to_front
 
 __all__ = [
     "calibrate",
     "calibration_blocks",
     "estimated_intervals",
+    "estimated_rows",
     "estimated_metrics",
     "estimated_roc_auc",
     "expected_confusion",
@@ -277,4 +279,106 @@ def estimated_intervals(c: np.ndarray, w: np.ndarray, predicted: np.ndarray, z: 
         g = (v10 - auc) / pos_total - (v01 - auc) / neg_total
         put("estimated_roc_auc", ranking.roc_auc(wn, wc), float(np.sum(var_level * g * g)), by_block(w * g),
             min(neg_total, pos_total), MIN_AUC_EVENTS)
+    return out
+
+
+def _subset_sums(x: np.ndarray, mask: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """``x[i][mask[i]].sum()`` of each row (``mask`` within the row's first ``n[i]`` levels), bit for bit."""
+    m, (front,) = to_front(mask, n, x)
+    return row_sums(front, m)
+
+
+def estimated_rows(c: np.ndarray, w: np.ndarray, predicted: np.ndarray, n: np.ndarray, z: float,
+                   block: np.ndarray, block_var: np.ndarray, reference_events: float
+                   ) -> list[tuple[dict[str, float], dict[str, tuple[float, float] | None]]]:
+    """The vectorised twin of :func:`estimated_roc_auc`, :func:`estimated_metrics` and
+    :func:`estimated_intervals` (unit weights: ``square_ratio`` 1) for many windows' levels, row
+    ``i`` holding its first ``n[i]`` levels (weight 0 past them), each row with some weight: per
+    row ``(estimates keyed estimated_*, intervals)``, bit for bit as those give them."""
+    from streammetrics.kernels.intervals import MIN_AUC_EVENTS, MIN_EVENTS, t_values
+
+    rows, width = w.shape
+    valid = np.arange(width) < n[:, None]
+    p = predicted & valid
+    q = ~predicted & valid
+    wc, wn = w * c, w * (1.0 - c)
+    total = w.sum(axis=1)  # (counts: exact in any order)
+    tp, fp = _subset_sums(wc, p, n), _subset_sums(wn, p, n)
+    fn, tn = _subset_sums(wc, q, n), _subset_sums(wn, q, n)
+    var_level = 1.0 * w * c * (1.0 - c)
+    v_tp, v_fn = _subset_sums(var_level, p, n), _subset_sums(var_level, q, n)
+    pw = np.where(p, w, 0.0).sum(axis=1)
+    neg_total, pos_sum = row_sums(wn, n), row_sums(wc, n)
+    both = (neg_total > 0) & (pos_sum > 0)
+    auc = np.full(rows, math.nan)
+    if both.any():
+        auc[both] = ranking.roc_auc_rows(wn[both], wc[both], n[both])
+    blocks = len(block_var)
+    at = (np.arange(rows)[:, None] * blocks + np.where(valid, block, 0)).ravel()
+
+    def by_block(x: np.ndarray) -> np.ndarray:
+        return np.bincount(at, weights=x.ravel(), minlength=rows * blocks).reshape(rows, blocks)
+
+    a_b, r_b = by_block(np.where(p, w, 0.0)), by_block(np.where(q, w, 0.0))
+    # ROC AUC's placement values (rows with both classes at least MIN_AUC_EVENTS strong)
+    tp_l, fn_l, pw_l, total_l = tp.tolist(), fn.tolist(), pw.tolist(), total.tolist()
+    positives = [a + b for a, b in zip(tp_l, fn_l)]
+    neg_l = neg_total.tolist()
+    auc_rows = [i for i in range(rows) if neg_l[i] > 0 and positives[i] > 0
+                and min(neg_l[i], positives[i]) >= MIN_AUC_EVENTS]
+    auc_var: dict[int, float] = {}
+    auc_grad: dict[int, np.ndarray] = {}
+    if auc_rows:
+        sel = np.array(auc_rows)
+        pos_t, neg_t = np.array(positives)[sel][:, None], neg_total[sel][:, None]
+        wn_s, wc_s = wn[sel], wc[sel]
+        below = np.cumsum(wn_s, axis=1) - wn_s
+        above = pos_t - np.cumsum(wc_s, axis=1)
+        v10 = (below + wn_s / 2.0) / neg_t
+        v01 = (above + wc_s / 2.0) / pos_t
+        mean = (row_sums(wc_s * v10, n[sel]) / pos_t[:, 0])[:, None]
+        g = (v10 - mean) / pos_t - (v01 - mean) / neg_t
+        g = np.where(valid[sel], g, 0.0)
+        variances = row_sums(var_level[sel] * g * g, n[sel]).tolist()
+        grads = np.bincount(((np.arange(len(sel))[:, None] * blocks) + np.where(valid[sel], block[sel], 0)).ravel(),
+                            weights=(w[sel] * g).ravel(), minlength=len(sel) * blocks).reshape(len(sel), blocks)
+        for j, i in enumerate(auc_rows):
+            auc_var[i], auc_grad[i] = variances[j], grads[j]
+    # every (row, metric) interval: its value, variance, gradient over the blocks, events, minimum
+    wanted: list[tuple[int, str, float, float, np.ndarray, float, int]] = []
+    v_tp_l, v_fn_l = v_tp.tolist(), v_fn.tolist()
+    for i in range(rows):
+        t, f, pw_i, tot, vt, vf = tp_l[i], fn_l[i], pw_l[i], total_l[i], v_tp_l[i], v_fn_l[i]
+        wanted.append((i, "estimated_accuracy", (t + tot - pw_i - f) / tot, (vt + vf) / tot ** 2,
+                       (a_b[i] - r_b[i]) / tot, tot, MIN_EVENTS))
+        if pw_i > 0:
+            wanted.append((i, "estimated_precision", t / pw_i, vt / pw_i ** 2, a_b[i] / pw_i, pw_i, MIN_EVENTS))
+        pos_i = positives[i]
+        if pos_i > 0:
+            wanted.append((i, "estimated_recall", t / pos_i, (f * f * vt + t * t * vf) / pos_i ** 4,
+                           (f * a_b[i] - t * r_b[i]) / pos_i ** 2, pos_i, MIN_EVENTS))
+        d = t + pw_i + f
+        if d > 0:
+            wanted.append((i, "estimated_f1", 2.0 * t / d, 4.0 * ((pw_i + f) ** 2 * vt + t * t * vf) / d ** 4,
+                           2.0 * ((pw_i + f) * a_b[i] - t * r_b[i]) / d ** 2, d - t, MIN_EVENTS))
+        if i in auc_var:
+            wanted.append((i, "estimated_roc_auc", float(auc[i]), auc_var[i], auc_grad[i], min(neg_l[i], pos_i),
+                           MIN_AUC_EVENTS))
+    gradients = np.array([x[4] for x in wanted]).reshape(len(wanted), blocks)
+    calibration = np.sum(gradients * gradients * block_var, axis=1).tolist()
+    t_of = t_values(z, [x[5] - 1.0 for x in wanted]).tolist()
+    out: list[tuple[dict[str, float], dict[str, tuple[float, float] | None]]] = []
+    for i in range(rows):
+        t, f, pw_i, tot = tp_l[i], fn_l[i], pw_l[i], total_l[i]
+        fp_i, tn_i = float(fp[i]), float(tn[i])
+        estimates = {"estimated_roc_auc": float(auc[i]) if both[i] else math.nan,
+                     "estimated_accuracy": (t + tn_i) / tot, "estimated_precision": _ratio(t, t + fp_i),
+                     "estimated_recall": _ratio(t, t + f), "estimated_f1": _ratio(t, t + 0.5 * (fp_i + f))}
+        out.append((estimates, dict.fromkeys(ESTIMATED)))
+    share = [tot / 1.0 / reference_events for tot in total_l]
+    for (i, name, value, var, _, events, minimum), extra, t_value in zip(wanted, calibration, t_of):
+        var += extra + var * share[i]  # the calibration map's own error
+        if events / 1.0 >= minimum and math.isfinite(var):
+            half = t_value * math.sqrt(max(var, 0.0))
+            out[i][1][name] = (max(value - half, 0.0), min(value + half, 1.0))
     return out

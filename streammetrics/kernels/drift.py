@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from streammetrics.core.exceptions import undefined
+from streammetrics.kernels.levels import row_sums, to_front
 
 __all__ = [
     "PSI_EPS",
@@ -58,6 +59,7 @@ __all__ = [
     "ks_bounds",
     "psi",
     "quantile_groups",
+    "rows_drift",
     "wasserstein",
     "wasserstein_bounds",
 ]
@@ -107,11 +109,15 @@ def ks(a: np.ndarray, b: np.ndarray, cdfs: Any = False) -> float:
     if cdfs is None:
         return _undefined("KS")
     d = cdfs[0] - cdfs[1]
+    return _ks_of(np.min(d), np.max(d), float(np.sum(a)), float(np.sum(b)), lambda: _integral(a) and _integral(b))
+
+
+def _ks_of(low: Any, high: Any, na: float, nb: float, counts: Any) -> float:
+    """:func:`ks` from ``min(d)``, ``max(d)`` and the totals (``counts()``: every weight an integer)."""
     # a distance between two CDFs is at most 1; weighted cumulative sums can round past it
-    stat = min(1.0, float(max(np.clip(-np.min(d), 0, 1), np.max(d))))
-    na, nb = float(np.sum(a)), float(np.sum(b))
+    stat = min(1.0, float(max(np.clip(-low, 0, 1), high)))
     if (max(na, nb) <= _KS_EXACT_N and na.is_integer() and nb.is_integer()
-            and _integral(a) and _integral(b)):  # counts, not weights summing to an integer
+            and counts()):  # counts, not weights summing to an integer
         # ks_2samp's exact mode (both sizes <= 10000) snaps d to a multiple of 1 / lcm(n1, n2)
         n1, n2 = int(na), int(nb)
         lcm = (n1 // math.gcd(n1, n2)) * n2
@@ -233,3 +239,77 @@ def js(a_mass: np.ndarray, b_mass: np.ndarray, base: float = 2.0) -> float:
     d = float(np.sum(_rel_entr(p, m)) + np.sum(_rel_entr(q, m)))
     d /= math.log(base)
     return math.sqrt(max(d, 0.0) / 2.0)
+
+
+# ----------------------------------------------------------------------------- many windows at once
+def _shifted(x: np.ndarray) -> np.ndarray:
+    """Each row's values one level later (0 first): the ECDF before each level."""
+    out = np.zeros_like(x)
+    out[:, 1:] = x[:, :-1]
+    return out
+
+
+def rows_drift(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, a: np.ndarray, b: np.ndarray,
+               singleton: np.ndarray, n: np.ndarray, a_mass: np.ndarray, b_mass: np.ndarray,
+               groups: np.ndarray) -> list[dict[str, float]]:
+    """The vectorised twin of :func:`ks`, :func:`ks_bounds`, :func:`wasserstein`,
+    :func:`wasserstein_bounds`, :func:`psi` and :func:`js` for many windows of **count** weights
+    (every ``a`` and ``b`` an integer: the sums are exact in any order) against one reference, each
+    row a window's aligned levels (the first ``n[i]`` of row ``i``; past them ``a = b = 0``), with
+    its group masses (the first ``groups[i]`` of ``a_mass[i]``, ``b_mass[i]``): one dict per row of
+    ``drift_ks``, ``drift_ks_low``, ... as the scalar functions give them, bit for bit. Each row
+    needs some weight on both sides."""
+    cols = np.arange(a.shape[1])
+    valid = cols < n[:, None]
+    ta, tb = a.sum(axis=1), b.sum(axis=1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        fa = np.cumsum(a, axis=1) / ta[:, None]
+        fb = np.cumsum(b, axis=1) / tb[:, None]
+        d = fa - fb
+        d_min = np.where(valid, d, np.inf).min(axis=1)
+        d_max = np.where(valid, d, -np.inf).max(axis=1)
+        low_ks = np.where(valid, np.abs(d), -np.inf).max(axis=1)
+        inside = np.maximum(fa - _shifted(fb), fb - _shifted(fa))
+        inside = np.where(singleton | ~valid, np.where(valid, 0.0, -np.inf), inside).max(axis=1)
+        keep = ((a > 0) | (b > 0)) & valid
+        m, (values, lo, hi, fa, fb) = to_front(keep, n, values, lo, hi, fa, fb)
+        step = np.abs(fa[:, :-1] - fb[:, :-1])
+        w_point = row_sums(np.multiply(step, np.diff(values, axis=1)), m - 1)
+        pa, pb = _shifted(fa), _shifted(fb)
+        between = row_sums(np.multiply(step, lo[:, 1:] - hi[:, :-1]), m - 1)
+        width = hi - lo
+        up_in = np.maximum(np.maximum(fa - pb, fb - pa), 0.0)
+        low_in = np.maximum(np.maximum(pa - fb, pb - fa), 0.0)
+        w_high = between + row_sums(np.multiply(up_in, width), m)
+        w_low = between + row_sums(np.multiply(low_in, width), m)
+        # PSI and JS on the group masses
+        pa_m = a_mass / a_mass.sum(axis=1)[:, None]
+        pb_m = b_mass / b_mass.sum(axis=1)[:, None]
+        m_m = (pb_m + pa_m) / 2.0
+        js_p, js_q = row_sums(_rel_entr(pb_m, m_m), groups), row_sums(_rel_entr(pa_m, m_m), groups)
+        pa_m = np.where(pa_m == 0, PSI_EPS, pa_m)
+        pb_m = np.where(pb_m == 0, PSI_EPS, pb_m)
+        psi_sum = row_sums((pa_m - pb_m) * np.log(pa_m / pb_m), groups)
+    log_base = math.log(2.0)
+    out = []
+    for i in range(len(a)):
+        na, nb = float(ta[i]), float(tb[i])
+        ks_low, ks_high = float(low_ks[i]), max(float(low_ks[i]), float(inside[i]))
+        slack = (4 * int(n[i]) + 32) * _EPS
+        w_slack = (4 * int(m[i]) + 32) * _EPS
+        js_d = float(js_p[i] + js_q[i]) / log_base
+        out.append({
+            "drift_ks": _ks_of(d_min[i], d_max[i], na, nb, _true),
+            "drift_ks_low": max(0.0, ks_low - slack),
+            "drift_ks_high": min(1.0, ks_high + slack),
+            "drift_wasserstein": float(w_point[i]),
+            "drift_wasserstein_low": max(0.0, float(w_low[i]) * (1 - w_slack)),
+            "drift_wasserstein_high": float(w_high[i]) * (1 + w_slack),
+            "drift_psi": float(psi_sum[i]),
+            "drift_js": math.sqrt(max(js_d, 0.0) / 2.0),
+        })
+    return out
+
+
+def _true() -> bool:
+    return True

@@ -334,14 +334,16 @@ def auc_interval(neg: Sequence[float], pos: Sequence[float], low: float, high: f
 
 
 def ovr_auc_interval(levels: Sequence[tuple[Any, Any, float, float]], weights: Any = None,
-                     confidence: float = 0.95) -> Pair | None:
+                     confidence: float = 0.95, classes: tuple[Any, Any] | None = None) -> Pair | None:
     """Interval of a mean of one-vs-rest ROC AUCs (multiclass ``roc_auc`` macro, or weighted by
     ``weights``): ``levels`` per class ``(neg, pos, low, high)`` (its levels in ascending score and
     guaranteed AUC bounds). Each class's :func:`auc_intervals`; the classes' AUCs share events, and
     their covariance is not kept, so they are combined conservatively: the weighted mean of the
     endpoints (the standard deviation of a mean is at most the mean of the standard deviations,
     equality at correlation 1; MOVER with correlation 1 for the asymmetric ends). None when a
-    class has fewer than :data:`MIN_AUC_EVENTS` events on either side.
+    class has fewer than :data:`MIN_AUC_EVENTS` events on either side. ``classes``: the classes'
+    :func:`auc_intervals` ``(low, high)`` of these levels, when the caller computed them (with many
+    windows' in one call).
 
     >>> up = [0] * 30 + [30] * 30
     >>> lo, hi = ovr_auc_interval([(up[::-1], up, 1.0, 1.0)] * 3)
@@ -353,10 +355,12 @@ def ovr_auc_interval(levels: Sequence[tuple[Any, Any, float, float]], weights: A
     sizes = [len(neg) for neg, _, _, _ in levels]
     if not all(sizes):
         return None
-    starts = np.cumsum([0] + sizes[:-1])
-    neg = np.concatenate([np.asarray(x[0], dtype=np.float64) for x in levels])
-    pos = np.concatenate([np.asarray(x[1], dtype=np.float64) for x in levels])
-    lo, hi = auc_intervals(starts, neg, pos, [x[2] for x in levels], [x[3] for x in levels], z_value(confidence))
+    if classes is None:
+        starts = np.cumsum([0] + sizes[:-1])
+        neg = np.concatenate([np.asarray(x[0], dtype=np.float64) for x in levels])
+        pos = np.concatenate([np.asarray(x[1], dtype=np.float64) for x in levels])
+        classes = auc_intervals(starts, neg, pos, [x[2] for x in levels], [x[3] for x in levels], z_value(confidence))
+    lo, hi = classes
     if np.isnan(lo).any() or np.isnan(hi).any():
         return None
     w = np.ones(len(levels)) if weights is None else np.asarray(weights, dtype=np.float64)

@@ -32,7 +32,9 @@ __all__ = [
     "level_bounds",
     "raw_bounds",
     "representative",
+    "row_sums",
     "to_binning",
+    "to_front",
 ]
 
 _DBL_MAX = float(np.finfo(np.float64).max)
@@ -155,3 +157,35 @@ def histogram_arrays(weights: dict[Any, float], binning: Binning) -> tuple[np.nd
     vals = np.fromiter(weights.values(), dtype=np.float64, count=len(weights))
     order = np.argsort(keys, kind="stable")
     return keys[order], vals[order]
+
+
+# ----------------------------------------------------------------------------- rows of levels
+# (the vectorised twins of the label-free kernels take many windows' levels as the rows of 2-d
+# arrays, row ``i`` holding its ``n[i]`` levels first)
+def row_sums(x: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """``np.sum(x[i, :n[i]])`` of each row, bit for bit: numpy's pairwise summation depends on the
+    length, so the rows of one length are summed together (``np.sum(axis=1)`` of a row-major block
+    sums each row as ``np.sum`` sums it alone)."""
+    out = np.zeros(len(x))
+    if not len(x):
+        return out
+    lengths = np.unique(n)
+    if len(lengths) == 1:
+        m = int(lengths[0])
+        return np.sum(x[:, :m], axis=1) if m else out
+    for m in lengths.tolist():
+        if m:
+            rows = np.flatnonzero(n == m)
+            out[rows] = np.sum(x[rows, :m], axis=1)
+    return out
+
+
+def to_front(keep: np.ndarray, n: np.ndarray, *rows: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The levels ``keep`` marks in each row (of its first ``n[i]``) moved to the row's front, in
+    order: ``(how many per row, the rows of each array)`` (the rows as they are when every level
+    is kept)."""
+    m = keep.sum(axis=1)
+    if (m == n).all():
+        return m, list(rows)
+    order = np.argsort(~keep, axis=1, kind="stable")
+    return m, [np.take_along_axis(r, order, axis=1) for r in rows]

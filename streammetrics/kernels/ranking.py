@@ -26,12 +26,14 @@ import warnings
 import numpy as np
 
 from streammetrics.core.exceptions import undefined
+from streammetrics.kernels.levels import row_sums, to_front
 
 __all__ = [
     "cumulative",
     "roc_curve",
     "roc_auc",
     "roc_auc_bounds",
+    "roc_auc_rows",
     "precision_recall_curve",
     "average_precision",
     "warn_one_class",
@@ -148,6 +150,29 @@ def roc_auc(neg: np.ndarray, pos: np.ndarray, max_fpr: float | None = None) -> f
     min_area = 0.5 * max_fpr**2
     max_area = max_fpr
     return 0.5 * (1 + (partial_auc - min_area) / (max_area - min_area))
+
+
+def roc_auc_rows(neg: np.ndarray, pos: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """The vectorised twin of :func:`roc_auc` (no ``max_fpr``): the ROC AUC of each row's first
+    ``n[i]`` levels, bit for bit; each row needs weight in both classes."""
+    cols = np.arange(neg.shape[1])
+    m, (neg, pos) = to_front(((neg > 0) | (pos > 0)) & (cols < n[:, None]), n, neg, pos)
+    inside = cols < m[:, None]
+    back = np.maximum(m[:, None] - 1 - cols, 0)  # (each row's levels from the highest down)
+    fps = np.cumsum(np.where(inside, np.take_along_axis(neg, back, axis=1), 0.0), axis=1)
+    tps = np.cumsum(np.where(inside, np.take_along_axis(pos, back, axis=1), 0.0), axis=1)
+    corner = inside.copy()  # (_roc_from_cumulative's drop_intermediate where a row has more than 2)
+    if fps.shape[1] > 2:
+        bend = (np.diff(fps, 2, axis=1) != 0) | (np.diff(tps, 2, axis=1) != 0)
+        corner[:, 1:-1] &= bend | (cols[1:-1] >= m[:, None] - 1) | (m[:, None] <= 2)
+    k, (fps, tps) = to_front(corner, m, fps, tps)
+    fps = np.concatenate((np.zeros((len(fps), 1)), fps), axis=1)
+    tps = np.concatenate((np.zeros((len(tps), 1)), tps), axis=1)
+    last = np.arange(len(fps)), k
+    with np.errstate(invalid="ignore", divide="ignore"):
+        fpr = fps / fps[last][:, None]
+        tpr = tps / tps[last][:, None]
+        return row_sums(np.diff(fpr, axis=1) * (tpr[:, 1:] + tpr[:, :-1]) / 2.0, k)
 
 
 def roc_auc_bounds(

@@ -1085,21 +1085,64 @@ class MulticlassScores(ScoreColumns):
         got = memo.get("columns")
         if got is None:
             if self._binning.exact and not self._units:
-                # the sums N[c] of _derive_ovr read from the aligned pair histograms of column c:
-                # float weights (whole, so any order of addition is exact) added in class order
-                columns = []
-                for c, (keys, w) in enumerate(self._columns()):
-                    neg = np.zeros(len(keys))
-                    for t in range(len(w)):
-                        if t != c:
-                            neg = neg + w[t]
-                    columns.append((keys, neg, w[c]))
-                got = (self._binning, columns)
+                got = (self._binning, _exact_ovr_columns(self._hist_list(), self._binning, len(self._cols.names)))
             else:
                 view = self._ovr_view()
                 got = (view[0], self._ovr_columns(view))
             memo["columns"] = got
         return got
+
+    @staticmethod
+    def ovr_many(accs: Sequence["MulticlassScores"], confidences: Sequence[float] | None = None) -> None:
+        """Compute the one-vs-rest columns and AUCs (:meth:`_ovr_parts`) of many accumulators at
+        once and keep them as each one's own (the metrics and intervals read them; any change of
+        the state forgets them): those in float mode with exact pair histograms, events, and weight
+        on both sides of each class present; the others compute theirs when read. With
+        ``confidences`` (one per accumulator), the classes' DeLong intervals of the ``roc_auc``
+        intervals too. The same values (:func:`_exact_ovr_columns`,
+        :func:`~streammetrics.kernels.ranking.roc_auc_rows`, :func:`_class_intervals`)."""
+        groups: dict[int, list[MulticlassScores]] = {}
+        for acc in accs:
+            if acc._binning.exact and not acc._units and acc.count and "columns" not in acc._ovr_memo:
+                groups.setdefault(len(acc._cols.names), []).append(acc)
+        for k, members in groups.items():
+            hists = [h for acc in members for h in acc._hist_list()]
+            columns = _exact_ovr_columns(hists, members[0]._binning, k)
+            for i, acc in enumerate(members):
+                acc._ovr_memo["columns"] = (acc._binning, columns[i * k:(i + 1) * k])
+        chosen, chosen_at, levels = [], [], []
+        for i, acc in enumerate(accs):
+            memo = acc._ovr_memo
+            if False in memo or "columns" not in memo or not acc._binning.exact or acc._units or not acc.count:
+                continue
+            count = acc.count
+            present = [bool(e) and e != count for e in acc._events]
+            mine = [c for c, p in zip(memo["columns"][1], present) if p]
+            if all(neg.sum() > 0 and pos.sum() > 0 for _, neg, pos in mine):  # (else: warnings, its own path)
+                chosen.append((acc, present))
+                chosen_at.append(i)
+                levels.extend(mine)
+        aucs = ranking.roc_auc_rows(*_padded(levels)).tolist() if levels else []
+        at = 0
+        for acc, present in chosen:
+            parts = np.full((3, len(present)), np.nan)
+            for c, p in enumerate(present):
+                if p:
+                    parts[:, c] = aucs[at]
+                    at += 1
+            acc._ovr_memo[False] = acc._ovr_memo[True] = (parts, [])  # (exact: the bounds are the value)
+        if confidences is None:
+            return
+        # the classes' DeLong intervals of the accumulators whose roc_auc intervals are defined
+        from streammetrics.kernels.intervals import z_value
+
+        by_z: dict[float, list[tuple[MulticlassScores, list]]] = {}
+        for (acc, present), confidence in zip(chosen, [confidences[i] for i in chosen_at]):
+            if all(present) and acc._confusion().unit_weights:
+                by_z.setdefault(z_value(confidence), []).append((acc, acc._ovr_levels()))
+        for z, items in by_z.items():
+            for (acc, _), classes in zip(items, _class_intervals([levels for _, levels in items], z)):
+                acc._ovr_memo["intervals", z] = classes
 
     def _ovo(self, average: str, bounds: bool) -> tuple[float, float, float]:
         """Hand & Till: the mean (or weight-share weighted mean) over pairs of classes with
@@ -1154,13 +1197,18 @@ class MulticlassScores(ScoreColumns):
         count = self.count
         if any(not e or e == count for e in self._events):
             return None
-        parts = self._ovr_parts(True)
-        levels = []
-        for c, (_, neg, pos) in enumerate(self._ovr_cached()[1]):
-            levels.append((np.asarray(neg, dtype=np.float64), np.asarray(pos, dtype=np.float64),
-                           parts[1, c], parts[2, c]))
+        levels = self._ovr_levels()
+        classes = self._ovr_memo.get(("intervals", z))  # (the macro and weighted intervals share them)
+        if classes is None and all(len(x[0]) for x in levels):
+            classes = self._ovr_memo["intervals", z] = _class_intervals([levels], z)[0]
         weights = np.asarray(self._weight_values(), dtype=np.float64) if average == "weighted" else None
-        return iv.ovr_auc_interval(levels, weights, confidence)
+        return iv.ovr_auc_interval(levels, weights, confidence, classes=classes)
+
+    def _ovr_levels(self) -> list[tuple[np.ndarray, np.ndarray, float, float]]:
+        """Per class ``(neg, pos, low, high)``: the one-vs-rest levels and AUC bounds the intervals read."""
+        parts = self._ovr_parts(True)
+        return [(np.asarray(neg, dtype=np.float64), np.asarray(pos, dtype=np.float64), parts[1, c], parts[2, c])
+                for c, (_, neg, pos) in enumerate(self._ovr_cached()[1])]
 
     def roc_auc(self, multi_class: str = "ovr", average: str | None = "macro") -> Any:
         """``sklearn.metrics.roc_auc_score(y_true, scores, multi_class=..., average=...,
@@ -1204,6 +1252,61 @@ class MulticlassScores(ScoreColumns):
             return ranking.average_precision(w[0], w[1])
         values = np.array([ranking.average_precision(neg, pos) for _, neg, pos in self._ovr_cached()[1]])
         return average_scores(values, average, class_w if average == "weighted" else None)
+
+
+def _exact_ovr_columns(hists: list[ScoreHistogram], binning: Binning,
+                       k: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``_ovr_columns()`` of exact pair histograms ``H[t][c]`` in float mode, in one pass over
+    their entries, for one or several accumulators of ``k`` classes (histogram ``i`` of ``hists``:
+    accumulator ``i // k**2``, ``t = i // k % k``, ``c = i % k``): per accumulator and column ``c``
+    the distinct scores ascending, ``N[c]`` (the other classes' weight at each) and ``P[c]``
+    (class ``c``'s). Float weights are whole, so any order of addition is exact (the sums of
+    :func:`_derive_ovr`)."""
+    ids, keys, w = flatten(hists, binning)
+    col = ids // (k * k) * k + ids % k  # (accumulator, column)
+    pos = ids // k % k == ids % k
+    order = np.lexsort((keys, col))
+    col, keys, w, pos = col[order], keys[order], w[order], pos[order]
+    new = np.ones(len(keys), dtype=bool)
+    new[1:] = (col[1:] != col[:-1]) | (keys[1:] != keys[:-1])
+    starts = np.flatnonzero(new)
+    if len(starts):
+        neg_w = np.add.reduceat(np.where(pos, 0.0, w), starts)
+        pos_w = np.add.reduceat(np.where(pos, w, 0.0), starts)
+    else:
+        neg_w = pos_w = np.zeros(0)
+    keys = keys[starts]
+    edges = np.searchsorted(col[starts], np.arange(len(hists) // k + 1)).tolist()
+    return [(keys[a:b], neg_w[a:b], pos_w[a:b]) for a, b in zip(edges[:-1], edges[1:])]
+
+
+def _padded(levels: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(neg, pos, n)``: the ``(keys, neg, pos)`` levels as rows (zeros after each row's ``n[i]``)."""
+    n = np.array([len(keys) for keys, _, _ in levels], dtype=np.int64)
+    inside = np.arange(int(n.max()) if len(n) else 0) < n[:, None]
+    neg, pos = np.zeros(inside.shape), np.zeros(inside.shape)
+    neg[inside] = np.concatenate([x[1] for x in levels])
+    pos[inside] = np.concatenate([x[2] for x in levels])
+    return neg, pos, n
+
+
+def _class_intervals(windows: list[list[tuple[np.ndarray, np.ndarray, float, float]]],
+                     z: float) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per window (its classes' ``(neg, pos, low, high)``, each with levels), the classes'
+    :func:`~streammetrics.kernels.intervals.auc_intervals` ``(low, high)``, every window's in one
+    call (whole counts: the same values as one window's alone)."""
+    from streammetrics.kernels.intervals import auc_intervals
+
+    levels = [x for window in windows for x in window]
+    sizes = [len(x[0]) for x in levels]
+    lo, hi = auc_intervals(np.cumsum([0] + sizes[:-1]), np.concatenate([x[0] for x in levels]),
+                           np.concatenate([x[1] for x in levels]), [x[2] for x in levels],
+                           [x[3] for x in levels], z)
+    out, at = [], 0
+    for window in windows:
+        out.append((lo[at:at + len(window)], hi[at:at + len(window)]))
+        at += len(window)
+    return out
 
 
 def _ranks(S: np.ndarray, t: np.ndarray, st: np.ndarray) -> np.ndarray:

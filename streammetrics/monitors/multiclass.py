@@ -29,7 +29,7 @@ from streammetrics.kernels.exact_weights import (
 from streammetrics.kernels.histogram import MAX_TOTAL_WEIGHT
 from streammetrics.metrics.multiclass_scores import MulticlassScores
 from streammetrics.metrics.score_distribution import ScoreDistribution
-from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
+from streammetrics.monitors.base import Monitor, batch_weights, empty_like, json_number, part, quiet
 from streammetrics.monitors.labels import (
     LABEL_INTERVALS,
     MANY_MAX_LABELS,
@@ -392,6 +392,18 @@ class MulticlassMonitor(Monitor):
         if reference is not None:
             self.bind(reference)
 
+    def empty(self) -> "MulticlassMonitor":
+        """A new monitor with this one's configuration, binding and no events, built without the
+        constructor (:func:`~streammetrics.monitors.base.empty_like`; the window engine makes one
+        per key and window). Called on an empty monitor (a factory's template).
+
+        >>> MulticlassMonitor(["a", "b"]).empty() == MulticlassMonitor(["a", "b"])
+        True
+        """
+        if self._pcount or self.scores.count:
+            raise ValueError("empty() is called on an empty monitor (a template)")
+        return empty_like(self)
+
     # -------------------------------------------------------------- reference binding
     def bind(self, reference: Any) -> "MulticlassMonitor":
         """Feed the estimate sums of every later prediction against ``reference`` (a
@@ -657,6 +669,7 @@ class MulticlassMonitor(Monitor):
         """
         out: list[Any] = [None] * len(monitors)
         chosen, matrices = [], []
+        MulticlassScores.ovr_many([m.scores for m in monitors], [m.confidence for m in monitors])  # (at once)
         for i, m in enumerate(monitors):
             cm = m.scores.confusion()
             if cm.count and cm.unit_weights and 2 <= len(m.classes) <= MANY_MAX_LABELS:

@@ -203,6 +203,8 @@ class ReferenceLevels:
         self.hist = hist
         # the reference's (keys, weights, raw lo, raw hi) per binning windows came on
         self._on: dict[Binning, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+        # the quantile groups' cuts and the reference's mass per group, per (binning, groups)
+        self._cuts: dict[tuple[Binning, int], tuple[np.ndarray, np.ndarray]] = {}
 
     def _reference_on(self, binning: Binning) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         cached = self._on.get(binning)
@@ -233,6 +235,92 @@ class ReferenceLevels:
         lo[ib], hi[ib] = rlo, rhi
         lo, hi = clamp_bounds(lo, hi)
         return keys, a, b, lo, hi, binning
+
+    def _cuts_on(self, binning: Binning, psi_groups: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(cuts, masses)``: :func:`~streammetrics.kernels.drift.quantile_groups`' cuts as indices
+        of the reference's levels on ``binning`` (on a window's union of levels they fall on the same
+        reference levels: a window's own levels add no reference weight) and the reference's mass
+        per group (the groups past a cut at its last level excluded)."""
+        key = (binning, psi_groups)
+        cached = self._cuts.get(key)
+        if cached is None:
+            rw = self._reference_on(binning)[1]
+            total = float(rw.sum())
+            share = np.cumsum(rw) / total
+            targets = np.arange(1, psi_groups) / psi_groups
+            cuts = np.unique(np.searchsorted(share, targets - 1e-12, side="left"))
+            groups = np.searchsorted(cuts, np.arange(len(rw)), side="left")
+            cached = (cuts, np.bincount(groups, weights=rw))
+            if len(self._cuts) >= 8:
+                self._cuts.clear()
+            self._cuts[key] = cached
+        return cached
+
+    def counts(self) -> bool:
+        """Whether every reference weight is an integer (events counted): its sums are then exact in
+        any order, which :meth:`drift_many` needs."""
+        w = self.hist[1]
+        return bool(np.all(w == np.floor(w))) and float(w.sum()) < 2.0 ** 52
+
+    def drift_many(self, windows: list[Histogram], psi_groups: int) -> list[dict[str, float]]:
+        """:meth:`drift` of many window histograms of **count** weights on one binning, bit for bit,
+        in one vectorised pass (:func:`~streammetrics.kernels.drift.rows_drift`, each window's levels
+        aligned with the reference's in a row); the reference's weights must be counts too
+        (:meth:`counts`)."""
+        wb = windows[0][2]
+        binning = common_binning(wb, self.hist[2])
+        rk, rw, rlo, rhi = self._reference_on(binning)
+        r, w = len(rk), len(windows)
+        lengths = np.array([len(h[0]) for h in windows])
+        keys = np.concatenate([h[0] for h in windows])
+        weights = np.concatenate([h[1] for h in windows])
+        row = np.repeat(np.arange(w), lengths)
+        if wb != binning:  # (to_binning of each window: ascending keys, so a key's events are one run)
+            keys = binning.keys(np.asarray(keys, dtype=np.float64))
+            first = np.ones(len(keys), dtype=bool)
+            first[1:] = (keys[1:] != keys[:-1]) | (row[1:] != row[:-1])
+            at = np.flatnonzero(first)
+            keys, weights, row = keys[at], np.add.reduceat(weights, at), row[at]
+        at = np.searchsorted(rk, keys)
+        new = (at >= r) | (rk[np.minimum(at, r - 1)] != keys)
+        added = np.bincount(row[new], minlength=w)
+        n = r + added
+        # before reference level i of row j: the row's new levels inserted at or below i
+        shift = np.cumsum(np.bincount(row[new] * (r + 1) + at[new], minlength=w * (r + 1)).reshape(w, r + 1),
+                          axis=1)[:, :r]
+        ref_at = np.arange(r) + shift
+        counted = np.cumsum(new)
+        starts = np.searchsorted(row, np.arange(w))
+        rank = counted - 1 - np.concatenate(([0], counted))[starts][row]
+        pos = np.where(new, at + rank, np.minimum(at, r - 1) + shift[row, np.minimum(at, r - 1)])
+        width = int(n.max())
+        ref_rows = np.repeat(np.arange(w), r)
+        flat_ref = ref_at.ravel()
+        k = np.zeros((w, width), dtype=rk.dtype)
+        a, b = np.zeros((w, width)), np.zeros((w, width))
+        lo, hi = np.full((w, width), np.inf), np.full((w, width), np.inf)
+        k[ref_rows, flat_ref] = np.tile(rk, w)
+        b[ref_rows, flat_ref] = np.tile(rw, w)
+        lo[ref_rows, flat_ref] = np.tile(rlo, w)
+        hi[ref_rows, flat_ref] = np.tile(rhi, w)
+        k[row, pos] = keys
+        a[row, pos] = weights
+        lo[row[new], pos[new]], hi[row[new], pos[new]] = raw_bounds(binning, keys[new])
+        hi[:, :-1] = np.minimum(hi[:, :-1], np.nextafter(lo[:, 1:], -np.inf))  # (levels.clamp_bounds of each row)
+        hi = np.maximum(hi, lo)
+        singleton = binning.singleton(k.ravel()).reshape(w, width)
+        with np.errstate(over="ignore", invalid="ignore"):
+            values = k.astype(np.float64) if binning.exact else representative(lo, hi)
+        cuts, ref_mass = self._cuts_on(binning, psi_groups)
+        # a cut at the last reference level counts when the row has a level past it
+        last = len(cuts) > 0 and int(cuts[-1]) == r - 1
+        groups = np.full(w, len(cuts) + 1) - (last & (shift[:, r - 1] == added) if r else 0)
+        group = np.searchsorted(rk[cuts], keys, side="left")
+        columns = len(cuts) + 1
+        a_mass = np.bincount(row * columns + group, weights=weights, minlength=w * columns).reshape(w, columns)
+        b_mass = np.zeros((w, columns))
+        b_mass[:, :len(ref_mass)] = ref_mass
+        return drift.rows_drift(values, lo, hi, a, b, singleton, n, a_mass, b_mass, groups)
 
     def drift(self, window: Histogram, psi_groups: int) -> dict[str, float]:
         """The ``drift_*`` metrics of a window histogram (see the module docstring)."""
@@ -287,6 +375,7 @@ class Reference:
         else:
             self._fit = cbpe.isotonic_fit_bins(lo, hi, table[0], table[1])
         self._levels = ReferenceLevels(self._hist)
+        self._counts = self._levels.counts()
         # the isotonic blocks of the reference's levels (estimate intervals): the lowest score of each
         # block's first level and the block's variance (two numbers per block, not per level)
         x = keys.astype(np.float64) if binning.exact else representative(lo, hi)
@@ -400,6 +489,52 @@ class Reference:
             hist = window_histogram(window)
             return self._metrics(window, hist), self._estimate_intervals(window, hist, z)
 
+    def metrics_and_intervals_many(
+        self, windows: list[Any], confidence: float = 0.95
+    ) -> list[tuple[dict[str, float | None], dict[str, tuple[float, float] | None]]]:
+        """:meth:`metrics_and_intervals` of each window, bit for bit; the drift of the windows in a
+        monitor's small form computed together (:meth:`ReferenceLevels.drift_many`) when the
+        reference's weights are counts."""
+        from streammetrics.kernels.intervals import check_confidence, z_value
+
+        z = z_value(check_confidence(confidence))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UndefinedMetricWarning)
+            read = [_small(window) for window in windows]
+            hists = [window_histogram(window) for window in read]
+            small = [i for i, window in enumerate(read) if window.__class__ is _SmallWindow] if self._counts else []
+            done = dict(zip(small, self._small_many([read[i].columns for i in small], [hists[i] for i in small], z))
+                        if small else ())
+            return [done.get(i) or (self._metrics(window, hist), self._estimate_intervals(window, hist, z))
+                    for i, (window, hist) in enumerate(zip(read, hists))]
+
+    def _small_many(self, columns: list[tuple[np.ndarray, np.ndarray, np.ndarray]], hists: list[Histogram],
+                    z: float) -> list[tuple[dict[str, float | None], dict[str, tuple[float, float] | None]]]:
+        """``(metrics, intervals)`` of windows in a monitor's small form (``columns``: scores, negatives,
+        positives; unit weights, exact) against a reference of counts, as :meth:`_metrics` and
+        :meth:`_estimate_intervals` give them, bit for bit: each family's vectorised twin over the
+        windows' levels as rows (:meth:`ReferenceLevels.drift_many`, :func:`cbpe.estimated_rows`,
+        :func:`calibration.calibration_error_rows`)."""
+        drifts = self._levels.drift_many(hists, self.psi_groups)
+        n = np.array([len(c[0]) for c in columns])
+        rows, width = len(columns), int(n.max())
+        at = (np.repeat(np.arange(rows), n), np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n))
+        x, neg, pos = np.zeros((rows, width)), np.zeros((rows, width)), np.zeros((rows, width))
+        x[at] = np.concatenate([c[0] for c in columns])
+        neg[at] = np.concatenate([c[1] for c in columns])
+        pos[at] = np.concatenate([c[2] for c in columns])
+        w = neg + pos
+        starts, block_var = self._blocks
+        block = np.clip(np.searchsorted(starts, x, side="right") - 1, 0, max(len(starts) - 1, 0))
+        estimated = cbpe.estimated_rows(self.calibrated(x), w, x >= ExactBinning().key(self.threshold), n, z, block,
+                                        block_var, self.scores.total_weight / self._square_ratio())
+        ece = calibration.calibration_error_rows(x, neg, pos, n, self.ece_bins, self.ece_norm).tolist()
+        out = []
+        for i, (estimates, intervals) in enumerate(estimated):
+            found: dict[str, float] = {**drifts[i], **estimates, "ece": ece[i], "ece_low": ece[i], "ece_high": ece[i]}
+            out.append(({k: json_number(float(found[k])) for k in METRICS}, intervals))
+        return out
+
     def _estimate_intervals(self, window: Any, hist: Histogram, z: float) -> dict[str, tuple[float, float] | None]:
         c, w, predicted = self._calibrated_levels(hist)
         total = float(np.sum(w))
@@ -464,9 +599,12 @@ class Reference:
             window = _small(window)  # (a monitor's small form read once)
             return self._metrics(window, window_histogram(window))
 
-    def _metrics(self, window: Any, hist: Histogram) -> dict[str, float | None]:
-        """:meth:`metrics` of ``window`` (read by :func:`_small`) with its histogram ``hist``."""
-        out: dict[str, float] = {**self._levels.drift(hist, self.psi_groups), **self._estimate(hist)}
+    def _metrics(self, window: Any, hist: Histogram, drifts: dict[str, float] | None = None) -> dict[str, float | None]:
+        """:meth:`metrics` of ``window`` (read by :func:`_small`) with its histogram ``hist`` (and its
+        drift metrics when computed already)."""
+        if drifts is None:
+            drifts = self._levels.drift(hist, self.psi_groups)
+        out: dict[str, float] = {**drifts, **self._estimate(hist)}
         labelled = window.__class__ is _SmallWindow or binary_scores_of(window) is not None
         try:
             e = self.ece(window) if labelled else (math.nan,) * 3
@@ -576,11 +714,35 @@ def snapshot_metrics(
     # the window is read once for both), as [monitor, its count, confidence, intervals]
     read: list[Any] = []
 
+    # the metrics and intervals of windows prepared together (prepare): id(monitor) -> [monitor, its
+    # count, confidence, metrics, intervals]; emptied by each prepare (at most one batch held)
+    prepared: dict[int, list[Any]] = {}
+
+    def prepare(windows: list[tuple[tuple[str, str], Any]]) -> None:
+        """Compute the hook's metrics and intervals of the ``(key, monitor)`` windows about to be
+        built, per reference together (:meth:`Reference.metrics_and_intervals_many`); the hook and
+        its ``intervals`` then take them (the same values: each window read once)."""
+        prepared.clear()
+        by_ref: dict[tuple[str, str], list[Any]] = {}
+        for key, monitor in windows:
+            if key in refs and monitor.count:
+                by_ref.setdefault(key, []).append(monitor)
+        for key, monitors in by_ref.items():
+            for confidence in {getattr(m, "confidence", 0.95) for m in monitors}:
+                chosen = [m for m in monitors if getattr(m, "confidence", 0.95) == confidence]
+                for m, (found, pairs) in zip(chosen, refs[key].metrics_and_intervals_many(chosen, confidence)):
+                    prepared[id(m)] = [m, m.count, confidence, found, pairs]
+
     def hook(key: tuple[str, str], monitor: Any, metrics: dict[str, Any]) -> None:
         ref = refs.get(key)
         read.clear()
         if ref is None:
             metrics.update(binary_nulls)
+            return
+        held = prepared.pop(id(monitor), None) if prepared else None
+        if held is not None and held[0] is monitor and held[1] == monitor.count:
+            metrics.update(held[3])
+            read.extend((monitor, held[1], held[2], held[4]))
         elif not monitor.count:
             metrics.update(ref.metrics(monitor))
         else:
@@ -589,6 +751,7 @@ def snapshot_metrics(
             metrics.update(found)
             read.extend((monitor, monitor.count, confidence, pairs))
 
+    hook.prepare = prepare  # type: ignore[attr-defined]
     hook.intervals = _estimate_intervals(refs, Reference.estimate_intervals, read)  # type: ignore[attr-defined]
     nulls_text = "".join(f',"{name}":null' for name in METRICS)
 

@@ -46,10 +46,12 @@ class Source(NamedTuple):
 
 
 def _items(source: Source, parse_raw: Callable[[Any], list[Any]], rank: int,
-           counter: list[int]) -> Iterator[tuple[float, int, int, str, Any, int]]:
+           counter: list[int]) -> Iterator[tuple[float, int, int, int, Any]]:
+    """``(ts, rank, seq, line, item)`` of every item of ``source``: tuples that order as the merge
+    takes them (``seq`` numbers the source's items, so nothing past it is compared)."""
     ts = -math.inf
     seq = 0
-    name, raw = source.name, source.parse is None
+    raw = source.parse is None
     parse = parse_raw if source.parse is None else source.parse
     for lineno, line in enumerate(source.units, source.first_line):
         counter[0] += 1
@@ -63,16 +65,24 @@ def _items(source: Source, parse_raw: Callable[[Any], list[Any]], rank: int,
             if item.__class__ is not Rejection:
                 ts = item.ts
             seq += 1
-            yield (ts, rank, seq, f"{name}:{lineno}", item, 0)
+            yield (ts, rank, seq, lineno, item)
+
+
+def _merged(sources: Sequence[tuple[Any, ...]], parse: Callable[[Any], list[Any]],
+            counter: list[int]) -> tuple[list[str], Iterator[tuple[float, int, int, int, Any]]]:
+    """The sources' names, and their items merged by ``(ts, rank)`` (see :func:`_items`)."""
+    given = [Source(*source) for source in sources]
+    streams = [_items(source, parse, rank, counter) for rank, source in enumerate(given)]
+    return [source.name for source in given], heapq.merge(*streams)
 
 
 def merged_items(sources: Sequence[tuple[Any, ...]], parse: Callable[[Any], list[Any]],
                  counter: list[int]) -> Iterator[tuple[str, Any]]:
     """``(FILE:LINE, item)`` of every source (a :class:`Source`, or ``(name, lines)``) in
     event-time order; ``parse`` parses raw lines; ``counter`` collects ``[lines, bytes]`` read."""
-    streams = [_items(Source(*source), parse, rank, counter) for rank, source in enumerate(sources)]
-    for _, _, _, where, item, _ in heapq.merge(*streams, key=lambda x: (x[0], x[1])):
-        yield where, item
+    names, merged = _merged(sources, parse, counter)
+    for _, rank, _, lineno, item in merged:
+        yield f"{names[rank]}:{lineno}", item
 
 
 def replay_merged(sources: Sequence[tuple[Any, ...]], pipeline: Any, write: Callable[[str], Any],
@@ -83,13 +93,16 @@ def replay_merged(sources: Sequence[tuple[Any, ...]], pipeline: Any, write: Call
     counter = [0, 0]
     process = pipeline.process_event
     n = 0
-    for where, item in merged_items(sources, pipeline.parser.parse_value, counter):
+    names, merged = _merged(sources, pipeline.parser.parse_value, counter)
+    for _, rank, _, lineno, item in merged:
         n += 1
         if item.__class__ is Rejection:
-            note(where, item)
+            note(f"{names[rank]}:{lineno}", item)
         else:
-            for problem in process(item).problems:
-                note(where, problem)
+            problems = process(item).problems
+            if problems:
+                for problem in problems:
+                    note(f"{names[rank]}:{lineno}", problem)
         if n & POLL_EVERY == 0:
             stats.lines = counter[0]
             if progress is not None:

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from streammetrics.events.parser import Event
-from streammetrics.stream.labels import EXPIRED, JOINED, LABEL_EXPIRED, REJECTED, Label, LabelJoin
+from streammetrics.stream.labels import EXPIRED, JOINED, LABEL_EXPIRED, PENDING, REJECTED, Label, LabelJoin
 from streammetrics.stream.pending import ts_us
 from streammetrics.stream.windows import EventRejected, WindowManager
 
@@ -84,21 +84,23 @@ class LabelStream:
         (:meth:`WindowManager.revision_tick`: changes of earlier panes are emitted), then
         advances the join (predictions expiring by it are settled, before any window this item
         closes), then the item is applied."""
-        windows = self.windows
+        windows, join, counts = self.windows, self.join, self.counts
+        t = ts_us(item.ts)
         if item.__class__ is Label:
-            self.counts["labels"] += 1
-            windows.revision_tick(ts_us(item.ts))
-            notes = self._settle(self.join.advance(item.ts))
-            more = self._settle(self.join.add_label(item))
+            counts["labels"] += 1
+            windows.revision_tick(t)
+            out = join.advance_us(t)
+            notes = self._settle(out) if out else _NONE
+            more = self._settle(join.add_label(item, t))
             return [*notes, *more] if notes and more else notes or more
         event: Any = item
         try:
             windows.check_time(event)
         except EventRejected as exc:
-            self.counts["refused"] += 1
+            counts["refused"] += 1
             return [Notice("rejected", exc.code, exc.reason)]
-        windows.revision_tick(ts_us(event.ts))
-        out = self.join.advance(event.ts)
+        windows.revision_tick(t)
+        out = join.advance_us(t)
         notes = self._settle(out) if out else _NONE
         try:
             if event.y_true is not None:
@@ -108,18 +110,18 @@ class LabelStream:
                 first = windows.add_prediction(event)
                 applied = first is not None
         except EventRejected as exc:  # key_limit, kind_mismatch: its time still advanced the join
-            self.counts["refused"] += 1
+            counts["refused"] += 1
             return [Notice("rejected", exc.code, exc.reason), *notes]
         if not applied:
-            self.counts["late"] += 1
+            counts["late"] += 1
             late = Notice("late", "late", f"late event for model={event.model!r} segment={event.segment!r} "
                                           f"ts={event.ts!r}: its windows have closed")
             return [late, *notes]
         if event.y_true is not None:
-            self.counts["events"] += 1
+            counts["events"] += 1
             return notes
-        self.counts["predictions"] += 1
-        more = self._settle(self.join.add_prediction(event, first))
+        counts["predictions"] += 1
+        more = self._settle(join.add_prediction(event, first, t))
         return [*notes, *more] if notes and more else notes or more
 
     def _settle(self, outputs: Any) -> list[Notice] | tuple[()]:
@@ -127,6 +129,8 @@ class LabelStream:
         windows = self.windows
         for o in outputs:
             kind = o.kind
+            if kind is PENDING:
+                continue
             if kind is JOINED:
                 try:
                     windows.add_outcome(o.event, o.tag)

@@ -166,19 +166,24 @@ class LabelJoin:
     def advance(self, ts: float) -> list[JoinOutput] | tuple[()]:
         """Move the watermark to ``ts`` if later (any event's time, e.g. an inline-labelled
         prediction's) and return what expires."""
-        t = ts_us(ts)
+        return self.advance_us(ts_us(ts))
+
+    def advance_us(self, t: int) -> list[JoinOutput] | tuple[()]:
+        """:meth:`advance` to an event time in whole microseconds (:func:`ts_us`)."""
         wm = self.watermark_us
         if wm is not None and t <= wm:
             return _NONE
         self.watermark_us = t
         return self._expire(t - self.ttl_us)
 
-    def add_prediction(self, event: Event, tag: int | None = None) -> list[JoinOutput]:
+    def add_prediction(self, event: Event, tag: int | None = None, time_us: int | None = None) -> list[JoinOutput]:
         """A prediction awaiting its label (its ``y_true`` is ignored). ``tag`` (an integer,
-        e.g. the prediction's first window) is kept with it and returned on its outputs."""
-        out = list(self.advance(event.ts))
+        e.g. the prediction's first window) is kept with it and returned on its outputs;
+        ``time_us``: its ``ts_us(event.ts)`` if the caller has it."""
+        t = ts_us(event.ts) if time_us is None else time_us
+        out = list(self.advance_us(t))
         ident = event.id
-        if not isinstance(ident, str):
+        if ident.__class__ is not str and not isinstance(ident, str):
             self.counts["missing_id"] += 1
             out.append(JoinOutput(REJECTED, event, "missing_id", "prediction without y_true needs an 'id'"))
             return out
@@ -191,20 +196,23 @@ class LabelJoin:
                 self._touched_labels.add(ident)
             self.counts["joined"] += 1
             out.append(JoinOutput(JOINED, _joined(event, rec[0]), tag=tag))
-        elif self.watermark_us is not None and ts_us(event.ts) < self.watermark_us - self.ttl_us:
+        elif t < self.watermark_us - self.ttl_us:  # type: ignore[operator]  # (set by advance_us)
             self._expire_prediction(event, tag, "ttl", out)
         else:
-            self._due_us = min(self._due_us, ts_us(event.ts))
+            if t < self._due_us:
+                self._due_us = t
             for old, old_tag in self.store.put(event, tag):
                 self.counts["evicted"] += 1
                 self._expire_prediction(old, old_tag, "evicted", out)
         return out
 
-    def add_label(self, label: Label) -> list[JoinOutput]:
-        """A label event: joins the pending predictions with its id, or waits for them."""
-        out = list(self.advance(label.ts))
+    def add_label(self, label: Label, time_us: int | None = None) -> list[JoinOutput]:
+        """A label event: joins the pending predictions with its id, or waits for them
+        (``time_us``: its ``ts_us(label.ts)`` if the caller has it)."""
+        t = ts_us(label.ts) if time_us is None else time_us
+        out = list(self.advance_us(t))
         ident = label.id
-        if not isinstance(ident, str):
+        if ident.__class__ is not str and not isinstance(ident, str):
             self.counts["missing_id"] += 1
             out.append(JoinOutput(REJECTED, label, "missing_id", "label event needs an 'id'"))
             return out
@@ -220,7 +228,6 @@ class LabelJoin:
                                   f"label for id {ident!r} arrived after its prediction expired (label TTL)"))
             return out
         self.counts["labels"] += 1
-        t = ts_us(label.ts)
         seq = self._seq
         self._seq += 1
         self._labels[ident] = [label.y_true, label.ts, t, seq, bool(preds)]
@@ -231,7 +238,8 @@ class LabelJoin:
             self._forget_label(ident, "ttl", out)
             return out
         heapq.heappush(self._label_heap, (t, seq, ident))
-        self._due_us = min(self._due_us, t)
+        if t < self._due_us:
+            self._due_us = t
         for p, tag in preds:
             self.counts["joined"] += 1
             out.append(JoinOutput(JOINED, _joined(p, label.y_true), tag=tag))

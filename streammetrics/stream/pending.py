@@ -197,18 +197,20 @@ class PendingStore:
         ``tag`` returned with it (the window engine's first window of the prediction). Returns
         the (prediction, tag) pairs removed early to stay within ``max_pending`` (oldest
         first; usually none)."""
-        self._check_usable()
-        if not isinstance(event.id, str):
-            raise TypeError(f"a pending prediction needs a string id, got {event.id!r}")
+        if self._broken is not None:
+            self._check_usable()
+        ident = event.id
+        if ident.__class__ is not str and not isinstance(ident, str):
+            raise TypeError(f"a pending prediction needs a string id, got {ident!r}")
         if self._mem_count >= self.memory_budget:
             self._spill()
         rec = (ts_us(event.ts), self.seq, event, tag)
         self.seq += 1
         if self._added is not None:
             self._added[rec[1]] = rec
-        recs = self._mem.get(event.id)
+        recs = self._mem.get(ident)
         if recs is None:
-            self._mem[event.id] = [rec]
+            self._mem[ident] = [rec]
         else:
             recs.append(rec)
         heapq.heappush(self._heap, rec)
@@ -221,12 +223,14 @@ class PendingStore:
 
     def take(self, ident: str) -> list[tuple[Event, int | None]]:
         """Remove and return every pending (prediction, tag) with id ``ident``, in arrival order."""
-        self._check_usable()
+        if self._broken is not None:
+            self._check_usable()
         recs = self._mem.pop(ident, None)
         if recs is not None:
             self._mem_count -= len(recs)
             self._stale += len(recs)
-            self._maybe_compact()
+            if self._stale > self._mem_count + 1024:
+                self._compact()
         if self._disk_count:
             self._check_usable()
             assert self._conn is not None
@@ -236,9 +240,14 @@ class PendingStore:
                 disk = [_event(r) for r in rows]
                 recs = disk if recs is None else recs + disk
                 recs.sort(key=lambda r: r[1])
-        if recs is not None and self._added is not None:
+        if recs is None:
+            return []
+        if self._added is not None:
             self._forget(recs)
-        return [] if recs is None else [(r[2], r[3]) for r in recs]
+        if len(recs) == 1:
+            r = recs[0]
+            return [(r[2], r[3])]
+        return [(r[2], r[3]) for r in recs]
 
     def _forget(self, recs: Iterable[Record]) -> None:
         """Removed records, for the next :meth:`delta_dict`."""
@@ -315,12 +324,12 @@ class PendingStore:
                 return True
         return False
 
-    def _maybe_compact(self) -> None:
-        """Rebuild the heap when stale entries outnumber live ones (amortised O(1) per take)."""
-        if self._stale > self._mem_count + 1024:
-            self._heap = [r for recs in self._mem.values() for r in recs]
-            heapq.heapify(self._heap)
-            self._stale = 0
+    def _compact(self) -> None:
+        """Rebuild the heap (:meth:`take` does when stale entries outnumber live ones by 1024:
+        amortised O(1) per take)."""
+        self._heap = [r for recs in self._mem.values() for r in recs]
+        heapq.heapify(self._heap)
+        self._stale = 0
 
     def _clear_memory(self) -> None:
         self._mem = {}

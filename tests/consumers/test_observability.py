@@ -159,7 +159,9 @@ def test_sixteen_dripping_clients_cannot_keep_healthz_out():
             assert get(server.port, "/healthz") == (200, b"ok\n")
         assert get(server.port, "/metrics")[0] == 200
         eventually(lambda: len(drip.closed_after) == 16, "every dripping client cut off", limit=10)
-        assert max(drip.closed_after.values()) < 3.0 + 1.5  # the request's total time is bounded
+        # the request's total time is bounded (a per-recv timeout never cuts a dripper off: the wait above
+        # fails); the margin is for a loaded 2-core machine, where 3.02-3.15 s was measured
+        assert max(drip.closed_after.values()) < 3.0 * 2
         assert server.metrics.http_timeouts._value.get() >= 16
     finally:
         drip.close()
@@ -171,7 +173,7 @@ def test_a_request_has_its_timeout_in_all_not_per_recv():
     drip = Drippers(server.port, 1, every=0.2)  # a byte well within any per-recv timeout
     try:
         eventually(lambda: 0 in drip.closed_after, "the dripping client cut off", limit=10)
-        assert drip.closed_after[0] < 1.0 + 0.6
+        assert drip.closed_after[0] < 1.0 * 2.5  # (1.00-1.05 s measured under load; never, per recv)
     finally:
         drip.close()
         server.stop()

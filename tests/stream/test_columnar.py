@@ -271,7 +271,7 @@ def test_checked_keys_are_bounded(monkeypatch):
     for _ in range(2):
         cols, odd = dec.decode(lines)
         assert odd == [6] and cols is not None and cols.keys[:6] == [(f"m{i}", "") for i in range(6)]
-        assert len(dec._checked) == 3  # noqa: SLF001 - the bound under test
+        assert len(dec._raw_number) == len(dec._keys) == 3  # noqa: SLF001 - the bound under test
 
 
 @pytest.mark.parametrize("task", ["binary", "regression", "multiclass", "labels"])
@@ -337,12 +337,17 @@ def _sliced_stream(seed: int, n: int) -> list[bytes]:
     return lines
 
 
-@pytest.mark.parametrize("rollups", [(), (("a",), ())])
-def test_sliced_process_lines_equals_process_line_by_line(rollups):
+@pytest.mark.parametrize(("rollups", "keys_checked"), [((), None), ((("a",), ()), None), ((), 5)])
+def test_sliced_process_lines_equals_process_line_by_line(rollups, keys_checked, monkeypatch):
     """With --slice-by a,b the column path keys each event by its slice (the slice fields decoded
     with the event, each distinct key made once): the same problems, counters, checkpoint and
-    snapshots as line by line, and the common lines columnar."""
+    snapshots as line by line, and the common lines columnar (also with the decoder's memory of
+    keys full: KEYS_CHECKED 5, the keys beyond it numbered per batch)."""
+    import streammetrics.events.columns as columns
     from streammetrics.stream.slicing import SliceSpec
+
+    if keys_checked is not None:
+        monkeypatch.setattr(columns, "KEYS_CHECKED", keys_checked)
 
     lines = _sliced_stream(5, 2500)
     rng = random.Random(6)
@@ -358,6 +363,38 @@ def test_sliced_process_lines_equals_process_line_by_line(rollups):
     p.process_lines(lines[:1])
     p.process_lines(lines[1:1000])
     assert p.column_counts["columns"] > 900
+
+
+@pytest.mark.parametrize("keys_checked", [None, 2])
+def test_each_slice_key_is_made_once(keys_checked, monkeypatch):
+    """The column decoder makes each distinct raw key's slice key once (``Slicer.column_key``)
+    and remembers it across batches, at most KEYS_CHECKED of them: beyond, once per batch. A
+    null and an absent segment or value give one key."""
+    import streammetrics.events.columns as columns
+    from streammetrics.stream.slicing import SliceSpec
+
+    if keys_checked is not None:
+        monkeypatch.setattr(columns, "KEYS_CHECKED", keys_checked)
+    p = Pipeline(PipelineConfig(slicing=SliceSpec(fields=("a", "b"))), wall_clock=lambda: NOW)
+    made = []
+    make = p._slicer.column_key  # noqa: SLF001 - counting the calls under test
+    monkeypatch.setattr(p._slicer, "column_key", lambda *args: made.append(args) or make(*args))  # noqa: SLF001
+    p2 = Pipeline(PipelineConfig(slicing=SliceSpec(fields=("a", "b"))), wall_clock=lambda: NOW)
+    p._columns = columns.column_decoder(p.parser.base, (("a", "b"), p._slicer.column_key))  # noqa: SLF001
+    events = [{"a": "x", "b": "y"}, {"a": "x", "b": "z"}, {"a": "x", "b": None, "segment": None},
+              {"a": "x", "segment": ""}, {"a": "q|", "b": "y"}, {"a": "x", "b": "y"}]
+    batch = [json.dumps({"ts": T0 + i, "model": "m", "y_true": 1, "score": 0.5, **e}).encode()
+             for i, e in enumerate(events)]
+    want = [list(p2.process(line).problems) for line in batch]
+    assert [len(ps) for ps in want] == [0, 0, 0, 0, 1, 0]
+    for _ in range(3):
+        got = p.process_lines(batch)
+        assert [(i, [q.code for q in ps]) for i, ps in got] == [(4, ["bad_value"])]
+    raw_keys = 5  # (x, y), (x, z), (x, None) with a null segment, (x, None) with "", (q|, y)
+    # then, per batch, the refused one again (and beyond KEYS_CHECKED 2, the three not remembered)
+    assert len(made) == raw_keys + 2 * (1 if keys_checked is None else 3)
+    assert p.counters["keys"] == p2.counters["keys"] == 3
+
 
 def test_object_column_keeps_each_value_whole() -> None:
     """Events, labels and tuples become one element each (assigning a list to an object slice

@@ -1,0 +1,89 @@
+"""``Reference.metrics_and_intervals_many`` (the ``--reference`` hook's ``prepare``: the windows built
+together, issue 24 point 3) gives each window's metrics and intervals bit for bit as
+``metrics_and_intervals`` does window by window: small windows' drift in one vectorised pass
+(count weights), any other window as before."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from streammetrics.metrics.binary_scores import BinaryScores
+from streammetrics.monitors import BinaryMonitor
+from streammetrics.monitors.reference import Reference, ReferenceLevels, snapshot_metrics
+
+
+def _monitor(rng: np.random.Generator, n: int, spread: float = 1.5, lo: float = 0.0, hi: float = 1.0) -> BinaryMonitor:
+    y = rng.random(n) < 0.3
+    s = np.round(1 / (1 + np.exp(-(2 * y - 1) - rng.normal(0, spread, n))), 6)
+    s = np.clip(lo + (hi - lo) * s, 1e-6, 1 - 1e-6)
+    m = BinaryMonitor()
+    for a, b in zip(y.tolist(), s.tolist()):
+        m.update({"y_true": int(a), "score": b})  # (the small form while few)
+    return m
+
+
+def _reference(rng: np.random.Generator, n: int, **kw) -> Reference:
+    s = np.round(rng.beta(2, 3, n), 6)
+    return Reference.from_arrays(rng.random(n) < s, s, **kw)
+
+
+def _text(pair) -> str:
+    return json.dumps(pair, allow_nan=True)
+
+
+def _windows(rng: np.random.Generator) -> list[BinaryMonitor]:
+    out = [_monitor(rng, n) for n in (1, 2, 3, 7, 8, 9, 25, 25, 40, 130, 200)]
+    out += [_monitor(rng, 30, lo=0.9, hi=1.0), _monitor(rng, 30, lo=0.0, hi=0.05)]  # past the reference's ends
+    parts = BinaryMonitor()  # not in its small form: window by window
+    parts.update_many([{"y_true": int(rng.random() < 0.3), "score": float(x)} for x in rng.random(300)])
+    weighted = BinaryMonitor().update({"y_true": 1, "score": 0.4, "weight": 2.5})
+    assert parts.small_columns() is None and weighted.small_columns() is None
+    out += [parts, weighted, _monitor(rng, 600)]
+    return out
+
+
+@pytest.mark.parametrize("kw", [{}, {"exact": True}, {"bins": 64}, {"psi_groups": 3, "ece_norm": "max"},
+                                {"ece_norm": "l2", "ece_bins": 4}])
+@pytest.mark.parametrize("size", [1, 5, 40, 3000])
+def test_many_equals_one_by_one(kw, size):
+    rng = np.random.default_rng(size)
+    ref = _reference(rng, size, **kw)
+    windows = _windows(rng)
+    many = ref.metrics_and_intervals_many(windows, 0.9)
+    assert [_text(p) for p in many] == [_text(ref.metrics_and_intervals(w, 0.9)) for w in windows]
+
+
+def test_a_window_equal_to_the_reference_and_a_weighted_reference():
+    rng = np.random.default_rng(7)
+    window = _monitor(rng, 50)
+    cols = window.small_columns()
+    assert cols is not None
+    y = np.repeat([0, 1], [int(cols[1].sum()), int(cols[2].sum())])
+    s = np.concatenate([np.repeat(cols[0], cols[1].astype(int)), np.repeat(cols[0], cols[2].astype(int))])
+    windows = [window, _monitor(rng, 20)]
+    for ref in (Reference.from_arrays(y, s), Reference.from_arrays(y, s, exact=True),
+                Reference(BinaryScores().update_many(y, s, rng.random(len(s)) + 0.5))):  # weights: one by one
+        many = ref.metrics_and_intervals_many(windows)
+        assert [_text(p) for p in many] == [_text(ref.metrics_and_intervals(w)) for w in windows]
+
+
+def test_small_windows_drift_computed_together(monkeypatch):
+    """The small windows' drift is not computed window by window (fails if prepare reads them one by one)."""
+    rng = np.random.default_rng(3)
+    ref = _reference(rng, 500)
+    windows = [_monitor(rng, 20) for _ in range(30)]
+    expected = [ref.metrics_and_intervals(w) for w in windows]
+    hook = snapshot_metrics({("m", ""): ref})
+
+    def one_by_one(self, hist, psi_groups):
+        raise AssertionError("a small window's drift computed on its own")
+
+    monkeypatch.setattr(ReferenceLevels, "drift", one_by_one)
+    hook.prepare([(("m", ""), w) for w in windows] + [(("x", ""), windows[0])])
+    for w, (found, pairs) in zip(windows, expected):
+        metrics: dict = {}
+        hook(("m", ""), w, metrics)
+        assert _text(metrics) == _text(found)
+        assert _text(hook.intervals(("m", ""), w, 0.95)) == _text(pairs)
