@@ -218,14 +218,16 @@ def calibration_blocks(c_ref: np.ndarray, w_ref: np.ndarray,
 
 def estimated_intervals(c: np.ndarray, w: np.ndarray, predicted: np.ndarray, z: float, square_ratio: float = 1.0,
                         block: np.ndarray | None = None, block_var: np.ndarray | None = None,
-                        reference_events: float = math.inf) -> dict[str, tuple[float, float] | None]:
+                        reference_events: float = math.inf, estimated_auc: float | None = None
+                        ) -> dict[str, tuple[float, float] | None]:
     """Intervals of the realised ``roc_auc``, ``accuracy``, ``precision``, ``recall``, ``f1`` of a
     window given as levels (ascending scores: calibrated probability ``c``, weight ``w``,
     ``predicted`` positive), keyed ``estimated_*`` (see the module docstring, point 4).
     ``square_ratio``: the window's ``sum w^2 / sum w`` (1 for unit weights); ``block``: each
     level's calibration block and ``block_var`` their variances (:func:`calibration_blocks`;
     None: the calibration taken as exact); ``reference_events``: the reference's effective size.
-    None where the minimum rule leaves none."""
+    None where the minimum rule leaves none. ``estimated_auc``: :func:`estimated_roc_auc` of ``c, w``
+    when the caller has it."""
     from streammetrics.kernels.intervals import MIN_AUC_EVENTS, MIN_EVENTS, t_values
 
     c = np.asarray(c, dtype=np.float64)
@@ -251,11 +253,10 @@ def estimated_intervals(c: np.ndarray, w: np.ndarray, predicted: np.ndarray, z: 
 
     share = total / square_ratio / reference_events  # the window's effective size over the reference's
 
+    wanted: list[tuple[str, float, float, np.ndarray, float, int]] = []
+
     def put(name: str, value: float, var: float, gradient: np.ndarray, events: float, minimum: int) -> None:
-        var += float(np.sum(gradient * gradient * block_var)) + var * share  # the calibration map's own error
-        if events / square_ratio >= minimum and math.isfinite(var):
-            half = float(t_values(z, [events / square_ratio - 1.0])[0]) * math.sqrt(max(var, 0.0))
-            out[name] = (max(value - half, 0.0), min(value + half, 1.0))
+        wanted.append((name, value, var, gradient, events, minimum))  # (computed together below)
 
     put("estimated_accuracy", (tp + total - pw - fn) / total, (v_tp + v_fn) / total ** 2, (a_b - r_b) / total,
         total, MIN_EVENTS)
@@ -277,15 +278,25 @@ def estimated_intervals(c: np.ndarray, w: np.ndarray, predicted: np.ndarray, z: 
         v01 = (above + wc / 2.0) / pos_total
         auc = float(np.sum(wc * v10)) / pos_total
         g = (v10 - auc) / pos_total - (v01 - auc) / neg_total
-        put("estimated_roc_auc", ranking.roc_auc(wn, wc), float(np.sum(var_level * g * g)), by_block(w * g),
-            min(neg_total, pos_total), MIN_AUC_EVENTS)
+        put("estimated_roc_auc", (ranking.roc_auc(wn, wc) if estimated_auc is None else estimated_auc),
+            float(np.sum(var_level * g * g)),
+            by_block(w * g), min(neg_total, pos_total), MIN_AUC_EVENTS)
+    gradients = np.array([x[3] for x in wanted]).reshape(len(wanted), blocks)
+    calibration = np.sum(gradients * gradients * block_var, axis=1).tolist()  # (each row: np.sum of its own)
+    t_of = t_values(z, [x[4] / square_ratio - 1.0 for x in wanted]).tolist()
+    for (name, value, var, _, events, minimum), extra, t_value in zip(wanted, calibration, t_of):
+        var += extra + var * share  # the calibration map's own error
+        if events / square_ratio >= minimum and math.isfinite(var):
+            half = t_value * math.sqrt(max(var, 0.0))
+            out[name] = (max(value - half, 0.0), min(value + half, 1.0))
     return out
 
 
-def _subset_sums(x: np.ndarray, mask: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """``x[i][mask[i]].sum()`` of each row (``mask`` within the row's first ``n[i]`` levels), bit for bit."""
-    m, (front,) = to_front(mask, n, x)
-    return row_sums(front, m)
+def _subset_sums(mask: np.ndarray, n: np.ndarray, *xs: np.ndarray) -> list[np.ndarray]:
+    """``x[i][mask[i]].sum()`` of each row of each ``x`` (``mask`` within the row's first ``n[i]``
+    levels), bit for bit."""
+    m, fronts = to_front(mask, n, *xs)
+    return [row_sums(front, m) for front in fronts]
 
 
 def estimated_rows(c: np.ndarray, w: np.ndarray, predicted: np.ndarray, n: np.ndarray, z: float,
@@ -303,10 +314,9 @@ def estimated_rows(c: np.ndarray, w: np.ndarray, predicted: np.ndarray, n: np.nd
     q = ~predicted & valid
     wc, wn = w * c, w * (1.0 - c)
     total = w.sum(axis=1)  # (counts: exact in any order)
-    tp, fp = _subset_sums(wc, p, n), _subset_sums(wn, p, n)
-    fn, tn = _subset_sums(wc, q, n), _subset_sums(wn, q, n)
     var_level = 1.0 * w * c * (1.0 - c)
-    v_tp, v_fn = _subset_sums(var_level, p, n), _subset_sums(var_level, q, n)
+    tp, fp, v_tp = _subset_sums(p, n, wc, wn, var_level)
+    fn, tn, v_fn = _subset_sums(q, n, wc, wn, var_level)
     pw = np.where(p, w, 0.0).sum(axis=1)
     neg_total, pos_sum = row_sums(wn, n), row_sums(wc, n)
     both = (neg_total > 0) & (pos_sum > 0)

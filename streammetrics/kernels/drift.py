@@ -135,12 +135,15 @@ def ks_bounds(a: np.ndarray, b: np.ndarray, singleton: np.ndarray, cdfs: Any = F
     fa, fb = cdfs
     d = fa - fb
     low = float(np.max(np.abs(d)))
+    slack = (4 * len(d) + 32) * _EPS
+    singleton = np.asarray(singleton, dtype=bool)
+    if singleton.all():  # (every level's inside known: the statistic itself)
+        return max(0.0, low - slack), min(1.0, max(low, 0.0) + slack)
     pa = np.concatenate(([0.0], fa[:-1]))
     pb = np.concatenate(([0.0], fb[:-1]))
     inside = np.maximum(fa - pb, fb - pa)
-    inside = np.where(np.asarray(singleton, dtype=bool), 0.0, inside)
+    inside = np.where(singleton, 0.0, inside)
     high = max(low, float(np.max(inside)))
-    slack = (4 * len(d) + 32) * _EPS
     return max(0.0, low - slack), min(1.0, high + slack)
 
 
@@ -170,17 +173,20 @@ def wasserstein_bounds(
     lo = np.asarray(lo, dtype=np.float64)[keep]
     hi = np.asarray(hi, dtype=np.float64)[keep]
     fa, fb = cdfs[0][keep], cdfs[1][keep]
+    slack = (4 * len(lo) + 32) * _EPS
+    with np.errstate(over="ignore", invalid="ignore"):
+        gaps = lo[1:] - hi[:-1]  # F_a, F_b constant between levels
+        between = float(_dot(np.abs(fa[:-1] - fb[:-1]), gaps))
+        if np.array_equal(lo, hi):  # (distinct scores: nothing inside a level)
+            return max(0.0, (between + 0.0) * (1 - slack)), (between + 0.0) * (1 + slack)
+        width = hi - lo
     pa = np.concatenate(([0.0], fa[:-1]))
     pb = np.concatenate(([0.0], fb[:-1]))
     with np.errstate(over="ignore", invalid="ignore"):
-        width = hi - lo
-        gaps = lo[1:] - hi[:-1]  # F_a, F_b constant between levels
-        between = float(_dot(np.abs(fa[:-1] - fb[:-1]), gaps))
         up_in = np.maximum(np.maximum(fa - pb, fb - pa), 0.0)
         low_in = np.maximum(np.maximum(pa - fb, pb - fa), 0.0)
         high = between + float(_dot(up_in, width))
         low = between + float(_dot(low_in, width))
-    slack = (4 * len(lo) + 32) * _EPS
     return max(0.0, low * (1 - slack)), high * (1 + slack)
 
 
@@ -249,8 +255,8 @@ def _shifted(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def rows_drift(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, a: np.ndarray, b: np.ndarray,
-               singleton: np.ndarray, n: np.ndarray, a_mass: np.ndarray, b_mass: np.ndarray,
+def rows_drift(values: np.ndarray, lo: np.ndarray | None, hi: np.ndarray | None, a: np.ndarray, b: np.ndarray,
+               singleton: np.ndarray | None, n: np.ndarray, a_mass: np.ndarray, b_mass: np.ndarray,
                groups: np.ndarray) -> list[dict[str, float]]:
     """The vectorised twin of :func:`ks`, :func:`ks_bounds`, :func:`wasserstein`,
     :func:`wasserstein_bounds`, :func:`psi` and :func:`js` for many windows of **count** weights
@@ -258,7 +264,9 @@ def rows_drift(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, a: np.ndarray
     row a window's aligned levels (the first ``n[i]`` of row ``i``; past them ``a = b = 0``), with
     its group masses (the first ``groups[i]`` of ``a_mass[i]``, ``b_mass[i]``): one dict per row of
     ``drift_ks``, ``drift_ks_low``, ... as the scalar functions give them, bit for bit. Each row
-    needs some weight on both sides."""
+    needs some weight on both sides. ``lo``, ``hi`` and ``singleton`` None: distinct scores (each
+    level's interval its score ``values``, nothing unknown inside a level: the bounds are the
+    statistics, as the scalar functions find)."""
     cols = np.arange(a.shape[1])
     valid = cols < n[:, None]
     ta, tb = a.sum(axis=1), b.sum(axis=1)
@@ -269,19 +277,26 @@ def rows_drift(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, a: np.ndarray
         d_min = np.where(valid, d, np.inf).min(axis=1)
         d_max = np.where(valid, d, -np.inf).max(axis=1)
         low_ks = np.where(valid, np.abs(d), -np.inf).max(axis=1)
-        inside = np.maximum(fa - _shifted(fb), fb - _shifted(fa))
-        inside = np.where(singleton | ~valid, np.where(valid, 0.0, -np.inf), inside).max(axis=1)
         keep = ((a > 0) | (b > 0)) & valid
-        m, (values, lo, hi, fa, fb) = to_front(keep, n, values, lo, hi, fa, fb)
-        step = np.abs(fa[:, :-1] - fb[:, :-1])
-        w_point = row_sums(np.multiply(step, np.diff(values, axis=1)), m - 1)
-        pa, pb = _shifted(fa), _shifted(fb)
-        between = row_sums(np.multiply(step, lo[:, 1:] - hi[:, :-1]), m - 1)
-        width = hi - lo
-        up_in = np.maximum(np.maximum(fa - pb, fb - pa), 0.0)
-        low_in = np.maximum(np.maximum(pa - fb, pb - fa), 0.0)
-        w_high = between + row_sums(np.multiply(up_in, width), m)
-        w_low = between + row_sums(np.multiply(low_in, width), m)
+        if singleton is None or lo is None or hi is None:
+            inside = np.zeros(len(a))
+            m, (values, fa, fb) = to_front(keep, n, values, fa, fb)
+            step = np.abs(fa[:, :-1] - fb[:, :-1])
+            w_point = row_sums(np.multiply(step, np.diff(values, axis=1)), m - 1)
+            w_high = w_low = w_point + 0.0
+        else:
+            inside = np.maximum(fa - _shifted(fb), fb - _shifted(fa))
+            inside = np.where(singleton | ~valid, np.where(valid, 0.0, -np.inf), inside).max(axis=1)
+            m, (values, lo, hi, fa, fb) = to_front(keep, n, values, lo, hi, fa, fb)
+            step = np.abs(fa[:, :-1] - fb[:, :-1])
+            w_point = row_sums(np.multiply(step, np.diff(values, axis=1)), m - 1)
+            pa, pb = _shifted(fa), _shifted(fb)
+            between = row_sums(np.multiply(step, lo[:, 1:] - hi[:, :-1]), m - 1)
+            width = hi - lo
+            up_in = np.maximum(np.maximum(fa - pb, fb - pa), 0.0)
+            low_in = np.maximum(np.maximum(pa - fb, pb - fa), 0.0)
+            w_high = between + row_sums(np.multiply(up_in, width), m)
+            w_low = between + row_sums(np.multiply(low_in, width), m)
         # PSI and JS on the group masses
         pa_m = a_mass / a_mass.sum(axis=1)[:, None]
         pb_m = b_mass / b_mass.sum(axis=1)[:, None]

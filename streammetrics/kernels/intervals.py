@@ -636,7 +636,7 @@ def _normal_sf(x: np.ndarray) -> np.ndarray:
 
 
 def differences(value: Any, low: Any, high: Any, baseline: Any, baseline_low: Any, baseline_high: Any,
-                z: float) -> dict[str, np.ndarray]:
+                z: Any) -> dict[str, np.ndarray]:
     """Two-sample comparisons of metrics with baselines (arrays) by MOVER (Newcombe 1998 method 10,
     Zou & Donner 2008), which keeps each side's asymmetric interval: ``d = value - baseline``,
     ``low_d = d - sqrt((value - low)^2 + (baseline_high - baseline)^2)``, ``high_d = d +
@@ -644,7 +644,7 @@ def differences(value: Any, low: Any, high: Any, baseline: Any, baseline_low: An
     as exact). The two-sided p-value reads the standard error from the side of the interval facing
     0 (``se = (d - low_d) / z`` for ``d >= 0``): ``p = 2 (1 - Phi(|d| / se))``, so ``p < 1 -
     confidence`` exactly when the interval excludes 0 (1 where ``d = se = 0``, 0 where only
-    ``se = 0``)."""
+    ``se = 0``). ``z``: one normal quantile, or one per comparison."""
     value, low, high, baseline, baseline_low, baseline_high = _rows(
         value, low, high, baseline, baseline_low, baseline_high)
     exact = np.isnan(baseline_low) | np.isnan(baseline_high)

@@ -205,6 +205,7 @@ class ReferenceLevels:
         self._on: dict[Binning, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
         # the quantile groups' cuts and the reference's mass per group, per (binning, groups)
         self._cuts: dict[tuple[Binning, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._counted = self.counts()
 
     def _reference_on(self, binning: Binning) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         cached = self._on.get(binning)
@@ -229,6 +230,9 @@ class ReferenceLevels:
         b = np.zeros(len(keys))
         a[ia] = ww
         b[ib] = rw
+        if binning.exact:  # (distinct scores: each level's interval is its score)
+            lo = np.asarray(keys, dtype=np.float64)
+            return keys, a, b, lo, lo.copy(), binning
         lo = np.empty(len(keys))
         hi = np.empty(len(keys))
         lo[ia], hi[ia] = raw_bounds(binning, wk)
@@ -298,19 +302,23 @@ class ReferenceLevels:
         flat_ref = ref_at.ravel()
         k = np.zeros((w, width), dtype=rk.dtype)
         a, b = np.zeros((w, width)), np.zeros((w, width))
-        lo, hi = np.full((w, width), np.inf), np.full((w, width), np.inf)
         k[ref_rows, flat_ref] = np.tile(rk, w)
         b[ref_rows, flat_ref] = np.tile(rw, w)
-        lo[ref_rows, flat_ref] = np.tile(rlo, w)
-        hi[ref_rows, flat_ref] = np.tile(rhi, w)
         k[row, pos] = keys
         a[row, pos] = weights
-        lo[row[new], pos[new]], hi[row[new], pos[new]] = raw_bounds(binning, keys[new])
-        hi[:, :-1] = np.minimum(hi[:, :-1], np.nextafter(lo[:, 1:], -np.inf))  # (levels.clamp_bounds of each row)
-        hi = np.maximum(hi, lo)
-        singleton = binning.singleton(k.ravel()).reshape(w, width)
-        with np.errstate(over="ignore", invalid="ignore"):
-            values = k.astype(np.float64) if binning.exact else representative(lo, hi)
+        lo = hi = singleton = None
+        if binning.exact:  # (distinct scores: each level's interval is its score)
+            values = k.astype(np.float64)
+        else:
+            lo, hi = np.full((w, width), np.inf), np.full((w, width), np.inf)
+            lo[ref_rows, flat_ref] = np.tile(rlo, w)
+            hi[ref_rows, flat_ref] = np.tile(rhi, w)
+            lo[row[new], pos[new]], hi[row[new], pos[new]] = raw_bounds(binning, keys[new])
+            hi[:, :-1] = np.minimum(hi[:, :-1], np.nextafter(lo[:, 1:], -np.inf))  # (levels.clamp_bounds of each row)
+            hi = np.maximum(hi, lo)
+            singleton = binning.singleton(k.ravel()).reshape(w, width)
+            with np.errstate(over="ignore", invalid="ignore"):
+                values = representative(lo, hi)
         cuts, ref_mass = self._cuts_on(binning, psi_groups)
         # a cut at the last reference level counts when the row has a level past it
         last = len(cuts) > 0 and int(cuts[-1]) == r - 1
@@ -328,7 +336,11 @@ class ReferenceLevels:
         cdfs = drift.ecdfs(a, b)  # (once for the four statistics)
         ks_low, ks_high = drift.ks_bounds(a, b, binning.singleton(keys), cdfs)
         w_low, w_high = drift.wasserstein_bounds(lo, hi, a, b, cdfs)
-        groups = drift.quantile_groups(b, psi_groups)
+        if self._counted:  # (the cuts fall on the reference's levels: cached, see _cuts_on)
+            cuts = self._cuts_on(binning, psi_groups)[0]
+            groups = np.searchsorted(self._reference_on(binning)[0][cuts], keys, side="left")
+        else:
+            groups = drift.quantile_groups(b, psi_groups)
         ma, mb = drift.group_masses(a, groups), drift.group_masses(b, groups)
         return {
             "drift_ks": drift.ks(a, b, cdfs),
@@ -450,8 +462,7 @@ class Reference:
         """``(c, w, predicted)`` per level of the window: calibrated probability, weight, and
         ``score >= threshold``."""
         keys, w, binning = hist
-        lo, hi = level_bounds(binning, keys)
-        x = keys.astype(np.float64) if binning.exact else representative(lo, hi)
+        x = keys.astype(np.float64) if binning.exact else representative(*level_bounds(binning, keys))
         return self.calibrated(x), w, keys >= binning.key(self.threshold)
 
     def expected_confusion(self, window: Any) -> dict[str, float]:
@@ -487,7 +498,9 @@ class Reference:
             warnings.simplefilter("ignore", UndefinedMetricWarning)
             window = _small(window)
             hist = window_histogram(window)
-            return self._metrics(window, hist), self._estimate_intervals(window, hist, z)
+            levels = self._calibrated_levels(hist)  # (once for the estimates and their intervals)
+            found = self._metrics(window, hist, levels=levels)
+            return found, self._estimate_intervals(window, hist, z, levels, found["estimated_roc_auc"])
 
     def metrics_and_intervals_many(
         self, windows: list[Any], confidence: float = 0.95
@@ -535,8 +548,11 @@ class Reference:
             out.append(({k: json_number(float(found[k])) for k in METRICS}, intervals))
         return out
 
-    def _estimate_intervals(self, window: Any, hist: Histogram, z: float) -> dict[str, tuple[float, float] | None]:
-        c, w, predicted = self._calibrated_levels(hist)
+    def _estimate_intervals(self, window: Any, hist: Histogram, z: float, levels: Any = None,
+                            auc: float | None = None) -> dict[str, tuple[float, float] | None]:
+        """:meth:`estimate_intervals` of ``window`` with its histogram (``levels``: its
+        :meth:`_calibrated_levels` and ``auc`` its estimated ROC AUC, when computed already)."""
+        c, w, predicted = self._calibrated_levels(hist) if levels is None else levels
         total = float(np.sum(w))
         squares = _window_squares(window)
         ratio = 1.0 if squares is True else (squares / total if squares is not None and total > 0 else math.nan)
@@ -547,7 +563,7 @@ class Reference:
         starts, block_var = self._blocks  # (each window level: the block of the reference level at or below it)
         block = np.clip(np.searchsorted(starts, x, side="right") - 1, 0, max(len(starts) - 1, 0))
         return cbpe.estimated_intervals(c, w, predicted, z, ratio, block, block_var,
-                                        self.scores.total_weight / self._square_ratio())
+                                        self.scores.total_weight / self._square_ratio(), auc)
 
     def _square_ratio(self) -> float:
         """The reference's ``sum w^2 / sum w`` (1 for unit weights, or when its squared weights
@@ -558,8 +574,8 @@ class Reference:
             return 1.0
         return (squares[0] + squares[1]) / total
 
-    def _estimate(self, hist: Histogram) -> dict[str, float]:
-        c, w, predicted = self._calibrated_levels(hist)
+    def _estimate(self, hist: Histogram, levels: Any = None) -> dict[str, float]:
+        c, w, predicted = self._calibrated_levels(hist) if levels is None else levels
         est = cbpe.estimated_metrics(c, w, predicted)
         out = {"estimated_roc_auc": cbpe.estimated_roc_auc(c, w)}
         out.update({f"estimated_{k}": v for k, v in est.items()})
@@ -577,12 +593,13 @@ class Reference:
             if scores is None:
                 raise TypeError("the calibration error needs a labelled window (BinaryScores or BinaryMonitor)")
             keys, table, binning = scores.class_table()
-        lo, hi = level_bounds(binning, keys)
-        x = keys.astype(np.float64) if binning.exact else representative(lo, hi)
-        value = calibration.calibration_error(x, table[0], table[1], self.ece_bins, self.ece_norm)
-        if math.isnan(value):
+        if binning.exact:  # (each level one score)
+            value = calibration.calibration_error(keys.astype(np.float64), table[0], table[1], self.ece_bins,
+                                                  self.ece_norm)
             return value, value, value
-        if binning.exact:
+        lo, hi = level_bounds(binning, keys)
+        value = calibration.calibration_error(representative(lo, hi), table[0], table[1], self.ece_bins, self.ece_norm)
+        if math.isnan(value):
             return value, value, value
         low, high = calibration.calibration_error_bounds(lo, hi, table[0], table[1], self.ece_bins, self.ece_norm)
         return value, low, high
@@ -599,12 +616,13 @@ class Reference:
             window = _small(window)  # (a monitor's small form read once)
             return self._metrics(window, window_histogram(window))
 
-    def _metrics(self, window: Any, hist: Histogram, drifts: dict[str, float] | None = None) -> dict[str, float | None]:
+    def _metrics(self, window: Any, hist: Histogram, drifts: dict[str, float] | None = None,
+                 levels: Any = None) -> dict[str, float | None]:
         """:meth:`metrics` of ``window`` (read by :func:`_small`) with its histogram ``hist`` (and its
-        drift metrics when computed already)."""
+        drift metrics, its :meth:`_calibrated_levels`, when computed already)."""
         if drifts is None:
             drifts = self._levels.drift(hist, self.psi_groups)
-        out: dict[str, float] = {**drifts, **self._estimate(hist)}
+        out: dict[str, float] = {**drifts, **self._estimate(hist, levels)}
         labelled = window.__class__ is _SmallWindow or binary_scores_of(window) is not None
         try:
             e = self.ece(window) if labelled else (math.nan,) * 3

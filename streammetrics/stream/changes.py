@@ -245,6 +245,8 @@ class Changes:
         window span (:func:`family`) among ``snaps``: the windows one pane boundary closes, whichever
         way the publisher batches them (a replay poll, the merge stage's watermark advance)."""
         families: dict[Any, tuple[list[dict[str, Any]], list[float]]] = {}
+        compared: list[tuple[int, dict[str, Any], list[str], list[float]]] = []  # (index, snap, names, baselines)
+        columns: list[list[float]] = [[], [], [], [], [], [], []]  # value, low, high, base, its low, high, z
         for i, snap in enumerate(snaps):
             intervals = snap.get("intervals")
             if intervals is None:
@@ -255,24 +257,36 @@ class Changes:
                 continue
             names = [k for k in intervals if k != "confidence" and intervals[k] is not None and k in baseline
                      and isinstance(snap["metrics"].get(k), (int, float))]
-            changes: dict[str, Any] = {}
-            if names:
-                value = [snap["metrics"][k] for k in names]
-                low, high = [intervals[k][0] for k in names], [intervals[k][1] for k in names]
-                base = [baseline[k][0] for k in names]
-                pairs = [baseline[k][1] or [math.nan, math.nan] for k in names]
-                b_lo, b_hi = [p[0] for p in pairs], [p[1] for p in pairs]
-                d = differences(value, low, high, base, b_lo, b_hi, z_value(confidence))
+            if not names:
+                snaps[i] = _with_changes(snap, {})
+                continue
+            base = [baseline[k][0] for k in names]
+            pairs = [baseline[k][1] or [math.nan, math.nan] for k in names]
+            columns[0] += [snap["metrics"][k] for k in names]
+            columns[1] += [intervals[k][0] for k in names]
+            columns[2] += [intervals[k][1] for k in names]
+            columns[3] += base
+            columns[4] += [p[0] for p in pairs]
+            columns[5] += [p[1] for p in pairs]
+            columns[6] += [z_value(confidence)] * len(names)
+            compared.append((i, snap, names, base))
+        if compared:  # (elementwise: every snapshot's metrics compared in one call)
+            value, low, high, base_, base_low, base_high, z = columns
+            d = differences(value, low, high, base_, base_low, base_high, np.array(z))
+            difference, d_low, d_high, p_value = (d[k].tolist() for k in ("difference", "low", "high", "p_value"))
+            at = 0
+            for i, snap, names, base in compared:
+                changes: dict[str, Any] = {}
+                entries, p_values = families.setdefault(family(snap), ([], []))
                 for j, k in enumerate(names):
-                    p_value = float(d["p_value"][j])
-                    entry: dict[str, Any] = {"baseline": base[j], "difference": float(d["difference"][j]),
-                             "interval": [float(d["low"][j]), float(d["high"][j])],
-                             "p_value": p_value, "significant": False}
+                    entry: dict[str, Any] = {"baseline": base[j], "difference": difference[at],
+                                             "interval": [d_low[at], d_high[at]], "p_value": p_value[at],
+                                             "significant": False}
                     changes[k] = entry
-                    entries, p_values = families.setdefault(family(snap), ([], []))
                     entries.append(entry)
-                    p_values.append(p_value)
-            snaps[i] = _with_changes(snap, changes)
+                    p_values.append(p_value[at])
+                    at += 1
+                snaps[i] = _with_changes(snap, changes)
         for entries, p_values in families.values():
             for entry, significant in zip(entries, benjamini_hochberg(p_values, self.fdr).tolist()):
                 entry["significant"] = significant

@@ -11,7 +11,7 @@ import pytest
 
 from streammetrics.metrics.binary_scores import BinaryScores
 from streammetrics.monitors import BinaryMonitor
-from streammetrics.monitors.reference import Reference, ReferenceLevels, snapshot_metrics
+from streammetrics.monitors.reference import Reference, ReferenceLevels, snapshot_metrics, window_histogram
 
 
 def _monitor(rng: np.random.Generator, n: int, spread: float = 1.5, lo: float = 0.0, hi: float = 1.0) -> BinaryMonitor:
@@ -87,3 +87,17 @@ def test_small_windows_drift_computed_together(monkeypatch):
         hook(("m", ""), w, metrics)
         assert _text(metrics) == _text(found)
         assert _text(hook.intervals(("m", ""), w, 0.95)) == _text(pairs)
+
+
+@pytest.mark.parametrize("size", [1, 5, 40, 3000])
+def test_cached_quantile_cuts_equal_the_groups_of_each_union(size):
+    """A reference of counts reads its PSI / JS groups from cuts cached on its own levels; the same
+    drift as the groups computed on each window's union of levels (drift.quantile_groups)."""
+    rng = np.random.default_rng(size + 1)
+    ref = _reference(rng, size, psi_groups=7)
+    levels = ref._levels
+    assert levels._counted
+    windows = _windows(rng)
+    cached = [_text(levels.drift(window_histogram(w), 7)) for w in windows]
+    levels._counted = False
+    assert cached == [_text(levels.drift(window_histogram(w), 7)) for w in windows]
