@@ -179,6 +179,23 @@ def build_corpus(directory: Path, events: int, seed: int) -> list[dict[str, Any]
     add("binary-delayed-labels", {"preds.jsonl": preds, "labels.jsonl": labels},
         ["preds.jsonl", "--labels", "labels.jsonl", "--window", "60s", "--label-ttl", "10m"])
 
+    # delayed labels on hostile values (margins, weights of 1e300 and 0; ~190 predictions per key
+    # and window): numpy's warnings on stderr, where and how often, are part of the output too
+    hrng = random.Random(seed + 1)  # (its own: the streams after it stay as they were)
+    preds, labels = [], []
+    for i in range(n):
+        ts = round(T0 + 600.0 * i / n, 3)
+        p: dict[str, Any] = {"ts": ts, "model": f"h{i % 2}", "id": f"h{i}",
+                             "score": hrng.choice([0.5, 0.25, 1e308, -1e308, 1e200, 0.0, 1.0, -0.0, 5e-324])}
+        if hrng.random() < 0.2:
+            p["weight"] = hrng.choice([1e300, 0.5, 2.0, 0.0])
+        preds.append(p)
+        if hrng.random() < 0.9:
+            labels.append({"id": f"h{i}", "y_true": hrng.randrange(2), "ts": round(ts + hrng.uniform(0.0, 90.0), 3)})
+    labels.sort(key=lambda x: x["ts"])
+    add("binary-delayed-hostile", {"hpreds.jsonl": preds, "hlabels.jsonl": labels},
+        ["hpreds.jsonl", "--labels", "hlabels.jsonl", "--window", "60s"])
+
     ref = _binary(rng, max(n // 2, 50), keys4[:3])
     add("binary-reference", {"reference.jsonl": ref}, ["binary.jsonl", "--window", "60s", "--reference",
                                                         "reference.jsonl"])

@@ -73,7 +73,7 @@ from streammetrics.kernels.exact_sum import (
     as_array,
     exact_units_rows,
     from_pair,
-    to_pair,
+    to_pairs,
     two_product,
     units_of,
 )
@@ -225,7 +225,7 @@ class _Sums:
     the fine sums: ``w*y`` and ``w*y**2`` of the events whose products are not exact in float64
     (:func:`_products_inexact`), as ints in units of ``2**-2148`` and ``2**-3222``."""
 
-    __slots__ = ("buffer", "sums", "fine", "unknown")
+    __slots__ = ("buffer", "sums", "fine", "unknown", "_moments")
 
     def __init__(self) -> None:
         self.buffer: list[float] = []
@@ -233,6 +233,8 @@ class _Sums:
         self.fine = {"wy": 0, "wyy": 0}
         #: the groups of sums a loaded state did not carry ("moments", "squares"): unknown
         self.unknown: frozenset[str] = frozenset()
+        #: (the sums moments() read, its result): the last one, kept while they stay the same
+        self._moments: tuple = ((), ())
 
     def fold(self) -> "_Sums":
         if self.buffer:
@@ -284,6 +286,13 @@ class _Sums:
         and ``m2 = Σw·y² - (Σw·y)²/W``, exact then rounded (0 when ``W`` is 0, and when ``W``
         is beyond the float range: only its float, inf, is written, so a loaded state reads so)."""
         special = [self.get(k)._special for k in ("weight", "wy", "wyy")]
+        key = (*(self.get(k).units for k in ("weight", "wy", "wyy")), *special, self.fine["wy"], self.fine["wyy"])
+        if self._moments[0] != key:  # (a snapshot and its state read them: computed once)
+            self._moments = (key, self._moments_of(special))
+        return self._moments[1]
+
+    def _moments_of(self, special: list[float]) -> tuple[float, float, float, float]:
+        """:meth:`moments`, computed (``special``: the overflowed floats of W, Σw·y and Σw·y²)."""
         w, total = self.get("weight").units, self.get("weight").value
         if w <= 0 or special[0] or total == _INF:
             return total if w > 0 or special[0] else 0.0, 0.0, 0.0, 0.0
@@ -375,9 +384,16 @@ def _encode_sums(v: _Sums, acc: Any) -> tuple:
     if "squares" not in v.unknown and not (square.units == v.get("weight").units == acc_count(acc) * _UNIT
                                            and math.isfinite(square.value)):
         written.append(_SQUARES)  # (unit weights: the sum of squares is the count, not written)
-    for k in written:  # each exact sum's canonical expansion as [m, e] pairs; None: overflowed (inf)
+    # each exact sum's canonical expansion as [m, e] pairs (one pass for all); None: overflowed (inf)
+    expansions: dict[str, list[float] | None] = {}
+    for k in written:
         e = v.get(k).expansion()
-        exact[k] = [to_pair(c) for c in e] if all(map(math.isfinite, e)) and not v.get(k)._special else None
+        expansions[k] = e if all(map(math.isfinite, e)) and not v.get(k)._special else None
+    pairs = to_pairs([c for x in expansions.values() if x is not None for c in x])
+    at = 0
+    for k, x in expansions.items():
+        exact[k] = None if x is None else pairs[at:at + len(x)]
+        at += 0 if x is None else len(x)
     for k, u in v.fine.items():  # only when events with underflowing products were seen
         if u:
             exact[f"{k}_fine"] = _fine_pairs(u, _FINE_EXP[k])

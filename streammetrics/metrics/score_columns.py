@@ -408,6 +408,8 @@ def _columns_flat(
     """Flat entries of every column of ``S`` keyed on ``binning`` (see ``_batch_flat``);
     None as soon as they exceed ``limit`` (columns left undone). ``units``: weights as
     exact sums in units (object arrays, :func:`~streammetrics.kernels.exact_weights.grouped_units`)."""
+    if binning.exact and len(offsets):
+        return _exact_columns_flat(S, groups_of, stride, offsets, w, binning, limit, units)
     parts = []
     found = 0
     for c, offset in enumerate(offsets):
@@ -443,6 +445,34 @@ def _columns_flat(
     weights = np.concatenate([p[2] for p in parts])
     order = np.lexsort((keys, ids))
     return ids[order], keys[order], weights[order]
+
+
+def _exact_columns_flat(
+    S: np.ndarray, groups_of: Callable[[int], np.ndarray], stride: int, offsets: list[int],
+    w: np.ndarray | None, binning: Binning, limit: int | None, units: bool,
+) -> Flat | None:
+    """:func:`_columns_flat` on an exact binning, every column in one pass: each row's score of
+    column ``c`` is an entry of histogram ``groups_of(c) * stride + offsets[c]`` at its exact key,
+    the entries of one (histogram, key) summed (whole float weights in any order, or exact units)."""
+    n, cols = len(S), len(offsets)
+    ids = (np.stack([groups_of(c) for c in range(cols)], axis=1).astype(np.int64) * stride
+           + np.asarray(offsets, dtype=np.int64)).ravel()
+    keys = binning.keys(np.ascontiguousarray(S[:, :cols])).ravel()
+    order = np.lexsort((keys, ids))
+    ids, keys = ids[order], keys[order]
+    ww = np.ones(n * cols) if w is None else np.repeat(w, cols)[order]
+    new = np.empty(len(ids), dtype=bool)
+    if len(ids):
+        new[0] = True
+        new[1:] = (ids[1:] != ids[:-1]) | (keys[1:] != keys[:-1])
+    starts = np.flatnonzero(new)
+    if limit is not None and len(starts) > limit:
+        return None
+    if units:  # exact sums per run of equal (histogram, key)
+        return ids[starts], keys[starts], _objects(grouped_units(np.cumsum(new) - 1, ww)[1])
+    if len(starts) == len(ids):
+        return ids, keys, ww
+    return ids[starts], keys[starts], np.add.reduceat(ww, starts)
 
 
 def _objects(values: list) -> np.ndarray:

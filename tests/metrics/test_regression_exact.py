@@ -162,3 +162,20 @@ def test_fine_sums_are_validated(bad):
     d["state"]["exact_sums"]["wy_fine"] = bad
     with pytest.raises(ValueError, match="wy_fine"):
         from_dict(d)
+
+
+def test_moments_read_twice_follow_every_change():
+    """The moments a snapshot and its state both read are computed once per state: a later
+    update, merge or load reads the new ones."""
+    from streammetrics.monitors import RegressionMonitor
+
+    events = [{"y_true": float(i % 7), "y_pred": float(i % 5) + 0.25} for i in range(40)]
+    a = RegressionMonitor().update_many(events[:20])
+    first = (a.snapshot(), a.to_dict())
+    a.update_many(events[20:])
+    whole = RegressionMonitor().update_many(events)
+    assert (a.snapshot(), a.to_dict()) == (whole.snapshot(), whole.to_dict()) != first
+    b = RegressionMonitor().update_many(events[:20])
+    b.snapshot()
+    b.merge(RegressionMonitor().update_many(events[20:]))
+    assert (b.snapshot(), b.to_dict()) == (whole.snapshot(), whole.to_dict())
