@@ -11,6 +11,11 @@ with exactly today's reason. The columns of the other lines hold the values the 
 gives (same floats, ``segment`` ``""`` when absent, ``weight`` 1.0 when absent), so both paths
 build the same events.
 
+Keys: a row's raw key (``model``, ``segment`` and the slice fields' values) is numbered by one
+dict lookup into the keys met before (each new one checked once); the key fields' values met
+(at most ``LITERAL_VALUES`` per field) are decoded by name, as one object each (a ``Literal``),
+a line with a value not known yet decoded again with any string there.
+
 Needs the optional ``msgspec`` (the ``fast`` extra): :func:`column_decoder` returns None without
 it, and callers keep the per-event path. (``labels`` task: the rows whose labels are of the
 batch's commonest kind - strings, numbers or booleans - as columns, the others per event.)
@@ -31,7 +36,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from itertools import chain, repeat
 from operator import attrgetter
-from typing import Any, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 import numpy as np
 
@@ -59,6 +64,14 @@ _KINDS = {"str": (str,), "number": (int, float), "bool": (bool,)}
 _KIND_OF = {t: kind for kind, types in _KINDS.items() for t in types}
 #: most valid keys a column decoder remembers (each distinct key is checked once per batch beyond it)
 KEYS_CHECKED = 100_000
+#: most values of a key field (``model``, ``segment``, a slice field) the decoder decodes by name:
+#: each known value as one object (a ``Literal``: no new string per event, its hash computed once);
+#: a field with more values is decoded as any string from then on
+LITERAL_VALUES = 256
+#: a decoder of new known values is built once this many lines per known value were decoded twice
+#: (first refused for a value not yet known: as many again as the lines the build costs)
+RELEARN_LINES = 32
+_LITERAL: Any = Literal  # (built at run time from the values met)
 _UNSEEN: Any = object()
 _REFUSED = ("", "")  # (the key of the rows whose key is refused: they go to the per-event path)
 _SHARED = frozenset(["ts", "model", "segment", "weight", "id"])  # (the columns of every task)
@@ -254,8 +267,19 @@ class ColumnDecoder:
             self._pair = attrgetter("model", "segment", *names)
         self._raws = _RAWS[len(names)] if len(names) < len(_RAWS) else lambda structs: list(map(self._pair, structs))
         struct = msgspec.defstruct("ColumnEvent", spec, rename=rename, gc=False)
-        self._decode = msgspec.json.Decoder(struct).decode
+        self._spec, self._rename = spec, rename
         self._struct = struct
+        #: decodes any line: the key fields as any string
+        self._generic = msgspec.json.Decoder(struct).decode
+        #: decodes the lines whose key fields hold known values (:meth:`_learn`); the generic one
+        #: until the first batch is seen
+        self._decode = self._generic
+        #: the key fields' values known (at most LITERAL_VALUES each; None: more, any string)
+        self._known: dict[str, dict[str, None] | None] = {name: {} for name in ("model", "segment", *names)}
+        self._stale = False  # values known that self._decode does not know
+        self._redone = 0  # lines decoded twice since self._decode was built
+        #: decoders built (the first, then one per RELEARN_LINES lines decoded twice per known value)
+        self.builds = 0
         self.classes = parser.classes
         #: the valid keys met, numbered in order (at most KEYS_CHECKED: beyond, a new key is numbered
         #: for its batch only), and each one's number
@@ -301,23 +325,75 @@ class ColumnDecoder:
                 structs = None
         else:
             structs = None
+        redone: list[Any] = []  # decoded by the generic decoder after the other refused them
         if structs is None:
             structs = []
             keep = []
+            generic = self._generic
             for i, line in enumerate(lines):
                 if line.__class__ is not bytes or len(line) > MAX_NESTING or not (line.isascii() or _utf8(line)):
                     odd.append(i)
                     continue
                 try:
                     structs.append(decode(line))
-                except Exception:  # noqa: BLE001 - the per-event path says why
-                    odd.append(i)
-                    continue
+                except Exception:  # noqa: BLE001 - a key value not known yet, or odd
+                    if decode is generic:
+                        odd.append(i)
+                        continue
+                    try:
+                        got = generic(line)
+                    except Exception:  # noqa: BLE001 - the per-event path says why
+                        odd.append(i)
+                        continue
+                    structs.append(got)
+                    redone.append(got)
                 keep.append(i)
             rows = np.array(keep, dtype=np.intp)
         else:
             rows = np.arange(n, dtype=np.intp)
+        if redone or (decode is self._generic and structs):
+            self._learn(redone or structs, len(redone))
         return self._finish(structs, rows, odd)
+
+    def _learn(self, structs: list[Any], redone: int) -> None:
+        """Note the key values of ``structs`` (the first batch's, then those of lines decoded
+        twice, ``redone`` of them), and build a decoder of the values known when it pays: the
+        first time, when a field outgrew LITERAL_VALUES, or once RELEARN_LINES lines per known
+        value were decoded twice since the last build."""
+        opened = False
+        for name, known in self._known.items():
+            if known is None:
+                continue
+            values = set(map(attrgetter(name), structs))
+            values.discard(None)
+            new = values.difference(known)
+            if not new:
+                continue
+            if len(known) + len(new) > LITERAL_VALUES:
+                self._known[name] = None
+                opened = True
+            else:
+                known.update(dict.fromkeys(sorted(new)))
+                self._stale = True
+        self._redone += redone
+        size = sum(len(known) for known in self._known.values() if known)
+        if opened or (self._stale and (self.builds == 0 or self._redone >= RELEARN_LINES * size)):
+            self._build()
+
+    def _build(self) -> None:
+        """The decoder of :attr:`_known`: each key field with known values a ``Literal`` of them."""
+        spec = []
+        for item in self._spec:
+            known = self._known.get(item[0])
+            if known:
+                values = _LITERAL[tuple(known)]
+                item = (item[0], values, *item[2:]) if item[0] == "model" else (item[0], Optional[values], None)
+            spec.append(item)
+        struct = msgspec.defstruct("ColumnEvent", spec, rename=self._rename, gc=False)
+        self._decode = msgspec.json.Decoder(struct).decode
+        self._stale = False
+        self._redone = 0
+        self.builds += 1
 
     def convert(self, values: Sequence[Any]) -> tuple[EventColumns | None, list[int]]:
         """:meth:`decode` of decoded values instead of lines: the dicts the per-event path's

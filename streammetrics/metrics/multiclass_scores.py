@@ -125,7 +125,7 @@ from streammetrics.kernels.histogram import (
     summed,
 )
 from streammetrics.kernels.histogram import to_units as hists_to_units
-from streammetrics.kernels.histogram_json import pack_dicts, pack_flat, unpack_flat
+from streammetrics.kernels.histogram_json import SMALL_KEYS, pack_dicts, pack_flat, unpack_flat
 from streammetrics.metrics.confusion import ConfusionMatrix, _array_kind
 from streammetrics.metrics.rows import Columns
 from streammetrics.metrics.score_columns import (
@@ -249,6 +249,9 @@ def _encode_all(v: tuple, acc: Any) -> tuple:
     packed set's ``"residues"``; see :func:`~streammetrics.kernels.histogram_json.pack_flat`)."""
     binning, h, obinning, ovr = v
     ovr_json = (None, None) if binning.exact else acc._encode_set(obinning, _ovr_list(ovr))
+    flat = acc._ovr_memo.get("flat") if h is acc._h else None
+    if flat is not None and len(flat[0]) > SMALL_KEYS:  # (pack_dicts of these histograms: pack_flat of them)
+        return None, pack_flat(flat, len(h) ** 2, True), *ovr_json
     return (*acc._encode_set(binning, _pairs(h)), *ovr_json)
 
 
@@ -814,6 +817,7 @@ class MulticlassScores(ScoreColumns):
         """Add a batch: labels, an ``(n, K)`` score matrix (array, nested lists, DataFrame,
         or a list of mappings) and optional weights; validated in full before any change."""
         self._ovr_memo = {}
+        fresh = not self._entries and self._binning.exact and not self._units  # (see the end)
         t = self._encode(y_true, "y_true")
         S = self._cols.matrix(score_matrix, "score_matrix")
         n = check_same_length(y_true=t, score_matrix=S)
@@ -913,6 +917,8 @@ class MulticlassScores(ScoreColumns):
         for c, v in enumerate(np.bincount(t, minlength=k).tolist()):
             self._events[c] += v
         self._weights = totals
+        if fresh and binning.exact and self._binning.exact and not self._units:
+            self._ovr_memo["flat"] = flat  # (the pair histograms hold exactly this batch: _flat)
         return self
 
     # ------------------------------------------------------------------ metrics
@@ -1078,6 +1084,12 @@ class MulticlassScores(ScoreColumns):
             warnings.warn(message, category, stacklevel=3)
         return parts.copy()
 
+    def _flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The pair histograms' entries flat (``kernels.histogram.flatten``): the batch that filled
+        an empty accumulator while its scores stay exact (kept by :meth:`update_many`), else read."""
+        got = self._ovr_memo.get("flat")
+        return flatten(self._hist_list(), self._binning) if got is None else got
+
     def _ovr_cached(self) -> tuple[Binning, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
         """``(binning, _ovr_columns())`` of the one-vs-rest set, built once per state (see
         :meth:`_ovr_parts`)."""
@@ -1085,7 +1097,7 @@ class MulticlassScores(ScoreColumns):
         got = memo.get("columns")
         if got is None:
             if self._binning.exact and not self._units:
-                got = (self._binning, _exact_ovr_columns(self._hist_list(), self._binning, len(self._cols.names)))
+                got = (self._binning, _exact_ovr_columns(self._flat(), len(self._cols.names), 1))
             else:
                 view = self._ovr_view()
                 got = (view[0], self._ovr_columns(view))
@@ -1106,8 +1118,10 @@ class MulticlassScores(ScoreColumns):
             if acc._binning.exact and not acc._units and acc.count and "columns" not in acc._ovr_memo:
                 groups.setdefault(len(acc._cols.names), []).append(acc)
         for k, members in groups.items():
-            hists = [h for acc in members for h in acc._hist_list()]
-            columns = _exact_ovr_columns(hists, members[0]._binning, k)
+            flats = [acc._flat() for acc in members]
+            ids = np.concatenate([f[0] + i * k * k for i, f in enumerate(flats)])  # (accumulator i's at i k^2)
+            flat = ids, np.concatenate([f[1] for f in flats]), np.concatenate([f[2] for f in flats])
+            columns = _exact_ovr_columns(flat, k, len(members))
             for i, acc in enumerate(members):
                 acc._ovr_memo["columns"] = (acc._binning, columns[i * k:(i + 1) * k])
         chosen, chosen_at, levels = [], [], []
@@ -1254,15 +1268,15 @@ class MulticlassScores(ScoreColumns):
         return average_scores(values, average, class_w if average == "weighted" else None)
 
 
-def _exact_ovr_columns(hists: list[ScoreHistogram], binning: Binning,
-                       k: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def _exact_ovr_columns(flat: tuple[np.ndarray, np.ndarray, np.ndarray], k: int,
+                       accumulators: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """``_ovr_columns()`` of exact pair histograms ``H[t][c]`` in float mode, in one pass over
-    their entries, for one or several accumulators of ``k`` classes (histogram ``i`` of ``hists``:
-    accumulator ``i // k**2``, ``t = i // k % k``, ``c = i % k``): per accumulator and column ``c``
-    the distinct scores ascending, ``N[c]`` (the other classes' weight at each) and ``P[c]``
-    (class ``c``'s). Float weights are whole, so any order of addition is exact (the sums of
-    :func:`_derive_ovr`)."""
-    ids, keys, w = flatten(hists, binning)
+    their entries (``flat``: :meth:`MulticlassScores._flat`, of one or several accumulators of
+    ``k`` classes, histogram id ``i``: accumulator ``i // k**2``, ``t = i // k % k``, ``c = i % k``):
+    per accumulator and column ``c`` the distinct scores ascending, ``N[c]`` (the other classes'
+    weight at each) and ``P[c]`` (class ``c``'s). Float weights are whole, so any order of
+    addition is exact (the sums of :func:`_derive_ovr`)."""
+    ids, keys, w = flat
     col = ids // (k * k) * k + ids % k  # (accumulator, column)
     pos = ids // k % k == ids % k
     order = np.lexsort((keys, col))
@@ -1276,7 +1290,7 @@ def _exact_ovr_columns(hists: list[ScoreHistogram], binning: Binning,
     else:
         neg_w = pos_w = np.zeros(0)
     keys = keys[starts]
-    edges = np.searchsorted(col[starts], np.arange(len(hists) // k + 1)).tolist()
+    edges = np.searchsorted(col[starts], np.arange(accumulators * k + 1)).tolist()
     return [(keys[a:b], neg_w[a:b], pos_w[a:b]) for a, b in zip(edges[:-1], edges[1:])]
 
 

@@ -99,9 +99,8 @@ def label_intervals(cm: ConfusionMatrix, labels: list | None, confidence: float)
 def label_interval_pairs(cm: ConfusionMatrix, labels: list | None,
                          confidence: float) -> dict[str, tuple[float, float] | None]:
     """``{metric: (low, high) | None}`` of :data:`LABEL_INTERVALS` (:func:`label_intervals`)."""
-    names = labels or cm.labels
-    kw: dict[str, Any] = {"labels": names, "pos_label": names[-1]}  # (two labels: balanced accuracy and
-    return {name: cm.interval(name, confidence, **kw) for name in LABEL_INTERVALS}  # Matthews are symmetric)
+    names = labels or cm.labels  # (two labels: balanced accuracy and Matthews are symmetric: any pos_label)
+    return cm.intervals_of(LABEL_INTERVALS, confidence, pos_label=names[-1], labels=names)
 
 
 def label_metrics(cm: ConfusionMatrix, labels: list | None) -> dict[str, Any]:

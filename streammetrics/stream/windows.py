@@ -122,7 +122,7 @@ import operator
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -160,6 +160,8 @@ STAGE_MAX_EVENTS = 1 << 18
 LABEL_BATCH_MIN = 64
 _SLOTS = itertools.count()
 _SLOT = operator.attrgetter("slot")
+_ARMED, _CLOSE_AT = operator.attrgetter("armed"), operator.attrgetter("close_at")
+_OPEN_FROM, _FIRST_BOUND = operator.attrgetter("open_from"), operator.attrgetter("first_pane_bound")
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
 _floor = math.floor
@@ -286,7 +288,7 @@ class _KeyState:
         self.max_us: float = _NEG_INF  # largest event time seen (us)
         self.next_window: int | None = None  # lowest window index not yet closed
         self.late = 0
-        self.armed: float | None = None  # the close_at of the key's live entry in the manager's heap
+        self.armed: float = math.nan  # the close_at of the key's live entry in the manager's heap (nan: none)
         self.cumulative: Any = None
         self.first_window: int | None = None
         self.tag: Any = None  # the key's event tag (see WindowManager), fixed by its first event
@@ -320,24 +322,14 @@ class _Revising:
         self.dirty = dirty
 
 
-class _Closed:
-    """A closed window whose snapshot :meth:`WindowManager.poll` builds, with the other windows
-    closed since the last poll (``snapshot_many``): its monitor (no longer changed by the
-    engine) and the snapshot's fields as they were when it closed."""
-
-    __slots__ = ("count", "cumulative", "end_ms", "expired", "final", "key", "late", "monitor", "start_ms")
-
-    def __init__(self, key: tuple[str, str], monitor: Any, count: int, start_ms: int, end_ms: int, final: bool,
-                 late: int, expired: int, cumulative: bool) -> None:
-        self.key = key
-        self.monitor = monitor
-        self.count = count
-        self.start_ms = start_ms
-        self.end_ms = end_ms
-        self.final = final
-        self.late = late
-        self.expired = expired
-        self.cumulative = cumulative
+#: a closed window whose snapshot :meth:`WindowManager.poll` builds with the other windows closed
+#: since the last poll (``snapshot_many``): the tuple ``(key, monitor, items, start_ms, end_ms,
+#: final, late, expired, cumulative)``, its monitor no longer changed by the engine, or None and
+#: only its events in the small form's input (``items``: the monitor is made when the poll needs
+#: it, and not at all when the type writes the window's texts from its items,
+#: ``Monitor.item_texts``), and the snapshot's fields as they were when it closed (a tuple: one per
+#: key and window, ~6x cheaper to make than an object)
+_Closed = tuple
 
 
 def _order(key: tuple[Any, Any]) -> tuple[str, str]:
@@ -461,7 +453,7 @@ class WindowManager:
         self._packs = small
         self._task = template.task if isinstance(template, Monitor) else None
         self._queue_events = batch and not small
-        self._deferred: list[_Closed] = []
+        self._deferred: list[tuple[Any, ...]] = []  # the _Closed windows of _ready, in order
         # add_columns' staged segments (see _stage): (per event: its key's state, slot, pane, time,
         # item), applied to the keys' queues by _unstage before anything reads them
         self._staged: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
@@ -790,18 +782,18 @@ class WindowManager:
         states: list[_KeyState] = found  # type: ignore[assignment]  # (None replaced)
         # keys holding no entry in the close heap yet (after their last close); those whose close_at
         # stream time reached need a catch-up close (_catch_up, else the per-key path)
-        unarmed = np.array([state.armed != state.close_at for state in states], dtype=bool)
+        close_at = np.fromiter(map(_CLOSE_AT, states), dtype=np.float64, count=n)
+        unarmed = np.fromiter(map(_ARMED, states), dtype=np.float64, count=n) != close_at  # (nan: not armed)
         if unarmed.any():
             which = np.flatnonzero(unarmed)
-            closes = np.array([states[i].close_at for i in which.tolist()], dtype=np.float64)
             behind = np.zeros(n, dtype=bool)
-            behind[which[closes <= stream_us]] = True
+            behind[which[close_at[which] <= stream_us]] = True
             if behind.any():
                 self._catch_up(lo, stream_us, kx, px, pos, ukeys, states, behind, made)
                 ok &= ~behind
         # an event below its key's open_from (late) or first_pane_bound (an earlier first window): the per-key path
-        low = np.array([state.open_from if state.open_from > state.first_pane_bound else state.first_pane_bound
-                        for state in states], dtype=np.float64)
+        low = np.maximum(np.fromiter(map(_OPEN_FROM, states), dtype=np.float64, count=n),
+                         np.fromiter(map(_FIRST_BOUND, states), dtype=np.float64, count=n))
         odd = px < low[pos]
         if odd.any():
             ok[pos[odd]] = False
@@ -813,8 +805,7 @@ class WindowManager:
             self._unstage()
             if count > STAGE_MAX_EVENTS:  # more than the bound alone: the per-key path queues them now
                 return np.arange(lo, hi)
-        held = np.empty(n, dtype=object)
-        held[:] = states
+        held = np.fromiter(states, dtype=object, count=n)
         slots = np.fromiter(map(_SLOT, states), dtype=np.int64, count=n)
         if take is None:
             self._staged.append((held[pos], slots[pos], px, ts_us[lo:hi], items[lo:hi]))
@@ -1457,13 +1448,8 @@ class WindowManager:
             (j, items), = pending.items()
             if j <= last:
                 del pending[j]
-                monitor = self._factory()
-                if self._task is not None:
-                    monitor.update_items(items)
-                else:
-                    monitor.update_events(items)
                 if j >= k:
-                    self._close_window(key, state, monitor, j * pane_ms, (j + 1) * pane_ms, True)
+                    self._close_queued(key, state, items, j * pane_ms, (j + 1) * pane_ms)
         else:
             if pending:  # the queued panes these windows read (later ones keep queueing)
                 for j in sorted(pending):
@@ -1479,14 +1465,31 @@ class WindowManager:
         if not panes and not pending:
             self._emptied.append(key)
 
+    def _close_queued(self, key: tuple[str, str], state: _KeyState, items: list[Any], start_ms: int,
+                      end_ms: int) -> None:
+        """A final window of tumbling panes whose only content is its queued ``items``: a small one
+        of a type built together waits as its items (:data:`_Closed`, no monitor yet); any other
+        is applied to a new monitor (``update_items``, ``update_events``) and closed with it."""
+        if self._task is not None and self._kind is not None and len(items) <= DEFER_MAX_EVENTS:
+            window = (key, None, items, start_ms, end_ms, True, state.late, 0, False)
+            self._ready.append(window)
+            self._deferred.append(window)
+            return
+        monitor = self._factory()
+        if self._task is not None:
+            monitor.update_items(items)
+        else:
+            monitor.update_events(items)
+        self._close_window(key, state, monitor, start_ms, end_ms, True)
+
     def _close_window(self, key: tuple[str, str], state: _KeyState, monitor: Any, start_ms: int, end_ms: int,
                       final: bool, pending: int = 0, expired: int = 0, cumulative: bool = False) -> None:
         """A closed window's place in the ready queue: a small window of a monitor with a small
         form (no longer changed by the engine: nothing in it awaits a label) waits as a
-        :class:`_Closed` for the next poll to build it with the others (``snapshot_many``); any
+        :data:`_Closed` for the next poll to build it with the others (``snapshot_many``); any
         other window's snapshot is built now."""
-        if self._kind is not None and not pending and (count := monitor.count) <= DEFER_MAX_EVENTS:
-            window = _Closed(key, monitor, count, start_ms, end_ms, final, state.late, expired, cumulative)
+        if self._kind is not None and not pending and monitor.count <= DEFER_MAX_EVENTS:
+            window = (key, monitor, None, start_ms, end_ms, final, state.late, expired, cumulative)
             self._ready.append(window)
             self._deferred.append(window)
         else:
@@ -1548,47 +1551,63 @@ class WindowManager:
         return len(self._deferred)
 
     def _build_deferred(self, lines: bool = False) -> None:
-        """Replace the :class:`_Closed` windows in the ready queue by their snapshots, built
-        together by the monitor type's ``snapshot_many`` (``lines``: ``snapshot_texts`` first, and
-        each such window written as its line by :func:`~streammetrics.stream.snapshots.window_line`)."""
+        """Replace the :data:`_Closed` windows in the ready queue by their snapshots, built
+        together by the monitor type's ``snapshot_many`` (``lines``: texts first, ``item_texts``
+        from the items of windows closed without a monitor and ``snapshot_texts`` of the others,
+        and each such window written as its line by :func:`~streammetrics.stream.snapshots.window_line`).
+        A window closed as its items gets its monitor (``update_items``) only where it is read."""
         deferred, self._deferred = self._deferred, []
         kind = self._kind
         assert kind is not None
         extra, include_state = self.extra_metrics, self.include_state
-        built: list[Any] = [None] * len(deferred)
+        n = len(deferred)
+        built: list[Any] = [None] * n
+        monitors: list[Any] = [d[1] for d in deferred]
+        counts: list[int] = [0] * n
+        texts: dict[int, tuple[str, str, str]] = {}
+        plain: list[int] = []
         # a hook's metrics_text(key): the members it appends to any window of the key (None: it reads the window)
         appended = None if extra is None else getattr(extra, "metrics_text", None)
         if lines and include_state and (extra is None or appended is not None):  # final windows of one revision
-            plain = [i for i, d in enumerate(deferred) if d.final and not d.cumulative and not d.expired]
+            plain = [i for i, d in enumerate(deferred) if d[5] and not d[8] and not d[7]]
             if appended is not None:
-                members = {i: appended(deferred[i].key) for i in plain}
+                members = {i: appended(deferred[i][0]) for i in plain}
                 plain = [i for i in plain if members[i] is not None]
-            chosen = [deferred[i] for i in plain]
-            texts = kind.snapshot_texts([d.monitor for d in chosen])
-            if appended is None and None not in texts:  # (the common case: every window from its texts)
-                for i, line in zip(plain, window_lines([(d.key, d.start_ms, d.end_ms, d.count, d.late, *text)
-                                                        for d, text in zip(chosen, cast(list, texts))])):
-                    built[i] = line
-            else:
-                given = [(i, text) for i, text in zip(plain, texts) if text is not None]
-                if appended is not None:
-                    given = [(i, (_appended(text[0], members[i]), *text[1:])) for i, text in given]
-                lines_of = window_lines([(d.key, d.start_ms, d.end_ms, d.count, d.late, *text)
-                                         for d, text in ((deferred[i], text) for i, text in given)])
-                for (i, _), line in zip(given, lines_of):
-                    built[i] = line
+            queued = [(i, items) for i in plain if (items := deferred[i][2]) is not None]
+            if queued:
+                for (i, items), text in zip(queued, kind.item_texts(self._factory(), [q for _, q in queued])):
+                    if text is not None:
+                        texts[i] = text
+                        counts[i] = len(items)  # (one event an item)
+        for i, d in enumerate(deferred):  # the monitors of the windows closed as items and not written
+            if d[2] is not None and i not in texts:
+                monitors[i] = self._factory().update_items(d[2])
+            if i not in texts:
+                counts[i] = monitors[i].count
+        if plain:
+            others = [i for i in plain if i not in texts]
+            if others:
+                for i, text in zip(others, kind.snapshot_texts([monitors[i] for i in others])):
+                    if text is not None:
+                        texts[i] = text
+            given = [(i, texts[i]) for i in plain if i in texts]
+            if appended is not None:
+                given = [(i, (_appended(text[0], members[i]), *text[1:])) for i, text in given]
+            lines_of = window_lines([(deferred[i][0], deferred[i][3], deferred[i][4], counts[i], deferred[i][6], *text)
+                                     for i, text in given])
+            for (i, _), line in zip(given, lines_of):
+                built[i] = line
         rest = [i for i, b in enumerate(built) if b is None]
         if rest:
             prepare = getattr(extra, "prepare", None)  # (a hook computing the windows' metrics together)
             if prepare is not None:
-                prepare([(deferred[i].key, deferred[i].monitor) for i in rest])
-            records = kind.snapshot_many([deferred[i].monitor for i in rest], include_state)
+                prepare([(deferred[i][0], monitors[i]) for i in rest])
+            records = kind.snapshot_many([monitors[i] for i in rest], include_state)
             for i, record in zip(rest, records):
-                d = deferred[i]
-                monitor = d.monitor
-                built[i] = build_snapshot(d.key, monitor, d.start_ms, d.end_ms, final=d.final, late=d.late,
-                                          expired=d.expired, cumulative=d.cumulative, include_state=include_state,
-                                          extra_metrics=extra, count=d.count, record=record)
+                key, _, _, start_ms, end_ms, final, late, expired, cumulative = deferred[i]
+                built[i] = build_snapshot(key, monitors[i], start_ms, end_ms, final=final, late=late, expired=expired,
+                                          cumulative=cumulative, include_state=include_state, extra_metrics=extra,
+                                          count=counts[i], record=record)
         in_order = iter(built)  # (_deferred holds them in their order in the ready queue)
         self._ready = [next(in_order) if r.__class__ is _Closed else r for r in self._ready]
 
@@ -1638,8 +1657,8 @@ class WindowManager:
         changed = self._changed
         # the common close, written out: a key of tumbling windows holding one queued pane and no
         # other (many keys, few events each), its window built at the next poll (_Closed)
-        factory, simple = self._factory, self._task is not None and self._kind is not None
-        closed_window, defer_max = _Closed, DEFER_MAX_EVENTS
+        simple = self._task is not None and self._kind is not None
+        defer_max = DEFER_MAX_EVENTS
         pane_ms = spec.pane_ms
         open_from, close_at = (last + 1) * spec.panes_per_slide, ((last + 1) * spec.slide_ms + spec.size_ms
                                                                   + spec.grace_ms) * 1000
@@ -1651,7 +1670,7 @@ class WindowManager:
                 state = keys.get(key)
                 if state is None or state.armed != at:
                     continue  # stale: the key closed or went since (or a duplicate)
-                state.armed = None
+                state.armed = math.nan
                 nw = state.next_window
                 if tumbling and nw is not None and last >= nw and not state.awaiting:
                     if changed is not None:
@@ -1661,15 +1680,13 @@ class WindowManager:
                         j, items = pending.popitem()
                         if j <= last:
                             if j >= nw:
-                                monitor = factory().update_items(items)
-                                count = monitor.count
-                                if count <= defer_max:
-                                    window = closed_window(key, monitor, count, j * pane_ms, (j + 1) * pane_ms, True,
-                                                           state.late, 0, False)
+                                if len(items) <= defer_max:  # (_close_queued, written out)
+                                    window = (key, None, items, j * pane_ms, (j + 1) * pane_ms, True, state.late,
+                                              0, False)
                                     ready.append(window)
                                     deferred.append(window)
                                 else:
-                                    self._close_window(key, state, monitor, j * pane_ms, (j + 1) * pane_ms, True)
+                                    self._close_queued(key, state, items, j * pane_ms, (j + 1) * pane_ms)
                             state.next_window, state.open_from, state.close_at = last + 1, open_from, close_at
                             emptied.append(key)
                             continue
@@ -1687,7 +1704,7 @@ class WindowManager:
         self._due_at = []
         self._next_due = math.inf
         for key, state in self._keys.items():
-            state.armed = None
+            state.armed = math.nan
             if state.panes or state.pending:
                 self._arm(key, state)
 

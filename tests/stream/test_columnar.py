@@ -396,6 +396,42 @@ def test_each_slice_key_is_made_once(keys_checked, monkeypatch):
     assert p.counters["keys"] == p2.counters["keys"] == 3
 
 
+def test_key_values_are_learned_and_bounded(monkeypatch):
+    """Key values met are decoded by name (a Literal of them) once known: a line holding a value
+    not known yet is decoded again as any string (and gives the same events, problems and
+    snapshots as line by line); a decoder of the new values is built after RELEARN_LINES lines
+    per known value; a field with more than LITERAL_VALUES values is decoded as any string."""
+    import streammetrics.events.columns as columns
+    from streammetrics.stream.slicing import SliceSpec
+
+    monkeypatch.setattr(columns, "LITERAL_VALUES", 6)
+    monkeypatch.setattr(columns, "RELEARN_LINES", 2)
+    rng = random.Random(8)
+    lines, t = [], T0
+    for i in range(1500):
+        t += 1.0
+        e = {"ts": t, "model": f"m{rng.randrange(2 + i // 300)}", "y_true": rng.randrange(2), "score": rng.random(),
+             "a": f"a{rng.randrange(3)}", "b": f"b{rng.randrange(1 + i // 100)}"}
+        if rng.random() < 0.02:
+            e["a"] = rng.choice([3, "x|y", None])
+        lines.append((json.dumps(e) + "\n").encode())
+    chunks = [rng.choice([50, 200]) for _ in range(12)]
+    spec = SliceSpec(fields=("a", "b"), max_values=3)
+    want = _run(lines, False, chunks, slicing=spec)
+    got = _run(lines, True, chunks, slicing=spec)
+    assert got[1] == want[1] and got[2] == want[2] and got[3] == want[3] and got[0] == want[0]
+    p = Pipeline(PipelineConfig(slicing=spec), wall_clock=lambda: NOW)
+    p.process_lines(lines[:1])
+    dec = p._columns  # noqa: SLF001 - the decoder under test
+    assert dec is not None and dec.builds == 1 and dec._known["model"] == {"m0": None}  # noqa: SLF001
+    p.process_lines(lines[1:2])
+    assert dec.builds == 1  # (one line decoded twice: not yet worth a build)
+    p.process_lines(lines[2:1000])
+    known = dec._known  # noqa: SLF001
+    assert dec.builds == 2 and known["slice1"] is None and known["model"] == {f"m{i}": None for i in range(5)}
+    assert p.column_counts["columns"] > 900
+
+
 def test_object_column_keeps_each_value_whole() -> None:
     """Events, labels and tuples become one element each (assigning a list to an object slice
     would try to broadcast equal-length tuples into a second dimension)."""
