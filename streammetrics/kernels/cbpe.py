@@ -337,7 +337,7 @@ def estimated_rows(c: np.ndarray, w: np.ndarray, predicted: np.ndarray, n: np.nd
     auc_rows = [i for i in range(rows) if neg_l[i] > 0 and positives[i] > 0
                 and min(neg_l[i], positives[i]) >= MIN_AUC_EVENTS]
     auc_var: dict[int, float] = {}
-    auc_grad: dict[int, np.ndarray] = {}
+    auc_extra: dict[int, float] = {}
     if auc_rows:
         sel = np.array(auc_rows)
         pos_t, neg_t = np.array(positives)[sel][:, None], neg_total[sel][:, None]
@@ -352,30 +352,45 @@ def estimated_rows(c: np.ndarray, w: np.ndarray, predicted: np.ndarray, n: np.nd
         variances = row_sums(var_level[sel] * g * g, n[sel]).tolist()
         grads = np.bincount(((np.arange(len(sel))[:, None] * blocks) + np.where(valid[sel], block[sel], 0)).ravel(),
                             weights=(w[sel] * g).ravel(), minlength=len(sel) * blocks).reshape(len(sel), blocks)
+        extras = np.sum(grads * grads * block_var, axis=1).tolist()
         for j, i in enumerate(auc_rows):
-            auc_var[i], auc_grad[i] = variances[j], grads[j]
-    # every (row, metric) interval: its value, variance, gradient over the blocks, events, minimum
-    wanted: list[tuple[int, str, float, float, np.ndarray, float, int]] = []
+            auc_var[i], auc_extra[i] = variances[j], extras[j]
+    # each metric's gradient over the blocks, every row at once (a row's denominator 1 where it has none)
     v_tp_l, v_fn_l = v_tp.tolist(), v_fn.tolist()
+    f1_d = [t + p_ + f for t, p_, f in zip(tp_l, pw_l, fn_l)]
+
+    def calibration(gradient: np.ndarray) -> list[float]:
+        """``sum(gradient^2 block_var)`` of each row: the calibration map's own variance."""
+        out: list[float] = np.sum(gradient * gradient * block_var, axis=1).tolist()
+        return out
+
+    def column(values: list[float]) -> np.ndarray:
+        return np.array(values)[:, None]
+
+    c_acc = calibration((a_b - r_b) / total[:, None])
+    c_prec = calibration(a_b / column([x if x > 0 else 1.0 for x in pw_l]))
+    c_rec = calibration((fn[:, None] * a_b - tp[:, None] * r_b) / column([x ** 2 if x > 0 else 1.0 for x in positives]))
+    c_f1 = calibration(2.0 * (column([p_ + f for p_, f in zip(pw_l, fn_l)]) * a_b - tp[:, None] * r_b)
+                       / column([x ** 2 if x > 0 else 1.0 for x in f1_d]))
+    # every (row, metric) interval: its value, variance, calibration variance, events, minimum
+    wanted: list[tuple[int, str, float, float, float, float, int]] = []
     for i in range(rows):
         t, f, pw_i, tot, vt, vf = tp_l[i], fn_l[i], pw_l[i], total_l[i], v_tp_l[i], v_fn_l[i]
-        wanted.append((i, "estimated_accuracy", (t + tot - pw_i - f) / tot, (vt + vf) / tot ** 2,
-                       (a_b[i] - r_b[i]) / tot, tot, MIN_EVENTS))
+        wanted.append((i, "estimated_accuracy", (t + tot - pw_i - f) / tot, (vt + vf) / tot ** 2, c_acc[i], tot,
+                       MIN_EVENTS))
         if pw_i > 0:
-            wanted.append((i, "estimated_precision", t / pw_i, vt / pw_i ** 2, a_b[i] / pw_i, pw_i, MIN_EVENTS))
+            wanted.append((i, "estimated_precision", t / pw_i, vt / pw_i ** 2, c_prec[i], pw_i, MIN_EVENTS))
         pos_i = positives[i]
         if pos_i > 0:
-            wanted.append((i, "estimated_recall", t / pos_i, (f * f * vt + t * t * vf) / pos_i ** 4,
-                           (f * a_b[i] - t * r_b[i]) / pos_i ** 2, pos_i, MIN_EVENTS))
-        d = t + pw_i + f
+            wanted.append((i, "estimated_recall", t / pos_i, (f * f * vt + t * t * vf) / pos_i ** 4, c_rec[i], pos_i,
+                           MIN_EVENTS))
+        d = f1_d[i]
         if d > 0:
-            wanted.append((i, "estimated_f1", 2.0 * t / d, 4.0 * ((pw_i + f) ** 2 * vt + t * t * vf) / d ** 4,
-                           2.0 * ((pw_i + f) * a_b[i] - t * r_b[i]) / d ** 2, d - t, MIN_EVENTS))
+            wanted.append((i, "estimated_f1", 2.0 * t / d, 4.0 * ((pw_i + f) ** 2 * vt + t * t * vf) / d ** 4, c_f1[i],
+                           d - t, MIN_EVENTS))
         if i in auc_var:
-            wanted.append((i, "estimated_roc_auc", float(auc[i]), auc_var[i], auc_grad[i], min(neg_l[i], pos_i),
+            wanted.append((i, "estimated_roc_auc", float(auc[i]), auc_var[i], auc_extra[i], min(neg_l[i], pos_i),
                            MIN_AUC_EVENTS))
-    gradients = np.array([x[4] for x in wanted]).reshape(len(wanted), blocks)
-    calibration = np.sum(gradients * gradients * block_var, axis=1).tolist()
     t_of = t_values(z, [x[5] - 1.0 for x in wanted]).tolist()
     out: list[tuple[dict[str, float], dict[str, tuple[float, float] | None]]] = []
     for i in range(rows):
@@ -386,7 +401,7 @@ def estimated_rows(c: np.ndarray, w: np.ndarray, predicted: np.ndarray, n: np.nd
                      "estimated_recall": _ratio(t, t + f), "estimated_f1": _ratio(t, t + 0.5 * (fp_i + f))}
         out.append((estimates, dict.fromkeys(ESTIMATED)))
     share = [tot / 1.0 / reference_events for tot in total_l]
-    for (i, name, value, var, _, events, minimum), extra, t_value in zip(wanted, calibration, t_of):
+    for (i, name, value, var, extra, events, minimum), t_value in zip(wanted, t_of):
         var += extra + var * share[i]  # the calibration map's own error
         if events / 1.0 >= minimum and math.isfinite(var):
             half = t_value * math.sqrt(max(var, 0.0))

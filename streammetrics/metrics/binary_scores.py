@@ -1097,8 +1097,9 @@ class BinaryScores(Accumulator):
 
     def class_table(self) -> tuple[np.ndarray, np.ndarray, Binning]:
         """``(keys, table, binning)``: the levels in ascending score order, ``table[0]`` the
-        negatives' and ``table[1]`` the positives' weights, on the binning in force."""
-        keys, table = aligned(self._neg, self._pos)
+        negatives' and ``table[1]`` the positives' weights, on the binning in force (read-only
+        arrays: the levels built once while the histograms are unchanged)."""
+        keys, table, _ = self._aligned()
         return keys, table, self._binning
 
     @contextlib.contextmanager

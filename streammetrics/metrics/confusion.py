@@ -93,7 +93,7 @@ def _normalise(values: list) -> list:
     return [int(v) if v.__class__ is float and v.is_integer() else v for v in values]
 
 
-def _array_kind(arr: np.ndarray, name: str) -> str | None:
+def array_kind(arr: np.ndarray, name: str) -> str | None:
     kind = _DTYPE_KINDS.get(arr.dtype.kind)
     if kind is not None or len(arr) == 0:
         return kind
@@ -524,7 +524,7 @@ class ConfusionMatrix(Accumulator):
         p = as_label_array(y_pred, "y_pred")
         n = check_same_length(y_true=t, y_pred=p)
         w = as_weight_array(sample_weight, n)
-        kt, kp = _array_kind(t, "y_true"), _array_kind(p, "y_pred")
+        kt, kp = array_kind(t, "y_true"), array_kind(p, "y_pred")
         if n == 0:
             return self
         if kt != kp:
@@ -1068,22 +1068,44 @@ class ConfusionMatrix(Accumulator):
         >>> [round(x, 3) for x in cm.interval("accuracy")]
         [0.809, 0.969]
         """
+        return self.intervals_of((metric,), confidence, pos_label, labels)[metric]
+
+    def intervals_of(self, metrics: Sequence[str], confidence: float = 0.95, pos_label: Hashable = 1,
+                     labels: Sequence[Hashable] | None = None) -> dict[str, tuple[float, float] | None]:
+        """:meth:`interval` of each of ``metrics``, in order (the matrix, its squared weights and
+        the labels read once for all of them)."""
         from streammetrics.kernels import intervals as iv
 
         z = iv.z_value(confidence)
         binary = ("precision", "recall", "f1", "specificity", "balanced_accuracy", "matthews_corrcoef")
         known = ("accuracy", "macro_f1") + binary + iv.MATRIX_INTERVALS
-        if metric not in known:
-            raise ValueError(f"metric must be one of {', '.join(dict.fromkeys(known))}; got {metric!r:.40}")
+        for metric in metrics:
+            if metric not in known:
+                raise ValueError(f"metric must be one of {', '.join(dict.fromkeys(known))}; got {metric!r:.40}")
         names = self.labels if labels is None else self._check_labels_arg(labels)
-        on_matrix = metric in iv.MATRIX_INTERVALS and (len(names) != 2 or metric not in binary)
-        if (on_matrix or metric == "macro_f1") and self._unit and self.count < iv.MIN_MEAN_EVENTS:
-            return None  # (the minimum rule of matrix_interval / macro_f1_interval: fewer events in the matrix)
-        squares = None if self._unit else self.squares()
-        if not self._unit and squares is None:
-            return None
-        c = self._matrix(names)
-        if metric in iv.MATRIX_INTERVALS and (len(names) != 2 or metric not in binary):
+        out: dict[str, tuple[float, float] | None] = {}
+        read: dict[str, Any] = {}  # (the squares and the matrix, read at the first metric that needs them)
+        for metric in metrics:
+            on_matrix = metric in iv.MATRIX_INTERVALS and (len(names) != 2 or metric not in binary)
+            if (on_matrix or metric == "macro_f1") and self._unit and self.count < iv.MIN_MEAN_EVENTS:
+                out[metric] = None  # (the minimum rule of matrix_interval / macro_f1_interval: fewer events)
+                continue
+            if not read:
+                read["squares"] = None if self._unit else self.squares()
+                read["c"] = self._matrix(names)
+            squares, c = read["squares"], read["c"]
+            if not self._unit and squares is None:
+                out[metric] = None
+                continue
+            out[metric] = self._interval_of(metric, names, c, squares, z, confidence, pos_label, on_matrix)
+        return out
+
+    def _interval_of(self, metric: str, names: list, c: np.ndarray, squares: Mapping[tuple, float] | None, z: float,
+                     confidence: float, pos_label: Hashable, on_matrix: bool) -> tuple[float, float] | None:
+        """One metric of :meth:`intervals_of`, given the matrix ``c`` of ``names`` and the squares."""
+        from streammetrics.kernels import intervals as iv
+
+        if on_matrix:
             if metric in ("matthews_corrcoef", "cohen_kappa") and len(self._seen()) < 2:
                 return None  # one class: a variance product (Matthews) or 1 - p_e (kappa) is 0, undefined
             if squares is not None:

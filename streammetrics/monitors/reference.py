@@ -224,8 +224,16 @@ class ReferenceLevels:
         binning = common_binning(wb, self.hist[2])
         wk, ww = to_binning(wk, ww, wb, binning)
         rk, rw, rlo, rhi = self._reference_on(binning)
-        keys = np.union1d(wk, rk) if len(wk) else rk
-        ia, ib = np.searchsorted(keys, wk), np.searchsorted(keys, rk)
+        # the union of the two ascending key sets (np.union1d's), the window's new keys inserted
+        at = np.searchsorted(rk, wk)
+        new = rk[np.minimum(at, len(rk) - 1)] != wk
+        new |= at >= len(rk)
+        before = np.cumsum(new) - new  # (the window's new keys below each of its keys)
+        ia = at + before
+        ib = np.arange(len(rk)) + np.searchsorted(at[new], np.arange(len(rk)), side="right")
+        keys = np.empty(len(rk) + int(np.count_nonzero(new)), dtype=rk.dtype)
+        keys[ib] = rk
+        keys[ia] = wk
         a = np.zeros(len(keys))
         b = np.zeros(len(keys))
         a[ia] = ww

@@ -108,3 +108,30 @@ def test_ovr_many_keeps_the_scalar_values_and_leaves_other_windows_alone():
         assert acc.interval("roc_auc", 0.95) == a.interval("roc_auc", 0.95)
         assert acc.interval("roc_auc", 0.95, average="weighted") == a.interval("roc_auc", 0.95, average="weighted")
     assert not binned.exact  # (on a grid: left to its own path)
+
+
+@pytest.mark.parametrize("n", [3, 40, 300])
+@pytest.mark.parametrize("weights", [False, True])
+def test_the_batch_kept_by_an_empty_accumulator_gives_the_same_state_and_metrics(n, weights):
+    """update_many on an empty accumulator keeps its batch's entries (they are the pair
+    histograms'); the state written and the AUCs read from them equal those of the same events
+    added one by one, or in two batches (nothing kept), and of the state loaded back."""
+    rng = np.random.default_rng(n + weights)
+    events = _events(rng, n, 5, weights)
+    y, s, w = [e["y_true"] for e in events], [e["scores"] for e in events], [e.get("weight", 1.0) for e in events]
+    batch = MulticlassScores(CLASSES).update_many(y, s, w)
+    one_by_one = MulticlassScores(CLASSES)
+    for args in zip(y, s, w):
+        one_by_one.update(*args)
+    halves = MulticlassScores(CLASSES).update_many(y[: n // 2], s[: n // 2], w[: n // 2])
+    halves.update_many(y[n // 2:], s[n // 2:], w[n // 2:])
+    loaded = MulticlassScores.from_dict(batch.to_dict())
+    for other in (one_by_one, halves, loaded):
+        assert other.to_dict() == batch.to_dict()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got, want = other.roc_auc(average=None), batch.roc_auc(average=None)
+        assert np.asarray(got).tobytes() == np.asarray(want).tobytes()
+    batch.update(y[0], s[0], w[0])  # (a change: the batch kept is dropped)
+    one_by_one.update(y[0], s[0], w[0])
+    assert batch.to_dict() == one_by_one.to_dict()
