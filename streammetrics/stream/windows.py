@@ -154,6 +154,10 @@ DEFER_MAX_EVENTS = 256
 #: events :meth:`WindowManager.add_columns` holds staged (applied to their keys' queues together,
 #: see ``_stage``) before it applies them; the bound on that buffer (~32 bytes an event)
 STAGE_MAX_EVENTS = 1 << 18
+#: delayed labels: a monitor's queued predictions (or labelled ones) are applied by one vectorised
+#: ``update_predictions`` (``update_outcomes``) from this many, else one by one (below it the
+#: vectorised update's fixed cost is the larger)
+LABEL_BATCH_MIN = 64
 _SLOTS = itertools.count()
 _SLOT = operator.attrgetter("slot")
 _ARMED, _CLOSE_AT = operator.attrgetter("armed"), operator.attrgetter("close_at")
@@ -166,6 +170,23 @@ _INF, _NEG_INF = math.inf, -math.inf
 _FIRST = _MODEL = operator.itemgetter(0)
 _SEGMENT = operator.itemgetter(1)
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
+
+
+#: delayed labels: the ordinary range of an event's numbers (see _ordinary)
+_HUGE, _TINY = 2.0 ** 200, 2.0 ** -200
+
+
+def _ordinary(event: Any) -> bool:
+    """Whether every number of ``event`` is ordinary: its weight in ``[2**-200, 2**200]`` (not 0),
+    its score, scores, and numeric ``y_pred`` / ``y_true`` of magnitude at most ``2**200``. Products
+    and sums of such numbers cannot overflow, so updates of them raise no floating-point warning."""
+    if not _TINY <= event.weight <= _HUGE:
+        return False
+    for v in (event.score, event.y_pred, event.y_true):
+        if v.__class__ is float and not -_HUGE <= v <= _HUGE:
+            return False
+    scores = event.scores
+    return scores is None or all(-_HUGE <= v <= _HUGE for v in scores)
 
 
 def parse_duration(text: str | float, name: str = "duration") -> float:
@@ -455,6 +476,10 @@ class WindowManager:
         self._due_at: list[float] = []  # a heap of _due's close_at values
         self._next_due: float = math.inf
         self._revised = False  # some closed window awaits a new revision (delayed labels)
+        # delayed labels: per monitor (by identity) the predictions and labelled predictions not yet
+        # applied to it (see _apply_label_updates)
+        self._label_updates: dict[int, tuple[Any, list[Any], list[Any]]] = {}
+        self._queue_labels = True  # until the first event that is not ordinary (see _ordinary)
         self._rev_pane: int | None = None  # pane of the last revision tick (see revision_tick)
         # keys whose checkpointed state changed since take_changed_keys() (None: not tracked), and
         # those among them (re)created since (see delta_dict)
@@ -976,7 +1001,7 @@ class WindowManager:
         monitor = state.panes.get(pane)
         if monitor is None:
             monitor = state.panes[pane] = self._factory()
-        monitor.update_prediction(event)
+        self._queue_label_update(monitor, event, False)
         counts = state.awaiting.get(pane)
         if counts is None:
             state.awaiting[pane] = [1, 0]
@@ -1034,9 +1059,7 @@ class WindowManager:
         if counts is not None and pane in state.panes:  # the pane is open: later windows merge it
             counts[0] -= 1
             if labelled:
-                if self.batch and pane in state.pending:
-                    self._drain_pane(state, pane)
-                state.panes[pane].update_outcome(event)
+                self._queue_label_update(state.panes[pane], event, True)
             else:
                 counts[1] += 1
         elif labelled and state.cumulative is not None:  # released: the all-time monitor holds the pane
@@ -1052,11 +1075,74 @@ class WindowManager:
                 if win is not None:
                     win.awaiting -= 1
                     if labelled:
-                        win.monitor.update_outcome(event)
+                        self._queue_label_update(win.monitor, event, True)
                     else:
                         win.expired += 1
                     win.dirty = True
                     self._revised = True
+
+    def _queue_label_update(self, monitor: Any, event: Any, outcome: bool) -> None:
+        """Queue ``event`` for ``monitor``'s ``update_prediction`` (``update_outcome`` if
+        ``outcome``); a monitor's queues are applied once one of them holds ``max_pending`` events.
+        From the first event that is not ordinary (:func:`_ordinary`) on, nothing is queued: what is
+        queued is applied and every update is made at once, event by event, as it comes (numpy's
+        warnings about hostile values, and Python's once-per-location record of them, which every
+        vectorised update resets, then reach stderr exactly as without the queues)."""
+        if not self._queue_labels or not _ordinary(event):
+            self._stop_label_queues()
+            if outcome:
+                monitor.update_outcome(event)
+            else:
+                monitor.update_prediction(event)
+            return
+        entry = self._label_updates.get(id(monitor))
+        if entry is None:
+            entry = self._label_updates[id(monitor)] = (monitor, [], [])
+        queue = entry[2] if outcome else entry[1]
+        queue.append(event)
+        if len(queue) >= self.max_pending:
+            del self._label_updates[id(monitor)]
+            self._apply_updates(*entry)
+
+    def add_labelled(self, event: Any) -> bool:
+        """:meth:`add` of a prediction with its label in a stream with delayed labels: the same,
+        and an event that is not ordinary (:func:`_ordinary`) stops the queues of label updates
+        first (:meth:`_queue_label_update`: its warnings reach stderr as without them)."""
+        if self._queue_labels and not _ordinary(event):
+            self._stop_label_queues()
+        return self.add(event)
+
+    def _stop_label_queues(self) -> None:
+        """Apply what is queued and queue nothing from now on."""
+        self._queue_labels = False
+        if self._label_updates:
+            self._apply_label_updates()
+
+    def _apply_label_updates(self) -> None:
+        """Delayed labels: apply every monitor's queued predictions and labelled predictions, each
+        monitor's together (``update_predictions``, then ``update_outcomes``: the label-free and the
+        label-based parts are apart, and each part's state is a function of the multiset of its
+        events). Called before anything reads a monitor: a close (:meth:`_close_through`), a
+        revision (:meth:`_emit_revisions`), a checkpoint (:meth:`_key_entry`). Bound: at most
+        ``max_pending`` events per monitor and part wait (:meth:`_queue_label_update`)."""
+        updates, self._label_updates = self._label_updates, {}
+        for entry in updates.values():
+            self._apply_updates(*entry)
+
+    @staticmethod
+    def _apply_updates(monitor: Any, predictions: list[Any], outcomes: list[Any]) -> None:
+        """One monitor's queues: vectorised from :data:`LABEL_BATCH_MIN` events, else one by one
+        (only ordinary events are queued: no floating-point warning can arise)."""
+        if len(predictions) >= LABEL_BATCH_MIN:
+            monitor.update_predictions(predictions)
+        else:
+            for event in predictions:
+                monitor.update_prediction(event)
+        if len(outcomes) >= LABEL_BATCH_MIN:
+            monitor.update_outcomes(outcomes)
+        else:
+            for event in outcomes:
+                monitor.update_outcome(event)
 
     def revision_tick(self, time_us: int) -> None:
         """Delayed labels: the event time (whole microseconds) of the next item of the label
@@ -1083,6 +1169,8 @@ class WindowManager:
         and forgotten, once nothing in it awaits a label)."""
         if self._staged:
             self._unstage()
+        if self._label_updates:
+            self._apply_label_updates()
         spec = self.spec
         for key, state in self._keys.items():
             if not state.revising:
@@ -1109,6 +1197,12 @@ class WindowManager:
         """The largest event time (epoch seconds) applied over all keys, evicted ones included
         (None before the first event). O(1)."""
         return None if self._max_us == -math.inf else self._max_us / 1e6
+
+    @property
+    def queued_label_updates(self) -> int:
+        """Delayed labels: predictions and labelled predictions queued for their monitors, not yet
+        applied (at most ``max_pending`` per monitor and part; applied before any monitor is read)."""
+        return sum(len(p) + len(o) for _, p, o in self._label_updates.values())
 
     def awaiting_windows(self) -> int:
         """Closed windows retained because predictions in them await labels."""
@@ -1274,6 +1368,8 @@ class WindowManager:
         """
         if self._changed is not None:
             self._changed.add(key)
+        if self._label_updates:  # (delayed labels: the monitors as read now)
+            self._apply_label_updates()
         spec = self.spec
         s, w = spec.panes_per_slide, spec.panes_per_window
         k = state.next_window
@@ -1727,6 +1823,8 @@ class WindowManager:
 
     def _key_entry(self, model: str, segment: str, st: _KeyState) -> dict[str, Any]:
         """One key's checkpoint entry."""
+        if self._label_updates:
+            self._apply_label_updates()
         encode = self._codec[0] if self._codec else None
         if encode is None or (st.pending and not self._queue_events):  # (a small form's items: in its monitor)
             self._drain_key(st)
@@ -1921,6 +2019,7 @@ class WindowManager:
             nw = closed.pop(next(iter(closed)))[0]
             forgotten = nw if forgotten is None else max(forgotten, nw)
         self._keys = keys
+        self._label_updates = {}  # (queued for the monitors just replaced)
         saved_max = data.get("max_us")  # stream time of evicted keys too (older checkpoints: held keys')
         if saved_max is not None and type(saved_max) is not int:
             raise ValueError("malformed WindowManager checkpoint: max_us must be an integer")
