@@ -93,7 +93,7 @@ def _normalise(values: list) -> list:
     return [int(v) if v.__class__ is float and v.is_integer() else v for v in values]
 
 
-def _array_kind(arr: np.ndarray, name: str) -> str | None:
+def array_kind(arr: np.ndarray, name: str) -> str | None:
     kind = _DTYPE_KINDS.get(arr.dtype.kind)
     if kind is not None or len(arr) == 0:
         return kind
@@ -524,7 +524,7 @@ class ConfusionMatrix(Accumulator):
         p = as_label_array(y_pred, "y_pred")
         n = check_same_length(y_true=t, y_pred=p)
         w = as_weight_array(sample_weight, n)
-        kt, kp = _array_kind(t, "y_true"), _array_kind(p, "y_pred")
+        kt, kp = array_kind(t, "y_true"), array_kind(p, "y_pred")
         if n == 0:
             return self
         if kt != kp:

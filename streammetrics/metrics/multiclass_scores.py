@@ -126,7 +126,7 @@ from streammetrics.kernels.histogram import (
 )
 from streammetrics.kernels.histogram import to_units as hists_to_units
 from streammetrics.kernels.histogram_json import SMALL_KEYS, pack_dicts, pack_flat, unpack_flat
-from streammetrics.metrics.confusion import ConfusionMatrix, _array_kind
+from streammetrics.metrics.confusion import ConfusionMatrix, array_kind
 from streammetrics.metrics.rows import Columns
 from streammetrics.metrics.score_columns import (
     DEFAULT_MAX_BINS,
@@ -172,7 +172,7 @@ def _decode_h(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple[Binning,
     not whole: ``_check_state`` then puts the accumulator in units mode)."""
     k = _k(acc)
     events, weights = loaded["events"], values_of(loaded["weights"])
-    binning, flat = acc._decode_hists(raw, k * k, k * sum(events), exact_weights=True)
+    binning, flat = acc.decode_hists(raw, k * k, k * sum(events), exact_weights=True)
     ids, _, w = flat[0], flat[1], _floats(flat[2])
     sizes = np.bincount(ids, minlength=k * k).reshape(k, k)
     totals = np.bincount(ids, weights=w, minlength=k * k).reshape(k, k)
@@ -231,14 +231,14 @@ def _copy_all(v: tuple) -> tuple:
 
 
 def _merge_all(mine: tuple, theirs: tuple, acc: Any) -> tuple:
-    """Both sets merged as :meth:`ScoreColumns._merge_sets` (the one-vs-rest sets first,
+    """Both sets merged as :meth:`ScoreColumns.merge_sets` (the one-vs-rest sets first,
     derived from the pairs of a side whose pairs are exact); the one-vs-rest set is dropped
     again if the merged pairs are still exact."""
     k = _k(acc)
     m_ob, m_ovr = _ovr_of(mine[0], mine[1], mine[2], mine[3], k)
     t_ob, t_ovr = _ovr_of(theirs[0], theirs[1], theirs[2], theirs[3], k)
-    obinning = acc._merge_sets(m_ob, _ovr_list(m_ovr), t_ob, _ovr_list(t_ovr))
-    binning = acc._merge_sets(mine[0], _pairs(mine[1]), theirs[0], _pairs(theirs[1]))
+    obinning = acc.merge_sets(m_ob, _ovr_list(m_ovr), t_ob, _ovr_list(t_ovr))
+    binning = acc.merge_sets(mine[0], _pairs(mine[1]), theirs[0], _pairs(theirs[1]))
     if binning.exact:
         return (binning, mine[1], *_fresh_ovr(acc))
     return binning, mine[1], obinning, m_ovr
@@ -248,11 +248,11 @@ def _encode_all(v: tuple, acc: Any) -> tuple:
     """Both sets packed (units mode: the rounded floats, and their residues under the
     packed set's ``"residues"``; see :func:`~streammetrics.kernels.histogram_json.pack_flat`)."""
     binning, h, obinning, ovr = v
-    ovr_json = (None, None) if binning.exact else acc._encode_set(obinning, _ovr_list(ovr))
+    ovr_json = (None, None) if binning.exact else acc.encode_set(obinning, _ovr_list(ovr))
     flat = acc._ovr_memo.get("flat") if h is acc._h else None
     if flat is not None and len(flat[0]) > SMALL_KEYS:  # (pack_dicts of these histograms: pack_flat of them)
         return None, pack_flat(flat, len(h) ** 2, True), *ovr_json
-    return (*acc._encode_set(binning, _pairs(h)), *ovr_json)
+    return (*acc.encode_set(binning, _pairs(h)), *ovr_json)
 
 
 def _decode_all(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple:
@@ -276,7 +276,7 @@ def _decode_ovr(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple[Binnin
     k = _k(acc)
     events, weights = loaded["events"], values_of(loaded["weights"])
     count, total = sum(events), math.fsum(weights)
-    binning, flat = acc._decode_hists(raw, 2 * k, k * count, exact_weights=True)
+    binning, flat = acc.decode_hists(raw, 2 * k, k * count, exact_weights=True)
     ids, _, w = flat[0], flat[1], _floats(flat[2])
     sizes = np.bincount(ids, minlength=2 * k).reshape(k, 2)
     totals = np.bincount(ids, weights=w, minlength=2 * k).reshape(k, 2)
@@ -302,24 +302,24 @@ def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
     columns = state["histograms"]
     if not isinstance(columns, list) or len(columns) != k:
         raise ValueError(f"histograms must be a list of {k} column histograms")
-    binning: Binning = ExactBinning() if acc._exact else LogGridBinning(acc._finest)
+    binning: Binning = ExactBinning() if acc.exact_config else LogGridBinning(acc.bins)
     names = [f"t{t}" for t in range(k)]
     hists = [histograms_from_json(col, binning, names) for col in columns]
     flat_list = [hists[c][t] for t in range(k) for c in range(k)]
     flat = flatten(flat_list, binning)
-    if not acc._exact:
-        flat, binning = fit_flat(flat, binning, acc._finest, acc._max_exact, acc._max_bins)
+    if not acc.exact_config:
+        flat, binning = fit_flat(flat, binning, acc.bins, acc.max_exact, acc.max_bins)
     out["bins_per_octave"] = None if binning.exact else binning.per_octave  # type: ignore[attr-defined]  # a log grid
     out["histograms"] = pack_flat(flat, k * k, binning.exact)  # (with residues if in units)
     out["ovr_bins_per_octave"] = out["ovr_histograms"] = None
     if not binning.exact:  # the one-vs-rest set: the sums of the pair histograms, fitted on its own
-        ovr_binning: Binning = ExactBinning() if acc._exact else LogGridBinning(acc._finest)
+        ovr_binning: Binning = ExactBinning() if acc.exact_config else LogGridBinning(acc.bins)
         grid_hists = [ScoreHistogram(ovr_binning) for _ in range(k * k)]
         rebuild(grid_hists, ovr_binning, flatten(flat_list, ovr_binning))
         neg, pos = _derive_ovr(ovr_binning, [grid_hists[t * k : (t + 1) * k] for t in range(k)], k)
         ovr_flat = flatten(_ovr_list((neg, pos)), ovr_binning)
-        if not acc._exact:
-            ovr_flat, ovr_binning = fit_flat(ovr_flat, ovr_binning, acc._finest, acc._max_exact, acc._max_bins)
+        if not acc.exact_config:
+            ovr_flat, ovr_binning = fit_flat(ovr_flat, ovr_binning, acc.bins, acc.max_exact, acc.max_bins)
         out["ovr_bins_per_octave"] = None if ovr_binning.exact else ovr_binning.per_octave  # type: ignore[attr-defined]  # a log grid
         out["ovr_histograms"] = pack_flat(ovr_flat, 2 * k, ovr_binning.exact)
     cells = state["cells"]
@@ -553,7 +553,7 @@ class MulticlassScores(ScoreColumns):
         max_bins: int | None = DEFAULT_MAX_BINS, max_exact: int | None = DEFAULT_MAX_EXACT,
     ) -> None:
         self._cols = Columns(check_label_list(classes, "classes", minimum=2), "class", "classes")
-        self._setup(bins, exact, max_bins, max_exact)
+        self.setup_budget(bins, exact, max_bins, max_exact)
         self.reset()
 
     # ------------------------------------------------------------------ state
@@ -570,31 +570,31 @@ class MulticlassScores(ScoreColumns):
         self._hw = [[h.weights for h in row] for row in self._h]
         self._key = None if self._binning.exact else self._binning.key
         self._entries = sum(len(d) for row in self._hw for d in row)
-        self._over = self._limit()
+        self._over = self.entry_limit()
         # the one-vs-rest set is kept only once the pairs are on a grid (None: derived)
         self._ow = None if self._binning.exact else [(a.weights, b.weights) for a, b in zip(*self._ovr)]
         self._okey = None if self._obinning.exact else self._obinning.key
         self._oentries = sum(len(a) + len(b) for a, b in self._ow or ())
-        self._oover = _INF if self._ow is None else self._limit_of(self._obinning)
+        self._oover = _INF if self._ow is None else self.entry_limit_of(self._obinning)
         self._same_key = self._binning == self._obinning
 
-    def _fit(self) -> None:
+    def fit_budget(self) -> None:
         """Bring the pair histograms within the budget; when they leave exact scores, the
         one-vs-rest set (their sums until then) is kept from then on, within its own."""
         if not self._binning.exact:
-            super()._fit()
+            super().fit_budget()
             return
         neg, pos = _derive_ovr(self._binning, self._h, _k(self))  # before the pairs change
-        self._binning, self._entries = self._fit_set(self._hist_list(), self._binning, self._entries)
+        self._binning, self._entries = self.fit_set(self._hist_list(), self._binning, self._entries)
         if not self._binning.exact:
             ovr = _ovr_list((neg, pos))
-            self._obinning = self._fit_set(ovr, ExactBinning(), sum(len(h) for h in ovr))[0]
+            self._obinning = self.fit_set(ovr, ExactBinning(), sum(len(h) for h in ovr))[0]
             self._ovr = (neg, pos)
         self._refresh()
 
     def _fit_ovr(self) -> None:
         """Bring the one-vs-rest set within the budget."""
-        self._obinning, self._oentries = self._fit_set(_ovr_list(self._ovr), self._obinning, self._oentries)
+        self._obinning, self._oentries = self.fit_set(_ovr_list(self._ovr), self._obinning, self._oentries)
         self._refresh()
 
     def _ovr_view(self) -> tuple[Binning, tuple[list, list]]:
@@ -756,7 +756,7 @@ class MulticlassScores(ScoreColumns):
                 self._entries += new
                 self._oentries += onew
                 if self._entries > self._over:
-                    self._fit()  # recounts both sets
+                    self.fit_budget()  # recounts both sets
                 if self._oentries > self._oover:
                     self._fit_ovr()
         st = row[t]
@@ -798,7 +798,7 @@ class MulticlassScores(ScoreColumns):
     def _encode(self, y_true: Any, name: str) -> np.ndarray:
         """Class indices of a batch of labels (validated: each one of ``classes``)."""
         y = as_label_array(y_true, name)
-        kind = _array_kind(y, name)
+        kind = array_kind(y, name)
         if len(y) == 0:
             return np.zeros(0, dtype=np.intp)
         cols = self._cols
@@ -840,10 +840,10 @@ class MulticlassScores(ScoreColumns):
             totals = [a + b for a, b in zip(self._weights, class_w.tolist())]
             if max(totals) > MAX_TOTAL_WEIGHT:
                 raise ValueError(f"sample_weight would make a class weight exceed {MAX_TOTAL_WEIGHT:g}")
-        flat, binning = self._batch_flat(S, lambda c: t, k, k, list(range(k)), w, units=units)
+        flat, binning = self.batch_flat(S, lambda c: t, k, k, list(range(k)), w, units=units)
 
         def ovr_batch(state: Binning) -> tuple:
-            return self._batch_flat(S, lambda c: (t == c).astype(np.int64), 2, 1, [2 * c for c in range(k)], w,
+            return self.batch_flat(S, lambda c: (t == c).astype(np.int64), 2, 1, [2 * c for c in range(k)], w,
                                     state, units)
 
         oflat = None if self._binning.exact else ovr_batch(self._obinning)
@@ -887,17 +887,17 @@ class MulticlassScores(ScoreColumns):
         if units and not self._units:
             self._to_units()  # the same state, in units
         if oflat is not None:
-            self._obinning, self._oentries = self._add_set(_ovr_list(self._ovr), self._obinning, self._oentries,
+            self._obinning, self._oentries = self.add_set(_ovr_list(self._ovr), self._obinning, self._oentries,
                                                            *oflat)
-            self._binning, self._entries = self._add_set(self._hist_list(), self._binning, self._entries,
+            self._binning, self._entries = self.add_set(self._hist_list(), self._binning, self._entries,
                                                          flat, binning)
         else:  # exact pairs: if they leave exact, keep the one-vs-rest set from here on
             pre = _derive_ovr(self._binning, self._h, k)
-            self._binning, self._entries = self._add_set(self._hist_list(), self._binning, self._entries,
+            self._binning, self._entries = self.add_set(self._hist_list(), self._binning, self._entries,
                                                          flat, binning)
             if not self._binning.exact:
                 ovr = _ovr_list(pre)
-                self._obinning = self._add_set(ovr, ExactBinning(), sum(len(h) for h in ovr),
+                self._obinning = self.add_set(ovr, ExactBinning(), sum(len(h) for h in ovr),
                                                *ovr_batch(ExactBinning()))[0]
                 self._ovr = pre
         self._refresh()

@@ -35,7 +35,7 @@ from typing import Any, Hashable, Iterable, Mapping, Sequence
 import numpy as np
 
 from streammetrics.core.accumulator import Accumulator
-from streammetrics.core.labels import check_label_list
+from streammetrics.core.labels import check_label_list, label_kind
 from streammetrics.core.state import Field, decode_list, describe
 from streammetrics.core.validation import (
     as_weight_array,
@@ -55,7 +55,6 @@ from streammetrics.kernels.exact_weights import (
     units_of,
     value_of,
 )
-from streammetrics.metrics.confusion import _kind
 from streammetrics.metrics.rows import Columns
 
 __all__ = ["MultilabelConfusion"]
@@ -229,7 +228,7 @@ class MultilabelConfusion(Accumulator):
     def __init__(self, labels: int | Sequence[Hashable]) -> None:
         names = check_label_list(labels, "labels", allow_count=True)
         self._labels = names
-        self._kind = _kind(names[0])
+        self._kind = label_kind(names[0])
         self._index = {name: j for j, name in enumerate(names)}
         self._cols = Columns(names, "label", "labels")
         self.reset()

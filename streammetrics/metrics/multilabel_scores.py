@@ -317,7 +317,7 @@ def _fresh_histograms(acc: Any) -> tuple[Binning, tuple[list, list]]:
 
 def _decode_histograms(raw: tuple, acc: Any, loaded: Mapping[str, Any]) -> tuple[Binning, tuple[list, list]]:
     n = _n(acc)
-    binning, flat = acc._decode_hists(raw, 2 * n, n * loaded["count"], exact_weights=True)
+    binning, flat = acc.decode_hists(raw, 2 * n, n * loaded["count"], exact_weights=True)
     ids, _, w = flat
     if w.dtype == object:  # units (exact_weights): compared as correctly rounded floats
         w = np.asarray(values_of(w.tolist()), dtype=np.float64)
@@ -346,11 +346,11 @@ def _migrate_v1(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
     raw = state["histograms"]
     if not isinstance(raw, list) or len(raw) != n:
         raise ValueError(f"histograms must be a list of {n} label histograms")
-    binning: Binning = ExactBinning() if acc._exact else LogGridBinning(acc._finest)
+    binning: Binning = ExactBinning() if acc.exact_config else LogGridBinning(acc.bins)
     hists = [x for h in raw for x in histograms_from_json(h, binning, ["neg", "pos"])]
     flat = flatten(hists, binning)
-    if not acc._exact:
-        flat, binning = fit_flat(flat, binning, acc._finest, acc._max_exact, acc._max_bins)
+    if not acc.exact_config:
+        flat, binning = fit_flat(flat, binning, acc.bins, acc.max_exact, acc.max_bins)
     out = dict(state)
     out["bins_per_octave"] = None if binning.exact else binning.per_octave  # type: ignore[attr-defined]  # a log grid
     out["histograms"] = pack_flat(flat, 2 * n, binning.exact)
@@ -386,9 +386,9 @@ _MULTILABEL_STATE = (
     # where it is absent / present, packed (histogram id 2 j / 2 j + 1): merged together
     # (the binning changes with the entries of all of them; see ScoreColumns)
     Field(("bins_per_octave", "histograms"), _fresh_histograms, attrs=("_binning", "_pair"),
-          merge=ScoreColumns._merge_hists,
+          merge=ScoreColumns.merge_hists,
           copy=lambda v: (v[0], ([h.copy() for h in v[1][0]], [h.copy() for h in v[1][1]])),
-          encode=lambda v, acc: acc._encode_hists(v), decode=_decode_histograms),
+          encode=lambda v, acc: acc.encode_hists(v), decode=_decode_histograms),
 )
 
 
@@ -434,7 +434,7 @@ class MultilabelScores(ScoreColumns):
     ) -> None:
         names = check_label_list(labels, "labels", allow_count=True)
         self._cols = Columns(names, "label", "labels")
-        self._setup(bins, exact, max_bins, max_exact)
+        self.setup_budget(bins, exact, max_bins, max_exact)
         self.reset()
 
     # ------------------------------------------------------------------ state
@@ -452,7 +452,7 @@ class MultilabelScores(ScoreColumns):
         self._hw = [(a.weights, b.weights) for a, b in zip(self._neg, self._pos)]
         self._key = self.binning.key
         self._entries = sum(len(a) + len(b) for a, b in self._hw)
-        self._over = self._limit()
+        self._over = self.entry_limit()
 
     def _check_merge(self, other: Accumulator) -> None:
         assert isinstance(other, MultilabelScores)
@@ -544,7 +544,7 @@ class MultilabelScores(ScoreColumns):
         if new:
             self._entries += new
             if self._entries > self._over:
-                self._fit()
+                self.fit_budget()
         if n_pos and n_neg:
             auc_term = weight * (u2 / (2 * n_pos * n_neg))
         else:
@@ -599,12 +599,12 @@ class MultilabelScores(ScoreColumns):
         rows = [int(np.count_nonzero(~defined)), int(np.count_nonzero(~defined & (ww > 0))),
                 int(np.count_nonzero(P == 0))]
         n_pos = T.sum(axis=0).tolist()
-        flat, binning = self._batch_flat(S, lambda j: T[:, j].astype(np.int64), 2, 1,
+        flat, binning = self.batch_flat(S, lambda j: T[:, j].astype(np.int64), 2, 1,
                                          [2 * j for j in range(L)], w, units=units)
         # ---- commit: nothing below can fail
         if units and not self._units:
             self._to_units()  # the same state, in units
-        self._add_batch(flat, binning)
+        self.add_batch(flat, binning)
         for j in range(L):
             self._n_pos[j] += n_pos[j]
             self._n_neg[j] += n - n_pos[j]

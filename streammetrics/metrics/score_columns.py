@@ -157,7 +157,7 @@ class ScoreColumns(Accumulator):
     _binning: Binning
     _entries: int
 
-    def _setup(self, bins: int | None, exact: bool, max_bins: int | None, max_exact: int | None) -> None:
+    def setup_budget(self, bins: int | None, exact: bool, max_bins: int | None, max_exact: int | None) -> None:
         if type(exact) is not bool:
             raise TypeError(f"exact must be a bool, got {exact!r}")
         self._exact = exact
@@ -185,6 +185,11 @@ class ScoreColumns(Accumulator):
     def binning(self) -> Binning:
         """The binning in force: exact scores while exact, else the log grid."""
         return self._binning
+
+    @property
+    def exact_config(self) -> bool:
+        """The constructor's ``exact``: every score kept, unbounded (the config key ``exact``)."""
+        return self._exact
 
     @property
     def max_bins(self) -> int | None:
@@ -237,26 +242,26 @@ class ScoreColumns(Accumulator):
         """:meth:`_hist_list` of a value of the histograms state field."""
         raise NotImplementedError
 
-    def _limit_of(self, b: Binning) -> float:
+    def entry_limit_of(self, b: Binning) -> float:
         """Entries above which a set on binning ``b`` must be fitted (inf: never)."""
         if self._finest is None or (not b.exact and b.coarsest):  # type: ignore[attr-defined]  # a log grid
             return math.inf
         return self._max_exact if b.exact else self._max_bins  # type: ignore[return-value]  # ints unless exact=True
 
-    def _limit(self) -> float:
-        """Entries above which :meth:`_fit` must act (inf: never)."""
-        return self._limit_of(self._binning)
+    def entry_limit(self) -> float:
+        """Entries above which :meth:`fit_budget` must act (inf: never)."""
+        return self.entry_limit_of(self._binning)
 
-    def _fit_set(self, hists: list[ScoreHistogram], binning: Binning, entries: int) -> tuple[Binning, int]:
+    def fit_set(self, hists: list[ScoreHistogram], binning: Binning, entries: int) -> tuple[Binning, int]:
         """Bring a histogram set within the budget (see the class docstring)."""
         return fit(hists, binning, entries, self._finest, self._max_exact, self._max_bins)
 
-    def _fit(self) -> None:
+    def fit_budget(self) -> None:
         """Bring the histograms within the budget (see the class docstring)."""
-        self._binning, self._entries = self._fit_set(self._hist_list(), self._binning, self._entries)
+        self._binning, self._entries = self.fit_set(self._hist_list(), self._binning, self._entries)
         self._refresh()
 
-    def _batch_flat(
+    def batch_flat(
         self, S: np.ndarray, groups_of: Callable[[int], np.ndarray], n_groups: int, stride: int,
         offsets: list[int], w: np.ndarray | None, state: Binning | None = None, units: bool = False,
     ) -> tuple[Flat, Binning]:
@@ -276,7 +281,6 @@ class ScoreColumns(Accumulator):
         binning = self._binning if state is None else state
         if binning.exact and self._finest is not None:
             limit: int = self._max_exact  # type: ignore[assignment]  # an int here
-            grid = LogGridBinning(self._finest)
             # exact only if the batch's exact entries fit (then so do its grid entries, never more
             # than its exact ones); a batch of at most m rows is tried exact at once, a longer one
             # first on the grid and on a first block of rows, that alone settles it when it does
@@ -286,6 +290,7 @@ class ScoreColumns(Accumulator):
                 exact = _columns_flat(S, groups_of, n_groups, stride, offsets, w, binning, limit, units)
                 if exact is not None:
                     return exact, binning
+            grid = LogGridBinning(self._finest)  # (made only when the batch may leave exact scores)
             flat = _columns_flat(S, groups_of, n_groups, stride, offsets, w, grid)
             if len(S) > m and len(flat[0]) <= limit and (_columns_flat(
                     S[:m], lambda c: groups_of(c)[:m], n_groups, stride, offsets, None if w is None else w[:m],
@@ -302,10 +307,10 @@ class ScoreColumns(Accumulator):
             return flat, binning
         return fit_flat(flat, binning, self._finest, self._max_exact, self._max_bins)  # type: ignore[arg-type]  # ints here
 
-    def _add_set(
+    def add_set(
         self, hists: list[ScoreHistogram], state: Binning, entries: int, flat: Flat, binning: Binning
     ) -> tuple[Binning, int]:
-        """Add :meth:`_batch_flat` output to a set on binning ``state`` holding ``entries``:
+        """Add :meth:`batch_flat` output to a set on binning ``state`` holding ``entries``:
         both sides to the coarser binning, add, fit; returns the set's binning and entries."""
         target = coarser_of(state, binning)
         if state != target:
@@ -314,15 +319,15 @@ class ScoreColumns(Accumulator):
         if binning != target:
             flat = regrid_flat(flat, binning, target)
         entries += add_flat(hists, flat)
-        return self._fit_set(hists, target, entries)
+        return self.fit_set(hists, target, entries)
 
-    def _add_batch(self, flat: Flat, binning: Binning) -> None:
-        """Commit :meth:`_batch_flat` output to the main set."""
-        self._binning, self._entries = self._add_set(self._hist_list(), self._binning, self._entries, flat, binning)
+    def add_batch(self, flat: Flat, binning: Binning) -> None:
+        """Commit :meth:`batch_flat` output to the main set."""
+        self._binning, self._entries = self.add_set(self._hist_list(), self._binning, self._entries, flat, binning)
         self._refresh()
 
     # ------------------------------------------------------------------ state field helpers
-    def _merge_sets(self, mine_b: Binning, hists: list, theirs_b: Binning, others: list) -> Binning:
+    def merge_sets(self, mine_b: Binning, hists: list, theirs_b: Binning, others: list) -> Binning:
         """Merge a histogram set into another: both to the coarser binning, add, fit."""
         target = coarser_of(mine_b, theirs_b)
         if mine_b != target:
@@ -333,23 +338,23 @@ class ScoreColumns(Accumulator):
                     h.merge_weights(o.weights)
         else:
             add_flat(hists, regrid_flat(flatten(others, theirs_b), theirs_b, target))
-        return self._fit_set(hists, target, sum(len(h) for h in hists))[0]
+        return self.fit_set(hists, target, sum(len(h) for h in hists))[0]
 
     @staticmethod
-    def _merge_hists(mine: tuple, theirs: tuple, acc: Any) -> tuple:
+    def merge_hists(mine: tuple, theirs: tuple, acc: Any) -> tuple:
         """Merge of the main (binning, histograms) field."""
-        binning = acc._merge_sets(mine[0], acc._hist_list_of(mine[1]), theirs[0], acc._hist_list_of(theirs[1]))
+        binning = acc.merge_sets(mine[0], acc._hist_list_of(mine[1]), theirs[0], acc._hist_list_of(theirs[1]))
         return binning, mine[1]
 
     @staticmethod
-    def _encode_set(binning: Binning, hists: list[ScoreHistogram]) -> tuple:
+    def encode_set(binning: Binning, hists: list[ScoreHistogram]) -> tuple:
         per_octave = None if binning.exact else binning.per_octave  # type: ignore[attr-defined]  # a log grid
         return per_octave, pack_dicts([h.weights for h in hists], binning.exact)
 
-    def _encode_hists(self, value: tuple) -> tuple:
-        return self._encode_set(value[0], self._hist_list_of(value[1]))
+    def encode_hists(self, value: tuple) -> tuple:
+        return self.encode_set(value[0], self._hist_list_of(value[1]))
 
-    def _decode_hists(
+    def decode_hists(
         self, raw: tuple, n_hists: int, max_keys: int, exact_weights: bool = False
     ) -> tuple[Binning, Flat]:
         """``(binning, flat)`` of the (bins_per_octave, histograms) field; ``ValueError`` on
@@ -405,7 +410,7 @@ def _columns_flat(
     S: np.ndarray, groups_of: Callable[[int], np.ndarray], n_groups: int, stride: int, offsets: list[int],
     w: np.ndarray | None, binning: Binning, limit: int | None = None, units: bool = False,
 ) -> Flat | None:
-    """Flat entries of every column of ``S`` keyed on ``binning`` (see ``_batch_flat``);
+    """Flat entries of every column of ``S`` keyed on ``binning`` (see ``batch_flat``);
     None as soon as they exceed ``limit`` (columns left undone). ``units``: weights as
     exact sums in units (object arrays, :func:`~streammetrics.kernels.exact_weights.grouped_units`)."""
     if binning.exact and len(offsets):

@@ -306,6 +306,15 @@ class Monitor(Accumulator):
         window engine then encodes the record)."""
         return [None] * len(monitors)
 
+    @classmethod
+    def item_texts(cls, template: "Monitor", item_lists: Sequence[Sequence[Any]]) -> list[tuple[str, str, str] | None]:
+        """Per list of events in the small form's input (:meth:`update_items`, one event an item),
+        :meth:`snapshot_texts` of the monitor ``template.empty().update_items(items)`` would be,
+        written without making that monitor where the type can, else None (this default: None for
+        every list; a window engine then makes the monitor). ``template``: an empty monitor of the
+        configuration."""
+        return [None] * len(item_lists)
+
     #: the confidence of the intervals a snapshot carries (contract section 9; not part of the
     #: state: a window engine sets it on its template and the monitors made from it inherit it)
     confidence: float = 0.95

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from itertools import chain
 from typing import Any, Generic, Mapping, Sequence, TypeVar
 
 import numpy as np
@@ -511,10 +512,7 @@ class BinaryMonitor(Monitor):
         {'score': [0.3, 0.8], 'y_true': [0, 1]}
         """
         queue = self._queue
-        for v in items:  # (the common batch: signed scores only, one extend)
-            if v.__class__ is not float or not -1.0 < v < 1.0 or v == 0.0:
-                break
-        else:
+        if _signed_scores(items):  # (the common batch: signed scores only, one extend)
             queue += items
             if len(queue) >= self.update_queue_max:
                 self._apply_queue()
@@ -682,6 +680,45 @@ class BinaryMonitor(Monitor):
             for i, text in zip(chosen, texts):
                 out[i] = text
         return out
+
+    @classmethod
+    def item_texts(cls, template: Any, item_lists: Sequence[Sequence[Any]]) -> list[tuple[str, str, str] | None]:
+        """:meth:`snapshot_texts` of the monitors ``template.empty().update_items(items)`` would be,
+        without making them: the lists that would stay in the small form (signed scores only,
+        1 to ``min(FLEET_MAX_EVENTS, events_form_max)`` of them) in one vectorised pass over the
+        lists as they are (:func:`~streammetrics.monitors.fleet_snapshot.binary_snapshot_texts`),
+        None for the others and for a template ``exact=True`` or of a subclass.
+
+        >>> m = BinaryMonitor().update_items([0.8, -0.3])
+        >>> BinaryMonitor.item_texts(BinaryMonitor(), [[0.8, -0.3]]) == BinaryMonitor.snapshot_texts([m])
+        True
+        """
+        out: list[tuple[str, str, str] | None] = [None] * len(item_lists)
+        if cls is not BinaryMonitor or template.__class__ is not BinaryMonitor or not _DIRECT_STATE or template.exact:
+            return out
+        cap = min(FLEET_MAX_EVENTS, cls.events_form_max)
+        sized = [i for i, items in enumerate(item_lists) if 0 < len(items) <= cap]
+        every = chain.from_iterable([item_lists[i] for i in sized])
+        if set(map(type, every)) == {float}:  # (floats only: their range checked at once, as _signed_scores)
+            signed = np.fromiter(chain.from_iterable([item_lists[i] for i in sized]), dtype=np.float64)
+            magnitude = np.abs(signed)
+            common = bool(((magnitude < 1.0) & (magnitude > 0.0)).all())
+        else:
+            common = False
+        chosen = sized if common else [i for i in sized if _signed_scores(item_lists[i])]
+        if chosen:
+            for i, text in zip(chosen, binary_snapshot_texts(template, [item_lists[i] for i in chosen])):
+                out[i] = text
+        return out
+
+
+def _signed_scores(items: Sequence[Any]) -> bool:
+    """Whether every item is a signed score (a float ``v``, ``0 < |v| < 1``: what
+    :meth:`BinaryMonitor.update_items` keeps in the small form)."""
+    for v in items:
+        if v.__class__ is not float or not -1.0 < v < 1.0 or v == 0.0:
+            return False
+    return True
 
 
 #: the state keys :meth:`BinaryMonitor._state` writes directly (another declaration: generic)

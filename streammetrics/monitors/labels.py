@@ -26,7 +26,7 @@ from typing import Any, Hashable, Mapping, Sequence
 
 import numpy as np
 
-from streammetrics.core.labels import LABEL_KINDS
+from streammetrics.core.labels import LABEL_KINDS, label_kind
 from streammetrics.core.state import Field, describe, state_limits
 from streammetrics.core.validation import check_weight, to_builtin_label
 from streammetrics.events.parser import Event
@@ -40,7 +40,7 @@ from streammetrics.kernels.exact_weights import (
     value_of,
 )
 from streammetrics.kernels.sparse_confusion import balanced_accuracy_many, kappa_dense_many, matthews_many
-from streammetrics.metrics.confusion import ConfusionMatrix, _kind
+from streammetrics.metrics.confusion import ConfusionMatrix
 from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
 
 __all__ = ["OTHER_LABELS", "LabelMonitor", "class_report", "label_metrics", "label_metrics_many", "label_parts_many"]
@@ -256,7 +256,7 @@ def _quiet_prf(cm: ConfusionMatrix, average: str, kw: dict[str, Any]) -> tuple[A
 def _sorted_predicted(predicted: dict) -> list[tuple[Any, Any]]:
     """``(label, summed weight)`` of the predicted labels by kind, then label: the order the state
     writes them in and the snapshot reports them in (independent of arrival or merge order)."""
-    return sorted(predicted.items(), key=lambda kv: (_kind(kv[0]), kv[0]))
+    return sorted(predicted.items(), key=lambda kv: (label_kind(kv[0]), kv[0]))
 
 
 def _in_units(total: float | int, predicted: dict) -> tuple[int, dict]:
@@ -315,7 +315,7 @@ def _decode_predicted(raw: Any, mon: "LabelMonitor", loaded: Mapping[str, Any]) 
         label = to_builtin_label(pair[0], f"predicted_labels[{i}][0]")
         if label in out or label != pair[0]:
             raise ValueError(f"predicted_labels[{i}] repeats or mis-encodes the label {label!r}")
-        kinds.add(_kind(label))
+        kinds.add(label_kind(label))
         out[label] = check_weight(pair[1], f"predicted_labels[{i}][1]")
     allowed = mon._labels
     if len(kinds) > 1 or (allowed is not None and any(x not in allowed for x in out)):
@@ -477,7 +477,7 @@ class LabelMonitor(Monitor):
         frequent folded into :data:`OTHER_LABELS` (new objects; ``self`` unchanged)."""
         cm, predicted = self.confusion, self._predicted
         held = self._held()
-        pair = OTHER_LABELS.get(_kind(next(iter(held)))) if held else None
+        pair = OTHER_LABELS.get(label_kind(next(iter(held)))) if held else None
         if pair is None:
             return cm, predicted, 0
         other, mismatch = pair
@@ -527,9 +527,9 @@ class LabelMonitor(Monitor):
             raise ValueError(f"y_pred={label!r} is not one of labels {self._labels!r}")
         if self._predicted:
             first = next(iter(self._predicted))
-            if _kind(first) != _kind(label):
-                raise ValueError(f"y_pred={label!r} is a {_kind(label)} label but this monitor holds "
-                                 f"{_kind(first)} labels")
+            if label_kind(first) != label_kind(label):
+                raise ValueError(f"y_pred={label!r} is a {label_kind(label)} label but this monitor holds "
+                                 f"{label_kind(first)} labels")
         self._predict(label, w)
         self._track(label)
         return self

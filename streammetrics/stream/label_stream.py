@@ -104,7 +104,7 @@ class LabelStream:
         notes = self._settle(out) if out else _NONE
         try:
             if event.y_true is not None:
-                applied = windows.add(event)
+                applied = windows.add_labelled(event)
                 first = None
             else:
                 first = windows.add_prediction(event)

@@ -122,7 +122,7 @@ import operator
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -154,15 +154,39 @@ DEFER_MAX_EVENTS = 256
 #: events :meth:`WindowManager.add_columns` holds staged (applied to their keys' queues together,
 #: see ``_stage``) before it applies them; the bound on that buffer (~32 bytes an event)
 STAGE_MAX_EVENTS = 1 << 18
+#: delayed labels: a monitor's queued predictions (or labelled ones) are applied by one vectorised
+#: ``update_predictions`` (``update_outcomes``) from this many, else one by one (below it the
+#: vectorised update's fixed cost is the larger)
+LABEL_BATCH_MIN = 64
 _SLOTS = itertools.count()
 _SLOT = operator.attrgetter("slot")
+_ARMED, _CLOSE_AT = operator.attrgetter("armed"), operator.attrgetter("close_at")
+_OPEN_FROM, _FIRST_BOUND = operator.attrgetter("open_from"), operator.attrgetter("first_pane_bound")
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
 _floor = math.floor
+_INT64_MAX = int(np.iinfo(np.int64).max)
 _INF, _NEG_INF = math.inf, -math.inf
 _FIRST = _MODEL = operator.itemgetter(0)
 _SEGMENT = operator.itemgetter(1)
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
+
+
+#: delayed labels: the ordinary range of an event's numbers (see _ordinary)
+_HUGE, _TINY = 2.0 ** 200, 2.0 ** -200
+
+
+def _ordinary(event: Any) -> bool:
+    """Whether every number of ``event`` is ordinary: its weight in ``[2**-200, 2**200]`` (not 0),
+    its score, scores, and numeric ``y_pred`` / ``y_true`` of magnitude at most ``2**200``. Products
+    and sums of such numbers cannot overflow, so updates of them raise no floating-point warning."""
+    if not _TINY <= event.weight <= _HUGE:
+        return False
+    for v in (event.score, event.y_pred, event.y_true):
+        if v.__class__ is float and not -_HUGE <= v <= _HUGE:
+            return False
+    scores = event.scores
+    return scores is None or all(-_HUGE <= v <= _HUGE for v in scores)
 
 
 def parse_duration(text: str | float, name: str = "duration") -> float:
@@ -265,7 +289,7 @@ class _KeyState:
         self.max_us: float = _NEG_INF  # largest event time seen (us)
         self.next_window: int | None = None  # lowest window index not yet closed
         self.late = 0
-        self.armed: float | None = None  # the close_at of the key's live entry in the manager's heap
+        self.armed: float = math.nan  # the close_at of the key's live entry in the manager's heap (nan: none)
         self.cumulative: Any = None
         self.first_window: int | None = None
         self.tag: Any = None  # the key's event tag (see WindowManager), fixed by its first event
@@ -299,24 +323,22 @@ class _Revising:
         self.dirty = dirty
 
 
-class _Closed:
-    """A closed window whose snapshot :meth:`WindowManager.poll` builds, with the other windows
-    closed since the last poll (``snapshot_many``): its monitor (no longer changed by the
-    engine) and the snapshot's fields as they were when it closed."""
+#: a closed window whose snapshot :meth:`WindowManager.poll` builds with the other windows closed
+#: since the last poll (``snapshot_many``): the tuple ``(key, monitor, items, start_ms, end_ms,
+#: final, late, expired, cumulative)``, its monitor no longer changed by the engine, or None and
+#: only its events in the small form's input (``items``: the monitor is made when the poll needs
+#: it, and not at all when the type writes the window's texts from its items,
+#: ``Monitor.item_texts``), and the snapshot's fields as they were when it closed (a tuple: one per
+#: key and window, ~6x cheaper to make than an object)
+_Closed = tuple
 
-    __slots__ = ("count", "cumulative", "end_ms", "expired", "final", "key", "late", "monitor", "start_ms")
 
-    def __init__(self, key: tuple[str, str], monitor: Any, count: int, start_ms: int, end_ms: int, final: bool,
-                 late: int, expired: int, cumulative: bool) -> None:
-        self.key = key
-        self.monitor = monitor
-        self.count = count
-        self.start_ms = start_ms
-        self.end_ms = end_ms
-        self.final = final
-        self.late = late
-        self.expired = expired
-        self.cumulative = cumulative
+def _extremes(panes: np.ndarray, pos: np.ndarray, first: np.ndarray) -> tuple[list[int], list[int]]:
+    """Per distinct key of a segment (``pos``: each event's key, ``first``: each key's first
+    event): its lowest pane, and the position of its first event."""
+    low = np.full(len(first), _INT64_MAX, dtype=np.int64)
+    np.minimum.at(low, pos, panes)
+    return low.tolist(), first.tolist()
 
 
 def _order(key: tuple[Any, Any]) -> tuple[str, str]:
@@ -440,7 +462,7 @@ class WindowManager:
         self._packs = small
         self._task = template.task if isinstance(template, Monitor) else None
         self._queue_events = batch and not small
-        self._deferred: list[_Closed] = []
+        self._deferred: list[tuple[Any, ...]] = []  # the _Closed windows of _ready, in order
         # add_columns' staged segments (see _stage): (per event: its key's state, slot, pane, time,
         # item), applied to the keys' queues by _unstage before anything reads them
         self._staged: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
@@ -454,6 +476,10 @@ class WindowManager:
         self._due_at: list[float] = []  # a heap of _due's close_at values
         self._next_due: float = math.inf
         self._revised = False  # some closed window awaits a new revision (delayed labels)
+        # delayed labels: per monitor (by identity) the predictions and labelled predictions not yet
+        # applied to it (see _apply_label_updates)
+        self._label_updates: dict[int, tuple[Any, list[Any], list[Any]]] = {}
+        self._queue_labels = True  # until the first event that is not ordinary (see _ordinary)
         self._rev_pane: int | None = None  # pane of the last revision tick (see revision_tick)
         # keys whose checkpointed state changed since take_changed_keys() (None: not tracked), and
         # those among them (re)created since (see delta_dict)
@@ -751,13 +777,16 @@ class WindowManager:
         be. Returns the positions of the other keys' events, ascending (None: none).
         Bounded by :data:`STAGE_MAX_EVENTS` (reached: applied first)."""
         kx = key_index[lo:hi]
-        used, pos = np.unique(kx, return_inverse=True)
+        used, first, pos = np.unique(kx, return_index=True, return_inverse=True)
         ukeys = [keys[k] for k in used.tolist()]
         found = list(map(self._keys.get, ukeys))
         n = len(found)
         ok = np.ones(n, dtype=bool)
         px = panes[lo:hi]
-        if None in found and not self._new_keys(lo, stream_us, kx, px, pos, ukeys, found, made):
+        extremes = None  # (each key's lowest pane, its first event's position), when needed
+        if None in found:
+            extremes = _extremes(px, pos, first)
+        if extremes is not None and not self._new_keys(lo, stream_us, *extremes, ukeys, found, made):
             for i, state in enumerate(found):  # (not created: the per-key path)
                 if state is None:
                     ok[i] = False
@@ -765,18 +794,18 @@ class WindowManager:
         states: list[_KeyState] = found  # type: ignore[assignment]  # (None replaced)
         # keys holding no entry in the close heap yet (after their last close); those whose close_at
         # stream time reached need a catch-up close (_catch_up, else the per-key path)
-        unarmed = np.array([state.armed != state.close_at for state in states], dtype=bool)
+        close_at = np.fromiter(map(_CLOSE_AT, states), dtype=np.float64, count=n)
+        unarmed = np.fromiter(map(_ARMED, states), dtype=np.float64, count=n) != close_at  # (nan: not armed)
         if unarmed.any():
             which = np.flatnonzero(unarmed)
-            closes = np.array([states[i].close_at for i in which.tolist()], dtype=np.float64)
             behind = np.zeros(n, dtype=bool)
-            behind[which[closes <= stream_us]] = True
+            behind[which[close_at[which] <= stream_us]] = True
             if behind.any():
-                self._catch_up(lo, stream_us, kx, px, pos, ukeys, states, behind, made)
+                self._catch_up(lo, stream_us, *(extremes or _extremes(px, pos, first)), ukeys, states, behind, made)
                 ok &= ~behind
         # an event below its key's open_from (late) or first_pane_bound (an earlier first window): the per-key path
-        low = np.array([state.open_from if state.open_from > state.first_pane_bound else state.first_pane_bound
-                        for state in states], dtype=np.float64)
+        low = np.maximum(np.fromiter(map(_OPEN_FROM, states), dtype=np.float64, count=n),
+                         np.fromiter(map(_FIRST_BOUND, states), dtype=np.float64, count=n))
         odd = px < low[pos]
         if odd.any():
             ok[pos[odd]] = False
@@ -788,8 +817,7 @@ class WindowManager:
             self._unstage()
             if count > STAGE_MAX_EVENTS:  # more than the bound alone: the per-key path queues them now
                 return np.arange(lo, hi)
-        held = np.empty(n, dtype=object)
-        held[:] = states
+        held = np.fromiter(states, dtype=object, count=n)
         slots = np.fromiter(map(_SLOT, states), dtype=np.int64, count=n)
         if take is None:
             self._staged.append((held[pos], slots[pos], px, ts_us[lo:hi], items[lo:hi]))
@@ -805,9 +833,8 @@ class WindowManager:
             self._arm_many([ukeys[i] for i in arm], [states[i] for i in arm])
         return None if take is None else np.flatnonzero(~take) + lo
 
-    def _catch_up(self, lo: int, stream_us: int, kx: np.ndarray, px: np.ndarray, pos: np.ndarray,
-                  ukeys: list[tuple[str, str]], states: list[_KeyState], behind: np.ndarray,
-                  made: list[tuple[int, tuple[str, str]]]) -> None:
+    def _catch_up(self, lo: int, stream_us: int, lows: list[int], firsts: list[int], ukeys: list[tuple[str, str]],
+                  states: list[_KeyState], behind: np.ndarray, made: list[tuple[int, tuple[str, str]]]) -> None:
         """:meth:`_stage`'s held keys whose ``close_at`` stream time ``stream_us`` passed while they
         held nothing (``behind``): each caught up as :meth:`_close_by_watermark` does (no window
         to close: the next window is the watermark's, and the key is emptied, noted in ``made``
@@ -817,10 +844,6 @@ class WindowManager:
         s = spec.panes_per_slide
         k = (stream_us - spec.grace_ms * 1000 - spec.size_ms * 1000) // (spec.slide_ms * 1000) + 1
         open_from, close_at = k * s, (k * spec.slide_ms + spec.size_ms + spec.grace_ms) * 1000
-        low = np.full(len(states), np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(low, pos, px)  # each key's lowest pane
-        lows = low.tolist()
-        firsts = np.unique(kx, return_index=True)[1].tolist()  # each key's first event
         changed = self._changed
         for i in np.flatnonzero(behind).tolist():
             state = states[i]
@@ -833,8 +856,8 @@ class WindowManager:
             made.append((2 * (lo + firsts[i]), ukeys[i]))
             behind[i] = False
 
-    def _new_keys(self, lo: int, stream_us: int, kx: np.ndarray, px: np.ndarray, pos: np.ndarray,
-                  ukeys: list[tuple[str, str]], found: list[Any], made: list[tuple[int, tuple[str, str]]]) -> bool:
+    def _new_keys(self, lo: int, stream_us: int, lows: list[int], firsts: list[int], ukeys: list[tuple[str, str]],
+                  found: list[Any], made: list[tuple[int, tuple[str, str]]]) -> bool:
         """:meth:`_stage`'s keys not held (``None`` in ``found``), created together as
         :meth:`_add_segment` creates them one by one (:meth:`_new_key`, in the order of their first
         events, then caught up to stream time ``stream_us``, see :meth:`_close_by_watermark`): the
@@ -847,9 +870,6 @@ class WindowManager:
         if self.max_keys is not None and len(held) + len(new) > self.max_keys:
             return False
         spec = self.spec
-        low = np.full(len(found), np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(low, pos, px)  # each key's lowest pane
-        lows = low.tolist()
         last = (stream_us - spec.grace_ms * 1000 - spec.size_ms * 1000) // (spec.slide_ms * 1000)  # last closable
         closed, forgotten = self._closed, self._forgotten_next
         plan = []
@@ -864,8 +884,6 @@ class WindowManager:
             if lows[i] < k * spec.panes_per_slide:  # a late event: the per-key path
                 return False
             plan.append((i, k, remembered, caught))
-        _, first = np.unique(kx, return_index=True)  # each key's first event
-        firsts = first.tolist()
         plan.sort(key=lambda p: firsts[p[0]])
         changed = self._changed
         s, w = spec.panes_per_slide, spec.panes_per_window
@@ -983,7 +1001,7 @@ class WindowManager:
         monitor = state.panes.get(pane)
         if monitor is None:
             monitor = state.panes[pane] = self._factory()
-        monitor.update_prediction(event)
+        self._queue_label_update(monitor, event, False)
         counts = state.awaiting.get(pane)
         if counts is None:
             state.awaiting[pane] = [1, 0]
@@ -1041,9 +1059,7 @@ class WindowManager:
         if counts is not None and pane in state.panes:  # the pane is open: later windows merge it
             counts[0] -= 1
             if labelled:
-                if self.batch and pane in state.pending:
-                    self._drain_pane(state, pane)
-                state.panes[pane].update_outcome(event)
+                self._queue_label_update(state.panes[pane], event, True)
             else:
                 counts[1] += 1
         elif labelled and state.cumulative is not None:  # released: the all-time monitor holds the pane
@@ -1059,11 +1075,74 @@ class WindowManager:
                 if win is not None:
                     win.awaiting -= 1
                     if labelled:
-                        win.monitor.update_outcome(event)
+                        self._queue_label_update(win.monitor, event, True)
                     else:
                         win.expired += 1
                     win.dirty = True
                     self._revised = True
+
+    def _queue_label_update(self, monitor: Any, event: Any, outcome: bool) -> None:
+        """Queue ``event`` for ``monitor``'s ``update_prediction`` (``update_outcome`` if
+        ``outcome``); a monitor's queues are applied once one of them holds ``max_pending`` events.
+        From the first event that is not ordinary (:func:`_ordinary`) on, nothing is queued: what is
+        queued is applied and every update is made at once, event by event, as it comes (numpy's
+        warnings about hostile values, and Python's once-per-location record of them, which every
+        vectorised update resets, then reach stderr exactly as without the queues)."""
+        if not self._queue_labels or not _ordinary(event):
+            self._stop_label_queues()
+            if outcome:
+                monitor.update_outcome(event)
+            else:
+                monitor.update_prediction(event)
+            return
+        entry = self._label_updates.get(id(monitor))
+        if entry is None:
+            entry = self._label_updates[id(monitor)] = (monitor, [], [])
+        queue = entry[2] if outcome else entry[1]
+        queue.append(event)
+        if len(queue) >= self.max_pending:
+            del self._label_updates[id(monitor)]
+            self._apply_updates(*entry)
+
+    def add_labelled(self, event: Any) -> bool:
+        """:meth:`add` of a prediction with its label in a stream with delayed labels: the same,
+        and an event that is not ordinary (:func:`_ordinary`) stops the queues of label updates
+        first (:meth:`_queue_label_update`: its warnings reach stderr as without them)."""
+        if self._queue_labels and not _ordinary(event):
+            self._stop_label_queues()
+        return self.add(event)
+
+    def _stop_label_queues(self) -> None:
+        """Apply what is queued and queue nothing from now on."""
+        self._queue_labels = False
+        if self._label_updates:
+            self._apply_label_updates()
+
+    def _apply_label_updates(self) -> None:
+        """Delayed labels: apply every monitor's queued predictions and labelled predictions, each
+        monitor's together (``update_predictions``, then ``update_outcomes``: the label-free and the
+        label-based parts are apart, and each part's state is a function of the multiset of its
+        events). Called before anything reads a monitor: a close (:meth:`_close_through`), a
+        revision (:meth:`_emit_revisions`), a checkpoint (:meth:`_key_entry`). Bound: at most
+        ``max_pending`` events per monitor and part wait (:meth:`_queue_label_update`)."""
+        updates, self._label_updates = self._label_updates, {}
+        for entry in updates.values():
+            self._apply_updates(*entry)
+
+    @staticmethod
+    def _apply_updates(monitor: Any, predictions: list[Any], outcomes: list[Any]) -> None:
+        """One monitor's queues: vectorised from :data:`LABEL_BATCH_MIN` events, else one by one
+        (only ordinary events are queued: no floating-point warning can arise)."""
+        if len(predictions) >= LABEL_BATCH_MIN:
+            monitor.update_predictions(predictions)
+        else:
+            for event in predictions:
+                monitor.update_prediction(event)
+        if len(outcomes) >= LABEL_BATCH_MIN:
+            monitor.update_outcomes(outcomes)
+        else:
+            for event in outcomes:
+                monitor.update_outcome(event)
 
     def revision_tick(self, time_us: int) -> None:
         """Delayed labels: the event time (whole microseconds) of the next item of the label
@@ -1090,6 +1169,8 @@ class WindowManager:
         and forgotten, once nothing in it awaits a label)."""
         if self._staged:
             self._unstage()
+        if self._label_updates:
+            self._apply_label_updates()
         spec = self.spec
         for key, state in self._keys.items():
             if not state.revising:
@@ -1116,6 +1197,12 @@ class WindowManager:
         """The largest event time (epoch seconds) applied over all keys, evicted ones included
         (None before the first event). O(1)."""
         return None if self._max_us == -math.inf else self._max_us / 1e6
+
+    @property
+    def queued_label_updates(self) -> int:
+        """Delayed labels: predictions and labelled predictions queued for their monitors, not yet
+        applied (at most ``max_pending`` per monitor and part; applied before any monitor is read)."""
+        return sum(len(p) + len(o) for _, p, o in self._label_updates.values())
 
     def awaiting_windows(self) -> int:
         """Closed windows retained because predictions in them await labels."""
@@ -1281,6 +1368,8 @@ class WindowManager:
         """
         if self._changed is not None:
             self._changed.add(key)
+        if self._label_updates:  # (delayed labels: the monitors as read now)
+            self._apply_label_updates()
         spec = self.spec
         s, w = spec.panes_per_slide, spec.panes_per_window
         k = state.next_window
@@ -1361,13 +1450,8 @@ class WindowManager:
             (j, items), = pending.items()
             if j <= last:
                 del pending[j]
-                monitor = self._factory()
-                if self._task is not None:
-                    monitor.update_items(items)
-                else:
-                    monitor.update_events(items)
                 if j >= k:
-                    self._close_window(key, state, monitor, j * pane_ms, (j + 1) * pane_ms, True)
+                    self._close_queued(key, state, items, j * pane_ms, (j + 1) * pane_ms)
         else:
             if pending:  # the queued panes these windows read (later ones keep queueing)
                 for j in sorted(pending):
@@ -1383,14 +1467,31 @@ class WindowManager:
         if not panes and not pending:
             self._emptied.append(key)
 
+    def _close_queued(self, key: tuple[str, str], state: _KeyState, items: list[Any], start_ms: int,
+                      end_ms: int) -> None:
+        """A final window of tumbling panes whose only content is its queued ``items``: a small one
+        of a type built together waits as its items (:data:`_Closed`, no monitor yet); any other
+        is applied to a new monitor (``update_items``, ``update_events``) and closed with it."""
+        if self._task is not None and self._kind is not None and len(items) <= DEFER_MAX_EVENTS:
+            window = (key, None, items, start_ms, end_ms, True, state.late, 0, False)
+            self._ready.append(window)
+            self._deferred.append(window)
+            return
+        monitor = self._factory()
+        if self._task is not None:
+            monitor.update_items(items)
+        else:
+            monitor.update_events(items)
+        self._close_window(key, state, monitor, start_ms, end_ms, True)
+
     def _close_window(self, key: tuple[str, str], state: _KeyState, monitor: Any, start_ms: int, end_ms: int,
                       final: bool, pending: int = 0, expired: int = 0, cumulative: bool = False) -> None:
         """A closed window's place in the ready queue: a small window of a monitor with a small
         form (no longer changed by the engine: nothing in it awaits a label) waits as a
-        :class:`_Closed` for the next poll to build it with the others (``snapshot_many``); any
+        :data:`_Closed` for the next poll to build it with the others (``snapshot_many``); any
         other window's snapshot is built now."""
-        if self._kind is not None and not pending and (count := monitor.count) <= DEFER_MAX_EVENTS:
-            window = _Closed(key, monitor, count, start_ms, end_ms, final, state.late, expired, cumulative)
+        if self._kind is not None and not pending and monitor.count <= DEFER_MAX_EVENTS:
+            window = (key, monitor, None, start_ms, end_ms, final, state.late, expired, cumulative)
             self._ready.append(window)
             self._deferred.append(window)
         else:
@@ -1452,47 +1553,63 @@ class WindowManager:
         return len(self._deferred)
 
     def _build_deferred(self, lines: bool = False) -> None:
-        """Replace the :class:`_Closed` windows in the ready queue by their snapshots, built
-        together by the monitor type's ``snapshot_many`` (``lines``: ``snapshot_texts`` first, and
-        each such window written as its line by :func:`~streammetrics.stream.snapshots.window_line`)."""
+        """Replace the :data:`_Closed` windows in the ready queue by their snapshots, built
+        together by the monitor type's ``snapshot_many`` (``lines``: texts first, ``item_texts``
+        from the items of windows closed without a monitor and ``snapshot_texts`` of the others,
+        and each such window written as its line by :func:`~streammetrics.stream.snapshots.window_line`).
+        A window closed as its items gets its monitor (``update_items``) only where it is read."""
         deferred, self._deferred = self._deferred, []
         kind = self._kind
         assert kind is not None
         extra, include_state = self.extra_metrics, self.include_state
-        built: list[Any] = [None] * len(deferred)
+        n = len(deferred)
+        built: list[Any] = [None] * n
+        monitors: list[Any] = [d[1] for d in deferred]
+        counts: list[int] = [0] * n
+        texts: dict[int, tuple[str, str, str]] = {}
+        plain: list[int] = []
         # a hook's metrics_text(key): the members it appends to any window of the key (None: it reads the window)
         appended = None if extra is None else getattr(extra, "metrics_text", None)
         if lines and include_state and (extra is None or appended is not None):  # final windows of one revision
-            plain = [i for i, d in enumerate(deferred) if d.final and not d.cumulative and not d.expired]
+            plain = [i for i, d in enumerate(deferred) if d[5] and not d[8] and not d[7]]
             if appended is not None:
-                members = {i: appended(deferred[i].key) for i in plain}
+                members = {i: appended(deferred[i][0]) for i in plain}
                 plain = [i for i in plain if members[i] is not None]
-            chosen = [deferred[i] for i in plain]
-            texts = kind.snapshot_texts([d.monitor for d in chosen])
-            if appended is None and None not in texts:  # (the common case: every window from its texts)
-                for i, line in zip(plain, window_lines([(d.key, d.start_ms, d.end_ms, d.count, d.late, *text)
-                                                        for d, text in zip(chosen, cast(list, texts))])):
-                    built[i] = line
-            else:
-                given = [(i, text) for i, text in zip(plain, texts) if text is not None]
-                if appended is not None:
-                    given = [(i, (_appended(text[0], members[i]), *text[1:])) for i, text in given]
-                lines_of = window_lines([(d.key, d.start_ms, d.end_ms, d.count, d.late, *text)
-                                         for d, text in ((deferred[i], text) for i, text in given)])
-                for (i, _), line in zip(given, lines_of):
-                    built[i] = line
+            queued = [(i, items) for i in plain if (items := deferred[i][2]) is not None]
+            if queued:
+                for (i, items), text in zip(queued, kind.item_texts(self._factory(), [q for _, q in queued])):
+                    if text is not None:
+                        texts[i] = text
+                        counts[i] = len(items)  # (one event an item)
+        for i, d in enumerate(deferred):  # the monitors of the windows closed as items and not written
+            if d[2] is not None and i not in texts:
+                monitors[i] = self._factory().update_items(d[2])
+            if i not in texts:
+                counts[i] = monitors[i].count
+        if plain:
+            others = [i for i in plain if i not in texts]
+            if others:
+                for i, text in zip(others, kind.snapshot_texts([monitors[i] for i in others])):
+                    if text is not None:
+                        texts[i] = text
+            given = [(i, texts[i]) for i in plain if i in texts]
+            if appended is not None:
+                given = [(i, (_appended(text[0], members[i]), *text[1:])) for i, text in given]
+            lines_of = window_lines([(deferred[i][0], deferred[i][3], deferred[i][4], counts[i], deferred[i][6], *text)
+                                     for i, text in given])
+            for (i, _), line in zip(given, lines_of):
+                built[i] = line
         rest = [i for i, b in enumerate(built) if b is None]
         if rest:
             prepare = getattr(extra, "prepare", None)  # (a hook computing the windows' metrics together)
             if prepare is not None:
-                prepare([(deferred[i].key, deferred[i].monitor) for i in rest])
-            records = kind.snapshot_many([deferred[i].monitor for i in rest], include_state)
+                prepare([(deferred[i][0], monitors[i]) for i in rest])
+            records = kind.snapshot_many([monitors[i] for i in rest], include_state)
             for i, record in zip(rest, records):
-                d = deferred[i]
-                monitor = d.monitor
-                built[i] = build_snapshot(d.key, monitor, d.start_ms, d.end_ms, final=d.final, late=d.late,
-                                          expired=d.expired, cumulative=d.cumulative, include_state=include_state,
-                                          extra_metrics=extra, count=d.count, record=record)
+                key, _, _, start_ms, end_ms, final, late, expired, cumulative = deferred[i]
+                built[i] = build_snapshot(key, monitors[i], start_ms, end_ms, final=final, late=late, expired=expired,
+                                          cumulative=cumulative, include_state=include_state, extra_metrics=extra,
+                                          count=counts[i], record=record)
         in_order = iter(built)  # (_deferred holds them in their order in the ready queue)
         self._ready = [next(in_order) if r.__class__ is _Closed else r for r in self._ready]
 
@@ -1542,12 +1659,13 @@ class WindowManager:
         changed = self._changed
         # the common close, written out: a key of tumbling windows holding one queued pane and no
         # other (many keys, few events each), its window built at the next poll (_Closed)
-        factory, simple = self._factory, self._task is not None and self._kind is not None
-        closed_window, defer_max = _Closed, DEFER_MAX_EVENTS
+        simple = self._task is not None and self._kind is not None
+        defer_max = DEFER_MAX_EVENTS
         pane_ms = spec.pane_ms
         open_from, close_at = (last + 1) * spec.panes_per_slide, ((last + 1) * spec.slide_ms + spec.size_ms
                                                                   + spec.grace_ms) * 1000
-        ready, deferred, emptied = self._ready, self._deferred, self._emptied
+        ready, deferred, emptied = self._ready.append, self._deferred.append, self._emptied.append
+        nan, start_ms, end_ms = math.nan, last * pane_ms, (last + 1) * pane_ms  # (the common window: pane last)
         while times and times[0] <= max_us:
             at = heapq.heappop(times)
             due = _sorted_keys(self._due.pop(at))
@@ -1555,7 +1673,7 @@ class WindowManager:
                 state = keys.get(key)
                 if state is None or state.armed != at:
                     continue  # stale: the key closed or went since (or a duplicate)
-                state.armed = None
+                state.armed = nan
                 nw = state.next_window
                 if tumbling and nw is not None and last >= nw and not state.awaiting:
                     if changed is not None:
@@ -1565,17 +1683,16 @@ class WindowManager:
                         j, items = pending.popitem()
                         if j <= last:
                             if j >= nw:
-                                monitor = factory().update_items(items)
-                                count = monitor.count
-                                if count <= defer_max:
-                                    window = closed_window(key, monitor, count, j * pane_ms, (j + 1) * pane_ms, True,
+                                if len(items) <= defer_max:  # (_close_queued, written out)
+                                    window = (key, None, items, start_ms, end_ms, True, state.late, 0, False) \
+                                        if j == last else (key, None, items, j * pane_ms, (j + 1) * pane_ms, True,
                                                            state.late, 0, False)
-                                    ready.append(window)
-                                    deferred.append(window)
+                                    ready(window)
+                                    deferred(window)
                                 else:
-                                    self._close_window(key, state, monitor, j * pane_ms, (j + 1) * pane_ms, True)
+                                    self._close_queued(key, state, items, j * pane_ms, (j + 1) * pane_ms)
                             state.next_window, state.open_from, state.close_at = last + 1, open_from, close_at
-                            emptied.append(key)
+                            emptied(key)
                             continue
                         pending[j] = items  # (a later pane: back in its place, the only one)
                     self._close_tumbling(key, state, last)
@@ -1591,7 +1708,7 @@ class WindowManager:
         self._due_at = []
         self._next_due = math.inf
         for key, state in self._keys.items():
-            state.armed = None
+            state.armed = math.nan
             if state.panes or state.pending:
                 self._arm(key, state)
 
@@ -1706,6 +1823,8 @@ class WindowManager:
 
     def _key_entry(self, model: str, segment: str, st: _KeyState) -> dict[str, Any]:
         """One key's checkpoint entry."""
+        if self._label_updates:
+            self._apply_label_updates()
         encode = self._codec[0] if self._codec else None
         if encode is None or (st.pending and not self._queue_events):  # (a small form's items: in its monitor)
             self._drain_key(st)
@@ -1900,6 +2019,7 @@ class WindowManager:
             nw = closed.pop(next(iter(closed)))[0]
             forgotten = nw if forgotten is None else max(forgotten, nw)
         self._keys = keys
+        self._label_updates = {}  # (queued for the monitors just replaced)
         saved_max = data.get("max_us")  # stream time of evicted keys too (older checkpoints: held keys')
         if saved_max is not None and type(saved_max) is not int:
             raise ValueError("malformed WindowManager checkpoint: max_us must be an integer")
