@@ -281,7 +281,6 @@ class ScoreColumns(Accumulator):
         binning = self._binning if state is None else state
         if binning.exact and self._finest is not None:
             limit: int = self._max_exact  # type: ignore[assignment]  # an int here
-            grid = LogGridBinning(self._finest)
             # exact only if the batch's exact entries fit (then so do its grid entries, never more
             # than its exact ones); a batch of at most m rows is tried exact at once, a longer one
             # first on the grid and on a first block of rows, that alone settles it when it does
@@ -291,6 +290,7 @@ class ScoreColumns(Accumulator):
                 exact = _columns_flat(S, groups_of, n_groups, stride, offsets, w, binning, limit, units)
                 if exact is not None:
                     return exact, binning
+            grid = LogGridBinning(self._finest)  # (made only when the batch may leave exact scores)
             flat = _columns_flat(S, groups_of, n_groups, stride, offsets, w, grid)
             if len(S) > m and len(flat[0]) <= limit and (_columns_flat(
                     S[:m], lambda c: groups_of(c)[:m], n_groups, stride, offsets, None if w is None else w[:m],

@@ -162,8 +162,18 @@ def _migrate_v3(state: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
 
 
 def _new_class_scores(m: Any) -> list[ScoreDistribution]:
+    """``K`` empty class-score columns: copies of an empty one of this limit (no constructor; one
+    monitor per key and window)."""
     limit = class_score_max_bins(_k(m))
-    return [ScoreDistribution(bins=CLASS_SCORE_BINS, max_bins=limit) for _ in range(_k(m))]
+    template = _EMPTY_COLUMNS.get(limit)
+    if template is None:
+        template = _EMPTY_COLUMNS[limit] = ScoreDistribution(bins=CLASS_SCORE_BINS, max_bins=limit)
+    return [empty_like(template) for _ in range(_k(m))]
+
+
+#: per column limit (at most CLASS_SCORE_MAX_BINS - CLASS_SCORE_MIN_BINS + 1 of them), the empty
+#: column the new ones copy (never handed out itself)
+_EMPTY_COLUMNS: dict[int, ScoreDistribution] = {}
 
 
 def _merge_class_scores(mine: list | None, theirs: list | None, acc: Any) -> list | None:

@@ -165,6 +165,7 @@ _OPEN_FROM, _FIRST_BOUND = operator.attrgetter("open_from"), operator.attrgetter
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d)?\s*$")
 _floor = math.floor
+_INT64_MAX = int(np.iinfo(np.int64).max)
 _INF, _NEG_INF = math.inf, -math.inf
 _FIRST = _MODEL = operator.itemgetter(0)
 _SEGMENT = operator.itemgetter(1)
@@ -336,6 +337,14 @@ class _Revising:
 #: ``Monitor.item_texts``), and the snapshot's fields as they were when it closed (a tuple: one per
 #: key and window, ~6x cheaper to make than an object)
 _Closed = tuple
+
+
+def _extremes(panes: np.ndarray, pos: np.ndarray, first: np.ndarray) -> tuple[list[int], list[int]]:
+    """Per distinct key of a segment (``pos``: each event's key, ``first``: each key's first
+    event): its lowest pane, and the position of its first event."""
+    low = np.full(len(first), _INT64_MAX, dtype=np.int64)
+    np.minimum.at(low, pos, panes)
+    return low.tolist(), first.tolist()
 
 
 def _order(key: tuple[Any, Any]) -> tuple[str, str]:
@@ -775,13 +784,16 @@ class WindowManager:
         be. Returns the positions of the other keys' events, ascending (None: none).
         Bounded by :data:`STAGE_MAX_EVENTS` (reached: applied first)."""
         kx = key_index[lo:hi]
-        used, pos = np.unique(kx, return_inverse=True)
+        used, first, pos = np.unique(kx, return_index=True, return_inverse=True)
         ukeys = [keys[k] for k in used.tolist()]
         found = list(map(self._keys.get, ukeys))
         n = len(found)
         ok = np.ones(n, dtype=bool)
         px = panes[lo:hi]
-        if None in found and not self._new_keys(lo, stream_us, kx, px, pos, ukeys, found, made):
+        extremes = None  # (each key's lowest pane, its first event's position), when needed
+        if None in found:
+            extremes = _extremes(px, pos, first)
+        if extremes is not None and not self._new_keys(lo, stream_us, *extremes, ukeys, found, made):
             for i, state in enumerate(found):  # (not created: the per-key path)
                 if state is None:
                     ok[i] = False
@@ -796,7 +808,7 @@ class WindowManager:
             behind = np.zeros(n, dtype=bool)
             behind[which[close_at[which] <= stream_us]] = True
             if behind.any():
-                self._catch_up(lo, stream_us, kx, px, pos, ukeys, states, behind, made)
+                self._catch_up(lo, stream_us, *(extremes or _extremes(px, pos, first)), ukeys, states, behind, made)
                 ok &= ~behind
         # an event below its key's open_from (late) or first_pane_bound (an earlier first window): the per-key path
         low = np.maximum(np.fromiter(map(_OPEN_FROM, states), dtype=np.float64, count=n),
@@ -828,9 +840,8 @@ class WindowManager:
             self._arm_many([ukeys[i] for i in arm], [states[i] for i in arm])
         return None if take is None else np.flatnonzero(~take) + lo
 
-    def _catch_up(self, lo: int, stream_us: int, kx: np.ndarray, px: np.ndarray, pos: np.ndarray,
-                  ukeys: list[tuple[str, str]], states: list[_KeyState], behind: np.ndarray,
-                  made: list[tuple[int, tuple[str, str]]]) -> None:
+    def _catch_up(self, lo: int, stream_us: int, lows: list[int], firsts: list[int], ukeys: list[tuple[str, str]],
+                  states: list[_KeyState], behind: np.ndarray, made: list[tuple[int, tuple[str, str]]]) -> None:
         """:meth:`_stage`'s held keys whose ``close_at`` stream time ``stream_us`` passed while they
         held nothing (``behind``): each caught up as :meth:`_close_by_watermark` does (no window
         to close: the next window is the watermark's, and the key is emptied, noted in ``made``
@@ -840,10 +851,6 @@ class WindowManager:
         s = spec.panes_per_slide
         k = (stream_us - spec.grace_ms * 1000 - spec.size_ms * 1000) // (spec.slide_ms * 1000) + 1
         open_from, close_at = k * s, (k * spec.slide_ms + spec.size_ms + spec.grace_ms) * 1000
-        low = np.full(len(states), np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(low, pos, px)  # each key's lowest pane
-        lows = low.tolist()
-        firsts = np.unique(kx, return_index=True)[1].tolist()  # each key's first event
         changed = self._changed
         for i in np.flatnonzero(behind).tolist():
             state = states[i]
@@ -856,8 +863,8 @@ class WindowManager:
             made.append((2 * (lo + firsts[i]), ukeys[i]))
             behind[i] = False
 
-    def _new_keys(self, lo: int, stream_us: int, kx: np.ndarray, px: np.ndarray, pos: np.ndarray,
-                  ukeys: list[tuple[str, str]], found: list[Any], made: list[tuple[int, tuple[str, str]]]) -> bool:
+    def _new_keys(self, lo: int, stream_us: int, lows: list[int], firsts: list[int], ukeys: list[tuple[str, str]],
+                  found: list[Any], made: list[tuple[int, tuple[str, str]]]) -> bool:
         """:meth:`_stage`'s keys not held (``None`` in ``found``), created together as
         :meth:`_add_segment` creates them one by one (:meth:`_new_key`, in the order of their first
         events, then caught up to stream time ``stream_us``, see :meth:`_close_by_watermark`): the
@@ -870,9 +877,6 @@ class WindowManager:
         if self.max_keys is not None and len(held) + len(new) > self.max_keys:
             return False
         spec = self.spec
-        low = np.full(len(found), np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(low, pos, px)  # each key's lowest pane
-        lows = low.tolist()
         last = (stream_us - spec.grace_ms * 1000 - spec.size_ms * 1000) // (spec.slide_ms * 1000)  # last closable
         closed, forgotten = self._closed, self._forgotten_next
         plan = []
@@ -887,8 +891,6 @@ class WindowManager:
             if lows[i] < k * spec.panes_per_slide:  # a late event: the per-key path
                 return False
             plan.append((i, k, remembered, caught))
-        _, first = np.unique(kx, return_index=True)  # each key's first event
-        firsts = first.tolist()
         plan.sort(key=lambda p: firsts[p[0]])
         changed = self._changed
         s, w = spec.panes_per_slide, spec.panes_per_window
@@ -1673,7 +1675,8 @@ class WindowManager:
         pane_ms = spec.pane_ms
         open_from, close_at = (last + 1) * spec.panes_per_slide, ((last + 1) * spec.slide_ms + spec.size_ms
                                                                   + spec.grace_ms) * 1000
-        ready, deferred, emptied = self._ready, self._deferred, self._emptied
+        ready, deferred, emptied = self._ready.append, self._deferred.append, self._emptied.append
+        nan, start_ms, end_ms = math.nan, last * pane_ms, (last + 1) * pane_ms  # (the common window: pane last)
         while times and times[0] <= max_us:
             at = heapq.heappop(times)
             due = _sorted_keys(self._due.pop(at))
@@ -1681,7 +1684,7 @@ class WindowManager:
                 state = keys.get(key)
                 if state is None or state.armed != at:
                     continue  # stale: the key closed or went since (or a duplicate)
-                state.armed = math.nan
+                state.armed = nan
                 nw = state.next_window
                 if tumbling and nw is not None and last >= nw and not state.awaiting:
                     if changed is not None:
@@ -1692,14 +1695,15 @@ class WindowManager:
                         if j <= last:
                             if j >= nw:
                                 if len(items) <= defer_max:  # (_close_queued, written out)
-                                    window = (key, None, items, j * pane_ms, (j + 1) * pane_ms, True, state.late,
-                                              0, False)
-                                    ready.append(window)
-                                    deferred.append(window)
+                                    window = (key, None, items, start_ms, end_ms, True, state.late, 0, False) \
+                                        if j == last else (key, None, items, j * pane_ms, (j + 1) * pane_ms, True,
+                                                           state.late, 0, False)
+                                    ready(window)
+                                    deferred(window)
                                 else:
                                     self._close_queued(key, state, items, j * pane_ms, (j + 1) * pane_ms)
                             state.next_window, state.open_from, state.close_at = last + 1, open_from, close_at
-                            emptied.append(key)
+                            emptied(key)
                             continue
                         pending[j] = items  # (a later pane: back in its place, the only one)
                     self._close_tumbling(key, state, last)
