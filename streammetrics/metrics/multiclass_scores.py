@@ -892,10 +892,13 @@ class MulticlassScores(ScoreColumns):
             self._binning, self._entries = self.add_set(self._hist_list(), self._binning, self._entries,
                                                          flat, binning)
         else:  # exact pairs: if they leave exact, keep the one-vs-rest set from here on
-            pre = _derive_ovr(self._binning, self._h, k)
+            # (the sums before the batch, needed only if it can take the pairs past max_exact)
+            leave = not binning.exact or self._entries + len(flat[0]) > self.entry_limit()
+            pre = _derive_ovr(self._binning, self._h, k) if leave else None
             self._binning, self._entries = self.add_set(self._hist_list(), self._binning, self._entries,
                                                          flat, binning)
             if not self._binning.exact:
+                assert pre is not None  # (leaving exact scores: leave was true)
                 ovr = _ovr_list(pre)
                 self._obinning = self.add_set(ovr, ExactBinning(), sum(len(h) for h in ovr),
                                                *ovr_batch(ExactBinning()))[0]
