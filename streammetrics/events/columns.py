@@ -292,8 +292,6 @@ class ColumnDecoder:
         self._raw_number: dict[tuple[Any, ...], int] = {}
         #: with slices: each raw (model, segment) met, and its key, None when refused (at most KEYS_CHECKED)
         self._bases: dict[tuple[Any, Any], tuple[str, str] | None] = {}
-        #: the values of the raw keys in :attr:`_raw_number` (one object each)
-        self._values: dict[Any, Any] = {}
         # multiclass: the class of a str or int y_true (a float equal to an int class finds it, as
         # the field rules do; a bool goes through the per-event path: True == 1)
         self._class_of: dict[Any, int] = {}
@@ -471,7 +469,6 @@ class ColumnDecoder:
         met = dict.fromkeys(raws, -1)
         new = list(met)
         known, key_number, raw_number = self._keys, self._key_number, self._raw_number
-        same = self._values.setdefault  # (equal values kept as one object: a raw key found compares fast)
         extra: list[Any] = []
         extra_number: dict[Any, int] = {}
         for raw, key in zip(new, self._keys_made(new)):
@@ -488,7 +485,7 @@ class ColumnDecoder:
                         got = extra_number[key] = KEYS_CHECKED + len(extra)
                         extra.append(key)
             if got < KEYS_CHECKED and len(raw_number) < KEYS_CHECKED:
-                raw_number[tuple(map(same, raw, raw))] = got
+                raw_number[raw] = got
             met[raw] = got
         number[miss] = np.fromiter(map(met.__getitem__, raws), dtype=np.intp, count=len(raws))
         return extra
