@@ -1038,7 +1038,8 @@ class MulticlassScores(ScoreColumns):
             check_average(average, ("micro", "macro", "weighted", None), name)
 
     def _roc(self, multi_class: str, average: Any, bounds: bool) -> tuple[Any, Any, Any]:
-        """``(value, low, high)`` of the ROC AUC for ``multi_class`` / ``average``."""
+        """``(value, low, high)`` of the ROC AUC for ``multi_class`` / ``average`` (one-vs-rest
+        macro, weighted or per class without ``bounds``: low and high None, not read)."""
         self._ranking_inputs("roc_auc", multi_class, average)
         k = len(self._cols.names)
         if not self.count:
@@ -1061,7 +1062,7 @@ class MulticlassScores(ScoreColumns):
                 ranking.warn_one_class()
         parts = self._ovr_parts(bounds)
         weights = class_w if average == "weighted" else None
-        low, high = average_intervals(parts[1], parts[2], average, weights)
+        low, high = average_intervals(parts[1], parts[2], average, weights) if bounds else (None, None)
         return average_scores(parts[0], average, weights), low, high
 
     def _ovr_parts(self, bounds: bool) -> np.ndarray:
