@@ -145,3 +145,27 @@ def test_the_window_engine_prepares_the_small_windows_together(tmp_path, monkeyp
     monkeypatch.setattr(Reference, "metrics_and_intervals", alone)
     assert lines(Pipeline(config)) == expected
     assert calls["many"] > 0
+
+
+def test_passes_bounded_by_rows_max_levels(monkeypatch):
+    """Many windows are laid out in passes of at most ROWS_MAX_LEVELS levels (memory bounded): the
+    same values with a bound of one window per pass, and a pass of several."""
+    import streammetrics.monitors.reference as reference_module
+
+    rng = np.random.default_rng(11)
+    ref = _reference(rng, 300)
+    windows = [_monitor(rng, n) for n in (5, 30, 12, 60, 1, 25, 25)]
+    expected = [_text(p) for p in ref.metrics_and_intervals_many(windows)]
+    passes = []
+    real = Reference._small_many
+
+    def counting(self, columns, hists, z):
+        passes.append(len(columns))
+        return real(self, columns, hists, z)
+
+    monkeypatch.setattr(Reference, "_small_many", counting)
+    for bound, most in ((1, 1), (3 * (len(ref.scores.class_table()[0]) + 60), 3)):
+        passes.clear()
+        monkeypatch.setattr(reference_module, "ROWS_MAX_LEVELS", bound)
+        assert [_text(p) for p in ref.metrics_and_intervals_many(windows)] == expected
+        assert max(passes) == most and sum(passes) == len(windows)
