@@ -68,8 +68,8 @@ KEYS_CHECKED = 100_000
 #: each known value as one object (a ``Literal``: no new string per event, its hash computed once);
 #: a field with more values is decoded as any string from then on
 LITERAL_VALUES = 256
-#: a decoder of new known values is built once this many lines per known value were decoded twice
-#: (first refused for a value not yet known: as many again as the lines the build costs)
+#: a decoder of new known values is built once this many lines per known value were decoded line by
+#: line (batches holding a value the decoder does not know: about the cost of the build)
 RELEARN_LINES = 32
 _LITERAL: Any = Literal  # (built at run time from the values met)
 _UNSEEN: Any = object()
@@ -279,8 +279,8 @@ class ColumnDecoder:
         #: the key fields' values known (at most LITERAL_VALUES each; None: more, any string)
         self._known: dict[str, dict[str, None] | None] = {name: {} for name in ("model", "segment", *names)}
         self._stale = False  # values known that self._decode does not know
-        self._redone = 0  # lines decoded twice since self._decode was built
-        #: decoders built (the first, then one per RELEARN_LINES lines decoded twice per known value)
+        self._redone = 0  # lines decoded line by line for a value not known since self._decode was built
+        #: decoders built (the first, then one per RELEARN_LINES lines so decoded per known value)
         self.builds = 0
         self.classes = parser.classes
         #: the valid keys met, numbered in order (at most KEYS_CHECKED: beyond, a new key is numbered
@@ -352,14 +352,14 @@ class ColumnDecoder:
         else:
             rows = np.arange(n, dtype=np.intp)
         if redone or (decode is self._generic and structs):
-            self._learn(redone or structs, len(redone))
+            self._learn(redone or structs, n if redone else 0)
         return self._finish(structs, rows, odd)
 
     def _learn(self, structs: list[Any], redone: int) -> None:
         """Note the key values of ``structs`` (the first batch's, then those of lines decoded
-        twice, ``redone`` of them), and build a decoder of the values known when it pays: the
-        first time, when a field outgrew LITERAL_VALUES, or once RELEARN_LINES lines per known
-        value were decoded twice since the last build."""
+        again, in a batch of ``redone`` lines decoded line by line), and build a decoder of the
+        values known when it pays: the first time, when a field outgrew LITERAL_VALUES, or once
+        RELEARN_LINES lines per known value were decoded line by line since the last build."""
         opened = False
         for name, known in self._known.items():
             if known is None:

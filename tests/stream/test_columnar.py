@@ -425,11 +425,32 @@ def test_key_values_are_learned_and_bounded(monkeypatch):
     dec = p._columns  # noqa: SLF001 - the decoder under test
     assert dec is not None and dec.builds == 1 and dec._known["model"] == {"m0": None}  # noqa: SLF001
     p.process_lines(lines[1:2])
-    assert dec.builds == 1  # (one line decoded twice: not yet worth a build)
+    assert dec.builds == 1  # (a batch of one line decoded line by line: not yet worth a build)
     p.process_lines(lines[2:1000])
     known = dec._known  # noqa: SLF001
     assert dec.builds == 2 and known["slice1"] is None and known["model"] == {f"m{i}": None for i in range(5)}
     assert p.column_counts["columns"] > 900
+
+
+def test_a_value_known_but_not_built_costs_its_batches(monkeypatch):
+    """A value learned but not yet in the decoder sends each batch holding it line by line: the
+    decoder is rebuilt once RELEARN_LINES lines per known value went that way (whole batches,
+    not only the lines holding the value)."""
+    import streammetrics.events.columns as columns
+
+    monkeypatch.setattr(columns, "RELEARN_LINES", 100)
+    dec = column_decoder(EventParser("binary"))
+    assert dec is not None
+
+    def batch(models: list[str]) -> list[bytes]:
+        return [json.dumps({"ts": T0 + i, "model": m, "y_true": 1, "score": 0.5}).encode() for i, m in enumerate(models)]
+
+    dec.decode(batch(["a"] * 100))
+    assert dec.builds == 1  # (model a known; no segment)
+    for k in range(3):
+        cols, odd = dec.decode(batch(["a"] * 99 + ["b"]))
+        assert cols is not None and not odd and cols.keys == [("a", ""), ("b", "")]
+        assert dec.builds == (1 if k == 0 else 2)  # 2 values known: a build after 200 lines line by line
 
 
 def test_object_column_keeps_each_value_whole() -> None:
