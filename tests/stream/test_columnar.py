@@ -443,7 +443,8 @@ def test_a_value_known_but_not_built_costs_its_batches(monkeypatch):
     assert dec is not None
 
     def batch(models: list[str]) -> list[bytes]:
-        return [json.dumps({"ts": T0 + i, "model": m, "y_true": 1, "score": 0.5}).encode() for i, m in enumerate(models)]
+        return [json.dumps({"ts": T0 + i, "model": m, "y_true": 1, "score": 0.5}).encode()
+                for i, m in enumerate(models)]
 
     dec.decode(batch(["a"] * 100))
     assert dec.builds == 1  # (model a known; no segment)
