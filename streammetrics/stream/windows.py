@@ -105,8 +105,10 @@ than once per batch; at most :data:`STAGE_MAX_EVENTS` events are staged
 Closed windows of such monitors wait in the ready queue, in order, until the next
 :meth:`WindowManager.poll` builds their snapshots together through the monitor type's
 ``snapshot_many`` (``snapshot_texts`` for :meth:`WindowManager.poll_lines`): many small windows
-in one vectorised pass. A window of more than :data:`DEFER_MAX_EVENTS` events, and one retained
-for label revisions, is built when it closes.
+in one vectorised pass. A small tumbling window whose only content is its queued items closes as
+those items, without a monitor: the poll writes its texts from them (the type's ``item_texts``)
+and makes its monitor only where it is read (a hook, ``snapshot_many``). A window of more than
+:data:`DEFER_MAX_EVENTS` events, and one retained for label revisions, is built when it closes.
 
 Everything is deterministic given the same events in the same order (and the same calls of
 :meth:`WindowManager.advance_watermark`), and the whole state round-trips through
