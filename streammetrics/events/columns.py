@@ -73,6 +73,8 @@ LITERAL_VALUES = 256
 RELEARN_LINES = 32
 _LITERAL: Any = Literal  # (built at run time from the values met)
 _UNSEEN: Any = object()
+#: the slice keys of events of some segments whose slice fields hold some values (None: refused)
+SliceKeys = Callable[[list[str], list[tuple[Any, ...]]], list[Optional[str]]]
 _REFUSED = ("", "")  # (the key of the rows whose key is refused: they go to the per-event path)
 _SHARED = frozenset(["ts", "model", "segment", "weight", "id"])  # (the columns of every task)
 
@@ -225,14 +227,14 @@ class ColumnDecoder:
     """Decode batches of JSONL lines into :class:`EventColumns` for one :class:`EventParser`'s
     task, field names and classes (see the module docstring); build with :func:`column_decoder`.
 
-    ``slices = (fields, slice_key)``: the events are keyed by slice (``--slice-by``): the string
+    ``slices = (fields, slice_keys)``: the events are keyed by slice (``--slice-by``): the string
     (or null, absent) values of ``fields`` decoded beside the event's, and each distinct
-    ``(segment, values)`` made the key's segment by ``slice_key(segment, values)`` once (None:
-    the rows go to the per-event path, which refuses them with its reason; a value of another
-    type makes its line odd too)."""
+    ``(segment, values)`` made the key's segment once, by ``slice_keys(segments, values)`` of a
+    batch's new ones (None: the rows go to the per-event path, which refuses them with its
+    reason; a value of another type makes its line odd too)."""
 
     def __init__(self, parser: EventParser,
-                 slices: tuple[Sequence[str], Callable[[str, tuple[Any, ...]], str | None]] | None = None) -> None:
+                 slices: tuple[Sequence[str], SliceKeys] | None = None) -> None:
         if msgspec is None:  # pragma: no cover - exercised where msgspec is absent
             raise ValueError("columnar decoding needs msgspec (the 'fast' extra)")
         task = parser.task
@@ -254,11 +256,11 @@ class ColumnDecoder:
         spec = common + own + optional
         self.names = [s[0] for s in spec]
         rename = {s[0]: f[s[0]] for s in spec}
-        self._slice_key = None
+        self._slice_keys = None
         self._pair = attrgetter("model", "segment")
         names: list[str] = []
         if slices is not None:
-            fields, self._slice_key = slices
+            fields, self._slice_keys = slices
             names = [f"slice{i}" for i in range(len(fields))]  # (as _RAWS reads them)
             spec += [(name, Optional[str], None) for name in names]
             rename.update(zip(names, fields))
@@ -290,8 +292,6 @@ class ColumnDecoder:
         self._raw_number: dict[tuple[Any, ...], int] = {}
         #: with slices: each raw (model, segment) met, and its key, None when refused (at most KEYS_CHECKED)
         self._bases: dict[tuple[Any, Any], tuple[str, str] | None] = {}
-        #: the values of the raw keys in :attr:`_raw_number` (one object each)
-        self._values: dict[Any, Any] = {}
         # multiclass: the class of a str or int y_true (a float equal to an int class finds it, as
         # the field rules do; a bool goes through the per-event path: True == 1)
         self._class_of: dict[Any, int] = {}
@@ -465,33 +465,15 @@ class ColumnDecoder:
         slice's key), -1 where refused; a key beyond KEYS_CHECKED numbered ``KEYS_CHECKED + i``
         for this batch only, ``i`` its index in the list returned."""
         miss = np.flatnonzero(number < 0)
-        pair = self._pair
-        raws = [pair(structs[j]) for j in miss.tolist()]
+        raws = self._raws([structs[j] for j in miss.tolist()])
         met = dict.fromkeys(raws, -1)
+        new = list(met)
         known, key_number, raw_number = self._keys, self._key_number, self._raw_number
-        slice_key, bases = self._slice_key, self._bases
-        same = self._values.setdefault  # (equal values kept as one object: a raw key found compares fast)
         extra: list[Any] = []
         extra_number: dict[Any, int] = {}
-        for raw in met:
-            if slice_key is None:
-                key: Any = (raw[0], "" if raw[1] is None else raw[1])
-                if not _key_ok(key[0], key[1]):
-                    continue
-            else:  # (model, segment) checked once, then the slice's key
-                base = bases.get(raw[:2], _UNSEEN)
-                if base is _UNSEEN:
-                    base = (raw[0], "" if raw[1] is None else raw[1])
-                    if not _key_ok(base[0], base[1]):
-                        base = None
-                    if len(bases) < KEYS_CHECKED:
-                        bases[raw[:2]] = base
-                if base is None:
-                    continue
-                sliced = slice_key(base[1], raw[2:])
-                if sliced is None:
-                    continue
-                key = (base[0], sliced)
+        for raw, key in zip(new, self._keys_made(new)):
+            if key is None:
+                continue
             got = key_number.get(key)
             if got is None:
                 if len(known) < KEYS_CHECKED:
@@ -503,10 +485,37 @@ class ColumnDecoder:
                         got = extra_number[key] = KEYS_CHECKED + len(extra)
                         extra.append(key)
             if got < KEYS_CHECKED and len(raw_number) < KEYS_CHECKED:
-                raw_number[tuple(map(same, raw, raw))] = got
+                raw_number[raw] = got
             met[raw] = got
         number[miss] = np.fromiter(map(met.__getitem__, raws), dtype=np.intp, count=len(raws))
         return extra
+
+    def _keys_made(self, raws: list[tuple[Any, ...]]) -> list[tuple[str, str] | None]:
+        """The key of each raw key, None where refused: ``(model, segment)`` by the field rules
+        (checked once per distinct pair with slices), then with slices ``(model, slice key)``
+        (``slice_keys`` of them all at once)."""
+        if self._slice_keys is None:
+            return [(raw[0], "" if raw[1] is None else raw[1]) if _key_ok(raw[0], "" if raw[1] is None else raw[1])
+                    else None for raw in raws]
+        bases = self._bases
+        found = [bases.get(raw[:2], _UNSEEN) for raw in raws]
+        for i, base in enumerate(found):
+            if base is _UNSEEN:
+                raw = raws[i]
+                base = (raw[0], "" if raw[1] is None else raw[1])
+                if not _key_ok(base[0], base[1]):
+                    base = None
+                if len(bases) < KEYS_CHECKED:
+                    bases[raw[:2]] = base
+                found[i] = base
+        if None in found:
+            raws = [raw for raw, base in zip(raws, found) if base is not None]
+        sliced = iter(self._slice_keys([base[1] for base in found if base is not None], [raw[2:] for raw in raws]))
+        out: list[tuple[str, str] | None] = []
+        for base in found:
+            key = None if base is None else next(sliced)
+            out.append(None if key is None else (base[0], key))
+        return out
 
     def _columns(self, structs: list[Any], rows: np.ndarray) -> tuple[EventColumns | None, list[int]] | None:
         m = len(structs)
@@ -616,8 +625,7 @@ class ColumnDecoder:
 
 
 def column_decoder(parser: EventParser,
-                   slices: tuple[Sequence[str], Callable[[str, tuple[Any, ...]], str | None]] | None = None
-                   ) -> ColumnDecoder | None:
+                   slices: tuple[Sequence[str], SliceKeys] | None = None) -> ColumnDecoder | None:
     """A :class:`ColumnDecoder` for ``parser``'s task and fields (``slices``: see the class),
     None where there is none (msgspec not installed, a parser without required keys)."""
     if msgspec is None or getattr(parser, "fast_decode", None) is None:

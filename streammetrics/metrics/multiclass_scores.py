@@ -892,10 +892,13 @@ class MulticlassScores(ScoreColumns):
             self._binning, self._entries = self.add_set(self._hist_list(), self._binning, self._entries,
                                                          flat, binning)
         else:  # exact pairs: if they leave exact, keep the one-vs-rest set from here on
-            pre = _derive_ovr(self._binning, self._h, k)
+            # (the sums before the batch, needed only if it can take the pairs past max_exact)
+            leave = not binning.exact or self._entries + len(flat[0]) > self.entry_limit()
+            pre = _derive_ovr(self._binning, self._h, k) if leave else None
             self._binning, self._entries = self.add_set(self._hist_list(), self._binning, self._entries,
                                                          flat, binning)
             if not self._binning.exact:
+                assert pre is not None  # (leaving exact scores: leave was true)
                 ovr = _ovr_list(pre)
                 self._obinning = self.add_set(ovr, ExactBinning(), sum(len(h) for h in ovr),
                                                *ovr_batch(ExactBinning()))[0]
@@ -1035,7 +1038,8 @@ class MulticlassScores(ScoreColumns):
             check_average(average, ("micro", "macro", "weighted", None), name)
 
     def _roc(self, multi_class: str, average: Any, bounds: bool) -> tuple[Any, Any, Any]:
-        """``(value, low, high)`` of the ROC AUC for ``multi_class`` / ``average``."""
+        """``(value, low, high)`` of the ROC AUC for ``multi_class`` / ``average`` (one-vs-rest
+        macro, weighted or per class without ``bounds``: low and high None, not read)."""
         self._ranking_inputs("roc_auc", multi_class, average)
         k = len(self._cols.names)
         if not self.count:
@@ -1058,7 +1062,7 @@ class MulticlassScores(ScoreColumns):
                 ranking.warn_one_class()
         parts = self._ovr_parts(bounds)
         weights = class_w if average == "weighted" else None
-        low, high = average_intervals(parts[1], parts[2], average, weights)
+        low, high = average_intervals(parts[1], parts[2], average, weights) if bounds else (None, None)
         return average_scores(parts[0], average, weights), low, high
 
     def _ovr_parts(self, bounds: bool) -> np.ndarray:
@@ -1124,18 +1128,22 @@ class MulticlassScores(ScoreColumns):
             columns = _exact_ovr_columns(flat, k, len(members))
             for i, acc in enumerate(members):
                 acc._ovr_memo["columns"] = (acc._binning, columns[i * k:(i + 1) * k])
-        chosen, chosen_at, levels = [], [], []
+        chosen, chosen_at = [], []
+        levels: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         for i, acc in enumerate(accs):
             memo = acc._ovr_memo
             if False in memo or "columns" not in memo or not acc._binning.exact or acc._units or not acc.count:
                 continue
             count = acc.count
             present = [bool(e) and e != count for e in acc._events]
-            mine = [c for c, p in zip(memo["columns"][1], present) if p]
-            if all(neg.sum() > 0 and pos.sum() > 0 for _, neg, pos in mine):  # (else: warnings, its own path)
+            # weight on both sides of each class present (else: warnings, its own path): in float
+            # mode the class weights are the sums of its column's P and of the others' N, exactly
+            weights = acc._weights
+            total = sum(weights)
+            if all(w > 0 and total - w > 0 for w, p in zip(weights, present) if p):
                 chosen.append((acc, present))
                 chosen_at.append(i)
-                levels.extend(mine)
+                levels.extend(c for c, p in zip(memo["columns"][1], present) if p)
         aucs = ranking.roc_auc_rows(*_padded(levels)).tolist() if levels else []
         at = 0
         for acc, present in chosen:

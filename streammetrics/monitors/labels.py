@@ -41,7 +41,7 @@ from streammetrics.kernels.exact_weights import (
 )
 from streammetrics.kernels.sparse_confusion import balanced_accuracy_many, kappa_dense_many, matthews_many
 from streammetrics.metrics.confusion import ConfusionMatrix
-from streammetrics.monitors.base import Monitor, batch_weights, json_number, part, quiet
+from streammetrics.monitors.base import Monitor, batch_weights, empty_like, json_number, part, quiet
 
 __all__ = ["OTHER_LABELS", "LabelMonitor", "class_report", "label_metrics", "label_metrics_many", "label_parts_many"]
 
@@ -401,6 +401,18 @@ class LabelMonitor(Monitor):
                 raise ValueError("max_labels bounds discovered labels; it cannot be given with labels")
         self._max_labels = max_labels
         self.reset()
+
+    def empty(self) -> "LabelMonitor":
+        """A new monitor with this one's configuration and no events, built without the constructor
+        (:func:`~streammetrics.monitors.base.empty_like`; the window engine makes one per key and
+        window). Called on an empty monitor (a factory's template).
+
+        >>> LabelMonitor(max_labels=4).empty() == LabelMonitor(max_labels=4)
+        True
+        """
+        if self._pcount or self.confusion.count:
+            raise ValueError("empty() is called on an empty monitor (a template)")
+        return empty_like(self)
 
     def _config(self) -> dict[str, Any]:
         if self._max_labels is None:  # (the layout of monitors without the bound is unchanged)

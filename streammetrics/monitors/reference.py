@@ -72,6 +72,10 @@ __all__ = [
 
 #: most (model, segment) references ``load_references`` and a pipeline hold (``--max-references``)
 DEFAULT_MAX_REFERENCES = 10_000
+#: most levels (windows x the reference's and a window's levels) one vectorised pass of
+#: :meth:`Reference.metrics_and_intervals_many` lays out; more windows go in several passes
+#: (~8 MB per array of the pass)
+ROWS_MAX_LEVELS = 1 << 20
 
 #: the keys of :meth:`Reference.metrics`
 METRICS = (
@@ -513,9 +517,9 @@ class Reference:
     def metrics_and_intervals_many(
         self, windows: list[Any], confidence: float = 0.95
     ) -> list[tuple[dict[str, float | None], dict[str, tuple[float, float] | None]]]:
-        """:meth:`metrics_and_intervals` of each window, bit for bit; the drift of the windows in a
-        monitor's small form computed together (:meth:`ReferenceLevels.drift_many`) when the
-        reference's weights are counts."""
+        """:meth:`metrics_and_intervals` of each window, bit for bit; the windows in a monitor's small
+        form computed together when the reference's weights are counts (:meth:`_small_many`, in
+        passes of at most :data:`ROWS_MAX_LEVELS` levels)."""
         from streammetrics.kernels.intervals import check_confidence, z_value
 
         z = z_value(check_confidence(confidence))
@@ -524,8 +528,14 @@ class Reference:
             read = [_small(window) for window in windows]
             hists = [window_histogram(window) for window in read]
             small = [i for i, window in enumerate(read) if window.__class__ is _SmallWindow] if self._counts else []
-            done = dict(zip(small, self._small_many([read[i].columns for i in small], [hists[i] for i in small], z))
-                        if small else ())
+            done: dict[int, Any] = {}
+            if small:  # (in passes of at most ROWS_MAX_LEVELS levels: memory bounded whatever the batch)
+                width = len(self._hist[0]) + max(len(hists[i][0]) for i in small)
+                step = max(1, ROWS_MAX_LEVELS // width)
+                for at in range(0, len(small), step):
+                    part = small[at:at + step]
+                    found = self._small_many([read[i].columns for i in part], [hists[i] for i in part], z)
+                    done.update(zip(part, found))
             return [done.get(i) or (self._metrics(window, hist), self._estimate_intervals(window, hist, z))
                     for i, (window, hist) in enumerate(zip(read, hists))]
 

@@ -324,7 +324,7 @@ class Pipeline:
         #: the column decoder of process_lines (None: msgspec not installed, fast_json off, labels task)
         self._columns = None
         if c.batch:  # (with slices: each distinct key's slice from the decoded slice fields)
-            slices = None if self._slicer is None else (c.slicing.fields, self._slicer.column_key)
+            slices = None if self._slicer is None else (c.slicing.fields, self._slicer.column_keys)
             self._columns = column_decoder(self.parser.base, slices)
         #: what :meth:`process_lines` did: events applied as ``columns``, lines through the
         #: ``per_event`` path (refused, unusual or no column decoder) and runs of valid events the

@@ -43,6 +43,7 @@ import heapq
 import json
 import math
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Callable
 
 from streammetrics.events.records import Event, Rejection
@@ -266,28 +267,37 @@ class Slicer:
 
         return sliced
 
-    def column_key(self, segment: str, values: tuple[Any, ...]) -> str | None:
-        """The slice key :meth:`wrap_parse` gives an event of ``segment`` whose slice fields hold
-        ``values`` (strings, None for null or absent: the column decoder's), or None when it
+    def column_keys(self, segments: list[str], rows: list[tuple[Any, ...]]) -> list[str | None]:
+        """The slice keys :meth:`wrap_parse` gives events of ``segments[i]`` whose slice fields
+        hold ``rows[i]`` (strings, None for null or absent: the column decoder's), None where it
         refuses them (the per-event path then says why)."""
-        texts = [segment]
-        parts = [_json_text(segment)]
         known = self._value_texts
-        for v in values:
-            got = known.get(v) if v.__class__ is str or v is None else None
-            if got is None:
-                text = "" if v is None else v
-                if text.__class__ is not str or len(text) > _MAX_VALUE or "|" in text:
-                    return None
-                got = (text, _json_text(text))
-                if len(known) < _MAX_CACHED:
-                    known[v] = got
-            texts.append(got[0])
-            parts.append(got[1])
-        key = "[" + ",".join(parts) + "]"  # json.dumps(texts, separators=(",", ":"))
-        if len(self._parsed) < _MAX_CACHED:
-            self._parsed[key] = tuple(texts)
-        return key
+        parts = [list(map(_json_text, segments))]
+        texts: list[Any] = [segments]
+        refused: list[int] = []
+        for column in zip(*rows):  # (each slice field's values)
+            got: list[Any] = list(map(known.get, column))
+            if not all(got):  # (a text is a non-empty tuple)
+                for i, v in enumerate(column):
+                    if got[i] is None:
+                        text = "" if v is None else v
+                        if text.__class__ is not str or len(text) > _MAX_VALUE or "|" in text:
+                            refused.append(i)
+                            got[i] = ("", "")
+                            continue
+                        got[i] = (text, _json_text(text))
+                        if len(known) < _MAX_CACHED:
+                            known[v] = got[i]
+            texts.append([g[0] for g in got])
+            parts.append([g[1] for g in got])
+        keys: list[str | None] = ["[" + ",".join(p) + "]" for p in zip(*parts)]  # json.dumps(texts, ...)
+        for i in refused:
+            keys[i] = None
+        room = _MAX_CACHED - len(self._parsed)
+        if room > 0:  # (each key's values, for key_values)
+            made: Any = zip(keys, zip(*texts))
+            self._parsed.update(islice(made if not refused else ((k, t) for k, t in made if k is not None), room))
+        return keys
 
     def key_values(self, segment: str) -> tuple[str, ...]:
         """The dimension values of an internal slice key (ValueError when it is not one: a JSON

@@ -184,9 +184,15 @@ def _ordinary(event: Any) -> bool:
     and sums of such numbers cannot overflow, so updates of them raise no floating-point warning."""
     if not _TINY <= event.weight <= _HUGE:
         return False
-    for v in (event.score, event.y_pred, event.y_true):
-        if v.__class__ is float and not -_HUGE <= v <= _HUGE:
-            return False
+    v = event.score
+    if v.__class__ is float and not -_HUGE <= v <= _HUGE:
+        return False
+    v = event.y_pred
+    if v.__class__ is float and not -_HUGE <= v <= _HUGE:
+        return False
+    v = event.y_true
+    if v.__class__ is float and not -_HUGE <= v <= _HUGE:
+        return False
     scores = event.scores
     return scores is None or all(-_HUGE <= v <= _HUGE for v in scores)
 
@@ -483,6 +489,7 @@ class WindowManager:
         self._label_updates: dict[int, tuple[Any, list[Any], list[Any]]] = {}
         self._queue_labels = True  # until the first event that is not ordinary (see _ordinary)
         self._rev_pane: int | None = None  # pane of the last revision tick (see revision_tick)
+        self._rev_next: float = -math.inf  # the event time (us) from which a tick is due
         # keys whose checkpointed state changed since take_changed_keys() (None: not tracked), and
         # those among them (re)created since (see delta_dict)
         self._changed: set[tuple[str, str]] | None = None
@@ -1149,12 +1156,16 @@ class WindowManager:
         stream, given *before* the item is applied. When ``time_us - grace`` lies in a later pane
         than at the last call, every closed window that labels or expiries changed since emits
         its new revision (ready at the next :meth:`poll`). O(1) unless a revision is due."""
-        pane = (time_us - self.spec.grace_ms * 1000) // self._pane_us
+        if time_us < self._rev_next:  # (the common item: still in the pane of the last tick)
+            return
+        grace_us = self.spec.grace_ms * 1000
+        pane = (time_us - grace_us) // self._pane_us
         last = self._rev_pane
         if last is None or pane > last:
-            self._rev_pane = pane
+            self._rev_pane = last = pane
             if self._revised:
                 self._emit_revisions()
+        self._rev_next = (last + 1) * self._pane_us + grace_us  # the first time of a later pane
 
     def check_time(self, event: Any) -> None:
         """Raise :class:`EventRejected` (code ``future``, counted) if :meth:`add` would refuse
@@ -2035,6 +2046,7 @@ class WindowManager:
         self._staged_slots.clear()
         self._revised = any(r.dirty for st in keys.values() for r in st.revising.values())
         self._rev_pane = rev_pane
+        self._rev_next = -math.inf
         if self._changed is not None:  # the loaded state is the base of the next delta
             self._changed, self._created = set(), set()
         self._rearm_all()

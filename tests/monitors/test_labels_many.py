@@ -129,3 +129,19 @@ def test_a_batch_gives_the_state_of_its_events_one_by_one(seed):
                 one_by_one.update(e)
         assert batch.to_dict() == one_by_one.to_dict()
         assert repr(batch.snapshot()) == repr(one_by_one.snapshot())
+
+
+def test_empty_copies_a_template_without_sharing_state():
+    from streammetrics.stream.pipeline import PipelineConfig
+
+    for kwargs in ({}, {"labels": ["a", "b"]}, {"max_labels": 3}):
+        template = LabelMonitor(**kwargs)
+        a, b = template.empty(), template.empty()
+        a.update({"y_true": "a", "y_pred": "b"})
+        assert a.count == 1 and b.count == 0 and template.count == 0
+        assert b == template == LabelMonitor(**kwargs)
+        assert a == LabelMonitor(**kwargs).update({"y_true": "a", "y_pred": "b"})
+        with pytest.raises(ValueError, match="empty"):
+            a.empty()
+    factory = PipelineConfig(task="labels").monitor_factory()
+    assert getattr(factory, "__name__", "") == "empty"

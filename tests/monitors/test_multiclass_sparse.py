@@ -135,3 +135,21 @@ def test_the_batch_kept_by_an_empty_accumulator_gives_the_same_state_and_metrics
     batch.update(y[0], s[0], w[0])  # (a change: the batch kept is dropped)
     one_by_one.update(y[0], s[0], w[0])
     assert batch.to_dict() == one_by_one.to_dict()
+
+
+@pytest.mark.parametrize("first", [0, 3, 10])
+def test_a_batch_taking_the_pairs_past_max_exact_keeps_the_one_vs_rest_sums_of_before(first):
+    """The one-vs-rest set kept when the pair histograms leave exact scores starts from their sums
+    before the batch (computed only when a batch can take them past max_exact): the same state as
+    the events added one by one."""
+    rng = np.random.default_rng(first)
+    events = _events(rng, 12, 3)
+    y, s = [e["y_true"] for e in events], [e["scores"] for e in events]
+    batches = MulticlassScores(CLASSES[:3], max_exact=20)
+    if first:
+        batches.update_many(y[:first], s[:first])
+    batches.update_many(y[first:], s[first:])
+    one_by_one = MulticlassScores(CLASSES[:3], max_exact=20)
+    for args in zip(y, s):
+        one_by_one.update(*args)
+    assert not batches.exact and batches.to_dict() == one_by_one.to_dict()

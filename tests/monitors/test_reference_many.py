@@ -101,3 +101,71 @@ def test_cached_quantile_cuts_equal_the_groups_of_each_union(size):
     cached = [_text(levels.drift(window_histogram(w), 7)) for w in windows]
     levels._counted = False
     assert cached == [_text(levels.drift(window_histogram(w), 7)) for w in windows]
+
+
+def test_the_window_engine_prepares_the_small_windows_together(tmp_path, monkeypatch):
+    """Replay's small windows of keys with a reference get their metrics from one
+    ``metrics_and_intervals_many`` per key and poll (the hook's ``prepare``, called by the window
+    engine), none window by window; the lines equal those built window by window."""
+    import random
+
+    from streammetrics.stream.pipeline import Pipeline, PipelineConfig
+    from streammetrics.stream.references import load_references
+    from streammetrics.stream.snapshots import snapshot_line
+
+    rnd = random.Random(9)
+    events = [{"ts": 1_700_000_000 + i * 0.05, "model": f"m{i % 4}", "y_true": int(rnd.random() < 0.3),
+               "score": round(rnd.random(), 6)} for i in range(4000)]
+    ref_file = tmp_path / "ref.jsonl"
+    ref_file.write_text("".join(json.dumps(e) + "\n" for e in events[:800]))
+    config = PipelineConfig(window=10.0, max_future=None, references=load_references(str(ref_file)))
+
+    def lines(pipe: Pipeline) -> list[str]:
+        out = []
+        for i, e in enumerate(events[800:]):
+            pipe.process(json.dumps(e))
+            if i % 500 == 499:
+                out += [snapshot_line(s) for s in pipe.poll()]
+        return out + [snapshot_line(s) for s in pipe.flush()]
+
+    one_by_one = Pipeline(config)
+    one_by_one.windows.extra_metrics.prepare = lambda windows: None  # type: ignore[union-attr]
+    expected = lines(one_by_one)
+    calls = {"many": 0}
+    many = Reference.metrics_and_intervals_many
+
+    def counting(self, windows, confidence=0.95):
+        calls["many"] += 1
+        return many(self, windows, confidence)
+
+    def alone(self, window, confidence=0.95):
+        raise AssertionError("a small window's metrics computed on its own")
+
+    monkeypatch.setattr(Reference, "metrics_and_intervals_many", counting)
+    monkeypatch.setattr(Reference, "metrics_and_intervals", alone)
+    assert lines(Pipeline(config)) == expected
+    assert calls["many"] > 0
+
+
+def test_passes_bounded_by_rows_max_levels(monkeypatch):
+    """Many windows are laid out in passes of at most ROWS_MAX_LEVELS levels (memory bounded): the
+    same values with a bound of one window per pass, and a pass of several."""
+    import streammetrics.monitors.reference as reference_module
+
+    rng = np.random.default_rng(11)
+    ref = _reference(rng, 300)
+    windows = [_monitor(rng, n) for n in (5, 30, 12, 60, 1, 25, 25)]
+    expected = [_text(p) for p in ref.metrics_and_intervals_many(windows)]
+    passes = []
+    real = Reference._small_many
+
+    def counting(self, columns, hists, z):
+        passes.append(len(columns))
+        return real(self, columns, hists, z)
+
+    monkeypatch.setattr(Reference, "_small_many", counting)
+    for bound, most in ((1, 1), (3 * (len(ref.scores.class_table()[0]) + 60), 3)):
+        passes.clear()
+        monkeypatch.setattr(reference_module, "ROWS_MAX_LEVELS", bound)
+        assert [_text(p) for p in ref.metrics_and_intervals_many(windows)] == expected
+        assert max(passes) == most and sum(passes) == len(windows)

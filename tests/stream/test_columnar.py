@@ -367,7 +367,7 @@ def test_sliced_process_lines_equals_process_line_by_line(rollups, keys_checked,
 
 @pytest.mark.parametrize("keys_checked", [None, 2])
 def test_each_slice_key_is_made_once(keys_checked, monkeypatch):
-    """The column decoder makes each distinct raw key's slice key once (``Slicer.column_key``)
+    """The column decoder makes each distinct raw key's slice key once (``Slicer.column_keys``)
     and remembers it across batches, at most KEYS_CHECKED of them: beyond, once per batch. A
     null and an absent segment or value give one key."""
     import streammetrics.events.columns as columns
@@ -377,10 +377,10 @@ def test_each_slice_key_is_made_once(keys_checked, monkeypatch):
         monkeypatch.setattr(columns, "KEYS_CHECKED", keys_checked)
     p = Pipeline(PipelineConfig(slicing=SliceSpec(fields=("a", "b"))), wall_clock=lambda: NOW)
     made = []
-    make = p._slicer.column_key  # noqa: SLF001 - counting the calls under test
-    monkeypatch.setattr(p._slicer, "column_key", lambda *args: made.append(args) or make(*args))  # noqa: SLF001
+    make = p._slicer.column_keys  # noqa: SLF001 - counting the keys made under test
+    p._columns = columns.column_decoder(  # noqa: SLF001
+        p.parser.base, (("a", "b"), lambda segments, rows: made.extend(rows) or make(segments, rows)))
     p2 = Pipeline(PipelineConfig(slicing=SliceSpec(fields=("a", "b"))), wall_clock=lambda: NOW)
-    p._columns = columns.column_decoder(p.parser.base, (("a", "b"), p._slicer.column_key))  # noqa: SLF001
     events = [{"a": "x", "b": "y"}, {"a": "x", "b": "z"}, {"a": "x", "b": None, "segment": None},
               {"a": "x", "segment": ""}, {"a": "q|", "b": "y"}, {"a": "x", "b": "y"}]
     batch = [json.dumps({"ts": T0 + i, "model": "m", "y_true": 1, "score": 0.5, **e}).encode()
