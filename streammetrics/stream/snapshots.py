@@ -81,25 +81,33 @@ def _json_floats(raw: bytes, marked: bytes) -> bytes | None:
     value that msgspec writes otherwise than json (``0.00001``, ``1e-7``, ``1e16``) rewritten as
     json writes it (``repr``: ``1e-05``, ``1e-07``, ``1e+16``; msgspec's digits are the
     shortest that round-trip, so ``float`` of them is the same float). Each such value holds
-    one mark (``0.0000``, or a digit before ``e``), found by ``bytes.find``. None (json
-    decides) when a mark is anything else: inside a string (an odd number of quotes before
-    it), a float dict key, a name like ``v2e``. (An ordinary float holding a mark, such as
+    one mark (``0.0000``, or a digit before ``e``), found by ``bytes.find``. A mark inside a
+    string (an odd number of quotes before it: ``raw`` has no escape, so every quote opens or
+    closes one) is left as it is (a state's base64 text holds many), unless the string is all
+    number bytes (a float dict key: msgspec writes ``"0.00001"``, json ``"1e-05"``). None (json
+    decides) for that key, or a mark anything else than a float value outside strings (a name
+    like ``v2e`` there cannot be: names are quoted). (An ordinary float holding a mark, such as
     ``10.00001``, is rewritten as itself.)"""
     marks = _finds(raw, b"0.0000") + _finds(marked, b"0e")
     marks.sort()
     parts = []
-    last = quotes = 0
+    last = quotes = counted = 0
     size = len(raw)
     for mark in marks:
+        quotes += raw.count(b'"', counted, mark)
+        counted = mark
+        if quotes & 1:  # inside a string: kept, unless it may be a float key
+            opened, closed = raw.rfind(b'"', 0, mark), raw.find(b'"', mark)
+            if not raw[opened + 1:closed].strip(b"0123456789.-e+"):
+                return None
+            continue
         start = end = mark
         while start and raw[start - 1] in _NUMBER:
             start -= 1
         while end < size and raw[end] in _NUMBER:
             end += 1
         token = raw[start:end]
-        quotes += raw.count(b'"', last, start)
-        if quotes & 1 or start < last or not start or raw[start - 1] not in _BEFORE or end == size or (
-                raw[end] not in _AFTER):
+        if start < last or not start or raw[start - 1] not in _BEFORE or end == size or raw[end] not in _AFTER:
             return None  # (outside strings, a value of these bytes is a JSON number: a float here)
         parts.append(raw[last:start])
         parts.append(repr(float(token)).encode("ascii"))

@@ -105,8 +105,10 @@ than once per batch; at most :data:`STAGE_MAX_EVENTS` events are staged
 Closed windows of such monitors wait in the ready queue, in order, until the next
 :meth:`WindowManager.poll` builds their snapshots together through the monitor type's
 ``snapshot_many`` (``snapshot_texts`` for :meth:`WindowManager.poll_lines`): many small windows
-in one vectorised pass. A window of more than :data:`DEFER_MAX_EVENTS` events, and one retained
-for label revisions, is built when it closes.
+in one vectorised pass. A small tumbling window whose only content is its queued items closes as
+those items, without a monitor: the poll writes its texts from them (the type's ``item_texts``)
+and makes its monitor only where it is read (a hook, ``snapshot_many``). A window of more than
+:data:`DEFER_MAX_EVENTS` events, and one retained for label revisions, is built when it closes.
 
 Everything is deterministic given the same events in the same order (and the same calls of
 :meth:`WindowManager.advance_watermark`), and the whole state round-trips through
@@ -929,12 +931,14 @@ class WindowManager:
         slot_sorted, pane_sorted = slots[order], px[order]
         key_change = slot_sorted[1:] != slot_sorted[:-1]
         heads = np.flatnonzero(np.concatenate(([True], key_change | (pane_sorted[1:] != pane_sorted[:-1]))))
-        key_heads = np.flatnonzero(np.concatenate(([True], key_change)))
         bounds = heads.tolist()
         values = vx[order].tolist()
+        tops = np.maximum.reduceat(tx[order], heads).tolist()  # each group's latest event: the key's max_us
         max_pending = self.max_pending
-        for state, pane, start, stop in zip(states[order[heads]].tolist(), pane_sorted[heads].tolist(), bounds,
-                                            [*bounds[1:], len(order)]):
+        for state, pane, start, stop, top in zip(states[order[heads]].tolist(), pane_sorted[heads].tolist(), bounds,
+                                                 [*bounds[1:], len(order)], tops):
+            if top > state.max_us:
+                state.max_us = top
             pending = state.pending  # (as _enqueue, written out: once per key and pane)
             queue = pending.get(pane)
             if queue is None:
@@ -945,10 +949,6 @@ class WindowManager:
                 queue.extend(values[start:stop])
                 continue
             self._queue_draining(state, pane, values[start:stop], max_pending)
-        tops = np.maximum.reduceat(tx[order], key_heads).tolist()
-        for state, top in zip(states[order[key_heads]].tolist(), tops):
-            if top > state.max_us:
-                state.max_us = top
 
     def _enqueue(self, state: _KeyState, pane: int, chunk: list, max_pending: int) -> None:
         """Queue ``chunk`` (a fresh list, kept as the queue when there was none) in ``pane``;

@@ -136,3 +136,26 @@ def test_window_lines_are_each_windows_line():
                (("m", "ünï"), 0, 60_000, 2, 0, "{}", "{}", "")]
     assert window_lines(windows) == [window_line(*w) for w in windows]
     assert window_lines([]) == []
+
+
+def test_marks_inside_strings_keep_the_fast_path(monkeypatch):
+    """A state's base64 text holds ``e`` after digits (``"x0e5Ae-"``): left as it is, the line
+    still msgspec's, its floats rewritten; a string of number bytes only (a float dict key may
+    be one) sends the line to json."""
+    snap = {"metrics": {"a": 1e-5}, "state": {"packed": "AB0e5e-9x0.00001Q", "more": ["1e7z", 2.5e-10]}}
+    line = canonical(snap)
+    if snapshots._fast_encode is None:
+        pytest.skip("msgspec not installed")
+    assert snapshots._json_floats(snapshots._fast_encode(snap), snapshots._fast_encode(snap).translate(
+        snapshots._MARK)) == line.encode()
+    for key_like in ({"k": {1e-5: 1.0}}, {"k": "0.00001"}, {"k": ["1e16", 1e16]}):
+        raw = snapshots._fast_encode(key_like)
+        assert snapshots._json_floats(raw, raw.translate(snapshots._MARK)) is None
+        assert snapshot_line(key_like) == canonical(key_like)
+
+    class NoJson:
+        def encode(self, value):
+            raise AssertionError("json path taken")
+
+    monkeypatch.setattr(snapshots, "_JSON", NoJson())
+    assert snapshot_line(snap) == line
