@@ -1345,12 +1345,6 @@ def _ranks(S: np.ndarray, t: np.ndarray, st: np.ndarray) -> np.ndarray:
     return out
 
 
-def _weight_list(values: Any, n: int, name: str) -> list[float]:
-    if not isinstance(values, list) or len(values) != n:
-        raise ValueError(f"{name} must be a list of {n} weights, got {values!r}")
-    return [check_weight(v, f"{name}[{i}]") for i, v in enumerate(values)]
-
-
 def _outside_from_json(outside: Any) -> list[float] | None:
     if outside is None:
         return None

@@ -201,9 +201,6 @@ class BinaryMonitor(Monitor):
         return {"threshold": self.threshold, "exact": self.exact}
 
     # -------------------------------------------------------------- the two forms
-    def _has_parts(self) -> bool:
-        return "_scores" in self.__dict__
-
     def _make_parts(self) -> None:
         """Promotion: give the monitor its three parts, empty (copies of cached empty parts of
         this configuration: :func:`~streammetrics.monitors.base.empty_like`). The queued events
