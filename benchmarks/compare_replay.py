@@ -249,6 +249,21 @@ def build_corpus(directory: Path, events: int, seed: int) -> list[dict[str, Any]
     _shuffle_some(rng, reg, 0.1)
     add("regression", {"regression.jsonl": reg}, ["regression.jsonl", "--task", "regression", "--window", "60s",
                                                   "--slide", "30s"])
+
+    # delayed labels of the labels task with few labels allowed (--max-labels 2 of 8 seen): the
+    # folding depends on the order updates arrive in, which the engine must keep
+    lrng = random.Random(seed + 2)  # (its own: the streams before it stay as they were)
+    names = [f"c{k}" for k in range(8)]
+    preds, labels = [], []
+    for i in range(n):
+        ts = round(T0 + 600.0 * i / n, 3)
+        preds.append({"ts": ts, "model": f"ml{i % 2}", "id": f"l{i}", "y_pred": lrng.choice(names)})
+        if lrng.random() < 0.9:
+            labels.append({"id": f"l{i}", "y_true": lrng.choice(names), "ts": round(ts + lrng.uniform(0.0, 90.0), 3)})
+    labels.sort(key=lambda x: x["ts"])
+    add("labels-delayed-max-labels", {"lpreds.jsonl": preds, "llabels.jsonl": labels},
+        ["lpreds.jsonl", "--labels", "llabels.jsonl", "--task", "labels", "--max-labels", "2", "--window", "60s",
+         "--slide", "30s"])
     (directory / "manifest.json").write_text(json.dumps(streams, indent=1), encoding="utf-8")
     return streams
 

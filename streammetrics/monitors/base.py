@@ -276,6 +276,15 @@ class Monitor(Accumulator):
     #: small form): a window engine holds its small closed windows until the next poll likewise
     snapshots_together: ClassVar[bool] = False
 
+    @property
+    def updates_commute(self) -> bool:
+        """Whether the state after any updates is a function of their multiset: the same in any
+        order and grouping (:meth:`update_predictions` / :meth:`update_outcomes` of a batch equal
+        to one by one, predictions and outcomes apart). A window engine may then queue a
+        monitor's delayed-label updates and apply them together. True here (exact sums and
+        counts); a type whose state depends on arrival order says False."""
+        return True
+
     def update_items(self, items: Sequence[Any]) -> "Monitor":
         """Both parts: a batch of events given in this type's small form where it has one (a
         columnar batch: ``BinaryMonitor`` takes the common event as its signed score), parsed

@@ -434,6 +434,12 @@ class LabelMonitor(Monitor):
         return self._max_labels
 
     @property
+    def updates_commute(self) -> bool:
+        """False with ``max_labels``: labels are folded when the bound is passed, so the state
+        depends on the order events arrive in (see ``Monitor.updates_commute``)."""
+        return self._max_labels is None
+
+    @property
     def labels_held(self) -> int:
         """Distinct labels the state holds (true or predicted)."""
         return len(self._held())

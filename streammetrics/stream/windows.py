@@ -1091,12 +1091,14 @@ class WindowManager:
     def _queue_label_update(self, monitor: Any, event: Any, outcome: bool) -> None:
         """Queue ``event`` for ``monitor``'s ``update_prediction`` (``update_outcome`` if
         ``outcome``); a monitor's queues are applied once one of them holds ``max_pending`` events.
+        A monitor whose updates do not commute (``Monitor.updates_commute``) is updated at once.
         From the first event that is not ordinary (:func:`_ordinary`) on, nothing is queued: what is
         queued is applied and every update is made at once, event by event, as it comes (numpy's
         warnings about hostile values, and Python's once-per-location record of them, which every
         vectorised update resets, then reach stderr exactly as without the queues)."""
-        if not self._queue_labels or not _ordinary(event):
-            self._stop_label_queues()
+        if not self._queue_labels or not monitor.updates_commute or not _ordinary(event):
+            if self._queue_labels and not _ordinary(event):
+                self._stop_label_queues()
             if outcome:
                 monitor.update_outcome(event)
             else:

@@ -128,3 +128,36 @@ def test_a_labelled_event_not_ordinary_stops_the_queues() -> None:
     assert wm.queued_label_updates == 0
     wm.add_prediction(predictions(1, seed=9)[0])
     assert wm.queued_label_updates == 0
+
+
+@pytest.mark.parametrize("n", [40, LABEL_BATCH_MIN + 36])
+def test_labels_with_max_labels_are_applied_in_arrival_order(n: int) -> None:
+    """``LabelMonitor(max_labels=L)`` folds labels when the bound is passed, so its state depends on
+    the order of its updates (``updates_commute`` False): the engine never queues them, and the
+    window equals a monitor given predictions and outcomes interleaved, as they came."""
+    from streammetrics.monitors import LabelMonitor
+
+    rng = random.Random(n)
+    labels = [f"c{i}" for i in range(8)]
+    preds = [Event(T0 + i * 50.0 / n, "m", "", None, None, None, rng.choice(labels), 1.0, f"p{i}") for i in range(n)]
+    assert not LabelMonitor(max_labels=2).updates_commute and LabelMonitor().updates_commute
+    wm = WindowManager(lambda: LabelMonitor(max_labels=2), 60, include_state=True)
+    direct = LabelMonitor(max_labels=2)
+    firsts, outcomes = [], []
+    for i, p in enumerate(preds):  # each prediction's label comes two predictions later
+        firsts.append(wm.add_prediction(p))
+        direct.update_prediction(p)
+        if i >= 2:
+            outcomes.append(labelled(preds[i - 2], rng.choice(labels)))
+            wm.add_outcome(outcomes[-1], firsts[i - 2])
+            direct.update_outcome(outcomes[-1])
+        assert wm.queued_label_updates == 0
+    for p, first in zip(preds[-2:], firsts[-2:]):
+        outcomes.append(labelled(p, rng.choice(labels)))
+        wm.add_outcome(outcomes[-1], first)
+        direct.update_outcome(outcomes[-1])
+    assert wm.to_dict()["keys"][0]["panes"][0][1] == direct.to_dict()
+    grouped = LabelMonitor(max_labels=2)  # what queueing gave: predictions first, then outcomes
+    grouped.update_predictions(preds)
+    grouped.update_outcomes(outcomes)
+    assert grouped.to_dict() != direct.to_dict()  # (the order matters here: the test can fail)
