@@ -263,11 +263,11 @@ def estimated_intervals(c: np.ndarray, w: np.ndarray, predicted: np.ndarray, z: 
     if pw > 0:
         put("estimated_precision", tp / pw, v_tp / pw ** 2, a_b / pw, pw, MIN_EVENTS)
     positives = tp + fn
-    if positives > 0:
+    if positives ** 4 > 0:  # (below ~1e-77 the power underflows; such a window has no interval: events < minimum)
         put("estimated_recall", tp / positives, (fn * fn * v_tp + tp * tp * v_fn) / positives ** 4,
             (fn * a_b - tp * r_b) / positives ** 2, positives, MIN_EVENTS)
     d = tp + pw + fn
-    if d > 0:
+    if d ** 4 > 0:
         put("estimated_f1", 2.0 * tp / d, 4.0 * ((pw + fn) ** 2 * v_tp + tp * tp * v_fn) / d ** 4,
             2.0 * ((pw + fn) * a_b - tp * r_b) / d ** 2, d - tp, MIN_EVENTS)
     neg_total, pos_total = float(wn.sum()), positives
@@ -369,9 +369,10 @@ def estimated_rows(c: np.ndarray, w: np.ndarray, predicted: np.ndarray, n: np.nd
 
     c_acc = calibration((a_b - r_b) / total[:, None])
     c_prec = calibration(a_b / column([x if x > 0 else 1.0 for x in pw_l]))
-    c_rec = calibration((fn[:, None] * a_b - tp[:, None] * r_b) / column([x ** 2 if x > 0 else 1.0 for x in positives]))
+    c_rec = calibration((fn[:, None] * a_b - tp[:, None] * r_b)
+                        / column([x ** 2 if x ** 4 > 0 else 1.0 for x in positives]))
     c_f1 = calibration(2.0 * (column([p_ + f for p_, f in zip(pw_l, fn_l)]) * a_b - tp[:, None] * r_b)
-                       / column([x ** 2 if x > 0 else 1.0 for x in f1_d]))
+                       / column([x ** 2 if x ** 4 > 0 else 1.0 for x in f1_d]))
     # every (row, metric) interval: its value, variance, calibration variance, events, minimum
     wanted: list[tuple[int, str, float, float, float, float, int]] = []
     for i in range(rows):
@@ -381,11 +382,11 @@ def estimated_rows(c: np.ndarray, w: np.ndarray, predicted: np.ndarray, n: np.nd
         if pw_i > 0:
             wanted.append((i, "estimated_precision", t / pw_i, vt / pw_i ** 2, c_prec[i], pw_i, MIN_EVENTS))
         pos_i = positives[i]
-        if pos_i > 0:
+        if pos_i ** 4 > 0:  # (as estimated_intervals: no interval below ~1e-77 expected positives)
             wanted.append((i, "estimated_recall", t / pos_i, (f * f * vt + t * t * vf) / pos_i ** 4, c_rec[i], pos_i,
                            MIN_EVENTS))
         d = f1_d[i]
-        if d > 0:
+        if d ** 4 > 0:
             wanted.append((i, "estimated_f1", 2.0 * t / d, 4.0 * ((pw_i + f) ** 2 * vt + t * t * vf) / d ** 4, c_f1[i],
                            d - t, MIN_EVENTS))
         if i in auc_var:
