@@ -97,6 +97,12 @@ class ScoreHistogram:
     def weights(self, value: dict[Any, float]) -> None:
         self._weights, self._pending = value, None
 
+    def hold(self, keys: np.ndarray, values: np.ndarray) -> None:
+        """Keep ``(keys, float weights)`` (distinct keys in ascending order, no zero weight; made
+        read-only here) as the contents of this empty histogram (see the class docstring)."""
+        keys.flags.writeable = values.flags.writeable = False
+        self._pending = (keys, values)
+
     @property
     def pending(self) -> bool:
         """Whether the histogram holds arrays not yet in its dict (see the class docstring)."""
@@ -352,9 +358,7 @@ def insert_table(hists: Sequence[ScoreHistogram], keys: np.ndarray, table: np.nd
         if not len(nz):
             continue
         if arrays and h._pending is None and not h._weights:
-            k, v = keys[nz], col[nz]
-            k.flags.writeable = v.flags.writeable = False
-            h._pending = (k, v)
+            h.hold(keys[nz], col[nz])
             continue
         w = h.weights
         if not w:  # (a window's first batch: the keys are distinct, nothing to add to)
