@@ -641,7 +641,7 @@ def histograms_to_json(hists: Sequence[ScoreHistogram], names: Sequence[str],
     exactly their floats (the key is absent when there are none). ``levels``: :func:`aligned` of
     ``hists`` when the caller holds it already."""
     binning = hists[0].binning
-    if sum(len(h) for h in hists) <= SMALL_KEYS and all(h.binning is binning for h in hists):
+    if levels is None and sum(len(h) for h in hists) <= SMALL_KEYS and all(h.binning is binning for h in hists):
         # few keys: the same dict in plain Python, without the arrays' set-up (issue 12)
         return small_histograms_to_json([h.weights for h in hists], names, binning.exact)
     keys, weights = aligned(*hists) if levels is None else levels

@@ -97,7 +97,11 @@ def _merge_hist(mine: tuple, theirs: tuple, acc: "ScoreDistribution") -> tuple:
 
 def _encode_hist(value: tuple, acc: "ScoreDistribution") -> tuple:
     binning, hist = value
-    levels = acc._aligned() if hist is acc._hist and len(hist) > SMALL_KEYS else None
+    levels = None
+    if hist is acc._hist:  # (the levels when held, or when building them pays: many keys)
+        levels = acc._level_cache
+        if levels is None and len(hist) > SMALL_KEYS:
+            levels = acc._aligned()
     return (None if binning.exact else binning.bins), histograms_to_json([hist], ["weights"], levels)
 
 

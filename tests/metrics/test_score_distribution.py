@@ -142,3 +142,15 @@ def test_update_columns_refuses_a_bad_batch_whole():
     with pytest.raises(ValueError, match=r"scores\[1\] must be finite"):
         ScoreDistribution.update_columns(dists, np.array([[0.1, 0.2], [np.nan, 0.3]]))
     assert all(d.count == 0 for d in dists)
+
+
+@pytest.mark.parametrize("kw", [dict(bins=64, max_bins=512), dict(bins=8, max_bins=4), dict(exact=True)])
+def test_a_state_written_from_its_levels_equals_one_written_from_its_dict(kw):
+    """to_dict reads the histogram's levels when it holds them (a batch into an empty one): the
+    same JSON as a histogram built event by event (its dict)."""
+    scores = [0.5, 0.25, 0.25, 0.0, -0.0, 1.0, 0.125, 0.7, 3.0, 1e-300]
+    batch = ScoreDistribution(**kw).update_many(scores)
+    one_by_one = ScoreDistribution(**kw)
+    for s in scores:
+        one_by_one.update(s)
+    assert batch.to_dict() == one_by_one.to_dict()
