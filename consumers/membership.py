@@ -58,10 +58,6 @@ class GroupWatch:
     def stable(self, consumer: Any) -> bool | None:
         return self._stable(consumer)
 
-    def rebalancing_for(self, consumer: Any) -> float:
-        """Seconds the member has been out of a stable generation (0 when it is in one)."""
-        return 0.0 if self._stable(consumer) is not False else self._clock() - self.since
-
     def due(self, consumer: Any) -> bool:
         """True (once per ``rejoin_after``) when the member has been rebalancing that long."""
         now = self._clock()

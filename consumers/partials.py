@@ -73,8 +73,8 @@ from streammetrics.core.accumulator import from_dict
 from streammetrics.stream.alerting import alert_key, alert_line
 from streammetrics.stream.snapshots import build_snapshot, content_header, snapshot_key, snapshot_line
 
-__all__ = ["Merger", "MergeStage", "partial_record", "watermark_record", "default_partials_topic",
-           "DEFAULT_MAX_MERGE_WINDOWS", "PARTIAL_SCHEMA", "WATERMARK_SCHEMA"]
+__all__ = ["Merger", "MergeStage", "partial_record", "watermark_record", "DEFAULT_MAX_MERGE_WINDOWS",
+           "PARTIAL_SCHEMA", "WATERMARK_SCHEMA"]
 
 log = logging.getLogger("streammetrics.merge")
 
@@ -82,11 +82,6 @@ PARTIAL_SCHEMA = "streammetrics.partial/1"
 WATERMARK_SCHEMA = "streammetrics.watermark/1"
 #: windows held per partials partition by the merge (``--max-merge-windows``)
 DEFAULT_MAX_MERGE_WINDOWS = 100_000
-
-
-def default_partials_topic(group: str, topic: str) -> str:
-    """``<group>-<topic>-partials``."""
-    return f"{group}-{topic}-partials"
 
 
 def partial_record(source: int, snapshot: dict[str, Any]) -> bytes:

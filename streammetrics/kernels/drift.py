@@ -54,10 +54,12 @@ __all__ = [
     "PSI_EPS",
     "ecdfs",
     "group_masses",
+    "integral",
     "js",
     "ks",
     "ks_bounds",
     "psi",
+    "quantile_cuts",
     "quantile_groups",
     "rows_drift",
     "wasserstein",
@@ -92,7 +94,8 @@ def ecdfs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     return np.cumsum(a) / ta, np.cumsum(b) / tb
 
 
-def _integral(x: np.ndarray) -> bool:
+def integral(x: np.ndarray) -> bool:
+    """Whether every weight is an integer (events counted)."""
     x = np.asarray(x, dtype=np.float64)
     return bool(np.all(x == np.floor(x)))
 
@@ -109,7 +112,7 @@ def ks(a: np.ndarray, b: np.ndarray, cdfs: Any = False) -> float:
     if cdfs is None:
         return _undefined("KS")
     d = cdfs[0] - cdfs[1]
-    return _ks_of(np.min(d), np.max(d), float(np.sum(a)), float(np.sum(b)), lambda: _integral(a) and _integral(b))
+    return _ks_of(np.min(d), np.max(d), float(np.sum(a)), float(np.sum(b)), lambda: integral(a) and integral(b))
 
 
 def _ks_of(low: Any, high: Any, na: float, nb: float, counts: Any) -> float:
@@ -199,12 +202,17 @@ def quantile_groups(b: np.ndarray, n_groups: int = 10) -> np.ndarray:
     total = float(b.sum())
     if not total > 0 or not len(b):
         return np.zeros(len(b), dtype=np.int64)
-    share = np.cumsum(b) / total
-    targets = np.arange(1, n_groups) / n_groups
-    cuts = np.unique(np.searchsorted(share, targets - 1e-12, side="left"))
+    cuts = quantile_cuts(b, n_groups)
     cuts = cuts[cuts < len(b) - 1]
     # level k belongs to the group of the number of cuts strictly before it
     return np.searchsorted(cuts, np.arange(len(b)), side="left")
+
+
+def quantile_cuts(b: np.ndarray, n_groups: int) -> np.ndarray:
+    """The distinct levels after which :func:`quantile_groups` cuts (a cut at the last level kept)."""
+    share = np.cumsum(b) / float(b.sum())
+    targets = np.arange(1, n_groups) / n_groups
+    return np.unique(np.searchsorted(share, targets - 1e-12, side="left"))
 
 
 def group_masses(weights: np.ndarray, groups: np.ndarray) -> np.ndarray:

@@ -53,10 +53,9 @@ def level_bounds(binning: Binning, keys: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def clamp_bounds(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Clamp each ``hi`` below the next level's ``lo`` (ascending levels)."""
+    """Clamp each ``hi`` below the next level's ``lo`` (ascending levels along the last axis)."""
     hi = hi.copy()
-    if len(hi) > 1:
-        hi[:-1] = np.minimum(hi[:-1], np.nextafter(lo[1:], -np.inf))
+    hi[..., :-1] = np.minimum(hi[..., :-1], np.nextafter(lo[..., 1:], -np.inf))
     return lo, np.maximum(hi, lo)
 
 

@@ -29,10 +29,9 @@ a weighted state written before them loads with the squares unknown (its interva
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import warnings
-from typing import TYPE_CHECKING, Any, Hashable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Hashable, Mapping
 
 import numpy as np
 
@@ -1101,20 +1100,6 @@ class BinaryScores(Accumulator):
         arrays: the levels built once while the histograms are unchanged)."""
         keys, table, _ = self._aligned()
         return keys, table, self._binning
-
-    @contextlib.contextmanager
-    def levels_read_once(self) -> Iterator[None]:
-        """Within the block, the metrics read the levels built once (they are now built once
-        while the histograms are unchanged, within the block or not: kept for its callers).
-        Nothing may change the accumulator meanwhile.
-
-        >>> s = BinaryScores().update_many([0, 1, 1], [0.2, 0.7, 0.4])
-        >>> with s.levels_read_once():
-        ...     s.roc_auc(), s.roc_auc_bounds()[0] <= s.roc_auc(), s.average_precision()
-        (1.0, True, 1.0)
-        """
-        self._aligned()
-        yield
 
     def _one_class(self) -> bool:
         return not (self._events[0] and self._events[1])

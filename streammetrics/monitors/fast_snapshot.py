@@ -47,10 +47,9 @@ def _ranking(sc: Any) -> dict[str, float | None]:
         if sc.has_one_class():  # BinaryScores.roc_auc: undefined once a class has no events
             out["roc_auc"] = out["roc_auc_low"] = out["roc_auc_high"] = None
         return out
-    with sc.levels_read_once():  # the numpy path for large windows, the levels built once
-        low, high = quiet_pair(sc.roc_auc_bounds)
-        return {"roc_auc": quiet(sc.roc_auc), "roc_auc_low": low, "roc_auc_high": high,
-                "average_precision": quiet(sc.average_precision)}
+    low, high = quiet_pair(sc.roc_auc_bounds)  # the numpy path for large windows (levels built once)
+    return {"roc_auc": quiet(sc.roc_auc), "roc_auc_low": low, "roc_auc_high": high,
+            "average_precision": quiet(sc.average_precision)}
 
 
 def binary_snapshot(monitor: Any) -> dict[str, Any]:

@@ -261,10 +261,7 @@ class ReferenceLevels:
         cached = self._cuts.get(key)
         if cached is None:
             rw = self._reference_on(binning)[1]
-            total = float(rw.sum())
-            share = np.cumsum(rw) / total
-            targets = np.arange(1, psi_groups) / psi_groups
-            cuts = np.unique(np.searchsorted(share, targets - 1e-12, side="left"))
+            cuts = drift.quantile_cuts(rw, psi_groups)
             groups = np.searchsorted(cuts, np.arange(len(rw)), side="left")
             cached = (cuts, np.bincount(groups, weights=rw))
             if len(self._cuts) >= 8:
@@ -275,8 +272,7 @@ class ReferenceLevels:
     def counts(self) -> bool:
         """Whether every reference weight is an integer (events counted): its sums are then exact in
         any order, which :meth:`drift_many` needs."""
-        w = self.hist[1]
-        return bool(np.all(w == np.floor(w))) and float(w.sum()) < 2.0 ** 52
+        return drift.integral(self.hist[1]) and float(self.hist[1].sum()) < 2.0 ** 52
 
     def drift_many(self, windows: list[Histogram], psi_groups: int) -> list[dict[str, float]]:
         """:meth:`drift` of many window histograms of **count** weights on one binning, bit for bit,
@@ -326,8 +322,7 @@ class ReferenceLevels:
             lo[ref_rows, flat_ref] = np.tile(rlo, w)
             hi[ref_rows, flat_ref] = np.tile(rhi, w)
             lo[row[new], pos[new]], hi[row[new], pos[new]] = raw_bounds(binning, keys[new])
-            hi[:, :-1] = np.minimum(hi[:, :-1], np.nextafter(lo[:, 1:], -np.inf))  # (levels.clamp_bounds of each row)
-            hi = np.maximum(hi, lo)
+            lo, hi = clamp_bounds(lo, hi)
             singleton = binning.singleton(k.ravel()).reshape(w, width)
             with np.errstate(over="ignore", invalid="ignore"):
                 values = representative(lo, hi)

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from streammetrics.events.records import Rejection
 
-__all__ = ["COLLECT_READY", "POLL_EVERY", "Source", "merged_items", "replay_merged"]
+__all__ = ["COLLECT_READY", "POLL_EVERY", "Source", "replay_merged"]
 
 _BLANK_START = frozenset([b"", b" ", b"\t", b"\r", b"\n", "", " ", "\t", "\r", "\n"])
 #: replay collects the snapshots ready every 1024 items (a mask). It polls with
@@ -74,15 +74,6 @@ def _merged(sources: Sequence[tuple[Any, ...]], parse: Callable[[Any], list[Any]
     given = [Source(*source) for source in sources]
     streams = [_items(source, parse, rank, counter) for rank, source in enumerate(given)]
     return [source.name for source in given], heapq.merge(*streams)
-
-
-def merged_items(sources: Sequence[tuple[Any, ...]], parse: Callable[[Any], list[Any]],
-                 counter: list[int]) -> Iterator[tuple[str, Any]]:
-    """``(FILE:LINE, item)`` of every source (a :class:`Source`, or ``(name, lines)``) in
-    event-time order; ``parse`` parses raw lines; ``counter`` collects ``[lines, bytes]`` read."""
-    names, merged = _merged(sources, parse, counter)
-    for _, rank, _, lineno, item in merged:
-        yield f"{names[rank]}:{lineno}", item
 
 
 def replay_merged(sources: Sequence[tuple[Any, ...]], pipeline: Any, write: Callable[[str], Any],

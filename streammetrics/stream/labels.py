@@ -320,11 +320,6 @@ class LabelJoin:
         """Predictions waiting for a label."""
         return len(self.store)
 
-    @property
-    def waiting_labels(self) -> int:
-        """Labels remembered that have not met a prediction yet."""
-        return sum(1 for rec in self._labels.values() if not rec[4])
-
     def stats(self) -> dict[str, int]:
         """Counters (see ``counts``) plus the current ``pending`` and remembered id totals."""
         return {**self.counts, "pending": self.pending, "remembered_labels": len(self._labels),
