@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import streammetrics as sm
-from streammetrics.metrics.score_distribution import ScoreDistribution
 from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.metrics.score_distribution import ScoreDistribution
 
 scores = st.one_of(st.floats(0.0, 1.0), st.floats(-50.0, 50.0), st.sampled_from([0.0, 1.0, 0.5]))
 weights = st.sampled_from([1.0, 0.0, 0.5, 2.0, 0.3])
