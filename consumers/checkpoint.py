@@ -38,10 +38,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from streammetrics.core.files import write_atomically
-from streammetrics.events.parser import Event
 
-__all__ = ["CheckpointStore", "CheckpointError", "Chain", "encode_event", "decode_event", "EVENT_CODEC", "dumps",
-           "loads"]
+__all__ = ["CheckpointStore", "CheckpointError", "Chain", "dumps", "loads"]
 
 VERSION = 1
 #: deltas in one chain before the next checkpoint is a full one (compaction)
@@ -116,23 +114,6 @@ class Chain:
 
 def new_chain_id() -> str:
     return os.urandom(8).hex()
-
-
-def encode_event(ev: Event) -> list:
-    """An event as a compact JSON list (field order of ``Event.__slots__``)."""
-    return [ev.ts, ev.model, ev.segment, ev.y_true, ev.score,
-            None if ev.scores is None else list(ev.scores), ev.y_pred, ev.weight, ev.id]
-
-
-def decode_event(values: list) -> Event:
-    """Inverse of :func:`encode_event`."""
-    if not isinstance(values, list) or len(values) != 9:
-        raise ValueError(f"queued event must be a list of 9 fields, got {values!r:.80}")
-    ts, model, segment, y_true, score, scores, y_pred, weight, id_ = values
-    return Event(ts, model, segment, y_true, score, None if scores is None else tuple(scores), y_pred, weight, id_)
-
-
-EVENT_CODEC = (encode_event, decode_event)
 
 
 class CheckpointError(ValueError):

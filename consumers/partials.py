@@ -34,29 +34,12 @@ output follows from the partials partition's records in offset order (determinis
 merge stage checkpoints its state and offset like the sources do (state dir and a changelog
 topic, ``<group>-<topic>-merge-changelog``), so a killed instance loses nothing.
 
-Validated and authenticated (issue 30, points 6 and 9). Every partials record is validated in
-full before it is used: its schema, source, key, window, the counters (whole numbers >= 0 with
-``labeled + expired + pending == count``, so no partial claims more labels than its state
-holds), ``final`` and ``revision``, and its state, which is loaded (and must be of the monitor
-type and configuration of the service's task, when the stage knows them) and must hold ``count``
-predictions. A record that fails is skipped and counted (``malformed``), the previous good
-partial of its (window, source) stays in use, and its window is published with
-``"merge_incomplete": true``. A window that cannot be merged still never holds back or drops the
-other windows due with it (each window is published on its own; a failure is counted
-``unmergeable`` and logged). With ``--internal-key`` partials and watermarks are sealed with an
-HMAC (:mod:`consumers.signing`) and a record without a valid tag is refused (``forged``).
-Without a key, a forged watermark can publish a window early, but cannot make the merge drop the
-real partials: the last ``--max-merge-windows`` finished windows are remembered, and a partial
-of one of them from a source it did not hold (or a newer version of one it held) reopens it
-with a new revision. Protect the internal topics with ACLs (docs/internal-key.md,
-docs/scaleout.md).
-
-Bounds: ``--max-merge-windows`` (default 100,000) windows held per partials partition; beyond
-it the window that ends first is published as it stands (``"final": false``,
-``"merge_incomplete": true``), counted (``merge_evicted``) and logged, and later partials of
-windows ending at or before it are dropped (counted). An input partition without events would
-hold every merge back: after ``--idle-close`` without a move of its watermark, while read to its
-end, it adopts the smallest watermark of the other partitions (``MetricsService._advance_idle``).
+Every partials record is validated in full before it is used (schema, source, key, window, whole
+counters with ``labeled + expired + pending == count``, a state of the task's monitor type holding
+``count`` predictions); a bad one is skipped and counted (``malformed``) and its window published
+with ``"merge_incomplete": true``. With ``--internal-key`` records are sealed with an HMAC
+(:mod:`consumers.signing`). ``--max-merge-windows`` bounds the windows held per partials partition.
+Operators' view, forged watermarks, idle partitions and bounds: docs/scaleout.md.
 """
 from __future__ import annotations
 

@@ -25,17 +25,11 @@ keeping the last value per key, sees exactly the snapshots of an uninterrupted r
 is lost (nothing is committed before its effects are published) or counted twice (state and
 offset are saved together).
 
-Windows close by event time (contract section 7): each input partition's windows have one
-watermark, the largest ``ts`` applied on the partition minus ``--grace``, for every key, so a
-quiet key closes with the others and the snapshots are those ``replay`` writes for the
-partition's events. ``--idle-close`` (wall time, default 30 s) only moves the watermark of a
-partition that has received *no record* for that long while read to its end: it adopts the
-smallest watermark of the partitions still receiving (those of this instance, and with
-``--partitioning any`` every source partition as the merge stage knows it), never more, so it
-never closes a window that the slowest active partition has not passed; with no active
-partition nothing moves. The advanced watermark is checkpointed *before* the windows it closes
-are published (:meth:`MetricsService.checkpoint`), so a restart publishes the same content for
-them.
+Windows close by event time (contract section 7; docs/watermarks.md): one watermark per input
+partition for every key, so the snapshots are those ``replay`` writes for the partition's events;
+``--idle-close`` moves a partition's watermark only as far as the slowest active partition's, and
+the advanced watermark is checkpointed *before* the windows it closes are published
+(:meth:`MetricsService.checkpoint`).
 
 Each partition has its own windows, so with ``--partitioning key`` (the default) every
 (model, segment) key must live in one partition: produce with the message key
@@ -65,12 +59,8 @@ merged whole: an array message is ordered by its first event. Each record is par
 (once for its merge time). Buffers are bounded by ``max_merge_buffer`` records per side: the
 fuller side is paused (``consumer.pause``) until the merge drains it. Checkpoints hold the next
 offset of both topics (``label_offset``) with the pipeline's state, pending labels included,
-and both offsets are committed; a rollback or restart seeks both. Revisions are published under
-the window's key ``model|segment|window_start``: a later revision replaces an earlier one in a
-compacted topic (or a reader keeping the last value per key). They come at the window engine's
-revision ticks, as in ``replay`` (so a (key, revision) keeps one content across restarts), plus
-a quiet partition's waiting ones after ``--idle-close`` (checkpointed at once); docs/revisions.md.
-Without labels (every event with ``y_true``) nothing changes.
+and both offsets are committed; a rollback or restart seeks both. Revisions (under the window's key)
+come at the window engine's revision ticks, as in ``replay``: docs/revisions.md.
 
 Nothing in a message can stop the service: undecodable, malformed, refused and late events
 become ONE dead letter per message, carrying the original bytes as value (truncated to the

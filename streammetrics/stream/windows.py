@@ -4,28 +4,14 @@ Time is cut into *panes* of ``gcd(size, slide)``; window ``k`` covers
 ``[k * slide, k * slide + size)`` (aligned to the epoch) and is the merge of its panes, so a
 hopping window never holds a second copy of an event: each event updates exactly one pane.
 
-One watermark per manager (one input partition, or the whole stream of a replay), as Kafka
-Streams' stream time and Flink's per-partition watermarks:
-
-* **stream time** is the largest event time seen over *all* keys; the **watermark** is stream
-  time minus ``grace``. Every key's window closes (final snapshot emitted, panes no longer needed
-  released) once the watermark reaches its end, whatever the key: a quiet key closes with the
-  others, and a key's first event older than the watermark's closed windows is late. Closing is
-  eager and ordered: when an event moves the watermark past windows' ends, those windows close at
-  once, in order of ``(end + grace, key)`` (the keys holding open panes by the time they close:
-  one sort per distinct closing time, nothing per event), so the output is a function of the events
-  alone, not of when :meth:`WindowManager.poll` is called.
-* :meth:`WindowManager.advance_watermark` moves the watermark without an event (the service's
-  idle partitions, ``--idle-close``); what it passes closes at the next :meth:`WindowManager.poll`.
-* an event whose pane belongs only to closed windows is **late**: it is not applied, it is
-  counted for the key (``late`` in each snapshot) and :meth:`WindowManager.add` returns False
-  so that the caller can route it elsewhere (the service sends it to the dead-letter topic).
-
-(Before: one watermark per key, and wall-clock idle closing per key. A sparse key, one event per
-40 s in 5-minute windows, was either held open forever or closed by wall time with its window's
-later events dropped as late; and a replay and the service disagreed. With one watermark per
-partition neither happens; the price is that a key lagging the others by more than its window
-plus ``grace`` is late, as in every engine that keeps one watermark per partition.)
+One watermark per manager (one input partition, or the whole stream of a replay; docs/watermarks.md):
+stream time is the largest event time seen over *all* keys and the watermark is stream time minus
+``grace``. When an event moves it past windows' ends they close at once, for every key, in order of
+``(end + grace, key)`` (one sort per distinct closing time), so the output is a function of the
+events alone, not of when :meth:`WindowManager.poll` is called.
+:meth:`WindowManager.advance_watermark` moves it without an event (``--idle-close``); what it passes
+closes at the next poll. An event whose pane belongs only to closed windows is **late**: not
+applied, counted for the key (``late``), and :meth:`WindowManager.add` returns False.
 
 Bounded in time: closing and flush closes jump over empty ranges of windows, so their cost
 is O(open panes x windows per pane) whatever the gap between two events (a first event at
