@@ -797,11 +797,16 @@ class MulticlassScores(ScoreColumns):
 
     def _encode(self, y_true: Any, name: str) -> np.ndarray:
         """Class indices of a batch of labels (validated: each one of ``classes``)."""
+        cols = self._cols
+        if y_true.__class__ is list:  # (a window's labels: looked up, when all of the classes' own type)
+            get, fast = cols.index.get, cols.fast
+            codes = [get(v) if v.__class__ is fast else None for v in y_true]
+            if None not in codes:
+                return np.array(codes, dtype=np.intp)
         y = as_label_array(y_true, name)
         kind = array_kind(y, name)
         if len(y) == 0:
             return np.zeros(0, dtype=np.intp)
-        cols = self._cols
         uniq, inverse = np.unique(y, return_inverse=True)
         inverse = inverse.reshape(-1)
         codes = np.empty(len(uniq), dtype=np.intp)

@@ -630,3 +630,19 @@ def test_copy_reset_add_and_repr():
     assert "MulticlassScores" in repr(c)
     c.reset()
     assert c.count == 0 and c == sm.MulticlassScores([0, 1, 2])
+
+
+def test_list_labels_are_looked_up_as_the_array_path_reads_them():
+    """A list of labels of the classes' own type is looked up directly; any other list goes
+    through the array path: the same state, the same errors."""
+    S = [[0.2, 0.3, 0.5], [0.6, 0.3, 0.1], [0.1, 0.8, 0.1]]
+    a = sm.MulticlassScores(["a", "b", "c"]).update_many(["c", "a", "b"], S)
+    b = sm.MulticlassScores(["a", "b", "c"]).update_many(np.array(["c", "a", "b"], dtype=object), S)
+    assert a.to_dict() == b.to_dict()
+    ints = sm.MulticlassScores([0, 1, 2])
+    assert ints.copy().update_many([2, True, 1], S).to_dict() == ints.copy().update_many(
+        np.array([2, True, 1]), S).to_dict()  # (a bool among ints: the array path reads it)
+    assert ints.update_many([2, 0, 1], S).to_dict() == sm.MulticlassScores([0, 1, 2]).update_many(
+        np.array([2, 0, 1]), S).to_dict()
+    with pytest.raises(ValueError, match=r"y_true\[2\]='z' is not one of classes"):
+        sm.MulticlassScores(["a", "b", "c"]).update_many(["a", "b", "z"], S)
