@@ -563,21 +563,22 @@ class ScoreDistribution(Accumulator):
 
     @classmethod
     def update_columns(cls, dists: list["ScoreDistribution"], scores: np.ndarray,
-                       sample_weight: np.ndarray | None = None) -> None:
+                       sample_weight: np.ndarray | None = None) -> list[int] | None:
         """:meth:`update_many` of column ``c`` of the 2-D ``scores`` into ``dists[c]`` for every
         ``c`` (the same states). Unit weights into distributions holding nothing, each on an
         exact binning that keeps the batch's distinct scores (a window's columns at its close):
         one pass over the matrix (sorted along the events once; per column the distinct scores
         and their counts, the exact score sum and the count at or above the threshold), else
-        column by column."""
+        column by column. Returns the columns' exact sums in units of ``2**-1074`` when the one
+        pass made them (a caller summing the same columns takes them), else None."""
         n = len(scores)
         if (sample_weight is None and n and scores.ndim == 2 and scores.shape[1] == len(dists)
                 and scores.dtype == np.float64 and all(d._takes_fresh(n) for d in dists)
                 and np.isfinite(scores).all()):
-            cls._fresh_columns(dists, scores)
-            return
+            return cls._fresh_columns(dists, scores)
         for c, d in enumerate(dists):
             d.update_many(scores[:, c], sample_weight)
+        return None
 
     def _takes_fresh(self, n: int) -> bool:
         """Nothing held yet, float mode, exact binning kept for ``n`` distinct scores."""
@@ -585,7 +586,7 @@ class ScoreDistribution(Accumulator):
                 and self._sums[_WTOTAL].__class__ is not int and (self._max_bins is None or n <= self._max_bins))
 
     @staticmethod
-    def _fresh_columns(dists: list["ScoreDistribution"], scores: np.ndarray) -> None:
+    def _fresh_columns(dists: list["ScoreDistribution"], scores: np.ndarray) -> list[int]:
         """:meth:`update_columns`' one pass (finite float64 scores, unit weights, fresh exact columns)."""
         n, k = scores.shape
         columns = np.ascontiguousarray(scores.T)
@@ -610,6 +611,7 @@ class ScoreDistribution(Accumulator):
             sums[_COUNT] += n
             sums[_SUM].merge(ExactSum(units[c]))
             sums[_UNIT_ABOVE] += above[c]
+        return units
 
     def update_many(self, scores: Any, sample_weight: Any = None) -> "ScoreDistribution":
         """Add a batch, validated in full before any change: one vectorised key transform

@@ -570,10 +570,14 @@ class MulticlassMonitor(Monitor):
                 self._pweights[i] += v
         else:
             self._add_units(pred, w)
+        # the class columns first: their one pass gives the exact column sums of unit weights
+        column_sums = None if columns is None else ScoreDistribution.update_columns(columns, S, w)
         if self._psums is not None:  # exact sums of the per-event terms w * s
-            add_rows(self._psums, list((wv[:, None] * S).T))
-        if columns is not None:
-            ScoreDistribution.update_columns(columns, S, w)
+            if column_sums is not None:
+                for total_sum, units in zip(self._psums, column_sums):
+                    total_sum.merge(ExactSum(units))
+            else:
+                add_rows(self._psums, list((wv[:, None] * S).T))
         if ref is not None:
             est = self._estimate
             if est is None:

@@ -34,3 +34,19 @@ def test_one_score_matrix_per_batch(monkeypatch):
         parts = MulticlassMonitor(["a", "b", "c"]).update_outcomes(events).update_predictions(events)
         assert both.to_dict() == parts.to_dict() and both.snapshot() == parts.snapshot()
     assert MulticlassMonitor(["a", "b", "c"]).update_events([]).count == 0
+
+
+def test_a_batch_equals_its_events_one_by_one():
+    """The batch path (class columns in one pass, their exact sums shared with the per-class score
+    sums) leaves the state the per-event path does, into a fresh window and into a held one."""
+    for weighted in (False, True):
+        events = _events(40, weighted)
+        batch = MulticlassMonitor(["a", "b", "c"]).update_events(events[:25])
+        single = MulticlassMonitor(["a", "b", "c"])
+        for e in events[:25]:
+            single.update_event(e)
+        assert batch.to_dict() == single.to_dict() and batch.snapshot() == single.snapshot()
+        batch.update_events(events[25:])
+        for e in events[25:]:
+            single.update_event(e)
+        assert batch.to_dict() == single.to_dict() and batch.snapshot() == single.snapshot()
