@@ -18,6 +18,7 @@ works in both modes and :func:`aligned` always returns correctly rounded floats.
 """
 from __future__ import annotations
 
+from itertools import islice
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -590,21 +591,20 @@ def rebuild(hists: Sequence[ScoreHistogram], binning: Binning, flat: tuple[np.nd
 def add_flat(hists: Sequence[ScoreHistogram], flat: tuple[np.ndarray, np.ndarray, np.ndarray]) -> int:
     """Add a flat set (on the histograms' binning) into them; return the number of new keys."""
     dicts = [h.weights for h in hists]
-    before = sum(len(d) for d in dicts)
+    before = sum(map(len, dicts))
     ids, keys, weights = flat
-    bounds = np.searchsorted(ids, np.arange(len(hists) + 1)).tolist()
-    key_list, weight_list = keys.tolist(), weights.tolist()
-    for i, d in enumerate(dicts):
-        a, b = bounds[i], bounds[i + 1]
-        if a == b:
+    sizes = np.bincount(ids.astype(np.int64, copy=False), minlength=len(hists)).tolist()  # (ids ascending: runs)
+    entries = zip(keys.tolist(), weights.tolist())
+    for d, size in zip(dicts, sizes):
+        if not size:
             continue
-        if not d:
-            d.update(zip(key_list[a:b], weight_list[a:b]))
+        if not d:  # (distinct keys: nothing to add to)
+            d.update(islice(entries, size))
             continue
         get = d.get
-        for k, w in zip(key_list[a:b], weight_list[a:b]):
+        for k, w in islice(entries, size):
             d[k] = get(k, 0) + w
-    return sum(len(d) for d in dicts) - before
+    return sum(map(len, dicts)) - before
 
 
 def fit(

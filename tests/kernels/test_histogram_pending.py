@@ -67,3 +67,16 @@ def test_accumulators_continue_from_a_batch_as_from_events(seed):
     for b in s[k:].tolist():
         d.update(b)
     assert d.to_dict() == e.to_dict()
+
+
+def test_add_flat_adds_each_run_to_its_histogram():
+    """add_flat: the entries of histogram i (ids ascending) to hists[i], into empty and held
+    histograms, histograms without entries skipped; returns the new keys."""
+    from streammetrics.kernels.histogram import add_flat
+
+    hists = [ScoreHistogram(ExactBinning()) for _ in range(4)]
+    hists[2].weights[0.5] = 1.0
+    flat = (np.array([0, 0, 2, 2, 3]), np.array([0.1, 0.2, 0.5, 0.7, 0.1]), np.array([1.0, 2.0, 3.0, 1.0, 4.0]))
+    assert add_flat(hists, flat) == 4
+    assert [h.weights for h in hists] == [{0.1: 1.0, 0.2: 2.0}, {}, {0.5: 4.0, 0.7: 1.0}, {0.1: 4.0}]
+    assert add_flat(hists, (np.zeros(0, np.int64), np.zeros(0), np.zeros(0))) == 0
