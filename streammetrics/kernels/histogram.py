@@ -627,8 +627,9 @@ def fit(
 
 # ----------------------------------------------------------------------------- JSON
 def _compact(values: np.ndarray) -> list:
-    """Floats as a JSON list, integral ones (below 2**53) written as ints."""
-    if len(values) and np.all((values == np.floor(values)) & (np.abs(values) < 2.0**53)):
+    """Floats as a JSON list, integral ones (below 2**53) written as ints (a short list in plain
+    Python: the same values without the arrays' set-up)."""
+    if len(values) > 64 and np.all((values == np.floor(values)) & (np.abs(values) < 2.0**53)):
         return values.astype(np.int64).tolist()  # (exact: whole and below 2**53)
     return [int(v) if v.is_integer() and abs(v) < 2.0**53 else v for v in values.tolist()]
 

@@ -94,8 +94,9 @@ def _encode_sums(v: list | None, m: Any) -> tuple:
     numbers) with an empty residue, as ScoreDistribution writes its score sum."""
     if v is None:
         return None, None
-    values = [s.value for s in v]
-    residues = [s.residue() if math.isfinite(x) else [] for s, x in zip(v, values)]
+    parts = [s.parts() for s in v]  # (value and residue from one expansion)
+    values = [p[0] for p in parts]
+    residues = [p[1] if math.isfinite(x) else [] for p, x in zip(parts, values)]
     return [x if math.isfinite(x) else repr(x) for x in values], (residues if any(residues) else None)
 
 
