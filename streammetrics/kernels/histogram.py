@@ -97,6 +97,12 @@ class ScoreHistogram:
     def weights(self, value: dict[Any, float]) -> None:
         self._weights, self._pending = value, None
 
+    def hold(self, keys: np.ndarray, values: np.ndarray) -> None:
+        """Keep ``(keys, float weights)`` (distinct keys in ascending order, no zero weight; made
+        read-only here) as the contents of this empty histogram (see the class docstring)."""
+        keys.flags.writeable = values.flags.writeable = False
+        self._pending = (keys, values)
+
     @property
     def pending(self) -> bool:
         """Whether the histogram holds arrays not yet in its dict (see the class docstring)."""
@@ -352,9 +358,7 @@ def insert_table(hists: Sequence[ScoreHistogram], keys: np.ndarray, table: np.nd
         if not len(nz):
             continue
         if arrays and h._pending is None and not h._weights:
-            k, v = keys[nz], col[nz]
-            k.flags.writeable = v.flags.writeable = False
-            h._pending = (k, v)
+            h.hold(keys[nz], col[nz])
             continue
         w = h.weights
         if not w:  # (a window's first batch: the keys are distinct, nothing to add to)
@@ -637,7 +641,7 @@ def histograms_to_json(hists: Sequence[ScoreHistogram], names: Sequence[str],
     exactly their floats (the key is absent when there are none). ``levels``: :func:`aligned` of
     ``hists`` when the caller holds it already."""
     binning = hists[0].binning
-    if sum(len(h) for h in hists) <= SMALL_KEYS and all(h.binning is binning for h in hists):
+    if levels is None and sum(len(h) for h in hists) <= SMALL_KEYS and all(h.binning is binning for h in hists):
         # few keys: the same dict in plain Python, without the arrays' set-up (issue 12)
         return small_histograms_to_json([h.weights for h in hists], names, binning.exact)
     keys, weights = aligned(*hists) if levels is None else levels

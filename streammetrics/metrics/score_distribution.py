@@ -37,7 +37,7 @@ from streammetrics.core.exceptions import undefined
 from streammetrics.core.state import Field, describe
 from streammetrics.core.validation import as_float_array, as_weight_array, check_number, check_weight
 from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning, bit_views, make_binning
-from streammetrics.kernels.exact_sum import BUFFER, ExactSum
+from streammetrics.kernels.exact_sum import BUFFER, ExactSum, exact_units_rows
 from streammetrics.kernels.exact_weights import (
     FLOAT_EXACT,
     UNIT,
@@ -97,7 +97,11 @@ def _merge_hist(mine: tuple, theirs: tuple, acc: "ScoreDistribution") -> tuple:
 
 def _encode_hist(value: tuple, acc: "ScoreDistribution") -> tuple:
     binning, hist = value
-    levels = acc._aligned() if hist is acc._hist and len(hist) > SMALL_KEYS else None
+    levels = None
+    if hist is acc._hist:  # (the levels when held, or when building them pays: many keys)
+        levels = acc._level_cache
+        if levels is None and len(hist) > SMALL_KEYS:
+            levels = acc._aligned()
     return (None if binning.exact else binning.bins), histograms_to_json([hist], ["weights"], levels)
 
 
@@ -556,6 +560,56 @@ class ScoreDistribution(Accumulator):
             if s >= self._threshold:
                 sums[_WABOVE] += u
         return self
+
+    @classmethod
+    def update_columns(cls, dists: list["ScoreDistribution"], scores: np.ndarray,
+                       sample_weight: np.ndarray | None = None) -> None:
+        """:meth:`update_many` of column ``c`` of the 2-D ``scores`` into ``dists[c]`` for every
+        ``c`` (the same states). Unit weights into distributions holding nothing, each on an
+        exact binning that keeps the batch's distinct scores (a window's columns at its close):
+        one pass over the matrix (sorted along the events once; per column the distinct scores
+        and their counts, the exact score sum and the count at or above the threshold), else
+        column by column."""
+        n = len(scores)
+        if (sample_weight is None and n and scores.ndim == 2 and scores.shape[1] == len(dists)
+                and scores.dtype == np.float64 and all(d._takes_fresh(n) for d in dists)
+                and np.isfinite(scores).all()):
+            cls._fresh_columns(dists, scores)
+            return
+        for c, d in enumerate(dists):
+            d.update_many(scores[:, c], sample_weight)
+
+    def _takes_fresh(self, n: int) -> bool:
+        """Nothing held yet, float mode, exact binning kept for ``n`` distinct scores."""
+        return (not self._sums[_COUNT] and not len(self._hist) and self._binning.exact
+                and self._sums[_WTOTAL].__class__ is not int and (self._max_bins is None or n <= self._max_bins))
+
+    @staticmethod
+    def _fresh_columns(dists: list["ScoreDistribution"], scores: np.ndarray) -> None:
+        """:meth:`update_columns`' one pass (finite float64 scores, unit weights, fresh exact columns)."""
+        n, k = scores.shape
+        columns = np.ascontiguousarray(scores.T)
+        ordered = np.sort(columns + 0.0, axis=1)  # (+ 0.0: ExactBinning's keys, -0.0 as 0.0)
+        first = np.empty((k, n), dtype=bool)
+        first[:, 0] = True
+        np.not_equal(ordered[:, 1:], ordered[:, :-1], out=first[:, 1:])
+        starts = np.flatnonzero(first)  # each distinct score's first place (a row's first always)
+        keys = ordered.reshape(-1)[starts]
+        counts = np.diff(starts, append=k * n).astype(np.float64)  # (runs end where the next row starts)
+        bounds = np.searchsorted(starts, np.arange(0, k * n + 1, n)).tolist()
+        units = exact_units_rows(columns)
+        thresholds = np.array([d._threshold for d in dists])
+        above = np.count_nonzero(scores >= thresholds, axis=0).tolist()
+        for c, d in enumerate(dists):
+            a, b = bounds[c], bounds[c + 1]
+            hist_keys, weights = keys[a:b], counts[a:b]
+            d._hist.hold(hist_keys, weights)
+            d._refresh()
+            d._level_cache = (hist_keys, weights.reshape(1, -1))  # (levels_of_table: the same arrays)
+            sums = d._sums
+            sums[_COUNT] += n
+            sums[_SUM].merge(ExactSum(units[c]))
+            sums[_UNIT_ABOVE] += above[c]
 
     def update_many(self, scores: Any, sample_weight: Any = None) -> "ScoreDistribution":
         """Add a batch, validated in full before any change: one vectorised key transform

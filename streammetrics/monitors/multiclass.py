@@ -573,8 +573,7 @@ class MulticlassMonitor(Monitor):
         if self._psums is not None:  # exact sums of the per-event terms w * s
             add_rows(self._psums, list((wv[:, None] * S).T))
         if columns is not None:
-            for c, d in enumerate(columns):
-                d.update_many(S[:, c], w)
+            ScoreDistribution.update_columns(columns, S, w)
         if ref is not None:
             est = self._estimate
             if est is None:

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import streammetrics as sm
 from streammetrics.core.exceptions import UndefinedMetricWarning
+from streammetrics.metrics.score_distribution import ScoreDistribution
 
 scores = st.one_of(st.floats(0.0, 1.0), st.floats(-50.0, 50.0), st.sampled_from([0.0, 1.0, 0.5]))
 weights = st.sampled_from([1.0, 0.0, 0.5, 2.0, 0.3])
@@ -110,3 +111,46 @@ def test_a_restored_unit_weight_state_keeps_its_unit_weights():
     assert not weighted.unit_weights and not from_dict(weighted.to_dict()).unit_weights
     restored = from_dict(live.to_dict()).update(0.4)  # later events add as before
     assert restored.to_dict() == ScoreDistribution().update_many([0.2, 0.7, 0.9, 0.4]).to_dict()
+
+
+@pytest.mark.parametrize("kw", [dict(bins=64, max_bins=512), dict(bins=64, max_bins=3), dict(exact=True)])
+def test_update_columns_equals_column_by_column(kw):
+    """update_columns (one pass over fresh exact columns) leaves the states update_many of each
+    column does: histograms (ties, -0.0, subnormals), sums, levels, later updates alike."""
+    rng = np.random.default_rng(7)
+    for trial in range(60):
+        n, k = int(rng.integers(1, 30)), int(rng.integers(1, 6))
+        values = np.array([0.0, -0.0, 0.1, 0.5, 0.25, 1.0, 0.7, 1e-300, 5e-324, 0.3333333333333333])
+        S = rng.choice(values, size=(n, k)) if trial % 2 else np.round(rng.random((n, k)), 2)
+        a, b = ([ScoreDistribution(**kw) for _ in range(k)] for _ in range(2))
+        if trial % 5 == 0:  # not fresh: column by column
+            for d in a + b:
+                d.update(0.3)
+        ScoreDistribution.update_columns(a, S)
+        for c, d in enumerate(b):
+            d.update_many(S[:, c])
+        for x, y in zip(a, b):
+            assert x.to_dict() == y.to_dict() and x == y
+            assert all(np.array_equal(p, q) for p, q in zip(x.histogram(), y.histogram()))
+            x.update(0.3)
+            y.update(0.3)
+            assert x.to_dict() == y.to_dict()
+
+
+def test_update_columns_refuses_a_bad_batch_whole():
+    dists = [ScoreDistribution() for _ in range(2)]
+    with pytest.raises(ValueError, match=r"scores\[1\] must be finite"):
+        ScoreDistribution.update_columns(dists, np.array([[0.1, 0.2], [np.nan, 0.3]]))
+    assert all(d.count == 0 for d in dists)
+
+
+@pytest.mark.parametrize("kw", [dict(bins=64, max_bins=512), dict(bins=8, max_bins=4), dict(exact=True)])
+def test_a_state_written_from_its_levels_equals_one_written_from_its_dict(kw):
+    """to_dict reads the histogram's levels when it holds them (a batch into an empty one): the
+    same JSON as a histogram built event by event (its dict)."""
+    scores = [0.5, 0.25, 0.25, 0.0, -0.0, 1.0, 0.125, 0.7, 3.0, 1e-300]
+    batch = ScoreDistribution(**kw).update_many(scores)
+    one_by_one = ScoreDistribution(**kw)
+    for s in scores:
+        one_by_one.update(s)
+    assert batch.to_dict() == one_by_one.to_dict()
