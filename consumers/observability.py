@@ -1,24 +1,10 @@
 """Prometheus metrics and a health endpoint for the service.
 
-``/metrics`` (Prometheus text format, through ``prometheus_client``) exposes:
-
-* counters ``streammetrics_events_total`` (events applied), ``streammetrics_messages_total``
-  (Kafka messages read), ``streammetrics_bad_events_total{reason}`` (rejected events, by
-  reason class), ``streammetrics_late_events_total``, ``streammetrics_snapshots_total`` and
-  ``streammetrics_dead_letters_total``;
-* gauges ``streammetrics_window_metric{model, segment, metric}`` (the latest closed window's
-  value of each numeric metric: label-based ones from final snapshots, label-free ones
-  (drift, estimated performance) from a window's first snapshot on; per-class score drift of
-  multiclass ``--reference`` keys as ``metric="drift_ks[CLASS]"`` etc., the ``--alert`` syntax, for at most
-  ``MAX_CLASS_GAUGES`` classes per key, the others counted in
-  ``streammetrics_class_gauges_skipped_total``); the same values split by kind of number
-  (:func:`streammetrics.integrations.prometheus.metric_kind`) in ``streammetrics_window_ratio``
-  (unit ratio: accuracy, f1, roc_auc...), ``streammetrics_window_loss`` (log_loss, mse...),
-  ``streammetrics_window_events`` (count), ``streammetrics_window_weight`` and
-  ``streammetrics_window_value`` (the rest), each ``{model, segment, metric}``;
-  ``streammetrics_window_end_seconds{model, segment}``,
-  ``streammetrics_consumer_lag{topic, partition}`` and
-  ``streammetrics_last_checkpoint_timestamp_seconds``.
+``/metrics`` (Prometheus text format, through ``prometheus_client``) exposes the series listed,
+with their help texts, in docs/prometheus.md (generated from this module: ``python -m
+consumers.observability``): event, message, rejection and snapshot counters, and per key the
+latest closed window's numeric metrics, split by kind of number
+(:func:`streammetrics.integrations.prometheus.metric_kind`).
 
 Bounded: the per-key gauges cover at most ``max_keys`` keys (``--metrics-keys``, default 100;
 0 turns them off): the keys with the most events in their latest closed window. A key with

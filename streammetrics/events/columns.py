@@ -41,7 +41,7 @@ from typing import Any, Literal, Optional, Union
 import numpy as np
 
 from streammetrics.events.decoding import MAX_NESTING
-from streammetrics.events.fields import MAX_NAME_LENGTH, MAX_WEIGHT
+from streammetrics.events.fields import MAX_NAME_LENGTH, MAX_WEIGHT, utf8_encodable
 from streammetrics.events.parser import EventParser
 from streammetrics.events.records import Event
 
@@ -173,14 +173,6 @@ def object_column(values: Sequence[Any]) -> np.ndarray:
     return np.fromiter(values, dtype=object, count=len(values))
 
 
-def _utf8_text(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _utf8(line: bytes) -> bool:
     try:
         line.decode("utf-8")
@@ -194,11 +186,8 @@ def _key_ok(model: Any, segment: Any) -> bool:
     for text, optional in ((model, False), (segment, True)):
         if not (0 if optional else 1) <= len(text) <= MAX_NAME_LENGTH or "|" in text:
             return False
-        if not text.isascii():
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                return False
+        if not utf8_encodable(text):
+            return False
     return True
 
 
@@ -535,7 +524,7 @@ class ColumnDecoder:
                     if v.bit_length() > 64:
                         ok[j] = False
                     v = str(v)
-                elif v is not None and (len(v) > MAX_NAME_LENGTH or not (v.isascii() or _utf8_text(v))):
+                elif v is not None and (len(v) > MAX_NAME_LENGTH or not (v.isascii() or utf8_encodable(v))):
                     ok[j] = False
                 ident[j] = v
         key_index, keys, refused = self._keys_of(structs, m)

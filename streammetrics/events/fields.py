@@ -16,7 +16,8 @@ from typing import Any, cast
 from streammetrics.events.decoding import OverlongInteger
 from streammetrics.events.records import Event, Rejection
 
-__all__ = ["FIELDS", "MAX_NAME_LENGTH", "MAX_WEIGHT", "TASKS", "build_field_parser", "label_key", "object_key"]
+__all__ = ["FIELDS", "MAX_NAME_LENGTH", "MAX_WEIGHT", "TASKS", "build_field_parser", "label_key", "object_key",
+           "utf8_encodable"]
 
 TASKS = ("binary", "multiclass", "labels", "regression")
 #: every field name of the contract (the keys ``fields=`` may remap)
@@ -57,7 +58,7 @@ def _describe(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def _encodable(text: str) -> bool:
+def utf8_encodable(text: str) -> bool:
     """False for strings holding lone surrogates (JSON "\\ud800"), which cannot be UTF-8 encoded
     (in Kafka keys, say)."""
     if text.isascii():
@@ -168,7 +169,7 @@ def build_field_parser(
         classes_text = repr(classes[:10])[:-1] + f", ... ({n_classes} classes)]"
     max_len = MAX_NAME_LENGTH
     max_weight = MAX_WEIGHT
-    encodable = _encodable
+    encodable = utf8_encodable
     missing = _MISSING
     new_event = Event
 
@@ -185,7 +186,7 @@ def build_field_parser(
         if isinstance(v, str) and len(v) > max_len:
             return Rejection(f"field '{key}' must be at most {max_len} characters, got {len(v)}", key,
                              code="out_of_range")
-        if isinstance(v, str) and not _encodable(v):
+        if isinstance(v, str) and not utf8_encodable(v):
             return Rejection(f"field '{key}' must be valid Unicode, got a lone surrogate", key, code="bad_value")
         what = "a string" if optional else "a non-empty string"
         return Rejection(f"field '{key}' must be {what}, got {_describe(v)}", key,

@@ -185,12 +185,7 @@ class CsvTyper:
 
     @staticmethod
     def _number(text: str) -> Any:
-        if _INT.match(text):
-            return int(text)
-        try:
-            return float(text)
-        except ValueError:
-            return text
+        return int(text) if _INT.match(text) else CsvTyper._float(text)
 
     @staticmethod
     def _binary(text: str) -> Any:

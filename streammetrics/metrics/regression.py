@@ -83,7 +83,6 @@ __all__ = ["ORDINARY", "Regression", "fold_many"]
 #: scikit-learn's MAPE floor for |y_true|: ``np.finfo(np.float64).eps``
 EPS = float(np.finfo(np.float64).eps)
 _INF = math.inf
-_log1p = math.log1p
 _sqrt = math.sqrt
 
 _R2_FEW = "R^2 score is not well-defined with less than two samples."

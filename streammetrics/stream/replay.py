@@ -114,6 +114,24 @@ class ReplayStats:
                      f"prediction")
         return text
 
+    def note(self, problem: Any, seen: dict[tuple[str, str | None], int], report: Callable[[Any, str], Any] | None,
+             where: Any) -> int:
+        """Count one problem (late, expired or refused), ``report(where, text)`` it while its (code,
+        field) has come at most ``REPORT_LIMIT`` times, else count it as not listed; its count so far."""
+        if problem.code == "late":
+            self.late += 1
+        elif problem.code in EXPIRY_CODES:  # delayed labels: reported, not refused
+            self.expired += 1
+        else:
+            self.rejected += 1
+        kind = (problem.code, problem.field)
+        n = seen[kind] = seen.get(kind, 0) + 1
+        if n > REPORT_LIMIT:
+            self.suppressed[kind] = self.suppressed.get(kind, 0) + 1
+        elif report is not None:
+            report(where, ("" if problem.index is None else f"[{problem.index}] ") + problem.reason)
+        return n
+
 
 class OutputClosed(Exception):
     """The snapshot output went away (a closed pipe)."""
@@ -186,20 +204,7 @@ def _replay_chunks(lines: Iterator[Any], pipeline: Pipeline, write: Callable[[st
         """Count and report one problem; True when the replay stops here (ABORT_AFTER)."""
         if on_problem is not None:
             on_problem(at, problem)
-        if problem.code == "late":
-            stats.late += 1
-        elif problem.code in EXPIRY_CODES:  # delayed labels: reported, not refused
-            stats.expired += 1
-        else:
-            stats.rejected += 1
-        kind = (problem.code, problem.field)
-        n = seen[kind] = seen.get(kind, 0) + 1
-        if n <= REPORT_LIMIT:
-            if report is not None:
-                where = "" if problem.index is None else f"[{problem.index}] "
-                report(at, where + problem.reason)
-        else:
-            stats.suppressed[kind] = stats.suppressed.get(kind, 0) + 1
+        n = stats.note(problem, seen, report, at)
         if n >= ABORT_AFTER and len(seen) == 1 and pipeline.counters["events"] == events_before:
             stats.aborted = problem
             return True
@@ -496,18 +501,7 @@ def _replay_two(name: str, source: Any, labels_name: str, labels: Any, pipeline:
     events_before = pipeline.counters["events"]
 
     def note(where: str, problem: Any) -> None:
-        if problem.code == "late":
-            stats.late += 1
-        elif problem.code in EXPIRY_CODES:
-            stats.expired += 1
-        else:
-            stats.rejected += 1
-        kind = (problem.code, problem.field)
-        n = seen[kind] = seen.get(kind, 0) + 1
-        if n > REPORT_LIMIT:
-            stats.suppressed[kind] = stats.suppressed.get(kind, 0) + 1
-        elif report is not None:
-            report(where, ("" if problem.index is None else f"[{problem.index}] ") + problem.reason)
+        stats.note(problem, seen, report, where)
 
     def parse_decoded(value: Any) -> list[Any]:
         return [value] if value.__class__ is Rejection else pipeline.parser.parse_decoded(value)

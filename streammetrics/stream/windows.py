@@ -46,21 +46,13 @@ of its ``ts`` that held it, :meth:`WindowManager.expire` marks it expired instea
 closes as usual with revision 0; if predictions in it still await labels it is kept, as its
 merged monitor (compact state, never events) with awaiting/expired counters. A kept window
 that labels or expiries changed emits one new revision (coalesced) at the next **revision
-tick**: :meth:`revision_tick` is given the event time of each item of the label stream before
-it is applied (:class:`~streammetrics.stream.label_stream.LabelStream` does this), and a tick
-is when that time minus ``grace`` enters a later pane (every ``gcd(size, slide)`` of event
-time: the moments windows close), plus the end of input (:meth:`flush`). The numbering is
-therefore a function of the events' timestamps, not of how the input is cut into polls: for
-time-ordered input, a window's last revision number is the number of distinct panes (of the
-watermark minus grace) in which labels or expiries changed it after it closed, which is what
-:func:`streammetrics.spark.window_snapshots` computes. ``poll(revisions=True)`` (the default,
-the live service) also emits what changed since the last tick, so that a quiet stream still
-publishes its labels; replay polls with ``revisions=False``. The last revision is
-``"final": true`` when nothing in the window awaits a label any more. Bound: by ticks, a window
-gets at most one revision per pane of event time while it awaits labels, i.e. at most about
-``(label_ttl + grace) / pane + 2`` (every prediction in it is labelled or expired once event
-time passes its ``ts + label_ttl``); a service polling with ``revisions=True`` adds at most one
-per poll.
+tick** (docs/revisions.md): :meth:`revision_tick` is given the event time of each item of the label
+stream before it is applied, and a tick is when that time minus ``grace`` enters a later pane, plus
+the end of input (:meth:`flush`), so the numbering is a function of the events' timestamps
+(:func:`streammetrics.spark.window_snapshots` computes it). ``poll(revisions=True)`` (the live
+service) also emits what changed since the last tick; replay polls with ``revisions=False``. The
+last revision is ``"final": true`` when nothing in the window awaits a label. Bound: about
+``(label_ttl + grace) / pane + 2`` revisions per window (plus one per poll with ``revisions=True``).
 Kept windows are bounded by the label join's TTL and pending bound (each holds at least one
 pending prediction). Snapshots carry ``revision``, ``labeled``, ``expired`` and ``pending``;
 without delayed labels every window emits once: revision 0, final, ``labeled == count``.
