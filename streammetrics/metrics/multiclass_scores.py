@@ -800,9 +800,9 @@ class MulticlassScores(ScoreColumns):
         cols = self._cols
         if y_true.__class__ is list:  # (a window's labels: looked up, when all of the classes' own type)
             get, fast = cols.index.get, cols.fast
-            codes = [get(v) if v.__class__ is fast else None for v in y_true]
-            if None not in codes:
-                return np.array(codes, dtype=np.intp)
+            found = [get(v) if v.__class__ is fast else None for v in y_true]
+            if None not in found:
+                return np.array(found, dtype=np.intp)
         y = as_label_array(y_true, name)
         kind = array_kind(y, name)
         if len(y) == 0:
