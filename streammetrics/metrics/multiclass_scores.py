@@ -1217,6 +1217,9 @@ class MulticlassScores(ScoreColumns):
         if not self.count or not self._confusion().unit_weights:
             return None
         if metric == "top_k_accuracy":
+            held = self._ovr_memo.get(("top_k", k, z), False)  # (top_k_intervals: made with others)
+            if held is not False:
+                return held
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 hits = self.top_k_accuracy(k, normalize=False)
@@ -1230,6 +1233,26 @@ class MulticlassScores(ScoreColumns):
             classes = self._ovr_memo["intervals", z] = _class_intervals([levels], z)[0]
         weights = np.asarray(self._weight_values(), dtype=np.float64) if average == "weighted" else None
         return iv.ovr_auc_interval(levels, weights, confidence, classes=classes)
+
+    @staticmethod
+    def top_k_intervals(accs: Sequence["MulticlassScores"], confidences: Sequence[float], k: int = 2) -> None:
+        """:meth:`interval` ``("top_k_accuracy", confidence, k)`` of many accumulators at once (one
+        :func:`~streammetrics.kernels.intervals.wilson_many` over their hit counts per
+        confidence), kept as each one's own (any change of the state forgets it); the same pairs."""
+        from streammetrics.kernels import intervals as iv
+
+        by_z: dict[float, list[MulticlassScores]] = {}
+        for acc, confidence in zip(accs, confidences):
+            if acc.count and acc._confusion().unit_weights:
+                by_z.setdefault(iv.z_value(confidence), []).append(acc)
+        for z, members in by_z.items():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                hits = [acc.top_k_accuracy(k, normalize=False) for acc in members]
+            low, high = iv.wilson_many(np.asarray(hits, dtype=np.float64),
+                                       np.asarray([acc.total_weight for acc in members], dtype=np.float64), z)
+            for acc, a, b in zip(members, low.tolist(), high.tolist()):
+                acc._ovr_memo["top_k", k, z] = None if math.isnan(a) or math.isnan(b) else (a, b)  # (as_pair)
 
     def _ovr_levels(self) -> list[tuple[np.ndarray, np.ndarray, float, float]]:
         """Per class ``(neg, pos, low, high)``: the one-vs-rest levels and AUC bounds the intervals read."""

@@ -684,6 +684,8 @@ class MulticlassMonitor(Monitor):
         out: list[Any] = [None] * len(monitors)
         chosen, matrices = [], []
         MulticlassScores.ovr_many([m.scores for m in monitors], [m.confidence for m in monitors])  # (at once)
+        wide = [m for m in monitors if len(m.classes) > 2]  # (top_k_accuracy's intervals, k = 2: at once)
+        MulticlassScores.top_k_intervals([m.scores for m in wide], [m.confidence for m in wide], k=2)
         for i, m in enumerate(monitors):
             cm = m.scores.confusion()
             if cm.count and cm.unit_weights and 2 <= len(m.classes) <= MANY_MAX_LABELS:

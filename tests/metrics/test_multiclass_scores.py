@@ -646,3 +646,22 @@ def test_list_labels_are_looked_up_as_the_array_path_reads_them():
         np.array([2, 0, 1]), S).to_dict()
     with pytest.raises(ValueError, match=r"y_true\[2\]='z' is not one of classes"):
         sm.MulticlassScores(["a", "b", "c"]).update_many(["a", "b", "z"], S)
+
+
+def test_top_k_intervals_of_many_equal_each_ones_own():
+    """top_k_intervals (one Wilson pass over many accumulators) keeps the pairs interval() gives
+    alone: small and large, weighted (none), empty, two confidences."""
+    rng = np.random.default_rng(3)
+    accs, alone = [], []
+    for i in range(12):
+        n = [0, 3, 12, 40][i % 4]
+        S = rng.dirichlet(np.ones(4), size=n)
+        y = rng.integers(0, 4, size=n)
+        w = rng.uniform(0.5, 2.0, size=n) if i % 5 == 4 else None
+        for out in (accs, alone):
+            out.append(sm.MulticlassScores([0, 1, 2, 3]).update_many(y, S, w) if n else sm.MulticlassScores([0, 1, 2, 3]))
+    confidences = [0.9 if i % 2 else 0.95 for i in range(12)]
+    sm.MulticlassScores.top_k_intervals(accs, confidences, k=2)
+    for a, b, c in zip(accs, alone, confidences):
+        assert a.interval("top_k_accuracy", c, k=2) == b.interval("top_k_accuracy", c, k=2)
+    assert any(a.interval("top_k_accuracy", c, k=2) is not None for a, c in zip(accs, confidences))
