@@ -659,7 +659,8 @@ def test_top_k_intervals_of_many_equal_each_ones_own():
         y = rng.integers(0, 4, size=n)
         w = rng.uniform(0.5, 2.0, size=n) if i % 5 == 4 else None
         for out in (accs, alone):
-            out.append(sm.MulticlassScores([0, 1, 2, 3]).update_many(y, S, w) if n else sm.MulticlassScores([0, 1, 2, 3]))
+            acc = sm.MulticlassScores([0, 1, 2, 3])
+            out.append(acc.update_many(y, S, w) if n else acc)
     confidences = [0.9 if i % 2 else 0.95 for i in range(12)]
     sm.MulticlassScores.top_k_intervals(accs, confidences, k=2)
     for a, b, c in zip(accs, alone, confidences):
