@@ -465,7 +465,9 @@ class WindowManager:
         # delayed labels: per monitor (by identity) the predictions and labelled predictions not yet
         # applied to it (see _apply_label_updates)
         self._label_updates: dict[int, tuple[Any, list[Any], list[Any]]] = {}
-        self._queue_labels = True  # until the first event that is not ordinary (see _ordinary)
+        # until the first event that is not ordinary (see _ordinary); never for a monitor whose updates
+        # depend on their order (its protocol: Monitor.updates_commute), nor one that does not say
+        self._queue_labels = isinstance(template, Monitor) and template.updates_commute
         self._rev_pane: int | None = None  # pane of the last revision tick (see revision_tick)
         self._rev_next: float = -math.inf  # the event time (us) from which a tick is due
         # keys whose checkpointed state changed since take_changed_keys() (None: not tracked), and
@@ -1069,14 +1071,13 @@ class WindowManager:
     def _queue_label_update(self, monitor: Any, event: Any, outcome: bool) -> None:
         """Queue ``event`` for ``monitor``'s ``update_prediction`` (``update_outcome`` if
         ``outcome``); a monitor's queues are applied once one of them holds ``max_pending`` events.
-        A monitor whose updates do not commute (``Monitor.updates_commute``) is updated at once.
+        A manager of monitors whose updates do not commute (``Monitor.updates_commute``) queues none.
         From the first event that is not ordinary (:func:`_ordinary`) on, nothing is queued: what is
         queued is applied and every update is made at once, event by event, as it comes (numpy's
         warnings about hostile values, and Python's once-per-location record of them, which every
         vectorised update resets, then reach stderr exactly as without the queues)."""
-        if not self._queue_labels or not monitor.updates_commute or not _ordinary(event):
-            if self._queue_labels and not _ordinary(event):
-                self._stop_label_queues()
+        if not self._queue_labels or not _ordinary(event):
+            self._stop_label_queues()
             if outcome:
                 monitor.update_outcome(event)
             else:
