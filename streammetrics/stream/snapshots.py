@@ -92,13 +92,16 @@ def _json_floats(raw: bytes, marked: bytes) -> bytes | None:
     marks.sort()
     parts = []
     last = quotes = counted = 0
+    checked = -1  # the closing quote of the last string looked at (its other marks: no second look)
     size = len(raw)
     for mark in marks:
         quotes += raw.count(b'"', counted, mark)
         counted = mark
         if quotes & 1:  # inside a string: kept, unless it may be a float key
-            opened, closed = raw.rfind(b'"', 0, mark), raw.find(b'"', mark)
-            if not raw[opened + 1:closed].strip(b"0123456789.-e+"):
+            if mark < checked:
+                continue
+            opened, checked = raw.rfind(b'"', 0, mark), raw.find(b'"', mark)
+            if not raw[opened + 1:checked].strip(b"0123456789.-e+"):
                 return None
             continue
         start = end = mark
