@@ -1077,7 +1077,8 @@ class WindowManager:
         warnings about hostile values, and Python's once-per-location record of them, which every
         vectorised update resets, then reach stderr exactly as without the queues)."""
         if not self._queue_labels or not _ordinary(event):
-            self._stop_label_queues()
+            if self._queue_labels:  # (the first event not ordinary)
+                self._stop_label_queues()
             if outcome:
                 monitor.update_outcome(event)
             else:
