@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from streammetrics.events.records import Rejection
+from streammetrics.stream.label_columns import decoders, merged_chunks, source_chunks
 
 __all__ = ["COLLECT_READY", "POLL_EVERY", "Source", "replay_merged"]
 
@@ -68,12 +69,29 @@ def _items(source: Source, parse_raw: Callable[[Any], list[Any]], rank: int,
             yield (ts, rank, seq, lineno, item)
 
 
-def _merged(sources: Sequence[tuple[Any, ...]], parse: Callable[[Any], list[Any]],
-            counter: list[int]) -> tuple[list[str], Iterator[tuple[float, int, int, int, Any]]]:
-    """The sources' names, and their items merged by ``(ts, rank)`` (see :func:`_items`)."""
+def _decoders(pipeline: Any, sources: Sequence[tuple[Any, ...]]) -> tuple[Any, Any] | None:
+    """The chunk decoders of :mod:`streammetrics.stream.label_columns` when both sources are raw
+    JSONL lines of a binary stream without slices (None: item by item)."""
+    config = pipeline.config
+    if len(sources) != 2 or any(Source(*s).parse is not None for s in sources) \
+            or config.slicing is not None or not config.batch:
+        return None
+    return decoders(pipeline.parser.base)
+
+
+def _merged(sources: Sequence[tuple[Any, ...]], parse: Callable[[Any], list[Any]], counter: list[int],
+            chunked: tuple[Any, Any] | None = None) -> tuple[list[str], Iterator[tuple[int, int, Any]]]:
+    """The sources' names, and their items merged by ``(ts, rank)`` (see :func:`_items`) as
+    ``(rank, line number, item)``; with ``chunked`` (the two sources' chunk decoders) read and
+    merged a chunk at a time (:mod:`streammetrics.stream.label_columns`), in the same order."""
     given = [Source(*source) for source in sources]
+    names = [source.name for source in given]
+    if chunked is not None:
+        first, second = (source_chunks(source.units, decode, parse, counter, source.first_line)
+                         for source, decode in zip(given, chunked))
+        return names, (x for items, ranks, lines in merged_chunks(first, second) for x in zip(ranks, lines, items))
     streams = [_items(source, parse, rank, counter) for rank, source in enumerate(given)]
-    return [source.name for source in given], heapq.merge(*streams)
+    return names, ((rank, line, item) for _, rank, _, line, item in heapq.merge(*streams))
 
 
 def replay_merged(sources: Sequence[tuple[Any, ...]], pipeline: Any, write: Callable[[str], Any],
@@ -84,8 +102,8 @@ def replay_merged(sources: Sequence[tuple[Any, ...]], pipeline: Any, write: Call
     counter = [0, 0]
     process = pipeline.process_event
     n = 0
-    names, merged = _merged(sources, pipeline.parser.parse_value, counter)
-    for _, rank, _, lineno, item in merged:
+    names, merged = _merged(sources, pipeline.parser.parse_value, counter, _decoders(pipeline, sources))
+    for rank, lineno, item in merged:
         n += 1
         if item.__class__ is Rejection:
             note(f"{names[rank]}:{lineno}", item)
