@@ -551,13 +551,13 @@ class ColumnDecoder:
                 ok &= ident != None  # noqa: E711 - elementwise
                 score = np.fromiter(get["score"], dtype=np.float64, count=m)
                 ok &= np.abs(score) < _EXACT
-                y_true = np.zeros(m, dtype=np.int64)
+                y_true: Any = np.zeros(m, dtype=np.int64)
             elif task == "binary":
                 y = np.fromiter(get["y_true"], dtype=np.float64, count=m)
                 ok &= (y == 0.0) | (y == 1.0)
                 score = np.fromiter(get["score"], dtype=np.float64, count=m)
                 ok &= np.abs(score) < _EXACT
-                y_true: Any = (y == 1.0).astype(np.int64)
+                y_true = (y == 1.0).astype(np.int64)
             elif task == "regression":
                 y_true = np.fromiter(get["y_true"], dtype=np.float64, count=m)
                 y_pred = np.fromiter(get["y_pred"], dtype=np.float64, count=m)

@@ -21,7 +21,9 @@ events and labels, expiries). Snapshots come from :meth:`poll` and :meth:`flush`
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
+from itertools import islice
 from typing import Any
 
 from streammetrics.events.parser import Event
@@ -32,6 +34,9 @@ from streammetrics.stream.windows import EventRejected, WindowManager
 __all__ = ["LabelStream", "Notice"]
 
 _NONE: tuple[()] = ()
+_floor = math.floor
+#: the shortest run :meth:`LabelStream.add_many` applies together (shorter: item by item)
+RUN_MIN = 8
 
 
 class Notice:
@@ -123,6 +128,74 @@ class LabelStream:
         counts["predictions"] += 1
         more = self._settle(join.add_prediction(event, first, t))
         return [*notes, *more] if notes and more else notes or more
+
+    def add_many(self, items: Sequence[Event | Label]) -> list[tuple[int, list[Notice] | tuple[()]]]:
+        """:meth:`add` of each of ``items`` in order; returns ``(position, notices)`` of the items
+        with something to report. Runs of predictions awaiting their label and labels that change
+        nothing but their own panes, windows and pending entries (no revision tick, no window to
+        close, nothing to expire, no refusal: :meth:`WindowManager.quiet_until_us`,
+        :meth:`WindowManager.predictions_taken`, :meth:`LabelJoin.quiet_from_us`,
+        :meth:`LabelJoin.joinable`) are applied together; any other item by :meth:`add`."""
+        out: list[tuple[int, list[Notice] | tuple[()]]] = []
+        windows, join = self.windows, self.join
+        ttl = join.ttl_us
+        n = len(items)
+        pos = 0
+        alone = 0  # items before it go one by one (after a run was refused)
+        while pos < n:
+            if pos < alone:
+                notes = self.add(items[pos])
+                if notes:
+                    out.append((pos, notes))
+                pos += 1
+                continue
+            # the run: from pos, items of both kinds before the windows' horizon that expire nothing
+            until = windows.quiet_until_us()
+            wm = join.watermark_us
+            low = join.quiet_from_us()
+            high = -math.inf if wm is None else wm
+            run: list[Any] = []
+            times: list[int] = []
+            for item in islice(items, pos, None):
+                if item.__class__ is not Label and (item.__class__ is not Event or item.y_true is not None):
+                    break
+                t = _floor(item.ts * 1e6 + 0.5)
+                if t >= until:
+                    break
+                lo = t if t < low else low
+                hi = t if t > high else high
+                if hi - ttl > lo:
+                    break
+                low, high = lo, hi
+                run.append(item)
+                times.append(t)
+            taken = self._take_run(run, times) if len(run) >= RUN_MIN else 0
+            if taken:
+                pos += taken
+            else:
+                alone = pos + RUN_MIN
+        return out
+
+    def _take_run(self, run: list[Any], times: list[int]) -> int:
+        """Apply the longest prefix of ``run`` that the windows and the join take together; its length."""
+        windows, join = self.windows, self.join
+        preds = [i for i, item in enumerate(run) if item.__class__ is not Label]
+        k, tags = windows.predictions_taken([run[i] for i in preds], [times[i] for i in preds])
+        if k < len(preds):
+            del run[preds[k]:], times[preds[k]:]
+        m = join.joinable(run, times)
+        if m < RUN_MIN:
+            return 0
+        del run[m:], times[m:]
+        events = [item for item in run if item.__class__ is not Label]
+        tags = tags[:len(events)]
+        windows.add_predictions(events, [t for item, t in zip(run, times) if item.__class__ is not Label])
+        joined, joined_tags = join.add_run(run, times, tags)
+        if joined:
+            windows.add_outcomes(joined, joined_tags)
+        self.counts["predictions"] += len(events)
+        self.counts["labels"] += m - len(events)
+        return m
 
     def _settle(self, outputs: Any) -> list[Notice] | tuple[()]:
         notes: list[Notice] = []

@@ -183,6 +183,16 @@ class PendingStore:
     def __len__(self) -> int:
         return self._mem_count + self._disk_count
 
+    def __contains__(self, ident: object) -> bool:
+        """Whether a prediction with id ``ident`` is pending (either tier)."""
+        if ident in self._mem:
+            return True
+        if not self._disk_count:
+            return False
+        self._check_usable()
+        assert self._conn is not None
+        return self._conn.execute("SELECT 1 FROM pending WHERE id = ? LIMIT 1", (ident,)).fetchone() is not None
+
     @property
     def in_memory(self) -> int:
         return self._mem_count
