@@ -71,39 +71,50 @@ class LabelDecoder:
         marks = self._marks
         try:
             joined = b"".join(lines)
-            plain = joined.isascii() and not any(m in joined for m in marks)
-        except TypeError:  # not all bytes-like
+            plain = joined.isascii() and not any(m in joined for m in marks) and max(map(len, lines)) <= MAX_NESTING
+        except (TypeError, ValueError):  # not all bytes-like (or no line)
             plain = False
-        labels: list[Label] = []
-        ts: list[float] = []
-        odd: list[int] = []
-        for i, line in enumerate(lines):
-            if not plain and (line.__class__ is not bytes or not line.isascii() or any(m in line for m in marks)):
-                odd.append(i)
-                continue
-            if len(line) > MAX_NESTING:
-                odd.append(i)
-                continue
+        structs: list[Any] | None = None
+        if plain:
             try:
-                s = decode(line)
-            except Exception:  # noqa: BLE001 - the per-event path says why
-                odd.append(i)
-                continue
-            t, ident, y = s.ts, s.id, s.y_true
-            if not TS_MIN <= t < TS_MAX or (y != 0 and y != 1):
-                odd.append(i)
-                continue
-            if ident.__class__ is int:
-                if ident.bit_length() > 64:
+                structs = list(map(decode, lines))
+            except Exception:  # noqa: BLE001 - some line is odd: line by line below
+                structs = None
+        odd: list[int] = []
+        if structs is None:
+            structs = []
+            for i, line in enumerate(lines):
+                if line.__class__ is not bytes or not line.isascii() or len(line) > MAX_NESTING \
+                        or any(m in line for m in marks):
                     odd.append(i)
                     continue
-                ident = str(ident)
-            elif len(ident) > MAX_NAME_LENGTH or not (ident.isascii() or utf8_encodable(ident)):
-                odd.append(i)
-                continue
-            labels.append(Label(ident, y, t))
-            ts.append(t)
-        return labels, np.array(ts, dtype=np.float64), odd
+                try:
+                    structs.append(decode(line))
+                except Exception:  # noqa: BLE001 - the per-event path says why
+                    odd.append(i)
+            skipped = set(odd)
+            rows = [i for i in range(len(lines)) if i not in skipped]
+        else:
+            rows = list(range(len(lines)))
+        m = len(structs)
+        ts = np.fromiter([x.ts for x in structs], dtype=np.float64, count=m)
+        ys = [x.y_true for x in structs]
+        ids = [x.id for x in structs]
+        ok = (ts >= TS_MIN) & (ts < TS_MAX)
+        ok &= np.fromiter([y == 0 or y == 1 for y in ys], dtype=bool, count=m)
+        if any(i.__class__ is not str or len(i) > MAX_NAME_LENGTH or not i.isascii() for i in ids):
+            for j, ident in enumerate(ids):  # an integer id as its decimal string; long or not UTF-8: odd
+                if ident.__class__ is int:
+                    if ident.bit_length() > 64:
+                        ok[j] = False
+                    ids[j] = str(ident)
+                elif len(ident) > MAX_NAME_LENGTH or not (ident.isascii() or utf8_encodable(ident)):
+                    ok[j] = False
+        if not ok.all():
+            keep = np.flatnonzero(ok).tolist()
+            odd = sorted(odd + [rows[j] for j in np.flatnonzero(~ok).tolist()])
+            ts, ys, ids = ts[keep], [ys[j] for j in keep], [ids[j] for j in keep]
+        return list(map(Label, ids, ys, ts.tolist())), ts, odd
 
 
 def _prediction_items(decoder: ColumnDecoder) -> Callable[[Sequence[Any]], tuple[list[Any], np.ndarray, list[int]]]:

@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from itertools import islice
 from typing import Any
 
+import numpy as np
+
 from streammetrics.events.parser import Event
 from streammetrics.stream.labels import EXPIRED, JOINED, LABEL_EXPIRED, PENDING, REJECTED, Label, LabelJoin
 from streammetrics.stream.pending import ts_us
@@ -34,9 +36,16 @@ from streammetrics.stream.windows import EventRejected, WindowManager
 __all__ = ["LabelStream", "Notice"]
 
 _NONE: tuple[()] = ()
-_floor = math.floor
 #: the shortest run :meth:`LabelStream.add_many` applies together (shorter: item by item)
 RUN_MIN = 8
+
+
+_I64 = np.iinfo(np.int64)
+
+
+def _int64(bound: float) -> int:
+    """A bound of event time (us) as an int64 (infinities as its extremes)."""
+    return _I64.max if bound == math.inf else _I64.min if bound == -math.inf else int(bound)
 
 
 class Notice:
@@ -140,40 +149,33 @@ class LabelStream:
         windows, join = self.windows, self.join
         ttl = join.ttl_us
         n = len(items)
+        # which items may be in a run, and every item's time in whole microseconds (as ts_us)
+        kinds = [item.__class__ is Label or (item.__class__ is Event and item.y_true is None) for item in items]
+        ts = np.fromiter([item.ts for item in items], dtype=np.float64, count=n)
+        times = np.floor(ts * 1e6 + 0.5).astype(np.int64)
         pos = 0
         alone = 0  # items before it go one by one (after a run was refused)
         while pos < n:
-            if pos < alone:
-                notes = self.add(items[pos])
-                if notes:
-                    out.append((pos, notes))
-                pos += 1
-                continue
-            # the run: from pos, items of both kinds before the windows' horizon that expire nothing
-            until = windows.quiet_until_us()
-            wm = join.watermark_us
-            low = join.quiet_from_us()
-            high = -math.inf if wm is None else wm
-            run: list[Any] = []
-            times: list[int] = []
-            for item in islice(items, pos, None):
-                if item.__class__ is not Label and (item.__class__ is not Event or item.y_true is not None):
-                    break
-                t = _floor(item.ts * 1e6 + 0.5)
-                if t >= until:
-                    break
-                lo = t if t < low else low
-                hi = t if t > high else high
-                if hi - ttl > lo:
-                    break
-                low, high = lo, hi
-                run.append(item)
-                times.append(t)
-            taken = self._take_run(run, times) if len(run) >= RUN_MIN else 0
-            if taken:
-                pos += taken
-            else:
+            end = pos
+            if pos >= alone and kinds[pos]:
+                # the run: from pos, items of both kinds before the windows' horizon that expire nothing
+                stop = kinds.index(False, pos) if False in kinds[pos:] else n
+                t = times[pos:stop]
+                wm = join.watermark_us
+                low = np.minimum.accumulate(np.minimum(t, _int64(join.quiet_from_us())))
+                high = np.maximum.accumulate(np.maximum(t, _int64(-math.inf if wm is None else wm)))
+                bad = (t >= _int64(windows.quiet_until_us())) | (high - ttl > low)
+                end = pos + (int(bad.argmax()) if bad.any() else len(t))
+            if end - pos >= RUN_MIN:
+                taken = self._take_run(list(islice(items, pos, end)), times[pos:end].tolist())
+                if taken:
+                    pos += taken
+                    continue
                 alone = pos + RUN_MIN
+            notes = self.add(items[pos])
+            if notes:
+                out.append((pos, notes))
+            pos += 1
         return out
 
     def _take_run(self, run: list[Any], times: list[int]) -> int:

@@ -292,23 +292,25 @@ class LabelJoin:
         Returns the joined predictions (with their labels' ``y_true``) and their tags."""
         if times:
             self.advance_us(max(times))
-        counts, labels, touched, put, take = self.counts, self._labels, self._touched_labels, self.store.put, \
-            self.store.take
+        counts, labels, touched, take = self.counts, self._labels, self._touched_labels, self.store.take
         heap = self._label_heap
         joined: list[Event] = []
         joined_tags: list[int | None] = []
-        tag_of = iter(tags)
-        due = self._due_us
+        due = min(self._due_us, min(times, default=math.inf))
+        put_many = self.store.put_many
+        tag_list = list(tags)
+        events: list[Any] = []  # the predictions since the last label (put together before it)
         n_pred = n_label = 0
         for item, t in zip(items, times):
-            if t < due:
-                due = t
-            ident: Any = item.id
             if item.__class__ is not Label:
-                n_pred += 1
-                put(item, next(tag_of))  # type: ignore[arg-type]
+                events.append(item)
                 continue
+            if events:
+                put_many(events, tag_list[n_pred:n_pred + len(events)])
+                n_pred += len(events)
+                events = []
             n_label += 1
+            ident: Any = item.id
             y = item.y_true
             labels[ident] = [y, item.ts, t, self._seq, True]
             heapq.heappush(heap, (t, self._seq, ident))
@@ -318,6 +320,9 @@ class LabelJoin:
             for p, tag in take(ident):
                 joined.append(_joined(p, y))
                 joined_tags.append(tag)
+        if events:
+            put_many(events, tag_list[n_pred:n_pred + len(events)])
+            n_pred += len(events)
         self._due_us = due
         counts["predictions"] += n_pred
         counts["labels"] += n_label

@@ -1026,8 +1026,9 @@ class WindowManager:
         tags: list[int] = []
         if not self._queue_labels or self._event_tag is not None:
             return 0, tags
-        keys, pane_us, spec, batch = self._keys, self._pane_us, self.spec, self.batch
-        first_of = spec.first_window_of_pane
+        keys, pane_us, batch = self._keys, self._pane_us, self.batch
+        first_of = self.spec.first_window_of_pane
+        firsts: dict[int, int] = {}
         top = self._max_us
         left = self._future_left - 1
         for event, t in zip(events, times):
@@ -1039,7 +1040,9 @@ class WindowManager:
             pane = t // pane_us
             if pane < state.open_from or (batch and pane in state.pending):
                 break
-            first = first_of(pane)
+            first = firsts.get(pane)
+            if first is None:
+                first = firsts[pane] = first_of(pane)
             nw = state.next_window
             tags.append(nw if nw is not None and nw > first else first)
             left -= 1
@@ -1053,6 +1056,7 @@ class WindowManager:
             self._unstage()
         keys, pane_us, changed, factory = self._keys, self._pane_us, self._changed, self._factory
         first_of = self.spec.first_window_of_pane
+        updates, most = self._label_updates, self.max_pending
         top = self._max_us
         for event, t in zip(events, times):
             key = (event.model, event.segment)
@@ -1063,7 +1067,14 @@ class WindowManager:
             monitor = state.panes.get(pane)
             if monitor is None:
                 monitor = state.panes[pane] = factory()
-            self._queue_label_update(monitor, event, False)
+            entry = updates.get(id(monitor))  # (_queue_label_update: queued, all ordinary)
+            if entry is None:
+                entry = updates[id(monitor)] = (monitor, [], [])
+            queue = entry[1]
+            queue.append(event)
+            if len(queue) >= most:
+                del updates[id(monitor)]
+                self._apply_updates(*entry)
             counts = state.awaiting.get(pane)
             if counts is None:
                 state.awaiting[pane] = [1, 0]
@@ -1110,6 +1121,7 @@ class WindowManager:
             self._unstage()
         keys, changed, pane_us, spec = self._keys, self._changed, self._pane_us, self.spec
         queue = self._queue_label_update
+        updates, most = self._label_updates, self.max_pending
         check_tag = labelled and self._event_tag is not None
         for event, first_window in zip(events, first_windows):
             key = (event.model, event.segment)
@@ -1130,10 +1142,19 @@ class WindowManager:
             counts = state.awaiting.get(pane)
             if counts is not None and pane in state.panes:  # the pane is open: later windows merge it
                 counts[0] -= 1
-                if labelled:
-                    queue(state.panes[pane], event, True)
-                else:
+                if not labelled:
                     counts[1] += 1
+                elif self._queue_labels and _ordinary(event):  # (_queue_label_update, written out)
+                    monitor = state.panes[pane]
+                    entry = updates.get(id(monitor))
+                    if entry is None:
+                        entry = updates[id(monitor)] = (monitor, [], [])
+                    entry[2].append(event)
+                    if len(entry[2]) >= most:
+                        del updates[id(monitor)]
+                        self._apply_updates(*entry)
+                else:
+                    queue(state.panes[pane], event, True)
             elif labelled and state.cumulative is not None:  # released: the all-time monitor holds the pane
                 state.cumulative.update_outcome(event)
             revising = state.revising
