@@ -1122,6 +1122,7 @@ class WindowManager:
         keys, changed, pane_us, spec = self._keys, self._changed, self._pane_us, self.spec
         queue = self._queue_label_update
         updates, most = self._label_updates, self.max_pending
+        spans: dict[int, tuple[int, int]] = {}  # pane -> its windows (first, last + 1)
         check_tag = labelled and self._event_tag is not None
         for event, first_window in zip(events, first_windows):
             key = (event.model, event.segment)
@@ -1159,10 +1160,13 @@ class WindowManager:
                 state.cumulative.update_outcome(event)
             revising = state.revising
             if revising:
-                first = spec.first_window_of_pane(pane)
+                span = spans.get(pane)
+                if span is None:
+                    span = spans[pane] = (spec.first_window_of_pane(pane), spec.last_window_of_pane(pane) + 1)
+                first = span[0]
                 if first_window is not None and first_window > first:
                     first = first_window
-                for k in range(first, spec.last_window_of_pane(pane) + 1):
+                for k in range(first, span[1]):
                     win = revising.get(k)
                     if win is not None:
                         win.awaiting -= 1
