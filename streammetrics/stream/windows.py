@@ -252,6 +252,7 @@ class _KeyState:
         "armed",
         "awaiting",
         "close_at",
+        "closing",
         "cumulative",
         "first_pane_bound",
         "first_window",
@@ -279,6 +280,7 @@ class _KeyState:
         self.cumulative: Any = None
         self.first_window: int | None = None
         self.tag: Any = None  # the key's event tag (see WindowManager), fixed by its first event
+        self.closing: list[Any] | None = None  # (its window's items while _close_due closes it: see _unstage)
         # derived from next_window, for the per-event path: panes below open_from are late, and
         # stream time (us) reaching close_at closes the next window
         self.open_from: float = _NEG_INF
@@ -319,12 +321,23 @@ class _Revising:
 _Closed = tuple
 
 
-def _extremes(panes: np.ndarray, pos: np.ndarray, first: np.ndarray) -> tuple[list[int], list[int]]:
-    """Per distinct key of a segment (``pos``: each event's key, ``first``: each key's first
-    event): its lowest pane, and the position of its first event."""
-    low = np.full(len(first), _INT64_MAX, dtype=np.int64)
+def _extremes(panes: np.ndarray, pos: np.ndarray, n: int) -> tuple[list[int], list[int]]:
+    """Per distinct key of a segment (``pos``: each event's key among ``n``): its lowest pane,
+    and the position of its first event."""
+    low = np.full(n, _INT64_MAX, dtype=np.int64)
     np.minimum.at(low, pos, panes)
+    first = np.full(n, len(pos), dtype=np.intp)
+    np.minimum.at(first, pos, np.arange(len(pos), dtype=np.intp))
     return low.tolist(), first.tolist()
+
+
+def _dense(kx: np.ndarray, n: int) -> tuple[list[int], np.ndarray]:
+    """The distinct values of ``kx`` (integers in ``[0, n)``), ascending, and each element's
+    index among them (``np.unique``'s values and inverse, without its sort)."""
+    present = np.zeros(n, dtype=bool)
+    present[kx] = True
+    rank = np.cumsum(present, dtype=np.intp)
+    return np.flatnonzero(present).tolist(), rank[kx] - 1
 
 
 def _order(key: tuple[Any, Any]) -> tuple[str, str]:
@@ -453,7 +466,6 @@ class WindowManager:
         # item), applied to the keys' queues by _unstage before anything reads them
         self._staged: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self._staged_events = 0
-        self._staged_slots: set[int] = set()  # the keys (slots) with staged events
         self._pane_us = self.spec.pane_ms * 1000
         self._max_us: float = -math.inf
         # the keys holding open or queued panes by the close_at they were entered at (stale entries,
@@ -590,12 +602,13 @@ class WindowManager:
             if int(ts_us.max()) > self._future_us:
                 return None
         held = self._keys
-        used = np.unique(key_index).tolist()
-        if self.max_keys is not None and len(held) + len(used) > self.max_keys and \
-                len(held) + sum(1 for k in used if keys[k] not in held) > self.max_keys:
-            return None
-        if tag is not None and any(held[keys[k]].tag not in (None, tag) for k in used if keys[k] in held):
-            return None
+        if (self.max_keys is not None and len(held) + len(keys) > self.max_keys) or tag is not None:
+            used = np.flatnonzero(np.bincount(key_index, minlength=len(keys))).tolist()  # (the keys present)
+            if self.max_keys is not None and len(held) + len(used) > self.max_keys and \
+                    len(held) + sum(1 for k in used if keys[k] not in held) > self.max_keys:
+                return None
+            if tag is not None and any(held[keys[k]].tag not in (None, tag) for k in used if keys[k] in held):
+                return None
         self._future_left = FUTURE_REFRESH_EVENTS
         spec = self.spec
         pane_us, grace_us = self._pane_us, spec.grace_ms * 1000
@@ -642,12 +655,11 @@ class WindowManager:
             return
         kx = key_index[where]
         if self._staged:  # keys of this path with staged events: those first (the order of a key's events)
-            staged, held = self._staged_slots, self._keys
-            for k in np.unique(kx).tolist():
-                state = held.get(keys[k])
-                if state is not None and state.slot in staged:
-                    self._unstage()
-                    break
+            held = self._keys
+            found = [held.get(keys[k]) for k in np.flatnonzero(np.bincount(kx, minlength=len(keys))).tolist()]
+            slots = [state.slot for state in found if state is not None]
+            if slots and np.isin(np.concatenate([part[1] for part in self._staged]), slots).any():
+                self._unstage()
         px = panes[where]
         order = np.lexsort((px, kx))  # by key, then pane; positions ascending within each
         ks = kx[order]
@@ -765,16 +777,15 @@ class WindowManager:
         its events. Keys not held are created first (:meth:`_new_keys`) when every one of them can
         be. Returns the positions of the other keys' events, ascending (None: none).
         Bounded by :data:`STAGE_MAX_EVENTS` (reached: applied first)."""
-        kx = key_index[lo:hi]
-        used, first, pos = np.unique(kx, return_index=True, return_inverse=True)
-        ukeys = [keys[k] for k in used.tolist()]
+        used, pos = _dense(key_index[lo:hi], len(keys))
+        ukeys = [keys[k] for k in used]
         found = list(map(self._keys.get, ukeys))
         n = len(found)
         ok = np.ones(n, dtype=bool)
         px = panes[lo:hi]
         extremes = None  # (each key's lowest pane, its first event's position), when needed
         if None in found:
-            extremes = _extremes(px, pos, first)
+            extremes = _extremes(px, pos, n)
         if extremes is not None and not self._new_keys(lo, stream_us, *extremes, ukeys, found, made):
             for i, state in enumerate(found):  # (not created: the per-key path)
                 if state is None:
@@ -790,7 +801,7 @@ class WindowManager:
             behind = np.zeros(n, dtype=bool)
             behind[which[close_at[which] <= stream_us]] = True
             if behind.any():
-                self._catch_up(lo, stream_us, *(extremes or _extremes(px, pos, first)), ukeys, states, behind, made)
+                self._catch_up(lo, stream_us, *(extremes or _extremes(px, pos, n)), ukeys, states, behind, made)
                 ok &= ~behind
         # an event below its key's open_from (late) or first_pane_bound (an earlier first window): the per-key path
         low = np.maximum(np.fromiter(map(_OPEN_FROM, states), dtype=np.float64, count=n),
@@ -814,7 +825,6 @@ class WindowManager:
             chosen = pos[take]
             self._staged.append((held[chosen], slots[chosen], px[take], ts_us[lo:hi][take], items[lo:hi][take]))
         self._staged_events += count
-        self._staged_slots.update(slots[ok].tolist())
         if changed is not None:
             changed.update(itertools.compress(ukeys, ok.tolist()))
         arm = np.flatnonzero(ok & unarmed).tolist()
@@ -894,15 +904,17 @@ class WindowManager:
                 made.append((2 * (lo + firsts[i]), key))
         return True
 
-    def _unstage(self) -> None:
+    def _unstage(self, last: int | None = None) -> list[_KeyState]:
         """Apply the staged segments (see :meth:`_stage`): their events grouped by (key, pane),
         in arrival order within each group, each group joining its queue as in
-        :meth:`_add_segment`."""
+        :meth:`_add_segment`. With ``last`` (:meth:`_close_due` about to close tumbling windows
+        through ``last``): a key whose only content is one group of at most
+        :data:`DEFER_MAX_EVENTS` events in pane ``last``, and which that close visits, gets the
+        group as ``closing`` instead (the window it closes as, without a queue); returns those keys."""
         staged, self._staged = self._staged, []
         self._staged_events = 0
-        self._staged_slots.clear()
         if not staged:
-            return
+            return []
         if len(staged) == 1:
             states, slots, px, tx, vx = staged[0]
         else:
@@ -915,8 +927,31 @@ class WindowManager:
         values = vx[order].tolist()
         tops = np.maximum.reduceat(tx[order], heads).tolist()  # each group's latest event: the key's max_us
         max_pending = self.max_pending
+        ends = [*bounds[1:], len(order)]
+        closing: list[_KeyState] = []
+        if last is not None:  # the groups that are their key's only one, in pane last, small
+            n = len(heads)
+            alone = np.ones(n, dtype=bool)
+            same = slot_sorted[heads[1:]] == slot_sorted[heads[:-1]]
+            alone[1:] &= ~same
+            alone[:-1] &= ~same
+            alone &= (pane_sorted[heads] == last) & (np.diff(heads, append=len(order)) <= DEFER_MAX_EVENTS)
+            max_us = self._max_us
+            for g in np.flatnonzero(alone).tolist():
+                state = states[order[bounds[g]]]
+                nw = state.next_window
+                # (the close visits it: armed at a due time; nothing else held; its window not closed)
+                if state.armed <= max_us and not state.pending and not state.panes and not state.awaiting \
+                        and nw is not None and nw <= last:
+                    state.closing = values[bounds[g]:ends[g]]
+                    if tops[g] > state.max_us:
+                        state.max_us = tops[g]
+                    closing.append(state)
+                    ends[g] = -1  # (not queued below)
         for state, pane, start, stop, top in zip(states[order[heads]].tolist(), pane_sorted[heads].tolist(), bounds,
-                                                 [*bounds[1:], len(order)], tops):
+                                                 ends, tops):
+            if stop < 0:
+                continue
             if top > state.max_us:
                 state.max_us = top
             pending = state.pending  # (as _enqueue, written out: once per key and pane)
@@ -929,6 +964,7 @@ class WindowManager:
                 queue.extend(values[start:stop])
                 continue
             self._queue_draining(state, pane, values[start:stop], max_pending)
+        return closing
 
     def _enqueue(self, state: _KeyState, pane: int, chunk: list, max_pending: int) -> None:
         """Queue ``chunk`` (a fresh list, kept as the queue when there was none) in ``pane``;
@@ -1641,8 +1677,6 @@ class WindowManager:
         """Close every key's windows that the watermark passed, in ``(close_at, key)`` order: the
         keys of each due ``close_at`` sorted once (windows close at few distinct times), nothing
         for the keys not due."""
-        if self._staged:
-            self._unstage()
         times, keys, max_us = self._due_at, self._keys, self._max_us
         spec = self.spec
         # the last window the watermark closes (as _close_by_watermark computes it for each key);
@@ -1651,8 +1685,10 @@ class WindowManager:
         tumbling = spec.panes_per_slide == spec.panes_per_window and not self.cumulative
         changed = self._changed
         # the common close, written out: a key of tumbling windows holding one queued pane and no
-        # other (many keys, few events each), its window built at the next poll (_Closed)
+        # other (many keys, few events each), its window built at the next poll (_Closed); a key
+        # whose only content is staged closes as those events (``closing``, see _unstage)
         simple = self._task is not None and self._kind is not None
+        closing = len(self._unstage(last if tumbling and simple else None)) if self._staged else 0
         defer_max = DEFER_MAX_EVENTS
         pane_ms = spec.pane_ms
         open_from, close_at = (last + 1) * spec.panes_per_slide, ((last + 1) * spec.slide_ms + spec.size_ms
@@ -1667,6 +1703,18 @@ class WindowManager:
                 if state is None or state.armed != at:
                     continue  # stale: the key closed or went since (or a duplicate)
                 state.armed = nan
+                items = state.closing
+                if items is not None:  # (_unstage checked what the path below checks)
+                    state.closing = None
+                    closing -= 1
+                    window = (key, None, items, start_ms, end_ms, True, state.late, 0, False)
+                    ready(window)
+                    deferred(window)
+                    state.next_window, state.open_from, state.close_at = last + 1, open_from, close_at
+                    if changed is not None:
+                        changed.add(key)
+                    emptied(key)
+                    continue
                 nw = state.next_window
                 if tumbling and nw is not None and last >= nw and not state.awaiting:
                     if changed is not None:
@@ -1693,6 +1741,7 @@ class WindowManager:
                     self._close_by_watermark(key, state, max_us)
                 if state.panes or state.pending:
                     self._arm(key, state)
+        assert closing == 0, "a key closing as its staged events was not visited"
         self._next_due = times[0] if times else math.inf
 
     def _rearm_all(self) -> None:
@@ -2025,7 +2074,6 @@ class WindowManager:
         self._ready = []
         self._deferred = []
         self._staged, self._staged_events = [], 0
-        self._staged_slots.clear()
         self._revised = any(r.dirty for st in keys.values() for r in st.revising.values())
         self._rev_pane = rev_pane
         self._rev_next = -math.inf
