@@ -321,13 +321,15 @@ class _Revising:
 _Closed = tuple
 
 
-def _extremes(panes: np.ndarray, pos: np.ndarray, n: int) -> tuple[list[int], list[int]]:
-    """Per distinct key of a segment (``pos``: each event's key among ``n``): its lowest pane,
-    and the position of its first event."""
+def _extremes(panes: np.ndarray, pos: np.ndarray, n: int, where: np.ndarray | None = None
+              ) -> tuple[list[int], list[int]]:
+    """Per distinct key of a segment (``pos``: each event's key among ``n``, ``where``: the
+    events' positions in the segment, None: ``0, 1, ...``): its lowest pane, and the position of
+    its first event."""
     low = np.full(n, _INT64_MAX, dtype=np.int64)
     np.minimum.at(low, pos, panes)
-    first = np.full(n, len(pos), dtype=np.intp)
-    np.minimum.at(first, pos, np.arange(len(pos), dtype=np.intp))
+    first = np.full(n, _INT64_MAX, dtype=np.int64)
+    np.minimum.at(first, pos, np.arange(len(pos), dtype=np.int64) if where is None else where)
     return low.tolist(), first.tolist()
 
 
@@ -466,6 +468,11 @@ class WindowManager:
         # item), applied to the keys' queues by _unstage before anything reads them
         self._staged: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self._staged_events = 0
+        # the keys staged since the last _unstage -> their row in the arrays below (see _stage)
+        self._epoch: dict[tuple[str, str], int] = {}
+        self._epoch_low = np.empty(0, dtype=np.float64)
+        self._epoch_held = np.empty(0, dtype=object)
+        self._epoch_slots = np.empty(0, dtype=np.int64)
         self._pane_us = self.spec.pane_ms * 1000
         self._max_us: float = -math.inf
         # the keys holding open or queued panes by the close_at they were entered at (stale entries,
@@ -655,10 +662,8 @@ class WindowManager:
             return
         kx = key_index[where]
         if self._staged:  # keys of this path with staged events: those first (the order of a key's events)
-            held = self._keys
-            found = [held.get(keys[k]) for k in np.flatnonzero(np.bincount(kx, minlength=len(keys))).tolist()]
-            slots = [state.slot for state in found if state is not None]
-            if slots and np.isin(np.concatenate([part[1] for part in self._staged]), slots).any():
+            epoch = self._epoch
+            if any(keys[k] in epoch for k in np.flatnonzero(np.bincount(kx, minlength=len(keys))).tolist()):
                 self._unstage()
         px = panes[where]
         order = np.lexsort((px, kx))  # by key, then pane; positions ascending within each
@@ -779,13 +784,76 @@ class WindowManager:
         Bounded by :data:`STAGE_MAX_EVENTS` (reached: applied first)."""
         used, pos = _dense(key_index[lo:hi], len(keys))
         ukeys = [keys[k] for k in used]
+        n = len(ukeys)
+        px = panes[lo:hi]
+        # keys staged since the last _unstage: their state is as it was then (only _unstage and the
+        # paths that unstage first change it), so their bound and state are read from _epoch
+        epoch = self._epoch
+        rows = np.fromiter(map(epoch.get, ukeys, itertools.repeat(-1)), dtype=np.intp, count=n) if epoch \
+            else np.full(n, -1, dtype=np.intp)
+        fresh = np.flatnonzero(rows < 0)
+        if len(fresh) == n:
+            ok, low, held, slots, unarmed = self._key_bounds(lo, stream_us, px, pos, ukeys, made)
+        else:
+            hit = rows >= 0
+            at = rows[hit]
+            low = np.empty(n, dtype=np.float64)
+            held = np.empty(n, dtype=object)
+            slots = np.empty(n, dtype=np.int64)
+            low[hit], held[hit], slots[hit] = self._epoch_low[at], self._epoch_held[at], self._epoch_slots[at]
+            ok = np.ones(n, dtype=bool)
+            unarmed = np.zeros(n, dtype=bool)
+            if len(fresh):
+                which = fresh.tolist()
+                sub = np.full(n, -1, dtype=np.intp)
+                sub[fresh] = np.arange(len(fresh))
+                in_fresh = sub[pos] >= 0  # (the events of the fresh keys, for their extremes)
+                got = self._key_bounds(lo, stream_us, px[in_fresh], sub[pos[in_fresh]], [ukeys[i] for i in which],
+                                       made, np.flatnonzero(in_fresh))
+                ok[fresh], low[fresh], held[fresh], slots[fresh], unarmed[fresh] = got
+        # an event below its key's open_from (late) or first_pane_bound (an earlier first window): the per-key path
+        odd = px < low[pos]
+        if odd.any():
+            ok[pos[odd]] = False
+        if not ok.any():
+            return np.arange(lo, hi)
+        take = ok[pos] if not ok.all() else None
+        count = hi - lo if take is None else int(take.sum())
+        if self._staged_events + count > STAGE_MAX_EVENTS:
+            self._unstage()
+            if count > STAGE_MAX_EVENTS:  # more than the bound alone: the per-key path queues them now
+                return np.arange(lo, hi)
+            fresh = np.arange(n)  # (every key enters the new epoch)
+        if take is None:
+            self._staged.append((held[pos], slots[pos], px, ts_us[lo:hi], items[lo:hi]))
+        else:
+            chosen = pos[take]
+            self._staged.append((held[chosen], slots[chosen], px[take], ts_us[lo:hi][take], items[lo:hi][take]))
+        self._staged_events += count
+        if changed is not None:
+            changed.update(itertools.compress(ukeys, ok.tolist()))
+        if len(fresh):
+            entering = fresh[ok[fresh]]
+            self._enter_epoch([ukeys[i] for i in entering.tolist()], low[entering], held[entering], slots[entering])
+            arm = entering[unarmed[entering]].tolist()
+            if arm:  # (armed as _add_segment arms them: the heap's order does not depend on when)
+                self._arm_many([ukeys[i] for i in arm], [held[i] for i in arm])
+        return None if take is None else np.flatnonzero(~take) + lo
+
+    def _key_bounds(self, lo: int, stream_us: int, px: np.ndarray, pos: np.ndarray, ukeys: list[tuple[str, str]],
+                    made: list[tuple[int, tuple[str, str]]], where: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_stage`'s keys ``ukeys`` not staged since the last :meth:`_unstage` (``px``, ``pos``:
+        their events' panes and indices in ``ukeys``, at positions ``where`` of the segment, None: all):
+        keys not held created (:meth:`_new_keys`), held ones behind stream time caught up
+        (:meth:`_catch_up`); per key whether it may be staged, the pane below which an event is
+        not (its ``open_from`` or ``first_pane_bound``), its state, slot, and whether it is to be armed."""
         found = list(map(self._keys.get, ukeys))
         n = len(found)
         ok = np.ones(n, dtype=bool)
-        px = panes[lo:hi]
         extremes = None  # (each key's lowest pane, its first event's position), when needed
         if None in found:
-            extremes = _extremes(px, pos, n)
+            extremes = _extremes(px, pos, n, where)
         if extremes is not None and not self._new_keys(lo, stream_us, *extremes, ukeys, found, made):
             for i, state in enumerate(found):  # (not created: the per-key path)
                 if state is None:
@@ -801,36 +869,30 @@ class WindowManager:
             behind = np.zeros(n, dtype=bool)
             behind[which[close_at[which] <= stream_us]] = True
             if behind.any():
-                self._catch_up(lo, stream_us, *(extremes or _extremes(px, pos, n)), ukeys, states, behind, made)
+                self._catch_up(lo, stream_us, *(extremes or _extremes(px, pos, n, where)), ukeys, states, behind,
+                               made)
                 ok &= ~behind
-        # an event below its key's open_from (late) or first_pane_bound (an earlier first window): the per-key path
         low = np.maximum(np.fromiter(map(_OPEN_FROM, states), dtype=np.float64, count=n),
                          np.fromiter(map(_FIRST_BOUND, states), dtype=np.float64, count=n))
-        odd = px < low[pos]
-        if odd.any():
-            ok[pos[odd]] = False
-        if not ok.any():
-            return np.arange(lo, hi)
-        take = ok[pos] if not ok.all() else None
-        count = hi - lo if take is None else int(take.sum())
-        if self._staged_events + count > STAGE_MAX_EVENTS:
-            self._unstage()
-            if count > STAGE_MAX_EVENTS:  # more than the bound alone: the per-key path queues them now
-                return np.arange(lo, hi)
         held = np.fromiter(states, dtype=object, count=n)
         slots = np.fromiter(map(_SLOT, states), dtype=np.int64, count=n)
-        if take is None:
-            self._staged.append((held[pos], slots[pos], px, ts_us[lo:hi], items[lo:hi]))
-        else:
-            chosen = pos[take]
-            self._staged.append((held[chosen], slots[chosen], px[take], ts_us[lo:hi][take], items[lo:hi][take]))
-        self._staged_events += count
-        if changed is not None:
-            changed.update(itertools.compress(ukeys, ok.tolist()))
-        arm = np.flatnonzero(ok & unarmed).tolist()
-        if arm:  # (armed as _add_segment arms them: the heap's order does not depend on when)
-            self._arm_many([ukeys[i] for i in arm], [states[i] for i in arm])
-        return None if take is None else np.flatnonzero(~take) + lo
+        return ok, low, held, slots, unarmed
+
+    def _enter_epoch(self, keys: list[tuple[str, str]], low: np.ndarray, held: np.ndarray, slots: np.ndarray) -> None:
+        """Note ``keys`` as staged since the last :meth:`_unstage` (see :meth:`_stage`), with their
+        bounds, states and slots (at most one entry per key staged: bounded by STAGE_MAX_EVENTS)."""
+        m = len(self._epoch)
+        need = m + len(keys)
+        if need > len(self._epoch_low):
+            size = max(need, 2 * len(self._epoch_low), 1024)
+            grown_low = np.empty(size, dtype=np.float64)
+            grown_held = np.empty(size, dtype=object)
+            grown_slots = np.empty(size, dtype=np.int64)
+            grown_low[:m], grown_held[:m], grown_slots[:m] = self._epoch_low[:m], self._epoch_held[:m], \
+                self._epoch_slots[:m]
+            self._epoch_low, self._epoch_held, self._epoch_slots = grown_low, grown_held, grown_slots
+        self._epoch_low[m:need], self._epoch_held[m:need], self._epoch_slots[m:need] = low, held, slots
+        self._epoch.update(zip(keys, range(m, need)))
 
     def _catch_up(self, lo: int, stream_us: int, lows: list[int], firsts: list[int], ukeys: list[tuple[str, str]],
                   states: list[_KeyState], behind: np.ndarray, made: list[tuple[int, tuple[str, str]]]) -> None:
@@ -869,7 +931,9 @@ class WindowManager:
         if self.max_keys is not None and len(held) + len(new) > self.max_keys:
             return False
         spec = self.spec
-        last = (stream_us - spec.grace_ms * 1000 - spec.size_ms * 1000) // (spec.slide_ms * 1000)  # last closable
+        s, w = spec.panes_per_slide, spec.panes_per_window
+        slide_us, reach_us = spec.slide_ms * 1000, (spec.size_ms + spec.grace_ms) * 1000
+        opens = (stream_us - spec.grace_ms * 1000 - spec.size_ms * 1000) // slide_us + 1  # after the last closable
         closed, forgotten = self._closed, self._forgotten_next
         plan = []
         for i in new:
@@ -877,17 +941,15 @@ class WindowManager:
             k = remembered[0] if remembered is not None else forgotten
             # as _close_by_watermark: a key without a frontier opens at the watermark's window, one
             # whose frontier the watermark passed closes through it (emptying the key)
-            caught = k is not None and stream_us >= (k * spec.slide_ms + spec.size_ms + spec.grace_ms) * 1000
+            caught = k is not None and stream_us >= k * slide_us + reach_us
             if k is None or caught:
-                k = last + 1
-            if lows[i] < k * spec.panes_per_slide:  # a late event: the per-key path
+                k = opens
+            if lows[i] < k * s:  # a late event: the per-key path
                 return False
-            plan.append((i, k, remembered, caught))
-        plan.sort(key=lambda p: firsts[p[0]])
+            plan.append((firsts[i], i, k, remembered, caught))
+        plan.sort(key=_FIRST)
         changed = self._changed
-        s, w = spec.panes_per_slide, spec.panes_per_window
-        slide_us, reach_us = spec.slide_ms * 1000, (spec.size_ms + spec.grace_ms) * 1000
-        for i, k, remembered, emptied in plan:
+        for _, i, k, remembered, emptied in plan:
             key = ukeys[i]
             state = held[key] = found[i] = _KeyState(key[0])
             if changed is not None:
@@ -913,6 +975,9 @@ class WindowManager:
         group as ``closing`` instead (the window it closes as, without a queue); returns those keys."""
         staged, self._staged = self._staged, []
         self._staged_events = 0
+        if self._epoch:
+            self._epoch = {}
+            self._epoch_held[:] = None  # (no state held beyond its key)
         if not staged:
             return []
         if len(staged) == 1:
@@ -937,8 +1002,8 @@ class WindowManager:
             alone[:-1] &= ~same
             alone &= (pane_sorted[heads] == last) & (np.diff(heads, append=len(order)) <= DEFER_MAX_EVENTS)
             max_us = self._max_us
-            for g in np.flatnonzero(alone).tolist():
-                state = states[order[bounds[g]]]
+            chosen = np.flatnonzero(alone)
+            for g, state in zip(chosen.tolist(), states[order[heads[chosen]]].tolist()):
                 nw = state.next_window
                 # (the close visits it: armed at a due time; nothing else held; its window not closed)
                 if state.armed <= max_us and not state.pending and not state.panes and not state.awaiting \
@@ -2074,6 +2139,8 @@ class WindowManager:
         self._ready = []
         self._deferred = []
         self._staged, self._staged_events = [], 0
+        self._epoch = {}
+        self._epoch_held[:] = None
         self._revised = any(r.dirty for st in keys.values() for r in st.revising.values())
         self._rev_pane = rev_pane
         self._rev_next = -math.inf
