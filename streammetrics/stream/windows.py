@@ -1110,6 +1110,93 @@ class WindowManager:
                 self._close_due()
         return first
 
+    def quiet_until_us(self) -> float:
+        """Delayed labels: the event time (whole microseconds) from which an item may change more
+        than its own pane and windows: a revision tick (:meth:`revision_tick`), a window to close,
+        or the ``max_future`` bound to read again. Items before it may be taken as a run
+        (:meth:`predictions_taken`, :meth:`add_predictions`, :meth:`add_outcomes`)."""
+        return min(self._rev_next, self._next_due, self._future_us + 1)
+
+    def predictions_taken(self, events: Sequence[Any], times: Sequence[int]) -> tuple[int, list[int]]:
+        """Delayed labels: how many of ``events`` (predictions awaiting their label, times in whole
+        microseconds before :meth:`quiet_until_us`), from the first, :meth:`add_predictions` takes
+        as a run, and the first window of each (what :meth:`add_prediction` returns). It stops
+        before one that :meth:`add_prediction` must take: of a new key or a key whose windows the
+        stream time passed, late, not ordinary (:func:`_ordinary`), in a pane with queued events,
+        once ``max_future`` is to be read again, or when updates are not queued. Changes nothing."""
+        tags: list[int] = []
+        if not self._queue_labels or self._event_tag is not None:
+            return 0, tags
+        keys, pane_us, batch = self._keys, self._pane_us, self.batch
+        first_of = self.spec.first_window_of_pane
+        firsts: dict[int, int] = {}
+        top = self._max_us
+        left = self._future_left - 1
+        for event, t in zip(events, times):
+            state = keys.get((event.model, event.segment))
+            if t > top:
+                top = t
+            if state is None or top >= state.close_at or left <= 0 or not _ordinary(event):
+                break
+            pane = t // pane_us
+            if pane < state.open_from or (batch and pane in state.pending):
+                break
+            first = firsts.get(pane)
+            if first is None:
+                first = firsts[pane] = first_of(pane)
+            nw = state.next_window
+            tags.append(nw if nw is not None and nw > first else first)
+            left -= 1
+        return len(tags), tags
+
+    def add_predictions(self, events: Sequence[Any], times: Sequence[int]) -> None:
+        """:meth:`add_prediction` of each of ``events``, all of which :meth:`predictions_taken`
+        takes (nothing closes, none is late): their label-free part queued for their panes
+        (:meth:`_queue_label_update`) and each counted as awaiting its label."""
+        if self._staged:
+            self._unstage()
+        keys, pane_us, changed, factory = self._keys, self._pane_us, self._changed, self._factory
+        first_of = self.spec.first_window_of_pane
+        updates, most = self._label_updates, self.max_pending
+        top = self._max_us
+        for event, t in zip(events, times):
+            key = (event.model, event.segment)
+            state = keys[key]
+            if changed is not None:
+                changed.add(key)
+            pane = t // pane_us
+            monitor = state.panes.get(pane)
+            if monitor is None:
+                monitor = state.panes[pane] = factory()
+            entry = updates.get(id(monitor))  # (_queue_label_update: queued, all ordinary)
+            if entry is None:
+                entry = updates[id(monitor)] = (monitor, [], [])
+            queue = entry[1]
+            queue.append(event)
+            if len(queue) >= most:
+                del updates[id(monitor)]
+                self._apply_updates(*entry)
+            counts = state.awaiting.get(pane)
+            if counts is None:
+                state.awaiting[pane] = [1, 0]
+            else:
+                counts[0] += 1
+            if pane < state.first_pane_bound:
+                self._set_first_window(state, first_of(pane))
+            if t > state.max_us:
+                state.max_us = t
+            if state.armed != state.close_at:
+                self._arm(key, state)
+            if t > top:
+                top = t
+        self._max_us = top
+        self._future_left -= len(events)
+
+    def add_outcomes(self, events: Sequence[Any], first_windows: Sequence[int | None]) -> None:
+        """:meth:`add_outcome` of each of ``events`` (with its first window) in a manager without an
+        ``event_tag`` (nothing to refuse: see :meth:`predictions_taken`)."""
+        self._settle_many(events, first_windows, True)
+
     def add_outcome(self, event: Any, first_window: int | None = None) -> None:
         """The label of a prediction given to :meth:`add_prediction` arrived: ``event`` is the
         prediction with its ``y_true`` (same ``ts``, key, scores, weight) and ``first_window`` what
@@ -1127,47 +1214,69 @@ class WindowManager:
         self._settle(event, first_window, False)
 
     def _settle(self, event: Any, first_window: int | None, labelled: bool) -> None:
+        self._settle_many((event,), (first_window,), labelled)
+
+    def _settle_many(self, events: Sequence[Any], first_windows: Sequence[int | None], labelled: bool) -> None:
+        """Each of ``events`` labelled (or expired) in its windows, in order (see :meth:`add_outcome`)."""
         if self._staged:
             self._unstage()
-        key = (event.model, event.segment)
-        state = self._keys.get(key)
-        if state is None:
-            raise ValueError(f"no prediction of key {key!r} is awaiting a label")
-        if self._changed is not None:
-            self._changed.add(key)
-        if labelled and self._event_tag is not None and state.tag is not None:
-            try:
-                tag = self._event_tag(event)
-            except ValueError as exc:  # the label's kind is not its prediction's
-                self._reject("kind_mismatch", str(exc))
-            if tag != state.tag:
-                self._reject("kind_mismatch", f"labelled event of kind {tag!r} in a stream of kind {state.tag!r}")
-        pane = _floor(event.ts * 1e6 + 0.5) // self._pane_us
-        counts = state.awaiting.get(pane)
-        if counts is not None and pane in state.panes:  # the pane is open: later windows merge it
-            counts[0] -= 1
-            if labelled:
-                self._queue_label_update(state.panes[pane], event, True)
-            else:
-                counts[1] += 1
-        elif labelled and state.cumulative is not None:  # released: the all-time monitor holds the pane
-            state.cumulative.update_outcome(event)
-        revising = state.revising
-        if revising:
-            spec = self.spec
-            first = spec.first_window_of_pane(pane)
-            if first_window is not None and first_window > first:
-                first = first_window
-            for k in range(first, spec.last_window_of_pane(pane) + 1):
-                win = revising.get(k)
-                if win is not None:
-                    win.awaiting -= 1
-                    if labelled:
-                        self._queue_label_update(win.monitor, event, True)
-                    else:
-                        win.expired += 1
-                    win.dirty = True
-                    self._revised = True
+        keys, changed, pane_us, spec = self._keys, self._changed, self._pane_us, self.spec
+        queue = self._queue_label_update
+        updates, most = self._label_updates, self.max_pending
+        spans: dict[int, tuple[int, int]] = {}  # pane -> its windows (first, last + 1)
+        check_tag = labelled and self._event_tag is not None
+        for event, first_window in zip(events, first_windows):
+            key = (event.model, event.segment)
+            state = keys.get(key)
+            if state is None:
+                raise ValueError(f"no prediction of key {key!r} is awaiting a label")
+            if changed is not None:
+                changed.add(key)
+            if check_tag and state.tag is not None:
+                try:
+                    tag = self._event_tag(event)  # type: ignore[misc]
+                except ValueError as exc:  # the label's kind is not its prediction's
+                    self._reject("kind_mismatch", str(exc))
+                if tag != state.tag:
+                    self._reject("kind_mismatch",
+                                 f"labelled event of kind {tag!r} in a stream of kind {state.tag!r}")
+            pane = _floor(event.ts * 1e6 + 0.5) // pane_us
+            counts = state.awaiting.get(pane)
+            if counts is not None and pane in state.panes:  # the pane is open: later windows merge it
+                counts[0] -= 1
+                if not labelled:
+                    counts[1] += 1
+                elif self._queue_labels and _ordinary(event):  # (_queue_label_update, written out)
+                    monitor = state.panes[pane]
+                    entry = updates.get(id(monitor))
+                    if entry is None:
+                        entry = updates[id(monitor)] = (monitor, [], [])
+                    entry[2].append(event)
+                    if len(entry[2]) >= most:
+                        del updates[id(monitor)]
+                        self._apply_updates(*entry)
+                else:
+                    queue(state.panes[pane], event, True)
+            elif labelled and state.cumulative is not None:  # released: the all-time monitor holds the pane
+                state.cumulative.update_outcome(event)
+            revising = state.revising
+            if revising:
+                span = spans.get(pane)
+                if span is None:
+                    span = spans[pane] = (spec.first_window_of_pane(pane), spec.last_window_of_pane(pane) + 1)
+                first = span[0]
+                if first_window is not None and first_window > first:
+                    first = first_window
+                for k in range(first, span[1]):
+                    win = revising.get(k)
+                    if win is not None:
+                        win.awaiting -= 1
+                        if labelled:
+                            queue(win.monitor, event, True)
+                        else:
+                            win.expired += 1
+                        win.dirty = True
+                        self._revised = True
 
     def _queue_label_update(self, monitor: Any, event: Any, outcome: bool) -> None:
         """Queue ``event`` for ``monitor``'s ``update_prediction`` (``update_outcome`` if
