@@ -470,6 +470,10 @@ class WindowManager:
         self._staged_events = 0
         # the keys staged since the last _unstage -> their row in the arrays below (see _stage)
         self._epoch: dict[tuple[str, str], int] = {}
+        # ... and by the identity of the key objects entered (each kept in _epoch_keys while there):
+        # the lookup of _stage, without hashing the key (the same key objects come batch after batch)
+        self._epoch_ids: dict[int, int] = {}
+        self._epoch_keys: list[tuple[str, str]] = []
         self._epoch_low = np.empty(0, dtype=np.float64)
         self._epoch_held = np.empty(0, dtype=object)
         self._epoch_slots = np.empty(0, dtype=np.int64)
@@ -788,8 +792,8 @@ class WindowManager:
         px = panes[lo:hi]
         # keys staged since the last _unstage: their state is as it was then (only _unstage and the
         # paths that unstage first change it), so their bound and state are read from _epoch
-        epoch = self._epoch
-        rows = np.fromiter(map(epoch.get, ukeys, itertools.repeat(-1)), dtype=np.intp, count=n) if epoch \
+        ids = self._epoch_ids
+        rows = np.fromiter(map(ids.get, map(id, ukeys), itertools.repeat(-1)), dtype=np.intp, count=n) if ids \
             else np.full(n, -1, dtype=np.intp)
         fresh = np.flatnonzero(rows < 0)
         if len(fresh) == n:
@@ -881,7 +885,7 @@ class WindowManager:
     def _enter_epoch(self, keys: list[tuple[str, str]], low: np.ndarray, held: np.ndarray, slots: np.ndarray) -> None:
         """Note ``keys`` as staged since the last :meth:`_unstage` (see :meth:`_stage`), with their
         bounds, states and slots (at most one entry per key staged: bounded by STAGE_MAX_EVENTS)."""
-        m = len(self._epoch)
+        m = len(self._epoch_keys)
         need = m + len(keys)
         if need > len(self._epoch_low):
             size = max(need, 2 * len(self._epoch_low), 1024)
@@ -893,6 +897,8 @@ class WindowManager:
             self._epoch_low, self._epoch_held, self._epoch_slots = grown_low, grown_held, grown_slots
         self._epoch_low[m:need], self._epoch_held[m:need], self._epoch_slots[m:need] = low, held, slots
         self._epoch.update(zip(keys, range(m, need)))
+        self._epoch_ids.update(zip(map(id, keys), range(m, need)))
+        self._epoch_keys += keys
 
     def _catch_up(self, lo: int, stream_us: int, lows: list[int], firsts: list[int], ukeys: list[tuple[str, str]],
                   states: list[_KeyState], behind: np.ndarray, made: list[tuple[int, tuple[str, str]]]) -> None:
@@ -976,7 +982,7 @@ class WindowManager:
         staged, self._staged = self._staged, []
         self._staged_events = 0
         if self._epoch:
-            self._epoch = {}
+            self._epoch, self._epoch_ids, self._epoch_keys = {}, {}, []
             self._epoch_held[:] = None  # (no state held beyond its key)
         if not staged:
             return []
@@ -984,7 +990,12 @@ class WindowManager:
             states, slots, px, tx, vx = staged[0]
         else:
             states, slots, px, tx, vx = (np.concatenate(parts) for parts in zip(*staged))
-        order = np.lexsort((px, slots))  # by key, then pane; arrival order within each (stable)
+        low_pane = int(px.min())
+        span = int(px.max()) - low_pane + 1
+        if span < (1 << 62) // max(1, int(slots.max()) + 1):  # by key, then pane; arrival order within each
+            order = np.argsort(slots * span + (px - low_pane), kind="stable")
+        else:
+            order = np.lexsort((px, slots))
         slot_sorted, pane_sorted = slots[order], px[order]
         key_change = slot_sorted[1:] != slot_sorted[:-1]
         heads = np.flatnonzero(np.concatenate(([True], key_change | (pane_sorted[1:] != pane_sorted[:-1]))))
@@ -1494,13 +1505,12 @@ class WindowManager:
         if the key had stayed."""
         if self.cumulative:  # the all-time monitor is the key's point: keys stay (bounded by max_keys)
             return
-        if self._staged and emptied:
-            self._unstage()
         closed = self._closed
         bound = self.max_keys
+        staged = self._epoch  # (the keys with staged events, which they hold: not evicted, nothing unstaged)
         for key in emptied:
             state = self._keys.get(key)
-            if state is None or state.panes or state.pending or state.next_window is None or state.revising \
+            if state is None or key in staged or state.panes or state.pending or state.next_window is None or state.revising \
                     or state.max_us >= before_us:
                 continue  # (closed windows awaiting labels keep their key)
             del self._keys[key]
@@ -2248,7 +2258,7 @@ class WindowManager:
         self._ready = []
         self._deferred = []
         self._staged, self._staged_events = [], 0
-        self._epoch = {}
+        self._epoch, self._epoch_ids, self._epoch_keys = {}, {}, []
         self._epoch_held[:] = None
         self._revised = any(r.dirty for st in keys.values() for r in st.revising.values())
         self._rev_pane = rev_pane
