@@ -348,6 +348,12 @@ class ExactSum:
         self._units += exact_units(a)
         return self
 
+    def add_units(self, units: int) -> "ExactSum":
+        """Add an exact value given in units of ``2**-1074`` (e.g. a row of :func:`exact_units_rows`):
+        ``merge(ExactSum(units))`` without the object."""
+        self._units += units
+        return self
+
     def merge(self, other: "ExactSum") -> "ExactSum":
         """Add ``other``'s exact value (``other`` is folded, not otherwise changed)."""
         self._units += other.units

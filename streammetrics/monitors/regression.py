@@ -142,7 +142,7 @@ class RegressionMonitor(Monitor):
             raise ValueError("y_pred must be finite")
         self._pcount += n
         if w is None:
-            self._ptotal.merge(ExactSum(n * _UNIT))  # (n ones, exactly)
+            self._ptotal.add_units(n * _UNIT)  # (n ones, exactly)
         else:
             self._ptotal.add_array(w)
         psum = self._psum

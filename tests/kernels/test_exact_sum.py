@@ -274,3 +274,13 @@ def test_the_expansion_read_once_follows_every_change():
     assert s.value == 0.0 and s.parts() == (0.0, [])
     s.add(math.inf)
     assert s.value == math.inf
+
+
+def test_add_units_is_a_merge_of_those_units():
+    from streammetrics.kernels.exact_sum import ExactSum, exact_units
+
+    a, b = ExactSum().add_array([0.1, 1e-300]), ExactSum().add_array([0.1, 1e-300])
+    assert a.value == b.value
+    units = exact_units(np.array([3.5, -1e200, 1e-310]))
+    assert a.add_units(units) == b.merge(ExactSum(units))
+    assert a.value == b.value and a.parts() == b.parts()
