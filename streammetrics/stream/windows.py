@@ -1168,7 +1168,7 @@ class WindowManager:
             self._unstage()
         keys, pane_us, changed, factory = self._keys, self._pane_us, self._changed, self._factory
         first_of = self.spec.first_window_of_pane
-        updates, most = self._label_updates, self.max_pending
+        enqueue = self._enqueue_update
         top = self._max_us
         for event, t in zip(events, times):
             key = (event.model, event.segment)
@@ -1179,14 +1179,7 @@ class WindowManager:
             monitor = state.panes.get(pane)
             if monitor is None:
                 monitor = state.panes[pane] = factory()
-            entry = updates.get(id(monitor))  # (_queue_label_update: queued, all ordinary)
-            if entry is None:
-                entry = updates[id(monitor)] = (monitor, [], [])
-            queue = entry[1]
-            queue.append(event)
-            if len(queue) >= most:
-                del updates[id(monitor)]
-                self._apply_updates(*entry)
+            enqueue(monitor, event, 1)  # (all ordinary, updates queued: predictions_taken)
             counts = state.awaiting.get(pane)
             if counts is None:
                 state.awaiting[pane] = [1, 0]
@@ -1233,7 +1226,6 @@ class WindowManager:
             self._unstage()
         keys, changed, pane_us, spec = self._keys, self._changed, self._pane_us, self.spec
         queue = self._queue_label_update
-        updates, most = self._label_updates, self.max_pending
         spans: dict[int, tuple[int, int]] = {}  # pane -> its windows (first, last + 1)
         check_tag = labelled and self._event_tag is not None
         for event, first_window in zip(events, first_windows):
@@ -1255,19 +1247,10 @@ class WindowManager:
             counts = state.awaiting.get(pane)
             if counts is not None and pane in state.panes:  # the pane is open: later windows merge it
                 counts[0] -= 1
-                if not labelled:
-                    counts[1] += 1
-                elif self._queue_labels and _ordinary(event):  # (_queue_label_update, written out)
-                    monitor = state.panes[pane]
-                    entry = updates.get(id(monitor))
-                    if entry is None:
-                        entry = updates[id(monitor)] = (monitor, [], [])
-                    entry[2].append(event)
-                    if len(entry[2]) >= most:
-                        del updates[id(monitor)]
-                        self._apply_updates(*entry)
-                else:
+                if labelled:
                     queue(state.panes[pane], event, True)
+                else:
+                    counts[1] += 1
             elif labelled and state.cumulative is not None:  # released: the all-time monitor holds the pane
                 state.cumulative.update_outcome(event)
             revising = state.revising
@@ -1305,10 +1288,15 @@ class WindowManager:
             else:
                 monitor.update_prediction(event)
             return
+        self._enqueue_update(monitor, event, 2 if outcome else 1)
+
+    def _enqueue_update(self, monitor: Any, event: Any, part: int) -> None:
+        """Queue ``event`` for ``monitor``: its predictions (``part`` 1) or labelled predictions (2);
+        the monitor's queues are applied once this one holds ``max_pending`` events."""
         entry = self._label_updates.get(id(monitor))
         if entry is None:
             entry = self._label_updates[id(monitor)] = (monitor, [], [])
-        queue = entry[2] if outcome else entry[1]
+        queue = entry[part]
         queue.append(event)
         if len(queue) >= self.max_pending:
             del self._label_updates[id(monitor)]
