@@ -1498,8 +1498,8 @@ class WindowManager:
         staged = self._epoch  # (the keys with staged events, which they hold: not evicted, nothing unstaged)
         for key in emptied:
             state = self._keys.get(key)
-            if state is None or key in staged or state.panes or state.pending or state.next_window is None or state.revising \
-                    or state.max_us >= before_us:
+            if state is None or key in staged or state.panes or state.pending or state.next_window is None \
+                    or state.revising or state.max_us >= before_us:
                 continue  # (closed windows awaiting labels keep their key)
             del self._keys[key]
             self.evicted += 1
