@@ -38,6 +38,8 @@ __all__ = ["LabelStream", "Notice"]
 _NONE: tuple[()] = ()
 #: the shortest run :meth:`LabelStream.add_many` applies together (shorter: item by item)
 RUN_MIN = 8
+#: the longest run looked for at once (a longer one is taken in several)
+RUN_MAX = 4096
 
 
 _I64 = np.iinfo(np.int64)
@@ -153,13 +155,16 @@ class LabelStream:
         kinds = [item.__class__ is Label or (item.__class__ is Event and item.y_true is None) for item in items]
         ts = np.fromiter([item.ts for item in items], dtype=np.float64, count=n)
         times = np.floor(ts * 1e6 + 0.5).astype(np.int64)
+        after = [n] * (n + 1)  # the first item from each position that no run takes
+        for i in range(n - 1, -1, -1):
+            after[i] = after[i + 1] if kinds[i] else i
         pos = 0
         alone = 0  # items before it go one by one (after a run was refused)
         while pos < n:
             end = pos
             if pos >= alone and kinds[pos]:
                 # the run: from pos, items of both kinds before the windows' horizon that expire nothing
-                stop = kinds.index(False, pos) if False in kinds[pos:] else n
+                stop = min(after[pos], pos + RUN_MAX)
                 t = times[pos:stop]
                 wm = join.watermark_us
                 low = np.minimum.accumulate(np.minimum(t, _int64(join.quiet_from_us())))

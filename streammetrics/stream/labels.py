@@ -267,13 +267,14 @@ class LabelJoin:
         room_labels = self.max_labels - len(labels)
         predicted: set[str] = set()
         labelled: set[str] = set()
+        held = iter(store.held([item.id for item in items if item.__class__ is Label]))
         n = 0
         for item in items:
             ident = item.id
             if ident.__class__ is not str or ident in labels or ident in labelled:
                 break
             if item.__class__ is Label:
-                if room_labels <= 0 or (ident not in predicted and ident not in store):
+                if room_labels <= 0 or (not next(held) and ident not in predicted):
                     break
                 room_labels -= 1
                 labelled.add(ident)
@@ -299,11 +300,16 @@ class LabelJoin:
         due = min(self._due_us, min(times, default=math.inf))
         put_many = self.store.put_many
         tag_list = list(tags)
-        events: list[Any] = []  # the predictions since the last label (put together before it)
         n_pred = n_label = 0
+        at_once = len(tag_list) <= self.store.room()
+        if at_once:  # no spill: whether the predictions go in before the labels shows nowhere
+            put_many([item for item in items if item.__class__ is not Label], tag_list)  # type: ignore[misc]
+            n_pred = len(tag_list)
+        events: list[Any] = []  # (else) the predictions since the last label, put together before it
         for item, t in zip(items, times):
             if item.__class__ is not Label:
-                events.append(item)
+                if not at_once:
+                    events.append(item)
                 continue
             if events:
                 put_many(events, tag_list[n_pred:n_pred + len(events)])

@@ -253,6 +253,17 @@ class PendingStore:
             push(heap, rec)
             self._mem_count += 1
 
+    def held(self, idents: Iterable[str]) -> list[bool]:
+        """Whether a prediction with each of ``idents`` is pending (``in``, for many)."""
+        mem = self._mem
+        if not self._disk_count:
+            return [ident in mem for ident in idents]
+        return [ident in self for ident in idents]
+
+    def room(self) -> int:
+        """Predictions :meth:`put` takes before the memory tier spills (0: the next one spills it)."""
+        return max(self.memory_budget - self._mem_count, 0)
+
     def take(self, ident: str) -> list[tuple[Event, int | None]]:
         """Remove and return every pending (prediction, tag) with id ``ident``, in arrival order."""
         if self._broken is not None:
