@@ -2,6 +2,7 @@
 with delayed labels against the same events with inline labels (same run).
 
     python benchmarks/bench_labels.py [--pending 1000000,10000000] [--events 200000] [--skip-replay]
+    python benchmarks/bench_labels.py --paths [--events 200000] [--repeats 3]
     python benchmarks/bench_labels.py --write-example streammetrics/data   # the README's example files
 
 **Pending store.** Each size runs in a fresh process (so the numbers do not mix): it puts N
@@ -15,6 +16,11 @@ each prediction; the *delayed* pair has the predictions without ``y_true`` and a
 (every prediction labelled 1-30 minutes later, in label-time order), replayed with
 ``--labels`` and a 1 h ``--label-ttl``. Both runs go through the CLI entry point in-process
 and write to /dev/null; the best of ``--repeats`` runs is kept.
+
+**Paths** (``--paths``): issue 24's delayed-label ratio alone, on ``bench_paths.py``'s files
+and arguments (20 keys, 60 s windows, dense 1,000 and sparse 25 events per key and window):
+CPU seconds (``time.process_time``) of ``replay PREDICTIONS --labels LABELS`` over those of the
+default binary path on the same events, best of ``--repeats`` interleaved rounds (target <= 2.5).
 """
 from __future__ import annotations
 
@@ -144,6 +150,38 @@ def replay_compare(n: int, repeats: int) -> None:
           f"predictions/s ({t_delayed:.2f} s, {t_delayed / t_inline:.1f}x)")
 
 
+def paths_compare(n: int, repeats: int) -> None:
+    """bench_paths' delayed-label ratio at both densities (module docstring)."""
+    import contextlib
+    import gc
+    import io
+    from pathlib import Path
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_paths import DENSITIES, build_files
+
+    from streammetrics.cli import main as cli_main
+
+    with tempfile.TemporaryDirectory() as d:
+        for density, per_window in DENSITIES.items():
+            sub = Path(d) / density
+            sub.mkdir()
+            args = build_files(sub, n, per_window)
+            runs = {"default": args["default"], "delayed labels": args["delayed labels"]}
+            best = {name: float("inf") for name in runs}
+            for _ in range(repeats):
+                for name, argv in runs.items():
+                    gc.collect()
+                    t0 = time.process_time()
+                    with contextlib.redirect_stderr(io.StringIO()):
+                        if cli_main(["replay", *argv]):
+                            raise SystemExit(f"replay failed: {argv}")
+                    best[name] = min(best[name], time.process_time() - t0)
+            ratio = best["delayed labels"] / best["default"]
+            print(f"{density:6s} {n:,} predictions: default {best['default']:.3f} s, delayed labels "
+                  f"{best['delayed labels']:.3f} s CPU: {ratio:.2f}x (target <= 2.5)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pending", default="1000000,10000000", help="comma-separated store sizes")
@@ -151,10 +189,14 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--skip-replay", action="store_true")
     ap.add_argument("--skip-store", action="store_true")
+    ap.add_argument("--paths", action="store_true", help="only bench_paths' delayed-label ratio (dense, sparse)")
     ap.add_argument("--write-example", metavar="DIR", help="only write the README example files into DIR")
     args = ap.parse_args()
     if args.write_example:
         print(*write_example(args.write_example))
+        return
+    if args.paths:
+        paths_compare(args.events, max(args.repeats, 1))
         return
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}")
     if not args.skip_store:

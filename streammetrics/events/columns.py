@@ -220,22 +220,32 @@ class ColumnDecoder:
     (or null, absent) values of ``fields`` decoded beside the event's, and each distinct
     ``(segment, values)`` made the key's segment once, by ``slice_keys(segments, values)`` of a
     batch's new ones (None: the rows go to the per-event path, which refuses them with its
-    reason; a value of another type makes its line odd too)."""
+    reason; a value of another type makes its line odd too).
+
+    ``awaiting`` (binary only): decode predictions awaiting a delayed label instead (contract
+    section 5): a row with a ``y_true`` (not null) or without an ``id`` is odd; ``y_true`` is
+    checked as 0 (as :class:`~streammetrics.stream.label_events.DelayedEventParser` does) and
+    its column is zeros."""
 
     def __init__(self, parser: EventParser,
-                 slices: tuple[Sequence[str], SliceKeys] | None = None) -> None:
+                 slices: tuple[Sequence[str], SliceKeys] | None = None, awaiting: bool = False) -> None:
         if msgspec is None:  # pragma: no cover - exercised where msgspec is absent
             raise ValueError("columnar decoding needs msgspec (the 'fast' extra)")
         task = parser.task
         if task not in ("binary", "regression", "multiclass", "labels") or not parser.require_key:
             raise ValueError(f"no columnar decoding for the {task!r} task")
+        if awaiting and task != "binary":
+            raise ValueError(f"no columnar decoding of awaiting predictions for the {task!r} task")
         self.task = task
+        self.awaiting = awaiting
         f = parser.fields
         common: list[tuple[Any, ...]] = [("ts", float), ("model", str)]
         optional: list[tuple[Any, ...]] = [("segment", Optional[str], None), ("weight", Optional[float], None),
                                            ("id", Optional[Union[str, int]], None)]
         if task == "binary":
             own: list[tuple[Any, ...]] = [("y_true", Union[bool, int, float]), ("score", float)]
+            if awaiting:
+                own = [("score", float), ("y_true", Optional[Union[bool, int, float]], None)]
         elif task == "regression":
             own = [("y_true", float), ("y_pred", float)]
         elif task == "labels":
@@ -534,12 +544,20 @@ class ColumnDecoder:
         score = scores = y_pred = None
         task = self.task
         try:
-            if task == "binary":
+            if task == "binary" and self.awaiting:  # (y_true absent or null, an id given)
+                ok &= np.fromiter((v is None for v in get["y_true"]), dtype=bool, count=m)
+                if ident is None:
+                    return None, rows.tolist()
+                ok &= ident != None  # noqa: E711 - elementwise
+                score = np.fromiter(get["score"], dtype=np.float64, count=m)
+                ok &= np.abs(score) < _EXACT
+                y_true: Any = np.zeros(m, dtype=np.int64)
+            elif task == "binary":
                 y = np.fromiter(get["y_true"], dtype=np.float64, count=m)
                 ok &= (y == 0.0) | (y == 1.0)
                 score = np.fromiter(get["score"], dtype=np.float64, count=m)
                 ok &= np.abs(score) < _EXACT
-                y_true: Any = (y == 1.0).astype(np.int64)
+                y_true = (y == 1.0).astype(np.int64)
             elif task == "regression":
                 y_true = np.fromiter(get["y_true"], dtype=np.float64, count=m)
                 y_pred = np.fromiter(get["y_pred"], dtype=np.float64, count=m)
@@ -613,13 +631,13 @@ class ColumnDecoder:
                             None if ident is None else ident[keep]), odd
 
 
-def column_decoder(parser: EventParser,
-                   slices: tuple[Sequence[str], SliceKeys] | None = None) -> ColumnDecoder | None:
-    """A :class:`ColumnDecoder` for ``parser``'s task and fields (``slices``: see the class),
-    None where there is none (msgspec not installed, a parser without required keys)."""
+def column_decoder(parser: EventParser, slices: tuple[Sequence[str], SliceKeys] | None = None,
+                   awaiting: bool = False) -> ColumnDecoder | None:
+    """A :class:`ColumnDecoder` for ``parser``'s task and fields (``slices``, ``awaiting``: see
+    the class), None where there is none (msgspec not installed, a parser without required keys)."""
     if msgspec is None or getattr(parser, "fast_decode", None) is None:
         return None
     try:
-        return ColumnDecoder(parser, slices)
+        return ColumnDecoder(parser, slices, awaiting)
     except ValueError:
         return None

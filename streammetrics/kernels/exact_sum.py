@@ -53,7 +53,7 @@ import numpy as np
 __all__ = ["BUFFER", "ExactSum", "ProbabilitySums", "probability_terms", "exact_units", "exact_units_rows", "units_of",
            "float_of", "expansion_of", "from_expansion", "MAX_EXPANSION", "two_product", "add_rows", "as_array",
            "LogLossSum", "to_pair", "to_pairs", "from_pair",
-           "log_p_and_brier", "batch_probability_units", "run_sums"]
+           "log_p_and_brier", "batch_probability_units", "run_sums", "fold_sums"]
 
 #: terms a per-event buffer holds before it is folded (bounded memory, amortised numpy call)
 BUFFER = 1024
@@ -108,24 +108,32 @@ def _rows_units(a: np.ndarray) -> list[int]:
     xs = [_frexp(t)[1] + 11 if t else 0 for t in top]  # level 1: sigma = 2**x >= 2**11 * max|row|
     if max(xs) >= 960 or min(xs) - 41 * _LEVELS <= -960:  # levels near the ends of the float range
         return [_row_units(row) for row in a]
-    return _level_units(a.copy(), np.array([_ldexp(1.0, x) for x in xs])[:, None])
+    return _level_units(a.copy(), xs)
 
 
-def _level_units(a: np.ndarray, sigma: float | np.ndarray) -> list[int]:
+def _level_units(a: np.ndarray, xs: list[int]) -> list[int]:
     """The exact sum of each row of ``a`` in units, overwriting ``a``: :data:`_LEVELS` levels
-    of extraction from ``sigma`` (a power of two ``>= 2**11 * max|row|``, one for all rows or
-    a column of one per row) down, then what is left through :func:`_integer_units`."""
+    of extraction from ``sigma = 2**x`` (``xs``: one ``x`` per row, ``2**x >= 2**11 * max|row|``,
+    every level's ``x`` above -960) down, then what is left through :func:`_integer_units`. A
+    level's row sum is ``k * 2**(x - 53)`` with ``|k| <= 2**53`` (at most 1,024 multiples of
+    ``2**(x - 53)``, the spacing of floats just below ``sigma``, exact in float64): ``k << (x + 1021)``
+    units, ``k`` read for every row at once."""
     totals = [0] * a.shape[0]
+    x = np.array(xs, dtype=np.int64)
+    sigma = np.ldexp(1.0, x)[:, None]
     q = np.empty_like(a)
     for level in range(_LEVELS):
         np.add(a, sigma, out=q)
         q -= sigma  # exact: a multiple of ulp(sigma); a -= q is exact too
         a -= q
-        for i, v in enumerate(q.sum(axis=1).tolist()):  # exact: <= 1,024 multiples of ulp(sigma)
-            if v:
-                totals[i] += units_of(v)
+        k = np.ldexp(q.sum(axis=1), 53 - x)  # (exact: a power-of-two scaling to an integer below 2**53)
+        rows = np.flatnonzero(k)
+        if len(rows):
+            for i, m, shift in zip(rows.tolist(), k[rows].astype(np.int64).tolist(), (x[rows] + 1021).tolist()):
+                totals[i] += m << shift
         if level and not a.any():  # (after the first level something is nearly always left)
             return totals
+        x = x - 41  # |r| <= ulp(sigma)/2 = 2**(x - 53): the next sigma 2**(x - 41) >= 2**12 * max|r|
         sigma = sigma * _NEXT_LEVEL
     for i, row in enumerate(a):
         if row.any():
@@ -305,13 +313,16 @@ class ExactSum:
     True
     """
 
-    __slots__ = ("terms", "_units", "_special")
+    __slots__ = ("terms", "_units", "_special", "_read")
 
     def __init__(self, units: int = 0) -> None:
         #: pending terms (a list object that is never replaced: fast paths may hold it)
         self.terms: list[float] = []
         self._units = units
         self._special = 0.0  # the sum of non-finite terms (inf, -inf or nan; 0.0: none)
+        #: the last expansion read, with the units object it is of (an int is immutable: any
+        #: change of the sum makes ``_units`` another object, so ``is`` tells it is still valid)
+        self._read: tuple[int, list[float]] | None = None
 
     def fold(self) -> "ExactSum":
         """Add the pending terms exactly and empty the buffer (in place)."""
@@ -345,6 +356,12 @@ class ExactSum:
         self._units += exact_units(a)
         return self
 
+    def add_units(self, units: int) -> "ExactSum":
+        """Add an exact value given in units of ``2**-1074`` (e.g. a row of :func:`exact_units_rows`):
+        ``merge(ExactSum(units))`` without the object."""
+        self._units += units
+        return self
+
     def merge(self, other: "ExactSum") -> "ExactSum":
         """Add ``other``'s exact value (``other`` is folded, not otherwise changed)."""
         self._units += other.units
@@ -372,22 +389,32 @@ class ExactSum:
     @property
     def value(self) -> float:
         """The correctly rounded sum (``math.fsum`` of the terms)."""
+        exp = self._expansion()  # (folds first: a pending overflowed term sets _special)
+        return self._special if self._special else exp[0]
+
+    def _expansion(self) -> list[float]:
+        """:func:`expansion_of` the units, computed once per value of the sum (not to be changed)."""
         units = self.units
-        return self._special if self._special else float_of(units)
+        read = self._read
+        if read is not None and read[0] is units:
+            return read[1]
+        exp = expansion_of(units)
+        self._read = (units, exp)
+        return exp
 
     def expansion(self) -> list[float]:
         """The canonical expansion: ``[value, residue...]`` (see the module docstring)."""
-        return expansion_of(self.units)
+        return list(self._expansion())
 
     def parts(self) -> tuple[float, list[list[int]]]:
         """``(value, residue())`` from one expansion (what a state writes for the sum)."""
-        exp = expansion_of(self.units)
+        exp = self._expansion()
         return (self._special if self._special else exp[0]), [to_pair(c) for c in exp[1:]]
 
     def residue(self) -> list[list[int]]:
         """The expansion without its first element, each float as ``[m, e]`` (``m * 2**e``,
         see :func:`to_pair`; ``[]`` when the value is a float)."""
-        return [to_pair(c) for c in expansion_of(self.units)[1:]]
+        return [to_pair(c) for c in self._expansion()[1:]]
 
     @classmethod
     def overflowed(cls, value: float) -> "ExactSum":
@@ -741,6 +768,43 @@ def two_product(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     bl = b - bh
     e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
     return p, e
+
+
+def fold_sums(sums: Sequence[ExactSum]) -> None:
+    """:meth:`ExactSum.fold` of many sums in one vectorised pass (a window engine's small windows):
+    their pending terms as rows zero-padded to the longest (zeros add nothing), summed by one
+    :func:`exact_units_rows`; the same units as folding each alone. Sums whose terms are not all
+    finite, or that hold more than :data:`BUFFER` terms, and subclasses (their terms are not the
+    summands: ``LogLossSum``), fold alone.
+
+    >>> a, b = ExactSum(), ExactSum()
+    >>> a.terms.extend([0.1, 0.2]); b.terms.append(1e100)
+    >>> fold_sums([a, b]); (a.terms, a.value, b.value)
+    ([], 0.30000000000000004, 1e+100)
+    """
+    pending = [s for s in sums if s.terms]
+    if len(pending) < 2 or any(s.__class__ is not ExactSum for s in pending):
+        for s in pending:
+            s.fold()
+        return
+    sizes = [len(s.terms) for s in pending]
+    width = max(sizes)
+    if width > BUFFER:
+        for s in pending:
+            s.fold()
+        return
+    flat = as_array([x for s in pending for x in s.terms])
+    if not np.isfinite(flat).all():
+        for s in pending:
+            s.fold()
+        return
+    n = len(pending)
+    starts = np.cumsum([0, *sizes[:-1]])
+    padded = np.zeros((n, width))
+    padded[np.repeat(np.arange(n), sizes), np.arange(len(flat)) - np.repeat(starts, sizes)] = flat
+    for s, units in zip(pending, exact_units_rows(padded)):
+        s._units += units
+        s.terms.clear()
 
 
 def add_rows(sums: list[ExactSum], rows: list[np.ndarray]) -> None:

@@ -348,7 +348,7 @@ def fold_many(accumulators: list["Regression"]) -> None:
     units = exact_units_rows(padded.reshape(len(terms) * n, width))
     for i, v in enumerate(sums):
         for target, u in zip(v.targets(), units[i::n]):
-            target.merge(ExactSum(u))
+            target.add_units(u)
         v.buffer.clear()
 
 

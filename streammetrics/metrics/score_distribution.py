@@ -609,7 +609,7 @@ class ScoreDistribution(Accumulator):
             d._level_cache = (hist_keys, weights.reshape(1, -1))  # (levels_of_table: the same arrays)
             sums = d._sums
             sums[_COUNT] += n
-            sums[_SUM].merge(ExactSum(units[c]))
+            sums[_SUM].add_units(units[c])
             sums[_UNIT_ABOVE] += above[c]
         return units
 

@@ -576,7 +576,7 @@ class MulticlassMonitor(Monitor):
         if self._psums is not None:  # exact sums of the per-event terms w * s
             if column_sums is not None:
                 for total_sum, units in zip(self._psums, column_sums):
-                    total_sum.merge(ExactSum(units))
+                    total_sum.add_units(units)
             else:
                 add_rows(self._psums, list((wv[:, None] * S).T))
         if ref is not None:

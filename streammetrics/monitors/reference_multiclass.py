@@ -182,9 +182,9 @@ def add_estimate_terms(est: list, terms: np.ndarray, pred: np.ndarray, w: np.nda
         for p, x in zip(pred.tolist(), diag.tolist()):
             groups[p].append(x)
         for c, column in enumerate(terms.T.tolist()):
-            prob[c].merge(ExactSum(small_units(column)))
+            prob[c].add_units(small_units(column))
             if groups[c]:
-                tp[c].merge(ExactSum(small_units(groups[c])))
+                tp[c].add_units(small_units(groups[c]))
         return
     if k <= _FULL_HITS:  # tp: each row's hit in its class's row of an (n, K) array, one pass with prob
         hits = np.zeros_like(terms)
@@ -209,7 +209,7 @@ def _add_second(sums: list[ExactSum], terms: np.ndarray, w: np.ndarray, pred: np
     n, k = terms.shape
     if n <= SMALL:
         for total, column in zip(sums, second_order_terms(terms, w, pred).T.tolist()):
-            total.merge(ExactSum(small_units(column)))
+            total.add_units(small_units(column))
         return
     kk = k * k
     for c in range(k):
@@ -273,7 +273,7 @@ def _fold_small(est: list, pending: list, k: int) -> None:
     for sums, groups in ((est[2], tp_terms), (est[3], prob_terms), (est[5] or [], second or [])):
         for s, group in zip(sums, groups):
             if group:
-                s.merge(ExactSum(small_units(group)))
+                s.add_units(small_units(group))
 
 
 class MulticlassEstimate:

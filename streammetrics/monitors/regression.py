@@ -10,11 +10,14 @@ import numpy as np
 from streammetrics.core.state import Field, describe
 from streammetrics.core.validation import check_number, check_weight
 from streammetrics.events.parser import Event
-from streammetrics.kernels.exact_sum import ExactSum
+from streammetrics.kernels.exact_sum import BUFFER, ExactSum, fold_sums
 from streammetrics.metrics.regression import Regression, fold_many
 from streammetrics.monitors.base import Monitor, batch_weights, json_number, part
 
 __all__ = ["RegressionMonitor"]
+
+#: an exact sum's units per 1.0 (kernels.exact_sum: units of 2**-1074)
+_UNIT = 1 << 1074
 
 
 def _decode_weight(raw: tuple, m: Any, loaded: Mapping[str, Any]) -> ExactSum:
@@ -139,11 +142,15 @@ class RegressionMonitor(Monitor):
             raise ValueError("y_pred must be finite")
         self._pcount += n
         if w is None:
-            self._ptotal.add_array(np.ones(n))
+            self._ptotal.add_units(n * _UNIT)  # (n ones, exactly)
         else:
             self._ptotal.add_array(w)
-        if self._psum is not None:
-            self._psum.add_array(p if w is None else w * p)
+        psum = self._psum
+        if psum is not None:
+            if w is None and len(psum.terms) + n <= BUFFER:  # buffered as update() does (see snapshot_many)
+                psum.terms += p.tolist()
+            else:
+                psum.add_array(p if w is None else w * p)
         return self
 
     def update_outcome(self, event: Event) -> "RegressionMonitor":
@@ -208,7 +215,8 @@ class RegressionMonitor(Monitor):
     @classmethod
     def snapshot_many(cls, monitors: Sequence[Any], include_state: bool = True) -> list[tuple[Any, ...]]:
         """:meth:`Monitor.snapshot_many`: the exact sums of every window's buffered events folded in
-        one vectorised pass (:func:`~streammetrics.metrics.regression.fold_many`), then each
+        one vectorised pass (:func:`~streammetrics.metrics.regression.fold_many`, the prediction sums
+        by :func:`~streammetrics.kernels.exact_sum.fold_sums`), then each
         window's record by its own methods; the same records.
 
         >>> a = RegressionMonitor().update_many([{"y_true": 1.0, "y_pred": 1.5}, {"y_true": 2.0, "y_pred": 2.5}])
@@ -218,6 +226,7 @@ class RegressionMonitor(Monitor):
         from streammetrics.kernels.intervals import MIN_MEAN_EVENTS, MIN_R2_EVENTS, pairs_record
 
         fold_many([m.regression for m in monitors])
+        fold_sums([m._psum for m in monitors if m._psum is not None])  # (the buffered prediction sums at once)
         out = []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -13,9 +13,11 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import islice
 from typing import Any, NamedTuple
 
 from streammetrics.events.records import Rejection
+from streammetrics.stream.label_columns import decoders, merged_chunks, source_chunks
 
 __all__ = ["COLLECT_READY", "POLL_EVERY", "Source", "replay_merged"]
 
@@ -68,39 +70,66 @@ def _items(source: Source, parse_raw: Callable[[Any], list[Any]], rank: int,
             yield (ts, rank, seq, lineno, item)
 
 
-def _merged(sources: Sequence[tuple[Any, ...]], parse: Callable[[Any], list[Any]],
-            counter: list[int]) -> tuple[list[str], Iterator[tuple[float, int, int, int, Any]]]:
-    """The sources' names, and their items merged by ``(ts, rank)`` (see :func:`_items`)."""
+def _decoders(pipeline: Any, sources: Sequence[tuple[Any, ...]]) -> tuple[Any, Any] | None:
+    """The chunk decoders of :mod:`streammetrics.stream.label_columns` when both sources are raw
+    JSONL lines of a binary stream without slices (None: item by item)."""
+    config = pipeline.config
+    if len(sources) != 2 or any(Source(*s).parse is not None for s in sources) \
+            or config.slicing is not None or not config.batch:
+        return None
+    return decoders(pipeline.parser.base)
+
+
+Chunks = Iterator[tuple[list[Any], list[int], list[int]]]
+
+
+def _merged(sources: Sequence[tuple[Any, ...]], parse: Callable[[Any], list[Any]], counter: list[int],
+            chunked: tuple[Any, Any] | None = None) -> tuple[list[str], Chunks]:
+    """The sources' names, and their items merged by ``(ts, rank)`` (see :func:`_items`) as chunks
+    ``(items, ranks, line numbers)``; with ``chunked`` (the two sources' chunk decoders) read,
+    decoded and merged a chunk at a time (:mod:`streammetrics.stream.label_columns`), in the
+    same order."""
     given = [Source(*source) for source in sources]
-    streams = [_items(source, parse, rank, counter) for rank, source in enumerate(given)]
-    return [source.name for source in given], heapq.merge(*streams)
+    names = [source.name for source in given]
+    if chunked is not None:
+        first, second = (source_chunks(source.units, decode, parse, counter, source.first_line)
+                         for source, decode in zip(given, chunked))
+        return names, merged_chunks(first, second)
+    merged = heapq.merge(*[_items(source, parse, rank, counter) for rank, source in enumerate(given)])
+    return names, _in_chunks(merged)
+
+
+def _in_chunks(merged: Iterator[tuple[float, int, int, int, Any]]) -> Chunks:
+    while True:
+        chunk = list(islice(merged, POLL_EVERY + 1))
+        if not chunk:
+            return
+        yield [c[4] for c in chunk], [c[1] for c in chunk], [c[3] for c in chunk]
 
 
 def replay_merged(sources: Sequence[tuple[Any, ...]], pipeline: Any, write: Callable[[str], Any],
                   stats: Any, note: Callable[[str, Any], Any], progress: Any = None) -> Any:
-    """Feed the merged items of ``sources`` (predictions first) to ``pipeline``; ``write`` each
-    snapshot line; ``note(where, problem)`` each problem (a parse rejection or a pipeline
-    :class:`~streammetrics.stream.pipeline.Problem`). ``stats.lines`` is kept up to date."""
+    """Feed the merged items of ``sources`` (predictions first) to ``pipeline``
+    (``process_events``, up to each poll); ``write`` each snapshot line; ``note(where, problem)``
+    each problem (a parse rejection or a pipeline :class:`~streammetrics.stream.pipeline.Problem`),
+    in the items' order. ``stats.lines`` is kept up to date."""
     counter = [0, 0]
-    process = pipeline.process_event
     n = 0
-    names, merged = _merged(sources, pipeline.parser.parse_value, counter)
-    for _, rank, _, lineno, item in merged:
-        n += 1
-        if item.__class__ is Rejection:
-            note(f"{names[rank]}:{lineno}", item)
-        else:
-            problems = process(item).problems
-            if problems:
-                for problem in problems:
-                    note(f"{names[rank]}:{lineno}", problem)
-        if n & POLL_EVERY == 0:
-            stats.lines = counter[0]
-            if progress is not None:
-                progress.draw(counter[1], stats)
-            for line in pipeline.poll_lines(revisions=False, collect=pipeline.collect_due(COLLECT_READY)):
-                write(line)
-                stats.snapshots += 1
+    names, merged = _merged(sources, pipeline.parser.parse_value, counter, _decoders(pipeline, sources))
+    for items, ranks, lines in merged:
+        pos, size = 0, len(items)
+        while pos < size:
+            stop = min(size, pos + POLL_EVERY + 1 - (n & POLL_EVERY))  # (up to the next poll)
+            _process(pipeline, items, ranks, lines, pos, stop, names, note)
+            n += stop - pos
+            pos = stop
+            if n & POLL_EVERY == 0:
+                stats.lines = counter[0]
+                if progress is not None:
+                    progress.draw(counter[1], stats)
+                for line in pipeline.poll_lines(revisions=False, collect=pipeline.collect_due(COLLECT_READY)):
+                    write(line)
+                    stats.snapshots += 1
     stats.lines = counter[0]
     for line in pipeline.poll_lines(revisions=False) + pipeline.flush_lines():
         write(line)
@@ -108,3 +137,22 @@ def replay_merged(sources: Sequence[tuple[Any, ...]], pipeline: Any, write: Call
     if progress is not None:
         progress.draw(counter[1], stats, final=True)
     return stats
+
+
+def _process(pipeline: Any, items: list[Any], ranks: list[int], lines: list[int], lo: int, hi: int,
+             names: list[str], note: Callable[[str, Any], Any]) -> None:
+    """Items ``lo`` to ``hi``: the events and labels to the pipeline together, each problem and
+    rejection noted in the items' order."""
+    part = items[lo:hi]
+    rejected = [i for i, item in enumerate(part) if item.__class__ is Rejection]
+    if rejected:
+        keep = [i for i, item in enumerate(part) if item.__class__ is not Rejection]
+        found = [(keep[i], problems) for i, problems in pipeline.process_events([part[i] for i in keep])]
+        found += [(i, [part[i]]) for i in rejected]
+        found.sort(key=lambda x: x[0])
+    else:
+        found = pipeline.process_events(part)
+    for i, problems in found:
+        where = f"{names[ranks[lo + i]]}:{lines[lo + i]}"
+        for problem in problems:
+            note(where, problem)

@@ -21,8 +21,12 @@ events and labels, expiries). Snapshots come from :meth:`poll` and :meth:`flush`
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
+from itertools import islice
 from typing import Any
+
+import numpy as np
 
 from streammetrics.events.parser import Event
 from streammetrics.stream.labels import EXPIRED, JOINED, LABEL_EXPIRED, PENDING, REJECTED, Label, LabelJoin
@@ -32,6 +36,18 @@ from streammetrics.stream.windows import EventRejected, WindowManager
 __all__ = ["LabelStream", "Notice"]
 
 _NONE: tuple[()] = ()
+#: the shortest run :meth:`LabelStream.add_many` applies together (shorter: item by item)
+RUN_MIN = 8
+#: the longest run looked for at once (a longer one is taken in several)
+RUN_MAX = 4096
+
+
+_I64 = np.iinfo(np.int64)
+
+
+def _int64(bound: float) -> int:
+    """A bound of event time (us) as an int64 (infinities as its extremes)."""
+    return _I64.max if bound == math.inf else _I64.min if bound == -math.inf else int(bound)
 
 
 class Notice:
@@ -123,6 +139,70 @@ class LabelStream:
         counts["predictions"] += 1
         more = self._settle(join.add_prediction(event, first, t))
         return [*notes, *more] if notes and more else notes or more
+
+    def add_many(self, items: Sequence[Event | Label]) -> list[tuple[int, list[Notice] | tuple[()]]]:
+        """:meth:`add` of each of ``items`` in order; returns ``(position, notices)`` of the items
+        with something to report. Runs of predictions awaiting their label and labels that change
+        nothing but their own panes, windows and pending entries (no revision tick, no window to
+        close, nothing to expire, no refusal: :meth:`WindowManager.quiet_until_us`,
+        :meth:`WindowManager.predictions_taken`, :meth:`LabelJoin.quiet_from_us`,
+        :meth:`LabelJoin.joinable`) are applied together; any other item by :meth:`add`."""
+        out: list[tuple[int, list[Notice] | tuple[()]]] = []
+        windows, join = self.windows, self.join
+        ttl = join.ttl_us
+        n = len(items)
+        # which items may be in a run, and every item's time in whole microseconds (as ts_us)
+        kinds = [item.__class__ is Label or (item.__class__ is Event and item.y_true is None) for item in items]
+        ts = np.fromiter([item.ts for item in items], dtype=np.float64, count=n)
+        times = np.floor(ts * 1e6 + 0.5).astype(np.int64)
+        after = [n] * (n + 1)  # the first item from each position that no run takes
+        for i in range(n - 1, -1, -1):
+            after[i] = after[i + 1] if kinds[i] else i
+        pos = 0
+        alone = 0  # items before it go one by one (after a run was refused)
+        while pos < n:
+            end = pos
+            if pos >= alone and kinds[pos]:
+                # the run: from pos, items of both kinds before the windows' horizon that expire nothing
+                stop = min(after[pos], pos + RUN_MAX)
+                t = times[pos:stop]
+                wm = join.watermark_us
+                low = np.minimum.accumulate(np.minimum(t, _int64(join.quiet_from_us())))
+                high = np.maximum.accumulate(np.maximum(t, _int64(-math.inf if wm is None else wm)))
+                bad = (t >= _int64(windows.quiet_until_us())) | (high - ttl > low)
+                end = pos + (int(bad.argmax()) if bad.any() else len(t))
+            if end - pos >= RUN_MIN:
+                taken = self._take_run(list(islice(items, pos, end)), times[pos:end].tolist())
+                if taken:
+                    pos += taken
+                    continue
+                alone = pos + RUN_MIN
+            notes = self.add(items[pos])
+            if notes:
+                out.append((pos, notes))
+            pos += 1
+        return out
+
+    def _take_run(self, run: list[Any], times: list[int]) -> int:
+        """Apply the longest prefix of ``run`` that the windows and the join take together; its length."""
+        windows, join = self.windows, self.join
+        preds = [i for i, item in enumerate(run) if item.__class__ is not Label]
+        k, tags = windows.predictions_taken([run[i] for i in preds], [times[i] for i in preds])
+        if k < len(preds):
+            del run[preds[k]:], times[preds[k]:]
+        m = join.joinable(run, times)
+        if m < RUN_MIN:
+            return 0
+        del run[m:], times[m:]
+        events = [item for item in run if item.__class__ is not Label]
+        tags = tags[:len(events)]
+        windows.add_predictions(events, [t for item, t in zip(run, times) if item.__class__ is not Label])
+        joined, joined_tags = join.add_run(run, times, tags)
+        if joined:
+            windows.add_outcomes(joined, joined_tags)
+        self.counts["predictions"] += len(events)
+        self.counts["labels"] += m - len(events)
+        return m
 
     def _settle(self, outputs: Any) -> list[Notice] | tuple[()]:
         notes: list[Notice] = []

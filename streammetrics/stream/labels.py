@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from streammetrics.events.parser import Event
@@ -247,6 +247,93 @@ class LabelJoin:
             _, _, oldest = heapq.heappop(self._label_heap)
             self._forget_label(oldest, "evicted", out)
         return out
+
+    # ----------------------------------------------------------------- runs
+    def quiet_from_us(self) -> float:
+        """The earliest event time (us) that may expire something (a pending prediction, a
+        waiting label, an expired id) once the watermark passes it plus the TTL: a run of
+        items whose times lie within ``label_ttl`` of it and of each other expires nothing."""
+        return self._due_us
+
+    def joinable(self, items: Sequence[Event | Label], times: Sequence[int]) -> int:
+        """How many of ``items`` (predictions awaiting their label and labels, in stream order,
+        with their times in us: a run that expires nothing, see :meth:`quiet_from_us`), from the
+        first, :meth:`add_run` takes: it stops before an item without a string id, a prediction
+        whose label waits, a label that is a duplicate or finds no prediction pending (in the
+        store, or earlier in the run), or once the store or the remembered labels would
+        overflow (their bounds). Changes nothing."""
+        labels, store = self._labels, self.store
+        room_store = store.max_pending - len(store)
+        room_labels = self.max_labels - len(labels)
+        predicted: set[str] = set()
+        labelled: set[str] = set()
+        held = iter(store.held([item.id for item in items if item.__class__ is Label]))
+        n = 0
+        for item in items:
+            ident = item.id
+            if ident.__class__ is not str or ident in labels or ident in labelled:
+                break
+            if item.__class__ is Label:
+                if room_labels <= 0 or (not next(held) and ident not in predicted):
+                    break
+                room_labels -= 1
+                labelled.add(ident)
+            else:
+                if room_store <= 0:
+                    break
+                room_store -= 1
+                predicted.add(ident)
+            n += 1
+        return n
+
+    def add_run(self, items: Sequence[Event | Label], times: Sequence[int],
+                tags: Sequence[int | None]) -> tuple[list[Event], list[int | None]]:
+        """:meth:`add_prediction` (with its tag from ``tags``, in order) or :meth:`add_label` of each
+        of ``items``, all of which :meth:`joinable` takes: nothing expires, is evicted or refused.
+        Returns the joined predictions (with their labels' ``y_true``) and their tags."""
+        if times:
+            self.advance_us(max(times))
+        counts, labels, touched, take = self.counts, self._labels, self._touched_labels, self.store.take
+        heap = self._label_heap
+        joined: list[Event] = []
+        joined_tags: list[int | None] = []
+        due = min(self._due_us, min(times, default=math.inf))
+        put_many = self.store.put_many
+        tag_list = list(tags)
+        n_pred = n_label = 0
+        at_once = len(tag_list) <= self.store.room()
+        if at_once:  # no spill: whether the predictions go in before the labels shows nowhere
+            put_many([item for item in items if item.__class__ is not Label], tag_list)  # type: ignore[misc]
+            n_pred = len(tag_list)
+        events: list[Any] = []  # (else) the predictions since the last label, put together before it
+        for item, t in zip(items, times):
+            if item.__class__ is not Label:
+                if not at_once:
+                    events.append(item)
+                continue
+            if events:
+                put_many(events, tag_list[n_pred:n_pred + len(events)])
+                n_pred += len(events)
+                events = []
+            n_label += 1
+            ident: Any = item.id
+            y = item.y_true
+            labels[ident] = [y, item.ts, t, self._seq, True]
+            heapq.heappush(heap, (t, self._seq, ident))
+            self._seq += 1
+            if touched is not None:
+                touched.add(ident)
+            for p, tag in take(ident):
+                joined.append(_joined(p, y))
+                joined_tags.append(tag)
+        if events:
+            put_many(events, tag_list[n_pred:n_pred + len(events)])
+            n_pred += len(events)
+        self._due_us = due
+        counts["predictions"] += n_pred
+        counts["labels"] += n_label
+        counts["joined"] += len(joined)
+        return joined, joined_tags
 
     # ----------------------------------------------------------------- expiry
     def _expire(self, before_us: int) -> list[JoinOutput] | tuple[()]:

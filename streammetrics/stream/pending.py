@@ -183,6 +183,16 @@ class PendingStore:
     def __len__(self) -> int:
         return self._mem_count + self._disk_count
 
+    def __contains__(self, ident: object) -> bool:
+        """Whether a prediction with id ``ident`` is pending (either tier)."""
+        if ident in self._mem:
+            return True
+        if not self._disk_count:
+            return False
+        self._check_usable()
+        assert self._conn is not None
+        return self._conn.execute("SELECT 1 FROM pending WHERE id = ? LIMIT 1", (ident,)).fetchone() is not None
+
     @property
     def in_memory(self) -> int:
         return self._mem_count
@@ -220,6 +230,39 @@ class PendingStore:
             self.evicted += len(out)
             return out
         return []
+
+    def put_many(self, events: Iterable[Event], tags: Iterable[int | None]) -> None:
+        """:meth:`put` of each of ``events`` (string ids) with its tag, in order, when the store has
+        room for them all (``max_pending``: the caller checks; nothing is evicted)."""
+        if self._broken is not None:
+            self._check_usable()
+        mem, heap, added, push = self._mem, self._heap, self._added, heapq.heappush
+        for event, tag in zip(events, tags):
+            if self._mem_count >= self.memory_budget:
+                self._spill()
+                mem, heap = self._mem, self._heap
+            rec = (_floor(event.ts * 1e6 + 0.5), self.seq, event, tag)  # (ts_us)
+            self.seq += 1
+            if added is not None:
+                added[rec[1]] = rec
+            recs = mem.get(event.id)  # type: ignore[arg-type]
+            if recs is None:
+                mem[event.id] = [rec]  # type: ignore[index]
+            else:
+                recs.append(rec)
+            push(heap, rec)
+            self._mem_count += 1
+
+    def held(self, idents: Iterable[str]) -> list[bool]:
+        """Whether a prediction with each of ``idents`` is pending (``in``, for many)."""
+        mem = self._mem
+        if not self._disk_count:
+            return [ident in mem for ident in idents]
+        return [ident in self for ident in idents]
+
+    def room(self) -> int:
+        """Predictions :meth:`put` takes before the memory tier spills (0: the next one spills it)."""
+        return max(self.memory_budget - self._mem_count, 0)
 
     def take(self, ident: str) -> list[tuple[Event, int | None]]:
         """Remove and return every pending (prediction, tag) with id ``ident``, in arrival order."""

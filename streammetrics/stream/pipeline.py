@@ -556,6 +556,28 @@ class Pipeline:
         self._events += applied
         return MessageResult(applied, problems)
 
+    def process_events(self, items: Sequence[Event | Label]) -> list[tuple[int, list[Problem]]]:
+        """:meth:`process_event` of each of ``items`` in order; returns ``(position, problems)`` of
+        those with problems. Once delayed labels are in use, through
+        :meth:`~streammetrics.stream.label_stream.LabelStream.add_many` (runs applied together)."""
+        out: list[tuple[int, list[Problem]]] = []
+        n = len(items)
+        pos = 0
+        while pos < n and self._labels is None:
+            problems = self.process_event(items[pos]).problems
+            if problems:
+                out.append((pos, list(problems)))
+            pos += 1
+        stream = self._labels
+        if pos == n or stream is None:
+            return out
+        self._messages += n - pos
+        before = stream.counts["events"] + stream.counts["predictions"]
+        noted = stream.add_many(items[pos:])
+        self._events += stream.counts["events"] + stream.counts["predictions"] - before
+        out.extend((pos + i, self._problems_of(None, notes)) for i, notes in noted)
+        return out
+
     def _delayed(self, index: int | None, item: Event | Label) -> MessageResult:
         """A label event, a prediction awaiting its label, or (once delayed labels are in use) any
         prediction: through the label join (:class:`~streammetrics.stream.label_stream.LabelStream`).
@@ -571,6 +593,10 @@ class Pipeline:
         self._events += applied
         if not notes:
             return _APPLIED_ONE if applied else MessageResult(0, [])
+        return MessageResult(applied, self._problems_of(index, notes))
+
+    def _problems_of(self, index: int | None, notes: Sequence[Any]) -> list[Problem]:
+        """The label stream's notices as problems (late and rejected ones counted)."""
         problems = []
         for note in notes:
             code = _NOTICE_CODES.get(note.kind, note.code)
@@ -579,7 +605,7 @@ class Pipeline:
             elif note.kind == "rejected":
                 self._rejected[code] = self._rejected.get(code, 0) + 1
             problems.append(Problem(index, code, note.message, _NOTICE_FIELDS.get(code)))
-        return MessageResult(applied, problems)
+        return problems
 
     def _label_stream(self, join_state: Mapping[str, Any] | None = None) -> LabelStream:
         c = self.config

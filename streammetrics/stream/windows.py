@@ -252,6 +252,7 @@ class _KeyState:
         "armed",
         "awaiting",
         "close_at",
+        "closing",
         "cumulative",
         "first_pane_bound",
         "first_window",
@@ -279,6 +280,7 @@ class _KeyState:
         self.cumulative: Any = None
         self.first_window: int | None = None
         self.tag: Any = None  # the key's event tag (see WindowManager), fixed by its first event
+        self.closing: list[Any] | None = None  # (its window's items while _close_due closes it: see _unstage)
         # derived from next_window, for the per-event path: panes below open_from are late, and
         # stream time (us) reaching close_at closes the next window
         self.open_from: float = _NEG_INF
@@ -319,12 +321,25 @@ class _Revising:
 _Closed = tuple
 
 
-def _extremes(panes: np.ndarray, pos: np.ndarray, first: np.ndarray) -> tuple[list[int], list[int]]:
-    """Per distinct key of a segment (``pos``: each event's key, ``first``: each key's first
-    event): its lowest pane, and the position of its first event."""
-    low = np.full(len(first), _INT64_MAX, dtype=np.int64)
+def _extremes(panes: np.ndarray, pos: np.ndarray, n: int, where: np.ndarray | None = None
+              ) -> tuple[list[int], list[int]]:
+    """Per distinct key of a segment (``pos``: each event's key among ``n``, ``where``: the
+    events' positions in the segment, None: ``0, 1, ...``): its lowest pane, and the position of
+    its first event."""
+    low = np.full(n, _INT64_MAX, dtype=np.int64)
     np.minimum.at(low, pos, panes)
+    first = np.full(n, _INT64_MAX, dtype=np.int64)
+    np.minimum.at(first, pos, np.arange(len(pos), dtype=np.int64) if where is None else where)
     return low.tolist(), first.tolist()
+
+
+def _dense(kx: np.ndarray, n: int) -> tuple[list[int], np.ndarray]:
+    """The distinct values of ``kx`` (integers in ``[0, n)``), ascending, and each element's
+    index among them (``np.unique``'s values and inverse, without its sort)."""
+    present = np.zeros(n, dtype=bool)
+    present[kx] = True
+    rank = np.cumsum(present, dtype=np.intp)
+    return np.flatnonzero(present).tolist(), rank[kx] - 1
 
 
 def _order(key: tuple[Any, Any]) -> tuple[str, str]:
@@ -453,7 +468,15 @@ class WindowManager:
         # item), applied to the keys' queues by _unstage before anything reads them
         self._staged: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self._staged_events = 0
-        self._staged_slots: set[int] = set()  # the keys (slots) with staged events
+        # the keys staged since the last _unstage -> their row in the arrays below (see _stage)
+        self._epoch: dict[tuple[str, str], int] = {}
+        # ... and by the identity of the key objects entered (each kept in _epoch_keys while there):
+        # the lookup of _stage, without hashing the key (the same key objects come batch after batch)
+        self._epoch_ids: dict[int, int] = {}
+        self._epoch_keys: list[tuple[str, str]] = []
+        self._epoch_low = np.empty(0, dtype=np.float64)
+        self._epoch_held = np.empty(0, dtype=object)
+        self._epoch_slots = np.empty(0, dtype=np.int64)
         self._pane_us = self.spec.pane_ms * 1000
         self._max_us: float = -math.inf
         # the keys holding open or queued panes by the close_at they were entered at (stale entries,
@@ -590,12 +613,13 @@ class WindowManager:
             if int(ts_us.max()) > self._future_us:
                 return None
         held = self._keys
-        used = np.unique(key_index).tolist()
-        if self.max_keys is not None and len(held) + len(used) > self.max_keys and \
-                len(held) + sum(1 for k in used if keys[k] not in held) > self.max_keys:
-            return None
-        if tag is not None and any(held[keys[k]].tag not in (None, tag) for k in used if keys[k] in held):
-            return None
+        if (self.max_keys is not None and len(held) + len(keys) > self.max_keys) or tag is not None:
+            used = np.flatnonzero(np.bincount(key_index, minlength=len(keys))).tolist()  # (the keys present)
+            if self.max_keys is not None and len(held) + len(used) > self.max_keys and \
+                    len(held) + sum(1 for k in used if keys[k] not in held) > self.max_keys:
+                return None
+            if tag is not None and any(held[keys[k]].tag not in (None, tag) for k in used if keys[k] in held):
+                return None
         self._future_left = FUTURE_REFRESH_EVENTS
         spec = self.spec
         pane_us, grace_us = self._pane_us, spec.grace_ms * 1000
@@ -642,12 +666,9 @@ class WindowManager:
             return
         kx = key_index[where]
         if self._staged:  # keys of this path with staged events: those first (the order of a key's events)
-            staged, held = self._staged_slots, self._keys
-            for k in np.unique(kx).tolist():
-                state = held.get(keys[k])
-                if state is not None and state.slot in staged:
-                    self._unstage()
-                    break
+            epoch = self._epoch
+            if any(keys[k] in epoch for k in np.flatnonzero(np.bincount(kx, minlength=len(keys))).tolist()):
+                self._unstage()
         px = panes[where]
         order = np.lexsort((px, kx))  # by key, then pane; positions ascending within each
         ks = kx[order]
@@ -765,16 +786,78 @@ class WindowManager:
         its events. Keys not held are created first (:meth:`_new_keys`) when every one of them can
         be. Returns the positions of the other keys' events, ascending (None: none).
         Bounded by :data:`STAGE_MAX_EVENTS` (reached: applied first)."""
-        kx = key_index[lo:hi]
-        used, first, pos = np.unique(kx, return_index=True, return_inverse=True)
-        ukeys = [keys[k] for k in used.tolist()]
+        used, pos = _dense(key_index[lo:hi], len(keys))
+        ukeys = [keys[k] for k in used]
+        n = len(ukeys)
+        px = panes[lo:hi]
+        # keys staged since the last _unstage: their state is as it was then (only _unstage and the
+        # paths that unstage first change it), so their bound and state are read from _epoch
+        ids = self._epoch_ids
+        rows = np.fromiter(map(ids.get, map(id, ukeys), itertools.repeat(-1)), dtype=np.intp, count=n) if ids \
+            else np.full(n, -1, dtype=np.intp)
+        fresh = np.flatnonzero(rows < 0)
+        if len(fresh) == n:
+            ok, low, held, slots, unarmed = self._key_bounds(lo, stream_us, px, pos, ukeys, made)
+        else:
+            hit = rows >= 0
+            at = rows[hit]
+            low = np.empty(n, dtype=np.float64)
+            held = np.empty(n, dtype=object)
+            slots = np.empty(n, dtype=np.int64)
+            low[hit], held[hit], slots[hit] = self._epoch_low[at], self._epoch_held[at], self._epoch_slots[at]
+            ok = np.ones(n, dtype=bool)
+            unarmed = np.zeros(n, dtype=bool)
+            if len(fresh):
+                which = fresh.tolist()
+                sub = np.full(n, -1, dtype=np.intp)
+                sub[fresh] = np.arange(len(fresh))
+                in_fresh = sub[pos] >= 0  # (the events of the fresh keys, for their extremes)
+                got = self._key_bounds(lo, stream_us, px[in_fresh], sub[pos[in_fresh]], [ukeys[i] for i in which],
+                                       made, np.flatnonzero(in_fresh))
+                ok[fresh], low[fresh], held[fresh], slots[fresh], unarmed[fresh] = got
+        # an event below its key's open_from (late) or first_pane_bound (an earlier first window): the per-key path
+        odd = px < low[pos]
+        if odd.any():
+            ok[pos[odd]] = False
+        if not ok.any():
+            return np.arange(lo, hi)
+        take = ok[pos] if not ok.all() else None
+        count = hi - lo if take is None else int(take.sum())
+        if self._staged_events + count > STAGE_MAX_EVENTS:
+            self._unstage()
+            if count > STAGE_MAX_EVENTS:  # more than the bound alone: the per-key path queues them now
+                return np.arange(lo, hi)
+            fresh = np.arange(n)  # (every key enters the new epoch)
+        if take is None:
+            self._staged.append((held[pos], slots[pos], px, ts_us[lo:hi], items[lo:hi]))
+        else:
+            chosen = pos[take]
+            self._staged.append((held[chosen], slots[chosen], px[take], ts_us[lo:hi][take], items[lo:hi][take]))
+        self._staged_events += count
+        if changed is not None:
+            changed.update(itertools.compress(ukeys, ok.tolist()))
+        if len(fresh):
+            entering = fresh[ok[fresh]]
+            self._enter_epoch([ukeys[i] for i in entering.tolist()], low[entering], held[entering], slots[entering])
+            arm = entering[unarmed[entering]].tolist()
+            if arm:  # (armed as _add_segment arms them: the heap's order does not depend on when)
+                self._arm_many([ukeys[i] for i in arm], [held[i] for i in arm])
+        return None if take is None else np.flatnonzero(~take) + lo
+
+    def _key_bounds(self, lo: int, stream_us: int, px: np.ndarray, pos: np.ndarray, ukeys: list[tuple[str, str]],
+                    made: list[tuple[int, tuple[str, str]]], where: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_stage`'s keys ``ukeys`` not staged since the last :meth:`_unstage` (``px``, ``pos``:
+        their events' panes and indices in ``ukeys``, at positions ``where`` of the segment, None: all):
+        keys not held created (:meth:`_new_keys`), held ones behind stream time caught up
+        (:meth:`_catch_up`); per key whether it may be staged, the pane below which an event is
+        not (its ``open_from`` or ``first_pane_bound``), its state, slot, and whether it is to be armed."""
         found = list(map(self._keys.get, ukeys))
         n = len(found)
         ok = np.ones(n, dtype=bool)
-        px = panes[lo:hi]
         extremes = None  # (each key's lowest pane, its first event's position), when needed
         if None in found:
-            extremes = _extremes(px, pos, first)
+            extremes = _extremes(px, pos, n, where)
         if extremes is not None and not self._new_keys(lo, stream_us, *extremes, ukeys, found, made):
             for i, state in enumerate(found):  # (not created: the per-key path)
                 if state is None:
@@ -790,37 +873,32 @@ class WindowManager:
             behind = np.zeros(n, dtype=bool)
             behind[which[close_at[which] <= stream_us]] = True
             if behind.any():
-                self._catch_up(lo, stream_us, *(extremes or _extremes(px, pos, first)), ukeys, states, behind, made)
+                self._catch_up(lo, stream_us, *(extremes or _extremes(px, pos, n, where)), ukeys, states, behind,
+                               made)
                 ok &= ~behind
-        # an event below its key's open_from (late) or first_pane_bound (an earlier first window): the per-key path
         low = np.maximum(np.fromiter(map(_OPEN_FROM, states), dtype=np.float64, count=n),
                          np.fromiter(map(_FIRST_BOUND, states), dtype=np.float64, count=n))
-        odd = px < low[pos]
-        if odd.any():
-            ok[pos[odd]] = False
-        if not ok.any():
-            return np.arange(lo, hi)
-        take = ok[pos] if not ok.all() else None
-        count = hi - lo if take is None else int(take.sum())
-        if self._staged_events + count > STAGE_MAX_EVENTS:
-            self._unstage()
-            if count > STAGE_MAX_EVENTS:  # more than the bound alone: the per-key path queues them now
-                return np.arange(lo, hi)
         held = np.fromiter(states, dtype=object, count=n)
         slots = np.fromiter(map(_SLOT, states), dtype=np.int64, count=n)
-        if take is None:
-            self._staged.append((held[pos], slots[pos], px, ts_us[lo:hi], items[lo:hi]))
-        else:
-            chosen = pos[take]
-            self._staged.append((held[chosen], slots[chosen], px[take], ts_us[lo:hi][take], items[lo:hi][take]))
-        self._staged_events += count
-        self._staged_slots.update(slots[ok].tolist())
-        if changed is not None:
-            changed.update(itertools.compress(ukeys, ok.tolist()))
-        arm = np.flatnonzero(ok & unarmed).tolist()
-        if arm:  # (armed as _add_segment arms them: the heap's order does not depend on when)
-            self._arm_many([ukeys[i] for i in arm], [states[i] for i in arm])
-        return None if take is None else np.flatnonzero(~take) + lo
+        return ok, low, held, slots, unarmed
+
+    def _enter_epoch(self, keys: list[tuple[str, str]], low: np.ndarray, held: np.ndarray, slots: np.ndarray) -> None:
+        """Note ``keys`` as staged since the last :meth:`_unstage` (see :meth:`_stage`), with their
+        bounds, states and slots (at most one entry per key staged: bounded by STAGE_MAX_EVENTS)."""
+        m = len(self._epoch_keys)
+        need = m + len(keys)
+        if need > len(self._epoch_low):
+            size = max(need, 2 * len(self._epoch_low), 1024)
+            grown_low = np.empty(size, dtype=np.float64)
+            grown_held = np.empty(size, dtype=object)
+            grown_slots = np.empty(size, dtype=np.int64)
+            grown_low[:m], grown_held[:m], grown_slots[:m] = self._epoch_low[:m], self._epoch_held[:m], \
+                self._epoch_slots[:m]
+            self._epoch_low, self._epoch_held, self._epoch_slots = grown_low, grown_held, grown_slots
+        self._epoch_low[m:need], self._epoch_held[m:need], self._epoch_slots[m:need] = low, held, slots
+        self._epoch.update(zip(keys, range(m, need)))
+        self._epoch_ids.update(zip(map(id, keys), range(m, need)))
+        self._epoch_keys += keys
 
     def _catch_up(self, lo: int, stream_us: int, lows: list[int], firsts: list[int], ukeys: list[tuple[str, str]],
                   states: list[_KeyState], behind: np.ndarray, made: list[tuple[int, tuple[str, str]]]) -> None:
@@ -859,7 +937,9 @@ class WindowManager:
         if self.max_keys is not None and len(held) + len(new) > self.max_keys:
             return False
         spec = self.spec
-        last = (stream_us - spec.grace_ms * 1000 - spec.size_ms * 1000) // (spec.slide_ms * 1000)  # last closable
+        s, w = spec.panes_per_slide, spec.panes_per_window
+        slide_us, reach_us = spec.slide_ms * 1000, (spec.size_ms + spec.grace_ms) * 1000
+        opens = (stream_us - spec.grace_ms * 1000 - spec.size_ms * 1000) // slide_us + 1  # after the last closable
         closed, forgotten = self._closed, self._forgotten_next
         plan = []
         for i in new:
@@ -867,17 +947,15 @@ class WindowManager:
             k = remembered[0] if remembered is not None else forgotten
             # as _close_by_watermark: a key without a frontier opens at the watermark's window, one
             # whose frontier the watermark passed closes through it (emptying the key)
-            caught = k is not None and stream_us >= (k * spec.slide_ms + spec.size_ms + spec.grace_ms) * 1000
+            caught = k is not None and stream_us >= k * slide_us + reach_us
             if k is None or caught:
-                k = last + 1
-            if lows[i] < k * spec.panes_per_slide:  # a late event: the per-key path
+                k = opens
+            if lows[i] < k * s:  # a late event: the per-key path
                 return False
-            plan.append((i, k, remembered, caught))
-        plan.sort(key=lambda p: firsts[p[0]])
+            plan.append((firsts[i], i, k, remembered, caught))
+        plan.sort(key=_FIRST)
         changed = self._changed
-        s, w = spec.panes_per_slide, spec.panes_per_window
-        slide_us, reach_us = spec.slide_ms * 1000, (spec.size_ms + spec.grace_ms) * 1000
-        for i, k, remembered, emptied in plan:
+        for _, i, k, remembered, emptied in plan:
             key = ukeys[i]
             state = held[key] = found[i] = _KeyState(key[0])
             if changed is not None:
@@ -894,20 +972,30 @@ class WindowManager:
                 made.append((2 * (lo + firsts[i]), key))
         return True
 
-    def _unstage(self) -> None:
+    def _unstage(self, last: int | None = None) -> list[_KeyState]:
         """Apply the staged segments (see :meth:`_stage`): their events grouped by (key, pane),
         in arrival order within each group, each group joining its queue as in
-        :meth:`_add_segment`."""
+        :meth:`_add_segment`. With ``last`` (:meth:`_close_due` about to close tumbling windows
+        through ``last``): a key whose only content is one group of at most
+        :data:`DEFER_MAX_EVENTS` events in pane ``last``, and which that close visits, gets the
+        group as ``closing`` instead (the window it closes as, without a queue); returns those keys."""
         staged, self._staged = self._staged, []
         self._staged_events = 0
-        self._staged_slots.clear()
+        if self._epoch:
+            self._epoch, self._epoch_ids, self._epoch_keys = {}, {}, []
+            self._epoch_held[:] = None  # (no state held beyond its key)
         if not staged:
-            return
+            return []
         if len(staged) == 1:
             states, slots, px, tx, vx = staged[0]
         else:
             states, slots, px, tx, vx = (np.concatenate(parts) for parts in zip(*staged))
-        order = np.lexsort((px, slots))  # by key, then pane; arrival order within each (stable)
+        low_pane = int(px.min())
+        span = int(px.max()) - low_pane + 1
+        if span < (1 << 62) // max(1, int(slots.max()) + 1):  # by key, then pane; arrival order within each
+            order = np.argsort(slots * span + (px - low_pane), kind="stable")
+        else:
+            order = np.lexsort((px, slots))
         slot_sorted, pane_sorted = slots[order], px[order]
         key_change = slot_sorted[1:] != slot_sorted[:-1]
         heads = np.flatnonzero(np.concatenate(([True], key_change | (pane_sorted[1:] != pane_sorted[:-1]))))
@@ -915,8 +1003,31 @@ class WindowManager:
         values = vx[order].tolist()
         tops = np.maximum.reduceat(tx[order], heads).tolist()  # each group's latest event: the key's max_us
         max_pending = self.max_pending
+        ends = [*bounds[1:], len(order)]
+        closing: list[_KeyState] = []
+        if last is not None:  # the groups that are their key's only one, in pane last, small
+            n = len(heads)
+            alone = np.ones(n, dtype=bool)
+            same = slot_sorted[heads[1:]] == slot_sorted[heads[:-1]]
+            alone[1:] &= ~same
+            alone[:-1] &= ~same
+            alone &= (pane_sorted[heads] == last) & (np.diff(heads, append=len(order)) <= DEFER_MAX_EVENTS)
+            max_us = self._max_us
+            chosen = np.flatnonzero(alone)
+            for g, state in zip(chosen.tolist(), states[order[heads[chosen]]].tolist()):
+                nw = state.next_window
+                # (the close visits it: armed at a due time; nothing else held; its window not closed)
+                if state.armed <= max_us and not state.pending and not state.panes and not state.awaiting \
+                        and nw is not None and nw <= last:
+                    state.closing = values[bounds[g]:ends[g]]
+                    if tops[g] > state.max_us:
+                        state.max_us = tops[g]
+                    closing.append(state)
+                    ends[g] = -1  # (not queued below)
         for state, pane, start, stop, top in zip(states[order[heads]].tolist(), pane_sorted[heads].tolist(), bounds,
-                                                 [*bounds[1:], len(order)], tops):
+                                                 ends, tops):
+            if stop < 0:
+                continue
             if top > state.max_us:
                 state.max_us = top
             pending = state.pending  # (as _enqueue, written out: once per key and pane)
@@ -929,6 +1040,7 @@ class WindowManager:
                 queue.extend(values[start:stop])
                 continue
             self._queue_draining(state, pane, values[start:stop], max_pending)
+        return closing
 
     def _enqueue(self, state: _KeyState, pane: int, chunk: list, max_pending: int) -> None:
         """Queue ``chunk`` (a fresh list, kept as the queue when there was none) in ``pane``;
@@ -1009,6 +1121,86 @@ class WindowManager:
                 self._close_due()
         return first
 
+    def quiet_until_us(self) -> float:
+        """Delayed labels: the event time (whole microseconds) from which an item may change more
+        than its own pane and windows: a revision tick (:meth:`revision_tick`), a window to close,
+        or the ``max_future`` bound to read again. Items before it may be taken as a run
+        (:meth:`predictions_taken`, :meth:`add_predictions`, :meth:`add_outcomes`)."""
+        return min(self._rev_next, self._next_due, self._future_us + 1)
+
+    def predictions_taken(self, events: Sequence[Any], times: Sequence[int]) -> tuple[int, list[int]]:
+        """Delayed labels: how many of ``events`` (predictions awaiting their label, times in whole
+        microseconds before :meth:`quiet_until_us`), from the first, :meth:`add_predictions` takes
+        as a run, and the first window of each (what :meth:`add_prediction` returns). It stops
+        before one that :meth:`add_prediction` must take: of a new key or a key whose windows the
+        stream time passed, late, not ordinary (:func:`_ordinary`), in a pane with queued events,
+        once ``max_future`` is to be read again, or when updates are not queued. Changes nothing."""
+        tags: list[int] = []
+        if not self._queue_labels or self._event_tag is not None:
+            return 0, tags
+        keys, pane_us, batch = self._keys, self._pane_us, self.batch
+        first_of = self.spec.first_window_of_pane
+        firsts: dict[int, int] = {}
+        top = self._max_us
+        left = self._future_left - 1
+        for event, t in zip(events, times):
+            state = keys.get((event.model, event.segment))
+            if t > top:
+                top = t
+            if state is None or top >= state.close_at or left <= 0 or not _ordinary(event):
+                break
+            pane = t // pane_us
+            if pane < state.open_from or (batch and pane in state.pending):
+                break
+            first = firsts.get(pane)
+            if first is None:
+                first = firsts[pane] = first_of(pane)
+            nw = state.next_window
+            tags.append(nw if nw is not None and nw > first else first)
+            left -= 1
+        return len(tags), tags
+
+    def add_predictions(self, events: Sequence[Any], times: Sequence[int]) -> None:
+        """:meth:`add_prediction` of each of ``events``, all of which :meth:`predictions_taken`
+        takes (nothing closes, none is late): their label-free part queued for their panes
+        (:meth:`_queue_label_update`) and each counted as awaiting its label."""
+        if self._staged:
+            self._unstage()
+        keys, pane_us, changed, factory = self._keys, self._pane_us, self._changed, self._factory
+        first_of = self.spec.first_window_of_pane
+        enqueue = self._enqueue_update
+        top = self._max_us
+        for event, t in zip(events, times):
+            key = (event.model, event.segment)
+            state = keys[key]
+            if changed is not None:
+                changed.add(key)
+            pane = t // pane_us
+            monitor = state.panes.get(pane)
+            if monitor is None:
+                monitor = state.panes[pane] = factory()
+            enqueue(monitor, event, 1)  # (all ordinary, updates queued: predictions_taken)
+            counts = state.awaiting.get(pane)
+            if counts is None:
+                state.awaiting[pane] = [1, 0]
+            else:
+                counts[0] += 1
+            if pane < state.first_pane_bound:
+                self._set_first_window(state, first_of(pane))
+            if t > state.max_us:
+                state.max_us = t
+            if state.armed != state.close_at:
+                self._arm(key, state)
+            if t > top:
+                top = t
+        self._max_us = top
+        self._future_left -= len(events)
+
+    def add_outcomes(self, events: Sequence[Any], first_windows: Sequence[int | None]) -> None:
+        """:meth:`add_outcome` of each of ``events`` (with its first window) in a manager without an
+        ``event_tag`` (nothing to refuse: see :meth:`predictions_taken`)."""
+        self._settle_many(events, first_windows, True)
+
     def add_outcome(self, event: Any, first_window: int | None = None) -> None:
         """The label of a prediction given to :meth:`add_prediction` arrived: ``event`` is the
         prediction with its ``y_true`` (same ``ts``, key, scores, weight) and ``first_window`` what
@@ -1026,47 +1218,59 @@ class WindowManager:
         self._settle(event, first_window, False)
 
     def _settle(self, event: Any, first_window: int | None, labelled: bool) -> None:
+        self._settle_many((event,), (first_window,), labelled)
+
+    def _settle_many(self, events: Sequence[Any], first_windows: Sequence[int | None], labelled: bool) -> None:
+        """Each of ``events`` labelled (or expired) in its windows, in order (see :meth:`add_outcome`)."""
         if self._staged:
             self._unstage()
-        key = (event.model, event.segment)
-        state = self._keys.get(key)
-        if state is None:
-            raise ValueError(f"no prediction of key {key!r} is awaiting a label")
-        if self._changed is not None:
-            self._changed.add(key)
-        if labelled and self._event_tag is not None and state.tag is not None:
-            try:
-                tag = self._event_tag(event)
-            except ValueError as exc:  # the label's kind is not its prediction's
-                self._reject("kind_mismatch", str(exc))
-            if tag != state.tag:
-                self._reject("kind_mismatch", f"labelled event of kind {tag!r} in a stream of kind {state.tag!r}")
-        pane = _floor(event.ts * 1e6 + 0.5) // self._pane_us
-        counts = state.awaiting.get(pane)
-        if counts is not None and pane in state.panes:  # the pane is open: later windows merge it
-            counts[0] -= 1
-            if labelled:
-                self._queue_label_update(state.panes[pane], event, True)
-            else:
-                counts[1] += 1
-        elif labelled and state.cumulative is not None:  # released: the all-time monitor holds the pane
-            state.cumulative.update_outcome(event)
-        revising = state.revising
-        if revising:
-            spec = self.spec
-            first = spec.first_window_of_pane(pane)
-            if first_window is not None and first_window > first:
-                first = first_window
-            for k in range(first, spec.last_window_of_pane(pane) + 1):
-                win = revising.get(k)
-                if win is not None:
-                    win.awaiting -= 1
-                    if labelled:
-                        self._queue_label_update(win.monitor, event, True)
-                    else:
-                        win.expired += 1
-                    win.dirty = True
-                    self._revised = True
+        keys, changed, pane_us, spec = self._keys, self._changed, self._pane_us, self.spec
+        queue = self._queue_label_update
+        spans: dict[int, tuple[int, int]] = {}  # pane -> its windows (first, last + 1)
+        check_tag = labelled and self._event_tag is not None
+        for event, first_window in zip(events, first_windows):
+            key = (event.model, event.segment)
+            state = keys.get(key)
+            if state is None:
+                raise ValueError(f"no prediction of key {key!r} is awaiting a label")
+            if changed is not None:
+                changed.add(key)
+            if check_tag and state.tag is not None:
+                try:
+                    tag = self._event_tag(event)  # type: ignore[misc]
+                except ValueError as exc:  # the label's kind is not its prediction's
+                    self._reject("kind_mismatch", str(exc))
+                if tag != state.tag:
+                    self._reject("kind_mismatch",
+                                 f"labelled event of kind {tag!r} in a stream of kind {state.tag!r}")
+            pane = _floor(event.ts * 1e6 + 0.5) // pane_us
+            counts = state.awaiting.get(pane)
+            if counts is not None and pane in state.panes:  # the pane is open: later windows merge it
+                counts[0] -= 1
+                if labelled:
+                    queue(state.panes[pane], event, True)
+                else:
+                    counts[1] += 1
+            elif labelled and state.cumulative is not None:  # released: the all-time monitor holds the pane
+                state.cumulative.update_outcome(event)
+            revising = state.revising
+            if revising:
+                span = spans.get(pane)
+                if span is None:
+                    span = spans[pane] = (spec.first_window_of_pane(pane), spec.last_window_of_pane(pane) + 1)
+                first = span[0]
+                if first_window is not None and first_window > first:
+                    first = first_window
+                for k in range(first, span[1]):
+                    win = revising.get(k)
+                    if win is not None:
+                        win.awaiting -= 1
+                        if labelled:
+                            queue(win.monitor, event, True)
+                        else:
+                            win.expired += 1
+                        win.dirty = True
+                        self._revised = True
 
     def _queue_label_update(self, monitor: Any, event: Any, outcome: bool) -> None:
         """Queue ``event`` for ``monitor``'s ``update_prediction`` (``update_outcome`` if
@@ -1084,10 +1288,15 @@ class WindowManager:
             else:
                 monitor.update_prediction(event)
             return
+        self._enqueue_update(monitor, event, 2 if outcome else 1)
+
+    def _enqueue_update(self, monitor: Any, event: Any, part: int) -> None:
+        """Queue ``event`` for ``monitor``: its predictions (``part`` 1) or labelled predictions (2);
+        the monitor's queues are applied once this one holds ``max_pending`` events."""
         entry = self._label_updates.get(id(monitor))
         if entry is None:
             entry = self._label_updates[id(monitor)] = (monitor, [], [])
-        queue = entry[2] if outcome else entry[1]
+        queue = entry[part]
         queue.append(event)
         if len(queue) >= self.max_pending:
             del self._label_updates[id(monitor)]
@@ -1284,14 +1493,13 @@ class WindowManager:
         if the key had stayed."""
         if self.cumulative:  # the all-time monitor is the key's point: keys stay (bounded by max_keys)
             return
-        if self._staged and emptied:
-            self._unstage()
         closed = self._closed
         bound = self.max_keys
+        staged = self._epoch  # (the keys with staged events, which they hold: not evicted, nothing unstaged)
         for key in emptied:
             state = self._keys.get(key)
-            if state is None or state.panes or state.pending or state.next_window is None or state.revising \
-                    or state.max_us >= before_us:
+            if state is None or key in staged or state.panes or state.pending or state.next_window is None \
+                    or state.revising or state.max_us >= before_us:
                 continue  # (closed windows awaiting labels keep their key)
             del self._keys[key]
             self.evicted += 1
@@ -1641,8 +1849,6 @@ class WindowManager:
         """Close every key's windows that the watermark passed, in ``(close_at, key)`` order: the
         keys of each due ``close_at`` sorted once (windows close at few distinct times), nothing
         for the keys not due."""
-        if self._staged:
-            self._unstage()
         times, keys, max_us = self._due_at, self._keys, self._max_us
         spec = self.spec
         # the last window the watermark closes (as _close_by_watermark computes it for each key);
@@ -1651,8 +1857,10 @@ class WindowManager:
         tumbling = spec.panes_per_slide == spec.panes_per_window and not self.cumulative
         changed = self._changed
         # the common close, written out: a key of tumbling windows holding one queued pane and no
-        # other (many keys, few events each), its window built at the next poll (_Closed)
+        # other (many keys, few events each), its window built at the next poll (_Closed); a key
+        # whose only content is staged closes as those events (``closing``, see _unstage)
         simple = self._task is not None and self._kind is not None
+        closing = len(self._unstage(last if tumbling and simple else None)) if self._staged else 0
         defer_max = DEFER_MAX_EVENTS
         pane_ms = spec.pane_ms
         open_from, close_at = (last + 1) * spec.panes_per_slide, ((last + 1) * spec.slide_ms + spec.size_ms
@@ -1667,6 +1875,18 @@ class WindowManager:
                 if state is None or state.armed != at:
                     continue  # stale: the key closed or went since (or a duplicate)
                 state.armed = nan
+                items = state.closing
+                if items is not None:  # (_unstage checked what the path below checks)
+                    state.closing = None
+                    closing -= 1
+                    window = (key, None, items, start_ms, end_ms, True, state.late, 0, False)
+                    ready(window)
+                    deferred(window)
+                    state.next_window, state.open_from, state.close_at = last + 1, open_from, close_at
+                    if changed is not None:
+                        changed.add(key)
+                    emptied(key)
+                    continue
                 nw = state.next_window
                 if tumbling and nw is not None and last >= nw and not state.awaiting:
                     if changed is not None:
@@ -1693,6 +1913,7 @@ class WindowManager:
                     self._close_by_watermark(key, state, max_us)
                 if state.panes or state.pending:
                     self._arm(key, state)
+        assert closing == 0, "a key closing as its staged events was not visited"
         self._next_due = times[0] if times else math.inf
 
     def _rearm_all(self) -> None:
@@ -2025,7 +2246,8 @@ class WindowManager:
         self._ready = []
         self._deferred = []
         self._staged, self._staged_events = [], 0
-        self._staged_slots.clear()
+        self._epoch, self._epoch_ids, self._epoch_keys = {}, {}, []
+        self._epoch_held[:] = None
         self._revised = any(r.dirty for st in keys.values() for r in st.revising.values())
         self._rev_pane = rev_pane
         self._rev_next = -math.inf

@@ -214,3 +214,90 @@ def test_small_probability_fold_gives_the_vectorised_terms(unit, weighted):
     wlog, wbrier = probability_terms(np.asarray([p[1] for p in weighted], dtype=np.float64), w)
     assert small.log.units == _vectorised_units(log_terms.tolist() + wlog.tolist())
     assert small.brier.units == _vectorised_units(brier_terms.tolist() + wbrier.tolist())
+
+
+def test_fold_sums_gives_each_sum_its_own_fold():
+    """``fold_sums`` (many sums' pending terms in one pass) leaves each sum as its own ``fold``:
+    the same units, random and hostile terms, sums without terms, an overflowed term, a long
+    buffer and a ``LogLossSum`` (its terms are (w, p) pairs: folded alone)."""
+    import random
+
+    from streammetrics.kernels.exact_sum import BUFFER, ExactSum, LogLossSum, fold_sums
+
+    rng = random.Random(24)
+    hostile = [0.0, -0.0, 5e-324, -1e-310, 1e300, -1e300, 1e-160, 0.1, -3.5]
+    for case in range(6):
+        pairs = []
+        for i in range(40):
+            terms = [rng.choice(hostile) if case % 2 and rng.random() < 0.5 else rng.gauss(0.0, 10.0)
+                     for _ in range(rng.choice([0, 1, 3, 25, 200]))]
+            if case == 2 and i == 7:
+                terms.append(math.inf)
+            if case == 4 and i == 3:
+                terms = [0.1] * (BUFFER + 5)
+            a, b = ExactSum(rng.randrange(1 << 1080)), None
+            b = a.copy()
+            a.terms.extend(terms)
+            b.terms.extend(terms)
+            pairs.append((a, b))
+        log_a, log_b = LogLossSum(), LogLossSum()
+        for s in (log_a, log_b):
+            s.add_log(2.0, 0.25).add_log(1.0, 0.5)
+        fold_sums([a for a, _ in pairs] + [log_a])
+        for a, b in pairs:
+            b.fold()
+            assert not a.terms
+            assert a == b
+        assert not log_a.terms and log_a.value == log_b.value
+
+
+def test_the_expansion_read_once_follows_every_change():
+    """``value`` / ``expansion()`` / ``parts()`` are computed once per value of the sum: every
+    change (add, add_array, merge, fold, add_rows, reset, an overflowed term) is seen, and the
+    list ``expansion()`` returns may be changed by the caller without harm."""
+    from streammetrics.kernels.exact_sum import ExactSum, add_rows, expansion_of
+
+    s = ExactSum()
+    assert s.value == 0.0
+    s.add(0.1)
+    assert s.value == 0.1
+    s.add_array(np.array([0.2, 1e-30]))
+    assert s.expansion() == expansion_of(s.units) and s.value == math.fsum([0.1, 0.2, 1e-30])
+    got = s.expansion()
+    got.append(5.0)
+    assert s.expansion() == expansion_of(s.units)
+    s.merge(ExactSum().add_array([1e100]))
+    assert s.value == 1e100 and s.parts()[1]
+    add_rows([s], [np.array([-1e100])])
+    assert s.value == math.fsum([0.1, 0.2, 1e-30])
+    s.reset()
+    assert s.value == 0.0 and s.parts() == (0.0, [])
+    s.add(math.inf)
+    assert s.value == math.inf
+
+
+def test_add_units_is_a_merge_of_those_units():
+    from streammetrics.kernels.exact_sum import ExactSum, exact_units
+
+    a, b = ExactSum().add_array([0.1, 1e-300]), ExactSum().add_array([0.1, 1e-300])
+    assert a.value == b.value
+    units = exact_units(np.array([3.5, -1e200, 1e-310]))
+    assert a.add_units(units) == b.merge(ExactSum(units))
+    assert a.value == b.value and a.parts() == b.parts()
+
+
+def test_rows_at_once_are_each_rows_exact_sum():
+    """``exact_units_rows`` over many rows (the levels read for every row at once) gives each row's
+    exact sum (``Fraction``): negative terms (the spacing below ``sigma`` is half its ulp), rows of
+    zeros, tiny and huge magnitudes, one row per magnitude."""
+    from streammetrics.kernels.exact_sum import exact_units_rows
+
+    rng = np.random.default_rng(24)
+    for _ in range(40):
+        rows, width = int(rng.integers(2, 30)), int(rng.integers(1, 40))
+        a = rng.normal(0.0, 1.0, (rows, width)) * 10.0 ** rng.integers(-250, 250, (rows, 1))
+        a *= rng.random((rows, width)) < 0.8
+        a[0] = 0.0
+        a[-1] = -np.abs(a[-1])
+        want = [int(sum((Fraction(x) for x in row.tolist()), Fraction(0)) * 2**1074) for row in a]
+        assert exact_units_rows(a) == want

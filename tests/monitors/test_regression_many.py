@@ -89,3 +89,22 @@ def test_a_batch_whose_terms_overflow_folds_at_once_as_before():
         Regression().update_many([1e10, 1.0], [-1e10, 2.0])
         assert not seen
     assert r.count == 2
+
+
+def test_a_batch_buffers_its_prediction_sum_as_events_do():
+    """``update_events`` of unit-weight events buffers the prediction sum's terms (folded with
+    other windows' by ``snapshot_many``): the same state and snapshot as one event at a time,
+    also past the buffer's size and with weights."""
+    rng = random.Random(7)
+    for n, weights in ((25, False), (700, False), (1500, False), (40, True)):
+        events = _events(rng, n, False, weights)
+        batch, single, two = RegressionMonitor(), RegressionMonitor(), RegressionMonitor()
+        batch.update_many(events)
+        two.update_many(events[: n // 2]).update_many(events[n // 2:])
+        for e in events:
+            single.update(e)
+        assert batch.to_dict() == single.to_dict() == two.to_dict()
+        assert batch.snapshot() == single.snapshot()
+        many = [RegressionMonitor().update_many(events), RegressionMonitor().update_many(events[:3])]
+        records = RegressionMonitor.snapshot_many(many)
+        assert repr(records[0]) == repr((single.snapshot(), single.to_dict(), single.intervals()))
