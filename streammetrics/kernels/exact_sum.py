@@ -108,24 +108,32 @@ def _rows_units(a: np.ndarray) -> list[int]:
     xs = [_frexp(t)[1] + 11 if t else 0 for t in top]  # level 1: sigma = 2**x >= 2**11 * max|row|
     if max(xs) >= 960 or min(xs) - 41 * _LEVELS <= -960:  # levels near the ends of the float range
         return [_row_units(row) for row in a]
-    return _level_units(a.copy(), np.array([_ldexp(1.0, x) for x in xs])[:, None])
+    return _level_units(a.copy(), xs)
 
 
-def _level_units(a: np.ndarray, sigma: float | np.ndarray) -> list[int]:
+def _level_units(a: np.ndarray, xs: list[int]) -> list[int]:
     """The exact sum of each row of ``a`` in units, overwriting ``a``: :data:`_LEVELS` levels
-    of extraction from ``sigma`` (a power of two ``>= 2**11 * max|row|``, one for all rows or
-    a column of one per row) down, then what is left through :func:`_integer_units`."""
+    of extraction from ``sigma = 2**x`` (``xs``: one ``x`` per row, ``2**x >= 2**11 * max|row|``,
+    every level's ``x`` above -960) down, then what is left through :func:`_integer_units`. A
+    level's row sum is ``k * 2**(x - 53)`` with ``|k| <= 2**53`` (at most 1,024 multiples of
+    ``2**(x - 53)``, the spacing of floats just below ``sigma``, exact in float64): ``k << (x + 1021)``
+    units, ``k`` read for every row at once."""
     totals = [0] * a.shape[0]
+    x = np.array(xs, dtype=np.int64)
+    sigma = np.ldexp(1.0, x)[:, None]
     q = np.empty_like(a)
     for level in range(_LEVELS):
         np.add(a, sigma, out=q)
         q -= sigma  # exact: a multiple of ulp(sigma); a -= q is exact too
         a -= q
-        for i, v in enumerate(q.sum(axis=1).tolist()):  # exact: <= 1,024 multiples of ulp(sigma)
-            if v:
-                totals[i] += units_of(v)
+        k = np.ldexp(q.sum(axis=1), 53 - x)  # (exact: a power-of-two scaling to an integer below 2**53)
+        rows = np.flatnonzero(k)
+        if len(rows):
+            for i, m, shift in zip(rows.tolist(), k[rows].astype(np.int64).tolist(), (x[rows] + 1021).tolist()):
+                totals[i] += m << shift
         if level and not a.any():  # (after the first level something is nearly always left)
             return totals
+        x = x - 41  # |r| <= ulp(sigma)/2 = 2**(x - 53): the next sigma 2**(x - 41) >= 2**12 * max|r|
         sigma = sigma * _NEXT_LEVEL
     for i, row in enumerate(a):
         if row.any():

@@ -341,3 +341,32 @@ def test_cached_gauge_children_match_a_fresh_export_of_each_keys_last_snapshot()
             fresh = ServiceMetrics(max_keys=1)
             fresh.observe_snapshot(last[k])
             assert mine == {line for line in fresh.render().decode().splitlines() if f'model="{k}"' in line}
+
+
+def test_a_list_of_snapshots_exports_what_observing_each_in_turn_exports():
+    """observe_snapshots (the service's: one call per poll, its counters added to once) gives the
+    page one observe_snapshot per snapshot gives: admissions, evictions, skips, revisions."""
+    import random
+
+    rng = random.Random(11)
+    snaps = []
+    for i in range(2000):
+        snap = snapshot(f"k{rng.randrange(300)}", rng.randrange(1, 50), auc=rng.random())
+        end = 60 * (1 + i // 100)
+        snap["window"] = {"start": end - 60, "end": end}
+        snap["final"] = rng.random() < 0.9
+        snap["metrics"]["drift_psi"] = rng.random()
+        snaps.append(snap)
+    one, many = ServiceMetrics(max_keys=25), ServiceMetrics(max_keys=25)
+    for snap in snaps:
+        one.observe_snapshot(snap)
+    for lo in range(0, len(snaps), 333):
+        many.observe_snapshots(snaps[lo:lo + 333])
+    many.observe_snapshots([])
+    def page(metrics: ServiceMetrics) -> list[str]:  # (the process's own series and creation times differ)
+        return [line for line in metrics.render().decode().splitlines()
+                if line.startswith("streammetrics_") and "_created" not in line]
+
+    assert "streammetrics_metric_keys_skipped_total 0.0" not in page(one)
+    assert any(line.startswith("streammetrics_window_metric{") for line in page(one))
+    assert page(many) == page(one)

@@ -284,3 +284,20 @@ def test_add_units_is_a_merge_of_those_units():
     units = exact_units(np.array([3.5, -1e200, 1e-310]))
     assert a.add_units(units) == b.merge(ExactSum(units))
     assert a.value == b.value and a.parts() == b.parts()
+
+
+def test_rows_at_once_are_each_rows_exact_sum():
+    """``exact_units_rows`` over many rows (the levels read for every row at once) gives each row's
+    exact sum (``Fraction``): negative terms (the spacing below ``sigma`` is half its ulp), rows of
+    zeros, tiny and huge magnitudes, one row per magnitude."""
+    from streammetrics.kernels.exact_sum import exact_units_rows
+
+    rng = np.random.default_rng(24)
+    for _ in range(40):
+        rows, width = int(rng.integers(2, 30)), int(rng.integers(1, 40))
+        a = rng.normal(0.0, 1.0, (rows, width)) * 10.0 ** rng.integers(-250, 250, (rows, 1))
+        a *= rng.random((rows, width)) < 0.8
+        a[0] = 0.0
+        a[-1] = -np.abs(a[-1])
+        want = [int(sum((Fraction(x) for x in row.tolist()), Fraction(0)) * 2**1074) for row in a]
+        assert exact_units_rows(a) == want
