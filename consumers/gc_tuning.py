@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
+
+from streammetrics.stream.replay import paused_gc
 
 __all__ = ["GC_THRESHOLD", "paused_gc", "tune_gc"]
 
@@ -25,20 +25,3 @@ def tune_gc() -> None:
     gc.freeze()
     gen0, gen1, gen2 = gc.get_threshold()
     gc.set_threshold(max(gen0, GC_THRESHOLD), max(gen1, 50), max(gen2, 50))
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """No automatic collection inside (restored on exit, exception or not; nested: the outermost
-    restores): for a step that builds many containers which all die together and hold no cycles
-    (a checkpoint's state tree, a window close's snapshots: at 100,000 keys about a million
-    each), which the collector would otherwise scan once or twice each while they are built
-    (benchmarks/bench_state.py: ~1 of 8 CPU-s). Reference counting frees them as before;
-    garbage cycles made inside wait for the next collection after it."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

@@ -33,19 +33,18 @@ of the stream time when a snapshot was written); :attr:`WindowSnapshot.clock` ho
 """
 from __future__ import annotations
 
-import gc
 import json
 import math
 import re
 import sys
 import time
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import IO, Any, Iterable, Iterator, Mapping, NamedTuple
 from urllib.parse import urlsplit
 
+from streammetrics.stream.replay import paused_gc
 from streammetrics.stream.slicing import slice_label
 from streammetrics.stream.snapshots import SNAPSHOT_SCHEMA
 
@@ -455,18 +454,6 @@ def _deduplicate(result: LoadResult) -> LoadResult:
     return result
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector (loading builds many objects and no cycles)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def from_dicts(snapshots: Iterable[Any]) -> LoadResult:
     """Validate already-decoded snapshots (e.g. the demo's); malformed ones are skipped."""
     result = LoadResult()
@@ -544,7 +531,7 @@ def read_jsonl(stream: Iterable[Any], result: LoadResult | None = None, *, max_l
     malformed ones and lines over ``max_line_bytes`` skipped. ``fast=False`` uses :mod:`json` only."""
     result = result if result is not None else LoadResult()
     decode = _Decoder(fast)
-    with _gc_paused():
+    with paused_gc():
         for lineno, line, too_long in _lines(stream, max_line_bytes):
             if too_long:
                 result.skip(f"line {lineno}", f"longer than {max_line_bytes:,} bytes", "line too long")
@@ -618,7 +605,7 @@ def read_kafka(bootstrap_servers: str, topic: str, *, timeout: float = 60.0) -> 
         consumer.close()
     result = LoadResult(duplicates=replaced)
     decode = _Decoder()
-    with _gc_paused():
+    with paused_gc():
         for where, value in values:
             if len(value) > MAX_LINE_BYTES:
                 result.skip(where, f"longer than {MAX_LINE_BYTES:,} bytes", "line too long")
