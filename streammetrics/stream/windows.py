@@ -2085,7 +2085,9 @@ class WindowManager:
         held = self._keys
         # keys created since the last delta are the last ones held, in creation order (apply_delta
         # appends them in this order); the other changed keys keep their place
-        n_new = sum(1 for key in created if key in held)
+        # (set operations against the held dict: each reads the hash its set stores, no tuple hashed)
+        gone = changed.difference(held)
+        n_new = len(created) - len(created.intersection(gone))
         fresh: list[tuple[str, str]] = []
         if n_new:
             for key in reversed(held):
@@ -2093,10 +2095,15 @@ class WindowManager:
                 if len(fresh) == n_new:
                     break
             fresh.reverse()
-        entries = [self._key_entry(key[0], key[1], held[key])
-                   for key in sorted(k for k in changed if k in held and k not in created) + fresh]
+        # the other changed keys held, in their order among the held keys (apply_delta keeps each
+        # key's place, so any order gives the same checkpoint): found by a walk of the held keys
+        # when they are many (sorting ~100,000 keys' strings costs more than writing half of them),
+        # else sorted
+        kept = changed.difference(created, gone)
+        kept_in_order = [key for key in held if key in kept] if len(kept) * 8 >= len(held) else sorted(kept)
+        entries = [self._key_entry(key[0], key[1], held[key]) for key in kept_in_order + fresh]
         closed = self._closed
-        n_closed = sum(1 for key in changed if key in closed)
+        n_closed = len(gone) - len(gone.difference(closed))  # (a key held is never among the evicted ones)
         tail: list[list[Any]] = []
         if n_closed:  # keys evicted since the last delta are the last ones of _closed, in order
             for key in reversed(closed):
@@ -2107,8 +2114,8 @@ class WindowManager:
                         break
             tail.reverse()
         return {"type": "WindowManagerDelta", "version": 1, "spec": self.spec.to_dict(),
-                "keys": entries, "created": sorted([k[0], k[1]] for k in created if k in self._keys),
-                "gone": sorted([k[0], k[1]] for k in changed if k not in self._keys), "closed": tail,
+                "keys": entries, "created": [[k[0], k[1]] for k in fresh],
+                "gone": [[k[0], k[1]] for k in sorted(gone)], "closed": tail,
                 **self._globals()}
 
     @staticmethod
