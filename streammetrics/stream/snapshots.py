@@ -17,8 +17,9 @@ import json
 import math
 import re
 from functools import partial
+from json.encoder import encode_basestring_ascii
 from operator import is_not
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from streammetrics.kernels.intervals import intervals_text
 
@@ -192,29 +193,21 @@ def window_line(key: tuple[str, str], start_ms: int, end_ms: int, count: int, la
                            count, late, count, metrics, intervals, state)
 
 
-def window_lines(windows: list[tuple[tuple[str, str], int, int, int, int, str, str, str]]) -> list[str]:
-    """:func:`window_line` of each ``(key, start_ms, end_ms, count, late, metrics, state,
-    intervals)``, the keys' and times' texts made once each (many windows share them)."""
-    encode = _JSON.encode
-    models: dict[Any, str] = {}
-    segments: dict[Any, str] = {}
-    times: dict[int, str] = {}
-    out = []
-    for (model, segment), start_ms, end_ms, count, late, metrics, state, intervals in windows:
-        m = models.get(model)
-        if m is None:
-            m = models[model] = encode(model)
-        g = segments.get(segment)
-        if g is None:
-            g = segments[segment] = encode(segment)
-        a = times.get(start_ms)
-        if a is None:
-            a = times[start_ms] = repr(_seconds(start_ms))
-        b = times.get(end_ms)
-        if b is None:
-            b = times[end_ms] = repr(_seconds(end_ms))
-        out.append(_WINDOW_LINE % (m, g, a, b, count, late, count, metrics, intervals, state))
-    return out
+def window_lines(keys: Sequence[tuple[str, str]], starts_ms: Sequence[int], ends_ms: Sequence[int],
+                 counts: Sequence[int], lates: Sequence[int], texts: Sequence[tuple[str, str, str]]) -> list[str]:
+    """:func:`window_line` of each window given as columns: its key, start, end, count, late and
+    ``(metrics, state, intervals)`` texts; every line one ``%`` of the format over columns made
+    by C-level maps (the keys' strings encoded by json's own function, each distinct time's text
+    made once: a close's windows share few)."""
+    if not keys:
+        return []
+    encode = encode_basestring_ascii  # (what _JSON.encode does with a str)
+    models, segments = zip(*keys)
+    times = {t: repr(_seconds(t)) for t in {*starts_ms, *ends_ms}}
+    metrics, states, intervals = zip(*texts)
+    return list(map(_WINDOW_LINE.__mod__, zip(map(encode, models), map(encode, segments),
+                                              map(times.__getitem__, starts_ms), map(times.__getitem__, ends_ms),
+                                              counts, lates, counts, metrics, intervals, states)))
 
 
 def _seconds(ms: int) -> int | float:

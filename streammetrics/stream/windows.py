@@ -1762,55 +1762,64 @@ class WindowManager:
         deferred, self._deferred = self._deferred, []
         kind = self._kind
         assert kind is not None
+        if not deferred:
+            return
         extra, include_state = self.extra_metrics, self.include_state
         n = len(deferred)
         built: list[Any] = [None] * n
-        monitors: list[Any] = [d[1] for d in deferred]
+        # the windows as columns (one transposition in C): key, monitor, items, start, end, final,
+        # late, expired, cumulative
+        keys, monitors_of, item_lists, starts, ends, finals, lates, expireds, cumulatives = zip(*deferred)
+        monitors: list[Any] = list(monitors_of)
         counts: list[int] = [0] * n
-        texts: dict[int, tuple[str, str, str]] = {}
+        texts: list[tuple[str, str, str] | None] = [None] * n
         plain: list[int] = []
         # a hook's metrics_text(key): the members it appends to any window of the key (None: it reads the window)
         appended = None if extra is None else getattr(extra, "metrics_text", None)
         if lines and include_state and (extra is None or appended is not None):  # final windows of one revision
-            plain = [i for i, d in enumerate(deferred) if d[5] and not d[8] and not d[7]]
+            plain = [i for i, final, expired, cumulative in zip(range(n), finals, expireds, cumulatives)
+                     if final and not expired and not cumulative]
             if appended is not None:
-                members = {i: appended(deferred[i][0]) for i in plain}
+                members = {i: appended(keys[i]) for i in plain}
                 plain = [i for i in plain if members[i] is not None]
-            queued = [(i, items) for i in plain if (items := deferred[i][2]) is not None]
+            queued = [i for i in plain if item_lists[i] is not None]
             if queued:
-                for (i, items), text in zip(queued, kind.item_texts(self._factory(), [q for _, q in queued])):
+                for i, text in zip(queued, kind.item_texts(self._factory(), list(map(item_lists.__getitem__, queued)))):
                     if text is not None:
                         texts[i] = text
-                        counts[i] = len(items)  # (one event an item)
-        for i, d in enumerate(deferred):  # the monitors of the windows closed as items and not written
-            if d[2] is not None and i not in texts:
-                monitors[i] = self._factory().update_items(d[2])
-            if i not in texts:
-                counts[i] = monitors[i].count
+                        counts[i] = len(item_lists[i])  # (one event an item)
+        for i in [i for i, text in enumerate(texts) if text is None]:  # the windows not written from their items
+            items = item_lists[i]
+            if items is not None:
+                monitors[i] = self._factory().update_items(items)
+            counts[i] = monitors[i].count
         if plain:
-            others = [i for i in plain if i not in texts]
+            others = [i for i in plain if texts[i] is None]
             if others:
                 for i, text in zip(others, kind.snapshot_texts([monitors[i] for i in others])):
                     if text is not None:
                         texts[i] = text
-            given = [(i, texts[i]) for i in plain if i in texts]
+            given = [i for i in plain if texts[i] is not None]
             if appended is not None:
-                given = [(i, (_appended(text[0], members[i]), *text[1:])) for i, text in given]
-            lines_of = window_lines([(deferred[i][0], deferred[i][3], deferred[i][4], counts[i], deferred[i][6], *text)
-                                     for i, text in given])
-            for (i, _), line in zip(given, lines_of):
+                for i in given:
+                    text = texts[i]
+                    assert text is not None
+                    texts[i] = (_appended(text[0], members[i]), text[1], text[2])
+            lines_of = window_lines(*(list(map(column.__getitem__, given))  # type: ignore[attr-defined]
+                                      for column in (keys, starts, ends, counts, lates, texts)))
+            for i, line in zip(given, lines_of):
                 built[i] = line
         rest = [i for i, b in enumerate(built) if b is None]
         if rest:
             prepare = getattr(extra, "prepare", None)  # (a hook computing the windows' metrics together)
             if prepare is not None:
-                prepare([(deferred[i][0], monitors[i]) for i in rest])
+                prepare([(keys[i], monitors[i]) for i in rest])
             records = kind.snapshot_many([monitors[i] for i in rest], include_state)
             for i, record in zip(rest, records):
-                key, _, _, start_ms, end_ms, final, late, expired, cumulative = deferred[i]
-                built[i] = build_snapshot(key, monitors[i], start_ms, end_ms, final=final, late=late, expired=expired,
-                                          cumulative=cumulative, include_state=include_state, extra_metrics=extra,
-                                          count=counts[i], record=record)
+                built[i] = build_snapshot(keys[i], monitors[i], starts[i], ends[i], final=finals[i], late=lates[i],
+                                          expired=expireds[i], cumulative=cumulatives[i],
+                                          include_state=include_state, extra_metrics=extra, count=counts[i],
+                                          record=record)
         in_order = iter(built)  # (_deferred holds them in their order in the ready queue)
         self._ready = [next(in_order) if r.__class__ is _Closed else r for r in self._ready]
 

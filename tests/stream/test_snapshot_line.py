@@ -134,8 +134,10 @@ def test_window_lines_are_each_windows_line():
                (("m", "s"), 60_000, 120_000, 1, 2, '{"n":2}', '{"s":0.25}', ',"intervals":{}'),
                (('m"q\\', "ünï"), 1500, 61_500, 4, 1, '{"n":3}', '{"s":1}', ""),
                (("m", "ünï"), 0, 60_000, 2, 0, "{}", "{}", "")]
-    assert window_lines(windows) == [window_line(*w) for w in windows]
-    assert window_lines([]) == []
+    columns = list(zip(*windows))
+    texts = list(zip(*columns[5:]))
+    assert window_lines(*columns[:5], texts) == [window_line(*w) for w in windows]
+    assert window_lines([], [], [], [], [], []) == []
 
 
 def test_marks_inside_strings_keep_the_fast_path(monkeypatch):
