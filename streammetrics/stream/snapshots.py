@@ -201,11 +201,15 @@ def window_lines(keys: Sequence[tuple[str, str]], starts_ms: Sequence[int], ends
     made once: a close's windows share few)."""
     if not keys:
         return []
-    encode = encode_basestring_ascii  # (what _JSON.encode does with a str)
     models, segments = zip(*keys)
+    try:  # (strings: what _JSON.encode does with one)
+        model_texts = list(map(encode_basestring_ascii, models))
+    except TypeError:  # a key part that is not a string (the library API allows one): json's text of it
+        model_texts = list(map(_JSON.encode, models))
+    segment_texts = {g: _JSON.encode(g) for g in set(segments)}  # (a fleet's keys share few segments)
     times = {t: repr(_seconds(t)) for t in {*starts_ms, *ends_ms}}
     metrics, states, intervals = zip(*texts)
-    return list(map(_WINDOW_LINE.__mod__, zip(map(encode, models), map(encode, segments),
+    return list(map(_WINDOW_LINE.__mod__, zip(model_texts, map(segment_texts.__getitem__, segments),
                                               map(times.__getitem__, starts_ms), map(times.__getitem__, ends_ms),
                                               counts, lates, counts, metrics, intervals, states)))
 

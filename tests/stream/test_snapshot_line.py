@@ -133,7 +133,8 @@ def test_window_lines_are_each_windows_line():
     windows = [(("m", "s"), 0, 60_000, 3, 0, '{"n":1}', '{"s":0.5}', ""),
                (("m", "s"), 60_000, 120_000, 1, 2, '{"n":2}', '{"s":0.25}', ',"intervals":{}'),
                (('m"q\\', "ünï"), 1500, 61_500, 4, 1, '{"n":3}', '{"s":1}', ""),
-               (("m", "ünï"), 0, 60_000, 2, 0, "{}", "{}", "")]
+               (("m", "ünï"), 0, 60_000, 2, 0, "{}", "{}", ""),
+               ((None, 7), 0, 60_000, 1, 0, "{}", "{}", "")]  # (key parts the library API allows)
     columns = list(zip(*windows))
     texts = list(zip(*columns[5:]))
     assert window_lines(*columns[:5], texts) == [window_line(*w) for w in windows]
