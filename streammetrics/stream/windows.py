@@ -1805,7 +1805,7 @@ class WindowManager:
                     text = texts[i]
                     assert text is not None
                     texts[i] = (_appended(text[0], members[i]), text[1], text[2])
-            lines_of = window_lines(*(list(map(column.__getitem__, given))  # type: ignore[attr-defined]
+            lines_of = window_lines(*(list(map(column.__getitem__, given))
                                       for column in (keys, starts, ends, counts, lates, texts)))
             for i, line in zip(given, lines_of):
                 built[i] = line
