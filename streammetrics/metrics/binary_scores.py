@@ -91,9 +91,6 @@ if TYPE_CHECKING:  # the module imports ConfusionMatrix lazily (it imports this 
 __all__ = ["BinaryScores", "one_element_score"]
 
 _INF = math.inf
-_EPS = float(np.finfo(np.float64).eps)  # scikit-learn's log_loss clipping for float64
-_ONE_MINUS_EPS = 1.0 - _EPS
-_CHUNK = 1 << 16  # batch arithmetic in cache-sized blocks
 _ONE = 1.0  # the default weight: ``weight is _ONE`` selects the unit-weight fast path
 # units mode: below these, a summed weight plus any weight (and event count) stays below the bound
 _NEAR_MAX = MAX_TOTAL_WEIGHT / 4
