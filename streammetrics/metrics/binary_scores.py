@@ -48,7 +48,7 @@ from streammetrics.core.validation import (
     to_builtin_label,
 )
 from streammetrics.kernels import ranking
-from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning, bit_views, make_binning
+from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning, bit_views, grid_budget, make_binning
 from streammetrics.kernels.exact_sum import BUFFER, ExactSum, ProbabilitySums
 from streammetrics.kernels.exact_weights import (
     FLOAT_EXACT,
@@ -528,14 +528,7 @@ class BinaryScores(Accumulator):
                 raise TypeError(f"pos_label must be a string, an integer or a bool, got {pos_label!r}")
         self._pos_label = pos_label
         self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]  # bins is None only with exact=True, which ignores it
-        if exact:
-            self._finest, self._max_bins = None, None
-        else:
-            if type(max_bins) is not int:
-                raise TypeError(f"max_bins must be an int, got {max_bins!r}")
-            if max_bins < 1:
-                raise ValueError(f"max_bins must be at least 1, got {max_bins!r}")
-            self._finest, self._max_bins = bins, max_bins
+        self._finest, self._max_bins = grid_budget(bins, exact, max_bins)
         self._exact = exact
         self.reset()
 
