@@ -1511,7 +1511,7 @@ class MetricsService:
         revision ticks (a function of the input, as in ``replay``: see
         :meth:`_publish_quiet_revisions`); ``revisions=True`` also those changed since the last tick.
         The poll's records go to the producer together (:meth:`_send_many`), then are counted;
-        no garbage collection meanwhile (:func:`consumers.gc_tuning.paused_gc`)."""
+        no garbage collection meanwhile (:func:`streammetrics.stream.replay.paused_gc`)."""
         with paused_gc():
             return self._publish_polled(part, revisions)
 
@@ -1784,11 +1784,13 @@ class MetricsService:
         except Exception as exc:
             raise DeliveryError(f"the producer did not deliver within {timeout:g} s ({type(exc).__name__}: "
                                 f"{exc})") from exc
-        failed = [f for f in self._inflight if not f.is_done or f.failed()]
+        sent = list({id(f): f for f in self._inflight}.values())  # (a bulk-sent batch's handle comes once a send)
+        failed = [f for f in sent if not f.is_done or f.failed()]
         if failed:
             first = next((f.exception for f in failed if f.is_done), None)
-            raise DeliveryError(f"{len(failed)} of {len(self._inflight)} snapshots / dead letters were not "
-                                f"delivered (first error: {type(first).__name__ if first else 'timeout'}: {first})")
+            raise DeliveryError(f"{len(failed)} of {len(sent)} sends (a record, or a batch of snapshots sent together) "
+                                f"were not delivered (first error: {type(first).__name__ if first else 'timeout'}: "
+                                f"{first})")
         self._inflight.clear()
 
     def checkpoint(self, tps: list | None = None, commit: bool = True) -> None:

@@ -358,16 +358,7 @@ def decode_list(raw: Any, item: str, n: int | None = None) -> list:
     decode = KINDS[item].decode
     if decode is None:
         raise TypeError(f"kind {item!r} has no JSON decoder")
-    if not isinstance(raw, list) or (n is not None and len(raw) != n):
-        size = "" if n is None else f" of {n}"
-        raise ValueError(f"must be a list{size}, got {describe(raw)}")
-    out = []
-    for i, v in enumerate(raw):
-        try:
-            out.append(decode(v, None, {}))
-        except ValueError as exc:
-            raise ValueError(f"[{i}] {exc}") from None
-    return out
+    return _list_of(decode)(raw, None, {}, n)
 
 
 # ----------------------------------------------------------------------------- packed arrays

@@ -41,7 +41,7 @@ from typing import Any, Literal, Optional, Union
 import numpy as np
 
 from streammetrics.events.decoding import MAX_NESTING
-from streammetrics.events.fields import MAX_NAME_LENGTH, MAX_WEIGHT, utf8_encodable
+from streammetrics.events.fields import MAX_NAME_LENGTH, MAX_WEIGHT, TS_MAX, TS_MIN, utf8_encodable
 from streammetrics.events.parser import EventParser
 from streammetrics.events.records import Event
 
@@ -53,8 +53,6 @@ except ImportError:  # pragma: no cover - exercised where msgspec is absent
 
 __all__ = ["ColumnDecoder", "EventColumns", "column_decoder", "object_column"]
 
-_TS_MIN = -62135596800.0  # 0001-01-01T00:00:00Z (as the field rules)
-_TS_MAX = 253402300800.0  # 10000-01-01T00:00:00Z (exclusive)
 #: numbers at least this large go through the per-event path: below it an integer and its float
 #: are one value whichever decoder converts it
 _EXACT = 2.0 ** 53
@@ -519,7 +517,7 @@ class ColumnDecoder:
     def _columns(self, structs: list[Any], rows: np.ndarray) -> tuple[EventColumns | None, list[int]] | None:
         m = len(structs)
         ts = np.fromiter(map(attrgetter("ts"), structs), dtype=np.float64, count=m)
-        ok = (ts >= _TS_MIN) & (ts < _TS_MAX)
+        ok = (ts >= TS_MIN) & (ts < TS_MAX)
         weights = list(map(attrgetter("weight"), structs))
         weight: np.ndarray | None = None
         if weights.count(None) != m:

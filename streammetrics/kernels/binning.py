@@ -34,8 +34,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-__all__ = ["Binning", "LogGridBinning", "ExactBinning", "make_binning", "binning_from_config", "MAX_OCTAVES",
-           "bit_views"]
+__all__ = ["Binning", "LogGridBinning", "ExactBinning", "make_binning", "grid_budget", "binning_from_config",
+           "MAX_OCTAVES", "bit_views"]
 
 _MASK = 0x7FFF_FFFF_FFFF_FFFF  # clears the sign bit (maps -0.0 to +0.0)
 _DBL_MAX = 1.7976931348623157e308
@@ -364,6 +364,18 @@ def make_binning(bins: int = 64, exact: bool = False) -> Binning:
     if type(exact) is not bool:
         raise TypeError(f"exact must be a bool, got {exact!r}")
     return ExactBinning() if exact else LogGridBinning(bins)
+
+
+def grid_budget(bins: int | None, exact: bool, max_bins: Any) -> tuple[int | None, int | None]:
+    """``(finest grid, max_bins)`` of a score accumulator: ``(None, None)`` when exact, else
+    ``bins`` and ``max_bins`` checked (an int, at least 1)."""
+    if exact:
+        return None, None
+    if type(max_bins) is not int:
+        raise TypeError(f"max_bins must be an int, got {max_bins!r}")
+    if max_bins < 1:
+        raise ValueError(f"max_bins must be at least 1, got {max_bins!r}")
+    return bins, max_bins
 
 
 def binning_from_config(config: Mapping[str, Any]) -> Binning:

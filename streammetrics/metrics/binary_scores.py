@@ -48,7 +48,7 @@ from streammetrics.core.validation import (
     to_builtin_label,
 )
 from streammetrics.kernels import ranking
-from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning, bit_views, make_binning
+from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning, bit_views, grid_budget, make_binning
 from streammetrics.kernels.exact_sum import BUFFER, ExactSum, ProbabilitySums
 from streammetrics.kernels.exact_weights import (
     FLOAT_EXACT,
@@ -91,9 +91,6 @@ if TYPE_CHECKING:  # the module imports ConfusionMatrix lazily (it imports this 
 __all__ = ["BinaryScores", "one_element_score"]
 
 _INF = math.inf
-_EPS = float(np.finfo(np.float64).eps)  # scikit-learn's log_loss clipping for float64
-_ONE_MINUS_EPS = 1.0 - _EPS
-_CHUNK = 1 << 16  # batch arithmetic in cache-sized blocks
 _ONE = 1.0  # the default weight: ``weight is _ONE`` selects the unit-weight fast path
 # units mode: below these, a summed weight plus any weight (and event count) stays below the bound
 _NEAR_MAX = MAX_TOTAL_WEIGHT / 4
@@ -531,14 +528,7 @@ class BinaryScores(Accumulator):
                 raise TypeError(f"pos_label must be a string, an integer or a bool, got {pos_label!r}")
         self._pos_label = pos_label
         self._binning: Binning = make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]  # bins is None only with exact=True, which ignores it
-        if exact:
-            self._finest, self._max_bins = None, None
-        else:
-            if type(max_bins) is not int:
-                raise TypeError(f"max_bins must be an int, got {max_bins!r}")
-            if max_bins < 1:
-                raise ValueError(f"max_bins must be at least 1, got {max_bins!r}")
-            self._finest, self._max_bins = bins, max_bins
+        self._finest, self._max_bins = grid_budget(bins, exact, max_bins)
         self._exact = exact
         self.reset()
 

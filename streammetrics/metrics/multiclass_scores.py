@@ -89,7 +89,7 @@ from streammetrics.core import state as _state_mod
 from streammetrics.core.accumulator import Accumulator
 from streammetrics.core.exceptions import UndefinedMetricWarning
 from streammetrics.core.labels import check_label_list
-from streammetrics.core.state import Field, decode_list, describe
+from streammetrics.core.state import KINDS, Field, decode_list, describe
 from streammetrics.core.validation import (
     as_label_array,
     as_weight_array,
@@ -148,9 +148,9 @@ _ONE_MINUS_EPS = 1.0 - _EPS
 #: log_loss warns unless |row sum - 1| <= 1e-8 + sqrt(eps) (xpx.isclose, rtol=sqrt(eps))
 _LOG_LOSS_SUM_TOL = 1e-8 + math.sqrt(_EPS)
 _ROW_BLOCK = 1 << 16  # rows per block in batch rank computations
-_log = math.log
 _add = operator.add
 _MAX_UNITS = units_of(MAX_TOTAL_WEIGHT)  # MAX_TOTAL_WEIGHT in units (kernels.exact_weights)
+_add_lists = KINDS["weights"].merge  # element-wise sum of fixed-length lists (core.state)
 # float mode while the total weight (a bound on every summed weight) stays at most this (float sums of
 # whole weights exact: < 2**53)
 _FLOAT_EXACT = FLOAT_EXACT
@@ -447,12 +447,6 @@ def _decode_cells(raw: Any, acc: Any, loaded: Mapping[str, Any]) -> dict[tuple[i
         if abs(rows[c] - weights[c]) > 1e-9 * max(1.0, weights[c]):
             raise ValueError(f"cells of class {c} do not sum to weights[{c}]")
     return {(int(x) // k, int(x) % k): v for x, v in zip(keys.tolist(), exact_w.tolist())}
-
-
-def _add_lists(mine: list, theirs: list, acc: Any) -> list:
-    for i, v in enumerate(theirs):
-        mine[i] += v
-    return mine
 
 
 def _copy_opt(v: list | None) -> list | None:

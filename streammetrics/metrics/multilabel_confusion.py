@@ -62,8 +62,6 @@ __all__ = ["MultilabelConfusion"]
 _INF = math.inf
 # whole weights are summed as floats (a batch in float64) while total + wrong stays at most this
 _FLOAT_EXACT = FLOAT_EXACT
-_SETS = (set, frozenset)
-_BUILTIN = (int, str, bool, float)
 
 
 # ----------------------------------------------------------------------------- declared state

@@ -97,7 +97,6 @@ from streammetrics.metrics.score_columns import (
 __all__ = ["MultilabelScores"]
 
 _INF = math.inf
-_SETS = (set, frozenset)
 _AVERAGES = ("micro", "macro", "weighted", "samples", None)
 _ROW_BLOCK = 1 << 18  # matrix cells per block in batch row statistics
 _MAX_UNITS = units_of(MAX_TOTAL_WEIGHT)  # MAX_TOTAL_WEIGHT in units (kernels.exact_weights)

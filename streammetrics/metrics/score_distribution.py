@@ -36,7 +36,7 @@ from streammetrics.core.accumulator import Accumulator
 from streammetrics.core.exceptions import undefined
 from streammetrics.core.state import Field, describe
 from streammetrics.core.validation import as_float_array, as_weight_array, check_number, check_weight
-from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning, bit_views, make_binning
+from streammetrics.kernels.binning import Binning, ExactBinning, LogGridBinning, bit_views, grid_budget, make_binning
 from streammetrics.kernels.exact_sum import BUFFER, ExactSum, exact_units_rows
 from streammetrics.kernels.exact_weights import (
     FLOAT_EXACT,
@@ -309,14 +309,7 @@ class ScoreDistribution(Accumulator):
     ) -> None:
         self._threshold = check_number(threshold, "threshold")
         make_binning(64 if exact else bins, exact)  # type: ignore[arg-type]  # validates bins / exact
-        if exact:
-            self._finest, self._max_bins = None, None
-        else:
-            if type(max_bins) is not int:
-                raise TypeError(f"max_bins must be an int, got {max_bins!r}")
-            if max_bins < 1:
-                raise ValueError(f"max_bins must be at least 1, got {max_bins!r}")
-            self._finest, self._max_bins = bins, max_bins
+        self._finest, self._max_bins = grid_budget(bins, exact, max_bins)
         self._exact = exact
         self.reset()
 

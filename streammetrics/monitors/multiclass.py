@@ -78,9 +78,9 @@ def _k(m: Any) -> int:
 
 def _merge_sums(mine: list | None, theirs: list | None, acc: Any) -> list | None:
     if mine is None or theirs is None:
-        return None  # unknown on either side (state read from a version-1 dict)
+        return None  # unknown on either side (state from a version-1 dict; class_scores: version 2)
     for a, b in zip(mine, theirs):
-        a.merge(b)  # exact sums (kernels.exact_sum): independent of the merge order
+        a.merge(b)  # exact sums, score distributions: independent of the merge order
     return mine
 
 
@@ -175,14 +175,6 @@ def _new_class_scores(m: Any) -> list[ScoreDistribution]:
 #: per column limit (at most CLASS_SCORE_MAX_BINS - CLASS_SCORE_MIN_BINS + 1 of them), the empty
 #: column the new ones copy (never handed out itself)
 _EMPTY_COLUMNS: dict[int, ScoreDistribution] = {}
-
-
-def _merge_class_scores(mine: list | None, theirs: list | None, acc: Any) -> list | None:
-    if mine is None or theirs is None:
-        return None  # unknown on either side (state migrated from version 2)
-    for a, b in zip(mine, theirs):
-        a.merge(b)
-    return mine
 
 
 def _decode_class_scores(raw: Any, m: Any, loaded: Mapping[str, Any]) -> list | None:
@@ -379,7 +371,7 @@ class MulticlassMonitor(Monitor):
               decode=_decode_sums),
         part("scores", lambda m: MulticlassScores(m.classes)),
         # one label-free score histogram per class column (None: unknown, migrated state)
-        Field("class_scores", _new_class_scores, attrs="_class_scores", merge=_merge_class_scores,
+        Field("class_scores", _new_class_scores, attrs="_class_scores", merge=_merge_sums,
               copy=lambda v: None if v is None else [d.copy() for d in v],
               encode=lambda v, m: None if v is None else [d.to_dict() for d in v], decode=_decode_class_scores),
         # CBPE sums against the bound reference (see _merge_estimate)

@@ -148,16 +148,14 @@ def decoders(parser: EventParser) -> tuple[Callable[..., Any], Callable[..., Any
 
 
 def source_chunks(lines: Iterable[Any], decode: Callable[[Sequence[Any]], tuple[list[Any], np.ndarray, list[int]]],
-                  parse_raw: Callable[[Any], list[Any]], counter: list[int], first_line: int = 1,
-                  chunk_lines: int | None = None) -> Iterator[Chunk]:
+                  parse_raw: Callable[[Any], list[Any]], counter: list[int], first_line: int = 1) -> Iterator[Chunk]:
     """One file's items in chunks (see :data:`Chunk`); ``counter`` counts its lines and bytes as
     they are read. Blank lines give no item; odd lines what ``parse_raw`` gives."""
     it = iter(lines)
-    chunk_lines = chunk_lines or CHUNK_LINES
     lineno = first_line
     carry = _NEG_INF
     while True:
-        batch = list(islice(it, chunk_lines))
+        batch = list(islice(it, CHUNK_LINES))
         if not batch:
             return
         counter[0] += len(batch)

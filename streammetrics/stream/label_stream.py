@@ -40,6 +40,15 @@ _NONE: tuple[()] = ()
 RUN_MIN = 8
 #: the longest run looked for at once (a longer one is taken in several)
 RUN_MAX = 4096
+#: the first span a run is looked for in (doubled after each run taken whole, up to
+#: :data:`RUN_MAX`; back to this after a run cut short): looking costs per item of the span, so
+#: a stream whose runs keep breaking (labels without their prediction, labels before it) looks
+#: at ~64 items per try, not 4096
+RUN_SPAN = 64
+#: the most items taken one by one before a run is looked for again, after refused runs (the
+#: wait doubles from :data:`RUN_MIN` while runs are refused: a stream whose runs never form
+#: pays for one look per this many items)
+RUN_WAIT_MAX = 1024
 
 
 _I64 = np.iinfo(np.int64)
@@ -160,11 +169,13 @@ class LabelStream:
             after[i] = after[i + 1] if kinds[i] else i
         pos = 0
         alone = 0  # items before it go one by one (after a run was refused)
+        span = RUN_SPAN
+        wait = RUN_MIN  # items to go one by one after a refused run: doubled while runs are refused
         while pos < n:
             end = pos
             if pos >= alone and kinds[pos]:
                 # the run: from pos, items of both kinds before the windows' horizon that expire nothing
-                stop = min(after[pos], pos + RUN_MAX)
+                stop = min(after[pos], pos + span)
                 t = times[pos:stop]
                 wm = join.watermark_us
                 low = np.minimum.accumulate(np.minimum(t, _int64(join.quiet_from_us())))
@@ -173,10 +184,13 @@ class LabelStream:
                 end = pos + (int(bad.argmax()) if bad.any() else len(t))
             if end - pos >= RUN_MIN:
                 taken = self._take_run(list(islice(items, pos, end)), times[pos:end].tolist())
+                span = min(2 * span, RUN_MAX) if taken == end - pos else RUN_SPAN
                 if taken:
                     pos += taken
+                    wait = RUN_MIN
                     continue
-                alone = pos + RUN_MIN
+                alone = pos + wait
+                wait = min(2 * wait, RUN_WAIT_MAX)
             notes = self.add(items[pos])
             if notes:
                 out.append((pos, notes))
@@ -186,14 +200,17 @@ class LabelStream:
     def _take_run(self, run: list[Any], times: list[int]) -> int:
         """Apply the longest prefix of ``run`` that the windows and the join take together; its length."""
         windows, join = self.windows, self.join
+        m = join.joinable(run, times)  # first: the cheaper look, and the one a stream's labels break
+        if m < RUN_MIN:
+            return 0
+        del run[m:], times[m:]
         preds = [i for i, item in enumerate(run) if item.__class__ is not Label]
         k, tags = windows.predictions_taken([run[i] for i in preds], [times[i] for i in preds])
         if k < len(preds):
             del run[preds[k]:], times[preds[k]:]
-        m = join.joinable(run, times)
-        if m < RUN_MIN:
-            return 0
-        del run[m:], times[m:]
+            if len(run) < RUN_MIN:
+                return 0
+        m = len(run)
         events = [item for item in run if item.__class__ is not Label]
         tags = tags[:len(events)]
         windows.add_predictions(events, [t for item, t in zip(run, times) if item.__class__ is not Label])

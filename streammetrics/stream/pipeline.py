@@ -607,15 +607,12 @@ class Pipeline:
             problems.append(Problem(index, code, note.message, _NOTICE_FIELDS.get(code)))
         return problems
 
-    def _label_stream(self, join_state: Mapping[str, Any] | None = None) -> LabelStream:
+    def _label_stream(self) -> LabelStream:
         c = self.config
         join = LabelJoin(c.label_ttl, store=PendingStore(max_pending=c.max_pending_labels))
-        if join_state is not None:
-            join.load_dict(join_state)
-        else:
-            now = self.windows.stream_time()
-            if now is not None:  # event time so far (labelled predictions before the first delayed item)
-                join.advance(now)
+        now = self.windows.stream_time()
+        if now is not None:  # event time so far (labelled predictions before the first delayed item)
+            join.advance(now)
         return LabelStream(self.windows, join)
 
     def close(self) -> None:

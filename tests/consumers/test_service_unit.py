@@ -311,3 +311,26 @@ def test_a_key_on_two_partitions_stops_the_service(tmp_path):
     service.consumer.on_idle = service.stop
     assert service.run() == 2 and "seen on partitions" in (service.failure or "")
     assert cluster.records("out") == []
+
+
+def test_a_failed_batch_handed_back_by_several_bulk_sends_is_counted_once(tmp_path, monkeypatch):
+    """The bulk sender hands back its current batch's handle at every send that appends to it: the
+    delivery check counts each handle once, and the error says what it counts (sends, not snapshots)."""
+    import pytest
+    from kafka_fakes import FakeFuture
+
+    from consumers.lean_producer import RecordSender
+    from consumers.service import DeliveryError
+
+    batch = FakeFuture()
+    batch.is_done, batch.exception = True, RuntimeError("broker said no")
+    monkeypatch.setattr(RecordSender, "send_many", lambda self, topic, records: [batch] if records else [])
+    cluster = FakeCluster()
+    fill(cluster, events_with_closers(), partitions=1)
+    service = make_service(cluster, tmp_path / "state", checkpoint_interval=3600.0)
+    service.start()
+    while service.poll_once(timeout_ms=0):
+        pass
+    with pytest.raises(DeliveryError, match=r"^1 of 1 sends \(a record, or a batch of snapshots sent together\) "
+                                            r"were not delivered \(first error: RuntimeError: broker said no\)"):
+        service.checkpoint()
