@@ -212,19 +212,7 @@ class PendingStore:
         ident = event.id
         if ident.__class__ is not str and not isinstance(ident, str):
             raise TypeError(f"a pending prediction needs a string id, got {ident!r}")
-        if self._mem_count >= self.memory_budget:
-            self._spill()
-        rec = (ts_us(event.ts), self.seq, event, tag)
-        self.seq += 1
-        if self._added is not None:
-            self._added[rec[1]] = rec
-        recs = self._mem.get(ident)
-        if recs is None:
-            self._mem[ident] = [rec]
-        else:
-            recs.append(rec)
-        heapq.heappush(self._heap, rec)
-        self._mem_count += 1
+        self.put_many((event,), (tag,))
         if self._mem_count + self._disk_count > self.max_pending:
             out = self._pop_oldest(self._mem_count + self._disk_count - self.max_pending)
             self.evicted += len(out)
@@ -241,7 +229,7 @@ class PendingStore:
             if self._mem_count >= self.memory_budget:
                 self._spill()
                 mem, heap = self._mem, self._heap
-            rec = (_floor(event.ts * 1e6 + 0.5), self.seq, event, tag)  # (ts_us)
+            rec = (ts_us(event.ts), self.seq, event, tag)
             self.seq += 1
             if added is not None:
                 added[rec[1]] = rec
